@@ -1,0 +1,3 @@
+//! tern-core: the pure domain of Tern. See ARCHITECTURE.md.
+
+pub mod wire;

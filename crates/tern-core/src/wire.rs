@@ -1,0 +1,135 @@
+//! What travels between `tern-update` and `ternd`: the public find response and the
+//! heartbeat. These shapes are a contract with every older and newer updater, so every
+//! field has a default and unknown fields are ignored on read.
+
+use serde::{Deserialize, Serialize};
+
+/// `GET /v1/webapi/find` — the shape Teleport's updater reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FindResponse {
+    pub edition: String,
+    pub fips: bool,
+    pub server_version: String,
+    pub auto_update: AutoUpdateSettings,
+}
+
+/// The `auto_update` object of a find response.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AutoUpdateSettings {
+    /// The version this host should run (or install, for a new host). Empty when the
+    /// server has no rollout.
+    pub agent_version: String,
+    /// Whether an existing installation should update to `agent_version` now.
+    pub agent_auto_update: bool,
+    /// Upper bound of the random delay an updater waits before acting.
+    pub agent_update_jitter_seconds: u64,
+    pub tools_version: String,
+    pub tools_auto_update: bool,
+}
+
+/// What the updater says about itself on the host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpdaterStatus {
+    #[default]
+    Enabled,
+    Disabled,
+    Pinned,
+}
+
+impl UpdaterStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Enabled => "enabled",
+            Self::Disabled => "disabled",
+            Self::Pinned => "pinned",
+        }
+    }
+}
+
+/// `POST /v1/agents/heartbeat` request body, sent by `tern-update` after every run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Heartbeat {
+    pub updater_id: String,
+    pub host_id: String,
+    pub hostname: String,
+    /// The update group; empty means "none", served by the catch-all group.
+    pub group: String,
+    /// The agent version the host runs now.
+    pub version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updater_version: Option<String>,
+    pub updater_status: UpdaterStatus,
+    /// True when the last update was reverted by an automatic rollback.
+    pub rollback: bool,
+    /// The version that failed and was rolled back, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_version: Option<String>,
+    /// False when the agent is not running or failed its health check.
+    pub healthy: bool,
+}
+
+impl Default for Heartbeat {
+    fn default() -> Self {
+        Self {
+            updater_id: String::new(),
+            host_id: String::new(),
+            hostname: String::new(),
+            group: String::new(),
+            version: String::new(),
+            updater_version: None,
+            updater_status: UpdaterStatus::Enabled,
+            rollback: false,
+            failed_version: None,
+            healthy: true,
+        }
+    }
+}
+
+/// `POST /v1/agents/heartbeat` response body.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HeartbeatResponse {
+    /// When the updater should send its next heartbeat, at the latest.
+    pub next_heartbeat_seconds: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heartbeat_tolerates_missing_and_unknown_fields() {
+        let hb: Heartbeat = serde_json::from_str(
+            r#"{"updater_id":"u1","version":"1.2.3","from_the_future":{"x":1}}"#,
+        )
+        .unwrap();
+        assert_eq!(hb.updater_id, "u1");
+        assert_eq!(hb.updater_status, UpdaterStatus::Enabled);
+        assert!(hb.healthy, "healthy defaults to true");
+        assert!(!hb.rollback);
+    }
+
+    #[test]
+    fn find_response_has_teleport_shape() {
+        let resp = FindResponse {
+            edition: "community".into(),
+            server_version: "0.1.0".into(),
+            auto_update: AutoUpdateSettings {
+                agent_version: "1.2.3".into(),
+                agent_auto_update: true,
+                agent_update_jitter_seconds: 60,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let v: serde_json::Value = serde_json::to_value(&resp).unwrap();
+        assert_eq!(v["auto_update"]["agent_version"], "1.2.3");
+        assert_eq!(v["auto_update"]["agent_auto_update"], true);
+        assert_eq!(v["auto_update"]["agent_update_jitter_seconds"], 60);
+        assert_eq!(v["fips"], false);
+    }
+}
