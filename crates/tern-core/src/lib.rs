@@ -1,3 +1,24 @@
-//! tern-core: the pure domain of Tern. See ARCHITECTURE.md.
+//! tern-core: the pure domain of Tern. No I/O, no clock, no randomness it is not
+//! given: every function takes the instant and the RNG it needs. See ARCHITECTURE.md.
+//!
+//! - [`resource`]: the four resources and the connected-agent record;
+//!   [`validate`] and [`codec`] read them from YAML/JSON with errors naming the field.
+//! - [`reconcile`]: one reconcile of the rollout; [`find`]: what a host is told;
+//!   [`transition`]: manual transitions.
+//! - [`window`], [`canary`], [`backpressure`], [`aggregate`]: the parts they use.
+//! - [`wire`]: the updater ↔ server contract.
 
+pub mod aggregate;
+pub mod backpressure;
+pub mod canary;
+pub mod codec;
+pub mod duration;
+pub mod find;
+pub mod reason;
+pub mod reconcile;
+pub mod resource;
+pub mod transition;
+pub mod validate;
+pub mod version;
+pub mod window;
 pub mod wire;

@@ -30,7 +30,9 @@ pub struct AutoUpdateSettings {
 }
 
 /// What the updater says about itself on the host.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum UpdaterStatus {
     #[default]

@@ -1,0 +1,99 @@
+//! Summing the replicas' reports into per-group counts, with the catch-all rule
+//! (agents in an empty or unknown group count in the last group) and expiry (a report
+//! older than two report periods is ignored: its replica is presumed dead and its
+//! agents have reconnected elsewhere).
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::backpressure::UpdaterNumeral;
+use crate::resource::{AutoUpdateAgentReport, Omitted};
+use crate::version::normalize;
+
+/// One group's agents across all live reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupCounts {
+    /// Connected agents, any version.
+    pub present: u64,
+    /// Connected agents running the target version.
+    pub up_to_date: u64,
+    /// Connected agents that reported a failed update (rolled back).
+    pub failed: u64,
+    /// Lowest updater_id among agents not on the target version.
+    pub lowest_not_updated: Option<UpdaterNumeral>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Aggregate {
+    pub groups: BTreeMap<String, GroupCounts>,
+    pub omitted: Vec<Omitted>,
+    /// How many reports were live (not expired).
+    pub live_reports: usize,
+    /// Agents per group per version (normalized), for `agents report`.
+    pub versions: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl Aggregate {
+    /// Sums `reports` that are at most `2 * report_period` old at `now`.
+    /// `groups` are the rollout's group names in order; the last is the catch-all.
+    pub fn from_reports(
+        reports: &[AutoUpdateAgentReport],
+        now: Timestamp,
+        report_period: SignedDuration,
+        groups: &[&str],
+        target: &str,
+    ) -> Self {
+        let mut agg = Aggregate::default();
+        let max_age = report_period.saturating_mul(2);
+        let target = normalize(target);
+        let catch_all = groups.last().copied();
+        let mut omitted: BTreeMap<String, u64> = BTreeMap::new();
+        for report in reports {
+            let age = now.duration_since(report.spec.timestamp);
+            if age > max_age {
+                continue;
+            }
+            agg.live_reports += 1;
+            for o in &report.spec.omitted {
+                *omitted.entry(o.reason.clone()).or_default() += o.count;
+            }
+            for (group, group_report) in &report.spec.groups {
+                let name = if groups.contains(&group.as_str()) {
+                    group.as_str()
+                } else if let Some(last) = catch_all {
+                    last
+                } else {
+                    group.as_str()
+                };
+                let counts = agg.groups.entry(name.to_string()).or_default();
+                for (version, v) in &group_report.versions {
+                    let version = normalize(version);
+                    counts.present += v.count;
+                    counts.failed += v.failed_count;
+                    *agg.versions
+                        .entry(name.to_string())
+                        .or_default()
+                        .entry(version.clone())
+                        .or_default() += v.count;
+                    if version == target {
+                        counts.up_to_date += v.count;
+                    } else if v.count > 0 && !v.lowest_updater_id.is_empty() {
+                        let n = UpdaterNumeral::of(&v.lowest_updater_id);
+                        counts.lowest_not_updated =
+                            Some(counts.lowest_not_updated.map_or(n, |cur| cur.min(n)));
+                    }
+                }
+            }
+        }
+        agg.omitted = omitted
+            .into_iter()
+            .map(|(reason, count)| Omitted { reason, count })
+            .collect();
+        agg
+    }
+
+    pub fn group(&self, name: &str) -> GroupCounts {
+        self.groups.get(name).cloned().unwrap_or_default()
+    }
+}

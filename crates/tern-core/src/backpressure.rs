@@ -1,0 +1,156 @@
+//! Backpressure: inside an active group, an agent may update only when its updater_id,
+//! read as a number, falls under the group's progress. Progress grows with the share
+//! of updated agents, plus `max_in_flight`, and is always raised far enough to admit
+//! the lowest agent not yet updated, so the rollout can never deadlock.
+
+/// An updater_id as a point in [0, 1]. UUIDs are read as their 128-bit value; any
+/// other id is hashed (FNV-1a, 128 bits) so that it still gets a stable position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UpdaterNumeral(u128);
+
+impl UpdaterNumeral {
+    pub fn of(updater_id: &str) -> Self {
+        let hex: String = updater_id.chars().filter(|c| *c != '-').collect();
+        if hex.len() == 32
+            && let Ok(n) = u128::from_str_radix(&hex, 16)
+        {
+            return Self(n);
+        }
+        Self(fnv1a_128(updater_id.as_bytes()))
+    }
+
+    /// Position in [0, 1].
+    pub fn fraction(self) -> f64 {
+        self.0 as f64 / u128::MAX as f64
+    }
+
+    /// Whether an agent at this position may update under `progress`.
+    pub fn admitted(self, progress: f64) -> bool {
+        progress >= 1.0 || self.fraction() < progress
+    }
+}
+
+fn fnv1a_128(bytes: &[u8]) -> u128 {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    bytes
+        .iter()
+        .fold(OFFSET, |h, b| (h ^ u128::from(*b)).wrapping_mul(PRIME))
+}
+
+/// Inputs of one progress computation for one active group.
+#[derive(Clone, Copy, Debug)]
+pub struct ProgressInput {
+    pub max_in_flight: f64,
+    pub initial: u64,
+    pub present: u64,
+    pub up_to_date: u64,
+    pub lowest_not_updated: Option<UpdaterNumeral>,
+    /// The progress written so far; progress never goes back.
+    pub previous: f64,
+}
+
+/// The new progress, and whether growth was halted because too many of the initial
+/// agents dropped off.
+pub fn progress(input: ProgressInput) -> (f64, bool) {
+    let ProgressInput {
+        max_in_flight,
+        initial,
+        present,
+        up_to_date,
+        lowest_not_updated,
+        previous,
+    } = input;
+    let previous = previous.clamp(0.0, 1.0);
+    if initial == 0 {
+        // Nobody was there at the start: there is nothing to protect.
+        return (1.0, false);
+    }
+    let initial_f = initial as f64;
+    // Growth stops while more than max_in_flight of the initial agents are missing.
+    if (present as f64) < initial_f * (1.0 - max_in_flight) {
+        return (previous, true);
+    }
+    let mut p = max_in_flight + up_to_date as f64 / initial_f;
+    if let Some(lowest) = lowest_not_updated {
+        let floor = lowest.fraction().next_up();
+        if p < floor {
+            p = floor;
+        }
+    }
+    (p.clamp(0.0, 1.0).max(previous), false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_read_as_numbers() {
+        assert_eq!(
+            UpdaterNumeral::of("00000000-0000-0000-0000-000000000000").fraction(),
+            0.0
+        );
+        assert_eq!(
+            UpdaterNumeral::of("ffffffff-ffff-ffff-ffff-ffffffffffff").fraction(),
+            1.0
+        );
+        let mid = UpdaterNumeral::of("80000000-0000-0000-0000-000000000000").fraction();
+        assert!((mid - 0.5).abs() < 1e-9);
+        // Non-UUID ids get a stable, spread-out position.
+        let a = UpdaterNumeral::of("host-1");
+        assert_eq!(a, UpdaterNumeral::of("host-1"));
+        assert_ne!(a, UpdaterNumeral::of("host-2"));
+    }
+
+    #[test]
+    fn progress_formula_and_floor() {
+        let base = ProgressInput {
+            max_in_flight: 0.1,
+            initial: 100,
+            present: 100,
+            up_to_date: 30,
+            lowest_not_updated: None,
+            previous: 0.0,
+        };
+        assert!((progress(base).0 - 0.4).abs() < 1e-12);
+        // The lowest not-updated agent sits at 0.9: progress is raised to admit it.
+        let lowest = UpdaterNumeral::of("e6666666-6666-6666-6666-666666666666");
+        let (p, halted) = progress(ProgressInput {
+            lowest_not_updated: Some(lowest),
+            ..base
+        });
+        assert!(!halted);
+        assert!(lowest.admitted(p), "p={p} must admit {}", lowest.fraction());
+        // Progress never goes back.
+        assert_eq!(
+            progress(ProgressInput {
+                previous: 0.7,
+                ..base
+            })
+            .0,
+            0.7
+        );
+    }
+
+    #[test]
+    fn growth_halts_when_too_many_dropped_off() {
+        let (p, halted) = progress(ProgressInput {
+            max_in_flight: 0.1,
+            initial: 100,
+            present: 80,
+            up_to_date: 50,
+            lowest_not_updated: None,
+            previous: 0.3,
+        });
+        assert!(halted);
+        assert_eq!(p, 0.3);
+    }
+
+    #[test]
+    fn the_max_uuid_is_admitted_at_full_progress() {
+        let max = UpdaterNumeral::of("ffffffff-ffff-ffff-ffff-ffffffffffff");
+        assert!(max.admitted(1.0));
+        assert!(!max.admitted(0.99));
+    }
+}

@@ -1,0 +1,178 @@
+//! Canaries: a few connected agents of a group, picked at random, that update first.
+//! The group moves on only when every canary runs the target version.
+
+use std::collections::HashSet;
+
+use rand_core::RngCore;
+
+use crate::resource::{Canary, ConnectedAgent};
+use crate::version::normalize;
+use crate::wire::UpdaterStatus;
+
+/// Whether an agent presenting `agent_group` is served by `group`: its own group, or
+/// the catch-all (last) group for an empty or unknown group name.
+pub fn belongs_to(agent_group: &str, group: &str, all_groups: &[&str]) -> bool {
+    if agent_group == group {
+        return true;
+    }
+    let is_catch_all = all_groups.last() == Some(&group);
+    is_catch_all && !all_groups.contains(&agent_group)
+}
+
+/// The agents that may serve as canaries for `group`: connected, with updates enabled
+/// (a pinned or disabled updater would never update), deduplicated by updater_id and
+/// sorted so that a seeded pick is reproducible whatever order the inventory comes in.
+/// Agents not yet on the target come first: a canary already on it proves nothing.
+pub fn candidates<'a>(
+    agents: &'a [ConnectedAgent],
+    group: &str,
+    all_groups: &[&str],
+    target: &str,
+) -> Vec<&'a ConnectedAgent> {
+    let target = normalize(target);
+    let mut seen = HashSet::new();
+    let mut eligible: Vec<&ConnectedAgent> = agents
+        .iter()
+        .filter(|a| !a.updater_id.is_empty())
+        .filter(|a| a.updater_status == UpdaterStatus::Enabled)
+        .filter(|a| belongs_to(&a.group, group, all_groups))
+        .collect();
+    eligible.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
+    eligible.retain(|a| seen.insert(a.updater_id.as_str()));
+    let (behind, current): (Vec<_>, Vec<_>) = eligible
+        .into_iter()
+        .partition(|a| normalize(&a.version) != target);
+    if behind.is_empty() { current } else { behind }
+}
+
+/// Picks up to `count` of `candidates` uniformly at random.
+pub fn pick<R: RngCore + ?Sized>(
+    candidates: &[&ConnectedAgent],
+    count: usize,
+    rng: &mut R,
+) -> Vec<Canary> {
+    let mut pool: Vec<&ConnectedAgent> = candidates.to_vec();
+    let n = count.min(pool.len());
+    for i in 0..n {
+        let remaining = (pool.len() - i) as u64;
+        // The modulo bias is below 2^-40 for any realistic fleet size.
+        let j = i + (rng.next_u64() % remaining) as usize;
+        pool.swap(i, j);
+    }
+    pool.truncate(n);
+    pool.into_iter()
+        .map(|a| Canary {
+            updater_id: a.updater_id.clone(),
+            host_id: a.host_id.clone(),
+            hostname: a.hostname.clone(),
+            success: false,
+        })
+        .collect()
+}
+
+/// Marks canaries that now run the target as successful. Success is sticky: a canary
+/// that later disconnects or moves on stays successful.
+pub fn refresh_success(canaries: &mut [Canary], agents: &[ConnectedAgent], target: &str) {
+    let target = normalize(target);
+    for c in canaries.iter_mut().filter(|c| !c.success) {
+        c.success = agents
+            .iter()
+            .any(|a| a.updater_id == c.updater_id && normalize(&a.version) == target);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_chacha::ChaCha8Rng;
+    use rand_core::SeedableRng;
+
+    fn agent(id: &str, group: &str, version: &str) -> ConnectedAgent {
+        ConnectedAgent {
+            updater_id: id.into(),
+            host_id: format!("host-{id}"),
+            hostname: format!("{id}.example"),
+            group: group.into(),
+            version: version.into(),
+            updater_status: UpdaterStatus::Enabled,
+        }
+    }
+
+    const GROUPS: &[&str] = &["dev", "prod"];
+
+    #[test]
+    fn catch_all_serves_empty_and_unknown_groups() {
+        assert!(belongs_to("", "prod", GROUPS));
+        assert!(belongs_to("nope", "prod", GROUPS));
+        assert!(!belongs_to("dev", "prod", GROUPS));
+        assert!(!belongs_to("", "dev", GROUPS));
+        assert!(belongs_to("dev", "dev", GROUPS));
+    }
+
+    #[test]
+    fn candidates_are_deduplicated_enabled_and_behind_first() {
+        let mut pinned = agent("p", "dev", "1.0.0");
+        pinned.updater_status = UpdaterStatus::Pinned;
+        let agents = vec![
+            agent("b", "dev", "1.0.0"),
+            agent("a", "dev", "1.0.0"),
+            agent("a", "dev", "1.0.0"), // the same updater seen by two replicas
+            agent("c", "dev", "2.0.0"), // already on target
+            agent("d", "prod", "1.0.0"),
+            pinned,
+        ];
+        let ids: Vec<&str> = candidates(&agents, "dev", GROUPS, "2.0.0")
+            .iter()
+            .map(|a| a.updater_id.as_str())
+            .collect();
+        assert_eq!(ids, ["a", "b"]);
+        // When every agent is on the target, those are the only candidates.
+        let all_current = vec![agent("c", "dev", "v2.0.0")];
+        assert_eq!(candidates(&all_current, "dev", GROUPS, "2.0.0").len(), 1);
+    }
+
+    #[test]
+    fn pick_is_bounded_seeded_and_unique() {
+        let agents: Vec<ConnectedAgent> = (0..20)
+            .map(|i| agent(&format!("u{i:02}"), "dev", "1.0.0"))
+            .collect();
+        let cands = candidates(&agents, "dev", GROUPS, "2.0.0");
+        let a = pick(&cands, 5, &mut ChaCha8Rng::seed_from_u64(7));
+        let b = pick(&cands, 5, &mut ChaCha8Rng::seed_from_u64(7));
+        assert_eq!(a, b, "same seed, same canaries");
+        assert_eq!(a.len(), 5);
+        let unique: HashSet<_> = a.iter().map(|c| &c.updater_id).collect();
+        assert_eq!(unique.len(), 5);
+        // Fewer candidates than canaries wanted: take them all.
+        assert_eq!(
+            pick(&cands[..2], 5, &mut ChaCha8Rng::seed_from_u64(1)).len(),
+            2
+        );
+        // Different seeds spread the choice.
+        let firsts: HashSet<String> = (0..30)
+            .map(|s| {
+                pick(&cands, 1, &mut ChaCha8Rng::seed_from_u64(s))[0]
+                    .updater_id
+                    .clone()
+            })
+            .collect();
+        assert!(firsts.len() > 5, "{firsts:?}");
+    }
+
+    #[test]
+    fn success_is_sticky() {
+        let mut canaries = vec![Canary {
+            updater_id: "a".into(),
+            ..Canary::default()
+        }];
+        refresh_success(&mut canaries, &[agent("a", "dev", "1.0.0")], "2.0.0");
+        assert!(!canaries[0].success);
+        refresh_success(&mut canaries, &[agent("a", "dev", "v2.0.0")], "2.0.0");
+        assert!(canaries[0].success);
+        refresh_success(&mut canaries, &[], "2.0.0");
+        assert!(
+            canaries[0].success,
+            "a canary that disconnects stays successful"
+        );
+    }
+}

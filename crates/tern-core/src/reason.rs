@@ -1,0 +1,29 @@
+//! The stable strings of `last_update_reason`. Operators alert on them; never rename.
+
+pub const CREATED: &str = "created";
+/// Start conditions are met but another group already started in this reconcile.
+pub const CAN_START: &str = "can_start";
+/// The group's window is closed.
+pub const CANNOT_START: &str = "cannot_start";
+pub const PREVIOUS_GROUPS_NOT_DONE: &str = "previous_groups_not_done";
+pub const ROLLOUT_CHANGED_DURING_WINDOW: &str = "rollout_changed_during_window";
+pub const UPDATE_COMPLETE: &str = "update_complete";
+pub const UPDATE_IN_PROGRESS: &str = "update_in_progress";
+pub const WAITING_FOR_CANARIES: &str = "waiting_for_canaries";
+pub const CANARIES_ARE_ALIVE: &str = "canaries_are_alive";
+pub const IN_WINDOW: &str = "in_window";
+pub const OUTSIDE_WINDOW: &str = "outside_window";
+pub const MANUAL_TRIGGER: &str = "manual_trigger";
+pub const MANUAL_FORCED_DONE: &str = "manual_forced_done";
+pub const MANUAL_ROLLBACK: &str = "manual_rollback";
+pub const RECONCILER_ERROR: &str = "reconciler_error";
+
+// Added by Tern.
+
+/// halt-on-error: the window is open but `wait_hours` have not passed since the
+/// previous group started.
+pub const WAIT_HOURS_NOT_ELAPSED: &str = "wait_hours_not_elapsed";
+/// A canary group with no connected agent at all: nothing to test, so it goes active.
+pub const NO_CANARY_CANDIDATES: &str = "no_canary_candidates";
+/// Growth is halted: more than `max_in_flight` of the initial agents dropped off.
+pub const TOO_MANY_AGENTS_MISSING: &str = "too_many_agents_missing";

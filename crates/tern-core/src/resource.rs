@@ -1,0 +1,581 @@
+//! The four resources, with the field names of the Managed Updates v2 reference so a
+//! Teleport user's files work unchanged. User-written specs refuse unknown fields (a
+//! typo must not be silently ignored); system resources read leniently so replicas of
+//! different versions can share them.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::{GoDuration, Percent};
+use crate::version::Version;
+use crate::window::Day;
+use crate::wire::UpdaterStatus;
+
+pub const KIND_CONFIG: &str = "autoupdate_config";
+pub const KIND_VERSION: &str = "autoupdate_version";
+pub const KIND_ROLLOUT: &str = "autoupdate_agent_rollout";
+pub const KIND_REPORT: &str = "autoupdate_agent_report";
+pub const NAME_CONFIG: &str = "autoupdate-config";
+pub const NAME_VERSION: &str = "autoupdate-version";
+pub const NAME_ROLLOUT: &str = "autoupdate-agent-rollout";
+pub const RESOURCE_VERSION: &str = "v1";
+
+/// The name the catch-all group gets when a config defines no schedule.
+pub const DEFAULT_GROUP: &str = "default";
+/// The start hour of the implicit `default` group.
+pub const DEFAULT_GROUP_START_HOUR: u8 = 12;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    #[serde(default)]
+    pub name: String,
+    /// Set by the store on every write; used for compare-and-swap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<Timestamp>,
+}
+
+impl Metadata {
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            ..Self::default()
+        }
+    }
+}
+
+fn v1() -> String {
+    RESOURCE_VERSION.to_string()
+}
+
+/// Whether agent updates may happen: the most restrictive of config and version wins.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Ordered by restriction: `Enabled < Suspended < Disabled`.
+    #[default]
+    #[serde(alias = "enable")]
+    Enabled,
+    #[serde(alias = "pause", alias = "paused")]
+    Suspended,
+    #[serde(alias = "disable")]
+    Disabled,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Enabled => "enabled",
+            Self::Suspended => "suspended",
+            Self::Disabled => "disabled",
+        }
+    }
+
+    /// The most restrictive of the two.
+    pub fn combine(self, other: Mode) -> Mode {
+        self.max(other)
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    #[default]
+    HaltOnError,
+    TimeBased,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HaltOnError => "halt-on-error",
+            Self::TimeBased => "time-based",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    #[default]
+    Regular,
+    Immediate,
+}
+
+impl Schedule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Regular => "regular",
+            Self::Immediate => "immediate",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupState {
+    #[default]
+    Unstarted,
+    Canary,
+    Active,
+    Done,
+    #[serde(alias = "rollback")]
+    Rolledback,
+}
+
+impl GroupState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unstarted => "unstarted",
+            Self::Canary => "canary",
+            Self::Active => "active",
+            Self::Done => "done",
+            Self::Rolledback => "rolledback",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RolloutState {
+    #[default]
+    Unspecified,
+    Unstarted,
+    Active,
+    Done,
+    Rolledback,
+}
+
+impl RolloutState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unspecified => "unspecified",
+            Self::Unstarted => "unstarted",
+            Self::Active => "active",
+            Self::Done => "done",
+            Self::Rolledback => "rolledback",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// autoupdate_config
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AutoUpdateConfig {
+    pub kind: String,
+    #[serde(default = "v1")]
+    pub version: String,
+    #[serde(default)]
+    pub metadata: Metadata,
+    #[serde(default)]
+    pub spec: ConfigSpec,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<AgentsConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolsConfig>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<Strategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window_duration: Option<GoDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedules: Option<Schedules>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedules {
+    #[serde(default)]
+    pub regular: Vec<GroupConfig>,
+}
+
+/// One group of the regular schedule. Integers are signed so that a negative value
+/// reaches validation and gets an error naming the field.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupConfig {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<Day>,
+    #[serde(default)]
+    pub start_hour: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wait_hours: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub canary_count: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<Percent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_after: Option<GoDuration>,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ToolsMode>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolsMode {
+    Enabled,
+    #[default]
+    Disabled,
+}
+
+impl Default for AutoUpdateConfig {
+    fn default() -> Self {
+        Self {
+            kind: KIND_CONFIG.to_string(),
+            version: v1(),
+            metadata: Metadata::named(NAME_CONFIG),
+            spec: ConfigSpec::default(),
+        }
+    }
+}
+
+impl AutoUpdateConfig {
+    fn agents(&self) -> Option<&AgentsConfig> {
+        self.spec.agents.as_ref()
+    }
+
+    /// The config's own mode; an unset mode restricts nothing.
+    pub fn mode(&self) -> Mode {
+        self.agents().and_then(|a| a.mode).unwrap_or_default()
+    }
+
+    pub fn strategy(&self) -> Strategy {
+        self.agents().and_then(|a| a.strategy).unwrap_or_default()
+    }
+
+    pub fn tools_mode(&self) -> ToolsMode {
+        self.spec
+            .tools
+            .as_ref()
+            .and_then(|t| t.mode)
+            .unwrap_or_default()
+    }
+
+    /// The window length of a group: 1h for halt-on-error, the configured duration
+    /// (default 1h) for time-based.
+    pub fn maintenance_window_duration(&self) -> Option<GoDuration> {
+        match self.strategy() {
+            Strategy::HaltOnError => None,
+            Strategy::TimeBased => Some(
+                self.agents()
+                    .and_then(|a| a.maintenance_window_duration)
+                    .unwrap_or(GoDuration::from_hours(1)),
+            ),
+        }
+    }
+
+    /// The groups of the regular schedule, defaults filled in; a config without a
+    /// schedule has one group, `default`.
+    pub fn groups(&self) -> Vec<GroupConfig> {
+        let configured = self
+            .agents()
+            .and_then(|a| a.schedules.as_ref())
+            .map(|s| s.regular.clone())
+            .unwrap_or_default();
+        if configured.is_empty() {
+            return vec![GroupConfig {
+                name: DEFAULT_GROUP.to_string(),
+                days: Day::WORKWEEK.to_vec(),
+                start_hour: i64::from(DEFAULT_GROUP_START_HOUR),
+                ..GroupConfig::default()
+            }];
+        }
+        configured
+            .into_iter()
+            .map(|mut g| {
+                if g.days.is_empty() {
+                    g.days = Day::WORKWEEK.to_vec();
+                }
+                g
+            })
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// autoupdate_version
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AutoUpdateVersion {
+    pub kind: String,
+    #[serde(default = "v1")]
+    pub version: String,
+    #[serde(default)]
+    pub metadata: Metadata,
+    #[serde(default)]
+    pub spec: VersionSpec,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<AgentsVersion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolsVersion>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsVersion {
+    pub start_version: Version,
+    pub target_version: Version,
+    #[serde(default)]
+    pub schedule: Schedule,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsVersion {
+    pub target_version: Version,
+}
+
+impl AutoUpdateVersion {
+    pub fn new(agents: Option<AgentsVersion>) -> Self {
+        Self {
+            kind: KIND_VERSION.to_string(),
+            version: v1(),
+            metadata: Metadata::named(NAME_VERSION),
+            spec: VersionSpec {
+                agents,
+                tools: None,
+            },
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.spec
+            .agents
+            .as_ref()
+            .and_then(|a| a.mode)
+            .unwrap_or_default()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// autoupdate_agent_rollout
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AutoUpdateAgentRollout {
+    pub kind: String,
+    #[serde(default = "v1")]
+    pub version: String,
+    #[serde(default)]
+    pub metadata: Metadata,
+    pub spec: RolloutSpec,
+    #[serde(default)]
+    pub status: RolloutStatus,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RolloutSpec {
+    pub start_version: Version,
+    pub target_version: Version,
+    #[serde(default)]
+    pub schedule: Schedule,
+    #[serde(default)]
+    pub autoupdate_mode: Mode,
+    #[serde(default)]
+    pub strategy: Strategy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window_duration: Option<GoDuration>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RolloutStatus {
+    #[serde(default)]
+    pub state: RolloutState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Timestamp>,
+    /// When set, the reconciler evaluates windows at this instant instead of now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_override: Option<Timestamp>,
+    #[serde(default)]
+    pub groups: Vec<RolloutGroup>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RolloutGroup {
+    pub name: String,
+    #[serde(default)]
+    pub state: GroupState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Timestamp>,
+    #[serde(default)]
+    pub last_update_reason: String,
+    #[serde(default)]
+    pub config_days: Vec<Day>,
+    #[serde(default)]
+    pub config_start_hour: i64,
+    #[serde(default)]
+    pub config_wait_hours: i64,
+    #[serde(default)]
+    pub canary_count: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_max_in_flight: Option<Percent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_alert_after: Option<GoDuration>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub canaries: Vec<Canary>,
+    #[serde(default)]
+    pub initial_count: u64,
+    #[serde(default)]
+    pub present_count: u64,
+    #[serde(default)]
+    pub up_to_date_count: u64,
+    #[serde(default)]
+    pub failed_count: u64,
+    /// Share of the group's updater_id space allowed to update (backpressure).
+    #[serde(default)]
+    pub progress: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Canary {
+    pub updater_id: String,
+    #[serde(default)]
+    pub host_id: String,
+    #[serde(default)]
+    pub hostname: String,
+    #[serde(default)]
+    pub success: bool,
+}
+
+impl AutoUpdateAgentRollout {
+    pub fn new(spec: RolloutSpec, status: RolloutStatus) -> Self {
+        Self {
+            kind: KIND_ROLLOUT.to_string(),
+            version: v1(),
+            metadata: Metadata::named(NAME_ROLLOUT),
+            spec,
+            status,
+        }
+    }
+
+    pub fn group(&self, name: &str) -> Option<&RolloutGroup> {
+        self.status.groups.iter().find(|g| g.name == name)
+    }
+
+    /// The group that serves an agent presenting `name`: that group if it exists,
+    /// else the last one (the catch-all).
+    pub fn serving_group(&self, name: &str) -> Option<&RolloutGroup> {
+        self.group(name).or_else(|| self.status.groups.last())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// autoupdate_agent_report
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AutoUpdateAgentReport {
+    #[serde(default = "report_kind")]
+    pub kind: String,
+    #[serde(default = "v1")]
+    pub version: String,
+    #[serde(default)]
+    pub metadata: Metadata,
+    pub spec: ReportSpec,
+}
+
+fn report_kind() -> String {
+    KIND_REPORT.to_string()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReportSpec {
+    pub timestamp: Timestamp,
+    #[serde(default)]
+    pub groups: BTreeMap<String, GroupReport>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted: Vec<Omitted>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupReport {
+    #[serde(default)]
+    pub versions: BTreeMap<String, VersionReport>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionReport {
+    pub count: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub failed_count: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub lowest_updater_id: String,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Omitted {
+    pub reason: String,
+    pub count: u64,
+}
+
+impl AutoUpdateAgentReport {
+    pub fn new(name: &str, spec: ReportSpec) -> Self {
+        Self {
+            kind: report_kind(),
+            version: v1(),
+            metadata: Metadata::named(name),
+            spec,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// the inventory the reconciler reads to pick and check canaries
+
+/// A connected agent, as the server's inventory (or the planner's `--agents` file)
+/// knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectedAgent {
+    pub updater_id: String,
+    #[serde(default)]
+    pub host_id: String,
+    #[serde(default)]
+    pub hostname: String,
+    #[serde(default)]
+    pub group: String,
+    pub version: String,
+    #[serde(default)]
+    pub updater_status: UpdaterStatus,
+}

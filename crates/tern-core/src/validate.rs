@@ -1,0 +1,315 @@
+//! Validation of user-written resources. Every error names the field, the bad value
+//! and what would be right.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use crate::codec::{self, ParseError};
+use crate::duration::GoDuration;
+use crate::resource::*;
+
+/// One thing wrong with one field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub value: String,
+    pub problem: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} {}", self.field, self.value, self.problem)
+    }
+}
+
+/// Everything wrong with a resource (never empty).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct Invalid(pub Vec<FieldError>);
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("; "))
+    }
+}
+
+/// Why a resource could not be loaded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceError {
+    #[error("{0}")]
+    Parse(#[from] ParseError),
+    #[error("{0}")]
+    Invalid(#[from] Invalid),
+}
+
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn push(&mut self, field: impl Into<String>, value: impl fmt::Display, problem: &str) {
+        self.0.push(FieldError {
+            field: field.into(),
+            value: value.to_string(),
+            problem: problem.to_string(),
+        });
+    }
+
+    fn header(&mut self, kind: &str, version: &str, name: &str, want_kind: &str, want_name: &str) {
+        if kind != want_kind {
+            self.push(
+                "kind",
+                format!("{kind:?}"),
+                &format!("is not {want_kind:?}"),
+            );
+        }
+        if version != RESOURCE_VERSION {
+            self.push("version", format!("{version:?}"), "is not \"v1\"");
+        }
+        if name != want_name {
+            self.push(
+                "metadata.name",
+                format!("{name:?}"),
+                &format!("is not {want_name:?} (this resource is a singleton)"),
+            );
+        }
+    }
+
+    fn finish(self) -> Result<(), Invalid> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Invalid(self.0))
+        }
+    }
+}
+
+/// A group name must be usable as a store key and a URL query value.
+pub fn is_valid_group_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+}
+
+const MIN_WINDOW: GoDuration = GoDuration::from_minutes(10);
+const MAX_WINDOW: GoDuration = GoDuration::from_hours(24);
+pub const MAX_CANARY_COUNT: i64 = 5;
+
+impl AutoUpdateConfig {
+    /// Reads and validates a config; an empty metadata name is taken as the singleton's.
+    pub fn from_text(text: &str) -> Result<Self, ResourceError> {
+        let mut config: Self = codec::from_text(text)?;
+        if config.metadata.name.is_empty() {
+            config.metadata.name = NAME_CONFIG.to_string();
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let mut e = Errors(Vec::new());
+        e.header(
+            &self.kind,
+            &self.version,
+            &self.metadata.name,
+            KIND_CONFIG,
+            NAME_CONFIG,
+        );
+        let strategy = self.strategy();
+        let halt = strategy == Strategy::HaltOnError;
+        if let Some(agents) = &self.spec.agents {
+            match (strategy, agents.maintenance_window_duration) {
+                (Strategy::HaltOnError, Some(d)) => e.push(
+                    "spec.agents.maintenance_window_duration",
+                    d,
+                    "is only valid with strategy time-based (halt-on-error windows last 1h)",
+                ),
+                (Strategy::TimeBased, Some(d)) if d < MIN_WINDOW || d > MAX_WINDOW => e.push(
+                    "spec.agents.maintenance_window_duration",
+                    d,
+                    "is out of range, expected 10m to 24h",
+                ),
+                _ => {}
+            }
+            let groups = agents
+                .schedules
+                .as_ref()
+                .map(|s| s.regular.as_slice())
+                .unwrap_or_default();
+            let mut seen = HashSet::new();
+            for (i, g) in groups.iter().enumerate() {
+                let at = |f: &str| format!("spec.agents.schedules.regular[{i}].{f}");
+                if !is_valid_group_name(&g.name) {
+                    e.push(
+                        at("name"),
+                        format!("{:?}", g.name),
+                        "is not a valid group name (1-64 of letters, digits, '-', '_', '.', starting with a letter or digit)",
+                    );
+                } else if !seen.insert(g.name.as_str()) {
+                    e.push(
+                        at("name"),
+                        format!("{:?}", g.name),
+                        "is used by an earlier group",
+                    );
+                }
+                if !(0..=23).contains(&g.start_hour) {
+                    e.push(
+                        at("start_hour"),
+                        g.start_hour,
+                        "is out of range, expected 0 to 23",
+                    );
+                }
+                if g.wait_hours < 0 {
+                    e.push(at("wait_hours"), g.wait_hours, "is negative");
+                } else if g.wait_hours > 0 && !halt {
+                    e.push(
+                        at("wait_hours"),
+                        g.wait_hours,
+                        "is only valid with strategy halt-on-error",
+                    );
+                } else if g.wait_hours > 0 && i == 0 {
+                    e.push(
+                        at("wait_hours"),
+                        g.wait_hours,
+                        "must be 0 on the first group (there is no previous group to wait for)",
+                    );
+                }
+                if !(0..=MAX_CANARY_COUNT).contains(&g.canary_count) {
+                    e.push(
+                        at("canary_count"),
+                        g.canary_count,
+                        "is out of range, expected 0 to 5",
+                    );
+                } else if g.canary_count > 0 && !halt {
+                    e.push(
+                        at("canary_count"),
+                        g.canary_count,
+                        "is only valid with strategy halt-on-error",
+                    );
+                }
+            }
+        }
+        e.finish()
+    }
+}
+
+impl AutoUpdateVersion {
+    pub fn from_text(text: &str) -> Result<Self, ResourceError> {
+        let mut version: Self = codec::from_text(text)?;
+        if version.metadata.name.is_empty() {
+            version.metadata.name = NAME_VERSION.to_string();
+        }
+        version.validate()?;
+        Ok(version)
+    }
+
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let mut e = Errors(Vec::new());
+        e.header(
+            &self.kind,
+            &self.version,
+            &self.metadata.name,
+            KIND_VERSION,
+            NAME_VERSION,
+        );
+        e.finish()
+    }
+}
+
+impl AutoUpdateAgentRollout {
+    pub fn from_text(text: &str) -> Result<Self, ResourceError> {
+        let mut rollout: Self = codec::from_text(text)?;
+        if rollout.metadata.name.is_empty() {
+            rollout.metadata.name = NAME_ROLLOUT.to_string();
+        }
+        rollout.validate()?;
+        Ok(rollout)
+    }
+
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let mut e = Errors(Vec::new());
+        e.header(
+            &self.kind,
+            &self.version,
+            &self.metadata.name,
+            KIND_ROLLOUT,
+            NAME_ROLLOUT,
+        );
+        if self.spec.strategy == Strategy::TimeBased
+            && self.spec.maintenance_window_duration.is_none()
+        {
+            e.push(
+                "spec.maintenance_window_duration",
+                "(missing)",
+                "is required with strategy time-based",
+            );
+        }
+        let mut seen = HashSet::new();
+        for (i, g) in self.status.groups.iter().enumerate() {
+            let at = |f: &str| format!("status.groups[{i}].{f}");
+            if !is_valid_group_name(&g.name) {
+                e.push(
+                    at("name"),
+                    format!("{:?}", g.name),
+                    "is not a valid group name",
+                );
+            } else if !seen.insert(g.name.as_str()) {
+                e.push(
+                    at("name"),
+                    format!("{:?}", g.name),
+                    "is used by an earlier group",
+                );
+            }
+            if !(0..=23).contains(&g.config_start_hour) {
+                e.push(
+                    at("config_start_hour"),
+                    g.config_start_hour,
+                    "is out of range, expected 0 to 23",
+                );
+            }
+            if g.config_wait_hours < 0 {
+                e.push(at("config_wait_hours"), g.config_wait_hours, "is negative");
+            }
+            if !(0..=MAX_CANARY_COUNT).contains(&g.canary_count) {
+                e.push(
+                    at("canary_count"),
+                    g.canary_count,
+                    "is out of range, expected 0 to 5",
+                );
+            }
+            if !(0.0..=1.0).contains(&g.progress) {
+                e.push(
+                    at("progress"),
+                    g.progress,
+                    "is out of range, expected 0 to 1",
+                );
+            }
+        }
+        e.finish()
+    }
+}
+
+impl AutoUpdateAgentReport {
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let mut e = Errors(Vec::new());
+        if self.kind != KIND_REPORT {
+            e.push(
+                "kind",
+                format!("{:?}", self.kind),
+                "is not \"autoupdate_agent_report\"",
+            );
+        }
+        if self.metadata.name.is_empty() {
+            e.push(
+                "metadata.name",
+                "\"\"",
+                "is empty (it names the replica that wrote the report)",
+            );
+        }
+        e.finish()
+    }
+}
