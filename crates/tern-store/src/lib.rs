@@ -1,1 +1,258 @@
-//! Arrives with its issue.
+//! Tern's store: a small revisioned key-value store behind one async, object-safe trait.
+//!
+//! `ternd` holds an `Arc<dyn Store>`; backends are [`SqliteStore`] (embedded default, one
+//! file, usable by several processes on one machine), [`MemoryStore`] (tests) and, later,
+//! etcd (cargo feature `etcd`). Every backend must pass the suite in `conformance`
+//! (cargo feature `conformance`), so the semantics below are the contract, not a
+//! description of one implementation. They deliberately follow etcd's.
+//!
+//! # Revisions
+//!
+//! * The store has one global revision, a `u64` that starts at 0 (empty store) and grows by
+//!   exactly one for every change: each put, successful create or CAS, delete, and each
+//!   TTL expiry (one revision per expired key). Failed operations and leases do not
+//!   change it.
+//! * Every key carries `create_revision` (the revision that created it; a key deleted and
+//!   re-created gets a new one) and `mod_revision` (the revision of its last write).
+//! * Every resource write is a compare-and-swap on `mod_revision`
+//!   ([`Store::compare_and_swap`]); creation is [`Store::create`] (fails if the key exists).
+//!   A CAS either applies or fails with [`Error::Conflict`] naming the actual revision.
+//!
+//! # TTL
+//!
+//! A write may carry a TTL. Once it has elapsed the key is invisible to `get`/`list` and
+//! is absent for `create`/CAS/delete, immediately; it is purged shortly after (a background
+//! sweeper, and before any write) which emits a delete event with a revision of its own.
+//! A write without a TTL to a key that had one makes it permanent. TTLs use the wall
+//! clock in the SQLite backend (shared by processes) and a monotonic clock in memory.
+//!
+//! # Listing and prefixes
+//!
+//! A prefix is a raw byte prefix, as in etcd: `a/b` matches `a/b`, `a/b/x` *and* `a/bc`.
+//! To list the children of a "directory" pass the trailing separator: `a/b/`.
+//! [`Store::list`] returns the store revision its snapshot was taken at.
+//!
+//! # Watches
+//!
+//! [`Store::watch`] streams every put and delete under a prefix with revision
+//! `>= start_revision`, in strictly increasing revision order, with no gaps: a watcher
+//! sees every change to matching keys, including TTL expiries. To mirror a prefix, `list`
+//! it (revision `R`) and then watch from `R + 1`: nothing is missed or repeated.
+//! `start_revision == 0` means "from now". History is kept for a bounded number of
+//! revisions; a watch from before it fails with [`Error::Compacted`] (the watcher must
+//! list again). A watch that falls too far behind ends with that error as its last item.
+//! Note: a key that expired before a `list` is already invisible there, while its delete
+//! event may carry a revision after the list's; deleting an unknown key is a no-op for a
+//! mirror.
+//!
+//! # Leases (leader election)
+//!
+//! A named lease is held by at most one holder at a time. [`Store::lease_acquire`]
+//! succeeds only if the lease is free or expired (including when the same holder name
+//! still holds it: holder names are labels, not identities), and returns a [`Lease`] with a
+//! fencing `token` that grows with every acquisition. It expires `ttl` after the last
+//! acquire/renew unless renewed; [`Store::lease_renew`] fails with [`Error::LeaseLost`]
+//! once it has expired or been taken. The holder must also stop acting as leader when its
+//! local deadline [`Lease::valid_until`] passes without a successful renewal (e.g. it was
+//! paused or cut off from the store): that deadline is measured from *before* the request
+//! was sent, so it never outlives the lease in the store. [`LeaseKeeper`] does both.
+//!
+//! # Errors
+//!
+//! [`Error::Unavailable`] means the store cannot be reached or is busy (HTTP 503; retry
+//! later); [`Error::Backend`] is anything else unexpected. Messages name the key.
+
+mod error;
+mod lease;
+mod memory;
+mod sqlite;
+mod watch;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+pub use error::{Error, Result};
+pub use lease::LeaseKeeper;
+pub use memory::MemoryStore;
+pub use sqlite::{SqliteOptions, SqliteStore};
+pub use watch::Watch;
+
+/// A store revision. 0 means "no revision" (empty store, or "from now" for watches).
+pub type Revision = u64;
+
+/// A key and its value, as stored at `mod_revision`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: String,
+    pub value: Vec<u8>,
+    /// The revision that created this key (since it was last absent).
+    pub create_revision: Revision,
+    /// The revision of the last write to this key; the value to pass to CAS.
+    pub mod_revision: Revision,
+}
+
+/// The result of [`Store::list`]: the live keys under a prefix, sorted by key (bytewise),
+/// and the store revision the snapshot was taken at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub kvs: Vec<KeyValue>,
+    pub revision: Revision,
+}
+
+/// One change seen by a watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchEvent {
+    /// The key was created or updated; `mod_revision` is the event's revision.
+    Put(KeyValue),
+    /// The key was deleted, explicitly or because its TTL expired.
+    Delete { key: String, revision: Revision },
+}
+
+impl WatchEvent {
+    /// The revision of the change.
+    pub fn revision(&self) -> Revision {
+        match self {
+            WatchEvent::Put(kv) => kv.mod_revision,
+            WatchEvent::Delete { revision, .. } => *revision,
+        }
+    }
+
+    /// The key that changed.
+    pub fn key(&self) -> &str {
+        match self {
+            WatchEvent::Put(kv) => &kv.key,
+            WatchEvent::Delete { key, .. } => key,
+        }
+    }
+}
+
+/// A held lease, as returned by [`Store::lease_acquire`] and [`Store::lease_renew`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub name: String,
+    pub holder: String,
+    /// Fencing token: strictly greater for every new acquisition of this store's leases.
+    pub token: u64,
+    /// Backend handle (the etcd lease ID); equal to `token` in the SQLite and memory backends.
+    pub id: i64,
+    pub ttl: Duration,
+    /// Local monotonic deadline: after it, without a successful renewal, the holder must
+    /// assume it has lost the lease.
+    pub valid_until: Instant,
+}
+
+impl Lease {
+    /// True while the local deadline has not passed (the holder may still act as leader).
+    pub fn is_valid(&self) -> bool {
+        Instant::now() < self.valid_until
+    }
+}
+
+/// Who holds a lease, for status pages (not for deciding leadership: use a [`Lease`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseInfo {
+    pub name: String,
+    pub holder: String,
+    pub token: u64,
+}
+
+/// The store. Object safe; hold it as `Arc<dyn Store>`. See the crate docs for the contract.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The live value of `key`, if any.
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>>;
+
+    /// Every live key starting with `prefix` (bytewise), sorted, with the snapshot's revision.
+    async fn list(&self, prefix: &str) -> Result<Listing>;
+
+    /// The current store revision.
+    async fn revision(&self) -> Result<Revision>;
+
+    /// Creates `key` if it is absent; [`Error::AlreadyExists`] otherwise.
+    async fn create(&self, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<KeyValue>;
+
+    /// Replaces `key` if its `mod_revision` is `expected`: [`Error::Conflict`] with the
+    /// actual revision otherwise, [`Error::NotFound`] if absent.
+    async fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: Revision,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> Result<KeyValue>;
+
+    /// Unconditional create-or-replace (for keys with a single writer, e.g. a replica's
+    /// own report with a TTL).
+    async fn put(&self, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<KeyValue>;
+
+    /// Deletes `key`, if `expected` is given only when its `mod_revision` matches.
+    /// Returns the revision of the delete. [`Error::NotFound`] if absent.
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Revision>;
+
+    /// Streams changes under `prefix` from `start_revision` (0: from now). Dropping the
+    /// [`Watch`] stops it.
+    async fn watch(&self, prefix: &str, start_revision: Revision) -> Result<Watch>;
+
+    /// Takes lease `name` for `holder` if it is free or expired; `Ok(None)` if someone
+    /// (anyone, even the same holder name) holds it.
+    async fn lease_acquire(&self, name: &str, holder: &str, ttl: Duration)
+    -> Result<Option<Lease>>;
+
+    /// Extends a held lease by its TTL; [`Error::LeaseLost`] if it expired or was taken.
+    async fn lease_renew(&self, lease: &Lease) -> Result<Lease>;
+
+    /// Gives a lease up so another can take it at once. A no-op if it is no longer held.
+    async fn lease_release(&self, lease: &Lease) -> Result<()>;
+
+    /// The current holder of lease `name`, if it is held and unexpired.
+    async fn lease_info(&self, name: &str) -> Result<Option<LeaseInfo>>;
+}
+
+/// Shared argument checks, so every backend rejects the same inputs the same way.
+pub(crate) fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::InvalidArgument("key must not be empty".into()));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_ttl(key: &str, ttl: Option<Duration>) -> Result<()> {
+    if ttl.is_some_and(|t| t.is_zero()) {
+        return Err(Error::InvalidArgument(format!(
+            "TTL for key {key:?} must be positive"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_lease_args(name: &str, holder: &str, ttl: Duration) -> Result<()> {
+    if name.is_empty() || holder.is_empty() {
+        return Err(Error::InvalidArgument(
+            "lease name and holder must not be empty".into(),
+        ));
+    }
+    if ttl.is_zero() {
+        return Err(Error::InvalidArgument(format!(
+            "TTL of lease {name:?} must be positive"
+        )));
+    }
+    Ok(())
+}
+
+/// The end of the key range matching `prefix` bytewise (exclusive), or `None` if every key
+/// from `prefix` on matches (empty prefix, or all 0xff bytes).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
