@@ -16,7 +16,7 @@ use crate::version::normalize;
 pub struct GroupCounts {
     /// Connected agents, any version.
     pub present: u64,
-    /// Connected agents running the target version.
+    /// Connected agents running the target version, healthy.
     pub up_to_date: u64,
     /// Connected agents that reported a failed update (rolled back).
     pub failed: u64,
@@ -77,7 +77,9 @@ impl Aggregate {
                         .entry(version.clone())
                         .or_default() += v.count;
                     if version == target {
-                        counts.up_to_date += v.count;
+                        // An agent on the target that failed (unhealthy, or rolled back
+                        // onto it) has not been updated successfully.
+                        counts.up_to_date += v.count.saturating_sub(v.failed_count);
                     } else if v.count > 0 && !v.lowest_updater_id.is_empty() {
                         let n = UpdaterNumeral::of(&v.lowest_updater_id);
                         counts.lowest_not_updated =

@@ -91,6 +91,10 @@ impl Default for Heartbeat {
     }
 }
 
+/// How often an updater heartbeats unless the server says otherwise; the server
+/// forgets an agent after three missed heartbeats.
+pub const DEFAULT_HEARTBEAT_SECONDS: u64 = 60;
+
 /// `POST /v1/agents/heartbeat` response body.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]

@@ -1,0 +1,314 @@
+//! `ternctl plan …`: the offline planner. Reads resources from files, runs the same
+//! core ternd runs, prints the result. No server, no clock (the instant is given).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use jiff::{SignedDuration, Timestamp};
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use tern_core::codec::{self, Format};
+use tern_core::duration::GoDuration;
+use tern_core::find;
+use tern_core::reconcile::{self, Event, Outcome, ReconcileInput};
+use tern_core::resource::{
+    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
+    ConnectedAgent,
+};
+use tern_core::transition::{self, Transition};
+use tern_core::wire::FindResponse;
+
+#[derive(Subcommand)]
+pub enum PlanCommand {
+    /// Print the autoupdate_agent_rollout one reconcile at --now produces.
+    Rollout(RolloutArgs),
+    /// Print the find response a host would get from a rollout.
+    Find(FindArgs),
+    /// Print the rollout after a manual transition, or fail with the reason.
+    Transition(TransitionArgs),
+}
+
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum Output {
+    #[default]
+    Yaml,
+    Json,
+}
+
+impl From<Output> for Format {
+    fn from(o: Output) -> Self {
+        match o {
+            Output::Yaml => Format::Yaml,
+            Output::Json => Format::Json,
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct RolloutArgs {
+    /// The autoupdate_config; omit it when no config resource exists.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The autoupdate_version; omit it when no version resource exists.
+    #[arg(long, value_name = "FILE")]
+    version: Option<PathBuf>,
+    /// The current autoupdate_agent_rollout; omit it when none exists yet.
+    #[arg(long, value_name = "FILE")]
+    rollout: Option<PathBuf>,
+    /// A YAML list of autoupdate_agent_report resources.
+    #[arg(long, value_name = "FILE")]
+    reports: Option<PathBuf>,
+    /// A YAML list of connected agents {updater_id, host_id, hostname, group, version},
+    /// used to pick and check canaries.
+    #[arg(long, value_name = "FILE")]
+    agents: Option<PathBuf>,
+    /// The instant of the reconcile (RFC 3339, e.g. 2026-11-23T12:05:00Z).
+    #[arg(long, value_name = "RFC3339", value_parser = parse_now)]
+    now: Timestamp,
+    /// Seed of the canary sampling (random when omitted).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// How often replicas write reports; reports older than two periods are ignored.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    report_period: GoDuration,
+    /// Print what changed (transitions, canaries picked, alerts) on stderr.
+    #[arg(long)]
+    events: bool,
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Yaml)]
+    output: Output,
+}
+
+#[derive(Args)]
+pub struct FindArgs {
+    #[arg(long, value_name = "FILE")]
+    rollout: PathBuf,
+    /// The group the host presents (empty or unknown: the catch-all last group).
+    #[arg(long, default_value = "")]
+    group: String,
+    /// The host's updater id (decides canaries and backpressure).
+    #[arg(long, default_value = "")]
+    updater_id: String,
+    #[arg(short = 'o', long, value_enum, default_value_t = FindOutput::Json)]
+    output: FindOutput,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FindOutput {
+    Json,
+    Yaml,
+}
+
+#[derive(Args)]
+pub struct TransitionArgs {
+    #[arg(value_enum)]
+    action: Action,
+    /// Groups to act on. mark-done without groups: the groups in canary or active;
+    /// rollback without groups: every started group.
+    groups: Vec<String>,
+    /// start-update: skip the canaries and go straight to active.
+    #[arg(long)]
+    force: bool,
+    #[arg(long, value_name = "FILE")]
+    rollout: PathBuf,
+    #[arg(long, value_name = "RFC3339", value_parser = parse_now)]
+    now: Timestamp,
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Yaml)]
+    output: Output,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Action {
+    StartUpdate,
+    MarkDone,
+    Rollback,
+}
+
+fn parse_now(s: &str) -> Result<Timestamp, String> {
+    s.parse::<Timestamp>()
+        .map_err(|e| format!("{s:?} is not an RFC 3339 instant like 2026-11-23T12:05:00Z ({e})"))
+}
+
+fn parse_duration(s: &str) -> Result<GoDuration, String> {
+    GoDuration::parse(s).map_err(|e| e.to_string())
+}
+
+pub fn run(cmd: PlanCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        PlanCommand::Rollout(args) => plan_rollout(args),
+        PlanCommand::Find(args) => plan_find(args),
+        PlanCommand::Transition(args) => plan_transition(args),
+    }
+}
+
+fn read(path: &Path, what: &str) -> anyhow::Result<String> {
+    std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the {what} file {}", path.display()))
+}
+
+/// Reads a resource file, naming the file in any error.
+fn load<T>(
+    path: &Path,
+    what: &str,
+    parse: impl FnOnce(&str) -> Result<T, tern_core::validate::ResourceError>,
+) -> anyhow::Result<T> {
+    let text = read(path, what)?;
+    parse(&text).map_err(|e| anyhow::anyhow!("{}: invalid {what}: {e}", path.display()))
+}
+
+fn load_list<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<Vec<T>> {
+    let text = read(path, what)?;
+    codec::list_from_text(&text)
+        .map_err(|e| anyhow::anyhow!("{}: invalid {what}: {e}", path.display()))
+}
+
+fn plan_rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
+    let config = args
+        .config
+        .as_deref()
+        .map(|p| load(p, "autoupdate_config", AutoUpdateConfig::from_text))
+        .transpose()?;
+    let version = args
+        .version
+        .as_deref()
+        .map(|p| load(p, "autoupdate_version", AutoUpdateVersion::from_text))
+        .transpose()?;
+    let rollout = args
+        .rollout
+        .as_deref()
+        .map(|p| {
+            load(
+                p,
+                "autoupdate_agent_rollout",
+                AutoUpdateAgentRollout::from_text,
+            )
+        })
+        .transpose()?;
+    let reports: Vec<AutoUpdateAgentReport> = match &args.reports {
+        Some(p) => load_list(p, "reports")?,
+        None => Vec::new(),
+    };
+    for (i, r) in reports.iter().enumerate() {
+        if let Err(e) = r.validate() {
+            bail!(
+                "{}: invalid report [{i}]: {e}",
+                args.reports.as_deref().unwrap_or(Path::new("")).display()
+            );
+        }
+    }
+    let agents: Vec<ConnectedAgent> = match &args.agents {
+        Some(p) => load_list(p, "agents")?,
+        None => Vec::new(),
+    };
+    let input = ReconcileInput {
+        config: config.as_ref(),
+        version: version.as_ref(),
+        rollout: rollout.as_ref(),
+        reports: &reports,
+        agents: &agents,
+        report_period: SignedDuration::from_secs(
+            i64::try_from(args.report_period.as_secs()).context("--report-period is too long")?,
+        ),
+    };
+    let mut rng = match args.seed {
+        Some(seed) => ChaCha8Rng::seed_from_u64(seed),
+        None => ChaCha8Rng::from_os_rng(),
+    };
+    match reconcile::reconcile(args.now, &input, &mut rng) {
+        Outcome::NoRollout { why } => {
+            eprintln!("no rollout: {why}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Outcome::Rollout { rollout, events } => {
+            if args.events {
+                for e in &events {
+                    eprintln!("event: {}", describe(e));
+                }
+            }
+            print!("{}", codec::to_text(&*rollout, args.output.into())?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// One line per event, for `--events`.
+pub fn describe(e: &Event) -> String {
+    match e {
+        Event::RolloutCreated {
+            start_version,
+            target_version,
+            why,
+        } => format!("new rollout {start_version} -> {target_version} ({why})"),
+        Event::ModeChanged { from, to } => format!("mode {} -> {}", from.as_str(), to.as_str()),
+        Event::GroupChanged {
+            group,
+            from,
+            to,
+            reason,
+        } => format!(
+            "group {group}: {} -> {} ({reason})",
+            from.as_str(),
+            to.as_str()
+        ),
+        Event::CanariesPicked { group, updater_ids } => {
+            format!("group {group}: canaries picked: {}", updater_ids.join(", "))
+        }
+        Event::GroupOverdue {
+            group,
+            state,
+            since,
+        } => format!(
+            "ALERT group {group}: still {} since {since}",
+            state.as_str()
+        ),
+        Event::ProgressHalted { group } => format!(
+            "group {group}: progress halted, more than max_in_flight of the initial agents are missing"
+        ),
+    }
+}
+
+fn plan_find(args: FindArgs) -> anyhow::Result<ExitCode> {
+    let rollout = load(
+        &args.rollout,
+        "autoupdate_agent_rollout",
+        AutoUpdateAgentRollout::from_text,
+    )?;
+    let decision = find::decide(Some(&rollout), &args.group, &args.updater_id);
+    let response = FindResponse {
+        edition: "community".to_string(),
+        fips: false,
+        server_version: env!("CARGO_PKG_VERSION").to_string(),
+        auto_update: decision.settings(),
+    };
+    let format = match args.output {
+        FindOutput::Json => Format::Json,
+        FindOutput::Yaml => Format::Yaml,
+    };
+    print!("{}", codec::to_text(&response, format)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plan_transition(args: TransitionArgs) -> anyhow::Result<ExitCode> {
+    let rollout = load(
+        &args.rollout,
+        "autoupdate_agent_rollout",
+        AutoUpdateAgentRollout::from_text,
+    )?;
+    let groups = args.groups;
+    let t = match args.action {
+        Action::StartUpdate => Transition::StartUpdate {
+            groups,
+            force: args.force,
+        },
+        Action::MarkDone => Transition::MarkDone { groups },
+        Action::Rollback => Transition::Rollback { groups },
+    };
+    if args.force && !matches!(t, Transition::StartUpdate { .. }) {
+        bail!("--force only applies to start-update");
+    }
+    let (next, _) = transition::apply(&rollout, &t, args.now)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", t.name()))?;
+    print!("{}", codec::to_text(&next, args.output.into())?);
+    Ok(ExitCode::SUCCESS)
+}
