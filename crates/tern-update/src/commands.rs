@@ -1,0 +1,391 @@
+//! One function per subcommand. Each takes the lock as its kind of caller should (the
+//! timer waits, interactive commands time out, `link-package` skips), and returns what
+//! to tell the operator.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::layout::{self, Layout};
+use crate::links;
+use crate::lock::{self, Lock, Wait};
+use crate::log;
+use crate::service::ServiceConfig;
+use crate::state::{self, Spec, UpdateFile};
+use crate::update::{self, Ctx, Opts, Outcome};
+
+/// How long interactive commands wait for a running update.
+pub const INTERACTIVE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What a command did: exit 0 (`Done`), or a refusal that the caller maps to an exit code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Report {
+    Done(String),
+    Refused(String),
+}
+
+fn lock(ctx: &Ctx, wait: Wait) -> Result<Option<Lock>> {
+    lock::acquire(&ctx.layout.lock_file(), wait)
+}
+
+fn interactive_lock(ctx: &Ctx) -> Result<Lock> {
+    lock(ctx, Wait::Timeout(INTERACTIVE_LOCK_TIMEOUT))?
+        .ok_or_else(|| Error::Locked(ctx.layout.lock_file()))
+}
+
+fn load(ctx: &Ctx) -> Result<Option<UpdateFile>> {
+    state::load(&ctx.layout.update_yaml())
+}
+
+fn save(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
+    state::save(&ctx.layout.update_yaml(), file)
+}
+
+fn describe(outcome: Outcome) -> Report {
+    match outcome {
+        Outcome::Updated { from: Some(f), to } => Report::Done(format!("updated {f} -> {to}")),
+        Outcome::Updated { from: None, to } => Report::Done(format!("installed {to}")),
+        Outcome::Nothing(why) => Report::Done(why),
+        Outcome::Refused(why) => Report::Refused(why),
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct EnableArgs {
+    pub server: String,
+    pub group: Option<String>,
+    pub base_url: Option<String>,
+    pub url_template: Option<String>,
+    pub force_version: Option<String>,
+    pub service_config: Option<PathBuf>,
+    pub join_token_file: Option<PathBuf>,
+    pub keep: Option<u32>,
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    std::path::absolute(p).map_err(|e| Error::io(format!("resolve {}", p.display()), e))
+}
+
+/// `enable`: check the server answers, save the spec, install what it says (or the
+/// forced version) right away.
+pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
+    let _lock = interactive_lock(ctx)?;
+    let mut file = load(ctx)?.unwrap_or_default();
+    let server = args.server.trim_end_matches('/').to_string();
+    let mut spec = Spec {
+        server,
+        group: args.group.unwrap_or_else(|| file.spec.group.clone()),
+        base_url: None,
+        url_template: None,
+        enabled: true,
+        pinned: false,
+        pinned_version: None,
+        service_config: match args.service_config {
+            Some(p) => Some(absolute(&p)?),
+            None => file.spec.service_config.clone(),
+        },
+        join_token_file: match args.join_token_file {
+            Some(p) => Some(absolute(&p)?),
+            None => file.spec.join_token_file.clone(),
+        },
+        keep: args.keep.unwrap_or(file.spec.keep).clamp(1, 2),
+    };
+    // Artifact location: the flags given now, else what was saved before.
+    if args.base_url.is_some() || args.url_template.is_some() {
+        spec.base_url = args.base_url;
+        spec.url_template = args.url_template;
+    } else {
+        spec.base_url = file.spec.base_url.clone();
+        spec.url_template = file.spec.url_template.clone();
+    }
+    if let Some(p) = &spec.service_config {
+        ServiceConfig::load(p)?;
+    }
+    if let Some(v) = &args.force_version {
+        layout::validate_version(&layout::normalize_version(v))?;
+    }
+    let id = update::updater_id(&ctx.layout)?;
+    let find = match ctx.http.find(&spec.server, &spec.group, &id) {
+        Ok(f) => Some(f),
+        Err(e) if args.force_version.is_some() => {
+            log::warn(format!(
+                "find failed ({e}); installing the forced version anyway"
+            ));
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    file.spec = spec;
+    save(ctx, &file)?;
+    log::info(format!(
+        "automatic updates enabled: server {}, group {:?}",
+        file.spec.server,
+        if file.spec.group.is_empty() {
+            "(default)"
+        } else {
+            &file.spec.group
+        }
+    ));
+    let result = update::run(
+        ctx,
+        &mut file,
+        Opts {
+            now: true,
+            force_version: args.force_version,
+            find,
+        },
+    );
+    update::heartbeat(ctx, &file);
+    result.map(describe)
+}
+
+/// `disable`: `update` stops changing the version.
+pub fn disable(ctx: &Ctx) -> Result<Report> {
+    let _lock = interactive_lock(ctx)?;
+    let Some(mut file) = load(ctx)? else {
+        return Ok(Report::Done("not enabled: nothing to disable".into()));
+    };
+    file.spec.enabled = false;
+    save(ctx, &file)?;
+    Ok(Report::Done(
+        "automatic updates disabled; run `tern-update enable --server ...` to turn them back on"
+            .into(),
+    ))
+}
+
+/// `pin [--force-version V]`: install V (if given) and stop following the server.
+pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
+    let _lock = interactive_lock(ctx)?;
+    let Some(mut file) = load(ctx)? else {
+        return Err(Error::Refused(
+            "not enabled: run `tern-update enable --server URL` first".into(),
+        ));
+    };
+    let version = match force_version {
+        Some(v) => {
+            let v = layout::normalize_version(&v);
+            layout::validate_version(&v)?;
+            let result = update::run(
+                ctx,
+                &mut file,
+                Opts {
+                    now: true,
+                    force_version: Some(v.clone()),
+                    find: None,
+                },
+            );
+            update::heartbeat(ctx, &file);
+            result?;
+            v
+        }
+        None => file.status.active.clone().ok_or_else(|| {
+            Error::Refused("no version installed: use `pin --force-version V`".into())
+        })?,
+    };
+    file.spec.pinned = true;
+    file.spec.pinned_version = Some(version.clone());
+    save(ctx, &file)?;
+    update::heartbeat(ctx, &file);
+    Ok(Report::Done(format!(
+        "pinned to {version}; run `tern-update unpin` to follow the server again"
+    )))
+}
+
+/// `unpin`: follow the server again.
+pub fn unpin(ctx: &Ctx) -> Result<Report> {
+    let _lock = interactive_lock(ctx)?;
+    let Some(mut file) = load(ctx)? else {
+        return Ok(Report::Done("not enabled: nothing to unpin".into()));
+    };
+    file.spec.pinned = false;
+    file.spec.pinned_version = None;
+    save(ctx, &file)?;
+    Ok(Report::Done(
+        "unpinned: the next `update` follows the server".into(),
+    ))
+}
+
+/// `update [--now]`. Without `--now` (the timer) it waits for the lock and applies jitter.
+pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
+    let wait = if now {
+        Wait::Timeout(INTERACTIVE_LOCK_TIMEOUT)
+    } else {
+        Wait::Forever
+    };
+    let _lock = lock(ctx, wait)?.ok_or_else(|| Error::Locked(ctx.layout.lock_file()))?;
+    let Some(mut file) = load(ctx)? else {
+        return Ok(Report::Done(
+            "not enabled (no update.yaml): nothing to do".into(),
+        ));
+    };
+    if file.spec.enabled && file.spec.server.is_empty() {
+        return Err(Error::Config(
+            "enabled but no server is set: run `tern-update enable --server URL`".into(),
+        ));
+    }
+    let result = update::run(
+        ctx,
+        &mut file,
+        Opts {
+            now,
+            ..Opts::default()
+        },
+    );
+    update::heartbeat(ctx, &file);
+    result.map(describe)
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StatusView {
+    pub namespace: String,
+    pub install_dir: PathBuf,
+    pub updater_id: Option<String>,
+    pub spec: Spec,
+    pub status: state::Status,
+    pub server: ServerView,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ServerView {
+    pub reachable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub target_version: String,
+    /// The server says this group may update now (its window is open).
+    pub in_window: bool,
+    /// What `update` would do now.
+    pub update_now: String,
+    pub jitter_seconds: u64,
+    pub edition: String,
+}
+
+/// `status`: no lock, only reads (and asks the server).
+pub fn status(ctx: &Ctx) -> Result<StatusView> {
+    let file = load(ctx)?.unwrap_or_default();
+    let id = std::fs::read_to_string(ctx.layout.id_file())
+        .ok()
+        .map(|s| s.trim().to_string());
+    let mut server = ServerView::default();
+    if file.spec.server.is_empty() {
+        server.error = Some("no server configured".into());
+    } else {
+        match ctx.http.find(
+            &file.spec.server,
+            &file.spec.group,
+            id.as_deref().unwrap_or(""),
+        ) {
+            Ok(f) => {
+                server.reachable = true;
+                server.target_version = layout::normalize_version(&f.auto_update.agent_version);
+                server.in_window = f.auto_update.agent_auto_update;
+                server.jitter_seconds = f.auto_update.agent_update_jitter_seconds;
+                server.edition = f.edition;
+                server.update_now =
+                    match crate::decide::decide(&file.spec, &file.status, &f.auto_update, false) {
+                        crate::decide::Decision::Update { target } => {
+                            format!("would update to {target}")
+                        }
+                        crate::decide::Decision::Nothing(why)
+                        | crate::decide::Decision::Refused(why) => why,
+                    };
+            }
+            Err(e) => server.error = Some(e.to_string()),
+        }
+    }
+    Ok(StatusView {
+        namespace: ctx.layout.suffix.clone(),
+        install_dir: ctx.layout.ns_dir(),
+        updater_id: id,
+        spec: file.spec,
+        status: file.status,
+        server,
+    })
+}
+
+fn package_present(l: &Layout) -> bool {
+    links::executables(&l.system_dir()).is_ok_and(|v| !v.is_empty())
+}
+
+/// `uninstall [--force]`: hand the host back to the package install, or with `--force`
+/// remove the agent entirely.
+pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
+    let _lock = interactive_lock(ctx)?;
+    let l = &ctx.layout;
+    let file = load(ctx)?.unwrap_or_default();
+    let package = package_present(l);
+    if !package && !force {
+        return Err(Error::Refused(format!(
+            "no package install in {}: uninstalling would leave this host without an agent; use --force to remove it anyway",
+            l.system_dir().display()
+        )));
+    }
+    let active_dir = file.status.active.as_deref().map(|v| l.version_dir(v));
+    let svc = update::service_for(&file.spec, active_dir.as_deref())?;
+    let was_active = svc.as_ref().is_some_and(|s| s.is_active());
+    if let Some(svc) = &svc
+        && was_active
+    {
+        svc.stop()?;
+    }
+    let msg = if package {
+        links::apply(l, &l.system_dir(), false)?;
+        if let Some(svc) = &svc {
+            svc.daemon_reload()?;
+            if was_active {
+                svc.start()?;
+            }
+        }
+        format!(
+            "removed the managed versions; the package in {} is linked",
+            l.system_dir().display()
+        )
+    } else {
+        links::remove(l, &|p: &Path| l.is_managed(p))?;
+        if let Some(svc) = &svc {
+            let _ = svc.daemon_reload();
+        }
+        "removed the agent (--force): no agent is installed now".to_string()
+    };
+    fsutil::remove_dir_durable(&l.versions_dir())?;
+    fsutil::remove_file_durable(&l.update_yaml())?;
+    fsutil::remove_file_durable(&l.id_file())?;
+    Ok(Report::Done(msg))
+}
+
+/// `link-package`: link the package install when no managed version is active. Skips
+/// (exit 0) when an update holds the lock.
+pub fn link_package(ctx: &Ctx) -> Result<Report> {
+    let Some(_lock) = lock(ctx, Wait::Try)? else {
+        return Ok(Report::Done(
+            "an update is running: not linking the package now".into(),
+        ));
+    };
+    let l = &ctx.layout;
+    if let Some(active) = load(ctx)?.and_then(|f| f.status.active) {
+        return Ok(Report::Done(format!(
+            "managed version {active} is active: the package stays unlinked"
+        )));
+    }
+    if !package_present(l) {
+        return Err(Error::Refused(format!(
+            "no package install in {}",
+            l.system_dir().display()
+        )));
+    }
+    links::apply(l, &l.system_dir(), ctx.overwrite)?;
+    Ok(Report::Done(format!(
+        "linked the package in {}",
+        l.system_dir().display()
+    )))
+}
+
+/// `unlink-package`: remove the links into the package install.
+pub fn unlink_package(ctx: &Ctx) -> Result<Report> {
+    let _lock = interactive_lock(ctx)?;
+    let l = &ctx.layout;
+    links::remove(l, &|p: &Path| l.is_package(p))?;
+    Ok(Report::Done("removed the package's links".into()))
+}

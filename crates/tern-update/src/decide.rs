@@ -1,0 +1,297 @@
+//! The updater's decisions that need no I/O: whether to update, how to treat the DB on
+//! a switch, and which versions to delete.
+
+use std::cmp::Ordering;
+
+use tern_core::wire::AutoUpdateSettings;
+
+use crate::layout::normalize_version;
+use crate::state::{Spec, Status};
+
+/// Compares versions as semver when both parse, else as strings.
+pub fn compare(a: &str, b: &str) -> Ordering {
+    match (semver::Version::parse(a), semver::Version::parse(b)) {
+        (Ok(x), Ok(y)) => x.cmp(&y),
+        _ => a.cmp(b),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing to do (exit 0); the string says why.
+    Nothing(String),
+    Update {
+        target: String,
+    },
+    /// The operator's configuration forbids it (pinned, disabled); says how to undo.
+    Refused(String),
+}
+
+/// What `update` does with the server's answer. `now` is `update --now`: act even
+/// outside the window. A host with no active version installs whatever the server says.
+pub fn decide(spec: &Spec, status: &Status, find: &AutoUpdateSettings, now: bool) -> Decision {
+    if !spec.enabled {
+        return Decision::Refused(
+            "automatic updates are disabled on this host; run `tern-update enable` to turn them back on".into(),
+        );
+    }
+    if spec.pinned {
+        let v = spec
+            .pinned_version
+            .as_deref()
+            .or(status.active.as_deref())
+            .unwrap_or("?");
+        return Decision::Refused(format!(
+            "the version is pinned to {v}; run `tern-update unpin` to follow the server again"
+        ));
+    }
+    let target = normalize_version(&find.agent_version);
+    if target.is_empty() {
+        return Decision::Nothing("the server has no agent version for this group".into());
+    }
+    let Some(active) = status.active.as_deref() else {
+        return Decision::Update { target };
+    };
+    if active == target {
+        return Decision::Nothing(format!("already on {target}"));
+    }
+    if status.skip.as_deref() == Some(target.as_str()) {
+        return Decision::Nothing(format!(
+            "{target} failed on this host before and is skipped; install it with `tern-update pin --force-version {target}` or wait for another version"
+        ));
+    }
+    if !find.agent_auto_update && !now {
+        return Decision::Nothing(format!(
+            "the server wants {target} but this group is not updating now (use `update --now` to update anyway)"
+        ));
+    }
+    Decision::Update { target }
+}
+
+/// What happens to the agent's DB on a switch from `active` to `target`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DbPlan {
+    /// No DB configured or present.
+    None,
+    /// Back up the active version's DB; keep the live DB (upgrade, or roll-forward to a
+    /// version whose own backup is missing or unusable).
+    BackupOnly,
+    /// Back up, stop, restore the target's own backup, start (downgrade, or roll-forward
+    /// to the exact version the backup was made by).
+    BackupAndRestore,
+    Refuse(String),
+}
+
+/// Seed 000's downgrade rules: a downgrade needs a valid backup made by the target
+/// version, or it is refused; a roll-forward restores the target's backup only when it
+/// is valid; otherwise the live DB migrates forward.
+pub fn db_plan(
+    active: Option<&str>,
+    target: &str,
+    db_exists: bool,
+    target_backup: &Result<(), String>,
+) -> DbPlan {
+    let Some(active) = active else {
+        return DbPlan::None;
+    };
+    if !db_exists {
+        return DbPlan::None;
+    }
+    let downgrade = compare(target, active) == Ordering::Less;
+    match (downgrade, target_backup) {
+        (_, Ok(())) => DbPlan::BackupAndRestore,
+        (true, Err(why)) => DbPlan::Refuse(format!(
+            "refusing to downgrade {active} -> {target}: the agent has a database and there is no valid backup from {target} ({why})"
+        )),
+        (false, Err(_)) => DbPlan::BackupOnly,
+    }
+}
+
+/// Versions to delete after a successful switch: all but active (and backup when keep ≥ 2).
+pub fn to_remove(
+    installed: &[String],
+    active: &str,
+    backup: Option<&str>,
+    keep: u32,
+) -> Vec<String> {
+    installed
+        .iter()
+        .filter(|v| v.as_str() != active && (keep < 2 || Some(v.as_str()) != backup))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(enabled: bool, pinned: bool) -> Spec {
+        Spec {
+            enabled,
+            pinned,
+            ..Spec::default()
+        }
+    }
+    fn status(active: Option<&str>, skip: Option<&str>) -> Status {
+        Status {
+            active: active.map(str::to_string),
+            skip: skip.map(str::to_string),
+            ..Status::default()
+        }
+    }
+    fn find(v: &str, go: bool) -> AutoUpdateSettings {
+        AutoUpdateSettings {
+            agent_version: v.into(),
+            agent_auto_update: go,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    #[allow(clippy::type_complexity)]
+    fn decisions() {
+        use Decision as D;
+        let upd = |t: &str| D::Update { target: t.into() };
+        let cases: Vec<(Spec, Status, AutoUpdateSettings, bool, &str, Option<D>)> = vec![
+            (
+                spec(false, false),
+                status(Some("1.0.0"), None),
+                find("2.0.0", true),
+                false,
+                "enable",
+                None,
+            ),
+            (
+                spec(true, true),
+                status(Some("1.0.0"), None),
+                find("2.0.0", true),
+                true,
+                "unpin",
+                None,
+            ),
+            (
+                spec(true, false),
+                status(None, None),
+                find("v2.0.0", false),
+                false,
+                "",
+                Some(upd("2.0.0")),
+            ),
+            (
+                spec(true, false),
+                status(Some("1.0.0"), None),
+                find("2.0.0", true),
+                false,
+                "",
+                Some(upd("2.0.0")),
+            ),
+            (
+                spec(true, false),
+                status(Some("1.0.0"), None),
+                find("2.0.0", false),
+                false,
+                "not updating now",
+                None,
+            ),
+            (
+                spec(true, false),
+                status(Some("1.0.0"), None),
+                find("2.0.0", false),
+                true,
+                "",
+                Some(upd("2.0.0")),
+            ),
+            (
+                spec(true, false),
+                status(Some("2.0.0"), None),
+                find("2.0.0", true),
+                false,
+                "already",
+                None,
+            ),
+            (
+                spec(true, false),
+                status(Some("1.0.0"), Some("2.0.0")),
+                find("2.0.0", true),
+                true,
+                "skipped",
+                None,
+            ),
+            (
+                spec(true, false),
+                status(Some("1.0.0"), Some("2.0.0")),
+                find("2.0.1", true),
+                false,
+                "",
+                Some(upd("2.0.1")),
+            ),
+            (
+                spec(true, false),
+                status(Some("2.0.0"), None),
+                find("1.0.0", true),
+                false,
+                "",
+                Some(upd("1.0.0")),
+            ),
+            (
+                spec(true, false),
+                status(Some("2.0.0"), None),
+                find("", true),
+                false,
+                "no agent version",
+                None,
+            ),
+        ];
+        for (i, (sp, st, f, now, msg, want)) in cases.into_iter().enumerate() {
+            let got = decide(&sp, &st, &f, now);
+            match want {
+                Some(w) => assert_eq!(got, w, "case {i}"),
+                None => match got {
+                    D::Nothing(m) | D::Refused(m) => assert!(m.contains(msg), "case {i}: {m}"),
+                    other => panic!("case {i}: {other:?}"),
+                },
+            }
+        }
+    }
+
+    #[test]
+    fn db_rules() {
+        let ok: Result<(), String> = Ok(());
+        let bad: Result<(), String> = Err("no backup.yaml".into());
+        assert_eq!(db_plan(None, "1.0.0", true, &bad), DbPlan::None);
+        assert_eq!(db_plan(Some("1.0.0"), "2.0.0", false, &bad), DbPlan::None);
+        assert_eq!(
+            db_plan(Some("1.0.0"), "2.0.0", true, &bad),
+            DbPlan::BackupOnly
+        );
+        // v1 -> v2 -> v1 -> v2: the DB from v2 comes back.
+        assert_eq!(
+            db_plan(Some("1.0.0"), "2.0.0", true, &ok),
+            DbPlan::BackupAndRestore
+        );
+        assert_eq!(
+            db_plan(Some("2.0.0"), "1.0.0", true, &ok),
+            DbPlan::BackupAndRestore
+        );
+        assert!(
+            matches!(db_plan(Some("2.0.0"), "1.0.0", true, &bad), DbPlan::Refuse(m) if m.contains("no valid backup"))
+        );
+        assert_eq!(db_plan(Some("2.0.0"), "1.0.0", false, &bad), DbPlan::None);
+    }
+
+    #[test]
+    fn cleanup() {
+        let all: Vec<String> = ["1", "2", "3"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(to_remove(&all, "3", Some("2"), 2), vec!["1".to_string()]);
+        assert_eq!(
+            to_remove(&all, "3", Some("2"), 1),
+            vec!["1".to_string(), "2".to_string()]
+        );
+        assert_eq!(
+            to_remove(&all, "3", None, 2),
+            vec!["1".to_string(), "2".to_string()]
+        );
+        assert!(compare("1.10.0", "1.9.0").is_gt());
+        assert!(compare("2.0.0-rc.1", "2.0.0").is_lt());
+    }
+}

@@ -1,0 +1,490 @@
+//! Unpacking a release tarball into a version directory. Two passes over the archive:
+//! `scan` reads only headers and `plan` (pure) validates every entry and the total size
+//! before anything is written; `extract` then writes exactly what was planned, with
+//! fsync, into a fresh directory.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use flate2::read::GzDecoder;
+
+use crate::error::{Error, IoContext, Result};
+use crate::fsutil;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Hardlink,
+    /// Metadata entries the tar reader does not fold in (pax global headers).
+    Skip,
+    /// Device files, fifos, sparse files...: always refused.
+    Other(String),
+}
+
+/// One header of the archive, as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryMeta {
+    pub path: PathBuf,
+    pub kind: Kind,
+    pub mode: u32,
+    pub size: u64,
+    pub link: Option<PathBuf>,
+}
+
+/// What `extract` writes for the entry at `index` of the archive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub index: usize,
+    pub rel: PathBuf,
+    pub kind: Kind,
+    pub mode: u32,
+    pub size: u64,
+    pub link: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The top-level directory that was stripped, if any.
+    pub stripped: Option<String>,
+    pub items: Vec<Item>,
+    pub total_bytes: u64,
+}
+
+fn hostile(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Hostile {
+        entry: path.display().to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Normal components of a relative path; errors on `/`, `..` and prefixes.
+fn normal_components(raw: &Path) -> std::result::Result<Vec<String>, &'static str> {
+    let mut out = Vec::new();
+    for c in raw.components() {
+        match c {
+            Component::Normal(s) => out.push(s.to_string_lossy().into_owned()),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return Err("absolute path"),
+            Component::ParentDir => return Err("path contains `..`"),
+        }
+    }
+    Ok(out)
+}
+
+/// The directory all entries share, if the tarball has one (not `bin`, which means the
+/// tarball has no top-level directory).
+fn common_top(entries: &[EntryMeta]) -> Option<String> {
+    let mut top: Option<String> = None;
+    let mut deeper = false;
+    for e in entries.iter().filter(|e| e.kind != Kind::Skip) {
+        let comps = normal_components(&e.path).ok()?;
+        let first = comps.first()?.clone();
+        deeper |= comps.len() > 1;
+        match &top {
+            None => top = Some(first),
+            Some(t) if *t == first => {}
+            Some(_) => return None,
+        }
+    }
+    top.filter(|t| deeper && t != "bin" && t != "lib")
+}
+
+/// Resolves `target` relative to the directory of `rel` without touching the disk; `None`
+/// when it leaves the root.
+fn resolve_inside(rel: &[String], target: &Path) -> Option<Vec<String>> {
+    let mut stack: Vec<String> = rel[..rel.len().saturating_sub(1)].to_vec();
+    for c in target.components() {
+        match c {
+            Component::Normal(s) => stack.push(s.to_string_lossy().into_owned()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                stack.pop()?;
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(stack)
+}
+
+/// Validates every entry and decides what to write. `free` is the space available for
+/// the unpacked files.
+pub fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
+    let stripped = common_top(entries);
+    let strip = |comps: Vec<String>| -> Vec<String> {
+        if stripped.is_some() {
+            comps.into_iter().skip(1).collect()
+        } else {
+            comps
+        }
+    };
+    let mut items = Vec::new();
+    let mut seen: HashSet<Vec<String>> = HashSet::new();
+    let mut files: HashSet<Vec<String>> = HashSet::new();
+    let mut symlinks: HashSet<Vec<String>> = HashSet::new();
+    let mut total: u64 = 0;
+    for (index, e) in entries.iter().enumerate() {
+        if e.kind == Kind::Skip {
+            continue;
+        }
+        if let Kind::Other(what) = &e.kind {
+            return Err(hostile(&e.path, format!("{what} entries are not allowed")));
+        }
+        let comps = normal_components(&e.path).map_err(|r| hostile(&e.path, r))?;
+        let comps = strip(comps);
+        if comps.is_empty() {
+            continue; // the stripped top-level directory itself
+        }
+        if e.mode & 0o6000 != 0 {
+            return Err(hostile(&e.path, format!("setuid/setgid mode {:o}", e.mode)));
+        }
+        for n in 1..comps.len() {
+            if symlinks.contains(&comps[..n]) {
+                return Err(hostile(&e.path, "path goes through a symlink"));
+            }
+            if files.contains(&comps[..n]) {
+                return Err(hostile(&e.path, "path goes through a file"));
+            }
+        }
+        if !seen.insert(comps.clone()) {
+            if e.kind == Kind::Dir {
+                continue;
+            }
+            return Err(hostile(&e.path, "duplicate entry"));
+        }
+        let link = match e.kind {
+            Kind::Symlink => {
+                let target = e
+                    .link
+                    .clone()
+                    .ok_or_else(|| hostile(&e.path, "symlink without target"))?;
+                if target.is_absolute() {
+                    return Err(hostile(
+                        &e.path,
+                        format!("symlink to absolute path {}", target.display()),
+                    ));
+                }
+                if resolve_inside(&comps, &target).is_none() {
+                    return Err(hostile(
+                        &e.path,
+                        format!("symlink {} leaves the version directory", target.display()),
+                    ));
+                }
+                symlinks.insert(comps.clone());
+                Some(target)
+            }
+            Kind::Hardlink => {
+                let target = e
+                    .link
+                    .clone()
+                    .ok_or_else(|| hostile(&e.path, "hardlink without target"))?;
+                let tcomps = normal_components(&target)
+                    .map_err(|r| hostile(&e.path, format!("hardlink target: {r}")))?;
+                let tcomps = strip(tcomps);
+                if !files.contains(&tcomps) {
+                    return Err(hostile(
+                        &e.path,
+                        format!(
+                            "hardlink to {} which is not an earlier file of the archive",
+                            target.display()
+                        ),
+                    ));
+                }
+                files.insert(comps.clone());
+                Some(tcomps.iter().collect())
+            }
+            Kind::File => {
+                files.insert(comps.clone());
+                total = total.saturating_add(e.size);
+                if total > free {
+                    return Err(hostile(
+                        &e.path,
+                        format!("unpacked size reaches {total} bytes, only {free} free"),
+                    ));
+                }
+                None
+            }
+            _ => None,
+        };
+        items.push(Item {
+            index,
+            rel: comps.iter().collect(),
+            kind: e.kind.clone(),
+            mode: e.mode & 0o777,
+            size: e.size,
+            link,
+        });
+    }
+    if !items.iter().any(|i| i.kind == Kind::File) {
+        return Err(Error::Hostile {
+            entry: String::new(),
+            reason: "the archive contains no files".into(),
+        });
+    }
+    Ok(Plan {
+        stripped,
+        items,
+        total_bytes: total,
+    })
+}
+
+fn open_archive(path: &Path) -> Result<tar::Archive<GzDecoder<io::BufReader<File>>>> {
+    let f = File::open(path).ctx("open", path)?;
+    Ok(tar::Archive::new(GzDecoder::new(io::BufReader::new(f))))
+}
+
+fn kind_of(t: tar::EntryType) -> Kind {
+    use tar::EntryType as T;
+    match t {
+        T::Regular | T::Continuous => Kind::File,
+        T::Directory => Kind::Dir,
+        T::Symlink => Kind::Symlink,
+        T::Link => Kind::Hardlink,
+        T::XGlobalHeader => Kind::Skip,
+        T::Char => Kind::Other("character device".into()),
+        T::Block => Kind::Other("block device".into()),
+        T::Fifo => Kind::Other("fifo".into()),
+        other => Kind::Other(format!("{other:?}")),
+    }
+}
+
+fn tar_err(path: &Path, e: io::Error) -> Error {
+    Error::io(format!("read tarball {}", path.display()), e)
+}
+
+/// Reads every header (and skips the data): the input of `plan`.
+pub fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
+    let mut archive = open_archive(tarball)?;
+    let mut out = Vec::new();
+    for entry in archive.entries().map_err(|e| tar_err(tarball, e))? {
+        let entry = entry.map_err(|e| tar_err(tarball, e))?;
+        let header = entry.header();
+        let path = entry.path().map_err(|e| tar_err(tarball, e))?.into_owned();
+        let link = entry
+            .link_name()
+            .map_err(|e| tar_err(tarball, e))?
+            .map(|l| l.into_owned());
+        out.push(EntryMeta {
+            path,
+            kind: kind_of(header.entry_type()),
+            mode: header.mode().unwrap_or(0o644),
+            size: entry.size(),
+            link,
+        });
+    }
+    Ok(out)
+}
+
+/// Writes the planned entries under `dest` (which must not exist yet), fsyncing every
+/// file and directory.
+pub fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
+    fs::create_dir(dest).ctx("create", dest)?;
+    let by_index: HashMap<usize, &Item> = plan.items.iter().map(|i| (i.index, i)).collect();
+    let mut dirs: Vec<PathBuf> = vec![dest.to_path_buf()];
+    let mut archive = open_archive(tarball)?;
+    for (index, entry) in archive
+        .entries()
+        .map_err(|e| tar_err(tarball, e))?
+        .enumerate()
+    {
+        let mut entry = entry.map_err(|e| tar_err(tarball, e))?;
+        let Some(item) = by_index.get(&index) else {
+            continue;
+        };
+        // The archive must not have changed between the passes.
+        if entry.size() != item.size || kind_of(entry.header().entry_type()) != item.kind {
+            return Err(hostile(&item.rel, "archive changed while unpacking"));
+        }
+        let out = dest.join(&item.rel);
+        let parent = fsutil::parent_of(&out).to_path_buf();
+        if !parent.exists() {
+            fs::create_dir_all(&parent).ctx("create", &parent)?;
+            dirs.push(parent.clone());
+        }
+        match item.kind {
+            Kind::Dir => {
+                fs::create_dir_all(&out).ctx("create", &out)?;
+                dirs.push(out);
+            }
+            Kind::File => {
+                let mut f = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(if item.mode == 0 { 0o644 } else { item.mode })
+                    .open(&out)
+                    .ctx("create", &out)?;
+                let n = io::copy(&mut (&mut entry).take(item.size), &mut f).ctx("write", &out)?;
+                if n != item.size {
+                    return Err(hostile(&item.rel, "truncated entry"));
+                }
+                f.sync_all().ctx("fsync", &out)?;
+            }
+            Kind::Symlink => {
+                let target = item.link.as_deref().unwrap_or(Path::new(""));
+                std::os::unix::fs::symlink(target, &out).ctx("symlink", &out)?;
+            }
+            Kind::Hardlink => {
+                let target = dest.join(item.link.as_deref().unwrap_or(Path::new("")));
+                fs::hard_link(&target, &out).ctx("hardlink", &out)?;
+            }
+            Kind::Skip | Kind::Other(_) => {}
+        }
+    }
+    // Directory modes: keep them traversable by the agent's user; never writable by others.
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs.iter().rev() {
+        fsutil::fsync_dir(d)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(path: &str, kind: Kind) -> EntryMeta {
+        EntryMeta {
+            path: path.into(),
+            kind,
+            mode: 0o755,
+            size: 10,
+            link: None,
+        }
+    }
+    fn l(path: &str, kind: Kind, target: &str) -> EntryMeta {
+        EntryMeta {
+            link: Some(target.into()),
+            ..e(path, kind)
+        }
+    }
+
+    #[test]
+    fn strips_top_dir_and_keeps_bin() {
+        let p = plan(&[e("agent/", Kind::Dir), e("agent/bin/a", Kind::File)], 100).unwrap();
+        assert_eq!(p.stripped.as_deref(), Some("agent"));
+        assert_eq!(p.items.len(), 1);
+        assert_eq!(p.items[0].rel, PathBuf::from("bin/a"));
+        let p = plan(&[e("bin/a", Kind::File), e("bin/b", Kind::File)], 100).unwrap();
+        assert_eq!(p.stripped, None);
+        let p = plan(&[e("a", Kind::File), e("b", Kind::File)], 100).unwrap();
+        assert_eq!(p.stripped, None);
+        assert_eq!(p.total_bytes, 20);
+    }
+
+    #[test]
+    fn refuses_hostile_entries() {
+        let f = || e("t/bin/a", Kind::File);
+        let cases: Vec<(Vec<EntryMeta>, &str, &str)> = vec![
+            (
+                vec![f(), e("/etc/passwd", Kind::File)],
+                "/etc/passwd",
+                "absolute",
+            ),
+            (vec![f(), e("t/../../x", Kind::File)], "t/../../x", "`..`"),
+            (
+                vec![f(), l("t/bin/l", Kind::Symlink, "/etc/shadow")],
+                "t/bin/l",
+                "absolute",
+            ),
+            (
+                vec![f(), l("t/bin/l", Kind::Symlink, "../../x")],
+                "t/bin/l",
+                "leaves",
+            ),
+            (
+                vec![f(), l("t/bin/l", Kind::Hardlink, "/etc/shadow")],
+                "t/bin/l",
+                "absolute",
+            ),
+            (
+                vec![f(), l("t/bin/l", Kind::Hardlink, "t/bin/zzz")],
+                "t/bin/l",
+                "not an earlier file",
+            ),
+            (
+                vec![f(), e("t/dev", Kind::Other("character device".into()))],
+                "t/dev",
+                "character device",
+            ),
+            (
+                vec![f(), e("t/p", Kind::Other("fifo".into()))],
+                "t/p",
+                "fifo",
+            ),
+            (
+                vec![
+                    f(),
+                    EntryMeta {
+                        mode: 0o4755,
+                        ..e("t/bin/s", Kind::File)
+                    },
+                ],
+                "t/bin/s",
+                "setuid",
+            ),
+            (
+                vec![
+                    f(),
+                    EntryMeta {
+                        mode: 0o2755,
+                        ..e("t/bin/s", Kind::File)
+                    },
+                ],
+                "t/bin/s",
+                "setgid",
+            ),
+            (
+                vec![f(), l("t/d", Kind::Symlink, "."), e("t/d/x", Kind::File)],
+                "t/d/x",
+                "through a symlink",
+            ),
+            (vec![f(), e("t/bin/a", Kind::File)], "t/bin/a", "duplicate"),
+            (
+                vec![
+                    f(),
+                    EntryMeta {
+                        size: 1000,
+                        ..e("t/big", Kind::File)
+                    },
+                ],
+                "t/big",
+                "only 100 free",
+            ),
+        ];
+        for (entries, entry, reason) in cases {
+            match plan(&entries, 100) {
+                Err(Error::Hostile {
+                    entry: got,
+                    reason: why,
+                }) => {
+                    assert_eq!(got, entry);
+                    assert!(why.contains(reason), "{entry}: {why}");
+                }
+                other => panic!("{entry}: expected refusal, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn allows_inner_links() {
+        let entries = vec![
+            e("t/bin/a", Kind::File),
+            l("t/bin/b", Kind::Symlink, "a"),
+            l("t/lib/c", Kind::Symlink, "../bin/a"),
+            l("t/bin/h", Kind::Hardlink, "t/bin/a"),
+        ];
+        let p = plan(&entries, 100).unwrap();
+        assert_eq!(p.items.len(), 4);
+        assert_eq!(p.items[3].link, Some(PathBuf::from("bin/a")));
+    }
+
+    #[test]
+    fn empty_archive_is_refused() {
+        assert!(plan(&[e("t/", Kind::Dir)], 100).is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! The few HTTP calls tern-update makes (blocking, ureq): find, HEAD, checksum, the
+//! streamed download, the health URL and the heartbeat.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tern_core::wire::{FindResponse, Heartbeat};
+
+use crate::artifact;
+use crate::error::{Error, IoContext, Result};
+
+#[derive(Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    insecure: bool,
+}
+
+impl Client {
+    /// `insecure` allows plain http and unverified certificates (tests, labs).
+    pub fn new(insecure: bool, timeout: Duration) -> Self {
+        let tls = ureq::tls::TlsConfig::builder()
+            .disable_verification(insecure)
+            .build();
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .https_only(!insecure)
+            .timeout_connect(Some(Duration::from_secs(10).min(timeout)))
+            .timeout_global(Some(timeout))
+            .tls_config(tls)
+            .build();
+        Self {
+            agent: config.into(),
+            insecure,
+        }
+    }
+
+    fn check_url(&self, url: &str) -> Result<()> {
+        if url.starts_with("https://") || (self.insecure && url.starts_with("http://")) {
+            Ok(())
+        } else if url.starts_with("http://") {
+            Err(Error::Config(format!(
+                "refusing plain http URL {url} (use https, or --insecure for tests)"
+            )))
+        } else {
+            Err(Error::Config(format!("not an http(s) URL: {url:?}")))
+        }
+    }
+
+    fn http_err(url: &str, e: impl std::fmt::Display) -> Error {
+        Error::Http(format!("{url}: {e}"))
+    }
+
+    /// `GET {server}/v1/webapi/find?group=G&updater_id=U`.
+    pub fn find(&self, server: &str, group: &str, updater_id: &str) -> Result<FindResponse> {
+        let url = format!("{}/v1/webapi/find", server.trim_end_matches('/'));
+        self.check_url(&url)?;
+        let mut resp = self
+            .agent
+            .get(&url)
+            .query("group", group)
+            .query("updater_id", updater_id)
+            .call()
+            .map_err(|e| Self::http_err(&url, e))?;
+        if !resp.status().is_success() {
+            return Err(Self::http_err(&url, format!("status {}", resp.status())));
+        }
+        resp.body_mut()
+            .read_json::<FindResponse>()
+            .map_err(|e| Self::http_err(&url, format!("bad find response: {e}")))
+    }
+
+    /// The Content-Length of a HEAD request, when the server sends one.
+    pub fn content_length(&self, url: &str) -> Result<Option<u64>> {
+        self.check_url(url)?;
+        let resp = self
+            .agent
+            .head(url)
+            .call()
+            .map_err(|e| Self::http_err(url, e))?;
+        if !resp.status().is_success() {
+            return Err(Self::http_err(
+                url,
+                format!("HEAD status {}", resp.status()),
+            ));
+        }
+        Ok(resp
+            .headers()
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok()))
+    }
+
+    /// Fetches and parses `<url>.sha256`.
+    pub fn checksum(&self, url: &str) -> Result<String> {
+        let sum_url = artifact::checksum_url(url);
+        self.check_url(&sum_url)?;
+        let missing = |reason: String| Error::MissingChecksum {
+            url: sum_url.clone(),
+            reason,
+        };
+        let mut resp = self
+            .agent
+            .get(&sum_url)
+            .call()
+            .map_err(|e| missing(e.to_string()))?;
+        if !resp.status().is_success() {
+            return Err(missing(format!("status {}", resp.status())));
+        }
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024)
+            .read_to_string()
+            .map_err(|e| missing(e.to_string()))?;
+        artifact::parse_checksum(&text)
+            .ok_or_else(|| missing("does not start with 64 hex characters".into()))
+    }
+
+    /// Streams `url` into `dest`, hashing as it goes; refuses to write more than
+    /// `max_bytes`. Returns (bytes, sha256 hex). `dest` is fsynced.
+    pub fn download(&self, url: &str, dest: &Path, max_bytes: u64) -> Result<(u64, String)> {
+        self.check_url(url)?;
+        let mut resp = self
+            .agent
+            .get(url)
+            .call()
+            .map_err(|e| Self::http_err(url, e))?;
+        if !resp.status().is_success() {
+            return Err(Self::http_err(url, format!("status {}", resp.status())));
+        }
+        let mut reader = resp.body_mut().as_reader();
+        let mut file = std::fs::File::create(dest).ctx("create", dest)?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total: u64 = 0;
+        loop {
+            let n = reader
+                .read(&mut buf)
+                .map_err(|e| Self::http_err(url, format!("reading body: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            if total > max_bytes {
+                return Err(Error::NoSpace {
+                    path: dest.to_path_buf(),
+                    needed: total,
+                    available: max_bytes,
+                });
+            }
+            hasher.update(&buf[..n]);
+            file.write_all(&buf[..n]).ctx("write", dest)?;
+        }
+        file.sync_all().ctx("fsync", dest)?;
+        Ok((total, artifact::hex(&hasher.finalize())))
+    }
+
+    /// True when `url` answers 2xx.
+    pub fn probe(&self, url: &str) -> bool {
+        if self.check_url(url).is_err() {
+            return false;
+        }
+        matches!(self.agent.get(url).call(), Ok(r) if r.status().is_success())
+    }
+
+    /// `POST {server}/v1/agents/heartbeat`.
+    pub fn heartbeat(&self, server: &str, hb: &Heartbeat, token: Option<&str>) -> Result<()> {
+        let url = format!("{}/v1/agents/heartbeat", server.trim_end_matches('/'));
+        self.check_url(&url)?;
+        let mut req = self.agent.post(&url);
+        if let Some(t) = token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let resp = req.send_json(hb).map_err(|e| Self::http_err(&url, e))?;
+        if !resp.status().is_success() {
+            return Err(Self::http_err(&url, format!("status {}", resp.status())));
+        }
+        Ok(())
+    }
+}

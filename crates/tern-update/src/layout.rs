@@ -1,0 +1,132 @@
+//! Where everything lives on the host, per namespace (`--install-suffix`).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The directory of a package install (`link-package`), shared by all namespaces.
+pub const SYSTEM_DIR: &str = "system";
+
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub install_dir: PathBuf,
+    pub suffix: String,
+    /// Where executables are linked.
+    pub link_dir: PathBuf,
+    /// Where the agent's unit file is linked (systemd looks here).
+    pub unit_dir: PathBuf,
+    /// Where `setup` writes the updater's units and the agent's drop-in.
+    pub systemd_dir: PathBuf,
+}
+
+/// Checks a namespace name: short, lowercase, no path tricks, not a reserved name.
+pub fn validate_suffix(suffix: &str) -> Result<()> {
+    let ok = !suffix.is_empty()
+        && suffix.len() <= 32
+        && suffix
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        && suffix != SYSTEM_DIR;
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "invalid --install-suffix {suffix:?}: use 1-32 characters a-z 0-9 - _, not \"system\""
+        )))
+    }
+}
+
+impl Layout {
+    pub fn ns_dir(&self) -> PathBuf {
+        self.install_dir.join(&self.suffix)
+    }
+    pub fn versions_dir(&self) -> PathBuf {
+        self.ns_dir().join("versions")
+    }
+    pub fn version_dir(&self, version: &str) -> PathBuf {
+        self.versions_dir().join(version)
+    }
+    pub fn update_yaml(&self) -> PathBuf {
+        self.ns_dir().join("update.yaml")
+    }
+    pub fn lock_file(&self) -> PathBuf {
+        self.ns_dir().join("update.lock")
+    }
+    pub fn id_file(&self) -> PathBuf {
+        self.ns_dir().join("updater_id")
+    }
+    pub fn system_dir(&self) -> PathBuf {
+        self.install_dir.join(SYSTEM_DIR)
+    }
+    /// Name of this namespace's updater units (`tern-update.service`, or
+    /// `tern-update-<suffix>.service` outside the default namespace).
+    pub fn updater_unit_stem(&self) -> String {
+        if self.suffix == "default" {
+            "tern-update".to_string()
+        } else {
+            format!("tern-update-{}", self.suffix)
+        }
+    }
+    /// True when `path` lies inside this namespace's versions directory.
+    pub fn is_managed(&self, path: &Path) -> bool {
+        path.starts_with(self.versions_dir())
+    }
+    /// True when `path` lies inside the package install.
+    pub fn is_package(&self, path: &Path) -> bool {
+        path.starts_with(self.system_dir())
+    }
+}
+
+/// Version strings become directory names: refuse anything that is not a plain name.
+pub fn validate_version(version: &str) -> Result<()> {
+    let ok = !version.is_empty()
+        && version.len() <= 128
+        && version != "."
+        && version != ".."
+        && !version.starts_with('.')
+        && version
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+' | b'_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Config(format!("invalid version {version:?}")))
+    }
+}
+
+/// Strips a leading `v` from a semver-looking version.
+pub fn normalize_version(v: &str) -> String {
+    let v = v.trim();
+    match v.strip_prefix('v') {
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => rest.to_string(),
+        _ => v.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffixes() {
+        for ok in ["default", "a", "prod-2", "x_y"] {
+            assert!(validate_suffix(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "system", "../x", "A", "a/b", &"x".repeat(33)] {
+            assert!(validate_suffix(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn versions() {
+        for ok in ["1.2.3", "1.2.3-rc.1+build.5", "16.0.0_x"] {
+            assert!(validate_version(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "../1", "1/2", ".hidden", "1 2"] {
+            assert!(validate_version(bad).is_err(), "{bad}");
+        }
+        assert_eq!(normalize_version("v1.2.3"), "1.2.3");
+        assert_eq!(normalize_version(" 1.2.3 "), "1.2.3");
+        assert_eq!(normalize_version("vnext"), "vnext");
+    }
+}

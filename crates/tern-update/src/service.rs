@@ -1,0 +1,316 @@
+//! The agent's service manager: `systemd` (systemctl) or `command` (configured shell
+//! commands and a PID file: OpenRC, runit, containers, tests). Configured by a YAML file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, IoContext, Result};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ManagerKind {
+    #[default]
+    Systemd,
+    Command,
+}
+
+/// The service config file (`--service-config`). Durations are seconds (may be fractional).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceConfig {
+    pub manager: ManagerKind,
+    /// systemd unit name (without `.service` is fine) or a label for `command`.
+    pub name: String,
+    pub start: Option<String>,
+    pub stop: Option<String>,
+    pub reload: Option<String>,
+    pub is_active: Option<String>,
+    pub pid_file: Option<PathBuf>,
+    /// Optional URL that must answer 2xx for the agent to count as healthy.
+    pub health_url: Option<String>,
+    /// How long a new version has to become healthy.
+    pub health_timeout: f64,
+    /// Seconds between health samples.
+    pub health_interval: f64,
+    /// Samples with the same live PID (and a passing health URL) needed to be healthy.
+    pub stable_ticks: u32,
+    /// PID changes tolerated before calling it a crash loop.
+    pub max_restarts: u32,
+    /// The agent's SQLite database, backed up before every switch.
+    pub db_path: Option<PathBuf>,
+    /// A DB backup older than this (hours) is not restored (its certificates may have expired).
+    pub backup_max_age_hours: f64,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        Self {
+            manager: ManagerKind::Systemd,
+            name: String::new(),
+            start: None,
+            stop: None,
+            reload: None,
+            is_active: None,
+            pid_file: None,
+            health_url: None,
+            health_timeout: 60.0,
+            health_interval: 1.0,
+            stable_ticks: 5,
+            max_restarts: 3,
+            db_path: None,
+            backup_max_age_hours: 24.0 * 30.0,
+        }
+    }
+}
+
+impl ServiceConfig {
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).ctx("read service config", path)?;
+        let cfg: Self = serde_yaml_ng::from_str(&text)
+            .map_err(|e| Error::Config(format!("service config {}: {e}", path.display())))?;
+        cfg.validate()
+            .map_err(|e| Error::Config(format!("service config {}: {e}", path.display())))?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.name.is_empty() {
+            return Err("name is required".into());
+        }
+        if self.manager == ManagerKind::Command {
+            for (field, v) in [("start", &self.start), ("stop", &self.stop)] {
+                if v.as_deref().is_none_or(str::is_empty) {
+                    return Err(format!("{field} is required with manager: command"));
+                }
+            }
+            if self.pid_file.is_none() && self.is_active.is_none() {
+                return Err("pid_file or is_active is required with manager: command".into());
+            }
+        }
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        if !positive(self.health_timeout) || !positive(self.health_interval) {
+            return Err("health_timeout and health_interval must be positive seconds".into());
+        }
+        if self.stable_ticks == 0 {
+            return Err("stable_ticks must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    pub fn interval(&self) -> Duration {
+        Duration::from_secs_f64(self.health_interval)
+    }
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.health_timeout)
+    }
+}
+
+/// The `systemctl` to run (tests point `TERN_SYSTEMCTL` at a fake).
+pub fn systemctl_path() -> String {
+    std::env::var("TERN_SYSTEMCTL").unwrap_or_else(|_| "systemctl".into())
+}
+
+fn run(program: &str, args: &[&str]) -> Result<bool> {
+    let status = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| Error::Service(format!("run {program} {}: {e}", args.join(" "))))?;
+    Ok(status.success())
+}
+
+fn output(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn sh(cmd: &str) -> Result<bool> {
+    run("sh", &["-c", cmd])
+}
+
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    let Some(pid) = rustix::process::Pid::from_raw(raw) else {
+        return false;
+    };
+    rustix::process::test_kill_process(pid).is_ok() && !is_zombie(raw)
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// A configured service.
+#[derive(Clone, Debug)]
+pub struct Service {
+    pub cfg: ServiceConfig,
+}
+
+impl Service {
+    pub fn new(cfg: ServiceConfig) -> Self {
+        Self { cfg }
+    }
+
+    fn unit(&self) -> String {
+        if self.cfg.name.ends_with(".service") {
+            self.cfg.name.clone()
+        } else {
+            format!("{}.service", self.cfg.name)
+        }
+    }
+
+    fn command(&self, what: &str, cmd: &Option<String>) -> Result<()> {
+        let cmd = cmd.as_deref().unwrap_or_default();
+        if sh(cmd)? {
+            Ok(())
+        } else {
+            Err(Error::Service(format!("{what} command failed: {cmd}")))
+        }
+    }
+
+    fn systemctl(&self, verb: &str) -> Result<()> {
+        let unit = self.unit();
+        if run(&systemctl_path(), &[verb, &unit])? {
+            Ok(())
+        } else {
+            Err(Error::Service(format!("systemctl {verb} {unit} failed")))
+        }
+    }
+
+    pub fn main_pid(&self) -> Option<u32> {
+        let pid: u32 = match self.cfg.manager {
+            ManagerKind::Systemd => output(
+                &systemctl_path(),
+                &["show", "-p", "MainPID", "--value", &self.unit()],
+            )?
+            .parse()
+            .ok()?,
+            ManagerKind::Command => std::fs::read_to_string(self.cfg.pid_file.as_ref()?)
+                .ok()?
+                .trim()
+                .parse()
+                .ok()?,
+        };
+        (pid != 0 && pid_alive(pid)).then_some(pid)
+    }
+
+    pub fn is_active(&self) -> bool {
+        match self.cfg.manager {
+            ManagerKind::Systemd => {
+                run(&systemctl_path(), &["is-active", "--quiet", &self.unit()]).unwrap_or(false)
+            }
+            ManagerKind::Command => match &self.cfg.is_active {
+                Some(cmd) => sh(cmd).unwrap_or(false),
+                None => self.main_pid().is_some(),
+            },
+        }
+    }
+
+    /// Whether the agent should run after an update even if it is not running now:
+    /// systemd units that are enabled; command-managed agents always.
+    pub fn wants_running(&self) -> bool {
+        match self.cfg.manager {
+            ManagerKind::Systemd => {
+                run(&systemctl_path(), &["is-enabled", "--quiet", &self.unit()]).unwrap_or(false)
+            }
+            ManagerKind::Command => true,
+        }
+    }
+
+    pub fn start(&self) -> Result<()> {
+        match self.cfg.manager {
+            ManagerKind::Systemd => self.systemctl("start"),
+            ManagerKind::Command => self.command("start", &self.cfg.start),
+        }
+    }
+
+    pub fn stop(&self) -> Result<()> {
+        match self.cfg.manager {
+            ManagerKind::Systemd => self.systemctl("stop"),
+            ManagerKind::Command => self.command("stop", &self.cfg.stop),
+        }
+    }
+
+    /// Graceful restart into the new binary (SIGHUP-style); stop + start when the
+    /// command manager has no reload.
+    pub fn reload(&self) -> Result<()> {
+        match self.cfg.manager {
+            ManagerKind::Systemd => self.systemctl("reload-or-restart"),
+            ManagerKind::Command => match &self.cfg.reload {
+                Some(_) => self.command("reload", &self.cfg.reload),
+                None => {
+                    self.stop()?;
+                    self.start()
+                }
+            },
+        }
+    }
+
+    /// `systemctl daemon-reload` after a unit file link changed.
+    pub fn daemon_reload(&self) -> Result<()> {
+        match self.cfg.manager {
+            ManagerKind::Systemd => {
+                if run(&systemctl_path(), &["daemon-reload"])? {
+                    Ok(())
+                } else {
+                    Err(Error::Service("systemctl daemon-reload failed".into()))
+                }
+            }
+            ManagerKind::Command => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_validation() {
+        let ok: ServiceConfig = serde_yaml_ng::from_str(
+            "manager: command\nname: a\nstart: s\nstop: t\npid_file: /run/a.pid\nhealth_timeout: 0.5\n",
+        )
+        .unwrap();
+        assert!(ok.validate().is_ok());
+        assert_eq!(ok.stable_ticks, 5);
+        let sd: ServiceConfig = serde_yaml_ng::from_str("name: teleport\n").unwrap();
+        assert_eq!(sd.manager, ManagerKind::Systemd);
+        assert!(sd.validate().is_ok());
+        let cases = [
+            ("manager: command\nname: a\nstop: t\npid_file: p\n", "start"),
+            ("manager: command\nname: a\nstart: s\nstop: t\n", "pid_file"),
+            ("name: a\nhealth_timeout: 0\n", "positive"),
+            ("manager: systemd\n", "name"),
+            ("name: a\nstable_ticks: 0\n", "stable_ticks"),
+        ];
+        for (yaml, want) in cases {
+            let cfg: ServiceConfig = serde_yaml_ng::from_str(yaml).unwrap();
+            let err = cfg.validate().unwrap_err();
+            assert!(err.contains(want), "{yaml}: {err}");
+        }
+        assert!(serde_yaml_ng::from_str::<ServiceConfig>("name: a\ntypo: 1\n").is_err());
+    }
+
+    #[test]
+    fn pid_liveness() {
+        assert!(pid_alive(std::process::id()));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(u32::MAX));
+    }
+}

@@ -1,0 +1,125 @@
+//! `setup`: the updater's own systemd service + timer, and a drop-in for the agent's unit.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::layout::Layout;
+use crate::service::systemctl_path;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitFile {
+    pub path: PathBuf,
+    pub content: String,
+}
+
+/// The files `setup` writes (pure). `exe` is the updater to run; `agent_unit` the
+/// managed unit's name, when known.
+pub fn units(layout: &Layout, exe: &str, agent_unit: Option<&str>) -> Vec<UnitFile> {
+    let stem = layout.updater_unit_stem();
+    let flags = format!(
+        "--install-dir {} --install-suffix {} --link-dir {}",
+        layout.install_dir.display(),
+        layout.suffix,
+        layout.link_dir.display()
+    );
+    let mut out = vec![
+        UnitFile {
+            path: layout.systemd_dir.join(format!("{stem}.service")),
+            content: format!(
+                "# Written by `tern-update setup`.\n[Unit]\nDescription=Tern agent updater ({ns})\nAfter=network-online.target\nWants=network-online.target\n\n[Service]\nType=oneshot\nExecStart={exe} {flags} update\n",
+                ns = layout.suffix
+            ),
+        },
+        UnitFile {
+            path: layout.systemd_dir.join(format!("{stem}.timer")),
+            content: format!(
+                "# Written by `tern-update setup`.\n[Unit]\nDescription=Run the Tern agent updater ({ns}) every 10 minutes\n\n[Timer]\nOnActiveSec=1m\nOnUnitActiveSec=10m\nRandomizedDelaySec=1m\n\n[Install]\nWantedBy=timers.target\n",
+                ns = layout.suffix
+            ),
+        },
+    ];
+    if let Some(unit) = agent_unit {
+        let unit = if unit.ends_with(".service") {
+            unit.to_string()
+        } else {
+            format!("{unit}.service")
+        };
+        out.push(UnitFile {
+            path: layout.systemd_dir.join(format!("{unit}.d")).join(format!("{stem}.conf")),
+            content: "# Written by `tern-update setup`: the agent restarts on failure, without a start\n# limit, so the updater's health watch sees a crash loop instead of a stopped unit.\n[Unit]\nStartLimitIntervalSec=0\n\n[Service]\nRestart=on-failure\nRestartSec=2\n".to_string(),
+        });
+    }
+    out
+}
+
+/// Writes the files (or prints them with `dry_run`) and enables the timer.
+pub fn run(layout: &Layout, exe: &str, agent_unit: Option<&str>, dry_run: bool) -> Result<String> {
+    let files = units(layout, exe, agent_unit);
+    let mut report = String::new();
+    for f in &files {
+        if dry_run {
+            report.push_str(&format!(
+                "# would write {}\n{}\n",
+                f.path.display(),
+                f.content
+            ));
+        } else {
+            fsutil::write_atomic(&f.path, f.content.as_bytes(), 0o644)?;
+            report.push_str(&format!("wrote {}\n", f.path.display()));
+        }
+    }
+    if dry_run {
+        return Ok(report);
+    }
+    let timer = format!("{}.timer", layout.updater_unit_stem());
+    for args in [
+        vec!["daemon-reload"],
+        vec!["enable", "--now", timer.as_str()],
+    ] {
+        let ok = std::process::Command::new(systemctl_path())
+            .args(&args)
+            .status()
+            .map_err(|e| Error::Service(format!("systemctl {}: {e}", args.join(" "))))?
+            .success();
+        if !ok {
+            return Err(Error::Service(format!(
+                "systemctl {} failed",
+                args.join(" ")
+            )));
+        }
+    }
+    report.push_str(&format!("enabled {timer}\n"));
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_files() {
+        let l = Layout {
+            install_dir: "/opt/tern".into(),
+            suffix: "blue".into(),
+            link_dir: "/opt/tern/blue/bin".into(),
+            unit_dir: "/usr/local/lib/systemd/system".into(),
+            systemd_dir: "/etc/systemd/system".into(),
+        };
+        let u = units(&l, "/usr/local/bin/tern-update", Some("agent"));
+        assert_eq!(u.len(), 3);
+        assert_eq!(
+            u[0].path,
+            PathBuf::from("/etc/systemd/system/tern-update-blue.service")
+        );
+        assert!(u[0].content.contains(
+            "ExecStart=/usr/local/bin/tern-update --install-dir /opt/tern --install-suffix blue"
+        ));
+        assert!(u[1].content.contains("OnUnitActiveSec=10m"));
+        assert_eq!(
+            u[2].path,
+            PathBuf::from("/etc/systemd/system/agent.service.d/tern-update-blue.conf")
+        );
+        assert_eq!(units(&l, "x", None).len(), 2);
+    }
+}

@@ -1,0 +1,186 @@
+//! `update.yaml`: the namespace's spec (what the operator asked) and status (what the
+//! updater did). Written atomically, so it is readable after a kill at any instant.
+
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use tern_core::wire::UpdaterStatus;
+
+use crate::error::{Error, Result};
+use crate::fsutil;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UpdateFile {
+    pub version: String,
+    pub kind: String,
+    pub spec: Spec,
+    pub status: Status,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Spec {
+    /// Base URL of ternd (find and heartbeat).
+    pub server: String,
+    pub group: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url_template: Option<String>,
+    /// Whether `update` may change the version.
+    pub enabled: bool,
+    /// Whether the version is pinned (`pin`); `update` does nothing while pinned.
+    pub pinned: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_config: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub join_token_file: Option<PathBuf>,
+    /// How many versions to keep installed: 2 = active + backup, 1 = active only.
+    pub keep: u32,
+}
+
+impl Default for Spec {
+    fn default() -> Self {
+        Self {
+            server: String::new(),
+            group: String::new(),
+            base_url: None,
+            url_template: None,
+            enabled: false,
+            pinned: false,
+            pinned_version: None,
+            service_config: None,
+            join_token_file: None,
+            keep: 2,
+        }
+    }
+}
+
+impl Spec {
+    pub fn updater_status(&self) -> UpdaterStatus {
+        if !self.enabled {
+            UpdaterStatus::Disabled
+        } else if self.pinned {
+            UpdaterStatus::Pinned
+        } else {
+            UpdaterStatus::Enabled
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Status {
+    /// The version the links point to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active: Option<String>,
+    /// The previous good version, kept for rollback.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
+    /// A version that failed here and is not retried automatically.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip: Option<String>,
+    /// True when the active version was restored by an automatic rollback.
+    pub rollback: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_update: Option<LastUpdate>,
+    /// A switch that was started and not finished (the process was killed). The next
+    /// run reverts it before doing anything else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_progress: Option<InProgress>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LastUpdate {
+    pub time: Timestamp,
+    pub target: String,
+    pub success: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InProgress {
+    #[serde(default)]
+    pub from: Option<String>,
+    pub to: String,
+    pub started: Timestamp,
+    /// Set once the old version's DB backup is complete: from then on the live DB may
+    /// have been replaced or migrated, so reverting restores the backup.
+    #[serde(default)]
+    pub db_backed_up: bool,
+}
+
+pub const KIND: &str = "update_config";
+
+/// Reads `update.yaml`; `None` when the namespace was never enabled.
+pub fn load(path: &Path) -> Result<Option<UpdateFile>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(format!("read {}", path.display()), e)),
+    };
+    parse(&text).map(Some).map_err(|reason| Error::State {
+        path: path.to_path_buf(),
+        reason,
+    })
+}
+
+pub fn parse(text: &str) -> std::result::Result<UpdateFile, String> {
+    let file: UpdateFile = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+    if !file.kind.is_empty() && file.kind != KIND {
+        return Err(format!("kind is {:?}, expected {KIND:?}", file.kind));
+    }
+    Ok(file)
+}
+
+pub fn save(path: &Path, file: &UpdateFile) -> Result<()> {
+    let mut file = file.clone();
+    file.version = "v1".into();
+    file.kind = KIND.into();
+    let text = serde_yaml_ng::to_string(&file).map_err(|e| Error::State {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    fsutil::write_atomic(path, text.as_bytes(), 0o644)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_tolerance() {
+        let mut f = UpdateFile::default();
+        f.spec.server = "https://t.example".into();
+        f.spec.enabled = true;
+        f.status.active = Some("1.2.3".into());
+        f.status.in_progress = Some(InProgress {
+            from: Some("1.2.3".into()),
+            to: "1.3.0".into(),
+            started: Timestamp::UNIX_EPOCH,
+            db_backed_up: true,
+        });
+        let text = serde_yaml_ng::to_string(&f).unwrap();
+        assert_eq!(parse(&text).unwrap(), f);
+        let old = parse("spec:\n  server: x\n  future_field: 1\nstatus: {}\n").unwrap();
+        assert_eq!(old.spec.server, "x");
+        assert_eq!(old.spec.keep, 2);
+        assert!(parse("kind: db_backup\n").is_err());
+        assert!(parse("spec: [").is_err());
+    }
+
+    #[test]
+    fn updater_status() {
+        let mut s = Spec::default();
+        assert_eq!(s.updater_status(), UpdaterStatus::Disabled);
+        s.enabled = true;
+        assert_eq!(s.updater_status(), UpdaterStatus::Enabled);
+        s.pinned = true;
+        assert_eq!(s.updater_status(), UpdaterStatus::Pinned);
+    }
+}

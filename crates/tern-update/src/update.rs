@@ -1,0 +1,657 @@
+//! The update path of DESIGN.md: find → decide → jitter → download + verify → extract →
+//! back up the DB → switch links → restart → watch → commit or roll back → clean up.
+//! The caller holds `update.lock`. A journal (`status.in_progress`) written before the
+//! first change lets the next run revert a switch that a kill interrupted.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tern_core::wire::{FindResponse, Heartbeat};
+
+use crate::artifact::{self, Vars};
+use crate::backup;
+use crate::decide::{self, DbPlan, Decision};
+use crate::error::{Error, Result};
+use crate::extract;
+use crate::fsutil;
+use crate::health;
+use crate::hooks::kill_point;
+use crate::http::Client;
+use crate::layout::{self, Layout};
+use crate::links;
+use crate::log;
+use crate::service::{Service, ServiceConfig};
+use crate::state::{self, InProgress, LastUpdate, Spec, UpdateFile};
+
+/// Room left free beyond what a download or an unpacked version needs.
+const SPACE_MARGIN: u64 = 64 * 1024;
+
+pub struct Ctx {
+    pub layout: Layout,
+    pub http: Client,
+    /// Replace links and files tern-update does not manage (`enable --overwrite`).
+    pub overwrite: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Opts {
+    /// `--now`: no jitter, and update even when the server says "not now".
+    pub now: bool,
+    /// Install this version whatever the server says (`pin --force-version`,
+    /// `enable --force-version`).
+    pub force_version: Option<String>,
+    /// A find response already fetched by the caller.
+    pub find: Option<FindResponse>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Installed and healthy.
+    Updated { from: Option<String>, to: String },
+    /// Nothing to do; says why.
+    Nothing(String),
+    /// The configuration forbids updating (disabled, pinned); says how to undo.
+    Refused(String),
+}
+
+/// The service for a namespace: the configured one, else systemd with the unit file the
+/// version ships, else none (the agent is installed but not managed).
+pub fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Option<Service>> {
+    if let Some(path) = &spec.service_config {
+        return Ok(Some(Service::new(ServiceConfig::load(path)?)));
+    }
+    let unit = version_dir.and_then(links::unit_file);
+    Ok(unit.and_then(|u| {
+        let name = u.file_stem()?.to_string_lossy().into_owned();
+        Some(Service::new(ServiceConfig {
+            name,
+            ..ServiceConfig::default()
+        }))
+    }))
+}
+
+/// Reads the updater id, creating it when missing.
+pub fn updater_id(layout: &Layout) -> Result<String> {
+    let path = layout.id_file();
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let id = text.trim();
+        if id.len() == 36 {
+            return Ok(id.to_string());
+        }
+    }
+    let id = new_uuid()?;
+    fsutil::write_atomic(&path, format!("{id}\n").as_bytes(), 0o644)?;
+    Ok(id)
+}
+
+fn new_uuid() -> Result<String> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).map_err(|e| Error::Config(format!("random: {e}")))?;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = artifact::hex(&b);
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    ))
+}
+
+fn random_below(n: u64) -> u64 {
+    let mut b = [0u8; 8];
+    if n == 0 || getrandom::fill(&mut b).is_err() {
+        return 0;
+    }
+    u64::from_le_bytes(b) % (n + 1)
+}
+
+/// The artifact URL of `version` for this host.
+pub fn artifact_url(spec: &Spec, version: &str, edition: &str) -> Result<String> {
+    let template = spec
+        .url_template
+        .as_deref()
+        .unwrap_or(artifact::DEFAULT_TEMPLATE);
+    let base = spec.base_url.as_deref().unwrap_or(&spec.server);
+    artifact::render(
+        template,
+        &Vars {
+            version,
+            os: std::env::consts::OS,
+            arch: artifact::go_arch(std::env::consts::ARCH),
+            edition: if edition.is_empty() { "oss" } else { edition },
+            base_url: base,
+        },
+    )
+}
+
+fn save(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
+    state::save(&ctx.layout.update_yaml(), file)
+}
+
+/// Runs one update. The caller holds the lock; `file` is saved as it changes.
+pub fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
+    recover(ctx, file)?;
+    kill_point("locked");
+    let id = updater_id(&ctx.layout)?;
+    let find = match opts.find.clone() {
+        Some(f) => f,
+        None => match ctx.http.find(&file.spec.server, &file.spec.group, &id) {
+            Ok(f) => f,
+            Err(e) if opts.force_version.is_some() => {
+                log::warn(format!(
+                    "find failed ({e}); installing the forced version anyway"
+                ));
+                FindResponse::default()
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    kill_point("found");
+    let target = match &opts.force_version {
+        Some(v) => {
+            let v = layout::normalize_version(v);
+            if file.status.active.as_deref() == Some(v.as_str()) {
+                return Ok(Outcome::Nothing(format!("already on {v}")));
+            }
+            v
+        }
+        None => match decide::decide(&file.spec, &file.status, &find.auto_update, opts.now) {
+            Decision::Update { target } => target,
+            Decision::Nothing(why) => return Ok(Outcome::Nothing(why)),
+            Decision::Refused(why) => return Ok(Outcome::Refused(why)),
+        },
+    };
+    layout::validate_version(&target)?;
+    let jitter = find.auto_update.agent_update_jitter_seconds;
+    if !opts.now && opts.force_version.is_none() && file.status.active.is_some() && jitter > 0 {
+        let wait = random_below(jitter);
+        log::info(format!(
+            "waiting {wait}s of jitter (up to {jitter}s) before updating"
+        ));
+        std::thread::sleep(Duration::from_secs(wait));
+    }
+    let from = file.status.active.clone();
+    log::info(format!(
+        "updating {} -> {target}",
+        from.as_deref().unwrap_or("(nothing installed)")
+    ));
+    install(ctx, &file.spec, &find.edition, &target)?;
+    switch(ctx, file, from.clone(), &target)?;
+    cleanup(ctx, file)?;
+    Ok(Outcome::Updated { from, to: target })
+}
+
+/// Makes `versions/<target>` a complete, verified version directory.
+pub fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<PathBuf> {
+    let versions = ctx.layout.versions_dir();
+    let vdir = ctx.layout.version_dir(target);
+    std::fs::create_dir_all(&versions)
+        .map_err(|e| Error::io(format!("create {}", versions.display()), e))?;
+    if vdir.join("sha256").is_file() {
+        log::info(format!(
+            "{target} is already unpacked in {}",
+            vdir.display()
+        ));
+        return Ok(vdir);
+    }
+    let url = artifact_url(spec, target, edition)?;
+    let expected = ctx.http.checksum(&url)?;
+    let free = fsutil::free_space(&versions)?;
+    if let Some(len) = ctx.http.content_length(&url)?
+        && len.saturating_add(SPACE_MARGIN) > free
+    {
+        return Err(Error::NoSpace {
+            path: versions,
+            needed: len + SPACE_MARGIN,
+            available: free,
+        });
+    }
+    let tarball = fsutil::temp_beside(&versions.join(format!("{target}.tar.gz")));
+    let result = (|| {
+        log::info(format!("downloading {url}"));
+        let (_, actual) = ctx
+            .http
+            .download(&url, &tarball, free.saturating_sub(SPACE_MARGIN))?;
+        kill_point("downloaded");
+        if actual != expected {
+            return Err(Error::ChecksumMismatch {
+                url: url.clone(),
+                expected: expected.clone(),
+                actual,
+            });
+        }
+        let entries = extract::scan(&tarball)?;
+        let free = fsutil::free_space(&versions)?;
+        let plan = extract::plan(&entries, free.saturating_sub(SPACE_MARGIN))?;
+        if vdir.exists() {
+            // A directory without `sha256` is not a complete version: never linked, safe to drop.
+            fsutil::remove_dir_durable(&vdir)?;
+        }
+        let tmp = fsutil::temp_beside(&vdir);
+        if let Err(e) = extract::extract(&tarball, &plan, &tmp) {
+            let _ = fsutil::remove_dir_all_if_exists(&tmp);
+            return Err(e);
+        }
+        kill_point("extracted");
+        std::fs::rename(&tmp, &vdir)
+            .map_err(|e| Error::io(format!("rename into {}", vdir.display()), e))?;
+        fsutil::fsync_dir(&versions)?;
+        kill_point("renamed");
+        links::desired(&ctx.layout, &vdir)?;
+        fsutil::write_atomic(
+            &vdir.join("sha256"),
+            format!("{expected}\n").as_bytes(),
+            0o644,
+        )?;
+        kill_point("verified");
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(&tarball);
+    if let Err(e) = result {
+        if vdir.exists() && !vdir.join("sha256").is_file() {
+            let _ = fsutil::remove_dir_durable(&vdir);
+        }
+        return Err(e);
+    }
+    Ok(vdir)
+}
+
+struct Switch<'a> {
+    from: Option<&'a str>,
+    to: &'a str,
+    svc: Option<Service>,
+    db: Option<PathBuf>,
+    was_running: bool,
+    db_backed_up: bool,
+}
+
+/// Switches the host from `from` to `to` (both unpacked), or rolls back and errors.
+fn switch(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> Result<()> {
+    let l = &ctx.layout;
+    let to_dir = l.version_dir(to);
+    links::check(l, &to_dir, ctx.overwrite)?;
+    let svc = service_for(&file.spec, Some(&to_dir))?;
+    let now = Timestamp::now();
+    let db = svc
+        .as_ref()
+        .and_then(|s| s.cfg.db_path.clone())
+        .filter(|p| p.is_file());
+    let max_age = svc
+        .as_ref()
+        .map(|s| Duration::from_secs_f64(s.cfg.backup_max_age_hours * 3600.0))
+        .unwrap_or(Duration::ZERO);
+    let target_backup =
+        backup::load_valid(&to_dir, &file.spec.server, to, now, max_age).map(|_| ());
+    let plan = decide::db_plan(from.as_deref(), to, db.is_some(), &target_backup);
+    if let DbPlan::Refuse(why) = &plan {
+        return Err(Error::Refused(why.clone()));
+    }
+    let downgrade = from
+        .as_deref()
+        .is_some_and(|f| decide::compare(to, f).is_lt());
+    let full_restart = downgrade || plan == DbPlan::BackupAndRestore;
+
+    file.status.in_progress = Some(InProgress {
+        from: from.clone(),
+        to: to.to_string(),
+        started: now,
+        db_backed_up: false,
+    });
+    save(ctx, file)?;
+    kill_point("journal_written");
+
+    let was_running = svc.as_ref().is_some_and(Service::is_active);
+    let mut sw = Switch {
+        from: from.as_deref(),
+        to,
+        svc,
+        db,
+        was_running,
+        db_backed_up: false,
+    };
+    let result = apply_switch(ctx, file, &mut sw, &plan, full_restart, now);
+    match result {
+        Ok(()) => {
+            let st = &mut file.status;
+            if from.as_deref() != Some(to) {
+                st.backup = from.clone();
+            }
+            st.active = Some(to.to_string());
+            st.rollback = false;
+            if st.skip.as_deref() == Some(to) {
+                st.skip = None;
+            }
+            st.last_update = Some(LastUpdate {
+                time: Timestamp::now(),
+                target: to.to_string(),
+                success: true,
+                error: None,
+            });
+            st.in_progress = None;
+            save(ctx, file)?;
+            kill_point("committed");
+            log::info(format!("now running {to}"));
+            Ok(())
+        }
+        Err((reason, skip)) => Err(rollback(ctx, file, &sw, reason, skip)),
+    }
+}
+
+/// The steps that change the host. `Err((reason, skip))`: skip is true when the new
+/// version itself failed (it is then not retried automatically).
+fn apply_switch(
+    ctx: &Ctx,
+    file: &mut UpdateFile,
+    sw: &mut Switch<'_>,
+    plan: &DbPlan,
+    full_restart: bool,
+    now: Timestamp,
+) -> std::result::Result<(), (String, bool)> {
+    let l = &ctx.layout;
+    let io = |e: Error| (e.to_string(), false);
+    if full_restart
+        && sw.was_running
+        && let Some(svc) = &sw.svc
+    {
+        log::info("stopping the agent (downgrade or database restore)");
+        svc.stop().map_err(io)?;
+    }
+    if let (Some(db), Some(from)) = (&sw.db, sw.from)
+        && matches!(plan, DbPlan::BackupOnly | DbPlan::BackupAndRestore)
+    {
+        backup::backup(db, &l.version_dir(from), &file.spec.server, from, now).map_err(io)?;
+        sw.db_backed_up = true;
+        if let Some(ip) = &mut file.status.in_progress {
+            ip.db_backed_up = true;
+        }
+        save(ctx, file).map_err(io)?;
+        kill_point("db_backed_up");
+        if *plan == DbPlan::BackupAndRestore {
+            log::info(format!("restoring the database backup made by {}", sw.to));
+            backup::restore(&l.version_dir(sw.to), db).map_err(io)?;
+            kill_point("db_restored");
+        }
+    }
+    links::apply(l, &l.version_dir(sw.to), ctx.overwrite).map_err(io)?;
+    kill_point("links_switched");
+    let Some(svc) = &sw.svc else {
+        log::info("no service configured: links switched, nothing to restart");
+        return Ok(());
+    };
+    if links::unit_file(&l.version_dir(sw.to)).is_some() {
+        svc.daemon_reload().map_err(io)?;
+    }
+    if !sw.was_running && !svc.wants_running() {
+        log::info(format!(
+            "{} is not running and not enabled: not starting it",
+            svc.cfg.name
+        ));
+        return Ok(());
+    }
+    let restarted = if sw.was_running && !full_restart {
+        log::info(format!("reloading {}", svc.cfg.name));
+        svc.reload()
+    } else {
+        log::info(format!("starting {}", svc.cfg.name));
+        svc.start()
+    };
+    restarted.map_err(|e| (e.to_string(), true))?;
+    kill_point("restarted");
+    health::watch(svc, &ctx.http).map_err(|why| (format!("{} {why}", sw.to), true))?;
+    kill_point("healthy");
+    Ok(())
+}
+
+/// Puts the host back on `sw.from` after a failed switch and records the failure.
+fn rollback(
+    ctx: &Ctx,
+    file: &mut UpdateFile,
+    sw: &Switch<'_>,
+    reason: String,
+    skip: bool,
+) -> Error {
+    log::error(format!(
+        "update to {} failed: {reason}; rolling back",
+        sw.to
+    ));
+    let outcome = revert(ctx, &file.spec, sw.from, sw.db_backed_up, sw.was_running);
+    let st = &mut file.status;
+    if skip {
+        st.skip = Some(sw.to.to_string());
+        st.rollback = sw.from.is_some();
+    }
+    st.last_update = Some(LastUpdate {
+        time: Timestamp::now(),
+        target: sw.to.to_string(),
+        success: false,
+        error: Some(reason.clone()),
+    });
+    st.in_progress = None;
+    if let Err(e) = save(ctx, file) {
+        log::error(format!("could not record the rollback in update.yaml: {e}"));
+    }
+    Error::UpdateFailed {
+        target: sw.to.to_string(),
+        reason,
+        outcome,
+    }
+}
+
+/// Links, DB and service back to `from`. Returns what the host runs now.
+fn revert(
+    ctx: &Ctx,
+    spec: &Spec,
+    from: Option<&str>,
+    db_backed_up: bool,
+    was_running: bool,
+) -> String {
+    let l = &ctx.layout;
+    let from_dir = from.map(|f| l.version_dir(f));
+    let svc = match service_for(spec, from_dir.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error(format!("service config: {e}"));
+            None
+        }
+    };
+    let was_active = svc.as_ref().is_some_and(Service::is_active);
+    if was_active
+        && let Some(svc) = &svc
+        && let Err(e) = svc.stop()
+    {
+        log::error(format!("stopping the failed version: {e}"));
+    }
+    if db_backed_up
+        && let (Some(from), Some(db)) = (from, svc.as_ref().and_then(|s| s.cfg.db_path.clone()))
+    {
+        match backup::restore(&l.version_dir(from), &db) {
+            Ok(()) => log::info(format!("restored the database of {from}")),
+            Err(e) => log::error(format!("restoring the database of {from}: {e}")),
+        }
+    }
+    let relinked = match &from_dir {
+        Some(dir) => links::apply(l, dir, true),
+        None => unlink_to_package(l),
+    };
+    if let Err(e) = relinked {
+        log::error(format!("relinking: {e}"));
+        return format!("relinking failed ({e}); the host may have no working agent");
+    }
+    let running = from.unwrap_or("no managed version");
+    let Some(svc) = svc else {
+        return format!("links point to {running}");
+    };
+    if from_dir.as_deref().and_then(links::unit_file).is_some() {
+        let _ = svc.daemon_reload();
+    }
+    if from.is_none() && !l.system_dir().join("bin").is_dir() {
+        return "no agent was installed before; none is now".into();
+    }
+    if !(was_running || was_active || svc.wants_running()) {
+        return format!("links point to {running} (agent not running, as before)");
+    }
+    if let Err(e) = svc.start() {
+        return format!("{running} is linked but failed to start: {e}");
+    }
+    match health::watch(&svc, &ctx.http) {
+        Ok(()) => format!("the host runs {running} and it is healthy"),
+        Err(why) => format!("the host runs {running} but it is not healthy: {why}"),
+    }
+}
+
+fn unlink_to_package(l: &Layout) -> Result<()> {
+    links::remove(l, &|p: &Path| l.is_managed(p))?;
+    if l.system_dir().is_dir() {
+        links::apply(l, &l.system_dir(), false)?;
+    }
+    Ok(())
+}
+
+/// Reverts a switch a killed run left half done (journal in `status.in_progress`).
+pub fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
+    let Some(ip) = file.status.in_progress.clone() else {
+        return Ok(());
+    };
+    log::warn(format!(
+        "a previous run was interrupted while switching {} -> {}; reverting",
+        ip.from.as_deref().unwrap_or("(nothing)"),
+        ip.to
+    ));
+    let outcome = revert(ctx, &file.spec, ip.from.as_deref(), ip.db_backed_up, false);
+    log::info(format!("recovered: {outcome}"));
+    file.status.in_progress = None;
+    save(ctx, file)?;
+    kill_point("recovered");
+    Ok(())
+}
+
+/// Removes every version but active (and backup with keep ≥ 2), and leftovers of killed runs.
+pub fn cleanup(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
+    let Some(active) = file.status.active.clone() else {
+        return Ok(());
+    };
+    let versions = ctx.layout.versions_dir();
+    let mut installed = Vec::new();
+    let Ok(rd) = std::fs::read_dir(&versions) else {
+        return Ok(());
+    };
+    for entry in rd.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if fsutil::is_temp_name(&name) {
+            let p = entry.path();
+            let _ = if p.is_dir() {
+                fsutil::remove_dir_all_if_exists(&p)
+            } else {
+                std::fs::remove_file(&p).map_err(|e| Error::io("remove", e))
+            };
+        } else if entry.path().is_dir() {
+            installed.push(name);
+        }
+    }
+    if file.spec.keep < 2 && file.status.backup.is_some() {
+        file.status.backup = None;
+        save(ctx, file)?;
+    }
+    for v in decide::to_remove(
+        &installed,
+        &active,
+        file.status.backup.as_deref(),
+        file.spec.keep,
+    ) {
+        log::info(format!("removing version {v}"));
+        fsutil::remove_dir_durable(&ctx.layout.version_dir(&v))?;
+    }
+    kill_point("cleaned");
+    Ok(())
+}
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// Best effort: tell ternd what this host runs. Never fails the run.
+pub fn heartbeat(ctx: &Ctx, file: &UpdateFile) {
+    let spec = &file.spec;
+    if spec.server.is_empty() {
+        return;
+    }
+    let id = match updater_id(&ctx.layout) {
+        Ok(id) => id,
+        Err(e) => {
+            log::warn(format!("heartbeat skipped: {e}"));
+            return;
+        }
+    };
+    let token = spec.join_token_file.as_deref().and_then(read_trimmed);
+    let active_dir = file
+        .status
+        .active
+        .as_deref()
+        .map(|v| ctx.layout.version_dir(v));
+    let healthy = match service_for(spec, active_dir.as_deref()) {
+        Ok(Some(svc)) => svc.is_active(),
+        Ok(None) => file.status.active.is_some(),
+        Err(_) => false,
+    };
+    let hb = Heartbeat {
+        updater_id: id,
+        host_id: read_trimmed(Path::new("/etc/machine-id")).unwrap_or_default(),
+        hostname: rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned(),
+        group: spec.group.clone(),
+        version: file.status.active.clone().unwrap_or_default(),
+        updater_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+        updater_status: spec.updater_status(),
+        rollback: file.status.rollback,
+        failed_version: file.status.skip.clone(),
+        healthy,
+    };
+    if let Err(e) = ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
+        log::warn(format!("heartbeat failed (ignored): {e}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_shape() {
+        let id = new_uuid().unwrap();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        assert_ne!(id, new_uuid().unwrap());
+    }
+
+    #[test]
+    fn urls() {
+        let mut spec = Spec {
+            server: "https://ternd.example".into(),
+            ..Spec::default()
+        };
+        let arch = artifact::go_arch(std::env::consts::ARCH);
+        assert_eq!(
+            artifact_url(&spec, "1.2.3", "").unwrap(),
+            format!("https://ternd.example/tern-agent-v1.2.3-linux-{arch}-bin.tar.gz")
+        );
+        spec.base_url = Some("https://cdn.example/x/".into());
+        assert!(
+            artifact_url(&spec, "1.2.3", "")
+                .unwrap()
+                .starts_with("https://cdn.example/x/tern-agent-v1.2.3")
+        );
+        spec.url_template = Some("https://m/{{ .Edition }}/{{.Version}}.tgz".into());
+        assert_eq!(
+            artifact_url(&spec, "1.2.3", "ent").unwrap(),
+            "https://m/ent/1.2.3.tgz"
+        );
+    }
+}
