@@ -8,10 +8,11 @@
 //!
 //! # Revisions
 //!
-//! * The store has one global revision, a `u64` that starts at 0 (empty store) and grows by
-//!   exactly one for every change: each put, successful create or CAS, delete, and each
-//!   TTL expiry (one revision per expired key). Failed operations and leases do not
-//!   change it.
+//! * The store has one global revision, a `u64` that starts at 0 (empty store) and grows
+//!   with every change: each put, successful create or CAS, delete, and each TTL expiry.
+//!   In SQLite and memory it grows by exactly one per change (one per expired key) and
+//!   failed operations and leases do not change it; etcd's revision is cluster-wide and
+//!   may also grow for writes outside Tern's keys, so callers rely only on its order.
 //! * Every key carries `create_revision` (the revision that created it; a key deleted and
 //!   re-created gets a new one) and `mod_revision` (the revision of its last write).
 //! * Every resource write is a compare-and-swap on `mod_revision`

@@ -38,8 +38,6 @@ use crate::{
 
 /// The schema this code writes (`PRAGMA user_version`). A newer file is refused.
 const SCHEMA_VERSION: i64 = 1;
-/// At most this many events per watch query.
-const WATCH_BATCH: i64 = 1000;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -87,6 +85,8 @@ pub struct SqliteOptions {
     pub sweep_interval: Duration,
     /// How many past revisions the event log keeps for watches from the past.
     pub history: u64,
+    /// At most this many events per watch query.
+    pub watch_batch: usize,
 }
 
 impl Default for SqliteOptions {
@@ -96,6 +96,7 @@ impl Default for SqliteOptions {
             poll_interval: Duration::from_millis(200),
             sweep_interval: Duration::from_millis(500),
             history: 10_000,
+            watch_batch: 1000,
         }
     }
 }
@@ -301,6 +302,7 @@ impl Inner {
         after: Revision,
     ) -> impl Future<Output = Result<Batch>> + Send + use<> {
         let inner = Arc::clone(self);
+        let batch = i64::try_from(self.opts.watch_batch.max(1)).unwrap_or(i64::MAX);
         async move {
             inner
                 .read(format!("watching {prefix:?}"), move |tx, _| {
@@ -325,7 +327,7 @@ impl Inner {
                          ORDER BY revision LIMIT ?5",
                     )?;
                     let rows = stmt.query_map(
-                        params![to_i64(after), to_i64(revision), start, end, WATCH_BATCH],
+                        params![to_i64(after), to_i64(revision), start, end, batch],
                         |r| {
                             let revision = rev(r.get(0)?);
                             let key = key_string(r.get(1)?)?;
@@ -345,7 +347,7 @@ impl Inner {
                         },
                     )?;
                     let events = rows.collect::<rusqlite::Result<Vec<_>>>()?;
-                    let full = events.len() >= WATCH_BATCH as usize;
+                    let full = i64::try_from(events.len()).unwrap_or(i64::MAX) >= batch;
                     let scanned_to = match events.last() {
                         Some(last) if full => last.revision(),
                         _ => revision,

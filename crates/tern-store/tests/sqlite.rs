@@ -137,3 +137,121 @@ async fn open_fails_clearly_for_a_bad_path() {
         "{err}"
     );
 }
+
+/// Options under which nothing but the watch poll can notice another instance's writes:
+/// the sweeper (whose writes also wake local watches) practically never runs.
+fn no_sweep() -> SqliteOptions {
+    SqliteOptions {
+        sweep_interval: Duration::from_secs(3600),
+        ..SqliteOptions::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_sees_another_instances_writes_by_polling() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tern.db");
+    let a = SqliteStore::open_with(&path, no_sweep()).await.unwrap();
+    let b = SqliteStore::open_with(&path, no_sweep()).await.unwrap();
+    let mut w = a.watch("k/", 0).await.unwrap();
+    for i in 0..3 {
+        let kv = b.put(&format!("k/{i}"), vec![i], None).await.unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(15), w.next())
+            .await
+            .expect("a watch never saw the other instance's write")
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, WatchEvent::Put(kv));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_rows_are_invisible_before_any_sweep_and_purged_by_the_next_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tern.db");
+    let s = SqliteStore::open_with(&path, no_sweep()).await.unwrap();
+    s.put("k/live", b"v".to_vec(), None).await.unwrap();
+    let mut w = s.watch("k/", 0).await.unwrap();
+    // A row that expired a second ago, as another process's sweeper might not have purged
+    // yet: written behind the store's back so that no sweep has seen it.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.busy_timeout(Duration::from_secs(5)).unwrap();
+        let past = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+            - 1000;
+        conn.execute(
+            "INSERT INTO kv (key, value, create_revision, mod_revision, expires_at_ms)
+             VALUES (CAST('k/dead' AS BLOB), x'00', 1, 1, ?1)",
+            [past],
+        )
+        .unwrap();
+    }
+    assert_eq!(s.get("k/dead").await.unwrap(), None);
+    let keys: Vec<_> = s
+        .list("k/")
+        .await
+        .unwrap()
+        .kvs
+        .into_iter()
+        .map(|kv| kv.key)
+        .collect();
+    assert_eq!(keys, ["k/live"]);
+    assert!(matches!(
+        s.delete("k/dead", None).await,
+        Err(Error::NotFound { .. })
+    ));
+    // That delete attempt rolled back; the next successful write purges it first.
+    let before = s.revision().await.unwrap();
+    let kv = s.create("k/dead", b"new".to_vec(), None).await.unwrap();
+    let purge = tokio::time::timeout(Duration::from_secs(15), w.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        purge,
+        WatchEvent::Delete {
+            key: "k/dead".into(),
+            revision: before + 1
+        }
+    );
+    assert_eq!(
+        w.next().await.unwrap().unwrap(),
+        WatchEvent::Put(kv.clone())
+    );
+    assert_eq!(kv.create_revision, before + 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_replays_across_many_small_batches_without_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SqliteOptions {
+        watch_batch: 7,
+        ..SqliteOptions::default()
+    };
+    let s = SqliteStore::open_with(dir.path().join("tern.db"), opts)
+        .await
+        .unwrap();
+    let mut expected = Vec::new();
+    for i in 0..60 {
+        let kv = s.put(&format!("in/{i:02}"), vec![], None).await.unwrap();
+        expected.push(kv.mod_revision);
+        // Non-matching keys between matching ones, and runs longer than a batch.
+        let others = if i % 10 == 0 { 9 } else { 1 };
+        for j in 0..others {
+            s.put(&format!("out/{i}/{j}"), vec![], None).await.unwrap();
+        }
+    }
+    let mut w = s.watch("in/", 1).await.unwrap();
+    for want in expected {
+        let got = tokio::time::timeout(Duration::from_secs(15), w.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.revision(), want);
+    }
+}
