@@ -132,8 +132,15 @@ fn save(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
     state::save(&ctx.layout.update_yaml(), file)
 }
 
-/// Runs one update. The caller holds the lock; `file` is saved as it changes.
+/// Runs one update. The caller holds the lock; `file` is saved as it changes. Every
+/// run that does not fail also cleans up old versions and leftovers of killed runs.
 pub fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
+    let outcome = run_inner(ctx, file, opts)?;
+    cleanup(ctx, file)?;
+    Ok(outcome)
+}
+
+fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     recover(ctx, file)?;
     kill_point("locked");
     let id = updater_id(&ctx.layout)?;
@@ -181,7 +188,6 @@ pub fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     ));
     install(ctx, &file.spec, &find.edition, &target)?;
     switch(ctx, file, from.clone(), &target)?;
-    cleanup(ctx, file)?;
     Ok(Outcome::Updated { from, to: target })
 }
 

@@ -1,0 +1,216 @@
+//! End-to-end flows with real processes, real tarballs and a loopback server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use support::{Agent, Host, Server, release_files, tarball};
+
+fn publish(server: &Server, version: &str, kind: Agent) {
+    server.publish(version, &tarball(&release_files(version, kind)));
+}
+
+#[test]
+fn install_upgrade_status_heartbeat_and_keep() {
+    let server = Server::start();
+    for v in ["1.0.0", "2.0.0", "3.0.0"] {
+        publish(&server, v, Agent::Good);
+    }
+    let host = Host::new();
+    let svc = host.service_config("");
+    let token = host.dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    server.set_target("1.0.0", false);
+    let out = host.enable(
+        &server,
+        &svc,
+        &[
+            "--group",
+            "staging",
+            "--join-token-file",
+            token.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    assert!(host.wait_running("1.0.0"));
+    assert_eq!(host.linked_version().as_deref(), Some("1.0.0"));
+    let id = std::fs::read_to_string(host.ns().join("updater_id")).unwrap();
+    assert_eq!(id.trim().len(), 36);
+
+    // The server wants 2.0.0 but the group is outside its window: nothing happens.
+    server.set_target("2.0.0", false);
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+
+    // Status says what the server says.
+    let status: serde_json::Value = serde_json::from_str(
+        &String::from_utf8(host.run(&["status", "-o", "json"]).stdout).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(status["server"]["target_version"], "2.0.0");
+    assert_eq!(status["server"]["in_window"], false);
+    assert_eq!(status["spec"]["group"], "staging");
+    assert_eq!(status["status"]["active"], "1.0.0");
+    assert!(
+        status["server"]["update_now"]
+            .as_str()
+            .unwrap()
+            .contains("not updating now")
+    );
+    let yaml = String::from_utf8(host.run(&["status"]).stdout).unwrap();
+    assert!(yaml.contains("target_version: 2.0.0"), "{yaml}");
+
+    // In the window: update.
+    server.set_target("2.0.0", true);
+    host.ok(&["update"]);
+    let f = host.update_yaml();
+    assert_eq!(f.status.active.as_deref(), Some("2.0.0"));
+    assert_eq!(f.status.backup.as_deref(), Some("1.0.0"));
+    assert!(f.status.last_update.as_ref().unwrap().success);
+    assert!(host.wait_running("2.0.0"));
+    assert_eq!(host.linked_version().as_deref(), Some("2.0.0"));
+
+    // Active + backup only.
+    server.set_target("3.0.0", true);
+    host.ok(&["update"]);
+    assert_eq!(host.versions(), vec!["2.0.0", "3.0.0"]);
+    assert!(host.wait_running("3.0.0"));
+
+    // --keep 1 for small disks.
+    host.ok(&[
+        "enable",
+        "--server",
+        &server.url,
+        "--base-url",
+        &server.base_url(),
+        "--service-config",
+        svc.to_str().unwrap(),
+        "--keep",
+        "1",
+    ]);
+    assert_eq!(host.versions(), vec!["3.0.0"]);
+
+    // Heartbeats after every run, with the join token.
+    let hbs = server.heartbeats();
+    assert!(hbs.len() >= 4, "{hbs:?}");
+    let (auth, last) = hbs.last().unwrap();
+    assert_eq!(auth.as_deref(), Some("Bearer s3cret"));
+    assert_eq!(last.version, "3.0.0");
+    assert_eq!(last.group, "staging");
+    assert_eq!(last.updater_id, id.trim());
+    assert!(last.healthy);
+}
+
+fn rollback_case(kind: Agent, extra_cfg: &str, want: &str) {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    publish(&server, "2.0.0", kind);
+    let host = Host::new();
+    let cfg = extra_cfg
+        .replace("STATE", &host.state.display().to_string())
+        .replace("URL", &server.url);
+    let svc = host.service_config(&cfg);
+    server.set_target("1.0.0", true);
+    assert_eq!(host.enable(&server, &svc, &[]).status.code(), Some(0));
+    assert!(host.wait_running("1.0.0"));
+
+    server.set_target("2.0.0", true);
+    let err = host.fails(&["update", "--now"]);
+    assert!(err.contains(want), "{err}");
+    assert!(err.contains("update to 2.0.0 failed"), "{err}");
+    assert!(
+        err.contains("the host runs 1.0.0 and it is healthy"),
+        "{err}"
+    );
+    let f = host.update_yaml();
+    assert_eq!(f.status.active.as_deref(), Some("1.0.0"));
+    assert_eq!(f.status.skip.as_deref(), Some("2.0.0"));
+    assert!(f.status.rollback);
+    assert!(!f.status.last_update.unwrap().success);
+    assert!(host.wait_running("1.0.0"));
+    assert_eq!(host.linked_version().as_deref(), Some("1.0.0"));
+
+    // The skipped version is not retried, and says why.
+    let out = host.ok(&["update", "--now"]);
+    assert!(out.contains("skipped"), "{out}");
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    let hb = server.heartbeats().last().unwrap().1.clone();
+    assert!(hb.rollback);
+    assert_eq!(hb.failed_version.as_deref(), Some("2.0.0"));
+}
+
+#[test]
+fn broken_version_that_exits_at_once_is_rolled_back() {
+    rollback_case(Agent::ExitsAtOnce, "", "not running");
+}
+
+#[test]
+fn broken_version_that_crash_loops_is_rolled_back() {
+    rollback_case(Agent::CrashLoop, "", "crash loop");
+}
+
+#[test]
+fn broken_version_that_never_becomes_healthy_is_rolled_back() {
+    rollback_case(
+        Agent::Good,
+        "health_url: \"URL/health?file=STATE/running_version&bad=2.0.0\"\n",
+        "not healthy after",
+    );
+}
+
+#[test]
+fn server_unreachable_changes_nothing() {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    let host = Host::new();
+    let svc = host.service_config("");
+    server.set_target("1.0.0", true);
+    assert_eq!(host.enable(&server, &svc, &[]).status.code(), Some(0));
+    let before = std::fs::read(host.ns().join("update.yaml")).unwrap();
+    // Point the host at a port nobody listens on.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let mut f = host.update_yaml();
+    f.spec.server = dead_url.clone();
+    tern_update::state::save(&host.ns().join("update.yaml"), &f).unwrap();
+    let before_spec = std::fs::read(host.ns().join("update.yaml")).unwrap();
+    let err = host.fails(&["update", "--now"]);
+    assert!(err.contains("find"), "{err}");
+    assert_eq!(
+        std::fs::read(host.ns().join("update.yaml")).unwrap(),
+        before_spec
+    );
+    assert!(host.wait_running("1.0.0"));
+    // enable against a dead server changes nothing either.
+    let svc_s = svc.to_string_lossy().into_owned();
+    host.fails(&["enable", "--server", &dead_url, "--service-config", &svc_s]);
+    assert_eq!(
+        std::fs::read(host.ns().join("update.yaml")).unwrap(),
+        before_spec
+    );
+    assert_ne!(before, before_spec);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = std::process::Command::new(support::BIN)
+        .arg("frobnicate")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = std::process::Command::new(support::BIN)
+        .args([
+            "enable",
+            "--base-url",
+            "x",
+            "--url-template",
+            "y",
+            "--server",
+            "z",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,511 @@
+//! Test support: a loopback HTTP server (find, artifacts, heartbeat, health), release
+//! tarballs with shell-script agents, and a host sandbox that runs the real binary.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tern_core::wire::{AutoUpdateSettings, FindResponse, Heartbeat};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_tern-update");
+
+#[derive(Default)]
+pub struct ServerState {
+    pub find: FindResponse,
+    pub find_count: usize,
+    pub heartbeats: Vec<(Option<String>, Heartbeat)>,
+    pub requests: Vec<String>,
+}
+
+/// A loopback HTTP/1.1 server, one thread per connection.
+pub struct Server {
+    pub url: String,
+    pub artifacts: PathBuf,
+    pub state: Arc<Mutex<ServerState>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let artifacts = dir.path().join("artifacts");
+        std::fs::create_dir_all(&artifacts).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new(Mutex::new(ServerState::default()));
+        let (st, art) = (state.clone(), artifacts.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let (st, art) = (st.clone(), art.clone());
+                std::thread::spawn(move || {
+                    let _ = handle(conn, &st, &art);
+                });
+            }
+        });
+        Self {
+            url,
+            artifacts,
+            state,
+            _dir: dir,
+        }
+    }
+
+    pub fn set_target(&self, version: &str, auto_update: bool) {
+        self.state.lock().unwrap().find = FindResponse {
+            edition: "oss".into(),
+            server_version: "0.1.0".into(),
+            auto_update: AutoUpdateSettings {
+                agent_version: version.into(),
+                agent_auto_update: auto_update,
+                agent_update_jitter_seconds: 0,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+    }
+
+    pub fn heartbeats(&self) -> Vec<(Option<String>, Heartbeat)> {
+        self.state.lock().unwrap().heartbeats.clone()
+    }
+
+    pub fn artifact_name(version: &str) -> String {
+        let arch = tern_update::artifact::go_arch(std::env::consts::ARCH);
+        format!("tern-agent-v{version}-linux-{arch}-bin.tar.gz")
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("{}/artifacts", self.url)
+    }
+
+    /// Publishes a tarball and its `.sha256`.
+    pub fn publish(&self, version: &str, tarball: &[u8]) {
+        let path = self.artifacts.join(Self::artifact_name(version));
+        std::fs::write(&path, tarball).unwrap();
+        let sum = hex(&Sha256::digest(tarball));
+        std::fs::write(
+            path.with_extension("gz.sha256"),
+            format!("{sum}  x.tar.gz\n"),
+        )
+        .unwrap();
+    }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn respond(
+    conn: &mut TcpStream,
+    code: u16,
+    ctype: &str,
+    body: &[u8],
+    head: bool,
+) -> std::io::Result<()> {
+    let reason = if code == 200 { "OK" } else { "X" };
+    write!(
+        conn,
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    if !head {
+        conn.write_all(body)?;
+    }
+    conn.flush()
+}
+
+fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::Result<()> {
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let target = parts.next().unwrap_or("").to_string();
+    let mut headers = HashMap::new();
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h)?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+        }
+    }
+    let len: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body)?;
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    st.lock().unwrap().requests.push(format!("{method} {path}"));
+    let head = method == "HEAD";
+    if path == "/v1/webapi/find" {
+        let body = {
+            let mut s = st.lock().unwrap();
+            s.find_count += 1;
+            serde_json::to_vec(&s.find).unwrap()
+        };
+        return respond(&mut conn, 200, "application/json", &body, head);
+    }
+    if path == "/v1/agents/heartbeat" && method == "POST" {
+        let hb: Heartbeat = serde_json::from_slice(&body).unwrap_or_default();
+        st.lock()
+            .unwrap()
+            .heartbeats
+            .push((headers.get("authorization").cloned(), hb));
+        return respond(
+            &mut conn,
+            200,
+            "application/json",
+            br#"{"next_heartbeat_seconds":60}"#,
+            head,
+        );
+    }
+    if path == "/health" {
+        // /health?file=<running_version file>&bad=<version>
+        let q: HashMap<&str, &str> = query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        let running =
+            std::fs::read_to_string(q.get("file").copied().unwrap_or("")).unwrap_or_default();
+        let ok = running.trim() != q.get("bad").copied().unwrap_or("");
+        return respond(
+            &mut conn,
+            if ok { 200 } else { 503 },
+            "text/plain",
+            b"",
+            head,
+        );
+    }
+    if let Some(name) = path.strip_prefix("/artifacts/") {
+        return match std::fs::read(art.join(name)) {
+            Ok(data) => respond(&mut conn, 200, "application/octet-stream", &data, head),
+            Err(_) => respond(&mut conn, 404, "text/plain", b"not found", head),
+        };
+    }
+    respond(&mut conn, 404, "text/plain", b"not found", head)
+}
+
+/// How a test agent behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Agent {
+    Good,
+    ExitsAtOnce,
+    CrashLoop,
+}
+
+pub fn agent_script(version: &str, kind: Agent) -> String {
+    let head =
+        format!("#!/bin/sh\n# test agent {version}\necho {version} > \"$1/running_version\"\n");
+    head + match kind {
+        Agent::Good => "echo $$ > \"$1/agent.pid\"\nexec sleep 1000\n",
+        Agent::ExitsAtOnce => "echo $$ > \"$1/agent.pid\"\nexit 1\n",
+        Agent::CrashLoop => {
+            "while true; do sh -c 'echo $$ > \"$1/agent.pid\"; sleep 0.25' sh \"$1\"; done\n"
+        }
+    }
+}
+
+/// Entries for a tarball: (path, content, mode).
+pub type Files = Vec<(String, Vec<u8>, u32)>;
+
+pub fn release_files(version: &str, kind: Agent) -> Files {
+    vec![
+        (
+            format!("agent-{version}/bin/tern-agent"),
+            agent_script(version, kind).into_bytes(),
+            0o755,
+        ),
+        (
+            format!("agent-{version}/README"),
+            b"test agent\n".to_vec(),
+            0o644,
+        ),
+    ]
+}
+
+pub fn tarball(files: &Files) -> Vec<u8> {
+    let enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut b = tar::Builder::new(enc);
+    for (path, data, mode) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(*mode);
+        h.set_entry_type(tar::EntryType::Regular);
+        b.append_data(&mut h, path, data.as_slice()).unwrap();
+    }
+    b.into_inner().unwrap().finish().unwrap()
+}
+
+/// A tarball with one raw header (name written byte for byte), for hostile entries.
+pub fn raw_tarball(
+    good: &Files,
+    name: &str,
+    kind: tar::EntryType,
+    mode: u32,
+    link: Option<&str>,
+    data: &[u8],
+) -> Vec<u8> {
+    let enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut b = tar::Builder::new(enc);
+    for (path, d, m) in good {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(d.len() as u64);
+        h.set_mode(*m);
+        b.append_data(&mut h, path, d.as_slice()).unwrap();
+    }
+    let mut h = tar::Header::new_old();
+    {
+        let old = h.as_old_mut();
+        old.name[..name.len()].copy_from_slice(name.as_bytes());
+        if let Some(l) = link {
+            old.linkname[..l.len()].copy_from_slice(l.as_bytes());
+        }
+    }
+    h.set_entry_type(kind);
+    h.set_mode(mode);
+    h.set_size(data.len() as u64);
+    h.set_cksum();
+    b.append(&h, data).unwrap();
+    b.into_inner().unwrap().finish().unwrap()
+}
+
+/// A sandboxed host: install, link, unit and systemd dirs, and the agent's state dir.
+pub struct Host {
+    pub dir: tempfile::TempDir,
+    pub install: PathBuf,
+    pub link: PathBuf,
+    pub units: PathBuf,
+    pub systemd: PathBuf,
+    pub state: PathBuf,
+    pub suffix: String,
+    pub env: Vec<(String, String)>,
+}
+
+impl Host {
+    pub fn new() -> Self {
+        Self::with_suffix("default")
+    }
+
+    pub fn with_suffix(suffix: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self::in_dir(dir, suffix)
+    }
+
+    pub fn in_dir(dir: tempfile::TempDir, suffix: &str) -> Self {
+        let p = dir.path().to_path_buf();
+        let state = p.join(format!("state-{suffix}"));
+        std::fs::create_dir_all(&state).unwrap();
+        Self {
+            install: p.join("opt"),
+            link: p.join(format!("bin-{suffix}")),
+            units: p.join("units"),
+            systemd: p.join("systemd"),
+            state,
+            suffix: suffix.into(),
+            env: Vec::new(),
+            dir,
+        }
+    }
+
+    /// Writes a command-manager service config and returns its path.
+    pub fn service_config(&self, extra: &str) -> PathBuf {
+        let s = self.state.display();
+        let l = self.link.display();
+        let yaml = format!(
+            "manager: command\nname: tern-agent\n\
+             start: \"setsid {l}/tern-agent {s} </dev/null >/dev/null 2>&1 & echo $! > {s}/agent.pgid\"\n\
+             stop: \"kill -KILL -$(cat {s}/agent.pgid) 2>/dev/null; rm -f {s}/agent.pid; true\"\n\
+             pid_file: {s}/agent.pid\nhealth_timeout: 3\nhealth_interval: 0.1\nstable_ticks: 4\nmax_restarts: 3\n{extra}"
+        );
+        let path = self
+            .dir
+            .path()
+            .join(format!("service-{}.yaml", self.suffix));
+        std::fs::write(&path, yaml).unwrap();
+        path
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("--install-dir")
+            .arg(&self.install)
+            .arg("--install-suffix")
+            .arg(&self.suffix)
+            .arg("--link-dir")
+            .arg(&self.link)
+            .arg("--unit-dir")
+            .arg(&self.units)
+            .arg("--systemd-dir")
+            .arg(&self.systemd)
+            .arg("--insecure")
+            .args(args)
+            .env_remove("TERN_UPDATE_KILL_AT")
+            .stdin(std::process::Stdio::null());
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        let out = self.cmd(args).output().unwrap();
+        eprintln!(
+            "$ tern-update {} -> {:?}\n{}{}",
+            args.join(" "),
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(out.status.code(), Some(0), "tern-update {args:?} failed");
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    }
+
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "tern-update {args:?} should fail with 1"
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    pub fn enable(&self, server: &Server, service: &Path, extra: &[&str]) -> Output {
+        let svc = service.to_string_lossy().into_owned();
+        let base = server.base_url();
+        let mut args = vec![
+            "enable",
+            "--server",
+            server.url.as_str(),
+            "--base-url",
+            base.as_str(),
+            "--service-config",
+            svc.as_str(),
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args)
+    }
+
+    pub fn ns(&self) -> PathBuf {
+        self.install.join(&self.suffix)
+    }
+
+    pub fn update_yaml(&self) -> tern_update::state::UpdateFile {
+        let text = std::fs::read_to_string(self.ns().join("update.yaml")).unwrap();
+        tern_update::state::parse(&text).unwrap()
+    }
+
+    pub fn active(&self) -> Option<String> {
+        self.update_yaml().status.active
+    }
+
+    /// The version the running agent process announced, if it is alive.
+    pub fn running_version(&self) -> Option<String> {
+        let pid: i32 = std::fs::read_to_string(self.state.join("agent.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let alive = Command::new("kill")
+            .arg("-0")
+            .arg(pid.to_string())
+            .status()
+            .ok()?
+            .success();
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if !alive || zombie {
+            return None;
+        }
+        Some(
+            std::fs::read_to_string(self.state.join("running_version"))
+                .ok()?
+                .trim()
+                .to_string(),
+        )
+    }
+
+    /// The version the linked agent binary belongs to (by following the link).
+    pub fn linked_version(&self) -> Option<String> {
+        let target = std::fs::read_link(self.link.join("tern-agent")).ok()?;
+        let text = std::fs::read_to_string(&target).ok()?;
+        let v = text
+            .lines()
+            .nth(1)?
+            .strip_prefix("# test agent ")?
+            .to_string();
+        // The version dir must be complete.
+        let vdir = target.parent()?.parent()?;
+        if vdir.ends_with("system") || vdir.join("sha256").is_file() {
+            Some(v)
+        } else {
+            None
+        }
+    }
+
+    pub fn versions(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.ns().join("versions"))
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    pub fn stop_agent(&self) {
+        if let Ok(pgid) = std::fs::read_to_string(self.state.join("agent.pgid")) {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(format!("-{}", pgid.trim()))
+                .status();
+        }
+    }
+
+    /// Waits until the running agent reports `version`.
+    pub fn wait_running(&self, version: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.running_version().as_deref() == Some(version) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.stop_agent();
+    }
+}
+
+pub fn write_exe(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
