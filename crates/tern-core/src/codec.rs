@@ -22,30 +22,63 @@ pub fn from_text<T: DeserializeOwned>(text: &str) -> Result<T, ParseError> {
         });
     }
     let de = serde_yaml_ng::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|e| ParseError {
-        path: e.path().to_string(),
-        message: e.inner().to_string(),
-    })
+    serde_path_to_error::deserialize(de).map_err(|e| parse_error(String::new(), &e))
 }
 
-/// Reads a list of items: one document holding a sequence, or several `---`
-/// separated documents each holding one item.
+fn parse_error(prefix: String, e: &serde_path_to_error::Error<serde_yaml_ng::Error>) -> ParseError {
+    let path = e.path().to_string();
+    let mut message = e.inner().to_string();
+    // The YAML parser may start its message with a path of its own: keep one.
+    if let Some((head, rest)) = message.split_once(": ")
+        && !head.contains(' ')
+        && path.starts_with(head)
+    {
+        message = rest.to_string();
+    }
+    ParseError {
+        path: join_path(&prefix, &path),
+        message,
+    }
+}
+
+/// `document 2: spec.agents`, or just `document 2` for the document itself.
+fn join_path(prefix: &str, path: &str) -> String {
+    let prefix = prefix.trim_end_matches([':', ' ']);
+    match (prefix.is_empty(), path == "." || path.is_empty()) {
+        (true, _) => path.to_string(),
+        (false, true) => prefix.to_string(),
+        (false, false) => format!("{prefix}: {path}"),
+    }
+}
+
+/// Reads a list of items: one document holding a sequence (or a single item), or
+/// several `---` separated documents each holding one item.
 pub fn list_from_text<T: DeserializeOwned>(text: &str) -> Result<Vec<T>, ParseError> {
     if text.trim().is_empty() {
         return Ok(Vec::new());
     }
-    if let Ok(items) = from_text::<Vec<T>>(text) {
-        return Ok(items);
-    }
-    let mut items = Vec::new();
+    let mut documents = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let item = serde_path_to_error::deserialize(doc).map_err(|e| ParseError {
-            path: format!("[{i}].{}", e.path()),
-            message: e.inner().to_string(),
-        })?;
-        items.push(item);
+        // Stop at the first broken document: the parser does not resume after one.
+        let value = serde_path_to_error::deserialize::<_, serde_yaml_ng::Value>(doc)
+            .map_err(|e| parse_error(format!("document {}: ", i + 1), &e))?;
+        documents.push(value);
     }
-    Ok(items)
+    match documents.as_slice() {
+        [] => Ok(Vec::new()),
+        [serde_yaml_ng::Value::Mapping(_)] => from_text::<T>(text).map(|item| vec![item]),
+        [_] => from_text::<Vec<T>>(text),
+        _ => documents
+            .into_iter()
+            .enumerate()
+            .map(|(i, doc)| {
+                serde_path_to_error::deserialize(doc).map_err(|e| ParseError {
+                    path: join_path(&format!("document {}", i + 1), &e.path().to_string()),
+                    message: e.inner().to_string(),
+                })
+            })
+            .collect(),
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,0 +1,737 @@
+//! Table tests of the reconcile: both strategies, canaries, the 90% rule, resets,
+//! modes, the catch-all group, expired reports, backpressure, alerts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use jiff::SignedDuration;
+use tern_core::reason;
+use tern_core::reconcile::{self, Event, Outcome, ReconcileInput};
+use tern_core::resource::*;
+
+use GroupState::*;
+
+// 2026-11-23 is a Monday.
+const MON_10: &str = "2026-11-23T10:00:00Z";
+const MON_12: &str = "2026-11-23T12:05:00Z";
+
+fn three_groups() -> World {
+    let mut w = World::new(Some(config(THREE_GROUPS)), version("1.0.0", "1.1.0"));
+    w.agents.extend(fleet("dev", 10, "1.0.0"));
+    w.agents.extend(fleet("staging", 10, "1.0.0"));
+    w.agents.extend(fleet("prod", 10, "1.0.0"));
+    w
+}
+
+#[test]
+fn no_version_or_no_agent_spec_means_no_rollout() {
+    let input = ReconcileInput {
+        config: None,
+        version: None,
+        rollout: None,
+        reports: &[],
+        agents: &[],
+        report_period: report_period(),
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::from_seed([0; 32]);
+    use rand_core::SeedableRng;
+    assert!(matches!(
+        reconcile::reconcile(ts(MON_10), &input, &mut rng),
+        Outcome::NoRollout { why } if why.contains("autoupdate_version")
+    ));
+    let tools_only = AutoUpdateVersion::new(None);
+    let input = ReconcileInput {
+        version: Some(&tools_only),
+        ..input
+    };
+    assert!(matches!(
+        reconcile::reconcile(ts(MON_10), &input, &mut rng),
+        Outcome::NoRollout { why } if why.contains("spec.agents")
+    ));
+}
+
+#[test]
+fn a_new_rollout_copies_the_groups_and_starts_unstarted() {
+    let mut w = three_groups();
+    let r = w.reconcile(MON_10).clone();
+    assert_eq!(r.status.state, RolloutState::Unstarted);
+    assert_eq!(r.status.start_time, Some(ts(MON_10)));
+    assert_eq!(r.spec.start_version.to_string(), "1.0.0");
+    let names: Vec<&str> = r.status.groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["dev", "staging", "prod"]);
+    assert_eq!(w.state("dev"), (Unstarted, reason::CANNOT_START.into()));
+    assert_eq!(
+        w.state("staging"),
+        (Unstarted, reason::PREVIOUS_GROUPS_NOT_DONE.into())
+    );
+    assert_eq!(w.group("staging").canary_count, 2);
+    assert_eq!(w.group("prod").config_wait_hours, 24);
+    assert!(matches!(w.events[0], Event::RolloutCreated { .. }));
+}
+
+#[test]
+fn without_a_config_there_is_one_default_group_at_noon_mon_to_thu() {
+    let mut w = World::new(None, version("1.0.0", "1.1.0"));
+    w.reconcile(MON_10);
+    let r = w.rollout();
+    assert_eq!(r.spec.autoupdate_mode, Mode::Enabled);
+    assert_eq!(r.spec.strategy, Strategy::HaltOnError);
+    assert_eq!(r.status.groups.len(), 1);
+    let g = &r.status.groups[0];
+    assert_eq!(g.name, "default");
+    assert_eq!(g.config_start_hour, 12);
+    assert_eq!(g.config_days.len(), 4);
+    w.reconcile(MON_12);
+    assert_eq!(w.state("default").0, Active);
+    // Friday noon is outside the default days.
+    let mut f = World::new(None, version("1.0.0", "1.1.0"));
+    f.reconcile("2026-11-27T10:00:00Z");
+    f.reconcile("2026-11-27T12:05:00Z");
+    assert_eq!(f.state("default"), (Unstarted, reason::CANNOT_START.into()));
+}
+
+#[test]
+fn halt_on_error_walks_the_groups_in_order() {
+    let mut w = three_groups();
+    w.reconcile(MON_10);
+    // dev's window opens at 12:00.
+    w.reconcile(MON_12);
+    assert_eq!(w.state("dev"), (Active, reason::UPDATE_IN_PROGRESS.into()));
+    assert_eq!(w.group("dev").initial_count, 10);
+    assert_eq!(w.group("dev").start_time, Some(ts(MON_12)));
+    assert_eq!(
+        w.state("staging"),
+        (Unstarted, reason::PREVIOUS_GROUPS_NOT_DONE.into())
+    );
+    assert!(w.events.iter().any(|e| matches!(e,
+        Event::GroupChanged { group, from: Unstarted, to: Active, reason } if group == "dev" && *reason == reason::CAN_START)));
+
+    // 8 of 10 updated: below the 90% rule, not done.
+    w.set_versions("dev", 8, "1.1.0");
+    w.reconcile("2026-11-23T12:20:00Z");
+    assert_eq!(w.state("dev").0, Active);
+    assert_eq!(w.group("dev").up_to_date_count, 8);
+    // 9 of 10: done.
+    w.set_versions("dev", 9, "1.1.0");
+    w.reconcile("2026-11-23T12:30:00Z");
+    assert_eq!(w.state("dev"), (Done, reason::UPDATE_COMPLETE.into()));
+    // staging's window opens at 14:00; before that it cannot start.
+    assert_eq!(w.state("staging"), (Unstarted, reason::CANNOT_START.into()));
+    w.reconcile("2026-11-23T14:01:00Z");
+    assert_eq!(
+        w.state("staging"),
+        (Canary, reason::WAITING_FOR_CANARIES.into())
+    );
+    assert_eq!(w.rollout().status.state, RolloutState::Active);
+}
+
+#[test]
+fn the_90_percent_rule_also_needs_90_percent_still_present() {
+    let mut w = three_groups();
+    w.reconcile(MON_10);
+    w.reconcile(MON_12);
+    // Two of ten dropped off; all eight left are updated: 80% present, not done.
+    w.agents
+        .retain(|a| !(a.group == "dev" && a.hostname.starts_with("dev-9")));
+    w.agents
+        .retain(|a| !(a.group == "dev" && a.hostname.starts_with("dev-8")));
+    w.set_versions("dev", 8, "1.1.0");
+    w.reconcile("2026-11-23T12:30:00Z");
+    assert_eq!(w.group("dev").present_count, 8);
+    assert_eq!(w.state("dev").0, Active, "8/10 present is under 90%");
+    // Operators can force it (seed 002: mark-done after a large downscale).
+}
+
+#[test]
+fn a_group_with_no_reports_at_all_is_done_an_hour_after_it_started() {
+    let mut w = World::new(Some(config(THREE_GROUPS)), version("1.0.0", "1.1.0"));
+    w.reconcile(MON_10);
+    w.reconcile(MON_12);
+    assert_eq!(w.state("dev").0, Active);
+    w.reconcile("2026-11-23T13:04:59Z");
+    assert_eq!(w.state("dev").0, Active);
+    w.reconcile("2026-11-23T13:05:00Z");
+    assert_eq!(w.state("dev"), (Done, reason::UPDATE_COMPLETE.into()));
+}
+
+#[test]
+fn a_rollout_created_inside_a_window_waits_for_the_next_one() {
+    let mut w = three_groups();
+    w.reconcile("2026-11-23T12:10:00Z");
+    assert_eq!(
+        w.state("dev"),
+        (Unstarted, reason::ROLLOUT_CHANGED_DURING_WINDOW.into())
+    );
+    w.reconcile("2026-11-23T12:50:00Z");
+    assert_eq!(w.state("dev").0, Unstarted);
+    w.reconcile("2026-11-24T12:00:00Z");
+    assert_eq!(w.state("dev").0, Active);
+}
+
+#[test]
+fn wait_hours_count_from_the_previous_group_start() {
+    let mut w = three_groups();
+    // Skip the canaries of staging for this test.
+    w.config
+        .as_mut()
+        .unwrap()
+        .spec
+        .agents
+        .as_mut()
+        .unwrap()
+        .schedules
+        .as_mut()
+        .unwrap()
+        .regular[1]
+        .canary_count = 0;
+    w.reconcile(MON_10);
+    w.reconcile(MON_12);
+    w.set_versions("dev", 10, "1.1.0");
+    w.reconcile("2026-11-23T12:30:00Z");
+    w.reconcile("2026-11-23T14:05:00Z");
+    assert_eq!(w.state("staging").0, Active);
+    w.set_versions("staging", 10, "1.1.0");
+    w.reconcile("2026-11-23T14:30:00Z");
+    assert_eq!(w.state("staging").0, Done);
+    // prod's window opens at 16:00 but staging started at 14:05 today: wait 24h.
+    w.reconcile("2026-11-23T16:10:00Z");
+    assert_eq!(
+        w.state("prod"),
+        (Unstarted, reason::WAIT_HOURS_NOT_ELAPSED.into())
+    );
+    // Tuesday 16:00 is before 14:05 + 24h? No: Tuesday 14:05 has passed, so it starts.
+    w.reconcile("2026-11-24T16:00:00Z");
+    assert_eq!(w.state("prod").0, Active);
+}
+
+#[test]
+fn wait_hours_can_skip_a_whole_window() {
+    let cfg = r#"
+kind: autoupdate_config
+spec:
+  agents:
+    schedules:
+      regular:
+      - {name: dev, days: ["*"], start_hour: 12}
+      - {name: prod, days: ["*"], start_hour: 13, wait_hours: 30}
+"#;
+    let mut w = World::new(Some(config(cfg)), version("1.0.0", "1.1.0"));
+    w.reconcile(MON_10);
+    w.reconcile("2026-11-23T12:00:00Z");
+    w.reconcile("2026-11-23T13:10:00Z"); // no reports: dev done at 13:00
+    assert_eq!(w.state("dev").0, Done);
+    assert_eq!(
+        w.state("prod"),
+        (Unstarted, reason::WAIT_HOURS_NOT_ELAPSED.into())
+    );
+    w.reconcile("2026-11-24T13:10:00Z"); // 25h10m after dev started
+    assert_eq!(
+        w.state("prod"),
+        (Unstarted, reason::WAIT_HOURS_NOT_ELAPSED.into())
+    );
+    w.reconcile("2026-11-24T18:00:00Z"); // window closed
+    assert_eq!(w.state("prod"), (Unstarted, reason::CANNOT_START.into()));
+    w.reconcile("2026-11-25T13:00:00Z");
+    assert_eq!(w.state("prod").0, Active);
+}
+
+fn to_staging_canaries(w: &mut World) {
+    w.reconcile(MON_10);
+    w.reconcile(MON_12);
+    w.set_versions("dev", 10, "1.1.0");
+    w.reconcile("2026-11-23T12:30:00Z");
+    w.reconcile("2026-11-23T14:00:00Z");
+    assert_eq!(w.state("staging").0, Canary);
+}
+
+#[test]
+fn canaries_are_picked_from_the_group_and_gate_it() {
+    let mut w = three_groups();
+    to_staging_canaries(&mut w);
+    let canaries = w.group("staging").canaries.clone();
+    assert_eq!(canaries.len(), 2);
+    for c in &canaries {
+        assert!(
+            (0..10).any(|i| uid("staging", i) == c.updater_id),
+            "{c:?} is not a staging agent"
+        );
+        assert!(!c.success);
+    }
+    assert!(
+        w.events
+            .iter()
+            .any(|e| matches!(e, Event::CanariesPicked { group, .. } if group == "staging"))
+    );
+    // Only the canaries are told to update.
+    w.agents_follow_find("staging");
+    let updated: Vec<_> = w
+        .agents
+        .iter()
+        .filter(|a| a.group == "staging" && a.version == "1.1.0")
+        .collect();
+    assert_eq!(updated.len(), 2);
+    // The next reconcile sees them on the target: the group goes active.
+    w.reconcile("2026-11-23T14:05:00Z");
+    assert_eq!(
+        w.state("staging"),
+        (Active, reason::UPDATE_IN_PROGRESS.into())
+    );
+    assert!(w.group("staging").canaries.iter().all(|c| c.success));
+    assert!(w.events.iter().any(
+        |e| matches!(e, Event::GroupChanged { group, to: Active, reason, .. }
+        if group == "staging" && *reason == reason::CANARIES_ARE_ALIVE)
+    ));
+}
+
+#[test]
+fn a_crashing_canary_keeps_the_group_in_canary_and_later_groups_unstarted() {
+    let mut w = three_groups();
+    to_staging_canaries(&mut w);
+    // The canaries tried 1.1.0, crashed, and rolled back to 1.0.0 (they stay on 1.0.0).
+    for hour in ["15", "18", "23"] {
+        w.reconcile(&format!("2026-11-23T{hour}:00:00Z"));
+        assert_eq!(
+            w.state("staging"),
+            (Canary, reason::WAITING_FOR_CANARIES.into())
+        );
+    }
+    w.reconcile("2026-11-24T16:30:00Z");
+    assert_eq!(w.state("prod").0, Unstarted);
+    // The canaries stay the same ones: a crash does not get them replaced.
+    let before = w.group("staging").canaries.clone();
+    w.reconcile("2026-11-24T17:00:00Z");
+    assert_eq!(w.group("staging").canaries, before);
+    // And an alert fires after alert_after (default 4h).
+    assert!(w.events.iter().any(
+        |e| matches!(e, Event::GroupOverdue { group, state: Canary, .. } if group == "staging")
+    ));
+}
+
+#[test]
+fn a_canary_that_disappears_blocks_but_success_is_sticky() {
+    let mut w = three_groups();
+    to_staging_canaries(&mut w);
+    let canaries = w.group("staging").canaries.clone();
+    // First canary updates then disconnects; second disconnects before updating.
+    let first = canaries[0].updater_id.clone();
+    let second = canaries[1].updater_id.clone();
+    w.agents
+        .iter_mut()
+        .filter(|a| a.updater_id == first)
+        .for_each(|a| a.version = "1.1.0".into());
+    w.reconcile("2026-11-23T14:02:00Z");
+    w.agents
+        .retain(|a| a.updater_id != first && a.updater_id != second);
+    w.reconcile("2026-11-23T14:04:00Z");
+    let g = w.group("staging");
+    assert_eq!(g.state, Canary);
+    assert!(
+        g.canaries
+            .iter()
+            .find(|c| c.updater_id == first)
+            .unwrap()
+            .success
+    );
+    assert!(
+        !g.canaries
+            .iter()
+            .find(|c| c.updater_id == second)
+            .unwrap()
+            .success
+    );
+}
+
+#[test]
+fn a_canary_group_without_agents_goes_active() {
+    // Nothing to pick: the reconcile that starts staging finds no candidates and no agents.
+    let mut w2 = World::new(Some(config(THREE_GROUPS)), version("1.0.0", "1.1.0"));
+    w2.agents.extend(fleet("dev", 3, "1.0.0"));
+    w2.reconcile(MON_10);
+    w2.reconcile(MON_12);
+    w2.set_versions("dev", 3, "1.1.0");
+    w2.reconcile("2026-11-23T12:30:00Z");
+    w2.reconcile("2026-11-23T14:00:00Z");
+    assert_eq!(
+        w2.state("staging"),
+        (Active, reason::UPDATE_IN_PROGRESS.into())
+    );
+    assert!(w2.events.iter().any(|e| matches!(e, Event::GroupChanged { to: Active, reason, .. } if *reason == reason::NO_CANARY_CANDIDATES)));
+}
+
+#[test]
+fn done_and_rolledback_groups_stay_put_under_halt_on_error() {
+    let mut w = three_groups();
+    w.reconcile(MON_10);
+    w.reconcile(MON_12);
+    w.set_versions("dev", 10, "1.1.0");
+    w.reconcile("2026-11-23T12:30:00Z");
+    assert_eq!(w.state("dev").0, Done);
+    // Agents drifting back does not un-done a group.
+    w.set_versions("dev", 10, "1.0.0");
+    w.reconcile("2026-11-24T12:30:00Z");
+    assert_eq!(w.state("dev").0, Done);
+    let mut r = w.rollout().clone();
+    r.status.groups[0].state = Rolledback;
+    w.rollout = Some(r);
+    w.reconcile("2026-11-25T12:30:00Z");
+    assert_eq!(w.state("dev").0, Rolledback);
+    assert_eq!(w.rollout().status.state, RolloutState::Rolledback);
+}
+
+#[test]
+fn modes_combine_to_the_most_restrictive() {
+    use Mode::*;
+    let table = [
+        (None, None, Enabled),
+        (Some(Enabled), Some(Enabled), Enabled),
+        (Some(Suspended), Some(Enabled), Suspended),
+        (Some(Enabled), Some(Suspended), Suspended),
+        (Some(Disabled), Some(Suspended), Disabled),
+        (Some(Enabled), Some(Disabled), Disabled),
+        (Some(Suspended), None, Suspended),
+        (None, Some(Disabled), Disabled),
+    ];
+    for (cfg_mode, ver_mode, want) in table {
+        let mut cfg = config(THREE_GROUPS);
+        cfg.spec.agents.as_mut().unwrap().mode = cfg_mode;
+        let mut ver = version("1.0.0", "1.1.0");
+        ver.spec.agents.as_mut().unwrap().mode = ver_mode;
+        let mut w = World::new(Some(cfg), ver);
+        w.reconcile(MON_10);
+        assert_eq!(
+            w.rollout().spec.autoupdate_mode,
+            want,
+            "{cfg_mode:?} + {ver_mode:?}"
+        );
+    }
+}
+
+#[test]
+fn only_enabled_progresses_but_counts_stay_current() {
+    let mut w = three_groups();
+    w.config
+        .as_mut()
+        .unwrap()
+        .spec
+        .agents
+        .as_mut()
+        .unwrap()
+        .mode = Some(Mode::Suspended);
+    w.reconcile(MON_10);
+    w.reconcile(MON_12);
+    assert_eq!(w.state("dev").0, Unstarted, "suspended: no group starts");
+    assert_eq!(w.group("dev").present_count, 10, "counts still observed");
+    // Resume: the mode change keeps the rollout (same start time) and progresses.
+    w.config
+        .as_mut()
+        .unwrap()
+        .spec
+        .agents
+        .as_mut()
+        .unwrap()
+        .mode = Some(Mode::Enabled);
+    w.reconcile("2026-11-23T12:10:00Z");
+    assert_eq!(w.rollout().status.start_time, Some(ts(MON_10)));
+    assert_eq!(w.state("dev").0, Active);
+    assert!(w.events.iter().any(|e| matches!(
+        e,
+        Event::ModeChanged {
+            from: Mode::Suspended,
+            to: Mode::Enabled
+        }
+    )));
+}
+
+#[test]
+fn reset_rules() {
+    // Each change of start, target, schedule or strategy starts a new rollout.
+    type Edit = fn(&mut World);
+    let resets: [(&str, Edit); 4] = [
+        ("target", |w| w.version = Some(version("1.0.0", "1.2.0"))),
+        ("start", |w| w.version = Some(version("0.9.0", "1.1.0"))),
+        ("schedule", |w| {
+            w.version
+                .as_mut()
+                .unwrap()
+                .spec
+                .agents
+                .as_mut()
+                .unwrap()
+                .schedule = Schedule::Immediate
+        }),
+        ("strategy", |w| w.config = Some(config(TIME_BASED))),
+    ];
+    for (what, edit) in resets {
+        let mut w = three_groups();
+        w.reconcile(MON_10);
+        w.reconcile(MON_12);
+        assert_eq!(w.state("dev").0, Active);
+        edit(&mut w);
+        w.reconcile("2026-11-23T12:20:00Z");
+        let r = w.rollout();
+        assert_eq!(
+            r.status.start_time,
+            Some(ts("2026-11-23T12:20:00Z")),
+            "{what}"
+        );
+        assert!(
+            r.status.groups.iter().all(|g| g.state == Unstarted),
+            "{what}: {:?}",
+            r.status.groups
+        );
+        assert!(
+            matches!(&w.events[0], Event::RolloutCreated { why, .. } if why.contains(what)),
+            "{what}: {:?}",
+            w.events
+        );
+    }
+    // A mode change or a group edit does not.
+    let mut w = three_groups();
+    w.reconcile(MON_10);
+    w.reconcile(MON_12);
+    w.config
+        .as_mut()
+        .unwrap()
+        .spec
+        .agents
+        .as_mut()
+        .unwrap()
+        .schedules
+        .as_mut()
+        .unwrap()
+        .regular[0]
+        .start_hour = 3;
+    w.version
+        .as_mut()
+        .unwrap()
+        .spec
+        .agents
+        .as_mut()
+        .unwrap()
+        .mode = Some(Mode::Suspended);
+    w.reconcile("2026-11-23T12:20:00Z");
+    assert_eq!(w.rollout().status.start_time, Some(ts(MON_10)));
+    assert_eq!(w.state("dev").0, Active);
+    assert_eq!(
+        w.group("dev").config_start_hour,
+        12,
+        "group edits wait for the next rollout"
+    );
+    assert_eq!(w.rollout().spec.autoupdate_mode, Mode::Suspended);
+}
+
+#[test]
+fn time_based_groups_follow_their_own_windows() {
+    let mut w = World::new(Some(config(TIME_BASED)), version("1.0.0", "1.1.0"));
+    w.agents.extend(fleet("us-east", 4, "1.0.0"));
+    w.agents.extend(fleet("europe", 4, "1.0.0"));
+    w.reconcile("2026-11-23T10:00:00Z");
+    assert_eq!(
+        w.state("us-east"),
+        (Unstarted, reason::OUTSIDE_WINDOW.into())
+    );
+    // europe's window (12–14) opens first and nothing waits for us-east.
+    w.reconcile("2026-11-23T12:00:00Z");
+    assert_eq!(w.state("europe"), (Active, reason::IN_WINDOW.into()));
+    assert_eq!(w.state("us-east").0, Unstarted);
+    assert_eq!(w.group("europe").initial_count, 4);
+    // Even with nobody updated, the group is done when its window closes.
+    w.reconcile("2026-11-23T13:59:59Z");
+    assert_eq!(w.state("europe").0, Active);
+    w.reconcile("2026-11-23T14:00:00Z");
+    assert_eq!(w.state("europe"), (Done, reason::OUTSIDE_WINDOW.into()));
+    // us-east opens next day at 04:00; europe re-activates at 12:00 for stragglers.
+    w.reconcile("2026-11-24T04:30:00Z");
+    assert_eq!(w.state("us-east"), (Active, reason::IN_WINDOW.into()));
+    assert_eq!(w.state("europe").0, Done);
+    w.reconcile("2026-11-24T12:10:00Z");
+    assert_eq!(w.state("europe"), (Active, reason::IN_WINDOW.into()));
+    assert_eq!(
+        w.group("europe").start_time,
+        Some(ts("2026-11-24T12:10:00Z"))
+    );
+    assert_eq!(w.state("us-east").0, Done);
+}
+
+#[test]
+fn time_based_rollout_created_in_a_window_waits_for_the_next() {
+    let mut w = World::new(Some(config(TIME_BASED)), version("1.0.0", "1.1.0"));
+    w.reconcile("2026-11-23T12:30:00Z");
+    assert_eq!(
+        w.state("europe"),
+        (Unstarted, reason::ROLLOUT_CHANGED_DURING_WINDOW.into())
+    );
+    w.reconcile("2026-11-23T13:30:00Z");
+    assert_eq!(w.state("europe").0, Unstarted);
+    w.reconcile("2026-11-24T12:00:00Z");
+    assert_eq!(w.state("europe").0, Active);
+}
+
+#[test]
+fn the_last_group_counts_agents_with_no_or_unknown_group() {
+    let mut w = three_groups();
+    w.agents.extend(fleet("", 3, "1.0.0"));
+    w.agents.extend(fleet("qa", 2, "1.1.0"));
+    w.reconcile(MON_10);
+    let prod = w.group("prod");
+    assert_eq!(prod.present_count, 15);
+    assert_eq!(prod.up_to_date_count, 2);
+    assert_eq!(w.group("dev").present_count, 10);
+}
+
+#[test]
+fn reports_older_than_two_periods_are_ignored() {
+    let mut w = three_groups();
+    w.reconcile(MON_10);
+    let now = ts("2026-11-23T10:10:00Z");
+    let fresh = report_of(
+        now - SignedDuration::from_secs(120),
+        &fleet("dev", 5, "1.0.0"),
+    );
+    let stale = report_of(
+        now - SignedDuration::from_secs(121),
+        &fleet("staging", 7, "1.0.0"),
+    );
+    let mut fresh2 = report_of(now, &fleet("dev", 2, "1.1.0"));
+    fresh2.metadata.name = "replica-2".into();
+    w.reconcile_with(now, &[fresh, stale, fresh2]);
+    assert_eq!(
+        w.group("dev").present_count,
+        7,
+        "both live replicas are summed"
+    );
+    assert_eq!(w.group("dev").up_to_date_count, 2);
+    assert_eq!(
+        w.group("staging").present_count,
+        0,
+        "the stale report is ignored"
+    );
+}
+
+#[test]
+fn backpressure_admits_a_growing_share_and_never_deadlocks() {
+    let cfg = r#"
+kind: autoupdate_config
+spec:
+  agents:
+    schedules:
+      regular:
+      - {name: fleet, days: ["*"], start_hour: 12, max_in_flight: 20%}
+"#;
+    let mut w = World::new(Some(config(cfg)), version("1.0.0", "1.1.0"));
+    w.agents.extend(fleet("fleet", 50, "1.0.0"));
+    w.reconcile(MON_10);
+    w.reconcile("2026-11-23T12:00:00Z");
+    let mut last = 0.0;
+    let mut steps = 0;
+    while w.state("fleet").0 == Active {
+        let p = w.group("fleet").progress;
+        assert!(p >= last, "progress went back: {last} -> {p}");
+        last = p;
+        w.agents_follow_find("fleet");
+        steps += 1;
+        assert!(steps < 50, "stuck at progress {p}");
+        w.reconcile(&format!("2026-11-23T12:{:02}:00Z", steps));
+    }
+    assert_eq!(w.state("fleet").0, Done);
+    assert_eq!(w.group("fleet").progress, 1.0);
+    assert!(steps > 1, "backpressure must take more than one poll");
+}
+
+#[test]
+fn backpressure_halts_growth_when_agents_drop_off() {
+    let cfg = r#"
+kind: autoupdate_config
+spec:
+  agents:
+    schedules:
+      regular:
+      - {name: fleet, days: ["*"], start_hour: 12, max_in_flight: 10%}
+"#;
+    let mut w = World::new(Some(config(cfg)), version("1.0.0", "1.1.0"));
+    w.agents.extend(fleet("fleet", 20, "1.0.0"));
+    w.reconcile(MON_10);
+    w.reconcile("2026-11-23T12:00:00Z");
+    let p0 = w.group("fleet").progress;
+    w.agents.truncate(15); // 25% gone
+    w.agents[0].version = "1.1.0".into();
+    w.reconcile("2026-11-23T12:01:00Z");
+    assert_eq!(w.group("fleet").progress, p0);
+    assert_eq!(
+        w.state("fleet"),
+        (Active, reason::TOO_MANY_AGENTS_MISSING.into())
+    );
+    assert!(
+        w.events
+            .iter()
+            .any(|e| matches!(e, Event::ProgressHalted { .. }))
+    );
+}
+
+#[test]
+fn time_override_moves_the_window_clock() {
+    let mut w = three_groups();
+    w.reconcile(MON_10);
+    let mut r = w.rollout().clone();
+    r.status.time_override = Some(ts("2026-11-23T12:30:00Z"));
+    w.rollout = Some(r);
+    w.reconcile("2026-11-23T10:01:00Z");
+    assert_eq!(w.state("dev").0, Active);
+}
+
+#[test]
+fn the_immediate_schedule_has_no_groups() {
+    let mut ver = version("1.0.0", "1.1.0");
+    ver.spec.agents.as_mut().unwrap().schedule = Schedule::Immediate;
+    let mut w = World::new(Some(config(THREE_GROUPS)), ver);
+    w.reconcile(MON_10);
+    assert!(w.rollout().status.groups.is_empty());
+    assert_eq!(w.rollout().status.state, RolloutState::Unspecified);
+    let d = tern_core::find::decide(w.rollout.as_ref(), "dev", "x");
+    assert_eq!(
+        (d.version.unwrap().to_string(), d.update),
+        ("1.1.0".into(), true)
+    );
+}
+
+#[test]
+fn rollout_state_is_derived_from_the_groups() {
+    let g = |s| RolloutGroup {
+        state: s,
+        ..RolloutGroup::default()
+    };
+    use reconcile::rollout_state as st;
+    assert_eq!(st(&[]), RolloutState::Unspecified);
+    assert_eq!(st(&[g(Unstarted), g(Unstarted)]), RolloutState::Unstarted);
+    assert_eq!(st(&[g(Done), g(Unstarted)]), RolloutState::Active);
+    assert_eq!(st(&[g(Canary)]), RolloutState::Active);
+    assert_eq!(st(&[g(Done), g(Done)]), RolloutState::Done);
+    assert_eq!(
+        st(&[g(Done), g(Rolledback), g(Active)]),
+        RolloutState::Rolledback
+    );
+}
+
+#[test]
+fn failed_agents_on_the_target_do_not_count_as_up_to_date() {
+    let mut w = three_groups();
+    w.reconcile(MON_10);
+    w.reconcile(MON_12);
+    w.set_versions("dev", 10, "1.1.0");
+    let now = ts("2026-11-23T12:30:00Z");
+    let mut report = report_of(now, &w.agents);
+    report
+        .spec
+        .groups
+        .get_mut("dev")
+        .unwrap()
+        .versions
+        .get_mut("1.1.0")
+        .unwrap()
+        .failed_count = 2;
+    w.reconcile_with(now, &[report]);
+    assert_eq!(w.group("dev").up_to_date_count, 8);
+    assert_eq!(w.group("dev").failed_count, 2);
+    assert_eq!(w.state("dev").0, Active);
+}

@@ -1,0 +1,252 @@
+//! Reading resources: YAML and JSON, defaults, round trips, and validation errors that
+//! name the field and the bad value.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tern_core::codec::{self, Format};
+use tern_core::resource::*;
+use tern_core::validate::ResourceError;
+
+const TELEPORT_CONFIG: &str = r#"
+kind: autoupdate_config
+metadata:
+  name: autoupdate-config
+spec:
+  agents:
+    mode: enabled
+    strategy: halt-on-error
+    schedules:
+      regular:
+      - name: staging
+        start_hour: 4
+        days: [ "Mon", "Tue", "Wed", "Thu" ]
+      - name: production
+        start_hour: 5
+        wait_hours: 24
+        canary_count: 5
+  tools:
+    mode: enabled
+"#;
+
+#[test]
+fn a_teleport_config_reads_unchanged() {
+    let c = AutoUpdateConfig::from_text(TELEPORT_CONFIG).unwrap();
+    assert_eq!(c.mode(), Mode::Enabled);
+    assert_eq!(c.strategy(), Strategy::HaltOnError);
+    let groups = c.groups();
+    assert_eq!(groups[1].name, "production");
+    assert_eq!(groups[1].wait_hours, 24);
+    assert_eq!(groups[1].canary_count, 5);
+    assert_eq!(groups[1].days.len(), 4, "days default to Mon-Thu");
+    assert_eq!(c.tools_mode(), ToolsMode::Enabled);
+}
+
+#[test]
+fn yaml_and_json_read_the_same_and_round_trip() {
+    let c = AutoUpdateConfig::from_text(TELEPORT_CONFIG).unwrap();
+    let json = codec::to_text(&c, Format::Json).unwrap();
+    assert_eq!(AutoUpdateConfig::from_text(&json).unwrap(), c);
+    let yaml = codec::to_text(&c, Format::Yaml).unwrap();
+    assert_eq!(AutoUpdateConfig::from_text(&yaml).unwrap(), c);
+}
+
+#[test]
+fn versions_lose_their_leading_v_on_output() {
+    let v = AutoUpdateVersion::from_text(
+        "kind: autoupdate_version\nspec:\n  agents:\n    start_version: v17.2.0\n    target_version: v17.2.1\n    schedule: immediate\n  tools:\n    target_version: v17.2.1\n",
+    )
+    .unwrap();
+    let out = codec::to_text(&v, Format::Yaml).unwrap();
+    assert!(out.contains("start_version: 17.2.0"), "{out}");
+    assert!(!out.contains("v17"), "{out}");
+    assert_eq!(
+        v.metadata.name, NAME_VERSION,
+        "the singleton name is filled in"
+    );
+}
+
+fn config_error(spec_agents: &str) -> String {
+    let text = format!("kind: autoupdate_config\nspec:\n  agents:\n{spec_agents}");
+    match AutoUpdateConfig::from_text(&text) {
+        Ok(c) => panic!("accepted: {c:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn invalid_configs_name_the_field_and_the_value() {
+    let cases = [
+        (
+            "    schedules:\n      regular:\n      - {name: dev, start_hour: 24}\n",
+            "spec.agents.schedules.regular[0].start_hour: 24 is out of range",
+        ),
+        (
+            "    schedules:\n      regular:\n      - {name: dev}\n      - {name: dev}\n",
+            "spec.agents.schedules.regular[1].name: \"dev\" is used by an earlier group",
+        ),
+        (
+            "    schedules:\n      regular:\n      - {name: 'bad name'}\n",
+            "spec.agents.schedules.regular[0].name: \"bad name\" is not a valid group name",
+        ),
+        (
+            "    schedules:\n      regular:\n      - {name: dev, wait_hours: 2}\n",
+            "regular[0].wait_hours: 2 must be 0 on the first group",
+        ),
+        (
+            "    schedules:\n      regular:\n      - {name: dev}\n      - {name: prod, wait_hours: -1}\n",
+            "regular[1].wait_hours: -1 is negative",
+        ),
+        (
+            "    schedules:\n      regular:\n      - {name: dev, canary_count: 6}\n",
+            "regular[0].canary_count: 6 is out of range, expected 0 to 5",
+        ),
+        (
+            "    maintenance_window_duration: 2h\n",
+            "spec.agents.maintenance_window_duration: 2h is only valid with strategy time-based",
+        ),
+        (
+            "    strategy: time-based\n    maintenance_window_duration: 5m\n",
+            "spec.agents.maintenance_window_duration: 5m is out of range",
+        ),
+        (
+            "    strategy: time-based\n    schedules:\n      regular:\n      - {name: a}\n      - {name: b, wait_hours: 3}\n",
+            "regular[1].wait_hours: 3 is only valid with strategy halt-on-error",
+        ),
+        (
+            "    strategy: time-based\n    schedules:\n      regular:\n      - {name: a, canary_count: 1}\n",
+            "regular[0].canary_count: 1 is only valid with strategy halt-on-error",
+        ),
+        (
+            "    schedules:\n      regular:\n      - {name: dev, days: [Mon, Funday]}\n",
+            "spec.agents.schedules.regular[0].days[1]: \"Funday\" is not a day",
+        ),
+        (
+            "    mode: enable-ish\n",
+            "spec.agents.mode: unknown variant `enable-ish`",
+        ),
+        (
+            "    strategy: yolo\n",
+            "spec.agents.strategy: unknown variant `yolo`",
+        ),
+        (
+            "    schedules:\n      regular:\n      - {name: dev, canary_cont: 2}\n",
+            "spec.agents.schedules.regular[0].canary_cont: unknown field `canary_cont`",
+        ),
+        (
+            "    schedules:\n      regular:\n      - {name: dev, max_in_flight: 150%}\n",
+            "spec.agents.schedules.regular[0].max_in_flight: \"150%\" is not a percentage",
+        ),
+        (
+            "    schedules:\n      regular:\n      - {name: dev, start_hour: noon}\n",
+            "spec.agents.schedules.regular[0].start_hour: invalid type: string \"noon\"",
+        ),
+    ];
+    for (yaml, want) in cases {
+        let err = config_error(yaml);
+        assert!(err.contains(want), "want {want:?}\n got {err:?}");
+    }
+}
+
+#[test]
+fn every_error_is_reported_not_just_the_first() {
+    let err = config_error(
+        "    schedules:\n      regular:\n      - {name: dev, start_hour: 30, canary_count: 9}\n",
+    );
+    assert!(err.contains("start_hour: 30"), "{err}");
+    assert!(err.contains("canary_count: 9"), "{err}");
+}
+
+#[test]
+fn headers_are_checked() {
+    let err = AutoUpdateConfig::from_text(
+        "kind: autoupdate_version\nmetadata: {name: other}\nversion: v2\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("kind: \"autoupdate_version\" is not \"autoupdate_config\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("metadata.name: \"other\" is not \"autoupdate-config\""),
+        "{err}"
+    );
+    assert!(err.contains("version: \"v2\" is not \"v1\""), "{err}");
+}
+
+#[test]
+fn malformed_documents_say_so() {
+    let cases = [
+        ("", "empty"),
+        ("kind: \"autoupdate_version\n", "unexpected end of stream"),
+        ("kind: [", "kind: invalid type: sequence, expected a string"),
+        (
+            "{\"kind\": \"autoupdate_version\", \"spec\": {\"agents\": {\"start_version\": \"1.0\"}}}",
+            "spec.agents.start_version",
+        ),
+        (
+            "kind: autoupdate_version\nspec:\n  agents:\n    start_version: 1.0.0\n",
+            "missing field `target_version`",
+        ),
+    ];
+    for (text, want) in cases {
+        let err = AutoUpdateVersion::from_text(text).unwrap_err();
+        assert!(matches!(err, ResourceError::Parse(_)), "{err:?}");
+        assert!(err.to_string().contains(want), "want {want:?} got {err}");
+    }
+}
+
+#[test]
+fn lists_read_from_a_sequence_or_from_documents() {
+    let seq = "- {updater_id: a, version: 1.0.0}\n- {updater_id: b, version: 1.0.0, group: dev}\n";
+    let docs = "updater_id: a\nversion: 1.0.0\n---\nupdater_id: b\nversion: 1.0.0\ngroup: dev\n";
+    let a: Vec<ConnectedAgent> = codec::list_from_text(seq).unwrap();
+    let b: Vec<ConnectedAgent> = codec::list_from_text(docs).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a[1].group, "dev");
+    let err = codec::list_from_text::<ConnectedAgent>("- {updater_id: a}\n").unwrap_err();
+    assert!(
+        err.to_string().contains("[0]: missing field `version`"),
+        "{err}"
+    );
+    let err = codec::list_from_text::<ConnectedAgent>(
+        docs.replace("version: 1.0.0\ngroup", "group").as_str(),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("document 2: missing field `version`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_rollout_round_trips_and_rejects_nonsense() {
+    let text = r#"
+kind: autoupdate_agent_rollout
+metadata: {name: autoupdate-agent-rollout}
+spec: {start_version: 1.0.0, target_version: 1.1.0, strategy: time-based, maintenance_window_duration: 90m}
+status:
+  groups:
+  - {name: dev, state: active, config_start_hour: 25, progress: 1.5}
+"#;
+    let err = AutoUpdateAgentRollout::from_text(text)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("status.groups[0].config_start_hour: 25"),
+        "{err}"
+    );
+    assert!(err.contains("status.groups[0].progress: 1.5"), "{err}");
+    let ok = text.replace(
+        "config_start_hour: 25, progress: 1.5",
+        "config_start_hour: 4",
+    );
+    let r = AutoUpdateAgentRollout::from_text(&ok).unwrap();
+    assert_eq!(
+        r.spec.maintenance_window_duration.unwrap().to_string(),
+        "1h30m"
+    );
+    let again =
+        AutoUpdateAgentRollout::from_text(&codec::to_text(&r, Format::Json).unwrap()).unwrap();
+    assert_eq!(again, r);
+}
