@@ -327,7 +327,7 @@ impl Host {
         let yaml = format!(
             "manager: command\nname: tern-agent\n\
              start: \"setsid {l}/tern-agent {s} </dev/null >/dev/null 2>&1 & echo $! > {s}/agent.pgid\"\n\
-             stop: \"kill -KILL -$(cat {s}/agent.pgid) 2>/dev/null; rm -f {s}/agent.pid; true\"\n\
+             stop: \"p=$(cat {s}/agent.pgid 2>/dev/null); case $p in ''|*[!0-9]*|0|1) ;; *) kill -s KILL -- -$p 2>/dev/null;; esac; rm -f {s}/agent.pid; true\"\n\
              pid_file: {s}/agent.pid\nhealth_timeout: 3\nhealth_interval: 0.1\nstable_ticks: 4\nmax_restarts: 3\n{extra}"
         );
         let path = self
@@ -419,24 +419,12 @@ impl Host {
 
     /// The version the running agent process announced, if it is alive.
     pub fn running_version(&self) -> Option<String> {
-        let pid: i32 = std::fs::read_to_string(self.state.join("agent.pid"))
+        let pid: u32 = std::fs::read_to_string(self.state.join("agent.pid"))
             .ok()?
             .trim()
             .parse()
             .ok()?;
-        let alive = Command::new("kill")
-            .arg("-0")
-            .arg(pid.to_string())
-            .status()
-            .ok()?
-            .success();
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        if !alive || zombie {
+        if pid <= 1 || !tern_update::service::pid_alive(pid) {
             return None;
         }
         Some(
@@ -477,12 +465,16 @@ impl Host {
         v
     }
 
+    /// Kills the agent's process group. Never via /usr/bin/kill: procps-ng 4.0.2 turns
+    /// `kill -KILL -N` into kill(-1), which kills every process of the machine.
     pub fn stop_agent(&self) {
-        if let Ok(pgid) = std::fs::read_to_string(self.state.join("agent.pgid")) {
-            let _ = Command::new("kill")
-                .arg("-KILL")
-                .arg(format!("-{}", pgid.trim()))
-                .status();
+        let pgid = std::fs::read_to_string(self.state.join("agent.pgid"))
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .filter(|p| *p > 1)
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(pgid) = pgid {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
         }
     }
 
