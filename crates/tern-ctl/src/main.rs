@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod api;
 mod plan;
+mod replay;
 
 #[derive(Parser)]
 #[command(

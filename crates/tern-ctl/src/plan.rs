@@ -28,6 +28,15 @@ pub enum PlanCommand {
     Find(FindArgs),
     /// Print the rollout after a manual transition, or fail with the reason.
     Transition(TransitionArgs),
+    /// Replay a scenario file: reconciles at each of its instants with a simulated
+    /// fleet acting on its find answers; checks the scenario's expectations.
+    Replay(ReplayArgs),
+}
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// The scenario file (see examples/*/scenario.yaml and docs/rollouts.md).
+    scenario: PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]
@@ -139,6 +148,16 @@ pub fn run(cmd: PlanCommand) -> anyhow::Result<ExitCode> {
         PlanCommand::Rollout(args) => plan_rollout(args),
         PlanCommand::Find(args) => plan_find(args),
         PlanCommand::Transition(args) => plan_transition(args),
+        PlanCommand::Replay(args) => {
+            let mut out = String::new();
+            let failures = crate::replay::replay(&args.scenario, &mut out)?;
+            print!("{out}");
+            Ok(if failures == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
     }
 }
 

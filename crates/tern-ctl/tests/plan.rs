@@ -1,0 +1,423 @@
+//! The offline planner as an operator runs it: the real `ternctl` binary on the
+//! bundled examples and on broken files.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn ternctl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ternctl"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn every_example_replays_with_its_expectations_holding() {
+    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("scenario.yaml"))
+        .filter(|p| p.is_file())
+        .collect();
+    scenarios.sort();
+    assert!(scenarios.len() >= 6, "{scenarios:?}");
+    for s in scenarios {
+        let name = s
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let out = ternctl(&["plan", "replay", s.to_str().unwrap()]);
+        let text = stdout(&out);
+        assert!(
+            out.status.success(),
+            "{name} failed:\n{text}\n{}",
+            stderr(&out)
+        );
+        assert!(
+            text.ends_with("every expectation held\n"),
+            "{name}:\n{text}"
+        );
+        insta::assert_snapshot!(format!("replay-{name}"), text);
+    }
+}
+
+#[test]
+fn a_failed_expectation_fails_the_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let examples = root().join("examples/01-halt-on-error");
+    let scenario = std::fs::read_to_string(examples.join("scenario.yaml"))
+        .unwrap()
+        .replace(
+            "config: config.yaml",
+            &format!("config: {}", examples.join("config.yaml").display()),
+        )
+        .replace(
+            "version: version.yaml",
+            &format!("version: {}", examples.join("version.yaml").display()),
+        )
+        .replace(
+            "groups: {dev: active/update_in_progress}",
+            "groups: {dev: done}",
+        );
+    let path = dir.path().join("scenario.yaml");
+    std::fs::write(&path, scenario).unwrap();
+    let out = ternctl(&["plan", "replay", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("EXPECTATION FAILED: group dev is active, expected done"),
+        "{text}"
+    );
+    assert!(text.ends_with("1 expectation(s) failed\n"), "{text}");
+}
+
+const EX: &str = "examples/01-halt-on-error";
+
+#[test]
+fn plan_rollout_walks_a_rollout_one_reconcile_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let r0 = dir.path().join("r0.yaml");
+    let out = ternctl(&[
+        "plan",
+        "rollout",
+        "--config",
+        &format!("{EX}/config.yaml"),
+        "--version",
+        &format!("{EX}/version.yaml"),
+        "--now",
+        "2026-11-23T10:00:00Z",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!("rollout-created", stdout(&out));
+    std::fs::write(&r0, stdout(&out)).unwrap();
+
+    // At noon dev starts, with reports and agents from files.
+    let reports = dir.path().join("reports.yaml");
+    std::fs::write(
+        &reports,
+        "- kind: autoupdate_agent_report\n  metadata: {name: replica-a}\n  spec:\n    timestamp: 2026-11-23T12:04:30Z\n    groups:\n      dev: {versions: {1.0.0: {count: 9, lowest_updater_id: 00000000-0000-4000-8000-000000000001}, 1.1.0: {count: 1}}}\n      '': {versions: {1.0.0: {count: 2}}}\n    omitted: [{reason: version is pinned, count: 1}]\n",
+    )
+    .unwrap();
+    let out = ternctl(&[
+        "plan",
+        "rollout",
+        "--config",
+        &format!("{EX}/config.yaml"),
+        "--version",
+        &format!("{EX}/version.yaml"),
+        "--rollout",
+        r0.to_str().unwrap(),
+        "--reports",
+        reports.to_str().unwrap(),
+        "--now",
+        "2026-11-23T12:05:00Z",
+        "--events",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!("rollout-dev-started", stdout(&out));
+    assert!(
+        stderr(&out).contains("event: group dev: unstarted -> active (can_start)"),
+        "{}",
+        stderr(&out)
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["status"]["groups"][0]["initial_count"], 10);
+    assert_eq!(
+        json["status"]["groups"][2]["present_count"], 2,
+        "ungrouped hosts count in prod"
+    );
+}
+
+#[test]
+fn without_a_version_there_is_no_rollout_and_that_is_not_an_error() {
+    let out = ternctl(&[
+        "plan",
+        "rollout",
+        "--config",
+        &format!("{EX}/config.yaml"),
+        "--now",
+        "2026-11-23T10:00:00Z",
+    ]);
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains("no rollout: no autoupdate_version"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn canaries_are_picked_with_the_seed_from_the_agents_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let rollout = dir.path().join("rollout.yaml");
+    // A rollout where dev is done and staging's window opens.
+    let created = ternctl(&[
+        "plan",
+        "rollout",
+        "--config",
+        &format!("{EX}/config.yaml"),
+        "--version",
+        &format!("{EX}/version.yaml"),
+        "--now",
+        "2026-11-23T10:00:00Z",
+    ]);
+    std::fs::write(&rollout, stdout(&created)).unwrap();
+    let done = ternctl(&[
+        "plan",
+        "transition",
+        "mark-done",
+        "dev",
+        "--rollout",
+        rollout.to_str().unwrap(),
+        "--now",
+        "2026-11-23T11:00:00Z",
+    ]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    std::fs::write(&rollout, stdout(&done)).unwrap();
+    let agents = dir.path().join("agents.yaml");
+    let list: String = (0..8)
+        .map(|i| format!("- {{updater_id: u{i}, host_id: h{i}, hostname: staging-{i}, group: staging, version: 1.0.0}}\n"))
+        .collect();
+    std::fs::write(&agents, list).unwrap();
+    let run = |seed: &str| {
+        let out = ternctl(&[
+            "plan",
+            "rollout",
+            "--config",
+            &format!("{EX}/config.yaml"),
+            "--version",
+            &format!("{EX}/version.yaml"),
+            "--rollout",
+            rollout.to_str().unwrap(),
+            "--agents",
+            agents.to_str().unwrap(),
+            "--now",
+            "2026-11-23T14:00:00Z",
+            "--seed",
+            seed,
+            "-o",
+            "json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(v["status"]["groups"][1]["state"], "canary");
+        v["status"]["groups"][1]["canaries"].clone()
+    };
+    let a = run("7");
+    assert_eq!(a.as_array().unwrap().len(), 2);
+    assert_eq!(a, run("7"), "the same seed picks the same canaries");
+    let picks: std::collections::HashSet<String> =
+        (0..20).map(|s| run(&s.to_string()).to_string()).collect();
+    assert!(picks.len() > 3, "seeds should vary the pick: {picks:?}");
+}
+
+#[test]
+fn plan_find_answers_like_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let rollout = dir.path().join("rollout.yaml");
+    let started = ternctl(&[
+        "plan",
+        "rollout",
+        "--config",
+        &format!("{EX}/config.yaml"),
+        "--version",
+        &format!("{EX}/version.yaml"),
+        "--now",
+        "2026-11-23T10:00:00Z",
+    ]);
+    std::fs::write(&rollout, stdout(&started)).unwrap();
+    let find = |group: &str| {
+        let out = ternctl(&[
+            "plan",
+            "find",
+            "--rollout",
+            rollout.to_str().unwrap(),
+            "--group",
+            group,
+            "--updater-id",
+            "00000000-0000-4000-8000-000000000001",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    let v = find("dev");
+    assert_eq!(v["auto_update"]["agent_version"], "1.0.0");
+    assert_eq!(v["auto_update"]["agent_auto_update"], false);
+    assert_eq!(v["auto_update"]["agent_update_jitter_seconds"], 60);
+    let forced = ternctl(&[
+        "plan",
+        "transition",
+        "start-update",
+        "dev",
+        "--force",
+        "--rollout",
+        rollout.to_str().unwrap(),
+        "--now",
+        "2026-11-23T10:01:00Z",
+    ]);
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    std::fs::write(&rollout, stdout(&forced)).unwrap();
+    let v = find("dev");
+    assert_eq!(v["auto_update"]["agent_version"], "1.1.0");
+    assert_eq!(v["auto_update"]["agent_auto_update"], true);
+    assert_eq!(
+        find("nosuchgroup")["auto_update"]["agent_auto_update"],
+        false,
+        "catch-all prod is unstarted"
+    );
+    let yaml = ternctl(&[
+        "plan",
+        "find",
+        "--rollout",
+        rollout.to_str().unwrap(),
+        "--group",
+        "dev",
+        "-o",
+        "yaml",
+    ]);
+    assert!(
+        stdout(&yaml).contains("agent_version: 1.1.0"),
+        "{}",
+        stdout(&yaml)
+    );
+}
+
+#[test]
+fn refused_transitions_exit_1_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let rollout = dir.path().join("rollout.yaml");
+    let created = ternctl(&[
+        "plan",
+        "rollout",
+        "--config",
+        &format!("{EX}/config.yaml"),
+        "--version",
+        &format!("{EX}/version.yaml"),
+        "--now",
+        "2026-11-23T10:00:00Z",
+    ]);
+    std::fs::write(&rollout, stdout(&created)).unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["start-update", "qa"],
+            "unknown group \"qa\"; the rollout's groups are: dev, staging, prod",
+        ),
+        (
+            &["start-update"],
+            "start-update needs at least one group name",
+        ),
+        (&["mark-done"], "no group is in canary or active"),
+        (
+            &["rollback"],
+            "no group is started and not already rolled back",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["plan", "transition"];
+        all.extend_from_slice(args);
+        all.extend([
+            "--rollout",
+            rollout.to_str().unwrap(),
+            "--now",
+            "2026-11-23T10:01:00Z",
+        ]);
+        let out = ternctl(&all);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "");
+    }
+}
+
+#[test]
+fn bad_input_names_the_file_and_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad-config.yaml");
+    std::fs::write(
+        &bad,
+        "kind: autoupdate_config\nspec:\n  agents:\n    schedules:\n      regular:\n      - {name: dev, start_hour: 25}\n",
+    )
+    .unwrap();
+    let out = ternctl(&[
+        "plan",
+        "rollout",
+        "--config",
+        bad.to_str().unwrap(),
+        "--version",
+        &format!("{EX}/version.yaml"),
+        "--now",
+        "2026-11-23T10:00:00Z",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad-config.yaml: invalid autoupdate_config"),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.agents.schedules.regular[0].start_hour: 25 is out of range"),
+        "{err}"
+    );
+
+    let missing = ternctl(&["plan", "find", "--rollout", "/nonexistent/rollout.yaml"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing)
+            .contains("cannot read the autoupdate_agent_rollout file /nonexistent/rollout.yaml")
+    );
+
+    let reports = dir.path().join("reports.yaml");
+    std::fs::write(
+        &reports,
+        "- kind: autoupdate_agent_report\n  metadata: {name: r}\n  spec: {timestamp: yesterday}\n",
+    )
+    .unwrap();
+    let out = ternctl(&[
+        "plan",
+        "rollout",
+        "--version",
+        &format!("{EX}/version.yaml"),
+        "--reports",
+        reports.to_str().unwrap(),
+        "--now",
+        "2026-11-23T10:00:00Z",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("reports.yaml: invalid reports: [0].spec.timestamp"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = ternctl(&["plan", "rollout", "--now", "monday"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error exits 2");
+    assert!(
+        stderr(&out).contains("\"monday\" is not an RFC 3339 instant"),
+        "{}",
+        stderr(&out)
+    );
+
+    let garbage = dir.path().join("garbage.yaml");
+    std::fs::write(&garbage, [0xff, 0xfe, 0x00, b'{']).unwrap();
+    let out = ternctl(&["plan", "find", "--rollout", garbage.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("garbage.yaml"), "{}", stderr(&out));
+}
