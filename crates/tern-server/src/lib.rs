@@ -1,1 +1,22 @@
-//! Arrives with its issue.
+//! ternd, Tern's control plane: stores the resources, reconciles the rollout every
+//! report period (holding the leader lease), answers `find` from memory, takes
+//! heartbeats into an in-memory inventory and serves the admin API and metrics.
+//!
+//! - [`server::serve`]: start everything (used by the `ternd` binary).
+//! - [`routes`]: the HTTP API (see `docs/api.md`).
+//! - [`reconciler`]: reports and reconciles; [`snapshot`]: what find answers from.
+//! - [`auth`], [`inventory`], [`ratelimit`], [`metrics`], [`clock`]: the parts.
+
+pub mod auth;
+pub mod clock;
+pub mod error;
+pub mod inventory;
+pub mod keys;
+pub mod metrics;
+pub mod ratelimit;
+pub mod reconciler;
+pub mod resources;
+pub mod routes;
+pub mod server;
+pub mod snapshot;
+pub mod state;

@@ -1,0 +1,396 @@
+//! Text rendering of ternd's answers: the seeds' `agents status` table and friends.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use serde::Deserialize;
+use tern_core::resource::{AutoUpdateAgentRollout, Canary, GroupState, Mode, Omitted, Schedule};
+
+/// Columns separated by three spaces, each as wide as its widest cell.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                let pad = widths[i] - c.chars().count();
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad + 3));
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}",
+        line(header.iter().map(|h| h.to_string()).collect())
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        line(widths.iter().map(|w| "-".repeat(*w)).collect())
+    );
+    for row in rows {
+        let _ = writeln!(out, "{}", line(row.clone()));
+    }
+    out
+}
+
+pub fn time(t: Timestamp) -> String {
+    t.to_zoned(TimeZone::UTC)
+        .strftime("%Y-%m-%d %H:%M")
+        .to_string()
+}
+
+fn day_time(t: Timestamp) -> String {
+    t.to_zoned(TimeZone::UTC).strftime("%a %H:%M").to_string()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GroupStatus {
+    pub name: String,
+    pub state: GroupState,
+    #[serde(default)]
+    pub catch_all: bool,
+    #[serde(default)]
+    pub start_time: Option<Timestamp>,
+    #[serde(default)]
+    pub last_update_reason: String,
+    #[serde(default)]
+    pub present: u64,
+    #[serde(default)]
+    pub up_to_date: u64,
+    #[serde(default)]
+    pub failed: u64,
+    #[serde(default)]
+    pub initial: u64,
+    #[serde(default)]
+    pub canary_count: i64,
+    #[serde(default)]
+    pub canaries: Vec<Canary>,
+    #[serde(default)]
+    pub window_open_since: Option<Timestamp>,
+    #[serde(default)]
+    pub window_closes: Option<Timestamp>,
+    #[serde(default)]
+    pub next_window: Option<Timestamp>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Status {
+    pub mode: Mode,
+    pub config_mode: Mode,
+    pub version_mode: Mode,
+    pub rollout: Option<AutoUpdateAgentRollout>,
+    #[serde(default)]
+    pub no_rollout_reason: Option<String>,
+    #[serde(default)]
+    pub groups: Vec<GroupStatus>,
+    #[serde(default)]
+    pub present: u64,
+    #[serde(default)]
+    pub up_to_date: u64,
+    #[serde(default)]
+    pub failed: u64,
+    #[serde(default)]
+    pub omitted: Vec<Omitted>,
+}
+
+/// The state column: `not started`, `canary (n/m)`, `in progress (53%)`, `complete`,
+/// `rolledback`.
+pub fn group_state(g: &GroupStatus) -> String {
+    match g.state {
+        GroupState::Unstarted => "not started".to_string(),
+        GroupState::Canary => {
+            let total = if g.canaries.is_empty() {
+                g.canary_count.max(0) as usize
+            } else {
+                g.canaries.len()
+            };
+            let ok = g.canaries.iter().filter(|c| c.success).count();
+            format!("canary ({ok}/{total})")
+        }
+        GroupState::Active => {
+            let base = g.present.max(g.initial);
+            let pct = if base == 0 {
+                0
+            } else {
+                (g.up_to_date.min(base) * 100) / base
+            };
+            format!("in progress ({pct}%)")
+        }
+        GroupState::Done => "complete".to_string(),
+        GroupState::Rolledback => "rolledback".to_string(),
+    }
+}
+
+fn mode_line(s: &Status) -> String {
+    if s.config_mode == s.version_mode {
+        s.mode.as_str().to_string()
+    } else {
+        format!(
+            "{} (autoupdate_config: {}, autoupdate_version: {})",
+            s.mode.as_str(),
+            s.config_mode.as_str(),
+            s.version_mode.as_str()
+        )
+    }
+}
+
+pub fn status(s: &Status) -> String {
+    let mut out = String::new();
+    let Some(r) = &s.rollout else {
+        let _ = writeln!(out, "No rollout.");
+        if let Some(why) = &s.no_rollout_reason {
+            let _ = writeln!(out, "{why}");
+        }
+        let _ = writeln!(out, "Status: {}", mode_line(s));
+        return out;
+    };
+    if let Some(t) = r.status.start_time {
+        let _ = writeln!(out, "Rollout plan created the {} UTC", time(t));
+    }
+    let _ = writeln!(out, "Previous version: {}", r.spec.start_version);
+    let _ = writeln!(out, "New version: {}", r.spec.target_version);
+    let _ = writeln!(out, "Status: {}", mode_line(s));
+    let _ = writeln!(
+        out,
+        "Strategy: {}, schedule {}",
+        r.spec.strategy.as_str(),
+        r.spec.schedule.as_str()
+    );
+    let _ = writeln!(out, "Rollout state: {}", r.status.state.as_str());
+    let _ = writeln!(out);
+    if r.spec.schedule == Schedule::Immediate || s.groups.is_empty() {
+        let _ = writeln!(
+            out,
+            "Immediate schedule: every agent updates to {} now.",
+            r.spec.target_version
+        );
+        let _ = writeln!(
+            out,
+            "Connected agents: {}   Up-to-date agents: {}   Failed updates: {}",
+            s.present, s.up_to_date, s.failed
+        );
+    } else {
+        let rows: Vec<Vec<String>> = s
+            .groups
+            .iter()
+            .map(|g| {
+                let window = match (g.window_open_since, g.window_closes, g.next_window) {
+                    (Some(_), Some(close), _) => format!("open until {}", day_time(close)),
+                    (_, _, Some(next)) => format!("next {}", day_time(next)),
+                    _ => "never".to_string(),
+                };
+                vec![
+                    if g.catch_all {
+                        format!("{}*", g.name)
+                    } else {
+                        g.name.clone()
+                    },
+                    group_state(g),
+                    g.start_time.map(time).unwrap_or_default(),
+                    g.last_update_reason.clone(),
+                    g.present.to_string(),
+                    g.up_to_date.to_string(),
+                    g.failed.to_string(),
+                    window,
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "Group Name",
+                "Status",
+                "Update Start Time",
+                "Reason",
+                "Connected Agents",
+                "Up-to-date agents",
+                "Failed updates",
+                "Window (UTC)",
+            ],
+            &rows,
+        ));
+        if let Some(last) = s.groups.iter().find(|g| g.catch_all) {
+            let _ = writeln!(
+                out,
+                "\n* {} is the catch-all group: it also serves agents with no group or an unknown group.",
+                last.name
+            );
+        }
+        let canaries: Vec<&GroupStatus> = s
+            .groups
+            .iter()
+            .filter(|g| g.state == GroupState::Canary && !g.canaries.is_empty())
+            .collect();
+        for g in canaries {
+            let _ = writeln!(out, "\nCanaries of {}:", g.name);
+            for c in &g.canaries {
+                let _ = writeln!(
+                    out,
+                    "  {}  {}  host {}  {}",
+                    c.updater_id,
+                    c.hostname,
+                    c.host_id,
+                    if c.success { "updated" } else { "waiting" }
+                );
+            }
+        }
+    }
+    if !s.omitted.is_empty() {
+        let _ = writeln!(out, "\nNot counted:");
+        for o in &s.omitted {
+            let _ = writeln!(out, "  {} agents: {}", o.count, o.reason);
+        }
+    }
+    out
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GroupVersions {
+    pub versions: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub total: u64,
+    #[serde(default)]
+    pub failed: u64,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Report {
+    pub now: Timestamp,
+    #[serde(default)]
+    pub replicas: Vec<String>,
+    #[serde(default)]
+    pub groups: BTreeMap<String, GroupVersions>,
+    #[serde(default)]
+    pub total: u64,
+    #[serde(default)]
+    pub omitted: Vec<Omitted>,
+}
+
+fn group_label(g: &str) -> String {
+    if g.is_empty() {
+        "(no group)".to_string()
+    } else {
+        g.to_string()
+    }
+}
+
+pub fn report(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Agents reported at {} UTC by {} replica(s){}",
+        time(r.now),
+        r.replicas.len(),
+        if r.replicas.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", r.replicas.join(", "))
+        }
+    );
+    let _ = writeln!(out);
+    if r.groups.is_empty() {
+        let _ = writeln!(out, "No agent counted.");
+    } else {
+        let groups: Vec<&String> = r.groups.keys().collect();
+        let versions: BTreeSet<&String> =
+            r.groups.values().flat_map(|g| g.versions.keys()).collect();
+        let mut header: Vec<String> = vec!["Version".to_string()];
+        header.extend(groups.iter().map(|g| group_label(g)));
+        header.push("Total".to_string());
+        let mut rows = Vec::new();
+        for v in &versions {
+            let mut row = vec![(*v).clone()];
+            let mut total = 0;
+            for g in &groups {
+                let n = r.groups[*g].versions.get(*v).copied().unwrap_or(0);
+                total += n;
+                row.push(n.to_string());
+            }
+            row.push(total.to_string());
+            rows.push(row);
+        }
+        let mut totals = vec!["Total".to_string()];
+        totals.extend(groups.iter().map(|g| r.groups[*g].total.to_string()));
+        totals.push(r.total.to_string());
+        rows.push(totals);
+        let mut failed = vec!["Failed".to_string()];
+        failed.extend(groups.iter().map(|g| r.groups[*g].failed.to_string()));
+        failed.push(r.groups.values().map(|g| g.failed).sum::<u64>().to_string());
+        rows.push(failed);
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        out.push_str(&table(&header, &rows));
+    }
+    if !r.omitted.is_empty() {
+        let _ = writeln!(out, "\nOmitted from the report:");
+        for o in &r.omitted {
+            let _ = writeln!(out, "  {} agents: {}", o.count, o.reason);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(state: GroupState) -> GroupStatus {
+        GroupStatus {
+            name: "dev".into(),
+            state,
+            catch_all: false,
+            start_time: None,
+            last_update_reason: String::new(),
+            present: 20,
+            up_to_date: 10,
+            failed: 0,
+            initial: 19,
+            canary_count: 2,
+            canaries: vec![],
+            window_open_since: None,
+            window_closes: None,
+            next_window: None,
+        }
+    }
+
+    #[test]
+    fn state_column_reads_like_the_seeds() {
+        assert_eq!(group_state(&g(GroupState::Unstarted)), "not started");
+        assert_eq!(group_state(&g(GroupState::Active)), "in progress (50%)");
+        assert_eq!(group_state(&g(GroupState::Done)), "complete");
+        assert_eq!(group_state(&g(GroupState::Rolledback)), "rolledback");
+        let mut c = g(GroupState::Canary);
+        assert_eq!(group_state(&c), "canary (0/2)");
+        c.canaries = vec![
+            Canary {
+                updater_id: "a".into(),
+                success: true,
+                ..Canary::default()
+            },
+            Canary::default(),
+        ];
+        assert_eq!(group_state(&c), "canary (1/2)");
+    }
+
+    #[test]
+    fn table_aligns_columns() {
+        let t = table(&["A", "Long header"], &[vec!["xyz".into(), "1".into()]]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "A     Long header");
+        assert_eq!(lines[1], "---   -----------");
+        assert_eq!(lines[2], "xyz   1");
+    }
+}

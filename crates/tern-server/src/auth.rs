@@ -1,0 +1,271 @@
+//! Bearer tokens with a role. A token is `tern_<id>_<secret>`; the store keeps, under
+//! `/tern/tokens/<id>`, its role and the SHA-256 of the whole token, never the token.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::http::HeaderMap;
+use axum::http::header::AUTHORIZATION;
+use jiff::Timestamp;
+use rand_core::{OsRng, TryRngCore};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tern_store::Store;
+
+use crate::error::{ApiError, ApiResult};
+use crate::keys;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Everything, including the autoupdate_version, tokens and channels.
+    Operator,
+    /// The config, suspend/resume and the manual transitions; not the version.
+    User,
+    /// Read only.
+    Viewer,
+    /// Updaters: heartbeats only.
+    Agent,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Operator => "operator",
+            Self::User => "user",
+            Self::Viewer => "viewer",
+            Self::Agent => "agent",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "operator" => Some(Self::Operator),
+            "user" => Some(Self::User),
+            "viewer" => Some(Self::Viewer),
+            "agent" => Some(Self::Agent),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What an endpoint needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Reading resources, status, report, inventory: operator, user, viewer.
+    Read,
+    /// The config, suspend/resume, start-update/mark-done/rollback: operator, user.
+    Write,
+    /// The version, new-rollout, tokens, channels, the dev clock: operator.
+    Operator,
+    /// Heartbeats: agent (and operator, for tests and tooling).
+    Agent,
+}
+
+impl Access {
+    pub fn allows(self, role: Role) -> bool {
+        match self {
+            Access::Read => matches!(role, Role::Operator | Role::User | Role::Viewer),
+            Access::Write => matches!(role, Role::Operator | Role::User),
+            Access::Operator => role == Role::Operator,
+            Access::Agent => matches!(role, Role::Agent | Role::Operator),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Access::Read => "an operator, user or viewer token",
+            Access::Write => "an operator or user token",
+            Access::Operator => "an operator token",
+            Access::Agent => "an agent token",
+        }
+    }
+}
+
+/// A token as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    pub id: String,
+    pub role: Role,
+    /// Hex SHA-256 of the whole token.
+    pub sha256: String,
+    pub created: Timestamp,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
+/// A freshly minted token: the clear text is shown once.
+pub struct NewToken {
+    pub token: String,
+    pub record: TokenRecord,
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn sha256_hex(s: &str) -> String {
+    hex(&Sha256::digest(s.as_bytes()))
+}
+
+fn random_hex(n: usize) -> ApiResult<String> {
+    let mut buf = vec![0u8; n];
+    OsRng
+        .try_fill_bytes(&mut buf)
+        .map_err(|e| ApiError::internal(format!("the OS random source failed: {e}")))?;
+    Ok(hex(&buf))
+}
+
+pub fn mint(role: Role, description: &str, now: Timestamp) -> ApiResult<NewToken> {
+    let id = random_hex(6)?;
+    let secret = random_hex(32)?;
+    let token = format!("tern_{id}_{secret}");
+    Ok(NewToken {
+        record: TokenRecord {
+            id,
+            role,
+            sha256: sha256_hex(&token),
+            created: now,
+            description: description.to_string(),
+        },
+        token,
+    })
+}
+
+/// The id part of a token, if it has the shape of one.
+fn token_id(token: &str) -> Option<&str> {
+    let rest = token.strip_prefix("tern_")?;
+    let (id, secret) = rest.split_once('_')?;
+    let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
+    (ok(id) && ok(secret) && id.len() <= 32).then_some(id)
+}
+
+/// Compares two equal-length hex digests without an early exit.
+fn same_digest(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Checks bearer tokens, caching the records it has read for a short while so that
+/// heartbeats do not read the store each time (a revoked token stops working on other
+/// replicas within [`CACHE_TTL`]).
+pub struct Authenticator {
+    cache: Mutex<HashMap<String, (TokenRecord, Instant)>>,
+}
+
+pub const CACHE_TTL: Duration = Duration::from_secs(30);
+
+impl Default for Authenticator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Authenticator {
+    pub fn new() -> Self {
+        Self {
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, (TokenRecord, Instant)>> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn forget(&self, id: &str) {
+        self.cache().remove(id);
+    }
+
+    /// The role of the request's bearer token, or 401.
+    pub async fn role(&self, store: &dyn Store, headers: &HeaderMap) -> ApiResult<Role> {
+        let Some(value) = headers.get(AUTHORIZATION) else {
+            return Err(ApiError::unauthenticated(
+                "missing Authorization header: send `Authorization: Bearer <token>`",
+            ));
+        };
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or_else(|| {
+                ApiError::unauthenticated("the Authorization header is not `Bearer <token>`")
+            })?;
+        let bad = || ApiError::unauthenticated("invalid or revoked token");
+        let id = token_id(token).ok_or_else(bad)?;
+        let cached = self
+            .cache()
+            .get(id)
+            .filter(|(_, at)| at.elapsed() < CACHE_TTL)
+            .map(|(r, _)| r.clone());
+        let record = match cached {
+            Some(r) => r,
+            None => {
+                let Some(kv) = store.get(&keys::token(id)).await? else {
+                    return Err(bad());
+                };
+                let record: TokenRecord = serde_json::from_slice(&kv.value)
+                    .map_err(|e| ApiError::internal(format!("token record {id}: {e}")))?;
+                self.cache()
+                    .insert(id.to_string(), (record.clone(), Instant::now()));
+                record
+            }
+        };
+        if !same_digest(&record.sha256, &sha256_hex(token)) {
+            return Err(bad());
+        }
+        Ok(record.role)
+    }
+
+    /// Authenticates and checks the role: 401 without a valid token, 403 with the wrong role.
+    pub async fn require(
+        &self,
+        store: &dyn Store,
+        headers: &HeaderMap,
+        access: Access,
+    ) -> ApiResult<Role> {
+        let role = self.role(store, headers).await?;
+        if !access.allows(role) {
+            return Err(ApiError::forbidden(format!(
+                "a {role} token may not do this: it needs {}",
+                access.describe()
+            )));
+        }
+        Ok(role)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_tokens_parse_and_hash() {
+        let t = mint(Role::User, "", Timestamp::UNIX_EPOCH).unwrap();
+        assert_eq!(token_id(&t.token), Some(t.record.id.as_str()));
+        assert!(!t.record.sha256.contains(&t.token));
+        assert!(same_digest(&t.record.sha256, &sha256_hex(&t.token)));
+        assert!(token_id("nope").is_none());
+        assert!(token_id("tern_zz_00").is_none());
+    }
+
+    #[test]
+    fn role_matrix() {
+        use Access::*;
+        assert!(Read.allows(Role::Viewer) && !Read.allows(Role::Agent));
+        assert!(Write.allows(Role::User) && !Write.allows(Role::Viewer));
+        assert!(Operator.allows(Role::Operator) && !Operator.allows(Role::User));
+        assert!(Agent.allows(Role::Agent) && !Agent.allows(Role::Viewer));
+    }
+}

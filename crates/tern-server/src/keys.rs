@@ -1,0 +1,26 @@
+//! Where ternd keeps things in the store.
+
+pub const RESOURCES_PREFIX: &str = "/tern/resources/";
+pub const CONFIG: &str = "/tern/resources/autoupdate_config";
+pub const VERSION: &str = "/tern/resources/autoupdate_version";
+pub const ROLLOUT: &str = "/tern/resources/autoupdate_agent_rollout";
+/// `/tern/reports/<replica id>`, written with a TTL of one hour.
+pub const REPORTS_PREFIX: &str = "/tern/reports/";
+/// `/tern/tokens/<token id>`: role and SHA-256 of the token, never the token.
+pub const TOKENS_PREFIX: &str = "/tern/tokens/";
+/// `/tern/channels/<name>`: a cloud-stable style channel.
+pub const CHANNELS_PREFIX: &str = "/tern/channels/";
+/// The leader lease the reconciler holds.
+pub const LEADER_LEASE: &str = "tern-reconciler";
+
+pub fn report(replica: &str) -> String {
+    format!("{REPORTS_PREFIX}{replica}")
+}
+
+pub fn token(id: &str) -> String {
+    format!("{TOKENS_PREFIX}{id}")
+}
+
+pub fn channel(name: &str) -> String {
+    format!("{CHANNELS_PREFIX}{name}")
+}

@@ -1,0 +1,133 @@
+//! ternd: Tern's control plane.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use jiff::Timestamp;
+use tern_core::duration::GoDuration;
+use tern_server::server::{self, ServeOptions};
+use tern_server::state::Settings;
+
+#[derive(Parser)]
+#[command(name = "ternd", version, about = "Tern's control plane")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API, take heartbeats and reconcile the rollout.
+    Start(StartArgs),
+}
+
+fn parse_duration(s: &str) -> Result<GoDuration, String> {
+    let d = GoDuration::parse(s).map_err(|e| e.to_string())?;
+    if d.as_secs() == 0 {
+        return Err(format!("{s:?} must be positive"));
+    }
+    Ok(d)
+}
+
+fn parse_time(s: &str) -> Result<Timestamp, String> {
+    s.parse::<Timestamp>()
+        .map_err(|e| format!("{s:?} is not an RFC 3339 instant (e.g. 2026-11-23T11:00:00Z): {e}"))
+}
+
+#[derive(Args)]
+struct StartArgs {
+    /// Where the database, the operator token and the replica id live (created if absent).
+    #[arg(long, env = "TERN_DATA_DIR", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Address to listen on (port 0: any free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:3025", value_name = "ADDR")]
+    listen: SocketAddr,
+    /// PEM certificate chain for HTTPS.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve plain HTTP (only behind a TLS-terminating proxy, or for local tests).
+    #[arg(long)]
+    insecure_http: bool,
+    /// Run on a clock that moves only via POST /v1/dev/clock (tests, demos); reconciles
+    /// then run only on POST /v1/dev/reconcile.
+    #[arg(long, value_name = "RFC3339", value_parser = parse_time)]
+    dev_clock: Option<Timestamp>,
+    /// How often this replica writes its report and reconciles.
+    #[arg(long, default_value = "1m", value_name = "DURATION", value_parser = parse_duration)]
+    report_period: GoDuration,
+    /// The heartbeat interval updaters are told; silent for three, an agent is forgotten.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
+    heartbeat_interval: GoDuration,
+    /// This replica's name in reports and the leader lease (default: kept in DIR/replica.id).
+    #[arg(long)]
+    replica_id: Option<String>,
+    /// Public requests (find, channels) per second per client address (0: no limit).
+    #[arg(long, default_value_t = 100.0)]
+    find_rate: f64,
+    #[arg(long, default_value_t = 500)]
+    find_burst: u32,
+    /// Heartbeats per second per client address (0: no limit).
+    #[arg(long, default_value_t = 50.0)]
+    heartbeat_rate: f64,
+    #[arg(long, default_value_t = 500)]
+    heartbeat_burst: u32,
+    /// TTL of the reconcile leader lease.
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_duration)]
+    leader_ttl: GoDuration,
+    /// The `edition` field of find responses.
+    #[arg(long, default_value = "community")]
+    edition: String,
+    /// Log filter (RUST_LOG syntax).
+    #[arg(long, env = "TERN_LOG", default_value = "info")]
+    log: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ternd: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let Command::Start(a) = cli.command;
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&a.log)?)
+        .with_writer(std::io::stderr)
+        .init();
+    let transport = server::transport(a.tls_cert, a.tls_key, a.insecure_http)?;
+    server::create_data_dir(&a.data_dir)?;
+    let replica_id = server::replica_id(&a.data_dir, a.replica_id)?;
+    let settings = Settings {
+        data_dir: a.data_dir,
+        replica_id,
+        report_period: a.report_period.as_signed(),
+        heartbeat_interval: Duration::from_secs(a.heartbeat_interval.as_secs()),
+        find_rate: a.find_rate,
+        find_burst: a.find_burst,
+        heartbeat_rate: a.heartbeat_rate,
+        heartbeat_burst: a.heartbeat_burst,
+        leader_ttl: Duration::from_secs(a.leader_ttl.as_secs()),
+        edition: a.edition,
+        public_max_age: 5,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(server::serve(ServeOptions {
+        settings,
+        listen: a.listen,
+        transport,
+        dev_clock: a.dev_clock,
+    }))
+}

@@ -1,0 +1,85 @@
+//! A per-client-address token bucket. ternd keeps one for the public endpoints (find,
+//! channels) and a separate one for heartbeats, so a heartbeat flood cannot starve find.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+#[derive(Debug)]
+pub struct RateLimiter {
+    /// Tokens per second.
+    rate: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+}
+
+/// Past this many tracked addresses, idle (full) buckets are dropped.
+const MAX_TRACKED: usize = 100_000;
+
+impl RateLimiter {
+    /// `rate` requests per second per address, bursts of `burst`. A rate of 0 disables
+    /// limiting.
+    pub fn new(rate: f64, burst: u32) -> Self {
+        Self {
+            rate,
+            burst: f64::from(burst.max(1)),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one token for `ip`; `Err(seconds to wait)` when the bucket is empty.
+    pub fn check(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
+        if self.rate <= 0.0 {
+            return Ok(());
+        }
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if buckets.len() >= MAX_TRACKED {
+            let (rate, burst) = (self.rate, self.burst);
+            buckets.retain(|_, b| {
+                b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * rate < burst
+            });
+        }
+        let b = buckets.entry(ip).or_insert(Bucket {
+            tokens: self.burst,
+            at: now,
+        });
+        let refill = now.saturating_duration_since(b.at).as_secs_f64() * self.rate;
+        b.tokens = (b.tokens + refill).min(self.burst);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait = (1.0 - b.tokens) / self.rate;
+            Err(wait.ceil().max(1.0) as u64)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn bucket_refills_per_address() {
+        let l = RateLimiter::new(1.0, 2);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let t = Instant::now();
+        assert!(l.check(a, t).is_ok());
+        assert!(l.check(a, t).is_ok());
+        assert!(l.check(a, t).is_err());
+        assert!(l.check(b, t).is_ok(), "another address has its own bucket");
+        assert!(l.check(a, t + Duration::from_secs(1)).is_ok());
+        assert!(RateLimiter::new(0.0, 1).check(a, t).is_ok());
+    }
+}

@@ -1,0 +1,136 @@
+//! Typed access to the resources in the store. Values are JSON; `metadata.revision` is
+//! the key's `mod_revision`, filled in on read and never stored.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tern_core::resource::{
+    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Metadata,
+};
+use tern_store::{KeyValue, Revision, Store};
+
+use crate::error::{ApiError, ApiResult};
+use crate::keys;
+
+pub trait Resource: Serialize + DeserializeOwned + Clone + Send + Sync {
+    const KEY: &'static str;
+    const KIND: &'static str;
+    fn metadata(&self) -> &Metadata;
+    fn metadata_mut(&mut self) -> &mut Metadata;
+}
+
+macro_rules! resource {
+    ($t:ty, $key:expr, $kind:expr) => {
+        impl Resource for $t {
+            const KEY: &'static str = $key;
+            const KIND: &'static str = $kind;
+            fn metadata(&self) -> &Metadata {
+                &self.metadata
+            }
+            fn metadata_mut(&mut self) -> &mut Metadata {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+resource!(
+    AutoUpdateConfig,
+    keys::CONFIG,
+    tern_core::resource::KIND_CONFIG
+);
+resource!(
+    AutoUpdateVersion,
+    keys::VERSION,
+    tern_core::resource::KIND_VERSION
+);
+resource!(
+    AutoUpdateAgentRollout,
+    keys::ROLLOUT,
+    tern_core::resource::KIND_ROLLOUT
+);
+
+/// A resource with the revision it was read at.
+#[derive(Clone, Debug)]
+pub struct Stored<T> {
+    pub value: T,
+    pub revision: Revision,
+}
+
+pub fn decode<T: Resource>(kv: &KeyValue) -> ApiResult<Stored<T>> {
+    let mut value: T = serde_json::from_slice(&kv.value).map_err(|e| {
+        ApiError::internal(format!(
+            "the stored {} cannot be read ({e}); rewrite it",
+            T::KIND
+        ))
+    })?;
+    value.metadata_mut().revision = Some(kv.mod_revision.to_string());
+    Ok(Stored {
+        value,
+        revision: kv.mod_revision,
+    })
+}
+
+pub fn encode<T: Resource>(value: &T) -> ApiResult<Vec<u8>> {
+    let mut v = value.clone();
+    v.metadata_mut().revision = None;
+    serde_json::to_vec(&v).map_err(|e| ApiError::internal(format!("encoding {}: {e}", T::KIND)))
+}
+
+pub async fn load<T: Resource>(store: &dyn Store) -> ApiResult<Option<Stored<T>>> {
+    match store.get(T::KEY).await? {
+        None => Ok(None),
+        Some(kv) => decode(&kv).map(Some),
+    }
+}
+
+/// Creates (`expected` = None) or compare-and-swaps the resource.
+pub async fn write<T: Resource>(
+    store: &dyn Store,
+    value: &T,
+    expected: Option<Revision>,
+) -> Result<Stored<T>, tern_store::Error> {
+    let bytes = encode(value).map_err(|e| tern_store::Error::Backend(e.message))?;
+    let kv = match expected {
+        None => store.create(T::KEY, bytes, None).await?,
+        Some(rev) => store.compare_and_swap(T::KEY, rev, bytes, None).await?,
+    };
+    let mut value = value.clone();
+    value.metadata_mut().revision = Some(kv.mod_revision.to_string());
+    Ok(Stored {
+        value,
+        revision: kv.mod_revision,
+    })
+}
+
+/// Equal apart from the revision.
+pub fn same<T: Resource + PartialEq>(a: &T, b: &T) -> bool {
+    let (mut a, mut b) = (a.clone(), b.clone());
+    a.metadata_mut().revision = None;
+    b.metadata_mut().revision = None;
+    a == b
+}
+
+/// Every live report (one per replica).
+pub async fn reports(store: &dyn Store) -> ApiResult<Vec<AutoUpdateAgentReport>> {
+    let listing = store.list(keys::REPORTS_PREFIX).await?;
+    let mut out = Vec::new();
+    for kv in listing.kvs {
+        match serde_json::from_slice::<AutoUpdateAgentReport>(&kv.value) {
+            Ok(mut r) => {
+                r.metadata.revision = Some(kv.mod_revision.to_string());
+                out.push(r);
+            }
+            Err(e) => tracing::warn!(key = %kv.key, error = %e, "skipping unreadable report"),
+        }
+    }
+    Ok(out)
+}
+
+/// A revision given by a client, as a store revision.
+pub fn parse_revision(s: &str) -> ApiResult<Revision> {
+    s.trim().parse().map_err(|_| {
+        ApiError::invalid_resource(format!(
+            "metadata.revision: {s:?} is not a revision (a number as returned by ternd)"
+        ))
+    })
+}

@@ -1,0 +1,111 @@
+//! `/v1/dev/*`: only mounted when ternd runs with `--dev-clock`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use tern_core::duration::GoDuration;
+
+use crate::auth::Access;
+use crate::error::{ApiError, ApiResult};
+use crate::reconciler::{self, ReconcileResult};
+use crate::state::AppState;
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ClockBody {
+    /// RFC 3339 instant to set the clock to.
+    #[serde(default)]
+    set: Option<String>,
+    /// Duration to move the clock forward by (`20s`, `90m`, `1h30m`).
+    #[serde(default)]
+    advance: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ClockResponse {
+    pub now: Timestamp,
+}
+
+fn dev(state: &AppState) -> ApiResult<&crate::clock::DevClock> {
+    state
+        .clock
+        .as_dev()
+        .ok_or_else(|| ApiError::not_found("ternd runs without --dev-clock"))
+}
+
+/// `GET /v1/dev/clock`
+pub async fn get_clock(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult<Json<ClockResponse>> {
+    state
+        .auth
+        .require(state.store(), &headers, Access::Read)
+        .await?;
+    Ok(Json(ClockResponse {
+        now: dev(&state)?.now_value(),
+    }))
+}
+
+/// `POST /v1/dev/clock` `{"set": RFC3339}` or `{"advance": DURATION}` (operator).
+pub async fn set_clock(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Json<ClockResponse>> {
+    state
+        .auth
+        .require(state.store(), &headers, Access::Operator)
+        .await?;
+    let b: ClockBody = if body.is_empty() {
+        ClockBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not valid: {e}")))?
+    };
+    let clock = dev(&state)?;
+    let now = match (b.set, b.advance) {
+        (Some(t), None) => {
+            let t: Timestamp = t.parse().map_err(|e| {
+                ApiError::bad_request(format!("set: {t:?} is not an RFC 3339 instant: {e}"))
+            })?;
+            clock.set(t)
+        }
+        (None, Some(d)) => {
+            let d = GoDuration::parse(&d).map_err(|e| ApiError::bad_request(format!("advance: {e}")))?;
+            clock
+                .advance(d.as_signed())
+                .map_err(|e| ApiError::bad_request(format!("advance: {e}")))?
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "give exactly one of \"set\" (RFC 3339) or \"advance\" (a duration like 90m)",
+            ));
+        }
+    };
+    tracing::info!(%now, "dev clock moved");
+    Ok(Json(ClockResponse { now }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct DevReconcileResponse {
+    pub now: Timestamp,
+    #[serde(flatten)]
+    pub result: ReconcileResult,
+}
+
+/// `POST /v1/dev/reconcile`: write the report and reconcile now (operator).
+pub async fn reconcile(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> ApiResult<Json<DevReconcileResponse>> {
+    state
+        .auth
+        .require(state.store(), &headers, Access::Operator)
+        .await?;
+    let now = dev(&state)?.now_value();
+    reconciler::write_report(&state).await?;
+    let result = reconciler::reconcile_once(&state).await?;
+    Ok(Json(DevReconcileResponse { now, result }))
+}

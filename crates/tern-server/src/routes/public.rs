@@ -1,0 +1,274 @@
+//! Unauthenticated endpoints (find, channels, health, metrics) and heartbeats.
+
+use std::fmt::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use tern_core::resource::RolloutState;
+use tern_core::wire::{Heartbeat, HeartbeatResponse};
+
+use crate::auth::Access;
+use crate::error::{ApiError, ApiResult};
+use crate::inventory;
+use crate::metrics::{Metrics, escape};
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize)]
+pub struct FindQuery {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    updater_id: String,
+}
+
+fn cacheable(state: &AppState, mut resp: Response) -> Response {
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "public, max-age={}",
+        state.settings.public_max_age
+    )) {
+        resp.headers_mut().insert(header::CACHE_CONTROL, v);
+    }
+    resp
+}
+
+fn limit_public(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
+    state
+        .find_limiter
+        .check(addr.ip(), Instant::now())
+        .map_err(|wait| {
+            Metrics::inc(&state.metrics.find_rate_limited);
+            ApiError::rate_limited(
+                wait,
+                format!(
+                    "too many requests from {}: retry in {wait}s",
+                    addr.ip()
+                ),
+            )
+        })
+}
+
+/// `GET /v1/webapi/find?group=G&updater_id=U`
+pub async fn find(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    Query(q): Query<FindQuery>,
+) -> ApiResult<Response> {
+    limit_public(&state, addr)?;
+    if !state.is_ready() {
+        return Err(ApiError::unavailable("ternd is starting"));
+    }
+    Metrics::inc(&state.metrics.find_requests);
+    let resp = state
+        .snapshot()
+        .find(&q.group, &q.updater_id, &state.settings.edition);
+    Ok(cacheable(&state, Json(resp).into_response()))
+}
+
+/// `GET /v1/channels/{name}/version` and `/critical` (plain text, seed 001).
+pub async fn channel_value(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    Path((name, what)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    limit_public(&state, addr)?;
+    let snap = state.snapshot();
+    let Some(ch) = snap.channels.get(&name) else {
+        return Err(ApiError::not_found(format!("no channel named {name:?}")));
+    };
+    Metrics::inc(&state.metrics.channel_requests);
+    let body = match what.as_str() {
+        "version" => ch.version.clone(),
+        "critical" => if ch.critical { "yes" } else { "no" }.to_string(),
+        _ => {
+            return Err(ApiError::not_found(format!(
+                "channel {name:?} has no {what:?}: ask for version or critical"
+            )));
+        }
+    };
+    let resp = ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response();
+    Ok(cacheable(&state, resp))
+}
+
+/// Longest string accepted in a heartbeat field.
+const MAX_FIELD: usize = 256;
+
+/// `POST /v1/agents/heartbeat`
+pub async fn heartbeat(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Json<HeartbeatResponse>> {
+    let at = Instant::now();
+    state
+        .heartbeat_limiter
+        .check(addr.ip(), at)
+        .map_err(|wait| {
+            Metrics::inc(&state.metrics.heartbeats_rate_limited);
+            ApiError::rate_limited(wait, format!("too many heartbeats from {}", addr.ip()))
+        })?;
+    let result = accept_heartbeat(&state, &headers, &body, at).await;
+    if result.is_err() {
+        Metrics::inc(&state.metrics.heartbeats_rejected);
+    }
+    result
+}
+
+async fn accept_heartbeat(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+    at: Instant,
+) -> ApiResult<Json<HeartbeatResponse>> {
+    state
+        .auth
+        .require(state.store(), headers, Access::Agent)
+        .await?;
+    let hb: Heartbeat = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the heartbeat is not valid JSON: {e}")))?;
+    for (field, value) in [
+        ("updater_id", &hb.updater_id),
+        ("host_id", &hb.host_id),
+        ("hostname", &hb.hostname),
+        ("group", &hb.group),
+        ("version", &hb.version),
+    ] {
+        if value.len() > MAX_FIELD {
+            return Err(ApiError::bad_request(format!(
+                "{field}: longer than {MAX_FIELD} bytes"
+            )));
+        }
+    }
+    let Some(key) = inventory::key_of(&hb) else {
+        return Err(ApiError::bad_request(
+            "updater_id: the heartbeat names neither an updater_id nor a host_id",
+        ));
+    };
+    let now = state.clock.now();
+    state
+        .inventory()
+        .heartbeat(key, hb, now, at, state.settings.max_silence());
+    Metrics::inc(&state.metrics.heartbeats);
+    Ok(Json(HeartbeatResponse {
+        next_heartbeat_seconds: state.settings.heartbeat_interval.as_secs().max(1),
+    }))
+}
+
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.is_ready() {
+        "ready\n".into_response()
+    } else {
+        ApiError::unavailable("ternd is starting: the store or the first snapshot is not loaded")
+            .into_response()
+    }
+}
+
+/// `GET /metrics` (Prometheus text format).
+pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let mut out = String::new();
+    state
+        .metrics
+        .render_counters(&state.reconcile_hist, &mut out);
+    let snap = state.snapshot();
+    let _ = writeln!(
+        out,
+        "# HELP tern_rollout_state 1 for the rollout's current state\n# TYPE tern_rollout_state gauge"
+    );
+    let current = snap
+        .rollout
+        .as_ref()
+        .map_or(RolloutState::Unspecified, |r| r.status.state);
+    for s in [
+        RolloutState::Unspecified,
+        RolloutState::Unstarted,
+        RolloutState::Active,
+        RolloutState::Done,
+        RolloutState::Rolledback,
+    ] {
+        let _ = writeln!(
+            out,
+            "tern_rollout_state{{state=\"{}\"}} {}",
+            s.as_str(),
+            u8::from(s == current)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP tern_rollout_group_state 1 for each group's current state\n# TYPE tern_rollout_group_state gauge"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP tern_rollout_group_agents agents of each group at the last reconcile\n# TYPE tern_rollout_group_agents gauge"
+    );
+    if let Some(r) = &snap.rollout {
+        for g in &r.status.groups {
+            let name = escape(&g.name);
+            let _ = writeln!(
+                out,
+                "tern_rollout_group_state{{group=\"{name}\",state=\"{}\"}} 1",
+                g.state.as_str()
+            );
+            for (kind, n) in [
+                ("initial", g.initial_count),
+                ("present", g.present_count),
+                ("up_to_date", g.up_to_date_count),
+                ("failed", g.failed_count),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "tern_rollout_group_agents{{group=\"{name}\",kind=\"{kind}\"}} {n}"
+                );
+            }
+        }
+    }
+    let mut per: std::collections::BTreeMap<(String, String), u64> = Default::default();
+    let total = {
+        let inv = state.inventory();
+        for a in inv.agents() {
+            *per
+                .entry((a.heartbeat.group.clone(), a.heartbeat.version.clone()))
+                .or_default() += 1;
+        }
+        inv.len()
+    };
+    let _ = writeln!(
+        out,
+        "# HELP tern_inventory_agents agents connected to this replica by group and version\n# TYPE tern_inventory_agents gauge"
+    );
+    for ((g, v), n) in per {
+        let _ = writeln!(
+            out,
+            "tern_inventory_agents{{group=\"{}\",version=\"{}\"}} {n}",
+            escape(&g),
+            escape(&v)
+        );
+    }
+    let leader = state
+        .leader
+        .try_lock()
+        .map(|l| l.as_ref().is_some_and(tern_store::LeaseKeeper::is_held))
+        .unwrap_or(false);
+    let _ = writeln!(
+        out,
+        "# HELP tern_inventory_agents_total agents connected to this replica\n# TYPE tern_inventory_agents_total gauge\ntern_inventory_agents_total {total}\n# HELP tern_leader 1 while this replica holds the reconcile lease\n# TYPE tern_leader gauge\ntern_leader {}\n# HELP tern_ready 1 once the store is open and the snapshot loaded\n# TYPE tern_ready gauge\ntern_ready {}",
+        u8::from(leader),
+        u8::from(state.is_ready())
+    );
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        out,
+    )
+        .into_response()
+}

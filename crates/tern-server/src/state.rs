@@ -1,0 +1,150 @@
+//! The shared state of one ternd replica.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use jiff::SignedDuration;
+use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion};
+use tern_store::{LeaseKeeper, Store};
+use tokio::sync::Notify;
+
+use crate::auth::Authenticator;
+use crate::clock::Clock;
+use crate::error::ApiResult;
+use crate::inventory::Inventory;
+use crate::metrics::{Histogram, Metrics};
+use crate::ratelimit::RateLimiter;
+use crate::resources::{self, Stored};
+use crate::snapshot::{Channel, Snapshot};
+use crate::keys;
+
+/// Tunables of a replica (from the command line).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub data_dir: PathBuf,
+    pub replica_id: String,
+    /// How often reports are written and the rollout reconciled.
+    pub report_period: SignedDuration,
+    /// What updaters are told in `next_heartbeat_seconds`; agents silent for three
+    /// intervals are forgotten.
+    pub heartbeat_interval: Duration,
+    pub find_rate: f64,
+    pub find_burst: u32,
+    pub heartbeat_rate: f64,
+    pub heartbeat_burst: u32,
+    pub leader_ttl: Duration,
+    pub edition: String,
+    /// Seconds of `Cache-Control: max-age` on public answers.
+    pub public_max_age: u64,
+}
+
+impl Settings {
+    pub fn max_silence(&self) -> Duration {
+        self.heartbeat_interval.saturating_mul(3)
+    }
+
+    pub fn report_ttl(&self) -> Duration {
+        Duration::from_secs(3600)
+    }
+}
+
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub settings: Settings,
+    pub auth: Authenticator,
+    pub inventory: Mutex<Inventory>,
+    snapshot: RwLock<Arc<Snapshot>>,
+    refresh_lock: tokio::sync::Mutex<()>,
+    pub metrics: Metrics,
+    pub reconcile_hist: Histogram,
+    pub find_limiter: RateLimiter,
+    pub heartbeat_limiter: RateLimiter,
+    pub ready: AtomicBool,
+    /// The leader lease while this replica holds it.
+    pub leader: tokio::sync::Mutex<Option<LeaseKeeper>>,
+    /// Serializes this replica's reconciles.
+    pub reconcile_lock: tokio::sync::Mutex<()>,
+    /// Asks the background loop for a reconcile soon (after an admin write).
+    pub kick: Notify,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: Settings) -> Arc<Self> {
+        Arc::new(Self {
+            find_limiter: RateLimiter::new(settings.find_rate, settings.find_burst),
+            heartbeat_limiter: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
+            store,
+            clock,
+            settings,
+            auth: Authenticator::new(),
+            inventory: Mutex::new(Inventory::default()),
+            snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            refresh_lock: tokio::sync::Mutex::new(()),
+            metrics: Metrics::default(),
+            reconcile_hist: Histogram::default(),
+            ready: AtomicBool::new(false),
+            leader: tokio::sync::Mutex::new(None),
+            reconcile_lock: tokio::sync::Mutex::new(()),
+            kick: Notify::new(),
+        })
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    pub fn inventory(&self) -> std::sync::MutexGuard<'_, Inventory> {
+        self.inventory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.snapshot.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// Re-reads config, version, rollout and channels and swaps the snapshot. Calls are
+    /// serialized, so the last one to finish saw the newest data.
+    pub async fn refresh_snapshot(&self) -> ApiResult<()> {
+        let _guard = self.refresh_lock.lock().await;
+        let store = self.store();
+        let config = resources::load::<AutoUpdateConfig>(store).await?;
+        let version = resources::load::<AutoUpdateVersion>(store).await?;
+        let rollout = resources::load::<AutoUpdateAgentRollout>(store).await?;
+        let listing = store.list(keys::CHANNELS_PREFIX).await?;
+        let mut channels = BTreeMap::new();
+        for kv in listing.kvs {
+            match serde_json::from_slice::<Channel>(&kv.value) {
+                Ok(c) => {
+                    channels.insert(c.name.clone(), c);
+                }
+                Err(e) => tracing::warn!(key = %kv.key, error = %e, "skipping unreadable channel"),
+            }
+        }
+        let snap = Snapshot::build(
+            config.as_ref().map(|s: &Stored<_>| &s.value),
+            version.as_ref().map(|s| &s.value),
+            rollout.as_ref().map(|s| &s.value),
+            channels,
+        );
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);
+        Ok(())
+    }
+
+    /// After an admin write: refresh what find serves now, and (with the system clock)
+    /// reconcile soon. With the dev clock reconciles happen only when asked.
+    pub async fn after_write(&self) {
+        if let Err(e) = self.refresh_snapshot().await {
+            tracing::warn!(error = %e, "refreshing the find snapshot failed");
+        }
+        if self.clock.as_dev().is_none() {
+            self.kick.notify_one();
+        }
+    }
+}

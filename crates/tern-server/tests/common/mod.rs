@@ -1,0 +1,289 @@
+//! Starting the real `ternd` binary on a temp dir and a free loopback port, and talking
+//! to it over HTTP.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// A Monday, 09:00 UTC.
+pub const T0: &str = "2026-11-23T09:00:00Z";
+
+pub struct Ternd {
+    child: Option<Child>,
+    pub url: String,
+    pub dir: PathBuf,
+    pub token: String,
+    /// What ternd printed before it listened (the operator token appears only once).
+    pub stdout: Vec<String>,
+}
+
+pub fn ternd_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ternd"))
+}
+
+impl Ternd {
+    /// `ternd start --insecure-http --listen 127.0.0.1:0 --data-dir DIR --dev-clock T0`
+    pub fn dev(dir: &Path) -> Self {
+        Self::start(dir, &["--dev-clock", T0])
+    }
+
+    pub fn start(dir: &Path, extra: &[&str]) -> Self {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.with_extension("log"))
+            .unwrap();
+        let mut child = Command::new(ternd_bin())
+            .args([
+                "start",
+                "--insecure-http",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(dir)
+            .args(extra)
+            .env("TERN_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start ternd");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stdout = Vec::new();
+        let url = loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("ternd did not print its address");
+            stdout.push(line.clone());
+            if let Some(addr) = line.strip_prefix("ternd listening on ") {
+                break addr.trim().to_string();
+            }
+        };
+        let token = std::fs::read_to_string(dir.join("operator.token"))
+            .unwrap()
+            .trim()
+            .to_string();
+        let t = Ternd {
+            child: Some(child),
+            url,
+            dir: dir.to_path_buf(),
+            token,
+            stdout,
+        };
+        for _ in 0..200 {
+            if t.call("GET", "/readyz", None, None).0 == 200 {
+                return t;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("ternd never became ready");
+    }
+
+    /// Stops ternd with SIGTERM (it releases the leader lease) and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            for _ in 0..200 {
+                if child.try_wait().unwrap().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A raw request: (status, JSON body, or the text as a JSON string).
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, Value) {
+        let (status, _, text) = self.raw(method, path, token, body);
+        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, v)
+    }
+
+    /// (status, headers, body text).
+    pub fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, ureq::http::HeaderMap, String) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let url = format!("{}{path}", self.url);
+        let mut req = ureq::http::Request::builder().method(method).uri(&url);
+        if let Some(t) = token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let req = req.body(body.unwrap_or("").to_string()).unwrap();
+        let mut resp = agent.run(req).expect("request");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.body_mut().read_to_string().unwrap_or_default();
+        (status, headers, text)
+    }
+
+    /// As the operator; panics unless 2xx.
+    pub fn op(&self, method: &str, path: &str, body: Option<&str>) -> Value {
+        let (s, v) = self.call(method, path, Some(&self.token), body);
+        assert!((200..300).contains(&s), "{method} {path}: {s} {v}");
+        v
+    }
+
+    pub fn new_token(&self, role: &str) -> String {
+        let v = self.op(
+            "POST",
+            "/v1/tokens",
+            Some(&json!({ "role": role }).to_string()),
+        );
+        v["token"].as_str().unwrap().to_string()
+    }
+
+    pub fn advance(&self, d: &str) -> String {
+        let v = self.op(
+            "POST",
+            "/v1/dev/clock",
+            Some(&json!({ "advance": d }).to_string()),
+        );
+        v["now"].as_str().unwrap().to_string()
+    }
+
+    pub fn set_clock(&self, t: &str) {
+        self.op(
+            "POST",
+            "/v1/dev/clock",
+            Some(&json!({ "set": t }).to_string()),
+        );
+    }
+
+    pub fn reconcile(&self) -> Value {
+        self.op("POST", "/v1/dev/reconcile", None)
+    }
+
+    pub fn heartbeat(&self, token: &str, id: &str, group: &str, version: &str) {
+        let body = json!({
+            "updater_id": id, "host_id": format!("host-{id}"), "hostname": format!("{id}.example"),
+            "group": group, "version": version,
+        });
+        let (s, v) = self.call(
+            "POST",
+            "/v1/agents/heartbeat",
+            Some(token),
+            Some(&body.to_string()),
+        );
+        assert_eq!(s, 200, "heartbeat {id}: {v}");
+    }
+
+    /// (agent_version, agent_auto_update) for a host.
+    pub fn find(&self, group: &str, id: &str) -> (String, bool) {
+        let (s, v) = self.call(
+            "GET",
+            &format!("/v1/webapi/find?group={group}&updater_id={id}"),
+            None,
+            None,
+        );
+        assert_eq!(s, 200, "find: {v}");
+        (
+            v["auto_update"]["agent_version"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            v["auto_update"]["agent_auto_update"].as_bool().unwrap(),
+        )
+    }
+
+    /// Creates or overwrites a resource from YAML.
+    pub fn put_resource(&self, kind: &str, yaml: &str) -> Value {
+        self.op(
+            "POST",
+            &format!("/v1/resources/{kind}?force=true"),
+            Some(yaml),
+        )
+    }
+
+    /// Group name → state, from the stored rollout.
+    pub fn group_states(&self) -> Vec<(String, String)> {
+        let v = self.op("GET", "/v1/resources/rollout", None);
+        v["status"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                (
+                    g["name"].as_str().unwrap().to_string(),
+                    g["state"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    pub fn state_of(&self, group: &str) -> String {
+        self.group_states()
+            .into_iter()
+            .find(|(n, _)| n == group)
+            .map(|(_, s)| s)
+            .unwrap_or_else(|| panic!("no group {group}"))
+    }
+}
+
+impl Drop for Ternd {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn version_yaml(start: &str, target: &str, schedule: &str) -> String {
+    format!(
+        "kind: autoupdate_version\nversion: v1\nmetadata:\n  name: autoupdate-version\nspec:\n  agents:\n    start_version: {start}\n    target_version: {target}\n    schedule: {schedule}\n"
+    )
+}
+
+/// halt-on-error over dev (10h), staging (12h), prod (14h), every day.
+pub const THREE_GROUPS: &str = r#"kind: autoupdate_config
+version: v1
+metadata:
+  name: autoupdate-config
+spec:
+  agents:
+    mode: enabled
+    strategy: halt-on-error
+    schedules:
+      regular:
+        - name: dev
+          days: ["*"]
+          start_hour: 10
+        - name: staging
+          days: ["*"]
+          start_hour: 12
+        - name: prod
+          days: ["*"]
+          start_hour: 14
+"#;
