@@ -1,0 +1,416 @@
+//! Rollouts driven end to end against the real ternd with the dev clock and simulated
+//! heartbeats.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{THREE_GROUPS, Ternd, version_yaml};
+use serde_json::json;
+
+/// Each (updater_id, group, version) heartbeats.
+fn fleet(t: &Ternd, agent: &str, versions: &[(&str, &str, &str)]) {
+    for (id, group, version) in versions {
+        t.heartbeat(agent, id, group, version);
+    }
+}
+
+#[test]
+fn halt_on_error_over_three_groups() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let agent = t.new_token("agent");
+    t.put_resource("config", THREE_GROUPS);
+    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    let mut hosts = vec![
+        ("d1", "dev", "1.0.0"),
+        ("d2", "dev", "1.0.0"),
+        ("s1", "staging", "1.0.0"),
+        ("s2", "staging", "1.0.0"),
+        ("p1", "prod", "1.0.0"),
+        ("p2", "prod", "1.0.0"),
+        // No group: counted in and served by the catch-all (prod).
+        ("x1", "", "1.0.0"),
+    ];
+    fleet(&t, &agent, &hosts);
+
+    // 09:00: the rollout is created, nothing can start.
+    let r = t.reconcile();
+    assert_eq!(r["rollout"]["status"]["state"], "unstarted", "{r}");
+    assert_eq!(t.find("dev", "d1"), ("1.0.0".into(), false));
+
+    // 10:01: dev's window is open and its agents have been connected for an hour.
+    t.advance("61m");
+    fleet(&t, &agent, &hosts);
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "active");
+    assert_eq!(t.state_of("staging"), "unstarted");
+    let rollout = t.op("GET", "/v1/resources/rollout", None);
+    assert_eq!(rollout["status"]["groups"][0]["initial_count"], 2);
+    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), true));
+    assert_eq!(t.find("staging", "s1"), ("1.0.0".into(), false));
+
+    // dev updates; the next reconcile marks it done. staging waits for its window.
+    for h in hosts.iter_mut().filter(|h| h.1 == "dev") {
+        h.2 = "1.1.0";
+    }
+    t.advance("2m");
+    fleet(&t, &agent, &hosts);
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "done");
+    assert_eq!(t.state_of("staging"), "unstarted");
+    let rollout = t.op("GET", "/v1/resources/rollout", None);
+    assert_eq!(
+        rollout["status"]["groups"][1]["last_update_reason"],
+        "cannot_start"
+    );
+
+    // 12:01: staging starts, updates, completes.
+    t.set_clock("2026-11-23T12:01:00Z");
+    fleet(&t, &agent, &hosts);
+    t.reconcile();
+    assert_eq!(t.state_of("staging"), "active");
+    assert_eq!(t.find("staging", "s2"), ("1.1.0".into(), true));
+    assert_eq!(t.find("prod", "p1"), ("1.0.0".into(), false));
+    for h in hosts.iter_mut().filter(|h| h.1 == "staging") {
+        h.2 = "1.1.0";
+    }
+    t.advance("2m");
+    fleet(&t, &agent, &hosts);
+    t.reconcile();
+    assert_eq!(t.state_of("staging"), "done");
+
+    // 14:01: prod (with the group-less host) starts and completes.
+    t.set_clock("2026-11-23T14:01:00Z");
+    fleet(&t, &agent, &hosts);
+    t.reconcile();
+    assert_eq!(t.state_of("prod"), "active");
+    let rollout = t.op("GET", "/v1/resources/rollout", None);
+    assert_eq!(
+        rollout["status"]["groups"][2]["initial_count"], 3,
+        "the group-less host counts in the catch-all"
+    );
+    assert_eq!(t.find("", "x1"), ("1.1.0".into(), true));
+    for h in hosts.iter_mut().filter(|h| h.1 == "prod" || h.1.is_empty()) {
+        h.2 = "1.1.0";
+    }
+    t.advance("2m");
+    fleet(&t, &agent, &hosts);
+    let r = t.reconcile();
+    assert_eq!(r["rollout"]["status"]["state"], "done", "{r}");
+
+    // Status and report agree with what the agents said.
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["groups"][2]["catch_all"], true);
+    assert_eq!(st["groups"][2]["present"], 3);
+    assert_eq!(st["groups"][2]["up_to_date"], 3);
+    assert_eq!(st["up_to_date"], 7);
+    let rep = t.op("GET", "/v1/agents/report", None);
+    assert_eq!(rep["total"], 7);
+    assert_eq!(rep["groups"]["dev"]["versions"]["1.1.0"], 2);
+    assert_eq!(rep["groups"][""]["versions"]["1.1.0"], 1);
+
+    // Metrics reflect it.
+    let (_, _, metrics) = t.raw("GET", "/metrics", None, None);
+    assert!(metrics.contains("tern_rollout_state{state=\"done\"} 1"), "{metrics}");
+    assert!(metrics.contains("tern_rollout_group_state{group=\"prod\",state=\"done\"} 1"));
+    assert!(metrics.contains("tern_inventory_agents{group=\"dev\",version=\"1.1.0\"} 2"));
+    assert!(metrics.contains("tern_reconcile_events_total{event=\"group_changed\"}"));
+}
+
+const CANARY_CONFIG: &str = r#"kind: autoupdate_config
+version: v1
+metadata:
+  name: autoupdate-config
+spec:
+  agents:
+    schedules:
+      regular:
+        - name: dev
+          days: ["*"]
+          start_hour: 10
+          canary_count: 1
+        - name: prod
+          days: ["*"]
+          start_hour: 14
+"#;
+
+#[test]
+fn canary_group_waits_for_its_canary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let agent = t.new_token("agent");
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
+    let ids = ["c1", "c2", "c3"];
+    for id in ids {
+        t.heartbeat(&agent, id, "dev", "1.0.0");
+    }
+    t.reconcile();
+    t.set_clock("2026-11-23T10:05:00Z");
+    for id in ids {
+        t.heartbeat(&agent, id, "dev", "1.0.0");
+    }
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["state"], "canary", "{r}");
+    let canaries = dev["canaries"].as_array().unwrap();
+    assert_eq!(canaries.len(), 1);
+    let canary = canaries[0]["updater_id"].as_str().unwrap().to_string();
+    assert!(ids.contains(&canary.as_str()));
+    assert_eq!(canaries[0]["hostname"], format!("{canary}.example"));
+    let other = ids.iter().find(|i| **i != canary).unwrap();
+    assert_eq!(t.find("dev", &canary), ("2.0.0".into(), true));
+    assert_eq!(t.find("dev", other), ("1.0.0".into(), false));
+
+    // Still waiting while the canary runs the old version.
+    t.advance("1m");
+    let r = t.reconcile();
+    assert_eq!(r["rollout"]["status"]["groups"][0]["state"], "canary");
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["groups"][0]["canaries"][0]["success"], false);
+
+    // The canary updates: the group goes active and everyone may update.
+    t.heartbeat(&agent, &canary, "dev", "2.0.0");
+    t.advance("1m");
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["state"], "active", "{r}");
+    assert_eq!(t.find("dev", other), ("2.0.0".into(), true));
+}
+
+#[test]
+fn suspend_resume_rollback_start_update_mark_done() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    t.put_resource("config", THREE_GROUPS);
+    t.op(
+        "POST",
+        "/v1/agents/new-rollout",
+        Some(&json!({"version": "1.1.0", "current_version": "1.0.0"}).to_string()),
+    );
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "unstarted");
+
+    // start-update --force: straight to active, outside its window.
+    let v = t.op(
+        "POST",
+        "/v1/agents/start-update",
+        Some(&json!({"groups": ["dev"], "force": true}).to_string()),
+    );
+    assert_eq!(v["groups"][0]["name"], "dev");
+    assert_eq!(v["groups"][0]["to"], "active");
+    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), true));
+
+    // suspend: takes effect on find at once, before any reconcile.
+    let v = t.op("POST", "/v1/agents/suspend", None);
+    assert_eq!(v["mode"], "suspended");
+    assert_eq!(v["changed"], true);
+    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), false));
+    let cfg = t.op("GET", "/v1/resources/config", None);
+    assert_eq!(cfg["spec"]["agents"]["mode"], "suspended");
+
+    // rollback (no group named: every started group) while suspended: nobody moves.
+    let v = t.op("POST", "/v1/agents/rollback", None);
+    assert_eq!(v["groups"].as_array().unwrap().len(), 1);
+    assert_eq!(v["groups"][0]["name"], "dev");
+    assert_eq!(v["mode"], "suspended");
+    assert_eq!(t.state_of("dev"), "rolledback");
+    assert_eq!(t.find("dev", "d1"), ("1.0.0".into(), false));
+
+    // resume: the rollback happens.
+    let v = t.op("POST", "/v1/agents/resume", None);
+    assert_eq!(v["mode"], "enabled");
+    assert_eq!(t.find("dev", "d1"), ("1.0.0".into(), true));
+
+    // A reconcile keeps the manual states.
+    t.advance("1m");
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "rolledback");
+
+    // start-update on the rolled-back group, then mark-done with no group named.
+    t.op(
+        "POST",
+        "/v1/agents/start-update",
+        Some(&json!({"groups": ["dev"]}).to_string()),
+    );
+    assert_eq!(t.state_of("dev"), "active");
+    let v = t.op("POST", "/v1/agents/mark-done", None);
+    assert_eq!(v["groups"][0]["name"], "dev");
+    assert_eq!(t.state_of("dev"), "done");
+    let rollout = t.op("GET", "/v1/resources/rollout", None);
+    assert_eq!(
+        rollout["status"]["groups"][0]["last_update_reason"],
+        "manual_forced_done"
+    );
+
+    // Refused transitions change nothing.
+    let (s, e) = t.call(
+        "POST",
+        "/v1/agents/start-update",
+        Some(&t.token),
+        Some(&json!({"groups": ["dev"]}).to_string()),
+    );
+    assert_eq!(s, 400, "{e}");
+    assert_eq!(e["error"]["code"], "invalid_transition");
+    let (s, e) = t.call("POST", "/v1/agents/mark-done", Some(&t.token), None);
+    assert_eq!(s, 400, "{e}");
+    assert_eq!(t.state_of("dev"), "done");
+
+    // new-rollout without --current-version starts from the current target.
+    let v = t.op(
+        "POST",
+        "/v1/agents/new-rollout",
+        Some(&json!({"version": "v1.2.0"}).to_string()),
+    );
+    assert_eq!(v["start_version"], "1.1.0");
+    assert_eq!(v["target_version"], "1.2.0");
+    let r = t.reconcile();
+    assert_eq!(r["rollout"]["spec"]["start_version"], "1.1.0");
+    assert_eq!(r["rollout"]["status"]["groups"][0]["state"], "unstarted");
+    let v = t.op(
+        "POST",
+        "/v1/agents/new-rollout",
+        Some(&json!({"version": "1.2.0", "current_version": "1.1.0"}).to_string()),
+    );
+    assert_eq!(v["changed"], false);
+}
+
+#[test]
+fn immediate_schedule_updates_everyone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    t.put_resource("config", THREE_GROUPS);
+    t.put_resource("version", &version_yaml("1.0.0", "1.5.0", "immediate"));
+    let r = t.reconcile();
+    assert_eq!(r["rollout"]["spec"]["schedule"], "immediate", "{r}");
+    assert!(
+        r["rollout"]["status"]["groups"]
+            .as_array()
+            .is_none_or(|g| g.is_empty())
+    );
+    for g in ["dev", "prod", "", "unknown"] {
+        assert_eq!(t.find(g, "h1"), ("1.5.0".into(), true), "group {g:?}");
+    }
+    // Manual transitions do not apply.
+    let (s, e) = t.call(
+        "POST",
+        "/v1/agents/start-update",
+        Some(&t.token),
+        Some(&json!({"groups": ["dev"]}).to_string()),
+    );
+    assert_eq!(s, 400, "{e}");
+    // Suspended: nobody updates.
+    t.op("POST", "/v1/agents/suspend", None);
+    assert_eq!(t.find("dev", "h1").1, false);
+}
+
+const TIME_BASED: &str = r#"kind: autoupdate_config
+version: v1
+metadata:
+  name: autoupdate-config
+spec:
+  agents:
+    strategy: time-based
+    maintenance_window_duration: 2h
+    schedules:
+      regular:
+        - name: us-east
+          days: ["*"]
+          start_hour: 10
+        - name: europe
+          days: ["*"]
+          start_hour: 16
+"#;
+
+#[test]
+fn time_based_groups_follow_their_windows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    t.put_resource("config", TIME_BASED);
+    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    t.reconcile();
+    assert_eq!(t.state_of("us-east"), "unstarted");
+
+    // 10:30: us-east's window is open; europe's is not (independent groups).
+    t.set_clock("2026-11-23T10:30:00Z");
+    t.reconcile();
+    assert_eq!(t.state_of("us-east"), "active");
+    assert_eq!(t.state_of("europe"), "unstarted");
+    assert_eq!(t.find("us-east", "a"), ("1.1.0".into(), true));
+    assert_eq!(t.find("europe", "b"), ("1.0.0".into(), false));
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert!(st["groups"][0]["window_closes"].is_string(), "{st}");
+    assert!(st["groups"][1]["next_window"].is_string(), "{st}");
+
+    // 12:30: us-east's window closed: done, no more updates there.
+    t.set_clock("2026-11-23T12:30:00Z");
+    t.reconcile();
+    assert_eq!(t.state_of("us-east"), "done");
+    assert_eq!(t.find("us-east", "a"), ("1.1.0".into(), false));
+
+    // 16:10: europe's turn.
+    t.set_clock("2026-11-23T16:10:00Z");
+    t.reconcile();
+    assert_eq!(t.state_of("europe"), "active");
+    assert_eq!(t.find("europe", "b"), ("1.1.0".into(), true));
+
+    // Manual transitions are for halt-on-error only.
+    let (s, e) = t.call(
+        "POST",
+        "/v1/agents/start-update",
+        Some(&t.token),
+        Some(&json!({"groups": ["us-east"]}).to_string()),
+    );
+    assert_eq!(s, 400, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("halt-on-error")
+    );
+}
+
+#[test]
+fn restart_mid_rollout_keeps_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let mut t = Ternd::dev(&dir);
+    assert!(
+        t.stdout.iter().any(|l| l.contains(&t.token)),
+        "the first start prints the operator token"
+    );
+    let agent = t.new_token("agent");
+    t.put_resource("config", THREE_GROUPS);
+    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+    t.reconcile();
+    t.set_clock("2026-11-23T10:05:00Z");
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "active");
+    let before = t.op("GET", "/v1/resources/rollout", None);
+    let token = t.token.clone();
+    t.stop();
+
+    // Same data dir, later in the day.
+    let t = Ternd::start(&dir, &["--dev-clock", "2026-11-23T10:30:00Z"]);
+    assert!(
+        !t.stdout.iter().any(|l| l.contains(&token)),
+        "the operator token is printed only once"
+    );
+    assert_eq!(t.token, token);
+    let after = t.op("GET", "/v1/resources/rollout", None);
+    assert_eq!(before, after, "the rollout survives the restart untouched");
+    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), true));
+    // The agent token survives too; the inventory is rebuilt from heartbeats.
+    t.heartbeat(&agent, "d1", "dev", "1.1.0");
+    let r = t.reconcile();
+    assert_eq!(
+        r["rollout"]["status"]["groups"][0]["state"], "active",
+        "a host heard for less than a report period does not count yet"
+    );
+    t.advance("2m");
+    t.heartbeat(&agent, "d1", "dev", "1.1.0");
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "done");
+}
