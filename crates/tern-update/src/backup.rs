@@ -121,6 +121,9 @@ pub fn backup(
 ) -> Result<()> {
     let dir = backup_dir(version_dir);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+    // The agent's DB holds its credentials: root only.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .map_err(|e| Error::io(format!("chmod {}", dir.display()), e))?;
     fsutil::remove_file_durable(&dir.join("backup.yaml"))?;
     let target = dir.join("sqlite.db");
     let tmp = fsutil::temp_beside(&target);

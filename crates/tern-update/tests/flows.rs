@@ -194,6 +194,17 @@ fn server_unreachable_changes_nothing() {
 }
 
 #[test]
+fn json_logs_and_nothing_to_do_before_enable() {
+    let host = Host::new();
+    let out = host.run(&["--log-format", "json", "update"]);
+    assert_eq!(out.status.code(), Some(0));
+    let line = String::from_utf8(out.stderr).unwrap();
+    let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    assert_eq!(v["level"], "info");
+    assert!(v["msg"].as_str().unwrap().contains("not enabled"), "{v}");
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let out = std::process::Command::new(support::BIN)
         .arg("frobnicate")
