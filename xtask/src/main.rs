@@ -61,6 +61,9 @@ fn has_nextest() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Features the test run enables: test-only hooks, never in release builds.
+const TEST_FEATURES: &str = "tern-update/test-hooks";
+
 fn ci() -> Result<(), String> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
@@ -81,6 +84,8 @@ fn ci() -> Result<(), String> {
     } else {
         test.args(["test", "--workspace", "--no-fail-fast"]);
     }
+    // The kill-point tests of tern-update need its test-only hooks compiled in.
+    test.args(["--features", TEST_FEATURES]);
     run(test)?;
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]);
