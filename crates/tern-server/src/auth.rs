@@ -154,7 +154,11 @@ fn token_id(token: &str) -> Option<&str> {
 
 /// Compares two equal-length hex digests without an early exit.
 fn same_digest(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 /// Checks bearer tokens, caching the records it has read for a short while so that
@@ -197,7 +201,10 @@ impl Authenticator {
         let token = value
             .to_str()
             .ok()
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
             .map(str::trim)
             .ok_or_else(|| {
                 ApiError::unauthenticated("the Authorization header is not `Bearer <token>`")

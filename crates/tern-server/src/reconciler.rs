@@ -237,8 +237,7 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
                         no_rollout_reason: None,
                     });
                 }
-                match resources::write(store, rollout.as_ref(), current.map(|c| c.revision)).await
-                {
+                match resources::write(store, rollout.as_ref(), current.map(|c| c.revision)).await {
                     Ok(stored) => (stored, events),
                     Err(e) => {
                         if retry(state, &e, attempt) {
@@ -262,7 +261,9 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
 fn retry(state: &AppState, e: &StoreError, attempt: usize) -> bool {
     let conflict = matches!(
         e,
-        StoreError::Conflict { .. } | StoreError::AlreadyExists { .. } | StoreError::NotFound { .. }
+        StoreError::Conflict { .. }
+            | StoreError::AlreadyExists { .. }
+            | StoreError::NotFound { .. }
     );
     if conflict {
         crate::metrics::Metrics::inc(&state.metrics.reconcile_conflicts);

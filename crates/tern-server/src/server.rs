@@ -216,8 +216,8 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     } else {
         tracing::info!(now = %state.clock.now(), "dev clock: reconciles run only on POST /v1/dev/reconcile");
     }
-    let app = routes::router(Arc::clone(&state))
-        .into_make_service_with_connect_info::<SocketAddr>();
+    let app =
+        routes::router(Arc::clone(&state)).into_make_service_with_connect_info::<SocketAddr>();
     let listener = std::net::TcpListener::bind(opts.listen)
         .with_context(|| format!("listening on {}", opts.listen))?;
     listener.set_nonblocking(true)?;
@@ -275,7 +275,9 @@ pub fn transport(
     match (tls_cert, tls_key, insecure_http) {
         (Some(cert), Some(key), false) => Ok(Transport::Tls { cert, key }),
         (None, None, true) => Ok(Transport::InsecureHttp),
-        (Some(_), Some(_), true) => bail!("give either --tls-cert/--tls-key or --insecure-http, not both"),
+        (Some(_), Some(_), true) => {
+            bail!("give either --tls-cert/--tls-key or --insecure-http, not both")
+        }
         (Some(_), None, _) | (None, Some(_), _) => {
             bail!("--tls-cert and --tls-key go together")
         }

@@ -15,11 +15,11 @@ use crate::auth::Authenticator;
 use crate::clock::Clock;
 use crate::error::ApiResult;
 use crate::inventory::Inventory;
+use crate::keys;
 use crate::metrics::{Histogram, Metrics};
 use crate::ratelimit::RateLimiter;
 use crate::resources::{self, Stored};
 use crate::snapshot::{Channel, Snapshot};
-use crate::keys;
 
 /// Tunables of a replica (from the command line).
 #[derive(Clone, Debug)]

@@ -111,7 +111,10 @@ fn halt_on_error_over_three_groups() {
 
     // Metrics reflect it.
     let (_, _, metrics) = t.raw("GET", "/metrics", None, None);
-    assert!(metrics.contains("tern_rollout_state{state=\"done\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("tern_rollout_state{state=\"done\"} 1"),
+        "{metrics}"
+    );
     assert!(metrics.contains("tern_rollout_group_state{group=\"prod\",state=\"done\"} 1"));
     assert!(metrics.contains("tern_inventory_agents{group=\"dev\",version=\"1.1.0\"} 2"));
     assert!(metrics.contains("tern_reconcile_events_total{event=\"group_changed\"}"));
@@ -301,7 +304,7 @@ fn immediate_schedule_updates_everyone() {
     assert_eq!(s, 400, "{e}");
     // Suspended: nobody updates.
     t.op("POST", "/v1/agents/suspend", None);
-    assert_eq!(t.find("dev", "h1").1, false);
+    assert!(!t.find("dev", "h1").1);
 }
 
 const TIME_BASED: &str = r#"kind: autoupdate_config

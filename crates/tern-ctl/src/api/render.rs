@@ -124,11 +124,9 @@ pub fn group_state(g: &GroupStatus) -> String {
         }
         GroupState::Active => {
             let base = g.present.max(g.initial);
-            let pct = if base == 0 {
-                0
-            } else {
-                (g.up_to_date.min(base) * 100) / base
-            };
+            let pct = (g.up_to_date.min(base) * 100)
+                .checked_div(base)
+                .unwrap_or(0);
             format!("in progress ({pct}%)")
         }
         GroupState::Done => "complete".to_string(),

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use tern_core::aggregate::Aggregate;
 use tern_core::reconcile::group_window;
 use tern_core::resource::{
-    AgentsVersion, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Canary,
-    GroupState, Mode, Omitted, Schedule,
+    AgentsVersion, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Canary, GroupState,
+    Mode, Omitted, Schedule,
 };
 use tern_core::transition::{self, Transition, TransitionError};
 use tern_core::validate::ResourceError;
@@ -50,7 +50,9 @@ fn body_text(body: &[u8]) -> ApiResult<&str> {
 fn is_conflict(e: &StoreError) -> bool {
     matches!(
         e,
-        StoreError::Conflict { .. } | StoreError::AlreadyExists { .. } | StoreError::NotFound { .. }
+        StoreError::Conflict { .. }
+            | StoreError::AlreadyExists { .. }
+            | StoreError::NotFound { .. }
     )
 }
 
@@ -385,7 +387,10 @@ async fn set_mode(state: &AppState, headers: &HeaderMap, mode: Mode) -> ApiResul
 }
 
 /// `POST /v1/agents/suspend`
-pub async fn suspend(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult<Response> {
+pub async fn suspend(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     set_mode(&state, &headers, Mode::Suspended).await
 }
 
@@ -431,7 +436,12 @@ fn transition_error(e: TransitionError) -> ApiError {
     }
 }
 
-async fn run_transition(state: &AppState, headers: &HeaderMap, body: &[u8], action: &str) -> ApiResult<Response> {
+async fn run_transition(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+    action: &str,
+) -> ApiResult<Response> {
     state
         .auth
         .require(state.store(), headers, Access::Write)
@@ -468,13 +478,13 @@ async fn run_transition(state: &AppState, headers: &HeaderMap, body: &[u8], acti
     let groups = events
         .iter()
         .filter_map(|e| match e {
-            tern_core::reconcile::Event::GroupChanged { group, from, to, .. } => {
-                Some(ChangedGroup {
-                    name: group.clone(),
-                    from: *from,
-                    to: *to,
-                })
-            }
+            tern_core::reconcile::Event::GroupChanged {
+                group, from, to, ..
+            } => Some(ChangedGroup {
+                name: group.clone(),
+                from: *from,
+                to: *to,
+            }),
             _ => None,
         })
         .collect();
@@ -495,15 +505,27 @@ async fn run_transition(state: &AppState, headers: &HeaderMap, body: &[u8], acti
 }
 
 /// `POST /v1/agents/{action}` for start-update, mark-done, rollback.
-pub async fn start_update(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> ApiResult<Response> {
+pub async fn start_update(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
     run_transition(&state, &headers, &body, "start-update").await
 }
 
-pub async fn mark_done(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> ApiResult<Response> {
+pub async fn mark_done(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
     run_transition(&state, &headers, &body, "mark-done").await
 }
 
-pub async fn rollback(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> ApiResult<Response> {
+pub async fn rollback(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
     run_transition(&state, &headers, &body, "rollback").await
 }
 
@@ -532,14 +554,20 @@ fn parse_version(field: &str, s: &str) -> ApiResult<Version> {
 }
 
 /// `POST /v1/agents/new-rollout` `{"version": V, "current_version": V?}` (operator).
-pub async fn new_rollout(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> ApiResult<Response> {
+pub async fn new_rollout(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
     state
         .auth
         .require(state.store(), &headers, Access::Operator)
         .await?;
     let b: NewRolloutBody = json_body(&body)?;
     if b.version.trim().is_empty() {
-        return Err(ApiError::bad_request("version: missing (the version to roll out)"));
+        return Err(ApiError::bad_request(
+            "version: missing (the version to roll out)",
+        ));
     }
     let target = parse_version("version", &b.version)?;
     let given_start = b
@@ -557,7 +585,11 @@ pub async fn new_rollout(State(state): State<Arc<AppState>>, headers: HeaderMap,
         let start = given_start
             .clone()
             .or_else(|| current_agents.as_ref().map(|a| a.target_version.clone()))
-            .or_else(|| rollout.as_ref().map(|r| r.value.spec.target_version.clone()))
+            .or_else(|| {
+                rollout
+                    .as_ref()
+                    .map(|r| r.value.spec.target_version.clone())
+            })
             .unwrap_or_else(|| target.clone());
         let mut next = current
             .as_ref()
@@ -565,7 +597,9 @@ pub async fn new_rollout(State(state): State<Arc<AppState>>, headers: HeaderMap,
         next.spec.agents = Some(AgentsVersion {
             start_version: start.clone(),
             target_version: target.clone(),
-            schedule: current_agents.as_ref().map_or(Schedule::Regular, |a| a.schedule),
+            schedule: current_agents
+                .as_ref()
+                .map_or(Schedule::Regular, |a| a.schedule),
             mode: current_agents.as_ref().and_then(|a| a.mode),
         });
         next.validate()
@@ -819,7 +853,10 @@ pub struct InventoryResponse {
 }
 
 /// `GET /v1/inventory`: the agents connected to this replica.
-pub async fn inventory(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult<Response> {
+pub async fn inventory(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     state
         .auth
         .require(state.store(), &headers, Access::Read)
@@ -906,7 +943,11 @@ pub async fn store_new_token(
 }
 
 /// `POST /v1/tokens` `{"role", "description"}` (operator).
-pub async fn create_token(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> ApiResult<Response> {
+pub async fn create_token(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
     state
         .auth
         .require(state.store(), &headers, Access::Operator)
@@ -936,7 +977,10 @@ pub async fn create_token(State(state): State<Arc<AppState>>, headers: HeaderMap
 }
 
 /// `GET /v1/tokens` (operator): ids and roles, never the tokens.
-pub async fn list_tokens(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult<Response> {
+pub async fn list_tokens(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     state
         .auth
         .require(state.store(), &headers, Access::Operator)
@@ -989,7 +1033,10 @@ pub struct ChannelBody {
 }
 
 /// `GET /v1/channels` (read).
-pub async fn list_channels(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult<Response> {
+pub async fn list_channels(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     state
         .auth
         .require(state.store(), &headers, Access::Read)

@@ -38,7 +38,10 @@ fn dev(state: &AppState) -> ApiResult<&crate::clock::DevClock> {
 }
 
 /// `GET /v1/dev/clock`
-pub async fn get_clock(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult<Json<ClockResponse>> {
+pub async fn get_clock(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> ApiResult<Json<ClockResponse>> {
     state
         .auth
         .require(state.store(), &headers, Access::Read)
@@ -73,7 +76,8 @@ pub async fn set_clock(
             clock.set(t)
         }
         (None, Some(d)) => {
-            let d = GoDuration::parse(&d).map_err(|e| ApiError::bad_request(format!("advance: {e}")))?;
+            let d = GoDuration::parse(&d)
+                .map_err(|e| ApiError::bad_request(format!("advance: {e}")))?;
             clock
                 .advance(d.as_signed())
                 .map_err(|e| ApiError::bad_request(format!("advance: {e}")))?

@@ -45,7 +45,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/agents/resume", post(admin::resume))
         .route("/v1/agents/new-rollout", post(admin::new_rollout))
         .route("/v1/inventory", get(admin::inventory))
-        .route("/v1/tokens", get(admin::list_tokens).post(admin::create_token))
+        .route(
+            "/v1/tokens",
+            get(admin::list_tokens).post(admin::create_token),
+        )
         .route("/v1/tokens/{id}", delete(admin::delete_token))
         .route("/v1/channels", get(admin::list_channels))
         .route(

@@ -46,10 +46,7 @@ fn limit_public(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
             Metrics::inc(&state.metrics.find_rate_limited);
             ApiError::rate_limited(
                 wait,
-                format!(
-                    "too many requests from {}: retry in {wait}s",
-                    addr.ip()
-                ),
+                format!("too many requests from {}: retry in {wait}s", addr.ip()),
             )
         })
 }
@@ -236,8 +233,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let total = {
         let inv = state.inventory();
         for a in inv.agents() {
-            *per
-                .entry((a.heartbeat.group.clone(), a.heartbeat.version.clone()))
+            *per.entry((a.heartbeat.group.clone(), a.heartbeat.version.clone()))
                 .or_default() += 1;
         }
         inv.len()

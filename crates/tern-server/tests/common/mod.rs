@@ -33,6 +33,9 @@ impl Ternd {
     }
 
     pub fn start(dir: &Path, extra: &[&str]) -> Self {
+        if let Some(parent) = dir.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
