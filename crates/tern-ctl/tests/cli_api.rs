@@ -1,0 +1,359 @@
+//! ternctl against the real ternd (found next to ternctl in the target dir, built if
+//! missing): the seeds' `agents …` sessions, resources, tokens, channels, errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn ternctl() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ternctl"))
+}
+
+/// ternd sits beside ternctl in the same target dir; build it if it is not there.
+fn ternd() -> PathBuf {
+    let bin = ternctl().with_file_name("ternd");
+    if !bin.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "tern-server", "--bin", "ternd"])
+            .status()
+            .expect("cargo build ternd");
+        assert!(status.success(), "building ternd failed");
+    }
+    assert!(bin.exists(), "no ternd at {}", bin.display());
+    bin
+}
+
+struct Server {
+    child: Child,
+    url: String,
+    token_file: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(dir: &Path) -> Server {
+    let log = std::fs::File::create(dir.with_extension("log")).unwrap();
+    let mut child = Command::new(ternd())
+        .args([
+            "start",
+            "--insecure-http",
+            "--listen",
+            "127.0.0.1:0",
+            "--dev-clock",
+            "2026-11-23T09:00:00Z",
+            "--data-dir",
+        ])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let url = loop {
+        let line = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        if let Some(a) = line.strip_prefix("ternd listening on ") {
+            break a.to_string();
+        }
+    };
+    Server {
+        child,
+        url,
+        token_file: dir.join("operator.token"),
+    }
+}
+
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn ctl(s: &Server, args: &[&str]) -> Out {
+    ctl_with(s, &s.token_file, args)
+}
+
+fn ctl_with(s: &Server, token_file: &Path, args: &[&str]) -> Out {
+    let out = Command::new(ternctl())
+        .args(args)
+        .env("TERN_SERVER", &s.url)
+        .env("TERN_TOKEN_FILE", token_file)
+        .env_remove("TERN_TOKEN")
+        .output()
+        .unwrap();
+    Out {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn ok(s: &Server, args: &[&str]) -> String {
+    let o = ctl(s, args);
+    assert!(o.ok, "ternctl {args:?} failed: {}{}", o.stdout, o.stderr);
+    o.stdout
+}
+
+fn heartbeat(s: &Server, agent: &str, id: &str, group: &str, version: &str) {
+    let agent_http: ureq::Agent = ureq::Agent::config_builder().build().into();
+    agent_http
+        .post(format!("{}/v1/agents/heartbeat", s.url))
+        .header("Authorization", format!("Bearer {agent}"))
+        .send_json(serde_json::json!({
+            "updater_id": id, "hostname": format!("{id}.example"), "group": group, "version": version,
+        }))
+        .unwrap();
+}
+
+const CONFIG: &str = r#"kind: autoupdate_config
+version: v1
+metadata:
+  name: autoupdate-config
+spec:
+  agents:
+    mode: enabled
+    strategy: halt-on-error
+    schedules:
+      regular:
+        - name: dev
+          days: ["*"]
+          start_hour: 10
+        - name: staging
+          days: ["*"]
+          start_hour: 12
+        - name: prod
+          days: ["*"]
+          start_hour: 14
+"#;
+
+#[test]
+fn agents_session_reads_like_the_seeds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let cfg = tmp.path().join("config.yaml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+
+    let out = ok(&s, &["agents", "status"]);
+    assert!(out.contains("No rollout."), "{out}");
+
+    let out = ok(&s, &["create", "-f", cfg.to_str().unwrap()]);
+    assert!(
+        out.starts_with("autoupdate_config created (revision"),
+        "{out}"
+    );
+    let o = ctl(&s, &["create", "-f", cfg.to_str().unwrap()]);
+    assert!(!o.ok && o.stderr.contains("already exists"), "{}", o.stderr);
+    ok(&s, &["create", "-f", cfg.to_str().unwrap(), "--force"]);
+
+    let out = ok(
+        &s,
+        &[
+            "agents",
+            "new-rollout",
+            "v1.1.0",
+            "--current-version",
+            "1.0.0",
+        ],
+    );
+    assert_eq!(out.trim(), "created new rollout from 1.0.0 to 1.1.0");
+
+    let agent = ok(&s, &["tokens", "create", "--role", "agent"]);
+    let agent = agent.trim();
+    assert!(agent.starts_with("tern_"));
+    let fleet = [
+        ("d1", "dev"),
+        ("d2", "dev"),
+        ("s1", "staging"),
+        ("p1", "prod"),
+        ("x1", ""),
+    ];
+    for (id, g) in fleet {
+        heartbeat(&s, agent, id, g, "1.0.0");
+    }
+    ok(&s, &["dev", "reconcile"]);
+    let now = ok(&s, &["dev", "clock", "advance", "61m"]);
+    assert_eq!(now.trim(), "2026-11-23T10:01:00Z");
+    for (id, g) in fleet {
+        heartbeat(&s, agent, id, g, "1.0.0");
+    }
+    ok(&s, &["dev", "reconcile"]);
+
+    let out = ok(&s, &["agents", "status"]);
+    assert!(
+        out.contains("Rollout plan created the 2026-11-23 09:00 UTC"),
+        "{out}"
+    );
+    assert!(out.contains("Previous version: 1.0.0"));
+    assert!(out.contains("New version: 1.1.0"));
+    assert!(out.contains("Status: enabled"));
+    assert!(out.contains("Strategy: halt-on-error"));
+    let header = out.lines().find(|l| l.starts_with("Group Name")).unwrap();
+    for col in [
+        "Status",
+        "Update Start Time",
+        "Reason",
+        "Connected Agents",
+        "Up-to-date agents",
+        "Failed updates",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row {name} in\n{out}"))
+            .to_string()
+    };
+    let dev = row("dev");
+    assert!(dev.contains("in progress (0%)"), "{dev}");
+    assert!(dev.contains("2026-11-23 10:01"), "{dev}");
+    assert!(row("staging").contains("not started"));
+    let prod = row("prod*");
+    assert!(prod.contains("previous_groups_not_done"), "{prod}");
+    assert!(
+        prod.split_whitespace().any(|w| w == "2"),
+        "prod counts the group-less host: {prod}"
+    );
+    assert!(out.contains("* prod is the catch-all group"));
+
+    // Fast-track staging, then the seeds' incident: suspend, rollback, resume.
+    let out = ok(&s, &["agents", "start-update", "staging", "--no-canary"]);
+    assert_eq!(out.trim(), "Group staging update triggered (active)");
+    let out = ok(&s, &["agents", "suspend"]);
+    assert!(out.starts_with("Automatic updates suspended\nNo existing agent will get updated."));
+    let out = ok(&s, &["agents", "status"]);
+    assert!(out.contains("Status: suspended"), "{out}");
+    let out = ok(&s, &["agents", "rollback"]);
+    assert!(out.contains("Rolledback groups: [dev, staging]"), "{out}");
+    assert!(out.contains("Warning: the automatic agent updates are suspended."));
+    assert!(out.contains("$> ternctl agents resume"));
+    let out = ok(&s, &["agents", "status"]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("dev ") && l.contains("rolledback"))
+    );
+    let out = ok(&s, &["agents", "resume"]);
+    assert_eq!(out.trim(), "Automatic updates resumed");
+    let out = ok(&s, &["agents", "mark-done", "dev"]);
+    assert_eq!(out.trim(), "Groups marked done: [dev]");
+    let out = ok(&s, &["agents", "force-done", "staging"]);
+    assert_eq!(out.trim(), "Groups marked done: [staging]");
+
+    // Refused: an unknown group, and nothing stored.
+    let o = ctl(&s, &["agents", "start-update", "qa"]);
+    assert!(!o.ok);
+    assert!(
+        o.stderr.contains("unknown group \"qa\"") && o.stderr.contains("404"),
+        "{}",
+        o.stderr
+    );
+
+    // The report: versions × groups, with the group-less host.
+    let out = ok(&s, &["agents", "report"]);
+    assert!(out.contains("by 1 replica(s)"), "{out}");
+    let row = out.lines().find(|l| l.starts_with("1.0.0")).unwrap();
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>(),
+        ["1.0.0", "1", "2", "1", "1", "5"],
+        "(no group), dev, prod, staging, total:\n{out}"
+    );
+
+    let out = ok(&s, &["inventory", "ls"]);
+    assert!(out.starts_with("5 agents connected"), "{out}");
+    assert!(out.contains("d1.example"));
+
+    // Structured output everywhere.
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&s, &["agents", "status", "-o", "json"])).unwrap();
+    assert_eq!(v["rollout"]["status"]["groups"][0]["state"], "done");
+    let y: serde_json::Value =
+        serde_yaml_ng::from_str(&ok(&s, &["get", "rollout", "-o", "yaml"])).unwrap();
+    assert_eq!(y["kind"], "autoupdate_agent_rollout");
+    let y: serde_json::Value = serde_yaml_ng::from_str(&ok(&s, &["get", "config"])).unwrap();
+    assert_eq!(y["spec"]["agents"]["mode"], "enabled");
+    assert!(y["metadata"]["revision"].is_string());
+    assert!(ok(&s, &["get", "reports"]).contains("autoupdate_agent_report"));
+}
+
+#[test]
+fn roles_bad_files_and_channels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+
+    // A viewer reads but cannot write.
+    let viewer = ok(&s, &["tokens", "create", "--role", "viewer"]);
+    let vf = tmp.path().join("viewer.token");
+    std::fs::write(&vf, viewer.trim()).unwrap();
+    assert!(ctl_with(&s, &vf, &["agents", "status"]).ok);
+    let o = ctl_with(&s, &vf, &["agents", "suspend"]);
+    assert!(!o.ok && o.stderr.contains("403"), "{}", o.stderr);
+    // A user cannot roll out a version.
+    let user = ok(&s, &["tokens", "create", "--role", "user"]);
+    let uf = tmp.path().join("user.token");
+    std::fs::write(&uf, user.trim()).unwrap();
+    let o = ctl_with(&s, &uf, &["agents", "new-rollout", "2.0.0"]);
+    assert!(!o.ok && o.stderr.contains("403"), "{}", o.stderr);
+    assert!(ctl_with(&s, &uf, &["agents", "suspend"]).ok);
+    // No token at all.
+    let o = Command::new(ternctl())
+        .args(["agents", "status", "--server", &s.url])
+        .env_remove("TERN_TOKEN")
+        .env_remove("TERN_TOKEN_FILE")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no token"));
+    let tokens = ok(&s, &["tokens", "ls"]);
+    assert!(tokens.contains("viewer") && tokens.contains("user"));
+    assert!(!tokens.contains(viewer.trim()));
+
+    // A bad file: the error names the field; nothing stored.
+    let bad = tmp.path().join("bad.yaml");
+    std::fs::write(&bad, CONFIG.replace("start_hour: 14", "start_hour: -1")).unwrap();
+    let o = ctl(&s, &["create", "-f", bad.to_str().unwrap()]);
+    assert!(!o.ok);
+    assert!(o.stderr.contains("start_hour"), "{}", o.stderr);
+    assert!(o.stderr.contains("400"), "{}", o.stderr);
+    // (The config holds only the user's suspend, not the bad file's groups.)
+    let out = ok(&s, &["get", "config"]);
+    assert!(!out.contains("staging"), "{out}");
+    let o = ctl(&s, &["rm", "version"]);
+    assert!(!o.ok && o.stderr.contains("no autoupdate_version"));
+
+    // Channels.
+    let out = ok(
+        &s,
+        &["channels", "set", "cloud-stable", "1.2.3", "--critical"],
+    );
+    assert_eq!(out.trim(), "channel cloud-stable set to 1.2.3 (critical)");
+    let out = ok(&s, &["channels", "ls"]);
+    assert!(out.contains("cloud-stable") && out.contains("yes"));
+    let body: String = ureq::get(format!("{}/v1/channels/cloud-stable/version", s.url))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert_eq!(body, "1.2.3");
+
+    // Suspend creates the config when there is none; rm removes it.
+    let out = ok(&s, &["get", "config"]);
+    assert!(out.contains("suspended"), "{out}");
+    assert_eq!(
+        ok(&s, &["rm", "config"]).trim(),
+        "autoupdate_config deleted"
+    );
+}
