@@ -551,7 +551,7 @@ fn inventory(a: InventoryArgs) -> anyhow::Result<ExitCode> {
                 s(&a["version"]),
                 s(&a["updater_status"]),
                 health.to_string(),
-                if a["settled"].as_bool() == Some(true) {
+                if a["counted"].as_bool() == Some(true) {
                     "yes"
                 } else {
                     "no"

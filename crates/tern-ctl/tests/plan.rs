@@ -89,6 +89,30 @@ fn a_failed_expectation_fails_the_replay() {
 
 const EX: &str = "examples/01-halt-on-error";
 
+/// `ternctl plan rollout` with example 01's config and version, plus `args`.
+fn plan_rollout(args: &[&str]) -> Output {
+    let (config, version) = (format!("{EX}/config.yaml"), format!("{EX}/version.yaml"));
+    let mut all = vec![
+        "plan",
+        "rollout",
+        "--config",
+        &config,
+        "--version",
+        &version,
+    ];
+    all.extend_from_slice(args);
+    ternctl(&all)
+}
+
+/// The rollout example 01 creates on Monday 10:00, written to `dir/rollout.yaml`.
+fn created_rollout(dir: &Path) -> PathBuf {
+    let out = plan_rollout(&["--now", "2026-11-23T10:00:00Z"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let path = dir.join("rollout.yaml");
+    std::fs::write(&path, stdout(&out)).unwrap();
+    path
+}
+
 #[test]
 fn plan_rollout_walks_a_rollout_one_reconcile_at_a_time() {
     let dir = tempfile::tempdir().unwrap();

@@ -236,13 +236,21 @@ pub fn status(s: &Status) -> String {
         for g in canaries {
             let _ = writeln!(out, "\nCanaries of {}:", g.name);
             for c in &g.canaries {
+                let mut who = vec![c.updater_id.as_str()];
+                who.extend(
+                    [c.hostname.as_str(), c.host_id.as_str()]
+                        .into_iter()
+                        .filter(|s| !s.is_empty()),
+                );
                 let _ = writeln!(
                     out,
-                    "  {}  {}  host {}  {}",
-                    c.updater_id,
-                    c.hostname,
-                    c.host_id,
-                    if c.success { "updated" } else { "waiting" }
+                    "  {}: {}",
+                    who.join(" "),
+                    if c.success {
+                        "runs the new version"
+                    } else {
+                        "waiting for the new version"
+                    }
                 );
             }
         }

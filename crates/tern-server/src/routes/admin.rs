@@ -841,8 +841,11 @@ pub struct InventoryEntry {
     pub failed_version: Option<String>,
     pub first_seen: Timestamp,
     pub last_seen: Timestamp,
-    /// Connected for one report period: counted in reports.
+    /// Connected for one report period.
     pub settled: bool,
+    /// Counted in this replica's report (settled, with an updater_id, updates enabled);
+    /// otherwise it is under the report's `omitted`.
+    pub counted: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -883,6 +886,9 @@ pub async fn inventory(
                     first_seen: a.first_seen,
                     last_seen: a.last_seen,
                     settled: a.settled(now, period),
+                    counted: a.settled(now, period)
+                        && !hb.updater_id.is_empty()
+                        && hb.updater_status == tern_core::wire::UpdaterStatus::Enabled,
                 }
             })
             .collect()

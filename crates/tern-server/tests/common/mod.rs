@@ -33,6 +33,14 @@ impl Ternd {
     }
 
     pub fn start(dir: &Path, extra: &[&str]) -> Self {
+        let mut args = vec!["--insecure-http"];
+        args.extend_from_slice(extra);
+        Self::spawn(dir, &args)
+    }
+
+    /// `ternd start --listen 127.0.0.1:0 --data-dir DIR ARGS…`; waits for readiness over
+    /// plain HTTP only.
+    pub fn spawn(dir: &Path, extra: &[&str]) -> Self {
         if let Some(parent) = dir.parent() {
             std::fs::create_dir_all(parent).unwrap();
         }
@@ -42,13 +50,7 @@ impl Ternd {
             .open(dir.with_extension("log"))
             .unwrap();
         let mut child = Command::new(ternd_bin())
-            .args([
-                "start",
-                "--insecure-http",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-            ])
+            .args(["start", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir)
             .args(extra)
             .env("TERN_LOG", "info")
@@ -87,6 +89,9 @@ impl Ternd {
             token,
             stdout,
         };
+        if t.url.starts_with("https://") {
+            return t;
+        }
         for _ in 0..200 {
             if t.call("GET", "/readyz", None, None).0 == 200 {
                 return t;

@@ -1,0 +1,69 @@
+//! ternd over HTTPS with a certificate it is given.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::Ternd;
+use ureq::tls::{Certificate, RootCerts, TlsConfig};
+
+#[test]
+fn serves_https_with_the_given_certificate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert_pem = cert.cert.pem();
+    let (cert_file, key_file) = (tmp.path().join("tls.crt"), tmp.path().join("tls.key"));
+    std::fs::write(&cert_file, &cert_pem).unwrap();
+    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    let t = Ternd::spawn(
+        &tmp.path().join("data"),
+        &[
+            "--tls-cert",
+            cert_file.to_str().unwrap(),
+            "--tls-key",
+            key_file.to_str().unwrap(),
+        ],
+    );
+    assert!(t.url.starts_with("https://127.0.0.1:"), "{}", t.url);
+    let port = t.url.rsplit(':').next().unwrap();
+    let ca = Certificate::from_pem(cert_pem.as_bytes()).unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .tls_config(
+            TlsConfig::builder()
+                .root_certs(RootCerts::Specific(Arc::new(vec![ca])))
+                .build(),
+        )
+        .build()
+        .into();
+    let base = format!("https://localhost:{port}");
+    let mut ready = false;
+    for _ in 0..100 {
+        if let Ok(r) = agent.get(format!("{base}/readyz")).call()
+            && r.status() == 200
+        {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ready, "ternd answers over HTTPS");
+    let mut r = agent
+        .get(format!("{base}/v1/agents/status"))
+        .header("Authorization", format!("Bearer {}", t.token))
+        .call()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.body_mut().read_json().unwrap();
+    assert_eq!(v["mode"], "enabled");
+    // Plain HTTP on the TLS port gets nothing useful.
+    let plain: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let r = plain.get(format!("http://127.0.0.1:{port}/readyz")).call();
+    assert!(r.is_err() || r.unwrap().status() != 200);
+}
