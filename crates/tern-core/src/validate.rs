@@ -73,6 +73,33 @@ impl Errors {
         }
     }
 
+    /// A group name: valid, and not used by an earlier group.
+    fn group_name<'a>(&mut self, field: String, name: &'a str, seen: &mut HashSet<&'a str>) {
+        if !is_valid_group_name(name) {
+            self.push(
+                field,
+                format!("{name:?}"),
+                "is not a valid group name (1-64 of letters, digits, '-', '_', '.', starting with a letter or digit)",
+            );
+        } else if !seen.insert(name) {
+            self.push(field, format!("{name:?}"), "is used by an earlier group");
+        }
+    }
+
+    fn start_hour(&mut self, field: String, hour: i64) {
+        if !(0..=23).contains(&hour) {
+            self.push(field, hour, "is out of range, expected 0 to 23");
+        }
+    }
+
+    fn canary_count(&mut self, field: String, count: i64) -> bool {
+        let ok = (0..=MAX_CANARY_COUNT).contains(&count);
+        if !ok {
+            self.push(field, count, "is out of range, expected 0 to 5");
+        }
+        ok
+    }
+
     fn finish(self) -> Result<(), Invalid> {
         if self.0.is_empty() {
             Ok(())
@@ -143,26 +170,8 @@ impl AutoUpdateConfig {
             let mut seen = HashSet::new();
             for (i, g) in groups.iter().enumerate() {
                 let at = |f: &str| format!("spec.agents.schedules.regular[{i}].{f}");
-                if !is_valid_group_name(&g.name) {
-                    e.push(
-                        at("name"),
-                        format!("{:?}", g.name),
-                        "is not a valid group name (1-64 of letters, digits, '-', '_', '.', starting with a letter or digit)",
-                    );
-                } else if !seen.insert(g.name.as_str()) {
-                    e.push(
-                        at("name"),
-                        format!("{:?}", g.name),
-                        "is used by an earlier group",
-                    );
-                }
-                if !(0..=23).contains(&g.start_hour) {
-                    e.push(
-                        at("start_hour"),
-                        g.start_hour,
-                        "is out of range, expected 0 to 23",
-                    );
-                }
+                e.group_name(at("name"), &g.name, &mut seen);
+                e.start_hour(at("start_hour"), g.start_hour);
                 if g.wait_hours < 0 {
                     e.push(at("wait_hours"), g.wait_hours, "is negative");
                 } else if g.wait_hours > 0 && !halt {
@@ -178,13 +187,8 @@ impl AutoUpdateConfig {
                         "must be 0 on the first group (there is no previous group to wait for)",
                     );
                 }
-                if !(0..=MAX_CANARY_COUNT).contains(&g.canary_count) {
-                    e.push(
-                        at("canary_count"),
-                        g.canary_count,
-                        "is out of range, expected 0 to 5",
-                    );
-                } else if g.canary_count > 0 && !halt {
+                if e.canary_count(at("canary_count"), g.canary_count) && g.canary_count > 0 && !halt
+                {
                     e.push(
                         at("canary_count"),
                         g.canary_count,
@@ -251,36 +255,12 @@ impl AutoUpdateAgentRollout {
         let mut seen = HashSet::new();
         for (i, g) in self.status.groups.iter().enumerate() {
             let at = |f: &str| format!("status.groups[{i}].{f}");
-            if !is_valid_group_name(&g.name) {
-                e.push(
-                    at("name"),
-                    format!("{:?}", g.name),
-                    "is not a valid group name",
-                );
-            } else if !seen.insert(g.name.as_str()) {
-                e.push(
-                    at("name"),
-                    format!("{:?}", g.name),
-                    "is used by an earlier group",
-                );
-            }
-            if !(0..=23).contains(&g.config_start_hour) {
-                e.push(
-                    at("config_start_hour"),
-                    g.config_start_hour,
-                    "is out of range, expected 0 to 23",
-                );
-            }
+            e.group_name(at("name"), &g.name, &mut seen);
+            e.start_hour(at("config_start_hour"), g.config_start_hour);
             if g.config_wait_hours < 0 {
                 e.push(at("config_wait_hours"), g.config_wait_hours, "is negative");
             }
-            if !(0..=MAX_CANARY_COUNT).contains(&g.canary_count) {
-                e.push(
-                    at("canary_count"),
-                    g.canary_count,
-                    "is out of range, expected 0 to 5",
-                );
-            }
+            e.canary_count(at("canary_count"), g.canary_count);
             if !(0.0..=1.0).contains(&g.progress) {
                 e.push(
                     at("progress"),

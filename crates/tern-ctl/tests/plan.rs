@@ -116,20 +116,8 @@ fn created_rollout(dir: &Path) -> PathBuf {
 #[test]
 fn plan_rollout_walks_a_rollout_one_reconcile_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
-    let r0 = dir.path().join("r0.yaml");
-    let out = ternctl(&[
-        "plan",
-        "rollout",
-        "--config",
-        &format!("{EX}/config.yaml"),
-        "--version",
-        &format!("{EX}/version.yaml"),
-        "--now",
-        "2026-11-23T10:00:00Z",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    insta::assert_snapshot!("rollout-created", stdout(&out));
-    std::fs::write(&r0, stdout(&out)).unwrap();
+    let r0 = created_rollout(dir.path());
+    insta::assert_snapshot!("rollout-created", std::fs::read_to_string(&r0).unwrap());
 
     // At noon dev starts, with reports and agents from files.
     let reports = dir.path().join("reports.yaml");
@@ -138,13 +126,7 @@ fn plan_rollout_walks_a_rollout_one_reconcile_at_a_time() {
         "- kind: autoupdate_agent_report\n  metadata: {name: replica-a}\n  spec:\n    timestamp: 2026-11-23T12:04:30Z\n    groups:\n      dev: {versions: {1.0.0: {count: 9, lowest_updater_id: 00000000-0000-4000-8000-000000000001}, 1.1.0: {count: 1}}}\n      '': {versions: {1.0.0: {count: 2}}}\n    omitted: [{reason: version is pinned, count: 1}]\n",
     )
     .unwrap();
-    let out = ternctl(&[
-        "plan",
-        "rollout",
-        "--config",
-        &format!("{EX}/config.yaml"),
-        "--version",
-        &format!("{EX}/version.yaml"),
+    let out = plan_rollout(&[
         "--rollout",
         r0.to_str().unwrap(),
         "--reports",
@@ -192,19 +174,8 @@ fn without_a_version_there_is_no_rollout_and_that_is_not_an_error() {
 #[test]
 fn canaries_are_picked_with_the_seed_from_the_agents_file() {
     let dir = tempfile::tempdir().unwrap();
-    let rollout = dir.path().join("rollout.yaml");
     // A rollout where dev is done and staging's window opens.
-    let created = ternctl(&[
-        "plan",
-        "rollout",
-        "--config",
-        &format!("{EX}/config.yaml"),
-        "--version",
-        &format!("{EX}/version.yaml"),
-        "--now",
-        "2026-11-23T10:00:00Z",
-    ]);
-    std::fs::write(&rollout, stdout(&created)).unwrap();
+    let rollout = created_rollout(dir.path());
     let done = ternctl(&[
         "plan",
         "transition",
@@ -223,13 +194,7 @@ fn canaries_are_picked_with_the_seed_from_the_agents_file() {
         .collect();
     std::fs::write(&agents, list).unwrap();
     let run = |seed: &str| {
-        let out = ternctl(&[
-            "plan",
-            "rollout",
-            "--config",
-            &format!("{EX}/config.yaml"),
-            "--version",
-            &format!("{EX}/version.yaml"),
+        let out = plan_rollout(&[
             "--rollout",
             rollout.to_str().unwrap(),
             "--agents",
@@ -257,18 +222,7 @@ fn canaries_are_picked_with_the_seed_from_the_agents_file() {
 #[test]
 fn plan_find_answers_like_the_server() {
     let dir = tempfile::tempdir().unwrap();
-    let rollout = dir.path().join("rollout.yaml");
-    let started = ternctl(&[
-        "plan",
-        "rollout",
-        "--config",
-        &format!("{EX}/config.yaml"),
-        "--version",
-        &format!("{EX}/version.yaml"),
-        "--now",
-        "2026-11-23T10:00:00Z",
-    ]);
-    std::fs::write(&rollout, stdout(&started)).unwrap();
+    let rollout = created_rollout(dir.path());
     let find = |group: &str| {
         let out = ternctl(&[
             "plan",
@@ -328,18 +282,7 @@ fn plan_find_answers_like_the_server() {
 #[test]
 fn refused_transitions_exit_1_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let rollout = dir.path().join("rollout.yaml");
-    let created = ternctl(&[
-        "plan",
-        "rollout",
-        "--config",
-        &format!("{EX}/config.yaml"),
-        "--version",
-        &format!("{EX}/version.yaml"),
-        "--now",
-        "2026-11-23T10:00:00Z",
-    ]);
-    std::fs::write(&rollout, stdout(&created)).unwrap();
+    let rollout = created_rollout(dir.path());
     let cases: [(&[&str], &str); 4] = [
         (
             &["start-update", "qa"],
