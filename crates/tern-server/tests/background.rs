@@ -1,0 +1,111 @@
+//! The real background loop (system clock): reports, reconciles after writes, expiry of
+//! silent agents, and two replicas sharing one SQLite store with one leader.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Ternd, version_yaml};
+
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[test]
+fn system_clock_reports_reconciles_and_forgets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--report-period", "1s", "--heartbeat-interval", "1s"],
+    );
+    // A write triggers a reconcile without waiting for the period.
+    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "immediate"));
+    eventually("the rollout", || {
+        t.call("GET", "/v1/resources/rollout", Some(&t.token), None)
+            .0
+            == 200
+    });
+    assert_eq!(t.find("any", "h1"), ("1.1.0".into(), true));
+
+    // The replica's report appears, and counts the agent once settled (1s).
+    let agent = t.new_token("agent");
+    t.heartbeat(&agent, "h1", "dev", "1.0.0");
+    eventually("the agent in the report", || {
+        t.heartbeat(&agent, "h1", "dev", "1.0.0");
+        let r = t.op("GET", "/v1/agents/report", None);
+        r["total"] == 1
+    });
+    let reports = t.op("GET", "/v1/resources/reports", None);
+    assert_eq!(reports.as_array().unwrap().len(), 1);
+    let inv = t.op("GET", "/v1/inventory", None);
+    assert_eq!(inv["agents"][0]["updater_id"], "h1");
+
+    // Silent for three heartbeat intervals: forgotten.
+    eventually("the agent forgotten", || {
+        t.op("GET", "/v1/inventory", None)["agents"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    });
+
+    // Deleting the version deletes the rollout.
+    t.op("DELETE", "/v1/resources/version", None);
+    eventually("the rollout deleted", || {
+        t.call("GET", "/v1/resources/rollout", Some(&t.token), None)
+            .0
+            == 404
+    });
+    assert_eq!(t.find("any", "h1").0, "");
+    let (_, _, metrics) = t.raw("GET", "/metrics", None, None);
+    assert!(metrics.contains("\ntern_leader 1\n"), "{metrics}");
+}
+
+#[test]
+fn two_replicas_share_the_store_with_one_leader() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let a = Ternd::start(&dir, &["--report-period", "1s", "--replica-id", "a"]);
+    let b = Ternd::start(&dir, &["--report-period", "1s", "--replica-id", "b"]);
+    assert_eq!(a.token, b.token, "one operator token for the data dir");
+    let agent = a.new_token("agent");
+    // One agent on each replica.
+    a.heartbeat(&agent, "on-a", "dev", "1.0.0");
+    b.heartbeat(&agent, "on-b", "dev", "1.0.0");
+    eventually("both replicas' agents in the report", || {
+        a.heartbeat(&agent, "on-a", "dev", "1.0.0");
+        b.heartbeat(&agent, "on-b", "dev", "1.0.0");
+        let r = b.op("GET", "/v1/agents/report", None);
+        r["total"] == 2 && r["replicas"].as_array().unwrap().len() == 2
+    });
+    // A write on one replica reaches the other's find snapshot (watch).
+    a.put_resource("version", &version_yaml("1.0.0", "2.0.0", "immediate"));
+    eventually("b serves the new rollout", || {
+        b.find("dev", "x") == ("2.0.0".into(), true)
+    });
+    let leaders: Vec<bool> = [&a, &b]
+        .iter()
+        .map(|t| {
+            let (_, _, m) = t.raw("GET", "/metrics", None, None);
+            m.contains("\ntern_leader 1\n")
+        })
+        .collect();
+    assert_eq!(
+        leaders.iter().filter(|l| **l).count(),
+        1,
+        "exactly one leader: {leaders:?}"
+    );
+    // The other replica's admin API works on the shared state.
+    let v = b.op("POST", "/v1/agents/suspend", None);
+    assert_eq!(v["mode"], "suspended");
+    eventually("a sees the suspension", || {
+        a.find("dev", "x") == ("2.0.0".into(), false)
+    });
+}
