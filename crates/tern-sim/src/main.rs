@@ -1,0 +1,160 @@
+//! `tern-sim`: simulate a rollout over a large fleet and print per-group timelines.
+//! Thin: parses flags, reads the two resources, runs `tern_sim::Sim`, prints.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use jiff::{SignedDuration, Timestamp};
+use tern_core::resource::{AutoUpdateConfig, AutoUpdateVersion};
+use tern_sim::params::{self, DEFAULT_START};
+use tern_sim::{Params, Sim};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+/// Simulate a Tern rollout over a fleet of simulated agents, with no process and no
+/// network, and print each group's timeline (started, canaries, active, done).
+#[derive(Debug, Parser)]
+#[command(name = "tern-sim", disable_version_flag = true)]
+struct Cli {
+    /// The autoupdate_config (YAML or JSON). Omit it to simulate without a config
+    /// (one `default` group, Mon-Thu 12:00 UTC, halt-on-error).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The autoupdate_version (YAML or JSON).
+    #[arg(long, value_name = "FILE")]
+    version: PathBuf,
+    /// Agents at the start.
+    #[arg(long, default_value_t = 1000)]
+    agents: u32,
+    /// Simulated start instant (RFC 3339, UTC); the first reconcile happens then.
+    #[arg(long, default_value = DEFAULT_START)]
+    start: Timestamp,
+    /// Simulated end instant (RFC 3339). Default: --start plus --duration.
+    #[arg(long, conflicts_with = "duration")]
+    until: Option<Timestamp>,
+    /// Simulated duration (like 3d, 36h, 90m).
+    #[arg(long, default_value = "3d", value_parser = params::parse_duration)]
+    duration: i64,
+    /// Seeds every random choice: the same seed gives the same timeline.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Share of the fleet in a group, like dev=10% (repeat). Default: spread evenly over
+    /// the config's groups. A name the config lacks is served by the last group.
+    #[arg(long = "group", value_name = "NAME=SHARE", value_parser = params::parse_group)]
+    groups: Vec<(String, f64)>,
+    /// Share of the fleet presenting no group (served by the last group).
+    #[arg(long, default_value = "0%", value_parser = params::parse_share)]
+    ungrouped: f64,
+    /// Version the fleet runs at the start. Default: the version's start_version.
+    #[arg(long, value_name = "VERSION")]
+    from: Option<String>,
+    /// Period of each agent's updater timer (each agent gets a random phase).
+    /// tern-update's own default is 60s; the seeds' timer is 10m.
+    #[arg(long, default_value = "60s", value_parser = params::parse_duration)]
+    poll: i64,
+    /// Upper bound of the random wait before an update. Default: what find answers
+    /// (agent_update_jitter_seconds: 60s, 10s under backpressure).
+    #[arg(long, value_parser = params::parse_duration)]
+    jitter: Option<i64>,
+    /// Time from the end of the jitter to the new version running (download, install,
+    /// restart, health check).
+    #[arg(long, default_value = "20s", value_parser = params::parse_duration)]
+    install: i64,
+    /// Probability that installing a version fails and is rolled back, like
+    /// 1.2.0=0.3 (repeat).
+    #[arg(long = "fail", value_name = "VERSION=P", value_parser = params::parse_fail)]
+    fail: Vec<(String, f64)>,
+    /// Agents leaving per agent and unit of time, like 0.01/h or 5%/d; as many join.
+    #[arg(long, default_value = "0/h", value_parser = params::parse_churn)]
+    churn: f64,
+    /// ternd replicas (replica 0 leads); agents are spread over them at random.
+    #[arg(long, default_value_t = 1)]
+    replicas: u16,
+    /// Report period of each replica, and reconcile period of the leader.
+    #[arg(long, default_value = "60s", value_parser = params::parse_duration)]
+    report_period: i64,
+    /// Output: text for people, json for programs (one object, on the last line).
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+fn read<T>(
+    path: &PathBuf,
+    what: &str,
+    parse: impl Fn(&str) -> Result<T, tern_core::validate::ResourceError>,
+) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    parse(&text).map_err(|e| anyhow::anyhow!("{}: invalid {what}: {e}", path.display()))
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = cli
+        .config
+        .as_ref()
+        .map(|p| read(p, "autoupdate_config", AutoUpdateConfig::from_text))
+        .transpose()?;
+    let version = read(
+        &cli.version,
+        "autoupdate_version",
+        AutoUpdateVersion::from_text,
+    )?;
+    let until = match cli.until {
+        Some(u) => u,
+        None => cli
+            .start
+            .checked_add(SignedDuration::from_secs(cli.duration))
+            .context("--start plus --duration is out of range")?,
+    };
+    if until <= cli.start {
+        bail!("--until must be after --start");
+    }
+    let params = Params {
+        agents: cli.agents,
+        start: cli.start,
+        seed: cli.seed,
+        groups: cli.groups,
+        ungrouped: cli.ungrouped,
+        from_version: cli.from,
+        poll_secs: cli.poll,
+        jitter_secs: cli.jitter,
+        install_secs: cli.install,
+        fail: cli.fail.into_iter().collect(),
+        churn_per_hour: cli.churn,
+        replicas: cli.replicas,
+        report_period_secs: cli.report_period,
+    };
+    let wall = Instant::now();
+    let mut sim = Sim::new(params, config, version)?;
+    let timeline = sim.run_until(until);
+    let elapsed = wall.elapsed();
+    match cli.output {
+        Format::Text => {
+            print!("{}", timeline.render_text());
+            println!("(simulated in {:.2}s of wall time)", elapsed.as_secs_f64());
+        }
+        Format::Json => {
+            eprintln!("simulated in {:.2}s of wall time", elapsed.as_secs_f64());
+            println!("{}", serde_json::to_string(&timeline)?);
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tern-sim: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

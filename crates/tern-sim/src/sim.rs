@@ -1,0 +1,1154 @@
+//! The engine: a discrete-event simulation of a fleet and its ternd replicas, driving
+//! `tern_core::reconcile::reconcile` and `tern_core::find::decide` exactly as ternd does.
+//!
+//! Time is whole seconds since the start. Nothing is touched every tick: a binary heap
+//! holds the next instants at which something happens (a replica's report, and on the
+//! leader the reconcile that follows it; an agent's next updater run when it has
+//! something to do; the end of an agent's jitter + install; an agent leaving; the next
+//! agent joining). An agent whose find answer says "nothing to do" sleeps until a
+//! reconcile changes its group's answer; its periodic runs are then no-ops that only
+//! keep it in the inventory, which the simulation takes as given (see `docs/simulator.md`).
+//! Reports are kept incrementally per replica: counts per (group, version) and, for
+//! `lowest_updater_id`, the agents of each bucket ordered by updater id.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
+
+use jiff::{SignedDuration, Timestamp};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use tern_core::backpressure::UpdaterNumeral;
+use tern_core::canary::belongs_to;
+use tern_core::find;
+use tern_core::inventory::OMITTED_TOO_NEW;
+use tern_core::reconcile::{self, Event, Outcome, ReconcileInput, group_window};
+use tern_core::resource::{
+    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
+    ConnectedAgent, GroupReport, GroupState, Omitted, ReportSpec, RolloutGroup, RolloutSpec,
+    RolloutState, Strategy, VersionReport,
+};
+use tern_core::version::normalize;
+use tern_core::wire::UpdaterStatus;
+
+use crate::params::{ParamError, Params};
+use crate::timeline::{Counts, EventKind, GroupSummary, Overall, Timeline, TimelineEvent};
+
+/// Why a simulation cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid parameter: {0}")]
+    Param(#[from] ParamError),
+    #[error("the autoupdate_version has no spec.agents: there is no agent rollout to simulate")]
+    NoAgentRollout,
+    #[error("{0}")]
+    Version(#[from] tern_core::version::VersionError),
+}
+
+/// What an agent's updater is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Activity {
+    /// Nothing to do under the current rollout (its runs are no-ops).
+    Idle,
+    /// Its next run is in the queue.
+    PollScheduled,
+    /// Told to update: waiting out the jitter, then installing `target`.
+    Updating { target: u16 },
+}
+
+struct Agent {
+    updater_id: String,
+    /// Position of the updater id in [0, 1] as bits (orders like the fraction).
+    frac_bits: u64,
+    numeral: UpdaterNumeral,
+    /// Index into `Sim::presented`: the group the agent presents.
+    group: u16,
+    /// Index into `Sim::group_names`: the group that serves it.
+    served: u16,
+    replica: u16,
+    version: u16,
+    rollback: bool,
+    healthy: bool,
+    skip: Option<u16>,
+    live: bool,
+    /// Settled (connected for one report period) and counted in its replica's report.
+    counted: bool,
+    /// Offset of its timer in [0, poll).
+    phase: i64,
+    activity: Activity,
+}
+
+impl Agent {
+    fn failed(&self) -> bool {
+        self.rollback || !self.healthy
+    }
+}
+
+#[derive(Default)]
+struct Bucket {
+    count: u64,
+    failed: u64,
+    by_id: BTreeSet<(UpdaterNumeral, u32)>,
+}
+
+struct Replica {
+    name: String,
+    /// Agents not yet settled, in the order they connected.
+    pending: VecDeque<(i64, u32)>,
+    unsettled: u64,
+    /// (presented group, version) → counts.
+    buckets: BTreeMap<(u16, u16), Bucket>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    /// A replica writes its report; the leader (0) then reconciles.
+    Tick(u16),
+    Leave(u32),
+    Join,
+    /// An agent's jitter + install is over.
+    Done(u32),
+    /// An agent's updater runs.
+    Poll(u32),
+}
+
+/// Per served group, what the last reconcile told its agents (to wake the ones whose
+/// answer changed).
+#[derive(Clone, Debug, PartialEq)]
+struct GroupSig {
+    state: GroupState,
+    progress: f64,
+    canaries: Vec<String>,
+}
+
+#[derive(Default)]
+struct GroupStats {
+    started_at: Option<i64>,
+    window_opened_at: Option<Timestamp>,
+    active_at: Option<i64>,
+    done_at: Option<i64>,
+    all_updated_at: Option<i64>,
+    canaries_alive: Option<(usize, usize)>,
+    overdue_since: Option<Timestamp>,
+    halted: bool,
+    updates: u64,
+    rollbacks: u64,
+    updating: u64,
+    max_updating: u64,
+    first_update_at: Option<i64>,
+    last_update_at: Option<i64>,
+}
+
+/// A simulated fleet, its replicas and its leader, at some instant.
+pub struct Sim {
+    params: Params,
+    config: Option<AutoUpdateConfig>,
+    version: AutoUpdateVersion,
+    start: Timestamp,
+    now: i64,
+    rng: ChaCha8Rng,
+    reconcile_rng: ChaCha8Rng,
+    queue: BinaryHeap<Reverse<(i64, Kind, u64)>>,
+    seq: u64,
+    agents: Vec<Agent>,
+    by_id: HashMap<String, u32>,
+    versions: Vec<String>,
+    version_idx: HashMap<String, u16>,
+    fail_p: Vec<f64>,
+    from_version: u16,
+    /// Group names agents present (the config's, then any other from the params, then
+    /// `""` for ungrouped agents), with the join distribution (cumulative weights).
+    presented: Vec<String>,
+    presented_served: Vec<u16>,
+    join_cdf: Vec<f64>,
+    /// The rollout's groups (from the config), in order; the last is the catch-all.
+    group_names: Vec<String>,
+    /// Per served group: live agents ordered by updater id position.
+    members: Vec<BTreeSet<(u64, u32)>>,
+    replicas: Vec<Replica>,
+    reports: Vec<AutoUpdateAgentReport>,
+    rollout: Option<AutoUpdateAgentRollout>,
+    sigs: Vec<Option<GroupSig>>,
+    last_spec: Option<RolloutSpec>,
+    stats: Vec<GroupStats>,
+    events: Vec<TimelineEvent>,
+    rollout_created_at: Option<i64>,
+    rollout_done_at: Option<i64>,
+    no_rollout: Option<String>,
+    agents_initial: u64,
+    joins: u64,
+    leaves: u64,
+    reconciles: u64,
+    sim_events: u64,
+    max_updating: u64,
+    updating: u64,
+}
+
+/// A random UUID v4 from the seeded generator.
+fn uuid_v4(rng: &mut impl RngCore) -> String {
+    let mut b = [0u8; 16];
+    rng.fill_bytes(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// Uniform in (0, 1].
+fn unit(rng: &mut impl RngCore) -> f64 {
+    ((rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+}
+
+/// Uniform in [0, n).
+fn below(rng: &mut impl RngCore, n: u64) -> u64 {
+    if n == 0 { 0 } else { rng.next_u64() % n }
+}
+
+/// Whole seconds until the next event of a Poisson process of `rate` per second.
+fn exp_secs(rng: &mut impl RngCore, rate: f64) -> i64 {
+    let s = -unit(rng).ln() / rate;
+    if s >= 1e15 {
+        i64::MAX / 4
+    } else {
+        (s.ceil() as i64).max(1)
+    }
+}
+
+impl Sim {
+    /// Sets up the fleet at `params.start`. `config` `None` means no config resource
+    /// exists (one `default` group, halt-on-error).
+    pub fn new(
+        params: Params,
+        config: Option<AutoUpdateConfig>,
+        version: AutoUpdateVersion,
+    ) -> Result<Self, SimError> {
+        params.validate()?;
+        let agents_spec = version
+            .spec
+            .agents
+            .as_ref()
+            .ok_or(SimError::NoAgentRollout)?;
+        let from = match &params.from_version {
+            Some(v) => tern_core::version::Version::parse(v)?.to_string(),
+            None => agents_spec.start_version.to_string(),
+        };
+        let group_names: Vec<String> = config
+            .clone()
+            .unwrap_or_default()
+            .groups()
+            .into_iter()
+            .map(|g| g.name)
+            .collect();
+        let names: Vec<&str> = group_names.iter().map(String::as_str).collect();
+
+        // Presented groups and their shares.
+        let mut shares: Vec<(String, f64)> = if params.groups.is_empty() {
+            let each = (1.0 - params.ungrouped) / group_names.len().max(1) as f64;
+            group_names.iter().map(|n| (n.clone(), each)).collect()
+        } else {
+            let total: f64 = params.groups.iter().map(|(_, w)| w).sum();
+            params
+                .groups
+                .iter()
+                .map(|(n, w)| (n.clone(), w / total * (1.0 - params.ungrouped)))
+                .collect()
+        };
+        if params.ungrouped > 0.0 {
+            shares.push((String::new(), params.ungrouped));
+        }
+        let presented: Vec<String> = shares.iter().map(|(n, _)| n.clone()).collect();
+        let presented_served: Vec<u16> = presented
+            .iter()
+            .map(|p| {
+                let i = names
+                    .iter()
+                    .position(|n| belongs_to(p, n, &names))
+                    .unwrap_or(names.len().saturating_sub(1));
+                u16::try_from(i).unwrap_or(u16::MAX)
+            })
+            .collect();
+        let mut acc = 0.0;
+        let join_cdf: Vec<f64> = shares
+            .iter()
+            .map(|(_, w)| {
+                acc += w;
+                acc
+            })
+            .collect();
+
+        let rng = ChaCha8Rng::seed_from_u64(params.seed);
+        let reconcile_rng = ChaCha8Rng::seed_from_u64(params.seed ^ 0x7e41_5eed_c0ff_ee00);
+        let replicas = (0..params.replicas)
+            .map(|r| Replica {
+                name: format!("ternd-{r}"),
+                pending: VecDeque::new(),
+                unsettled: 0,
+                buckets: BTreeMap::new(),
+            })
+            .collect();
+        let start = params.start;
+        let mut sim = Sim {
+            config,
+            version,
+            start,
+            now: 0,
+            rng,
+            reconcile_rng,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            agents: Vec::with_capacity(params.agents as usize),
+            by_id: HashMap::with_capacity(params.agents as usize),
+            versions: Vec::new(),
+            version_idx: HashMap::new(),
+            fail_p: Vec::new(),
+            from_version: 0,
+            presented,
+            presented_served,
+            join_cdf,
+            members: vec![BTreeSet::new(); group_names.len()],
+            stats: (0..group_names.len())
+                .map(|_| GroupStats::default())
+                .collect(),
+            sigs: vec![None; group_names.len()],
+            group_names,
+            replicas,
+            reports: Vec::new(),
+            rollout: None,
+            last_spec: None,
+            events: Vec::new(),
+            rollout_created_at: None,
+            rollout_done_at: None,
+            no_rollout: None,
+            agents_initial: u64::from(params.agents),
+            joins: 0,
+            leaves: 0,
+            reconciles: 0,
+            sim_events: 0,
+            max_updating: 0,
+            updating: 0,
+            params,
+        };
+        sim.from_version = sim.intern(&from);
+
+        // The initial fleet: exact counts per group (largest remainder), settled.
+        let n = u64::from(sim.params.agents);
+        let mut counts: Vec<u64> = shares.iter().map(|(_, w)| (w * n as f64) as u64).collect();
+        let mut rest = n.saturating_sub(counts.iter().sum());
+        let mut order: Vec<usize> = (0..shares.len()).collect();
+        order.sort_by(|&a, &b| {
+            let fa = shares[a].1 * n as f64 - counts[a] as f64;
+            let fb = shares[b].1 * n as f64 - counts[b] as f64;
+            fb.total_cmp(&fa).then(a.cmp(&b))
+        });
+        for &i in order.iter().cycle().take(shares.len() * 2) {
+            if rest == 0 {
+                break;
+            }
+            counts[i] += 1;
+            rest -= 1;
+        }
+        for (g, &c) in counts.iter().enumerate() {
+            for _ in 0..c {
+                let group = u16::try_from(g).unwrap_or(u16::MAX);
+                let version = sim.from_version;
+                sim.add_agent(group, version, true, -3600);
+            }
+        }
+
+        // Every replica has been running: each writes a report at the start; the leader
+        // reports and reconciles at once, the others at a random phase of the period.
+        let period = sim.params.report_period_secs;
+        for r in 0..sim.params.replicas {
+            let spec = sim.build_report(r);
+            sim.reports.push(AutoUpdateAgentReport::new(
+                &sim.replicas[r as usize].name,
+                spec,
+            ));
+            let phase = if r == 0 {
+                0
+            } else {
+                below(&mut sim.rng, period as u64) as i64
+            };
+            sim.push(phase, Kind::Tick(r));
+        }
+        if sim.params.churn_per_hour > 0.0 && n > 0 {
+            let rate = sim.params.churn_per_hour / 3600.0 * n as f64;
+            let at = exp_secs(&mut sim.rng, rate);
+            sim.push(at, Kind::Join);
+        }
+        Ok(sim)
+    }
+
+    fn ts(&self, t: i64) -> Timestamp {
+        self.start
+            .saturating_add(SignedDuration::from_secs(t))
+            .unwrap_or(self.start)
+    }
+
+    fn secs_until(&self, until: Timestamp) -> i64 {
+        until.duration_since(self.start).as_secs()
+    }
+
+    fn push(&mut self, at: i64, kind: Kind) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, kind, self.seq)));
+    }
+
+    fn intern(&mut self, v: &str) -> u16 {
+        if let Some(&i) = self.version_idx.get(v) {
+            return i;
+        }
+        let i = u16::try_from(self.versions.len()).unwrap_or(u16::MAX);
+        self.versions.push(v.to_string());
+        self.version_idx.insert(v.to_string(), i);
+        self.fail_p
+            .push(self.params.fail.get(v).copied().unwrap_or(0.0));
+        i
+    }
+
+    /// A new agent, connected now (or long ago when `settled`).
+    fn add_agent(&mut self, group: u16, version: u16, settled: bool, first_seen: i64) -> u32 {
+        let updater_id = uuid_v4(&mut self.rng);
+        let numeral = UpdaterNumeral::of(&updater_id);
+        let replica = below(&mut self.rng, u64::from(self.params.replicas)) as u16;
+        let phase = below(&mut self.rng, self.params.poll_secs as u64) as i64;
+        let served = self.presented_served[group as usize];
+        let idx = u32::try_from(self.agents.len()).unwrap_or(u32::MAX);
+        let frac_bits = numeral.fraction().to_bits();
+        self.agents.push(Agent {
+            updater_id: updater_id.clone(),
+            frac_bits,
+            numeral,
+            group,
+            served,
+            replica,
+            version,
+            rollback: false,
+            healthy: true,
+            skip: None,
+            live: true,
+            counted: false,
+            phase,
+            activity: Activity::Idle,
+        });
+        self.by_id.insert(updater_id, idx);
+        self.members[served as usize].insert((frac_bits, idx));
+        if settled {
+            self.agents[idx as usize].counted = true;
+            self.count(idx, true);
+        } else {
+            let rep = &mut self.replicas[replica as usize];
+            rep.pending.push_back((first_seen, idx));
+            rep.unsettled += 1;
+        }
+        if self.params.churn_per_hour > 0.0 {
+            let life = exp_secs(&mut self.rng, self.params.churn_per_hour / 3600.0);
+            self.push(self.now.saturating_add(life), Kind::Leave(idx));
+        }
+        idx
+    }
+
+    /// Adds (`true`) or removes an agent from its replica's report buckets.
+    fn count(&mut self, idx: u32, add: bool) {
+        let a = &self.agents[idx as usize];
+        if !a.counted {
+            return;
+        }
+        let key = (a.group, a.version);
+        let failed = a.failed();
+        let entry = (a.numeral, idx);
+        let b = self.replicas[a.replica as usize]
+            .buckets
+            .entry(key)
+            .or_default();
+        if add {
+            b.count += 1;
+            b.failed += u64::from(failed);
+            b.by_id.insert(entry);
+        } else {
+            b.count -= 1;
+            b.failed -= u64::from(failed);
+            b.by_id.remove(&entry);
+        }
+    }
+
+    fn build_report(&mut self, r: u16) -> ReportSpec {
+        let period = self.params.report_period_secs;
+        let now = self.now;
+        let rep = &mut self.replicas[r as usize];
+        let mut newly = Vec::new();
+        while let Some(&(seen, idx)) = rep.pending.front() {
+            if now - seen < period {
+                break;
+            }
+            rep.pending.pop_front();
+            if self.agents[idx as usize].live {
+                rep.unsettled -= 1;
+                newly.push(idx);
+            }
+        }
+        for idx in newly {
+            self.agents[idx as usize].counted = true;
+            self.count(idx, true);
+        }
+        let rep = &self.replicas[r as usize];
+        let mut groups: BTreeMap<String, GroupReport> = BTreeMap::new();
+        for (&(g, v), b) in &rep.buckets {
+            if b.count == 0 {
+                continue;
+            }
+            let lowest = b
+                .by_id
+                .first()
+                .map(|&(_, i)| self.agents[i as usize].updater_id.clone())
+                .unwrap_or_default();
+            groups
+                .entry(self.presented[g as usize].clone())
+                .or_default()
+                .versions
+                .insert(
+                    self.versions[v as usize].clone(),
+                    VersionReport {
+                        count: b.count,
+                        failed_count: b.failed,
+                        lowest_updater_id: lowest,
+                    },
+                );
+        }
+        let omitted = if rep.unsettled > 0 {
+            vec![Omitted {
+                reason: OMITTED_TOO_NEW.to_string(),
+                count: rep.unsettled,
+            }]
+        } else {
+            Vec::new()
+        };
+        ReportSpec {
+            timestamp: self.ts(now),
+            groups,
+            omitted,
+        }
+    }
+
+    /// Processes every event up to `until` (inclusive) and returns the timeline so far.
+    pub fn run_until(&mut self, until: Timestamp) -> Timeline {
+        let end = self.secs_until(until);
+        while let Some(&Reverse((at, kind, _))) = self.queue.peek() {
+            if at > end {
+                break;
+            }
+            self.queue.pop();
+            self.now = at;
+            self.sim_events += 1;
+            match kind {
+                Kind::Tick(r) => self.tick(r),
+                Kind::Leave(i) => self.leave(i),
+                Kind::Join => self.join(),
+                Kind::Done(i) => self.done(i),
+                Kind::Poll(i) => self.poll(i),
+            }
+        }
+        self.now = self.now.max(end);
+        self.timeline()
+    }
+
+    /// Runs for `d` of simulated time from where the simulation is.
+    pub fn run_for(&mut self, d: SignedDuration) -> Timeline {
+        let until = self.ts(self.now).saturating_add(d).unwrap_or(self.start);
+        self.run_until(until)
+    }
+
+    /// The simulated instant the simulation has reached.
+    pub fn now(&self) -> Timestamp {
+        self.ts(self.now)
+    }
+
+    /// The rollout as the leader last wrote it.
+    pub fn rollout(&self) -> Option<&AutoUpdateAgentRollout> {
+        self.rollout.as_ref()
+    }
+
+    fn tick(&mut self, r: u16) {
+        let spec = self.build_report(r);
+        let name = self.replicas[r as usize].name.clone();
+        self.reports[r as usize] = AutoUpdateAgentReport::new(&name, spec);
+        if r == 0 {
+            self.reconcile();
+        }
+        let next = self.now + self.params.report_period_secs;
+        self.push(next, Kind::Tick(r));
+    }
+
+    /// The leader's connected agents that this reconcile can look at: those of groups
+    /// that may pick canaries now, and the canaries being waited for. The reconciler
+    /// only reads agents to pick canaries of a group (all of the group's candidates)
+    /// and to check canaries (by updater id), so this gives the same result as passing
+    /// every connected agent, without building 100k records every minute.
+    fn connected_for_reconcile(&self) -> Vec<ConnectedAgent> {
+        let mut wanted_groups: Vec<usize> = Vec::new();
+        let mut wanted_ids: Vec<&str> = Vec::new();
+        let now = self.ts(self.now);
+        match &self.rollout {
+            None => {
+                let config = self.config.clone().unwrap_or_default();
+                for (i, g) in config.groups().iter().enumerate() {
+                    if g.canary_count > 0 {
+                        wanted_groups.push(i);
+                    }
+                }
+            }
+            Some(r) => {
+                let eval_now = r.status.time_override.unwrap_or(now);
+                let groups = &r.status.groups;
+                for (i, g) in groups.iter().enumerate() {
+                    match g.state {
+                        GroupState::Canary if g.canaries.is_empty() => wanted_groups.push(i),
+                        GroupState::Canary => {
+                            wanted_ids.extend(g.canaries.iter().map(|c| c.updater_id.as_str()));
+                        }
+                        GroupState::Unstarted
+                            if g.canary_count > 0
+                                && r.spec.strategy == Strategy::HaltOnError
+                                && groups[..i].iter().all(|p| {
+                                    matches!(
+                                        p.state,
+                                        GroupState::Canary | GroupState::Active | GroupState::Done
+                                    )
+                                })
+                                && group_window(&r.spec, g).is_open(eval_now) =>
+                        {
+                            wanted_groups.push(i);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for gi in wanted_groups {
+            let Some(set) = self.members.get(gi) else {
+                continue;
+            };
+            for &(_, idx) in set {
+                let a = &self.agents[idx as usize];
+                if a.replica == 0 && a.counted {
+                    out.push(self.connected(idx));
+                }
+            }
+        }
+        for id in wanted_ids {
+            if let Some(&idx) = self.by_id.get(id) {
+                let a = &self.agents[idx as usize];
+                if a.live && a.replica == 0 && a.counted {
+                    out.push(self.connected(idx));
+                }
+            }
+        }
+        out
+    }
+
+    fn connected(&self, idx: u32) -> ConnectedAgent {
+        let a = &self.agents[idx as usize];
+        ConnectedAgent {
+            updater_id: a.updater_id.clone(),
+            host_id: format!("host-{idx}"),
+            hostname: format!("host-{idx}.sim"),
+            group: self.presented[a.group as usize].clone(),
+            version: self.versions[a.version as usize].clone(),
+            updater_status: UpdaterStatus::Enabled,
+        }
+    }
+
+    fn reconcile(&mut self) {
+        self.reconciles += 1;
+        let now = self.ts(self.now);
+        let agents = self.connected_for_reconcile();
+        let input = ReconcileInput {
+            config: self.config.as_ref(),
+            version: Some(&self.version),
+            rollout: self.rollout.as_ref(),
+            reports: &self.reports,
+            agents: &agents,
+            report_period: SignedDuration::from_secs(self.params.report_period_secs),
+        };
+        match reconcile::reconcile(now, &input, &mut self.reconcile_rng) {
+            Outcome::NoRollout { why } => {
+                if self.no_rollout.as_deref() != Some(why.as_str()) {
+                    self.event(None, EventKind::NoRollout, None, Some(why.clone()));
+                    self.no_rollout = Some(why);
+                }
+                self.rollout = None;
+            }
+            Outcome::Rollout { rollout, events } => {
+                self.no_rollout = None;
+                self.rollout = Some(*rollout);
+                self.record(&events);
+                self.wake_changed();
+            }
+        }
+    }
+
+    fn group_index(&self, name: &str) -> Option<usize> {
+        self.group_names.iter().position(|n| n == name)
+    }
+
+    fn counts_of(&self, g: &RolloutGroup) -> Counts {
+        let updating = self
+            .group_index(&g.name)
+            .map_or(0, |i| self.stats[i].updating);
+        Counts {
+            initial: g.initial_count,
+            present: g.present_count,
+            up_to_date: g.up_to_date_count,
+            failed: g.failed_count,
+            updating,
+            progress: g.progress,
+        }
+    }
+
+    fn event(
+        &mut self,
+        group: Option<&RolloutGroup>,
+        kind: EventKind,
+        state: Option<(GroupState, GroupState, &str)>,
+        detail: Option<String>,
+    ) {
+        let counts = group.map(|g| self.counts_of(g));
+        self.events.push(TimelineEvent {
+            at: self.ts(self.now),
+            group: group.map(|g| g.name.clone()),
+            kind,
+            from: state.map(|s| s.0.as_str().to_string()),
+            to: state.map(|s| s.1.as_str().to_string()),
+            reason: state.map(|s| s.2.to_string()),
+            counts,
+            detail,
+        });
+    }
+
+    /// Turns the reconciler's events (and what the counts show) into timeline entries.
+    fn record(&mut self, events: &[Event]) {
+        let Some(rollout) = self.rollout.clone() else {
+            return;
+        };
+        let now = self.ts(self.now);
+        for e in events {
+            match e {
+                Event::RolloutCreated {
+                    start_version,
+                    target_version,
+                    why,
+                } => {
+                    if self.rollout_created_at.is_none() {
+                        self.rollout_created_at = Some(self.now);
+                    }
+                    self.event(
+                        None,
+                        EventKind::RolloutCreated,
+                        None,
+                        Some(format!("{start_version} -> {target_version} ({why})")),
+                    );
+                }
+                Event::GroupChanged {
+                    group,
+                    from,
+                    to,
+                    reason,
+                } => {
+                    let (Some(i), Some(g)) = (self.group_index(group), rollout.group(group)) else {
+                        continue;
+                    };
+                    let st = &mut self.stats[i];
+                    if *from == GroupState::Unstarted && st.started_at.is_none() {
+                        st.started_at = Some(self.now);
+                        let eval_now = rollout.status.time_override.unwrap_or(now);
+                        st.window_opened_at = group_window(&rollout.spec, g).open_since(eval_now);
+                    }
+                    if *to == GroupState::Active && st.active_at.is_none() {
+                        st.active_at = Some(self.now);
+                    }
+                    if *to == GroupState::Done && st.done_at.is_none() {
+                        st.done_at = Some(self.now);
+                    }
+                    self.event(Some(g), EventKind::State, Some((*from, *to, reason)), None);
+                }
+                Event::CanariesPicked { group, updater_ids } => {
+                    if let Some(g) = rollout.group(group) {
+                        self.event(
+                            Some(g),
+                            EventKind::CanariesPicked,
+                            None,
+                            Some(updater_ids.len().to_string()),
+                        );
+                    }
+                }
+                Event::GroupOverdue {
+                    group,
+                    state,
+                    since,
+                } => {
+                    let (Some(i), Some(g)) = (self.group_index(group), rollout.group(group)) else {
+                        continue;
+                    };
+                    if self.stats[i].overdue_since != Some(*since) {
+                        self.stats[i].overdue_since = Some(*since);
+                        self.event(
+                            Some(g),
+                            EventKind::Overdue,
+                            None,
+                            Some(format!("in {} since {}", state.as_str(), since)),
+                        );
+                    }
+                }
+                Event::ProgressHalted { group } => {
+                    let (Some(i), Some(g)) = (self.group_index(group), rollout.group(group)) else {
+                        continue;
+                    };
+                    if !self.stats[i].halted {
+                        self.stats[i].halted = true;
+                        self.event(Some(g), EventKind::ProgressHalted, None, None);
+                    }
+                }
+                Event::ModeChanged { .. } => {}
+            }
+        }
+        for g in &rollout.status.groups {
+            let Some(i) = self.group_index(&g.name) else {
+                continue;
+            };
+            if g.last_update_reason != tern_core::reason::TOO_MANY_AGENTS_MISSING {
+                self.stats[i].halted = false;
+            }
+            if g.state == GroupState::Canary && !g.canaries.is_empty() {
+                let alive = (
+                    g.canaries.iter().filter(|c| c.success).count(),
+                    g.canaries.len(),
+                );
+                if self.stats[i].canaries_alive != Some(alive) {
+                    self.stats[i].canaries_alive = Some(alive);
+                    self.event(
+                        Some(g),
+                        EventKind::CanariesAlive,
+                        None,
+                        Some(format!("{}/{}", alive.0, alive.1)),
+                    );
+                }
+            }
+            if matches!(g.state, GroupState::Active | GroupState::Done)
+                && self.stats[i].all_updated_at.is_none()
+                && g.present_count > 0
+                && g.up_to_date_count == g.present_count
+            {
+                self.stats[i].all_updated_at = Some(self.now);
+                self.event(Some(g), EventKind::AllUpdated, None, None);
+            }
+        }
+        if rollout.status.state == RolloutState::Done && self.rollout_done_at.is_none() {
+            self.rollout_done_at = Some(self.now);
+            self.event(None, EventKind::RolloutDone, None, None);
+        }
+    }
+
+    /// After a reconcile: wakes the idle agents whose find answer may have changed.
+    fn wake_changed(&mut self) {
+        let Some(rollout) = &self.rollout else {
+            return;
+        };
+        let spec_changed = self.last_spec.as_ref() != Some(&rollout.spec);
+        let mut scans: Vec<(usize, Option<(f64, f64)>)> = Vec::new();
+        let mut new_sigs = self.sigs.clone();
+        for (i, name) in self.group_names.iter().enumerate() {
+            let sig = rollout.group(name).map(|g| GroupSig {
+                state: g.state,
+                progress: g.progress,
+                canaries: g.canaries.iter().map(|c| c.updater_id.clone()).collect(),
+            });
+            let old = &self.sigs[i];
+            if spec_changed {
+                scans.push((i, None));
+            } else if sig != *old {
+                match (old, &sig) {
+                    (Some(o), Some(n))
+                        if o.state == n.state
+                            && o.canaries == n.canaries
+                            && n.progress > o.progress =>
+                    {
+                        scans.push((i, Some((o.progress, n.progress))));
+                    }
+                    _ => scans.push((i, None)),
+                }
+            }
+            new_sigs[i] = sig;
+        }
+        self.last_spec = Some(rollout.spec.clone());
+        self.sigs = new_sigs;
+        for (gi, range) in scans {
+            let candidates: Vec<u32> = match range {
+                None => self.members[gi].iter().map(|&(_, i)| i).collect(),
+                Some((lo, hi)) => {
+                    let lo = (lo.max(0.0).to_bits(), 0u32);
+                    if hi >= 1.0 {
+                        self.members[gi].range(lo..).map(|&(_, i)| i).collect()
+                    } else {
+                        self.members[gi]
+                            .range(lo..(hi.to_bits(), 0u32))
+                            .map(|&(_, i)| i)
+                            .collect()
+                    }
+                }
+            };
+            for idx in candidates {
+                if self.agents[idx as usize].activity == Activity::Idle
+                    && self.wants_update(idx).is_some()
+                {
+                    self.schedule_poll(idx);
+                }
+            }
+        }
+    }
+
+    /// What find tells this agent, if it should act on it: the version to install.
+    fn wants_update(&mut self, idx: u32) -> Option<(u16, u64)> {
+        let a = &self.agents[idx as usize];
+        if !a.live {
+            return None;
+        }
+        let d = find::decide(
+            self.rollout.as_ref(),
+            &self.presented[a.group as usize],
+            &a.updater_id,
+        );
+        let v = d.version?;
+        if !d.update {
+            return None;
+        }
+        let (current, skip) = (a.version, a.skip);
+        let vi = self.intern(&normalize(&v.to_string()));
+        (vi != current && Some(vi) != skip).then_some((vi, d.jitter_seconds))
+    }
+
+    fn schedule_poll(&mut self, idx: u32) {
+        let a = &mut self.agents[idx as usize];
+        let p = self.params.poll_secs;
+        let next = if self.now < a.phase {
+            a.phase
+        } else {
+            a.phase + ((self.now - a.phase) / p + 1) * p
+        };
+        a.activity = Activity::PollScheduled;
+        self.push(next, Kind::Poll(idx));
+    }
+
+    fn poll(&mut self, idx: u32) {
+        let a = &self.agents[idx as usize];
+        if !a.live || a.activity != Activity::PollScheduled {
+            return;
+        }
+        self.agents[idx as usize].activity = Activity::Idle;
+        let Some((target, find_jitter)) = self.wants_update(idx) else {
+            return;
+        };
+        let bound = self
+            .params
+            .jitter_secs
+            .map_or(find_jitter, |j| u64::try_from(j).unwrap_or(0));
+        let wait = below(&mut self.rng, bound) as i64;
+        self.agents[idx as usize].activity = Activity::Updating { target };
+        let served = self.agents[idx as usize].served as usize;
+        let st = &mut self.stats[served];
+        st.updating += 1;
+        st.max_updating = st.max_updating.max(st.updating);
+        self.updating += 1;
+        self.max_updating = self.max_updating.max(self.updating);
+        self.push(self.now + wait + self.params.install_secs, Kind::Done(idx));
+    }
+
+    fn done(&mut self, idx: u32) {
+        let a = &self.agents[idx as usize];
+        let Activity::Updating { target } = a.activity else {
+            return;
+        };
+        if !a.live {
+            return;
+        }
+        let served = a.served as usize;
+        self.stats[served].updating -= 1;
+        self.updating -= 1;
+        let p = self.fail_p[target as usize];
+        let fails = p > 0.0 && unit(&mut self.rng) <= p;
+        self.count(idx, false);
+        let a = &mut self.agents[idx as usize];
+        a.activity = Activity::Idle;
+        if fails {
+            // tern-update: the new version did not come up; links and DB reverted, the
+            // old version restarted, the target skipped until another one comes.
+            a.rollback = true;
+            a.skip = Some(target);
+            self.stats[served].rollbacks += 1;
+        } else {
+            a.version = target;
+            a.rollback = false;
+            a.healthy = true;
+            let st = &mut self.stats[served];
+            st.updates += 1;
+            st.first_update_at.get_or_insert(self.now);
+            st.last_update_at = Some(self.now);
+        }
+        self.count(idx, true);
+        if self.wants_update(idx).is_some() {
+            self.schedule_poll(idx);
+        }
+    }
+
+    fn leave(&mut self, idx: u32) {
+        if !self.agents[idx as usize].live {
+            return;
+        }
+        self.leaves += 1;
+        self.count(idx, false);
+        let a = &mut self.agents[idx as usize];
+        a.live = false;
+        let (served, replica, counted, frac) = (a.served, a.replica, a.counted, a.frac_bits);
+        if let Activity::Updating { .. } = a.activity {
+            self.stats[served as usize].updating -= 1;
+            self.updating -= 1;
+        }
+        a.activity = Activity::Idle;
+        if !counted {
+            self.replicas[replica as usize].unsettled -= 1;
+        }
+        let id = a.updater_id.clone();
+        self.by_id.remove(&id);
+        self.members[served as usize].remove(&(frac, idx));
+    }
+
+    fn join(&mut self) {
+        self.joins += 1;
+        let x = unit(&mut self.rng) * self.join_cdf.last().copied().unwrap_or(1.0);
+        let group = self
+            .join_cdf
+            .iter()
+            .position(|&c| x <= c)
+            .unwrap_or(self.join_cdf.len().saturating_sub(1));
+        let group = u16::try_from(group).unwrap_or(0);
+        // A new host installs what find says for its group, whatever the update flag.
+        let name = self.presented[group as usize].clone();
+        let told = find::decide(self.rollout.as_ref(), &name, "").version;
+        let version = match told {
+            Some(v) => self.intern(&v.to_string()),
+            None => self.from_version,
+        };
+        let now = self.now;
+        let idx = self.add_agent(group, version, false, now);
+        // A fresh install of a broken version has nothing to roll back to: it runs
+        // unhealthy (counted as failed).
+        let p = self.fail_p[version as usize];
+        if p > 0.0 && unit(&mut self.rng) <= p {
+            self.agents[idx as usize].healthy = false;
+        }
+        if self.wants_update(idx).is_some() {
+            self.schedule_poll(idx);
+        }
+        let rate = self.params.churn_per_hour / 3600.0 * self.agents_initial as f64;
+        let at = now + exp_secs(&mut self.rng, rate);
+        self.push(at, Kind::Join);
+    }
+
+    /// The timeline up to now, with the summaries.
+    pub fn timeline(&self) -> Timeline {
+        let target = self
+            .version
+            .spec
+            .agents
+            .as_ref()
+            .map(|a| a.target_version.to_string())
+            .unwrap_or_default();
+        let start_version = self
+            .version
+            .spec
+            .agents
+            .as_ref()
+            .map(|a| a.start_version.to_string())
+            .unwrap_or_default();
+        let mut hosts: Vec<BTreeMap<String, u64>> = vec![BTreeMap::new(); self.group_names.len()];
+        let (mut live, mut on_target, mut failed) = (0u64, 0u64, 0u64);
+        for a in self.agents.iter().filter(|a| a.live) {
+            live += 1;
+            let v = &self.versions[a.version as usize];
+            *hosts[a.served as usize].entry(v.clone()).or_default() += 1;
+            if a.failed() {
+                failed += 1;
+            } else if *v == target {
+                on_target += 1;
+            }
+        }
+        let secs_since = |w: Option<Timestamp>, t: Option<i64>| -> Option<i64> {
+            Some(self.ts(t?).duration_since(w?).as_secs())
+        };
+        let groups: Vec<GroupSummary> = self
+            .group_names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let st = &self.stats[i];
+                let g = self.rollout.as_ref().and_then(|r| r.group(name));
+                GroupSummary {
+                    name: name.clone(),
+                    state: g.map_or("none", |g| g.state.as_str()).to_string(),
+                    reason: g.map(|g| g.last_update_reason.clone()).unwrap_or_default(),
+                    window_opened_at: st.window_opened_at,
+                    started_at: st.started_at.map(|t| self.ts(t)),
+                    active_at: st.active_at.map(|t| self.ts(t)),
+                    done_at: st.done_at.map(|t| self.ts(t)),
+                    all_updated_at: st.all_updated_at.map(|t| self.ts(t)),
+                    window_to_done_secs: secs_since(st.window_opened_at, st.done_at),
+                    window_to_all_updated_secs: secs_since(st.window_opened_at, st.all_updated_at),
+                    counts: g.map(|g| self.counts_of(g)).unwrap_or_default(),
+                    hosts: std::mem::take(&mut hosts[i]),
+                    updates: st.updates,
+                    rollbacks: st.rollbacks,
+                    max_updating: st.max_updating,
+                    first_update_at: st.first_update_at.map(|t| self.ts(t)),
+                    last_update_at: st.last_update_at.map(|t| self.ts(t)),
+                }
+            })
+            .collect();
+        let first_window = self.stats.first().and_then(|s| s.window_opened_at);
+        Timeline {
+            params: self.params.clone(),
+            events: self.events.clone(),
+            overall: Overall {
+                start: Some(self.start),
+                end: Some(self.ts(self.now)),
+                start_version,
+                target_version: target,
+                rollout_state: self
+                    .rollout
+                    .as_ref()
+                    .map_or("none", |r| r.status.state.as_str())
+                    .to_string(),
+                rollout_created_at: self.rollout_created_at.map(|t| self.ts(t)),
+                rollout_done_at: self.rollout_done_at.map(|t| self.ts(t)),
+                first_window_to_done_secs: secs_since(first_window, self.rollout_done_at),
+                agents_initial: self.agents_initial,
+                agents_live: live,
+                on_target,
+                failed,
+                joins: self.joins,
+                leaves: self.leaves,
+                updates: self.stats.iter().map(|s| s.updates).sum(),
+                rollbacks: self.stats.iter().map(|s| s.rollbacks).sum(),
+                max_updating: self.max_updating,
+                reconciles: self.reconciles,
+                sim_events: self.sim_events,
+            },
+            groups,
+        }
+    }
+}

@@ -1,0 +1,332 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Behaviour of the simulator: determinism, the happy path, a broken version held at
+//! the canaries, time-based windows, backpressure, churn and replicas.
+
+use jiff::{SignedDuration, Timestamp};
+use tern_core::resource::{AutoUpdateConfig, AutoUpdateVersion};
+use tern_sim::{EventKind, Params, Sim, Timeline};
+
+const VERSION: &str = "
+kind: autoupdate_version
+metadata: {name: autoupdate-version}
+spec:
+  agents: {start_version: v1.0.0, target_version: v1.1.0, schedule: regular}
+";
+
+/// Three halt-on-error groups, every day; staging has canaries, prod waits 2h.
+const HALT3: &str = "
+kind: autoupdate_config
+metadata: {name: autoupdate-config}
+spec:
+  agents:
+    mode: enabled
+    strategy: halt-on-error
+    schedules:
+      regular:
+      - {name: dev, days: ['*'], start_hour: 12}
+      - {name: staging, days: ['*'], start_hour: 14, canary_count: 2}
+      - {name: prod, days: ['*'], start_hour: 16, wait_hours: 2}
+";
+
+/// Monday 2026-11-23 00:00 UTC.
+fn monday() -> Timestamp {
+    "2026-11-23T00:00:00Z".parse().unwrap()
+}
+
+fn at(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn run(config: &str, params: Params, hours: i64) -> Timeline {
+    let config = AutoUpdateConfig::from_text(config).unwrap();
+    let version = AutoUpdateVersion::from_text(VERSION).unwrap();
+    let until = params.start + SignedDuration::from_hours(hours);
+    let mut sim = Sim::new(params, Some(config), version).unwrap();
+    sim.run_until(until)
+}
+
+fn params(agents: u32, seed: u64) -> Params {
+    Params {
+        agents,
+        seed,
+        start: monday(),
+        ..Params::default()
+    }
+}
+
+fn assert_all_on_target(t: &Timeline) {
+    for g in &t.groups {
+        let off: Vec<_> = g.hosts.iter().filter(|(v, _)| *v != "1.1.0").collect();
+        assert!(
+            off.is_empty(),
+            "group {} has hosts off target: {off:?}",
+            g.name
+        );
+    }
+    assert_eq!(
+        t.overall.on_target, t.overall.agents_live,
+        "{:?}",
+        t.overall
+    );
+}
+
+#[test]
+fn same_seed_same_timeline_other_seed_other_timeline() {
+    let p = |seed| Params {
+        churn_per_hour: 0.05,
+        fail: [("1.1.0".to_string(), 0.02)].into_iter().collect(),
+        ..params(600, seed)
+    };
+    let a = serde_json::to_string(&run(HALT3, p(7), 48)).unwrap();
+    let b = serde_json::to_string(&run(HALT3, p(7), 48)).unwrap();
+    assert_eq!(a, b, "same seed, same timeline");
+    let c = serde_json::to_string(&run(HALT3, p(8), 48)).unwrap();
+    assert_ne!(a, c, "another seed gives another story");
+}
+
+#[test]
+fn happy_path_three_groups_in_order_everyone_on_target() {
+    let p = Params {
+        groups: vec![
+            ("dev".into(), 0.1),
+            ("staging".into(), 0.3),
+            ("prod".into(), 0.6),
+        ],
+        ungrouped: 0.05,
+        ..params(1200, 1)
+    };
+    let t = run(HALT3, p, 24);
+    assert_eq!(t.overall.rollout_state, "done", "{}", t.render_text());
+    let g = |n| t.group(n).unwrap();
+    // Exact fleet split: 95% over the groups 10/30/60, 5% ungrouped served by prod.
+    assert_eq!(g("dev").hosts.values().sum::<u64>(), 114);
+    assert_eq!(g("staging").hosts.values().sum::<u64>(), 342);
+    assert_eq!(g("prod").hosts.values().sum::<u64>(), 684 + 60);
+    // In order, each started at its window's opening hour (UTC).
+    let (dev, staging, prod) = (g("dev"), g("staging"), g("prod"));
+    assert_eq!(dev.window_opened_at, Some(at("2026-11-23T12:00:00Z")));
+    assert_eq!(staging.window_opened_at, Some(at("2026-11-23T14:00:00Z")));
+    assert_eq!(prod.window_opened_at, Some(at("2026-11-23T16:00:00Z")));
+    for s in [dev, staging, prod] {
+        let started = s.started_at.unwrap();
+        let opened = s.window_opened_at.unwrap();
+        assert!(started >= opened && started < opened + SignedDuration::from_hours(1));
+    }
+    assert!(dev.done_at.unwrap() <= staging.started_at.unwrap());
+    assert!(staging.done_at.unwrap() <= prod.started_at.unwrap());
+    assert!(dev.done_at < staging.done_at && staging.done_at < prod.done_at);
+    // No agent of a later group moved before its group started.
+    assert!(staging.first_update_at.unwrap() >= staging.started_at.unwrap());
+    assert!(prod.first_update_at.unwrap() >= prod.started_at.unwrap());
+    // Staging went through its canaries: picked, alive, then active.
+    let kinds: Vec<EventKind> = t.group_events("staging").map(|e| e.kind).collect();
+    let pos = |k| kinds.iter().position(|x| *x == k).unwrap();
+    assert!(pos(EventKind::CanariesPicked) < pos(EventKind::CanariesAlive));
+    let active = t
+        .group_events("staging")
+        .find(|e| e.to.as_deref() == Some("active"))
+        .unwrap();
+    assert_eq!(active.reason.as_deref(), Some("canaries_are_alive"));
+    assert_all_on_target(&t);
+    assert_eq!(t.overall.updates, 1200);
+    assert_eq!(t.overall.rollbacks, 0);
+}
+
+/// The first group has canaries; the target crashes on every host.
+const CANARY_FIRST: &str = "
+kind: autoupdate_config
+metadata: {name: autoupdate-config}
+spec:
+  agents:
+    strategy: halt-on-error
+    schedules:
+      regular:
+      - {name: dev, days: ['*'], start_hour: 12, canary_count: 3, alert_after: 2h}
+      - {name: prod, days: ['*'], start_hour: 16}
+";
+
+#[test]
+fn broken_version_holds_the_canary_group_and_later_groups() {
+    let p = Params {
+        fail: [("1.1.0".to_string(), 1.0)].into_iter().collect(),
+        ..params(800, 3)
+    };
+    let t = run(CANARY_FIRST, p, 48);
+    let dev = t.group("dev").unwrap();
+    assert_eq!(dev.state, "canary", "{}", t.render_text());
+    assert_eq!(dev.reason, "waiting_for_canaries");
+    assert_eq!(dev.rollbacks, 3, "the three canaries tried and rolled back");
+    assert_eq!(dev.updates, 0);
+    assert_eq!(dev.counts.failed, 3, "the reports show the failures");
+    assert_eq!(t.group("prod").unwrap().state, "unstarted");
+    assert_eq!(
+        t.group("prod").unwrap().updates + t.group("prod").unwrap().rollbacks,
+        0
+    );
+    assert_eq!(t.overall.rollout_state, "active");
+    assert_eq!(t.overall.failed, 3);
+    // Every host still runs the old version (the canaries rolled back to it).
+    for g in &t.groups {
+        assert_eq!(g.hosts.keys().collect::<Vec<_>>(), ["1.0.0"], "{}", g.name);
+    }
+    assert!(t.group_events("dev").any(|e| e.kind == EventKind::Overdue));
+    // The canaries never count as alive.
+    assert!(
+        t.group_events("dev")
+            .filter(|e| e.kind == EventKind::CanariesAlive)
+            .all(|e| e.detail.as_deref() == Some("0/3"))
+    );
+}
+
+/// Two time-based groups whose 2h windows overlap: they do not wait for each other.
+const TIME_BASED: &str = "
+kind: autoupdate_config
+metadata: {name: autoupdate-config}
+spec:
+  agents:
+    strategy: time-based
+    maintenance_window_duration: 2h
+    schedules:
+      regular:
+      - {name: dev, days: ['*'], start_hour: 8}
+      - {name: prod, days: ['*'], start_hour: 9}
+";
+
+#[test]
+fn time_based_groups_update_inside_their_windows() {
+    let t = run(TIME_BASED, params(1000, 4), 20);
+    for (name, open) in [
+        ("dev", "2026-11-23T08:00:00Z"),
+        ("prod", "2026-11-23T09:00:00Z"),
+    ] {
+        let g = t.group(name).unwrap();
+        let open = at(open);
+        let close = open + SignedDuration::from_hours(2);
+        assert_eq!(g.window_opened_at, Some(open), "{name}");
+        assert_eq!(
+            g.active_at,
+            Some(open),
+            "{name} is active as its window opens"
+        );
+        assert_eq!(
+            g.done_at,
+            Some(close),
+            "{name} is done as its window closes"
+        );
+        assert!(
+            g.first_update_at.unwrap() >= open,
+            "{name}: nobody updates early"
+        );
+        assert!(
+            g.last_update_at.unwrap() < close,
+            "{name}: all inside the window"
+        );
+        let done = t
+            .group_events(name)
+            .find(|e| e.to.as_deref() == Some("done"))
+            .unwrap();
+        assert_eq!(done.reason.as_deref(), Some("outside_window"));
+        let c = done.counts.as_ref().unwrap();
+        assert_eq!(c.up_to_date, c.present, "{name} finished within its window");
+        assert_eq!(c.present, 500);
+    }
+    // prod started while dev was still active: independent groups.
+    assert!(t.group("prod").unwrap().started_at < t.group("dev").unwrap().done_at);
+    assert_all_on_target(&t);
+}
+
+const ONE_GROUP: &str = "
+kind: autoupdate_config
+metadata: {name: autoupdate-config}
+spec:
+  agents:
+    schedules:
+      regular:
+      - {name: prod, days: ['*'], start_hour: 12}
+";
+
+#[test]
+fn backpressure_bounds_the_agents_updating_at_once() {
+    let n = 2000u32;
+    let free = run(ONE_GROUP, params(n, 5), 24);
+    let bounded = run(
+        &ONE_GROUP.replace("start_hour: 12}", "start_hour: 12, max_in_flight: 10%}"),
+        params(n, 5),
+        24,
+    );
+    for t in [&free, &bounded] {
+        assert_eq!(t.overall.rollout_state, "done", "{}", t.render_text());
+        assert_all_on_target(t);
+    }
+    // In flight are agents admitted (id under progress) but not yet updated; progress
+    // is 10% + the updated share, so at most 10% of the group plus the deviation of
+    // the ids' spread from uniform (well under 3 sqrt(n)).
+    let bound = (0.10 * f64::from(n) + 3.0 * f64::from(n).sqrt()) as u64;
+    let bp = bounded.group("prod").unwrap();
+    assert!(bp.max_updating <= bound, "{} > {bound}", bp.max_updating);
+    assert!(bp.max_updating > 0);
+    // Without backpressure the whole group rushes at once.
+    let fr = free.group("prod").unwrap();
+    assert!(
+        fr.max_updating > 2 * bound,
+        "{} <= 2 * {bound}",
+        fr.max_updating
+    );
+    // Backpressure trades time for safety.
+    assert!(bp.window_to_all_updated_secs > fr.window_to_all_updated_secs);
+    // Progress grew over several reconciles.
+    let steps = bounded
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::State && e.group.as_deref() == Some("prod"))
+        .count();
+    assert!(steps >= 2);
+}
+
+#[test]
+fn churn_does_not_deadlock_the_rollout() {
+    let p = Params {
+        churn_per_hour: 0.05,
+        ..params(1000, 6)
+    };
+    let t = run(HALT3, p, 48);
+    assert!(
+        t.overall.joins > 500 && t.overall.leaves > 500,
+        "{:?}",
+        t.overall
+    );
+    assert_eq!(t.overall.rollout_state, "done", "{}", t.render_text());
+    // Joiners install what find says for their group: the target once it is done.
+    assert_all_on_target(&t);
+}
+
+#[test]
+fn several_replicas_report_and_the_leader_reconciles() {
+    let p = Params {
+        replicas: 3,
+        ..params(900, 9)
+    };
+    let t = run(HALT3, p, 24);
+    assert_eq!(t.overall.rollout_state, "done", "{}", t.render_text());
+    assert_all_on_target(&t);
+    // Counts are the sum of the three reports.
+    assert_eq!(t.group("prod").unwrap().counts.present, 300);
+}
+
+#[test]
+fn the_seeds_timer_converges_slower_than_terns() {
+    let tern = run(ONE_GROUP, params(1000, 10), 24);
+    let seeds = run(
+        ONE_GROUP,
+        Params {
+            poll_secs: 600,
+            jitter_secs: Some(60),
+            ..params(1000, 10)
+        },
+        24,
+    );
+    let a = tern.group("prod").unwrap().window_to_done_secs.unwrap();
+    let b = seeds.group("prod").unwrap().window_to_done_secs.unwrap();
+    assert!(a < 5 * 60, "tern's 60s poll: {a}s");
+    assert!(b > a && b < 15 * 60, "a 10m poll: {b}s vs {a}s");
+}
