@@ -1,8 +1,8 @@
 //! Tern's store: a small revisioned key-value store behind one async, object-safe trait.
 //!
 //! `ternd` holds an `Arc<dyn Store>`; backends are [`SqliteStore`] (embedded default, one
-//! file, usable by several processes on one machine), [`MemoryStore`] (tests) and, later,
-//! etcd (cargo feature `etcd`). Every backend must pass the suite in `conformance`
+//! file, usable by several processes on one machine), [`MemoryStore`] (tests) and
+//! `EtcdStore` (cargo feature `etcd`: several replicas on one etcd cluster). Every backend must pass the suite in `conformance`
 //! (cargo feature `conformance`), so the semantics below are the contract, not a
 //! description of one implementation. They deliberately follow etcd's.
 //!
@@ -64,6 +64,8 @@
 //! later); [`Error::Backend`] is anything else unexpected. Messages name the key.
 
 mod error;
+#[cfg(feature = "etcd")]
+mod etcd;
 mod lease;
 mod memory;
 mod sqlite;
@@ -78,6 +80,8 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 pub use error::{Error, Result};
+#[cfg(feature = "etcd")]
+pub use etcd::{EtcdOptions, EtcdStore};
 pub use lease::LeaseKeeper;
 pub use memory::MemoryStore;
 pub use sqlite::{SqliteOptions, SqliteStore};

@@ -1,0 +1,833 @@
+//! The etcd backend (cargo feature `etcd`): several `ternd` replicas share one etcd cluster.
+//!
+//! # Layout
+//!
+//! Everything lives under the installation's prefix `P` (e.g. `/tern/`), so several Tern
+//! installations can share one etcd:
+//!
+//! * `P kv/ KEY` — the store's keys. The value is stored as is.
+//! * `P lease/ NAME` — a held leader lease; its value is the holder's name.
+//!
+//! # Mapping
+//!
+//! * Revisions are etcd's: the global revision is the cluster's header revision,
+//!   `create_revision`/`mod_revision` are the etcd key's. Failed compares and lease grants
+//!   do not change etcd's revision; writes by other clients of the same etcd (other
+//!   prefixes) do, which the trait allows. An empty etcd is at revision 1, not 0.
+//! * `create` is a transaction `create_revision(k) == 0 → put`; CAS is
+//!   `create_revision(k) > 0 ∧ mod_revision(k) == expected → put` (the first compare
+//!   because etcd compares an absent key as revision 0); the failure branch reads the key
+//!   to tell `NotFound` from `Conflict`.
+//! * TTL: **one etcd lease per TTL'd write**, granted just before it with the TTL rounded
+//!   up to whole seconds (etcd's granularity; etcd may also raise it to its minimum, 2 s
+//!   with default election settings). One lease per key because revoking a lease deletes
+//!   all its keys in *one* revision, and the trait promises each expiry a revision of its
+//!   own; writes with a TTL are rare in Tern (one report per replica per minute), so the
+//!   extra grant is cheap. The lease a write replaces (or a failed write's fresh lease) is
+//!   revoked in the background; it holds no key any more, so that changes nothing.
+//!   Expiry is etcd's: a key is deleted by the etcd leader within about half a second after
+//!   its lease's TTL (and later if the leader changes: etcd then extends leases by an
+//!   election timeout). Until then it is still visible.
+//! * Watches are etcd watches on the key range from the start revision, resumed from the
+//!   last delivered revision + 1 on another connection when the stream breaks (member
+//!   restart, network); a compacted start revision ends the watch with
+//!   [`Error::Compacted`]. History is what the etcd cluster keeps (its
+//!   `--auto-compaction-*` settings).
+//! * Leader lease `NAME`: an etcd lease with the TTL (rounded up) and a transaction
+//!   creating `P lease/NAME` with it only if absent. The fencing token is that key's
+//!   `create_revision`: a global etcd revision, so it grows with every acquisition of any
+//!   lease. Renewal is one etcd keep-alive, then a read checking the key still carries our
+//!   token and lease; the local deadline [`Lease::valid_until`] is measured from before the
+//!   request with the *requested* TTL, which never exceeds etcd's. Release deletes the key
+//!   if it still carries our token and revokes the etcd lease.
+//! * Every request has a deadline ([`EtcdOptions::request_timeout`]); no answer, a refused
+//!   connection and etcd's "no leader"/"timed out"/"too many requests" map to
+//!   [`Error::Unavailable`]. A write that timed out may still have been applied: a CAS
+//!   retried after it fails with `Conflict` (the caller rereads, as after any conflict).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
+    TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
+};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep, timeout};
+use tonic::Code;
+
+use crate::{
+    Error, KeyValue, Lease, LeaseInfo, Listing, Result, Revision, Store, Watch, WatchEvent,
+    check_key, check_lease_args, check_ttl, prefix_end,
+};
+
+/// How many events may wait in a watch's channel before the watch stops reading etcd.
+const WATCH_CHANNEL_CAPACITY: usize = 256;
+/// Backoff bounds when a watch reconnects.
+const WATCH_RETRY_MIN: Duration = Duration::from_millis(100);
+const WATCH_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// Tuning of an [`EtcdStore`]; the defaults suit ternd.
+#[derive(Debug, Clone)]
+pub struct EtcdOptions {
+    /// Deadline of every request (and of opening a watch); past it the operation fails with
+    /// [`Error::Unavailable`].
+    pub request_timeout: Duration,
+    /// Deadline of establishing a TCP/HTTP2 connection to one endpoint.
+    pub connect_timeout: Duration,
+    /// HTTP/2 keep-alive ping interval and timeout, so a silently dead member (partition,
+    /// paused process) is noticed on idle connections such as a watch's.
+    pub keep_alive_interval: Duration,
+    pub keep_alive_timeout: Duration,
+    /// etcd user name and password, if etcd's authentication is on.
+    pub credentials: Option<(String, String)>,
+}
+
+impl Default for EtcdOptions {
+    fn default() -> Self {
+        EtcdOptions {
+            request_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(2),
+            keep_alive_interval: Duration::from_secs(3),
+            keep_alive_timeout: Duration::from_secs(2),
+            credentials: None,
+        }
+    }
+}
+
+/// A [`Store`] in an etcd v3 cluster, under a key prefix. Cloning gives another handle onto
+/// the same client (connections).
+#[derive(Clone)]
+pub struct EtcdStore {
+    client: Client,
+    /// `PREFIX kv/`: prepended to every store key.
+    kv_prefix: String,
+    /// `PREFIX lease/`: prepended to lease names.
+    lease_prefix: String,
+    opts: EtcdOptions,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("kv_prefix", &self.kv_prefix)
+            .field("lease_prefix", &self.lease_prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdStore {
+    /// Connects to the etcd cluster at `endpoints` (`http://host:port` or `host:port`), keeping
+    /// every key under `prefix` (e.g. `/tern/`), and checks that it answers: fails with
+    /// [`Error::Unavailable`] if no endpoint does within the request timeout. Call it inside
+    /// a Tokio runtime.
+    pub async fn connect(endpoints: &[String], prefix: &str, opts: EtcdOptions) -> Result<Self> {
+        if endpoints.is_empty() {
+            return Err(Error::InvalidArgument(
+                "at least one etcd endpoint is needed".into(),
+            ));
+        }
+        let mut connect = ConnectOptions::new()
+            .with_connect_timeout(opts.connect_timeout)
+            .with_keep_alive(opts.keep_alive_interval, opts.keep_alive_timeout)
+            .with_keep_alive_while_idle(true)
+            // A member cut off from the others fails requests and watches at once instead
+            // of serving stale data or hanging.
+            .with_require_leader(true);
+        if let Some((user, password)) = &opts.credentials {
+            connect = connect.with_user(user.clone(), password.clone());
+        }
+        let what = format!("connecting to etcd at {}", endpoints.join(","));
+        let client = match timeout(
+            opts.request_timeout,
+            Client::connect(endpoints, Some(connect)),
+        )
+        .await
+        {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(map_err(&what, e)),
+            Err(_) => {
+                return Err(Error::Unavailable(format!(
+                    "{what}: no answer within {:?}",
+                    opts.request_timeout
+                )));
+            }
+        };
+        let store = EtcdStore {
+            client,
+            kv_prefix: format!("{prefix}kv/"),
+            lease_prefix: format!("{prefix}lease/"),
+            opts,
+        };
+        store.revision().await.map_err(|e| match e {
+            Error::Unavailable(m) => Error::Unavailable(format!("{what}: {m}")),
+            e => e,
+        })?;
+        Ok(store)
+    }
+
+    fn kv_key(&self, key: &str) -> String {
+        format!("{}{key}", self.kv_prefix)
+    }
+
+    fn lease_key(&self, name: &str) -> String {
+        format!("{}{name}", self.lease_prefix)
+    }
+
+    /// Runs one etcd request under the request deadline, mapping its errors.
+    async fn call<T>(
+        &self,
+        what: impl FnOnce() -> String,
+        f: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
+    ) -> Result<T> {
+        match timeout(self.opts.request_timeout, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(map_err(&what(), e)),
+            Err(_) => Err(Error::Unavailable(format!(
+                "{}: etcd did not answer within {:?}",
+                what(),
+                self.opts.request_timeout
+            ))),
+        }
+    }
+
+    /// Converts an etcd key-value under the kv prefix.
+    fn to_kv(&self, kv: &etcd_client::KeyValue) -> Result<KeyValue> {
+        let key = kv
+            .key()
+            .strip_prefix(self.kv_prefix.as_bytes())
+            .ok_or_else(|| {
+                Error::Backend(format!(
+                    "etcd returned key {:?} outside the prefix {:?}",
+                    String::from_utf8_lossy(kv.key()),
+                    self.kv_prefix
+                ))
+            })?;
+        let key = String::from_utf8(key.to_vec()).map_err(|_| {
+            Error::Backend(format!(
+                "etcd key {:?} is not UTF-8",
+                String::from_utf8_lossy(kv.key())
+            ))
+        })?;
+        Ok(KeyValue {
+            key,
+            value: kv.value().to_vec(),
+            create_revision: rev(kv.create_revision()),
+            mod_revision: rev(kv.mod_revision()),
+        })
+    }
+
+    /// Grants a fresh etcd lease for a key written with `ttl`.
+    async fn grant(&self, what: &str, ttl: Duration) -> Result<i64> {
+        let secs = ttl_secs(ttl);
+        let mut c = self.client.clone();
+        let resp = self
+            .call(
+                || format!("granting a {secs}s lease for {what}"),
+                c.lease_grant(secs, None),
+            )
+            .await?;
+        Ok(resp.id())
+    }
+
+    /// Revokes etcd leases no key uses any more, in the background (a failure only leaves
+    /// them to expire on their own).
+    fn revoke_unused(&self, ids: impl IntoIterator<Item = i64>) {
+        let ids: Vec<i64> = ids.into_iter().filter(|&id| id != 0).collect();
+        if ids.is_empty() {
+            return;
+        }
+        let mut c = self.client.clone();
+        let deadline = self.opts.request_timeout;
+        tokio::spawn(async move {
+            for id in ids {
+                if let Ok(Err(e)) = timeout(deadline, c.lease_revoke(id)).await
+                    && !is_lease_not_found(&e)
+                {
+                    tracing::debug!(lease = id, error = %e, "etcd store: revoking an unused lease failed");
+                }
+            }
+        });
+    }
+
+    /// A write of `key`: `compares` → put (with a fresh lease if `ttl`) and read it back;
+    /// otherwise read it (for the caller's error). Returns the response and the granted lease.
+    async fn write(
+        &self,
+        what: &str,
+        key: &str,
+        compares: Vec<Compare>,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> Result<(TxnResponse, i64)> {
+        let lease = match ttl {
+            Some(ttl) => self.grant(what, ttl).await?,
+            None => 0,
+        };
+        let k = self.kv_key(key);
+        let mut put = PutOptions::new().with_prev_key();
+        if lease != 0 {
+            put = put.with_lease(lease);
+        }
+        let txn = Txn::new()
+            .when(compares)
+            .and_then(vec![
+                TxnOp::put(k.clone(), value, Some(put)),
+                TxnOp::get(k.clone(), None),
+            ])
+            .or_else(vec![TxnOp::get(k, None)]);
+        let mut c = self.client.clone();
+        let result = self.call(|| what.to_owned(), c.txn(txn)).await;
+        match &result {
+            Ok(resp) if resp.succeeded() => {
+                // The lease the key had before, if any, holds nothing now.
+                let old = resp.op_responses().into_iter().find_map(|r| match r {
+                    TxnOpResponse::Put(p) => p.prev_key().map(|kv| kv.lease()),
+                    _ => None,
+                });
+                self.revoke_unused(old);
+            }
+            // Not applied (or unknown: a timed-out request may still apply, and then its
+            // key dies with the lease, i.e. at its TTL, as it should).
+            Ok(_) => self.revoke_unused([lease]),
+            Err(_) => {}
+        }
+        result.map(|r| (r, lease))
+    }
+
+    /// The key-value read back by the last `get` of a write transaction's branch.
+    fn read_back(&self, resp: &TxnResponse) -> Result<Option<KeyValue>> {
+        let got = resp.op_responses().into_iter().rev().find_map(|r| match r {
+            TxnOpResponse::Get(g) => Some(g),
+            _ => None,
+        });
+        match got.as_ref().and_then(|g| g.kvs().first()) {
+            Some(kv) => self.to_kv(kv).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The result of a successful write: the key as read back in the same transaction.
+    fn written(&self, key: &str, resp: &TxnResponse) -> Result<KeyValue> {
+        self.read_back(resp)?.ok_or_else(|| {
+            Error::Backend(format!(
+                "etcd applied the write of key {key:?} but did not return it"
+            ))
+        })
+    }
+
+    /// Opens an etcd watch on `[start, end)` from `start_revision` (0: now) and waits until
+    /// etcd confirms it. Returns the stream and the revision after which events will come.
+    async fn open_watch(
+        &self,
+        prefix: &str,
+        start_revision: Revision,
+    ) -> Result<(WatchStream, Revision)> {
+        let start = self.kv_key(prefix);
+        let end = prefix_end(start.as_bytes()).unwrap_or_else(|| vec![0]);
+        let mut options = WatchOptions::new().with_range(end).with_progress_notify();
+        if start_revision > 0 {
+            options = options.with_start_revision(to_i64(start_revision));
+        }
+        let what = || format!("watching prefix {prefix:?}");
+        let mut c = self.client.clone();
+        let opened = async {
+            let mut stream = c.watch(start.clone(), Some(options)).await?;
+            let created = stream.message().await?;
+            Ok((stream, created))
+        };
+        let (mut stream, created) = self.call(what, opened).await?;
+        let Some(created) = created else {
+            return Err(Error::Unavailable(format!(
+                "{}: etcd closed the watch stream",
+                what()
+            )));
+        };
+        if created.canceled() || created.compact_revision() > 0 {
+            return Err(watch_canceled(prefix, start_revision, &created));
+        }
+        let header = created.header().map_or(0, |h| rev(h.revision()));
+        if start_revision == 0 {
+            return Ok((stream, header));
+        }
+        // etcd reports a compacted start revision only in a later message; look for it now
+        // so the caller gets the error from `watch` itself, as with the other backends.
+        if start_revision <= header {
+            let probe = GetOptions::new()
+                .with_range(prefix_end(start.as_bytes()).unwrap_or_else(|| vec![0]))
+                .with_count_only()
+                .with_revision(to_i64(start_revision));
+            let mut c = self.client.clone();
+            match self.call(what, c.get(start.clone(), Some(probe))).await {
+                Ok(_) => {}
+                Err(Error::Backend(m)) if m.contains("compacted") => {
+                    let cancel = timeout(self.opts.request_timeout, stream.message()).await;
+                    let compacted = match cancel {
+                        Ok(Ok(Some(r))) if r.compact_revision() > 0 => rev(r.compact_revision()),
+                        _ => start_revision,
+                    };
+                    return Err(Error::Compacted {
+                        prefix: prefix.to_owned(),
+                        requested: start_revision,
+                        compacted,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((stream, start_revision - 1))
+    }
+
+    /// Converts one etcd watch event.
+    fn to_event(&self, e: &etcd_client::Event) -> Result<Option<WatchEvent>> {
+        let Some(kv) = e.kv() else { return Ok(None) };
+        let kv = self.to_kv(kv)?;
+        Ok(Some(match e.event_type() {
+            EventType::Put => WatchEvent::Put(kv),
+            EventType::Delete => WatchEvent::Delete {
+                key: kv.key,
+                revision: kv.mod_revision,
+            },
+        }))
+    }
+}
+
+/// The error for a watch etcd canceled.
+fn watch_canceled(prefix: &str, requested: Revision, r: &etcd_client::WatchResponse) -> Error {
+    if r.compact_revision() > 0 {
+        Error::Compacted {
+            prefix: prefix.to_owned(),
+            requested,
+            compacted: rev(r.compact_revision()),
+        }
+    } else {
+        Error::Unavailable(format!(
+            "watching prefix {prefix:?}: etcd canceled the watch: {}",
+            r.cancel_reason()
+        ))
+    }
+}
+
+/// Streams a watch into `tx`, reconnecting from the last delivered revision when the
+/// etcd stream breaks, until the receiver is dropped or the history is compacted.
+async fn run_watch(
+    store: EtcdStore,
+    prefix: String,
+    mut stream: WatchStream,
+    mut after: Revision,
+    tx: mpsc::Sender<Result<WatchEvent>>,
+) {
+    loop {
+        // Forward messages until the stream breaks.
+        let broken = loop {
+            let msg = tokio::select! {
+                _ = tx.closed() => return,
+                msg = stream.message() => msg,
+            };
+            match msg {
+                Ok(Some(resp)) => {
+                    if resp.canceled() || resp.compact_revision() > 0 {
+                        let err = watch_canceled(&prefix, after + 1, &resp);
+                        if matches!(err, Error::Compacted { .. }) {
+                            let _ = tx.send(Err(err)).await;
+                            return;
+                        }
+                        break err.to_string();
+                    }
+                    if resp.events().is_empty() {
+                        // A progress notification: everything up to its revision was sent.
+                        if !resp.created()
+                            && let Some(h) = resp.header()
+                        {
+                            after = after.max(rev(h.revision()));
+                        }
+                        continue;
+                    }
+                    for e in resp.events() {
+                        match store.to_event(e) {
+                            Ok(Some(event)) => {
+                                after = after.max(event.revision());
+                                if tx.send(Ok(event)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Ok(None) => {}
+                            Err(err) => {
+                                let _ = tx.send(Err(err)).await;
+                                return;
+                            }
+                        }
+                    }
+                }
+                Ok(None) => break "etcd closed the watch stream".to_owned(),
+                Err(e) => break map_err(&format!("watching prefix {prefix:?}"), e).to_string(),
+            }
+        };
+        tracing::warn!(prefix = %prefix, after, error = %broken, "etcd store: watch broken, resuming");
+        // Resume from the next revision, with backoff, until it works or the history is gone.
+        let mut backoff = WATCH_RETRY_MIN;
+        stream = loop {
+            tokio::select! {
+                _ = tx.closed() => return,
+                _ = sleep(backoff) => {}
+            }
+            match store.open_watch(&prefix, after + 1).await {
+                Ok((s, _)) => break s,
+                Err(e @ Error::Compacted { .. }) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(prefix = %prefix, error = %e, "etcd store: resuming a watch failed, retrying");
+                    backoff = (backoff * 2).min(WATCH_RETRY_MAX);
+                }
+            }
+        };
+    }
+}
+
+#[async_trait]
+impl Store for EtcdStore {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        check_key(key)?;
+        let mut c = self.client.clone();
+        let resp = self
+            .call(
+                || format!("reading key {key:?}"),
+                c.get(self.kv_key(key), None),
+            )
+            .await?;
+        match resp.kvs().first() {
+            Some(kv) => self.to_kv(kv).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Listing> {
+        let start = self.kv_key(prefix);
+        // The kv prefix ends with '/', so the range always has an end.
+        let end = prefix_end(start.as_bytes()).unwrap_or_else(|| vec![0]);
+        let mut c = self.client.clone();
+        let resp = self
+            .call(
+                || format!("listing prefix {prefix:?}"),
+                c.get(start.clone(), Some(GetOptions::new().with_range(end))),
+            )
+            .await?;
+        let kvs = resp
+            .kvs()
+            .iter()
+            .map(|kv| self.to_kv(kv))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Listing {
+            kvs,
+            revision: resp.header().map_or(0, |h| rev(h.revision())),
+        })
+    }
+
+    async fn revision(&self) -> Result<Revision> {
+        let mut c = self.client.clone();
+        let resp = self
+            .call(
+                || "reading the revision".to_owned(),
+                c.get(
+                    self.kv_prefix.clone(),
+                    Some(GetOptions::new().with_count_only()),
+                ),
+            )
+            .await?;
+        Ok(resp.header().map_or(0, |h| rev(h.revision())))
+    }
+
+    async fn create(&self, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<KeyValue> {
+        check_key(key)?;
+        check_ttl(key, ttl)?;
+        let compares = vec![Compare::create_revision(
+            self.kv_key(key),
+            CompareOp::Equal,
+            0,
+        )];
+        let (resp, _) = self
+            .write(&format!("creating key {key:?}"), key, compares, value, ttl)
+            .await?;
+        if !resp.succeeded() {
+            return Err(Error::AlreadyExists {
+                key: key.to_owned(),
+            });
+        }
+        self.written(key, &resp)
+    }
+
+    async fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: Revision,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> Result<KeyValue> {
+        check_key(key)?;
+        check_ttl(key, ttl)?;
+        let k = self.kv_key(key);
+        let compares = vec![
+            // etcd compares an absent key as revision 0: require it to exist.
+            Compare::create_revision(k.clone(), CompareOp::Greater, 0),
+            Compare::mod_revision(k, CompareOp::Equal, to_i64(expected)),
+        ];
+        let (resp, _) = self
+            .write(&format!("updating key {key:?}"), key, compares, value, ttl)
+            .await?;
+        if resp.succeeded() {
+            return self.written(key, &resp);
+        }
+        match self.read_back(&resp)? {
+            None => Err(Error::NotFound {
+                key: key.to_owned(),
+            }),
+            Some(kv) => Err(Error::Conflict {
+                key: key.to_owned(),
+                expected,
+                actual: kv.mod_revision,
+            }),
+        }
+    }
+
+    async fn put(&self, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<KeyValue> {
+        check_key(key)?;
+        check_ttl(key, ttl)?;
+        let (resp, _) = self
+            .write(&format!("writing key {key:?}"), key, vec![], value, ttl)
+            .await?;
+        self.written(key, &resp)
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Revision> {
+        check_key(key)?;
+        let k = self.kv_key(key);
+        let mut compares = vec![Compare::create_revision(k.clone(), CompareOp::Greater, 0)];
+        if let Some(expected) = expected {
+            compares.push(Compare::mod_revision(
+                k.clone(),
+                CompareOp::Equal,
+                to_i64(expected),
+            ));
+        }
+        let txn = Txn::new()
+            .when(compares)
+            .and_then(vec![TxnOp::delete(
+                k.clone(),
+                Some(etcd_client::DeleteOptions::new().with_prev_key()),
+            )])
+            .or_else(vec![TxnOp::get(k, None)]);
+        let mut c = self.client.clone();
+        let resp = self
+            .call(|| format!("deleting key {key:?}"), c.txn(txn))
+            .await?;
+        if resp.succeeded() {
+            let leases = resp.op_responses().into_iter().flat_map(|r| match r {
+                TxnOpResponse::Delete(d) => d.prev_kvs().iter().map(|kv| kv.lease()).collect(),
+                _ => Vec::new(),
+            });
+            self.revoke_unused(leases);
+            return Ok(resp.header().map_or(0, |h| rev(h.revision())));
+        }
+        match (self.read_back(&resp)?, expected) {
+            (None, _) => Err(Error::NotFound {
+                key: key.to_owned(),
+            }),
+            (Some(kv), expected) => Err(Error::Conflict {
+                key: key.to_owned(),
+                expected: expected.unwrap_or_default(),
+                actual: kv.mod_revision,
+            }),
+        }
+    }
+
+    async fn watch(&self, prefix: &str, start_revision: Revision) -> Result<Watch> {
+        let (stream, after) = self.open_watch(prefix, start_revision).await?;
+        let (tx, rx) = mpsc::channel(WATCH_CHANNEL_CAPACITY);
+        tokio::spawn(run_watch(
+            self.clone(),
+            prefix.to_owned(),
+            stream,
+            after,
+            tx,
+        ));
+        Ok(Watch::from_receiver(rx))
+    }
+
+    async fn lease_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>> {
+        check_lease_args(name, holder, ttl)?;
+        let start = Instant::now();
+        let what = format!("acquiring lease {name:?}");
+        let id = self.grant(&what, ttl).await?;
+        let key = self.lease_key(name);
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then(vec![TxnOp::put(
+                key,
+                holder,
+                Some(PutOptions::new().with_lease(id)),
+            )]);
+        let mut c = self.client.clone();
+        let resp = self.call(|| what.clone(), c.txn(txn)).await;
+        let resp = match resp {
+            Ok(r) if r.succeeded() => r,
+            Ok(_) => {
+                self.revoke_unused([id]);
+                return Ok(None);
+            }
+            Err(e) => {
+                // Unknown outcome: if it applied, the lease expires at its TTL unrenewed.
+                self.revoke_unused([id]);
+                return Err(e);
+            }
+        };
+        let token = resp.header().map_or(0, |h| rev(h.revision()));
+        Ok(Some(Lease {
+            name: name.to_owned(),
+            holder: holder.to_owned(),
+            token,
+            id,
+            ttl,
+            valid_until: start + ttl,
+        }))
+    }
+
+    async fn lease_renew(&self, lease: &Lease) -> Result<Lease> {
+        let start = Instant::now();
+        let lost = || Error::LeaseLost {
+            name: lease.name.clone(),
+            holder: lease.holder.clone(),
+        };
+        let what = || format!("renewing lease {:?}", lease.name);
+        let mut c = self.client.clone();
+        // `lease_keep_alive` sends one keep-alive and waits for its answer.
+        match self.call(what, c.lease_keep_alive(lease.id)).await {
+            Ok(_) => {}
+            Err(Error::Backend(m)) if m.contains("lease not found") => return Err(lost()),
+            Err(e) => return Err(e),
+        }
+        // The etcd lease lives; check the key is still ours (it may have been released
+        // behind our back and taken by someone else with another lease).
+        let mut c = self.client.clone();
+        let resp = self
+            .call(what, c.get(self.lease_key(&lease.name), None))
+            .await?;
+        match resp.kvs().first() {
+            Some(kv) if rev(kv.create_revision()) == lease.token && kv.lease() == lease.id => {
+                Ok(Lease {
+                    valid_until: start + lease.ttl,
+                    ..lease.clone()
+                })
+            }
+            _ => Err(lost()),
+        }
+    }
+
+    async fn lease_release(&self, lease: &Lease) -> Result<()> {
+        let key = self.lease_key(&lease.name);
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                to_i64(lease.token),
+            )])
+            .and_then(vec![TxnOp::delete(key, None)]);
+        let mut c = self.client.clone();
+        self.call(|| format!("releasing lease {:?}", lease.name), c.txn(txn))
+            .await?;
+        // Our etcd lease holds nothing now (or only the key just deleted).
+        let mut c = self.client.clone();
+        match self
+            .call(
+                || format!("revoking the etcd lease of {:?}", lease.name),
+                c.lease_revoke(lease.id),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(Error::Backend(m)) if m.contains("lease not found") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn lease_info(&self, name: &str) -> Result<Option<LeaseInfo>> {
+        let mut c = self.client.clone();
+        let resp = self
+            .call(
+                || format!("reading lease {name:?}"),
+                c.get(self.lease_key(name), None),
+            )
+            .await?;
+        Ok(resp.kvs().first().map(|kv| LeaseInfo {
+            name: name.to_owned(),
+            holder: String::from_utf8_lossy(kv.value()).into_owned(),
+            token: rev(kv.create_revision()),
+        }))
+    }
+}
+
+/// Maps an etcd client error; `what` names the operation and key.
+fn map_err(what: &str, e: etcd_client::Error) -> Error {
+    use etcd_client::Error as E;
+    let unavailable = match &e {
+        E::GRpcStatus(s) => matches!(
+            s.code(),
+            // Unreachable, no leader, leader changed, request timed out, too many requests,
+            // connection reset mid-request.
+            Code::Unavailable
+                | Code::DeadlineExceeded
+                | Code::ResourceExhausted
+                | Code::Cancelled
+                | Code::Aborted
+        ),
+        E::TransportError(_) | E::IoError(_) => true,
+        _ => false,
+    };
+    if unavailable {
+        Error::Unavailable(format!("{what}: {e}"))
+    } else {
+        Error::Backend(format!("{what}: {e}"))
+    }
+}
+
+fn is_lease_not_found(e: &etcd_client::Error) -> bool {
+    e.to_string().contains("lease not found")
+}
+
+/// etcd lease TTLs are whole seconds: round up, at least 1.
+fn ttl_secs(ttl: Duration) -> i64 {
+    let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
+}
+
+fn rev(r: i64) -> Revision {
+    // etcd revisions are never negative.
+    u64::try_from(r).unwrap_or(0)
+}
+
+fn to_i64(r: Revision) -> i64 {
+    i64::try_from(r).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_round_up_to_whole_seconds() {
+        assert_eq!(ttl_secs(Duration::from_millis(1)), 1);
+        assert_eq!(ttl_secs(Duration::from_secs(2)), 2);
+        assert_eq!(ttl_secs(Duration::from_millis(2001)), 3);
+        assert_eq!(ttl_secs(Duration::from_secs(3600)), 3600);
+    }
+}

@@ -1,0 +1,183 @@
+#![cfg(feature = "etcd")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The conformance suite against a real etcd (one fresh single-member etcd per test, each
+//! handle a separate client), plus etcd-only behaviour: compaction, prefixes, TTL leases.
+//!
+//! Needs the `etcd` binary (Debian: `etcd-server`); run with `--features etcd`.
+
+#[path = "support/etcd_server.rs"]
+mod etcd_server;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_server::EtcdCluster;
+use tern_store::conformance::Harness;
+use tern_store::{Error, EtcdOptions, EtcdStore, Store, WatchEvent};
+
+#[derive(Default)]
+struct Etcd {
+    clusters: Mutex<Vec<EtcdCluster>>,
+}
+
+#[async_trait]
+impl Harness for Etcd {
+    async fn open(&self, n: usize) -> Vec<Arc<dyn Store>> {
+        let cluster = EtcdCluster::start(1).await;
+        let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+        for _ in 0..n {
+            stores.push(Arc::new(cluster.store("/tern/").await));
+        }
+        self.clusters.lock().unwrap().push(cluster);
+        stores
+    }
+
+    /// etcd lease TTLs are whole seconds, at least 2 with default election settings, and
+    /// the leader revokes expired leases every 500 ms.
+    fn ttl(&self) -> Duration {
+        Duration::from_secs(2)
+    }
+}
+
+tern_store::conformance_tests!(Etcd::default());
+
+async fn raw_client(cluster: &EtcdCluster) -> etcd_client::Client {
+    etcd_client::Client::connect(cluster.endpoints(), None)
+        .await
+        .unwrap()
+}
+
+/// A watch from a compacted revision fails with `Compacted` from `watch` itself; the kept
+/// history is still replayable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_before_compaction_is_compacted() {
+    let cluster = EtcdCluster::start(1).await;
+    let store = cluster.store("/tern/").await;
+    let mut kvs = Vec::new();
+    for i in 0..10 {
+        kvs.push(store.put(&format!("k/{i}"), vec![], None).await.unwrap());
+    }
+    let compact_at = kvs[5].mod_revision;
+    let mut raw = raw_client(&cluster).await;
+    raw.compact(i64::try_from(compact_at).unwrap(), None)
+        .await
+        .unwrap();
+
+    let err = store.watch("k/", kvs[0].mod_revision).await.unwrap_err();
+    match err {
+        Error::Compacted {
+            requested,
+            compacted,
+            ref prefix,
+        } => {
+            assert_eq!(requested, kvs[0].mod_revision);
+            assert_eq!(compacted, compact_at);
+            assert_eq!(prefix, "k/");
+        }
+        e => panic!("expected Compacted, got {e:?}"),
+    }
+    let mut w = store.watch("k/", compact_at).await.unwrap();
+    assert_eq!(
+        w.next().await.unwrap().unwrap(),
+        WatchEvent::Put(kvs[5].clone())
+    );
+}
+
+/// Two installations with different prefixes on one etcd do not see each other's keys,
+/// watches or leases, and keys are stored under the prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefixes_isolate_installations() {
+    let cluster = EtcdCluster::start(1).await;
+    let a = cluster.store("/tern-a/").await;
+    let b = cluster.store("/tern-b/").await;
+    let mut wa = a.watch("", 0).await.unwrap();
+
+    b.put("res/x", b"b".to_vec(), None).await.unwrap();
+    let kb = b.lease_acquire("leader", "b", Duration::from_secs(5)).await;
+    assert!(kb.unwrap().is_some());
+    let ka = a.put("res/x", b"a".to_vec(), None).await.unwrap();
+    assert!(
+        a.lease_acquire("leader", "a", Duration::from_secs(5))
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    assert_eq!(a.get("res/x").await.unwrap().unwrap().value, b"a");
+    assert_eq!(b.get("res/x").await.unwrap().unwrap().value, b"b");
+    let all: Vec<String> = a
+        .list("")
+        .await
+        .unwrap()
+        .kvs
+        .into_iter()
+        .map(|kv| kv.key)
+        .collect();
+    assert_eq!(
+        all,
+        ["res/x"],
+        "leases or the other prefix leaked into list"
+    );
+    // The watch on everything of `a` sees only a's key write (not b's, not the leases).
+    assert_eq!(wa.next().await.unwrap().unwrap(), WatchEvent::Put(ka));
+    let marker = a.put("m", vec![], None).await.unwrap();
+    assert_eq!(wa.next().await.unwrap().unwrap(), WatchEvent::Put(marker));
+
+    // The raw layout.
+    let mut raw = raw_client(&cluster).await;
+    let got = raw.get("/tern-a/kv/res/x", None).await.unwrap();
+    assert_eq!(got.kvs()[0].value(), b"a");
+    let got = raw.get("/tern-b/lease/leader", None).await.unwrap();
+    assert_eq!(got.kvs()[0].value(), b"b");
+}
+
+/// Each TTL'd key has an etcd lease of its own (the TTL rounded up to whole seconds); a
+/// lease replaced by a later write is revoked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_ttl_key_has_its_own_lease() {
+    let cluster = EtcdCluster::start(1).await;
+    let store = cluster.store("/tern/").await;
+    let ttl = Some(Duration::from_millis(2500));
+    store.put("a", vec![], ttl).await.unwrap();
+    store.put("b", vec![], ttl).await.unwrap();
+    let mut raw = raw_client(&cluster).await;
+    let lease_of = |r: etcd_client::GetResponse| r.kvs()[0].lease();
+    let la = lease_of(raw.get("/tern/kv/a", None).await.unwrap());
+    let lb = lease_of(raw.get("/tern/kv/b", None).await.unwrap());
+    assert!(la != 0 && lb != 0 && la != lb);
+    let info = raw.lease_time_to_live(la, None).await.unwrap();
+    assert_eq!(info.granted_ttl(), 3, "2.5 s rounds up to 3 s");
+
+    // Overwriting without TTL makes the key permanent and revokes its old lease.
+    store.put("a", vec![], None).await.unwrap();
+    assert_eq!(lease_of(raw.get("/tern/kv/a", None).await.unwrap()), 0);
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while raw.lease_time_to_live(la, None).await.unwrap().ttl() > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the replaced lease was not revoked");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(store.get("a").await.unwrap().is_some());
+    assert!(store.get("b").await.unwrap().is_none());
+}
+
+/// `connect` fails with `Unavailable` (not a hang) when nothing listens at the endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_to_nothing_is_unavailable() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let opts = EtcdOptions {
+        request_timeout: Duration::from_secs(2),
+        ..EtcdOptions::default()
+    };
+    let err = EtcdStore::connect(&[format!("http://127.0.0.1:{port}")], "/tern/", opts)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
+    assert!(err.to_string().contains(&port.to_string()), "{err}");
+}
