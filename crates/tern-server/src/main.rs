@@ -104,6 +104,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&a.log)?)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let transport = server::transport(a.tls_cert, a.tls_key, a.insecure_http)?;
     server::create_data_dir(&a.data_dir)?;
