@@ -257,11 +257,8 @@ impl Timeline {
                 }
             };
             let counts = e.counts.as_ref().map(counts_text).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  {}  {group:<width$}  {what:<44} {counts}",
-                when(e.at)
-            );
+            let line = format!("  {}  {group:<width$}  {what:<44} {counts}", when(e.at));
+            let _ = writeln!(out, "{}", line.trim_end());
         }
         let _ = writeln!(out, "\ngroups:");
         let _ = writeln!(

@@ -330,3 +330,24 @@ fn the_seeds_timer_converges_slower_than_terns() {
     assert!(a < 5 * 60, "tern's 60s poll: {a}s");
     assert!(b > a && b < 15 * 60, "a 10m poll: {b}s vs {a}s");
 }
+
+#[test]
+fn running_in_steps_is_the_same_as_running_at_once() {
+    let config = AutoUpdateConfig::from_text(HALT3).unwrap();
+    let version = AutoUpdateVersion::from_text(VERSION).unwrap();
+    let p = Params {
+        churn_per_hour: 0.05,
+        ..params(500, 11)
+    };
+    let end = monday() + SignedDuration::from_hours(30);
+    let once = Sim::new(p.clone(), Some(config.clone()), version.clone())
+        .unwrap()
+        .run_until(end);
+    let mut sim = Sim::new(p, Some(config), version).unwrap();
+    for h in [1, 12, 13, 14, 20] {
+        let partial = sim.run_until(monday() + SignedDuration::from_hours(h));
+        assert_eq!(sim.now(), monday() + SignedDuration::from_hours(h));
+        assert!(partial.events.iter().all(|e| e.at <= sim.now()));
+    }
+    assert_eq!(sim.run_until(end), once);
+}
