@@ -66,6 +66,8 @@ const WATCH_CHANNEL_CAPACITY: usize = 256;
 /// Backoff bounds when a watch reconnects.
 const WATCH_RETRY_MIN: Duration = Duration::from_millis(100);
 const WATCH_RETRY_MAX: Duration = Duration::from_secs(2);
+/// Pause before retrying a request that did not reach etcd.
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
 /// Tuning of an [`EtcdStore`]; the defaults suit ternd.
 #[derive(Debug, Clone)]
@@ -105,6 +107,8 @@ pub struct EtcdStore {
     /// `PREFIX lease/`: prepended to lease names.
     lease_prefix: String,
     opts: EtcdOptions,
+    /// How many endpoints the client balances over (bounds retries).
+    endpoints: usize,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -158,6 +162,7 @@ impl EtcdStore {
             kv_prefix: format!("{prefix}kv/"),
             lease_prefix: format!("{prefix}lease/"),
             opts,
+            endpoints: endpoints.len(),
         };
         store.revision().await.map_err(|e| match e {
             Error::Unavailable(m) => Error::Unavailable(format!("{what}: {m}")),
@@ -175,20 +180,72 @@ impl EtcdStore {
     }
 
     /// Runs one etcd request under the request deadline, mapping its errors.
-    async fn call<T>(
+    ///
+    /// The client balances requests over every endpoint and keeps sending some to a dead
+    /// member, failing them with a connect error. Such a request never reached etcd, so it
+    /// is retried at once (on another endpoint, with luck), a few times, for any request.
+    /// An `idempotent` request (a read, a keep-alive) is also retried after other
+    /// "unavailable" errors; a write is not, since it may have been applied.
+    async fn call<T, F, Fut>(
         &self,
-        what: impl FnOnce() -> String,
-        f: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
-    ) -> Result<T> {
-        match timeout(self.opts.request_timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(map_err(&what(), e)),
+        what: impl Fn() -> String,
+        idempotent: bool,
+        mut f: F,
+    ) -> Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        let attempts = 2 * self.endpoints + 1;
+        let run = async {
+            let mut attempt = 1;
+            loop {
+                match f(self.client.clone()).await {
+                    Ok(v) => return Ok(v),
+                    Err(e) => {
+                        let again = attempt < attempts
+                            && (not_sent(&e) || (idempotent && is_unavailable(&e)));
+                        if !again {
+                            return Err(map_err(&what(), e));
+                        }
+                        tracing::debug!(error = %e, attempt, "etcd store: {}: retrying", what());
+                        attempt += 1;
+                        sleep(RETRY_PAUSE).await;
+                    }
+                }
+            }
+        };
+        match timeout(self.opts.request_timeout, run).await {
+            Ok(result) => result,
             Err(_) => Err(Error::Unavailable(format!(
                 "{}: etcd did not answer within {:?}",
                 what(),
                 self.opts.request_timeout
             ))),
         }
+    }
+
+    /// A range read (retried: reads are idempotent).
+    async fn range(
+        &self,
+        what: impl Fn() -> String,
+        key: String,
+        options: Option<GetOptions>,
+    ) -> Result<etcd_client::GetResponse> {
+        self.call(what, true, |mut c| {
+            let (key, options) = (key.clone(), options.clone());
+            async move { c.get(key, options).await }
+        })
+        .await
+    }
+
+    /// A transaction (not retried once sent: it may have been applied).
+    async fn txn(&self, what: impl Fn() -> String, txn: Txn) -> Result<TxnResponse> {
+        self.call(what, false, |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await
     }
 
     /// Converts an etcd key-value under the kv prefix.
@@ -220,11 +277,12 @@ impl EtcdStore {
     /// Grants a fresh etcd lease for a key written with `ttl`.
     async fn grant(&self, what: &str, ttl: Duration) -> Result<i64> {
         let secs = ttl_secs(ttl);
-        let mut c = self.client.clone();
+        // Retried: a grant that did apply leaves an unused lease, which expires.
         let resp = self
             .call(
                 || format!("granting a {secs}s lease for {what}"),
-                c.lease_grant(secs, None),
+                true,
+                |mut c| async move { c.lease_grant(secs, None).await },
             )
             .await?;
         Ok(resp.id())
@@ -276,8 +334,7 @@ impl EtcdStore {
                 TxnOp::get(k.clone(), None),
             ])
             .or_else(vec![TxnOp::get(k, None)]);
-        let mut c = self.client.clone();
-        let result = self.call(|| what.to_owned(), c.txn(txn)).await;
+        let result = self.txn(|| what.to_owned(), txn).await;
         match &result {
             Ok(resp) if resp.succeeded() => {
                 // The lease the key had before, if any, holds nothing now.
@@ -330,13 +387,16 @@ impl EtcdStore {
             options = options.with_start_revision(to_i64(start_revision));
         }
         let what = || format!("watching prefix {prefix:?}");
-        let mut c = self.client.clone();
-        let opened = async {
-            let mut stream = c.watch(start.clone(), Some(options)).await?;
-            let created = stream.message().await?;
-            Ok((stream, created))
-        };
-        let (mut stream, created) = self.call(what, opened).await?;
+        let (mut stream, created) = self
+            .call(what, true, |mut c| {
+                let (start, options) = (start.clone(), options.clone());
+                async move {
+                    let mut stream = c.watch(start, Some(options)).await?;
+                    let created = stream.message().await?;
+                    Ok((stream, created))
+                }
+            })
+            .await?;
         let Some(created) = created else {
             return Err(Error::Unavailable(format!(
                 "{}: etcd closed the watch stream",
@@ -357,8 +417,7 @@ impl EtcdStore {
                 .with_range(prefix_end(start.as_bytes()).unwrap_or_else(|| vec![0]))
                 .with_count_only()
                 .with_revision(to_i64(start_revision));
-            let mut c = self.client.clone();
-            match self.call(what, c.get(start.clone(), Some(probe))).await {
+            match self.range(what, start.clone(), Some(probe)).await {
                 Ok(_) => {}
                 Err(Error::Backend(m)) if m.contains("compacted") => {
                     let cancel = timeout(self.opts.request_timeout, stream.message()).await;
@@ -490,12 +549,8 @@ async fn run_watch(
 impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         check_key(key)?;
-        let mut c = self.client.clone();
         let resp = self
-            .call(
-                || format!("reading key {key:?}"),
-                c.get(self.kv_key(key), None),
-            )
+            .range(|| format!("reading key {key:?}"), self.kv_key(key), None)
             .await?;
         match resp.kvs().first() {
             Some(kv) => self.to_kv(kv).map(Some),
@@ -507,11 +562,11 @@ impl Store for EtcdStore {
         let start = self.kv_key(prefix);
         // The kv prefix ends with '/', so the range always has an end.
         let end = prefix_end(start.as_bytes()).unwrap_or_else(|| vec![0]);
-        let mut c = self.client.clone();
         let resp = self
-            .call(
+            .range(
                 || format!("listing prefix {prefix:?}"),
-                c.get(start.clone(), Some(GetOptions::new().with_range(end))),
+                start,
+                Some(GetOptions::new().with_range(end)),
             )
             .await?;
         let kvs = resp
@@ -526,14 +581,11 @@ impl Store for EtcdStore {
     }
 
     async fn revision(&self) -> Result<Revision> {
-        let mut c = self.client.clone();
         let resp = self
-            .call(
+            .range(
                 || "reading the revision".to_owned(),
-                c.get(
-                    self.kv_prefix.clone(),
-                    Some(GetOptions::new().with_count_only()),
-                ),
+                self.kv_prefix.clone(),
+                Some(GetOptions::new().with_count_only()),
             )
             .await?;
         Ok(resp.header().map_or(0, |h| rev(h.revision())))
@@ -618,10 +670,7 @@ impl Store for EtcdStore {
                 Some(etcd_client::DeleteOptions::new().with_prev_key()),
             )])
             .or_else(vec![TxnOp::get(k, None)]);
-        let mut c = self.client.clone();
-        let resp = self
-            .call(|| format!("deleting key {key:?}"), c.txn(txn))
-            .await?;
+        let resp = self.txn(|| format!("deleting key {key:?}"), txn).await?;
         if resp.succeeded() {
             let leases = resp.op_responses().into_iter().flat_map(|r| match r {
                 TxnOpResponse::Delete(d) => d.prev_kvs().iter().map(|kv| kv.lease()).collect(),
@@ -677,8 +726,7 @@ impl Store for EtcdStore {
                 holder,
                 Some(PutOptions::new().with_lease(id)),
             )]);
-        let mut c = self.client.clone();
-        let resp = self.call(|| what.clone(), c.txn(txn)).await;
+        let resp = self.txn(|| what.clone(), txn).await;
         let resp = match resp {
             Ok(r) if r.succeeded() => r,
             Ok(_) => {
@@ -709,19 +757,23 @@ impl Store for EtcdStore {
             holder: lease.holder.clone(),
         };
         let what = || format!("renewing lease {:?}", lease.name);
-        let mut c = self.client.clone();
         // `lease_keep_alive` sends one keep-alive and waits for its answer.
-        match self.call(what, c.lease_keep_alive(lease.id)).await {
+        let id = lease.id;
+        let renewed = self
+            .call(
+                what,
+                true,
+                |mut c| async move { c.lease_keep_alive(id).await },
+            )
+            .await;
+        match renewed {
             Ok(_) => {}
             Err(Error::Backend(m)) if m.contains("lease not found") => return Err(lost()),
             Err(e) => return Err(e),
         }
         // The etcd lease lives; check the key is still ours (it may have been released
         // behind our back and taken by someone else with another lease).
-        let mut c = self.client.clone();
-        let resp = self
-            .call(what, c.get(self.lease_key(&lease.name), None))
-            .await?;
+        let resp = self.range(what, self.lease_key(&lease.name), None).await?;
         match resp.kvs().first() {
             Some(kv) if rev(kv.create_revision()) == lease.token && kv.lease() == lease.id => {
                 Ok(Lease {
@@ -742,15 +794,23 @@ impl Store for EtcdStore {
                 to_i64(lease.token),
             )])
             .and_then(vec![TxnOp::delete(key, None)]);
-        let mut c = self.client.clone();
-        self.call(|| format!("releasing lease {:?}", lease.name), c.txn(txn))
-            .await?;
+        // Retried even once sent: deleting only our own token's key is idempotent.
+        self.call(
+            || format!("releasing lease {:?}", lease.name),
+            true,
+            |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            },
+        )
+        .await?;
         // Our etcd lease holds nothing now (or only the key just deleted).
-        let mut c = self.client.clone();
+        let id = lease.id;
         match self
             .call(
                 || format!("revoking the etcd lease of {:?}", lease.name),
-                c.lease_revoke(lease.id),
+                true,
+                |mut c| async move { c.lease_revoke(id).await },
             )
             .await
         {
@@ -761,11 +821,11 @@ impl Store for EtcdStore {
     }
 
     async fn lease_info(&self, name: &str) -> Result<Option<LeaseInfo>> {
-        let mut c = self.client.clone();
         let resp = self
-            .call(
+            .range(
                 || format!("reading lease {name:?}"),
-                c.get(self.lease_key(name), None),
+                self.lease_key(name),
+                None,
             )
             .await?;
         Ok(resp.kvs().first().map(|kv| LeaseInfo {
@@ -778,12 +838,20 @@ impl Store for EtcdStore {
 
 /// Maps an etcd client error; `what` names the operation and key.
 fn map_err(what: &str, e: etcd_client::Error) -> Error {
+    if is_unavailable(&e) {
+        Error::Unavailable(format!("{what}: {e}"))
+    } else {
+        Error::Backend(format!("{what}: {e}"))
+    }
+}
+
+/// Errors meaning "etcd cannot answer now": unreachable, no leader, leader changed, request
+/// timed out, too many requests, connection reset mid-request.
+fn is_unavailable(e: &etcd_client::Error) -> bool {
     use etcd_client::Error as E;
-    let unavailable = match &e {
+    match e {
         E::GRpcStatus(s) => matches!(
             s.code(),
-            // Unreachable, no leader, leader changed, request timed out, too many requests,
-            // connection reset mid-request.
             Code::Unavailable
                 | Code::DeadlineExceeded
                 | Code::ResourceExhausted
@@ -792,11 +860,18 @@ fn map_err(what: &str, e: etcd_client::Error) -> Error {
         ),
         E::TransportError(_) | E::IoError(_) => true,
         _ => false,
-    };
-    if unavailable {
-        Error::Unavailable(format!("{what}: {e}"))
-    } else {
-        Error::Backend(format!("{what}: {e}"))
+    }
+}
+
+/// True if the request failed while connecting, so it never reached etcd.
+fn not_sent(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => {
+            s.code() == Code::Unavailable
+                && (s.message().contains("connect error")
+                    || format!("{s:?}").contains("ConnectError"))
+        }
+        _ => false,
     }
 }
 
