@@ -1,0 +1,96 @@
+//! `tern-demo-agent STATE_DIR`: a tiny real agent for the demo and the end-to-end tests.
+//!
+//! Its version and behaviour are compiled in from environment variables read by
+//! `rustc` (the e2e harness compiles one binary per release with `rustc` directly):
+//!
+//! - `TERN_DEMO_AGENT_VERSION`: the version it announces (default `0.0.0-dev`);
+//! - `TERN_DEMO_AGENT_BROKEN=1`: the release is broken: it panics on start, always.
+//!
+//! On start it reads `STATE_DIR/crash-on` (whitespace-separated versions, or `*`): when
+//! its version is listed it exits at once, which stands for a host-specific problem (a
+//! cloud-metadata bug, a full disk). Otherwise it writes its PID to `STATE_DIR/agent.pid`
+//! and its version to `STATE_DIR/running_version`, appends a line to `STATE_DIR/agent.log`
+//! and runs until it is killed, or until `STATE_DIR` disappears, or, when
+//! `TERN_DEMO_AGENT_EXIT_WITH=PID` is set at run time, until process PID is gone (the
+//! harness that started the fleet: a test killed without cleaning up leaves no agent
+//! behind for long).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+const VERSION: &str = match option_env!("TERN_DEMO_AGENT_VERSION") {
+    Some(v) => v,
+    None => "0.0.0-dev",
+};
+
+/// `TERN_DEMO_AGENT_BROKEN` as it was when this binary was compiled.
+const BROKEN: Option<&str> = option_env!("TERN_DEMO_AGENT_BROKEN");
+
+fn log(state: &Path, line: &str) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(state.join("agent.log"))
+    {
+        let _ = writeln!(f, "[pid {}] {line}", std::process::id());
+    }
+}
+
+fn crashes_here(state: &Path) -> bool {
+    std::fs::read_to_string(state.join("crash-on"))
+        .map(|s| s.split_whitespace().any(|v| v == "*" || v == VERSION))
+        .unwrap_or(false)
+}
+
+/// Writes `text` to `path` through a temporary file, so readers never see half of it.
+fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(tmp, path)
+}
+
+fn main() -> ExitCode {
+    let Some(state) = std::env::args_os().nth(1).map(PathBuf::from) else {
+        eprintln!("usage: tern-demo-agent STATE_DIR   (version {VERSION})");
+        return ExitCode::from(2);
+    };
+    if std::env::args().nth(1).as_deref() == Some("--version") {
+        println!("tern-demo-agent {VERSION}");
+        return ExitCode::SUCCESS;
+    }
+    if BROKEN == Some("1") {
+        log(
+            &state,
+            &format!("{VERSION} starting: crashing (broken release)"),
+        );
+        panic!("tern-demo-agent {VERSION}: cannot read its configuration (a bug in this release)");
+    }
+    if crashes_here(&state) {
+        log(
+            &state,
+            &format!("{VERSION} starting: crashing (listed in crash-on)"),
+        );
+        eprintln!("tern-demo-agent {VERSION}: cannot start on this host (see crash-on)");
+        return ExitCode::from(3);
+    }
+    if let Err(e) = write_atomic(&state.join("running_version"), VERSION)
+        .and_then(|()| write_atomic(&state.join("agent.pid"), &std::process::id().to_string()))
+    {
+        eprintln!(
+            "tern-demo-agent {VERSION}: cannot write to {}: {e}",
+            state.display()
+        );
+        return ExitCode::from(1);
+    }
+    log(&state, &format!("{VERSION} running"));
+    let watched = std::env::var("TERN_DEMO_AGENT_EXIT_WITH")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        .map(|p| PathBuf::from(format!("/proc/{p}")));
+    while state.is_dir() && watched.as_ref().is_none_or(|p| p.exists()) {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    ExitCode::SUCCESS
+}

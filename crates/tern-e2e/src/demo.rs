@@ -1,0 +1,315 @@
+//! The story `cargo xtask demo` tells, on a real local fleet: roll 1.0.0 → 1.1.0
+//! through three halt-on-error groups (canaries, windows, `wait_hours`), then roll the
+//! broken 1.2.0 and watch it stop at the first canary while every host stays healthy
+//! on 1.1.0, then roll back. It checks what it shows and fails loudly if the fleet does
+//! not behave.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+use crate::fleet::{Fleet, FleetOptions, Step};
+use crate::render;
+
+/// Groups of the demo config: (name, start hour UTC, canaries, wait_hours).
+pub const GROUPS: [(&str, u8, u8, u32); 3] = [
+    ("dev", 10, 1, 0),
+    ("staging", 12, 2, 0),
+    ("prod", 14, 0, 24),
+];
+
+/// How many hosts go in each group for a fleet of `n` (at least 3).
+pub fn split(n: usize) -> [usize; 3] {
+    let n = n.max(3);
+    let dev = (n / 4).max(1);
+    let staging = (n / 3).max(1);
+    [dev, staging, n - dev - staging]
+}
+
+pub struct Summary {
+    pub hosts: usize,
+    pub seconds: f64,
+    pub line: String,
+}
+
+/// How to run the demo.
+#[derive(Clone, Debug, Default)]
+pub struct DemoOptions {
+    pub hosts: usize,
+    /// Where ternd, ternctl and tern-update are (default: found or built by the harness).
+    pub bin_dir: Option<PathBuf>,
+    /// Set (by a Ctrl-C handler) to stop the story at the next step, cleaning up.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+struct Show<'a> {
+    out: &'a mut dyn Write,
+    last_table: String,
+    cancel: Option<Arc<AtomicBool>>,
+}
+
+impl Show<'_> {
+    fn say(&mut self, s: &str) -> anyhow::Result<()> {
+        if self
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::SeqCst))
+        {
+            bail!("interrupted");
+        }
+        writeln!(self.out, "{s}")?;
+        self.out.flush()?;
+        Ok(())
+    }
+
+    /// Prints what the hosts did and the table; a step that changed nothing is one line.
+    fn step(&mut self, fleet: &Fleet, step: &Step) -> anyhow::Result<()> {
+        let table = render::table(fleet, &step.status);
+        let actions = render::actions(step);
+        // The first line holds the instant; compare the rest.
+        let body = table
+            .split_once('\n')
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+            .to_string();
+        if actions.is_empty() && body == self.last_table {
+            let g = step
+                .status
+                .groups
+                .iter()
+                .find(|g| !matches!(g.state.as_str(), "done" | "unstarted"))
+                .or(step.status.groups.first());
+            let what = g
+                .map(|g| {
+                    format!(
+                        "{} {} ({})",
+                        g.name,
+                        render::state_cell(g),
+                        g.last_update_reason
+                    )
+                })
+                .unwrap_or_default();
+            return self.say(&format!(
+                "── {} ── no change: {what}",
+                render::when(&step.now)
+            ));
+        }
+        self.last_table = body;
+        write!(self.out, "{table}{actions}")?;
+        self.say("")
+    }
+}
+
+fn all_on(fleet: &Fleet, version: &str) -> Vec<String> {
+    let names: Vec<String> = fleet.hosts.iter().map(|h| h.name.clone()).collect();
+    fleet
+        .wait_running(&names, version)
+        .into_iter()
+        .map(|(n, v)| format!("{n} runs {}", v.unwrap_or_else(|| "nothing".into())))
+        .collect()
+}
+
+/// Opens `group`'s window at `at` and steps every 10 minutes until the group is done,
+/// rolled back, or stuck (two steps that change nothing).
+fn window(fleet: &Fleet, show: &mut Show, at: &str, group: &str) -> anyhow::Result<Step> {
+    let mut step = fleet.step_at(at)?;
+    show.step(fleet, &step)?;
+    let mut quiet = 0;
+    for _ in 0..6 {
+        if matches!(step.status.state_of(group).as_str(), "done" | "rolledback") || quiet >= 2 {
+            break;
+        }
+        let before = render::table(fleet, &step.status);
+        step = fleet.tick("10m")?;
+        let after = render::table(fleet, &step.status);
+        let same = before.split_once('\n').map(|x| x.1) == after.split_once('\n').map(|x| x.1);
+        quiet = if same && step.runs.iter().all(|(_, o)| o.ok()) {
+            quiet + 1
+        } else {
+            0
+        };
+        show.step(fleet, &step)?;
+    }
+    Ok(step)
+}
+
+fn expect(cond: bool, what: &str, fleet: &Fleet) -> anyhow::Result<()> {
+    if !cond {
+        bail!(
+            "the demo expected {what}, but it did not happen:\n{}",
+            fleet.describe()
+        );
+    }
+    Ok(())
+}
+
+/// Starts a fleet of `hosts` and plays the story, writing to `out`. Returns the fleet
+/// (still running) and the summary.
+pub fn run(opts: DemoOptions, out: &mut dyn Write) -> anyhow::Result<(Fleet, Summary)> {
+    let started = Instant::now();
+    let hosts = opts.hosts;
+    let mut show = Show {
+        out,
+        last_table: String::new(),
+        cancel: opts.cancel,
+    };
+    let mut fleet = Fleet::start(FleetOptions {
+        bin_dir: opts.bin_dir,
+        ..FleetOptions::default()
+    })
+    .context("starting the fleet")?;
+    let [nd, ns, np] = split(hosts);
+    let staging_canaries = GROUPS[1].2.min(ns as u8);
+    let groups = [GROUPS[0], ("staging", 12, staging_canaries, 0), GROUPS[2]];
+    show.say(&format!(
+        "Tern demo: {} hosts, each with its own tern-update and a real tern-demo-agent process\n\
+         \x20 ternd       {}  (dev clock at {}; the demo moves it)\n\
+         \x20 artifacts   {}  tern-demo-agent 1.0.0, 1.1.0, and 1.2.0 which panics on start\n\
+         \x20 config      halt-on-error: dev {}:00 ({} canary) → staging {}:00 ({} canaries) → prod {}:00 (waits {}h after staging)\n",
+        nd + ns + np,
+        fleet.ternd.url,
+        render::when(crate::T0),
+        fleet.gateway.artifacts_url(),
+        groups[0].1,
+        groups[0].2,
+        groups[1].1,
+        groups[1].2,
+        groups[2].1,
+        groups[2].3,
+    ))?;
+    fleet.apply(&crate::config::halt_on_error(&groups))?;
+    fleet.set_version("1.0.0", "1.0.0", "regular")?;
+
+    show.say(&format!(
+        "1. Enrolling {} hosts: tern-update enable --server … --group G (dev {nd}, staging {ns}, prod {np})",
+        nd + ns + np
+    ))?;
+    for (g, n) in [("dev", nd), ("staging", ns), ("prod", np)] {
+        fleet.add_hosts(g, n)?;
+    }
+    let bad = all_on(&fleet, "1.0.0");
+    expect(
+        bad.is_empty(),
+        &format!("every host on 1.0.0 ({bad:?})"),
+        &fleet,
+    )?;
+    let step = fleet.tick("2m")?;
+    show.step(&fleet, &step)?;
+
+    show.say("2. Rolling 1.0.0 → 1.1.0\n   $ ternctl agents new-rollout 1.1.0")?;
+    fleet.clock_set("2026-11-23T09:30:00Z")?;
+    let said = fleet.new_rollout("1.1.0")?;
+    show.say(&format!("   {}", said.trim()))?;
+    let s = window(&fleet, &mut show, "2026-11-23T10:00:00Z", "dev")?;
+    expect(
+        s.status.state_of("dev") == "done",
+        "dev done after its window",
+        &fleet,
+    )?;
+    let s = window(&fleet, &mut show, "2026-11-23T12:00:00Z", "staging")?;
+    expect(
+        s.status.state_of("staging") == "done",
+        "staging done after its window",
+        &fleet,
+    )?;
+    show.say("   prod's window opens at 14:00, but prod waits 24h after staging started:")?;
+    let s = fleet.step_at("2026-11-23T14:00:00Z")?;
+    show.step(&fleet, &s)?;
+    expect(
+        s.status.state_of("prod") == "unstarted",
+        "prod to wait for wait_hours",
+        &fleet,
+    )?;
+    show.say("   The next day at 14:00:")?;
+    let s = window(&fleet, &mut show, "2026-11-24T14:00:00Z", "prod")?;
+    expect(s.status.state_of("prod") == "done", "prod done", &fleet)?;
+    let bad = all_on(&fleet, "1.1.0");
+    expect(
+        bad.is_empty(),
+        &format!("every host on 1.1.0 ({bad:?})"),
+        &fleet,
+    )?;
+    show.say(&format!(
+        "   1.1.0 runs on all {} hosts.\n",
+        fleet.hosts.len()
+    ))?;
+
+    show.say("3. Rolling 1.1.0 → 1.2.0, a release that panics on start\n   $ ternctl agents new-rollout 1.2.0")?;
+    fleet.clock_set("2026-11-24T15:30:00Z")?;
+    let said = fleet.new_rollout("1.2.0")?;
+    show.say(&format!("   {}", said.trim()))?;
+    let s = window(&fleet, &mut show, "2026-11-25T10:00:00Z", "dev")?;
+    let dev = s.status.group("dev");
+    expect(
+        dev.state == "canary" && dev.canaries.iter().all(|c| !c.success),
+        "dev to stop at its canary",
+        &fleet,
+    )?;
+    let canaries: Vec<String> = dev
+        .canaries
+        .iter()
+        .filter_map(|c| {
+            fleet
+                .host_by_updater_id(&c.updater_id)
+                .map(|h| h.name.clone())
+        })
+        .collect();
+    show.say("   staging's window at 12:00 stays shut: the rollout is halted.")?;
+    let s = fleet.step_at("2026-11-25T12:00:00Z")?;
+    show.step(&fleet, &s)?;
+    expect(
+        s.status.state_of("staging") == "unstarted",
+        "staging not to start",
+        &fleet,
+    )?;
+    let bad = all_on(&fleet, "1.1.0");
+    expect(
+        bad.is_empty(),
+        &format!("every host on 1.1.0 ({bad:?})"),
+        &fleet,
+    )?;
+    let unhealthy: Vec<String> = fleet
+        .inventory()?
+        .into_iter()
+        .filter(|a| !a.healthy)
+        .map(|a| a.updater_id)
+        .collect();
+    expect(unhealthy.is_empty(), "every agent healthy", &fleet)?;
+
+    show.say("   $ ternctl agents rollback")?;
+    let said = fleet.agents(&["rollback"])?;
+    show.say(&format!("   {}", said.trim()))?;
+    let s = fleet.tick("10m")?;
+    show.step(&fleet, &s)?;
+    expect(
+        s.status.state_of("dev") == "rolledback",
+        "dev rolled back",
+        &fleet,
+    )?;
+    let bad = all_on(&fleet, "1.1.0");
+    expect(
+        bad.is_empty(),
+        &format!("every host on 1.1.0 ({bad:?})"),
+        &fleet,
+    )?;
+
+    let seconds = started.elapsed().as_secs_f64();
+    let n = fleet.hosts.len();
+    let line = format!(
+        "demo: OK in {seconds:.0}s: {n} real hosts went 1.0.0 → 1.1.0 through dev, staging (canaries) and prod (24h later); \
+         1.2.0 crashed on its canary ({}), was rolled back there, and halted the rollout; all {n} hosts run 1.1.0, healthy",
+        canaries.join(", ")
+    );
+    Ok((
+        fleet,
+        Summary {
+            hosts: n,
+            seconds,
+            line,
+        },
+    ))
+}

@@ -1,0 +1,394 @@
+//! A whole fleet on one machine: ternd (dev clock), the artifact gateway, and hosts
+//! with their own `tern-update` and agent process. Dropping it kills everything it
+//! started and removes its directory.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::bins::Bins;
+use crate::gateway::Gateway;
+use crate::host::{Host, RunOutcome};
+use crate::release::{self, Release};
+use crate::status::{Inventory, InventoryAgent, Status};
+use crate::ternd::{Ctl, Ternd};
+
+#[derive(Clone, Debug)]
+pub struct FleetOptions {
+    /// Where ternd's dev clock starts (RFC 3339).
+    pub start: String,
+    pub releases: Vec<Release>,
+    /// Extra `ternd start` flags.
+    pub ternd_args: Vec<String>,
+    /// Where ternd, ternctl and tern-update are (default: [`Bins::locate`]).
+    pub bin_dir: Option<PathBuf>,
+}
+
+impl Default for FleetOptions {
+    fn default() -> Self {
+        Self {
+            start: crate::T0.into(),
+            releases: release::standard(),
+            ternd_args: Vec::new(),
+            bin_dir: None,
+        }
+    }
+}
+
+/// What one step did: the instant, each online host's `tern-update update`, and the
+/// rollout status after the closing reconcile.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub now: String,
+    pub runs: Vec<(String, RunOutcome)>,
+    pub status: Status,
+}
+
+impl Step {
+    /// Hosts whose run failed (exit code ≠ 0), with tern-update's message.
+    pub fn failures(&self) -> Vec<(String, String)> {
+        self.runs
+            .iter()
+            .filter(|(_, o)| !o.ok())
+            .map(|(h, o)| (h.clone(), o.message()))
+            .collect()
+    }
+}
+
+pub struct Fleet {
+    // Fields drop in order: agents first, then the gateway, then ternd, then the dir.
+    pub hosts: Vec<Host>,
+    pub gateway: Gateway,
+    pub ternd: Ternd,
+    pub ctl: Ctl,
+    pub bins: Bins,
+    /// The agent join token every host sends with its heartbeats.
+    pub agent_token_file: PathBuf,
+    pub artifacts: PathBuf,
+    pub releases: Vec<Release>,
+    resources: std::sync::atomic::AtomicU32,
+    pub dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    /// Builds the releases, starts ternd and the gateway, mints the agent token.
+    pub fn start(opts: FleetOptions) -> anyhow::Result<Self> {
+        let bins = match &opts.bin_dir {
+            Some(d) => Bins::in_dir(d)?,
+            None => Bins::locate()?,
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("tern-e2e-")
+            .tempdir()
+            .context("cannot create a temp dir")?;
+        let artifacts = dir.path().join("artifacts");
+        let cache = bins.dir.join("tern-e2e-agents");
+        for r in &opts.releases {
+            let agent = release::build_agent(&cache, r)?;
+            release::publish(&artifacts, &r.version, &agent)?;
+        }
+        let extra: Vec<&str> = opts.ternd_args.iter().map(String::as_str).collect();
+        let ternd = Ternd::start(&bins.ternd, &dir.path().join("ternd"), &opts.start, &extra)?;
+        let gateway = Gateway::start(&artifacts, ternd.addr)?;
+        let ctl = Ctl {
+            bin: bins.ternctl.clone(),
+            server: ternd.url.clone(),
+            token_file: ternd.token_file.clone(),
+        };
+        let token = ctl.run(&[
+            "tokens",
+            "create",
+            "--role",
+            "agent",
+            "--description",
+            "e2e hosts",
+        ])?;
+        let agent_token_file = dir.path().join("agent.token");
+        std::fs::write(&agent_token_file, token.trim())?;
+        Ok(Self {
+            hosts: Vec::new(),
+            gateway,
+            ternd,
+            ctl,
+            bins,
+            agent_token_file,
+            artifacts,
+            releases: opts.releases,
+            resources: std::sync::atomic::AtomicU32::new(0),
+            dir,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `ternctl create --force -f FILE` with `yaml` written to a file first.
+    pub fn apply(&self, yaml: &str) -> anyhow::Result<()> {
+        let n = self
+            .resources
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let file = self.path().join(format!("resource-{n}.yaml"));
+        std::fs::write(&file, yaml)?;
+        let f = file.display().to_string();
+        self.ctl.run(&["create", "--force", "-f", &f])?;
+        Ok(())
+    }
+
+    pub fn set_version(&self, start: &str, target: &str, schedule: &str) -> anyhow::Result<()> {
+        self.apply(&crate::config::version(start, target, schedule))
+    }
+
+    /// `ternctl agents new-rollout VERSION`: from the current target to `version`.
+    pub fn new_rollout(&self, version: &str) -> anyhow::Result<String> {
+        self.ctl.run(&["agents", "new-rollout", version])
+    }
+
+    /// `ternctl agents ARGS…` (suspend, resume, rollback, mark-done, start-update).
+    pub fn agents(&self, args: &[&str]) -> anyhow::Result<String> {
+        let mut a = vec!["agents"];
+        a.extend_from_slice(args);
+        self.ctl.run(&a)
+    }
+
+    /// Creates a host and enrolls it with `tern-update enable`; it installs and starts
+    /// the version its group runs now.
+    pub fn add_host(&mut self, name: &str, group: &str) -> anyhow::Result<&Host> {
+        let host = self.new_host(name, group)?;
+        let out = self.enroll(&host)?;
+        if !out.ok() {
+            bail!(
+                "{name}: tern-update enable failed: {}\n{}",
+                out.message(),
+                out.stderr
+            );
+        }
+        self.hosts.push(host);
+        self.hosts.last().context("just pushed")
+    }
+
+    /// Adds `n` hosts named `GROUP-1`… (continuing the numbering), enrolled in parallel.
+    pub fn add_hosts(&mut self, group: &str, n: usize) -> anyhow::Result<Vec<String>> {
+        let already = self.hosts.iter().filter(|h| h.group == group).count();
+        let mut new = Vec::new();
+        for i in 0..n {
+            new.push(self.new_host(&format!("{group}-{}", already + i + 1), group)?);
+        }
+        let results: Vec<anyhow::Result<RunOutcome>> = std::thread::scope(|s| {
+            let handles: Vec<_> = new.iter().map(|h| s.spawn(|| self.enroll(h))).collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("enroll panicked")))
+                })
+                .collect()
+        });
+        let names = new.iter().map(|h| h.name.clone()).collect();
+        let mut errors = Vec::new();
+        for (h, r) in new.iter().zip(results) {
+            match r {
+                Ok(o) if o.ok() => {}
+                Ok(o) => errors.push(format!(
+                    "{}: tern-update enable failed:\n{}",
+                    h.name,
+                    o.stderr.trim()
+                )),
+                Err(e) => errors.push(format!("{}: {e:#}", h.name)),
+            }
+        }
+        self.hosts.extend(new);
+        if !errors.is_empty() {
+            bail!("{}", errors.join("\n"));
+        }
+        Ok(names)
+    }
+
+    fn new_host(&self, name: &str, group: &str) -> anyhow::Result<Host> {
+        if self.hosts.iter().any(|h| h.name == name) {
+            bail!("there is already a host {name}");
+        }
+        Host::new(
+            &self.path().join("hosts").join(name),
+            name,
+            group,
+            &self.bins.tern_update,
+        )
+    }
+
+    fn enroll(&self, h: &Host) -> anyhow::Result<RunOutcome> {
+        h.enable(
+            &self.gateway.url,
+            &self.gateway.artifacts_url(),
+            &self.agent_token_file,
+        )
+    }
+
+    pub fn host(&self, name: &str) -> &Host {
+        match self.hosts.iter().find(|h| h.name == name) {
+            Some(h) => h,
+            None => panic!("no host {name} in this fleet"),
+        }
+    }
+
+    pub fn host_mut(&mut self, name: &str) -> &mut Host {
+        match self.hosts.iter_mut().find(|h| h.name == name) {
+            Some(h) => h,
+            None => panic!("no host {name} in this fleet"),
+        }
+    }
+
+    pub fn set_online(&mut self, name: &str, online: bool) {
+        self.host_mut(name).online = online;
+    }
+
+    /// The host with this updater id.
+    pub fn host_by_updater_id(&self, id: &str) -> Option<&Host> {
+        self.hosts
+            .iter()
+            .find(|h| h.updater_id().as_deref() == Some(id))
+    }
+
+    /// Names of the hosts of `group`.
+    pub fn group_hosts(&self, group: &str) -> Vec<String> {
+        self.hosts
+            .iter()
+            .filter(|h| h.group == group)
+            .map(|h| h.name.clone())
+            .collect()
+    }
+
+    /// `ternctl dev clock set T`; returns the new instant.
+    pub fn clock_set(&self, t: &str) -> anyhow::Result<String> {
+        let v = self.ctl.json(&["dev", "clock", "set", t])?;
+        Ok(v["now"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// `ternctl dev clock advance D` (`10m`, `1h`); returns the new instant.
+    pub fn clock_advance(&self, d: &str) -> anyhow::Result<String> {
+        let v = self.ctl.json(&["dev", "clock", "advance", d])?;
+        Ok(v["now"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// `ternctl dev reconcile`: ternd writes its report and reconciles now.
+    pub fn reconcile(&self) -> anyhow::Result<Value> {
+        self.ctl.json(&["dev", "reconcile"])
+    }
+
+    /// `ternctl agents status -o json`.
+    pub fn status(&self) -> anyhow::Result<Status> {
+        let v = self.ctl.json(&["agents", "status"])?;
+        serde_json::from_value(v).context("agents status: unexpected JSON")
+    }
+
+    /// `ternctl inventory ls -o json`: the agents as ternd heard them.
+    pub fn inventory(&self) -> anyhow::Result<Vec<InventoryAgent>> {
+        let v = self.ctl.json(&["inventory", "ls"])?;
+        let inv: Inventory = serde_json::from_value(v).context("inventory: unexpected JSON")?;
+        Ok(inv.agents)
+    }
+
+    /// What ternd knows about one host (by its updater id).
+    pub fn inventory_of(&self, name: &str) -> anyhow::Result<Option<InventoryAgent>> {
+        let Some(id) = self.host(name).updater_id() else {
+            return Ok(None);
+        };
+        Ok(self.inventory()?.into_iter().find(|a| a.updater_id == id))
+    }
+
+    /// Every online host runs `tern-update update` (as its timer would), in parallel.
+    pub fn update_all(&self) -> Vec<(String, RunOutcome)> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .hosts
+                .iter()
+                .filter(|h| h.online)
+                .map(|h| (h.name.clone(), s.spawn(|| h.update())))
+                .collect();
+            handles
+                .into_iter()
+                .map(|(name, h)| {
+                    let out = match h.join() {
+                        Ok(Ok(o)) => o,
+                        Ok(Err(e)) => RunOutcome {
+                            code: None,
+                            stdout: String::new(),
+                            stderr: format!("{e:#}"),
+                        },
+                        Err(_) => RunOutcome {
+                            code: None,
+                            stdout: String::new(),
+                            stderr: "the update thread panicked".into(),
+                        },
+                    };
+                    (name, out)
+                })
+                .collect()
+        })
+    }
+
+    /// One round at the current instant: reconcile (ternd would have, every minute),
+    /// every online host runs `tern-update update`, reconcile again (the hosts'
+    /// heartbeats are in the report), then read the status.
+    pub fn step(&self) -> anyhow::Result<Step> {
+        self.reconcile()?;
+        let runs = self.update_all();
+        self.reconcile()?;
+        let status = self.status()?;
+        Ok(Step {
+            now: status.now.clone(),
+            runs,
+            status,
+        })
+    }
+
+    /// Moves the clock by `d`, then [`Fleet::step`].
+    pub fn tick(&self, d: &str) -> anyhow::Result<Step> {
+        self.clock_advance(d)?;
+        self.step()
+    }
+
+    /// Sets the clock to `t`, then [`Fleet::step`].
+    pub fn step_at(&self, t: &str) -> anyhow::Result<Step> {
+        self.clock_set(t)?;
+        self.step()
+    }
+
+    /// (host, version its live agent runs, or None when no agent runs).
+    pub fn running(&self) -> Vec<(String, Option<String>)> {
+        self.hosts
+            .iter()
+            .map(|h| (h.name.clone(), h.running_version()))
+            .collect()
+    }
+
+    /// Waits (briefly) until every host in `names` runs `version`; the laggards.
+    pub fn wait_running(&self, names: &[String], version: &str) -> Vec<(String, Option<String>)> {
+        names
+            .iter()
+            .map(|n| self.host(n))
+            .filter(|h| !h.wait_running(version, Duration::from_secs(5)))
+            .map(|h| (h.name.clone(), h.running_version()))
+            .collect()
+    }
+
+    /// A summary for failure messages: each host's running and linked version, and
+    /// ternd's log tail.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        for h in &self.hosts {
+            s.push_str(&format!(
+                "  {:<12} group {:<8} running {:<8} linked {:<8} online {}\n",
+                h.name,
+                h.group,
+                h.running_version().unwrap_or_else(|| "-".into()),
+                h.linked_version().unwrap_or_else(|| "-".into()),
+                h.online
+            ));
+        }
+        s
+    }
+}

@@ -1,0 +1,185 @@
+//! `ternd` as a child process on a temp data dir and a free port, and `ternctl` against it.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+/// A running `ternd start --insecure-http --dev-clock T`.
+pub struct Ternd {
+    child: Option<Child>,
+    pub url: String,
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    /// The operator token ternd wrote on first start.
+    pub token_file: PathBuf,
+    /// ternd's stderr (its log).
+    pub log: PathBuf,
+}
+
+impl Ternd {
+    /// Starts ternd on `127.0.0.1:0`, waits for the address it prints, then for `/readyz`.
+    pub fn start(
+        bin: &Path,
+        data_dir: &Path,
+        dev_clock: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(data_dir)?;
+        let log = data_dir.with_extension("log");
+        let log_file = std::fs::File::create(&log)
+            .with_context(|| format!("cannot create {}", log.display()))?;
+        let mut child = Command::new(bin)
+            .args([
+                "start",
+                "--insecure-http",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(data_dir)
+            .args(["--dev-clock", dev_clock])
+            .args(extra)
+            .env("TERN_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log_file))
+            .spawn()
+            .with_context(|| format!("cannot start {}", bin.display()))?;
+        let out = child.stdout.take().context("no stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                // Keep draining after the address so ternd never blocks on a full pipe.
+                let _ = tx.send(line);
+            }
+        });
+        let mut t = Self {
+            child: Some(child),
+            url: String::new(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir: data_dir.to_path_buf(),
+            token_file: data_dir.join("operator.token"),
+            log,
+        };
+        loop {
+            let line = match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(l) => l,
+                Err(_) => bail!(
+                    "ternd did not print its address within 60s; its log ({}):\n{}",
+                    t.log.display(),
+                    t.log_tail(20)
+                ),
+            };
+            if let Some(url) = line.strip_prefix("ternd listening on ") {
+                t.url = url.trim().to_string();
+                break;
+            }
+        }
+        t.addr = t
+            .url
+            .trim_start_matches("http://")
+            .parse()
+            .with_context(|| format!("ternd printed an odd address: {}", t.url))?;
+        for _ in 0..400 {
+            if ready(t.addr) {
+                return Ok(t);
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        bail!("ternd never became ready; its log:\n{}", t.log_tail(20))
+    }
+
+    /// The last `n` lines of ternd's log.
+    pub fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+fn ready(addr: SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    s.read(&mut buf)
+        .is_ok_and(|n| buf[..n].starts_with(b"HTTP/1.1 200"))
+}
+
+impl Drop for Ternd {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SIGKILL to the one process we started.
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `ternctl --server URL --token-file FILE …`.
+#[derive(Clone, Debug)]
+pub struct Ctl {
+    pub bin: PathBuf,
+    pub server: String,
+    pub token_file: PathBuf,
+}
+
+impl Ctl {
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.args(args)
+            .arg("--server")
+            .arg(&self.server)
+            .arg("--token-file")
+            .arg(&self.token_file)
+            .env_remove("TERN_TOKEN")
+            .env_remove("TERN_SERVER")
+            .env_remove("TERN_CA_CERT")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs ternctl; its stdout, or an error with its stderr.
+    pub fn run(&self, args: &[&str]) -> anyhow::Result<String> {
+        let out = self
+            .command(args)
+            .output()
+            .with_context(|| format!("cannot run {}", self.bin.display()))?;
+        if !out.status.success() {
+            bail!(
+                "ternctl {} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Runs ternctl with `-o json` and parses what it prints.
+    pub fn json(&self, args: &[&str]) -> anyhow::Result<Value> {
+        let mut a = args.to_vec();
+        a.extend_from_slice(&["-o", "json"]);
+        let text = self.run(&a)?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("ternctl {} printed no JSON: {text}", args.join(" ")))
+    }
+}

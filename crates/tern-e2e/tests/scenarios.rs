@@ -1,0 +1,573 @@
+//! Rollouts on a real local fleet: ternd with a dev clock, and hosts that each run the
+//! real `tern-update` (command service manager) and a real `tern-demo-agent` process,
+//! downloading real tarballs over loopback. Times are UTC; the clock starts on
+//! Monday 2026-11-23 09:00.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tern_e2e::config::{halt_on_error, time_based, version};
+use tern_e2e::release::{self, Release};
+use tern_e2e::{Fleet, FleetOptions, Step, render};
+
+const MON: &str = "2026-11-23";
+const TUE: &str = "2026-11-24";
+
+fn at(day: &str, hm: &str) -> String {
+    format!("{day}T{hm}:00Z")
+}
+
+/// A fleet with `config` applied, every host enrolled on 1.0.0 and settled (counted
+/// in ternd's report).
+fn fleet_with(config: &str, hosts: &[(&str, usize)], releases: Vec<Release>) -> Fleet {
+    let mut f = Fleet::start(FleetOptions {
+        releases,
+        ..FleetOptions::default()
+    })
+    .unwrap();
+    f.apply(config).unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    for (group, n) in hosts {
+        f.add_hosts(group, *n).unwrap();
+    }
+    let step = f.tick("2m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_on(
+        &f,
+        &f.hosts.iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
+        "1.0.0",
+    );
+    f
+}
+
+fn fleet(config: &str, hosts: &[(&str, usize)]) -> Fleet {
+    fleet_with(config, hosts, release::standard())
+}
+
+/// Every host in `names` runs `version` (a live agent process that says so).
+fn assert_on(f: &Fleet, names: &[String], version: &str) {
+    let bad = f.wait_running(names, version);
+    assert!(
+        bad.is_empty(),
+        "expected {version} on {names:?}; not there: {bad:?}\n{}",
+        f.describe()
+    );
+}
+
+fn names(f: &Fleet, group: &str) -> Vec<String> {
+    f.group_hosts(group)
+}
+
+fn show(f: &Fleet, step: &Step) {
+    eprint!(
+        "{}{}",
+        render::table(f, &step.status),
+        render::actions(step)
+    );
+}
+
+/// Steps every 10 minutes until `group` is in `state` (at most `n` steps).
+fn until(f: &Fleet, group: &str, state: &str, n: usize) -> Step {
+    let mut step = f.step().unwrap();
+    show(f, &step);
+    for _ in 0..n {
+        if step.status.state_of(group) == state {
+            break;
+        }
+        step = f.tick("10m").unwrap();
+        show(f, &step);
+    }
+    assert_eq!(step.status.state_of(group), state, "{}", f.describe());
+    step
+}
+
+/// The hosts that are canaries of `group` now.
+fn canaries(f: &Fleet, step: &Step, group: &str) -> Vec<String> {
+    let mut v: Vec<String> = step
+        .status
+        .group(group)
+        .canaries
+        .iter()
+        .map(|c| f.host_by_updater_id(&c.updater_id).unwrap().name.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+fn failed_hosts(step: &Step) -> Vec<String> {
+    let mut v: Vec<String> = step.failures().into_iter().map(|(h, _)| h).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn happy_path_over_three_groups_with_wait_hours() {
+    let f = fleet(
+        &halt_on_error(&[
+            ("dev", 10, 0, 0),
+            ("staging", 12, 1, 0),
+            ("prod", 14, 0, 24),
+        ]),
+        &[("dev", 2), ("staging", 2), ("prod", 2)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+
+    // 10:00 dev opens: it updates; nobody else moves.
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    let step = until(&f, "dev", "done", 3);
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_on(&f, &names(&f, "dev"), "1.1.0");
+    assert_on(&f, &names(&f, "staging"), "1.0.0");
+    assert_eq!(step.status.state_of("staging"), "unstarted");
+
+    // 12:00 staging: one canary first, then the rest.
+    let step = f.step_at(&at(MON, "12:00")).unwrap();
+    show(&f, &step);
+    let c = canaries(&f, &step, "staging");
+    assert_eq!(c.len(), 1);
+    assert_on(&f, &c, "1.1.0");
+    assert_ne!(step.status.state_of("staging"), "unstarted");
+    let step = until(&f, "staging", "done", 4);
+    assert_on(&f, &names(&f, "staging"), "1.1.0");
+    assert_eq!(step.status.state_of("prod"), "unstarted");
+
+    // 14:00 the same day: prod's window is open but 24h have not passed.
+    let step = f.step_at(&at(MON, "14:00")).unwrap();
+    show(&f, &step);
+    let prod = step.status.group("prod");
+    assert_eq!(prod.state, "unstarted");
+    assert_eq!(prod.last_update_reason, "wait_hours_not_elapsed");
+    assert_on(&f, &names(&f, "prod"), "1.0.0");
+
+    // Tuesday 14:00: prod goes.
+    f.clock_set(&at(TUE, "14:00")).unwrap();
+    let step = until(&f, "prod", "done", 3);
+    assert_on(&f, &names(&f, "prod"), "1.1.0");
+    assert_eq!(step.status.rollout_state(), "done");
+    assert_eq!(step.status.up_to_date, 6);
+    assert_eq!(step.status.failed, 0);
+}
+
+/// Failure mode 1: the new version crashes on the canaries.
+#[test]
+fn failure_mode_1_broken_version_stops_at_the_canaries() {
+    let f = fleet(
+        &halt_on_error(&[("dev", 10, 2, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 4), ("prod", 2)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.2.0").unwrap();
+
+    let step = f.step_at(&at(MON, "10:00")).unwrap();
+    show(&f, &step);
+    let c = canaries(&f, &step, "dev");
+    assert_eq!(c.len(), 2);
+    // Exactly the canaries tried 1.2.0, crashed, and rolled back.
+    assert_eq!(failed_hosts(&step), c, "{:?}", step.failures());
+    for (_, msg) in step.failures() {
+        assert!(
+            msg.contains("1.2.0") && msg.contains("rolled back"),
+            "{msg}"
+        );
+        assert!(msg.contains("runs 1.0.0 and it is healthy"), "{msg}");
+    }
+    assert_on(&f, &names(&f, "dev"), "1.0.0");
+    let dev = step.status.group("dev");
+    assert_eq!(dev.state, "canary");
+    assert_eq!(dev.failed, 2);
+    assert!(dev.canaries.iter().all(|x| !x.success));
+
+    // Later steps: the canaries do not retry (1.2.0 is skipped there), the group stays
+    // in canary, prod does not start even in its window.
+    let step = f.tick("10m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    let step = f.step_at(&at(MON, "14:00")).unwrap();
+    show(&f, &step);
+    assert_eq!(step.status.state_of("dev"), "canary");
+    assert_eq!(
+        step.status.group("dev").last_update_reason,
+        "waiting_for_canaries"
+    );
+    assert_eq!(step.status.state_of("prod"), "unstarted");
+    assert_eq!(
+        step.status.group("prod").last_update_reason,
+        "previous_groups_not_done"
+    );
+    assert_on(&f, &names(&f, "prod"), "1.0.0");
+
+    // `agents status` names the failed canaries; the inventory says they rolled back.
+    for name in &c {
+        let inv = f.inventory_of(name).unwrap().unwrap();
+        assert!(inv.rollback, "{name}: {inv:?}");
+        assert_eq!(inv.failed_version.as_deref(), Some("1.2.0"));
+        assert!(inv.healthy);
+        assert_eq!(inv.version, "1.0.0");
+    }
+    let text = f.agents(&["status"]).unwrap();
+    eprintln!("{text}");
+    for name in &c {
+        let id = f.host(name).updater_id().unwrap();
+        assert!(
+            text.contains(&id),
+            "status should name canary {id}:\n{text}"
+        );
+    }
+}
+
+/// Failure mode 1 bis: the new version crashes only on some hosts, not the canary.
+#[test]
+fn failure_mode_1_bis_crash_on_some_non_canary_hosts() {
+    let f = fleet(
+        &halt_on_error(&[("dev", 10, 1, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 5), ("prod", 1)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+
+    // 10:00: the group starts and picks its canary; two other hosts have the bug.
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    f.reconcile().unwrap();
+    let status = f.status().unwrap();
+    let canary = f
+        .host_by_updater_id(&status.group("dev").canaries[0].updater_id)
+        .unwrap()
+        .name
+        .clone();
+    let mut affected: Vec<String> = names(&f, "dev")
+        .into_iter()
+        .filter(|n| *n != canary)
+        .take(2)
+        .collect();
+    affected.sort();
+    for n in &affected {
+        f.host(n).crash_on(&["1.1.0"]).unwrap();
+    }
+    let step = f.step().unwrap();
+    show(&f, &step);
+    assert!(step.failures().is_empty(), "only the canary updates first");
+    assert_on(&f, std::slice::from_ref(&canary), "1.1.0");
+
+    // The rest update; the two affected hosts crash and roll back.
+    let step = f.tick("10m").unwrap();
+    show(&f, &step);
+    assert_eq!(failed_hosts(&step), affected);
+    assert_on(&f, &affected, "1.0.0");
+    let healthy: Vec<String> = names(&f, "dev")
+        .into_iter()
+        .filter(|n| !affected.contains(n))
+        .collect();
+    assert_on(&f, &healthy, "1.1.0");
+
+    // The group never becomes done, prod never starts.
+    let step = f.tick("10m").unwrap();
+    let step2 = f.step_at(&at(MON, "14:05")).unwrap();
+    show(&f, &step2);
+    for s in [&step, &step2] {
+        let dev = s.status.group("dev");
+        assert_eq!(dev.state, "active", "{dev:?}");
+        assert_eq!(dev.failed, 2);
+        assert_eq!(dev.up_to_date, 3);
+        assert_eq!(s.status.state_of("prod"), "unstarted");
+    }
+    assert_on(&f, &names(&f, "prod"), "1.0.0");
+}
+
+/// Failure mode 2: the new version crashes and the old one cannot start either.
+#[test]
+fn failure_mode_2_old_version_cannot_start_either() {
+    let f = fleet(
+        &halt_on_error(&[("dev", 10, 1, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 3), ("prod", 1)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.2.0").unwrap();
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    f.reconcile().unwrap();
+    let status = f.status().unwrap();
+    let canary = f
+        .host_by_updater_id(&status.group("dev").canaries[0].updater_id)
+        .unwrap()
+        .name
+        .clone();
+    // The canary's environment breaks (full disk, …): no version can start there now;
+    // the 1.0.0 already running keeps running until it is restarted.
+    f.host(&canary).crash_on(&["*"]).unwrap();
+
+    let step = f.step().unwrap();
+    show(&f, &step);
+    assert_eq!(failed_hosts(&step), vec![canary.clone()]);
+    let msg = &step.failures()[0].1;
+    assert!(msg.contains("not healthy"), "{msg}");
+    assert_eq!(f.host(&canary).running_version(), None, "no agent runs");
+
+    let inv = f.inventory_of(&canary).unwrap().unwrap();
+    assert!(!inv.healthy, "{inv:?}");
+    let step = f.tick("10m").unwrap();
+    let step2 = f.step_at(&at(MON, "14:05")).unwrap();
+    show(&f, &step2);
+    for s in [&step, &step2] {
+        let dev = s.status.group("dev");
+        assert_eq!(dev.state, "canary");
+        assert!(dev.failed >= 1, "{dev:?}");
+        assert_eq!(s.status.state_of("prod"), "unstarted");
+    }
+}
+
+/// Failure mode 3: a shadow failure; the operator suspends, rolls back, resumes.
+#[test]
+fn failure_mode_3_shadow_failure_suspend_rollback_resume() {
+    let f = fleet(
+        &halt_on_error(&[("dev", 10, 0, 0), ("staging", 12, 0, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 2), ("staging", 2), ("prod", 2)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    until(&f, "dev", "done", 3);
+    f.clock_set(&at(MON, "12:00")).unwrap();
+    f.step().unwrap();
+    assert_on(&f, &names(&f, "staging"), "1.1.0");
+
+    // 12:30: users report a problem on updated hosts.
+    f.clock_set(&at(MON, "12:30")).unwrap();
+    f.agents(&["suspend"]).unwrap();
+    let out = f.agents(&["rollback"]).unwrap();
+    assert!(out.contains("dev") && out.contains("staging"), "{out}");
+    // Suspended: nobody moves yet, not even back.
+    let step = f.step().unwrap();
+    show(&f, &step);
+    assert_on(&f, &names(&f, "dev"), "1.1.0");
+    assert_eq!(step.status.state_of("dev"), "rolledback");
+    assert_eq!(step.status.state_of("staging"), "rolledback");
+    assert_eq!(step.status.state_of("prod"), "unstarted");
+
+    f.agents(&["resume"]).unwrap();
+    let step = f.tick("5m").unwrap();
+    show(&f, &step);
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    let all: Vec<String> = f.hosts.iter().map(|h| h.name.clone()).collect();
+    assert_on(&f, &all, "1.0.0");
+    // prod's window later that day changes nothing.
+    let step = f.step_at(&at(MON, "14:05")).unwrap();
+    assert_eq!(step.status.state_of("prod"), "unstarted");
+    assert_on(&f, &all, "1.0.0");
+}
+
+#[test]
+fn immediate_schedule_updates_everyone_at_once() {
+    let f = fleet(
+        &halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 2), ("prod", 2)],
+    );
+    // 09:10, outside every window.
+    f.apply(&version("1.0.0", "1.1.0", "immediate")).unwrap();
+    let step = f.tick("5m").unwrap();
+    show(&f, &step);
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    let all: Vec<String> = f.hosts.iter().map(|h| h.name.clone()).collect();
+    assert_on(&f, &all, "1.1.0");
+    let step = f.tick("5m").unwrap();
+    assert_eq!(step.status.up_to_date, 4);
+}
+
+/// time-based: groups never wait for each other; a host offline through its group's
+/// window waits for the next one.
+#[test]
+fn time_based_groups_are_independent_and_late_hosts_wait_for_the_next_window() {
+    // "late" comes first in the list but opens later: order does not matter.
+    let mut f = fleet(
+        &time_based("1h", &[("late", 14), ("early", 10)]),
+        &[("late", 2), ("early", 2)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.set_online("early-2", false);
+
+    let step = f.step_at(&at(MON, "10:05")).unwrap();
+    show(&f, &step);
+    assert_eq!(step.status.state_of("early"), "active");
+    assert_eq!(step.status.state_of("late"), "unstarted");
+    assert_on(&f, &["early-1".to_string()], "1.1.0");
+    assert_on(&f, &names(&f, "late"), "1.0.0");
+
+    // 11:30: early's window closed; early-2 comes back and does not update.
+    f.set_online("early-2", true);
+    let step = f.step_at(&at(MON, "11:30")).unwrap();
+    show(&f, &step);
+    assert_eq!(step.status.state_of("early"), "done");
+    assert_on(&f, &["early-2".to_string()], "1.0.0");
+
+    // 14:05: late updates on its own window; early-2 still waits.
+    let step = f.step_at(&at(MON, "14:05")).unwrap();
+    show(&f, &step);
+    assert_eq!(step.status.state_of("late"), "active");
+    assert_on(&f, &names(&f, "late"), "1.1.0");
+    assert_on(&f, &["early-2".to_string()], "1.0.0");
+
+    // Tuesday 10:05: early's next window: early-2 catches up.
+    let step = f.step_at(&at(TUE, "10:05")).unwrap();
+    show(&f, &step);
+    assert_eq!(step.status.state_of("early"), "active");
+    assert_on(&f, &["early-2".to_string()], "1.1.0");
+}
+
+/// halt-on-error: a host offline through its window updates as soon as it is back.
+#[test]
+fn halt_on_error_offline_host_updates_when_it_returns() {
+    let mut f = fleet(
+        &halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 3), ("prod", 1)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.set_online("dev-3", false);
+    let step = f.step_at(&at(MON, "10:00")).unwrap();
+    show(&f, &step);
+    f.tick("10m").unwrap();
+    assert_on(&f, &["dev-1".to_string(), "dev-2".to_string()], "1.1.0");
+    assert_on(&f, &["dev-3".to_string()], "1.0.0");
+
+    // 11:30, after the window: dev-3 is back, and updates at once.
+    f.set_online("dev-3", true);
+    let step = f.step_at(&at(MON, "11:30")).unwrap();
+    show(&f, &step);
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_on(&f, &["dev-3".to_string()], "1.1.0");
+    let step = f.tick("10m").unwrap();
+    assert_eq!(step.status.state_of("dev"), "done");
+    // And the rollout carries on.
+    f.clock_set(&at(MON, "14:00")).unwrap();
+    until(&f, "prod", "done", 3);
+    assert_on(&f, &names(&f, "prod"), "1.1.0");
+}
+
+/// A host that joins mid-rollout installs what its group runs now.
+#[test]
+fn host_joining_mid_rollout_installs_its_groups_version() {
+    let mut f = fleet(
+        &halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 2), ("prod", 1)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    until(&f, "dev", "done", 3);
+
+    // 11:00: new hosts join dev (done: the target), prod (unstarted: the start
+    // version), and an unknown group (served by the catch-all, prod).
+    f.clock_set(&at(MON, "11:00")).unwrap();
+    f.add_host("dev-3", "dev").unwrap();
+    f.add_host("prod-2", "prod").unwrap();
+    f.add_host("qa-1", "qa").unwrap();
+    assert_on(&f, &["dev-3".to_string()], "1.1.0");
+    assert_on(&f, &["prod-2".to_string(), "qa-1".to_string()], "1.0.0");
+    let step = f.tick("5m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_on(&f, &["prod-2".to_string(), "qa-1".to_string()], "1.0.0");
+
+    f.clock_set(&at(MON, "14:00")).unwrap();
+    let step = until(&f, "prod", "done", 3);
+    assert_on(
+        &f,
+        &[
+            "prod-1".to_string(),
+            "prod-2".to_string(),
+            "qa-1".to_string(),
+        ],
+        "1.1.0",
+    );
+    assert_eq!(step.status.group("prod").present, 3, "qa-1 counts in prod");
+}
+
+/// `tern-update pin` holds one host while the rest of its group moves.
+#[test]
+fn pinned_host_holds_while_the_rest_move() {
+    let f = fleet(&halt_on_error(&[("dev", 10, 0, 0)]), &[("dev", 3)]);
+    let pin = f.host("dev-2").run(&["pin"]).unwrap();
+    assert!(pin.ok(), "{}", pin.stderr);
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    let step = until(&f, "dev", "done", 3);
+    assert_on(&f, &["dev-1".to_string(), "dev-3".to_string()], "1.1.0");
+    assert_on(&f, &["dev-2".to_string()], "1.0.0");
+    let (_, run) = step.runs.iter().find(|(h, _)| h == "dev-2").unwrap();
+    assert!(
+        run.ok() && run.message().contains("pinned"),
+        "{}",
+        run.message()
+    );
+    let inv = f.inventory_of("dev-2").unwrap().unwrap();
+    assert_eq!(inv.updater_status, "pinned");
+
+    // Unpinned, it follows the server again (the group is done: it updates).
+    assert!(f.host("dev-2").run(&["unpin"]).unwrap().ok());
+    f.tick("10m").unwrap();
+    assert_on(&f, &["dev-2".to_string()], "1.1.0");
+}
+
+/// `new-rollout` while a group is mid-update: the group stops where it is and starts
+/// the new rollout at its next window.
+#[test]
+fn new_rollout_while_a_group_is_mid_update() {
+    let mut releases = release::standard();
+    releases.push(Release::good("1.3.0"));
+    let mut f = fleet_with(
+        &halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 4), ("prod", 1)],
+        releases,
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.set_online("dev-3", false);
+    f.set_online("dev-4", false);
+    let step = f.step_at(&at(MON, "10:00")).unwrap();
+    show(&f, &step);
+    assert_eq!(step.status.state_of("dev"), "active");
+    assert_on(&f, &["dev-1".to_string(), "dev-2".to_string()], "1.1.0");
+
+    // 10:10: a fix is out; roll it instead.
+    f.clock_set(&at(MON, "10:10")).unwrap();
+    let out = f.new_rollout("1.3.0").unwrap();
+    assert!(out.contains("1.1.0") && out.contains("1.3.0"), "{out}");
+    f.set_online("dev-3", true);
+    f.set_online("dev-4", true);
+    let step = f.tick("5m").unwrap();
+    show(&f, &step);
+    assert_eq!(step.status.start_version(), "1.1.0");
+    assert_eq!(step.status.target_version(), "1.3.0");
+    let dev = step.status.group("dev");
+    assert_eq!(dev.state, "unstarted");
+    assert_eq!(dev.last_update_reason, "rollout_changed_during_window");
+    // Nobody moves in this window.
+    assert!(
+        step.runs
+            .iter()
+            .all(|(_, o)| o.ok() && !o.stderr.contains("updating "))
+    );
+    assert_on(&f, &["dev-1".to_string(), "dev-2".to_string()], "1.1.0");
+    assert_on(&f, &["dev-3".to_string(), "dev-4".to_string()], "1.0.0");
+
+    // Tuesday 10:00: the whole group goes to 1.3.0, from wherever it was.
+    f.clock_set(&at(TUE, "10:00")).unwrap();
+    until(&f, "dev", "done", 3);
+    assert_on(&f, &names(&f, "dev"), "1.3.0");
+}
+
+/// The demo's story itself, on a small fleet.
+#[test]
+fn demo_story_runs_green() {
+    let mut out = Vec::new();
+    let (fleet, summary) = tern_e2e::demo::run(
+        tern_e2e::demo::DemoOptions {
+            hosts: 5,
+            ..Default::default()
+        },
+        &mut out,
+    )
+    .unwrap();
+    let text = String::from_utf8_lossy(&out);
+    eprintln!("{text}");
+    assert_eq!(summary.hosts, 5);
+    assert!(summary.line.starts_with("demo: OK"), "{}", summary.line);
+    drop(fleet);
+}
