@@ -34,7 +34,7 @@ pub fn units(layout: &Layout, exe: &str, agent_unit: Option<&str>) -> Vec<UnitFi
         UnitFile {
             path: layout.systemd_dir.join(format!("{stem}.timer")),
             content: format!(
-                "# Written by `tern-update setup`.\n[Unit]\nDescription=Run the Tern agent updater ({ns}) every 10 minutes\n\n[Timer]\nOnActiveSec=1m\nOnUnitActiveSec=10m\nRandomizedDelaySec=1m\n\n[Install]\nWantedBy=timers.target\n",
+                "# Written by `tern-update setup`.\n[Unit]\nDescription=Run the Tern agent updater ({ns}) every minute\n\n[Timer]\nOnActiveSec=30s\nOnUnitActiveSec=60s\nRandomizedDelaySec=15s\nAccuracySec=1s\n\n[Install]\nWantedBy=timers.target\n",
                 ns = layout.suffix
             ),
         },
@@ -115,7 +115,7 @@ mod tests {
         assert!(u[0].content.contains(
             "ExecStart=/usr/local/bin/tern-update --install-dir /opt/tern --install-suffix blue"
         ));
-        assert!(u[1].content.contains("OnUnitActiveSec=10m"));
+        assert!(u[1].content.contains("OnUnitActiveSec=60s"));
         assert_eq!(
             u[2].path,
             PathBuf::from("/etc/systemd/system/agent.service.d/tern-update-blue.conf")
