@@ -44,6 +44,10 @@
 //!   connection and etcd's "no leader"/"timed out"/"too many requests" map to
 //!   [`Error::Unavailable`]. A write that timed out may still have been applied: a CAS
 //!   retried after it fails with `Conflict` (the caller rereads, as after any conflict).
+//! * The client balances requests over the endpoints but keeps routing some to a dead
+//!   member; those fail while connecting, never reach etcd, and are retried at once (a few
+//!   times, within the deadline), so losing a member is invisible to callers. Reads and
+//!   keep-alives are also retried after other "unavailable" answers; writes are not.
 
 use std::time::Duration;
 

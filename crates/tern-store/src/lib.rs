@@ -11,8 +11,9 @@
 //! * The store has one global revision, a `u64` that starts at 0 (empty store) and grows
 //!   with every change: each put, successful create or CAS, delete, and each TTL expiry.
 //!   In SQLite and memory it grows by exactly one per change (one per expired key) and
-//!   failed operations and leases do not change it; etcd's revision is cluster-wide and
-//!   may also grow for writes outside Tern's keys, so callers rely only on its order.
+//!   failed operations and leases do not change it; etcd's revision is cluster-wide (an
+//!   empty etcd is at 1) and may also grow for writes outside Tern's keys, so callers rely
+//!   only on its order.
 //! * Every key carries `create_revision` (the revision that created it; a key deleted and
 //!   re-created gets a new one) and `mod_revision` (the revision of its last write).
 //! * Every resource write is a compare-and-swap on `mod_revision`
@@ -26,6 +27,10 @@
 //! sweeper, and before any write) which emits a delete event with a revision of its own.
 //! A write without a TTL to a key that had one makes it permanent. TTLs use the wall
 //! clock in the SQLite backend (shared by processes) and a monotonic clock in memory.
+//! etcd is coarser: its leases count whole seconds (a TTL is rounded up, and raised to
+//! etcd's minimum, 2 s by default) and its leader deletes expired keys within about half
+//! a second (later across a leader change), so there a key may outlive its TTL by that
+//! much; callers must not need TTLs finer than seconds.
 //!
 //! # Listing and prefixes
 //!

@@ -22,7 +22,14 @@ const START_PATIENCE: Duration = Duration::from_secs(30);
 /// The etcd binary, or a panic telling how to get it.
 pub fn etcd_binary() -> PathBuf {
     if let Some(bin) = std::env::var_os("TERN_ETCD_BIN") {
-        return PathBuf::from(bin);
+        let bin = PathBuf::from(bin);
+        assert!(
+            bin.is_file(),
+            "TERN_ETCD_BIN={} is not a file: point it at an etcd server binary, or unset it \
+             and install etcd with `apt-get install -y etcd-server`",
+            bin.display()
+        );
+        return bin;
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     for dir in std::env::split_paths(&path) {
