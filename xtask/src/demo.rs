@@ -1,42 +1,152 @@
-//! `cargo xtask demo`: the main job.
+//! `cargo xtask demo`: the main job. Builds ternd, ternctl and tern-update, starts a
+//! real local fleet (tern-e2e), and plays a rollout story on it: 1.0.0 → 1.1.0 through
+//! three halt-on-error groups, then a broken 1.2.0 halted at its canary, then a
+//! rollback. `--keep-running` leaves the fleet up for you to poke at.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
-use crate::{cargo, root, run as run_cmd};
+use tern_e2e::demo::{DemoOptions, split};
 
-pub fn run(_args: &[String]) -> Result<(), String> {
-    let mut build = cargo();
-    build.args(["build", "--quiet", "-p", "tern-ctl"]);
-    run_cmd(build)?;
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root().join("target"));
-    let ternctl = target.join("debug").join("ternctl");
-    let examples = root().join("examples");
-    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(&examples)
-        .map_err(|e| format!("cannot list {}: {e}", examples.display()))?
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("scenario.yaml"))
-        .filter(|p| p.is_file())
-        .collect();
-    scenarios.sort();
-    let mut failed = Vec::new();
-    for s in &scenarios {
-        let mut cmd = Command::new(&ternctl);
-        cmd.args(["plan", "replay"]).arg(s);
-        if run_cmd(cmd).is_err() {
-            failed.push(s.display().to_string());
+use crate::{cargo, root};
+
+const USAGE: &str = "usage: cargo xtask demo [--hosts N] [--keep-running]
+  --hosts N        hosts in the fleet (default 12, at least 3)
+  --keep-running   leave the fleet up afterwards; prints how to poke at it; Ctrl-C stops it";
+
+struct Args {
+    hosts: usize,
+    keep_running: bool,
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        hosts: 12,
+        keep_running: false,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--hosts" => {
+                let v = it
+                    .next()
+                    .ok_or(format!("--hosts needs a number\n{USAGE}"))?;
+                a.hosts = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (3..=200).contains(n))
+                    .ok_or(format!("--hosts {v}: expected a number from 3 to 200"))?;
+            }
+            s if s.starts_with("--hosts=") => {
+                return parse(&[
+                    "--hosts".to_string(),
+                    s.trim_start_matches("--hosts=").to_string(),
+                ])
+                .map(|h| Args {
+                    hosts: h.hosts,
+                    keep_running: a.keep_running,
+                });
+            }
+            "--keep-running" => a.keep_running = true,
+            "-h" | "--help" => return Err(USAGE.to_string()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
-        println!();
     }
-    if failed.is_empty() {
-        println!(
-            "demo: {} example rollouts replayed through the planner, every expectation held",
-            scenarios.len()
-        );
-        Ok(())
-    } else {
-        Err(format!("expectations failed in: {}", failed.join(", ")))
+    Ok(a)
+}
+
+fn bin_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+        .join("debug")
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let a = parse(args)?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, cancel.clone())
+            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
     }
+    eprintln!("building ternd, ternctl and tern-update (debug)…");
+    let t = Instant::now();
+    let mut build = cargo();
+    build.args(["build", "--quiet", "--bins"]);
+    build.args(["-p", "tern-server", "-p", "tern-ctl", "-p", "tern-update"]);
+    let status = build
+        .status()
+        .map_err(|e| format!("cannot run cargo build: {e}"))?;
+    if !status.success() {
+        return Err(format!("cargo build failed ({status})"));
+    }
+    eprintln!("built in {:.0}s\n", t.elapsed().as_secs_f64());
+
+    let mut stdout = std::io::stdout();
+    let (fleet, summary) = tern_e2e::demo::run(
+        DemoOptions {
+            hosts: a.hosts,
+            bin_dir: Some(bin_dir()),
+            cancel: Some(cancel.clone()),
+        },
+        &mut stdout,
+    )
+    .map_err(|e| format!("{e:#}"))?;
+    if !a.keep_running {
+        println!("{}", summary.line);
+        return Ok(());
+    }
+    println!("{}\n", summary.line);
+    let h = fleet.hosts.first().ok_or("no hosts")?;
+    let [nd, _, _] = split(a.hosts);
+    println!(
+        "The fleet is still up (Ctrl-C stops it and removes {}).\n\
+         Each host runs `tern-update update` every 30 s, as its timer would, then ternd reconciles.\n\
+         \n\
+         \x20 ternd       {url}   metrics: {url}/metrics\n\
+         \x20 find        curl '{url}/v1/webapi/find?group=dev&updater_id={id}'\n\
+         \n\
+         \x20 export TERN_SERVER={url} TERN_TOKEN_FILE={token}\n\
+         \x20 alias ternctl={ctl}\n\
+         \x20 ternctl agents status               # the rollout, group by group\n\
+         \x20 ternctl inventory ls                # every host, its version and health\n\
+         \x20 ternctl dev clock set 2026-11-26T10:00:00Z && ternctl dev reconcile\n\
+         \x20 ternctl agents new-rollout 1.0.0    # or 1.1.0, 1.2.0\n\
+         \x20 ternctl agents start-update dev --force | mark-done | suspend | resume\n\
+         \n\
+         \x20 host {name} ({nd} dev hosts in all):\n\
+         \x20 {status}\n\
+         \x20 cat {state}/agent.log",
+        fleet.path().display(),
+        url = fleet.ternd.url,
+        id = h.updater_id().unwrap_or_default(),
+        token = fleet.ternd.token_file.display(),
+        ctl = fleet.bins.ternctl.display(),
+        name = h.name,
+        status = h.command_line(&["status"]),
+        state = h.state.display(),
+    );
+    let mut next = Instant::now() + Duration::from_secs(30);
+    while !cancel.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(200));
+        if Instant::now() >= next {
+            next = Instant::now() + Duration::from_secs(30);
+            let _ = fleet.reconcile();
+            let failed: Vec<String> = fleet
+                .update_all()
+                .into_iter()
+                .filter(|(_, o)| !o.ok())
+                .map(|(n, o)| format!("{n}: {}", o.message()))
+                .collect();
+            let _ = fleet.reconcile();
+            for f in failed {
+                eprintln!("  ✗ {f}");
+            }
+        }
+    }
+    eprintln!("\nstopping: killing the agents and ternd, removing the fleet's files");
+    drop(fleet);
+    Ok(())
 }

@@ -1,7 +1,8 @@
 //! `cargo xtask <task>`: orchestration only (build, run, check). No product logic.
 //!
-//! - `demo`: the main job. Builds ternctl and replays every bundled example rollout
-//!   through the offline planner, printing each timeline.
+//! - `demo`: the main job. A real local fleet (ternd, tern-update, agent processes)
+//!   through a rollout, a broken release halted at its canary, and a rollback.
+//! - `examples`: replays every bundled example rollout through the offline planner.
 //! - `ci`: everything CI checks: formatting, clippy with warnings denied, all tests.
 
 use std::path::{Path, PathBuf};
@@ -9,15 +10,17 @@ use std::process::{Command, ExitCode};
 
 mod ci;
 mod demo;
+mod examples;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("demo") => demo::run(&args[1..]),
+        Some("examples") => examples::run(&args[1..]),
         Some("ci") => ci::run(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|ci>\n  demo  replay the bundled example rollouts\n  ci    fmt --check, clippy -D warnings, every test"
+                "usage: cargo xtask <demo|examples|ci>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test"
             );
             return ExitCode::from(2);
         }

@@ -66,6 +66,12 @@ impl Show<'_> {
         Ok(())
     }
 
+    /// Prints what the hosts did and the table, whatever changed.
+    fn full(&mut self, fleet: &Fleet, step: &Step) -> anyhow::Result<()> {
+        self.last_table.clear();
+        self.step(fleet, step)
+    }
+
     /// Prints what the hosts did and the table; a step that changed nothing is one line.
     fn step(&mut self, fleet: &Fleet, step: &Step) -> anyhow::Result<()> {
         let table = render::table(fleet, &step.status);
@@ -218,7 +224,7 @@ pub fn run(opts: DemoOptions, out: &mut dyn Write) -> anyhow::Result<(Fleet, Sum
     )?;
     show.say("   prod's window opens at 14:00, but prod waits 24h after staging started:")?;
     let s = fleet.step_at("2026-11-23T14:00:00Z")?;
-    show.step(&fleet, &s)?;
+    show.full(&fleet, &s)?;
     expect(
         s.status.state_of("prod") == "unstarted",
         "prod to wait for wait_hours",
@@ -260,7 +266,7 @@ pub fn run(opts: DemoOptions, out: &mut dyn Write) -> anyhow::Result<(Fleet, Sum
         .collect();
     show.say("   staging's window at 12:00 stays shut: the rollout is halted.")?;
     let s = fleet.step_at("2026-11-25T12:00:00Z")?;
-    show.step(&fleet, &s)?;
+    show.full(&fleet, &s)?;
     expect(
         s.status.state_of("staging") == "unstarted",
         "staging not to start",

@@ -125,7 +125,13 @@ impl Fleet {
         self.dir.path()
     }
 
-    /// `ternctl create --force -f FILE` with `yaml` written to a file first.
+    /// `ternctl create --force -f FILE` with `yaml` written to a file first, then a
+    /// reconcile.
+    ///
+    /// With `--dev-clock`, ternd reconciles only when told to (`dev reconcile`), not
+    /// after a write nor every minute; the harness reconciles after each change, as a
+    /// real ternd would within a minute, so that a rollout is created when its version
+    /// is written, not at the next step's instant.
     pub fn apply(&self, yaml: &str) -> anyhow::Result<()> {
         let n = self
             .resources
@@ -135,6 +141,7 @@ impl Fleet {
         std::fs::write(&file, yaml)?;
         let f = file.display().to_string();
         self.ctl.run(&["create", "--force", "-f", &f])?;
+        self.reconcile()?;
         Ok(())
     }
 
@@ -142,12 +149,14 @@ impl Fleet {
         self.apply(&crate::config::version(start, target, schedule))
     }
 
-    /// `ternctl agents new-rollout VERSION`: from the current target to `version`.
+    /// `ternctl agents new-rollout VERSION` (from the current target), then a reconcile.
     pub fn new_rollout(&self, version: &str) -> anyhow::Result<String> {
-        self.ctl.run(&["agents", "new-rollout", version])
+        let out = self.ctl.run(&["agents", "new-rollout", version])?;
+        self.reconcile()?;
+        Ok(out)
     }
 
-    /// `ternctl agents ARGS…` (suspend, resume, rollback, mark-done, start-update).
+    /// `ternctl agents ARGS…` (suspend, resume, rollback, mark-done, start-update, status).
     pub fn agents(&self, args: &[&str]) -> anyhow::Result<String> {
         let mut a = vec!["agents"];
         a.extend_from_slice(args);
