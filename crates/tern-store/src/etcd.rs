@@ -44,11 +44,15 @@
 //!   connection and etcd's "no leader"/"timed out"/"too many requests" map to
 //!   [`Error::Unavailable`]. A write that timed out may still have been applied: a CAS
 //!   retried after it fails with `Conflict` (the caller rereads, as after any conflict).
-//! * The client balances requests over the endpoints but keeps routing some to a dead
-//!   member; those fail while connecting, never reach etcd, and are retried at once (a few
-//!   times, within the deadline), so losing a member is invisible to callers. Reads and
-//!   keep-alives are also retried after other "unavailable" answers; writes are not.
+//! * Requests stick to one endpoint (one etcd client per endpoint) and move to the next when
+//!   it fails as unavailable or does not answer in time. A request that failed while
+//!   connecting never reached etcd and is retried at once on the next endpoint, so a dead
+//!   member is invisible to callers; a paused or partitioned one costs at most one timed
+//!   out request per handle. Reads and keep-alives are also retried after other
+//!   "unavailable" answers and timeouts; writes are not (they may have been applied).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -57,7 +61,7 @@ use etcd_client::{
     TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
 };
 use tokio::sync::mpsc;
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::{Instant, sleep, timeout, timeout_at};
 use tonic::Code;
 
 use crate::{
@@ -102,17 +106,37 @@ impl Default for EtcdOptions {
 }
 
 /// A [`Store`] in an etcd v3 cluster, under a key prefix. Cloning gives another handle onto
-/// the same client (connections).
+/// the same clients (connections).
 #[derive(Clone)]
 pub struct EtcdStore {
-    client: Client,
+    clients: Arc<Clients>,
     /// `PREFIX kv/`: prepended to every store key.
     kv_prefix: String,
     /// `PREFIX lease/`: prepended to lease names.
     lease_prefix: String,
     opts: EtcdOptions,
-    /// How many endpoints the client balances over (bounds retries).
-    endpoints: usize,
+}
+
+/// One client per endpoint, and the one in use: requests stick to one member and move to
+/// the next when it fails or stops answering (as etcd's own Go client pins an endpoint).
+struct Clients {
+    clients: Vec<Client>,
+    current: AtomicUsize,
+}
+
+impl Clients {
+    fn pick(&self) -> (usize, Client) {
+        let i = self.current.load(Ordering::Relaxed) % self.clients.len();
+        (i, self.clients[i].clone())
+    }
+
+    /// Moves away from endpoint `i` (unless another request already did).
+    fn failed(&self, i: usize) {
+        let next = (i + 1) % self.clients.len();
+        let _ = self
+            .current
+            .compare_exchange(i, next, Ordering::Relaxed, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -146,27 +170,34 @@ impl EtcdStore {
             connect = connect.with_user(user.clone(), password.clone());
         }
         let what = format!("connecting to etcd at {}", endpoints.join(","));
-        let client = match timeout(
-            opts.request_timeout,
-            Client::connect(endpoints, Some(connect)),
-        )
-        .await
-        {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(map_err(&what, e)),
-            Err(_) => {
-                return Err(Error::Unavailable(format!(
-                    "{what}: no answer within {:?}",
-                    opts.request_timeout
-                )));
-            }
-        };
+        let mut clients = Vec::new();
+        for endpoint in endpoints {
+            // Builds the channel; connections are made by the first requests.
+            let client = match timeout(
+                opts.request_timeout,
+                Client::connect([endpoint], Some(connect.clone())),
+            )
+            .await
+            {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => return Err(map_err(&what, e)),
+                Err(_) => {
+                    return Err(Error::Unavailable(format!(
+                        "{what}: no answer within {:?}",
+                        opts.request_timeout
+                    )));
+                }
+            };
+            clients.push(client);
+        }
         let store = EtcdStore {
-            client,
+            clients: Arc::new(Clients {
+                clients,
+                current: AtomicUsize::new(0),
+            }),
             kv_prefix: format!("{prefix}kv/"),
             lease_prefix: format!("{prefix}lease/"),
             opts,
-            endpoints: endpoints.len(),
         };
         store.revision().await.map_err(|e| match e {
             Error::Unavailable(m) => Error::Unavailable(format!("{what}: {m}")),
@@ -185,11 +216,12 @@ impl EtcdStore {
 
     /// Runs one etcd request under the request deadline, mapping its errors.
     ///
-    /// The client balances requests over every endpoint and keeps sending some to a dead
-    /// member, failing them with a connect error. Such a request never reached etcd, so it
-    /// is retried at once (on another endpoint, with luck), a few times, for any request.
-    /// An `idempotent` request (a read, a keep-alive) is also retried after other
-    /// "unavailable" errors; a write is not, since it may have been applied.
+    /// Requests go to the current endpoint; one that fails as unavailable or does not
+    /// answer in time makes the next request use the next endpoint. A request that failed
+    /// while connecting never reached etcd, so it is retried at once on the next endpoint,
+    /// whatever it is. An `idempotent` request (a read, a keep-alive) is also retried after
+    /// other "unavailable" errors and after half the deadline without an answer; a write
+    /// is not, since it may have been applied.
     async fn call<T, F, Fut>(
         &self,
         what: impl Fn() -> String,
@@ -200,32 +232,52 @@ impl EtcdStore {
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
     {
-        let attempts = 2 * self.endpoints + 1;
-        let run = async {
-            let mut attempt = 1;
-            loop {
-                match f(self.client.clone()).await {
-                    Ok(v) => return Ok(v),
-                    Err(e) => {
-                        let again = attempt < attempts
-                            && (not_sent(&e) || (idempotent && is_unavailable(&e)));
-                        if !again {
-                            return Err(map_err(&what(), e));
-                        }
-                        tracing::debug!(error = %e, attempt, "etcd store: {}: retrying", what());
-                        attempt += 1;
-                        sleep(RETRY_PAUSE).await;
+        let n = self.clients.clients.len();
+        let attempts = 2 * n + 1;
+        let deadline = Instant::now() + self.opts.request_timeout;
+        let mut attempt = 1;
+        loop {
+            let (i, client) = self.clients.pick();
+            let attempt_deadline = if idempotent && n > 1 {
+                deadline.min(Instant::now() + self.opts.request_timeout / 2)
+            } else {
+                deadline
+            };
+            let e = match timeout_at(attempt_deadline, f(client)).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) => {
+                    if is_unavailable(&e) {
+                        self.clients.failed(i);
                     }
+                    let again =
+                        attempt < attempts && (not_sent(&e) || (idempotent && is_unavailable(&e)));
+                    if !again {
+                        return Err(map_err(&what(), e));
+                    }
+                    e.to_string()
                 }
+                Err(_) => {
+                    self.clients.failed(i);
+                    if !(idempotent && attempt < attempts && Instant::now() < deadline) {
+                        return Err(Error::Unavailable(format!(
+                            "{}: etcd did not answer within {:?}",
+                            what(),
+                            self.opts.request_timeout
+                        )));
+                    }
+                    "no answer".to_owned()
+                }
+            };
+            tracing::debug!(error = %e, attempt, endpoint = i, "etcd store: {}: retrying", what());
+            attempt += 1;
+            sleep(RETRY_PAUSE).await;
+            if Instant::now() >= deadline {
+                return Err(Error::Unavailable(format!(
+                    "{}: etcd did not answer within {:?} ({e})",
+                    what(),
+                    self.opts.request_timeout
+                )));
             }
-        };
-        match timeout(self.opts.request_timeout, run).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::Unavailable(format!(
-                "{}: etcd did not answer within {:?}",
-                what(),
-                self.opts.request_timeout
-            ))),
         }
     }
 
@@ -299,7 +351,7 @@ impl EtcdStore {
         if ids.is_empty() {
             return;
         }
-        let mut c = self.client.clone();
+        let (_, mut c) = self.clients.pick();
         let deadline = self.opts.request_timeout;
         tokio::spawn(async move {
             for id in ids {

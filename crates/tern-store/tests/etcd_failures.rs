@@ -307,3 +307,31 @@ async fn etcd_down_is_unavailable_and_recovers() {
     );
     eprintln!("etcd back after {:?}", started.elapsed());
 }
+
+/// A member that stops answering without closing its connections (SIGSTOP: a pause or a
+/// partition) is worked around: writes keep succeeding (some may time out first) and a
+/// watch sees every write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_member_is_worked_around() {
+    let cluster = EtcdCluster::start(3).await;
+    let store = cluster.store("/tern/").await;
+    let watcher = cluster.store("/tern/").await;
+    let mut w = watcher.watch("p/", 0).await.unwrap();
+    let lead = leader(&cluster).await;
+    let paused = (0..3).find(|&i| i != lead).unwrap();
+    cluster.signal(paused, "STOP");
+    let started = Instant::now();
+    let mut writes = Vec::new();
+    let mut retried = 0;
+    for i in 0..20 {
+        let wr = put_retrying(&store, &format!("p/{i}"), "x").await;
+        retried += usize::from(wr.retried);
+        writes.push(wr);
+    }
+    eprintln!(
+        "20 writes with a paused member: {:?}, {retried} retried",
+        started.elapsed()
+    );
+    assert_watch_saw(&mut w, &writes).await;
+    cluster.signal(paused, "CONT");
+}

@@ -214,6 +214,20 @@ impl EtcdCluster {
         }
     }
 
+    /// Sends `signal` (e.g. "STOP", "CONT") to member `i`, a process this cluster started.
+    pub fn signal(&self, i: usize, signal: &str) {
+        let child = self.members[i]
+            .child
+            .as_ref()
+            .expect("member is not running");
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// Starts member `i` again on its data dir and ports, and waits until it answers.
     pub async fn restart(&mut self, i: usize) {
         self.spawn(i);
