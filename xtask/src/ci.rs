@@ -9,33 +9,36 @@ fn has_nextest() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Features the test run enables: test-only hooks, never in release builds.
+/// Features the checks and tests enable: test-only hooks, never in release builds.
 const TEST_FEATURES: &str = "tern-update/test-hooks";
 
 pub fn run() -> Result<(), String> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     run_cmd(fmt)?;
+
     let mut clippy = cargo();
     clippy.args([
         "clippy",
         "--workspace",
         "--all-targets",
-        "--",
-        "-D",
-        "warnings",
+        "--features",
+        TEST_FEATURES,
     ]);
+    clippy.args(["--", "-D", "warnings"]);
     run_cmd(clippy)?;
+
+    // Doc tests first, so the run closes on the main test runner's summary.
+    let mut doc = cargo();
+    doc.args(["test", "--workspace", "--doc", "--features", TEST_FEATURES]);
+    run_cmd(doc)?;
+
     let mut test = cargo();
     if has_nextest() {
         test.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
     } else {
         test.args(["test", "--workspace", "--no-fail-fast"]);
     }
-    // The kill-point tests of tern-update need its test-only hooks compiled in.
     test.args(["--features", TEST_FEATURES]);
-    run_cmd(test)?;
-    let mut doc = cargo();
-    doc.args(["test", "--workspace", "--doc"]);
-    run_cmd(doc)
+    run_cmd(test)
 }
