@@ -906,14 +906,20 @@ fn map_err(what: &str, e: etcd_client::Error) -> Error {
 fn is_unavailable(e: &etcd_client::Error) -> bool {
     use etcd_client::Error as E;
     match e {
-        E::GRpcStatus(s) => matches!(
-            s.code(),
-            Code::Unavailable
-                | Code::DeadlineExceeded
-                | Code::ResourceExhausted
-                | Code::Cancelled
-                | Code::Aborted
-        ),
+        E::GRpcStatus(s) => {
+            matches!(
+                s.code(),
+                Code::Unavailable
+                    | Code::DeadlineExceeded
+                    | Code::ResourceExhausted
+                    | Code::Cancelled
+                    | Code::Aborted
+            ) || (s.code() == Code::Unknown
+                // A connection broken mid-request (member killed): tonic reports it as an
+                // unknown status caused by a transport error.
+                && (s.message().contains("transport error")
+                    || format!("{s:?}").contains("transport::Error")))
+        }
         E::TransportError(_) | E::IoError(_) => true,
         _ => false,
     }
