@@ -405,7 +405,7 @@ esac
     )
     .unwrap();
     assert!(
-        out.contains("would write") && out.contains("OnUnitActiveSec=10m"),
+        out.contains("would write") && out.contains("OnUnitActiveSec=60s"),
         "{out}"
     );
     assert!(!host.systemd.exists());

@@ -23,6 +23,8 @@ pub struct ServerState {
     pub find_count: usize,
     pub heartbeats: Vec<(Option<String>, Heartbeat)>,
     pub requests: Vec<String>,
+    /// Answer heartbeats with a 500, as a broken or overloaded ternd would.
+    pub fail_heartbeats: bool,
 }
 
 /// A loopback HTTP/1.1 server, one thread per connection.
@@ -160,10 +162,15 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
     }
     if path == "/v1/agents/heartbeat" && method == "POST" {
         let hb: Heartbeat = serde_json::from_slice(&body).unwrap_or_default();
-        st.lock()
-            .unwrap()
-            .heartbeats
-            .push((headers.get("authorization").cloned(), hb));
+        let fail = {
+            let mut s = st.lock().unwrap();
+            s.heartbeats
+                .push((headers.get("authorization").cloned(), hb));
+            s.fail_heartbeats
+        };
+        if fail {
+            return respond(&mut conn, 500, "text/plain", b"boom", head);
+        }
         return respond(
             &mut conn,
             200,
@@ -292,6 +299,8 @@ pub struct Host {
     pub state: PathBuf,
     pub suffix: String,
     pub env: Vec<(String, String)>,
+    /// Pass `--insecure` (plain http and unverified certificates); on by default.
+    pub insecure: bool,
 }
 
 impl Host {
@@ -316,6 +325,7 @@ impl Host {
             state,
             suffix: suffix.into(),
             env: Vec::new(),
+            insecure: true,
             dir,
         }
     }
@@ -350,7 +360,7 @@ impl Host {
             .arg(&self.units)
             .arg("--systemd-dir")
             .arg(&self.systemd)
-            .arg("--insecure")
+            .args(self.insecure.then_some("--insecure"))
             .args(args)
             .env_remove("TERN_UPDATE_KILL_AT")
             .stdin(std::process::Stdio::null());

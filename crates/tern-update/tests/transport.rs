@@ -1,0 +1,171 @@
+//! What crosses the network: HTTPS with a self-signed certificate (refused unless
+//! `--insecure`), plain http (refused unless `--insecure`), and a server that fails
+//! heartbeats (never fails the update).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+
+use support::{Agent, Host, Server, release_files, tarball};
+
+fn publish(server: &Server, version: &str, kind: Agent) {
+    server.publish(version, &tarball(&release_files(version, kind)));
+}
+
+/// A TLS terminator with a fresh self-signed certificate in front of `backend`:
+/// each request is read whole, forwarded over plain http, and the answer sent back.
+fn tls_front(backend: &str) -> String {
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let der = rustls::pki_types::CertificateDer::from(cert.cert.der().to_vec());
+    let key = rustls::pki_types::PrivateKeyDer::try_from(cert.key_pair.serialize_der()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![der], key)
+            .unwrap(),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let backend = backend.trim_start_matches("http://").to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(tcp) = conn else { continue };
+            let (config, backend) = (config.clone(), backend.clone());
+            std::thread::spawn(move || {
+                let Ok(server) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut tls = rustls::StreamOwned::new(server, tcp);
+                let _ = forward(&mut tls, &backend);
+            });
+        }
+    });
+    url
+}
+
+fn forward(tls: &mut impl ReadWrite, backend: &str) -> std::io::Result<()> {
+    let mut request = Vec::new();
+    let mut length = 0usize;
+    {
+        let mut reader = BufReader::new(&mut *tls);
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line)? == 0 {
+                return Ok(()); // the client gave up (e.g. it refused our certificate)
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+            let end = line == "\r\n";
+            request.extend_from_slice(line.as_bytes());
+            if end {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        request.extend_from_slice(&body);
+    }
+    let mut plain = TcpStream::connect(backend)?;
+    plain.write_all(&request)?;
+    let mut response = Vec::new();
+    plain.read_to_end(&mut response)?;
+    tls.write_all(&response)?;
+    tls.flush()
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+#[test]
+fn a_self_signed_server_is_refused_unless_insecure() {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    server.set_target("1.0.0", true);
+    let https = tls_front(&server.url);
+
+    let mut host = Host::new();
+    host.insecure = false;
+    let svc = host.service_config("");
+    let svc = svc.to_str().unwrap();
+    let base = format!("{https}/artifacts");
+    let args = [
+        "enable",
+        "--server",
+        &https,
+        "--base-url",
+        &base,
+        "--service-config",
+        svc,
+    ];
+    let err = host.fails(&args);
+    assert!(
+        err.to_lowercase().contains("certificate"),
+        "the error should say the certificate was refused: {err}"
+    );
+    assert_eq!(host.linked_version(), None, "nothing was installed");
+    assert!(
+        server.state.lock().unwrap().find_count == 0,
+        "find was never answered"
+    );
+
+    host.insecure = true;
+    host.ok(&args);
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    assert!(host.wait_running("1.0.0"));
+    assert!(
+        !server.heartbeats().is_empty(),
+        "the heartbeat went through TLS too"
+    );
+}
+
+#[test]
+fn plain_http_is_refused_unless_insecure() {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    server.set_target("1.0.0", true);
+    let mut host = Host::new();
+    host.insecure = false;
+    let svc = host.service_config("");
+    let err = String::from_utf8(host.enable(&server, &svc, &[]).stderr).unwrap();
+    assert!(err.contains("refusing plain http URL"), "{err}");
+    assert!(
+        err.contains("--insecure"),
+        "the error says how to allow it: {err}"
+    );
+    assert_eq!(server.state.lock().unwrap().find_count, 0);
+    assert_eq!(host.linked_version(), None);
+}
+
+#[test]
+fn a_failed_heartbeat_never_fails_the_update() {
+    let server = Server::start();
+    for v in ["1.0.0", "2.0.0"] {
+        publish(&server, v, Agent::Good);
+    }
+    server.set_target("1.0.0", true);
+    let host = Host::new();
+    let svc = host.service_config("");
+    server.state.lock().unwrap().fail_heartbeats = true;
+    assert_eq!(host.enable(&server, &svc, &[]).status.code(), Some(0));
+    server.set_target("2.0.0", true);
+    let out = host.ok(&["update", "--now"]);
+    assert_eq!(host.active().as_deref(), Some("2.0.0"));
+    assert!(host.wait_running("2.0.0"));
+    assert!(
+        server.heartbeats().len() >= 2,
+        "the heartbeats were attempted"
+    );
+    assert!(
+        out.to_lowercase().contains("heartbeat"),
+        "the failure is logged: {out}"
+    );
+}
