@@ -1,5 +1,7 @@
 //! `cargo xtask ci`: formatting, clippy with warnings denied, every test.
 
+use std::process::Command;
+
 use crate::{cargo, run as run_cmd};
 
 fn has_nextest() -> bool {
@@ -9,10 +11,65 @@ fn has_nextest() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Features the checks and tests enable: test-only hooks, never in release builds.
-const TEST_FEATURES: &str = "tern-update/test-hooks";
+/// Features the checks and tests enable: test-only hooks (never in release builds) and
+/// the etcd backend, whose tests start real etcd members.
+const TEST_FEATURES: &str = "tern-update/test-hooks,tern-store/etcd";
+
+/// Programs the tests need, and the Debian packages that provide them.
+const SYSTEM_PACKAGES: &[(&str, &str)] =
+    &[("etcd", "etcd-server"), ("protoc", "protobuf-compiler")];
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Installs the missing system packages with apt-get (as root, or through sudo).
+fn ensure_system_packages() -> Result<(), String> {
+    let missing: Vec<&str> = SYSTEM_PACKAGES
+        .iter()
+        .filter(|(program, _)| !have(program))
+        .map(|(_, package)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !have("apt-get") {
+        return Err(format!(
+            "the tests need {}; install them (no apt-get here)",
+            missing.join(", ")
+        ));
+    }
+    let sudo: &[&str] = if have("id") && !is_root() {
+        &["sudo"]
+    } else {
+        &[]
+    };
+    let apt = |args: &[&str]| {
+        let mut all: Vec<&str> = sudo.to_vec();
+        all.push("apt-get");
+        all.extend_from_slice(args);
+        let mut cmd = Command::new(all[0]);
+        cmd.args(&all[1..]).env("DEBIAN_FRONTEND", "noninteractive");
+        run_cmd(cmd)
+    };
+    apt(&["update", "-qq"])?;
+    let mut install = vec!["install", "-y", "-qq", "--no-install-recommends"];
+    install.extend_from_slice(&missing);
+    apt(&install).map_err(|e| format!("cannot install {}: {e}", missing.join(", ")))
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
 
 pub fn run() -> Result<(), String> {
+    ensure_system_packages()?;
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     run_cmd(fmt)?;
