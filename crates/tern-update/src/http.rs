@@ -17,12 +17,41 @@ pub struct Client {
     insecure: bool,
 }
 
+/// The TLS roots to trust: the public web PKI, or exactly the certificates of a PEM
+/// bundle (`--ca-cert`, for a ternd behind a private CA).
+pub fn roots_from_pem(path: &Path) -> Result<ureq::tls::RootCerts> {
+    let pem = std::fs::read(path).ctx("cannot read the CA bundle", path)?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c.to_owned()),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(Error::Config(format!(
+                    "{}: not a PEM certificate bundle: {e}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    if certs.is_empty() {
+        return Err(Error::Config(format!(
+            "{}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            path.display()
+        )));
+    }
+    Ok(ureq::tls::RootCerts::new_with_certs(&certs))
+}
+
 impl Client {
-    /// `insecure` allows plain http and unverified certificates (tests, labs).
-    pub fn new(insecure: bool, timeout: Duration) -> Self {
-        let tls = ureq::tls::TlsConfig::builder()
-            .disable_verification(insecure)
-            .build();
+    /// `insecure` allows plain http and unverified certificates (tests, labs);
+    /// `roots` replaces the public web PKI (see [`roots_from_pem`]).
+    pub fn new(insecure: bool, timeout: Duration, roots: Option<ureq::tls::RootCerts>) -> Self {
+        let mut tls = ureq::tls::TlsConfig::builder().disable_verification(insecure);
+        if let Some(roots) = roots {
+            tls = tls.root_certs(roots);
+        }
+        let tls = tls.build();
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .https_only(!insecure)

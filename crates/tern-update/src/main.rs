@@ -41,6 +41,10 @@ struct Cli {
     /// Allow plain http and unverified TLS certificates (tests, labs).
     #[arg(long, global = true)]
     insecure: bool,
+    /// Trust exactly the CA certificates of this PEM file instead of the public ones
+    /// (a ternd or artifact server behind a private CA).
+    #[arg(long, global = true, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
     /// Timeout of each HTTP request, in seconds.
     #[arg(long, global = true, default_value_t = 300)]
     http_timeout: u64,
@@ -175,9 +179,36 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             ..
         }
     );
+    // What the timer's runs need to reach the server as this invocation does.
+    let mut transport: Vec<String> = Vec::new();
+    if cli.insecure {
+        transport.push("--insecure".into());
+    }
+    if let Some(ca) = &cli.ca_cert {
+        transport.push("--ca-cert".into());
+        transport.push(
+            std::path::absolute(ca)
+                .unwrap_or_else(|_| ca.clone())
+                .display()
+                .to_string(),
+        );
+    }
+    if cli.http_timeout != 300 {
+        transport.push(format!("--http-timeout={}", cli.http_timeout));
+    }
+    if matches!(cli.log_format, LogFormat::Json) {
+        transport.push("--log-format=json".into());
+    }
     let ctx = Ctx {
         layout,
-        http: Client::new(cli.insecure, Duration::from_secs(cli.http_timeout.max(1))),
+        http: Client::new(
+            cli.insecure,
+            Duration::from_secs(cli.http_timeout.max(1)),
+            cli.ca_cert
+                .as_deref()
+                .map(tern_update::http::roots_from_pem)
+                .transpose()?,
+        ),
         overwrite,
     };
     let report = match cli.command {
@@ -240,6 +271,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     &ctx.layout,
                     &exe.to_string_lossy(),
                     agent_unit.as_deref(),
+                    &transport,
                     dry_run
                 )?
             );

@@ -14,15 +14,31 @@ pub struct UnitFile {
 }
 
 /// The files `setup` writes (pure). `exe` is the updater to run; `agent_unit` the
-/// managed unit's name, when known.
-pub fn units(layout: &Layout, exe: &str, agent_unit: Option<&str>) -> Vec<UnitFile> {
+/// managed unit's name, when known; `transport` the flags the timer's runs need to
+/// reach the server as this command did (`--insecure`, `--ca-cert FILE`, …).
+pub fn units(
+    layout: &Layout,
+    exe: &str,
+    agent_unit: Option<&str>,
+    transport: &[String],
+) -> Vec<UnitFile> {
     let stem = layout.updater_unit_stem();
-    let flags = format!(
-        "--install-dir {} --install-suffix {} --link-dir {}",
-        layout.install_dir.display(),
-        layout.suffix,
-        layout.link_dir.display()
-    );
+    let mut args: Vec<String> = vec![
+        "--install-dir".into(),
+        layout.install_dir.display().to_string(),
+        "--install-suffix".into(),
+        layout.suffix.clone(),
+        "--link-dir".into(),
+        layout.link_dir.display().to_string(),
+        "--unit-dir".into(),
+        layout.unit_dir.display().to_string(),
+    ];
+    args.extend(transport.iter().cloned());
+    let flags = args
+        .iter()
+        .map(|a| systemd_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ");
     let mut out = vec![
         UnitFile {
             path: layout.systemd_dir.join(format!("{stem}.service")),
@@ -54,8 +70,23 @@ pub fn units(layout: &Layout, exe: &str, agent_unit: Option<&str>) -> Vec<UnitFi
 }
 
 /// Writes the files (or prints them with `dry_run`) and enables the timer.
-pub fn run(layout: &Layout, exe: &str, agent_unit: Option<&str>, dry_run: bool) -> Result<String> {
-    let files = units(layout, exe, agent_unit);
+/// Quotes an `ExecStart=` argument for systemd when it holds spaces or quotes.
+fn systemd_quote(arg: &str) -> String {
+    if arg.is_empty() || arg.contains(|c: char| c.is_whitespace() || c == '"' || c == '\\') {
+        format!("\"{}\"", arg.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        arg.to_string()
+    }
+}
+
+pub fn run(
+    layout: &Layout,
+    exe: &str,
+    agent_unit: Option<&str>,
+    transport: &[String],
+    dry_run: bool,
+) -> Result<String> {
+    let files = units(layout, exe, agent_unit, transport);
     let mut report = String::new();
     for f in &files {
         if dry_run {
@@ -106,7 +137,12 @@ mod tests {
             unit_dir: "/usr/local/lib/systemd/system".into(),
             systemd_dir: "/etc/systemd/system".into(),
         };
-        let u = units(&l, "/usr/local/bin/tern-update", Some("agent"));
+        let transport = [
+            "--insecure".to_string(),
+            "--ca-cert".into(),
+            "/etc/my ca.pem".into(),
+        ];
+        let u = units(&l, "/usr/local/bin/tern-update", Some("agent"), &transport);
         assert_eq!(u.len(), 3);
         assert_eq!(
             u[0].path,
@@ -115,11 +151,14 @@ mod tests {
         assert!(u[0].content.contains(
             "ExecStart=/usr/local/bin/tern-update --install-dir /opt/tern --install-suffix blue"
         ));
+        assert!(u[0].content.contains(
+            "--unit-dir /usr/local/lib/systemd/system --insecure --ca-cert \"/etc/my ca.pem\" update\n"
+        ));
         assert!(u[1].content.contains("OnUnitActiveSec=60s"));
         assert_eq!(
             u[2].path,
             PathBuf::from("/etc/systemd/system/agent.service.d/tern-update-blue.conf")
         );
-        assert_eq!(units(&l, "x", None).len(), 2);
+        assert_eq!(units(&l, "x", None, &[]).len(), 2);
     }
 }

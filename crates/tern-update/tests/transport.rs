@@ -18,9 +18,11 @@ fn publish(server: &Server, version: &str, kind: Agent) {
 
 /// A TLS terminator with a fresh self-signed certificate in front of `backend`:
 /// each request is read whole, forwarded over plain http, and the answer sent back.
-fn tls_front(backend: &str) -> String {
+/// Returns its URL and its certificate (PEM).
+fn tls_front(backend: &str) -> (String, String) {
     let cert =
         rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let pem = cert.cert.pem();
     let der = rustls::pki_types::CertificateDer::from(cert.cert.der().to_vec());
     let key = rustls::pki_types::PrivateKeyDer::try_from(cert.key_pair.serialize_der()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -48,7 +50,7 @@ fn tls_front(backend: &str) -> String {
             });
         }
     });
-    url
+    (url, pem)
 }
 
 fn forward(tls: &mut impl ReadWrite, backend: &str) -> std::io::Result<()> {
@@ -90,7 +92,7 @@ fn a_self_signed_server_is_refused_unless_insecure() {
     let server = Server::start();
     publish(&server, "1.0.0", Agent::Good);
     server.set_target("1.0.0", true);
-    let https = tls_front(&server.url);
+    let (https, _) = tls_front(&server.url);
 
     let mut host = Host::new();
     host.insecure = false;
@@ -125,6 +127,55 @@ fn a_self_signed_server_is_refused_unless_insecure() {
         !server.heartbeats().is_empty(),
         "the heartbeat went through TLS too"
     );
+}
+
+#[test]
+fn a_private_ca_is_trusted_with_ca_cert() {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    server.set_target("1.0.0", true);
+    let (https, pem) = tls_front(&server.url);
+    let (_, other_pem) = tls_front(&server.url);
+
+    let mut host = Host::new();
+    host.insecure = false;
+    let (ours, other) = (
+        host.dir.path().join("ca.pem"),
+        host.dir.path().join("other.pem"),
+    );
+    std::fs::write(&ours, pem).unwrap();
+    std::fs::write(&other, other_pem).unwrap();
+    let svc = host.service_config("");
+    let svc = svc.to_str().unwrap();
+    let base = format!("{https}/artifacts");
+    let enable = |ca: &std::path::Path| {
+        vec![
+            "--ca-cert".to_string(),
+            ca.display().to_string(),
+            "enable".into(),
+            "--server".into(),
+            https.clone(),
+            "--base-url".into(),
+            base.clone(),
+            "--service-config".into(),
+            svc.into(),
+        ]
+    };
+    let wrong = enable(&other);
+    let err = host.fails(&wrong.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    assert_eq!(host.linked_version(), None);
+
+    let right = enable(&ours);
+    host.ok(&right.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    assert!(host.wait_running("1.0.0"));
+
+    // A file that is not a certificate bundle is a clear usage error, not a TLS one.
+    let junk = host.dir.path().join("junk.pem");
+    std::fs::write(&junk, "hello").unwrap();
+    let err = host.fails(&["--ca-cert", junk.to_str().unwrap(), "status"]);
+    assert!(err.contains("holds no PEM certificate"), "{err}");
 }
 
 #[test]
