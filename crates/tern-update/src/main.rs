@@ -48,6 +48,13 @@ struct Cli {
     /// Timeout of each HTTP request, in seconds.
     #[arg(long, global = true, default_value_t = 300)]
     http_timeout: u64,
+    /// The host name heartbeats report [default: the kernel's node name] (containers,
+    /// several hosts on one machine).
+    #[arg(long, global = true, env = "TERN_UPDATE_HOSTNAME")]
+    hostname: Option<String>,
+    /// The host id heartbeats report [default: /etc/machine-id].
+    #[arg(long, global = true, env = "TERN_UPDATE_HOST_ID")]
+    host_id: Option<String>,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -199,6 +206,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if matches!(cli.log_format, LogFormat::Json) {
         transport.push("--log-format=json".into());
     }
+    for (flag, value) in [("--hostname", &cli.hostname), ("--host-id", &cli.host_id)] {
+        if let Some(v) = value {
+            transport.push(format!("{flag}={v}"));
+        }
+    }
     let ctx = Ctx {
         layout,
         http: Client::new(
@@ -210,6 +222,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .transpose()?,
         ),
         overwrite,
+        hostname: cli.hostname.clone(),
+        host_id: cli.host_id.clone(),
     };
     let report = match cli.command {
         Cmd::Enable {

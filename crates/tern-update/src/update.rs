@@ -32,6 +32,10 @@ pub struct Ctx {
     pub http: Client,
     /// Replace links and files tern-update does not manage (`enable --overwrite`).
     pub overwrite: bool,
+    /// How this host names itself in heartbeats (`--hostname`, `--host-id`); `None`:
+    /// the kernel's node name and `/etc/machine-id`.
+    pub hostname: Option<String>,
+    pub host_id: Option<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -607,11 +611,17 @@ pub fn heartbeat(ctx: &Ctx, file: &UpdateFile) {
     };
     let hb = Heartbeat {
         updater_id: id,
-        host_id: read_trimmed(Path::new("/etc/machine-id")).unwrap_or_default(),
-        hostname: rustix::system::uname()
-            .nodename()
-            .to_string_lossy()
-            .into_owned(),
+        host_id: ctx
+            .host_id
+            .clone()
+            .or_else(|| read_trimmed(Path::new("/etc/machine-id")))
+            .unwrap_or_default(),
+        hostname: ctx.hostname.clone().unwrap_or_else(|| {
+            rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned()
+        }),
         group: spec.group.clone(),
         version: file.status.active.clone().unwrap_or_default(),
         updater_version: Some(env!("CARGO_PKG_VERSION").to_string()),

@@ -220,3 +220,25 @@ fn a_failed_heartbeat_never_fails_the_update() {
         "the failure is logged: {out}"
     );
 }
+
+#[test]
+fn heartbeats_name_the_host_as_told() {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    server.set_target("1.0.0", true);
+    let mut host = Host::new();
+    host.env
+        .push(("TERN_UPDATE_HOST_ID".into(), "host-42".into()));
+    let svc = host.service_config("");
+    let out = host.enable(&server, &svc, &["--hostname", "web-1"]);
+    assert_eq!(out.status.code(), Some(0));
+    let (_, hb) = server.heartbeats().last().cloned().unwrap();
+    assert_eq!(hb.hostname, "web-1");
+    assert_eq!(hb.host_id, "host-42");
+    // And by default the machine's own names.
+    host.env.clear();
+    host.ok(&["update"]);
+    let (_, hb) = server.heartbeats().last().cloned().unwrap();
+    assert_ne!(hb.hostname, "web-1");
+    assert_ne!(hb.host_id, "host-42");
+}
