@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::backpressure::UpdaterNumeral;
-use crate::resource::{AutoUpdateAgentReport, Omitted};
+use crate::resource::{AutoUpdateAgentReport, ConnectedAgent, Omitted};
 use crate::version::normalize;
 
 /// One group's agents across all live reports.
@@ -98,4 +98,48 @@ impl Aggregate {
     pub fn group(&self, name: &str) -> GroupCounts {
         self.groups.get(name).cloned().unwrap_or_default()
     }
+}
+
+/// Whether `report` is live at `now`: at most two report periods old (as in
+/// [`Aggregate::from_reports`]).
+pub fn is_live(
+    report: &AutoUpdateAgentReport,
+    now: Timestamp,
+    report_period: SignedDuration,
+) -> bool {
+    now.duration_since(report.spec.timestamp) <= report_period.saturating_mul(2)
+}
+
+/// The connected agents a reconcile takes (`ReconcileInput::agents`), from every live
+/// report: the canary candidates and canaries each replica offers. An agent in several
+/// reports (it moved between replicas) is taken from the newest report, and within a
+/// report a canary entry wins over a candidate entry. Sorted by updater_id.
+pub fn connected_agents(
+    reports: &[AutoUpdateAgentReport],
+    now: Timestamp,
+    report_period: SignedDuration,
+) -> Vec<ConnectedAgent> {
+    let mut live: Vec<&AutoUpdateAgentReport> = reports
+        .iter()
+        .filter(|r| is_live(r, now, report_period))
+        .collect();
+    // Newest first; ties by name so the outcome does not depend on the listing order.
+    live.sort_by(|a, b| {
+        b.spec
+            .timestamp
+            .cmp(&a.spec.timestamp)
+            .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+    });
+    let mut out: BTreeMap<&str, &ConnectedAgent> = BTreeMap::new();
+    for report in live {
+        let offered = report
+            .spec
+            .canaries
+            .iter()
+            .chain(report.spec.canary_candidates.values().flatten());
+        for agent in offered.filter(|a| !a.updater_id.is_empty()) {
+            out.entry(agent.updater_id.as_str()).or_insert(agent);
+        }
+    }
+    out.into_values().cloned().collect()
 }

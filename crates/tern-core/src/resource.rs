@@ -523,6 +523,17 @@ pub struct ReportSpec {
     pub groups: BTreeMap<String, GroupReport>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub omitted: Vec<Omitted>,
+    /// Agents this replica offers as canaries, per rollout group: a bounded random sample
+    /// of its settled, enabled agents, only for groups that may pick canaries soon
+    /// ([`crate::inventory::canary_candidates`]). Several replicas share one rollout, and
+    /// the leader's own inventory holds only the hosts connected to it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub canary_candidates: BTreeMap<String, Vec<ConnectedAgent>>,
+    /// The rollout's canaries (not yet successful) connected to this replica, with the
+    /// version they run, so the leader can tell when they reach the target
+    /// ([`crate::inventory::canaries_seen`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub canaries: Vec<ConnectedAgent>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

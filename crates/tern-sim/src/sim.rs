@@ -533,6 +533,9 @@ impl Sim {
             timestamp: self.ts(now),
             groups,
             omitted,
+            // The simulator hands the reconcile its agents directly.
+            canary_candidates: BTreeMap::new(),
+            canaries: Vec::new(),
         }
     }
 

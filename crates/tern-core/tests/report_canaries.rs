@@ -1,0 +1,383 @@
+//! Canary candidates and canary status travelling in the replicas' reports
+//! (`inventory::{groups_wanting_canaries, canary_candidates, canaries_seen}`) and the
+//! leader turning live reports into the reconcile's agents (`aggregate::connected_agents`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use jiff::Timestamp;
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use tern_core::aggregate::connected_agents;
+use tern_core::inventory::{
+    InventoryAgent, build_report, canaries_seen, canary_candidates, groups_wanting_canaries,
+};
+use tern_core::reconcile::DEFAULT_REPORT_PERIOD;
+use tern_core::resource::*;
+use tern_core::wire::{Heartbeat, UpdaterStatus};
+
+const NOW: &str = "2026-11-23T10:00:00Z";
+
+/// An inventory agent heard since `first_seen`.
+fn inv(a: &ConnectedAgent, first_seen: &str) -> InventoryAgent {
+    InventoryAgent {
+        heartbeat: Heartbeat {
+            updater_id: a.updater_id.clone(),
+            host_id: a.host_id.clone(),
+            hostname: a.hostname.clone(),
+            group: a.group.clone(),
+            version: a.version.clone(),
+            updater_status: a.updater_status,
+            ..Heartbeat::default()
+        },
+        first_seen: ts(first_seen),
+        last_seen: ts(NOW),
+    }
+}
+
+/// A rollout of THREE_GROUPS (dev, staging with 2 canaries, prod) with these states.
+fn rollout_with(states: &[(&str, GroupState)]) -> AutoUpdateAgentRollout {
+    let mut w = World::new(Some(config(THREE_GROUPS)), version("1.0.0", "1.1.0"));
+    let mut r = w.reconcile("2026-11-23T09:00:00Z").clone();
+    for (name, state) in states {
+        r.status
+            .groups
+            .iter_mut()
+            .find(|g| g.name == *name)
+            .unwrap()
+            .state = *state;
+    }
+    r
+}
+
+fn names(v: Vec<&str>) -> Vec<String> {
+    v.into_iter().map(str::to_string).collect()
+}
+
+#[test]
+fn which_groups_want_canaries() {
+    use GroupState::*;
+    type Row<'a> = (&'a [(&'a str, GroupState)], &'a [&'a str]);
+    let table: &[Row] = &[
+        // dev (first, no canaries) is next: nobody needs candidates yet.
+        (&[], &[]),
+        // dev done: staging (canary_count 2) is next.
+        (&[("dev", Done)], &["staging"]),
+        // staging active: it already has (or skipped) its canaries.
+        (&[("dev", Done), ("staging", Active)], &[]),
+        // dev active: staging is not next yet.
+        (&[("dev", Active)], &[]),
+        // Everything done but prod (no canaries).
+        (&[("dev", Done), ("staging", Done)], &[]),
+    ];
+    for (states, want) in table {
+        let r = rollout_with(states);
+        assert_eq!(
+            names(groups_wanting_canaries(&r)),
+            names(want.to_vec()),
+            "{states:?}"
+        );
+    }
+    // A group in canary with no canaries (manual start-update) wants some, in any
+    // position; one that has canaries does not.
+    let mut r = rollout_with(&[("prod", Canary)]);
+    assert_eq!(groups_wanting_canaries(&r), vec!["prod"]);
+    r.status.groups[2]
+        .canaries
+        .push(tern_core::resource::Canary {
+            updater_id: "u".into(),
+            host_id: String::new(),
+            hostname: String::new(),
+            success: false,
+        });
+    assert!(groups_wanting_canaries(&r).is_empty());
+    // Time-based and immediate rollouts never pick canaries.
+    let mut r = rollout_with(&[("dev", Done)]);
+    r.spec.strategy = Strategy::TimeBased;
+    assert!(groups_wanting_canaries(&r).is_empty());
+    let mut r = rollout_with(&[("dev", Done)]);
+    r.spec.schedule = Schedule::Immediate;
+    assert!(groups_wanting_canaries(&r).is_empty());
+}
+
+#[test]
+fn candidates_are_a_bounded_sample_of_settled_enabled_agents_behind_the_target() {
+    let r = rollout_with(&[("dev", GroupState::Done)]);
+    let mut agents = Vec::new();
+    // 30 settled staging agents behind the target, 5 already on it.
+    agents.extend(
+        fleet("staging", 30, "1.0.0")
+            .iter()
+            .map(|a| inv(a, "2026-11-23T08:00:00Z")),
+    );
+    let on_target: Vec<_> = (30..35).map(|i| agent("staging", i, "1.1.0")).collect();
+    agents.extend(on_target.iter().map(|a| inv(a, "2026-11-23T08:00:00Z")));
+    // Not settled, pinned, or of another group: never offered.
+    let fresh = agent("staging", 40, "1.0.0");
+    agents.push(inv(&fresh, "2026-11-23T09:59:30Z"));
+    let mut pinned = agent("staging", 41, "1.0.0");
+    pinned.updater_status = UpdaterStatus::Pinned;
+    agents.push(inv(&pinned, "2026-11-23T08:00:00Z"));
+    agents.extend(
+        fleet("dev", 3, "1.0.0")
+            .iter()
+            .map(|a| inv(a, "2026-11-23T08:00:00Z")),
+    );
+
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let c = canary_candidates(
+        &agents,
+        Some(&r),
+        ts(NOW),
+        DEFAULT_REPORT_PERIOD,
+        10,
+        &mut rng,
+    );
+    assert_eq!(c.keys().collect::<Vec<_>>(), vec!["staging"]);
+    let staging = &c["staging"];
+    assert_eq!(staging.len(), 10);
+    assert!(
+        staging
+            .windows(2)
+            .all(|w| w[0].updater_id < w[1].updater_id),
+        "sorted, distinct"
+    );
+    for a in staging {
+        assert_eq!(a.group, "staging");
+        assert_eq!(a.version, "1.0.0", "agents behind the target come first");
+        assert_ne!(a.updater_id, fresh.updater_id);
+        assert_ne!(a.updater_id, pinned.updater_id);
+    }
+    // Another seed, another sample (it is random, not the first ten).
+    let mut rng2 = ChaCha8Rng::seed_from_u64(8);
+    let c2 = canary_candidates(
+        &agents,
+        Some(&r),
+        ts(NOW),
+        DEFAULT_REPORT_PERIOD,
+        10,
+        &mut rng2,
+    );
+    assert_ne!(c2["staging"], *staging);
+
+    // Fewer agents than the bound: all of them. Only agents on the target: those.
+    let few: Vec<_> = on_target
+        .iter()
+        .map(|a| inv(a, "2026-11-23T08:00:00Z"))
+        .collect();
+    let c = canary_candidates(&few, Some(&r), ts(NOW), DEFAULT_REPORT_PERIOD, 10, &mut rng);
+    assert_eq!(c["staging"].len(), 5);
+
+    // No group wants canaries, or no rollout: nothing.
+    let r0 = rollout_with(&[]);
+    assert!(
+        canary_candidates(
+            &agents,
+            Some(&r0),
+            ts(NOW),
+            DEFAULT_REPORT_PERIOD,
+            10,
+            &mut rng
+        )
+        .is_empty()
+    );
+    assert!(
+        canary_candidates(&agents, None, ts(NOW), DEFAULT_REPORT_PERIOD, 10, &mut rng).is_empty()
+    );
+}
+
+#[test]
+fn the_catch_all_group_offers_agents_of_unknown_groups() {
+    let r = rollout_with(&[
+        ("dev", GroupState::Done),
+        ("staging", GroupState::Done),
+        ("prod", GroupState::Canary),
+    ]);
+    let agents: Vec<_> = [
+        agent("", 0, "1.0.0"),
+        agent("elsewhere", 1, "1.0.0"),
+        agent("dev", 2, "1.0.0"),
+    ]
+    .iter()
+    .map(|a| inv(a, "2026-11-23T08:00:00Z"))
+    .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let c = canary_candidates(
+        &agents,
+        Some(&r),
+        ts(NOW),
+        DEFAULT_REPORT_PERIOD,
+        10,
+        &mut rng,
+    );
+    let groups: Vec<&str> = c["prod"].iter().map(|a| a.group.as_str()).collect();
+    assert_eq!(groups.len(), 2);
+    assert!(
+        groups.contains(&"") && groups.contains(&"elsewhere"),
+        "{groups:?}"
+    );
+}
+
+#[test]
+fn canaries_seen_are_the_unsuccessful_canaries_this_replica_knows() {
+    let mut r = rollout_with(&[("dev", GroupState::Done), ("staging", GroupState::Canary)]);
+    let a = agent("staging", 1, "1.1.0");
+    let b = agent("staging", 2, "1.0.0");
+    let elsewhere = agent("staging", 3, "1.0.0");
+    let canary = |x: &ConnectedAgent, success: bool| tern_core::resource::Canary {
+        updater_id: x.updater_id.clone(),
+        host_id: x.host_id.clone(),
+        hostname: x.hostname.clone(),
+        success,
+    };
+    r.status.groups[1].canaries = vec![
+        canary(&a, false),
+        canary(&b, true),
+        canary(&elsewhere, false),
+    ];
+    // Not settled is fine for a canary.
+    let known: HashMap<String, InventoryAgent> = [&a, &b]
+        .into_iter()
+        .map(|x| (x.updater_id.clone(), inv(x, "2026-11-23T09:59:59Z")))
+        .collect();
+    let seen = canaries_seen(Some(&r), |id| known.get(id));
+    assert_eq!(
+        seen,
+        vec![a.clone()],
+        "b already succeeded, the third is not here"
+    );
+    assert!(canaries_seen(None, |id| known.get(id)).is_empty());
+}
+
+fn report(name: &str, at: &str, spec_fn: impl FnOnce(&mut ReportSpec)) -> AutoUpdateAgentReport {
+    let mut spec = build_report(ts(at), std::iter::empty(), DEFAULT_REPORT_PERIOD);
+    spec_fn(&mut spec);
+    AutoUpdateAgentReport::new(name, spec)
+}
+
+#[test]
+fn connected_agents_merge_live_reports_newest_first() {
+    let moved_old = agent("staging", 1, "1.0.0");
+    let moved_new = agent("staging", 1, "1.1.0");
+    let only_a = agent("staging", 2, "1.0.0");
+    let dead = agent("staging", 3, "1.0.0");
+    let reports = vec![
+        report("a", "2026-11-23T09:59:00Z", |s| {
+            s.canary_candidates
+                .insert("staging".into(), vec![moved_old.clone(), only_a.clone()]);
+        }),
+        report("b", "2026-11-23T09:59:30Z", |s| {
+            s.canaries = vec![moved_new.clone()]
+        }),
+        // Older than two report periods: its replica is presumed dead.
+        report("c", "2026-11-23T09:57:59Z", |s| {
+            s.canaries = vec![dead.clone()]
+        }),
+    ];
+    let got = connected_agents(&reports, ts(NOW), DEFAULT_REPORT_PERIOD);
+    let mut want = vec![moved_new, only_a];
+    want.sort_by(|x, y| x.updater_id.cmp(&y.updater_id));
+    assert_eq!(got, want);
+    assert!(connected_agents(&[], ts(NOW), DEFAULT_REPORT_PERIOD).is_empty());
+}
+
+#[test]
+fn reports_without_the_new_fields_still_parse_and_empty_ones_are_not_written() {
+    let old = r#"{"kind":"autoupdate_agent_report","version":"v1","metadata":{"name":"r1"},
+        "spec":{"timestamp":"2026-11-23T10:00:00Z","groups":{"dev":{"versions":{"1.0.0":{"count":2}}}}}}"#;
+    let r: AutoUpdateAgentReport = serde_json::from_str(old).unwrap();
+    assert!(r.spec.canary_candidates.is_empty() && r.spec.canaries.is_empty());
+    let text = serde_json::to_string(&r).unwrap();
+    assert!(!text.contains("canar"), "{text}");
+    let back: AutoUpdateAgentReport = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, r);
+}
+
+/// Two replicas: the canary group's agents all heartbeat to replica B, the leader is A
+/// and sees none of them itself. Canaries are picked from B's report and the group goes
+/// active once B reports them on the target.
+#[test]
+fn a_leader_picks_and_checks_canaries_connected_to_another_replica() {
+    let period = DEFAULT_REPORT_PERIOD;
+    let dev = fleet("dev", 3, "1.0.0");
+    let mut staging = fleet("staging", 4, "1.0.0");
+    let report_on = |name: &str,
+                     at: Timestamp,
+                     agents: &[ConnectedAgent],
+                     rollout: Option<&AutoUpdateAgentRollout>| {
+        let inv: Vec<InventoryAgent> = agents
+            .iter()
+            .map(|a| inv(a, "2026-11-23T00:00:00Z"))
+            .collect();
+        let by_id: HashMap<&str, &InventoryAgent> = inv
+            .iter()
+            .map(|a| (a.heartbeat.updater_id.as_str(), a))
+            .collect();
+        let mut spec = build_report(at, &inv, period);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        spec.canary_candidates = canary_candidates(&inv, rollout, at, period, 10, &mut rng);
+        spec.canaries = canaries_seen(rollout, |id| by_id.get(id).copied());
+        AutoUpdateAgentReport::new(name, spec)
+    };
+    let mut w = World::new(Some(config(THREE_GROUPS)), version("1.0.0", "1.1.0"));
+    let step = |w: &mut World, at: &str, dev: &[ConnectedAgent], staging: &[ConnectedAgent]| {
+        let at = ts(at);
+        let reports = vec![
+            report_on("a", at, dev, w.rollout.as_ref()),
+            report_on("b", at, staging, w.rollout.as_ref()),
+        ];
+        // The leader (A) knows only what the reports carry.
+        w.agents = connected_agents(&reports, at, period);
+        w.reconcile_with(at, &reports);
+    };
+    let dev_done: Vec<_> = dev
+        .iter()
+        .map(|a| ConnectedAgent {
+            version: "1.1.0".into(),
+            ..a.clone()
+        })
+        .collect();
+    step(&mut w, "2026-11-23T11:00:00Z", &dev, &staging);
+    step(&mut w, "2026-11-23T12:01:00Z", &dev, &staging);
+    assert_eq!(w.state("dev").0, GroupState::Active);
+    step(&mut w, "2026-11-23T12:02:00Z", &dev_done, &staging);
+    assert_eq!(w.state("dev").0, GroupState::Done);
+    // B now offers staging candidates: staging starts in canary with two of B's agents.
+    step(&mut w, "2026-11-23T14:01:00Z", &dev_done, &staging);
+    assert_eq!(
+        w.state("staging").0,
+        GroupState::Canary,
+        "{:?}",
+        w.state("staging")
+    );
+    let canaries: Vec<String> = w
+        .group("staging")
+        .canaries
+        .iter()
+        .map(|c| c.updater_id.clone())
+        .collect();
+    assert_eq!(canaries.len(), 2);
+    assert!(
+        canaries
+            .iter()
+            .all(|c| staging.iter().any(|a| &a.updater_id == c))
+    );
+    // The canaries update; B reports their version; the group goes active.
+    for a in staging
+        .iter_mut()
+        .filter(|a| canaries.contains(&a.updater_id))
+    {
+        a.version = "1.1.0".into();
+    }
+    step(&mut w, "2026-11-23T14:03:00Z", &dev_done, &staging);
+    assert_eq!(
+        w.state("staging").0,
+        GroupState::Active,
+        "{:?}",
+        w.state("staging")
+    );
+    assert!(w.group("staging").canaries.iter().all(|c| c.success));
+}
