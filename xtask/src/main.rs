@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod bench;
 mod ci;
 mod demo;
 mod examples;
@@ -18,9 +19,10 @@ fn main() -> ExitCode {
         Some("demo") => demo::run(&args[1..]),
         Some("examples") => examples::run(&args[1..]),
         Some("ci") => ci::run(),
+        Some("bench") => bench::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|examples|ci>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test"
+                "usage: cargo xtask <demo|examples|ci|bench>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|heartbeat|reconcile|apply|converge|all] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)"
             );
             return ExitCode::from(2);
         }

@@ -1,0 +1,53 @@
+//! Tern's benchmarks, run by `cargo xtask bench [find|heartbeat|reconcile|apply|converge]
+//! [--quick]` (see `docs/benchmarks.md`). Every figure is a ratio to, or sits beside, a
+//! baseline measured in the same run; each benchmark prints one JSON object with its
+//! figures as its last line.
+
+pub mod apply;
+pub mod converge;
+pub mod find;
+pub mod fleet;
+pub mod heartbeat;
+pub mod load;
+pub mod procs;
+pub mod reconcile;
+pub mod ternd;
+
+use std::path::PathBuf;
+
+/// What every benchmark may need.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    /// Seconds, not minutes: a smoke test of the benchmark, not a measurement.
+    pub quick: bool,
+    /// The `ternd` binary (release build for real figures).
+    pub ternd: PathBuf,
+    /// The `tern-update` binary.
+    pub tern_update: PathBuf,
+    /// Concurrent keep-alive connections of the load generator.
+    pub connections: usize,
+}
+
+/// The benchmarks, in the order `all` runs them.
+pub const BENCHES: &[&str] = &["find", "heartbeat", "reconcile", "apply", "converge"];
+
+/// Runs one benchmark; returns its figures.
+pub fn run(name: &str, opts: &Opts) -> anyhow::Result<serde_json::Value> {
+    match name {
+        "find" => find::run(opts),
+        "heartbeat" => heartbeat::run(opts),
+        "reconcile" => reconcile::run(opts),
+        "apply" => apply::run(opts),
+        "converge" => converge::run(opts),
+        other => anyhow::bail!("no benchmark named {other:?} (one of {BENCHES:?})"),
+    }
+}
+
+/// The median (upper middle for an even count); NaN when empty.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}

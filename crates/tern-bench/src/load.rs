@@ -1,0 +1,243 @@
+//! A small HTTP/1.1 load generator over raw keep-alive TCP connections, the same for
+//! ternd and for the baselines: closed loop (as fast as the server answers) or open
+//! loop at a fixed total rate, where latency is measured from the instant a request was
+//! due (wrk2-style, so a stalled server cannot hide its queueing delay).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Where each connection takes its next request from; `None` ends that connection.
+pub type Source = Arc<dyn Fn() -> Option<Arc<[u8]>> + Send + Sync>;
+
+#[derive(Clone)]
+pub struct Load {
+    pub addr: SocketAddr,
+    pub connections: usize,
+    /// Stop sending after this long (the requests in flight complete).
+    pub duration: Duration,
+    /// Total requests per second over all connections; `None`: closed loop.
+    pub rate: Option<f64>,
+    pub source: Source,
+}
+
+/// What a run measured.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub ok: u64,
+    /// Responses that were not 2xx.
+    pub bad_status: u64,
+    pub elapsed: Duration,
+    /// Latency of every 2xx response, in microseconds, sorted.
+    pub latencies_us: Vec<u32>,
+}
+
+impl Outcome {
+    pub fn rps(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Latency quantile in milliseconds (`q` in 0..=1).
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((self.latencies_us.len() - 1) as f64 * q).round() as usize;
+        f64::from(self.latencies_us[i]) / 1000.0
+    }
+}
+
+/// Runs the load on a single-threaded runtime (one core for the generator; the server
+/// under test gets the rest).
+pub fn run(load: &Load) -> anyhow::Result<Outcome> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(run_async(load))
+}
+
+async fn run_async(load: &Load) -> anyhow::Result<Outcome> {
+    let start = Instant::now();
+    let deadline = start + load.duration;
+    let per_conn = load
+        .rate
+        .map(|r| Duration::from_secs_f64(load.connections as f64 / r.max(1e-3)));
+    let mut tasks = Vec::new();
+    for c in 0..load.connections {
+        let addr = load.addr;
+        let source = Arc::clone(&load.source);
+        // Spread the connections' schedules evenly over one interval.
+        let first = per_conn.map_or(start, |iv| {
+            start + iv.mul_f64(c as f64 / load.connections as f64)
+        });
+        tasks.push(tokio::spawn(connection(
+            addr, source, per_conn, first, deadline,
+        )));
+    }
+    let mut out = Outcome::default();
+    for t in tasks {
+        let c = t.await.context("a load connection panicked")??;
+        out.ok += c.ok;
+        out.bad_status += c.bad_status;
+        out.latencies_us.extend(c.latencies_us);
+    }
+    out.elapsed = start.elapsed();
+    out.latencies_us.sort_unstable();
+    Ok(out)
+}
+
+async fn connection(
+    addr: SocketAddr,
+    source: Source,
+    interval: Option<Duration>,
+    first: Instant,
+    deadline: Instant,
+) -> anyhow::Result<Outcome> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connecting to {addr}"))?;
+    stream.set_nodelay(true)?;
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut out = Outcome::default();
+    let mut due = first;
+    loop {
+        if Instant::now() >= deadline {
+            break;
+        }
+        let Some(req) = source() else { break };
+        let sent_at = match interval {
+            Some(iv) => {
+                tokio::time::sleep_until(due.into()).await;
+                let t = due;
+                due += iv;
+                t
+            }
+            None => Instant::now(),
+        };
+        stream.write_all(&req).await?;
+        let status = read_response(&mut stream, &mut buf).await?;
+        if (200..300).contains(&status) {
+            out.ok += 1;
+            let us = sent_at.elapsed().as_micros();
+            out.latencies_us.push(u32::try_from(us).unwrap_or(u32::MAX));
+        } else {
+            out.bad_status += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Reads one response with a `Content-Length` body; returns its status code.
+async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<u16> {
+    buf.clear();
+    let head_end = loop {
+        if let Some(i) = find(buf, b"\r\n\r\n") {
+            break i + 4;
+        }
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            bail!("the server closed the connection");
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = std::str::from_utf8(&buf[..head_end]).context("response head is not UTF-8")?;
+    let status: u16 = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("no status code in the response")?;
+    let len: usize = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .context("the response has no Content-Length")?;
+    let mut have = buf.len() - head_end;
+    while have < len {
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            bail!("the server closed the connection mid-body");
+        }
+        have += n;
+    }
+    Ok(status)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A GET request with keep-alive.
+pub fn get(path: &str) -> Arc<[u8]> {
+    format!("GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: application/json\r\n\r\n")
+        .into_bytes()
+        .into()
+}
+
+/// A POST of a JSON body with a bearer token.
+pub fn post_json(path: &str, token: &str, body: &[u8]) -> Arc<[u8]> {
+    let mut v = format!(
+        "POST {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    v.extend_from_slice(body);
+    v.into()
+}
+
+/// One blocking request on a fresh connection (setup, not measured): status and body.
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &[u8],
+) -> anyhow::Result<(u16, Vec<u8>)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: bench\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    s.write_all(body)?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp)?;
+    let head_end = find(&resp, b"\r\n\r\n").context("no response head")? + 4;
+    let head = String::from_utf8_lossy(&resp[..head_end]).into_owned();
+    let status: u16 = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("no status code")?;
+    let mut body = resp[head_end..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    Ok((status, body))
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(i) = find(b, b"\r\n") {
+        let len = usize::from_str_radix(String::from_utf8_lossy(&b[..i]).trim(), 16).unwrap_or(0);
+        if len == 0 {
+            break;
+        }
+        let start = i + 2;
+        let end = (start + len).min(b.len());
+        out.extend_from_slice(&b[start..end]);
+        b = &b[(end + 2).min(b.len())..];
+    }
+    out
+}

@@ -1,0 +1,62 @@
+//! `tern-bench <find|heartbeat|reconcile|apply|converge> [--quick] [--ternd BIN]
+//! [--tern-update BIN] [--connections N]`: one benchmark; progress on stderr, the
+//! figures as one JSON object on the last line of stdout.
+//! `tern-bench baseline-server FILE`: the find baseline (used by `find`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tern_bench::Opts;
+
+const USAGE: &str = "usage: tern-bench <find|heartbeat|reconcile|apply|converge> [--quick] [--ternd BIN] [--tern-update BIN] [--connections N]\n       tern-bench baseline-server FILE";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tern-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<ExitCode> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(name) = args.first() else {
+        eprintln!("{USAGE}");
+        return Ok(ExitCode::from(2));
+    };
+    if name == "baseline-server" {
+        let file = args.get(1).ok_or_else(|| anyhow::anyhow!("{USAGE}"))?;
+        tern_bench::find::baseline_server(&PathBuf::from(file))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let here = std::env::current_exe()?
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let mut opts = Opts {
+        quick: false,
+        ternd: here.join("ternd"),
+        tern_update: here.join("tern-update"),
+        connections: 16,
+    };
+    let mut it = args[1..].iter();
+    while let Some(a) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("{a} needs a value\n{USAGE}"))
+        };
+        match a.as_str() {
+            "--quick" => opts.quick = true,
+            "--ternd" => opts.ternd = value()?.into(),
+            "--tern-update" => opts.tern_update = value()?.into(),
+            "--connections" => opts.connections = value()?.parse()?,
+            other => anyhow::bail!("unknown argument {other:?}\n{USAGE}"),
+        }
+    }
+    let figures = tern_bench::run(name, &opts)?;
+    println!("{}", serde_json::to_string(&figures)?);
+    Ok(ExitCode::SUCCESS)
+}

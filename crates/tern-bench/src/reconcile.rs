@@ -1,0 +1,178 @@
+//! `reconcile`: in-process, ternd's own report and reconcile path
+//! (`tern_server::reconciler::{write_report, reconcile_once}` over a memory store and a
+//! dev clock) with 10 agents and with 1M agents in the inventory; plus the pure
+//! `tern_core::reconcile::reconcile` given every connected agent (what ternd passed
+//! before it asked `canary::interest`) against the agents it can use.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use serde_json::json;
+use tern_core::reconcile::{self, ReconcileInput};
+use tern_core::resource::{AutoUpdateConfig, AutoUpdateVersion};
+use tern_server::clock::DevClock;
+use tern_server::reconciler;
+use tern_server::resources;
+use tern_server::state::{AppState, Settings};
+use tern_store::MemoryStore;
+
+use crate::ternd::{CONFIG, VERSION};
+use crate::{Opts, fleet, median, procs};
+
+pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
+    let big: u64 = if opts.quick { 20_000 } else { 1_000_000 };
+    let reps = if opts.quick { 5 } else { 30 };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let small = rt.block_on(one(10, reps))?;
+    let large = rt.block_on(one(big, reps))?;
+    let ratio = large.reconcile_ms / small.reconcile_ms;
+    eprintln!(
+        "reconcile_once: {:.3} ms with 10 agents, {:.3} ms with {big} (ratio {ratio:.2}); \
+         report: {:.3} ms / {:.1} ms; core reconcile given every agent {:.1} ms vs the agents it can use {:.3} ms",
+        small.reconcile_ms,
+        large.reconcile_ms,
+        small.report_ms,
+        large.report_ms,
+        large.core_all_ms,
+        large.core_interest_ms
+    );
+    Ok(json!({
+        "bench": "reconcile",
+        "quick": opts.quick,
+        "agents_small": 10,
+        "agents_large": big,
+        "reconcile_ms_small": small.reconcile_ms,
+        "reconcile_ms_large": large.reconcile_ms,
+        "ratio": (ratio * 1000.0).round() / 1000.0,
+        "ratio_target": 1.1,
+        "ratio_met": ratio <= 1.1,
+        "report_ms_small": small.report_ms,
+        "report_ms_large": large.report_ms,
+        "core_reconcile_all_agents_ms_large": large.core_all_ms,
+        "core_reconcile_interest_ms_large": large.core_interest_ms,
+        "inventory_bytes_per_agent_in_process": large.bytes_per_agent.round(),
+        "loadavg": procs::loadavg(),
+    }))
+}
+
+struct One {
+    reconcile_ms: f64,
+    report_ms: f64,
+    core_all_ms: f64,
+    core_interest_ms: f64,
+    bytes_per_agent: f64,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
+    let t0: Timestamp = "2026-11-23T11:00:00Z".parse()?;
+    let clock = Arc::new(DevClock::new(t0));
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir()?;
+    let settings = Settings {
+        data_dir: dir.path().to_path_buf(),
+        replica_id: "bench".into(),
+        report_period: jiff::SignedDuration::from_secs(60),
+        heartbeat_interval: Duration::from_secs(3600),
+        find_rate: 0.0,
+        find_burst: 1,
+        heartbeat_rate: 0.0,
+        heartbeat_burst: 1,
+        leader_ttl: Duration::from_secs(3600),
+        edition: "community".into(),
+        public_max_age: 5,
+    };
+    let state = AppState::new(store, clock.clone(), settings);
+    let config = AutoUpdateConfig::from_text(CONFIG).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let version = AutoUpdateVersion::from_text(VERSION).map_err(|e| anyhow::anyhow!("{e}"))?;
+    resources::write(state.store(), &config, None).await?;
+    resources::write(state.store(), &version, None).await?;
+    reconciler::reconcile_once(&state)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+
+    let pid = std::process::id();
+    let rss0 = procs::rss(pid)?;
+    {
+        let at = Instant::now();
+        let silence = state.settings.max_silence();
+        let mut inv = state.inventory();
+        for i in 0..n {
+            let hb = fleet::heartbeat(i, if i % 2 == 0 { "1.0.0" } else { "1.1.0" });
+            if let Some(key) = tern_server::inventory::key_of(&hb) {
+                inv.heartbeat(key, hb, t0, at, silence);
+            }
+        }
+    }
+    let rss1 = procs::rss(pid)?;
+    clock.set("2026-11-23T12:05:00Z".parse()?);
+
+    let mut report = Vec::new();
+    let mut recon = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        reconciler::write_report(&state)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        report.push(ms(t.elapsed()));
+        let t = Instant::now();
+        reconciler::reconcile_once(&state)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        recon.push(ms(t.elapsed()));
+    }
+
+    // The pure core, given every settled agent vs the agents it can use.
+    let now = clock.now_value();
+    let period = state.settings.report_period;
+    let reports = resources::reports(state.store())
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let rollout = resources::load::<tern_core::resource::AutoUpdateAgentRollout>(state.store())
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?
+        .map(|s| s.value);
+    let mut core_all = Vec::new();
+    let mut core_interest = Vec::new();
+    for _ in 0..reps.min(5) {
+        let t = Instant::now();
+        let agents = state.inventory().connected(now, period);
+        let input = ReconcileInput {
+            config: Some(&config),
+            version: Some(&version),
+            rollout: rollout.as_ref(),
+            reports: &reports,
+            agents: &agents,
+            report_period: period,
+        };
+        let a = reconcile::reconcile(now, &input, &mut ChaCha8Rng::seed_from_u64(1));
+        core_all.push(ms(t.elapsed()));
+
+        let t = Instant::now();
+        let interest =
+            tern_core::canary::interest(now, Some(&config), Some(&version), rollout.as_ref());
+        let agents = state.inventory().connected_for(&interest, now, period);
+        let input = ReconcileInput {
+            agents: &agents,
+            ..input
+        };
+        let b = reconcile::reconcile(now, &input, &mut ChaCha8Rng::seed_from_u64(1));
+        core_interest.push(ms(t.elapsed()));
+        anyhow::ensure!(a == b, "the reconcile differs with the filtered agents");
+    }
+    Ok(One {
+        reconcile_ms: median(recon),
+        report_ms: median(report),
+        core_all_ms: median(core_all),
+        core_interest_ms: median(core_interest),
+        bytes_per_agent: rss1.saturating_sub(rss0) as f64 / n as f64,
+    })
+}

@@ -1,0 +1,50 @@
+//! One cheap smoke test of the benchmarks (a few seconds): `converge --quick` always,
+//! and `find --quick` against the `ternd` built beside this test (as `cargo test
+//! --workspace` does); each must print one JSON object with its figures as its last
+//! line. The real measurements are `cargo xtask bench` (docs/benchmarks.md).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tern-bench");
+
+fn last_json(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "tern-bench {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().expect("no output");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {last}"))
+}
+
+#[test]
+fn quick_benchmarks_print_their_figures_as_json() {
+    let c = last_json(&["converge", "--quick"]);
+    assert_eq!(c["bench"], "converge");
+    for g in ["dev", "staging", "prod"] {
+        assert!(
+            c["window_to_done"][g]["tern_secs"].is_number(),
+            "{g}: {c}"
+        );
+        assert!(c["window_to_done"][g]["seeds_secs"].is_number(), "{g}: {c}");
+    }
+    let ternd = PathBuf::from(BIN).with_file_name("ternd");
+    if !ternd.is_file() {
+        eprintln!(
+            "no ternd beside {BIN}: find --quick not run (cargo test --workspace builds it)"
+        );
+        return;
+    }
+    let f = last_json(&["find", "--quick", "--ternd", ternd.to_str().unwrap()]);
+    for key in ["ratio", "ternd", "baseline", "half_rate"] {
+        assert!(!f[key].is_null(), "no {key}: {f}");
+    }
+    assert!(f["ternd"]["rps"].as_f64().unwrap() > 0.0, "{f}");
+    assert!(f["baseline"]["rps"].as_f64().unwrap() > 0.0, "{f}");
+    assert!(f["half_rate"]["ternd_p99_ms"].is_number(), "{f}");
+}
