@@ -4,6 +4,8 @@
 //!   through a rollout, a broken release halted at its canary, and a rollback.
 //! - `examples`: replays every bundled example rollout through the offline planner.
 //! - `ci`: everything CI checks: formatting, clippy with warnings denied, all tests.
+//! - `bench`: benchmarks against baselines measured in the same run.
+//! - `sim`: the fleet simulator (`tern-sim`), built in release mode.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -20,9 +22,10 @@ fn main() -> ExitCode {
         Some("examples") => examples::run(&args[1..]),
         Some("ci") => ci::run(),
         Some("bench") => bench::run(&args[1..]),
+        Some("sim") => sim(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|examples|ci|bench>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|heartbeat|reconcile|apply|converge|all] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)"
+                "usage: cargo xtask <demo|examples|ci|bench>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|heartbeat|reconcile|apply|converge|all] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000` (docs/simulator.md)"
             );
             return ExitCode::from(2);
         }
@@ -34,6 +37,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `cargo xtask sim ARGS…`: runs `tern-sim` (release) with the arguments as given.
+fn sim(args: &[String]) -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.args(["run", "--quiet", "--release", "-p", "tern-sim", "--"])
+        .args(args);
+    run(cmd)
 }
 
 pub(crate) fn root() -> PathBuf {
