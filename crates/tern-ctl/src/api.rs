@@ -728,7 +728,13 @@ fn dev(a: DevArgs) -> anyhow::Result<ExitCode> {
                     eprintln!("{}", e["message"].as_str().unwrap_or_default());
                 }
                 if v["leader"].as_bool() == Some(false) {
-                    eprintln!("another replica holds the leader lease: nothing reconciled here");
+                    // The server names the replica holding the lease (send it there).
+                    match v["message"].as_str() {
+                        Some(m) => eprintln!("{m}"),
+                        None => eprintln!(
+                            "another replica holds the leader lease: nothing reconciled here"
+                        ),
+                    }
                 }
                 match &v["rollout"] {
                     Value::Null => println!(

@@ -211,23 +211,37 @@ impl Authenticator {
             })?;
         let bad = || ApiError::unauthenticated("invalid or revoked token");
         let id = token_id(token).ok_or_else(bad)?;
-        let cached = self
-            .cache()
-            .get(id)
+        let cached = self.cache().get(id).cloned();
+        let fresh = cached
+            .as_ref()
             .filter(|(_, at)| at.elapsed() < CACHE_TTL)
             .map(|(r, _)| r.clone());
-        let record = match cached {
+        let record = match fresh {
             Some(r) => r,
-            None => {
-                let Some(kv) = store.get(&keys::token(id)).await? else {
+            None => match store.get(&keys::token(id)).await {
+                Ok(Some(kv)) => {
+                    let record: TokenRecord = serde_json::from_slice(&kv.value)
+                        .map_err(|e| ApiError::internal(format!("token record {id}: {e}")))?;
+                    self.cache()
+                        .insert(id.to_string(), (record.clone(), Instant::now()));
+                    record
+                }
+                Ok(None) => {
+                    self.forget(id);
                     return Err(bad());
-                };
-                let record: TokenRecord = serde_json::from_slice(&kv.value)
-                    .map_err(|e| ApiError::internal(format!("token record {id}: {e}")))?;
-                self.cache()
-                    .insert(id.to_string(), (record.clone(), Instant::now()));
-                record
-            }
+                }
+                // The store is down: a token this replica has already checked keeps
+                // working (heartbeats go on into memory; revoking needs the store
+                // anyway). A token never seen here gets the 503.
+                // Re-dated, so the next requests do not each wait for the store to time out.
+                Err(tern_store::Error::Unavailable(_)) if cached.is_some() => {
+                    let record = cached.map(|(r, _)| r).ok_or_else(bad)?;
+                    self.cache()
+                        .insert(id.to_string(), (record.clone(), Instant::now()));
+                    record
+                }
+                Err(e) => return Err(e.into()),
+            },
         };
         if !same_digest(&record.sha256, &sha256_hex(token)) {
             return Err(bad());

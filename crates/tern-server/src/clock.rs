@@ -1,9 +1,116 @@
 //! The server's clock: the system clock in production, a settable one for tests and
 //! demos (`ternd start --dev-clock RFC3339`).
+//!
+//! The dev clock is shared through the store ([`keys::DEV_CLOCK`]) so that every replica
+//! agrees on the time: setting or advancing it on any replica writes the key, and every
+//! replica's store watch moves its local copy ([`DevClock`]), which is what `now()`
+//! reads (no store read per call).
 
 use std::sync::Mutex;
 
 use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use tern_store::{Error as StoreError, Store};
+
+use crate::keys;
+
+/// The value of [`keys::DEV_CLOCK`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SharedClock {
+    pub now: Timestamp,
+}
+
+impl SharedClock {
+    pub fn decode(bytes: &[u8]) -> Option<Timestamp> {
+        serde_json::from_slice::<SharedClock>(bytes)
+            .ok()
+            .map(|c| c.now)
+    }
+
+    fn encode(now: Timestamp) -> Vec<u8> {
+        // A struct of one timestamp always serializes.
+        serde_json::to_vec(&SharedClock { now }).unwrap_or_default()
+    }
+}
+
+/// At start with `--dev-clock start`: creates the shared clock at `start` if the store
+/// has none, else returns the shared time (another replica, or an earlier run, set it).
+pub async fn share_dev_clock(store: &dyn Store, start: Timestamp) -> anyhow::Result<Timestamp> {
+    match store
+        .create(keys::DEV_CLOCK, SharedClock::encode(start), None)
+        .await
+    {
+        Ok(_) => Ok(start),
+        Err(StoreError::AlreadyExists { .. }) => Ok(store
+            .get(keys::DEV_CLOCK)
+            .await?
+            .and_then(|kv| SharedClock::decode(&kv.value))
+            .unwrap_or(start)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// How the shared dev clock moves.
+#[derive(Clone, Copy, Debug)]
+pub enum ClockMove {
+    Set(Timestamp),
+    Advance(SignedDuration),
+}
+
+/// Moves the shared dev clock (compare-and-swap, retried on conflicts with other
+/// replicas moving it at the same time) and returns the new time.
+pub async fn move_shared_clock(
+    store: &dyn Store,
+    how: ClockMove,
+    fallback: Timestamp,
+) -> Result<Timestamp, MoveError> {
+    for _ in 0..20 {
+        let current = store.get(keys::DEV_CLOCK).await?;
+        let base = current
+            .as_ref()
+            .and_then(|kv| SharedClock::decode(&kv.value))
+            .unwrap_or(fallback);
+        let next = match how {
+            ClockMove::Set(t) => t,
+            ClockMove::Advance(by) => {
+                if by.is_negative() {
+                    return Err(DevClockError::Negative(by).into());
+                }
+                base.checked_add(by)
+                    .map_err(|_| DevClockError::Overflow(by))?
+            }
+        };
+        let bytes = SharedClock::encode(next);
+        let written = match &current {
+            None => store.create(keys::DEV_CLOCK, bytes, None).await,
+            Some(kv) => {
+                store
+                    .compare_and_swap(keys::DEV_CLOCK, kv.mod_revision, bytes, None)
+                    .await
+            }
+        };
+        match written {
+            Ok(_) => return Ok(next),
+            Err(
+                StoreError::Conflict { .. }
+                | StoreError::AlreadyExists { .. }
+                | StoreError::NotFound { .. },
+            ) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(MoveError::Store(StoreError::Unavailable(
+        "the shared dev clock kept changing while moving it".into(),
+    )))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MoveError {
+    #[error(transparent)]
+    Clock(#[from] DevClockError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// Where "now" comes from. Every timestamp the server writes (reports, first/last seen,
 /// reconcile instants, manual transitions) is read from it.

@@ -3,12 +3,12 @@
 //! real (monotonic) silence, so jumping a dev clock forward does not forget agents and a
 //! wall-clock step does not either.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 use tern_core::inventory::{InventoryAgent, build_report};
-use tern_core::resource::{ConnectedAgent, ReportSpec};
+use tern_core::resource::{AutoUpdateAgentRollout, ConnectedAgent, ReportSpec};
 use tern_core::wire::Heartbeat;
 
 #[derive(Debug, Clone)]
@@ -100,6 +100,34 @@ impl Inventory {
             .collect();
         v.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
         v
+    }
+
+    /// This replica's canary candidates for its report
+    /// ([`tern_core::inventory::canary_candidates`]): nothing is scanned unless a group of
+    /// the rollout may pick canaries soon.
+    pub fn canary_candidates<R: rand_core::RngCore + ?Sized>(
+        &self,
+        rollout: Option<&AutoUpdateAgentRollout>,
+        now: Timestamp,
+        period: SignedDuration,
+        rng: &mut R,
+    ) -> BTreeMap<String, Vec<ConnectedAgent>> {
+        tern_core::inventory::canary_candidates(
+            self.agents(),
+            rollout,
+            now,
+            period,
+            tern_core::inventory::CANARY_CANDIDATES_PER_GROUP,
+            rng,
+        )
+    }
+
+    /// The rollout's unsuccessful canaries connected here, looked up by updater_id
+    /// ([`tern_core::inventory::canaries_seen`]).
+    pub fn canaries_seen(&self, rollout: Option<&AutoUpdateAgentRollout>) -> Vec<ConnectedAgent> {
+        tern_core::inventory::canaries_seen(rollout, |id| {
+            self.agents.get(&format!("u:{id}")).map(|e| &e.agent)
+        })
     }
 }
 

@@ -10,6 +10,12 @@ pub const REPORTS_PREFIX: &str = "/tern/reports/";
 pub const TOKENS_PREFIX: &str = "/tern/tokens/";
 /// `/tern/channels/<name>`: a cloud-stable style channel.
 pub const CHANNELS_PREFIX: &str = "/tern/channels/";
+/// Created (if absent) by the replica that initialises a fresh store: it alone mints the
+/// operator token and writes it to its data dir.
+pub const BOOTSTRAP: &str = "/tern/bootstrap";
+/// The shared dev clock (`ternd start --dev-clock`): `{"now": RFC3339}`, watched by every
+/// replica so that they all agree on the time.
+pub const DEV_CLOCK: &str = "/tern/dev/clock";
 /// The leader lease the reconciler holds.
 pub const LEADER_LEASE: &str = "tern-reconciler";
 

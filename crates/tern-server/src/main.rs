@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use jiff::Timestamp;
 use tern_core::duration::GoDuration;
-use tern_server::server::{self, ServeOptions};
+use tern_server::server::{self, Backend, ServeOptions};
 use tern_server::state::Settings;
 
 #[derive(Parser)]
@@ -39,9 +39,19 @@ fn parse_time(s: &str) -> Result<Timestamp, String> {
 
 #[derive(Args)]
 struct StartArgs {
-    /// Where the database, the operator token and the replica id live (created if absent).
+    /// Where the local files live (created if absent): the SQLite database by default,
+    /// the operator token (written by the replica that initialises the store) and the
+    /// replica id.
     #[arg(long, env = "TERN_DATA_DIR", value_name = "DIR")]
     data_dir: PathBuf,
+    /// The store: `sqlite:PATH` (default: DIR/tern.db; several ternd on one machine may
+    /// share the file) or `etcd:URL[,URL…]` (several replicas on an etcd cluster; needs a
+    /// ternd built with the cargo feature `etcd`).
+    #[arg(long, env = "TERN_BACKEND", value_name = "BACKEND", value_parser = Backend::parse)]
+    backend: Option<Backend>,
+    /// Key prefix of this installation in etcd (several installations may share one etcd).
+    #[arg(long, default_value = "/tern/", value_name = "PREFIX")]
+    etcd_prefix: String,
     /// Address to listen on (port 0: any free port; the address is printed).
     #[arg(long, default_value = "127.0.0.1:3025", value_name = "ADDR")]
     listen: SocketAddr,
@@ -77,8 +87,9 @@ struct StartArgs {
     heartbeat_rate: f64,
     #[arg(long, default_value_t = 500)]
     heartbeat_burst: u32,
-    /// TTL of the reconcile leader lease.
-    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_duration)]
+    /// TTL of the reconcile leader lease: after a leader dies another replica leads
+    /// within about this long.
+    #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = parse_duration)]
     leader_ttl: GoDuration,
     /// The `edition` field of find responses.
     #[arg(long, default_value = "community")]
@@ -109,6 +120,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let transport = server::transport(a.tls_cert, a.tls_key, a.insecure_http)?;
     server::create_data_dir(&a.data_dir)?;
     let replica_id = server::replica_id(&a.data_dir, a.replica_id)?;
+    let backend = a
+        .backend
+        .unwrap_or_else(|| Backend::Sqlite(a.data_dir.join(server::DATABASE_FILE)));
     let settings = Settings {
         data_dir: a.data_dir,
         replica_id,
@@ -130,5 +144,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         listen: a.listen,
         transport,
         dev_clock: a.dev_clock,
+        backend,
+        etcd_prefix: a.etcd_prefix,
     }))
 }

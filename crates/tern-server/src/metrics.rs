@@ -18,6 +18,10 @@ pub struct Metrics {
     pub reconcile_errors: AtomicU64,
     pub reconcile_conflicts: AtomicU64,
     pub report_errors: AtomicU64,
+    /// Times this replica took the leader lease.
+    pub leader_acquired: AtomicU64,
+    /// Rollout writes not made because the lease was lost just before (fencing).
+    pub fenced_writes: AtomicU64,
     /// Sum of reconcile durations in microseconds.
     pub reconcile_micros_sum: AtomicU64,
     pub reconcile_micros_last: AtomicU64,
@@ -120,6 +124,18 @@ impl Metrics {
             "tern_report_errors_total",
             "report writes that failed",
             get(&self.report_errors),
+        );
+        counter(
+            out,
+            "tern_leader_acquired_total",
+            "times this replica took the reconcile leader lease",
+            get(&self.leader_acquired),
+        );
+        counter(
+            out,
+            "tern_fenced_writes_total",
+            "rollout writes refused because the leader lease was lost just before",
+            get(&self.fenced_writes),
         );
         let _ = writeln!(
             out,

@@ -1,5 +1,21 @@
 //! Every report period: write this replica's report, then, holding the leader lease,
 //! reconcile the rollout and write it back (compare-and-swap, retrying conflicts).
+//!
+//! Several replicas share one store. Each writes its own report (with a TTL): counts per
+//! group and version, a random sample of canary candidates for the groups that may
+//! pick canaries soon, and the rollout's canaries it is connected to. Exactly one
+//! replica, the holder of the leader lease, reconciles; it takes its agents from every
+//! live report ([`tern_core::aggregate::connected_agents`]), never from its own
+//! inventory alone. Every replica campaigns for the lease in the background
+//! ([`campaign`]), so another leads within about the lease TTL after a leader dies.
+//!
+//! Fencing: the rollout is only ever written by compare-and-swap on the revision this
+//! reconcile read, and just before the write the leader renews its lease in the store
+//! ([`fence`]): a replica that was paused or cut off (its [`LeaseKeeper`]'s local
+//! deadline passed, or the store says the lease is gone or someone else's) writes
+//! nothing and stops leading. A write that still races a takeover (a pause between the
+//! renewal and the CAS) fails its CAS if the new leader wrote in between, and otherwise
+//! only records what its inputs said just before: no transition is lost or applied twice.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -87,15 +103,29 @@ pub struct ReconcileResult {
     pub events: Vec<EventView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_rollout_reason: Option<String>,
+    /// When this replica did not lead: the replica holding the lease, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader_replica: Option<String>,
+    /// Why nothing was reconciled here, for people.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
-/// Writes this replica's report (TTL 1h).
+/// Writes this replica's report (TTL 1h), with its canary candidates and the canaries it
+/// sees for the rollout find serves (the watched snapshot).
 pub async fn write_report(state: &AppState) -> ApiResult<()> {
     let now = state.clock.now();
+    let snapshot = state.snapshot();
+    let rollout = snapshot.rollout.as_ref();
+    let mut rng = ChaCha8Rng::from_os_rng();
     let spec = {
         let mut inv = state.inventory();
         inv.expire(Instant::now(), state.settings.max_silence());
-        inv.report(now, state.settings.report_period)
+        let mut spec = inv.report(now, state.settings.report_period);
+        spec.canary_candidates =
+            inv.canary_candidates(rollout, now, state.settings.report_period, &mut rng);
+        spec.canaries = inv.canaries_seen(rollout);
+        spec
     };
     let report = AutoUpdateAgentReport::new(&state.settings.replica_id, spec);
     let bytes = serde_json::to_vec(&report)
@@ -113,11 +143,16 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
 
 /// True while this replica holds the leader lease (taking it when it is free).
 pub async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
-    let mut leader = state.leader.lock().await;
-    if leader.as_ref().is_some_and(LeaseKeeper::is_held) {
-        return Ok(true);
+    // One acquisition at a time; `leader` itself is only held for a moment, so that
+    // readers (metrics, fencing) never wait for a store round trip.
+    let _acquiring = state.leader_acquire.lock().await;
+    {
+        let mut leader = state.leader.lock().await;
+        if leader.as_ref().is_some_and(LeaseKeeper::is_held) {
+            return Ok(true);
+        }
+        *leader = None;
     }
-    *leader = None;
     match state
         .store()
         .lease_acquire(
@@ -129,16 +164,103 @@ pub async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
     {
         Some(lease) => {
             tracing::info!(replica = %state.settings.replica_id, token = lease.token, "became the reconcile leader");
-            *leader = Some(LeaseKeeper::spawn(Arc::clone(&state.store), lease));
+            crate::metrics::Metrics::inc(&state.metrics.leader_acquired);
+            *state.leader.lock().await = Some(LeaseKeeper::spawn(Arc::clone(&state.store), lease));
             Ok(true)
         }
         None => Ok(false),
     }
 }
 
+/// Every replica, all the time: take the leader lease whenever it is free, so that a
+/// leader that died is replaced within about the lease TTL (and, with the system clock,
+/// the new leader reconciles at once). Polls at a tenth of the TTL.
+pub async fn campaign(state: Arc<AppState>) {
+    let ttl = state.settings.leader_ttl;
+    let poll = (ttl / 10).clamp(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(1),
+    );
+    let mut was_leader = false;
+    loop {
+        let leader = match ensure_leader(&state).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(error = %e, "campaigning for the leader lease failed");
+                false
+            }
+        };
+        if leader && !was_leader && state.clock.as_dev().is_none() {
+            // Take over at once rather than at the next period.
+            state.kick.notify_one();
+        }
+        if !leader && was_leader {
+            tracing::warn!(replica = %state.settings.replica_id, "no longer the reconcile leader");
+        }
+        was_leader = leader;
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// Fencing, just before a leader writes the rollout: renews the lease in the store and
+/// checks it is still ours and within its local deadline. False (and the keeper is
+/// dropped) when it is lost: the caller must not write.
+async fn fence(state: &AppState) -> ApiResult<bool> {
+    let lease = {
+        let leader = state.leader.lock().await;
+        leader.as_ref().and_then(LeaseKeeper::lease)
+    };
+    let Some(lease) = lease else {
+        return Ok(false);
+    };
+    match state.store().lease_renew(&lease).await {
+        Ok(renewed) if renewed.is_valid() => Ok(true),
+        Ok(_) | Err(StoreError::LeaseLost { .. }) => {
+            crate::metrics::Metrics::inc(&state.metrics.fenced_writes);
+            tracing::warn!(replica = %state.settings.replica_id, "lost the leader lease before writing the rollout; writing nothing");
+            *state.leader.lock().await = None;
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The holder of the leader lease, for messages.
+async fn leader_name(state: &AppState) -> Option<String> {
+    match state.store().lease_info(keys::LEADER_LEASE).await {
+        Ok(info) => info.map(|i| i.holder),
+        Err(_) => None,
+    }
+}
+
+async fn not_leader(state: &AppState, why: &str) -> ApiResult<ReconcileResult> {
+    let holder = leader_name(state).await;
+    let message = match &holder {
+        Some(h) => format!(
+            "{why}: replica {h:?} holds the leader lease and reconciles; this replica ({}) wrote its report only",
+            state.settings.replica_id
+        ),
+        None => format!(
+            "{why}: no replica holds the leader lease right now; this replica ({}) wrote its report only, try again",
+            state.settings.replica_id
+        ),
+    };
+    Ok(ReconcileResult {
+        leader: false,
+        rollout: resources::load::<AutoUpdateAgentRollout>(state.store())
+            .await?
+            .map(|s| s.value),
+        events: Vec::new(),
+        no_rollout_reason: None,
+        leader_replica: holder,
+        message: Some(message),
+    })
+}
+
 /// Gives the lease up (on shutdown) so another replica or a restart can lead at once.
 pub async fn release_leader(state: &AppState) {
-    if let Some(keeper) = state.leader.lock().await.take()
+    let keeper = state.leader.lock().await.take();
+    if let Some(keeper) = keeper
         && let Err(e) = keeper.release().await
     {
         tracing::warn!(error = %e, "releasing the leader lease failed");
@@ -149,21 +271,17 @@ pub async fn release_leader(state: &AppState) {
 pub async fn reconcile_once(state: &AppState) -> ApiResult<ReconcileResult> {
     let _guard = state.reconcile_lock.lock().await;
     if !ensure_leader(state).await? {
-        return Ok(ReconcileResult {
-            leader: false,
-            rollout: resources::load::<AutoUpdateAgentRollout>(state.store())
-                .await?
-                .map(|s| s.value),
-            events: Vec::new(),
-            no_rollout_reason: None,
-        });
+        return not_leader(state, "not the leader").await;
     }
     let started = Instant::now();
     let result = reconcile_inner(state).await;
     let ok = result.is_ok();
-    state
-        .metrics
-        .reconcile_done(&state.reconcile_hist, started.elapsed().as_secs_f64(), ok);
+    // A reconcile fenced off before writing (lease lost) is not one this replica ran.
+    if result.as_ref().map_or(true, |r| r.leader) {
+        state
+            .metrics
+            .reconcile_done(&state.reconcile_hist, started.elapsed().as_secs_f64(), ok);
+    }
     match &result {
         Ok(r) => {
             for e in &r.events {
@@ -189,9 +307,10 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
         let version = resources::load::<AutoUpdateVersion>(store).await?;
         let current = resources::load::<AutoUpdateAgentRollout>(store).await?;
         let reports = resources::reports(store).await?;
-        let agents = state
-            .inventory()
-            .connected(now, state.settings.report_period);
+        // From every live report (this replica's was just written): the leader's own
+        // inventory holds only the hosts connected to it.
+        let agents =
+            tern_core::aggregate::connected_agents(&reports, now, state.settings.report_period);
         let input = ReconcileInput {
             config: config.as_ref().map(|s| &s.value),
             version: version.as_ref().map(|s| &s.value),
@@ -205,6 +324,9 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
         let written = match outcome {
             Outcome::NoRollout { why } => {
                 if let Some(cur) = &current {
+                    if !fence(state).await? {
+                        return not_leader(state, "lost the leader lease").await;
+                    }
                     match store.delete(keys::ROLLOUT, Some(cur.revision)).await {
                         Ok(_) | Err(StoreError::NotFound { .. }) => {
                             tracing::info!(%why, "rollout deleted");
@@ -222,6 +344,8 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
                     rollout: None,
                     events: Vec::new(),
                     no_rollout_reason: Some(why),
+                    leader_replica: None,
+                    message: None,
                 });
             }
             Outcome::Rollout { rollout, events } => {
@@ -235,7 +359,12 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
                         rollout: current.map(|c| c.value),
                         events,
                         no_rollout_reason: None,
+                        leader_replica: None,
+                        message: None,
                     });
+                }
+                if !fence(state).await? {
+                    return not_leader(state, "lost the leader lease").await;
                 }
                 match resources::write(store, rollout.as_ref(), current.map(|c| c.revision)).await {
                     Ok(stored) => (stored, events),
@@ -254,6 +383,8 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
             rollout: Some(stored.value),
             events,
             no_rollout_reason: None,
+            leader_replica: None,
+            message: None,
         });
     }
 }

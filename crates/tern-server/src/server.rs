@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use jiff::Timestamp;
-use tern_store::{SqliteStore, Store};
+use tern_store::{Error as StoreError, SqliteStore, Store};
 
 use crate::auth::Role;
 use crate::clock::{Clock, DevClock, SystemClock};
@@ -30,8 +30,99 @@ pub struct ServeOptions {
     pub settings: Settings,
     pub listen: SocketAddr,
     pub transport: Transport,
-    /// Start a dev clock at this instant instead of using the system clock.
+    /// Start a dev clock at this instant instead of using the system clock (the store's
+    /// shared dev clock wins when another replica already set it).
     pub dev_clock: Option<Timestamp>,
+    pub backend: Backend,
+    /// Key prefix of this installation in etcd.
+    pub etcd_prefix: String,
+}
+
+/// Where the shared state lives (`ternd start --backend`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite:PATH`: one file; several ternd on one machine may share it.
+    Sqlite(PathBuf),
+    /// `etcd:URL[,URL…]`: an etcd cluster (cargo feature `etcd`).
+    Etcd(Vec<String>),
+}
+
+impl Backend {
+    /// Parses `sqlite:PATH` or `etcd:URL[,URL…]`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if let Some(path) = s.strip_prefix("sqlite:") {
+            if path.is_empty() {
+                return Err("sqlite: needs a file path, e.g. sqlite:/var/lib/tern/tern.db".into());
+            }
+            return Ok(Backend::Sqlite(PathBuf::from(path)));
+        }
+        if let Some(urls) = s.strip_prefix("etcd:") {
+            let urls: Vec<String> = urls
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(str::to_string)
+                .collect();
+            if urls.is_empty() {
+                return Err(
+                    "etcd: needs at least one endpoint, e.g. etcd:http://10.0.0.1:2379,http://10.0.0.2:2379"
+                        .into(),
+                );
+            }
+            return Ok(Backend::Etcd(urls));
+        }
+        Err(format!(
+            "{s:?} is not a backend: give sqlite:PATH or etcd:URL[,URL…]"
+        ))
+    }
+
+    /// Opens the store. etcd is waited for (with a warning every attempt) so that
+    /// replicas may start before their cluster.
+    pub async fn open(&self, etcd_prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
+        match self {
+            Backend::Sqlite(path) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    create_data_dir(parent)?;
+                }
+                let store = SqliteStore::open(path)
+                    .await
+                    .with_context(|| format!("opening the store {}", path.display()))?;
+                Ok(Arc::new(store))
+            }
+            Backend::Etcd(urls) => open_etcd(urls, etcd_prefix).await,
+        }
+    }
+}
+
+#[cfg(feature = "etcd")]
+async fn open_etcd(urls: &[String], prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
+    use tern_store::{EtcdOptions, EtcdStore};
+    if prefix.is_empty() {
+        bail!("--etcd-prefix must not be empty (e.g. /tern/)");
+    }
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match EtcdStore::connect(urls, prefix, EtcdOptions::default()).await {
+            Ok(store) => {
+                tracing::info!(endpoints = ?urls, prefix, "connected to etcd");
+                return Ok(Arc::new(store));
+            }
+            Err(StoreError::Unavailable(e)) => {
+                tracing::warn!(endpoints = ?urls, error = %e, "etcd does not answer yet; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(anyhow::anyhow!("connecting to etcd at {urls:?}: {e}")),
+        }
+    }
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn open_etcd(_urls: &[String], _prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
+    bail!(
+        "this ternd was built without etcd support: use --backend sqlite:PATH, or rebuild with \
+         `cargo build --release -p tern-server --features etcd` (needs protoc)"
+    )
 }
 
 pub const OPERATOR_TOKEN_FILE: &str = "operator.token";
@@ -77,16 +168,56 @@ fn rand_bytes() -> anyhow::Result<[u8; 8]> {
     Ok(b)
 }
 
-/// On the very first start (no token in the store), mints the operator token, writes it
-/// to `DIR/operator.token` (mode 0600) and returns it to be printed once.
+/// Who initialised the store (the value of [`keys::BOOTSTRAP`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Bootstrap {
+    replica: String,
+    at: Timestamp,
+}
+
+/// On the very first start of a fresh store, mints the operator token, writes it to
+/// `DIR/operator.token` (mode 0600) and returns it to be printed once.
+///
+/// Several replicas may start at once on one fresh store: the one whose
+/// create-if-absent of [`keys::BOOTSTRAP`] succeeds initialises it, the others leave
+/// it alone (no second operator token). A store that already has tokens (initialised
+/// before the marker existed) is never initialised again; a replica that created the
+/// marker but died before storing the token finishes the job when it restarts.
 async fn bootstrap_operator_token(
     store: &dyn Store,
     dir: &Path,
+    replica: &str,
     now: Timestamp,
 ) -> anyhow::Result<Option<String>> {
     let listing = store.list(keys::TOKENS_PREFIX).await?;
     if !listing.kvs.is_empty() {
         return Ok(None);
+    }
+    let marker = serde_json::to_vec(&Bootstrap {
+        replica: replica.to_string(),
+        at: now,
+    })?;
+    match store.create(keys::BOOTSTRAP, marker, None).await {
+        Ok(_) => {}
+        Err(StoreError::AlreadyExists { .. }) => {
+            let by = store
+                .get(keys::BOOTSTRAP)
+                .await?
+                .and_then(|kv| serde_json::from_slice::<Bootstrap>(&kv.value).ok());
+            match by {
+                Some(b) if b.replica == replica => {
+                    tracing::warn!(
+                        "this replica started initialising the store before and stopped; finishing"
+                    );
+                }
+                Some(b) => {
+                    tracing::info!(by = %b.replica, "the store is initialised by another replica: its data dir holds the operator token");
+                    return Ok(None);
+                }
+                None => return Ok(None),
+            }
+        }
+        Err(e) => return Err(e.into()),
     }
     let t = admin::store_new_token(store, Role::Operator, "bootstrap operator token", now)
         .await
@@ -112,6 +243,32 @@ fn write_secret(path: &Path, secret: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs `f`, retrying (with a warning) while the store is unavailable, so that a replica
+/// may start while its store is down; any other error is returned.
+async fn with_store_retries<T, F, Fut>(what: &str, mut f: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e)
+                if matches!(
+                    e.downcast_ref::<StoreError>(),
+                    Some(StoreError::Unavailable(_))
+                ) =>
+            {
+                tracing::warn!(error = %format!("{e:#}"), "{what}: the store is unavailable; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e.context(what.to_string())),
+        }
+    }
+}
+
 /// Watches the store and refreshes the find snapshot on every change to the resources
 /// or channels (including those written by other replicas).
 async fn watch_loop(state: Arc<AppState>) {
@@ -127,10 +284,16 @@ async fn watch_loop(state: Arc<AppState>) {
         if let Err(e) = state.refresh_snapshot().await {
             tracing::warn!(error = %e, "refreshing the find snapshot failed");
         }
+        if let Err(e) = state.sync_dev_clock().await {
+            tracing::warn!(error = %e, "reading the shared dev clock failed");
+        }
         match state.store().watch("/tern/", rev + 1).await {
             Ok(mut w) => {
                 while let Some(ev) = w.next().await {
                     match ev {
+                        Ok(tern_store::WatchEvent::Put(kv)) if kv.key == keys::DEV_CLOCK => {
+                            state.adopt_dev_clock(&kv.value);
+                        }
                         Ok(ev) => {
                             let k = ev.key();
                             if (k.starts_with(keys::RESOURCES_PREFIX)
@@ -177,17 +340,26 @@ async fn shutdown_signal() {
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let dir = opts.settings.data_dir.clone();
     create_data_dir(&dir)?;
+    let store = opts.backend.open(&opts.etcd_prefix).await?;
     let clock: Arc<dyn Clock> = match opts.dev_clock {
-        Some(t) => Arc::new(DevClock::new(t)),
+        Some(t) => {
+            let now = with_store_retries("sharing the dev clock", || {
+                crate::clock::share_dev_clock(store.as_ref(), t)
+            })
+            .await?;
+            if now != t {
+                tracing::info!(%now, "dev clock: using the time shared in the store (another replica or an earlier run set it)");
+            }
+            Arc::new(DevClock::new(now))
+        }
         None => Arc::new(SystemClock),
     };
-    let db = dir.join(DATABASE_FILE);
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&db)
-            .await
-            .with_context(|| format!("opening the store {}", db.display()))?,
-    );
-    if let Some(token) = bootstrap_operator_token(store.as_ref(), &dir, clock.now()).await? {
+    let replica = opts.settings.replica_id.clone();
+    let token = with_store_retries("initialising the store", || {
+        bootstrap_operator_token(store.as_ref(), &dir, &replica, clock.now())
+    })
+    .await?;
+    if let Some(token) = token {
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
@@ -211,6 +383,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     }
     state.ready.store(true, Ordering::Relaxed);
     tokio::spawn(watch_loop(Arc::clone(&state)));
+    tokio::spawn(reconciler::campaign(Arc::clone(&state)));
     if state.clock.as_dev().is_none() {
         tokio::spawn(reconciler::run(Arc::clone(&state)));
     } else {

@@ -12,7 +12,7 @@ use tern_store::{LeaseKeeper, Store};
 use tokio::sync::Notify;
 
 use crate::auth::Authenticator;
-use crate::clock::Clock;
+use crate::clock::{Clock, SharedClock};
 use crate::error::ApiResult;
 use crate::inventory::Inventory;
 use crate::keys;
@@ -66,6 +66,8 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// The leader lease while this replica holds it.
     pub leader: tokio::sync::Mutex<Option<LeaseKeeper>>,
+    /// Serializes attempts to take the leader lease (campaign, reconciles).
+    pub leader_acquire: tokio::sync::Mutex<()>,
     /// Serializes this replica's reconciles.
     pub reconcile_lock: tokio::sync::Mutex<()>,
     /// Asks the background loop for a reconcile soon (after an admin write).
@@ -88,6 +90,7 @@ impl AppState {
             reconcile_hist: Histogram::default(),
             ready: AtomicBool::new(false),
             leader: tokio::sync::Mutex::new(None),
+            leader_acquire: tokio::sync::Mutex::new(()),
             reconcile_lock: tokio::sync::Mutex::new(()),
             kick: Notify::new(),
         })
@@ -134,6 +137,28 @@ impl AppState {
             channels,
         );
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);
+        Ok(())
+    }
+
+    /// Adopts a value of the shared dev clock (from the store watch or a local write).
+    pub fn adopt_dev_clock(&self, value: &[u8]) {
+        if let (Some(dev), Some(now)) = (self.clock.as_dev(), SharedClock::decode(value))
+            && dev.now_value() != now
+        {
+            dev.set(now);
+            tracing::info!(%now, "dev clock moved (shared)");
+        }
+    }
+
+    /// Re-reads the shared dev clock (when there is one), so this replica acts at the
+    /// time another replica may just have set.
+    pub async fn sync_dev_clock(&self) -> ApiResult<()> {
+        if self.clock.as_dev().is_none() {
+            return Ok(());
+        }
+        if let Some(kv) = self.store().get(keys::DEV_CLOCK).await? {
+            self.adopt_dev_clock(&kv.value);
+        }
         Ok(())
     }
 

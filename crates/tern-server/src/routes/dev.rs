@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tern_core::duration::GoDuration;
 
 use crate::auth::Access;
+use crate::clock::{ClockMove, MoveError, move_shared_clock};
 use crate::error::{ApiError, ApiResult};
 use crate::reconciler::{self, ReconcileResult};
 use crate::state::AppState;
@@ -68,19 +69,17 @@ pub async fn set_clock(
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid: {e}")))?
     };
     let clock = dev(&state)?;
-    let now = match (b.set, b.advance) {
+    let how = match (b.set, b.advance) {
         (Some(t), None) => {
             let t: Timestamp = t.parse().map_err(|e| {
                 ApiError::bad_request(format!("set: {t:?} is not an RFC 3339 instant: {e}"))
             })?;
-            clock.set(t)
+            ClockMove::Set(t)
         }
         (None, Some(d)) => {
             let d = GoDuration::parse(&d)
                 .map_err(|e| ApiError::bad_request(format!("advance: {e}")))?;
-            clock
-                .advance(d.as_signed())
-                .map_err(|e| ApiError::bad_request(format!("advance: {e}")))?
+            ClockMove::Advance(d.as_signed())
         }
         _ => {
             return Err(ApiError::bad_request(
@@ -88,6 +87,14 @@ pub async fn set_clock(
             ));
         }
     };
+    // Shared through the store: every replica's watch moves its clock too.
+    let now = move_shared_clock(state.store(), how, clock.now_value())
+        .await
+        .map_err(|e| match e {
+            MoveError::Clock(e) => ApiError::bad_request(format!("advance: {e}")),
+            MoveError::Store(e) => ApiError::from(e),
+        })?;
+    clock.set(now);
     tracing::info!(%now, "dev clock moved");
     Ok(Json(ClockResponse { now }))
 }
@@ -99,7 +106,10 @@ pub struct DevReconcileResponse {
     pub result: ReconcileResult,
 }
 
-/// `POST /v1/dev/reconcile`: write the report and reconcile now (operator).
+/// `POST /v1/dev/reconcile`: write this replica's report, then reconcile if this replica
+/// holds or can take the leader lease (operator). On a replica that cannot lead, the
+/// answer says `"leader": false` and names the replica holding the lease: send the
+/// request there to reconcile (every replica's report counts, wherever it was written).
 pub async fn reconcile(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -108,6 +118,9 @@ pub async fn reconcile(
         .auth
         .require(state.store(), &headers, Access::Operator)
         .await?;
+    dev(&state)?;
+    // Act at the shared time, even if this replica's watch has not delivered a move yet.
+    state.sync_dev_clock().await?;
     let now = dev(&state)?.now_value();
     reconciler::write_report(&state).await?;
     let result = reconciler::reconcile_once(&state).await?;

@@ -250,11 +250,13 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             escape(&v)
         );
     }
+    // Held only for a moment by its writers (never across a store request).
     let leader = state
         .leader
-        .try_lock()
-        .map(|l| l.as_ref().is_some_and(tern_store::LeaseKeeper::is_held))
-        .unwrap_or(false);
+        .lock()
+        .await
+        .as_ref()
+        .is_some_and(tern_store::LeaseKeeper::is_held);
     let _ = writeln!(
         out,
         "# HELP tern_inventory_agents_total agents connected to this replica\n# TYPE tern_inventory_agents_total gauge\ntern_inventory_agents_total {total}\n# HELP tern_leader 1 while this replica holds the reconcile lease\n# TYPE tern_leader gauge\ntern_leader {}\n# HELP tern_ready 1 once the store is open and the snapshot loaded\n# TYPE tern_ready gauge\ntern_ready {}",

@@ -78,8 +78,10 @@ impl Ternd {
                 break addr.trim().to_string();
             }
         };
+        // Only the replica that initialised the store has the token file (HA tests then
+        // set `token` from it).
         let token = std::fs::read_to_string(dir.join("operator.token"))
-            .unwrap()
+            .unwrap_or_default()
             .trim()
             .to_string();
         let t = Ternd {
@@ -116,6 +118,29 @@ impl Ternd {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// The process id of the running ternd.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends `signal` (e.g. "STOP", "CONT") to this ternd (its own pid only).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.pid().expect("ternd is not running");
+        let status = Command::new("kill")
+            .args(["-s", signal, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -s {signal} {pid} failed");
     }
 
     /// A raw request: (status, JSON body, or the text as a JSON string).

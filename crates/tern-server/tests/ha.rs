@@ -1,0 +1,710 @@
+#![cfg(feature = "etcd")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Several `ternd` replicas on a real 3-member etcd cluster, with the shared dev clock and
+//! simulated agents heartbeating to different replicas: a rollout over three groups
+//! (canaries connected to a non-leader), the leader killed mid-rollout, an etcd member
+//! lost, all of etcd down and back, and a replica paused past its lease (fencing).
+//!
+//! Needs `etcd` (Debian: etcd-server); run with `--features tern-server/etcd`. Every
+//! process is started here and killed on drop (also when a test panics).
+
+mod common;
+#[path = "../../tern-store/tests/support/etcd_server.rs"]
+mod etcd_server;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::{T0, Ternd, version_yaml};
+use etcd_server::EtcdCluster;
+use serde_json::{Value, json};
+
+/// The leader lease TTL the replicas run with.
+const TTL: Duration = Duration::from_secs(3);
+
+/// halt-on-error over dev (10h), staging (12h, 2 canaries), prod (14h), every day.
+const CONFIG: &str = r#"kind: autoupdate_config
+version: v1
+metadata:
+  name: autoupdate-config
+spec:
+  agents:
+    mode: enabled
+    strategy: halt-on-error
+    schedules:
+      regular:
+        - name: dev
+          days: ["*"]
+          start_hour: 10
+        - name: staging
+          days: ["*"]
+          start_hour: 12
+          canary_count: 2
+        - name: prod
+          days: ["*"]
+          start_hour: 14
+"#;
+
+fn eventually(what: &str, patience: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + patience;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out after {patience:?} waiting for {what}");
+}
+
+/// One host: which replica it heartbeats to, its group and version.
+#[derive(Clone, Debug)]
+struct Host {
+    id: String,
+    group: &'static str,
+    version: &'static str,
+    replica: usize,
+}
+
+/// A 3-member etcd cluster and three ternd replicas on it.
+struct Ha {
+    rt: tokio::runtime::Runtime,
+    etcd: EtcdCluster,
+    _tmp: tempfile::TempDir,
+    dirs: Vec<std::path::PathBuf>,
+    replicas: Vec<Option<Ternd>>,
+    token: String,
+    agent: String,
+    hosts: Vec<Host>,
+}
+
+impl Ha {
+    /// Starts etcd, then the three replicas at once on the fresh store.
+    fn start() -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let etcd = rt.block_on(EtcdCluster::start(3));
+        let tmp = tempfile::tempdir().unwrap();
+        let dirs: Vec<_> = (0..3).map(|i| tmp.path().join(format!("r{i}"))).collect();
+        let backend = format!("etcd:{}", etcd.endpoints().join(","));
+        let starting: Vec<_> = dirs
+            .iter()
+            .enumerate()
+            .map(|(i, dir)| {
+                let (dir, backend) = (dir.clone(), backend.clone());
+                std::thread::spawn(move || Self::spawn(&dir, &backend, i))
+            })
+            .collect();
+        let mut replicas: Vec<Option<Ternd>> = starting
+            .into_iter()
+            .map(|h| Some(h.join().unwrap()))
+            .collect();
+        // Exactly one replica initialised the store and holds the operator token.
+        let tokens: Vec<String> = replicas
+            .iter()
+            .map(|r| r.as_ref().unwrap().token.clone())
+            .filter(|t| !t.is_empty())
+            .collect();
+        assert_eq!(
+            tokens.len(),
+            1,
+            "one operator token, written by one replica"
+        );
+        let token = tokens[0].clone();
+        for r in replicas.iter_mut().flatten() {
+            r.token = token.clone();
+        }
+        let mut ha = Ha {
+            rt,
+            etcd,
+            _tmp: tmp,
+            dirs,
+            replicas,
+            token,
+            agent: String::new(),
+            hosts: Vec::new(),
+        };
+        ha.agent = ha.any().new_token("agent");
+        ha
+    }
+
+    fn spawn(dir: &std::path::Path, backend: &str, i: usize) -> Ternd {
+        let id = format!("r{i}");
+        Ternd::start(
+            dir,
+            &[
+                "--backend",
+                backend,
+                "--replica-id",
+                &id,
+                "--dev-clock",
+                T0,
+                "--leader-ttl",
+                "3s",
+            ],
+        )
+    }
+
+    /// Restarts replica `i` on its data dir (it keeps its id).
+    fn restart(&mut self, i: usize) {
+        let backend = format!("etcd:{}", self.etcd.endpoints().join(","));
+        let mut t = Self::spawn(&self.dirs[i], &backend, i);
+        t.token = self.token.clone();
+        self.replicas[i] = Some(t);
+    }
+
+    fn r(&self, i: usize) -> &Ternd {
+        self.replicas[i].as_ref().expect("replica is down")
+    }
+
+    fn live(&self) -> Vec<usize> {
+        (0..self.replicas.len())
+            .filter(|i| self.replicas[*i].is_some())
+            .collect()
+    }
+
+    fn any(&self) -> &Ternd {
+        self.r(self.live()[0])
+    }
+
+    fn metrics(&self, i: usize) -> String {
+        self.r(i).raw("GET", "/metrics", None, None).2
+    }
+
+    fn metric(&self, i: usize, line_prefix: &str) -> u64 {
+        metric_in(&self.metrics(i), line_prefix)
+    }
+
+    fn is_leader(&self, i: usize) -> bool {
+        self.metrics(i).contains("\ntern_leader 1\n")
+    }
+
+    /// The one live replica holding the lease (waits until exactly one does).
+    fn leader(&self, patience: Duration) -> usize {
+        let mut found = None;
+        eventually("exactly one leader", patience, || {
+            let leaders: Vec<usize> = self
+                .live()
+                .into_iter()
+                .filter(|i| self.is_leader(*i))
+                .collect();
+            found = (leaders.len() == 1).then(|| leaders[0]);
+            found.is_some()
+        });
+        found.unwrap()
+    }
+
+    fn heartbeats(&self) {
+        for h in &self.hosts {
+            self.r(h.replica)
+                .heartbeat(&self.agent, &h.id, h.group, h.version);
+        }
+    }
+
+    fn set_version(&mut self, pred: impl Fn(&Host) -> bool, version: &'static str) {
+        for h in self.hosts.iter_mut().filter(|h| pred(h)) {
+            h.version = version;
+        }
+    }
+
+    /// Moves the shared dev clock on replica `via` and waits until every replica runs at
+    /// the new time.
+    fn clock(&self, via: usize, body: Value) {
+        let live = self.live();
+        let via = if live.contains(&via) {
+            via
+        } else {
+            live[via % live.len()]
+        };
+        let now = self
+            .r(via)
+            .op("POST", "/v1/dev/clock", Some(&body.to_string()))["now"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        eventually(
+            "every replica at the shared time",
+            Duration::from_secs(10),
+            || {
+                self.live()
+                    .into_iter()
+                    .all(|i| self.r(i).op("GET", "/v1/dev/clock", None)["now"] == now.as_str())
+            },
+        );
+    }
+
+    /// The group states every live replica's find snapshot holds (from /metrics).
+    fn snapshot_states(&self, i: usize) -> Vec<String> {
+        self.metrics(i)
+            .lines()
+            .filter(|l| l.starts_with("tern_rollout_group_state{"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Waits until every live replica's snapshot shows the stored rollout.
+    fn converged(&self) {
+        eventually("every snapshot up to date", Duration::from_secs(10), || {
+            let states: Vec<_> = self
+                .live()
+                .iter()
+                .map(|i| self.snapshot_states(*i))
+                .collect();
+            states.windows(2).all(|w| w[0] == w[1])
+        });
+    }
+
+    /// Heartbeats, every replica writes its report, then the leader reconciles. Returns
+    /// the leader's answer.
+    fn round(&self) -> Value {
+        self.converged();
+        self.heartbeats();
+        let leader = self.leader(TTL * 3);
+        for i in self.live().into_iter().filter(|i| *i != leader) {
+            let v = self.r(i).reconcile();
+            assert_eq!(v["leader"], false, "replica {i} is not the leader: {v}");
+            let msg = v["message"].as_str().unwrap_or_default();
+            assert!(
+                msg.contains(&format!("\"r{leader}\"")) && msg.contains("holds the leader lease"),
+                "a non-leader names the leader: {v}"
+            );
+        }
+        let v = self.r(leader).reconcile();
+        assert_eq!(v["leader"], true, "{v}");
+        self.converged();
+        v
+    }
+
+    fn states(&self) -> BTreeMap<String, String> {
+        self.any().group_states().into_iter().collect()
+    }
+
+    fn state_of(&self, g: &str) -> String {
+        self.states()[g].clone()
+    }
+
+    /// `group_changed` events counted by replica `i`.
+    fn group_changes(&self, i: usize) -> u64 {
+        self.metric(i, "tern_reconcile_events_total{event=\"group_changed\"}")
+    }
+}
+
+fn metric_in(text: &str, line_prefix: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_prefix))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// Six hosts per group; staging (the canary group) on `staging_on`, the others spread.
+fn fleet(staging_on: usize) -> Vec<Host> {
+    let mut hosts = Vec::new();
+    for (g, group) in ["dev", "staging", "prod"].into_iter().enumerate() {
+        for n in 0..6 {
+            hosts.push(Host {
+                id: format!("{group}-{n}"),
+                group,
+                version: "1.0.0",
+                replica: if group == "staging" {
+                    staging_on
+                } else {
+                    (g + n) % 3
+                },
+            });
+        }
+    }
+    hosts
+}
+
+/// Puts the config and version and drives dev to done; staging is next.
+fn through_dev(ha: &mut Ha) {
+    ha.any().put_resource("config", CONFIG);
+    ha.any()
+        .put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    let v = ha.round();
+    assert_eq!(v["rollout"]["status"]["state"], "unstarted", "{v}");
+    ha.clock(1, json!({"set": "2026-11-23T10:01:00Z"}));
+    ha.round();
+    assert_eq!(ha.state_of("dev"), "active");
+    ha.set_version(|h| h.group == "dev", "1.1.0");
+    ha.clock(2, json!({"advance": "2m"}));
+    ha.round();
+    assert_eq!(ha.state_of("dev"), "done");
+}
+
+/// 12:01: staging starts in canary; returns its canaries.
+fn staging_canaries(ha: &mut Ha, staging_on: usize) -> Vec<String> {
+    ha.clock(0, json!({"set": "2026-11-23T12:01:00Z"}));
+    ha.round();
+    assert_eq!(ha.state_of("staging"), "canary");
+    let rollout = ha.any().op("GET", "/v1/resources/rollout", None);
+    let canaries: Vec<String> = rollout["status"]["groups"][1]["canaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["updater_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(canaries.len(), 2, "{rollout}");
+    for c in &canaries {
+        assert!(
+            c.starts_with("staging-"),
+            "canaries come from the group: {c}"
+        );
+        // Every replica tells the canaries (only) to update.
+        for i in ha.live() {
+            assert_eq!(ha.r(i).find("staging", c), ("1.1.0".into(), true));
+        }
+    }
+    let other = (0..6)
+        .map(|n| format!("staging-{n}"))
+        .find(|id| !canaries.contains(id))
+        .unwrap();
+    assert_eq!(
+        ha.r(staging_on).find("staging", &other),
+        ("1.0.0".into(), false)
+    );
+    canaries
+}
+
+/// Canaries update → staging active → staging done → prod → done.
+fn finish(ha: &mut Ha, canaries: &[String]) {
+    let c = canaries.to_vec();
+    ha.set_version(|h| c.contains(&h.id), "1.1.0");
+    ha.clock(0, json!({"advance": "2m"}));
+    ha.round();
+    assert_eq!(
+        ha.state_of("staging"),
+        "active",
+        "the canaries' replica reported them updated"
+    );
+    ha.set_version(|h| h.group == "staging", "1.1.0");
+    ha.clock(1, json!({"advance": "2m"}));
+    ha.round();
+    assert_eq!(ha.state_of("staging"), "done");
+    ha.clock(2, json!({"set": "2026-11-23T14:01:00Z"}));
+    ha.round();
+    assert_eq!(ha.state_of("prod"), "active");
+    ha.set_version(|h| h.group == "prod", "1.1.0");
+    ha.clock(0, json!({"advance": "2m"}));
+    let v = ha.round();
+    assert_eq!(v["rollout"]["status"]["state"], "done", "{v}");
+    for i in ha.live() {
+        assert_eq!(ha.r(i).find("prod", "prod-0"), ("1.1.0".into(), true));
+    }
+}
+
+/// Transitions of a full rollout: dev unstarted→active→done (2), staging
+/// unstarted→canary→active→done (3), prod (2).
+const TRANSITIONS: u64 = 7;
+
+#[test]
+fn a_rollout_over_three_groups_completes_with_canaries_on_a_non_leader() {
+    let mut ha = Ha::start();
+    let leader = ha.leader(TTL * 3);
+    let staging_on = (leader + 1) % 3;
+    ha.hosts = fleet(staging_on);
+    through_dev(&mut ha);
+    let canaries = staging_canaries(&mut ha, staging_on);
+    // The leader has none of staging's hosts: the canaries came from staging_on's report.
+    let inv = ha.r(leader).op("GET", "/v1/inventory", None);
+    assert!(
+        !inv["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["group"] == "staging"),
+        "{inv}"
+    );
+    let reports = ha.any().op("GET", "/v1/resources/reports", None);
+    assert_eq!(
+        reports.as_array().unwrap().len(),
+        3,
+        "one report per replica: {reports}"
+    );
+    finish(&mut ha, &canaries);
+    // One leader did everything, once.
+    let total: u64 = ha.live().iter().map(|i| ha.group_changes(*i)).sum();
+    assert_eq!(total, TRANSITIONS);
+    assert_eq!(ha.group_changes(leader), TRANSITIONS);
+}
+
+#[test]
+fn the_leader_killed_mid_rollout_is_replaced_within_the_lease_ttl() {
+    let mut ha = Ha::start();
+    let first = ha.leader(TTL * 3);
+    let staging_on = (first + 1) % 3;
+    ha.hosts = fleet(staging_on);
+    through_dev(&mut ha);
+    let canaries = staging_canaries(&mut ha, staging_on);
+    let before = ha.group_changes(first);
+    let rollout_before = ha.any().op("GET", "/v1/resources/rollout", None);
+
+    // kill -9 the leader with staging in canary.
+    ha.replicas[first].as_mut().unwrap().kill9();
+    ha.replicas[first] = None;
+    let killed = Instant::now();
+    let next = ha.leader(TTL * 3);
+    let took = killed.elapsed();
+    assert_ne!(next, first);
+    assert!(
+        took <= TTL + Duration::from_secs(2),
+        "a new leader within the lease TTL ({TTL:?}) plus the campaign poll: took {took:?}"
+    );
+    // find keeps answering from the survivors, as before.
+    for i in ha.live() {
+        assert_eq!(
+            ha.r(i).find("staging", &canaries[0]),
+            ("1.1.0".into(), true)
+        );
+        assert_eq!(ha.r(i).find("dev", "dev-0"), ("1.1.0".into(), true));
+    }
+    // Nothing changed hands but the lease: the rollout is as the old leader left it.
+    let rollout_after = ha.any().op("GET", "/v1/resources/rollout", None);
+    assert_eq!(rollout_before["status"], rollout_after["status"]);
+    // The hosts of the dead replica reconnect to the survivors.
+    let survivors = ha.live();
+    for (n, h) in ha.hosts.iter_mut().enumerate() {
+        if h.replica == first {
+            h.replica = survivors[n % survivors.len()];
+        }
+    }
+    ha.clock(next, json!({"advance": "1m"}));
+    finish(&mut ha, &canaries);
+    // Every transition happened exactly once: the dead leader's before the kill, the
+    // rest on the new leader.
+    let after: u64 = ha.live().iter().map(|i| ha.group_changes(*i)).sum();
+    assert_eq!(
+        before + after,
+        TRANSITIONS,
+        "before {before}, after {after}"
+    );
+    let rollout = ha.any().op("GET", "/v1/resources/rollout", None);
+    for g in rollout["status"]["groups"].as_array().unwrap() {
+        assert_eq!(g["state"], "done", "{g}");
+    }
+    let ids = |r: &Value| -> Vec<String> {
+        r["status"]["groups"][1]["canaries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["updater_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        ids(&rollout),
+        ids(&rollout_before),
+        "the canaries were not picked again"
+    );
+
+    // The killed replica comes back as a follower and serves the same answers.
+    ha.restart(first);
+    ha.converged();
+    assert_eq!(ha.r(first).find("prod", "prod-1"), ("1.1.0".into(), true));
+    assert_eq!(ha.leader(TTL * 3), next);
+}
+
+#[test]
+fn one_etcd_member_killed_service_continues() {
+    let mut ha = Ha::start();
+    let leader = ha.leader(TTL * 3);
+    ha.hosts = fleet((leader + 1) % 3);
+    ha.any().put_resource("config", CONFIG);
+    ha.any()
+        .put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    ha.round();
+    ha.etcd.kill(0);
+    // find never needs the store.
+    for i in ha.live() {
+        assert_eq!(ha.r(i).find("dev", "dev-3"), ("1.0.0".into(), false));
+    }
+    // If the killed member led the etcd cluster, requests fail (503) until the others
+    // elect a leader (about a second; longer on a loaded machine): clients retry.
+    eventually(
+        "the store answers without the member",
+        Duration::from_secs(20),
+        || {
+            ha.live().iter().all(|i| {
+                let t = ha.r(*i);
+                t.call("GET", "/v1/resources/version", Some(&t.token), None)
+                    .0
+                    == 200
+            })
+        },
+    );
+    // Admin writes, heartbeats, reports, reconciles and find all go on.
+    ha.clock(1, json!({"set": "2026-11-23T10:01:00Z"}));
+    ha.round();
+    assert_eq!(ha.state_of("dev"), "active");
+    for i in ha.live() {
+        assert_eq!(ha.r(i).find("dev", "dev-3"), ("1.1.0".into(), true));
+    }
+    let v = ha.r(2).op("POST", "/v1/agents/suspend", None);
+    assert_eq!(v["mode"], "suspended");
+    eventually(
+        "every replica serves the suspension",
+        Duration::from_secs(10),
+        || {
+            ha.live()
+                .iter()
+                .all(|i| ha.r(*i).find("dev", "dev-3") == ("1.1.0".into(), false))
+        },
+    );
+    ha.r(0).op("POST", "/v1/agents/resume", None);
+    ha.set_version(|h| h.group == "dev", "1.1.0");
+    ha.clock(0, json!({"advance": "2m"}));
+    ha.round();
+    assert_eq!(ha.state_of("dev"), "done");
+    // The member comes back and catches up.
+    ha.rt.block_on(ha.etcd.restart(0));
+    ha.round();
+}
+
+#[test]
+fn all_of_etcd_down_find_serves_the_snapshot_and_everything_resumes() {
+    let mut ha = Ha::start();
+    let leader = ha.leader(TTL * 3);
+    ha.hosts = fleet((leader + 1) % 3);
+    ha.any().put_resource("config", CONFIG);
+    ha.any()
+        .put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    ha.round();
+    ha.clock(1, json!({"set": "2026-11-23T10:01:00Z"}));
+    ha.round();
+    assert_eq!(ha.state_of("dev"), "active");
+    // Every replica has checked the operator token (cached for when the store is down).
+    for i in ha.live() {
+        ha.r(i).op("GET", "/v1/inventory", None);
+    }
+
+    for m in 0..3 {
+        ha.etcd.kill(m);
+    }
+    for i in ha.live() {
+        let t = ha.r(i);
+        // find answers from the last snapshot.
+        assert_eq!(t.find("dev", "dev-0"), ("1.1.0".into(), true));
+        assert_eq!(t.find("staging", "staging-0"), ("1.0.0".into(), false));
+        // Admin writes fail with a clear 503.
+        let started = Instant::now();
+        let (s, v) = t.call("POST", "/v1/agents/suspend", Some(&t.token), None);
+        assert_eq!(s, 503, "{v}");
+        assert_eq!(v["error"]["code"], "store_unavailable", "{v}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the 503 comes within the etcd request timeout"
+        );
+        let (s, v) = t.call("POST", "/v1/dev/reconcile", Some(&t.token), None);
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (503, Some("store_unavailable")),
+            "{v}"
+        );
+    }
+    // Heartbeats are taken into memory, including from a host never seen before.
+    ha.heartbeats();
+    ha.hosts.push(Host {
+        id: "late-0".into(),
+        group: "dev",
+        version: "1.0.0",
+        replica: 2,
+    });
+    ha.heartbeats();
+    let inv = ha.r(2).op("GET", "/v1/inventory", None);
+    assert!(
+        inv["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["updater_id"] == "late-0")
+    );
+    // The leader cannot renew: it stops leading within its lease TTL.
+    eventually("no replica leads without etcd", TTL * 3, || {
+        ha.live().iter().all(|i| !ha.is_leader(*i))
+    });
+
+    // etcd comes back on its data dirs.
+    for m in 0..3 {
+        ha.etcd.restart_no_wait(m);
+    }
+    for m in 0..3 {
+        ha.rt.block_on(ha.etcd.wait_ready(m));
+    }
+    eventually("admin writes work again", Duration::from_secs(30), || {
+        let t = ha.r(0);
+        t.call("POST", "/v1/agents/suspend", Some(&t.token), None).0 == 200
+    });
+    eventually(
+        "every replica serves the suspension (watches resumed)",
+        Duration::from_secs(30),
+        || {
+            ha.live()
+                .iter()
+                .all(|i| ha.r(*i).find("dev", "dev-0") == ("1.1.0".into(), false))
+        },
+    );
+    ha.r(1).op("POST", "/v1/agents/resume", None);
+    // A leader again; the rollout goes on with the host heard during the outage.
+    ha.leader(Duration::from_secs(30));
+    ha.set_version(|h| h.group == "dev", "1.1.0");
+    ha.clock(0, json!({"advance": "2m"}));
+    let v = ha.round();
+    assert_eq!(ha.state_of("dev"), "done", "{v}");
+    let report = ha.any().op("GET", "/v1/agents/report", None);
+    assert_eq!(
+        report["total"], 19,
+        "18 hosts and the one heard during the outage: {report}"
+    );
+}
+
+#[test]
+fn a_replica_paused_past_its_lease_does_not_lead_after_resuming() {
+    let mut ha = Ha::start();
+    let paused = ha.leader(TTL * 3);
+    ha.hosts = fleet((paused + 1) % 3);
+    through_dev(&mut ha);
+    let acquired_before = ha.metric(paused, "tern_leader_acquired_total ");
+    let changes_before = ha.group_changes(paused);
+
+    // Partition the leader from etcd (and everyone) by stopping it past its lease.
+    ha.r(paused).signal("STOP");
+    let stopped = Instant::now();
+    let others: Vec<usize> = ha.live().into_iter().filter(|i| *i != paused).collect();
+    let mut next = None;
+    eventually("another replica leads", TTL * 3, || {
+        next = others.iter().copied().find(|i| ha.is_leader(*i));
+        next.is_some()
+    });
+    let next = next.unwrap();
+    // Let it stay stopped a while longer than the TTL in all.
+    std::thread::sleep((TTL + Duration::from_secs(1)).saturating_sub(stopped.elapsed()));
+    ha.r(paused).signal("CONT");
+
+    // At once, it no longer counts itself the leader (its local deadline passed) …
+    assert!(!ha.is_leader(paused), "the resumed replica must not lead");
+    // … and a reconcile sent to it reconciles nothing and names the leader.
+    let v = ha.r(paused).reconcile();
+    assert_eq!(v["leader"], false, "{v}");
+    assert_eq!(v["leader_replica"], format!("r{next}"), "{v}");
+    // Staging's transitions are made by the new leader only.
+    ha.clock(paused, json!({"set": "2026-11-23T12:01:00Z"}));
+    ha.round();
+    assert_eq!(ha.state_of("staging"), "canary");
+    std::thread::sleep(TTL);
+    assert!(!ha.is_leader(paused));
+    assert!(ha.is_leader(next));
+    assert_eq!(
+        ha.metric(paused, "tern_leader_acquired_total "),
+        acquired_before
+    );
+    assert_eq!(
+        ha.group_changes(paused),
+        changes_before,
+        "the paused replica wrote nothing"
+    );
+    let total: u64 = ha.live().iter().map(|i| ha.group_changes(*i)).sum();
+    assert_eq!(
+        total,
+        2 + 1,
+        "dev's two transitions, then staging to canary, once each"
+    );
+}
