@@ -12,8 +12,8 @@ fn has_nextest() -> bool {
 }
 
 /// Features the checks and tests enable: test-only hooks (never in release builds) and
-/// the etcd backend, whose tests start real etcd members.
-const TEST_FEATURES: &str = "tern-update/test-hooks,tern-store/etcd";
+/// the etcd backend and ternd on etcd, whose tests start real etcd members.
+const TEST_FEATURES: &str = "tern-update/test-hooks,tern-store/etcd,tern-server/etcd";
 
 /// Programs the tests need, and the Debian packages that provide them.
 const SYSTEM_PACKAGES: &[(&str, &str)] =

@@ -27,17 +27,12 @@ fn quick_benchmarks_print_their_figures_as_json() {
     let c = last_json(&["converge", "--quick"]);
     assert_eq!(c["bench"], "converge");
     for g in ["dev", "staging", "prod"] {
-        assert!(
-            c["window_to_done"][g]["tern_secs"].is_number(),
-            "{g}: {c}"
-        );
+        assert!(c["window_to_done"][g]["tern_secs"].is_number(), "{g}: {c}");
         assert!(c["window_to_done"][g]["seeds_secs"].is_number(), "{g}: {c}");
     }
     let ternd = PathBuf::from(BIN).with_file_name("ternd");
     if !ternd.is_file() {
-        eprintln!(
-            "no ternd beside {BIN}: find --quick not run (cargo test --workspace builds it)"
-        );
+        eprintln!("no ternd beside {BIN}: find --quick not run (cargo test --workspace builds it)");
         return;
     }
     let f = last_json(&["find", "--quick", "--ternd", ternd.to_str().unwrap()]);

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
+use tern_core::canary::Interest;
 use tern_core::inventory::{InventoryAgent, build_report};
 use tern_core::resource::{AutoUpdateAgentRollout, ConnectedAgent, ReportSpec};
 use tern_core::wire::Heartbeat;
@@ -128,6 +129,35 @@ impl Inventory {
         tern_core::inventory::canaries_seen(rollout, |id| {
             self.agents.get(&format!("u:{id}")).map(|e| &e.agent)
         })
+    }
+
+    /// The settled agents a reconcile can use ([`tern_core::canary::interest`]): the
+    /// canaries by updater_id, and every agent of a group that may pick canaries. With
+    /// no such group (most reconciles) this looks up a few ids, whatever the fleet size.
+    pub fn connected_for(
+        &self,
+        interest: &Interest,
+        now: Timestamp,
+        period: SignedDuration,
+    ) -> Vec<ConnectedAgent> {
+        let mut v: Vec<ConnectedAgent> = if interest.groups.is_empty() {
+            interest
+                .canaries
+                .iter()
+                .filter_map(|id| self.agents.get(&format!("u:{id}")))
+                .map(|e| &e.agent)
+                .filter(|a| a.settled(now, period))
+                .map(InventoryAgent::connected)
+                .collect()
+        } else {
+            self.agents()
+                .filter(|a| interest.wants(&a.heartbeat.group, &a.heartbeat.updater_id))
+                .filter(|a| a.settled(now, period))
+                .map(InventoryAgent::connected)
+                .collect()
+        };
+        v.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
+        v
     }
 }
 

@@ -307,10 +307,19 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
         let version = resources::load::<AutoUpdateVersion>(store).await?;
         let current = resources::load::<AutoUpdateAgentRollout>(store).await?;
         let reports = resources::reports(store).await?;
+        // Only the agents this reconcile can use (canaries, and the groups that may pick
+        // canaries now): a reconcile reads reports, not the whole inventory.
+        let interest = tern_core::canary::interest(
+            now,
+            config.as_ref().map(|s| &s.value),
+            version.as_ref().map(|s| &s.value),
+            current.as_ref().map(|s| &s.value),
+        );
         // From every live report (this replica's was just written): the leader's own
         // inventory holds only the hosts connected to it.
-        let agents =
+        let mut agents =
             tern_core::aggregate::connected_agents(&reports, now, state.settings.report_period);
+        agents.retain(|a| interest.wants(&a.group, &a.updater_id));
         let input = ReconcileInput {
             config: config.as_ref().map(|s| &s.value),
             version: version.as_ref().map(|s| &s.value),

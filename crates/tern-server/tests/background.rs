@@ -33,7 +33,10 @@ fn system_clock_reports_reconciles_and_forgets() {
             .0
             == 200
     });
-    assert_eq!(t.find("any", "h1"), ("1.1.0".into(), true));
+    // find answers from the snapshot, refreshed just after the write: eventually.
+    eventually("find to serve the rollout", || {
+        t.find("any", "h1") == ("1.1.0".into(), true)
+    });
 
     // The replica's report appears, and counts the agent once settled (1s).
     let agent = t.new_token("agent");

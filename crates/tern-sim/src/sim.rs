@@ -18,14 +18,14 @@ use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use tern_core::backpressure::UpdaterNumeral;
-use tern_core::canary::belongs_to;
+use tern_core::canary::{self, belongs_to};
 use tern_core::find;
 use tern_core::inventory::OMITTED_TOO_NEW;
 use tern_core::reconcile::{self, Event, Outcome, ReconcileInput, group_window};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
     ConnectedAgent, GroupReport, GroupState, Omitted, ReportSpec, RolloutGroup, RolloutSpec,
-    RolloutState, Strategy, VersionReport,
+    RolloutState, VersionReport,
 };
 use tern_core::version::normalize;
 use tern_core::wire::UpdaterStatus;
@@ -592,47 +592,21 @@ impl Sim {
     /// that may pick canaries now, and the canaries being waited for. The reconciler
     /// only reads agents to pick canaries of a group (all of the group's candidates)
     /// and to check canaries (by updater id), so this gives the same result as passing
-    /// every connected agent, without building 100k records every minute.
+    /// every connected agent, without building 100k records every minute. The decision
+    /// is ternd's too: [`canary::interest`].
     fn connected_for_reconcile(&self) -> Vec<ConnectedAgent> {
-        let mut wanted_groups: Vec<usize> = Vec::new();
-        let mut wanted_ids: Vec<&str> = Vec::new();
-        let now = self.ts(self.now);
-        match &self.rollout {
-            None => {
-                let config = self.config.clone().unwrap_or_default();
-                for (i, g) in config.groups().iter().enumerate() {
-                    if g.canary_count > 0 {
-                        wanted_groups.push(i);
-                    }
-                }
-            }
-            Some(r) => {
-                let eval_now = r.status.time_override.unwrap_or(now);
-                let groups = &r.status.groups;
-                for (i, g) in groups.iter().enumerate() {
-                    match g.state {
-                        GroupState::Canary if g.canaries.is_empty() => wanted_groups.push(i),
-                        GroupState::Canary => {
-                            wanted_ids.extend(g.canaries.iter().map(|c| c.updater_id.as_str()));
-                        }
-                        GroupState::Unstarted
-                            if g.canary_count > 0
-                                && r.spec.strategy == Strategy::HaltOnError
-                                && groups[..i].iter().all(|p| {
-                                    matches!(
-                                        p.state,
-                                        GroupState::Canary | GroupState::Active | GroupState::Done
-                                    )
-                                })
-                                && group_window(&r.spec, g).is_open(eval_now) =>
-                        {
-                            wanted_groups.push(i);
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
+        let interest = canary::interest(
+            self.ts(self.now),
+            self.config.as_ref(),
+            Some(&self.version),
+            self.rollout.as_ref(),
+        );
+        let wanted_groups: Vec<usize> = interest
+            .groups
+            .iter()
+            .filter_map(|g| self.group_index(g))
+            .collect();
+        let wanted_ids: Vec<&str> = interest.canaries.iter().map(String::as_str).collect();
         let mut out = Vec::new();
         for gi in wanted_groups {
             let Some(set) = self.members.get(gi) else {
