@@ -37,6 +37,9 @@ fn system_clock_reports_reconciles_and_forgets() {
     eventually("find to serve the rollout", || {
         t.find("any", "h1") == ("1.1.0".into(), true)
     });
+    // With the system clock, hosts spread their updates over the jitter.
+    let (_, v) = t.call("GET", "/v1/webapi/find?group=any&updater_id=h1", None, None);
+    assert_eq!(v["auto_update"]["agent_update_jitter_seconds"], 60);
 
     // The replica's report appears, and counts the agent once settled (1s).
     let agent = t.new_token("agent");

@@ -294,6 +294,9 @@ fn immediate_schedule_updates_everyone() {
     for g in ["dev", "prod", "", "unknown"] {
         assert_eq!(t.find(g, "h1"), ("1.5.0".into(), true), "group {g:?}");
     }
+    // Under the dev clock no host waits a real-time jitter.
+    let (_, v) = t.call("GET", "/v1/webapi/find?group=dev&updater_id=h1", None, None);
+    assert_eq!(v["auto_update"]["agent_update_jitter_seconds"], 0, "{v}");
     // Manual transitions do not apply.
     let (s, e) = t.call(
         "POST",

@@ -62,9 +62,14 @@ pub async fn find(
         return Err(ApiError::unavailable("ternd is starting"));
     }
     Metrics::inc(&state.metrics.find_requests);
-    let resp = state
+    let mut resp = state
         .snapshot()
         .find(&q.group, &q.updater_id, &state.settings.edition);
+    if state.clock.as_dev().is_some() {
+        // Under a dev clock time moves only when told: a real-time random wait before
+        // updating would only slow tests and demos down.
+        resp.auto_update.agent_update_jitter_seconds = 0;
+    }
     Ok(cacheable(&state, Json(resp).into_response()))
 }
 
