@@ -122,6 +122,23 @@ pub fn is_valid_group_name(name: &str) -> bool {
             .is_some_and(|c| c.is_ascii_alphanumeric())
 }
 
+/// Reads and validates a singleton resource; an empty metadata name is taken as the
+/// singleton's own.
+fn read_singleton<T: serde::de::DeserializeOwned>(
+    text: &str,
+    name: &str,
+    metadata: impl FnOnce(&mut T) -> &mut Metadata,
+    validate: impl FnOnce(&T) -> Result<(), Invalid>,
+) -> Result<T, ResourceError> {
+    let mut resource: T = codec::from_text(text)?;
+    let meta = metadata(&mut resource);
+    if meta.name.is_empty() {
+        meta.name = name.to_string();
+    }
+    validate(&resource)?;
+    Ok(resource)
+}
+
 const MIN_WINDOW: GoDuration = GoDuration::from_minutes(10);
 const MAX_WINDOW: GoDuration = GoDuration::from_hours(24);
 pub const MAX_CANARY_COUNT: i64 = 5;
@@ -129,12 +146,12 @@ pub const MAX_CANARY_COUNT: i64 = 5;
 impl AutoUpdateConfig {
     /// Reads and validates a config; an empty metadata name is taken as the singleton's.
     pub fn from_text(text: &str) -> Result<Self, ResourceError> {
-        let mut config: Self = codec::from_text(text)?;
-        if config.metadata.name.is_empty() {
-            config.metadata.name = NAME_CONFIG.to_string();
-        }
-        config.validate()?;
-        Ok(config)
+        read_singleton(
+            text,
+            NAME_CONFIG,
+            |r: &mut Self| &mut r.metadata,
+            Self::validate,
+        )
     }
 
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -203,12 +220,12 @@ impl AutoUpdateConfig {
 
 impl AutoUpdateVersion {
     pub fn from_text(text: &str) -> Result<Self, ResourceError> {
-        let mut version: Self = codec::from_text(text)?;
-        if version.metadata.name.is_empty() {
-            version.metadata.name = NAME_VERSION.to_string();
-        }
-        version.validate()?;
-        Ok(version)
+        read_singleton(
+            text,
+            NAME_VERSION,
+            |r: &mut Self| &mut r.metadata,
+            Self::validate,
+        )
     }
 
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -226,12 +243,12 @@ impl AutoUpdateVersion {
 
 impl AutoUpdateAgentRollout {
     pub fn from_text(text: &str) -> Result<Self, ResourceError> {
-        let mut rollout: Self = codec::from_text(text)?;
-        if rollout.metadata.name.is_empty() {
-            rollout.metadata.name = NAME_ROLLOUT.to_string();
-        }
-        rollout.validate()?;
-        Ok(rollout)
+        read_singleton(
+            text,
+            NAME_ROLLOUT,
+            |r: &mut Self| &mut r.metadata,
+            Self::validate,
+        )
     }
 
     pub fn validate(&self) -> Result<(), Invalid> {

@@ -1016,13 +1016,10 @@ pub async fn delete_token(
         .auth
         .require(state.store(), &headers, Access::Operator)
         .await?;
-    match state.store().delete(&keys::token(&id), None).await {
-        Ok(_) => {}
-        Err(StoreError::NotFound { .. }) => {
-            return Err(ApiError::not_found(format!("no token with id {id:?}")));
-        }
-        Err(e) => return Err(e.into()),
-    }
+    delete_or_404(&state, &keys::token(&id), || {
+        format!("no token with id {id:?}")
+    })
+    .await?;
     state.auth.forget(&id);
     Ok(Json(serde_json::json!({ "deleted": id })).into_response())
 }
@@ -1100,13 +1097,23 @@ pub async fn delete_channel(
         .auth
         .require(state.store(), &headers, Access::Operator)
         .await?;
-    match state.store().delete(&keys::channel(&name), None).await {
-        Ok(_) => {}
-        Err(StoreError::NotFound { .. }) => {
-            return Err(ApiError::not_found(format!("no channel named {name:?}")));
-        }
-        Err(e) => return Err(e.into()),
-    }
+    delete_or_404(&state, &keys::channel(&name), || {
+        format!("no channel named {name:?}")
+    })
+    .await?;
     state.after_write().await;
     Ok(Json(serde_json::json!({ "deleted": name })).into_response())
+}
+
+/// Deletes `key`; a missing key is a 404 saying `missing()`.
+async fn delete_or_404(
+    state: &AppState,
+    key: &str,
+    missing: impl FnOnce() -> String,
+) -> ApiResult<()> {
+    match state.store().delete(key, None).await {
+        Ok(_) => Ok(()),
+        Err(StoreError::NotFound { .. }) => Err(ApiError::not_found(missing())),
+        Err(e) => Err(e.into()),
+    }
 }
