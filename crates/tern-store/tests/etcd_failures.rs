@@ -286,6 +286,13 @@ async fn etcd_down_is_unavailable_and_recovers() {
     // The watch opened before the outage resumes where it stopped.
     assert_watch_saw(&mut w, &[after]).await;
 
+    // The keeper gave up at its deadline: etcd answering again must not revive it (it
+    // would keep the lease alive for ever).
+    assert!(
+        !keeper.is_held(),
+        "the lost lease was renewed after etcd returned"
+    );
+
     // The old lease expires in etcd (restart extends it by up to its TTL), then another
     // holder takes it with a greater token, and the old holder cannot renew.
     let lb = within("the lease to be free again", async {
