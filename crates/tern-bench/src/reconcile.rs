@@ -107,9 +107,7 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
         let mut inv = state.inventory();
         for i in 0..n {
             let hb = fleet::heartbeat(i, if i % 2 == 0 { "1.0.0" } else { "1.1.0" });
-            if let Some(key) = tern_server::inventory::key_of(&hb) {
-                inv.heartbeat(key, hb, t0, at, silence);
-            }
+            inv.heartbeat(&hb, t0, at, silence)?;
         }
     }
     let rss1 = procs::rss(pid)?;

@@ -19,6 +19,12 @@ impl UpdaterNumeral {
         Self(fnv1a_128(updater_id.as_bytes()))
     }
 
+    /// The numeral of an id whose 32 hex digits read `bits` (what [`of`](Self::of) gives
+    /// for it), for callers that keep such ids as numbers.
+    pub fn from_bits(bits: u128) -> Self {
+        Self(bits)
+    }
+
     /// Position in [0, 1].
     pub fn fraction(self) -> f64 {
         self.0 as f64 / u128::MAX as f64

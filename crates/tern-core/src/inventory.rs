@@ -1,7 +1,8 @@
 //! From the agents a replica has heard from to the report it writes every period.
 //! Pure: the server keeps the inventory in memory and calls [`build_report`].
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 
 use jiff::{SignedDuration, Timestamp};
 use rand_core::RngCore;
@@ -10,7 +11,7 @@ use crate::backpressure::UpdaterNumeral;
 use crate::canary;
 use crate::resource::{
     AutoUpdateAgentRollout, ConnectedAgent, GroupReport, GroupState, Omitted, ReportSpec, Schedule,
-    Strategy,
+    Strategy, VersionReport,
 };
 use crate::version::normalize;
 use crate::wire::{Heartbeat, UpdaterStatus};
@@ -33,19 +34,55 @@ pub struct InventoryAgent {
     pub last_seen: Timestamp,
 }
 
-impl InventoryAgent {
+/// What the report and canary helpers read of an agent. [`InventoryAgent`] is the plain
+/// form; a server may keep its agents in a compact form and lend views of them.
+pub trait AgentView {
+    fn updater_id(&self) -> Cow<'_, str>;
+    /// The updater_id's backpressure position ([`UpdaterNumeral::of`] of it).
+    fn updater_numeral(&self) -> UpdaterNumeral;
+    fn has_updater_id(&self) -> bool;
+    fn group(&self) -> &str;
+    /// The version as the agent reported it (not normalized).
+    fn version(&self) -> &str;
+    fn updater_status(&self) -> UpdaterStatus;
+    /// Counted as failed: rolled back, or not healthy.
+    fn failed(&self) -> bool;
+    fn first_seen(&self) -> Timestamp;
+    fn connected(&self) -> ConnectedAgent;
+
     /// Whether the agent counts: connected for at least one report period, so that an
     /// agent moving between replicas is not counted twice.
-    pub fn settled(&self, now: Timestamp, report_period: SignedDuration) -> bool {
-        now.duration_since(self.first_seen) >= report_period
+    fn settled(&self, now: Timestamp, report_period: SignedDuration) -> bool {
+        now.duration_since(self.first_seen()) >= report_period
     }
+}
 
-    /// Counted as failed: rolled back, or not healthy.
-    pub fn failed(&self) -> bool {
+impl AgentView for InventoryAgent {
+    fn updater_id(&self) -> Cow<'_, str> {
+        Cow::Borrowed(&self.heartbeat.updater_id)
+    }
+    fn updater_numeral(&self) -> UpdaterNumeral {
+        UpdaterNumeral::of(&self.heartbeat.updater_id)
+    }
+    fn has_updater_id(&self) -> bool {
+        !self.heartbeat.updater_id.is_empty()
+    }
+    fn group(&self) -> &str {
+        &self.heartbeat.group
+    }
+    fn version(&self) -> &str {
+        &self.heartbeat.version
+    }
+    fn updater_status(&self) -> UpdaterStatus {
+        self.heartbeat.updater_status
+    }
+    fn failed(&self) -> bool {
         self.heartbeat.rollback || !self.heartbeat.healthy
     }
-
-    pub fn connected(&self) -> ConnectedAgent {
+    fn first_seen(&self) -> Timestamp {
+        self.first_seen
+    }
+    fn connected(&self) -> ConnectedAgent {
         let hb = &self.heartbeat;
         ConnectedAgent {
             updater_id: hb.updater_id.clone(),
@@ -58,22 +95,64 @@ impl InventoryAgent {
     }
 }
 
+impl<T: AgentView + ?Sized> AgentView for &T {
+    fn updater_id(&self) -> Cow<'_, str> {
+        (**self).updater_id()
+    }
+    fn updater_numeral(&self) -> UpdaterNumeral {
+        (**self).updater_numeral()
+    }
+    fn has_updater_id(&self) -> bool {
+        (**self).has_updater_id()
+    }
+    fn group(&self) -> &str {
+        (**self).group()
+    }
+    fn version(&self) -> &str {
+        (**self).version()
+    }
+    fn updater_status(&self) -> UpdaterStatus {
+        (**self).updater_status()
+    }
+    fn failed(&self) -> bool {
+        (**self).failed()
+    }
+    fn first_seen(&self) -> Timestamp {
+        (**self).first_seen()
+    }
+    fn connected(&self) -> ConnectedAgent {
+        (**self).connected()
+    }
+}
+
+/// One (group, version) of a report being counted; the lowest updater_id is compared by
+/// numeral, kept alongside so it is computed once per agent.
+#[derive(Default)]
+struct Tally {
+    count: u64,
+    failed_count: u64,
+    lowest: Option<(UpdaterNumeral, String)>,
+}
+
 /// The report of one replica at `now`: settled agents with updates enabled, counted
 /// per group and version; everyone else under `omitted` with the reason.
-pub fn build_report<'a>(
+pub fn build_report<A: AgentView>(
     now: Timestamp,
-    agents: impl IntoIterator<Item = &'a InventoryAgent>,
+    agents: impl IntoIterator<Item = A>,
     report_period: SignedDuration,
 ) -> ReportSpec {
-    let mut groups: BTreeMap<String, GroupReport> = BTreeMap::new();
+    // Per agent this only looks strings up (no allocation): a report covers every agent
+    // of the replica every period, a million of them on a big one.
+    let mut tallies: BTreeMap<String, BTreeMap<String, Tally>> = BTreeMap::new();
+    let mut normalized: HashMap<String, String> = HashMap::new();
     let mut omitted: BTreeMap<&'static str, u64> = BTreeMap::new();
     for agent in agents {
-        let hb = &agent.heartbeat;
-        let skip = if hb.updater_id.is_empty() {
+        let status = agent.updater_status();
+        let skip = if !agent.has_updater_id() {
             Some(OMITTED_NO_UPDATER_ID)
-        } else if hb.updater_status == UpdaterStatus::Disabled {
+        } else if status == UpdaterStatus::Disabled {
             Some(OMITTED_DISABLED)
-        } else if hb.updater_status == UpdaterStatus::Pinned {
+        } else if status == UpdaterStatus::Pinned {
             Some(OMITTED_PINNED)
         } else if !agent.settled(now, report_period) {
             Some(OMITTED_TOO_NEW)
@@ -84,22 +163,46 @@ pub fn build_report<'a>(
             *omitted.entry(reason).or_default() += 1;
             continue;
         }
-        let entry = groups
-            .entry(hb.group.clone())
-            .or_default()
-            .versions
-            .entry(normalize(&hb.version))
-            .or_default();
-        entry.count += 1;
+        let raw = agent.version();
+        let version = match normalized.get(raw) {
+            Some(v) => v,
+            None => normalized.entry(raw.to_owned()).or_insert(normalize(raw)),
+        };
+        let group = agent.group();
+        let versions = match tallies.get_mut(group) {
+            Some(v) => v,
+            None => tallies.entry(group.to_owned()).or_default(),
+        };
+        let tally = match versions.get_mut(version.as_str()) {
+            Some(t) => t,
+            None => versions.entry(version.clone()).or_default(),
+        };
+        tally.count += 1;
         if agent.failed() {
-            entry.failed_count += 1;
+            tally.failed_count += 1;
         }
-        if entry.lowest_updater_id.is_empty()
-            || UpdaterNumeral::of(&hb.updater_id) < UpdaterNumeral::of(&entry.lowest_updater_id)
-        {
-            entry.lowest_updater_id = hb.updater_id.clone();
+        let numeral = agent.updater_numeral();
+        if tally.lowest.as_ref().is_none_or(|(n, _)| numeral < *n) {
+            tally.lowest = Some((numeral, agent.updater_id().into_owned()));
         }
     }
+    let groups = tallies
+        .into_iter()
+        .map(|(group, versions)| {
+            let versions = versions
+                .into_iter()
+                .map(|(version, t)| {
+                    let report = VersionReport {
+                        count: t.count,
+                        failed_count: t.failed_count,
+                        lowest_updater_id: t.lowest.map(|(_, id)| id).unwrap_or_default(),
+                    };
+                    (version, report)
+                })
+                .collect();
+            (group, GroupReport { versions })
+        })
+        .collect();
     ReportSpec {
         timestamp: now,
         groups,
@@ -148,8 +251,8 @@ pub fn groups_wanting_canaries(rollout: &AutoUpdateAgentRollout) -> Vec<&str> {
 /// those [`canary::candidates`] would pick from (settled, with an updater id and updates
 /// enabled, served by the group, preferring agents not yet on the target). Sorted by
 /// updater_id. Empty, without looking at any agent, when no group wants canaries.
-pub fn canary_candidates<'a, R: RngCore + ?Sized>(
-    agents: impl IntoIterator<Item = &'a InventoryAgent>,
+pub fn canary_candidates<A: AgentView, R: RngCore + ?Sized>(
+    agents: impl IntoIterator<Item = A>,
     rollout: Option<&AutoUpdateAgentRollout>,
     now: Timestamp,
     report_period: SignedDuration,
@@ -177,7 +280,7 @@ pub fn canary_candidates<'a, R: RngCore + ?Sized>(
             continue;
         }
         for g in &wanted {
-            if canary::belongs_to(&agent.heartbeat.group, g, &names) {
+            if canary::belongs_to(agent.group(), g, &names) {
                 members.entry(g).or_default().push(agent.connected());
             }
         }
@@ -206,9 +309,9 @@ pub fn canary_candidates<'a, R: RngCore + ?Sized>(
 /// agent by updater_id), as connected agents with the version they run, sorted by
 /// updater_id. Connected at all is enough: a canary need not be settled to prove it
 /// runs the target.
-pub fn canaries_seen<'a>(
+pub fn canaries_seen<A: AgentView>(
     rollout: Option<&AutoUpdateAgentRollout>,
-    lookup: impl Fn(&str) -> Option<&'a InventoryAgent>,
+    lookup: impl Fn(&str) -> Option<A>,
 ) -> Vec<ConnectedAgent> {
     let Some(rollout) = rollout else {
         return Vec::new();
@@ -220,7 +323,7 @@ pub fn canaries_seen<'a>(
         .flat_map(|g| g.canaries.iter())
         .filter(|c| !c.success && !c.updater_id.is_empty())
         .filter_map(|c| lookup(&c.updater_id))
-        .map(InventoryAgent::connected)
+        .map(|a| a.connected())
         .collect();
     out.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
     out.dedup_by(|a, b| a.updater_id == b.updater_id);

@@ -253,7 +253,11 @@ fn canaries_seen_are_the_unsuccessful_canaries_this_replica_knows() {
 }
 
 fn report(name: &str, at: &str, spec_fn: impl FnOnce(&mut ReportSpec)) -> AutoUpdateAgentReport {
-    let mut spec = build_report(ts(at), std::iter::empty(), DEFAULT_REPORT_PERIOD);
+    let mut spec = build_report(
+        ts(at),
+        std::iter::empty::<InventoryAgent>(),
+        DEFAULT_REPORT_PERIOD,
+    );
     spec_fn(&mut spec);
     AutoUpdateAgentReport::new(name, spec)
 }

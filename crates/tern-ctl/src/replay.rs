@@ -17,7 +17,7 @@ use rand_core::SeedableRng;
 use serde::Deserialize;
 use tern_core::codec;
 use tern_core::find;
-use tern_core::inventory::{self, InventoryAgent};
+use tern_core::inventory::{self, AgentView, InventoryAgent};
 use tern_core::reconcile::{self, DEFAULT_REPORT_PERIOD, Outcome, ReconcileInput};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, GroupState,

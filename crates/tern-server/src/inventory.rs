@@ -2,90 +2,252 @@
 //! for an updater without an id). Timestamps come from the server clock; expiry is by
 //! real (monotonic) silence, so jumping a dev clock forward does not forget agents and a
 //! wall-clock step does not either.
+//!
+//! A replica may hold a million agents, so each is kept compact (about 130 bytes plus
+//! its hostname): ids of the usual shapes in 16 bytes ([`id`]), group and versions as
+//! interned symbols ([`names`]), entries in one dense vector found through a hash table
+//! of indexes. The report and the canary helpers of `tern_core::inventory` read agents
+//! through [`AgentView`], which [`AgentRef`] implements over this form.
 
+mod id;
+mod names;
+
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
+use hashbrown::HashTable;
 use jiff::{SignedDuration, Timestamp};
+use tern_core::backpressure::UpdaterNumeral;
 use tern_core::canary::Interest;
-use tern_core::inventory::{InventoryAgent, build_report};
+use tern_core::inventory::{AgentView, InventoryAgent, build_report};
 use tern_core::resource::{AutoUpdateAgentRollout, ConnectedAgent, ReportSpec};
-use tern_core::wire::Heartbeat;
+use tern_core::wire::{Heartbeat, UpdaterStatus};
 
-#[derive(Debug, Clone)]
+use id::Id;
+use names::{Names, Sym};
+
+/// A heartbeat that names neither an updater_id nor a host_id: nothing to key it by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the heartbeat names neither an updater_id nor a host_id")]
+pub struct Unidentified;
+
+#[derive(Debug)]
 struct Entry {
-    agent: InventoryAgent,
-    heard: Instant,
+    updater_id: Id,
+    host_id: Id,
+    hostname: Box<str>,
+    first_seen: Timestamp,
+    last_seen: Timestamp,
+    /// Milliseconds since the inventory's epoch (monotonic).
+    heard: u64,
+    group: Sym,
+    version: Sym,
+    updater_version: Option<Sym>,
+    failed_version: Option<Sym>,
+    updater_status: UpdaterStatus,
+    rollback: bool,
+    healthy: bool,
+}
+
+/// What an agent is keyed by: its updater_id, or its host_id when it has none.
+#[derive(Hash, PartialEq, Eq)]
+enum Key<'a> {
+    Updater(&'a Id),
+    Host(&'a Id),
+}
+
+impl Entry {
+    fn key(&self) -> Key<'_> {
+        key_of(&self.updater_id, &self.host_id)
+    }
+}
+
+fn key_of<'a>(updater_id: &'a Id, host_id: &'a Id) -> Key<'a> {
+    if updater_id.is_empty() {
+        Key::Host(host_id)
+    } else {
+        Key::Updater(updater_id)
+    }
 }
 
 #[derive(Debug, Default)]
 pub struct Inventory {
-    agents: HashMap<String, Entry>,
+    entries: Vec<Entry>,
+    /// Indexes into `entries`, hashed by [`Entry::key`].
+    index: HashTable<u32>,
+    hasher: std::hash::RandomState,
+    names: Names,
+    /// How many names were live after the last clean-up of `names`.
+    names_live: usize,
+    /// The instant `Entry::heard` counts from (the first heartbeat's).
+    epoch: Option<Instant>,
 }
 
-/// The inventory key of a heartbeat, or `None` when it identifies nothing.
-pub fn key_of(hb: &Heartbeat) -> Option<String> {
-    if !hb.updater_id.is_empty() {
-        Some(format!("u:{}", hb.updater_id))
-    } else if !hb.host_id.is_empty() {
-        Some(format!("h:{}", hb.host_id))
-    } else {
-        None
-    }
-}
+/// Below this many interned names, unused ones are not worth cleaning up.
+const NAMES_CLEANUP_MIN: usize = 1024;
 
 impl Inventory {
+    fn hash(&self, key: &Key<'_>) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn find(&self, key: &Key<'_>) -> Option<usize> {
+        let entries = &self.entries;
+        self.index
+            .find(self.hash(key), |&i| entries[i as usize].key() == *key)
+            .map(|&i| i as usize)
+    }
+
+    fn millis_since_epoch(&mut self, at: Instant) -> u64 {
+        let epoch = *self.epoch.get_or_insert(at);
+        u64::try_from(at.saturating_duration_since(epoch).as_millis()).unwrap_or(u64::MAX)
+    }
+
     /// Records a heartbeat. The first heartbeat of a connection sets `first_seen`; later
     /// ones (even with another group or version) keep it, unless the agent had been
     /// forgotten (silent for `max_silence`).
     pub fn heartbeat(
         &mut self,
-        key: String,
-        hb: Heartbeat,
+        hb: &Heartbeat,
         now: Timestamp,
         at: Instant,
         max_silence: Duration,
-    ) {
-        match self.agents.get_mut(&key) {
-            Some(e) if at.saturating_duration_since(e.heard) <= max_silence => {
-                e.agent.heartbeat = hb;
-                e.agent.last_seen = now;
-                e.heard = at;
-            }
-            _ => {
-                self.agents.insert(
-                    key,
-                    Entry {
-                        agent: InventoryAgent {
-                            heartbeat: hb,
-                            first_seen: now,
-                            last_seen: now,
-                        },
-                        heard: at,
-                    },
-                );
+    ) -> Result<(), Unidentified> {
+        let updater_id = Id::parse(&hb.updater_id);
+        let host_id = Id::parse(&hb.host_id);
+        if updater_id.is_empty() && host_id.is_empty() {
+            return Err(Unidentified);
+        }
+        let heard = self.millis_since_epoch(at);
+        let silence = u64::try_from(max_silence.as_millis()).unwrap_or(u64::MAX);
+        let found = self.find(&key_of(&updater_id, &host_id));
+        let first_seen = match found.map(|i| &self.entries[i]) {
+            Some(e) if heard.saturating_sub(e.heard) <= silence => e.first_seen,
+            _ => now,
+        };
+        let names = &mut self.names;
+        let entry = Entry {
+            updater_id,
+            host_id,
+            hostname: hb.hostname.as_str().into(),
+            first_seen,
+            last_seen: now,
+            heard,
+            group: names.intern(&hb.group),
+            version: names.intern(&hb.version),
+            updater_version: hb.updater_version.as_deref().map(|v| names.intern(v)),
+            failed_version: hb.failed_version.as_deref().map(|v| names.intern(v)),
+            updater_status: hb.updater_status,
+            rollback: hb.rollback,
+            healthy: hb.healthy,
+        };
+        match found {
+            Some(i) => self.entries[i] = entry,
+            None => {
+                let i = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
+                let hash = self.hash(&entry.key());
+                self.entries.push(entry);
+                let (entries, hasher) = (&self.entries, &self.hasher);
+                self.index
+                    .insert_unique(hash, i, |&j| hasher.hash_one(entries[j as usize].key()));
             }
         }
+        Ok(())
     }
 
     /// Forgets agents silent for longer than `max_silence`; returns how many.
     pub fn expire(&mut self, at: Instant, max_silence: Duration) -> usize {
-        let before = self.agents.len();
-        self.agents
-            .retain(|_, e| at.saturating_duration_since(e.heard) <= max_silence);
-        before - self.agents.len()
+        let now = self.millis_since_epoch(at);
+        let silence = u64::try_from(max_silence.as_millis()).unwrap_or(u64::MAX);
+        let mut removed = 0;
+        // From the end: the entry swapped into a freed slot has been checked already.
+        for i in (0..self.entries.len()).rev() {
+            if now.saturating_sub(self.entries[i].heard) <= silence {
+                continue;
+            }
+            self.remove(i);
+            removed += 1;
+        }
+        if removed > 0 {
+            self.clean_up_names();
+        }
+        removed
+    }
+
+    /// Removes entry `i`, moving the last entry into its place.
+    fn remove(&mut self, i: usize) {
+        let hash = self.hash(&self.entries[i].key());
+        if let Ok(slot) = self.index.find_entry(hash, |&j| j as usize == i) {
+            slot.remove();
+        }
+        let last = self.entries.len() - 1;
+        self.entries.swap_remove(i);
+        if i != last {
+            let hash = self.hash(&self.entries[i].key());
+            if let Some(slot) = self.index.find_mut(hash, |&j| j as usize == last) {
+                *slot = u32::try_from(i).unwrap_or(u32::MAX);
+            }
+        }
+    }
+
+    /// Interned names are never freed one by one; once most are unused (agents with
+    /// one-off versions came and went), they are interned again from the live agents.
+    fn clean_up_names(&mut self) {
+        if self.names.len() < NAMES_CLEANUP_MIN.max(2 * self.names_live) {
+            return;
+        }
+        let old = std::mem::take(&mut self.names);
+        let names = &mut self.names;
+        for e in &mut self.entries {
+            e.group = names.intern(old.get(e.group));
+            e.version = names.intern(old.get(e.version));
+            e.updater_version = e.updater_version.map(|s| names.intern(old.get(s)));
+            e.failed_version = e.failed_version.map(|s| names.intern(old.get(s)));
+        }
+        self.names_live = self.names.len();
     }
 
     pub fn len(&self) -> usize {
-        self.agents.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.agents.is_empty()
+        self.entries.is_empty()
     }
 
-    pub fn agents(&self) -> impl Iterator<Item = &InventoryAgent> {
-        self.agents.values().map(|e| &e.agent)
+    fn view<'a>(&'a self, e: &'a Entry) -> AgentRef<'a> {
+        AgentRef {
+            entry: e,
+            names: &self.names,
+        }
+    }
+
+    pub fn agents(&self) -> impl Iterator<Item = AgentRef<'_>> {
+        self.entries.iter().map(|e| self.view(e))
+    }
+
+    /// The agent whose updater_id is `updater_id`.
+    pub fn by_updater_id(&self, updater_id: &str) -> Option<AgentRef<'_>> {
+        let id = Id::parse(updater_id);
+        if id.is_empty() {
+            return None;
+        }
+        self.find(&Key::Updater(&id))
+            .map(|i| self.view(&self.entries[i]))
+    }
+
+    /// How many agents run each (group, version), for `/metrics`.
+    pub fn counts_by_group_and_version(&self) -> BTreeMap<(&str, &str), u64> {
+        let mut by_sym: HashMap<(Sym, Sym), u64> = HashMap::new();
+        for e in &self.entries {
+            *by_sym.entry((e.group, e.version)).or_default() += 1;
+        }
+        by_sym
+            .into_iter()
+            .map(|((g, v), n)| ((self.names.get(g), self.names.get(v)), n))
+            .collect()
     }
 
     pub fn report(&self, now: Timestamp, period: SignedDuration) -> ReportSpec {
@@ -97,7 +259,7 @@ impl Inventory {
         let mut v: Vec<ConnectedAgent> = self
             .agents()
             .filter(|a| a.settled(now, period))
-            .map(InventoryAgent::connected)
+            .map(|a| a.connected())
             .collect();
         v.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
         v
@@ -126,9 +288,7 @@ impl Inventory {
     /// The rollout's unsuccessful canaries connected here, looked up by updater_id
     /// ([`tern_core::inventory::canaries_seen`]).
     pub fn canaries_seen(&self, rollout: Option<&AutoUpdateAgentRollout>) -> Vec<ConnectedAgent> {
-        tern_core::inventory::canaries_seen(rollout, |id| {
-            self.agents.get(&format!("u:{id}")).map(|e| &e.agent)
-        })
+        tern_core::inventory::canaries_seen(rollout, |id| self.by_updater_id(id))
     }
 
     /// The settled agents a reconcile can use ([`tern_core::canary::interest`]): the
@@ -144,16 +304,15 @@ impl Inventory {
             interest
                 .canaries
                 .iter()
-                .filter_map(|id| self.agents.get(&format!("u:{id}")))
-                .map(|e| &e.agent)
+                .filter_map(|id| self.by_updater_id(id))
                 .filter(|a| a.settled(now, period))
-                .map(InventoryAgent::connected)
+                .map(|a| a.connected())
                 .collect()
         } else {
             self.agents()
-                .filter(|a| interest.wants(&a.heartbeat.group, &a.heartbeat.updater_id))
+                .filter(|a| interest.wants(a.group(), &a.updater_id()))
                 .filter(|a| a.settled(now, period))
-                .map(InventoryAgent::connected)
+                .map(|a| a.connected())
                 .collect()
         };
         v.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
@@ -161,8 +320,91 @@ impl Inventory {
     }
 }
 
+/// One agent of an [`Inventory`], read in place.
+#[derive(Clone, Copy)]
+pub struct AgentRef<'a> {
+    entry: &'a Entry,
+    names: &'a Names,
+}
+
+impl<'a> AgentRef<'a> {
+    pub fn host_id(&self) -> String {
+        self.entry.host_id.to_string()
+    }
+    pub fn hostname(&self) -> &'a str {
+        &self.entry.hostname
+    }
+    pub fn last_seen(&self) -> Timestamp {
+        self.entry.last_seen
+    }
+
+    /// The agent in its plain form: its last heartbeat as sent, and when it was seen.
+    pub fn to_inventory_agent(&self) -> InventoryAgent {
+        let e = self.entry;
+        InventoryAgent {
+            heartbeat: Heartbeat {
+                updater_id: e.updater_id.to_string(),
+                host_id: e.host_id.to_string(),
+                hostname: e.hostname.to_string(),
+                group: self.names.get(e.group).to_owned(),
+                version: self.names.get(e.version).to_owned(),
+                updater_version: e.updater_version.map(|s| self.names.get(s).to_owned()),
+                updater_status: e.updater_status,
+                rollback: e.rollback,
+                failed_version: e.failed_version.map(|s| self.names.get(s).to_owned()),
+                healthy: e.healthy,
+            },
+            first_seen: e.first_seen,
+            last_seen: e.last_seen,
+        }
+    }
+}
+
+impl AgentView for AgentRef<'_> {
+    fn updater_id(&self) -> Cow<'_, str> {
+        match &self.entry.updater_id {
+            Id::Text(s) => Cow::Borrowed(s),
+            id => Cow::Owned(id.to_string()),
+        }
+    }
+    fn updater_numeral(&self) -> UpdaterNumeral {
+        self.entry.updater_id.numeral()
+    }
+    fn has_updater_id(&self) -> bool {
+        !self.entry.updater_id.is_empty()
+    }
+    fn group(&self) -> &str {
+        self.names.get(self.entry.group)
+    }
+    fn version(&self) -> &str {
+        self.names.get(self.entry.version)
+    }
+    fn updater_status(&self) -> UpdaterStatus {
+        self.entry.updater_status
+    }
+    fn failed(&self) -> bool {
+        self.entry.rollback || !self.entry.healthy
+    }
+    fn first_seen(&self) -> Timestamp {
+        self.entry.first_seen
+    }
+    fn connected(&self) -> ConnectedAgent {
+        let e = self.entry;
+        ConnectedAgent {
+            updater_id: e.updater_id.to_string(),
+            host_id: e.host_id.to_string(),
+            hostname: e.hostname.to_string(),
+            group: self.group().to_owned(),
+            version: self.version().to_owned(),
+            updater_status: e.updater_status,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn hb(id: &str, group: &str, version: &str) -> Heartbeat {
@@ -181,29 +423,183 @@ mod tests {
         let t1: Timestamp = "2026-11-23T10:01:00Z".parse().unwrap();
         let at = Instant::now();
         let silence = Duration::from_secs(180);
-        inv.heartbeat("u:a".into(), hb("a", "dev", "1.0.0"), t0, at, silence);
+        inv.heartbeat(&hb("a", "dev", "1.0.0"), t0, at, silence)
+            .unwrap();
         inv.heartbeat(
-            "u:a".into(),
-            hb("a", "prod", "1.1.0"),
+            &hb("a", "prod", "1.1.0"),
             t1,
             at + Duration::from_secs(60),
             silence,
-        );
-        let a = inv.agents().next().unwrap().clone();
+        )
+        .unwrap();
+        let a = inv.agents().next().unwrap().to_inventory_agent();
         assert_eq!(a.first_seen, t0);
         assert_eq!(a.last_seen, t1);
         assert_eq!(a.heartbeat.group, "prod");
         // Silent too long: a new connection.
         inv.heartbeat(
-            "u:a".into(),
-            hb("a", "prod", "1.1.0"),
+            &hb("a", "prod", "1.1.0"),
             t1,
             at + Duration::from_secs(600),
             silence,
-        );
-        assert_eq!(inv.agents().next().unwrap().first_seen, t1);
+        )
+        .unwrap();
+        assert_eq!(inv.agents().next().unwrap().first_seen(), t1);
         assert_eq!(inv.expire(at + Duration::from_secs(600), silence), 0);
         assert_eq!(inv.expire(at + Duration::from_secs(900), silence), 1);
         assert!(inv.is_empty());
+    }
+
+    #[test]
+    fn a_heartbeat_without_ids_is_refused() {
+        let mut inv = Inventory::default();
+        let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+        let r = inv.heartbeat(&hb("", "dev", "1.0.0"), now, Instant::now(), Duration::ZERO);
+        assert_eq!(r, Err(Unidentified));
+        assert!(inv.is_empty());
+    }
+
+    #[test]
+    fn unused_names_are_cleaned_up() {
+        let mut inv = Inventory::default();
+        let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+        let at = Instant::now();
+        let silence = Duration::from_secs(1);
+        for i in 0..3 * NAMES_CLEANUP_MIN {
+            let h = hb(&format!("old-{i}"), "dev", &format!("1.0.{i}"));
+            inv.heartbeat(&h, now, at, silence).unwrap();
+        }
+        let later = at + Duration::from_secs(10);
+        inv.heartbeat(&hb("new", "prod", "2.0.0"), now, later, silence)
+            .unwrap();
+        assert_eq!(inv.expire(later, silence), 3 * NAMES_CLEANUP_MIN);
+        assert_eq!(inv.names.len(), 2, "only prod and 2.0.0 are live");
+        let a = inv.by_updater_id("new").unwrap().to_inventory_agent();
+        assert_eq!(
+            (a.heartbeat.group.as_str(), a.heartbeat.version.as_str()),
+            ("prod", "2.0.0")
+        );
+    }
+
+    /// One step of the model test: a heartbeat from agent `agent` of a small pool, or time
+    /// passing (in seconds) followed by an expiry.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Beat {
+            agent: usize,
+            group: usize,
+            version: usize,
+            status: UpdaterStatus,
+            healthy: bool,
+            rollback: bool,
+            failed_version: Option<usize>,
+        },
+        Wait(u64),
+    }
+
+    /// Ids of every shape the compact form distinguishes; some agents have no updater id.
+    const IDS: &[(&str, &str)] = &[
+        (
+            "0f8fad5b-d9cb-469f-a165-70867728950e",
+            "4c4c4544003957108052b4c04f384833",
+        ),
+        ("7c9e6679-7425-40de-944b-e07fc1f90ae7", ""),
+        ("host-3", "machine-3"),
+        ("", "4c4c4544003957108052b4c04f384834"),
+        ("", "machine-5"),
+        ("ffffffff-ffff-ffff-ffff-ffffffffffff", "MACHINE-6"),
+        (
+            "00000000-0000-0000-0000-000000000001",
+            "4c4c4544003957108052b4c04f384833",
+        ),
+    ];
+    const GROUPS: &[&str] = &["", "dev", "staging", "prod"];
+    const VERSIONS: &[&str] = &["1.0.0", "v1.0.0", "1.1.0", "2.0.0-rc.1", ""];
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => (
+                0..IDS.len(),
+                0..GROUPS.len(),
+                0..VERSIONS.len(),
+                prop_oneof![
+                    Just(UpdaterStatus::Enabled),
+                    Just(UpdaterStatus::Disabled),
+                    Just(UpdaterStatus::Pinned)
+                ],
+                any::<bool>(),
+                any::<bool>(),
+                proptest::option::of(0..VERSIONS.len()),
+            )
+                .prop_map(|(agent, group, version, status, healthy, rollback, failed_version)| {
+                    Step::Beat { agent, group, version, status, healthy, rollback, failed_version }
+                }),
+            1 => (0u64..200).prop_map(Step::Wait),
+        ]
+    }
+
+    proptest! {
+        /// The compact inventory holds exactly what a plain map of heartbeats would, and
+        /// reports the same: against a model keyed by id text holding `InventoryAgent`s.
+        #[test]
+        fn agrees_with_a_plain_model(steps in proptest::collection::vec(step(), 1..60)) {
+            let silence = Duration::from_secs(180);
+            let period = SignedDuration::from_secs(60);
+            let at0 = Instant::now();
+            let t0: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+            let mut elapsed = 0u64;
+            let mut inv = Inventory::default();
+            let mut model: HashMap<String, (InventoryAgent, u64)> = HashMap::new();
+            for s in steps {
+                let at = at0 + Duration::from_secs(elapsed);
+                let now = t0 + SignedDuration::from_secs(elapsed as i64);
+                match s {
+                    Step::Beat { agent, group, version, status, healthy, rollback, failed_version } => {
+                        let (uid, hid) = IDS[agent];
+                        let h = Heartbeat {
+                            updater_id: uid.into(),
+                            host_id: hid.into(),
+                            hostname: format!("host-{agent}"),
+                            group: GROUPS[group].into(),
+                            version: VERSIONS[version].into(),
+                            updater_version: (agent % 2 == 0).then(|| "0.1.0".into()),
+                            updater_status: status,
+                            rollback,
+                            failed_version: failed_version.map(|v| VERSIONS[v].into()),
+                            healthy,
+                        };
+                        inv.heartbeat(&h, now, at, silence).unwrap();
+                        let key = if uid.is_empty() { format!("h:{hid}") } else { format!("u:{uid}") };
+                        let first_seen = match model.get(&key) {
+                            Some((a, heard)) if elapsed - heard <= silence.as_secs() => a.first_seen,
+                            _ => now,
+                        };
+                        model.insert(key, (InventoryAgent { heartbeat: h, first_seen, last_seen: now }, elapsed));
+                    }
+                    Step::Wait(secs) => {
+                        elapsed += secs;
+                        let at = at0 + Duration::from_secs(elapsed);
+                        let before = model.len();
+                        model.retain(|_, (_, heard)| elapsed - *heard <= silence.as_secs());
+                        prop_assert_eq!(inv.expire(at, silence), before - model.len());
+                    }
+                }
+                let mut got: Vec<InventoryAgent> = inv.agents().map(|a| a.to_inventory_agent()).collect();
+                let mut want: Vec<InventoryAgent> = model.values().map(|(a, _)| a.clone()).collect();
+                let order = |a: &InventoryAgent, b: &InventoryAgent| {
+                    (&a.heartbeat.updater_id, &a.heartbeat.host_id).cmp(&(&b.heartbeat.updater_id, &b.heartbeat.host_id))
+                };
+                got.sort_by(order);
+                want.sort_by(order);
+                prop_assert_eq!(&got, &want);
+                let now = t0 + SignedDuration::from_secs(elapsed as i64);
+                prop_assert_eq!(inv.report(now, period), build_report(now, &want, period));
+                for (uid, _) in IDS {
+                    let got = inv.by_updater_id(uid).map(|a| a.to_inventory_agent());
+                    let want = model.get(&format!("u:{uid}")).filter(|_| !uid.is_empty()).map(|(a, _)| a.clone());
+                    prop_assert_eq!(got, want);
+                }
+            }
+        }
     }
 }

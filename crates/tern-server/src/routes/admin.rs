@@ -871,24 +871,26 @@ pub async fn inventory(
         inv.expire(std::time::Instant::now(), state.settings.max_silence());
         inv.agents()
             .map(|a| {
-                let hb = &a.heartbeat;
+                let a = a.to_inventory_agent();
+                let settled = tern_core::inventory::AgentView::settled(&a, now, period);
+                let hb = a.heartbeat;
                 InventoryEntry {
-                    updater_id: hb.updater_id.clone(),
-                    host_id: hb.host_id.clone(),
-                    hostname: hb.hostname.clone(),
-                    group: hb.group.clone(),
-                    version: hb.version.clone(),
-                    updater_version: hb.updater_version.clone(),
+                    counted: settled
+                        && !hb.updater_id.is_empty()
+                        && hb.updater_status == tern_core::wire::UpdaterStatus::Enabled,
+                    updater_id: hb.updater_id,
+                    host_id: hb.host_id,
+                    hostname: hb.hostname,
+                    group: hb.group,
+                    version: hb.version,
+                    updater_version: hb.updater_version,
                     updater_status: hb.updater_status,
                     healthy: hb.healthy,
                     rollback: hb.rollback,
-                    failed_version: hb.failed_version.clone(),
+                    failed_version: hb.failed_version,
                     first_seen: a.first_seen,
                     last_seen: a.last_seen,
-                    settled: a.settled(now, period),
-                    counted: a.settled(now, period)
-                        && !hb.updater_id.is_empty()
-                        && hb.updater_status == tern_core::wire::UpdaterStatus::Enabled,
+                    settled,
                 }
             })
             .collect()

@@ -16,7 +16,6 @@ use tern_core::wire::{Heartbeat, HeartbeatResponse};
 
 use crate::auth::Access;
 use crate::error::{ApiError, ApiResult};
-use crate::inventory;
 use crate::metrics::{Metrics, escape};
 use crate::state::AppState;
 
@@ -148,15 +147,11 @@ async fn accept_heartbeat(
             )));
         }
     }
-    let Some(key) = inventory::key_of(&hb) else {
-        return Err(ApiError::bad_request(
-            "updater_id: the heartbeat names neither an updater_id nor a host_id",
-        ));
-    };
     let now = state.clock.now();
     state
         .inventory()
-        .heartbeat(key, hb, now, at, state.settings.max_silence());
+        .heartbeat(&hb, now, at, state.settings.max_silence())
+        .map_err(|e| ApiError::bad_request(format!("updater_id: {e}")))?;
     Metrics::inc(&state.metrics.heartbeats);
     Ok(Json(HeartbeatResponse {
         next_heartbeat_seconds: state.settings.heartbeat_interval.as_secs().max(1),
@@ -234,27 +229,22 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             }
         }
     }
-    let mut per: std::collections::BTreeMap<(String, String), u64> = Default::default();
-    let total = {
-        let inv = state.inventory();
-        for a in inv.agents() {
-            *per.entry((a.heartbeat.group.clone(), a.heartbeat.version.clone()))
-                .or_default() += 1;
-        }
-        inv.len()
-    };
     let _ = writeln!(
         out,
         "# HELP tern_inventory_agents agents connected to this replica by group and version\n# TYPE tern_inventory_agents gauge"
     );
-    for ((g, v), n) in per {
-        let _ = writeln!(
-            out,
-            "tern_inventory_agents{{group=\"{}\",version=\"{}\"}} {n}",
-            escape(&g),
-            escape(&v)
-        );
-    }
+    let total = {
+        let inv = state.inventory();
+        for ((g, v), n) in inv.counts_by_group_and_version() {
+            let _ = writeln!(
+                out,
+                "tern_inventory_agents{{group=\"{}\",version=\"{}\"}} {n}",
+                escape(g),
+                escape(v)
+            );
+        }
+        inv.len()
+    };
     // Held only for a moment by its writers (never across a store request).
     let leader = state
         .leader
