@@ -317,6 +317,9 @@ impl ArtifactServer {
 }
 
 fn serve(conn: TcpStream, find: &Mutex<Vec<u8>>, dir: &Path) -> anyhow::Result<()> {
+    // A reply is written in pieces (status line, headers, body): without this, Nagle's
+    // algorithm holds the body until the client's delayed ACK, 40 ms later.
+    conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut conn = conn;
     loop {

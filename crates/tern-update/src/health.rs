@@ -3,7 +3,7 @@
 //! loop; a dead agent for `stable_ticks` samples, or no verdict by the timeout, fails.
 //! `Watch` is the pure decision; `watch` samples the real service.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::http::Client;
 use crate::service::Service;
@@ -107,6 +107,15 @@ pub fn watch(service: &Service, http: &Client) -> Result<(), String> {
     let cfg = &service.cfg;
     let mut w = Watch::new(cfg.stable_ticks, cfg.max_restarts);
     let start = Instant::now();
+    // The agent usually writes its PID within milliseconds of its start: look for it more
+    // often during the first interval, so that the stability window starts when the
+    // agent is up rather than one whole interval later. The verdicts are unchanged: the
+    // first sample the watch sees is taken when the PID appears, or after one interval
+    // as before.
+    let step = (cfg.interval() / 20).clamp(Duration::from_millis(2), cfg.interval());
+    while service.main_pid().is_none() && start.elapsed() + step < cfg.interval() {
+        std::thread::sleep(step);
+    }
     loop {
         let sample = Sample {
             pid: service.main_pid(),
