@@ -1,5 +1,7 @@
-//! `cargo xtask bench [find|heartbeat|reconcile|apply|converge|all] [--quick]`: builds
-//! the release binaries, then runs `tern-bench` (crates/tern-bench) for each benchmark.
+//! `cargo xtask bench [find|heartbeat|reconcile|apply|converge|all|profile] [--quick]`:
+//! builds the release binaries, then runs `tern-bench` (crates/tern-bench) for each
+//! benchmark. `profile` (not part of `all`: it needs valgrind and takes minutes) counts
+//! instructions under callgrind, with binaries built with symbols in `<target>/profile`.
 //! Each prints progress on stderr and its figures as one JSON object on the last line
 //! of stdout. Results and their commands are recorded in `docs/benchmarks.md`.
 //! Needs nothing installed beyond Rust, plus `bash`, `curl` and `tar` for `apply`'s
@@ -9,6 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 const BENCHES: &[&str] = &["find", "heartbeat", "reconcile", "apply", "converge"];
+const PROFILE: &str = "profile";
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut which: Vec<&str> = Vec::new();
@@ -17,10 +20,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         match a.as_str() {
             "all" => which.extend(BENCHES),
             "--quick" => extra.push(a.clone()),
-            b if BENCHES.contains(&b) => which.push(b),
+            b if BENCHES.contains(&b) || b == PROFILE => which.push(b),
             other => {
                 return Err(format!(
-                    "unknown benchmark or flag {other:?}: use {} or all, and --quick",
+                    "unknown benchmark or flag {other:?}: use {}, all or profile, and --quick",
                     BENCHES.join("|")
                 ));
             }
@@ -29,6 +32,26 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if which.is_empty() {
         which.extend(BENCHES);
     }
+    let profile = which.contains(&PROFILE);
+    which.retain(|b| *b != PROFILE);
+    if !which.is_empty() {
+        let bin = build(None)?;
+        for b in which {
+            bench(&bin, b, &extra)?;
+        }
+    }
+    if profile {
+        // Symbols for callgrind_annotate, in a target dir of their own so that the
+        // stripped binaries measured by the other benchmarks stay as they are.
+        let bin = build(Some(target_dir().join("profile")))?;
+        bench(&bin, PROFILE, &extra)?;
+    }
+    Ok(())
+}
+
+/// Builds the release binaries (into `target`, with symbols, when given); returns
+/// where they are.
+fn build(target: Option<PathBuf>) -> Result<PathBuf, String> {
     let mut build = crate::cargo();
     build.args([
         "build",
@@ -40,20 +63,30 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "-p",
         "tern-update",
     ]);
+    let dir = match target {
+        Some(t) => {
+            build
+                .env("CARGO_TARGET_DIR", &t)
+                .env("CARGO_PROFILE_RELEASE_STRIP", "none")
+                .env("CARGO_PROFILE_RELEASE_DEBUG", "line-tables-only");
+            t
+        }
+        None => target_dir(),
+    };
     crate::run(build)?;
-    let bin = target_dir().join("release");
-    for b in which {
-        let mut cmd = Command::new(bin.join("tern-bench"));
-        cmd.arg(b)
-            .args(&extra)
-            .arg("--ternd")
-            .arg(bin.join("ternd"))
-            .arg("--tern-update")
-            .arg(bin.join("tern-update"))
-            .current_dir(crate::root());
-        crate::run(cmd)?;
-    }
-    Ok(())
+    Ok(dir.join("release"))
+}
+
+fn bench(bin: &std::path::Path, name: &str, extra: &[String]) -> Result<(), String> {
+    let mut cmd = Command::new(bin.join("tern-bench"));
+    cmd.arg(name)
+        .args(extra)
+        .arg("--ternd")
+        .arg(bin.join("ternd"))
+        .arg("--tern-update")
+        .arg(bin.join("tern-update"))
+        .current_dir(crate::root());
+    crate::run(cmd)
 }
 
 /// Cargo's target directory (`CARGO_TARGET_DIR` or the workspace's `target/`).

@@ -39,7 +39,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
 }
 
 /// One heartbeat of every agent `0..n`, version `version`; returns (wall, ternd CPU).
-fn round(
+pub(crate) fn round(
     ternd: &Ternd,
     n: u64,
     version: &'static str,

@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod heartbeat;
 pub mod load;
 pub mod procs;
+pub mod profile;
 pub mod reconcile;
 pub mod ternd;
 
@@ -39,6 +40,7 @@ pub fn run(name: &str, opts: &Opts) -> anyhow::Result<serde_json::Value> {
         "reconcile" => reconcile::run(opts),
         "apply" => apply::run(opts),
         "converge" => converge::run(opts),
+        "profile" => profile::run(opts),
         other => anyhow::bail!("no benchmark named {other:?} (one of {BENCHES:?})"),
     }
 }

@@ -23,8 +23,13 @@ impl Ternd {
     /// example rollout in place: created Monday 11:00 UTC, reconciled at 12:05 so that
     /// `dev` is active (find answers `1.1.0`, update now, for dev).
     pub fn start(bin: &Path, extra: &[&str]) -> anyhow::Result<Self> {
+        Self::start_cmd(Command::new(bin), extra)
+    }
+
+    /// As [`start`](Self::start), with `cmd` running ternd (e.g. under valgrind: the
+    /// `start` arguments are appended).
+    pub fn start_cmd(mut cmd: Command, extra: &[&str]) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let mut cmd = Command::new(bin);
         cmd.arg("start")
             .arg("--data-dir")
             .arg(dir.path())

@@ -10,13 +10,10 @@ pub struct UpdaterNumeral(u128);
 
 impl UpdaterNumeral {
     pub fn of(updater_id: &str) -> Self {
-        let hex: String = updater_id.chars().filter(|c| *c != '-').collect();
-        if hex.len() == 32
-            && let Ok(n) = u128::from_str_radix(&hex, 16)
-        {
-            return Self(n);
+        match hex_value(updater_id) {
+            Some(n) => Self(n),
+            None => Self(fnv1a_128(updater_id.as_bytes())),
         }
-        Self(fnv1a_128(updater_id.as_bytes()))
     }
 
     /// The numeral of an id whose 32 hex digits read `bits` (what [`of`](Self::of) gives
@@ -34,6 +31,32 @@ impl UpdaterNumeral {
     pub fn admitted(self, progress: f64) -> bool {
         progress >= 1.0 || self.fraction() < progress
     }
+}
+
+/// The value of an id that is 32 hex digits once its hyphens are dropped (a leading `+`
+/// standing for one of them, as `u128::from_str_radix` reads it). Called for every find
+/// and every agent of a report: it does not allocate.
+fn hex_value(id: &str) -> Option<u128> {
+    let mut n: u128 = 0;
+    let mut len = 0;
+    for c in id.bytes().filter(|c| *c != b'-') {
+        let v = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            b'+' if len == 0 => {
+                len = 1;
+                continue;
+            }
+            _ => return None,
+        };
+        len += 1;
+        if len > 32 {
+            return None;
+        }
+        n = (n << 4) | u128::from(v);
+    }
+    (len == 32).then_some(n)
 }
 
 fn fnv1a_128(bytes: &[u8]) -> u128 {
@@ -89,7 +112,33 @@ pub fn progress(input: ProgressInput) -> (f64, bool) {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// The definition `hex_value` implements without allocating.
+    fn reference(id: &str) -> UpdaterNumeral {
+        let hex: String = id.chars().filter(|c| *c != '-').collect();
+        if hex.len() == 32
+            && let Ok(n) = u128::from_str_radix(&hex, 16)
+        {
+            return UpdaterNumeral(n);
+        }
+        UpdaterNumeral(fnv1a_128(id.as_bytes()))
+    }
+
+    proptest! {
+        #[test]
+        fn numerals_match_their_definition(
+            id in prop_oneof![
+                "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+                "[+-]?[0-9a-fA-F-]{28,36}",
+                ".{0,40}",
+            ]
+        ) {
+            prop_assert_eq!(UpdaterNumeral::of(&id), reference(&id));
+        }
+    }
 
     #[test]
     fn uuids_read_as_numbers() {

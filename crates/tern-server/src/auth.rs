@@ -109,11 +109,15 @@ pub struct NewToken {
 }
 
 pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    // Every authenticated request hashes its token and compares hex digests: a table
+    // instead of `format!` per byte (a tenth of a heartbeat's instructions, profiled).
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
 }
 
 fn sha256_hex(s: &str) -> String {
@@ -148,7 +152,7 @@ pub fn mint(role: Role, description: &str, now: Timestamp) -> ApiResult<NewToken
 fn token_id(token: &str) -> Option<&str> {
     let rest = token.strip_prefix("tern_")?;
     let (id, secret) = rest.split_once('_')?;
-    let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
+    let ok = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_hexdigit());
     (ok(id) && ok(secret) && id.len() <= 32).then_some(id)
 }
 
@@ -270,6 +274,15 @@ impl Authenticator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_is_lower_case_two_digits_per_byte() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xab, 0xff]), "000fabff");
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 
     #[test]
     fn minted_tokens_parse_and_hash() {
