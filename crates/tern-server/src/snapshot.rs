@@ -3,9 +3,11 @@
 //! after every local write and on every change seen by a watch of the store.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
+use axum::body::Bytes;
 use serde::{Deserialize, Serialize};
-use tern_core::find;
+use tern_core::find::{self, AgentDecision};
 use tern_core::resource::{
     AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode, ToolsMode,
 };
@@ -30,7 +32,25 @@ pub struct Snapshot {
     pub tools_version: String,
     pub tools_auto_update: bool,
     pub channels: BTreeMap<String, Channel>,
+    /// The find answers already serialized for this snapshot, by decision.
+    find_bodies: FindBodies,
 }
+
+/// Serialized find answers. A snapshot gives only a handful of different answers (start
+/// or target version, update now or not, two jitters), and serializing one was a fifth
+/// of a find's instructions (profiled), so each is serialized once. Derived data: a
+/// clone starts empty.
+#[derive(Debug, Default)]
+struct FindBodies(Mutex<Vec<(AgentDecision, String, Bytes)>>);
+
+impl Clone for FindBodies {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+/// More distinct answers than a snapshot can give; past it nothing more is kept.
+const MAX_FIND_BODIES: usize = 32;
 
 impl Snapshot {
     pub fn build(
@@ -58,11 +78,40 @@ impl Snapshot {
             tools_version,
             tools_auto_update,
             channels,
+            find_bodies: FindBodies::default(),
         }
     }
 
+    /// What find tells a host presenting `group` and `updater_id`.
+    pub fn decide(&self, group: &str, updater_id: &str) -> AgentDecision {
+        find::decide(self.rollout.as_ref(), group, updater_id)
+    }
+
+    /// The JSON of [`response`](Self::response) for `decision`, serialized once per
+    /// snapshot.
+    pub fn find_body(&self, decision: &AgentDecision, edition: &str) -> Bytes {
+        let mut bodies = self.find_bodies.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, _, body)) = bodies
+            .iter()
+            .find(|(d, e, _)| d == decision && e == edition)
+        {
+            return body.clone();
+        }
+        // Serializing plain structs of strings, numbers and booleans cannot fail.
+        let body =
+            Bytes::from(serde_json::to_vec(&self.response(decision, edition)).unwrap_or_default());
+        if bodies.len() < MAX_FIND_BODIES {
+            bodies.push((decision.clone(), edition.to_owned(), body.clone()));
+        }
+        body
+    }
+
     pub fn find(&self, group: &str, updater_id: &str, edition: &str) -> FindResponse {
-        let agent = find::decide(self.rollout.as_ref(), group, updater_id).settings();
+        self.response(&self.decide(group, updater_id), edition)
+    }
+
+    fn response(&self, decision: &AgentDecision, edition: &str) -> FindResponse {
+        let agent = decision.settings();
         FindResponse {
             edition: edition.to_string(),
             fips: false,
@@ -73,5 +122,69 @@ impl Snapshot {
                 ..agent
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(version: Option<&str>, update: bool, jitter_seconds: u64) -> AgentDecision {
+        AgentDecision {
+            version: version.map(|v| tern_core::version::Version::parse(v).unwrap()),
+            update,
+            jitter_seconds,
+        }
+    }
+
+    #[test]
+    fn memoized_find_bodies_are_the_answers() {
+        let snap = Snapshot {
+            tools_version: "1.0.0".into(),
+            ..Snapshot::default()
+        };
+        let decisions = [
+            decision(None, false, 60),
+            decision(Some("1.0.0"), false, 60),
+            decision(Some("1.1.0"), true, 60),
+            decision(Some("1.1.0"), true, 10),
+            decision(Some("1.1.0-rc.1"), true, 0),
+        ];
+        for round in 0..2 {
+            let mut seen = Vec::new();
+            for d in &decisions {
+                for edition in ["community", "enterprise"] {
+                    let body = snap.find_body(d, edition);
+                    let want = serde_json::to_vec(&snap.response(d, edition)).unwrap();
+                    assert_eq!(
+                        body.as_ref(),
+                        want.as_slice(),
+                        "round {round}: {d:?} {edition}"
+                    );
+                    assert!(!seen.contains(&body), "two decisions, one body");
+                    seen.push(body);
+                }
+            }
+        }
+        assert_eq!(
+            snap.find_bodies.0.lock().unwrap().len(),
+            2 * decisions.len()
+        );
+        // A clone (a new snapshot) starts without them.
+        assert!(snap.clone().find_bodies.0.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn memo_is_bounded() {
+        let snap = Snapshot::default();
+        for jitter in 0..(2 * MAX_FIND_BODIES as u64) {
+            let d = decision(Some("1.0.0"), true, jitter);
+            let body = snap.find_body(&d, "community");
+            assert_eq!(
+                body.as_ref(),
+                serde_json::to_vec(&snap.response(&d, "community")).unwrap()
+            );
+        }
+        assert_eq!(snap.find_bodies.0.lock().unwrap().len(), MAX_FIND_BODIES);
     }
 }

@@ -63,6 +63,8 @@ pub struct AppState {
     pub reconcile_hist: Histogram,
     pub find_limiter: RateLimiter,
     pub heartbeat_limiter: RateLimiter,
+    /// `Cache-Control` of the public endpoints (`--public-max-age`), made once.
+    pub public_cache_control: axum::http::HeaderValue,
     pub ready: AtomicBool,
     /// The leader lease while this replica holds it.
     pub leader: tokio::sync::Mutex<Option<LeaseKeeper>>,
@@ -79,6 +81,12 @@ impl AppState {
         Arc::new(Self {
             find_limiter: RateLimiter::new(settings.find_rate, settings.find_burst),
             heartbeat_limiter: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
+            // ASCII letters and digits: always a valid header value.
+            public_cache_control: axum::http::HeaderValue::from_str(&format!(
+                "public, max-age={}",
+                settings.public_max_age
+            ))
+            .unwrap_or(axum::http::HeaderValue::from_static("no-cache")),
             store,
             clock,
             settings,

@@ -1,5 +1,6 @@
 //! Unauthenticated endpoints (find, channels, health, metrics) and heartbeats.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,10 +8,9 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use tern_core::resource::RolloutState;
 use tern_core::wire::{Heartbeat, HeartbeatResponse};
 
@@ -19,21 +19,26 @@ use crate::error::{ApiError, ApiResult};
 use crate::metrics::{Metrics, escape};
 use crate::state::AppState;
 
-#[derive(Debug, Deserialize)]
-pub struct FindQuery {
-    #[serde(default)]
-    group: String,
-    #[serde(default)]
-    updater_id: String,
+/// The find query's `group` and `updater_id` (each may be absent; other parameters are
+/// ignored), decoded in place: a typed `Query` extractor cost an eighth of a find's
+/// instructions (profiled).
+fn find_query(raw: Option<&str>) -> (Cow<'_, str>, Cow<'_, str>) {
+    let (mut group, mut updater_id) = (Cow::Borrowed(""), Cow::Borrowed(""));
+    for (k, v) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match k.as_ref() {
+            "group" => group = v,
+            "updater_id" => updater_id = v,
+            _ => {}
+        }
+    }
+    (group, updater_id)
 }
 
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+
 fn cacheable(state: &AppState, mut resp: Response) -> Response {
-    if let Ok(v) = HeaderValue::from_str(&format!(
-        "public, max-age={}",
-        state.settings.public_max_age
-    )) {
-        resp.headers_mut().insert(header::CACHE_CONTROL, v);
-    }
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, state.public_cache_control.clone());
     resp
 }
 
@@ -54,22 +59,24 @@ fn limit_public(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
 pub async fn find(
     State(state): State<Arc<AppState>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
-    Query(q): Query<FindQuery>,
+    RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
     limit_public(&state, addr)?;
     if !state.is_ready() {
         return Err(ApiError::unavailable("ternd is starting"));
     }
     Metrics::inc(&state.metrics.find_requests);
-    let mut resp = state
-        .snapshot()
-        .find(&q.group, &q.updater_id, &state.settings.edition);
+    let snapshot = state.snapshot();
+    let (group, updater_id) = find_query(query.as_deref());
+    let mut decision = snapshot.decide(&group, &updater_id);
     if state.clock.as_dev().is_some() {
         // Under a dev clock time moves only when told: a real-time random wait before
         // updating would only slow tests and demos down.
-        resp.auto_update.agent_update_jitter_seconds = 0;
+        decision.jitter_seconds = 0;
     }
-    Ok(cacheable(&state, Json(resp).into_response()))
+    let body = snapshot.find_body(&decision, &state.settings.edition);
+    let resp = ([(header::CONTENT_TYPE, JSON.clone())], body).into_response();
+    Ok(cacheable(&state, resp))
 }
 
 /// `GET /v1/channels/{name}/version` and `/critical` (plain text, seed 001).
@@ -264,4 +271,24 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         out,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn find_query_decodes_its_two_parameters() {
+        let q = |raw: Option<&str>| {
+            let (g, u) = find_query(raw);
+            (g.into_owned(), u.into_owned())
+        };
+        assert_eq!(q(None), (String::new(), String::new()));
+        assert_eq!(
+            q(Some("group=prod%20eu&updater_id=3f1d&x=1")),
+            ("prod eu".into(), "3f1d".into())
+        );
+        assert_eq!(q(Some("updater_id=a+b")), (String::new(), "a b".into()));
+        assert_eq!(q(Some("group=&group=dev")), ("dev".into(), String::new()));
+    }
 }
