@@ -106,10 +106,6 @@ impl Snapshot {
         body
     }
 
-    pub fn find(&self, group: &str, updater_id: &str, edition: &str) -> FindResponse {
-        self.response(&self.decide(group, updater_id), edition)
-    }
-
     fn response(&self, decision: &AgentDecision, edition: &str) -> FindResponse {
         let agent = decision.settings();
         FindResponse {
