@@ -14,6 +14,7 @@ pub mod canary;
 pub mod codec;
 pub mod duration;
 pub mod find;
+pub mod ids;
 pub mod inventory;
 pub mod reason;
 pub mod reconcile;

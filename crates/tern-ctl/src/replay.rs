@@ -359,19 +359,7 @@ pub fn replay(path: &Path, out: &mut String) -> anyhow::Result<usize> {
 
 /// A UUID-shaped id spread over the id space (so backpressure admits hosts gradually).
 fn host_uuid(i: usize) -> String {
-    let mut z = (i as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    let hex = format!("{z:016x}{i:016x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    tern_core::ids::uuid_from_halves(tern_core::ids::spread(i as u64), i as u64)
 }
 
 fn print_rollout(out: &mut String, r: &AutoUpdateAgentRollout, agents: &[Agent]) {

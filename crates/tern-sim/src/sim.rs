@@ -187,17 +187,7 @@ pub struct Sim {
 fn uuid_v4(rng: &mut impl RngCore) -> String {
     let mut b = [0u8; 16];
     rng.fill_bytes(&mut b);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    tern_core::ids::uuid_v4(b)
 }
 
 /// Uniform in (0, 1].

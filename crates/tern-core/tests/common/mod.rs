@@ -60,22 +60,8 @@ pub fn uid(group: &str, i: usize) -> String {
     let seed = group.bytes().fold(i as u64, |h, b| {
         h.wrapping_mul(31).wrapping_add(u64::from(b))
     });
-    let mix = |mut z: u64| {
-        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
-    let (hi, lo) = (mix(seed), mix(seed ^ 0xdead_beef));
-    let hex = format!("{hi:016x}{lo:016x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    let spread = tern_core::ids::spread;
+    tern_core::ids::uuid_from_halves(spread(seed), spread(seed ^ 0xdead_beef))
 }
 
 pub fn agent(group: &str, i: usize, version: &str) -> ConnectedAgent {
