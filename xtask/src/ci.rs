@@ -15,11 +15,23 @@ fn has_nextest() -> bool {
 /// the etcd backend and ternd on etcd, whose tests start real etcd members.
 const TEST_FEATURES: &str = "tern-update/test-hooks,tern-store/etcd,tern-server/etcd";
 
-/// Programs the tests need, and the Debian packages that provide them.
-const SYSTEM_PACKAGES: &[(&str, &str)] =
-    &[("etcd", "etcd-server"), ("protoc", "protobuf-compiler")];
+/// What the tests need (a program on PATH, or an absolute file path), and the Debian
+/// package that provides it. etcd-client's build runs protoc over protos that import
+/// Google's well-known types, which come with libprotobuf-dev (only recommended by
+/// protobuf-compiler, and recommendations are not installed here).
+const SYSTEM_PACKAGES: &[(&str, &str)] = &[
+    ("etcd", "etcd-server"),
+    ("protoc", "protobuf-compiler"),
+    (
+        "/usr/include/google/protobuf/descriptor.proto",
+        "libprotobuf-dev",
+    ),
+];
 
 fn have(program: &str) -> bool {
+    if program.starts_with('/') {
+        return std::path::Path::new(program).exists();
+    }
     Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
         .output()

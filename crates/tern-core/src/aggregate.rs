@@ -9,6 +9,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::backpressure::UpdaterNumeral;
 use crate::resource::{AutoUpdateAgentReport, ConnectedAgent, Omitted};
+use crate::rollout::{Groups, is_live};
 use crate::version::normalize;
 
 /// One group's agents across all live reports.
@@ -35,23 +36,20 @@ pub struct Aggregate {
 }
 
 impl Aggregate {
-    /// Sums `reports` that are at most `2 * report_period` old at `now`.
-    /// `groups` are the rollout's group names in order; the last is the catch-all.
+    /// Sums the live `reports` ([`is_live`]), each agent counted in the group of
+    /// `groups` that serves it (without groups, in the group it presents).
     pub fn from_reports(
         reports: &[AutoUpdateAgentReport],
         now: Timestamp,
         report_period: SignedDuration,
-        groups: &[&str],
+        groups: &Groups,
         target: &str,
     ) -> Self {
         let mut agg = Aggregate::default();
-        let max_age = report_period.saturating_mul(2);
         let target = normalize(target);
-        let catch_all = groups.last().copied();
         let mut omitted: BTreeMap<String, u64> = BTreeMap::new();
         for report in reports {
-            let age = now.duration_since(report.spec.timestamp);
-            if age > max_age {
+            if !is_live(report, now, report_period) {
                 continue;
             }
             agg.live_reports += 1;
@@ -59,13 +57,7 @@ impl Aggregate {
                 *omitted.entry(o.reason.clone()).or_default() += o.count;
             }
             for (group, group_report) in &report.spec.groups {
-                let name = if groups.contains(&group.as_str()) {
-                    group.as_str()
-                } else if let Some(last) = catch_all {
-                    last
-                } else {
-                    group.as_str()
-                };
+                let name = groups.serving(group).unwrap_or(group);
                 let counts = agg.groups.entry(name.to_string()).or_default();
                 for (version, v) in &group_report.versions {
                     let version = normalize(version);
@@ -98,16 +90,6 @@ impl Aggregate {
     pub fn group(&self, name: &str) -> GroupCounts {
         self.groups.get(name).cloned().unwrap_or_default()
     }
-}
-
-/// Whether `report` is live at `now`: at most two report periods old (as in
-/// [`Aggregate::from_reports`]).
-pub fn is_live(
-    report: &AutoUpdateAgentReport,
-    now: Timestamp,
-    report_period: SignedDuration,
-) -> bool {
-    now.duration_since(report.spec.timestamp) <= report_period.saturating_mul(2)
 }
 
 /// The connected agents a reconcile takes (`ReconcileInput::agents`), from every live

@@ -55,6 +55,7 @@ mod tests {
             uuid_from_halves(0x0123_4567_89ab_cdef, 1),
             "01234567-89ab-cdef-0000-000000000001"
         );
-        assert_ne!(spread(1) >> 60, spread(2) >> 60);
+        assert_ne!(spread(1), spread(2));
+        assert_ne!(spread(1) >> 32, spread(2) >> 32, "neighbours differ in the high half");
     }
 }

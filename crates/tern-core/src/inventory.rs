@@ -9,10 +9,8 @@ use rand_core::RngCore;
 
 use crate::backpressure::UpdaterNumeral;
 use crate::canary;
-use crate::resource::{
-    AutoUpdateAgentRollout, ConnectedAgent, GroupReport, GroupState, Omitted, ReportSpec, Schedule,
-    Strategy, VersionReport,
-};
+use crate::reconcile::Needs;
+use crate::resource::{ConnectedAgent, GroupReport, Omitted, ReportSpec, VersionReport};
 use crate::version::normalize;
 use crate::wire::{Heartbeat, UpdaterStatus};
 
@@ -134,6 +132,27 @@ struct Tally {
     lowest: Option<(UpdaterNumeral, String)>,
 }
 
+/// Why `agent` is left out of its replica's report (counted under `omitted`), or
+/// `None` when it counts: settled, with an updater id, updates enabled.
+pub fn omitted_reason<A: AgentView>(
+    agent: &A,
+    now: Timestamp,
+    report_period: SignedDuration,
+) -> Option<&'static str> {
+    let status = agent.updater_status();
+    if !agent.has_updater_id() {
+        Some(OMITTED_NO_UPDATER_ID)
+    } else if status == UpdaterStatus::Disabled {
+        Some(OMITTED_DISABLED)
+    } else if status == UpdaterStatus::Pinned {
+        Some(OMITTED_PINNED)
+    } else if !agent.settled(now, report_period) {
+        Some(OMITTED_TOO_NEW)
+    } else {
+        None
+    }
+}
+
 /// The report of one replica at `now`: settled agents with updates enabled, counted
 /// per group and version; everyone else under `omitted` with the reason.
 pub fn build_report<A: AgentView>(
@@ -147,19 +166,7 @@ pub fn build_report<A: AgentView>(
     let mut normalized: HashMap<String, String> = HashMap::new();
     let mut omitted: BTreeMap<&'static str, u64> = BTreeMap::new();
     for agent in agents {
-        let status = agent.updater_status();
-        let skip = if !agent.has_updater_id() {
-            Some(OMITTED_NO_UPDATER_ID)
-        } else if status == UpdaterStatus::Disabled {
-            Some(OMITTED_DISABLED)
-        } else if status == UpdaterStatus::Pinned {
-            Some(OMITTED_PINNED)
-        } else if !agent.settled(now, report_period) {
-            Some(OMITTED_TOO_NEW)
-        } else {
-            None
-        };
-        if let Some(reason) = skip {
+        if let Some(reason) = omitted_reason(&agent, now, report_period) {
             *omitted.entry(reason).or_default() += 1;
             continue;
         }
@@ -218,84 +225,71 @@ pub fn build_report<A: AgentView>(
     }
 }
 
-/// The groups of `rollout` that may pick canaries soon, so that replicas offer
-/// candidates for them in their reports: under halt-on-error with a regular schedule, a
-/// group in `canary` with no canaries yet (after a manual start-update, or when no
-/// candidate was known when it started), and the first group not done if it is
-/// unstarted with `canary_count > 0` (it starts at its next window). Reports are
-/// written every period and live two, so candidates are ready before the window opens.
-pub fn groups_wanting_canaries(rollout: &AutoUpdateAgentRollout) -> Vec<&str> {
-    if rollout.spec.strategy != Strategy::HaltOnError
-        || rollout.spec.schedule == Schedule::Immediate
-    {
-        return Vec::new();
+/// The whole report of one replica at `now`: the counts ([`build_report`]) and what
+/// the coming reconciles need from it ([`Needs`], none without a rollout): canary
+/// candidates and the canaries this replica sees. `lookup` finds an agent by
+/// updater_id. ternd and the simulator both write their reports with this.
+pub fn replica_report<A, I, R>(
+    now: Timestamp,
+    agents: I,
+    lookup: impl Fn(&str) -> Option<A>,
+    needs: Option<&Needs>,
+    report_period: SignedDuration,
+    rng: &mut R,
+) -> ReportSpec
+where
+    A: AgentView,
+    I: IntoIterator<Item = A> + Clone,
+    R: RngCore + ?Sized,
+{
+    let mut spec = build_report(now, agents.clone(), report_period);
+    if let Some(needs) = needs {
+        spec.canary_candidates = canary_candidates(
+            agents,
+            needs,
+            now,
+            report_period,
+            CANARY_CANDIDATES_PER_GROUP,
+            rng,
+        );
+        spec.canaries = canaries_seen(needs, lookup);
     }
-    let groups = &rollout.status.groups;
-    let mut out: Vec<&str> = groups
-        .iter()
-        .filter(|g| g.state == GroupState::Canary && g.canaries.is_empty())
-        .map(|g| g.name.as_str())
-        .collect();
-    if let Some(first) = groups.iter().find(|g| g.state != GroupState::Done)
-        && first.state == GroupState::Unstarted
-        && first.canary_count > 0
-        && !out.contains(&first.name.as_str())
-    {
-        out.push(first.name.as_str());
-    }
-    out
+    spec
 }
 
 /// This replica's canary candidates for the report: for each group of
-/// [`groups_wanting_canaries`], up to `per_group` agents picked uniformly at random among
-/// those [`canary::candidates`] would pick from (settled, with an updater id and updates
-/// enabled, served by the group, preferring agents not yet on the target). Sorted by
-/// updater_id. Empty, without looking at any agent, when no group wants canaries.
+/// [`Needs::canary_candidates`], up to `per_group` agents picked uniformly at random
+/// among those [`canary::candidates`] would pick from (settled, with an updater id and
+/// updates enabled, served by the group, preferring agents not yet on the target).
+/// Sorted by updater_id. Empty, without looking at any agent, when no group needs
+/// candidates.
 pub fn canary_candidates<A: AgentView, R: RngCore + ?Sized>(
     agents: impl IntoIterator<Item = A>,
-    rollout: Option<&AutoUpdateAgentRollout>,
+    needs: &Needs,
     now: Timestamp,
     report_period: SignedDuration,
     per_group: usize,
     rng: &mut R,
 ) -> BTreeMap<String, Vec<ConnectedAgent>> {
     let mut out = BTreeMap::new();
-    let Some(rollout) = rollout else {
-        return out;
-    };
-    let wanted = groups_wanting_canaries(rollout);
+    let wanted = &needs.canary_candidates;
     if wanted.is_empty() || per_group == 0 {
         return out;
     }
-    let names: Vec<&str> = rollout
-        .status
-        .groups
-        .iter()
-        .map(|g| g.name.as_str())
-        .collect();
-    let target = rollout.spec.target_version.to_string();
     let mut members: BTreeMap<&str, Vec<ConnectedAgent>> = BTreeMap::new();
     for agent in agents {
         if !agent.settled(now, report_period) {
             continue;
         }
-        for g in &wanted {
-            if canary::belongs_to(agent.group(), g, &names) {
+        for g in wanted {
+            if needs.groups.serves(g, agent.group()) {
                 members.entry(g).or_default().push(agent.connected());
             }
         }
     }
     for (group, agents) in members {
-        let eligible = canary::candidates(&agents, group, &names, &target);
-        let mut pool: Vec<&ConnectedAgent> = eligible;
-        let n = per_group.min(pool.len());
-        for i in 0..n {
-            let remaining = (pool.len() - i) as u64;
-            // The modulo bias is negligible for any realistic fleet size.
-            let j = i + (rng.next_u64() % remaining) as usize;
-            pool.swap(i, j);
-        }
-        pool.truncate(n);
+        let mut pool = canary::candidates(&agents, group, &needs.groups, &needs.target);
+        canary::sample(&mut pool, per_group, rng);
         let mut sample: Vec<ConnectedAgent> = pool.into_iter().cloned().collect();
         sample.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
         if !sample.is_empty() {
@@ -305,27 +299,19 @@ pub fn canary_candidates<A: AgentView, R: RngCore + ?Sized>(
     out
 }
 
-/// The rollout's canaries not yet successful that this replica knows (`lookup` finds an
-/// agent by updater_id), as connected agents with the version they run, sorted by
-/// updater_id. Connected at all is enough: a canary need not be settled to prove it
-/// runs the target.
+/// The canaries of [`Needs::canaries`] this replica knows (`lookup` finds an agent by
+/// updater_id), as connected agents with the version they run, sorted by updater_id.
+/// Connected at all is enough: a canary need not be settled to prove it runs the
+/// target.
 pub fn canaries_seen<A: AgentView>(
-    rollout: Option<&AutoUpdateAgentRollout>,
+    needs: &Needs,
     lookup: impl Fn(&str) -> Option<A>,
 ) -> Vec<ConnectedAgent> {
-    let Some(rollout) = rollout else {
-        return Vec::new();
-    };
-    let mut out: Vec<ConnectedAgent> = rollout
-        .status
-        .groups
+    // `needs.canaries` is sorted and deduplicated.
+    needs
+        .canaries
         .iter()
-        .flat_map(|g| g.canaries.iter())
-        .filter(|c| !c.success && !c.updater_id.is_empty())
-        .filter_map(|c| lookup(&c.updater_id))
+        .filter_map(|id| lookup(id))
         .map(|a| a.connected())
-        .collect();
-    out.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
-    out.dedup_by(|a, b| a.updater_id == b.updater_id);
-    out
+        .collect()
 }

@@ -5,10 +5,13 @@
 //!   [`validate`] and [`codec`] read them from YAML/JSON with errors naming the field.
 //! - [`reconcile`]: one reconcile of the rollout; [`find`]: what a host is told;
 //!   [`transition`]: manual transitions.
+//! - [`rollout`]: the vocabulary below them all (groups and the catch-all rule, the
+//!   desired spec, windows, rollout state, live reports, events).
 //! - [`window`], [`canary`], [`backpressure`], [`aggregate`]: the parts they use.
 //! - [`wire`]: the updater ↔ server contract.
 
 pub mod aggregate;
+pub mod api;
 pub mod backpressure;
 pub mod canary;
 pub mod codec;
@@ -19,8 +22,10 @@ pub mod inventory;
 pub mod reason;
 pub mod reconcile;
 pub mod resource;
+pub mod rollout;
 pub mod transition;
 pub mod validate;
+pub mod views;
 pub mod version;
 pub mod window;
 pub mod wire;

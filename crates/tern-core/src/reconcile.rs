@@ -9,24 +9,20 @@
 use jiff::{SignedDuration, Timestamp};
 use rand_core::RngCore;
 
-use crate::aggregate::{Aggregate, GroupCounts};
+use crate::aggregate::{self, Aggregate, GroupCounts};
 use crate::backpressure::{self, ProgressInput};
 use crate::canary;
 use crate::duration::{GoDuration, Percent};
 use crate::reason;
 use crate::resource::*;
-use crate::window::Window;
+use crate::rollout::{Event, Groups, desired_spec, group_window, rollout_state};
 
 /// `max_in_flight` when a group does not set one: the 90% rule.
 pub const DEFAULT_MAX_IN_FLIGHT: Percent = Percent::from_percent(10);
 /// A group stuck in canary or active this long raises an alert event.
 pub const DEFAULT_ALERT_AFTER: GoDuration = GoDuration::from_hours(4);
-/// halt-on-error windows last one hour.
-pub const HALT_ON_ERROR_WINDOW: SignedDuration = SignedDuration::from_hours(1);
 /// With no report at all, a started group is taken as done after this long.
 pub const DONE_WITHOUT_REPORTS_AFTER: SignedDuration = SignedDuration::from_hours(1);
-/// How often each replica writes its report.
-pub const DEFAULT_REPORT_PERIOD: SignedDuration = SignedDuration::from_secs(60);
 
 /// Everything one reconcile reads.
 #[derive(Clone, Copy, Debug)]
@@ -42,39 +38,6 @@ pub struct ReconcileInput<'a> {
     pub report_period: SignedDuration,
 }
 
-/// What happened during a reconcile, for logs, metrics and alerts.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Event {
-    RolloutCreated {
-        start_version: String,
-        target_version: String,
-        why: String,
-    },
-    ModeChanged {
-        from: Mode,
-        to: Mode,
-    },
-    GroupChanged {
-        group: String,
-        from: GroupState,
-        to: GroupState,
-        reason: &'static str,
-    },
-    CanariesPicked {
-        group: String,
-        updater_ids: Vec<String>,
-    },
-    /// A group has been in canary or active longer than its `alert_after`.
-    GroupOverdue {
-        group: String,
-        state: GroupState,
-        since: Timestamp,
-    },
-    ProgressHalted {
-        group: String,
-    },
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     /// No rollout should exist (delete any that does), and why.
@@ -83,28 +46,6 @@ pub enum Outcome {
         rollout: Box<AutoUpdateAgentRollout>,
         events: Vec<Event>,
     },
-}
-
-/// The rollout spec the config and version ask for.
-pub fn desired_spec(
-    config: Option<&AutoUpdateConfig>,
-    version: &AutoUpdateVersion,
-) -> Result<RolloutSpec, String> {
-    let agents = version
-        .spec
-        .agents
-        .as_ref()
-        .ok_or("the autoupdate_version has no spec.agents: no agent rollout")?;
-    let default_config = AutoUpdateConfig::default();
-    let config = config.unwrap_or(&default_config);
-    Ok(RolloutSpec {
-        start_version: agents.start_version.clone(),
-        target_version: agents.target_version.clone(),
-        schedule: agents.schedule,
-        autoupdate_mode: config.mode().combine(version.mode()),
-        strategy: config.strategy(),
-        maintenance_window_duration: config.maintenance_window_duration(),
-    })
 }
 
 /// Why `desired` needs a new rollout rather than an update of `current`, if it does.
@@ -155,36 +96,6 @@ fn new_groups(
         .collect()
 }
 
-/// Rollout state from its groups.
-pub fn rollout_state(groups: &[RolloutGroup]) -> RolloutState {
-    if groups.is_empty() {
-        RolloutState::Unspecified
-    } else if groups.iter().any(|g| g.state == GroupState::Rolledback) {
-        RolloutState::Rolledback
-    } else if groups.iter().all(|g| g.state == GroupState::Done) {
-        RolloutState::Done
-    } else if groups.iter().all(|g| g.state == GroupState::Unstarted) {
-        RolloutState::Unstarted
-    } else {
-        RolloutState::Active
-    }
-}
-
-/// The window of a group in a rollout.
-pub fn group_window<'a>(spec: &RolloutSpec, group: &'a RolloutGroup) -> Window<'a> {
-    let duration = match spec.strategy {
-        Strategy::HaltOnError => HALT_ON_ERROR_WINDOW,
-        Strategy::TimeBased => spec
-            .maintenance_window_duration
-            .map_or(HALT_ON_ERROR_WINDOW, GoDuration::as_signed),
-    };
-    Window {
-        days: &group.config_days,
-        start_hour: u8::try_from(group.config_start_hour).unwrap_or(u8::MAX),
-        duration,
-    }
-}
-
 pub fn reconcile<R: RngCore + ?Sized>(
     now: Timestamp,
     input: &ReconcileInput<'_>,
@@ -225,15 +136,9 @@ pub fn reconcile<R: RngCore + ?Sized>(
     };
 
     let eval_now = rollout.status.time_override.unwrap_or(now);
-    let names: Vec<String> = rollout
-        .status
-        .groups
-        .iter()
-        .map(|g| g.name.clone())
-        .collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let groups = Groups::of(&rollout);
     let target = rollout.spec.target_version.to_string();
-    let agg = Aggregate::from_reports(input.reports, now, input.report_period, &names, &target);
+    let agg = Aggregate::from_reports(input.reports, now, input.report_period, &groups, &target);
 
     let mut ctx = Ctx {
         now,
@@ -242,7 +147,7 @@ pub fn reconcile<R: RngCore + ?Sized>(
         rollout_start: rollout.status.start_time.unwrap_or(now),
         agg: &agg,
         agents: input.agents,
-        names: &names,
+        groups: &groups,
         target: &target,
         started_one: false,
         events: &mut events,
@@ -265,6 +170,111 @@ pub fn reconcile<R: RngCore + ?Sized>(
         rollout: Box::new(rollout),
         events,
     }
+}
+
+/// The reconcile a leader runs: its agents are those the live reports offer (canary
+/// candidates and canaries seen, [`aggregate::connected_agents`]), never the leader's
+/// own connections alone. ternd and the simulator both call this.
+pub fn reconcile_reports<R: RngCore + ?Sized>(
+    now: Timestamp,
+    resources: Resources<'_>,
+    reports: &[AutoUpdateAgentReport],
+    report_period: SignedDuration,
+    rng: &mut R,
+) -> Outcome {
+    let agents = aggregate::connected_agents(reports, now, report_period);
+    let input = ReconcileInput {
+        config: resources.config,
+        version: resources.version,
+        rollout: resources.rollout,
+        reports,
+        agents: &agents,
+        report_period,
+    };
+    reconcile(now, &input, rng)
+}
+
+/// The stored resources a reconcile reads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Resources<'a> {
+    pub config: Option<&'a AutoUpdateConfig>,
+    pub version: Option<&'a AutoUpdateVersion>,
+    pub rollout: Option<&'a AutoUpdateAgentRollout>,
+}
+
+/// What the coming reconciles of `rollout` need to find in the replicas' reports
+/// besides the counts: agents to pick canaries from, and the canaries to check. A
+/// replica answers it in its report ([`crate::inventory::replica_report`]); the leader
+/// then reconciles from the reports ([`reconcile_reports`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The rollout's groups (an agent is offered for the group that serves it).
+    pub groups: Groups,
+    /// Groups that pick canaries at their next reconcile or when they start: a group
+    /// in `canary` without canaries yet (after a manual start-update, or when no
+    /// candidate was known when it started), and the next halt-on-error group to
+    /// start if it starts with canaries. Reports are written every period and live
+    /// two, so candidates are ready before its window opens.
+    pub canary_candidates: Vec<String>,
+    /// Updater ids of the canaries not yet seen on the target, sorted, no repeats.
+    pub canaries: Vec<String>,
+    /// The target version (candidates not yet on it are offered first).
+    pub target: String,
+}
+
+/// What the coming reconciles of `rollout` need from the reports (see [`Needs`]).
+pub fn needs(rollout: &AutoUpdateAgentRollout) -> Needs {
+    let groups = &rollout.status.groups;
+    let picks_from_reports = rollout.spec.strategy == Strategy::HaltOnError
+        && rollout.spec.schedule != Schedule::Immediate;
+    let canary_candidates = if picks_from_reports {
+        groups
+            .iter()
+            .enumerate()
+            .filter(|(i, g)| {
+                picks_canaries(g)
+                    || (g.state == GroupState::Unstarted
+                        && earlier_groups_done(&groups[..*i])
+                        && halt_start_state(g) == GroupState::Canary)
+            })
+            .map(|(_, g)| g.name.clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut canaries: Vec<String> = groups
+        .iter()
+        .flat_map(|g| g.canaries.iter())
+        .filter(|c| !c.success && !c.updater_id.is_empty())
+        .map(|c| c.updater_id.clone())
+        .collect();
+    canaries.sort();
+    canaries.dedup();
+    Needs {
+        groups: Groups::of(rollout),
+        canary_candidates,
+        canaries,
+        target: rollout.spec.target_version.to_string(),
+    }
+}
+
+/// halt-on-error order: a group starts only once every group before it is done.
+fn earlier_groups_done(before: &[RolloutGroup]) -> bool {
+    before.iter().all(|g| g.state == GroupState::Done)
+}
+
+/// The state a halt-on-error group starts in: canary when it has canaries to pick.
+fn halt_start_state(group: &RolloutGroup) -> GroupState {
+    if group.canary_count > 0 {
+        GroupState::Canary
+    } else {
+        GroupState::Active
+    }
+}
+
+/// A group in canary picks its canaries while it has none.
+fn picks_canaries(group: &RolloutGroup) -> bool {
+    group.state == GroupState::Canary && group.canaries.is_empty()
 }
 
 fn fresh(
@@ -299,7 +309,7 @@ struct Ctx<'a> {
     rollout_start: Timestamp,
     agg: &'a Aggregate,
     agents: &'a [ConnectedAgent],
-    names: &'a [&'a str],
+    groups: &'a Groups,
     target: &'a str,
     started_one: bool,
     events: &'a mut Vec<Event>,
@@ -359,12 +369,7 @@ impl Ctx<'_> {
                             return;
                         }
                         self.started_one = true;
-                        let next = if group.canary_count > 0 {
-                            GroupState::Canary
-                        } else {
-                            GroupState::Active
-                        };
-                        self.start(group, next, reason::CAN_START);
+                        self.start(group, halt_start_state(group), reason::CAN_START);
                         continue;
                     };
                     self.set(group, GroupState::Unstarted, reason);
@@ -390,7 +395,7 @@ impl Ctx<'_> {
         before: &[RolloutGroup],
         group: &RolloutGroup,
     ) -> Option<&'static str> {
-        if before.iter().any(|g| g.state != GroupState::Done) {
+        if !earlier_groups_done(before) {
             return Some(reason::PREVIOUS_GROUPS_NOT_DONE);
         }
         let Some(opened) = group_window(self.spec, group).open_since(self.eval_now) else {
@@ -411,8 +416,8 @@ impl Ctx<'_> {
     /// Picks canaries if there are none yet and checks them; true when the group
     /// moved on to active.
     fn canaries<R: RngCore + ?Sized>(&mut self, group: &mut RolloutGroup, rng: &mut R) -> bool {
-        if group.canaries.is_empty() {
-            let candidates = canary::candidates(self.agents, &group.name, self.names, self.target);
+        if picks_canaries(group) {
+            let candidates = canary::candidates(self.agents, &group.name, self.groups, self.target);
             let want = usize::try_from(group.canary_count).unwrap_or(0);
             group.canaries = canary::pick(&candidates, want, rng);
             canary::refresh_success(&mut group.canaries, self.agents, self.target);
@@ -561,4 +566,230 @@ pub fn group_complete(initial: u64, c: &GroupCounts, mif: f64) -> bool {
         u128::from(c.up_to_date) * 10_000 >= u128::from(c.present) * keep_bp
     };
     present_ok && updated_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollout::DEFAULT_REPORT_PERIOD;
+    use crate::wire::UpdaterStatus;
+    use rand_chacha::ChaCha8Rng;
+    use rand_core::SeedableRng;
+
+    fn agent(id: &str, group: &str, version: &str) -> ConnectedAgent {
+        ConnectedAgent {
+            updater_id: id.into(),
+            host_id: format!("host-{id}"),
+            hostname: format!("{id}.example"),
+            group: group.into(),
+            version: version.into(),
+            updater_status: UpdaterStatus::Enabled,
+        }
+    }
+
+    /// A halt-on-error config of `(name, start_hour, canary_count)` groups, every day,
+    /// and a version rolling v1.0.0 out to `target`.
+    fn resources(
+        groups: &[(&str, u32, u32)],
+        mode: &str,
+        target: &str,
+    ) -> (AutoUpdateConfig, AutoUpdateVersion) {
+        let mut cfg = format!(
+            "kind: autoupdate_config\nversion: v1\nmetadata:\n  name: autoupdate-config\nspec:\n  agents:\n    mode: {mode}\n    strategy: halt-on-error\n    schedules:\n      regular:\n"
+        );
+        for (name, hour, canaries) in groups {
+            cfg += &format!(
+                "      - name: {name}\n        days: [\"*\"]\n        start_hour: {hour}\n        canary_count: {canaries}\n"
+            );
+        }
+        let ver = format!(
+            "kind: autoupdate_version\nversion: v1\nmetadata:\n  name: autoupdate-version\nspec:\n  agents:\n    start_version: v1.0.0\n    target_version: {target}\n    schedule: regular\n"
+        );
+        (
+            AutoUpdateConfig::from_text(&cfg).unwrap(),
+            AutoUpdateVersion::from_text(&ver).unwrap(),
+        )
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn fresh_rollout(
+        config: &AutoUpdateConfig,
+        version: &AutoUpdateVersion,
+        now: Timestamp,
+    ) -> AutoUpdateAgentRollout {
+        let input = ReconcileInput {
+            config: Some(config),
+            version: Some(version),
+            rollout: None,
+            reports: &[],
+            agents: &[],
+            report_period: DEFAULT_REPORT_PERIOD,
+        };
+        match reconcile(now, &input, &mut ChaCha8Rng::seed_from_u64(0)) {
+            Outcome::Rollout { rollout, .. } => *rollout,
+            Outcome::NoRollout { why } => panic!("{why}"),
+        }
+    }
+
+    #[test]
+    fn needs_names_the_groups_that_pick_canaries_next_and_the_canaries_to_check() {
+        let (config, version) = resources(
+            &[("dev", 12, 0), ("staging", 14, 2), ("prod", 16, 1)],
+            "enabled",
+            "v1.1.0",
+        );
+        let mut r = fresh_rollout(&config, &version, at("2026-11-23T11:00:00Z"));
+        // dev starts next and has no canaries: nothing to offer.
+        let n = needs(&r);
+        assert!(n.canary_candidates.is_empty() && n.canaries.is_empty(), "{n:?}");
+        assert_eq!(n.groups.catch_all(), Some("prod"));
+        // dev active: staging is not next until dev is done.
+        r.status.groups[0].state = GroupState::Active;
+        assert!(needs(&r).canary_candidates.is_empty());
+        // dev done: staging starts next, with canaries, whatever its window says.
+        r.status.groups[0].state = GroupState::Done;
+        assert_eq!(needs(&r).canary_candidates, ["staging"]);
+        // staging in canary with a canary picked: that canary is checked by id.
+        r.status.groups[1].state = GroupState::Canary;
+        r.status.groups[1].canaries = vec![Canary {
+            updater_id: "c1".into(),
+            ..Canary::default()
+        }];
+        let n = needs(&r);
+        assert!(n.canary_candidates.is_empty());
+        assert_eq!(n.canaries, ["c1"]);
+        // A successful canary needs no more checking.
+        r.status.groups[1].canaries[0].success = true;
+        assert!(needs(&r).canaries.is_empty());
+        // A canary group without canaries (manual start-update) picks, wherever it is.
+        r.status.groups[2].state = GroupState::Canary;
+        assert_eq!(needs(&r).canary_candidates, ["prod"]);
+        // Time-based rollouts have no canaries.
+        r.spec.strategy = Strategy::TimeBased;
+        assert!(needs(&r).canary_candidates.is_empty());
+    }
+
+    /// A replica offers agents for the groups [`needs`] names and the canaries it lists.
+    /// Over random fleets, configs, manual moves and instants, a reconcile over just
+    /// those agents decides as one over every connected agent, except where a group
+    /// starts in the same reconcile in which the group before it became done (its
+    /// candidates arrive with the next reports: it waits in canary for one period).
+    #[test]
+    fn agents_offered_for_needs_reconcile_like_all_agents() {
+        let mut rng = ChaCha8Rng::seed_from_u64(42);
+        let mut below = |n: u64| rng.next_u64() % n;
+        let names = ["dev", "staging", "prod", "", "other"];
+        let (mut compared, mut picked, mut skipped) = (0, 0, 0);
+        for case in 0..300 {
+            let n_groups = 1 + below(3) as usize;
+            let groups: Vec<(&str, u32, u32)> = (0..n_groups)
+                .map(|i| (names[i], below(24) as u32, below(3) as u32))
+                .collect();
+            let mode = if below(6) == 0 {
+                "suspended"
+            } else {
+                "enabled"
+            };
+            let (config, version) = resources(&groups, mode, "v1.1.0");
+            let agents: Vec<ConnectedAgent> = (0..below(40))
+                .map(|i| {
+                    // An updater id presents one group (a replica's inventory is keyed
+                    // by updater id); the same id may appear twice, as after a restart.
+                    let id = below(30);
+                    let mut a = agent(
+                        &format!("u{id:02}"),
+                        names[(id % 5) as usize],
+                        if below(2) == 0 { "1.0.0" } else { "v1.1.0" },
+                    );
+                    a.host_id = format!("h{i}");
+                    if below(8) == 0 {
+                        a.updater_status = UpdaterStatus::Pinned;
+                    }
+                    a
+                })
+                .collect();
+            let mut now = at("2026-11-23T00:00:00Z")
+                .saturating_add(SignedDuration::from_mins(below(24 * 60) as i64))
+                .unwrap();
+            let mut rollout = fresh_rollout(&config, &version, now);
+            for step in 0..12 {
+                // Manual moves the reconcile must cope with.
+                let g = below(rollout.status.groups.len() as u64) as usize;
+                let group = &mut rollout.status.groups[g];
+                match below(8) {
+                    0 => {
+                        group.state = GroupState::Canary;
+                        group.canaries.clear();
+                    }
+                    1 => group.state = GroupState::Done,
+                    2 => group.state = GroupState::Unstarted,
+                    _ => {}
+                }
+                let needs = needs(&rollout);
+                let offered: Vec<ConnectedAgent> = agents
+                    .iter()
+                    .filter(|a| {
+                        needs.canaries.contains(&a.updater_id)
+                            || needs
+                                .canary_candidates
+                                .iter()
+                                .any(|g| needs.groups.serves(g, &a.group))
+                    })
+                    .cloned()
+                    .collect();
+                let input = ReconcileInput {
+                    config: Some(&config),
+                    version: Some(&version),
+                    rollout: Some(&rollout),
+                    reports: &[],
+                    agents: &agents,
+                    report_period: DEFAULT_REPORT_PERIOD,
+                };
+                let seed = case * 100 + step;
+                let full = reconcile(now, &input, &mut ChaCha8Rng::seed_from_u64(seed));
+                let from_offered = reconcile(
+                    now,
+                    &ReconcileInput {
+                        agents: &offered,
+                        ..input
+                    },
+                    &mut ChaCha8Rng::seed_from_u64(seed),
+                );
+                let Outcome::Rollout { rollout: r, events } = full else {
+                    panic!("a version exists");
+                };
+                let became_done = events.iter().any(|e| {
+                    matches!(e, Event::GroupChanged { to: GroupState::Done, from, .. } if *from != GroupState::Done)
+                });
+                if became_done {
+                    skipped += 1;
+                } else {
+                    assert_eq!(
+                        Outcome::Rollout {
+                            rollout: r.clone(),
+                            events: events.clone()
+                        },
+                        from_offered,
+                        "case {case} step {step}: {needs:?}"
+                    );
+                    compared += 1;
+                }
+                picked += events
+                    .iter()
+                    .filter(|e| matches!(e, Event::CanariesPicked { .. }))
+                    .count();
+                rollout = *r;
+                now = now
+                    .saturating_add(SignedDuration::from_mins(below(240) as i64))
+                    .unwrap();
+            }
+        }
+        assert!(
+            compared > 2500 && picked > 50,
+            "{compared} compared ({skipped} skipped), {picked} picks"
+        );
+    }
 }

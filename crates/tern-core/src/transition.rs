@@ -6,7 +6,7 @@ use jiff::Timestamp;
 
 use crate::backpressure::{self, ProgressInput};
 use crate::reason;
-use crate::reconcile::{Event, rollout_state};
+use crate::rollout::{Event, rollout_state};
 use crate::resource::{AutoUpdateAgentRollout, GroupState, RolloutGroup, Schedule, Strategy};
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,7 +7,8 @@ mod common;
 use common::*;
 use jiff::SignedDuration;
 use tern_core::reason;
-use tern_core::reconcile::{self, Event, Outcome, ReconcileInput};
+use tern_core::reconcile::{self, Outcome, ReconcileInput};
+use tern_core::rollout::{self, Event};
 use tern_core::resource::*;
 
 use GroupState::*;
@@ -701,7 +702,7 @@ fn rollout_state_is_derived_from_the_groups() {
         state: s,
         ..RolloutGroup::default()
     };
-    use reconcile::rollout_state as st;
+    use rollout::rollout_state as st;
     assert_eq!(st(&[]), RolloutState::Unspecified);
     assert_eq!(st(&[g(Unstarted), g(Unstarted)]), RolloutState::Unstarted);
     assert_eq!(st(&[g(Done), g(Unstarted)]), RolloutState::Active);

@@ -1,5 +1,5 @@
 //! Canary candidates and canary status travelling in the replicas' reports
-//! (`inventory::{groups_wanting_canaries, canary_candidates, canaries_seen}`) and the
+//! (`reconcile::needs`, `inventory::{replica_report, canary_candidates, canaries_seen}`) and the
 //! leader turning live reports into the reconcile's agents (`aggregate::connected_agents`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,9 +13,10 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tern_core::aggregate::connected_agents;
 use tern_core::inventory::{
-    InventoryAgent, build_report, canaries_seen, canary_candidates, groups_wanting_canaries,
+    InventoryAgent, build_report, canaries_seen, canary_candidates, replica_report,
 };
-use tern_core::reconcile::DEFAULT_REPORT_PERIOD;
+use tern_core::reconcile::{Needs, needs};
+use tern_core::rollout::DEFAULT_REPORT_PERIOD;
 use tern_core::resource::*;
 use tern_core::wire::{Heartbeat, UpdaterStatus};
 
@@ -57,6 +58,10 @@ fn names(v: Vec<&str>) -> Vec<String> {
     v.into_iter().map(str::to_string).collect()
 }
 
+fn groups_wanting_canaries(r: &AutoUpdateAgentRollout) -> Vec<String> {
+    needs(r).canary_candidates
+}
+
 #[test]
 fn which_groups_want_canaries() {
     use GroupState::*;
@@ -76,7 +81,7 @@ fn which_groups_want_canaries() {
     for (states, want) in table {
         let r = rollout_with(states);
         assert_eq!(
-            names(groups_wanting_canaries(&r)),
+            groups_wanting_canaries(&r),
             names(want.to_vec()),
             "{states:?}"
         );
@@ -84,7 +89,7 @@ fn which_groups_want_canaries() {
     // A group in canary with no canaries (manual start-update) wants some, in any
     // position; one that has canaries does not.
     let mut r = rollout_with(&[("prod", Canary)]);
-    assert_eq!(groups_wanting_canaries(&r), vec!["prod"]);
+    assert_eq!(groups_wanting_canaries(&r), ["prod"]);
     r.status.groups[2]
         .canaries
         .push(tern_core::resource::Canary {
@@ -130,7 +135,7 @@ fn candidates_are_a_bounded_sample_of_settled_enabled_agents_behind_the_target()
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let c = canary_candidates(
         &agents,
-        Some(&r),
+        &needs(&r),
         ts(NOW),
         DEFAULT_REPORT_PERIOD,
         10,
@@ -155,7 +160,7 @@ fn candidates_are_a_bounded_sample_of_settled_enabled_agents_behind_the_target()
     let mut rng2 = ChaCha8Rng::seed_from_u64(8);
     let c2 = canary_candidates(
         &agents,
-        Some(&r),
+        &needs(&r),
         ts(NOW),
         DEFAULT_REPORT_PERIOD,
         10,
@@ -168,7 +173,7 @@ fn candidates_are_a_bounded_sample_of_settled_enabled_agents_behind_the_target()
         .iter()
         .map(|a| inv(a, "2026-11-23T08:00:00Z"))
         .collect();
-    let c = canary_candidates(&few, Some(&r), ts(NOW), DEFAULT_REPORT_PERIOD, 10, &mut rng);
+    let c = canary_candidates(&few, &needs(&r), ts(NOW), DEFAULT_REPORT_PERIOD, 10, &mut rng);
     assert_eq!(c["staging"].len(), 5);
 
     // No group wants canaries, or no rollout: nothing.
@@ -176,7 +181,7 @@ fn candidates_are_a_bounded_sample_of_settled_enabled_agents_behind_the_target()
     assert!(
         canary_candidates(
             &agents,
-            Some(&r0),
+            &needs(&r0),
             ts(NOW),
             DEFAULT_REPORT_PERIOD,
             10,
@@ -185,7 +190,15 @@ fn candidates_are_a_bounded_sample_of_settled_enabled_agents_behind_the_target()
         .is_empty()
     );
     assert!(
-        canary_candidates(&agents, None, ts(NOW), DEFAULT_REPORT_PERIOD, 10, &mut rng).is_empty()
+        canary_candidates(
+            &agents,
+            &Needs::default(),
+            ts(NOW),
+            DEFAULT_REPORT_PERIOD,
+            10,
+            &mut rng
+        )
+        .is_empty()
     );
 }
 
@@ -207,7 +220,7 @@ fn the_catch_all_group_offers_agents_of_unknown_groups() {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let c = canary_candidates(
         &agents,
-        Some(&r),
+        &needs(&r),
         ts(NOW),
         DEFAULT_REPORT_PERIOD,
         10,
@@ -243,13 +256,13 @@ fn canaries_seen_are_the_unsuccessful_canaries_this_replica_knows() {
         .into_iter()
         .map(|x| (x.updater_id.clone(), inv(x, "2026-11-23T09:59:59Z")))
         .collect();
-    let seen = canaries_seen(Some(&r), |id| known.get(id));
+    let seen = canaries_seen(&needs(&r), |id| known.get(id));
     assert_eq!(
         seen,
         vec![a.clone()],
         "b already succeeded, the third is not here"
     );
-    assert!(canaries_seen(None, |id| known.get(id)).is_empty());
+    assert!(canaries_seen(&Needs::default(), |id| known.get(id)).is_empty());
 }
 
 fn report(name: &str, at: &str, spec_fn: impl FnOnce(&mut ReportSpec)) -> AutoUpdateAgentReport {
@@ -320,10 +333,16 @@ fn a_leader_picks_and_checks_canaries_connected_to_another_replica() {
             .iter()
             .map(|a| (a.heartbeat.updater_id.as_str(), a))
             .collect();
-        let mut spec = build_report(at, &inv, period);
         let mut rng = ChaCha8Rng::seed_from_u64(3);
-        spec.canary_candidates = canary_candidates(&inv, rollout, at, period, 10, &mut rng);
-        spec.canaries = canaries_seen(rollout, |id| by_id.get(id).copied());
+        let needs = rollout.map(needs);
+        let spec = replica_report(
+            at,
+            &inv,
+            |id| by_id.get(id).copied(),
+            needs.as_ref(),
+            period,
+            &mut rng,
+        );
         AutoUpdateAgentReport::new(name, spec)
     };
     let mut w = World::new(Some(config(THREE_GROUPS)), version("1.0.0", "1.1.0"));

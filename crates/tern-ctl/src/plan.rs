@@ -12,7 +12,8 @@ use rand_core::SeedableRng;
 use tern_core::codec::{self, Format};
 use tern_core::duration::GoDuration;
 use tern_core::find;
-use tern_core::reconcile::{self, Event, Outcome, ReconcileInput};
+use tern_core::reconcile::{self, Outcome, ReconcileInput};
+use tern_core::rollout::Event;
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
     ConnectedAgent,

@@ -18,7 +18,8 @@ use serde::Deserialize;
 use tern_core::codec;
 use tern_core::find;
 use tern_core::inventory::{self, AgentView, InventoryAgent};
-use tern_core::reconcile::{self, DEFAULT_REPORT_PERIOD, Outcome, ReconcileInput};
+use tern_core::reconcile::{self, Outcome, ReconcileInput};
+use tern_core::rollout::{DEFAULT_REPORT_PERIOD, Groups};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, GroupState,
 };
@@ -372,12 +373,12 @@ fn print_rollout(out: &mut String, r: &AutoUpdateAgentRollout, agents: &[Agent])
         r.spec.start_version,
         r.spec.target_version
     );
-    let names: Vec<&str> = r.status.groups.iter().map(|g| g.name.as_str()).collect();
+    let groups = Groups::of(r);
     for g in &r.status.groups {
         let mut versions: BTreeMap<&str, usize> = BTreeMap::new();
         for a in agents
             .iter()
-            .filter(|a| tern_core::canary::belongs_to(&a.hb.group, &g.name, &names))
+            .filter(|a| groups.serves(&g.name, &a.hb.group))
         {
             *versions.entry(a.hb.version.as_str()).or_default() += 1;
         }
@@ -435,13 +436,11 @@ fn check(
             fail(out, format!("group {name} is {got}, expected {want}"));
         }
     }
-    let names: Vec<&str> = rollout
-        .map(|r| r.status.groups.iter().map(|g| g.name.as_str()).collect())
-        .unwrap_or_default();
+    let groups = rollout.map(Groups::of).unwrap_or_default();
     for (group, want) in &expect.hosts {
         let mut got: BTreeMap<String, usize> = BTreeMap::new();
         for a in agents.iter().filter(|a| {
-            a.hb.group == *group || tern_core::canary::belongs_to(&a.hb.group, group, &names)
+            groups.serves(group, &a.hb.group)
         }) {
             *got.entry(a.hb.version.clone()).or_default() += 1;
         }

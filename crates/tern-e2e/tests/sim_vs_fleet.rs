@@ -1,7 +1,9 @@
 //! The simulator against the real fleet: the same config, version and fleet, once with
 //! real processes (ternd, tern-update, agents) and once in `tern-sim`, must give the
 //! same group timelines: each group starts at the same instant, in the same order, and
-//! is done within the same window.
+//! is done within the same window. The simulator runs with one replica and with
+//! several (its leader reconciles from every replica's report, canary candidates
+//! included, as ternd's does), and both must match the real fleet.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use jiff::{SignedDuration, Timestamp};
@@ -57,7 +59,7 @@ fn real_fleet(config: &str) -> Timeline {
         .collect()
 }
 
-fn simulated(config: &str) -> Timeline {
+fn simulated(config: &str, replicas: u16) -> Timeline {
     let config = AutoUpdateConfig::from_text(config).unwrap();
     let version = AutoUpdateVersion::from_text(&version("1.0.0", "1.1.0", "regular")).unwrap();
     let mut sim = Sim::new(
@@ -67,6 +69,7 @@ fn simulated(config: &str) -> Timeline {
             seed: 7,
             poll_secs: STEP_MINUTES * 60,
             jitter_secs: Some(0),
+            replicas,
             ..Params::default()
         },
         Some(config),
@@ -85,8 +88,6 @@ fn simulated(config: &str) -> Timeline {
 fn the_simulator_reproduces_the_real_fleets_happy_path() {
     let config = halt_on_error(&GROUPS);
     let real = real_fleet(&config);
-    let sim = simulated(&config);
-    eprintln!("real: {real:?}\nsim:  {sim:?}");
     assert_eq!(
         real.len(),
         3,
@@ -94,21 +95,25 @@ fn the_simulator_reproduces_the_real_fleets_happy_path() {
     );
     let order = |t: &Timeline| t.iter().map(|(n, ..)| n.clone()).collect::<Vec<_>>();
     assert_eq!(order(&real), ["dev", "staging", "prod"]);
-    assert_eq!(order(&sim), order(&real), "the same order");
-    for ((name, real_start, real_done), (_, sim_start, sim_done)) in real.iter().zip(&sim) {
-        // The real fleet's reconciles run only at its steps (every 10 minutes from
-        // 09:30), so a group starts at the first step inside its window; the simulator
-        // reconciles every minute, so it starts at the window's opening.
-        let gap = real_start.duration_since(*sim_start);
-        assert!(
-            gap >= SignedDuration::ZERO && gap < SignedDuration::from_mins(STEP_MINUTES),
-            "{name}: started at {real_start} on the real fleet, {sim_start} simulated"
-        );
-        // Done within the same window: at most two steps apart.
-        let gap = real_done.duration_since(*sim_done).abs();
-        assert!(
-            gap <= SignedDuration::from_mins(2 * STEP_MINUTES),
-            "{name}: done at {real_done} on the real fleet, {sim_done} simulated"
-        );
+    for replicas in [1, 3] {
+        let sim = simulated(&config, replicas);
+        eprintln!("real: {real:?}\nsim ({replicas} replicas):  {sim:?}");
+        assert_eq!(order(&sim), order(&real), "{replicas} replicas: the same order");
+        for ((name, real_start, real_done), (_, sim_start, sim_done)) in real.iter().zip(&sim) {
+            // The real fleet's reconciles run only at its steps (every 10 minutes from
+            // 09:30), so a group starts at the first step inside its window; the
+            // simulator reconciles every minute, so it starts at the window's opening.
+            let gap = real_start.duration_since(*sim_start);
+            assert!(
+                gap >= SignedDuration::ZERO && gap < SignedDuration::from_mins(STEP_MINUTES),
+                "{name}, {replicas} replicas: started at {real_start} on the real fleet, {sim_start} simulated"
+            );
+            // Done within the same window: at most two steps apart.
+            let gap = real_done.duration_since(*sim_done).abs();
+            assert!(
+                gap <= SignedDuration::from_mins(2 * STEP_MINUTES),
+                "{name}, {replicas} replicas: done at {real_done} on the real fleet, {sim_done} simulated"
+            );
+        }
     }
 }

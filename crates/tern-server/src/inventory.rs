@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use hashbrown::HashTable;
 use jiff::{SignedDuration, Timestamp};
 use tern_core::backpressure::UpdaterNumeral;
-use tern_core::canary::Interest;
-use tern_core::inventory::{AgentView, InventoryAgent, build_report};
-use tern_core::resource::{AutoUpdateAgentRollout, ConnectedAgent, ReportSpec};
+use tern_core::inventory::{AgentView, InventoryAgent, replica_report};
+use tern_core::reconcile::Needs;
+use tern_core::resource::{ConnectedAgent, ReportSpec};
 use tern_core::wire::{Heartbeat, UpdaterStatus};
 
 use id::Id;
@@ -224,7 +224,7 @@ impl Inventory {
         }
     }
 
-    pub fn agents(&self) -> impl Iterator<Item = AgentRef<'_>> {
+    pub fn agents(&self) -> impl Iterator<Item = AgentRef<'_>> + Clone {
         self.entries.iter().map(|e| self.view(e))
     }
 
@@ -250,73 +250,24 @@ impl Inventory {
             .collect()
     }
 
-    pub fn report(&self, now: Timestamp, period: SignedDuration) -> ReportSpec {
-        build_report(now, self.agents(), period)
-    }
-
-    /// Settled agents (connected for one report period), for canary selection.
-    pub fn connected(&self, now: Timestamp, period: SignedDuration) -> Vec<ConnectedAgent> {
-        let mut v: Vec<ConnectedAgent> = self
-            .agents()
-            .filter(|a| a.settled(now, period))
-            .map(|a| a.connected())
-            .collect();
-        v.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
-        v
-    }
-
-    /// This replica's canary candidates for its report
-    /// ([`tern_core::inventory::canary_candidates`]): nothing is scanned unless a group of
-    /// the rollout may pick canaries soon.
-    pub fn canary_candidates<R: rand_core::RngCore + ?Sized>(
+    /// This replica's report: counts, and what the coming reconciles need of it
+    /// ([`tern_core::inventory::replica_report`]). Without a need for candidates no
+    /// agent is scanned for them, only the canaries are looked up.
+    pub fn report<R: rand_core::RngCore + ?Sized>(
         &self,
-        rollout: Option<&AutoUpdateAgentRollout>,
         now: Timestamp,
         period: SignedDuration,
+        needs: Option<&Needs>,
         rng: &mut R,
-    ) -> BTreeMap<String, Vec<ConnectedAgent>> {
-        tern_core::inventory::canary_candidates(
-            self.agents(),
-            rollout,
+    ) -> ReportSpec {
+        replica_report(
             now,
+            self.agents(),
+            |id| self.by_updater_id(id),
+            needs,
             period,
-            tern_core::inventory::CANARY_CANDIDATES_PER_GROUP,
             rng,
         )
-    }
-
-    /// The rollout's unsuccessful canaries connected here, looked up by updater_id
-    /// ([`tern_core::inventory::canaries_seen`]).
-    pub fn canaries_seen(&self, rollout: Option<&AutoUpdateAgentRollout>) -> Vec<ConnectedAgent> {
-        tern_core::inventory::canaries_seen(rollout, |id| self.by_updater_id(id))
-    }
-
-    /// The settled agents a reconcile can use ([`tern_core::canary::interest`]): the
-    /// canaries by updater_id, and every agent of a group that may pick canaries. With
-    /// no such group (most reconciles) this looks up a few ids, whatever the fleet size.
-    pub fn connected_for(
-        &self,
-        interest: &Interest,
-        now: Timestamp,
-        period: SignedDuration,
-    ) -> Vec<ConnectedAgent> {
-        let mut v: Vec<ConnectedAgent> = if interest.groups.is_empty() {
-            interest
-                .canaries
-                .iter()
-                .filter_map(|id| self.by_updater_id(id))
-                .filter(|a| a.settled(now, period))
-                .map(|a| a.connected())
-                .collect()
-        } else {
-            self.agents()
-                .filter(|a| interest.wants(a.group(), &a.updater_id()))
-                .filter(|a| a.settled(now, period))
-                .map(|a| a.connected())
-                .collect()
-        };
-        v.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
-        v
     }
 }
 
@@ -593,7 +544,8 @@ mod tests {
                 want.sort_by(order);
                 prop_assert_eq!(&got, &want);
                 let now = t0 + SignedDuration::from_secs(elapsed as i64);
-                prop_assert_eq!(inv.report(now, period), build_report(now, &want, period));
+                let mut rng = <rand_chacha::ChaCha8Rng as rand_core::SeedableRng>::seed_from_u64(0);
+                prop_assert_eq!(inv.report(now, period, None, &mut rng), tern_core::inventory::build_report(now, &want, period));
                 for (uid, _) in IDS {
                     let got = inv.by_updater_id(uid).map(|a| a.to_inventory_agent());
                     let want = model.get(&format!("u:{uid}")).filter(|_| !uid.is_empty()).map(|(a, _)| a.clone());

@@ -17,6 +17,8 @@ pub struct Metrics {
     pub reconciles: AtomicU64,
     pub reconcile_errors: AtomicU64,
     pub reconcile_conflicts: AtomicU64,
+    /// Admin writes retried after a revision conflict.
+    pub write_conflicts: AtomicU64,
     pub report_errors: AtomicU64,
     /// Times this replica took the leader lease.
     pub leader_acquired: AtomicU64,
@@ -118,6 +120,12 @@ impl Metrics {
             "tern_reconcile_conflicts_total",
             "rollout writes retried after a revision conflict",
             get(&self.reconcile_conflicts),
+        );
+        counter(
+            out,
+            "tern_admin_write_conflicts_total",
+            "admin writes retried after a revision conflict",
+            get(&self.write_conflicts),
         );
         counter(
             out,

@@ -23,7 +23,8 @@ use std::time::Instant;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use serde::Serialize;
-use tern_core::reconcile::{self, Event, Outcome, ReconcileInput};
+use tern_core::reconcile::{self, Outcome, Resources};
+use tern_core::rollout::Event;
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
 };
@@ -37,61 +38,20 @@ use crate::state::AppState;
 /// How many times a rollout write is retried after a revision conflict.
 const CONFLICT_RETRIES: usize = 5;
 
-/// An event, for the API and logs.
+/// An event, for the API and logs: its stable kind and its line for people.
 #[derive(Clone, Debug, Serialize)]
 pub struct EventView {
     pub kind: &'static str,
     pub message: String,
 }
 
-pub fn describe(e: &Event) -> EventView {
-    let (kind, message) = match e {
-        Event::RolloutCreated {
-            start_version,
-            target_version,
-            why,
-        } => (
-            "rollout_created",
-            format!("new rollout from {start_version} to {target_version} ({why})"),
-        ),
-        Event::ModeChanged { from, to } => (
-            "mode_changed",
-            format!("mode changed from {} to {}", from.as_str(), to.as_str()),
-        ),
-        Event::GroupChanged {
-            group,
-            from,
-            to,
-            reason,
-        } => (
-            "group_changed",
-            format!(
-                "group {group}: {} -> {} ({reason})",
-                from.as_str(),
-                to.as_str()
-            ),
-        ),
-        Event::CanariesPicked { group, updater_ids } => (
-            "canaries_picked",
-            format!("group {group}: canaries {}", updater_ids.join(", ")),
-        ),
-        Event::GroupOverdue {
-            group,
-            state,
-            since,
-        } => (
-            "group_overdue",
-            format!(
-                "group {group} has been {} since {since}: check its agents",
-                state.as_str()
-            ),
-        ),
-        Event::ProgressHalted { group } => (
-            "progress_halted",
-            format!("group {group}: too many agents missing, progress halted"),
-        ),
-    };
-    EventView { kind, message }
+impl From<&Event> for EventView {
+    fn from(e: &Event) -> Self {
+        Self {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
 }
 
 /// What one reconcile did.
@@ -118,14 +78,11 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
     let snapshot = state.snapshot();
     let rollout = snapshot.rollout.as_ref();
     let mut rng = ChaCha8Rng::from_os_rng();
+    let needs = rollout.map(reconcile::needs);
     let spec = {
         let mut inv = state.inventory();
         inv.expire(Instant::now(), state.settings.max_silence());
-        let mut spec = inv.report(now, state.settings.report_period);
-        spec.canary_candidates =
-            inv.canary_candidates(rollout, now, state.settings.report_period, &mut rng);
-        spec.canaries = inv.canaries_seen(rollout);
-        spec
+        inv.report(now, state.settings.report_period, needs.as_ref(), &mut rng)
     };
     let report = AutoUpdateAgentReport::new(&state.settings.replica_id, spec);
     let bytes = serde_json::to_vec(&report)
@@ -307,29 +264,19 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
         let version = resources::load::<AutoUpdateVersion>(store).await?;
         let current = resources::load::<AutoUpdateAgentRollout>(store).await?;
         let reports = resources::reports(store).await?;
-        // Only the agents this reconcile can use (canaries, and the groups that may pick
-        // canaries now): a reconcile reads reports, not the whole inventory.
-        let interest = tern_core::canary::interest(
-            now,
-            config.as_ref().map(|s| &s.value),
-            version.as_ref().map(|s| &s.value),
-            current.as_ref().map(|s| &s.value),
-        );
-        // From every live report (this replica's was just written): the leader's own
-        // inventory holds only the hosts connected to it.
-        let mut agents =
-            tern_core::aggregate::connected_agents(&reports, now, state.settings.report_period);
-        agents.retain(|a| interest.wants(&a.group, &a.updater_id));
-        let input = ReconcileInput {
+        let resources = Resources {
             config: config.as_ref().map(|s| &s.value),
             version: version.as_ref().map(|s| &s.value),
             rollout: current.as_ref().map(|s| &s.value),
-            reports: &reports,
-            agents: &agents,
-            report_period: state.settings.report_period,
         };
         let mut rng = ChaCha8Rng::from_os_rng();
-        let outcome = reconcile::reconcile(now, &input, &mut rng);
+        let outcome = reconcile::reconcile_reports(
+            now,
+            resources,
+            &reports,
+            state.settings.report_period,
+            &mut rng,
+        );
         let written = match outcome {
             Outcome::NoRollout { why } => {
                 if let Some(cur) = &current {
@@ -358,7 +305,7 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
                 });
             }
             Outcome::Rollout { rollout, events } => {
-                let events: Vec<EventView> = events.iter().map(describe).collect();
+                let events: Vec<EventView> = events.iter().map(EventView::from).collect();
                 let unchanged = current
                     .as_ref()
                     .is_some_and(|c: &Stored<_>| resources::same(&c.value, rollout.as_ref()));

@@ -1,6 +1,8 @@
 //! Typed access to the resources in the store. Values are JSON; `metadata.revision` is
 //! the key's `mod_revision`, filled in on read and never stored.
 
+use std::sync::atomic::AtomicU64;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tern_core::resource::{
@@ -133,4 +135,66 @@ pub fn parse_revision(s: &str) -> ApiResult<Revision> {
             "metadata.revision: {s:?} is not a revision (a number as returned by ternd)"
         ))
     })
+}
+
+/// How many times a read-modify-write is tried before a conflict is returned.
+pub(crate) const CONFLICT_ATTEMPTS: usize = 5;
+
+/// What a read-modify-write does with the value it read.
+pub(crate) enum Decision<T, A> {
+    /// Write this value at the revision read (create it when there was none).
+    Put(T, A),
+    /// Delete the resource at the revision read.
+    Delete(A),
+    /// Write nothing.
+    Keep(A),
+}
+
+/// Whether a store error means another writer got there first (the read is stale).
+pub(crate) fn is_conflict(e: &tern_store::Error) -> bool {
+    matches!(
+        e,
+        tern_store::Error::Conflict { .. }
+            | tern_store::Error::AlreadyExists { .. }
+            | tern_store::Error::NotFound { .. }
+    )
+}
+
+/// The one read → decide → compare-and-swap loop every write of a resource uses (admin
+/// writes and the reconciler): `decide` sees the current value and says what to do;
+/// a write that lost a race is counted in `conflicts` and retried from a fresh read,
+/// up to [`CONFLICT_ATTEMPTS`] times. Returns the value stored afterwards (`None`
+/// when absent) and `decide`'s answer.
+pub(crate) async fn read_modify_write<T: Resource, A>(
+    store: &dyn Store,
+    conflicts: &AtomicU64,
+    mut decide: impl AsyncFnMut(Option<&Stored<T>>) -> ApiResult<Decision<T, A>>,
+) -> ApiResult<(Option<Stored<T>>, A)> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = load::<T>(store).await?;
+        let revision = current.as_ref().map(|c| c.revision);
+        let written = match decide(current.as_ref()).await? {
+            Decision::Keep(answer) => return Ok((current, answer)),
+            Decision::Put(value, answer) => write(store, &value, revision)
+                .await
+                .map(|stored| (Some(stored), answer)),
+            Decision::Delete(answer) => match revision {
+                None => return Ok((None, answer)),
+                Some(rev) => store.delete(T::KEY, Some(rev)).await.map(|_| (None, answer)),
+            },
+        };
+        match written {
+            Ok(done) => return Ok(done),
+            Err(e) if is_conflict(&e) => {
+                crate::metrics::Metrics::inc(conflicts);
+                tracing::info!(attempt, kind = T::KIND, error = %e, "changed while writing; retrying");
+                if attempt >= CONFLICT_ATTEMPTS {
+                    return Err(e.into());
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }

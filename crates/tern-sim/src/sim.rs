@@ -18,10 +18,13 @@ use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use tern_core::backpressure::UpdaterNumeral;
-use tern_core::canary::{self, belongs_to};
+use std::borrow::Cow;
+
+use tern_core::inventory::{self, AgentView};
 use tern_core::find;
 use tern_core::inventory::OMITTED_TOO_NEW;
-use tern_core::reconcile::{self, Event, Outcome, ReconcileInput, group_window};
+use tern_core::reconcile::{self, Outcome, Resources};
+use tern_core::rollout::{Event, Groups, group_window};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
     ConnectedAgent, GroupReport, GroupState, Omitted, ReportSpec, RolloutGroup, RolloutSpec,
@@ -147,6 +150,8 @@ pub struct Sim {
     now: i64,
     rng: ChaCha8Rng,
     reconcile_rng: ChaCha8Rng,
+    /// Samples the canary candidates the replicas offer.
+    report_rng: ChaCha8Rng,
     queue: BinaryHeap<Reverse<(i64, Kind, u64)>>,
     seq: u64,
     agents: Vec<Agent>,
@@ -181,6 +186,69 @@ pub struct Sim {
     sim_events: u64,
     max_updating: u64,
     updating: u64,
+}
+
+/// The simulated agents as a replica's inventory lends them to the core's report
+/// helpers ([`AgentView`]).
+#[derive(Clone, Copy)]
+struct FleetView<'a> {
+    agents: &'a [Agent],
+    presented: &'a [String],
+    versions: &'a [String],
+}
+
+#[derive(Clone, Copy)]
+struct AgentOf<'a> {
+    fleet: FleetView<'a>,
+    idx: u32,
+}
+
+impl AgentOf<'_> {
+    fn agent(&self) -> &Agent {
+        &self.fleet.agents[self.idx as usize]
+    }
+}
+
+impl AgentView for AgentOf<'_> {
+    fn updater_id(&self) -> Cow<'_, str> {
+        Cow::Borrowed(&self.agent().updater_id)
+    }
+    fn updater_numeral(&self) -> UpdaterNumeral {
+        self.agent().numeral
+    }
+    fn has_updater_id(&self) -> bool {
+        true
+    }
+    fn group(&self) -> &str {
+        &self.fleet.presented[self.agent().group as usize]
+    }
+    fn version(&self) -> &str {
+        &self.fleet.versions[self.agent().version as usize]
+    }
+    fn updater_status(&self) -> UpdaterStatus {
+        UpdaterStatus::Enabled
+    }
+    fn failed(&self) -> bool {
+        self.agent().failed()
+    }
+    fn first_seen(&self) -> Timestamp {
+        // Unused: `settled` below answers from what the simulation tracks.
+        Timestamp::UNIX_EPOCH
+    }
+    fn settled(&self, _now: Timestamp, _report_period: SignedDuration) -> bool {
+        self.agent().counted
+    }
+    fn connected(&self) -> ConnectedAgent {
+        let a = self.agent();
+        ConnectedAgent {
+            updater_id: a.updater_id.clone(),
+            host_id: format!("host-{}", self.idx),
+            hostname: format!("host-{}.sim", self.idx),
+            group: self.group().to_string(),
+            version: self.version().to_string(),
+            updater_status: UpdaterStatus::Enabled,
+        }
+    }
 }
 
 /// A random UUID v4 from the seeded generator.
@@ -228,14 +296,8 @@ impl Sim {
             Some(v) => tern_core::version::Version::parse(v)?.to_string(),
             None => agents_spec.start_version.to_string(),
         };
-        let group_names: Vec<String> = config
-            .clone()
-            .unwrap_or_default()
-            .groups()
-            .into_iter()
-            .map(|g| g.name)
-            .collect();
-        let names: Vec<&str> = group_names.iter().map(String::as_str).collect();
+        let groups = Groups::configured(config.as_ref());
+        let group_names: Vec<String> = groups.names().map(str::to_string).collect();
 
         // Presented groups and their shares.
         let mut shares: Vec<(String, f64)> = if params.groups.is_empty() {
@@ -256,10 +318,11 @@ impl Sim {
         let presented_served: Vec<u16> = presented
             .iter()
             .map(|p| {
-                let i = names
+                let served = groups.serving(p);
+                let i = group_names
                     .iter()
-                    .position(|n| belongs_to(p, n, &names))
-                    .unwrap_or(names.len().saturating_sub(1));
+                    .position(|n| Some(n.as_str()) == served)
+                    .unwrap_or(group_names.len().saturating_sub(1));
                 u16::try_from(i).unwrap_or(u16::MAX)
             })
             .collect();
@@ -290,6 +353,7 @@ impl Sim {
             now: 0,
             rng,
             reconcile_rng,
+            report_rng: ChaCha8Rng::seed_from_u64(params.seed ^ 0x2e90_7c4a_d1da_7e5a),
             queue: BinaryHeap::new(),
             seq: 0,
             agents: Vec::with_capacity(params.agents as usize),
@@ -519,14 +583,55 @@ impl Sim {
         } else {
             Vec::new()
         };
+        let (canary_candidates, canaries) = self.offered(r);
         ReportSpec {
             timestamp: self.ts(now),
             groups,
             omitted,
-            // The simulator hands the reconcile its agents directly.
-            canary_candidates: BTreeMap::new(),
-            canaries: Vec::new(),
+            canary_candidates,
+            canaries,
         }
+    }
+
+    /// What replica `r` offers the leader in its report, as a ternd replica does: canary
+    /// candidates for the groups the rollout [`reconcile::needs`] them for, and the
+    /// canaries it is connected to. The counts above are kept incrementally instead
+    /// of by [`tern_core::inventory::build_report`] (the same numbers, without walking
+    /// 100k agents every minute); the candidates walk only the needed groups.
+    fn offered(&mut self, r: u16) -> (BTreeMap<String, Vec<ConnectedAgent>>, Vec<ConnectedAgent>) {
+        let Some(needs) = self.rollout.as_ref().map(reconcile::needs) else {
+            return (BTreeMap::new(), Vec::new());
+        };
+        let now = self.ts(self.now);
+        let period = SignedDuration::from_secs(self.params.report_period_secs);
+        let fleet = FleetView {
+            agents: &self.agents,
+            presented: &self.presented,
+            versions: &self.versions,
+        };
+        let here = |idx: u32| {
+            let a = &self.agents[idx as usize];
+            (a.live && a.replica == r).then_some(AgentOf { fleet, idx })
+        };
+        let needed: Vec<AgentOf<'_>> = needs
+            .canary_candidates
+            .iter()
+            .filter_map(|g| self.group_names.iter().position(|n| n == g))
+            .filter_map(|gi| self.members.get(gi))
+            .flat_map(|set| set.iter().map(|&(_, idx)| idx))
+            .filter_map(here)
+            .collect();
+        let candidates = inventory::canary_candidates(
+            needed,
+            &needs,
+            now,
+            period,
+            inventory::CANARY_CANDIDATES_PER_GROUP,
+            &mut self.report_rng,
+        );
+        let canaries =
+            inventory::canaries_seen(&needs, |id| self.by_id.get(id).and_then(|&i| here(i)));
+        (candidates, canaries)
     }
 
     /// Processes every event up to `until` (inclusive) and returns the timeline so far.
@@ -578,73 +683,24 @@ impl Sim {
         self.push(next, Kind::Tick(r));
     }
 
-    /// The leader's connected agents that this reconcile can look at: those of groups
-    /// that may pick canaries now, and the canaries being waited for. The reconciler
-    /// only reads agents to pick canaries of a group (all of the group's candidates)
-    /// and to check canaries (by updater id), so this gives the same result as passing
-    /// every connected agent, without building 100k records every minute. The decision
-    /// is ternd's too: [`canary::interest`].
-    fn connected_for_reconcile(&self) -> Vec<ConnectedAgent> {
-        let interest = canary::interest(
-            self.ts(self.now),
-            self.config.as_ref(),
-            Some(&self.version),
-            self.rollout.as_ref(),
-        );
-        let wanted_groups: Vec<usize> = interest
-            .groups
-            .iter()
-            .filter_map(|g| self.group_index(g))
-            .collect();
-        let wanted_ids: Vec<&str> = interest.canaries.iter().map(String::as_str).collect();
-        let mut out = Vec::new();
-        for gi in wanted_groups {
-            let Some(set) = self.members.get(gi) else {
-                continue;
-            };
-            for &(_, idx) in set {
-                let a = &self.agents[idx as usize];
-                if a.replica == 0 && a.counted {
-                    out.push(self.connected(idx));
-                }
-            }
-        }
-        for id in wanted_ids {
-            if let Some(&idx) = self.by_id.get(id) {
-                let a = &self.agents[idx as usize];
-                if a.live && a.replica == 0 && a.counted {
-                    out.push(self.connected(idx));
-                }
-            }
-        }
-        out
-    }
-
-    fn connected(&self, idx: u32) -> ConnectedAgent {
-        let a = &self.agents[idx as usize];
-        ConnectedAgent {
-            updater_id: a.updater_id.clone(),
-            host_id: format!("host-{idx}"),
-            hostname: format!("host-{idx}.sim"),
-            group: self.presented[a.group as usize].clone(),
-            version: self.versions[a.version as usize].clone(),
-            updater_status: UpdaterStatus::Enabled,
-        }
-    }
-
+    /// The leader's reconcile, from every replica's report, as ternd's
+    /// ([`reconcile::reconcile_reports`]).
     fn reconcile(&mut self) {
         self.reconciles += 1;
         let now = self.ts(self.now);
-        let agents = self.connected_for_reconcile();
-        let input = ReconcileInput {
+        let resources = Resources {
             config: self.config.as_ref(),
             version: Some(&self.version),
             rollout: self.rollout.as_ref(),
-            reports: &self.reports,
-            agents: &agents,
-            report_period: SignedDuration::from_secs(self.params.report_period_secs),
         };
-        match reconcile::reconcile(now, &input, &mut self.reconcile_rng) {
+        let period = SignedDuration::from_secs(self.params.report_period_secs);
+        match reconcile::reconcile_reports(
+            now,
+            resources,
+            &self.reports,
+            period,
+            &mut self.reconcile_rng,
+        ) {
             Outcome::NoRollout { why } => {
                 if self.no_rollout.as_deref() != Some(why.as_str()) {
                     self.event(None, EventKind::NoRollout, None, Some(why.clone()));

@@ -1,0 +1,363 @@
+//! The admin API's requests and answers, declared once: ternd serves them, ternctl and
+//! the end-to-end harness read them. The updater's contract is [`crate::wire`], which
+//! is forgiving on purpose; this one is strict: a field ternd always sends has no
+//! default here, so a renamed or missing field fails loudly in the reader.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::resource::{
+    AutoUpdateAgentRollout, AutoUpdateVersion, Canary, GroupState, Mode, Omitted,
+};
+use crate::rollout::Event;
+use crate::wire::UpdaterStatus;
+
+/// The mode in force and where it comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Modes {
+    /// The mode in force: the most restrictive of the two.
+    pub mode: Mode,
+    pub config_mode: Mode,
+    pub version_mode: Mode,
+}
+
+/// `POST /v1/agents/suspend|resume`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModeResponse {
+    #[serde(flatten)]
+    pub modes: Modes,
+    /// False when the config already had that mode.
+    pub changed: bool,
+}
+
+/// An event, as the API and logs show it: its stable kind and its line for people.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventView {
+    pub kind: String,
+    pub message: String,
+}
+
+impl From<&Event> for EventView {
+    fn from(e: &Event) -> Self {
+        Self {
+            kind: e.kind().to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The body of `POST /v1/agents/{start-update,mark-done,rollback}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransitionBody {
+    #[serde(default)]
+    pub groups: Vec<String>,
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// A group a transition changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangedGroup {
+    pub name: String,
+    pub from: GroupState,
+    pub to: GroupState,
+}
+
+/// The answer to a manual transition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransitionResponse {
+    /// The groups that changed, with their new state.
+    pub groups: Vec<ChangedGroup>,
+    pub events: Vec<EventView>,
+    #[serde(flatten)]
+    pub modes: Modes,
+    pub rollout: AutoUpdateAgentRollout,
+}
+
+/// The body of `POST /v1/agents/new-rollout`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewRolloutBody {
+    /// The version to roll out.
+    #[serde(default)]
+    pub version: String,
+    /// The version the fleet runs now, when it is not the current target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_version: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewRolloutResponse {
+    pub start_version: String,
+    pub target_version: String,
+    /// False when the autoupdate_version already asked for exactly this.
+    pub changed: bool,
+    pub version: AutoUpdateVersion,
+}
+
+/// One group of `GET /v1/agents/status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupStatus {
+    pub name: String,
+    pub state: GroupState,
+    /// The last group also serves agents with no group or an unknown one.
+    pub catch_all: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Timestamp>,
+    pub last_update_reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Timestamp>,
+    /// Connected agents now (from the live reports).
+    pub present: u64,
+    pub up_to_date: u64,
+    pub failed: u64,
+    /// Agents when the group started.
+    pub initial: u64,
+    pub progress: f64,
+    pub canary_count: i64,
+    /// Sent only when the group has canaries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub canaries: Vec<Canary>,
+    /// When the open window opened, if it is open now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_open_since: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_closes: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<Timestamp>,
+}
+
+/// `GET /v1/agents/status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusResponse {
+    pub now: Timestamp,
+    #[serde(flatten)]
+    pub modes: Modes,
+    pub rollout: Option<AutoUpdateAgentRollout>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_rollout_reason: Option<String>,
+    pub groups: Vec<GroupStatus>,
+    /// All agents in the live reports.
+    pub present: u64,
+    pub up_to_date: u64,
+    pub failed: u64,
+    pub omitted: Vec<Omitted>,
+    pub live_reports: usize,
+}
+
+impl StatusResponse {
+    pub fn group(&self, name: &str) -> Option<&GroupStatus> {
+        self.groups.iter().find(|g| g.name == name)
+    }
+}
+
+/// One group of `GET /v1/agents/report`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupVersions {
+    pub versions: BTreeMap<String, u64>,
+    pub total: u64,
+    pub failed: u64,
+}
+
+/// `GET /v1/agents/report`: the sum of the live reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportResponse {
+    pub now: Timestamp,
+    /// Replicas whose report is live.
+    pub replicas: Vec<String>,
+    /// Agents per group (as the agents present it; "" = no group) and version.
+    pub groups: BTreeMap<String, GroupVersions>,
+    pub total: u64,
+    pub omitted: Vec<Omitted>,
+}
+
+/// One agent of `GET /v1/inventory`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryEntry {
+    pub updater_id: String,
+    pub host_id: String,
+    pub hostname: String,
+    pub group: String,
+    pub version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updater_version: Option<String>,
+    pub updater_status: UpdaterStatus,
+    pub healthy: bool,
+    pub rollback: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_version: Option<String>,
+    pub first_seen: Timestamp,
+    pub last_seen: Timestamp,
+    /// Connected for one report period.
+    pub settled: bool,
+    /// Counted in this replica's report; otherwise it is under the report's `omitted`.
+    pub counted: bool,
+}
+
+/// `GET /v1/inventory`: the agents connected to one replica.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryResponse {
+    pub replica: String,
+    pub now: Timestamp,
+    pub agents: Vec<InventoryEntry>,
+}
+
+/// What a token may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Everything, including the autoupdate_version, tokens and channels.
+    Operator,
+    /// The config, suspend/resume and the manual transitions; not the version.
+    User,
+    /// Read only.
+    Viewer,
+    /// Updaters: heartbeats only.
+    Agent,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Operator, Role::User, Role::Viewer, Role::Agent];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Operator => "operator",
+            Self::User => "user",
+            Self::Viewer => "viewer",
+            Self::Agent => "agent",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A role name that is not one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a role (operator, user, viewer or agent)")]
+pub struct UnknownRole(pub String);
+
+impl FromStr for Role {
+    type Err = UnknownRole;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| UnknownRole(s.to_string()))
+    }
+}
+
+/// The body of `POST /v1/tokens`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenBody {
+    #[serde(default)]
+    pub role: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// A token as listed: never the token itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenView {
+    pub id: String,
+    pub role: Role,
+    pub created: Timestamp,
+    /// Sent only when there is one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
+/// `POST /v1/tokens`: the token in clear, shown once (ternd keeps only its hash).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTokenResponse {
+    pub token: String,
+    #[serde(flatten)]
+    pub view: TokenView,
+}
+
+/// A cloud-stable style channel (seed 001).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Channel {
+    pub name: String,
+    pub version: String,
+    /// Stored channels written before the flag existed lack it.
+    #[serde(default)]
+    pub critical: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<Timestamp>,
+}
+
+/// The body of `PUT /v1/channels/{name}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelBody {
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub critical: bool,
+}
+
+/// What one reconcile did (`POST /v1/dev/reconcile`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReconcileResult {
+    /// False when another replica holds the leader lease (nothing was reconciled here).
+    pub leader: bool,
+    pub rollout: Option<AutoUpdateAgentRollout>,
+    pub events: Vec<EventView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_rollout_reason: Option<String>,
+    /// When this replica did not lead: the replica holding the lease, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_replica: Option<String>,
+    /// Why nothing was reconciled here, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `DELETE` answers: what was deleted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deleted {
+    pub deleted: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_parse_and_print() {
+        for r in Role::ALL {
+            assert_eq!(r.as_str().parse::<Role>(), Ok(r));
+            assert_eq!(
+                serde_json::to_string(&r).unwrap(),
+                format!("\"{}\"", r.as_str())
+            );
+        }
+        assert_eq!(
+            "root".parse::<Role>().unwrap_err().to_string(),
+            "\"root\" is not a role (operator, user, viewer or agent)"
+        );
+    }
+
+    #[test]
+    fn a_missing_field_the_server_always_sends_is_an_error() {
+        let json = r#"{"replica":"r1","now":"2026-11-23T10:00:00Z","agents":[{"updater_id":"u"}]}"#;
+        let err = serde_json::from_str::<InventoryResponse>(json).unwrap_err();
+        assert!(err.to_string().contains("missing field"), "{err}");
+    }
+
+    #[test]
+    fn request_bodies_refuse_unknown_fields() {
+        let err = serde_json::from_str::<TransitionBody>(r#"{"group": ["dev"]}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field `group`"), "{err}");
+    }
+}

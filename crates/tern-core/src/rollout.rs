@@ -1,0 +1,289 @@
+//! The rollout's vocabulary, below everything that decides: the groups with their
+//! catch-all rule, what the config and version ask for, a group's window, the rollout
+//! state derived from its groups, which reports count, and the events a decision
+//! emits. `reconcile`, `transition`, `canary`, `aggregate`, `inventory` and `find`
+//! build on this module; it imports none of them.
+
+use std::fmt;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::duration::GoDuration;
+use crate::resource::{
+    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
+    GroupState, Mode, RolloutGroup, RolloutSpec, RolloutState, Strategy,
+};
+use crate::window::Window;
+
+/// halt-on-error windows last one hour.
+pub const HALT_ON_ERROR_WINDOW: SignedDuration = SignedDuration::from_hours(1);
+/// How often each replica writes its report.
+pub const DEFAULT_REPORT_PERIOD: SignedDuration = SignedDuration::from_secs(60);
+
+/// A rollout's groups in order. The last one is the catch-all: it also serves agents
+/// that present no group or a group the rollout does not have.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Groups {
+    names: Vec<String>,
+}
+
+impl Groups {
+    pub fn new(names: Vec<String>) -> Self {
+        Self { names }
+    }
+
+    /// The groups of `rollout`, in its order.
+    pub fn of(rollout: &AutoUpdateAgentRollout) -> Self {
+        Self::new(rollout.status.groups.iter().map(|g| g.name.clone()).collect())
+    }
+
+    /// The groups a new rollout would have under `config` (the default config when
+    /// there is none).
+    pub fn configured(config: Option<&AutoUpdateConfig>) -> Self {
+        let default_config = AutoUpdateConfig::default();
+        let config = config.unwrap_or(&default_config);
+        Self::new(config.groups().into_iter().map(|g| g.name).collect())
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(String::as_str)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
+    }
+
+    /// The catch-all group: the last one.
+    pub fn catch_all(&self) -> Option<&str> {
+        self.names.last().map(String::as_str)
+    }
+
+    /// The group that serves an agent presenting `presented` (possibly empty): that
+    /// group if the rollout has it, else the catch-all. `None` only without groups.
+    pub fn serving<'a>(&'a self, presented: &'a str) -> Option<&'a str> {
+        if self.contains(presented) {
+            Some(presented)
+        } else {
+            self.catch_all()
+        }
+    }
+
+    /// Whether `group` serves an agent presenting `presented`.
+    pub fn serves(&self, group: &str, presented: &str) -> bool {
+        presented == group || (self.catch_all() == Some(group) && !self.contains(presented))
+    }
+}
+
+/// The rollout spec the config and version ask for, or why there is no agent rollout.
+pub fn desired_spec(
+    config: Option<&AutoUpdateConfig>,
+    version: &AutoUpdateVersion,
+) -> Result<RolloutSpec, String> {
+    let agents = version
+        .spec
+        .agents
+        .as_ref()
+        .ok_or("the autoupdate_version has no spec.agents: no agent rollout")?;
+    let default_config = AutoUpdateConfig::default();
+    let config = config.unwrap_or(&default_config);
+    Ok(RolloutSpec {
+        start_version: agents.start_version.clone(),
+        target_version: agents.target_version.clone(),
+        schedule: agents.schedule,
+        autoupdate_mode: config.mode().combine(version.mode()),
+        strategy: config.strategy(),
+        maintenance_window_duration: config.maintenance_window_duration(),
+    })
+}
+
+/// A rollout's state, from its groups.
+pub fn rollout_state(groups: &[RolloutGroup]) -> RolloutState {
+    if groups.is_empty() {
+        RolloutState::Unspecified
+    } else if groups.iter().any(|g| g.state == GroupState::Rolledback) {
+        RolloutState::Rolledback
+    } else if groups.iter().all(|g| g.state == GroupState::Done) {
+        RolloutState::Done
+    } else if groups.iter().all(|g| g.state == GroupState::Unstarted) {
+        RolloutState::Unstarted
+    } else {
+        RolloutState::Active
+    }
+}
+
+/// The maintenance window of `group` under `spec`'s strategy.
+pub fn group_window<'a>(spec: &RolloutSpec, group: &'a RolloutGroup) -> Window<'a> {
+    let duration = match spec.strategy {
+        Strategy::HaltOnError => HALT_ON_ERROR_WINDOW,
+        Strategy::TimeBased => spec
+            .maintenance_window_duration
+            .map_or(HALT_ON_ERROR_WINDOW, GoDuration::as_signed),
+    };
+    Window {
+        days: &group.config_days,
+        start_hour: u8::try_from(group.config_start_hour).unwrap_or(u8::MAX),
+        duration,
+    }
+}
+
+/// Whether `report` counts at `now`: at most two report periods old. An older one's
+/// replica is presumed dead and its agents reconnected elsewhere.
+pub fn is_live(
+    report: &AutoUpdateAgentReport,
+    now: Timestamp,
+    report_period: SignedDuration,
+) -> bool {
+    now.duration_since(report.spec.timestamp) <= report_period.saturating_mul(2)
+}
+
+/// What a reconcile or a manual transition did, for logs, metrics and alerts.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    RolloutCreated {
+        start_version: String,
+        target_version: String,
+        why: String,
+    },
+    ModeChanged {
+        from: Mode,
+        to: Mode,
+    },
+    GroupChanged {
+        group: String,
+        from: GroupState,
+        to: GroupState,
+        reason: &'static str,
+    },
+    CanariesPicked {
+        group: String,
+        updater_ids: Vec<String>,
+    },
+    /// A group has been in canary or active longer than its `alert_after`.
+    GroupOverdue {
+        group: String,
+        state: GroupState,
+        since: Timestamp,
+    },
+    ProgressHalted {
+        group: String,
+    },
+}
+
+impl Event {
+    /// A stable name for metrics labels and API clients; never renamed.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RolloutCreated { .. } => "rollout_created",
+            Self::ModeChanged { .. } => "mode_changed",
+            Self::GroupChanged { .. } => "group_changed",
+            Self::CanariesPicked { .. } => "canaries_picked",
+            Self::GroupOverdue { .. } => "group_overdue",
+            Self::ProgressHalted { .. } => "progress_halted",
+        }
+    }
+
+    /// The group the event is about, if it is about one.
+    pub fn group(&self) -> Option<&str> {
+        match self {
+            Self::GroupChanged { group, .. }
+            | Self::CanariesPicked { group, .. }
+            | Self::GroupOverdue { group, .. }
+            | Self::ProgressHalted { group } => Some(group),
+            Self::RolloutCreated { .. } | Self::ModeChanged { .. } => None,
+        }
+    }
+}
+
+/// One line for people (logs, `ternctl`, the API's event messages).
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::RolloutCreated {
+                start_version,
+                target_version,
+                why,
+            } => write!(
+                f,
+                "new rollout from {start_version} to {target_version} ({why})"
+            ),
+            Self::ModeChanged { from, to } => write!(
+                f,
+                "mode changed from {} to {}",
+                from.as_str(),
+                to.as_str()
+            ),
+            Self::GroupChanged {
+                group,
+                from,
+                to,
+                reason,
+            } => write!(
+                f,
+                "group {group}: {} -> {} ({reason})",
+                from.as_str(),
+                to.as_str()
+            ),
+            Self::CanariesPicked { group, updater_ids } => {
+                write!(f, "group {group}: canaries {}", updater_ids.join(", "))
+            }
+            Self::GroupOverdue {
+                group,
+                state,
+                since,
+            } => write!(
+                f,
+                "group {group} has been {} since {since}: check its agents",
+                state.as_str()
+            ),
+            Self::ProgressHalted { group } => write!(
+                f,
+                "group {group}: progress halted, more than max_in_flight of the initial agents are missing"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn groups(names: &[&str]) -> Groups {
+        Groups::new(names.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn the_last_group_serves_empty_and_unknown_groups() {
+        let g = groups(&["dev", "prod"]);
+        assert_eq!(g.serving("dev"), Some("dev"));
+        assert_eq!(g.serving(""), Some("prod"));
+        assert_eq!(g.serving("nope"), Some("prod"));
+        assert!(g.serves("prod", "") && g.serves("prod", "nope") && g.serves("prod", "prod"));
+        assert!(!g.serves("dev", "") && !g.serves("prod", "dev") && g.serves("dev", "dev"));
+        assert_eq!(groups(&[]).serving("dev"), None);
+    }
+
+    #[test]
+    fn event_kinds_and_lines() {
+        let e = Event::GroupChanged {
+            group: "dev".into(),
+            from: GroupState::Unstarted,
+            to: GroupState::Active,
+            reason: "can_start",
+        };
+        assert_eq!(e.kind(), "group_changed");
+        assert_eq!(e.group(), Some("dev"));
+        assert_eq!(e.to_string(), "group dev: unstarted -> active (can_start)");
+        let e = Event::ModeChanged {
+            from: Mode::Enabled,
+            to: Mode::Suspended,
+        };
+        assert_eq!(
+            (e.kind(), e.to_string().as_str(), e.group()),
+            ("mode_changed", "mode changed from enabled to suspended", None)
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! What the admin API shows and the choices behind its writes, from the resources and
+//! the reports: the mode in force, each group's status (counts, windows), the report
+//! totals, an inventory entry, and the autoupdate_version a new rollout writes. ternd
+//! serves these ([`crate::api`] types); keeping them here keeps the rules in one place
+//! and testable without a server.
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::aggregate::Aggregate;
+use crate::api::{GroupStatus, GroupVersions, InventoryEntry, Modes, ReportResponse, StatusResponse};
+use crate::inventory::{AgentView, InventoryAgent, omitted_reason};
+use crate::resource::{
+    AgentsVersion, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig,
+    AutoUpdateVersion, Mode, Schedule,
+};
+use crate::rollout::{Groups, group_window, is_live};
+use crate::version::Version;
+
+/// The mode in force: each resource's own (enabled when it is absent or says
+/// nothing), combined to the most restrictive.
+pub fn modes(config: Option<&AutoUpdateConfig>, version: Option<&AutoUpdateVersion>) -> Modes {
+    let config_mode = config.map_or(Mode::Enabled, AutoUpdateConfig::mode);
+    let version_mode = version.map_or(Mode::Enabled, AutoUpdateVersion::mode);
+    Modes {
+        mode: config_mode.combine(version_mode),
+        config_mode,
+        version_mode,
+    }
+}
+
+/// `agents status` at `now`: the rollout's groups with their live counts and windows,
+/// and the totals of the live reports. `version_exists` tells why there is no rollout.
+pub fn status(
+    now: Timestamp,
+    modes: Modes,
+    rollout: Option<AutoUpdateAgentRollout>,
+    version_exists: bool,
+    reports: &[AutoUpdateAgentReport],
+    report_period: SignedDuration,
+) -> StatusResponse {
+    let groups_of_rollout = rollout.as_ref().map(Groups::of).unwrap_or_default();
+    let target = rollout
+        .as_ref()
+        .map(|r| r.spec.target_version.to_string())
+        .unwrap_or_default();
+    let agg = Aggregate::from_reports(reports, now, report_period, &groups_of_rollout, &target);
+    let groups = rollout
+        .as_ref()
+        .map(|r| group_statuses(now, r, &agg))
+        .unwrap_or_default();
+    let no_rollout_reason = match (&rollout, version_exists) {
+        (Some(_), _) => None,
+        (None, false) => Some(
+            "no autoupdate_version exists: nothing to roll out (ternctl agents new-rollout VERSION)"
+                .to_string(),
+        ),
+        (None, true) => Some(
+            "the rollout has not been created yet: it appears at the next reconcile".to_string(),
+        ),
+    };
+    let (present, up_to_date, failed) = agg.groups.values().fold((0, 0, 0), |acc, c| {
+        (acc.0 + c.present, acc.1 + c.up_to_date, acc.2 + c.failed)
+    });
+    StatusResponse {
+        now,
+        modes,
+        rollout,
+        no_rollout_reason,
+        groups,
+        present,
+        up_to_date,
+        failed,
+        omitted: agg.omitted,
+        live_reports: agg.live_reports,
+    }
+}
+
+fn group_statuses(now: Timestamp, r: &AutoUpdateAgentRollout, agg: &Aggregate) -> Vec<GroupStatus> {
+    let last = r.status.groups.len().saturating_sub(1);
+    r.status
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let c = agg.group(&g.name);
+            let w = group_window(&r.spec, g);
+            let open = w.open_since(now);
+            GroupStatus {
+                name: g.name.clone(),
+                state: g.state,
+                catch_all: i == last,
+                start_time: g.start_time,
+                last_update_reason: g.last_update_reason.clone(),
+                last_update_time: g.last_update_time,
+                present: c.present,
+                up_to_date: c.up_to_date,
+                failed: c.failed,
+                initial: g.initial_count,
+                progress: g.progress,
+                canary_count: g.canary_count,
+                canaries: g.canaries.clone(),
+                window_open_since: open,
+                window_closes: open.and_then(|o| o.checked_add(w.duration).ok()),
+                next_window: w.next_open(now),
+            }
+        })
+        .collect()
+}
+
+/// `agents report` at `now`: the live reports summed per group as the agents present
+/// it, and per version.
+pub fn report(
+    now: Timestamp,
+    reports: &[AutoUpdateAgentReport],
+    report_period: SignedDuration,
+) -> ReportResponse {
+    let agg = Aggregate::from_reports(reports, now, report_period, &Groups::default(), "");
+    let replicas = reports
+        .iter()
+        .filter(|r| is_live(r, now, report_period))
+        .map(|r| r.metadata.name.clone())
+        .collect();
+    let mut groups = BTreeMap::new();
+    let mut total = 0;
+    for (g, versions) in &agg.versions {
+        let t: u64 = versions.values().sum();
+        total += t;
+        groups.insert(
+            g.clone(),
+            GroupVersions {
+                versions: versions.clone(),
+                total: t,
+                failed: agg.group(g).failed,
+            },
+        );
+    }
+    ReportResponse {
+        now,
+        replicas,
+        groups,
+        total,
+        omitted: agg.omitted,
+    }
+}
+
+/// One agent as `inventory ls` shows it.
+pub fn inventory_entry(
+    agent: InventoryAgent,
+    now: Timestamp,
+    report_period: SignedDuration,
+) -> InventoryEntry {
+    let settled = agent.settled(now, report_period);
+    let counted = omitted_reason(&agent, now, report_period).is_none();
+    let hb = agent.heartbeat;
+    InventoryEntry {
+        updater_id: hb.updater_id,
+        host_id: hb.host_id,
+        hostname: hb.hostname,
+        group: hb.group,
+        version: hb.version,
+        updater_version: hb.updater_version,
+        updater_status: hb.updater_status,
+        healthy: hb.healthy,
+        rollback: hb.rollback,
+        failed_version: hb.failed_version,
+        first_seen: agent.first_seen,
+        last_seen: agent.last_seen,
+        settled,
+        counted,
+    }
+}
+
+/// The autoupdate_version that `new-rollout` writes to roll `target` out. The start
+/// version is `start` when given, else what the fleet was last asked to reach (the
+/// current version's target, else the rollout's), else `target` itself. The schedule
+/// and mode of the current version are kept.
+pub fn new_rollout_version(
+    current: Option<&AutoUpdateVersion>,
+    rollout: Option<&AutoUpdateAgentRollout>,
+    target: Version,
+    start: Option<Version>,
+) -> AutoUpdateVersion {
+    let current_agents = current.and_then(|v| v.spec.agents.as_ref());
+    let start = start
+        .or_else(|| current_agents.map(|a| a.target_version.clone()))
+        .or_else(|| rollout.map(|r| r.spec.target_version.clone()))
+        .unwrap_or_else(|| target.clone());
+    let mut next = current.cloned().unwrap_or_else(|| AutoUpdateVersion::new(None));
+    next.spec.agents = Some(AgentsVersion {
+        start_version: start,
+        target_version: target,
+        schedule: current_agents.map_or(Schedule::Regular, |a| a.schedule),
+        mode: current_agents.and_then(|a| a.mode),
+    });
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Heartbeat, UpdaterStatus};
+
+    fn v(s: &str) -> Version {
+        Version::parse(s).unwrap()
+    }
+
+    #[test]
+    fn new_rollout_starts_from_the_last_target_unless_told() {
+        let first = new_rollout_version(None, None, v("1.1.0"), None);
+        let a = first.spec.agents.as_ref().unwrap();
+        assert_eq!((a.start_version.to_string(), a.target_version.to_string()), ("1.1.0".into(), "1.1.0".into()));
+        let second = new_rollout_version(Some(&first), None, v("1.2.0"), None);
+        let a = second.spec.agents.as_ref().unwrap();
+        assert_eq!(a.start_version, v("1.1.0"));
+        assert_eq!(a.target_version, v("1.2.0"));
+        let told = new_rollout_version(Some(&second), None, v("1.3.0"), Some(v("1.0.0")));
+        assert_eq!(told.spec.agents.as_ref().unwrap().start_version, v("1.0.0"));
+    }
+
+    #[test]
+    fn modes_default_to_enabled_and_combine_to_the_most_restrictive() {
+        let m = modes(None, None);
+        assert_eq!((m.mode, m.config_mode, m.version_mode), (Mode::Enabled, Mode::Enabled, Mode::Enabled));
+        let mut cfg = AutoUpdateConfig::default();
+        cfg.spec.agents.get_or_insert_with(Default::default).mode = Some(Mode::Suspended);
+        let m = modes(Some(&cfg), None);
+        assert_eq!((m.mode, m.config_mode), (Mode::Suspended, Mode::Suspended));
+    }
+
+    #[test]
+    fn an_agent_counts_once_settled_with_an_id_and_updates_enabled() {
+        let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+        let period = SignedDuration::from_secs(60);
+        let agent = |first_seen: &str, status: UpdaterStatus| InventoryAgent {
+            heartbeat: Heartbeat {
+                updater_id: "u1".into(),
+                updater_status: status,
+                ..Heartbeat::default()
+            },
+            first_seen: first_seen.parse().unwrap(),
+            last_seen: now,
+        };
+        let e = inventory_entry(agent("2026-11-23T09:00:00Z", UpdaterStatus::Enabled), now, period);
+        assert!(e.settled && e.counted);
+        let e = inventory_entry(agent("2026-11-23T09:59:30Z", UpdaterStatus::Enabled), now, period);
+        assert!(!e.settled && !e.counted);
+        let e = inventory_entry(agent("2026-11-23T09:00:00Z", UpdaterStatus::Pinned), now, period);
+        assert!(e.settled && !e.counted);
+    }
+
+    #[test]
+    fn status_without_a_rollout_says_why() {
+        let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+        let period = SignedDuration::from_secs(60);
+        let s = status(now, modes(None, None), None, false, &[], period);
+        assert!(s.no_rollout_reason.unwrap().contains("no autoupdate_version"));
+        let s = status(now, modes(None, None), None, true, &[], period);
+        assert!(s.no_rollout_reason.unwrap().contains("next reconcile"));
+        assert!(s.groups.is_empty());
+    }
+}
