@@ -323,6 +323,32 @@ pub struct ReconcileResult {
     pub message: Option<String>,
 }
 
+/// `POST /v1/dev/reconcile`: the dev clock's instant and what the reconcile did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DevReconcileResponse {
+    pub now: Timestamp,
+    #[serde(flatten)]
+    pub result: ReconcileResult,
+}
+
+/// The body of `POST /v1/dev/clock`: exactly one of the two.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockBody {
+    /// RFC 3339 instant to set the clock to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<String>,
+    /// Duration to move the clock forward by (`20s`, `90m`, `1h30m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advance: Option<String>,
+}
+
+/// `GET|POST /v1/dev/clock`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockResponse {
+    pub now: Timestamp,
+}
+
 /// `DELETE` answers: what was deleted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deleted {

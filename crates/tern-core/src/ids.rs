@@ -56,6 +56,10 @@ mod tests {
             "01234567-89ab-cdef-0000-000000000001"
         );
         assert_ne!(spread(1), spread(2));
-        assert_ne!(spread(1) >> 32, spread(2) >> 32, "neighbours differ in the high half");
+        assert_ne!(
+            spread(1) >> 32,
+            spread(2) >> 32,
+            "neighbours differ in the high half"
+        );
     }
 }

@@ -25,7 +25,7 @@ pub mod resource;
 pub mod rollout;
 pub mod transition;
 pub mod validate;
-pub mod views;
 pub mod version;
+pub mod views;
 pub mod window;
 pub mod wire;

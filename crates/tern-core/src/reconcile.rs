@@ -644,7 +644,10 @@ mod tests {
         let mut r = fresh_rollout(&config, &version, at("2026-11-23T11:00:00Z"));
         // dev starts next and has no canaries: nothing to offer.
         let n = needs(&r);
-        assert!(n.canary_candidates.is_empty() && n.canaries.is_empty(), "{n:?}");
+        assert!(
+            n.canary_candidates.is_empty() && n.canaries.is_empty(),
+            "{n:?}"
+        );
         assert_eq!(n.groups.catch_all(), Some("prod"));
         // dev active: staging is not next until dev is done.
         r.status.groups[0].state = GroupState::Active;

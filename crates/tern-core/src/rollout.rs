@@ -10,8 +10,8 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::duration::GoDuration;
 use crate::resource::{
-    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
-    GroupState, Mode, RolloutGroup, RolloutSpec, RolloutState, Strategy,
+    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, GroupState,
+    Mode, RolloutGroup, RolloutSpec, RolloutState, Strategy,
 };
 use crate::window::Window;
 
@@ -34,7 +34,14 @@ impl Groups {
 
     /// The groups of `rollout`, in its order.
     pub fn of(rollout: &AutoUpdateAgentRollout) -> Self {
-        Self::new(rollout.status.groups.iter().map(|g| g.name.clone()).collect())
+        Self::new(
+            rollout
+                .status
+                .groups
+                .iter()
+                .map(|g| g.name.clone())
+                .collect(),
+        )
     }
 
     /// The groups a new rollout would have under `config` (the default config when
@@ -210,12 +217,9 @@ impl fmt::Display for Event {
                 f,
                 "new rollout from {start_version} to {target_version} ({why})"
             ),
-            Self::ModeChanged { from, to } => write!(
-                f,
-                "mode changed from {} to {}",
-                from.as_str(),
-                to.as_str()
-            ),
+            Self::ModeChanged { from, to } => {
+                write!(f, "mode changed from {} to {}", from.as_str(), to.as_str())
+            }
             Self::GroupChanged {
                 group,
                 from,
@@ -283,7 +287,11 @@ mod tests {
         };
         assert_eq!(
             (e.kind(), e.to_string().as_str(), e.group()),
-            ("mode_changed", "mode changed from enabled to suspended", None)
+            (
+                "mode_changed",
+                "mode changed from enabled to suspended",
+                None
+            )
         );
     }
 }

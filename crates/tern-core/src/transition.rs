@@ -6,8 +6,8 @@ use jiff::Timestamp;
 
 use crate::backpressure::{self, ProgressInput};
 use crate::reason;
-use crate::rollout::{Event, rollout_state};
 use crate::resource::{AutoUpdateAgentRollout, GroupState, RolloutGroup, Schedule, Strategy};
+use crate::rollout::{Event, rollout_state};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Transition {
@@ -19,13 +19,88 @@ pub enum Transition {
     Rollback { groups: Vec<String> },
 }
 
-impl Transition {
-    pub fn name(&self) -> &'static str {
+/// Which manual transition: the name the API path, ternctl and scenario files use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransitionKind {
+    StartUpdate,
+    MarkDone,
+    Rollback,
+}
+
+impl TransitionKind {
+    pub const ALL: [TransitionKind; 3] = [Self::StartUpdate, Self::MarkDone, Self::Rollback];
+
+    pub fn as_str(self) -> &'static str {
         match self {
-            Self::StartUpdate { .. } => "start-update",
-            Self::MarkDone { .. } => "mark-done",
-            Self::Rollback { .. } => "rollback",
+            Self::StartUpdate => "start-update",
+            Self::MarkDone => "mark-done",
+            Self::Rollback => "rollback",
         }
+    }
+}
+
+impl std::fmt::Display for TransitionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A transition name that is not one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a transition: one of start-update, mark-done, rollback")]
+pub struct UnknownTransition(pub String);
+
+impl std::str::FromStr for TransitionKind {
+    type Err = UnknownTransition;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownTransition(s.to_string()))
+    }
+}
+
+impl Transition {
+    /// The transition of `kind` on `groups` (`force` applies to start-update only).
+    pub fn of_kind(kind: TransitionKind, groups: Vec<String>, force: bool) -> Self {
+        match kind {
+            TransitionKind::StartUpdate => Self::StartUpdate { groups, force },
+            TransitionKind::MarkDone => Self::MarkDone { groups },
+            TransitionKind::Rollback => Self::Rollback { groups },
+        }
+    }
+
+    pub fn kind(&self) -> TransitionKind {
+        match self {
+            Self::StartUpdate { .. } => TransitionKind::StartUpdate,
+            Self::MarkDone { .. } => TransitionKind::MarkDone,
+            Self::Rollback { .. } => TransitionKind::Rollback,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.kind().as_str()
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    #[test]
+    fn kinds_parse_print_and_refuse_unknown_names() {
+        for k in TransitionKind::ALL {
+            assert_eq!(k.as_str().parse::<TransitionKind>(), Ok(k));
+            assert_eq!(Transition::of_kind(k, vec![], false).kind(), k);
+            assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{k}\""));
+        }
+        let err = "rollbak".parse::<TransitionKind>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "\"rollbak\" is not a transition: one of start-update, mark-done, rollback"
+        );
+        assert!(serde_json::from_str::<TransitionKind>("\"undo\"").is_err());
     }
 }
 

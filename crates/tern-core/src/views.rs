@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::aggregate::Aggregate;
-use crate::api::{GroupStatus, GroupVersions, InventoryEntry, Modes, ReportResponse, StatusResponse};
+use crate::api::{
+    GroupStatus, GroupVersions, InventoryEntry, Modes, ReportResponse, StatusResponse,
+};
 use crate::inventory::{AgentView, InventoryAgent, omitted_reason};
 use crate::resource::{
     AgentsVersion, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig,
@@ -187,7 +189,9 @@ pub fn new_rollout_version(
         .or_else(|| current_agents.map(|a| a.target_version.clone()))
         .or_else(|| rollout.map(|r| r.spec.target_version.clone()))
         .unwrap_or_else(|| target.clone());
-    let mut next = current.cloned().unwrap_or_else(|| AutoUpdateVersion::new(None));
+    let mut next = current
+        .cloned()
+        .unwrap_or_else(|| AutoUpdateVersion::new(None));
     next.spec.agents = Some(AgentsVersion {
         start_version: start,
         target_version: target,
@@ -210,7 +214,10 @@ mod tests {
     fn new_rollout_starts_from_the_last_target_unless_told() {
         let first = new_rollout_version(None, None, v("1.1.0"), None);
         let a = first.spec.agents.as_ref().unwrap();
-        assert_eq!((a.start_version.to_string(), a.target_version.to_string()), ("1.1.0".into(), "1.1.0".into()));
+        assert_eq!(
+            (a.start_version.to_string(), a.target_version.to_string()),
+            ("1.1.0".into(), "1.1.0".into())
+        );
         let second = new_rollout_version(Some(&first), None, v("1.2.0"), None);
         let a = second.spec.agents.as_ref().unwrap();
         assert_eq!(a.start_version, v("1.1.0"));
@@ -222,7 +229,10 @@ mod tests {
     #[test]
     fn modes_default_to_enabled_and_combine_to_the_most_restrictive() {
         let m = modes(None, None);
-        assert_eq!((m.mode, m.config_mode, m.version_mode), (Mode::Enabled, Mode::Enabled, Mode::Enabled));
+        assert_eq!(
+            (m.mode, m.config_mode, m.version_mode),
+            (Mode::Enabled, Mode::Enabled, Mode::Enabled)
+        );
         let mut cfg = AutoUpdateConfig::default();
         cfg.spec.agents.get_or_insert_with(Default::default).mode = Some(Mode::Suspended);
         let m = modes(Some(&cfg), None);
@@ -242,11 +252,23 @@ mod tests {
             first_seen: first_seen.parse().unwrap(),
             last_seen: now,
         };
-        let e = inventory_entry(agent("2026-11-23T09:00:00Z", UpdaterStatus::Enabled), now, period);
+        let e = inventory_entry(
+            agent("2026-11-23T09:00:00Z", UpdaterStatus::Enabled),
+            now,
+            period,
+        );
         assert!(e.settled && e.counted);
-        let e = inventory_entry(agent("2026-11-23T09:59:30Z", UpdaterStatus::Enabled), now, period);
+        let e = inventory_entry(
+            agent("2026-11-23T09:59:30Z", UpdaterStatus::Enabled),
+            now,
+            period,
+        );
         assert!(!e.settled && !e.counted);
-        let e = inventory_entry(agent("2026-11-23T09:00:00Z", UpdaterStatus::Pinned), now, period);
+        let e = inventory_entry(
+            agent("2026-11-23T09:00:00Z", UpdaterStatus::Pinned),
+            now,
+            period,
+        );
         assert!(e.settled && !e.counted);
     }
 
@@ -255,7 +277,11 @@ mod tests {
         let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
         let period = SignedDuration::from_secs(60);
         let s = status(now, modes(None, None), None, false, &[], period);
-        assert!(s.no_rollout_reason.unwrap().contains("no autoupdate_version"));
+        assert!(
+            s.no_rollout_reason
+                .unwrap()
+                .contains("no autoupdate_version")
+        );
         let s = status(now, modes(None, None), None, true, &[], period);
         assert!(s.no_rollout_reason.unwrap().contains("next reconcile"));
         assert!(s.groups.is_empty());

@@ -10,11 +10,11 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tern_core::backpressure::{self, ProgressInput, UpdaterNumeral};
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
-use tern_core::rollout::group_window;
 use tern_core::resource::{
     AgentsConfig, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig,
     AutoUpdateVersion, ConnectedAgent, GroupConfig, GroupState, Mode, Schedules, Strategy as Plan,
 };
+use tern_core::rollout::group_window;
 use tern_core::window::Day;
 
 fn arb_group(i: usize, time_based: bool) -> impl Strategy<Value = GroupConfig> {

@@ -8,8 +8,8 @@ use common::*;
 use jiff::SignedDuration;
 use tern_core::reason;
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
-use tern_core::rollout::{self, Event};
 use tern_core::resource::*;
+use tern_core::rollout::{self, Event};
 
 use GroupState::*;
 

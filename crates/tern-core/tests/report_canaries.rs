@@ -16,8 +16,8 @@ use tern_core::inventory::{
     InventoryAgent, build_report, canaries_seen, canary_candidates, replica_report,
 };
 use tern_core::reconcile::{Needs, needs};
-use tern_core::rollout::DEFAULT_REPORT_PERIOD;
 use tern_core::resource::*;
+use tern_core::rollout::DEFAULT_REPORT_PERIOD;
 use tern_core::wire::{Heartbeat, UpdaterStatus};
 
 const NOW: &str = "2026-11-23T10:00:00Z";
@@ -173,7 +173,14 @@ fn candidates_are_a_bounded_sample_of_settled_enabled_agents_behind_the_target()
         .iter()
         .map(|a| inv(a, "2026-11-23T08:00:00Z"))
         .collect();
-    let c = canary_candidates(&few, &needs(&r), ts(NOW), DEFAULT_REPORT_PERIOD, 10, &mut rng);
+    let c = canary_candidates(
+        &few,
+        &needs(&r),
+        ts(NOW),
+        DEFAULT_REPORT_PERIOD,
+        10,
+        &mut rng,
+    );
     assert_eq!(c["staging"].len(), 5);
 
     // No group wants canaries, or no rollout: nothing.

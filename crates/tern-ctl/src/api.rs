@@ -12,9 +12,15 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tern_core::resource::Mode;
+use tern_core::api::{
+    ChangedGroup, Channel, ChannelBody, ClockBody, ClockResponse, Deleted, DevReconcileResponse,
+    InventoryResponse, ModeResponse, NewRolloutBody, NewRolloutResponse, NewTokenResponse,
+    ReportResponse, Role, StatusResponse, TokenBody, TokenView, TransitionBody, TransitionResponse,
+};
+use tern_core::resource::{Metadata, Mode};
+use tern_core::transition::TransitionKind;
 
 use client::{Client, encode, read_token};
 
@@ -274,7 +280,7 @@ pub fn run(cmd: ApiCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints `v` as JSON or YAML; returns false in text mode (the caller renders).
-fn structured(output: Output, v: &Value) -> anyhow::Result<bool> {
+fn structured<T: Serialize>(output: Output, v: &T) -> anyhow::Result<bool> {
     match output {
         Output::Json => {
             println!("{}", serde_json::to_string_pretty(v)?);
@@ -355,9 +361,11 @@ fn create(a: CreateArgs) -> anyhow::Result<ExitCode> {
     };
     let v: Value = c.send_text(method, &url, &text)?;
     if !structured(a.conn.output, &v)? {
+        let head: StoredHead = serde_json::from_value(v)
+            .with_context(|| format!("ternd's answer is not an {kind}"))?;
         println!(
             "{kind} {verb} (revision {})",
-            v["metadata"]["revision"].as_str().unwrap_or("?")
+            head.metadata.revision.as_deref().unwrap_or("?")
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -369,34 +377,20 @@ fn rm(a: RmArgs) -> anyhow::Result<ExitCode> {
         RmKind::Config => ("config", "autoupdate_config"),
         RmKind::Version => ("version", "autoupdate_version"),
     };
-    let v: Value = c.delete(&format!("/v1/resources/{path}"))?;
+    let v: Deleted = c.delete(&format!("/v1/resources/{path}"))?;
     if !structured(a.conn.output, &v)? {
         println!("{kind} deleted");
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// What ternctl reads of a resource ternd answers a write with.
 #[derive(Deserialize)]
-struct Changed {
-    name: String,
-    to: String,
+struct StoredHead {
+    metadata: Metadata,
 }
 
-#[derive(Deserialize)]
-struct TransitionAnswer {
-    groups: Vec<Changed>,
-    mode: Mode,
-}
-
-#[derive(Deserialize)]
-struct ModeAnswer {
-    mode: Mode,
-    config_mode: Mode,
-    version_mode: Mode,
-    changed: bool,
-}
-
-fn names(groups: &[Changed]) -> String {
+fn names(groups: &[ChangedGroup]) -> String {
     format!(
         "[{}]",
         groups
@@ -419,55 +413,46 @@ fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
     let out = a.conn.output;
     match a.cmd {
         AgentsCommand::Status => {
-            let v: Value = c.get("/v1/agents/status")?;
-            if !structured(out, &v)? {
-                let s: render::Status = serde_json::from_value(v)?;
+            let s: StatusResponse = c.get("/v1/agents/status")?;
+            if !structured(out, &s)? {
                 print!("{}", render::status(&s));
             }
         }
         AgentsCommand::Report => {
-            let v: Value = c.get("/v1/agents/report")?;
-            if !structured(out, &v)? {
-                let r: render::Report = serde_json::from_value(v)?;
+            let r: ReportResponse = c.get("/v1/agents/report")?;
+            if !structured(out, &r)? {
                 print!("{}", render::report(&r));
             }
         }
         AgentsCommand::StartUpdate { groups, force } => {
-            let v: Value = c.post(
-                "/v1/agents/start-update",
-                &json!({"groups": groups, "force": force}),
-            )?;
-            if !structured(out, &v)? {
-                let t: TransitionAnswer = serde_json::from_value(v)?;
+            let t = transition(&c, TransitionKind::StartUpdate, groups, force)?;
+            if !structured(out, &t)? {
                 for g in &t.groups {
-                    println!("Group {} update triggered ({})", g.name, g.to);
+                    println!("Group {} update triggered ({})", g.name, g.to.as_str());
                 }
-                if t.mode != Mode::Enabled {
-                    println!("{}", suspended_warning(t.mode, "update"));
+                if t.modes.mode != Mode::Enabled {
+                    println!("{}", suspended_warning(t.modes.mode, "update"));
                 }
             }
         }
         AgentsCommand::MarkDone { groups } => {
-            let v: Value = c.post("/v1/agents/mark-done", &json!({"groups": groups}))?;
-            if !structured(out, &v)? {
-                let t: TransitionAnswer = serde_json::from_value(v)?;
+            let t = transition(&c, TransitionKind::MarkDone, groups, false)?;
+            if !structured(out, &t)? {
                 println!("Groups marked done: {}", names(&t.groups));
             }
         }
         AgentsCommand::Rollback { groups } => {
-            let v: Value = c.post("/v1/agents/rollback", &json!({"groups": groups}))?;
-            if !structured(out, &v)? {
-                let t: TransitionAnswer = serde_json::from_value(v)?;
+            let t = transition(&c, TransitionKind::Rollback, groups, false)?;
+            if !structured(out, &t)? {
                 println!("Rolledback groups: {}", names(&t.groups));
-                if t.mode != Mode::Enabled {
-                    println!("{}", suspended_warning(t.mode, "rollback"));
+                if t.modes.mode != Mode::Enabled {
+                    println!("{}", suspended_warning(t.modes.mode, "rollback"));
                 }
             }
         }
         AgentsCommand::Suspend => {
-            let v: Value = c.post("/v1/agents/suspend", &json!({}))?;
-            if !structured(out, &v)? {
-                let m: ModeAnswer = serde_json::from_value(v)?;
+            let m: ModeResponse = c.post("/v1/agents/suspend", &json!({}))?;
+            if !structured(out, &m)? {
                 if m.changed {
                     println!("Automatic updates suspended");
                 } else {
@@ -479,10 +464,10 @@ fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
             }
         }
         AgentsCommand::Resume => {
-            let v: Value = c.post("/v1/agents/resume", &json!({}))?;
-            if !structured(out, &v)? {
-                let m: ModeAnswer = serde_json::from_value(v)?;
-                if m.mode == Mode::Enabled {
+            let m: ModeResponse = c.post("/v1/agents/resume", &json!({}))?;
+            if !structured(out, &m)? {
+                let modes = m.modes;
+                if modes.mode == Mode::Enabled {
                     println!(
                         "Automatic updates {}",
                         if m.changed {
@@ -494,9 +479,9 @@ fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     println!(
                         "The autoupdate_config's mode is {}, but updates stay {}: the autoupdate_version's mode is {}.",
-                        m.config_mode.as_str(),
-                        m.mode.as_str(),
-                        m.version_mode.as_str()
+                        modes.config_mode.as_str(),
+                        modes.mode.as_str(),
+                        modes.version_mode.as_str()
                     );
                 }
             }
@@ -505,17 +490,17 @@ fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
             version,
             current_version,
         } => {
-            let v: Value = c.post(
-                "/v1/agents/new-rollout",
-                &json!({"version": version, "current_version": current_version}),
-            )?;
+            let body = NewRolloutBody {
+                version,
+                current_version,
+            };
+            let v: NewRolloutResponse = c.post("/v1/agents/new-rollout", &body)?;
             if !structured(out, &v)? {
-                let from = v["start_version"].as_str().unwrap_or("?");
-                let to = v["target_version"].as_str().unwrap_or("?");
-                if v["changed"].as_bool() == Some(false) {
-                    println!("the rollout from {from} to {to} already exists: nothing changed");
-                } else {
+                let (from, to) = (&v.start_version, &v.target_version);
+                if v.changed {
                     println!("created new rollout from {from} to {to}");
+                } else {
+                    println!("the rollout from {from} to {to} already exists: nothing changed");
                 }
             }
         }
@@ -523,53 +508,50 @@ fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `POST /v1/agents/{kind}` on `groups`.
+fn transition(
+    c: &Client,
+    kind: TransitionKind,
+    groups: Vec<String>,
+    force: bool,
+) -> anyhow::Result<TransitionResponse> {
+    c.post(
+        &format!("/v1/agents/{kind}"),
+        &TransitionBody { groups, force },
+    )
+}
+
 fn inventory(a: InventoryArgs) -> anyhow::Result<ExitCode> {
     let c = a.conn.client()?;
     let InventoryCommand::Ls = a.cmd;
-    let v: Value = c.get("/v1/inventory")?;
+    let v: InventoryResponse = c.get("/v1/inventory")?;
     if structured(a.conn.output, &v)? {
         return Ok(ExitCode::SUCCESS);
     }
-    let s = |x: &Value| x.as_str().unwrap_or_default().to_string();
-    let rows: Vec<Vec<String>> = v["agents"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let rows: Vec<Vec<String>> = v
+        .agents
         .iter()
         .map(|a| {
-            let health = if a["rollback"].as_bool() == Some(true) {
+            let health = if a.rollback {
                 "rolled back"
-            } else if a["healthy"].as_bool() == Some(false) {
+            } else if !a.healthy {
                 "unhealthy"
             } else {
                 "healthy"
             };
             vec![
-                s(&a["updater_id"]),
-                s(&a["hostname"]),
-                s(&a["group"]),
-                s(&a["version"]),
-                s(&a["updater_status"]),
+                a.updater_id.clone(),
+                a.hostname.clone(),
+                a.group.clone(),
+                a.version.clone(),
+                a.updater_status.as_str().to_string(),
                 health.to_string(),
-                if a["counted"].as_bool() == Some(true) {
-                    "yes"
-                } else {
-                    "no"
-                }
-                .to_string(),
-                a["last_seen"]
-                    .as_str()
-                    .and_then(|t| t.parse().ok())
-                    .map(render::time)
-                    .unwrap_or_default(),
+                if a.counted { "yes" } else { "no" }.to_string(),
+                render::time(a.last_seen),
             ]
         })
         .collect();
-    println!(
-        "{} agents connected to replica {}",
-        rows.len(),
-        s(&v["replica"])
-    );
+    println!("{} agents connected to replica {}", rows.len(), v.replica);
     print!(
         "{}",
         render::table(
@@ -594,37 +576,37 @@ fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
     match a.cmd {
         TokensCommand::Create { role, description } => {
             let role = match role {
-                RoleArg::Operator => "operator",
-                RoleArg::User => "user",
-                RoleArg::Viewer => "viewer",
-                RoleArg::Agent => "agent",
+                RoleArg::Operator => Role::Operator,
+                RoleArg::User => Role::User,
+                RoleArg::Viewer => Role::Viewer,
+                RoleArg::Agent => Role::Agent,
             };
-            let v: Value = c.post(
-                "/v1/tokens",
-                &json!({"role": role, "description": description}),
-            )?;
+            let body = TokenBody {
+                role: role.to_string(),
+                description,
+            };
+            let v: NewTokenResponse = c.post("/v1/tokens", &body)?;
             if !structured(a.conn.output, &v)? {
                 // The token alone on stdout, so `TOKEN=$(ternctl tokens create …)` works.
-                println!("{}", v["token"].as_str().unwrap_or_default());
+                println!("{}", v.token);
                 eprintln!(
                     "created {role} token {} (shown only once: ternd keeps only its hash)",
-                    v["id"].as_str().unwrap_or_default()
+                    v.view.id
                 );
             }
         }
         TokensCommand::Ls => {
-            let v: Value = c.get("/v1/tokens")?;
+            let v: Vec<TokenView> = c.get("/v1/tokens")?;
             if !structured(a.conn.output, &v)? {
                 let rows: Vec<Vec<String>> = v
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
                     .iter()
                     .map(|t| {
-                        ["id", "role", "created", "description"]
-                            .iter()
-                            .map(|k| t[*k].as_str().unwrap_or_default().to_string())
-                            .collect()
+                        vec![
+                            t.id.clone(),
+                            t.role.to_string(),
+                            t.created.to_string(),
+                            t.description.clone(),
+                        ]
                     })
                     .collect();
                 print!(
@@ -634,7 +616,7 @@ fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
             }
         }
         TokensCommand::Rm { id } => {
-            let v: Value = c.delete(&format!("/v1/tokens/{}", encode(&id)))?;
+            let v: Deleted = c.delete(&format!("/v1/tokens/{}", encode(&id)))?;
             if !structured(a.conn.output, &v)? {
                 println!("token {id} revoked");
             }
@@ -651,36 +633,28 @@ fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
             version,
             critical,
         } => {
-            let v: Value = c.put(
+            let v: Channel = c.put(
                 &format!("/v1/channels/{}", encode(&name)),
-                &json!({"version": version, "critical": critical}),
+                &ChannelBody { version, critical },
             )?;
             if !structured(a.conn.output, &v)? {
                 println!(
                     "channel {name} set to {}{}",
-                    v["version"].as_str().unwrap_or_default(),
+                    v.version,
                     if critical { " (critical)" } else { "" }
                 );
             }
         }
         ChannelsCommand::Ls => {
-            let v: Value = c.get("/v1/channels")?;
+            let v: Vec<Channel> = c.get("/v1/channels")?;
             if !structured(a.conn.output, &v)? {
                 let rows: Vec<Vec<String>> = v
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
                     .iter()
                     .map(|ch| {
                         vec![
-                            ch["name"].as_str().unwrap_or_default().to_string(),
-                            ch["version"].as_str().unwrap_or_default().to_string(),
-                            if ch["critical"].as_bool() == Some(true) {
-                                "yes"
-                            } else {
-                                "no"
-                            }
-                            .to_string(),
+                            ch.name.clone(),
+                            ch.version.clone(),
+                            if ch.critical { "yes" } else { "no" }.to_string(),
                         ]
                     })
                     .collect();
@@ -691,7 +665,7 @@ fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
             }
         }
         ChannelsCommand::Rm { name } => {
-            let v: Value = c.delete(&format!("/v1/channels/{}", encode(&name)))?;
+            let v: Deleted = c.delete(&format!("/v1/channels/{}", encode(&name)))?;
             if !structured(a.conn.output, &v)? {
                 println!("channel {name} deleted");
             }
@@ -704,44 +678,49 @@ fn dev(a: DevArgs) -> anyhow::Result<ExitCode> {
     let c = a.conn.client()?;
     match a.cmd {
         DevCommand::Clock { cmd } => {
-            let v: Value = match cmd {
+            let v: ClockResponse = match cmd {
                 None => c.get("/v1/dev/clock")?,
-                Some(ClockCommand::Set { time }) => {
-                    c.post("/v1/dev/clock", &json!({"set": time}))?
-                }
-                Some(ClockCommand::Advance { duration }) => {
-                    c.post("/v1/dev/clock", &json!({"advance": duration}))?
-                }
+                Some(ClockCommand::Set { time }) => c.post(
+                    "/v1/dev/clock",
+                    &ClockBody {
+                        set: Some(time),
+                        advance: None,
+                    },
+                )?,
+                Some(ClockCommand::Advance { duration }) => c.post(
+                    "/v1/dev/clock",
+                    &ClockBody {
+                        set: None,
+                        advance: Some(duration),
+                    },
+                )?,
             };
             if !structured(a.conn.output, &v)? {
-                println!("{}", v["now"].as_str().unwrap_or_default());
+                println!("{}", v.now);
             }
         }
         DevCommand::Reconcile => {
-            let v: Value = c.post("/v1/dev/reconcile", &json!({}))?;
+            let v: DevReconcileResponse = c.post("/v1/dev/reconcile", &json!({}))?;
             if !structured(a.conn.output, &v)? {
-                for e in v["events"]
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
-                {
-                    eprintln!("{}", e["message"].as_str().unwrap_or_default());
+                let r = &v.result;
+                for e in &r.events {
+                    eprintln!("{}", e.message);
                 }
-                if v["leader"].as_bool() == Some(false) {
+                if !r.leader {
                     // The server names the replica holding the lease (send it there).
-                    match v["message"].as_str() {
+                    match &r.message {
                         Some(m) => eprintln!("{m}"),
                         None => eprintln!(
                             "another replica holds the leader lease: nothing reconciled here"
                         ),
                     }
                 }
-                match &v["rollout"] {
-                    Value::Null => println!(
+                match &r.rollout {
+                    None => println!(
                         "no rollout: {}",
-                        v["no_rollout_reason"].as_str().unwrap_or_default()
+                        r.no_rollout_reason.as_deref().unwrap_or_default()
                     ),
-                    r => print!("{}", serde_yaml_ng::to_string(r)?),
+                    Some(rollout) => print!("{}", serde_yaml_ng::to_string(rollout)?),
                 }
             }
         }

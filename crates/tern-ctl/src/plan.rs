@@ -13,11 +13,11 @@ use tern_core::codec::{self, Format};
 use tern_core::duration::GoDuration;
 use tern_core::find;
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
-use tern_core::rollout::Event;
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
     ConnectedAgent,
 };
+use tern_core::rollout::Event;
 use tern_core::transition::{self, Transition};
 use tern_core::wire::FindResponse;
 

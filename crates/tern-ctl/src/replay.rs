@@ -19,10 +19,10 @@ use tern_core::codec;
 use tern_core::find;
 use tern_core::inventory::{self, AgentView, InventoryAgent};
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
-use tern_core::rollout::{DEFAULT_REPORT_PERIOD, Groups};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, GroupState,
 };
+use tern_core::rollout::{DEFAULT_REPORT_PERIOD, Groups};
 use tern_core::transition::{self, Transition};
 use tern_core::version::normalize;
 use tern_core::wire::{Heartbeat, UpdaterStatus};
@@ -439,9 +439,7 @@ fn check(
     let groups = rollout.map(Groups::of).unwrap_or_default();
     for (group, want) in &expect.hosts {
         let mut got: BTreeMap<String, usize> = BTreeMap::new();
-        for a in agents.iter().filter(|a| {
-            groups.serves(group, &a.hb.group)
-        }) {
+        for a in agents.iter().filter(|a| groups.serves(group, &a.hb.group)) {
             *got.entry(a.hb.version.clone()).or_default() += 1;
         }
         let want: BTreeMap<String, usize> = want.iter().map(|(v, n)| (normalize(v), *n)).collect();

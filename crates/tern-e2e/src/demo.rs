@@ -14,6 +14,7 @@ use anyhow::{Context, bail};
 
 use crate::fleet::{Fleet, FleetOptions, Step};
 use crate::render;
+use tern_core::resource::GroupState;
 
 /// Groups of the demo config: (name, start hour UTC, canaries, wait_hours).
 pub const GROUPS: [(&str, u8, u8, u32); 3] = [
@@ -87,7 +88,7 @@ impl Show<'_> {
                 .status
                 .groups
                 .iter()
-                .find(|g| !matches!(g.state.as_str(), "done" | "unstarted"))
+                .find(|g| !matches!(g.state, GroupState::Done | GroupState::Unstarted))
                 .or(step.status.groups.first());
             let what = g
                 .map(|g| {
@@ -126,7 +127,7 @@ fn window(fleet: &Fleet, show: &mut Show, at: &str, group: &str) -> anyhow::Resu
     show.step(fleet, &step)?;
     let mut quiet = 0;
     for _ in 0..6 {
-        if matches!(step.status.state_of(group).as_str(), "done" | "rolledback") || quiet >= 2 {
+        if matches!(step.status.state_of(group), "done" | "rolledback") || quiet >= 2 {
             break;
         }
         let before = render::table(fleet, &step.status);
@@ -251,7 +252,7 @@ pub fn run(opts: DemoOptions, out: &mut dyn Write) -> anyhow::Result<(Fleet, Sum
     let s = window(&fleet, &mut show, "2026-11-25T10:00:00Z", "dev")?;
     let dev = s.status.group("dev");
     expect(
-        dev.state == "canary" && dev.canaries.iter().all(|c| !c.success),
+        dev.state == GroupState::Canary && dev.canaries.iter().all(|c| !c.success),
         "dev to stop at its canary",
         &fleet,
     )?;

@@ -12,7 +12,7 @@ use crate::bins::Bins;
 use crate::gateway::Gateway;
 use crate::host::{Host, RunOutcome};
 use crate::release::{self, Release};
-use crate::status::{Inventory, InventoryAgent, Status};
+use crate::status::{InventoryEntry, InventoryResponse, Status};
 use crate::ternd::{Ctl, Ternd};
 
 #[derive(Clone, Debug)]
@@ -294,14 +294,15 @@ impl Fleet {
     }
 
     /// `ternctl inventory ls -o json`: the agents as ternd heard them.
-    pub fn inventory(&self) -> anyhow::Result<Vec<InventoryAgent>> {
+    pub fn inventory(&self) -> anyhow::Result<Vec<InventoryEntry>> {
         let v = self.ctl.json(&["inventory", "ls"])?;
-        let inv: Inventory = serde_json::from_value(v).context("inventory: unexpected JSON")?;
+        let inv: InventoryResponse =
+            serde_json::from_value(v).context("inventory: unexpected JSON")?;
         Ok(inv.agents)
     }
 
     /// What ternd knows about one host (by its updater id).
-    pub fn inventory_of(&self, name: &str) -> anyhow::Result<Option<InventoryAgent>> {
+    pub fn inventory_of(&self, name: &str) -> anyhow::Result<Option<InventoryEntry>> {
         let Some(id) = self.host(name).updater_id() else {
             return Ok(None);
         };
@@ -348,7 +349,7 @@ impl Fleet {
         self.reconcile()?;
         let status = self.status()?;
         Ok(Step {
-            now: status.now.clone(),
+            now: status.now.to_string(),
             runs,
             status,
         })

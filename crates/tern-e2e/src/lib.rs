@@ -32,7 +32,7 @@ pub mod ternd;
 
 pub use fleet::{Fleet, FleetOptions, Step};
 pub use host::{Host, RunOutcome};
-pub use status::{GroupStatus, Status};
+pub use status::{GroupStatus, InventoryEntry, Status};
 
 /// A Monday, 09:00 UTC: where every fleet's dev clock starts unless told otherwise.
 pub const T0: &str = "2026-11-23T09:00:00Z";

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use crate::fleet::{Fleet, Step};
 use crate::status::{GroupStatus, Status};
+use tern_core::resource::{GroupState, Mode};
 
 /// Days since 1970-01-01 → (year, month, day) (Howard Hinnant's civil_from_days).
 fn civil(days: i64) -> (i64, u32, u32) {
@@ -48,19 +49,18 @@ pub fn when(rfc3339: &str) -> String {
 
 /// The state column, in the words of the seeds' `agent status`.
 pub fn state_cell(g: &GroupStatus) -> String {
-    match g.state.as_str() {
-        "unstarted" => "not started".into(),
-        "canary" => {
+    match g.state {
+        GroupState::Unstarted => "not started".into(),
+        GroupState::Canary => {
             let ok = g.canaries.iter().filter(|c| c.success).count();
             format!(
                 "canary ({ok}/{} ok)",
                 g.canaries.len().max(g.canary_count.max(0) as usize)
             )
         }
-        "active" => "in progress".into(),
-        "done" => "done".into(),
-        "rolledback" => "rolled back".into(),
-        other => other.into(),
+        GroupState::Active => "in progress".into(),
+        GroupState::Done => "done".into(),
+        GroupState::Rolledback => "rolled back".into(),
     }
 }
 
@@ -107,25 +107,25 @@ pub fn table(fleet: &Fleet, status: &Status) -> String {
             "rollout {} → {} ({}, {})",
             r.spec.start_version,
             r.spec.target_version,
-            if r.status.state.is_empty() {
+            if r.status.groups.is_empty() {
                 "no groups"
             } else {
-                &r.status.state
+                r.status.state.as_str()
             },
-            if r.spec.schedule.is_empty() {
-                "regular"
-            } else {
-                &r.spec.schedule
-            }
+            r.spec.schedule.as_str()
         ),
         None => "no rollout".into(),
     };
-    let mode = if status.mode == "enabled" || status.mode.is_empty() {
+    let mode = if status.modes.mode == Mode::Enabled {
         String::new()
     } else {
-        format!(", updates {}", status.mode)
+        format!(", updates {}", status.modes.mode.as_str())
     };
-    let _ = writeln!(out, "── {} ── {rollout}{mode}", when(&status.now));
+    let _ = writeln!(
+        out,
+        "── {} ── {rollout}{mode}",
+        when(&status.now.to_string())
+    );
     let w = [10, 16, 11, 8, 20];
     let _ = writeln!(
         out,
@@ -148,7 +148,7 @@ pub fn table(fleet: &Fleet, status: &Status) -> String {
             pad(&running_cell(fleet, &g.name, i == last, &names), w[4]),
             g.last_update_reason
         );
-        if !g.canaries.is_empty() && matches!(g.state.as_str(), "canary" | "active") {
+        if !g.canaries.is_empty() && matches!(g.state, GroupState::Canary | GroupState::Active) {
             let list: Vec<String> = g
                 .canaries
                 .iter()

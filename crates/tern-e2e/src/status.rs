@@ -1,151 +1,67 @@
 //! What `ternctl agents status -o json` and `ternctl inventory ls -o json` print, read
-//! back into types the tests and the demo use.
+//! back into the API's own types (`tern_core::api`), with a few helpers that read well
+//! in tests and the demo.
+
+use std::ops::Deref;
 
 use serde::Deserialize;
+pub use tern_core::api::{GroupStatus, InventoryEntry, InventoryResponse, StatusResponse};
 
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct Canary {
-    #[serde(default)]
-    pub updater_id: String,
-    #[serde(default)]
-    pub hostname: String,
-    #[serde(default)]
-    pub success: bool,
-}
+/// `agents status`, as ternctl prints it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(transparent)]
+pub struct Status(pub StatusResponse);
 
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct GroupStatus {
-    pub name: String,
-    pub state: String,
-    #[serde(default)]
-    pub last_update_reason: String,
-    #[serde(default)]
-    pub present: u64,
-    #[serde(default)]
-    pub up_to_date: u64,
-    #[serde(default)]
-    pub failed: u64,
-    #[serde(default)]
-    pub initial: u64,
-    #[serde(default)]
-    pub canary_count: i64,
-    #[serde(default)]
-    pub canaries: Vec<Canary>,
-    #[serde(default)]
-    pub start_time: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct RolloutSpec {
-    #[serde(default)]
-    pub start_version: String,
-    #[serde(default)]
-    pub target_version: String,
-    #[serde(default)]
-    pub schedule: String,
-    #[serde(default)]
-    pub strategy: String,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct RolloutState {
-    #[serde(default)]
-    pub state: String,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct Rollout {
-    #[serde(default)]
-    pub spec: RolloutSpec,
-    #[serde(default)]
-    pub status: RolloutState,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct Status {
-    #[serde(default)]
-    pub now: String,
-    #[serde(default)]
-    pub mode: String,
-    #[serde(default)]
-    pub rollout: Option<Rollout>,
-    #[serde(default)]
-    pub groups: Vec<GroupStatus>,
-    #[serde(default)]
-    pub present: u64,
-    #[serde(default)]
-    pub up_to_date: u64,
-    #[serde(default)]
-    pub failed: u64,
+impl Deref for Status {
+    type Target = StatusResponse;
+    fn deref(&self) -> &StatusResponse {
+        &self.0
+    }
 }
 
 impl Status {
-    /// The named group; panics in tests that name a group the config does not have,
-    /// so here it returns a default (state "") instead.
-    pub fn group(&self, name: &str) -> GroupStatus {
-        self.groups
-            .iter()
-            .find(|g| g.name == name)
-            .cloned()
-            .unwrap_or_default()
+    /// The named group. Panics naming the groups there are: the tests and the demo
+    /// name only groups of their own config.
+    pub fn group(&self, name: &str) -> &GroupStatus {
+        match self.0.group(name) {
+            Some(g) => g,
+            None => panic!(
+                "no group {name:?} in the status; its groups: {:?}",
+                self.groups.iter().map(|g| &g.name).collect::<Vec<_>>()
+            ),
+        }
     }
 
-    pub fn state_of(&self, group: &str) -> String {
-        self.group(group).state
+    /// The state of the named group (`""` when it has none).
+    pub fn state_of(&self, group: &str) -> &'static str {
+        self.0.group(group).map_or("", |g| g.state.as_str())
     }
 
     /// (group, state) for every group, for assertions that read well.
-    pub fn states(&self) -> Vec<(String, String)> {
+    pub fn states(&self) -> Vec<(String, &'static str)> {
         self.groups
             .iter()
-            .map(|g| (g.name.clone(), g.state.clone()))
+            .map(|g| (g.name.clone(), g.state.as_str()))
             .collect()
     }
 
     pub fn start_version(&self) -> String {
         self.rollout
             .as_ref()
-            .map(|r| r.spec.start_version.clone())
+            .map(|r| r.spec.start_version.to_string())
             .unwrap_or_default()
     }
 
     pub fn target_version(&self) -> String {
         self.rollout
             .as_ref()
-            .map(|r| r.spec.target_version.clone())
+            .map(|r| r.spec.target_version.to_string())
             .unwrap_or_default()
     }
 
-    pub fn rollout_state(&self) -> String {
+    pub fn rollout_state(&self) -> &'static str {
         self.rollout
             .as_ref()
-            .map(|r| r.status.state.clone())
-            .unwrap_or_default()
+            .map_or("", |r| r.status.state.as_str())
     }
-}
-
-/// One agent of `ternctl inventory ls -o json`.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct InventoryAgent {
-    pub updater_id: String,
-    #[serde(default)]
-    pub group: String,
-    #[serde(default)]
-    pub version: String,
-    #[serde(default)]
-    pub updater_status: String,
-    #[serde(default)]
-    pub healthy: bool,
-    #[serde(default)]
-    pub rollback: bool,
-    #[serde(default)]
-    pub failed_version: Option<String>,
-    #[serde(default)]
-    pub counted: bool,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct Inventory {
-    #[serde(default)]
-    pub agents: Vec<InventoryAgent>,
 }

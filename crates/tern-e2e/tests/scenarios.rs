@@ -134,7 +134,7 @@ fn happy_path_over_three_groups_with_wait_hours() {
     let step = f.step_at(&at(MON, "14:00")).unwrap();
     show(&f, &step);
     let prod = step.status.group("prod");
-    assert_eq!(prod.state, "unstarted");
+    assert_eq!(prod.state.as_str(), "unstarted");
     assert_eq!(prod.last_update_reason, "wait_hours_not_elapsed");
     assert_on(&f, &names(&f, "prod"), "1.0.0");
 
@@ -172,7 +172,7 @@ fn failure_mode_1_broken_version_stops_at_the_canaries() {
     }
     assert_on(&f, &names(&f, "dev"), "1.0.0");
     let dev = step.status.group("dev");
-    assert_eq!(dev.state, "canary");
+    assert_eq!(dev.state.as_str(), "canary");
     assert_eq!(dev.failed, 2);
     assert!(dev.canaries.iter().all(|x| !x.success));
 
@@ -263,7 +263,7 @@ fn failure_mode_1_bis_crash_on_some_non_canary_hosts() {
     show(&f, &step2);
     for s in [&step, &step2] {
         let dev = s.status.group("dev");
-        assert_eq!(dev.state, "active", "{dev:?}");
+        assert_eq!(dev.state.as_str(), "active", "{dev:?}");
         assert_eq!(dev.failed, 2);
         assert_eq!(dev.up_to_date, 3);
         assert_eq!(s.status.state_of("prod"), "unstarted");
@@ -306,7 +306,7 @@ fn failure_mode_2_old_version_cannot_start_either() {
     show(&f, &step2);
     for s in [&step, &step2] {
         let dev = s.status.group("dev");
-        assert_eq!(dev.state, "canary");
+        assert_eq!(dev.state.as_str(), "canary");
         assert!(dev.failed >= 1, "{dev:?}");
         assert_eq!(s.status.state_of("prod"), "unstarted");
     }
@@ -497,7 +497,7 @@ fn pinned_host_holds_while_the_rest_move() {
         run.message()
     );
     let inv = f.inventory_of("dev-2").unwrap().unwrap();
-    assert_eq!(inv.updater_status, "pinned");
+    assert_eq!(inv.updater_status.as_str(), "pinned");
 
     // Unpinned, it follows the server again (the group is done: it updates).
     assert!(f.host("dev-2").run(&["unpin"]).unwrap().ok());
@@ -536,7 +536,7 @@ fn new_rollout_while_a_group_is_mid_update() {
     assert_eq!(step.status.start_version(), "1.1.0");
     assert_eq!(step.status.target_version(), "1.3.0");
     let dev = step.status.group("dev");
-    assert_eq!(dev.state, "unstarted");
+    assert_eq!(dev.state.as_str(), "unstarted");
     assert_eq!(dev.last_update_reason, "rollout_changed_during_window");
     // Nobody moves in this window.
     for (h, o) in &step.runs {

@@ -44,7 +44,7 @@ fn real_fleet(config: &str) -> Timeline {
         let step = f.step_at(&now.to_string()).unwrap();
         assert!(step.failures().is_empty(), "{:?}", step.failures());
         for g in &step.status.groups {
-            if g.state == "done" && !done.iter().any(|(n, _)| n == &g.name) {
+            if g.state.as_str() == "done" && !done.iter().any(|(n, _)| n == &g.name) {
                 done.push((g.name.clone(), now));
             }
         }
@@ -53,8 +53,8 @@ fn real_fleet(config: &str) -> Timeline {
     let status = last.unwrap();
     done.into_iter()
         .map(|(name, done_at)| {
-            let started = status.group(&name).start_time.clone().unwrap();
-            (name, started.parse().unwrap(), done_at)
+            let started = status.group(&name).start_time.unwrap();
+            (name, started, done_at)
         })
         .collect()
 }
@@ -98,7 +98,11 @@ fn the_simulator_reproduces_the_real_fleets_happy_path() {
     for replicas in [1, 3] {
         let sim = simulated(&config, replicas);
         eprintln!("real: {real:?}\nsim ({replicas} replicas):  {sim:?}");
-        assert_eq!(order(&sim), order(&real), "{replicas} replicas: the same order");
+        assert_eq!(
+            order(&sim),
+            order(&real),
+            "{replicas} replicas: the same order"
+        );
         for ((name, real_start, real_done), (_, sim_start, sim_done)) in real.iter().zip(&sim) {
             // The real fleet's reconciles run only at its steps (every 10 minutes from
             // 09:30), so a group starts at the first step inside its window; the

@@ -2,7 +2,6 @@
 //! `/tern/tokens/<id>`, its role and the SHA-256 of the whole token, never the token.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -17,49 +16,13 @@ use tern_store::Store;
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Everything, including the autoupdate_version, tokens and channels.
-    Operator,
-    /// The config, suspend/resume and the manual transitions; not the version.
-    User,
-    /// Read only.
-    Viewer,
-    /// Updaters: heartbeats only.
-    Agent,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Operator => "operator",
-            Self::User => "user",
-            Self::Viewer => "viewer",
-            Self::Agent => "agent",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "operator" => Some(Self::Operator),
-            "user" => Some(Self::User),
-            "viewer" => Some(Self::Viewer),
-            "agent" => Some(Self::Agent),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use tern_core::api::Role;
 
 /// What an endpoint needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
+    /// Anyone, no token: find, channels, health, metrics.
+    Public,
     /// Reading resources, status, report, inventory: operator, user, viewer.
     Read,
     /// The config, suspend/resume, start-update/mark-done/rollback: operator, user.
@@ -73,6 +36,7 @@ pub enum Access {
 impl Access {
     pub fn allows(self, role: Role) -> bool {
         match self {
+            Access::Public => true,
             Access::Read => matches!(role, Role::Operator | Role::User | Role::Viewer),
             Access::Write => matches!(role, Role::Operator | Role::User),
             Access::Operator => role == Role::Operator,
@@ -82,6 +46,7 @@ impl Access {
 
     fn describe(self) -> &'static str {
         match self {
+            Access::Public => "no token",
             Access::Read => "an operator, user or viewer token",
             Access::Write => "an operator or user token",
             Access::Operator => "an operator token",

@@ -22,9 +22,8 @@ use std::time::Instant;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
-use serde::Serialize;
+use tern_core::api::{EventView, ReconcileResult};
 use tern_core::reconcile::{self, Outcome, Resources};
-use tern_core::rollout::Event;
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
 };
@@ -32,44 +31,8 @@ use tern_store::{Error as StoreError, LeaseKeeper};
 
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
-use crate::resources::{self, Stored};
+use crate::resources::{self, Decision, Stored};
 use crate::state::AppState;
-
-/// How many times a rollout write is retried after a revision conflict.
-const CONFLICT_RETRIES: usize = 5;
-
-/// An event, for the API and logs: its stable kind and its line for people.
-#[derive(Clone, Debug, Serialize)]
-pub struct EventView {
-    pub kind: &'static str,
-    pub message: String,
-}
-
-impl From<&Event> for EventView {
-    fn from(e: &Event) -> Self {
-        Self {
-            kind: e.kind(),
-            message: e.to_string(),
-        }
-    }
-}
-
-/// What one reconcile did.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReconcileResult {
-    /// False when another replica holds the leader lease (nothing was reconciled here).
-    pub leader: bool,
-    pub rollout: Option<AutoUpdateAgentRollout>,
-    pub events: Vec<EventView>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub no_rollout_reason: Option<String>,
-    /// When this replica did not lead: the replica holding the lease, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub leader_replica: Option<String>,
-    /// Why nothing was reconciled here, for people.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
 
 /// Writes this replica's report (TTL 1h), with its canary candidates and the canaries it
 /// sees for the rollout find serves (the watched snapshot).
@@ -242,7 +205,7 @@ pub async fn reconcile_once(state: &AppState) -> ApiResult<ReconcileResult> {
     match &result {
         Ok(r) => {
             for e in &r.events {
-                state.metrics.event(e.kind);
+                state.metrics.event(&e.kind);
                 tracing::info!(event = e.kind, "{}", e.message);
             }
         }
@@ -254,109 +217,88 @@ pub async fn reconcile_once(state: &AppState) -> ApiResult<ReconcileResult> {
     result
 }
 
-async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
-    let store = state.store();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let now = state.clock.now();
-        let config = resources::load::<AutoUpdateConfig>(store).await?;
-        let version = resources::load::<AutoUpdateVersion>(store).await?;
-        let current = resources::load::<AutoUpdateAgentRollout>(store).await?;
-        let reports = resources::reports(store).await?;
-        let resources = Resources {
-            config: config.as_ref().map(|s| &s.value),
-            version: version.as_ref().map(|s| &s.value),
-            rollout: current.as_ref().map(|s| &s.value),
-        };
-        let mut rng = ChaCha8Rng::from_os_rng();
-        let outcome = reconcile::reconcile_reports(
-            now,
-            resources,
-            &reports,
-            state.settings.report_period,
-            &mut rng,
-        );
-        let written = match outcome {
-            Outcome::NoRollout { why } => {
-                if let Some(cur) = &current {
-                    if !fence(state).await? {
-                        return not_leader(state, "lost the leader lease").await;
-                    }
-                    match store.delete(keys::ROLLOUT, Some(cur.revision)).await {
-                        Ok(_) | Err(StoreError::NotFound { .. }) => {
-                            tracing::info!(%why, "rollout deleted");
-                        }
-                        Err(e) => {
-                            if retry(state, &e, attempt) {
-                                continue;
-                            }
-                            return Err(e.into());
-                        }
-                    }
-                }
-                return Ok(ReconcileResult {
-                    leader: true,
-                    rollout: None,
-                    events: Vec::new(),
-                    no_rollout_reason: Some(why),
-                    leader_replica: None,
-                    message: None,
-                });
-            }
-            Outcome::Rollout { rollout, events } => {
-                let events: Vec<EventView> = events.iter().map(EventView::from).collect();
-                let unchanged = current
-                    .as_ref()
-                    .is_some_and(|c: &Stored<_>| resources::same(&c.value, rollout.as_ref()));
-                if unchanged {
-                    return Ok(ReconcileResult {
-                        leader: true,
-                        rollout: current.map(|c| c.value),
-                        events,
-                        no_rollout_reason: None,
-                        leader_replica: None,
-                        message: None,
-                    });
-                }
-                if !fence(state).await? {
-                    return not_leader(state, "lost the leader lease").await;
-                }
-                match resources::write(store, rollout.as_ref(), current.map(|c| c.revision)).await {
-                    Ok(stored) => (stored, events),
-                    Err(e) => {
-                        if retry(state, &e, attempt) {
-                            continue;
-                        }
-                        return Err(e.into());
-                    }
-                }
-            }
-        };
-        let (stored, events) = written;
-        return Ok(ReconcileResult {
-            leader: true,
-            rollout: Some(stored.value),
-            events,
-            no_rollout_reason: None,
-            leader_replica: None,
-            message: None,
-        });
-    }
+/// What the leader's compare-and-swap did.
+enum Written {
+    /// The reconcile's outcome is stored (or already was).
+    Done {
+        events: Vec<EventView>,
+        no_rollout_reason: Option<String>,
+    },
+    /// The lease was lost just before writing: nothing was written.
+    Fenced,
 }
 
-fn retry(state: &AppState, e: &StoreError, attempt: usize) -> bool {
-    let conflict = matches!(
-        e,
-        StoreError::Conflict { .. }
-            | StoreError::AlreadyExists { .. }
-            | StoreError::NotFound { .. }
-    );
-    if conflict {
-        crate::metrics::Metrics::inc(&state.metrics.reconcile_conflicts);
-        tracing::info!(attempt, error = %e, "rollout changed while reconciling; retrying");
+async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
+    let store = state.store();
+    let (stored, written) = resources::read_modify_write(
+        store,
+        &state.metrics.reconcile_conflicts,
+        |current: Option<Stored<AutoUpdateAgentRollout>>| async move {
+            let now = state.clock.now();
+            let config = resources::load::<AutoUpdateConfig>(store).await?;
+            let version = resources::load::<AutoUpdateVersion>(store).await?;
+            let reports = resources::reports(store).await?;
+            let resources = Resources {
+                config: config.as_ref().map(|s| &s.value),
+                version: version.as_ref().map(|s| &s.value),
+                rollout: current.as_ref().map(|s| &s.value),
+            };
+            let mut rng = ChaCha8Rng::from_os_rng();
+            let outcome = reconcile::reconcile_reports(
+                now,
+                resources,
+                &reports,
+                state.settings.report_period,
+                &mut rng,
+            );
+            let (next, events, no_rollout_reason) = match outcome {
+                Outcome::NoRollout { why } => (None, Vec::new(), Some(why)),
+                Outcome::Rollout { rollout, events } => (
+                    Some(*rollout),
+                    events.iter().map(EventView::from).collect(),
+                    None,
+                ),
+            };
+            let done = Written::Done {
+                events,
+                no_rollout_reason,
+            };
+            let unchanged = match (&next, &current) {
+                (None, None) => true,
+                (Some(next), Some(c)) => resources::same(&c.value, next),
+                _ => false,
+            };
+            if unchanged {
+                return Ok(Decision::Keep(done));
+            }
+            // Fencing: renew the lease right before the compare-and-swap.
+            if !fence(state).await? {
+                return Ok(Decision::Keep(Written::Fenced));
+            }
+            Ok(match next {
+                Some(next) => Decision::Put(next, done),
+                None => {
+                    tracing::info!("rollout deleted");
+                    Decision::Delete(done)
+                }
+            })
+        },
+    )
+    .await?;
+    match written {
+        Written::Fenced => not_leader(state, "lost the leader lease").await,
+        Written::Done {
+            events,
+            no_rollout_reason,
+        } => Ok(ReconcileResult {
+            leader: true,
+            rollout: stored.map(|s| s.value),
+            events,
+            no_rollout_reason,
+            leader_replica: None,
+            message: None,
+        }),
     }
-    conflict && attempt < CONFLICT_RETRIES
 }
 
 /// Report, then reconcile; errors are logged and counted, never fatal.

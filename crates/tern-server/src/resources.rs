@@ -165,24 +165,32 @@ pub(crate) fn is_conflict(e: &tern_store::Error) -> bool {
 /// a write that lost a race is counted in `conflicts` and retried from a fresh read,
 /// up to [`CONFLICT_ATTEMPTS`] times. Returns the value stored afterwards (`None`
 /// when absent) and `decide`'s answer.
-pub(crate) async fn read_modify_write<T: Resource, A>(
+pub(crate) async fn read_modify_write<T, A, F, Fut>(
     store: &dyn Store,
     conflicts: &AtomicU64,
-    mut decide: impl AsyncFnMut(Option<&Stored<T>>) -> ApiResult<Decision<T, A>>,
-) -> ApiResult<(Option<Stored<T>>, A)> {
+    mut decide: F,
+) -> ApiResult<(Option<Stored<T>>, A)>
+where
+    T: Resource,
+    F: FnMut(Option<Stored<T>>) -> Fut,
+    Fut: std::future::Future<Output = ApiResult<Decision<T, A>>>,
+{
     let mut attempt = 0;
     loop {
         attempt += 1;
         let current = load::<T>(store).await?;
         let revision = current.as_ref().map(|c| c.revision);
-        let written = match decide(current.as_ref()).await? {
+        let written = match decide(current.clone()).await? {
             Decision::Keep(answer) => return Ok((current, answer)),
             Decision::Put(value, answer) => write(store, &value, revision)
                 .await
                 .map(|stored| (Some(stored), answer)),
             Decision::Delete(answer) => match revision {
                 None => return Ok((None, answer)),
-                Some(rev) => store.delete(T::KEY, Some(rev)).await.map(|_| (None, answer)),
+                Some(rev) => store
+                    .delete(T::KEY, Some(rev))
+                    .await
+                    .map(|_| (None, answer)),
             },
         };
         match written {

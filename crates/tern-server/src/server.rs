@@ -15,7 +15,7 @@ use crate::auth::Role;
 use crate::clock::{Clock, DevClock, SystemClock};
 use crate::keys;
 use crate::reconciler;
-use crate::routes::{self, admin};
+use crate::routes::{self, tokens};
 use crate::state::{AppState, Settings};
 
 /// How ternd serves.
@@ -219,7 +219,7 @@ async fn bootstrap_operator_token(
         }
         Err(e) => return Err(e.into()),
     }
-    let t = admin::store_new_token(store, Role::Operator, "bootstrap operator token", now)
+    let t = tokens::store_new_token(store, Role::Operator, "bootstrap operator token", now)
         .await
         .map_err(|e| anyhow::anyhow!("creating the operator token: {}", e.message))?;
     let path = dir.join(OPERATOR_TOKEN_FILE);

@@ -6,23 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use axum::body::Bytes;
-use serde::{Deserialize, Serialize};
 use tern_core::find::{self, AgentDecision};
 use tern_core::resource::{
     AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode, ToolsMode,
 };
 use tern_core::wire::{AutoUpdateSettings, FindResponse};
 
-/// A cloud-stable style channel (seed 001).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Channel {
-    pub name: String,
-    pub version: String,
-    #[serde(default)]
-    pub critical: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub updated: Option<jiff::Timestamp>,
-}
+pub use tern_core::api::Channel;
 
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {

@@ -17,19 +17,19 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
-use tern_core::backpressure::UpdaterNumeral;
 use std::borrow::Cow;
+use tern_core::backpressure::UpdaterNumeral;
 
-use tern_core::inventory::{self, AgentView};
 use tern_core::find;
 use tern_core::inventory::OMITTED_TOO_NEW;
+use tern_core::inventory::{self, AgentView};
 use tern_core::reconcile::{self, Outcome, Resources};
-use tern_core::rollout::{Event, Groups, group_window};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
     ConnectedAgent, GroupReport, GroupState, Omitted, ReportSpec, RolloutGroup, RolloutSpec,
     RolloutState, VersionReport,
 };
+use tern_core::rollout::{Event, Groups, group_window};
 use tern_core::version::normalize;
 use tern_core::wire::UpdaterStatus;
 

@@ -5,8 +5,8 @@ use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
-use tern_core::rollout::{DEFAULT_REPORT_PERIOD, Event};
 use tern_core::resource::*;
+use tern_core::rollout::{DEFAULT_REPORT_PERIOD, Event};
 use tern_core::version::Version;
 use tern_core::wire::UpdaterStatus;
 

@@ -1,12 +1,12 @@
 //! Text rendering of ternd's answers: the seeds' `agents status` table and friends.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use serde::Deserialize;
-use tern_core::resource::{AutoUpdateAgentRollout, Canary, GroupState, Mode, Omitted, Schedule};
+use tern_core::api::{GroupStatus, ReportResponse, StatusResponse};
+use tern_core::resource::{GroupState, Schedule};
 
 /// Columns separated by three spaces, each as wide as its widest cell.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -58,56 +58,6 @@ fn day_time(t: Timestamp) -> String {
     t.to_zoned(TimeZone::UTC).strftime("%a %H:%M").to_string()
 }
 
-#[derive(Debug, Deserialize)]
-pub struct GroupStatus {
-    pub name: String,
-    pub state: GroupState,
-    #[serde(default)]
-    pub catch_all: bool,
-    #[serde(default)]
-    pub start_time: Option<Timestamp>,
-    #[serde(default)]
-    pub last_update_reason: String,
-    #[serde(default)]
-    pub present: u64,
-    #[serde(default)]
-    pub up_to_date: u64,
-    #[serde(default)]
-    pub failed: u64,
-    #[serde(default)]
-    pub initial: u64,
-    #[serde(default)]
-    pub canary_count: i64,
-    #[serde(default)]
-    pub canaries: Vec<Canary>,
-    #[serde(default)]
-    pub window_open_since: Option<Timestamp>,
-    #[serde(default)]
-    pub window_closes: Option<Timestamp>,
-    #[serde(default)]
-    pub next_window: Option<Timestamp>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct Status {
-    pub mode: Mode,
-    pub config_mode: Mode,
-    pub version_mode: Mode,
-    pub rollout: Option<AutoUpdateAgentRollout>,
-    #[serde(default)]
-    pub no_rollout_reason: Option<String>,
-    #[serde(default)]
-    pub groups: Vec<GroupStatus>,
-    #[serde(default)]
-    pub present: u64,
-    #[serde(default)]
-    pub up_to_date: u64,
-    #[serde(default)]
-    pub failed: u64,
-    #[serde(default)]
-    pub omitted: Vec<Omitted>,
-}
-
 /// The state column: `not started`, `canary (n/m)`, `in progress (53%)`, `complete`,
 /// `rolledback`.
 pub fn group_state(g: &GroupStatus) -> String {
@@ -134,20 +84,21 @@ pub fn group_state(g: &GroupStatus) -> String {
     }
 }
 
-fn mode_line(s: &Status) -> String {
-    if s.config_mode == s.version_mode {
-        s.mode.as_str().to_string()
+fn mode_line(s: &StatusResponse) -> String {
+    let m = &s.modes;
+    if m.config_mode == m.version_mode {
+        m.mode.as_str().to_string()
     } else {
         format!(
             "{} (autoupdate_config: {}, autoupdate_version: {})",
-            s.mode.as_str(),
-            s.config_mode.as_str(),
-            s.version_mode.as_str()
+            m.mode.as_str(),
+            m.config_mode.as_str(),
+            m.version_mode.as_str()
         )
     }
 }
 
-pub fn status(s: &Status) -> String {
+pub fn status(s: &StatusResponse) -> String {
     let mut out = String::new();
     let Some(r) = &s.rollout else {
         let _ = writeln!(out, "No rollout.");
@@ -264,28 +215,6 @@ pub fn status(s: &Status) -> String {
     out
 }
 
-#[derive(Debug, Deserialize)]
-pub struct GroupVersions {
-    pub versions: BTreeMap<String, u64>,
-    #[serde(default)]
-    pub total: u64,
-    #[serde(default)]
-    pub failed: u64,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct Report {
-    pub now: Timestamp,
-    #[serde(default)]
-    pub replicas: Vec<String>,
-    #[serde(default)]
-    pub groups: BTreeMap<String, GroupVersions>,
-    #[serde(default)]
-    pub total: u64,
-    #[serde(default)]
-    pub omitted: Vec<Omitted>,
-}
-
 fn group_label(g: &str) -> String {
     if g.is_empty() {
         "(no group)".to_string()
@@ -294,7 +223,7 @@ fn group_label(g: &str) -> String {
     }
 }
 
-pub fn report(r: &Report) -> String {
+pub fn report(r: &ReportResponse) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -352,6 +281,7 @@ pub fn report(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tern_core::resource::Canary;
 
     fn g(state: GroupState) -> GroupStatus {
         GroupStatus {
@@ -360,10 +290,12 @@ mod tests {
             catch_all: false,
             start_time: None,
             last_update_reason: String::new(),
+            last_update_time: None,
             present: 20,
             up_to_date: 10,
             failed: 0,
             initial: 19,
+            progress: 0.0,
             canary_count: 2,
             canaries: vec![],
             window_open_since: None,

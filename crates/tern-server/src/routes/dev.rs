@@ -5,31 +5,14 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
 use tern_core::duration::GoDuration;
 
-use crate::auth::Access;
 use crate::clock::{ClockMove, MoveError, move_shared_clock};
 use crate::error::{ApiError, ApiResult};
-use crate::reconciler::{self, ReconcileResult};
+use crate::reconciler;
 use crate::state::AppState;
-
-#[derive(Debug, Default, Deserialize)]
-pub struct ClockBody {
-    /// RFC 3339 instant to set the clock to.
-    #[serde(default)]
-    set: Option<String>,
-    /// Duration to move the clock forward by (`20s`, `90m`, `1h30m`).
-    #[serde(default)]
-    advance: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ClockResponse {
-    pub now: Timestamp,
-}
+use tern_core::api::{ClockBody, ClockResponse, DevReconcileResponse};
 
 fn dev(state: &AppState) -> ApiResult<&crate::clock::DevClock> {
     state
@@ -39,29 +22,19 @@ fn dev(state: &AppState) -> ApiResult<&crate::clock::DevClock> {
 }
 
 /// `GET /v1/dev/clock`
-pub async fn get_clock(
+pub(crate) async fn get_clock(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
 ) -> ApiResult<Json<ClockResponse>> {
-    state
-        .auth
-        .require(state.store(), &headers, Access::Read)
-        .await?;
     Ok(Json(ClockResponse {
         now: dev(&state)?.now_value(),
     }))
 }
 
 /// `POST /v1/dev/clock` `{"set": RFC3339}` or `{"advance": DURATION}` (operator).
-pub async fn set_clock(
+pub(crate) async fn set_clock(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Json<ClockResponse>> {
-    state
-        .auth
-        .require(state.store(), &headers, Access::Operator)
-        .await?;
     let b: ClockBody = if body.is_empty() {
         ClockBody::default()
     } else {
@@ -99,25 +72,13 @@ pub async fn set_clock(
     Ok(Json(ClockResponse { now }))
 }
 
-#[derive(Debug, Serialize)]
-pub struct DevReconcileResponse {
-    pub now: Timestamp,
-    #[serde(flatten)]
-    pub result: ReconcileResult,
-}
-
 /// `POST /v1/dev/reconcile`: write this replica's report, then reconcile if this replica
 /// holds or can take the leader lease (operator). On a replica that cannot lead, the
 /// answer says `"leader": false` and names the replica holding the lease: send the
 /// request there to reconcile (every replica's report counts, wherever it was written).
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
 ) -> ApiResult<Json<DevReconcileResponse>> {
-    state
-        .auth
-        .require(state.store(), &headers, Access::Operator)
-        .await?;
     dev(&state)?;
     // Act at the shared time, even if this replica's watch has not delivered a move yet.
     state.sync_dev_clock().await?;

@@ -1,15 +1,28 @@
-//! The HTTP routes of ternd.
+//! The HTTP routes of ternd, and who may call each: the access level of every route is
+//! set here, in [`router`], by a layer that authenticates before any handler runs, so
+//! a handler cannot forget it. [`routes`] lists them (method, path, access) for the
+//! test that walks every route with every role, and for `docs/api.md`.
 
-pub mod admin;
-pub mod dev;
-pub mod public;
+pub(crate) mod body;
+pub(crate) mod channels;
+pub(crate) mod dev;
+pub(crate) mod public;
+pub(crate) mod resources;
+pub(crate) mod status;
+pub(crate) mod tokens;
+pub(crate) mod transitions;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, post, put};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::http::Method;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, post, put};
 
+use crate::auth::Access;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -18,49 +31,234 @@ pub const HEARTBEAT_BODY_LIMIT: usize = 16 * 1024;
 /// Largest admin request body (resources are small).
 pub const ADMIN_BODY_LIMIT: usize = 1024 * 1024;
 
+/// One route as served: a method on a path, and who may call it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteAccess {
+    pub method: Method,
+    pub path: &'static str,
+    pub access: Access,
+}
+
+type Handler = MethodRouter<Arc<AppState>>;
+
+/// The router being built, with the access table it serves.
+struct Routes {
+    state: Arc<AppState>,
+    router: Router<Arc<AppState>>,
+    table: Vec<RouteAccess>,
+}
+
+impl Routes {
+    /// Serves `path` with one handler per method, each behind the layer checking its
+    /// access level.
+    fn route(self, path: &'static str, methods: Vec<(Method, Access, Handler)>) -> Self {
+        self.route_with(path, methods, |h| h)
+    }
+
+    /// [`Routes::route`] with `outer` layers around the access check.
+    fn route_with(
+        mut self,
+        path: &'static str,
+        methods: Vec<(Method, Access, Handler)>,
+        outer: impl FnOnce(Handler) -> Handler,
+    ) -> Self {
+        let mut served: Handler = MethodRouter::new();
+        for (method, access, handler) in methods {
+            let guarded = match access {
+                Access::Public => handler,
+                _ => handler.route_layer(middleware::from_fn_with_state(
+                    (Arc::clone(&self.state), access),
+                    authorize,
+                )),
+            };
+            served = served.merge(guarded);
+            self.table.push(RouteAccess {
+                method,
+                path,
+                access,
+            });
+        }
+        self.router = self.router.route(path, outer(served));
+        self
+    }
+}
+
+/// Authenticates the request for `access` (401 without a valid token, 403 with a role
+/// that may not) before the handler runs.
+async fn authorize(
+    State((state, access)): State<(Arc<AppState>, Access)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match state
+        .auth
+        .require(state.store(), request.headers(), access)
+        .await
+    {
+        Ok(_) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Every route with its access level, as [`router`] serves them.
+pub fn routes(state: &Arc<AppState>) -> Vec<RouteAccess> {
+    build(Arc::clone(state)).table
+}
+
 pub fn router(state: Arc<AppState>) -> Router {
-    let mut r = Router::new()
-        .route("/healthz", get(public::healthz))
-        .route("/readyz", get(public::readyz))
-        .route("/metrics", get(public::metrics))
-        .route("/v1/webapi/find", get(public::find))
-        .route("/v1/channels/{name}/{what}", get(public::channel_value))
-        .route(
-            "/v1/agents/heartbeat",
-            post(public::heartbeat).layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT)),
-        )
+    build(Arc::clone(&state))
+        .router
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT))
+        .with_state(state)
+}
+
+fn build(state: Arc<AppState>) -> Routes {
+    use Access::{Agent, Operator, Public, Read, Write};
+    use Method as M;
+    let heartbeat_state = Arc::clone(&state);
+    let mut r = Routes {
+        state: Arc::clone(&state),
+        router: Router::new(),
+        table: Vec::new(),
+    }
+    .route("/healthz", vec![(M::GET, Public, get(public::healthz))])
+    .route("/readyz", vec![(M::GET, Public, get(public::readyz))])
+    .route("/metrics", vec![(M::GET, Public, get(public::metrics))])
+    .route("/v1/webapi/find", vec![(M::GET, Public, get(public::find))])
+    .route(
+        "/v1/channels/{name}/{what}",
+        vec![(M::GET, Public, get(public::channel_value))],
+    )
+    .route_with(
+        "/v1/agents/heartbeat",
+        vec![(M::POST, Agent, post(public::heartbeat))],
+        // The rate limit and the refusal count sit outside the token check.
+        |h| {
+            h.layer::<_, std::convert::Infallible>(middleware::from_fn_with_state(
+                heartbeat_state,
+                public::heartbeat_guard,
+            ))
+            .layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT))
+        },
+    );
+    for &(kind, path) in resources::PATHS {
+        let write = kind.write_access();
+        r = r.route(
+            path,
+            vec![
+                (
+                    M::GET,
+                    Read,
+                    get(move |s: State<Arc<AppState>>| resources::get(s, kind)),
+                ),
+                (
+                    M::POST,
+                    write,
+                    post(
+                        move |s: State<Arc<AppState>>,
+                              q: Query<resources::WriteQuery>,
+                              b: Bytes| {
+                            resources::create(s, kind, q, b)
+                        },
+                    ),
+                ),
+                (
+                    M::PUT,
+                    write,
+                    put(
+                        move |s: State<Arc<AppState>>,
+                              q: Query<resources::WriteQuery>,
+                              b: Bytes| {
+                            resources::update(s, kind, q, b)
+                        },
+                    ),
+                ),
+                (
+                    M::DELETE,
+                    write,
+                    delete(
+                        move |s: State<Arc<AppState>>, q: Query<resources::DeleteQuery>| {
+                            resources::delete(s, kind, q)
+                        },
+                    ),
+                ),
+            ],
+        );
+    }
+    r = r
         .route(
             "/v1/resources/{kind}",
-            get(admin::get_resource)
-                .post(admin::create_resource)
-                .put(admin::update_resource)
-                .delete(admin::delete_resource),
+            vec![(M::GET, Read, get(resources::unknown_kind))],
         )
-        .route("/v1/agents/status", get(admin::status))
-        .route("/v1/agents/report", get(admin::report))
-        .route("/v1/agents/start-update", post(admin::start_update))
-        .route("/v1/agents/mark-done", post(admin::mark_done))
-        .route("/v1/agents/rollback", post(admin::rollback))
-        .route("/v1/agents/suspend", post(admin::suspend))
-        .route("/v1/agents/resume", post(admin::resume))
-        .route("/v1/agents/new-rollout", post(admin::new_rollout))
-        .route("/v1/inventory", get(admin::inventory))
+        .route(
+            "/v1/agents/status",
+            vec![(M::GET, Read, get(status::status))],
+        )
+        .route(
+            "/v1/agents/report",
+            vec![(M::GET, Read, get(status::report))],
+        )
+        .route(
+            "/v1/agents/start-update",
+            vec![(M::POST, Write, post(transitions::start_update))],
+        )
+        .route(
+            "/v1/agents/mark-done",
+            vec![(M::POST, Write, post(transitions::mark_done))],
+        )
+        .route(
+            "/v1/agents/rollback",
+            vec![(M::POST, Write, post(transitions::rollback))],
+        )
+        .route(
+            "/v1/agents/suspend",
+            vec![(M::POST, Write, post(transitions::suspend))],
+        )
+        .route(
+            "/v1/agents/resume",
+            vec![(M::POST, Write, post(transitions::resume))],
+        )
+        .route(
+            "/v1/agents/new-rollout",
+            vec![(M::POST, Operator, post(transitions::new_rollout))],
+        )
+        .route(
+            "/v1/inventory",
+            vec![(M::GET, Read, get(status::inventory))],
+        )
         .route(
             "/v1/tokens",
-            get(admin::list_tokens).post(admin::create_token),
+            vec![
+                (M::GET, Operator, get(tokens::list)),
+                (M::POST, Operator, post(tokens::create)),
+            ],
         )
-        .route("/v1/tokens/{id}", delete(admin::delete_token))
-        .route("/v1/channels", get(admin::list_channels))
+        .route(
+            "/v1/tokens/{id}",
+            vec![(M::DELETE, Operator, delete(tokens::delete))],
+        )
+        .route("/v1/channels", vec![(M::GET, Read, get(channels::list))])
         .route(
             "/v1/channels/{name}",
-            put(admin::set_channel).delete(admin::delete_channel),
+            vec![
+                (M::PUT, Operator, put(channels::set)),
+                (M::DELETE, Operator, delete(channels::delete)),
+            ],
         );
     if state.clock.as_dev().is_some() {
         r = r
-            .route("/v1/dev/clock", get(dev::get_clock).post(dev::set_clock))
-            .route("/v1/dev/reconcile", post(dev::reconcile));
+            .route(
+                "/v1/dev/clock",
+                vec![
+                    (M::GET, Read, get(dev::get_clock)),
+                    (M::POST, Operator, post(dev::set_clock)),
+                ],
+            )
+            .route(
+                "/v1/dev/reconcile",
+                vec![(M::POST, Operator, post(dev::reconcile))],
+            );
     }
-    r.fallback(|| async { ApiError::not_found("no such endpoint") })
-        .layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT))
-        .with_state(state)
+    r
 }

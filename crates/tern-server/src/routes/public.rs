@@ -8,13 +8,13 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{ConnectInfo, Path, RawQuery, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tern_core::resource::RolloutState;
 use tern_core::wire::{Heartbeat, HeartbeatResponse};
 
-use crate::auth::Access;
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::{Metrics, escape};
 use crate::state::AppState;
@@ -107,39 +107,34 @@ pub async fn channel_value(
 /// Longest string accepted in a heartbeat field.
 const MAX_FIELD: usize = 256;
 
-/// `POST /v1/agents/heartbeat`
-pub async fn heartbeat(
+/// Around `POST /v1/agents/heartbeat`, outside the token check: the per-address rate
+/// limit first (a flood costs no hashing), then every refusal counted, the token
+/// check's included.
+pub(crate) async fn heartbeat_guard(
     State(state): State<Arc<AppState>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Err(wait) = state.heartbeat_limiter.check(addr.ip(), Instant::now()) {
+        Metrics::inc(&state.metrics.heartbeats_rate_limited);
+        return ApiError::rate_limited(wait, format!("too many heartbeats from {}", addr.ip()))
+            .into_response();
+    }
+    let response = next.run(request).await;
+    if !response.status().is_success() {
+        Metrics::inc(&state.metrics.heartbeats_rejected);
+    }
+    response
+}
+
+/// `POST /v1/agents/heartbeat` (an agent token, checked by the router)
+pub(crate) async fn heartbeat(
+    State(state): State<Arc<AppState>>,
     body: Bytes,
 ) -> ApiResult<Json<HeartbeatResponse>> {
     let at = Instant::now();
-    state
-        .heartbeat_limiter
-        .check(addr.ip(), at)
-        .map_err(|wait| {
-            Metrics::inc(&state.metrics.heartbeats_rate_limited);
-            ApiError::rate_limited(wait, format!("too many heartbeats from {}", addr.ip()))
-        })?;
-    let result = accept_heartbeat(&state, &headers, &body, at).await;
-    if result.is_err() {
-        Metrics::inc(&state.metrics.heartbeats_rejected);
-    }
-    result
-}
-
-async fn accept_heartbeat(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: &[u8],
-    at: Instant,
-) -> ApiResult<Json<HeartbeatResponse>> {
-    state
-        .auth
-        .require(state.store(), headers, Access::Agent)
-        .await?;
-    let hb: Heartbeat = serde_json::from_slice(body)
+    let hb: Heartbeat = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("the heartbeat is not valid JSON: {e}")))?;
     for (field, value) in [
         ("updater_id", &hb.updater_id),

@@ -1,0 +1,285 @@
+//! `/v1/resources/{kind}`: read, create, update and delete the config and the version;
+//! read the rollout and the reports (written only by ternd). Each kind is its own route
+//! so that its access level stands in the router.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use tern_core::api::Deleted;
+use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion};
+use tern_core::validate::ResourceError;
+use tern_store::Error as StoreError;
+
+use super::body;
+use crate::auth::Access;
+use crate::error::{ApiError, ApiResult};
+use crate::resources::{self, Decision, Resource, Stored};
+use crate::state::AppState;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Config,
+    Version,
+    Rollout,
+    Reports,
+}
+
+impl Kind {
+    /// Who may write it (the rollout and the reports answer 405 to anyone who may read).
+    pub(crate) fn write_access(self) -> Access {
+        match self {
+            Kind::Config => Access::Write,
+            Kind::Version => Access::Operator,
+            Kind::Rollout | Kind::Reports => Access::Read,
+        }
+    }
+}
+
+/// Every path a kind answers on: its short name and the resource kind names.
+pub(crate) const PATHS: &[(Kind, &str)] = &[
+    (Kind::Config, "/v1/resources/config"),
+    (Kind::Config, "/v1/resources/autoupdate_config"),
+    (Kind::Version, "/v1/resources/version"),
+    (Kind::Version, "/v1/resources/autoupdate_version"),
+    (Kind::Rollout, "/v1/resources/rollout"),
+    (Kind::Rollout, "/v1/resources/autoupdate_agent_rollout"),
+    (Kind::Reports, "/v1/resources/reports"),
+    (Kind::Reports, "/v1/resources/report"),
+    (Kind::Reports, "/v1/resources/autoupdate_agent_report"),
+    (Kind::Reports, "/v1/resources/autoupdate_agent_reports"),
+];
+
+/// `GET /v1/resources/{kind}` for a kind that does not exist.
+pub(crate) async fn unknown_kind(Path(k): Path<String>) -> ApiError {
+    ApiError::not_found(format!(
+        "unknown resource kind {k:?}: one of config, version, rollout, reports"
+    ))
+}
+
+fn read_only(what: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "read_only",
+        format!("{what} is written only by ternd"),
+    )
+}
+
+async fn get_one<T: Resource>(state: &AppState, absent: &str) -> ApiResult<Response> {
+    match resources::load::<T>(state.store()).await? {
+        Some(s) => Ok(Json(s.value).into_response()),
+        None => Err(ApiError::not_found(absent.to_string())),
+    }
+}
+
+/// `GET /v1/resources/{kind}`
+pub(crate) async fn get(State(state): State<Arc<AppState>>, kind: Kind) -> ApiResult<Response> {
+    match kind {
+        Kind::Config => {
+            get_one::<AutoUpdateConfig>(
+                &state,
+                "no autoupdate_config exists (the defaults apply: mode enabled, halt-on-error, one group \"default\")",
+            )
+            .await
+        }
+        Kind::Version => {
+            get_one::<AutoUpdateVersion>(
+                &state,
+                "no autoupdate_version exists: nothing is being rolled out",
+            )
+            .await
+        }
+        Kind::Rollout => {
+            get_one::<AutoUpdateAgentRollout>(
+                &state,
+                "no autoupdate_agent_rollout exists (it needs an autoupdate_version and a reconcile)",
+            )
+            .await
+        }
+        Kind::Reports => Ok(Json(resources::reports(state.store()).await?).into_response()),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WriteQuery {
+    #[serde(default)]
+    force: bool,
+}
+
+enum WriteMode {
+    Create,
+    Update,
+    Force,
+}
+
+fn parse<T: Resource>(text: &str, parse: fn(&str) -> Result<T, ResourceError>) -> ApiResult<T> {
+    parse(text).map_err(|e| ApiError::invalid_resource(format!("invalid {}: {e}", T::KIND)))
+}
+
+async fn write<T: Resource>(
+    state: &AppState,
+    value: T,
+    mode: WriteMode,
+) -> ApiResult<(StatusCode, Stored<T>)> {
+    let store = state.store();
+    let result = match mode {
+        WriteMode::Create => match resources::write(store, &value, None).await {
+            Ok(s) => (StatusCode::CREATED, s),
+            Err(StoreError::AlreadyExists { .. }) => {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "already_exists",
+                    format!(
+                        "{} already exists: update it (give metadata.revision) or overwrite it (force)",
+                        T::KIND
+                    ),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        },
+        WriteMode::Update => {
+            let Some(rev) = value.metadata().revision.as_deref() else {
+                return Err(ApiError::invalid_resource(format!(
+                    "metadata.revision: missing; updating {} needs the revision it was read at (or force)",
+                    T::KIND
+                )));
+            };
+            let rev = resources::parse_revision(rev)?;
+            match resources::write(store, &value, Some(rev)).await {
+                Ok(s) => (StatusCode::OK, s),
+                Err(StoreError::NotFound { .. }) => {
+                    return Err(ApiError::conflict(format!(
+                        "{} no longer exists (revision {rev} is stale): create it again",
+                        T::KIND
+                    )));
+                }
+                Err(StoreError::Conflict { actual, .. }) => {
+                    return Err(ApiError::conflict(format!(
+                        "{} changed since revision {rev} (now {actual}): read it again, reapply your change and retry",
+                        T::KIND
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        WriteMode::Force => {
+            let (stored, existed) = resources::read_modify_write(
+                store,
+                &state.metrics.write_conflicts,
+                |current: Option<Stored<T>>| {
+                    let value = value.clone();
+                    async move { Ok(Decision::Put(value, current.is_some())) }
+                },
+            )
+            .await?;
+            let code = if existed {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            let stored =
+                stored.ok_or_else(|| ApiError::internal("a forced write stored nothing"))?;
+            (code, stored)
+        }
+    };
+    state.after_write().await;
+    Ok(result)
+}
+
+async fn put_or_post(
+    state: &AppState,
+    kind: Kind,
+    body: &[u8],
+    mode: WriteMode,
+) -> ApiResult<Response> {
+    let text = body::text(body)?;
+    match kind {
+        Kind::Config => {
+            let v = parse(text, AutoUpdateConfig::from_text)?;
+            let (code, s) = write(state, v, mode).await?;
+            Ok((code, Json(s.value)).into_response())
+        }
+        Kind::Version => {
+            let v = parse(text, AutoUpdateVersion::from_text)?;
+            let (code, s) = write(state, v, mode).await?;
+            Ok((code, Json(s.value)).into_response())
+        }
+        Kind::Rollout => Err(read_only("autoupdate_agent_rollout")),
+        Kind::Reports => Err(read_only("autoupdate_agent_report")),
+    }
+}
+
+/// `POST /v1/resources/{kind}`: create (409 if it exists; `?force=true` overwrites).
+pub(crate) async fn create(
+    State(state): State<Arc<AppState>>,
+    kind: Kind,
+    Query(q): Query<WriteQuery>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let mode = if q.force {
+        WriteMode::Force
+    } else {
+        WriteMode::Create
+    };
+    put_or_post(&state, kind, &body, mode).await
+}
+
+/// `PUT /v1/resources/{kind}`: update at `metadata.revision` (`?force=true`: upsert).
+pub(crate) async fn update(
+    State(state): State<Arc<AppState>>,
+    kind: Kind,
+    Query(q): Query<WriteQuery>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let mode = if q.force {
+        WriteMode::Force
+    } else {
+        WriteMode::Update
+    };
+    put_or_post(&state, kind, &body, mode).await
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct DeleteQuery {
+    revision: Option<String>,
+}
+
+/// `DELETE /v1/resources/{kind}[?revision=N]`
+pub(crate) async fn delete(
+    State(state): State<Arc<AppState>>,
+    kind: Kind,
+    Query(q): Query<DeleteQuery>,
+) -> ApiResult<Response> {
+    let (key, name) = match kind {
+        Kind::Config => (AutoUpdateConfig::KEY, "autoupdate_config"),
+        Kind::Version => (AutoUpdateVersion::KEY, "autoupdate_version"),
+        Kind::Rollout => return Err(read_only("autoupdate_agent_rollout")),
+        Kind::Reports => return Err(read_only("autoupdate_agent_report")),
+    };
+    let expected = q
+        .revision
+        .as_deref()
+        .map(resources::parse_revision)
+        .transpose()?;
+    match state.store().delete(key, expected).await {
+        Ok(_) => {}
+        Err(StoreError::NotFound { .. }) => {
+            return Err(ApiError::not_found(format!("no {name} exists")));
+        }
+        Err(StoreError::Conflict { actual, .. }) => {
+            return Err(ApiError::conflict(format!(
+                "{name} changed since the given revision (now {actual}): read it again"
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    state.after_write().await;
+    Ok(Json(Deleted {
+        deleted: name.to_string(),
+    })
+    .into_response())
+}

@@ -1,0 +1,69 @@
+//! The read-only views: `agents status`, `agents report`, `inventory ls`. What they
+//! show is computed by `tern_core::views`; this module reads the store and memory.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use tern_core::api::{InventoryEntry, InventoryResponse, ReportResponse, StatusResponse};
+use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateVersion};
+use tern_core::views;
+
+use super::transitions::current_modes;
+use crate::error::ApiResult;
+use crate::resources;
+use crate::state::AppState;
+
+/// `GET /v1/agents/status`
+pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json<StatusResponse>> {
+    let store = state.store();
+    let now = state.clock.now();
+    let modes = current_modes(&state).await?;
+    let rollout = resources::load::<AutoUpdateAgentRollout>(store)
+        .await?
+        .map(|s| s.value);
+    let reports = resources::reports(store).await?;
+    let version_exists =
+        rollout.is_some() || resources::load::<AutoUpdateVersion>(store).await?.is_some();
+    Ok(Json(views::status(
+        now,
+        modes,
+        rollout,
+        version_exists,
+        &reports,
+        state.settings.report_period,
+    )))
+}
+
+/// `GET /v1/agents/report`: the sum of the live reports.
+pub(crate) async fn report(State(state): State<Arc<AppState>>) -> ApiResult<Json<ReportResponse>> {
+    let reports = resources::reports(state.store()).await?;
+    Ok(Json(views::report(
+        state.clock.now(),
+        &reports,
+        state.settings.report_period,
+    )))
+}
+
+/// `GET /v1/inventory`: the agents connected to this replica.
+pub(crate) async fn inventory(
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<InventoryResponse>> {
+    let now = state.clock.now();
+    let period = state.settings.report_period;
+    let mut agents: Vec<InventoryEntry> = {
+        let mut inv = state.inventory();
+        inv.expire(std::time::Instant::now(), state.settings.max_silence());
+        inv.agents()
+            .map(|a| views::inventory_entry(a.to_inventory_agent(), now, period))
+            .collect()
+    };
+    agents.sort_by(|a, b| {
+        (&a.group, &a.hostname, &a.updater_id).cmp(&(&b.group, &b.hostname, &b.updater_id))
+    });
+    Ok(Json(InventoryResponse {
+        replica: state.settings.replica_id.clone(),
+        now,
+        agents,
+    }))
+}

@@ -1,0 +1,222 @@
+//! The writes that move a rollout: the manual transitions (start-update, mark-done,
+//! rollback), suspend and resume (the config's mode), and new-rollout (the version).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use tern_core::api::{
+    ChangedGroup, EventView, ModeResponse, Modes, NewRolloutBody, NewRolloutResponse,
+    TransitionBody, TransitionResponse,
+};
+use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode};
+use tern_core::rollout::Event;
+use tern_core::transition::{self, Transition, TransitionError, TransitionKind};
+use tern_core::version::Version;
+use tern_core::views;
+
+use super::body;
+use crate::error::{ApiError, ApiResult};
+use crate::resources::{self, Decision, Stored};
+use crate::state::AppState;
+
+/// The mode in force now, from the stored config and version.
+pub(crate) async fn current_modes(state: &AppState) -> ApiResult<Modes> {
+    let c = resources::load::<AutoUpdateConfig>(state.store()).await?;
+    let v = resources::load::<AutoUpdateVersion>(state.store()).await?;
+    Ok(views::modes(
+        c.as_ref().map(|s| &s.value),
+        v.as_ref().map(|s| &s.value),
+    ))
+}
+
+async fn set_mode(state: &AppState, mode: Mode) -> ApiResult<Json<ModeResponse>> {
+    let (_, changed) = resources::read_modify_write(
+        state.store(),
+        &state.metrics.write_conflicts,
+        |current: Option<Stored<AutoUpdateConfig>>| async move {
+            let existed = current.is_some();
+            let mut cfg = current.map_or_else(AutoUpdateConfig::default, |s| s.value);
+            if existed && cfg.mode() == mode {
+                return Ok(Decision::Keep(false));
+            }
+            cfg.spec.agents.get_or_insert_with(Default::default).mode = Some(mode);
+            Ok(Decision::Put(cfg, true))
+        },
+    )
+    .await?;
+    if changed {
+        tracing::info!(mode = mode.as_str(), "config mode set");
+        state.after_write().await;
+    }
+    let modes = current_modes(state).await?;
+    Ok(Json(ModeResponse { modes, changed }))
+}
+
+/// `POST /v1/agents/suspend`
+pub(crate) async fn suspend(State(state): State<Arc<AppState>>) -> ApiResult<Json<ModeResponse>> {
+    set_mode(&state, Mode::Suspended).await
+}
+
+/// `POST /v1/agents/resume`
+pub(crate) async fn resume(State(state): State<Arc<AppState>>) -> ApiResult<Json<ModeResponse>> {
+    set_mode(&state, Mode::Enabled).await
+}
+
+fn transition_error(e: TransitionError) -> ApiError {
+    match e {
+        TransitionError::UnknownGroup { .. } => {
+            ApiError::new(StatusCode::NOT_FOUND, "unknown_group", e.to_string())
+        }
+        _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_transition", e.to_string()),
+    }
+}
+
+fn no_rollout() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_rollout",
+        "no rollout exists: create one with `ternctl agents new-rollout VERSION` and wait for a reconcile",
+    )
+}
+
+async fn run_transition(
+    state: &AppState,
+    kind: TransitionKind,
+    body: &[u8],
+) -> ApiResult<Json<TransitionResponse>> {
+    let b: TransitionBody = body::json(body)?;
+    let t = Transition::of_kind(kind, b.groups, b.force);
+    let now = state.clock.now();
+    let (stored, events) = resources::read_modify_write(
+        state.store(),
+        &state.metrics.write_conflicts,
+        |current: Option<Stored<AutoUpdateAgentRollout>>| {
+            let applied = current
+                .ok_or_else(no_rollout)
+                .and_then(|c| transition::apply(&c.value, &t, now).map_err(transition_error));
+            async move {
+                let (next, events) = applied?;
+                Ok(Decision::Put(next, events))
+            }
+        },
+    )
+    .await?;
+    let rollout = stored.ok_or_else(no_rollout)?.value;
+    let groups = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::GroupChanged {
+                group, from, to, ..
+            } => Some(ChangedGroup {
+                name: group.clone(),
+                from: *from,
+                to: *to,
+            }),
+            _ => None,
+        })
+        .collect();
+    for e in &events {
+        state.metrics.event(e.kind());
+        tracing::info!(event = e.kind(), action = kind.as_str(), "{e}");
+    }
+    state.after_write().await;
+    let modes = current_modes(state).await?;
+    Ok(Json(TransitionResponse {
+        groups,
+        events: events.iter().map(EventView::from).collect(),
+        modes,
+        rollout,
+    }))
+}
+
+/// `POST /v1/agents/start-update` `{"groups": [...], "force": bool}`
+pub(crate) async fn start_update(
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> ApiResult<Json<TransitionResponse>> {
+    run_transition(&state, TransitionKind::StartUpdate, &body).await
+}
+
+/// `POST /v1/agents/mark-done` `{"groups": [...]}`
+pub(crate) async fn mark_done(
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> ApiResult<Json<TransitionResponse>> {
+    run_transition(&state, TransitionKind::MarkDone, &body).await
+}
+
+/// `POST /v1/agents/rollback` `{"groups": [...]}`
+pub(crate) async fn rollback(
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> ApiResult<Json<TransitionResponse>> {
+    run_transition(&state, TransitionKind::Rollback, &body).await
+}
+
+pub(crate) fn parse_version(field: &str, s: &str) -> ApiResult<Version> {
+    Version::parse(s).map_err(|e| ApiError::bad_request(format!("{field}: {e}")))
+}
+
+/// `POST /v1/agents/new-rollout` `{"version": V, "current_version": V?}`
+pub(crate) async fn new_rollout(
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> ApiResult<Json<NewRolloutResponse>> {
+    let b: NewRolloutBody = body::json(&body)?;
+    if b.version.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "version: missing (the version to roll out)",
+        ));
+    }
+    let target = parse_version("version", &b.version)?;
+    let given_start = b
+        .current_version
+        .as_deref()
+        .map(|s| parse_version("current_version", s))
+        .transpose()?;
+    let rollout = resources::load::<AutoUpdateAgentRollout>(state.store()).await?;
+    let (stored, changed) = resources::read_modify_write(
+        state.store(),
+        &state.metrics.write_conflicts,
+        |current: Option<Stored<AutoUpdateVersion>>| {
+            let next = views::new_rollout_version(
+                current.as_ref().map(|s| &s.value),
+                rollout.as_ref().map(|s| &s.value),
+                target.clone(),
+                given_start.clone(),
+            );
+            let decision = match next.validate() {
+                Err(e) => Err(ApiError::invalid_resource(format!(
+                    "invalid autoupdate_version: {e}"
+                ))),
+                Ok(()) if current.is_some_and(|c| resources::same(&c.value, &next)) => {
+                    Ok(Decision::Keep(false))
+                }
+                Ok(()) => Ok(Decision::Put(next, true)),
+            };
+            async move { decision }
+        },
+    )
+    .await?;
+    let version = stored
+        .ok_or_else(|| ApiError::internal("new-rollout stored no autoupdate_version"))?
+        .value;
+    let agents = version
+        .spec
+        .agents
+        .clone()
+        .ok_or_else(|| ApiError::internal("new-rollout stored no spec.agents"))?;
+    if changed {
+        tracing::info!(start = %agents.start_version, target = %agents.target_version, "new rollout requested");
+        state.after_write().await;
+    }
+    Ok(Json(NewRolloutResponse {
+        start_version: agents.start_version.to_string(),
+        target_version: agents.target_version.to_string(),
+        changed,
+        version,
+    }))
+}

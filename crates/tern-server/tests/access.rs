@@ -1,0 +1,147 @@
+//! Who may call each endpoint. The router sets every route's access level in one place
+//! (`routes::router`); this test walks every route it serves (`routes::routes`), on a
+//! real ternd over HTTP, with no token and with a token of each role, and checks the
+//! answer: 401 without a token, 403 for a role the level excludes, neither otherwise.
+//! It also holds the table itself, so that a level changed by accident is seen.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::Ternd;
+use tern_server::auth::{Access, Role};
+use tern_server::clock::DevClock;
+use tern_server::routes::{RouteAccess, routes};
+use tern_server::state::{AppState, Settings};
+use tern_store::MemoryStore;
+
+/// The routes of a ternd started with `--dev-clock`.
+fn served_routes() -> Vec<RouteAccess> {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        data_dir: dir.path().to_path_buf(),
+        replica_id: "table".into(),
+        report_period: jiff::SignedDuration::from_secs(60),
+        heartbeat_interval: Duration::from_secs(60),
+        find_rate: 0.0,
+        find_burst: 1,
+        heartbeat_rate: 0.0,
+        heartbeat_burst: 1,
+        leader_ttl: Duration::from_secs(60),
+        edition: "community".into(),
+        public_max_age: 5,
+    };
+    let clock = Arc::new(DevClock::new("2026-11-23T10:00:00Z".parse().unwrap()));
+    let state = AppState::new(Arc::new(MemoryStore::new()), clock, settings);
+    routes(&state)
+}
+
+#[test]
+fn every_route_has_the_access_level_of_the_table() {
+    use Access::*;
+    let expected: &[(&str, &str, Access)] = &[
+        ("GET", "/healthz", Public),
+        ("GET", "/readyz", Public),
+        ("GET", "/metrics", Public),
+        ("GET", "/v1/webapi/find", Public),
+        ("GET", "/v1/channels/{name}/{what}", Public),
+        ("POST", "/v1/agents/heartbeat", Agent),
+        ("GET", "/v1/agents/status", Read),
+        ("GET", "/v1/agents/report", Read),
+        ("POST", "/v1/agents/start-update", Write),
+        ("POST", "/v1/agents/mark-done", Write),
+        ("POST", "/v1/agents/rollback", Write),
+        ("POST", "/v1/agents/suspend", Write),
+        ("POST", "/v1/agents/resume", Write),
+        ("POST", "/v1/agents/new-rollout", Operator),
+        ("GET", "/v1/inventory", Read),
+        ("GET", "/v1/tokens", Operator),
+        ("POST", "/v1/tokens", Operator),
+        ("DELETE", "/v1/tokens/{id}", Operator),
+        ("GET", "/v1/channels", Read),
+        ("PUT", "/v1/channels/{name}", Operator),
+        ("DELETE", "/v1/channels/{name}", Operator),
+        ("GET", "/v1/resources/{kind}", Read),
+        ("GET", "/v1/dev/clock", Read),
+        ("POST", "/v1/dev/clock", Operator),
+        ("POST", "/v1/dev/reconcile", Operator),
+    ];
+    let mut want: Vec<(String, String, Access)> = expected
+        .iter()
+        .map(|(m, p, a)| (m.to_string(), p.to_string(), *a))
+        .collect();
+    for (kinds, write) in [
+        (&["config", "autoupdate_config"][..], Write),
+        (&["version", "autoupdate_version"][..], Operator),
+        (&["rollout", "autoupdate_agent_rollout"][..], Read),
+        (
+            &[
+                "reports",
+                "report",
+                "autoupdate_agent_report",
+                "autoupdate_agent_reports",
+            ][..],
+            Read,
+        ),
+    ] {
+        for k in kinds {
+            let path = format!("/v1/resources/{k}");
+            want.push(("GET".into(), path.clone(), Read));
+            for m in ["POST", "PUT", "DELETE"] {
+                want.push((m.into(), path.clone(), write));
+            }
+        }
+    }
+    let mut got: Vec<(String, String, Access)> = served_routes()
+        .into_iter()
+        .map(|r| (r.method.to_string(), r.path.to_string(), r.access))
+        .collect();
+    want.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
+    got.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
+    assert_eq!(got, want);
+}
+
+#[test]
+fn every_route_refuses_exactly_the_callers_its_level_excludes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ternd = Ternd::dev(dir.path());
+    let tokens: Vec<(Role, String)> = [Role::User, Role::Viewer, Role::Agent]
+        .into_iter()
+        .map(|r| (r, ternd.new_token(r.as_str())))
+        .chain([(Role::Operator, ternd.token.clone())])
+        .collect();
+    let mut checked = 0;
+    for route in served_routes() {
+        let path = route
+            .path
+            .replace("{kind}", "nope")
+            .replace("{name}", "stable")
+            .replace("{what}", "version")
+            .replace("{id}", "0123abcd");
+        let method = route.method.as_str();
+        let (status, body) = ternd.call(method, &path, None, None);
+        if route.access == Access::Public {
+            assert!(
+                status != 401 && status != 403,
+                "{method} {path} without a token: {status} {body}"
+            );
+        } else {
+            assert_eq!(status, 401, "{method} {path} without a token: {body}");
+        }
+        for (role, token) in &tokens {
+            let (status, body) = ternd.call(method, &path, Some(token), None);
+            if route.access.allows(*role) {
+                assert!(
+                    status != 401 && status != 403,
+                    "{method} {path} as {role}: {status} {body}"
+                );
+            } else {
+                assert_eq!(status, 403, "{method} {path} as {role}: {body}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 150, "{checked} calls");
+}
