@@ -108,7 +108,7 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
     resources::write(state.store(), &version, None).await?;
     reconciler::reconcile_once(&state)
         .await
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let pid = std::process::id();
     let rss0 = procs::rss(pid)?;
@@ -131,19 +131,19 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
         let t = Instant::now();
         reconciler::write_report(&state)
             .await
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         report.push(ms(t.elapsed()));
         let t = Instant::now();
         reconciler::reconcile_once(&state)
             .await
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         recon.push(ms(t.elapsed()));
         // At once again, nothing else run in between: what is left of the difference
         // once the report build's traffic no longer fills the caches.
         let t = Instant::now();
         reconciler::reconcile_once(&state)
             .await
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         recon_again.push(ms(t.elapsed()));
     }
 
@@ -152,10 +152,10 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
     let period = state.settings.report_period;
     let reports = resources::reports(state.store())
         .await
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let rollout = resources::load::<tern_core::resource::AutoUpdateAgentRollout>(state.store())
         .await
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?
+        .map_err(|e| anyhow::anyhow!("{e}"))?
         .map(|s| s.value);
     let mut core_all = Vec::new();
     let mut core_reports = Vec::new();

@@ -57,23 +57,23 @@ impl Access {
 
 /// A token as stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenRecord {
-    pub id: String,
-    pub role: Role,
+pub(crate) struct TokenRecord {
+    pub(crate) id: String,
+    pub(crate) role: Role,
     /// Hex SHA-256 of the whole token.
-    pub sha256: String,
-    pub created: Timestamp,
+    pub(crate) sha256: String,
+    pub(crate) created: Timestamp,
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub description: String,
+    pub(crate) description: String,
 }
 
 /// A freshly minted token: the clear text is shown once.
-pub struct NewToken {
-    pub token: String,
-    pub record: TokenRecord,
+pub(crate) struct NewToken {
+    pub(crate) token: String,
+    pub(crate) record: TokenRecord,
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     // Every authenticated request hashes its token and compares hex digests: a table
     // instead of `format!` per byte (a tenth of a heartbeat's instructions, profiled).
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -97,7 +97,7 @@ fn random_hex(n: usize) -> ApiResult<String> {
     Ok(hex(&buf))
 }
 
-pub fn mint(role: Role, description: &str, now: Timestamp) -> ApiResult<NewToken> {
+pub(crate) fn mint(role: Role, description: &str, now: Timestamp) -> ApiResult<NewToken> {
     let id = random_hex(6)?;
     let secret = random_hex(32)?;
     let token = format!("tern_{id}_{secret}");
@@ -133,11 +133,11 @@ fn same_digest(a: &str, b: &str) -> bool {
 /// Checks bearer tokens, caching the records it has read for a short while so that
 /// heartbeats do not read the store each time (a revoked token stops working on other
 /// replicas within [`CACHE_TTL`]).
-pub struct Authenticator {
+pub(crate) struct Authenticator {
     cache: Mutex<HashMap<String, (TokenRecord, Instant)>>,
 }
 
-pub const CACHE_TTL: Duration = Duration::from_secs(30);
+pub(crate) const CACHE_TTL: Duration = Duration::from_secs(30);
 
 impl Default for Authenticator {
     fn default() -> Self {
@@ -146,7 +146,7 @@ impl Default for Authenticator {
 }
 
 impl Authenticator {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             cache: Mutex::new(HashMap::new()),
         }
@@ -156,12 +156,12 @@ impl Authenticator {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn forget(&self, id: &str) {
+    pub(crate) fn forget(&self, id: &str) {
         self.cache().remove(id);
     }
 
     /// The role of the request's bearer token, or 401.
-    pub async fn role(&self, store: &dyn Store, headers: &HeaderMap) -> ApiResult<Role> {
+    pub(crate) async fn role(&self, store: &dyn Store, headers: &HeaderMap) -> ApiResult<Role> {
         let Some(value) = headers.get(AUTHORIZATION) else {
             return Err(ApiError::unauthenticated(
                 "missing Authorization header: send `Authorization: Bearer <token>`",
@@ -219,7 +219,7 @@ impl Authenticator {
     }
 
     /// Authenticates and checks the role: 401 without a valid token, 403 with the wrong role.
-    pub async fn require(
+    pub(crate) async fn require(
         &self,
         store: &dyn Store,
         headers: &HeaderMap,

@@ -16,12 +16,12 @@ use crate::keys;
 
 /// The value of [`keys::DEV_CLOCK`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SharedClock {
-    pub now: Timestamp,
+pub(crate) struct SharedClock {
+    pub(crate) now: Timestamp,
 }
 
 impl SharedClock {
-    pub fn decode(bytes: &[u8]) -> Option<Timestamp> {
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Timestamp> {
         serde_json::from_slice::<SharedClock>(bytes)
             .ok()
             .map(|c| c.now)
@@ -35,7 +35,10 @@ impl SharedClock {
 
 /// At start with `--dev-clock start`: creates the shared clock at `start` if the store
 /// has none, else returns the shared time (another replica, or an earlier run, set it).
-pub async fn share_dev_clock(store: &dyn Store, start: Timestamp) -> anyhow::Result<Timestamp> {
+pub(crate) async fn share_dev_clock(
+    store: &dyn Store,
+    start: Timestamp,
+) -> anyhow::Result<Timestamp> {
     match store
         .create(keys::DEV_CLOCK, SharedClock::encode(start), None)
         .await
@@ -52,14 +55,23 @@ pub async fn share_dev_clock(store: &dyn Store, start: Timestamp) -> anyhow::Res
 
 /// How the shared dev clock moves.
 #[derive(Clone, Copy, Debug)]
-pub enum ClockMove {
+pub(crate) enum ClockMove {
     Set(Timestamp),
     Advance(SignedDuration),
 }
 
 /// Moves the shared dev clock (compare-and-swap, retried on conflicts with other
 /// replicas moving it at the same time) and returns the new time.
-pub async fn move_shared_clock(
+/// `base` moved forward by `by`: a dev clock never goes back.
+fn advanced(base: Timestamp, by: SignedDuration) -> Result<Timestamp, DevClockError> {
+    if by.is_negative() {
+        return Err(DevClockError::Negative(by));
+    }
+    base.checked_add(by)
+        .map_err(|_| DevClockError::Overflow(by))
+}
+
+pub(crate) async fn move_shared_clock(
     store: &dyn Store,
     how: ClockMove,
     fallback: Timestamp,
@@ -72,13 +84,7 @@ pub async fn move_shared_clock(
             .unwrap_or(fallback);
         let next = match how {
             ClockMove::Set(t) => t,
-            ClockMove::Advance(by) => {
-                if by.is_negative() {
-                    return Err(DevClockError::Negative(by).into());
-                }
-                base.checked_add(by)
-                    .map_err(|_| DevClockError::Overflow(by))?
-            }
+            ClockMove::Advance(by) => advanced(base, by)?,
         };
         let bytes = SharedClock::encode(next);
         let written = match &current {
@@ -105,7 +111,7 @@ pub async fn move_shared_clock(
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum MoveError {
+pub(crate) enum MoveError {
     #[error(transparent)]
     Clock(#[from] DevClockError),
     #[error(transparent)]
@@ -125,7 +131,7 @@ pub trait Clock: Send + Sync + 'static {
 
 /// The wall clock.
 #[derive(Debug, Default)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
@@ -140,7 +146,7 @@ pub struct DevClock {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum DevClockError {
+pub(crate) enum DevClockError {
     #[error("the clock cannot move backwards by advancing ({0}); set it instead")]
     Negative(SignedDuration),
     #[error("advancing by {0} leaves the supported time range")]
@@ -167,17 +173,6 @@ impl DevClock {
         *self.lock() = to;
         to
     }
-
-    pub fn advance(&self, by: SignedDuration) -> Result<Timestamp, DevClockError> {
-        if by.is_negative() {
-            return Err(DevClockError::Negative(by));
-        }
-        let mut now = self.lock();
-        *now = now
-            .checked_add(by)
-            .map_err(|_| DevClockError::Overflow(by))?;
-        Ok(*now)
-    }
 }
 
 impl Clock for DevClock {
@@ -199,9 +194,11 @@ mod tests {
         let t0: Timestamp = "2026-11-23T11:00:00Z".parse().unwrap();
         let c = DevClock::new(t0);
         assert_eq!(c.now(), t0);
-        let t1 = c.advance(SignedDuration::from_mins(90)).unwrap();
+        let t1 = advanced(t0, SignedDuration::from_mins(90)).unwrap();
         assert_eq!(t1, "2026-11-23T12:30:00Z".parse::<Timestamp>().unwrap());
-        assert!(c.advance(SignedDuration::from_secs(-1)).is_err());
+        assert!(advanced(t1, SignedDuration::from_secs(-1)).is_err());
+        assert_eq!(c.now(), t0, "computing a move does not move the clock");
+        c.set(t1);
         assert_eq!(c.now(), t1);
         c.set(t0);
         assert_eq!(c.now(), t0);

@@ -8,26 +8,26 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
     /// Seconds, for 429 and 503.
-    pub retry_after: Option<u64>,
+    pub(crate) retry_after: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
+pub(crate) struct ErrorBody {
+    pub(crate) error: ErrorDetail,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ErrorDetail {
-    pub code: String,
-    pub message: String,
+pub(crate) struct ErrorDetail {
+    pub(crate) code: String,
+    pub(crate) message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -36,41 +36,41 @@ impl ApiError {
         }
     }
 
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
-    pub fn invalid_resource(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_resource(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid_resource", message)
     }
 
-    pub fn unauthenticated(message: impl Into<String>) -> Self {
+    pub(crate) fn unauthenticated(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
     }
 
-    pub fn forbidden(message: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
-    pub fn not_found(message: impl Into<String>) -> Self {
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
-    pub fn conflict(message: impl Into<String>) -> Self {
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
 
-    pub fn internal(message: impl Into<String>) -> Self {
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
-    pub fn unavailable(message: impl Into<String>) -> Self {
+    pub(crate) fn unavailable(message: impl Into<String>) -> Self {
         let mut e = Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message);
         e.retry_after = Some(5);
         e
     }
 
-    pub fn rate_limited(retry_after: u64, message: impl Into<String>) -> Self {
+    pub(crate) fn rate_limited(retry_after: u64, message: impl Into<String>) -> Self {
         let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
         e.retry_after = Some(retry_after.max(1));
         e
@@ -127,4 +127,4 @@ impl IntoResponse for ApiError {
     }
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;

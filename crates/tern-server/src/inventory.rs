@@ -158,7 +158,7 @@ impl Inventory {
     }
 
     /// Forgets agents silent for longer than `max_silence`; returns how many.
-    pub fn expire(&mut self, at: Instant, max_silence: Duration) -> usize {
+    pub(crate) fn expire(&mut self, at: Instant, max_silence: Duration) -> usize {
         let now = self.millis_since_epoch(at);
         let silence = u64::try_from(max_silence.as_millis()).unwrap_or(u64::MAX);
         let mut removed = 0;
@@ -209,12 +209,8 @@ impl Inventory {
         self.names_live = self.names.len();
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     fn view<'a>(&'a self, e: &'a Entry) -> AgentRef<'a> {
@@ -229,7 +225,7 @@ impl Inventory {
     }
 
     /// The agent whose updater_id is `updater_id`.
-    pub fn by_updater_id(&self, updater_id: &str) -> Option<AgentRef<'_>> {
+    pub(crate) fn by_updater_id(&self, updater_id: &str) -> Option<AgentRef<'_>> {
         let id = Id::parse(updater_id);
         if id.is_empty() {
             return None;
@@ -239,7 +235,7 @@ impl Inventory {
     }
 
     /// How many agents run each (group, version), for `/metrics`.
-    pub fn counts_by_group_and_version(&self) -> BTreeMap<(&str, &str), u64> {
+    pub(crate) fn counts_by_group_and_version(&self) -> BTreeMap<(&str, &str), u64> {
         let mut by_sym: HashMap<(Sym, Sym), u64> = HashMap::new();
         for e in &self.entries {
             *by_sym.entry((e.group, e.version)).or_default() += 1;
@@ -253,7 +249,7 @@ impl Inventory {
     /// This replica's report: counts, and what the coming reconciles need of it
     /// ([`tern_core::inventory::replica_report`]). Without a need for candidates no
     /// agent is scanned for them, only the canaries are looked up.
-    pub fn report<R: rand_core::RngCore + ?Sized>(
+    pub(crate) fn report<R: rand_core::RngCore + ?Sized>(
         &self,
         now: Timestamp,
         period: SignedDuration,
@@ -279,18 +275,8 @@ pub struct AgentRef<'a> {
 }
 
 impl<'a> AgentRef<'a> {
-    pub fn host_id(&self) -> String {
-        self.entry.host_id.to_string()
-    }
-    pub fn hostname(&self) -> &'a str {
-        &self.entry.hostname
-    }
-    pub fn last_seen(&self) -> Timestamp {
-        self.entry.last_seen
-    }
-
     /// The agent in its plain form: its last heartbeat as sent, and when it was seen.
-    pub fn to_inventory_agent(&self) -> InventoryAgent {
+    pub(crate) fn to_inventory_agent(self) -> InventoryAgent {
         let e = self.entry;
         InventoryAgent {
             heartbeat: Heartbeat {
@@ -398,7 +384,7 @@ mod tests {
         assert_eq!(inv.agents().next().unwrap().first_seen(), t1);
         assert_eq!(inv.expire(at + Duration::from_secs(600), silence), 0);
         assert_eq!(inv.expire(at + Duration::from_secs(900), silence), 1);
-        assert!(inv.is_empty());
+        assert!((inv.len() == 0));
     }
 
     #[test]
@@ -407,7 +393,7 @@ mod tests {
         let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
         let r = inv.heartbeat(&hb("", "dev", "1.0.0"), now, Instant::now(), Duration::ZERO);
         assert_eq!(r, Err(Unidentified));
-        assert!(inv.is_empty());
+        assert!((inv.len() == 0));
     }
 
     #[test]

@@ -1,32 +1,32 @@
 //! Where ternd keeps things in the store.
 
-pub const RESOURCES_PREFIX: &str = "/tern/resources/";
-pub const CONFIG: &str = "/tern/resources/autoupdate_config";
-pub const VERSION: &str = "/tern/resources/autoupdate_version";
-pub const ROLLOUT: &str = "/tern/resources/autoupdate_agent_rollout";
+pub(crate) const RESOURCES_PREFIX: &str = "/tern/resources/";
+pub(crate) const CONFIG: &str = "/tern/resources/autoupdate_config";
+pub(crate) const VERSION: &str = "/tern/resources/autoupdate_version";
+pub(crate) const ROLLOUT: &str = "/tern/resources/autoupdate_agent_rollout";
 /// `/tern/reports/<replica id>`, written with a TTL of one hour.
-pub const REPORTS_PREFIX: &str = "/tern/reports/";
+pub(crate) const REPORTS_PREFIX: &str = "/tern/reports/";
 /// `/tern/tokens/<token id>`: role and SHA-256 of the token, never the token.
-pub const TOKENS_PREFIX: &str = "/tern/tokens/";
+pub(crate) const TOKENS_PREFIX: &str = "/tern/tokens/";
 /// `/tern/channels/<name>`: a cloud-stable style channel.
-pub const CHANNELS_PREFIX: &str = "/tern/channels/";
+pub(crate) const CHANNELS_PREFIX: &str = "/tern/channels/";
 /// Created (if absent) by the replica that initialises a fresh store: it alone mints the
 /// operator token and writes it to its data dir.
-pub const BOOTSTRAP: &str = "/tern/bootstrap";
+pub(crate) const BOOTSTRAP: &str = "/tern/bootstrap";
 /// The shared dev clock (`ternd start --dev-clock`): `{"now": RFC3339}`, watched by every
 /// replica so that they all agree on the time.
-pub const DEV_CLOCK: &str = "/tern/dev/clock";
+pub(crate) const DEV_CLOCK: &str = "/tern/dev/clock";
 /// The leader lease the reconciler holds.
-pub const LEADER_LEASE: &str = "tern-reconciler";
+pub(crate) const LEADER_LEASE: &str = "tern-reconciler";
 
-pub fn report(replica: &str) -> String {
+pub(crate) fn report(replica: &str) -> String {
     format!("{REPORTS_PREFIX}{replica}")
 }
 
-pub fn token(id: &str) -> String {
+pub(crate) fn token(id: &str) -> String {
     format!("{TOKENS_PREFIX}{id}")
 }
 
-pub fn channel(name: &str) -> String {
+pub(crate) fn channel(name: &str) -> String {
     format!("{CHANNELS_PREFIX}{name}")
 }

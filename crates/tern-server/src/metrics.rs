@@ -7,49 +7,49 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Debug, Default)]
-pub struct Metrics {
-    pub find_requests: AtomicU64,
-    pub find_rate_limited: AtomicU64,
-    pub channel_requests: AtomicU64,
-    pub heartbeats: AtomicU64,
-    pub heartbeats_rejected: AtomicU64,
-    pub heartbeats_rate_limited: AtomicU64,
-    pub reconciles: AtomicU64,
-    pub reconcile_errors: AtomicU64,
-    pub reconcile_conflicts: AtomicU64,
+pub(crate) struct Metrics {
+    pub(crate) find_requests: AtomicU64,
+    pub(crate) find_rate_limited: AtomicU64,
+    pub(crate) channel_requests: AtomicU64,
+    pub(crate) heartbeats: AtomicU64,
+    pub(crate) heartbeats_rejected: AtomicU64,
+    pub(crate) heartbeats_rate_limited: AtomicU64,
+    pub(crate) reconciles: AtomicU64,
+    pub(crate) reconcile_errors: AtomicU64,
+    pub(crate) reconcile_conflicts: AtomicU64,
     /// Admin writes retried after a revision conflict.
-    pub write_conflicts: AtomicU64,
-    pub report_errors: AtomicU64,
+    pub(crate) write_conflicts: AtomicU64,
+    pub(crate) report_errors: AtomicU64,
     /// Times this replica took the leader lease.
-    pub leader_acquired: AtomicU64,
+    pub(crate) leader_acquired: AtomicU64,
     /// Rollout writes not made because the lease was lost just before (fencing).
-    pub fenced_writes: AtomicU64,
+    pub(crate) fenced_writes: AtomicU64,
     /// Sum of reconcile durations in microseconds.
-    pub reconcile_micros_sum: AtomicU64,
-    pub reconcile_micros_last: AtomicU64,
+    pub(crate) reconcile_micros_sum: AtomicU64,
+    pub(crate) reconcile_micros_last: AtomicU64,
     /// Reconcile events by kind.
-    pub events: Mutex<BTreeMap<String, u64>>,
+    pub(crate) events: Mutex<BTreeMap<String, u64>>,
 }
 
 /// Reconcile duration buckets (seconds) for the histogram.
 const BUCKETS: [f64; 8] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0];
 
 #[derive(Debug, Default)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     counts: [AtomicU64; 8],
 }
 
 impl Metrics {
-    pub fn inc(c: &AtomicU64) {
+    pub(crate) fn inc(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn event(&self, kind: &str) {
+    pub(crate) fn event(&self, kind: &str) {
         let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
         *ev.entry(kind.to_string()).or_default() += 1;
     }
 
-    pub fn reconcile_done(&self, hist: &Histogram, secs: f64, ok: bool) {
+    pub(crate) fn reconcile_done(&self, hist: &Histogram, secs: f64, ok: bool) {
         Self::inc(&self.reconciles);
         if !ok {
             Self::inc(&self.reconcile_errors);
@@ -65,7 +65,7 @@ impl Metrics {
         }
     }
 
-    pub fn render_counters(&self, hist: &Histogram, out: &mut String) {
+    pub(crate) fn render_counters(&self, hist: &Histogram, out: &mut String) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         counter(
             out,
@@ -185,7 +185,7 @@ fn counter(out: &mut String, name: &str, help: &str, v: u64) {
 }
 
 /// Escapes a label value.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

@@ -13,7 +13,7 @@ struct Bucket {
 }
 
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     /// Tokens per second.
     rate: f64,
     burst: f64,
@@ -26,7 +26,7 @@ const MAX_TRACKED: usize = 100_000;
 impl RateLimiter {
     /// `rate` requests per second per address, bursts of `burst`. A rate of 0 disables
     /// limiting.
-    pub fn new(rate: f64, burst: u32) -> Self {
+    pub(crate) fn new(rate: f64, burst: u32) -> Self {
         Self {
             rate,
             burst: f64::from(burst.max(1)),
@@ -35,7 +35,7 @@ impl RateLimiter {
     }
 
     /// Takes one token for `ip`; `Err(seconds to wait)` when the bucket is empty.
-    pub fn check(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
+    pub(crate) fn check(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
         if self.rate <= 0.0 {
             return Ok(());
         }

@@ -62,7 +62,7 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
 }
 
 /// True while this replica holds the leader lease (taking it when it is free).
-pub async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
+pub(crate) async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
     // One acquisition at a time; `leader` itself is only held for a moment, so that
     // readers (metrics, fencing) never wait for a store round trip.
     let _acquiring = state.leader_acquire.lock().await;
@@ -95,7 +95,7 @@ pub async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
 /// Every replica, all the time: take the leader lease whenever it is free, so that a
 /// leader that died is replaced within about the lease TTL (and, with the system clock,
 /// the new leader reconciles at once). Polls at a tenth of the TTL.
-pub async fn campaign(state: Arc<AppState>) {
+pub(crate) async fn campaign(state: Arc<AppState>) {
     let ttl = state.settings.leader_ttl;
     let poll = (ttl / 10).clamp(
         std::time::Duration::from_millis(100),
@@ -178,7 +178,7 @@ async fn not_leader(state: &AppState, why: &str) -> ApiResult<ReconcileResult> {
 }
 
 /// Gives the lease up (on shutdown) so another replica or a restart can lead at once.
-pub async fn release_leader(state: &AppState) {
+pub(crate) async fn release_leader(state: &AppState) {
     let keeper = state.leader.lock().await.take();
     if let Some(keeper) = keeper
         && let Err(e) = keeper.release().await
@@ -302,7 +302,7 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
 }
 
 /// Report, then reconcile; errors are logged and counted, never fatal.
-pub async fn tick(state: &AppState) -> ApiResult<ReconcileResult> {
+pub(crate) async fn tick(state: &AppState) -> ApiResult<ReconcileResult> {
     if let Err(e) = write_report(state).await {
         crate::metrics::Metrics::inc(&state.metrics.report_errors);
         tracing::warn!(error = %e, "writing the report failed");
@@ -312,7 +312,7 @@ pub async fn tick(state: &AppState) -> ApiResult<ReconcileResult> {
 
 /// The background loop (system clock only): a tick every report period, or sooner when
 /// kicked by an admin write.
-pub async fn run(state: Arc<AppState>) {
+pub(crate) async fn run(state: Arc<AppState>) {
     let period = state
         .settings
         .report_period

@@ -58,7 +58,7 @@ pub struct Stored<T> {
     pub revision: Revision,
 }
 
-pub fn decode<T: Resource>(kv: &KeyValue) -> ApiResult<Stored<T>> {
+pub(crate) fn decode<T: Resource>(kv: &KeyValue) -> ApiResult<Stored<T>> {
     let mut value: T = serde_json::from_slice(&kv.value).map_err(|e| {
         ApiError::internal(format!(
             "the stored {} cannot be read ({e}); rewrite it",
@@ -72,7 +72,7 @@ pub fn decode<T: Resource>(kv: &KeyValue) -> ApiResult<Stored<T>> {
     })
 }
 
-pub fn encode<T: Resource>(value: &T) -> ApiResult<Vec<u8>> {
+pub(crate) fn encode<T: Resource>(value: &T) -> ApiResult<Vec<u8>> {
     let mut v = value.clone();
     v.metadata_mut().revision = None;
     serde_json::to_vec(&v).map_err(|e| ApiError::internal(format!("encoding {}: {e}", T::KIND)))
@@ -105,7 +105,7 @@ pub async fn write<T: Resource>(
 }
 
 /// Equal apart from the revision.
-pub fn same<T: Resource + PartialEq>(a: &T, b: &T) -> bool {
+pub(crate) fn same<T: Resource + PartialEq>(a: &T, b: &T) -> bool {
     let (mut a, mut b) = (a.clone(), b.clone());
     a.metadata_mut().revision = None;
     b.metadata_mut().revision = None;
@@ -129,7 +129,7 @@ pub async fn reports(store: &dyn Store) -> ApiResult<Vec<AutoUpdateAgentReport>>
 }
 
 /// A revision given by a client, as a store revision.
-pub fn parse_revision(s: &str) -> ApiResult<Revision> {
+pub(crate) fn parse_revision(s: &str) -> ApiResult<Revision> {
     s.trim().parse().map_err(|_| {
         ApiError::invalid_resource(format!(
             "metadata.revision: {s:?} is not a revision (a number as returned by ternd)"

@@ -78,7 +78,7 @@ impl Backend {
 
     /// Opens the store. etcd is waited for (with a warning every attempt) so that
     /// replicas may start before their cluster.
-    pub async fn open(&self, etcd_prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
+    pub(crate) async fn open(&self, etcd_prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
         match self {
             Backend::Sqlite(path) => {
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -125,7 +125,7 @@ async fn open_etcd(_urls: &[String], _prefix: &str) -> anyhow::Result<Arc<dyn St
     )
 }
 
-pub const OPERATOR_TOKEN_FILE: &str = "operator.token";
+pub(crate) const OPERATOR_TOKEN_FILE: &str = "operator.token";
 pub const DATABASE_FILE: &str = "tern.db";
 
 /// Creates the data dir, readable by its owner only.

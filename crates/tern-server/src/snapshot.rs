@@ -12,16 +12,16 @@ use tern_core::resource::{
 };
 use tern_core::wire::{AutoUpdateSettings, FindResponse};
 
-pub use tern_core::api::Channel;
+pub(crate) use tern_core::api::Channel;
 
 #[derive(Clone, Debug, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// The rollout, its `autoupdate_mode` replaced by the mode config and version ask
     /// for now, so that suspend takes effect at once rather than at the next reconcile.
-    pub rollout: Option<AutoUpdateAgentRollout>,
-    pub tools_version: String,
-    pub tools_auto_update: bool,
-    pub channels: BTreeMap<String, Channel>,
+    pub(crate) rollout: Option<AutoUpdateAgentRollout>,
+    pub(crate) tools_version: String,
+    pub(crate) tools_auto_update: bool,
+    pub(crate) channels: BTreeMap<String, Channel>,
     /// The find answers already serialized for this snapshot, by decision.
     find_bodies: FindBodies,
 }
@@ -43,7 +43,7 @@ impl Clone for FindBodies {
 const MAX_FIND_BODIES: usize = 32;
 
 impl Snapshot {
-    pub fn build(
+    pub(crate) fn build(
         config: Option<&AutoUpdateConfig>,
         version: Option<&AutoUpdateVersion>,
         rollout: Option<&AutoUpdateAgentRollout>,
@@ -73,13 +73,13 @@ impl Snapshot {
     }
 
     /// What find tells a host presenting `group` and `updater_id`.
-    pub fn decide(&self, group: &str, updater_id: &str) -> AgentDecision {
+    pub(crate) fn decide(&self, group: &str, updater_id: &str) -> AgentDecision {
         find::decide(self.rollout.as_ref(), group, updater_id)
     }
 
     /// The JSON of [`response`](Self::response) for `decision`, serialized once per
     /// snapshot.
-    pub fn find_body(&self, decision: &AgentDecision, edition: &str) -> Bytes {
+    pub(crate) fn find_body(&self, decision: &AgentDecision, edition: &str) -> Bytes {
         let mut bodies = self.find_bodies.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, _, body)) = bodies
             .iter()

@@ -46,34 +46,34 @@ impl Settings {
         self.heartbeat_interval.saturating_mul(3)
     }
 
-    pub fn report_ttl(&self) -> Duration {
+    pub(crate) fn report_ttl(&self) -> Duration {
         Duration::from_secs(3600)
     }
 }
 
 pub struct AppState {
-    pub store: Arc<dyn Store>,
-    pub clock: Arc<dyn Clock>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
     pub settings: Settings,
-    pub auth: Authenticator,
-    pub inventory: Mutex<Inventory>,
+    pub(crate) auth: Authenticator,
+    pub(crate) inventory: Mutex<Inventory>,
     snapshot: RwLock<Arc<Snapshot>>,
     refresh_lock: tokio::sync::Mutex<()>,
-    pub metrics: Metrics,
-    pub reconcile_hist: Histogram,
-    pub find_limiter: RateLimiter,
-    pub heartbeat_limiter: RateLimiter,
+    pub(crate) metrics: Metrics,
+    pub(crate) reconcile_hist: Histogram,
+    pub(crate) find_limiter: RateLimiter,
+    pub(crate) heartbeat_limiter: RateLimiter,
     /// `Cache-Control` of the public endpoints (`--public-max-age`), made once.
-    pub public_cache_control: axum::http::HeaderValue,
-    pub ready: AtomicBool,
+    pub(crate) public_cache_control: axum::http::HeaderValue,
+    pub(crate) ready: AtomicBool,
     /// The leader lease while this replica holds it.
-    pub leader: tokio::sync::Mutex<Option<LeaseKeeper>>,
+    pub(crate) leader: tokio::sync::Mutex<Option<LeaseKeeper>>,
     /// Serializes attempts to take the leader lease (campaign, reconciles).
-    pub leader_acquire: tokio::sync::Mutex<()>,
+    pub(crate) leader_acquire: tokio::sync::Mutex<()>,
     /// Serializes this replica's reconciles.
-    pub reconcile_lock: tokio::sync::Mutex<()>,
+    pub(crate) reconcile_lock: tokio::sync::Mutex<()>,
     /// Asks the background loop for a reconcile soon (after an admin write).
-    pub kick: Notify,
+    pub(crate) kick: Notify,
 }
 
 impl AppState {
@@ -112,17 +112,17 @@ impl AppState {
         self.inventory.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         Arc::clone(&self.snapshot.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
     }
 
     /// Re-reads config, version, rollout and channels and swaps the snapshot. Calls are
     /// serialized, so the last one to finish saw the newest data.
-    pub async fn refresh_snapshot(&self) -> ApiResult<()> {
+    pub(crate) async fn refresh_snapshot(&self) -> ApiResult<()> {
         let _guard = self.refresh_lock.lock().await;
         let store = self.store();
         let config = resources::load::<AutoUpdateConfig>(store).await?;
@@ -149,7 +149,7 @@ impl AppState {
     }
 
     /// Adopts a value of the shared dev clock (from the store watch or a local write).
-    pub fn adopt_dev_clock(&self, value: &[u8]) {
+    pub(crate) fn adopt_dev_clock(&self, value: &[u8]) {
         if let (Some(dev), Some(now)) = (self.clock.as_dev(), SharedClock::decode(value))
             && dev.now_value() != now
         {
@@ -160,7 +160,7 @@ impl AppState {
 
     /// Re-reads the shared dev clock (when there is one), so this replica acts at the
     /// time another replica may just have set.
-    pub async fn sync_dev_clock(&self) -> ApiResult<()> {
+    pub(crate) async fn sync_dev_clock(&self) -> ApiResult<()> {
         if self.clock.as_dev().is_none() {
             return Ok(());
         }
@@ -172,7 +172,7 @@ impl AppState {
 
     /// After an admin write: refresh what find serves now, and (with the system clock)
     /// reconcile soon. With the dev clock reconciles happen only when asked.
-    pub async fn after_write(&self) {
+    pub(crate) async fn after_write(&self) {
         if let Err(e) = self.refresh_snapshot().await {
             tracing::warn!(error = %e, "refreshing the find snapshot failed");
         }

@@ -7,7 +7,7 @@ use std::fmt;
 use tern_core::backpressure::UpdaterNumeral;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Id {
+pub(crate) enum Id {
     Empty,
     /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, lower-case.
     Uuid([u8; 16]),
@@ -17,7 +17,7 @@ pub enum Id {
 }
 
 impl Id {
-    pub fn parse(s: &str) -> Id {
+    pub(crate) fn parse(s: &str) -> Id {
         if s.is_empty() {
             return Id::Empty;
         }
@@ -36,12 +36,12 @@ impl Id {
         Id::Text(s.into())
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         matches!(self, Id::Empty)
     }
 
     /// The id's backpressure position, as [`UpdaterNumeral::of`] its text.
-    pub fn numeral(&self) -> UpdaterNumeral {
+    pub(crate) fn numeral(&self) -> UpdaterNumeral {
         match self {
             Id::Uuid(b) | Id::Hex(b) => UpdaterNumeral::from_bits(u128::from_be_bytes(*b)),
             Id::Empty => UpdaterNumeral::of(""),

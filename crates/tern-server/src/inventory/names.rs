@@ -6,16 +6,16 @@ use std::num::NonZeroU32;
 
 /// An interned string; `Option<Sym>` is 4 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Sym(NonZeroU32);
+pub(crate) struct Sym(NonZeroU32);
 
 #[derive(Debug, Default)]
-pub struct Names {
+pub(crate) struct Names {
     strings: Vec<Box<str>>,
     syms: HashMap<Box<str>, Sym>,
 }
 
 impl Names {
-    pub fn intern(&mut self, s: &str) -> Sym {
+    pub(crate) fn intern(&mut self, s: &str) -> Sym {
         if let Some(&sym) = self.syms.get(s) {
             return sym;
         }
@@ -31,11 +31,11 @@ impl Names {
         NonZeroU32::new(u32::try_from(n).unwrap_or(u32::MAX)).unwrap_or(NonZeroU32::MIN)
     }
 
-    pub fn get(&self, sym: Sym) -> &str {
+    pub(crate) fn get(&self, sym: Sym) -> &str {
         self.strings.get(sym.0.get() as usize - 1).map_or("", |s| s)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.strings.len()
     }
 }

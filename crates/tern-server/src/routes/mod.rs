@@ -27,9 +27,9 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Largest heartbeat body accepted.
-pub const HEARTBEAT_BODY_LIMIT: usize = 16 * 1024;
+pub(crate) const HEARTBEAT_BODY_LIMIT: usize = 16 * 1024;
 /// Largest admin request body (resources are small).
-pub const ADMIN_BODY_LIMIT: usize = 1024 * 1024;
+pub(crate) const ADMIN_BODY_LIMIT: usize = 1024 * 1024;
 
 /// One route as served: a method on a path, and who may call it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -56,7 +56,7 @@ fn limit_public(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
 }
 
 /// `GET /v1/webapi/find?group=G&updater_id=U`
-pub async fn find(
+pub(crate) async fn find(
     State(state): State<Arc<AppState>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     RawQuery(query): RawQuery,
@@ -80,7 +80,7 @@ pub async fn find(
 }
 
 /// `GET /v1/channels/{name}/version` and `/critical` (plain text, seed 001).
-pub async fn channel_value(
+pub(crate) async fn channel_value(
     State(state): State<Arc<AppState>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     Path((name, what)): Path<(String, String)>,
@@ -160,11 +160,11 @@ pub(crate) async fn heartbeat(
     }))
 }
 
-pub async fn healthz() -> &'static str {
+pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
-pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if state.is_ready() {
         "ready\n".into_response()
     } else {
@@ -174,7 +174,7 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 /// `GET /metrics` (Prometheus text format).
-pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let mut out = String::new();
     state
         .metrics

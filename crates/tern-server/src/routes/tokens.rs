@@ -25,7 +25,7 @@ fn view(r: TokenRecord) -> TokenView {
 }
 
 /// Stores a new token of `role`; returns it in clear (the only time).
-pub async fn store_new_token(
+pub(crate) async fn store_new_token(
     store: &dyn tern_store::Store,
     role: Role,
     description: &str,
