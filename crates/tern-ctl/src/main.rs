@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod api;
+mod events;
 mod plan;
 mod replay;
 

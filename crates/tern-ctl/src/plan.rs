@@ -12,13 +12,15 @@ use rand_core::SeedableRng;
 use tern_core::codec::{self, Format};
 use tern_core::duration::GoDuration;
 use tern_core::find;
-use tern_core::reconcile::{self, Event, Outcome, ReconcileInput};
+use tern_core::reconcile::{self, Outcome, ReconcileInput};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
     ConnectedAgent,
 };
 use tern_core::transition::{self, Transition};
 use tern_core::wire::FindResponse;
+
+use crate::events::describe;
 
 #[derive(Subcommand)]
 pub enum PlanCommand {
@@ -248,42 +250,6 @@ fn plan_rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
             print!("{}", codec::to_text(&*rollout, args.output.into())?);
             Ok(ExitCode::SUCCESS)
         }
-    }
-}
-
-/// One line per event, for `--events`.
-pub fn describe(e: &Event) -> String {
-    match e {
-        Event::RolloutCreated {
-            start_version,
-            target_version,
-            why,
-        } => format!("new rollout {start_version} -> {target_version} ({why})"),
-        Event::ModeChanged { from, to } => format!("mode {} -> {}", from.as_str(), to.as_str()),
-        Event::GroupChanged {
-            group,
-            from,
-            to,
-            reason,
-        } => format!(
-            "group {group}: {} -> {} ({reason})",
-            from.as_str(),
-            to.as_str()
-        ),
-        Event::CanariesPicked { group, updater_ids } => {
-            format!("group {group}: canaries picked: {}", updater_ids.join(", "))
-        }
-        Event::GroupOverdue {
-            group,
-            state,
-            since,
-        } => format!(
-            "ALERT group {group}: still {} since {since}",
-            state.as_str()
-        ),
-        Event::ProgressHalted { group } => format!(
-            "group {group}: progress halted, more than max_in_flight of the initial agents are missing"
-        ),
     }
 }
 

@@ -26,7 +26,7 @@ use tern_core::transition::{self, Transition};
 use tern_core::version::normalize;
 use tern_core::wire::{Heartbeat, UpdaterStatus};
 
-use crate::plan::describe;
+use crate::events::describe;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
