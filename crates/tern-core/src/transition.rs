@@ -2,6 +2,9 @@
 //! now, mark groups done, roll groups back. All named groups are checked before any
 //! changes, so a refused transition changes nothing.
 
+use std::fmt;
+use std::str::FromStr;
+
 use jiff::Timestamp;
 
 use crate::backpressure::{self, ProgressInput};
@@ -20,13 +23,80 @@ pub enum Transition {
 }
 
 impl Transition {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::StartUpdate { .. } => "start-update",
-            Self::MarkDone { .. } => "mark-done",
-            Self::Rollback { .. } => "rollback",
+    /// The transition of `kind` on `groups`. Only start-update has a `force`; the
+    /// other kinds ignore it, as the API always has.
+    pub fn new(kind: TransitionKind, groups: Vec<String>, force: bool) -> Self {
+        match kind {
+            TransitionKind::StartUpdate => Self::StartUpdate { groups, force },
+            TransitionKind::MarkDone => Self::MarkDone { groups },
+            TransitionKind::Rollback => Self::Rollback { groups },
         }
     }
+
+    pub fn kind(&self) -> TransitionKind {
+        match self {
+            Self::StartUpdate { .. } => TransitionKind::StartUpdate,
+            Self::MarkDone { .. } => TransitionKind::MarkDone,
+            Self::Rollback { .. } => TransitionKind::Rollback,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.kind().as_str()
+    }
+}
+
+/// Which manual transition. Its kebab-case name is the one the API path
+/// (`/v1/agents/NAME`), `ternctl` and scenario files use; parsing a name refuses
+/// anything else rather than guessing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransitionKind {
+    StartUpdate,
+    MarkDone,
+    Rollback,
+}
+
+impl TransitionKind {
+    /// Every kind, in the order they are offered to users.
+    pub const ALL: [Self; 3] = [Self::StartUpdate, Self::MarkDone, Self::Rollback];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::StartUpdate => "start-update",
+            Self::MarkDone => "mark-done",
+            Self::Rollback => "rollback",
+        }
+    }
+}
+
+impl fmt::Display for TransitionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TransitionKind {
+    type Err = UnknownTransitionKind;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownTransitionKind {
+                given: s.to_string(),
+            })
+    }
+}
+
+/// A transition name that is none of [`TransitionKind::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown transition {given:?}; the transitions are: {}",
+    TransitionKind::ALL.map(TransitionKind::as_str).join(", ")
+)]
+pub struct UnknownTransitionKind {
+    pub given: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -185,4 +255,74 @@ fn start(g: &mut RolloutGroup, force: bool, now: Timestamp) {
             .0
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_reads_back_from_its_kebab_case_name() {
+        let names: Vec<&str> = TransitionKind::ALL.map(TransitionKind::as_str).to_vec();
+        assert_eq!(names, ["start-update", "mark-done", "rollback"]);
+        for kind in TransitionKind::ALL {
+            assert_eq!(kind.to_string(), kind.as_str());
+            assert_eq!(kind.as_str().parse::<TransitionKind>(), Ok(kind));
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{}\"", kind.as_str()));
+            assert_eq!(serde_json::from_str::<TransitionKind>(&json).unwrap(), kind);
+        }
+    }
+
+    #[test]
+    fn an_unknown_name_is_refused_naming_every_kind() {
+        for bad in [
+            "",
+            "rollbak",
+            "Rollback",
+            "start_update",
+            "StartUpdate",
+            " mark-done",
+        ] {
+            let err = bad.parse::<TransitionKind>().unwrap_err();
+            assert_eq!(err.given, bad);
+            let msg = err.to_string();
+            assert!(msg.contains(&format!("{bad:?}")), "{msg}");
+            assert!(
+                msg.ends_with("the transitions are: start-update, mark-done, rollback"),
+                "{msg}"
+            );
+        }
+        let err = serde_json::from_str::<TransitionKind>("\"rollbak\"")
+            .unwrap_err()
+            .to_string();
+        for kind in TransitionKind::ALL {
+            assert!(err.contains(kind.as_str()), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_transition_is_built_from_its_kind() {
+        let groups = || vec!["dev".to_string()];
+        assert_eq!(
+            Transition::new(TransitionKind::StartUpdate, groups(), true),
+            Transition::StartUpdate {
+                groups: groups(),
+                force: true
+            }
+        );
+        assert_eq!(
+            Transition::new(TransitionKind::MarkDone, groups(), true),
+            Transition::MarkDone { groups: groups() }
+        );
+        assert_eq!(
+            Transition::new(TransitionKind::Rollback, groups(), false),
+            Transition::Rollback { groups: groups() }
+        );
+        for kind in TransitionKind::ALL {
+            let t = Transition::new(kind, Vec::new(), false);
+            assert_eq!(t.kind(), kind);
+            assert_eq!(t.name(), kind.as_str());
+        }
+    }
 }
