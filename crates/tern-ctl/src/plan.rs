@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand, ValueEnum};
 use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
@@ -17,7 +18,7 @@ use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
     ConnectedAgent,
 };
-use tern_core::transition::{self, Transition};
+use tern_core::transition::{self, Transition, TransitionKind};
 use tern_core::wire::FindResponse;
 
 use crate::events::describe;
@@ -113,8 +114,8 @@ pub enum FindOutput {
 
 #[derive(Args)]
 pub struct TransitionArgs {
-    #[arg(value_enum)]
-    action: Action,
+    #[arg(value_name = "ACTION", value_parser = kind_parser())]
+    kind: TransitionKind,
     /// Groups to act on. mark-done without groups: the groups in canary or active;
     /// rollback without groups: every started group.
     groups: Vec<String>,
@@ -129,11 +130,11 @@ pub struct TransitionArgs {
     output: Output,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum Action {
-    StartUpdate,
-    MarkDone,
-    Rollback,
+/// Transition kinds as clap should offer them: the names listed in the help, and an
+/// unknown one refused with that list.
+fn kind_parser() -> impl TypedValueParser<Value = TransitionKind> {
+    PossibleValuesParser::new(TransitionKind::ALL.map(TransitionKind::as_str))
+        .try_map(|name| name.parse::<TransitionKind>())
 }
 
 fn parse_now(s: &str) -> Result<Timestamp, String> {
@@ -280,18 +281,10 @@ fn plan_transition(args: TransitionArgs) -> anyhow::Result<ExitCode> {
         "autoupdate_agent_rollout",
         AutoUpdateAgentRollout::from_text,
     )?;
-    let groups = args.groups;
-    let t = match args.action {
-        Action::StartUpdate => Transition::StartUpdate {
-            groups,
-            force: args.force,
-        },
-        Action::MarkDone => Transition::MarkDone { groups },
-        Action::Rollback => Transition::Rollback { groups },
-    };
-    if args.force && !matches!(t, Transition::StartUpdate { .. }) {
+    if args.force && args.kind != TransitionKind::StartUpdate {
         bail!("--force only applies to start-update");
     }
+    let t = Transition::new(args.kind, args.groups, args.force);
     let (next, _) = transition::apply(&rollout, &t, args.now)
         .map_err(|e| anyhow::anyhow!("{}: {e}", t.name()))?;
     print!("{}", codec::to_text(&next, args.output.into())?);

@@ -23,7 +23,7 @@ use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
     ConnectedAgent, GroupState,
 };
-use tern_core::transition::{self, Transition};
+use tern_core::transition::{self, Transition, TransitionKind};
 use tern_core::validate::ResourceError;
 use tern_core::version::normalize;
 use tern_core::wire::{Heartbeat, UpdaterStatus};
@@ -101,7 +101,7 @@ struct Leave {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StepTransition {
-    action: String,
+    action: TransitionKind,
     #[serde(default)]
     groups: Vec<String>,
     #[serde(default)]
@@ -362,21 +362,7 @@ impl<'a> World<'a> {
         let Some(current) = &self.rollout else {
             bail!("step {n}: a transition needs a rollout; reconcile first");
         };
-        let tr = match t.action.as_str() {
-            "start-update" => Transition::StartUpdate {
-                groups: t.groups.clone(),
-                force: t.force,
-            },
-            "mark-done" => Transition::MarkDone {
-                groups: t.groups.clone(),
-            },
-            "rollback" => Transition::Rollback {
-                groups: t.groups.clone(),
-            },
-            other => {
-                bail!("step {n}: unknown transition {other:?} (start-update, mark-done, rollback)")
-            }
-        };
+        let tr = Transition::new(t.action, t.groups.clone(), t.force);
         let failed = match (transition::apply(current, &tr, now), &t.refused) {
             (Ok((next, events)), None) => {
                 for e in &events {
