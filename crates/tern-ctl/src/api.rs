@@ -15,6 +15,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tern_core::resource::Mode;
+use tern_core::transition::TransitionKind;
 
 use client::{Client, encode, read_token};
 
@@ -433,36 +434,13 @@ fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
             }
         }
         AgentsCommand::StartUpdate { groups, force } => {
-            let v: Value = c.post(
-                "/v1/agents/start-update",
-                &json!({"groups": groups, "force": force}),
-            )?;
-            if !structured(out, &v)? {
-                let t: TransitionAnswer = serde_json::from_value(v)?;
-                for g in &t.groups {
-                    println!("Group {} update triggered ({})", g.name, g.to);
-                }
-                if t.mode != Mode::Enabled {
-                    println!("{}", suspended_warning(t.mode, "update"));
-                }
-            }
+            transition(&c, out, TransitionKind::StartUpdate, &groups, force)?;
         }
         AgentsCommand::MarkDone { groups } => {
-            let v: Value = c.post("/v1/agents/mark-done", &json!({"groups": groups}))?;
-            if !structured(out, &v)? {
-                let t: TransitionAnswer = serde_json::from_value(v)?;
-                println!("Groups marked done: {}", names(&t.groups));
-            }
+            transition(&c, out, TransitionKind::MarkDone, &groups, false)?;
         }
         AgentsCommand::Rollback { groups } => {
-            let v: Value = c.post("/v1/agents/rollback", &json!({"groups": groups}))?;
-            if !structured(out, &v)? {
-                let t: TransitionAnswer = serde_json::from_value(v)?;
-                println!("Rolledback groups: {}", names(&t.groups));
-                if t.mode != Mode::Enabled {
-                    println!("{}", suspended_warning(t.mode, "rollback"));
-                }
-            }
+            transition(&c, out, TransitionKind::Rollback, &groups, false)?;
         }
         AgentsCommand::Suspend => {
             let v: Value = c.post("/v1/agents/suspend", &json!({}))?;
@@ -521,6 +499,48 @@ fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `agents start-update|mark-done|rollback`: ternd serves each kind at its name.
+fn transition(
+    c: &Client,
+    out: Output,
+    kind: TransitionKind,
+    groups: &[String],
+    force: bool,
+) -> anyhow::Result<()> {
+    let body = match kind {
+        TransitionKind::StartUpdate => json!({"groups": groups, "force": force}),
+        TransitionKind::MarkDone | TransitionKind::Rollback => json!({"groups": groups}),
+    };
+    let v: Value = c.post(&format!("/v1/agents/{kind}"), &body)?;
+    if structured(out, &v)? {
+        return Ok(());
+    }
+    let t: TransitionAnswer = serde_json::from_value(v)?;
+    // What agents will not do while updates are suspended; marking done moves none.
+    let held_back = match kind {
+        TransitionKind::StartUpdate => {
+            for g in &t.groups {
+                println!("Group {} update triggered ({})", g.name, g.to);
+            }
+            Some("update")
+        }
+        TransitionKind::MarkDone => {
+            println!("Groups marked done: {}", names(&t.groups));
+            None
+        }
+        TransitionKind::Rollback => {
+            println!("Rolledback groups: {}", names(&t.groups));
+            Some("rollback")
+        }
+    };
+    if let Some(what) = held_back
+        && t.mode != Mode::Enabled
+    {
+        println!("{}", suspended_warning(t.mode, what));
+    }
+    Ok(())
 }
 
 fn inventory(a: InventoryArgs) -> anyhow::Result<ExitCode> {
