@@ -279,31 +279,21 @@ struct World<'a> {
 
 impl<'a> World<'a> {
     fn new(scenario: &Scenario, files: Files<'a>) -> anyhow::Result<Self> {
-        let config = scenario
-            .config
-            .as_deref()
-            .map(|p| files.config(p))
-            .transpose()?
-            .flatten();
-        let version = scenario
-            .version
-            .as_deref()
-            .map(|p| files.version(p))
-            .transpose()?
-            .flatten();
         let mut fleet = Fleet::default();
         for h in &scenario.fleet {
             fleet.join(h);
         }
-        Ok(Self {
+        let mut world = Self {
             files,
-            config,
-            version,
+            config: None,
+            version: None,
             rng: ChaCha8Rng::seed_from_u64(scenario.seed),
             fleet,
             broken: scenario.broken.iter().map(|v| normalize(v)).collect(),
             rollout: None,
-        })
+        };
+        world.replace(scenario.config.as_deref(), scenario.version.as_deref())?;
+        Ok(world)
     }
 
     /// Step number `n`: what changes, the operator's transition, a reconcile, the
@@ -335,17 +325,23 @@ impl<'a> World<'a> {
 
     /// The resources and hosts the step replaces, adds or removes.
     fn change(&mut self, step: &Step) -> anyhow::Result<()> {
-        if let Some(p) = &step.config {
-            self.config = self.files.config(p)?;
-        }
-        if let Some(p) = &step.version {
-            self.version = self.files.version(p)?;
-        }
+        self.replace(step.config.as_deref(), step.version.as_deref())?;
         for h in &step.join {
             self.fleet.join(h);
         }
         for l in &step.leave {
             self.fleet.leave(l);
+        }
+        Ok(())
+    }
+
+    /// Loads the config and the version named (`none` removes one); keeps the rest.
+    fn replace(&mut self, config: Option<&Path>, version: Option<&Path>) -> anyhow::Result<()> {
+        if let Some(p) = config {
+            self.config = self.files.config(p)?;
+        }
+        if let Some(p) = version {
+            self.version = self.files.version(p)?;
         }
         Ok(())
     }

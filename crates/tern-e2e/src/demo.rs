@@ -197,12 +197,10 @@ impl Story<'_> {
             s.status.state_of("staging") == "done",
             "staging done after its window",
         )?;
-        self.show
-            .say("   prod's window opens at 14:00, but prod waits 24h after staging started:")?;
-        let s = self.fleet.step_at("2026-11-23T14:00:00Z")?;
-        self.show.full(&self.fleet, &s)?;
-        self.expect(
-            s.status.state_of("prod") == "unstarted",
+        self.stays_unstarted(
+            "   prod's window opens at 14:00, but prod waits 24h after staging started:",
+            "2026-11-23T14:00:00Z",
+            "prod",
             "prod to wait for wait_hours",
         )?;
         self.show.say("   The next day at 14:00:")?;
@@ -235,12 +233,10 @@ impl Story<'_> {
                     .map(|h| h.name.clone())
             })
             .collect();
-        self.show
-            .say("   staging's window at 12:00 stays shut: the rollout is halted.")?;
-        let s = self.fleet.step_at("2026-11-25T12:00:00Z")?;
-        self.show.full(&self.fleet, &s)?;
-        self.expect(
-            s.status.state_of("staging") == "unstarted",
+        self.stays_unstarted(
+            "   staging's window at 12:00 stays shut: the rollout is halted.",
+            "2026-11-25T12:00:00Z",
+            "staging",
             "staging not to start",
         )?;
         self.expect_all_on("1.1.0")?;
@@ -310,6 +306,20 @@ impl Story<'_> {
             self.show.step(fleet, &step)?;
         }
         Ok(step)
+    }
+
+    /// Says `why`, then shows the whole fleet at `at`, where `group` must not start.
+    fn stays_unstarted(
+        &mut self,
+        why: &str,
+        at: &str,
+        group: &str,
+        what: &str,
+    ) -> anyhow::Result<()> {
+        self.show.say(why)?;
+        let s = self.fleet.step_at(at)?;
+        self.show.full(&self.fleet, &s)?;
+        self.expect(s.status.state_of(group) == "unstarted", what)
     }
 
     fn expect_all_on(&self, version: &str) -> anyhow::Result<()> {
