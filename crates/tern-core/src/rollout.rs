@@ -232,7 +232,11 @@ impl fmt::Display for Event {
                 to.as_str()
             ),
             Self::CanariesPicked { group, updater_ids } => {
-                write!(f, "group {group}: canaries {}", updater_ids.join(", "))
+                write!(
+                    f,
+                    "group {group}: canaries picked: {}",
+                    updater_ids.join(", ")
+                )
             }
             Self::GroupOverdue {
                 group,
@@ -240,7 +244,7 @@ impl fmt::Display for Event {
                 since,
             } => write!(
                 f,
-                "group {group} has been {} since {since}: check its agents",
+                "ALERT group {group}: still {} since {since}, past its alert_after: check its agents",
                 state.as_str()
             ),
             Self::ProgressHalted { group } => write!(

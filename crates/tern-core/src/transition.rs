@@ -2,12 +2,15 @@
 //! now, mark groups done, roll groups back. All named groups are checked before any
 //! changes, so a refused transition changes nothing.
 
+use std::fmt;
+use std::str::FromStr;
+
 use jiff::Timestamp;
 
 use crate::backpressure::{self, ProgressInput};
 use crate::reason;
-use crate::resource::{AutoUpdateAgentRollout, GroupState, RolloutGroup, Schedule, Strategy};
 use crate::rollout::{Event, rollout_state};
+use crate::resource::{AutoUpdateAgentRollout, GroupState, RolloutGroup, Schedule, Strategy};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Transition {
@@ -19,51 +22,10 @@ pub enum Transition {
     Rollback { groups: Vec<String> },
 }
 
-/// Which manual transition: the name the API path, ternctl and scenario files use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TransitionKind {
-    StartUpdate,
-    MarkDone,
-    Rollback,
-}
-
-impl TransitionKind {
-    pub const ALL: [TransitionKind; 3] = [Self::StartUpdate, Self::MarkDone, Self::Rollback];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::StartUpdate => "start-update",
-            Self::MarkDone => "mark-done",
-            Self::Rollback => "rollback",
-        }
-    }
-}
-
-impl std::fmt::Display for TransitionKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A transition name that is not one.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a transition: one of start-update, mark-done, rollback")]
-pub struct UnknownTransition(pub String);
-
-impl std::str::FromStr for TransitionKind {
-    type Err = UnknownTransition;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| UnknownTransition(s.to_string()))
-    }
-}
-
 impl Transition {
-    /// The transition of `kind` on `groups` (`force` applies to start-update only).
-    pub fn of_kind(kind: TransitionKind, groups: Vec<String>, force: bool) -> Self {
+    /// The transition of `kind` on `groups`. Only start-update has a `force`; the
+    /// other kinds ignore it, as the API always has.
+    pub fn new(kind: TransitionKind, groups: Vec<String>, force: bool) -> Self {
         match kind {
             TransitionKind::StartUpdate => Self::StartUpdate { groups, force },
             TransitionKind::MarkDone => Self::MarkDone { groups },
@@ -84,24 +46,57 @@ impl Transition {
     }
 }
 
-#[cfg(test)]
-mod kind_tests {
-    use super::*;
+/// Which manual transition. Its kebab-case name is the one the API path
+/// (`/v1/agents/NAME`), `ternctl` and scenario files use; parsing a name refuses
+/// anything else rather than guessing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransitionKind {
+    StartUpdate,
+    MarkDone,
+    Rollback,
+}
 
-    #[test]
-    fn kinds_parse_print_and_refuse_unknown_names() {
-        for k in TransitionKind::ALL {
-            assert_eq!(k.as_str().parse::<TransitionKind>(), Ok(k));
-            assert_eq!(Transition::of_kind(k, vec![], false).kind(), k);
-            assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{k}\""));
+impl TransitionKind {
+    /// Every kind, in the order they are offered to users.
+    pub const ALL: [Self; 3] = [Self::StartUpdate, Self::MarkDone, Self::Rollback];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::StartUpdate => "start-update",
+            Self::MarkDone => "mark-done",
+            Self::Rollback => "rollback",
         }
-        let err = "rollbak".parse::<TransitionKind>().unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "\"rollbak\" is not a transition: one of start-update, mark-done, rollback"
-        );
-        assert!(serde_json::from_str::<TransitionKind>("\"undo\"").is_err());
     }
+}
+
+impl fmt::Display for TransitionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TransitionKind {
+    type Err = UnknownTransitionKind;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownTransitionKind {
+                given: s.to_string(),
+            })
+    }
+}
+
+/// A transition name that is none of [`TransitionKind::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown transition {given:?}; the transitions are: {}",
+    TransitionKind::ALL.map(TransitionKind::as_str).join(", ")
+)]
+pub struct UnknownTransitionKind {
+    pub given: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -260,4 +255,74 @@ fn start(g: &mut RolloutGroup, force: bool, now: Timestamp) {
             .0
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_reads_back_from_its_kebab_case_name() {
+        let names: Vec<&str> = TransitionKind::ALL.map(TransitionKind::as_str).to_vec();
+        assert_eq!(names, ["start-update", "mark-done", "rollback"]);
+        for kind in TransitionKind::ALL {
+            assert_eq!(kind.to_string(), kind.as_str());
+            assert_eq!(kind.as_str().parse::<TransitionKind>(), Ok(kind));
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{}\"", kind.as_str()));
+            assert_eq!(serde_json::from_str::<TransitionKind>(&json).unwrap(), kind);
+        }
+    }
+
+    #[test]
+    fn an_unknown_name_is_refused_naming_every_kind() {
+        for bad in [
+            "",
+            "rollbak",
+            "Rollback",
+            "start_update",
+            "StartUpdate",
+            " mark-done",
+        ] {
+            let err = bad.parse::<TransitionKind>().unwrap_err();
+            assert_eq!(err.given, bad);
+            let msg = err.to_string();
+            assert!(msg.contains(&format!("{bad:?}")), "{msg}");
+            assert!(
+                msg.ends_with("the transitions are: start-update, mark-done, rollback"),
+                "{msg}"
+            );
+        }
+        let err = serde_json::from_str::<TransitionKind>("\"rollbak\"")
+            .unwrap_err()
+            .to_string();
+        for kind in TransitionKind::ALL {
+            assert!(err.contains(kind.as_str()), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_transition_is_built_from_its_kind() {
+        let groups = || vec!["dev".to_string()];
+        assert_eq!(
+            Transition::new(TransitionKind::StartUpdate, groups(), true),
+            Transition::StartUpdate {
+                groups: groups(),
+                force: true
+            }
+        );
+        assert_eq!(
+            Transition::new(TransitionKind::MarkDone, groups(), true),
+            Transition::MarkDone { groups: groups() }
+        );
+        assert_eq!(
+            Transition::new(TransitionKind::Rollback, groups(), false),
+            Transition::Rollback { groups: groups() }
+        );
+        for kind in TransitionKind::ALL {
+            let t = Transition::new(kind, Vec::new(), false);
+            assert_eq!(t.kind(), kind);
+            assert_eq!(t.name(), kind.as_str());
+        }
+    }
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand, ValueEnum};
 use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
@@ -17,8 +18,7 @@ use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
     ConnectedAgent,
 };
-use tern_core::rollout::Event;
-use tern_core::transition::{self, Transition};
+use tern_core::transition::{self, Transition, TransitionKind};
 use tern_core::wire::FindResponse;
 
 #[derive(Subcommand)]
@@ -112,8 +112,8 @@ pub enum FindOutput {
 
 #[derive(Args)]
 pub struct TransitionArgs {
-    #[arg(value_enum)]
-    action: Action,
+    #[arg(value_name = "ACTION", value_parser = kind_parser())]
+    kind: TransitionKind,
     /// Groups to act on. mark-done without groups: the groups in canary or active;
     /// rollback without groups: every started group.
     groups: Vec<String>,
@@ -128,11 +128,11 @@ pub struct TransitionArgs {
     output: Output,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum Action {
-    StartUpdate,
-    MarkDone,
-    Rollback,
+/// Transition kinds as clap should offer them: the names listed in the help, and an
+/// unknown one refused with that list.
+fn kind_parser() -> impl TypedValueParser<Value = TransitionKind> {
+    PossibleValuesParser::new(TransitionKind::ALL.map(TransitionKind::as_str))
+        .try_map(|name| name.parse::<TransitionKind>())
 }
 
 fn parse_now(s: &str) -> Result<Timestamp, String> {
@@ -243,48 +243,12 @@ fn plan_rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         Outcome::Rollout { rollout, events } => {
             if args.events {
                 for e in &events {
-                    eprintln!("event: {}", describe(e));
+                    eprintln!("event: {e}");
                 }
             }
             print!("{}", codec::to_text(&*rollout, args.output.into())?);
             Ok(ExitCode::SUCCESS)
         }
-    }
-}
-
-/// One line per event, for `--events`.
-pub fn describe(e: &Event) -> String {
-    match e {
-        Event::RolloutCreated {
-            start_version,
-            target_version,
-            why,
-        } => format!("new rollout {start_version} -> {target_version} ({why})"),
-        Event::ModeChanged { from, to } => format!("mode {} -> {}", from.as_str(), to.as_str()),
-        Event::GroupChanged {
-            group,
-            from,
-            to,
-            reason,
-        } => format!(
-            "group {group}: {} -> {} ({reason})",
-            from.as_str(),
-            to.as_str()
-        ),
-        Event::CanariesPicked { group, updater_ids } => {
-            format!("group {group}: canaries picked: {}", updater_ids.join(", "))
-        }
-        Event::GroupOverdue {
-            group,
-            state,
-            since,
-        } => format!(
-            "ALERT group {group}: still {} since {since}",
-            state.as_str()
-        ),
-        Event::ProgressHalted { group } => format!(
-            "group {group}: progress halted, more than max_in_flight of the initial agents are missing"
-        ),
     }
 }
 
@@ -315,18 +279,10 @@ fn plan_transition(args: TransitionArgs) -> anyhow::Result<ExitCode> {
         "autoupdate_agent_rollout",
         AutoUpdateAgentRollout::from_text,
     )?;
-    let groups = args.groups;
-    let t = match args.action {
-        Action::StartUpdate => Transition::StartUpdate {
-            groups,
-            force: args.force,
-        },
-        Action::MarkDone => Transition::MarkDone { groups },
-        Action::Rollback => Transition::Rollback { groups },
-    };
-    if args.force && !matches!(t, Transition::StartUpdate { .. }) {
+    if args.force && args.kind != TransitionKind::StartUpdate {
         bail!("--force only applies to start-update");
     }
+    let t = Transition::new(args.kind, args.groups, args.force);
     let (next, _) = transition::apply(&rollout, &t, args.now)
         .map_err(|e| anyhow::anyhow!("{}: {e}", t.name()))?;
     print!("{}", codec::to_text(&next, args.output.into())?);

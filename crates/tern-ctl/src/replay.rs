@@ -20,14 +20,14 @@ use tern_core::find;
 use tern_core::inventory::{self, AgentView, InventoryAgent};
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
 use tern_core::resource::{
-    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, GroupState,
+    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
+    ConnectedAgent, GroupState,
 };
 use tern_core::rollout::{DEFAULT_REPORT_PERIOD, Groups};
-use tern_core::transition::{self, Transition};
+use tern_core::transition::{self, Transition, TransitionKind};
+use tern_core::validate::ResourceError;
 use tern_core::version::normalize;
 use tern_core::wire::{Heartbeat, UpdaterStatus};
-
-use crate::plan::describe;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,7 +100,7 @@ struct Leave {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StepTransition {
-    action: String,
+    action: TransitionKind,
     #[serde(default)]
     groups: Vec<String>,
     #[serde(default)]
@@ -144,57 +144,80 @@ struct Agent {
 
 /// Runs the scenario, printing the story to `out`. Returns the number of failed
 /// expectations.
-pub fn replay(path: &Path, out: &mut String) -> anyhow::Result<usize> {
+pub(crate) fn replay(path: &Path, out: &mut String) -> anyhow::Result<usize> {
+    let scenario = read_scenario(path)?;
+    let files = Files {
+        dir: path.parent().unwrap_or(Path::new(".")),
+    };
+    let mut world = World::new(&scenario, files)?;
+    print_description(out, &scenario.description, world.fleet.agents.len());
+    let mut failures = 0;
+    for (i, step) in scenario.steps.iter().enumerate() {
+        failures += world.play(i + 1, step, out)?;
+    }
+    print_verdict(out, failures);
+    Ok(failures)
+}
+
+fn read_scenario(path: &Path) -> anyhow::Result<Scenario> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the scenario {}", path.display()))?;
-    let scenario: Scenario = codec::from_text(&text)
-        .map_err(|e| anyhow::anyhow!("{}: invalid scenario: {e}", path.display()))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let load_config = |p: &Path| -> anyhow::Result<Option<AutoUpdateConfig>> {
+    codec::from_text(&text)
+        .map_err(|e| anyhow::anyhow!("{}: invalid scenario: {e}", path.display()))
+}
+
+/// The resource files a scenario names, relative to the scenario file; `none` stands
+/// for no resource.
+#[derive(Clone, Copy)]
+struct Files<'a> {
+    dir: &'a Path,
+}
+
+impl Files<'_> {
+    fn config(self, p: &Path) -> anyhow::Result<Option<AutoUpdateConfig>> {
+        self.load(p, "autoupdate_config", AutoUpdateConfig::from_text)
+    }
+
+    fn version(self, p: &Path) -> anyhow::Result<Option<AutoUpdateVersion>> {
+        self.load(p, "autoupdate_version", AutoUpdateVersion::from_text)
+    }
+
+    fn load<T>(
+        self,
+        p: &Path,
+        what: &str,
+        parse: fn(&str) -> Result<T, ResourceError>,
+    ) -> anyhow::Result<Option<T>> {
         if p == Path::new("none") {
             return Ok(None);
         }
-        let file = dir.join(p);
+        let file = self.dir.join(p);
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("cannot read {}", file.display()))?;
-        AutoUpdateConfig::from_text(&text)
+        parse(&text)
             .map(Some)
-            .map_err(|e| anyhow::anyhow!("{}: invalid autoupdate_config: {e}", file.display()))
-    };
-    let load_version = |p: &Path| -> anyhow::Result<Option<AutoUpdateVersion>> {
-        if p == Path::new("none") {
-            return Ok(None);
-        }
-        let file = dir.join(p);
-        let text = std::fs::read_to_string(&file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        AutoUpdateVersion::from_text(&text)
-            .map(Some)
-            .map_err(|e| anyhow::anyhow!("{}: invalid autoupdate_version: {e}", file.display()))
-    };
-    let mut config = scenario
-        .config
-        .as_deref()
-        .map(load_config)
-        .transpose()?
-        .flatten();
-    let mut version = scenario
-        .version
-        .as_deref()
-        .map(load_version)
-        .transpose()?
-        .flatten();
-    let mut rng = ChaCha8Rng::seed_from_u64(scenario.seed);
-    let mut agents: Vec<Agent> = Vec::new();
-    let mut next_host = 0usize;
-    let mut add = |agents: &mut Vec<Agent>, hosts: &Hosts| {
+            .map_err(|e| anyhow::anyhow!("{}: invalid {what}: {e}", file.display()))
+    }
+}
+
+/// The simulated hosts, in the order they joined.
+#[derive(Default)]
+struct Fleet {
+    agents: Vec<Agent>,
+    /// Hosts ever joined: numbers the next one, so ids stay unique after leaves.
+    joined: usize,
+}
+
+impl Fleet {
+    fn join(&mut self, hosts: &Hosts) {
         for _ in 0..hosts.count {
-            agents.push(Agent {
+            let n = self.joined;
+            self.agents.push(Agent {
                 hb: Heartbeat {
-                    updater_id: host_uuid(next_host),
-                    host_id: format!("host-{next_host:03}"),
+                    updater_id: host_uuid(n),
+                    host_id: format!("host-{n:03}"),
                     hostname: format!(
-                        "{}-{next_host:03}",
+                        "{}-{n:03}",
                         if hosts.group.is_empty() {
                             "nogroup"
                         } else {
@@ -208,99 +231,24 @@ pub fn replay(path: &Path, out: &mut String) -> anyhow::Result<usize> {
                 },
                 skip: None,
             });
-            next_host += 1;
+            self.joined += 1;
         }
-    };
-    for h in &scenario.fleet {
-        add(&mut agents, h);
     }
-    let broken: Vec<String> = scenario.broken.iter().map(|v| normalize(v)).collect();
-    let mut rollout: Option<AutoUpdateAgentRollout> = None;
-    let mut failures = 0;
 
-    if !scenario.description.is_empty() {
-        for line in scenario.description.trim().lines() {
-            let _ = writeln!(out, "# {line}");
+    /// The last hosts of the group to join are the first to go.
+    fn leave(&mut self, l: &Leave) {
+        for _ in 0..l.count {
+            if let Some(pos) = self.agents.iter().rposition(|a| a.hb.group == l.group) {
+                self.agents.remove(pos);
+            }
         }
     }
-    let _ = writeln!(out, "# {} hosts", agents.len());
-    for (i, step) in scenario.steps.iter().enumerate() {
-        let now = step.at;
-        let _ = writeln!(
-            out,
-            "\n[{}] {}",
-            now.strftime("%a %Y-%m-%d %H:%M"),
-            if step.say.is_empty() {
-                format!("step {}", i + 1)
-            } else {
-                step.say.clone()
-            }
-        );
-        if let Some(p) = &step.config {
-            config = load_config(p)?;
-        }
-        if let Some(p) = &step.version {
-            version = load_version(p)?;
-        }
-        for h in &step.join {
-            add(&mut agents, h);
-        }
-        for l in &step.leave {
-            for _ in 0..l.count {
-                if let Some(pos) = agents.iter().rposition(|a| a.hb.group == l.group) {
-                    agents.remove(pos);
-                }
-            }
-        }
-        if let Some(t) = &step.transition {
-            let Some(current) = &rollout else {
-                bail!(
-                    "step {}: a transition needs a rollout; reconcile first",
-                    i + 1
-                );
-            };
-            let tr = match t.action.as_str() {
-                "start-update" => Transition::StartUpdate {
-                    groups: t.groups.clone(),
-                    force: t.force,
-                },
-                "mark-done" => Transition::MarkDone {
-                    groups: t.groups.clone(),
-                },
-                "rollback" => Transition::Rollback {
-                    groups: t.groups.clone(),
-                },
-                other => bail!(
-                    "step {}: unknown transition {other:?} (start-update, mark-done, rollback)",
-                    i + 1
-                ),
-            };
-            match (transition::apply(current, &tr, now), &t.refused) {
-                (Ok((next, events)), None) => {
-                    for e in &events {
-                        let _ = writeln!(out, "  operator: {}", describe(e));
-                    }
-                    rollout = Some(next);
-                }
-                (Err(e), Some(want)) if e.to_string().contains(want.as_str()) => {
-                    let _ = writeln!(out, "  operator: {} refused: {e}", tr.name());
-                }
-                (Ok(_), Some(want)) => {
-                    failures += 1;
-                    let _ = writeln!(
-                        out,
-                        "  EXPECTATION FAILED: {} was accepted, expected a refusal ({want})",
-                        tr.name()
-                    );
-                }
-                (Err(e), _) => {
-                    failures += 1;
-                    let _ = writeln!(out, "  EXPECTATION FAILED: {} refused: {e}", tr.name());
-                }
-            }
-        }
-        // One report from a replica that has seen every host for a while.
-        let inventory: Vec<InventoryAgent> = agents
+
+    /// One report from a replica that has seen every host for a while, and the
+    /// agents it has connected.
+    fn report(&self, now: Timestamp) -> (AutoUpdateAgentReport, Vec<ConnectedAgent>) {
+        let inventory: Vec<InventoryAgent> = self
+            .agents
             .iter()
             .map(|a| InventoryAgent {
                 heartbeat: a.hb.clone(),
@@ -312,40 +260,183 @@ pub fn replay(path: &Path, out: &mut String) -> anyhow::Result<usize> {
             "replay",
             inventory::build_report(now, &inventory, DEFAULT_REPORT_PERIOD),
         );
-        let connected: Vec<_> = inventory.iter().map(InventoryAgent::connected).collect();
+        let connected = inventory.iter().map(InventoryAgent::connected).collect();
+        (report, connected)
+    }
+}
+
+/// What carries over from one step of the scenario to the next.
+struct World<'a> {
+    files: Files<'a>,
+    config: Option<AutoUpdateConfig>,
+    version: Option<AutoUpdateVersion>,
+    rng: ChaCha8Rng,
+    fleet: Fleet,
+    broken: Vec<String>,
+    rollout: Option<AutoUpdateAgentRollout>,
+}
+
+impl<'a> World<'a> {
+    fn new(scenario: &Scenario, files: Files<'a>) -> anyhow::Result<Self> {
+        let mut fleet = Fleet::default();
+        for h in &scenario.fleet {
+            fleet.join(h);
+        }
+        let mut world = Self {
+            files,
+            config: None,
+            version: None,
+            rng: ChaCha8Rng::seed_from_u64(scenario.seed),
+            fleet,
+            broken: scenario.broken.iter().map(|v| normalize(v)).collect(),
+            rollout: None,
+        };
+        world.replace(scenario.config.as_deref(), scenario.version.as_deref())?;
+        Ok(world)
+    }
+
+    /// Step number `n`: what changes, the operator's transition, a reconcile, the
+    /// checks, then the agents. Returns the number of failed expectations.
+    fn play(&mut self, n: usize, step: &Step, out: &mut String) -> anyhow::Result<usize> {
+        print_step_title(out, n, step);
+        self.change(step)?;
+        let mut failures = 0;
+        if let Some(t) = &step.transition {
+            failures += self.operate(n, t, step.at, out)?;
+        }
+        self.reconcile(step.at, out);
+        if let Some(r) = &self.rollout {
+            print_rollout(out, r, &self.fleet.agents);
+        }
+        if let Some(expect) = &step.expect {
+            failures += check(out, expect, self.rollout.as_ref(), &self.fleet.agents);
+        }
+        if step.agents_act {
+            act(
+                out,
+                self.rollout.as_ref(),
+                &mut self.fleet.agents,
+                &self.broken,
+            );
+        }
+        Ok(failures)
+    }
+
+    /// The resources and hosts the step replaces, adds or removes.
+    fn change(&mut self, step: &Step) -> anyhow::Result<()> {
+        self.replace(step.config.as_deref(), step.version.as_deref())?;
+        for h in &step.join {
+            self.fleet.join(h);
+        }
+        for l in &step.leave {
+            self.fleet.leave(l);
+        }
+        Ok(())
+    }
+
+    /// Loads the config and the version named (`none` removes one); keeps the rest.
+    fn replace(&mut self, config: Option<&Path>, version: Option<&Path>) -> anyhow::Result<()> {
+        if let Some(p) = config {
+            self.config = self.files.config(p)?;
+        }
+        if let Some(p) = version {
+            self.version = self.files.version(p)?;
+        }
+        Ok(())
+    }
+
+    /// The operator's manual transition at `now`, checked against what the scenario
+    /// expects of it. Returns the number of failed expectations.
+    fn operate(
+        &mut self,
+        n: usize,
+        t: &StepTransition,
+        now: Timestamp,
+        out: &mut String,
+    ) -> anyhow::Result<usize> {
+        let Some(current) = &self.rollout else {
+            bail!("step {n}: a transition needs a rollout; reconcile first");
+        };
+        let tr = Transition::new(t.action, t.groups.clone(), t.force);
+        let failed = match (transition::apply(current, &tr, now), &t.refused) {
+            (Ok((next, events)), None) => {
+                for e in &events {
+                    let _ = writeln!(out, "  operator: {e}");
+                }
+                self.rollout = Some(next);
+                0
+            }
+            (Err(e), Some(want)) if e.to_string().contains(want.as_str()) => {
+                let _ = writeln!(out, "  operator: {} refused: {e}", tr.name());
+                0
+            }
+            (Ok(_), Some(want)) => {
+                expectation_failed(
+                    out,
+                    &format!("{} was accepted, expected a refusal ({want})", tr.name()),
+                );
+                1
+            }
+            (Err(e), _) => {
+                expectation_failed(out, &format!("{} refused: {e}", tr.name()));
+                1
+            }
+        };
+        Ok(failed)
+    }
+
+    /// One reconcile at `now`, as ternd's leader would run it on the fleet's report.
+    fn reconcile(&mut self, now: Timestamp, out: &mut String) {
+        let (report, connected) = self.fleet.report(now);
         let input = ReconcileInput {
-            config: config.as_ref(),
-            version: version.as_ref(),
-            rollout: rollout.as_ref(),
+            config: self.config.as_ref(),
+            version: self.version.as_ref(),
+            rollout: self.rollout.as_ref(),
             reports: std::slice::from_ref(&report),
             agents: &connected,
             report_period: DEFAULT_REPORT_PERIOD,
         };
-        match reconcile::reconcile(now, &input, &mut rng) {
+        match reconcile::reconcile(now, &input, &mut self.rng) {
             Outcome::NoRollout { why } => {
                 let _ = writeln!(out, "  no rollout: {why}");
-                rollout = None;
+                self.rollout = None;
             }
             Outcome::Rollout {
                 rollout: next,
                 events,
             } => {
                 for e in &events {
-                    let _ = writeln!(out, "  {}", describe(e));
+                    let _ = writeln!(out, "  {e}");
                 }
-                rollout = Some(*next);
+                self.rollout = Some(*next);
             }
         }
-        if let Some(r) = &rollout {
-            print_rollout(out, r, &agents);
-        }
-        if let Some(expect) = &step.expect {
-            failures += check(out, expect, rollout.as_ref(), &agents);
-        }
-        if step.agents_act {
-            act(out, rollout.as_ref(), &mut agents, &broken);
+    }
+}
+
+fn print_description(out: &mut String, description: &str, hosts: usize) {
+    if !description.is_empty() {
+        for line in description.trim().lines() {
+            let _ = writeln!(out, "# {line}");
         }
     }
+    let _ = writeln!(out, "# {hosts} hosts");
+}
+
+fn print_step_title(out: &mut String, n: usize, step: &Step) {
+    let _ = writeln!(
+        out,
+        "\n[{}] {}",
+        step.at.strftime("%a %Y-%m-%d %H:%M"),
+        if step.say.is_empty() {
+            format!("step {n}")
+        } else {
+            step.say.clone()
+        }
+    );
+}
+
+fn print_verdict(out: &mut String, failures: usize) {
     let _ = writeln!(
         out,
         "\n{}",
@@ -355,7 +446,10 @@ pub fn replay(path: &Path, out: &mut String) -> anyhow::Result<usize> {
             format!("{failures} expectation(s) failed")
         }
     );
-    Ok(failures)
+}
+
+fn expectation_failed(out: &mut String, msg: &str) {
+    let _ = writeln!(out, "  EXPECTATION FAILED: {msg}");
 }
 
 /// A UUID-shaped id spread over the id space (so backpressure admits hosts gradually).
@@ -405,26 +499,47 @@ fn print_rollout(out: &mut String, r: &AutoUpdateAgentRollout, agents: &[Agent])
     }
 }
 
+/// Checks what the step expects; prints each failure. Returns how many failed.
 fn check(
     out: &mut String,
     expect: &Expect,
     rollout: Option<&AutoUpdateAgentRollout>,
     agents: &[Agent],
 ) -> usize {
-    let mut failed = 0;
-    let mut fail = |out: &mut String, msg: String| {
-        failed += 1;
-        let _ = writeln!(out, "  EXPECTATION FAILED: {msg}");
-    };
-    if let Some(want) = &expect.state {
-        let got = rollout.map_or("none", |r| r.status.state.as_str());
-        if got != want {
-            fail(out, format!("rollout state is {got}, expected {want}"));
-        }
+    let failed = [
+        state_mismatch(expect.state.as_deref(), rollout),
+        group_mismatches(&expect.groups, rollout),
+        host_mismatches(&expect.hosts, rollout, agents),
+        find_mismatches(&expect.find, rollout, agents),
+    ]
+    .concat();
+    for msg in &failed {
+        expectation_failed(out, msg);
     }
-    for (name, want) in &expect.groups {
+    failed.len()
+}
+
+fn state_mismatch(want: Option<&str>, rollout: Option<&AutoUpdateAgentRollout>) -> Vec<String> {
+    let Some(want) = want else {
+        return Vec::new();
+    };
+    let got = rollout.map_or("none", |r| r.status.state.as_str());
+    if got == want {
+        Vec::new()
+    } else {
+        vec![format!("rollout state is {got}, expected {want}")]
+    }
+}
+
+/// Each group's `state`, or `state/reason` where the scenario names a reason.
+fn group_mismatches(
+    want: &BTreeMap<String, String>,
+    rollout: Option<&AutoUpdateAgentRollout>,
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (name, want) in want {
         let Some(g) = rollout.and_then(|r| r.group(name)) else {
-            fail(out, format!("no group {name:?} in the rollout"));
+            failed.push(format!("no group {name:?} in the rollout"));
             continue;
         };
         let got = if want.contains('/') {
@@ -433,24 +548,41 @@ fn check(
             g.state.as_str().to_string()
         };
         if &got != want {
-            fail(out, format!("group {name} is {got}, expected {want}"));
+            failed.push(format!("group {name} is {got}, expected {want}"));
         }
     }
+    failed
+}
+
+/// How many hosts of each group run each version.
+fn host_mismatches(
+    want: &BTreeMap<String, BTreeMap<String, usize>>,
+    rollout: Option<&AutoUpdateAgentRollout>,
+    agents: &[Agent],
+) -> Vec<String> {
     let groups = rollout.map(Groups::of).unwrap_or_default();
-    for (group, want) in &expect.hosts {
+    let mut failed = Vec::new();
+    for (group, want) in want {
         let mut got: BTreeMap<String, usize> = BTreeMap::new();
         for a in agents.iter().filter(|a| groups.serves(group, &a.hb.group)) {
             *got.entry(a.hb.version.clone()).or_default() += 1;
         }
         let want: BTreeMap<String, usize> = want.iter().map(|(v, n)| (normalize(v), *n)).collect();
         if got != want {
-            fail(
-                out,
-                format!("hosts of {group} run {got:?}, expected {want:?}"),
-            );
+            failed.push(format!("hosts of {group} run {got:?}, expected {want:?}"));
         }
     }
-    for f in &expect.find {
+    failed
+}
+
+/// What find answers a canary, or a host that is not one, of each group.
+fn find_mismatches(
+    want: &[ExpectFind],
+    rollout: Option<&AutoUpdateAgentRollout>,
+    agents: &[Agent],
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    for f in want {
         let id = match rollout.and_then(|r| r.serving_group(&f.group)) {
             Some(g) if f.canary => g
                 .canaries
@@ -470,14 +602,11 @@ fn check(
         );
         let want = (normalize(&f.version), f.update);
         if got != want {
-            fail(
-                out,
-                format!(
-                    "find for a {} of group {:?}: {got:?}, expected {want:?}",
-                    if f.canary { "canary" } else { "host" },
-                    f.group
-                ),
-            );
+            failed.push(format!(
+                "find for a {} of group {:?}: {got:?}, expected {want:?}",
+                if f.canary { "canary" } else { "host" },
+                f.group
+            ));
         }
     }
     failed

@@ -388,3 +388,63 @@ fn bad_input_names_the_file_and_the_field() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("garbage.yaml"), "{}", stderr(&out));
 }
+
+#[test]
+fn an_unknown_transition_is_refused_naming_the_transitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let rollout = created_rollout(dir.path());
+    for kind in ["roll-back", "Rollback", "done"] {
+        let out = ternctl(&[
+            "plan",
+            "transition",
+            kind,
+            "dev",
+            "--rollout",
+            rollout.to_str().unwrap(),
+            "--now",
+            "2026-11-23T10:01:00Z",
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{kind:?}: a usage error exits 2"
+        );
+        let err = stderr(&out);
+        assert!(err.contains(&format!("invalid value '{kind}'")), "{err}");
+        assert!(
+            err.contains("[possible values: start-update, mark-done, rollback]"),
+            "{err}"
+        );
+        assert_eq!(stdout(&out), "", "{kind:?}: no rollout printed");
+    }
+}
+
+#[test]
+fn a_scenario_with_an_unknown_transition_is_refused_before_replaying() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in ["roll-back", "Rollback", "abort"] {
+        let path = dir.path().join("scenario.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "steps:\n  - at: 2026-11-23T10:00:00Z\n  - at: 2026-11-23T11:00:00Z\n    transition: {{action: {kind}, groups: [dev]}}\n"
+            ),
+        )
+        .unwrap();
+        let out = ternctl(&["plan", "replay", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{kind:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(
+                "scenario.yaml: invalid scenario: steps[1].transition.action: unknown variant"
+            ),
+            "{err}"
+        );
+        assert!(err.contains(&format!("`{kind}`")), "{err}");
+        assert!(
+            err.contains("expected one of `start-update`, `mark-done`, `rollback`"),
+            "{err}"
+        );
+        assert_eq!(stdout(&out), "", "{kind:?}: nothing replayed");
+    }
+}

@@ -111,212 +111,239 @@ impl Show<'_> {
     }
 }
 
-fn all_on(fleet: &Fleet, version: &str) -> Vec<String> {
-    let names: Vec<String> = fleet.hosts.iter().map(|h| h.name.clone()).collect();
-    fleet
-        .wait_running(&names, version)
-        .into_iter()
-        .map(|(n, v)| format!("{n} runs {}", v.unwrap_or_else(|| "nothing".into())))
-        .collect()
-}
-
-/// Opens `group`'s window at `at` and steps every 10 minutes until the group is done,
-/// rolled back, or stuck (two steps that change nothing).
-fn window(fleet: &Fleet, show: &mut Show, at: &str, group: &str) -> anyhow::Result<Step> {
-    let mut step = fleet.step_at(at)?;
-    show.step(fleet, &step)?;
-    let mut quiet = 0;
-    for _ in 0..6 {
-        if matches!(step.status.state_of(group), "done" | "rolledback") || quiet >= 2 {
-            break;
-        }
-        let before = render::table(fleet, &step.status);
-        step = fleet.tick("10m")?;
-        let after = render::table(fleet, &step.status);
-        let same = before.split_once('\n').map(|x| x.1) == after.split_once('\n').map(|x| x.1);
-        quiet = if same && step.runs.iter().all(|(_, o)| o.ok()) {
-            quiet + 1
-        } else {
-            0
-        };
-        show.step(fleet, &step)?;
-    }
-    Ok(step)
-}
-
-fn expect(cond: bool, what: &str, fleet: &Fleet) -> anyhow::Result<()> {
-    if !cond {
-        bail!(
-            "the demo expected {what}, but it did not happen:\n{}",
-            fleet.describe()
-        );
-    }
-    Ok(())
+/// The fleet and the screen the story is told on.
+struct Story<'a> {
+    fleet: Fleet,
+    show: Show<'a>,
 }
 
 /// Starts a fleet of `hosts` and plays the story, writing to `out`. Returns the fleet
 /// (still running) and the summary.
 pub fn run(opts: DemoOptions, out: &mut dyn Write) -> anyhow::Result<(Fleet, Summary)> {
     let started = Instant::now();
-    let hosts = opts.hosts;
-    let mut show = Show {
+    let show = Show {
         out,
         last_table: String::new(),
         cancel: opts.cancel,
     };
-    let mut fleet = Fleet::start(FleetOptions {
+    let fleet = Fleet::start(FleetOptions {
         bin_dir: opts.bin_dir,
         ..FleetOptions::default()
     })
     .context("starting the fleet")?;
-    let [nd, ns, np] = split(hosts);
-    let staging_canaries = GROUPS[1].2.min(ns as u8);
-    let groups = [GROUPS[0], ("staging", 12, staging_canaries, 0), GROUPS[2]];
-    show.say(&format!(
-        "Tern demo: {} hosts, each with its own tern-update and a real tern-demo-agent process\n\
-         \x20 ternd       {}  (dev clock at {}; the demo moves it)\n\
-         \x20 artifacts   {}  tern-demo-agent 1.0.0, 1.1.0, and 1.2.0 which panics on start\n\
-         \x20 config      halt-on-error: dev {}:00 ({} canary) → staging {}:00 ({} canaries) → prod {}:00 (waits {}h after staging)\n",
-        nd + ns + np,
-        fleet.ternd.url,
-        render::when(crate::T0),
-        fleet.gateway.artifacts_url(),
-        groups[0].1,
-        groups[0].2,
-        groups[1].1,
-        groups[1].2,
-        groups[2].1,
-        groups[2].3,
-    ))?;
-    fleet.apply(&crate::config::halt_on_error(&groups))?;
-    fleet.set_version("1.0.0", "1.0.0", "regular")?;
+    let mut story = Story { fleet, show };
+    let sizes = split(opts.hosts);
+    story.introduce(sizes)?;
+    story.enroll(sizes)?;
+    story.roll_good_release()?;
+    let canaries = story.roll_broken_release()?;
+    story.roll_back()?;
+    let summary = story.summary(started.elapsed().as_secs_f64(), &canaries);
+    Ok((story.fleet, summary))
+}
 
-    show.say(&format!(
-        "1. Enrolling {} hosts: tern-update enable --server … --group G (dev {nd}, staging {ns}, prod {np})",
-        nd + ns + np
-    ))?;
-    for (g, n) in [("dev", nd), ("staging", ns), ("prod", np)] {
-        fleet.add_hosts(g, n)?;
+impl Story<'_> {
+    /// The fleet, the artifacts and the config: applied before any host enrolls.
+    fn introduce(&mut self, [nd, ns, np]: [usize; 3]) -> anyhow::Result<()> {
+        let fleet = &self.fleet;
+        let staging_canaries = GROUPS[1].2.min(ns as u8);
+        let groups = [GROUPS[0], ("staging", 12, staging_canaries, 0), GROUPS[2]];
+        self.show.say(&format!(
+            "Tern demo: {} hosts, each with its own tern-update and a real tern-demo-agent process\n\
+             \x20 ternd       {}  (dev clock at {}; the demo moves it)\n\
+             \x20 artifacts   {}  tern-demo-agent 1.0.0, 1.1.0, and 1.2.0 which panics on start\n\
+             \x20 config      halt-on-error: dev {}:00 ({} canary) → staging {}:00 ({} canaries) → prod {}:00 (waits {}h after staging)\n",
+            nd + ns + np,
+            fleet.ternd.url,
+            render::when(crate::T0),
+            fleet.gateway.artifacts_url(),
+            groups[0].1,
+            groups[0].2,
+            groups[1].1,
+            groups[1].2,
+            groups[2].1,
+            groups[2].3,
+        ))?;
+        fleet.apply(&crate::config::halt_on_error(&groups))?;
+        fleet.set_version("1.0.0", "1.0.0", "regular")
     }
-    let bad = all_on(&fleet, "1.0.0");
-    expect(
-        bad.is_empty(),
-        &format!("every host on 1.0.0 ({bad:?})"),
-        &fleet,
-    )?;
-    let step = fleet.tick("2m")?;
-    show.step(&fleet, &step)?;
 
-    show.say("2. Rolling 1.0.0 → 1.1.0\n   $ ternctl agents new-rollout 1.1.0")?;
-    fleet.clock_set("2026-11-23T09:30:00Z")?;
-    let said = fleet.new_rollout("1.1.0")?;
-    show.say(&format!("   {}", said.trim()))?;
-    let s = window(&fleet, &mut show, "2026-11-23T10:00:00Z", "dev")?;
-    expect(
-        s.status.state_of("dev") == "done",
-        "dev done after its window",
-        &fleet,
-    )?;
-    let s = window(&fleet, &mut show, "2026-11-23T12:00:00Z", "staging")?;
-    expect(
-        s.status.state_of("staging") == "done",
-        "staging done after its window",
-        &fleet,
-    )?;
-    show.say("   prod's window opens at 14:00, but prod waits 24h after staging started:")?;
-    let s = fleet.step_at("2026-11-23T14:00:00Z")?;
-    show.full(&fleet, &s)?;
-    expect(
-        s.status.state_of("prod") == "unstarted",
-        "prod to wait for wait_hours",
-        &fleet,
-    )?;
-    show.say("   The next day at 14:00:")?;
-    let s = window(&fleet, &mut show, "2026-11-24T14:00:00Z", "prod")?;
-    expect(s.status.state_of("prod") == "done", "prod done", &fleet)?;
-    let bad = all_on(&fleet, "1.1.0");
-    expect(
-        bad.is_empty(),
-        &format!("every host on 1.1.0 ({bad:?})"),
-        &fleet,
-    )?;
-    show.say(&format!(
-        "   1.1.0 runs on all {} hosts.\n",
-        fleet.hosts.len()
-    ))?;
+    /// Chapter 1: every host enrolls in its group and runs 1.0.0.
+    fn enroll(&mut self, [nd, ns, np]: [usize; 3]) -> anyhow::Result<()> {
+        self.show.say(&format!(
+            "1. Enrolling {} hosts: tern-update enable --server … --group G (dev {nd}, staging {ns}, prod {np})",
+            nd + ns + np
+        ))?;
+        for (g, n) in [("dev", nd), ("staging", ns), ("prod", np)] {
+            self.fleet.add_hosts(g, n)?;
+        }
+        self.expect_all_on("1.0.0")?;
+        let step = self.fleet.tick("2m")?;
+        self.show.step(&self.fleet, &step)
+    }
 
-    show.say("3. Rolling 1.1.0 → 1.2.0, a release that panics on start\n   $ ternctl agents new-rollout 1.2.0")?;
-    fleet.clock_set("2026-11-24T15:30:00Z")?;
-    let said = fleet.new_rollout("1.2.0")?;
-    show.say(&format!("   {}", said.trim()))?;
-    let s = window(&fleet, &mut show, "2026-11-25T10:00:00Z", "dev")?;
-    let dev = s.status.group("dev");
-    expect(
-        dev.state == GroupState::Canary && dev.canaries.iter().all(|c| !c.success),
-        "dev to stop at its canary",
-        &fleet,
-    )?;
-    let canaries: Vec<String> = dev
-        .canaries
-        .iter()
-        .filter_map(|c| {
-            fleet
-                .host_by_updater_id(&c.updater_id)
-                .map(|h| h.name.clone())
-        })
-        .collect();
-    show.say("   staging's window at 12:00 stays shut: the rollout is halted.")?;
-    let s = fleet.step_at("2026-11-25T12:00:00Z")?;
-    show.full(&fleet, &s)?;
-    expect(
-        s.status.state_of("staging") == "unstarted",
-        "staging not to start",
-        &fleet,
-    )?;
-    let bad = all_on(&fleet, "1.1.0");
-    expect(
-        bad.is_empty(),
-        &format!("every host on 1.1.0 ({bad:?})"),
-        &fleet,
-    )?;
-    let unhealthy: Vec<String> = fleet
-        .inventory()?
-        .into_iter()
-        .filter(|a| !a.healthy)
-        .map(|a| a.updater_id)
-        .collect();
-    expect(unhealthy.is_empty(), "every agent healthy", &fleet)?;
+    /// Chapter 2, 1.0.0 → 1.1.0: dev and staging in their windows, prod a day later
+    /// (`wait_hours`).
+    fn roll_good_release(&mut self) -> anyhow::Result<()> {
+        self.show
+            .say("2. Rolling 1.0.0 → 1.1.0\n   $ ternctl agents new-rollout 1.1.0")?;
+        self.new_rollout("2026-11-23T09:30:00Z", "1.1.0")?;
+        let s = self.window("2026-11-23T10:00:00Z", "dev")?;
+        self.expect(
+            s.status.state_of("dev") == "done",
+            "dev done after its window",
+        )?;
+        let s = self.window("2026-11-23T12:00:00Z", "staging")?;
+        self.expect(
+            s.status.state_of("staging") == "done",
+            "staging done after its window",
+        )?;
+        self.stays_unstarted(
+            "   prod's window opens at 14:00, but prod waits 24h after staging started:",
+            "2026-11-23T14:00:00Z",
+            "prod",
+            "prod to wait for wait_hours",
+        )?;
+        self.show.say("   The next day at 14:00:")?;
+        let s = self.window("2026-11-24T14:00:00Z", "prod")?;
+        self.expect(s.status.state_of("prod") == "done", "prod done")?;
+        self.expect_all_on("1.1.0")?;
+        self.show.say(&format!(
+            "   1.1.0 runs on all {} hosts.\n",
+            self.fleet.hosts.len()
+        ))
+    }
 
-    show.say("   $ ternctl agents rollback")?;
-    let said = fleet.agents(&["rollback"])?;
-    show.say(&format!("   {}", said.trim()))?;
-    let s = fleet.tick("10m")?;
-    show.step(&fleet, &s)?;
-    expect(
-        s.status.state_of("dev") == "rolledback",
-        "dev rolled back",
-        &fleet,
-    )?;
-    let bad = all_on(&fleet, "1.1.0");
-    expect(
-        bad.is_empty(),
-        &format!("every host on 1.1.0 ({bad:?})"),
-        &fleet,
-    )?;
+    /// Chapter 3: the broken 1.2.0 stops at dev's canary and halts the rollout; every
+    /// host stays healthy on 1.1.0. Returns the canaries' host names.
+    fn roll_broken_release(&mut self) -> anyhow::Result<Vec<String>> {
+        self.show.say("3. Rolling 1.1.0 → 1.2.0, a release that panics on start\n   $ ternctl agents new-rollout 1.2.0")?;
+        self.new_rollout("2026-11-24T15:30:00Z", "1.2.0")?;
+        let s = self.window("2026-11-25T10:00:00Z", "dev")?;
+        let dev = s.status.group("dev");
+        self.expect(
+            dev.state == GroupState::Canary && dev.canaries.iter().all(|c| !c.success),
+            "dev to stop at its canary",
+        )?;
+        let canaries: Vec<String> = dev
+            .canaries
+            .iter()
+            .filter_map(|c| {
+                self.fleet
+                    .host_by_updater_id(&c.updater_id)
+                    .map(|h| h.name.clone())
+            })
+            .collect();
+        self.stays_unstarted(
+            "   staging's window at 12:00 stays shut: the rollout is halted.",
+            "2026-11-25T12:00:00Z",
+            "staging",
+            "staging not to start",
+        )?;
+        self.expect_all_on("1.1.0")?;
+        let unhealthy: Vec<String> = self
+            .fleet
+            .inventory()?
+            .into_iter()
+            .filter(|a| !a.healthy)
+            .map(|a| a.updater_id)
+            .collect();
+        self.expect(unhealthy.is_empty(), "every agent healthy")?;
+        Ok(canaries)
+    }
 
-    let seconds = started.elapsed().as_secs_f64();
-    let n = fleet.hosts.len();
-    let line = format!(
-        "demo: OK in {seconds:.0}s: {n} real hosts went 1.0.0 → 1.1.0 through dev, staging (canaries) and prod (24h later); \
-         1.2.0 crashed on its canary ({}), was rolled back there, and halted the rollout; all {n} hosts run 1.1.0, healthy",
-        canaries.join(", ")
-    );
-    Ok((
-        fleet,
+    /// The operator rolls the halted rollout back; dev returns to the start version.
+    fn roll_back(&mut self) -> anyhow::Result<()> {
+        self.show.say("   $ ternctl agents rollback")?;
+        let said = self.fleet.agents(&["rollback"])?;
+        self.show.say(&format!("   {}", said.trim()))?;
+        let s = self.fleet.tick("10m")?;
+        self.show.step(&self.fleet, &s)?;
+        self.expect(s.status.state_of("dev") == "rolledback", "dev rolled back")?;
+        self.expect_all_on("1.1.0")
+    }
+
+    fn summary(&self, seconds: f64, canaries: &[String]) -> Summary {
+        let n = self.fleet.hosts.len();
+        let line = format!(
+            "demo: OK in {seconds:.0}s: {n} real hosts went 1.0.0 → 1.1.0 through dev, staging (canaries) and prod (24h later); \
+             1.2.0 crashed on its canary ({}), was rolled back there, and halted the rollout; all {n} hosts run 1.1.0, healthy",
+            canaries.join(", ")
+        );
         Summary {
             hosts: n,
             seconds,
             line,
-        },
-    ))
+        }
+    }
+
+    /// `ternctl agents new-rollout VERSION` with the dev clock at `at`.
+    fn new_rollout(&mut self, at: &str, version: &str) -> anyhow::Result<()> {
+        self.fleet.clock_set(at)?;
+        let said = self.fleet.new_rollout(version)?;
+        self.show.say(&format!("   {}", said.trim()))
+    }
+
+    /// Opens `group`'s window at `at` and steps every 10 minutes until the group is
+    /// done, rolled back, or stuck (two steps that change nothing).
+    fn window(&mut self, at: &str, group: &str) -> anyhow::Result<Step> {
+        let fleet = &self.fleet;
+        let mut step = fleet.step_at(at)?;
+        self.show.step(fleet, &step)?;
+        let mut quiet = 0;
+        for _ in 0..6 {
+            if matches!(step.status.state_of(group), "done" | "rolledback") || quiet >= 2 {
+                break;
+            }
+            let before = render::table(fleet, &step.status);
+            step = fleet.tick("10m")?;
+            let after = render::table(fleet, &step.status);
+            let same = before.split_once('\n').map(|x| x.1) == after.split_once('\n').map(|x| x.1);
+            quiet = if same && step.runs.iter().all(|(_, o)| o.ok()) {
+                quiet + 1
+            } else {
+                0
+            };
+            self.show.step(fleet, &step)?;
+        }
+        Ok(step)
+    }
+
+    /// Says `why`, then shows the whole fleet at `at`, where `group` must not start.
+    fn stays_unstarted(
+        &mut self,
+        why: &str,
+        at: &str,
+        group: &str,
+        what: &str,
+    ) -> anyhow::Result<()> {
+        self.show.say(why)?;
+        let s = self.fleet.step_at(at)?;
+        self.show.full(&self.fleet, &s)?;
+        self.expect(s.status.state_of(group) == "unstarted", what)
+    }
+
+    fn expect_all_on(&self, version: &str) -> anyhow::Result<()> {
+        let names: Vec<String> = self.fleet.hosts.iter().map(|h| h.name.clone()).collect();
+        let bad: Vec<String> = self
+            .fleet
+            .wait_running(&names, version)
+            .into_iter()
+            .map(|(n, v)| format!("{n} runs {}", v.unwrap_or_else(|| "nothing".into())))
+            .collect();
+        self.expect(
+            bad.is_empty(),
+            &format!("every host on {version} ({bad:?})"),
+        )
+    }
+
+    fn expect(&self, cond: bool, what: &str) -> anyhow::Result<()> {
+        if !cond {
+            bail!(
+                "the demo expected {what}, but it did not happen:\n{}",
+                self.fleet.describe()
+            );
+        }
+        Ok(())
+    }
 }

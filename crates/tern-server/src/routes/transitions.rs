@@ -88,7 +88,7 @@ async fn run_transition(
     body: &[u8],
 ) -> ApiResult<Json<TransitionResponse>> {
     let b: TransitionBody = body::json(body)?;
-    let t = Transition::of_kind(kind, b.groups, b.force);
+    let t = Transition::new(kind, b.groups, b.force);
     let now = state.clock.now();
     let (stored, events) = resources::read_modify_write(
         state.store(),
