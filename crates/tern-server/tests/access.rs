@@ -56,6 +56,7 @@ fn every_route_has_the_access_level_of_the_table() {
         ("POST", "/v1/agents/suspend", Write),
         ("POST", "/v1/agents/resume", Write),
         ("POST", "/v1/agents/new-rollout", Operator),
+        ("POST", "/v1/agents/{action}", Write),
         ("GET", "/v1/inventory", Read),
         ("GET", "/v1/tokens", Operator),
         ("POST", "/v1/tokens", Operator),
@@ -119,7 +120,8 @@ fn every_route_refuses_exactly_the_callers_its_level_excludes() {
             .replace("{kind}", "nope")
             .replace("{name}", "stable")
             .replace("{what}", "version")
-            .replace("{id}", "0123abcd");
+            .replace("{id}", "0123abcd")
+            .replace("{action}", "undo");
         let method = route.method.as_str();
         let (status, body) = ternd.call(method, &path, None, None);
         if route.access == Access::Public {
@@ -144,4 +146,32 @@ fn every_route_refuses_exactly_the_callers_its_level_excludes() {
         }
     }
     assert!(checked > 150, "{checked} calls");
+}
+
+#[test]
+fn an_unknown_transition_is_a_400_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ternd = Ternd::dev(dir.path());
+    ternd.op(
+        "POST",
+        "/v1/agents/new-rollout",
+        Some(r#"{"version": "1.1.0", "current_version": "1.0.0"}"#),
+    );
+    ternd.reconcile();
+    let before = ternd.call("GET", "/v1/agents/status", Some(&ternd.token), None);
+    assert!(before.1["rollout"].is_object(), "{}", before.1);
+    let (status, body) = ternd.call(
+        "POST",
+        "/v1/agents/roll-back",
+        Some(&ternd.token),
+        Some(r#"{"groups": ["dev"]}"#),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.to_string()
+            .contains("the transitions are: start-update, mark-done, rollback"),
+        "{body}"
+    );
+    let after = ternd.call("GET", "/v1/agents/status", Some(&ternd.token), None);
+    assert_eq!(before.1["rollout"], after.1["rollout"]);
 }

@@ -220,6 +220,10 @@ fn build(state: Arc<AppState>) -> Routes {
             vec![(M::POST, Write, post(transitions::resume))],
         )
         .route(
+            "/v1/agents/{action}",
+            vec![(M::POST, Write, post(transitions::unknown_action))],
+        )
+        .route(
             "/v1/agents/new-rollout",
             vec![(M::POST, Operator, post(transitions::new_rollout))],
         )

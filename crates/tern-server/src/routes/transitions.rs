@@ -132,6 +132,18 @@ async fn run_transition(
     }))
 }
 
+/// `POST /v1/agents/{action}` for an action that is not a transition: a 400 naming the
+/// transitions (never taken as some default one).
+pub(crate) async fn unknown_action(
+    axum::extract::Path(action): axum::extract::Path<String>,
+) -> ApiError {
+    let why = match action.parse::<TransitionKind>() {
+        Ok(kind) => format!("{kind} is served at its own route"),
+        Err(e) => e.to_string(),
+    };
+    ApiError::bad_request(format!("action: {why}"))
+}
+
 /// `POST /v1/agents/start-update` `{"groups": [...], "force": bool}`
 pub(crate) async fn start_update(
     State(state): State<Arc<AppState>>,
