@@ -9,8 +9,8 @@ use jiff::Timestamp;
 
 use crate::backpressure::{self, ProgressInput};
 use crate::reason;
-use crate::rollout::{Event, rollout_state};
 use crate::resource::{AutoUpdateAgentRollout, GroupState, RolloutGroup, Schedule, Strategy};
+use crate::rollout::{Event, rollout_state};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Transition {

@@ -114,34 +114,50 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 fn build(state: Arc<AppState>) -> Routes {
-    use Access::{Agent, Operator, Public, Read, Write};
-    use Method as M;
-    let heartbeat_state = Arc::clone(&state);
-    let mut r = Routes {
-        state: Arc::clone(&state),
+    let dev = state.clock.as_dev().is_some();
+    let r = Routes {
+        state,
         router: Router::new(),
         table: Vec::new(),
-    }
-    .route("/healthz", vec![(M::GET, Public, get(public::healthz))])
-    .route("/readyz", vec![(M::GET, Public, get(public::readyz))])
-    .route("/metrics", vec![(M::GET, Public, get(public::metrics))])
-    .route("/v1/webapi/find", vec![(M::GET, Public, get(public::find))])
-    .route(
-        "/v1/channels/{name}/{what}",
-        vec![(M::GET, Public, get(public::channel_value))],
-    )
-    .route_with(
-        "/v1/agents/heartbeat",
-        vec![(M::POST, Agent, post(public::heartbeat))],
-        // The rate limit and the refusal count sit outside the token check.
-        |h| {
-            h.layer::<_, std::convert::Infallible>(middleware::from_fn_with_state(
-                heartbeat_state,
-                public::heartbeat_guard,
-            ))
-            .layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT))
-        },
-    );
+    };
+    let r = admin(resources(public(r)));
+    if dev { dev_routes(r) } else { r }
+}
+
+/// No token: health, metrics, find, channels; and the agents' heartbeats.
+fn public(r: Routes) -> Routes {
+    use Access::{Agent, Public};
+    use Method as M;
+    let heartbeat_state = Arc::clone(&r.state);
+    r.route("/healthz", vec![(M::GET, Public, get(public::healthz))])
+        .route("/readyz", vec![(M::GET, Public, get(public::readyz))])
+        .route("/metrics", vec![(M::GET, Public, get(public::metrics))])
+        .route("/v1/webapi/find", vec![(M::GET, Public, get(public::find))])
+        .route(
+            "/v1/channels/{name}/{what}",
+            vec![(M::GET, Public, get(public::channel_value))],
+        )
+        .route_with(
+            "/v1/agents/heartbeat",
+            vec![(M::POST, Agent, post(public::heartbeat))],
+            // The rate limit and the refusal count sit outside the token check.
+            |h| {
+                h.layer::<_, std::convert::Infallible>(middleware::from_fn_with_state(
+                    heartbeat_state,
+                    public::heartbeat_guard,
+                ))
+                .layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT))
+            },
+        )
+}
+
+/// `/v1/resources/{kind}`: each kind on its own paths, so that its levels stand here
+/// (anyone who may read may read any kind; writing the config needs `Write`, the
+/// version `Operator`; the rollout and reports answer 405 to writes).
+fn resources(mut r: Routes) -> Routes {
+    use Method as M;
+    type S = State<Arc<AppState>>;
+    type WriteQ = Query<resources::WriteQuery>;
     for &(kind, path) in resources::PATHS {
         let write = kind.write_access();
         r = r.route(
@@ -149,88 +165,71 @@ fn build(state: Arc<AppState>) -> Routes {
             vec![
                 (
                     M::GET,
-                    Read,
-                    get(move |s: State<Arc<AppState>>| resources::get(s, kind)),
+                    Access::Read,
+                    get(move |s: S| resources::get(s, kind)),
                 ),
                 (
                     M::POST,
                     write,
-                    post(
-                        move |s: State<Arc<AppState>>,
-                              q: Query<resources::WriteQuery>,
-                              b: Bytes| {
-                            resources::create(s, kind, q, b)
-                        },
-                    ),
+                    post(move |s: S, q: WriteQ, b: Bytes| resources::create(s, kind, q, b)),
                 ),
                 (
                     M::PUT,
                     write,
-                    put(
-                        move |s: State<Arc<AppState>>,
-                              q: Query<resources::WriteQuery>,
-                              b: Bytes| {
-                            resources::update(s, kind, q, b)
-                        },
-                    ),
+                    put(move |s: S, q: WriteQ, b: Bytes| resources::update(s, kind, q, b)),
                 ),
                 (
                     M::DELETE,
                     write,
-                    delete(
-                        move |s: State<Arc<AppState>>, q: Query<resources::DeleteQuery>| {
-                            resources::delete(s, kind, q)
-                        },
-                    ),
+                    delete(move |s: S, q: Query<resources::DeleteQuery>| {
+                        resources::delete(s, kind, q)
+                    }),
                 ),
             ],
         );
     }
-    r = r
-        .route(
-            "/v1/resources/{kind}",
-            vec![(M::GET, Read, get(resources::unknown_kind))],
-        )
-        .route(
-            "/v1/agents/status",
-            vec![(M::GET, Read, get(status::status))],
-        )
-        .route(
-            "/v1/agents/report",
-            vec![(M::GET, Read, get(status::report))],
-        )
+    r.route(
+        "/v1/resources/{kind}",
+        vec![(M::GET, Access::Read, get(resources::unknown_kind))],
+    )
+}
+
+/// The admin API: status, transitions, modes, new-rollout, inventory, tokens, channels.
+fn admin(r: Routes) -> Routes {
+    use Access::{Operator, Read, Write};
+    use Method as M;
+    let one = |method: Method, access: Access, handler: Handler| vec![(method, access, handler)];
+    r.route("/v1/agents/status", one(M::GET, Read, get(status::status)))
+        .route("/v1/agents/report", one(M::GET, Read, get(status::report)))
         .route(
             "/v1/agents/start-update",
-            vec![(M::POST, Write, post(transitions::start_update))],
+            one(M::POST, Write, post(transitions::start_update)),
         )
         .route(
             "/v1/agents/mark-done",
-            vec![(M::POST, Write, post(transitions::mark_done))],
+            one(M::POST, Write, post(transitions::mark_done)),
         )
         .route(
             "/v1/agents/rollback",
-            vec![(M::POST, Write, post(transitions::rollback))],
+            one(M::POST, Write, post(transitions::rollback)),
         )
         .route(
             "/v1/agents/suspend",
-            vec![(M::POST, Write, post(transitions::suspend))],
+            one(M::POST, Write, post(transitions::suspend)),
         )
         .route(
             "/v1/agents/resume",
-            vec![(M::POST, Write, post(transitions::resume))],
+            one(M::POST, Write, post(transitions::resume)),
         )
         .route(
             "/v1/agents/{action}",
-            vec![(M::POST, Write, post(transitions::unknown_action))],
+            one(M::POST, Write, post(transitions::unknown_action)),
         )
         .route(
             "/v1/agents/new-rollout",
-            vec![(M::POST, Operator, post(transitions::new_rollout))],
+            one(M::POST, Operator, post(transitions::new_rollout)),
         )
-        .route(
-            "/v1/inventory",
-            vec![(M::GET, Read, get(status::inventory))],
-        )
+        .route("/v1/inventory", one(M::GET, Read, get(status::inventory)))
         .route(
             "/v1/tokens",
             vec![
@@ -240,29 +239,31 @@ fn build(state: Arc<AppState>) -> Routes {
         )
         .route(
             "/v1/tokens/{id}",
-            vec![(M::DELETE, Operator, delete(tokens::delete))],
+            one(M::DELETE, Operator, delete(tokens::delete)),
         )
-        .route("/v1/channels", vec![(M::GET, Read, get(channels::list))])
+        .route("/v1/channels", one(M::GET, Read, get(channels::list)))
         .route(
             "/v1/channels/{name}",
             vec![
                 (M::PUT, Operator, put(channels::set)),
                 (M::DELETE, Operator, delete(channels::delete)),
             ],
-        );
-    if state.clock.as_dev().is_some() {
-        r = r
-            .route(
-                "/v1/dev/clock",
-                vec![
-                    (M::GET, Read, get(dev::get_clock)),
-                    (M::POST, Operator, post(dev::set_clock)),
-                ],
-            )
-            .route(
-                "/v1/dev/reconcile",
-                vec![(M::POST, Operator, post(dev::reconcile))],
-            );
-    }
-    r
+        )
+}
+
+/// Only under `--dev-clock`: read and move the clock, reconcile now.
+fn dev_routes(r: Routes) -> Routes {
+    use Access::{Operator, Read};
+    use Method as M;
+    r.route(
+        "/v1/dev/clock",
+        vec![
+            (M::GET, Read, get(dev::get_clock)),
+            (M::POST, Operator, post(dev::set_clock)),
+        ],
+    )
+    .route(
+        "/v1/dev/reconcile",
+        vec![(M::POST, Operator, post(dev::reconcile))],
+    )
 }
