@@ -453,37 +453,13 @@ fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
         AgentsCommand::Suspend => {
             let m: ModeResponse = c.post("/v1/agents/suspend", &json!({}))?;
             if !structured(out, &m)? {
-                if m.changed {
-                    println!("Automatic updates suspended");
-                } else {
-                    println!("Automatic updates were already suspended");
-                }
-                println!(
-                    "No existing agent will get updated. New agents might install the new version\ndepending on their group."
-                );
+                print!("{}", suspended_text(&m));
             }
         }
         AgentsCommand::Resume => {
             let m: ModeResponse = c.post("/v1/agents/resume", &json!({}))?;
             if !structured(out, &m)? {
-                let modes = m.modes;
-                if modes.mode == Mode::Enabled {
-                    println!(
-                        "Automatic updates {}",
-                        if m.changed {
-                            "resumed"
-                        } else {
-                            "were already enabled"
-                        }
-                    );
-                } else {
-                    println!(
-                        "The autoupdate_config's mode is {}, but updates stay {}: the autoupdate_version's mode is {}.",
-                        modes.config_mode.as_str(),
-                        modes.mode.as_str(),
-                        modes.version_mode.as_str()
-                    );
-                }
+                println!("{}", resumed_text(&m));
             }
         }
         AgentsCommand::NewRollout {
@@ -506,6 +482,38 @@ fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `agents suspend` says.
+fn suspended_text(m: &ModeResponse) -> String {
+    let done = if m.changed {
+        "Automatic updates suspended"
+    } else {
+        "Automatic updates were already suspended"
+    };
+    format!(
+        "{done}\nNo existing agent will get updated. New agents might install the new version\ndepending on their group.\n"
+    )
+}
+
+/// What `agents resume` says: resumed, or why updates stay off (the version's mode).
+fn resumed_text(m: &ModeResponse) -> String {
+    let modes = m.modes;
+    if modes.mode == Mode::Enabled {
+        let how = if m.changed {
+            "resumed"
+        } else {
+            "were already enabled"
+        };
+        format!("Automatic updates {how}")
+    } else {
+        format!(
+            "The autoupdate_config's mode is {}, but updates stay {}: the autoupdate_version's mode is {}.",
+            modes.config_mode.as_str(),
+            modes.mode.as_str(),
+            modes.version_mode.as_str()
+        )
+    }
 }
 
 /// `POST /v1/agents/{kind}` on `groups`.

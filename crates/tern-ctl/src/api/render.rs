@@ -134,82 +134,92 @@ pub fn status(s: &StatusResponse) -> String {
             s.present, s.up_to_date, s.failed
         );
     } else {
-        let rows: Vec<Vec<String>> = s
-            .groups
-            .iter()
-            .map(|g| {
-                let window = match (g.window_open_since, g.window_closes, g.next_window) {
-                    (Some(_), Some(close), _) => format!("open until {}", day_time(close)),
-                    (_, _, Some(next)) => format!("next {}", day_time(next)),
-                    _ => "never".to_string(),
-                };
-                vec![
-                    if g.catch_all {
-                        format!("{}*", g.name)
-                    } else {
-                        g.name.clone()
-                    },
-                    group_state(g),
-                    g.start_time.map(time).unwrap_or_default(),
-                    g.last_update_reason.clone(),
-                    g.present.to_string(),
-                    g.up_to_date.to_string(),
-                    g.failed.to_string(),
-                    window,
-                ]
-            })
-            .collect();
-        out.push_str(&table(
-            &[
-                "Group Name",
-                "Status",
-                "Update Start Time",
-                "Reason",
-                "Connected Agents",
-                "Up-to-date agents",
-                "Failed updates",
-                "Window (UTC)",
-            ],
-            &rows,
-        ));
-        if let Some(last) = s.groups.iter().find(|g| g.catch_all) {
-            let _ = writeln!(
-                out,
-                "\n* {} is the catch-all group: it also serves agents with no group or an unknown group.",
-                last.name
-            );
-        }
-        let canaries: Vec<&GroupStatus> = s
-            .groups
-            .iter()
-            .filter(|g| g.state == GroupState::Canary && !g.canaries.is_empty())
-            .collect();
-        for g in canaries {
-            let _ = writeln!(out, "\nCanaries of {}:", g.name);
-            for c in &g.canaries {
-                let mut who = vec![c.updater_id.as_str()];
-                who.extend(
-                    [c.hostname.as_str(), c.host_id.as_str()]
-                        .into_iter()
-                        .filter(|s| !s.is_empty()),
-                );
-                let _ = writeln!(
-                    out,
-                    "  {}: {}",
-                    who.join(" "),
-                    if c.success {
-                        "runs the new version"
-                    } else {
-                        "waiting for the new version"
-                    }
-                );
-            }
-        }
+        out.push_str(&group_table(&s.groups));
+        out.push_str(&canaries(&s.groups));
     }
     if !s.omitted.is_empty() {
         let _ = writeln!(out, "\nNot counted:");
         for o in &s.omitted {
             let _ = writeln!(out, "  {} agents: {}", o.count, o.reason);
+        }
+    }
+    out
+}
+
+/// The seeds' group table, with each group's window, and the catch-all footnote.
+fn group_table(groups: &[GroupStatus]) -> String {
+    let rows: Vec<Vec<String>> = groups
+        .iter()
+        .map(|g| {
+            let window = match (g.window_open_since, g.window_closes, g.next_window) {
+                (Some(_), Some(close), _) => format!("open until {}", day_time(close)),
+                (_, _, Some(next)) => format!("next {}", day_time(next)),
+                _ => "never".to_string(),
+            };
+            vec![
+                if g.catch_all {
+                    format!("{}*", g.name)
+                } else {
+                    g.name.clone()
+                },
+                group_state(g),
+                g.start_time.map(time).unwrap_or_default(),
+                g.last_update_reason.clone(),
+                g.present.to_string(),
+                g.up_to_date.to_string(),
+                g.failed.to_string(),
+                window,
+            ]
+        })
+        .collect();
+    let mut out = table(
+        &[
+            "Group Name",
+            "Status",
+            "Update Start Time",
+            "Reason",
+            "Connected Agents",
+            "Up-to-date agents",
+            "Failed updates",
+            "Window (UTC)",
+        ],
+        &rows,
+    );
+    if let Some(last) = groups.iter().find(|g| g.catch_all) {
+        let _ = writeln!(
+            out,
+            "\n* {} is the catch-all group: it also serves agents with no group or an unknown group.",
+            last.name
+        );
+    }
+    out
+}
+
+/// The canaries of each group in canary, and whether they run the new version.
+fn canaries(groups: &[GroupStatus]) -> String {
+    let mut out = String::new();
+    for g in groups
+        .iter()
+        .filter(|g| g.state == GroupState::Canary && !g.canaries.is_empty())
+    {
+        let _ = writeln!(out, "\nCanaries of {}:", g.name);
+        for c in &g.canaries {
+            let mut who = vec![c.updater_id.as_str()];
+            who.extend(
+                [c.hostname.as_str(), c.host_id.as_str()]
+                    .into_iter()
+                    .filter(|s| !s.is_empty()),
+            );
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                who.join(" "),
+                if c.success {
+                    "runs the new version"
+                } else {
+                    "waiting for the new version"
+                }
+            );
         }
     }
     out
