@@ -17,6 +17,8 @@ pub mod canary;
 pub mod codec;
 pub mod duration;
 pub mod find;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod ids;
 pub mod inventory;
 pub mod reason;

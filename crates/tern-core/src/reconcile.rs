@@ -594,17 +594,13 @@ mod tests {
         mode: &str,
         target: &str,
     ) -> (AutoUpdateConfig, AutoUpdateVersion) {
-        let mut cfg = format!(
-            "kind: autoupdate_config\nversion: v1\nmetadata:\n  name: autoupdate-config\nspec:\n  agents:\n    mode: {mode}\n    strategy: halt-on-error\n    schedules:\n      regular:\n"
-        );
-        for (name, hour, canaries) in groups {
-            cfg += &format!(
-                "      - name: {name}\n        days: [\"*\"]\n        start_hour: {hour}\n        canary_count: {canaries}\n"
-            );
-        }
-        let ver = format!(
-            "kind: autoupdate_version\nversion: v1\nmetadata:\n  name: autoupdate-version\nspec:\n  agents:\n    start_version: v1.0.0\n    target_version: {target}\n    schedule: regular\n"
-        );
+        use crate::fixtures::{group, halt_on_error_config};
+        let groups: Vec<_> = groups
+            .iter()
+            .map(|&(name, hour, canaries)| group(name, hour as u8).canaries(canaries as u8))
+            .collect();
+        let cfg = halt_on_error_config(mode, &groups);
+        let ver = crate::fixtures::version("v1.0.0", target, "regular");
         (
             AutoUpdateConfig::from_text(&cfg).unwrap(),
             AutoUpdateVersion::from_text(&ver).unwrap(),

@@ -118,33 +118,17 @@ fn heartbeat(s: &Server, agent: &str, id: &str, group: &str, version: &str) {
         .unwrap();
 }
 
-const CONFIG: &str = r#"kind: autoupdate_config
-version: v1
-metadata:
-  name: autoupdate-config
-spec:
-  agents:
-    mode: enabled
-    strategy: halt-on-error
-    schedules:
-      regular:
-        - name: dev
-          days: ["*"]
-          start_hour: 10
-        - name: staging
-          days: ["*"]
-          start_hour: 12
-        - name: prod
-          days: ["*"]
-          start_hour: 14
-"#;
+/// halt-on-error over dev (10h), staging (12h), prod (14h), every day.
+fn config() -> String {
+    tern_core::fixtures::dev_staging_prod(0)
+}
 
 #[test]
 fn agents_session_reads_like_the_seeds() {
     let tmp = tempfile::tempdir().unwrap();
     let s = start(&tmp.path().join("data"));
     let cfg = tmp.path().join("config.yaml");
-    std::fs::write(&cfg, CONFIG).unwrap();
+    std::fs::write(&cfg, config()).unwrap();
 
     let out = ok(&s, &["agents", "status"]);
     assert!(out.contains("No rollout."), "{out}");
@@ -322,7 +306,7 @@ fn roles_bad_files_and_channels() {
 
     // A bad file: the error names the field; nothing stored.
     let bad = tmp.path().join("bad.yaml");
-    std::fs::write(&bad, CONFIG.replace("start_hour: 14", "start_hour: -1")).unwrap();
+    std::fs::write(&bad, config().replace("start_hour: 14", "start_hour: -1")).unwrap();
     let o = ctl(&s, &["create", "-f", bad.to_str().unwrap()]);
     assert!(!o.ok);
     assert!(o.stderr.contains("start_hour"), "{}", o.stderr);

@@ -164,7 +164,7 @@ impl Story<'_> {
             groups[2].1,
             groups[2].3,
         ))?;
-        fleet.apply(&crate::config::halt_on_error(&groups))?;
+        fleet.apply(&tern_core::fixtures::halt_on_error(&groups))?;
         fleet.set_version("1.0.0", "1.0.0", "regular")
     }
 

@@ -146,7 +146,7 @@ impl Fleet {
     }
 
     pub fn set_version(&self, start: &str, target: &str, schedule: &str) -> anyhow::Result<()> {
-        self.apply(&crate::config::version(start, target, schedule))
+        self.apply(&tern_core::fixtures::version(start, target, schedule))
     }
 
     /// `ternctl agents new-rollout VERSION` (from the current target), then a reconcile.

@@ -7,9 +7,9 @@
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
-//! use tern_e2e::{Fleet, FleetOptions, config};
+//! use tern_e2e::{Fleet, FleetOptions};
 //! let mut fleet = Fleet::start(FleetOptions::default())?;
-//! fleet.apply(&config::halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]))?;
+//! fleet.apply(&tern_core::fixtures::halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]))?;
 //! fleet.set_version("1.0.0", "1.0.0", "regular")?;
 //! fleet.add_hosts("dev", 2)?;
 //! fleet.new_rollout("1.1.0")?;
@@ -20,7 +20,6 @@
 //! ```
 
 pub mod bins;
-pub mod config;
 pub mod demo;
 pub mod fleet;
 pub mod gateway;

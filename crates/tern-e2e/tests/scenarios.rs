@@ -4,7 +4,7 @@
 //! Monday 2026-11-23 09:00.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tern_e2e::config::{halt_on_error, time_based, version};
+use tern_core::fixtures::{halt_on_error, time_based, version};
 use tern_e2e::release::{self, Release};
 use tern_e2e::{Fleet, FleetOptions, Step, render};
 

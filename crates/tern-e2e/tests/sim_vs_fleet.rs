@@ -7,8 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use jiff::{SignedDuration, Timestamp};
+use tern_core::fixtures::{halt_on_error, version};
 use tern_core::resource::{AutoUpdateConfig, AutoUpdateVersion};
-use tern_e2e::config::{halt_on_error, version};
 use tern_e2e::{Fleet, FleetOptions};
 use tern_sim::{Params, Sim};
 

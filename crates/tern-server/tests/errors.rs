@@ -5,14 +5,14 @@ mod common;
 
 use std::process::Command;
 
-use common::{THREE_GROUPS, Ternd, ternd_bin, version_yaml};
+use common::{Ternd, ternd_bin, three_groups, version_yaml};
 use serde_json::json;
 
 #[test]
 fn auth_matrix() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
-    t.put_resource("config", THREE_GROUPS);
+    t.put_resource("config", &three_groups());
     t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
     t.reconcile();
     let op = t.token.clone();
@@ -21,7 +21,7 @@ fn auth_matrix() {
     let agent = t.new_token("agent");
     let bad = "tern_0123456789ab_00000000000000000000000000000000";
     let heartbeat = json!({"updater_id": "u1", "group": "dev", "version": "1.0.0"}).to_string();
-    let config = THREE_GROUPS.to_string();
+    let config = three_groups().to_string();
     let version = version_yaml("1.0.0", "1.2.0", "regular");
     let start = json!({"groups": ["dev"], "force": true}).to_string();
     // (method, path, body, expected for operator, user, viewer, agent)
@@ -157,7 +157,7 @@ fn bad_inputs_are_refused_and_change_nothing() {
     );
 
     // An invalid field: the error names it.
-    let bad = THREE_GROUPS.replace("start_hour: 12", "start_hour: 25");
+    let bad = three_groups().replace("start_hour: 12", "start_hour: 25");
     let (s, v) = t.call("POST", "/v1/resources/config", op, Some(&bad));
     assert_eq!(s, 400, "{v}");
     let msg = v["error"]["message"].as_str().unwrap();
@@ -165,7 +165,7 @@ fn bad_inputs_are_refused_and_change_nothing() {
     assert_eq!(t.call("GET", "/v1/resources/config", op, None).0, 404);
 
     // An unknown field is a typo, not ignored.
-    let typo = THREE_GROUPS.replace("start_hour: 12", "start_houre: 12");
+    let typo = three_groups().replace("start_hour: 12", "start_houre: 12");
     let (s, v) = t.call("POST", "/v1/resources/config", op, Some(&typo));
     assert_eq!(s, 400, "{v}");
     assert!(
@@ -199,17 +199,17 @@ fn bad_inputs_are_refused_and_change_nothing() {
     assert_eq!(s, 400, "{v}");
 
     // Create, then a second create conflicts; a stale revision conflicts.
-    let (s, created) = t.call("POST", "/v1/resources/config", op, Some(THREE_GROUPS));
+    let (s, created) = t.call("POST", "/v1/resources/config", op, Some(&three_groups()));
     assert_eq!(s, 201, "{created}");
     let rev = created["metadata"]["revision"]
         .as_str()
         .unwrap()
         .to_string();
-    let (s, v) = t.call("POST", "/v1/resources/config", op, Some(THREE_GROUPS));
+    let (s, v) = t.call("POST", "/v1/resources/config", op, Some(&three_groups()));
     assert_eq!(s, 409, "{v}");
     assert_eq!(v["error"]["code"], "already_exists");
     let with_rev = |r: &str| {
-        THREE_GROUPS.replace(
+        three_groups().replace(
             "  name: autoupdate-config\n",
             &format!("  name: autoupdate-config\n  revision: \"{r}\"\n"),
         )
@@ -219,7 +219,7 @@ fn bad_inputs_are_refused_and_change_nothing() {
     let (s, v) = t.call("PUT", "/v1/resources/config", op, Some(&with_rev(&rev)));
     assert_eq!(s, 409, "stale revision: {v}");
     assert_eq!(v["error"]["code"], "conflict");
-    let (s, v) = t.call("PUT", "/v1/resources/config", op, Some(THREE_GROUPS));
+    let (s, v) = t.call("PUT", "/v1/resources/config", op, Some(&three_groups()));
     assert_eq!(s, 400, "an update without a revision: {v}");
     let (s, _) = t.call(
         "DELETE",

@@ -23,27 +23,9 @@ use serde_json::{Value, json};
 const TTL: Duration = Duration::from_secs(3);
 
 /// halt-on-error over dev (10h), staging (12h, 2 canaries), prod (14h), every day.
-const CONFIG: &str = r#"kind: autoupdate_config
-version: v1
-metadata:
-  name: autoupdate-config
-spec:
-  agents:
-    mode: enabled
-    strategy: halt-on-error
-    schedules:
-      regular:
-        - name: dev
-          days: ["*"]
-          start_hour: 10
-        - name: staging
-          days: ["*"]
-          start_hour: 12
-          canary_count: 2
-        - name: prod
-          days: ["*"]
-          start_hour: 14
-"#;
+fn config() -> String {
+    tern_core::fixtures::dev_staging_prod(2)
+}
 
 fn eventually(what: &str, patience: Duration, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + patience;
@@ -318,7 +300,7 @@ fn fleet(staging_on: usize) -> Vec<Host> {
 
 /// Puts the config and version and drives dev to done; staging is next.
 fn through_dev(ha: &mut Ha) {
-    ha.any().put_resource("config", CONFIG);
+    ha.any().put_resource("config", &config());
     ha.any()
         .put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
     let v = ha.round();
@@ -508,7 +490,7 @@ fn one_etcd_member_killed_service_continues() {
     let mut ha = Ha::start();
     let leader = ha.leader(TTL * 3);
     ha.hosts = fleet((leader + 1) % 3);
-    ha.any().put_resource("config", CONFIG);
+    ha.any().put_resource("config", &config());
     ha.any()
         .put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
     ha.round();
@@ -564,7 +546,7 @@ fn all_of_etcd_down_find_serves_the_snapshot_and_everything_resumes() {
     let mut ha = Ha::start();
     let leader = ha.leader(TTL * 3);
     ha.hosts = fleet((leader + 1) % 3);
-    ha.any().put_resource("config", CONFIG);
+    ha.any().put_resource("config", &config());
     ha.any()
         .put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
     ha.round();

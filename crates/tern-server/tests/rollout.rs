@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{THREE_GROUPS, Ternd, version_yaml};
+use common::{Ternd, three_groups, version_yaml};
 use serde_json::json;
 
 /// Each (updater_id, group, version) heartbeats.
@@ -19,7 +19,7 @@ fn halt_on_error_over_three_groups() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
     let agent = t.new_token("agent");
-    t.put_resource("config", THREE_GROUPS);
+    t.put_resource("config", &three_groups());
     t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
     let mut hosts = vec![
         ("d1", "dev", "1.0.0"),
@@ -185,7 +185,7 @@ fn canary_group_waits_for_its_canary() {
 fn suspend_resume_rollback_start_update_mark_done() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
-    t.put_resource("config", THREE_GROUPS);
+    t.put_resource("config", &three_groups());
     t.op(
         "POST",
         "/v1/agents/new-rollout",
@@ -282,7 +282,7 @@ fn suspend_resume_rollback_start_update_mark_done() {
 fn immediate_schedule_updates_everyone() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
-    t.put_resource("config", THREE_GROUPS);
+    t.put_resource("config", &three_groups());
     t.put_resource("version", &version_yaml("1.0.0", "1.5.0", "immediate"));
     let r = t.reconcile();
     assert_eq!(r["rollout"]["spec"]["schedule"], "immediate", "{r}");
@@ -386,7 +386,7 @@ fn restart_mid_rollout_keeps_state() {
         "the first start prints the operator token"
     );
     let agent = t.new_token("agent");
-    t.put_resource("config", THREE_GROUPS);
+    t.put_resource("config", &three_groups());
     t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
     t.heartbeat(&agent, "d1", "dev", "1.0.0");
     t.reconcile();

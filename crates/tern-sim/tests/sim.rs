@@ -14,19 +14,13 @@ spec:
 ";
 
 /// Three halt-on-error groups, every day; staging has canaries, prod waits 2h.
-const HALT3: &str = "
-kind: autoupdate_config
-metadata: {name: autoupdate-config}
-spec:
-  agents:
-    mode: enabled
-    strategy: halt-on-error
-    schedules:
-      regular:
-      - {name: dev, days: ['*'], start_hour: 12}
-      - {name: staging, days: ['*'], start_hour: 14, canary_count: 2}
-      - {name: prod, days: ['*'], start_hour: 16, wait_hours: 2}
-";
+fn halt3() -> String {
+    tern_core::fixtures::halt_on_error(&[
+        ("dev", 12, 0, 0),
+        ("staging", 14, 2, 0),
+        ("prod", 16, 0, 2),
+    ])
+}
 
 /// Monday 2026-11-23 00:00 UTC.
 fn monday() -> Timestamp {
@@ -77,10 +71,10 @@ fn same_seed_same_timeline_other_seed_other_timeline() {
         fail: [("1.1.0".to_string(), 0.02)].into_iter().collect(),
         ..params(600, seed)
     };
-    let a = serde_json::to_string(&run(HALT3, p(7), 48)).unwrap();
-    let b = serde_json::to_string(&run(HALT3, p(7), 48)).unwrap();
+    let a = serde_json::to_string(&run(&halt3(), p(7), 48)).unwrap();
+    let b = serde_json::to_string(&run(&halt3(), p(7), 48)).unwrap();
     assert_eq!(a, b, "same seed, same timeline");
-    let c = serde_json::to_string(&run(HALT3, p(8), 48)).unwrap();
+    let c = serde_json::to_string(&run(&halt3(), p(8), 48)).unwrap();
     assert_ne!(a, c, "another seed gives another story");
 }
 
@@ -95,7 +89,7 @@ fn happy_path_three_groups_in_order_everyone_on_target() {
         ungrouped: 0.05,
         ..params(1200, 1)
     };
-    let t = run(HALT3, p, 24);
+    let t = run(&halt3(), p, 24);
     assert_eq!(t.overall.rollout_state, "done", "{}", t.render_text());
     let g = |n| t.group(n).unwrap();
     // Exact fleet split: 95% over the groups 10/30/60, 5% ungrouped served by prod.
@@ -289,7 +283,7 @@ fn churn_does_not_deadlock_the_rollout() {
         churn_per_hour: 0.05,
         ..params(1000, 6)
     };
-    let t = run(HALT3, p, 48);
+    let t = run(&halt3(), p, 48);
     assert!(
         t.overall.joins > 500 && t.overall.leaves > 500,
         "{:?}",
@@ -306,7 +300,7 @@ fn several_replicas_report_and_the_leader_reconciles() {
         replicas: 3,
         ..params(900, 9)
     };
-    let t = run(HALT3, p, 24);
+    let t = run(&halt3(), p, 24);
     assert_eq!(t.overall.rollout_state, "done", "{}", t.render_text());
     assert_all_on_target(&t);
     // Counts are the sum of the three reports.
@@ -333,7 +327,7 @@ fn the_seeds_timer_converges_slower_than_terns() {
 
 #[test]
 fn running_in_steps_is_the_same_as_running_at_once() {
-    let config = AutoUpdateConfig::from_text(HALT3).unwrap();
+    let config = AutoUpdateConfig::from_text(&halt3()).unwrap();
     let version = AutoUpdateVersion::from_text(VERSION).unwrap();
     let p = Params {
         churn_per_hour: 0.05,

@@ -20,19 +20,19 @@ pub fn config(yaml: &str) -> AutoUpdateConfig {
 
 /// A halt-on-error config: dev every day at 12, staging every day at 14 (2 canaries),
 /// prod Mon–Thu at 16 after 24h.
-pub const THREE_GROUPS: &str = r#"
-kind: autoupdate_config
-metadata: {name: autoupdate-config}
-spec:
-  agents:
-    mode: enabled
-    strategy: halt-on-error
-    schedules:
-      regular:
-      - {name: dev, days: ["*"], start_hour: 12}
-      - {name: staging, days: ["*"], start_hour: 14, canary_count: 2}
-      - {name: prod, days: [Mon, Tue, Wed, Thu], start_hour: 16, wait_hours: 24}
-"#;
+pub fn three_groups_config() -> String {
+    use tern_core::fixtures::{group, halt_on_error_config};
+    halt_on_error_config(
+        "enabled",
+        &[
+            group("dev", 12),
+            group("staging", 14).canaries(2),
+            group("prod", 16)
+                .days(&["Mon", "Tue", "Wed", "Thu"])
+                .wait(24),
+        ],
+    )
+}
 
 pub const TIME_BASED: &str = r#"
 kind: autoupdate_config

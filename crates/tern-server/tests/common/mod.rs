@@ -300,23 +300,6 @@ pub fn version_yaml(start: &str, target: &str, schedule: &str) -> String {
 }
 
 /// halt-on-error over dev (10h), staging (12h), prod (14h), every day.
-pub const THREE_GROUPS: &str = r#"kind: autoupdate_config
-version: v1
-metadata:
-  name: autoupdate-config
-spec:
-  agents:
-    mode: enabled
-    strategy: halt-on-error
-    schedules:
-      regular:
-        - name: dev
-          days: ["*"]
-          start_hour: 10
-        - name: staging
-          days: ["*"]
-          start_hour: 12
-        - name: prod
-          days: ["*"]
-          start_hour: 14
-"#;
+pub fn three_groups() -> String {
+    tern_core::fixtures::dev_staging_prod(0)
+}
