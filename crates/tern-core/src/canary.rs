@@ -84,16 +84,7 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
     use rand_core::SeedableRng;
 
-    fn agent(id: &str, group: &str, version: &str) -> ConnectedAgent {
-        ConnectedAgent {
-            updater_id: id.into(),
-            host_id: format!("host-{id}"),
-            hostname: format!("{id}.example"),
-            group: group.into(),
-            version: version.into(),
-            updater_status: UpdaterStatus::Enabled,
-        }
-    }
+    use crate::fixtures::connected_agent as agent;
 
     fn groups() -> Groups {
         Groups::new(vec!["dev".into(), "prod".into()])

@@ -3,6 +3,9 @@
 //! (one builder instead of a YAML copy per test file). Behind the `fixtures` feature:
 //! not part of the library a server or updater links.
 
+use crate::resource::ConnectedAgent;
+use crate::wire::UpdaterStatus;
+
 /// One group of a halt-on-error config: `name`, its window's `start_hour`, every day
 /// unless [`Group::days`] says otherwise.
 #[derive(Clone, Copy, Debug)]
@@ -102,6 +105,18 @@ pub fn version(start: &str, target: &str, schedule: &str) -> String {
     format!(
         "kind: autoupdate_version\nversion: v1\nmetadata:\n  name: autoupdate-version\nspec:\n  agents:\n    start_version: {start}\n    target_version: {target}\n    schedule: {schedule}\n"
     )
+}
+
+/// A connected agent with updates enabled, its host named after its updater id.
+pub fn connected_agent(updater_id: &str, group: &str, version: &str) -> ConnectedAgent {
+    ConnectedAgent {
+        updater_id: updater_id.into(),
+        host_id: format!("host-{updater_id}"),
+        hostname: format!("{updater_id}.example"),
+        group: group.into(),
+        version: version.into(),
+        updater_status: UpdaterStatus::Enabled,
+    }
 }
 
 #[cfg(test)]

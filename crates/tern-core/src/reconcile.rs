@@ -576,16 +576,7 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
     use rand_core::SeedableRng;
 
-    fn agent(id: &str, group: &str, version: &str) -> ConnectedAgent {
-        ConnectedAgent {
-            updater_id: id.into(),
-            host_id: format!("host-{id}"),
-            hostname: format!("{id}.example"),
-            group: group.into(),
-            version: version.into(),
-            updater_status: UpdaterStatus::Enabled,
-        }
-    }
+    use crate::fixtures::connected_agent as agent;
 
     /// A halt-on-error config of `(name, start_hour, canary_count)` groups, every day,
     /// and a version rolling v1.0.0 out to `target`.

@@ -18,7 +18,10 @@ const MON_10: &str = "2026-11-23T10:00:00Z";
 const MON_12: &str = "2026-11-23T12:05:00Z";
 
 fn three_groups() -> World {
-    let mut w = World::new(Some(config(&three_groups_config())), version("1.0.0", "1.1.0"));
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
     w.agents.extend(fleet("dev", 10, "1.0.0"));
     w.agents.extend(fleet("staging", 10, "1.0.0"));
     w.agents.extend(fleet("prod", 10, "1.0.0"));
@@ -146,7 +149,10 @@ fn the_90_percent_rule_also_needs_90_percent_still_present() {
 
 #[test]
 fn a_group_with_no_reports_at_all_is_done_an_hour_after_it_started() {
-    let mut w = World::new(Some(config(&three_groups_config())), version("1.0.0", "1.1.0"));
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
     w.reconcile(MON_10);
     w.reconcile(MON_12);
     assert_eq!(w.state("dev").0, Active);
@@ -346,7 +352,10 @@ fn a_canary_that_disappears_blocks_but_success_is_sticky() {
 #[test]
 fn a_canary_group_without_agents_goes_active() {
     // Nothing to pick: the reconcile that starts staging finds no candidates and no agents.
-    let mut w2 = World::new(Some(config(&three_groups_config())), version("1.0.0", "1.1.0"));
+    let mut w2 = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
     w2.agents.extend(fleet("dev", 3, "1.0.0"));
     w2.reconcile(MON_10);
     w2.reconcile(MON_12);

@@ -41,7 +41,10 @@ fn inv(a: &ConnectedAgent, first_seen: &str) -> InventoryAgent {
 
 /// A rollout of &three_groups_config() (dev, staging with 2 canaries, prod) with these states.
 fn rollout_with(states: &[(&str, GroupState)]) -> AutoUpdateAgentRollout {
-    let mut w = World::new(Some(config(&three_groups_config())), version("1.0.0", "1.1.0"));
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
     let mut r = w.reconcile("2026-11-23T09:00:00Z").clone();
     for (name, state) in states {
         r.status
@@ -352,7 +355,10 @@ fn a_leader_picks_and_checks_canaries_connected_to_another_replica() {
         );
         AutoUpdateAgentReport::new(name, spec)
     };
-    let mut w = World::new(Some(config(&three_groups_config())), version("1.0.0", "1.1.0"));
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
     let step = |w: &mut World, at: &str, dev: &[ConnectedAgent], staging: &[ConnectedAgent]| {
         let at = ts(at);
         let reports = vec![

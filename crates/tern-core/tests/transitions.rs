@@ -13,7 +13,10 @@ use GroupState::*;
 const NOW: &str = "2026-11-23T09:00:00Z";
 
 fn rollout_with(states: &[(&str, GroupState, i64)]) -> AutoUpdateAgentRollout {
-    let mut w = World::new(Some(config(&three_groups_config())), version("1.0.0", "1.1.0"));
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
     w.reconcile("2026-11-23T08:00:00Z");
     let mut r = w.rollout().clone();
     r.status.groups = states
@@ -247,7 +250,10 @@ fn transitions_need_halt_on_error_and_regular_schedule() {
 
 #[test]
 fn reconcile_after_a_manual_start_picks_the_canaries() {
-    let mut w = World::new(Some(config(&three_groups_config())), version("1.0.0", "1.1.0"));
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
     w.agents.extend(fleet("staging", 6, "1.0.0"));
     w.reconcile("2026-11-23T08:00:00Z");
     let (next, _) = apply(

@@ -116,6 +116,17 @@ enum WriteMode {
     Force,
 }
 
+impl WriteQuery {
+    /// `?force=true` overwrites whatever is there; otherwise the method's own mode.
+    fn mode_or(&self, otherwise: WriteMode) -> WriteMode {
+        if self.force {
+            WriteMode::Force
+        } else {
+            otherwise
+        }
+    }
+}
+
 fn parse<T: Resource>(text: &str, parse: fn(&str) -> Result<T, ResourceError>) -> ApiResult<T> {
     parse(text).map_err(|e| ApiError::invalid_resource(format!("invalid {}: {e}", T::KIND)))
 }
@@ -220,12 +231,7 @@ pub(crate) async fn create(
     Query(q): Query<WriteQuery>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let mode = if q.force {
-        WriteMode::Force
-    } else {
-        WriteMode::Create
-    };
-    put_or_post(&state, kind, &body, mode).await
+    put_or_post(&state, kind, &body, q.mode_or(WriteMode::Create)).await
 }
 
 /// `PUT /v1/resources/{kind}`: update at `metadata.revision` (`?force=true`: upsert).
@@ -235,12 +241,7 @@ pub(crate) async fn update(
     Query(q): Query<WriteQuery>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let mode = if q.force {
-        WriteMode::Force
-    } else {
-        WriteMode::Update
-    };
-    put_or_post(&state, kind, &body, mode).await
+    put_or_post(&state, kind, &body, q.mode_or(WriteMode::Update)).await
 }
 
 #[derive(Debug, Default, Deserialize)]
