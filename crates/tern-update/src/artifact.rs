@@ -27,6 +27,15 @@ pub fn go_arch(rust_arch: &str) -> &str {
     }
 }
 
+/// What is wrong with a URL template.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateProblem {
+    #[error("unclosed {{{{")]
+    Unclosed,
+    #[error("unknown variable {0:?} (use .Version .OS .Arch .Edition .BaseURL)")]
+    UnknownVariable(String),
+}
+
 /// Renders `{{.Version}} {{.OS}} {{.Arch}} {{.Edition}} {{.BaseURL}}`; spaces inside the
 /// braces are allowed; anything else between braces is an error.
 pub fn render(template: &str, vars: &Vars<'_>) -> Result<String> {
@@ -35,20 +44,20 @@ pub fn render(template: &str, vars: &Vars<'_>) -> Result<String> {
     while let Some(start) = rest.find("{{") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
+        let invalid = |problem| Error::UrlTemplate {
+            template: template.to_string(),
+            problem,
+        };
         let end = after
             .find("}}")
-            .ok_or_else(|| Error::Config(format!("url template {template:?}: unclosed {{{{")))?;
+            .ok_or_else(|| invalid(TemplateProblem::Unclosed))?;
         let value = match after[..end].trim() {
             ".Version" => vars.version,
             ".OS" => vars.os,
             ".Arch" => vars.arch,
             ".Edition" => vars.edition,
             ".BaseURL" => vars.base_url.trim_end_matches('/'),
-            other => {
-                return Err(Error::Config(format!(
-                    "url template {template:?}: unknown variable {other:?} (use .Version .OS .Arch .Edition .BaseURL)"
-                )));
-            }
+            other => return Err(invalid(TemplateProblem::UnknownVariable(other.into()))),
         };
         out.push_str(value);
         rest = &after[end + 2..];

@@ -222,9 +222,7 @@ pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
         ));
     };
     if file.spec.enabled && file.spec.server.is_empty() {
-        return Err(Error::Config(
-            "enabled but no server is set: run `tern-update enable --server URL`".into(),
-        ));
+        return Err(Error::NoServer);
     }
     let result = update::run(
         ctx,

@@ -3,6 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+pub use crate::artifact::TemplateProblem;
+pub use crate::service::ConfigProblem;
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
@@ -13,8 +16,44 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Config(String),
+    #[error("invalid --install-suffix {suffix:?}: use 1-32 characters a-z 0-9 - _, not \"system\"")]
+    InvalidSuffix { suffix: String },
+    #[error("invalid version {version:?}")]
+    InvalidVersion { version: String },
+    #[error("url template {template:?}: {problem}")]
+    UrlTemplate {
+        template: String,
+        #[source]
+        problem: TemplateProblem,
+    },
+    #[error("{}: not a PEM certificate bundle: {source}", path.display())]
+    CaBundle {
+        path: PathBuf,
+        #[source]
+        source: ureq::Error,
+    },
+    #[error("{}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)", path.display())]
+    CaBundleEmpty { path: PathBuf },
+    #[error("refusing plain http URL {url} (use https, or --insecure for tests)")]
+    PlainHttp { url: String },
+    #[error("not an http(s) URL: {url:?}")]
+    NotHttpUrl { url: String },
+    #[error("service config {}: {source}", path.display())]
+    ServiceConfigSyntax {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    #[error("service config {}: {problem}", path.display())]
+    ServiceConfigInvalid {
+        path: PathBuf,
+        #[source]
+        problem: ConfigProblem,
+    },
+    #[error("enabled but no server is set: run `tern-update enable --server URL`")]
+    NoServer,
+    #[error("random: {0}")]
+    Random(#[source] getrandom::Error),
     #[error("http: {0}")]
     Http(String),
     #[error("checksum file {url} is missing or unreadable: {reason}")]

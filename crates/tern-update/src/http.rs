@@ -26,19 +26,18 @@ pub fn roots_from_pem(path: &Path) -> Result<ureq::tls::RootCerts> {
         match item {
             Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c.to_owned()),
             Ok(_) => {}
-            Err(e) => {
-                return Err(Error::Config(format!(
-                    "{}: not a PEM certificate bundle: {e}",
-                    path.display()
-                )));
+            Err(source) => {
+                return Err(Error::CaBundle {
+                    path: path.to_path_buf(),
+                    source,
+                });
             }
         }
     }
     if certs.is_empty() {
-        return Err(Error::Config(format!(
-            "{}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-            path.display()
-        )));
+        return Err(Error::CaBundleEmpty {
+            path: path.to_path_buf(),
+        });
     }
     Ok(ureq::tls::RootCerts::new_with_certs(&certs))
 }
@@ -69,11 +68,9 @@ impl Client {
         if url.starts_with("https://") || (self.insecure && url.starts_with("http://")) {
             Ok(())
         } else if url.starts_with("http://") {
-            Err(Error::Config(format!(
-                "refusing plain http URL {url} (use https, or --insecure for tests)"
-            )))
+            Err(Error::PlainHttp { url: url.into() })
         } else {
-            Err(Error::Config(format!("not an http(s) URL: {url:?}")))
+            Err(Error::NotHttpUrl { url: url.into() })
         }
     }
 

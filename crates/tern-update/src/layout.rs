@@ -30,9 +30,9 @@ pub fn validate_suffix(suffix: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Config(format!(
-            "invalid --install-suffix {suffix:?}: use 1-32 characters a-z 0-9 - _, not \"system\""
-        )))
+        Err(Error::InvalidSuffix {
+            suffix: suffix.to_string(),
+        })
     }
 }
 
@@ -90,7 +90,9 @@ pub fn validate_version(version: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Config(format!("invalid version {version:?}")))
+        Err(Error::InvalidVersion {
+            version: version.to_string(),
+        })
     }
 }
 

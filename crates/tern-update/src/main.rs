@@ -149,10 +149,25 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            log::error(format!("{e:#}"));
+            log::error(chain(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes, like `{:#}`, but a cause is left out when the text before
+/// it already says it: the library's messages include their `#[source]`, so that they
+/// read whole wherever they are shown alone.
+fn chain(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -301,5 +316,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             log::warn(&msg);
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_are_said_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let lib = tern_update::Error::io("read /x", io());
+        assert_eq!(chain(&anyhow::Error::new(lib)), "read /x: gone");
+        let ctx = anyhow::Error::new(io()).context("--install-dir");
+        assert_eq!(chain(&ctx), "--install-dir: gone");
     }
 }

@@ -45,6 +45,21 @@ pub struct ServiceConfig {
     pub backup_max_age_hours: f64,
 }
 
+/// Why a service config is refused: the field and the rule it breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigProblem {
+    #[error("name is required")]
+    NoName,
+    #[error("{field} is required with manager: command")]
+    MissingCommand { field: &'static str },
+    #[error("pid_file or is_active is required with manager: command")]
+    NoLivenessCheck,
+    #[error("health_timeout and health_interval must be positive seconds")]
+    HealthTimesNotPositive,
+    #[error("stable_ticks must be at least 1")]
+    NoStableTicks,
+}
+
 impl Default for ServiceConfig {
     fn default() -> Self {
         Self {
@@ -69,33 +84,39 @@ impl Default for ServiceConfig {
 impl ServiceConfig {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).ctx("read service config", path)?;
-        let cfg: Self = serde_yaml_ng::from_str(&text)
-            .map_err(|e| Error::Config(format!("service config {}: {e}", path.display())))?;
+        let cfg: Self =
+            serde_yaml_ng::from_str(&text).map_err(|source| Error::ServiceConfigSyntax {
+                path: path.to_path_buf(),
+                source,
+            })?;
         cfg.validate()
-            .map_err(|e| Error::Config(format!("service config {}: {e}", path.display())))?;
+            .map_err(|problem| Error::ServiceConfigInvalid {
+                path: path.to_path_buf(),
+                problem,
+            })?;
         Ok(cfg)
     }
 
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), ConfigProblem> {
         if self.name.is_empty() {
-            return Err("name is required".into());
+            return Err(ConfigProblem::NoName);
         }
         if self.manager == ManagerKind::Command {
             for (field, v) in [("start", &self.start), ("stop", &self.stop)] {
                 if v.as_deref().is_none_or(str::is_empty) {
-                    return Err(format!("{field} is required with manager: command"));
+                    return Err(ConfigProblem::MissingCommand { field });
                 }
             }
             if self.pid_file.is_none() && self.is_active.is_none() {
-                return Err("pid_file or is_active is required with manager: command".into());
+                return Err(ConfigProblem::NoLivenessCheck);
             }
         }
         let positive = |x: f64| x.is_finite() && x > 0.0;
         if !positive(self.health_timeout) || !positive(self.health_interval) {
-            return Err("health_timeout and health_interval must be positive seconds".into());
+            return Err(ConfigProblem::HealthTimesNotPositive);
         }
         if self.stable_ticks == 0 {
-            return Err("stable_ticks must be at least 1".into());
+            return Err(ConfigProblem::NoStableTicks);
         }
         Ok(())
     }
@@ -301,7 +322,7 @@ mod tests {
         ];
         for (yaml, want) in cases {
             let cfg: ServiceConfig = serde_yaml_ng::from_str(yaml).unwrap();
-            let err = cfg.validate().unwrap_err();
+            let err = cfg.validate().unwrap_err().to_string();
             assert!(err.contains(want), "{yaml}: {err}");
         }
         assert!(serde_yaml_ng::from_str::<ServiceConfig>("name: a\ntypo: 1\n").is_err());

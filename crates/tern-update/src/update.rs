@@ -91,7 +91,7 @@ pub fn updater_id(layout: &Layout) -> Result<String> {
 
 fn new_uuid() -> Result<String> {
     let mut b = [0u8; 16];
-    getrandom::fill(&mut b).map_err(|e| Error::Config(format!("random: {e}")))?;
+    getrandom::fill(&mut b).map_err(Error::Random)?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = artifact::hex(&b);
