@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use ureq::http::{Method, StatusCode};
+
 pub use crate::artifact::TemplateProblem;
+pub use crate::http::ChecksumProblem;
 pub use crate::service::ConfigProblem;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -54,10 +57,36 @@ pub enum Error {
     NoServer,
     #[error("random: {0}")]
     Random(#[source] getrandom::Error),
-    #[error("http: {0}")]
-    Http(String),
-    #[error("checksum file {url} is missing or unreadable: {reason}")]
-    MissingChecksum { url: String, reason: String },
+    #[error("http: {url}: {source}")]
+    HttpRequest {
+        url: String,
+        #[source]
+        source: ureq::Error,
+    },
+    #[error("http: {url}: {method} status {status}")]
+    HttpStatus {
+        method: Method,
+        url: String,
+        status: StatusCode,
+    },
+    #[error("http: {url}: bad find response: {source}")]
+    BadFindResponse {
+        url: String,
+        #[source]
+        source: ureq::Error,
+    },
+    #[error("http: {url}: reading body: {source}")]
+    HttpBody {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("checksum file {url} is missing or unreadable: {problem}")]
+    MissingChecksum {
+        url: String,
+        #[source]
+        problem: ChecksumProblem,
+    },
     #[error("checksum mismatch for {url}: expected {expected}, got {actual}")]
     ChecksumMismatch {
         url: String,
