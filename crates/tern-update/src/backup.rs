@@ -95,8 +95,11 @@ pub fn load_valid(
 }
 
 fn sqlite_copy(src: &Path, dst: &Path) -> Result<()> {
-    let err =
-        |e: rusqlite::Error| Error::Backup(format!("{} -> {}: {e}", src.display(), dst.display()));
+    let err = |source| Error::Sqlite {
+        from: src.to_path_buf(),
+        to: dst.to_path_buf(),
+        source,
+    };
     let from = Connection::open_with_flags(src, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
     let mut to = Connection::open(dst).map_err(err)?;
     {
@@ -145,8 +148,12 @@ pub fn backup(
             creation_time: now,
         },
     };
-    let text = serde_yaml_ng::to_string(&meta).map_err(|e| Error::Backup(e.to_string()))?;
-    fsutil::write_atomic(&dir.join("backup.yaml"), text.as_bytes(), 0o600)
+    let path = dir.join("backup.yaml");
+    let text = serde_yaml_ng::to_string(&meta).map_err(|source| Error::BackupMeta {
+        path: path.clone(),
+        source,
+    })?;
+    fsutil::write_atomic(&path, text.as_bytes(), 0o600)
 }
 
 /// Replaces `db` with the backup of `version_dir` (the agent must be stopped). Stale WAL

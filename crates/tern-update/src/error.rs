@@ -105,10 +105,30 @@ pub enum Error {
     State { path: PathBuf, reason: String },
     #[error("another tern-update holds {} (timed out waiting)", .0.display())]
     Locked(PathBuf),
-    #[error("service: {0}")]
-    Service(String),
-    #[error("database backup: {0}")]
-    Backup(String),
+    #[error("service: run {program} {}: {source}", args.join(" "))]
+    Spawn {
+        program: String,
+        args: Vec<String>,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("service: {what} command failed: {command}")]
+    CommandFailed { what: &'static str, command: String },
+    #[error("service: systemctl {} failed", args.join(" "))]
+    SystemctlFailed { args: Vec<String> },
+    #[error("database backup: {} -> {}: {source}", from.display(), to.display())]
+    Sqlite {
+        from: PathBuf,
+        to: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database backup: {}: {source}", path.display())]
+    BackupMeta {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
     #[error("{0}")]
     Refused(String),
     #[error("update to {target} failed: {reason}; rolled back: {outcome}")]

@@ -139,8 +139,23 @@ fn run(program: &str, args: &[&str]) -> Result<bool> {
         .args(args)
         .stdin(Stdio::null())
         .status()
-        .map_err(|e| Error::Service(format!("run {program} {}: {e}", args.join(" "))))?;
+        .map_err(|source| Error::Spawn {
+            program: program.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            source,
+        })?;
     Ok(status.success())
+}
+
+/// Runs `systemctl args…`; an exit status other than 0 is an error.
+fn systemctl(args: &[&str]) -> Result<()> {
+    if run(&systemctl_path(), args)? {
+        Ok(())
+    } else {
+        Err(Error::SystemctlFailed {
+            args: args.iter().map(|a| a.to_string()).collect(),
+        })
+    }
 }
 
 fn output(program: &str, args: &[&str]) -> Option<String> {
@@ -196,22 +211,20 @@ impl Service {
         }
     }
 
-    fn command(&self, what: &str, cmd: &Option<String>) -> Result<()> {
+    fn command(&self, what: &'static str, cmd: &Option<String>) -> Result<()> {
         let cmd = cmd.as_deref().unwrap_or_default();
         if sh(cmd)? {
             Ok(())
         } else {
-            Err(Error::Service(format!("{what} command failed: {cmd}")))
+            Err(Error::CommandFailed {
+                what,
+                command: cmd.to_string(),
+            })
         }
     }
 
     fn systemctl(&self, verb: &str) -> Result<()> {
-        let unit = self.unit();
-        if run(&systemctl_path(), &[verb, &unit])? {
-            Ok(())
-        } else {
-            Err(Error::Service(format!("systemctl {verb} {unit} failed")))
-        }
+        systemctl(&[verb, &self.unit()])
     }
 
     pub fn main_pid(&self) -> Option<u32> {
@@ -286,13 +299,7 @@ impl Service {
     /// `systemctl daemon-reload` after a unit file link changed.
     pub fn daemon_reload(&self) -> Result<()> {
         match self.cfg.manager {
-            ManagerKind::Systemd => {
-                if run(&systemctl_path(), &["daemon-reload"])? {
-                    Ok(())
-                } else {
-                    Err(Error::Service("systemctl daemon-reload failed".into()))
-                }
-            }
+            ManagerKind::Systemd => systemctl(&["daemon-reload"]),
             ManagerKind::Command => Ok(()),
         }
     }

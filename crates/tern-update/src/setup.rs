@@ -108,16 +108,18 @@ pub fn run(
         vec!["daemon-reload"],
         vec!["enable", "--now", timer.as_str()],
     ] {
-        let ok = std::process::Command::new(systemctl_path())
+        let program = systemctl_path();
+        let owned = || args.iter().map(|a| a.to_string()).collect();
+        let status = std::process::Command::new(&program)
             .args(&args)
             .status()
-            .map_err(|e| Error::Service(format!("systemctl {}: {e}", args.join(" "))))?
-            .success();
-        if !ok {
-            return Err(Error::Service(format!(
-                "systemctl {} failed",
-                args.join(" ")
-            )));
+            .map_err(|source| Error::Spawn {
+                program,
+                args: owned(),
+                source,
+            })?;
+        if !status.success() {
+            return Err(Error::SystemctlFailed { args: owned() });
         }
     }
     report.push_str(&format!("enabled {timer}\n"));
