@@ -3,6 +3,7 @@
 //! before any restore.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -34,6 +35,31 @@ pub fn backup_dir(version_dir: &Path) -> PathBuf {
     version_dir.join("backup")
 }
 
+/// Why a backup may not be restored. Cloneable (the errors it wraps are shared) because
+/// the DB plan that carries it is.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum BackupUnusable {
+    #[error("no backup.yaml: {0}")]
+    NoMeta(#[source] Arc<std::io::Error>),
+    #[error("backup.yaml: {0}")]
+    BadMeta(#[source] Arc<serde_yaml_ng::Error>),
+    #[error("kind is {0:?}")]
+    WrongKind(String),
+    #[error("made for server {made_for:?}, not {server:?}")]
+    OtherServer { made_for: String, server: String },
+    #[error("made by version {made_by}, not {version}")]
+    OtherVersion { made_by: String, version: String },
+    #[error("created in the future ({0})")]
+    FromTheFuture(Timestamp),
+    #[error("too old: created {created}, older than {}h", max_age.as_secs() / 3600)]
+    TooOld {
+        created: Timestamp,
+        max_age: Duration,
+    },
+    #[error("backup.yaml without sqlite.db")]
+    NoDatabase,
+}
+
 /// Why a backup may not be restored, or `Ok` (pure).
 pub fn validate(
     file: &BackupFile,
@@ -41,55 +67,51 @@ pub fn validate(
     version: &str,
     now: Timestamp,
     max_age: Duration,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), BackupUnusable> {
     if file.kind != KIND {
-        return Err(format!("kind is {:?}", file.kind));
+        return Err(BackupUnusable::WrongKind(file.kind.clone()));
     }
     if file.spec.server.trim_end_matches('/') != server.trim_end_matches('/') {
-        return Err(format!(
-            "made for server {:?}, not {server:?}",
-            file.spec.server
-        ));
+        return Err(BackupUnusable::OtherServer {
+            made_for: file.spec.server.clone(),
+            server: server.to_string(),
+        });
     }
     if file.spec.version != version {
-        return Err(format!(
-            "made by version {}, not {version}",
-            file.spec.version
-        ));
+        return Err(BackupUnusable::OtherVersion {
+            made_by: file.spec.version.clone(),
+            version: version.to_string(),
+        });
     }
     let age = now.duration_since(file.spec.creation_time);
     if age.is_negative() {
-        return Err(format!(
-            "created in the future ({})",
-            file.spec.creation_time
-        ));
+        return Err(BackupUnusable::FromTheFuture(file.spec.creation_time));
     }
     if age.unsigned_abs() > max_age {
-        return Err(format!(
-            "too old: created {}, older than {}h",
-            file.spec.creation_time,
-            max_age.as_secs() / 3600
-        ));
+        return Err(BackupUnusable::TooOld {
+            created: file.spec.creation_time,
+            max_age,
+        });
     }
     Ok(())
 }
 
-/// Reads and validates the backup of `version_dir`; `Err(reason)` when absent or unusable.
+/// Reads and validates the backup of `version_dir`; `Err` when absent or unusable.
 pub fn load_valid(
     version_dir: &Path,
     server: &str,
     version: &str,
     now: Timestamp,
     max_age: Duration,
-) -> std::result::Result<BackupFile, String> {
+) -> std::result::Result<BackupFile, BackupUnusable> {
     let dir = backup_dir(version_dir);
     let yaml = dir.join("backup.yaml");
-    let text = std::fs::read_to_string(&yaml).map_err(|e| format!("no backup.yaml: {e}"))?;
+    let text = std::fs::read_to_string(&yaml).map_err(|e| BackupUnusable::NoMeta(Arc::new(e)))?;
     let file: BackupFile =
-        serde_yaml_ng::from_str(&text).map_err(|e| format!("backup.yaml: {e}"))?;
+        serde_yaml_ng::from_str(&text).map_err(|e| BackupUnusable::BadMeta(Arc::new(e)))?;
     validate(&file, server, version, now, max_age)?;
     if !dir.join("sqlite.db").is_file() {
-        return Err("backup.yaml without sqlite.db".into());
+        return Err(BackupUnusable::NoDatabase);
     }
     Ok(file)
 }
@@ -216,7 +238,7 @@ mod tests {
             let got = validate(&f, "https://s", "1.0.0", now, 7 * day);
             match want {
                 None => assert!(got.is_ok(), "{f:?}: {got:?}"),
-                Some(w) => assert!(got.unwrap_err().contains(w), "{f:?}"),
+                Some(w) => assert!(got.unwrap_err().to_string().contains(w), "{f:?}"),
             }
         }
         let mut wrong = file("https://s", "1.0.0", now);

@@ -160,9 +160,7 @@ pub fn disable(ctx: &Ctx) -> Result<Report> {
 pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
     let _lock = interactive_lock(ctx)?;
     let Some(mut file) = load(ctx)? else {
-        return Err(Error::Refused(
-            "not enabled: run `tern-update enable --server URL` first".into(),
-        ));
+        return Err(Error::NotEnabled);
     };
     let version = match force_version {
         Some(v) => {
@@ -181,9 +179,7 @@ pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
             result?;
             v
         }
-        None => file.status.active.clone().ok_or_else(|| {
-            Error::Refused("no version installed: use `pin --force-version V`".into())
-        })?,
+        None => file.status.active.clone().ok_or(Error::NothingToPin)?,
     };
     file.spec.pinned = true;
     file.spec.pinned_version = Some(version.clone());
@@ -315,10 +311,9 @@ pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
     let file = load(ctx)?.unwrap_or_default();
     let package = package_present(l);
     if !package && !force {
-        return Err(Error::Refused(format!(
-            "no package install in {}: uninstalling would leave this host without an agent; use --force to remove it anyway",
-            l.system_dir().display()
-        )));
+        return Err(Error::WouldLeaveNoAgent {
+            dir: l.system_dir(),
+        });
     }
     let active_dir = file.status.active.as_deref().map(|v| l.version_dir(v));
     let svc = update::service_for(&file.spec, active_dir.as_deref())?;
@@ -368,10 +363,9 @@ pub fn link_package(ctx: &Ctx) -> Result<Report> {
         )));
     }
     if !package_present(l) {
-        return Err(Error::Refused(format!(
-            "no package install in {}",
-            l.system_dir().display()
-        )));
+        return Err(Error::NoPackage {
+            dir: l.system_dir(),
+        });
     }
     links::apply(l, &l.system_dir(), ctx.overwrite)?;
     Ok(Report::Done(format!(

@@ -68,9 +68,10 @@ pub fn decide(spec: &Spec, status: &Status, find: &AutoUpdateSettings, now: bool
     Decision::Update { target }
 }
 
-/// What happens to the agent's DB on a switch from `active` to `target`.
+/// What happens to the agent's DB on a switch from `active` to `target`. `E` says why
+/// the target's own backup is unusable.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DbPlan {
+pub enum DbPlan<E> {
     /// No DB configured or present.
     None,
     /// Back up the active version's DB; keep the live DB (upgrade, or roll-forward to a
@@ -79,18 +80,31 @@ pub enum DbPlan {
     /// Back up, stop, restore the target's own backup, start (downgrade, or roll-forward
     /// to the exact version the backup was made by).
     BackupAndRestore,
-    Refuse(String),
+    Refuse(DowngradeRefused<E>),
+}
+
+/// A downgrade the DB rules forbid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "refusing to downgrade {from} -> {to}: the agent has a database and there is no valid backup from {to} ({backup})"
+)]
+pub struct DowngradeRefused<E> {
+    pub from: String,
+    pub to: String,
+    /// Why the backup `to` made is unusable.
+    #[source]
+    pub backup: E,
 }
 
 /// Seed 000's downgrade rules: a downgrade needs a valid backup made by the target
 /// version, or it is refused; a roll-forward restores the target's backup only when it
 /// is valid; otherwise the live DB migrates forward.
-pub fn db_plan(
+pub fn db_plan<E: Clone>(
     active: Option<&str>,
     target: &str,
     db_exists: bool,
-    target_backup: &Result<(), String>,
-) -> DbPlan {
+    target_backup: &Result<(), E>,
+) -> DbPlan<E> {
     let Some(active) = active else {
         return DbPlan::None;
     };
@@ -100,9 +114,11 @@ pub fn db_plan(
     let downgrade = compare(target, active) == Ordering::Less;
     match (downgrade, target_backup) {
         (_, Ok(())) => DbPlan::BackupAndRestore,
-        (true, Err(why)) => DbPlan::Refuse(format!(
-            "refusing to downgrade {active} -> {target}: the agent has a database and there is no valid backup from {target} ({why})"
-        )),
+        (true, Err(why)) => DbPlan::Refuse(DowngradeRefused {
+            from: active.to_string(),
+            to: target.to_string(),
+            backup: why.clone(),
+        }),
         (false, Err(_)) => DbPlan::BackupOnly,
     }
 }
@@ -274,7 +290,7 @@ mod tests {
             DbPlan::BackupAndRestore
         );
         assert!(
-            matches!(db_plan(Some("2.0.0"), "1.0.0", true, &bad), DbPlan::Refuse(m) if m.contains("no valid backup"))
+            matches!(db_plan(Some("2.0.0"), "1.0.0", true, &bad), DbPlan::Refuse(m) if m.to_string().contains("no valid backup"))
         );
         assert_eq!(db_plan(Some("2.0.0"), "1.0.0", false, &bad), DbPlan::None);
     }

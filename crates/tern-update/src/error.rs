@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use ureq::http::{Method, StatusCode};
 
 pub use crate::artifact::TemplateProblem;
+pub use crate::backup::BackupUnusable;
+pub use crate::decide::DowngradeRefused;
 pub use crate::http::ChecksumProblem;
+pub use crate::links::Conflict as LinkConflict;
 pub use crate::service::ConfigProblem;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -129,8 +132,27 @@ pub enum Error {
         #[source]
         source: serde_yaml_ng::Error,
     },
-    #[error("{0}")]
-    Refused(String),
+    #[error("{} has no executables to link", dir.display())]
+    NoExecutables { dir: PathBuf },
+    #[error("{} {conflict} (use --overwrite to replace it)", link.display())]
+    LinkConflict {
+        link: PathBuf,
+        #[source]
+        conflict: LinkConflict,
+    },
+    #[error(transparent)]
+    DowngradeRefused(#[from] DowngradeRefused<BackupUnusable>),
+    #[error("not enabled: run `tern-update enable --server URL` first")]
+    NotEnabled,
+    #[error("no version installed: use `pin --force-version V`")]
+    NothingToPin,
+    #[error("no package install in {}", dir.display())]
+    NoPackage { dir: PathBuf },
+    #[error(
+        "no package install in {}: uninstalling would leave this host without an agent; use --force to remove it anyway",
+        dir.display()
+    )]
+    WouldLeaveNoAgent { dir: PathBuf },
     #[error("update to {target} failed: {reason}; rolled back: {outcome}")]
     UpdateFailed {
         target: String,

@@ -29,7 +29,16 @@ pub enum Action {
     Create,
     Keep,
     Replace,
-    Conflict(String),
+    Conflict(Conflict),
+}
+
+/// Why a link's path is not ours to replace.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Conflict {
+    #[error("is a symlink to {} which tern-update does not manage", .0.display())]
+    ForeignSymlink(PathBuf),
+    #[error("is a file tern-update does not manage")]
+    ForeignFile,
 }
 
 /// Decides what to do with one link. We replace our own links (this namespace or the
@@ -44,12 +53,9 @@ pub fn decide(
         Existing::Missing => Action::Create,
         Existing::Symlink(t) if t == want => Action::Keep,
         Existing::Symlink(t) if ours(t) || overwrite => Action::Replace,
-        Existing::Symlink(t) => Action::Conflict(format!(
-            "is a symlink to {} which tern-update does not manage",
-            t.display()
-        )),
+        Existing::Symlink(t) => Action::Conflict(Conflict::ForeignSymlink(t.clone())),
         Existing::Other if overwrite => Action::Replace,
-        Existing::Other => Action::Conflict("is a file tern-update does not manage".into()),
+        Existing::Other => Action::Conflict(Conflict::ForeignFile),
     }
 }
 
@@ -129,10 +135,9 @@ pub fn desired(layout: &Layout, version_dir: &Path) -> Result<Vec<Link>> {
         });
     }
     if out.is_empty() {
-        return Err(Error::Refused(format!(
-            "{} has no executables to link",
-            version_dir.display()
-        )));
+        return Err(Error::NoExecutables {
+            dir: version_dir.to_path_buf(),
+        });
     }
     Ok(out)
 }
@@ -160,11 +165,12 @@ pub fn check(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<Vec
     let want = desired(layout, version_dir)?;
     let ours = |p: &Path| layout.is_managed(p) || layout.is_package(p);
     for l in &want {
-        if let Action::Conflict(why) = decide(&existing(&l.link), &l.target, &ours, overwrite) {
-            return Err(Error::Refused(format!(
-                "{} {why} (use --overwrite to replace it)",
-                l.link.display()
-            )));
+        if let Action::Conflict(conflict) = decide(&existing(&l.link), &l.target, &ours, overwrite)
+        {
+            return Err(Error::LinkConflict {
+                link: l.link.clone(),
+                conflict,
+            });
         }
     }
     Ok(want)

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use tern_core::wire::{FindResponse, Heartbeat};
 
 use crate::artifact::{self, Vars};
-use crate::backup;
+use crate::backup::{self, BackupUnusable};
 use crate::decide::{self, DbPlan, Decision};
 use crate::error::{Error, Result};
 use crate::extract;
@@ -297,13 +297,13 @@ fn switch(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
     let target_backup =
         backup::load_valid(&to_dir, &file.spec.server, to, now, max_age).map(|_| ());
     let plan = decide::db_plan(from.as_deref(), to, db.is_some(), &target_backup);
-    if let DbPlan::Refuse(why) = &plan {
-        return Err(Error::Refused(why.clone()));
+    if let DbPlan::Refuse(refusal) = plan {
+        return Err(refusal.into());
     }
     let downgrade = from
         .as_deref()
         .is_some_and(|f| decide::compare(to, f).is_lt());
-    let full_restart = downgrade || plan == DbPlan::BackupAndRestore;
+    let full_restart = downgrade || matches!(plan, DbPlan::BackupAndRestore);
 
     file.status.in_progress = Some(InProgress {
         from: from.clone(),
@@ -357,7 +357,7 @@ fn apply_switch(
     ctx: &Ctx,
     file: &mut UpdateFile,
     sw: &mut Switch<'_>,
-    plan: &DbPlan,
+    plan: &DbPlan<BackupUnusable>,
     full_restart: bool,
     now: Timestamp,
 ) -> std::result::Result<(), (String, bool)> {
@@ -380,7 +380,7 @@ fn apply_switch(
         }
         save(ctx, file).map_err(io)?;
         kill_point("db_backed_up");
-        if *plan == DbPlan::BackupAndRestore {
+        if matches!(plan, DbPlan::BackupAndRestore) {
             log::info(format!("restoring the database backup made by {}", sw.to));
             backup::restore(&l.version_dir(sw.to), db).map_err(io)?;
             kill_point("db_restored");
