@@ -8,6 +8,7 @@ use ureq::http::{Method, StatusCode};
 pub use crate::artifact::TemplateProblem;
 pub use crate::backup::BackupUnusable;
 pub use crate::decide::DowngradeRefused;
+pub use crate::extract::{BadPath, HostileReason};
 pub use crate::http::ChecksumProblem;
 pub use crate::links::Conflict as LinkConflict;
 pub use crate::service::ConfigProblem;
@@ -97,7 +98,13 @@ pub enum Error {
         actual: String,
     },
     #[error("refusing tarball entry {entry:?}: {reason}")]
-    Hostile { entry: String, reason: String },
+    Hostile {
+        entry: String,
+        #[source]
+        reason: HostileReason,
+    },
+    #[error("refusing the tarball: the archive contains no files")]
+    EmptyArchive,
     #[error("not enough free space in {}: need {needed} bytes, {available} available", path.display())]
     NoSpace {
         path: PathBuf,

@@ -23,7 +23,7 @@ pub enum Kind {
     /// Metadata entries the tar reader does not fold in (pax global headers).
     Skip,
     /// Device files, fifos, sparse files...: always refused.
-    Other(String),
+    Other(tar::EntryType),
 }
 
 /// One header of the archive, as read.
@@ -55,7 +55,62 @@ pub struct Plan {
     pub total_bytes: u64,
 }
 
-fn hostile(path: &Path, reason: impl Into<String>) -> Error {
+/// Why a tarball entry is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HostileReason {
+    #[error(transparent)]
+    Path(#[from] BadPath),
+    #[error("{} entries are not allowed", type_name(.0))]
+    Special(tar::EntryType),
+    #[error("setuid/setgid mode {0:o}")]
+    SetId(u32),
+    #[error("path goes through a symlink")]
+    ThroughSymlink,
+    #[error("path goes through a file")]
+    ThroughFile,
+    #[error("duplicate entry")]
+    Duplicate,
+    #[error("symlink without target")]
+    SymlinkWithoutTarget,
+    #[error("symlink to absolute path {}", .0.display())]
+    SymlinkAbsolute(PathBuf),
+    #[error("symlink {} leaves the version directory", .0.display())]
+    SymlinkEscapes(PathBuf),
+    #[error("hardlink without target")]
+    HardlinkWithoutTarget,
+    #[error("hardlink target: {0}")]
+    HardlinkTarget(BadPath),
+    #[error("hardlink to {} which is not an earlier file of the archive", .0.display())]
+    HardlinkNotEarlier(PathBuf),
+    #[error("unpacked size reaches {total} bytes, only {free} free")]
+    TooBig { total: u64, free: u64 },
+    #[error("archive changed while unpacking")]
+    Changed,
+    #[error("truncated entry")]
+    Truncated,
+}
+
+/// A path that could leave the version directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadPath {
+    #[error("absolute path")]
+    Absolute,
+    #[error("path contains `..`")]
+    ParentDir,
+}
+
+/// An entry type as operators know it; the tar crate's name for the rare ones.
+fn type_name(t: &tar::EntryType) -> String {
+    use tar::EntryType as T;
+    match t {
+        T::Char => "character device".into(),
+        T::Block => "block device".into(),
+        T::Fifo => "fifo".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn hostile(path: &Path, reason: impl Into<HostileReason>) -> Error {
     Error::Hostile {
         entry: path.display().to_string(),
         reason: reason.into(),
@@ -63,14 +118,14 @@ fn hostile(path: &Path, reason: impl Into<String>) -> Error {
 }
 
 /// Normal components of a relative path; errors on `/`, `..` and prefixes.
-fn normal_components(raw: &Path) -> std::result::Result<Vec<String>, &'static str> {
+fn normal_components(raw: &Path) -> std::result::Result<Vec<String>, BadPath> {
     let mut out = Vec::new();
     for c in raw.components() {
         match c {
             Component::Normal(s) => out.push(s.to_string_lossy().into_owned()),
             Component::CurDir => {}
-            Component::RootDir | Component::Prefix(_) => return Err("absolute path"),
-            Component::ParentDir => return Err("path contains `..`"),
+            Component::RootDir | Component::Prefix(_) => return Err(BadPath::Absolute),
+            Component::ParentDir => return Err(BadPath::ParentDir),
         }
     }
     Ok(out)
@@ -131,8 +186,8 @@ pub fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
         if e.kind == Kind::Skip {
             continue;
         }
-        if let Kind::Other(what) = &e.kind {
-            return Err(hostile(&e.path, format!("{what} entries are not allowed")));
+        if let Kind::Other(what) = e.kind {
+            return Err(hostile(&e.path, HostileReason::Special(what)));
         }
         let comps = normal_components(&e.path).map_err(|r| hostile(&e.path, r))?;
         let comps = strip(comps);
@@ -140,39 +195,33 @@ pub fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
             continue; // the stripped top-level directory itself
         }
         if e.mode & 0o6000 != 0 {
-            return Err(hostile(&e.path, format!("setuid/setgid mode {:o}", e.mode)));
+            return Err(hostile(&e.path, HostileReason::SetId(e.mode)));
         }
         for n in 1..comps.len() {
             if symlinks.contains(&comps[..n]) {
-                return Err(hostile(&e.path, "path goes through a symlink"));
+                return Err(hostile(&e.path, HostileReason::ThroughSymlink));
             }
             if files.contains(&comps[..n]) {
-                return Err(hostile(&e.path, "path goes through a file"));
+                return Err(hostile(&e.path, HostileReason::ThroughFile));
             }
         }
         if !seen.insert(comps.clone()) {
             if e.kind == Kind::Dir {
                 continue;
             }
-            return Err(hostile(&e.path, "duplicate entry"));
+            return Err(hostile(&e.path, HostileReason::Duplicate));
         }
         let link = match e.kind {
             Kind::Symlink => {
                 let target = e
                     .link
                     .clone()
-                    .ok_or_else(|| hostile(&e.path, "symlink without target"))?;
+                    .ok_or_else(|| hostile(&e.path, HostileReason::SymlinkWithoutTarget))?;
                 if target.is_absolute() {
-                    return Err(hostile(
-                        &e.path,
-                        format!("symlink to absolute path {}", target.display()),
-                    ));
+                    return Err(hostile(&e.path, HostileReason::SymlinkAbsolute(target)));
                 }
                 if resolve_inside(&comps, &target).is_none() {
-                    return Err(hostile(
-                        &e.path,
-                        format!("symlink {} leaves the version directory", target.display()),
-                    ));
+                    return Err(hostile(&e.path, HostileReason::SymlinkEscapes(target)));
                 }
                 symlinks.insert(comps.clone());
                 Some(target)
@@ -181,18 +230,12 @@ pub fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
                 let target = e
                     .link
                     .clone()
-                    .ok_or_else(|| hostile(&e.path, "hardlink without target"))?;
+                    .ok_or_else(|| hostile(&e.path, HostileReason::HardlinkWithoutTarget))?;
                 let tcomps = normal_components(&target)
-                    .map_err(|r| hostile(&e.path, format!("hardlink target: {r}")))?;
+                    .map_err(|r| hostile(&e.path, HostileReason::HardlinkTarget(r)))?;
                 let tcomps = strip(tcomps);
                 if !files.contains(&tcomps) {
-                    return Err(hostile(
-                        &e.path,
-                        format!(
-                            "hardlink to {} which is not an earlier file of the archive",
-                            target.display()
-                        ),
-                    ));
+                    return Err(hostile(&e.path, HostileReason::HardlinkNotEarlier(target)));
                 }
                 files.insert(comps.clone());
                 Some(tcomps.iter().collect())
@@ -201,10 +244,7 @@ pub fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
                 files.insert(comps.clone());
                 total = total.saturating_add(e.size);
                 if total > free {
-                    return Err(hostile(
-                        &e.path,
-                        format!("unpacked size reaches {total} bytes, only {free} free"),
-                    ));
+                    return Err(hostile(&e.path, HostileReason::TooBig { total, free }));
                 }
                 None
             }
@@ -220,10 +260,7 @@ pub fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
         });
     }
     if !items.iter().any(|i| i.kind == Kind::File) {
-        return Err(Error::Hostile {
-            entry: String::new(),
-            reason: "the archive contains no files".into(),
-        });
+        return Err(Error::EmptyArchive);
     }
     Ok(Plan {
         stripped,
@@ -245,10 +282,7 @@ fn kind_of(t: tar::EntryType) -> Kind {
         T::Symlink => Kind::Symlink,
         T::Link => Kind::Hardlink,
         T::XGlobalHeader => Kind::Skip,
-        T::Char => Kind::Other("character device".into()),
-        T::Block => Kind::Other("block device".into()),
-        T::Fifo => Kind::Other("fifo".into()),
-        other => Kind::Other(format!("{other:?}")),
+        other => Kind::Other(other),
     }
 }
 
@@ -297,7 +331,7 @@ pub fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
         };
         // The archive must not have changed between the passes.
         if entry.size() != item.size || kind_of(entry.header().entry_type()) != item.kind {
-            return Err(hostile(&item.rel, "archive changed while unpacking"));
+            return Err(hostile(&item.rel, HostileReason::Changed));
         }
         let out = dest.join(&item.rel);
         let parent = fsutil::parent_of(&out).to_path_buf();
@@ -319,7 +353,7 @@ pub fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
                     .ctx("create", &out)?;
                 let n = io::copy(&mut (&mut entry).take(item.size), &mut f).ctx("write", &out)?;
                 if n != item.size {
-                    return Err(hostile(&item.rel, "truncated entry"));
+                    return Err(hostile(&item.rel, HostileReason::Truncated));
                 }
                 f.sync_all().ctx("fsync", &out)?;
             }
@@ -407,12 +441,12 @@ mod tests {
                 "not an earlier file",
             ),
             (
-                vec![f(), e("t/dev", Kind::Other("character device".into()))],
+                vec![f(), e("t/dev", Kind::Other(tar::EntryType::Char))],
                 "t/dev",
                 "character device",
             ),
             (
-                vec![f(), e("t/p", Kind::Other("fifo".into()))],
+                vec![f(), e("t/p", Kind::Other(tar::EntryType::Fifo))],
                 "t/p",
                 "fifo",
             ),
@@ -463,6 +497,7 @@ mod tests {
                     reason: why,
                 }) => {
                     assert_eq!(got, entry);
+                    let why = why.to_string();
                     assert!(why.contains(reason), "{entry}: {why}");
                 }
                 other => panic!("{entry}: expected refusal, got {other:?}"),
