@@ -9,9 +9,11 @@ pub use crate::artifact::TemplateProblem;
 pub use crate::backup::BackupUnusable;
 pub use crate::decide::DowngradeRefused;
 pub use crate::extract::{BadPath, HostileReason};
+pub use crate::health::{HealthFailure, Pending};
 pub use crate::http::ChecksumProblem;
 pub use crate::links::Conflict as LinkConflict;
 pub use crate::service::ConfigProblem;
+pub use crate::state::StateProblem;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -111,8 +113,12 @@ pub enum Error {
         needed: u64,
         available: u64,
     },
-    #[error("state file {}: {reason}", path.display())]
-    State { path: PathBuf, reason: String },
+    #[error("state file {}: {problem}", path.display())]
+    State {
+        path: PathBuf,
+        #[source]
+        problem: StateProblem,
+    },
     #[error("another tern-update holds {} (timed out waiting)", .0.display())]
     Locked(PathBuf),
     #[error("service: run {program} {}: {source}", args.join(" "))]
@@ -160,10 +166,18 @@ pub enum Error {
         dir.display()
     )]
     WouldLeaveNoAgent { dir: PathBuf },
+    #[error("{version} {failure}")]
+    Unhealthy {
+        version: String,
+        #[source]
+        failure: HealthFailure,
+    },
+    /// `outcome` says in words what the host runs after the rollback.
     #[error("update to {target} failed: {reason}; rolled back: {outcome}")]
     UpdateFailed {
         target: String,
-        reason: String,
+        #[source]
+        reason: Box<Error>,
         outcome: String,
     },
 }

@@ -360,9 +360,9 @@ fn apply_switch(
     plan: &DbPlan<BackupUnusable>,
     full_restart: bool,
     now: Timestamp,
-) -> std::result::Result<(), (String, bool)> {
+) -> std::result::Result<(), (Error, bool)> {
     let l = &ctx.layout;
-    let io = |e: Error| (e.to_string(), false);
+    let io = |e: Error| (e, false);
     if full_restart
         && sw.was_running
         && let Some(svc) = &sw.svc
@@ -409,21 +409,18 @@ fn apply_switch(
         log::info(format!("starting {}", svc.cfg.name));
         svc.start()
     };
-    restarted.map_err(|e| (e.to_string(), true))?;
+    restarted.map_err(|e| (e, true))?;
     kill_point("restarted");
-    health::watch(svc, &ctx.http).map_err(|why| (format!("{} {why}", sw.to), true))?;
+    health::watch(svc, &ctx.http).map_err(|failure| {
+        let version = sw.to.to_string();
+        (Error::Unhealthy { version, failure }, true)
+    })?;
     kill_point("healthy");
     Ok(())
 }
 
 /// Puts the host back on `sw.from` after a failed switch and records the failure.
-fn rollback(
-    ctx: &Ctx,
-    file: &mut UpdateFile,
-    sw: &Switch<'_>,
-    reason: String,
-    skip: bool,
-) -> Error {
+fn rollback(ctx: &Ctx, file: &mut UpdateFile, sw: &Switch<'_>, reason: Error, skip: bool) -> Error {
     log::error(format!(
         "update to {} failed: {reason}; rolling back",
         sw.to
@@ -438,7 +435,7 @@ fn rollback(
         time: Timestamp::now(),
         target: sw.to.to_string(),
         success: false,
-        error: Some(reason.clone()),
+        error: Some(reason.to_string()),
     });
     st.in_progress = None;
     if let Err(e) = save(ctx, file) {
@@ -446,7 +443,7 @@ fn rollback(
     }
     Error::UpdateFailed {
         target: sw.to.to_string(),
-        reason,
+        reason: Box::new(reason),
         outcome,
     }
 }
