@@ -169,104 +169,153 @@ fn resolve_inside(rel: &[String], target: &Path) -> Option<Vec<String>> {
 /// Validates every entry and decides what to write. `free` is the space available for
 /// the unpacked files.
 pub fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
-    let stripped = common_top(entries);
-    let strip = |comps: Vec<String>| -> Vec<String> {
-        if stripped.is_some() {
+    let mut planner = Planner {
+        stripped: common_top(entries),
+        free,
+        seen: HashSet::new(),
+        files: HashSet::new(),
+        symlinks: HashSet::new(),
+        total: 0,
+    };
+    let mut items = Vec::new();
+    for (index, e) in entries.iter().enumerate() {
+        if let Some(item) = planner.item(index, e)? {
+            items.push(item);
+        }
+    }
+    if !items.iter().any(|i| i.kind == Kind::File) {
+        return Err(Error::EmptyArchive);
+    }
+    Ok(Plan {
+        stripped: planner.stripped,
+        items,
+        total_bytes: planner.total,
+    })
+}
+
+/// The entries `plan` has accepted so far (paths relative to the version directory).
+struct Planner {
+    stripped: Option<String>,
+    free: u64,
+    seen: HashSet<Vec<String>>,
+    /// Regular files and hardlinks: what a hardlink may point to.
+    files: HashSet<Vec<String>>,
+    symlinks: HashSet<Vec<String>>,
+    total: u64,
+}
+
+impl Planner {
+    fn strip(&self, comps: Vec<String>) -> Vec<String> {
+        if self.stripped.is_some() {
             comps.into_iter().skip(1).collect()
         } else {
             comps
         }
-    };
-    let mut items = Vec::new();
-    let mut seen: HashSet<Vec<String>> = HashSet::new();
-    let mut files: HashSet<Vec<String>> = HashSet::new();
-    let mut symlinks: HashSet<Vec<String>> = HashSet::new();
-    let mut total: u64 = 0;
-    for (index, e) in entries.iter().enumerate() {
+    }
+
+    /// Checks one entry; `None` when it writes nothing of its own.
+    fn item(&mut self, index: usize, e: &EntryMeta) -> Result<Option<Item>> {
         if e.kind == Kind::Skip {
-            continue;
+            return Ok(None);
         }
         if let Kind::Other(what) = e.kind {
             return Err(hostile(&e.path, HostileReason::Special(what)));
         }
         let comps = normal_components(&e.path).map_err(|r| hostile(&e.path, r))?;
-        let comps = strip(comps);
+        let comps = self.strip(comps);
         if comps.is_empty() {
-            continue; // the stripped top-level directory itself
+            return Ok(None); // the stripped top-level directory itself
         }
         if e.mode & 0o6000 != 0 {
             return Err(hostile(&e.path, HostileReason::SetId(e.mode)));
         }
-        for n in 1..comps.len() {
-            if symlinks.contains(&comps[..n]) {
-                return Err(hostile(&e.path, HostileReason::ThroughSymlink));
-            }
-            if files.contains(&comps[..n]) {
-                return Err(hostile(&e.path, HostileReason::ThroughFile));
-            }
-        }
-        if !seen.insert(comps.clone()) {
+        self.check_parents(&e.path, &comps)?;
+        if !self.seen.insert(comps.clone()) {
             if e.kind == Kind::Dir {
-                continue;
+                return Ok(None);
             }
             return Err(hostile(&e.path, HostileReason::Duplicate));
         }
         let link = match e.kind {
-            Kind::Symlink => {
-                let target = e
-                    .link
-                    .clone()
-                    .ok_or_else(|| hostile(&e.path, HostileReason::SymlinkWithoutTarget))?;
-                if target.is_absolute() {
-                    return Err(hostile(&e.path, HostileReason::SymlinkAbsolute(target)));
-                }
-                if resolve_inside(&comps, &target).is_none() {
-                    return Err(hostile(&e.path, HostileReason::SymlinkEscapes(target)));
-                }
-                symlinks.insert(comps.clone());
-                Some(target)
-            }
-            Kind::Hardlink => {
-                let target = e
-                    .link
-                    .clone()
-                    .ok_or_else(|| hostile(&e.path, HostileReason::HardlinkWithoutTarget))?;
-                let tcomps = normal_components(&target)
-                    .map_err(|r| hostile(&e.path, HostileReason::HardlinkTarget(r)))?;
-                let tcomps = strip(tcomps);
-                if !files.contains(&tcomps) {
-                    return Err(hostile(&e.path, HostileReason::HardlinkNotEarlier(target)));
-                }
-                files.insert(comps.clone());
-                Some(tcomps.iter().collect())
-            }
+            Kind::Symlink => Some(self.symlink(e, &comps)?),
+            Kind::Hardlink => Some(self.hardlink(e, &comps)?),
             Kind::File => {
-                files.insert(comps.clone());
-                total = total.saturating_add(e.size);
-                if total > free {
-                    return Err(hostile(&e.path, HostileReason::TooBig { total, free }));
-                }
+                self.file(e, &comps)?;
                 None
             }
             _ => None,
         };
-        items.push(Item {
+        Ok(Some(Item {
             index,
             rel: comps.iter().collect(),
             kind: e.kind.clone(),
             mode: e.mode & 0o777,
             size: e.size,
             link,
-        });
+        }))
     }
-    if !items.iter().any(|i| i.kind == Kind::File) {
-        return Err(Error::EmptyArchive);
+
+    /// No entry may be written through a symlink or a file of the archive.
+    fn check_parents(&self, path: &Path, comps: &[String]) -> Result<()> {
+        for n in 1..comps.len() {
+            if self.symlinks.contains(&comps[..n]) {
+                return Err(hostile(path, HostileReason::ThroughSymlink));
+            }
+            if self.files.contains(&comps[..n]) {
+                return Err(hostile(path, HostileReason::ThroughFile));
+            }
+        }
+        Ok(())
     }
-    Ok(Plan {
-        stripped,
-        items,
-        total_bytes: total,
-    })
+
+    /// A symlink's target, when it stays inside the version directory.
+    fn symlink(&mut self, e: &EntryMeta, comps: &[String]) -> Result<PathBuf> {
+        let target = e
+            .link
+            .clone()
+            .ok_or_else(|| hostile(&e.path, HostileReason::SymlinkWithoutTarget))?;
+        if target.is_absolute() {
+            return Err(hostile(&e.path, HostileReason::SymlinkAbsolute(target)));
+        }
+        if resolve_inside(comps, &target).is_none() {
+            return Err(hostile(&e.path, HostileReason::SymlinkEscapes(target)));
+        }
+        self.symlinks.insert(comps.to_vec());
+        Ok(target)
+    }
+
+    /// A hardlink's target (relative to the version directory), when it is an earlier
+    /// file of the archive.
+    fn hardlink(&mut self, e: &EntryMeta, comps: &[String]) -> Result<PathBuf> {
+        let target = e
+            .link
+            .clone()
+            .ok_or_else(|| hostile(&e.path, HostileReason::HardlinkWithoutTarget))?;
+        let tcomps = normal_components(&target)
+            .map_err(|r| hostile(&e.path, HostileReason::HardlinkTarget(r)))?;
+        let tcomps = self.strip(tcomps);
+        if !self.files.contains(&tcomps) {
+            return Err(hostile(&e.path, HostileReason::HardlinkNotEarlier(target)));
+        }
+        self.files.insert(comps.to_vec());
+        Ok(tcomps.iter().collect())
+    }
+
+    /// Counts a regular file against the free space.
+    fn file(&mut self, e: &EntryMeta, comps: &[String]) -> Result<()> {
+        self.files.insert(comps.to_vec());
+        self.total = self.total.saturating_add(e.size);
+        if self.total > self.free {
+            return Err(hostile(
+                &e.path,
+                HostileReason::TooBig {
+                    total: self.total,
+                    free: self.free,
+                },
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn open_archive(path: &Path) -> Result<tar::Archive<GzDecoder<io::BufReader<File>>>> {
