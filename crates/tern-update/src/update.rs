@@ -147,44 +147,15 @@ pub fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
 fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     recover(ctx, file)?;
     kill_point("locked");
-    let id = updater_id(&ctx.layout)?;
-    let find = match opts.find.clone() {
-        Some(f) => f,
-        None => match ctx.http.find(&file.spec.server, &file.spec.group, &id) {
-            Ok(f) => f,
-            Err(e) if opts.force_version.is_some() => {
-                log::warn(format!(
-                    "find failed ({e}); installing the forced version anyway"
-                ));
-                FindResponse::default()
-            }
-            Err(e) => return Err(e),
-        },
-    };
+    let find = find(ctx, file, &opts)?;
     kill_point("found");
-    let target = match &opts.force_version {
-        Some(v) => {
-            let v = layout::normalize_version(v);
-            if file.status.active.as_deref() == Some(v.as_str()) {
-                return Ok(Outcome::Nothing(format!("already on {v}")));
-            }
-            v
-        }
-        None => match decide::decide(&file.spec, &file.status, &find.auto_update, opts.now) {
-            Decision::Update { target } => target,
-            Decision::Nothing(why) => return Ok(Outcome::Nothing(why)),
-            Decision::Refused(why) => return Ok(Outcome::Refused(why)),
-        },
+    let target = match decide_target(file, &opts, &find) {
+        Decision::Update { target } => target,
+        Decision::Nothing(why) => return Ok(Outcome::Nothing(why)),
+        Decision::Refused(why) => return Ok(Outcome::Refused(why)),
     };
     layout::validate_version(&target)?;
-    let jitter = find.auto_update.agent_update_jitter_seconds;
-    if !opts.now && opts.force_version.is_none() && file.status.active.is_some() && jitter > 0 {
-        let wait = random_below(jitter);
-        log::info(format!(
-            "waiting {wait}s of jitter (up to {jitter}s) before updating"
-        ));
-        std::thread::sleep(Duration::from_secs(wait));
-    }
+    wait_jitter(file, &opts, &find);
     let from = file.status.active.clone();
     log::info(format!(
         "updating {} -> {target}",
@@ -193,6 +164,50 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     install(ctx, &file.spec, &find.edition, &target)?;
     switch(ctx, file, from.clone(), &target)?;
     Ok(Outcome::Updated { from, to: target })
+}
+
+/// The server's answer: the caller's, else a fresh one. A forced version does not need
+/// the server, so then a failed find only warns.
+fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
+    if let Some(f) = &opts.find {
+        return Ok(f.clone());
+    }
+    let id = updater_id(&ctx.layout)?;
+    match ctx.http.find(&file.spec.server, &file.spec.group, &id) {
+        Ok(f) => Ok(f),
+        Err(e) if opts.force_version.is_some() => {
+            log::warn(format!(
+                "find failed ({e}); installing the forced version anyway"
+            ));
+            Ok(FindResponse::default())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The version to install: the forced one, else what the server's answer decides.
+fn decide_target(file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Decision {
+    let Some(forced) = &opts.force_version else {
+        return decide::decide(&file.spec, &file.status, &find.auto_update, opts.now);
+    };
+    let v = layout::normalize_version(forced);
+    if file.status.active.as_deref() == Some(v.as_str()) {
+        return Decision::Nothing(format!("already on {v}"));
+    }
+    Decision::Update { target: v }
+}
+
+/// The timer's runs on hosts that have a version wait a random part of the server's
+/// jitter, so that a group does not update all at once.
+fn wait_jitter(file: &UpdateFile, opts: &Opts, find: &FindResponse) {
+    let jitter = find.auto_update.agent_update_jitter_seconds;
+    if !opts.now && opts.force_version.is_none() && file.status.active.is_some() && jitter > 0 {
+        let wait = random_below(jitter);
+        log::info(format!(
+            "waiting {wait}s of jitter (up to {jitter}s) before updating"
+        ));
+        std::thread::sleep(Duration::from_secs(wait));
+    }
 }
 
 /// Makes `versions/<target>` a complete, verified version directory.
@@ -210,56 +225,10 @@ pub fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<Pa
     }
     let url = artifact_url(spec, target, edition)?;
     let expected = ctx.http.checksum(&url)?;
-    let free = fsutil::free_space(&versions)?;
-    if let Some(len) = ctx.http.content_length(&url)?
-        && len.saturating_add(SPACE_MARGIN) > free
-    {
-        return Err(Error::NoSpace {
-            path: versions,
-            needed: len + SPACE_MARGIN,
-            available: free,
-        });
-    }
+    let free = room_for_download(ctx, &url, &versions)?;
     let tarball = fsutil::temp_beside(&versions.join(format!("{target}.tar.gz")));
-    let result = (|| {
-        log::info(format!("downloading {url}"));
-        let (_, actual) = ctx
-            .http
-            .download(&url, &tarball, free.saturating_sub(SPACE_MARGIN))?;
-        kill_point("downloaded");
-        if actual != expected {
-            return Err(Error::ChecksumMismatch {
-                url: url.clone(),
-                expected: expected.clone(),
-                actual,
-            });
-        }
-        let entries = extract::scan(&tarball)?;
-        let free = fsutil::free_space(&versions)?;
-        let plan = extract::plan(&entries, free.saturating_sub(SPACE_MARGIN))?;
-        if vdir.exists() {
-            // A directory without `sha256` is not a complete version: never linked, safe to drop.
-            fsutil::remove_dir_durable(&vdir)?;
-        }
-        let tmp = fsutil::temp_beside(&vdir);
-        if let Err(e) = extract::extract(&tarball, &plan, &tmp) {
-            let _ = fsutil::remove_dir_all_if_exists(&tmp);
-            return Err(e);
-        }
-        kill_point("extracted");
-        std::fs::rename(&tmp, &vdir)
-            .map_err(|e| Error::io(format!("rename into {}", vdir.display()), e))?;
-        fsutil::fsync_dir(&versions)?;
-        kill_point("renamed");
-        links::desired(&ctx.layout, &vdir)?;
-        fsutil::write_atomic(
-            &vdir.join("sha256"),
-            format!("{expected}\n").as_bytes(),
-            0o644,
-        )?;
-        kill_point("verified");
-        Ok(())
-    })();
+    let result = download_verified(ctx, &url, &expected, &tarball, free)
+        .and_then(|()| unpack(ctx, &tarball, &vdir, &expected));
     let _ = std::fs::remove_file(&tarball);
     if let Err(e) = result {
         if vdir.exists() && !vdir.join("sha256").is_file() {
@@ -268,6 +237,75 @@ pub fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<Pa
         return Err(e);
     }
     Ok(vdir)
+}
+
+/// The free space in `versions`, when the artifact (by its Content-Length) fits in it.
+fn room_for_download(ctx: &Ctx, url: &str, versions: &Path) -> Result<u64> {
+    let free = fsutil::free_space(versions)?;
+    if let Some(len) = ctx.http.content_length(url)?
+        && len.saturating_add(SPACE_MARGIN) > free
+    {
+        return Err(Error::NoSpace {
+            path: versions.to_path_buf(),
+            needed: len + SPACE_MARGIN,
+            available: free,
+        });
+    }
+    Ok(free)
+}
+
+/// Downloads `url` into `tarball` (at most what `free` leaves) and checks its sha256.
+fn download_verified(
+    ctx: &Ctx,
+    url: &str,
+    expected: &str,
+    tarball: &Path,
+    free: u64,
+) -> Result<()> {
+    log::info(format!("downloading {url}"));
+    let (_, actual) = ctx
+        .http
+        .download(url, tarball, free.saturating_sub(SPACE_MARGIN))?;
+    kill_point("downloaded");
+    if actual != expected {
+        return Err(Error::ChecksumMismatch {
+            url: url.to_string(),
+            expected: expected.to_string(),
+            actual,
+        });
+    }
+    Ok(())
+}
+
+/// Unpacks a verified tarball into `vdir`. `vdir/sha256` is written last: it marks the
+/// version complete, so a kill before it leaves a directory the next run replaces.
+fn unpack(ctx: &Ctx, tarball: &Path, vdir: &Path, expected: &str) -> Result<()> {
+    let versions = ctx.layout.versions_dir();
+    let entries = extract::scan(tarball)?;
+    let free = fsutil::free_space(&versions)?;
+    let plan = extract::plan(&entries, free.saturating_sub(SPACE_MARGIN))?;
+    if vdir.exists() {
+        // A directory without `sha256` is not a complete version: never linked, safe to drop.
+        fsutil::remove_dir_durable(vdir)?;
+    }
+    let tmp = fsutil::temp_beside(vdir);
+    if let Err(e) = extract::extract(tarball, &plan, &tmp) {
+        let _ = fsutil::remove_dir_all_if_exists(&tmp);
+        return Err(e);
+    }
+    kill_point("extracted");
+    std::fs::rename(&tmp, vdir)
+        .map_err(|e| Error::io(format!("rename into {}", vdir.display()), e))?;
+    fsutil::fsync_dir(&versions)?;
+    kill_point("renamed");
+    links::desired(&ctx.layout, vdir)?;
+    fsutil::write_atomic(
+        &vdir.join("sha256"),
+        format!("{expected}\n").as_bytes(),
+        0o644,
+    )?;
+    kill_point("verified");
+    Ok(())
 }
 
 struct Switch<'a> {
@@ -323,32 +361,34 @@ fn switch(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
         was_running,
         db_backed_up: false,
     };
-    let result = apply_switch(ctx, file, &mut sw, &plan, full_restart, now);
-    match result {
-        Ok(()) => {
-            let st = &mut file.status;
-            if from.as_deref() != Some(to) {
-                st.backup = from.clone();
-            }
-            st.active = Some(to.to_string());
-            st.rollback = false;
-            if st.skip.as_deref() == Some(to) {
-                st.skip = None;
-            }
-            st.last_update = Some(LastUpdate {
-                time: Timestamp::now(),
-                target: to.to_string(),
-                success: true,
-                error: None,
-            });
-            st.in_progress = None;
-            save(ctx, file)?;
-            kill_point("committed");
-            log::info(format!("now running {to}"));
-            Ok(())
-        }
+    match apply_switch(ctx, file, &mut sw, &plan, full_restart, now) {
+        Ok(()) => commit(ctx, file, from, to),
         Err((reason, skip)) => Err(rollback(ctx, file, &sw, reason, skip)),
     }
+}
+
+/// Records a successful switch: `to` is active, `from` its backup; clears the journal.
+fn commit(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> Result<()> {
+    let st = &mut file.status;
+    if from.as_deref() != Some(to) {
+        st.backup = from;
+    }
+    st.active = Some(to.to_string());
+    st.rollback = false;
+    if st.skip.as_deref() == Some(to) {
+        st.skip = None;
+    }
+    st.last_update = Some(LastUpdate {
+        time: Timestamp::now(),
+        target: to.to_string(),
+        success: true,
+        error: None,
+    });
+    st.in_progress = None;
+    save(ctx, file)?;
+    kill_point("committed");
+    log::info(format!("now running {to}"));
+    Ok(())
 }
 
 /// The steps that change the host. `Err((reason, skip))`: skip is true when the new
