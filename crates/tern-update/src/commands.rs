@@ -105,7 +105,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         ServiceConfig::load(p)?;
     }
     if let Some(v) = &args.force_version {
-        layout::validate_version(&layout::normalize_version(v))?;
+        layout::validate_version(&layout::version_name(v, &file.status))?;
     }
     let id = update::updater_id(&ctx.layout)?;
     let find = match ctx.http.find(&spec.server, &spec.group, &id) {
@@ -164,7 +164,7 @@ pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
     };
     let version = match force_version {
         Some(v) => {
-            let v = layout::normalize_version(&v);
+            let v = layout::version_name(&v, &file.status);
             layout::validate_version(&v)?;
             let result = update::run(
                 ctx,
@@ -273,7 +273,8 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
         ) {
             Ok(f) => {
                 server.reachable = true;
-                server.target_version = layout::normalize_version(&f.auto_update.agent_version);
+                server.target_version =
+                    layout::version_name(&f.auto_update.agent_version, &file.status);
                 server.in_window = f.auto_update.agent_auto_update;
                 server.jitter_seconds = f.auto_update.agent_update_jitter_seconds;
                 server.edition = f.edition;

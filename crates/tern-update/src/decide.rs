@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use tern_core::wire::AutoUpdateSettings;
 
-use crate::layout::normalize_version;
+use crate::layout::version_name;
 use crate::state::{Spec, Status};
 
 /// Compares versions as semver when both parse, else as strings.
@@ -45,7 +45,7 @@ pub fn decide(spec: &Spec, status: &Status, find: &AutoUpdateSettings, now: bool
             "the version is pinned to {v}; run `tern-update unpin` to follow the server again"
         ));
     }
-    let target = normalize_version(&find.agent_version);
+    let target = version_name(&find.agent_version, status);
     if target.is_empty() {
         return Decision::Nothing("the server has no agent version for this group".into());
     }
@@ -268,6 +268,17 @@ mod tests {
                 },
             }
         }
+    }
+
+    #[test]
+    fn a_version_installed_under_its_old_name_is_current() {
+        let got = decide(
+            &spec(true, false),
+            &status(Some("1.2"), None),
+            &find("v1.2", true),
+            true,
+        );
+        assert_eq!(got, Decision::Nothing("already on 1.2".into()));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::state::Status;
 
 /// The directory of a package install (`link-package`), shared by all namespaces.
 pub const SYSTEM_DIR: &str = "system";
@@ -96,9 +97,26 @@ pub fn validate_version(version: &str) -> Result<()> {
     }
 }
 
-/// Strips a leading `v` from a semver-looking version.
-pub fn normalize_version(v: &str) -> String {
-    let v = v.trim();
+/// The name of `version` on this host (its directory under `versions/`, and how
+/// `status` records it): tern-core's normal form, the rule ternd and tern-ctl use.
+///
+/// Before it used tern-core's rule, tern-update stripped a leading `v` followed by a
+/// digit whether or not the rest was semver, so `v1.2` or `v16.0.0_x` were installed
+/// as `1.2` and `16.0.0_x`, where tern-core keeps them whole. When `status` still knows
+/// the version by its old name (active, backup or skipped), that name is kept, so an
+/// existing install is found instead of downloaded again under a second name.
+pub fn version_name(version: &str, status: &Status) -> String {
+    let name = tern_core::version::normalize(version);
+    let old = pre_core_name(version);
+    let known = [&status.active, &status.backup, &status.skip]
+        .into_iter()
+        .any(|v| v.as_deref() == Some(old.as_str()));
+    if old != name && known { old } else { name }
+}
+
+/// tern-update's version rule before `version_name`; kept only to find what it named.
+fn pre_core_name(version: &str) -> String {
+    let v = version.trim();
     match v.strip_prefix('v') {
         Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => rest.to_string(),
         _ => v.to_string(),
@@ -127,8 +145,55 @@ mod tests {
         for bad in ["", ".", "..", "../1", "1/2", ".hidden", "1 2"] {
             assert!(validate_version(bad).is_err(), "{bad}");
         }
-        assert_eq!(normalize_version("v1.2.3"), "1.2.3");
-        assert_eq!(normalize_version(" 1.2.3 "), "1.2.3");
-        assert_eq!(normalize_version("vnext"), "vnext");
+        let none = Status::default();
+        assert_eq!(version_name("v1.2.3", &none), "1.2.3");
+        assert_eq!(version_name(" 1.2.3 ", &none), "1.2.3");
+        assert_eq!(version_name("vnext", &none), "vnext");
+    }
+
+    #[test]
+    fn version_names_follow_tern_core() {
+        let none = Status::default();
+        for (input, want) in [
+            ("v1.2.3-rc.1+b.7", "1.2.3-rc.1+b.7"),
+            ("1.2.3+001", "1.2.3+001"),
+            ("16.0.0_x", "16.0.0_x"),
+            // Not semver: tern-core keeps the `v`, where tern-update used to drop it.
+            ("v1.2", "v1.2"),
+            ("v16.0.0_x", "v16.0.0_x"),
+        ] {
+            assert_eq!(version_name(input, &none), want, "{input}");
+            assert_eq!(
+                version_name(input, &none),
+                tern_core::version::normalize(input)
+            );
+        }
+    }
+
+    #[test]
+    fn versions_installed_under_their_old_name_keep_it() {
+        let known = |active: Option<&str>, backup: Option<&str>, skip: Option<&str>| Status {
+            active: active.map(String::from),
+            backup: backup.map(String::from),
+            skip: skip.map(String::from),
+            ..Status::default()
+        };
+        assert_eq!(version_name("v1.2", &known(Some("1.2"), None, None)), "1.2");
+        assert_eq!(
+            version_name("v1.2", &known(Some("2.0.0"), Some("1.2"), None)),
+            "1.2"
+        );
+        assert_eq!(
+            version_name("v1.2", &known(Some("2.0.0"), None, Some("1.2"))),
+            "1.2"
+        );
+        assert_eq!(
+            version_name("v1.2", &known(Some("1.3"), Some("1.1"), None)),
+            "v1.2"
+        );
+        assert_eq!(
+            version_name("v1.2.3", &known(Some("1.2.3"), None, None)),
+            "1.2.3"
+        );
     }
 }

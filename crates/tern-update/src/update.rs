@@ -190,7 +190,7 @@ fn decide_target(file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Decisio
     let Some(forced) = &opts.force_version else {
         return decide::decide(&file.spec, &file.status, &find.auto_update, opts.now);
     };
-    let v = layout::normalize_version(forced);
+    let v = layout::version_name(forced, &file.status);
     if file.status.active.as_deref() == Some(v.as_str()) {
         return Decision::Nothing(format!("already on {v}"));
     }

@@ -193,6 +193,42 @@ fn server_unreachable_changes_nothing() {
     assert_ne!(before, before_spec);
 }
 
+/// Before tern-update named versions by tern-core's rule, `v1.2` (not semver) was
+/// installed as `1.2`; tern-core's name for it is `v1.2`. An install made that way is
+/// still found under its old name: nothing is downloaded or switched again.
+#[test]
+fn a_version_installed_under_its_old_name_is_found() {
+    let server = Server::start();
+    publish(&server, "1.2", Agent::Good);
+    let host = Host::new();
+    let svc = host.service_config("");
+    // The state `pin --force-version v1.2` used to leave: versions/1.2, active 1.2.
+    server.set_target("1.2", true);
+    assert_eq!(host.enable(&server, &svc, &[]).status.code(), Some(0));
+    assert_eq!(host.versions(), vec!["1.2"]);
+    assert!(host.wait_running("1.2"));
+    let artifact_requests = || {
+        let st = server.state.lock().unwrap();
+        st.requests
+            .iter()
+            .filter(|r| r.contains("/artifacts/"))
+            .count()
+    };
+    let before = artifact_requests();
+
+    server.set_target("v1.2", true);
+    let out = host.ok(&["update", "--now"]);
+    assert!(out.contains("already on 1.2"), "{out}");
+    let out = host.ok(&["pin", "--force-version", "v1.2"]);
+    assert!(out.contains("pinned to 1.2"), "{out}");
+    assert_eq!(artifact_requests(), before, "nothing downloaded again");
+    assert_eq!(host.versions(), vec!["1.2"]);
+    let f = host.update_yaml();
+    assert_eq!(f.status.active.as_deref(), Some("1.2"));
+    assert_eq!(f.spec.pinned_version.as_deref(), Some("1.2"));
+    assert!(host.wait_running("1.2"));
+}
+
 #[test]
 fn json_logs_and_nothing_to_do_before_enable() {
     let host = Host::new();
