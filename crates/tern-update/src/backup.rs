@@ -14,24 +14,24 @@ use crate::error::{Error, Result};
 use crate::fsutil;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BackupFile {
-    pub version: String,
-    pub kind: String,
-    pub spec: BackupSpec,
+pub(crate) struct BackupFile {
+    pub(crate) version: String,
+    pub(crate) kind: String,
+    pub(crate) spec: BackupSpec,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BackupSpec {
+pub(crate) struct BackupSpec {
     /// The server the agent was enrolled with.
-    pub server: String,
+    pub(crate) server: String,
     /// The agent version that used this DB.
-    pub version: String,
-    pub creation_time: Timestamp,
+    pub(crate) version: String,
+    pub(crate) creation_time: Timestamp,
 }
 
-pub const KIND: &str = "db_backup";
+pub(crate) const KIND: &str = "db_backup";
 
-pub fn backup_dir(version_dir: &Path) -> PathBuf {
+pub(crate) fn backup_dir(version_dir: &Path) -> PathBuf {
     version_dir.join("backup")
 }
 
@@ -61,7 +61,7 @@ pub enum BackupUnusable {
 }
 
 /// Why a backup may not be restored, or `Ok` (pure).
-pub fn validate(
+pub(crate) fn validate(
     file: &BackupFile,
     server: &str,
     version: &str,
@@ -97,7 +97,7 @@ pub fn validate(
 }
 
 /// Reads and validates the backup of `version_dir`; `Err` when absent or unusable.
-pub fn load_valid(
+pub(crate) fn load_valid(
     version_dir: &Path,
     server: &str,
     version: &str,
@@ -137,7 +137,7 @@ fn sqlite_copy(src: &Path, dst: &Path) -> Result<()> {
 
 /// Backs up `db` into `version_dir/backup`. The old backup.yaml goes first and the new
 /// one comes last, so a kill in between leaves no backup that looks valid.
-pub fn backup(
+pub(crate) fn backup(
     db: &Path,
     version_dir: &Path,
     server: &str,
@@ -180,7 +180,7 @@ pub fn backup(
 
 /// Replaces `db` with the backup of `version_dir` (the agent must be stopped). Stale WAL
 /// and shared-memory files are removed first so they cannot be replayed onto it.
-pub fn restore(version_dir: &Path, db: &Path) -> Result<()> {
+pub(crate) fn restore(version_dir: &Path, db: &Path) -> Result<()> {
     let src = backup_dir(version_dir).join("sqlite.db");
     let tmp = fsutil::temp_beside(db);
     sqlite_copy(&src, &tmp)?;

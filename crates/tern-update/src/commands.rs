@@ -18,7 +18,7 @@ use crate::state::{self, Spec, UpdateFile};
 use crate::update::{self, Ctx, Opts, Outcome};
 
 /// How long interactive commands wait for a running update.
-pub const INTERACTIVE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const INTERACTIVE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a command did: exit 0 (`Done`), or a refusal that the caller maps to an exit code.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -234,26 +234,26 @@ pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct StatusView {
-    pub namespace: String,
-    pub install_dir: PathBuf,
-    pub updater_id: Option<String>,
-    pub spec: Spec,
-    pub status: state::Status,
-    pub server: ServerView,
+    pub(crate) namespace: String,
+    pub(crate) install_dir: PathBuf,
+    pub(crate) updater_id: Option<String>,
+    pub(crate) spec: Spec,
+    pub(crate) status: state::Status,
+    pub(crate) server: ServerView,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct ServerView {
-    pub reachable: bool,
+pub(crate) struct ServerView {
+    pub(crate) reachable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    pub target_version: String,
+    pub(crate) error: Option<String>,
+    pub(crate) target_version: String,
     /// The server says this group may update now (its window is open).
-    pub in_window: bool,
+    pub(crate) in_window: bool,
     /// What `update` would do now.
-    pub update_now: String,
-    pub jitter_seconds: u64,
-    pub edition: String,
+    pub(crate) update_now: String,
+    pub(crate) jitter_seconds: u64,
+    pub(crate) edition: String,
 }
 
 /// `status`: no lock, only reads (and asks the server).

@@ -9,7 +9,7 @@ use crate::layout::version_name;
 use crate::state::{Spec, Status};
 
 /// Compares versions as semver when both parse, else as strings.
-pub fn compare(a: &str, b: &str) -> Ordering {
+pub(crate) fn compare(a: &str, b: &str) -> Ordering {
     match (semver::Version::parse(a), semver::Version::parse(b)) {
         (Ok(x), Ok(y)) => x.cmp(&y),
         _ => a.cmp(b),
@@ -17,7 +17,7 @@ pub fn compare(a: &str, b: &str) -> Ordering {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Nothing to do (exit 0); the string says why.
     Nothing(String),
     Update {
@@ -29,7 +29,12 @@ pub enum Decision {
 
 /// What `update` does with the server's answer. `now` is `update --now`: act even
 /// outside the window. A host with no active version installs whatever the server says.
-pub fn decide(spec: &Spec, status: &Status, find: &AutoUpdateSettings, now: bool) -> Decision {
+pub(crate) fn decide(
+    spec: &Spec,
+    status: &Status,
+    find: &AutoUpdateSettings,
+    now: bool,
+) -> Decision {
     if !spec.enabled {
         return Decision::Refused(
             "automatic updates are disabled on this host; run `tern-update enable` to turn them back on".into(),
@@ -71,7 +76,7 @@ pub fn decide(spec: &Spec, status: &Status, find: &AutoUpdateSettings, now: bool
 /// What happens to the agent's DB on a switch from `active` to `target`. `E` says why
 /// the target's own backup is unusable.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DbPlan<E> {
+pub(crate) enum DbPlan<E> {
     /// No DB configured or present.
     None,
     /// Back up the active version's DB; keep the live DB (upgrade, or roll-forward to a
@@ -99,7 +104,7 @@ pub struct DowngradeRefused<E> {
 /// Seed 000's downgrade rules: a downgrade needs a valid backup made by the target
 /// version, or it is refused; a roll-forward restores the target's backup only when it
 /// is valid; otherwise the live DB migrates forward.
-pub fn db_plan<E: Clone>(
+pub(crate) fn db_plan<E: Clone>(
     active: Option<&str>,
     target: &str,
     db_exists: bool,
@@ -124,7 +129,7 @@ pub fn db_plan<E: Clone>(
 }
 
 /// Versions to delete after a successful switch: all but active (and backup when keep ≥ 2).
-pub fn to_remove(
+pub(crate) fn to_remove(
     installed: &[String],
     active: &str,
     backup: Option<&str>,

@@ -192,7 +192,7 @@ impl Error {
 }
 
 /// Adds a context to an I/O result.
-pub trait IoContext<T> {
+pub(crate) trait IoContext<T> {
     fn ctx(self, what: &str, path: &Path) -> Result<T>;
 }
 

@@ -15,7 +15,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fsutil;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     File,
     Dir,
     Symlink,
@@ -28,31 +28,31 @@ pub enum Kind {
 
 /// One header of the archive, as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EntryMeta {
-    pub path: PathBuf,
-    pub kind: Kind,
-    pub mode: u32,
-    pub size: u64,
-    pub link: Option<PathBuf>,
+pub(crate) struct EntryMeta {
+    pub(crate) path: PathBuf,
+    pub(crate) kind: Kind,
+    pub(crate) mode: u32,
+    pub(crate) size: u64,
+    pub(crate) link: Option<PathBuf>,
 }
 
 /// What `extract` writes for the entry at `index` of the archive.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Item {
-    pub index: usize,
-    pub rel: PathBuf,
-    pub kind: Kind,
-    pub mode: u32,
-    pub size: u64,
-    pub link: Option<PathBuf>,
+pub(crate) struct Item {
+    pub(crate) index: usize,
+    pub(crate) rel: PathBuf,
+    pub(crate) kind: Kind,
+    pub(crate) mode: u32,
+    pub(crate) size: u64,
+    pub(crate) link: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The top-level directory that was stripped, if any.
-    pub stripped: Option<String>,
-    pub items: Vec<Item>,
-    pub total_bytes: u64,
+    pub(crate) stripped: Option<String>,
+    pub(crate) items: Vec<Item>,
+    pub(crate) total_bytes: u64,
 }
 
 /// Why a tarball entry is refused.
@@ -168,7 +168,7 @@ fn resolve_inside(rel: &[String], target: &Path) -> Option<Vec<String>> {
 
 /// Validates every entry and decides what to write. `free` is the space available for
 /// the unpacked files.
-pub fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
+pub(crate) fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
     let mut planner = Planner {
         stripped: common_top(entries),
         free,
@@ -340,7 +340,7 @@ fn tar_err(path: &Path, e: io::Error) -> Error {
 }
 
 /// Reads every header (and skips the data): the input of `plan`.
-pub fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
+pub(crate) fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
     let mut archive = open_archive(tarball)?;
     let mut out = Vec::new();
     for entry in archive.entries().map_err(|e| tar_err(tarball, e))? {
@@ -364,7 +364,7 @@ pub fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
 
 /// Writes the planned entries under `dest` (which must not exist yet), fsyncing every
 /// file and directory.
-pub fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
+pub(crate) fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
     fs::create_dir(dest).ctx("create", dest)?;
     let by_index: HashMap<usize, &Item> = plan.items.iter().map(|i| (i.index, i)).collect();
     let mut dirs: Vec<PathBuf> = vec![dest.to_path_buf()];

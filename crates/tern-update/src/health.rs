@@ -10,14 +10,14 @@ use crate::http::Client;
 use crate::service::Service;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sample {
-    pub pid: Option<u32>,
+pub(crate) struct Sample {
+    pub(crate) pid: Option<u32>,
     /// `None` when no health URL is configured.
-    pub url_ok: Option<bool>,
+    pub(crate) url_ok: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Wait,
     Healthy,
     Failed(HealthFailure),
@@ -53,7 +53,7 @@ impl fmt::Display for Pending {
 }
 
 #[derive(Clone, Debug)]
-pub struct Watch {
+pub(crate) struct Watch {
     stable_ticks: u32,
     max_restarts: u32,
     last_pid: Option<u32>,
@@ -64,7 +64,7 @@ pub struct Watch {
 }
 
 impl Watch {
-    pub fn new(stable_ticks: u32, max_restarts: u32) -> Self {
+    pub(crate) fn new(stable_ticks: u32, max_restarts: u32) -> Self {
         Self {
             stable_ticks: stable_ticks.max(1),
             max_restarts,
@@ -76,7 +76,7 @@ impl Watch {
         }
     }
 
-    pub fn observe(&mut self, s: Sample) -> Verdict {
+    pub(crate) fn observe(&mut self, s: Sample) -> Verdict {
         let Some(pid) = s.pid else {
             self.stable = 0;
             self.dead += 1;
@@ -116,7 +116,7 @@ impl Watch {
     }
 
     /// Why it is not healthy yet (for the timeout message).
-    pub fn pending(&self) -> Pending {
+    pub(crate) fn pending(&self) -> Pending {
         if self.url_failures > 0 {
             Pending::UrlFailing {
                 failures: self.url_failures,
@@ -131,7 +131,7 @@ impl Watch {
 }
 
 /// Samples the service until it is healthy or fails.
-pub fn watch(service: &Service, http: &Client) -> Result<(), HealthFailure> {
+pub(crate) fn watch(service: &Service, http: &Client) -> Result<(), HealthFailure> {
     let cfg = &service.cfg;
     let mut w = Watch::new(cfg.stable_ticks, cfg.max_restarts);
     let start = Instant::now();

@@ -107,7 +107,7 @@ impl Client {
     }
 
     /// `GET {server}/v1/webapi/find?group=G&updater_id=U`.
-    pub fn find(&self, server: &str, group: &str, updater_id: &str) -> Result<FindResponse> {
+    pub(crate) fn find(&self, server: &str, group: &str, updater_id: &str) -> Result<FindResponse> {
         let url = format!("{}/v1/webapi/find", server.trim_end_matches('/'));
         self.check_url(&url)?;
         let mut resp = self
@@ -124,7 +124,7 @@ impl Client {
     }
 
     /// The Content-Length of a HEAD request, when the server sends one.
-    pub fn content_length(&self, url: &str) -> Result<Option<u64>> {
+    pub(crate) fn content_length(&self, url: &str) -> Result<Option<u64>> {
         self.check_url(url)?;
         let resp = self
             .agent
@@ -140,7 +140,7 @@ impl Client {
     }
 
     /// Fetches and parses `<url>.sha256`.
-    pub fn checksum(&self, url: &str) -> Result<String> {
+    pub(crate) fn checksum(&self, url: &str) -> Result<String> {
         let sum_url = artifact::checksum_url(url);
         self.check_url(&sum_url)?;
         let missing = |problem| Error::MissingChecksum {
@@ -166,7 +166,7 @@ impl Client {
 
     /// Streams `url` into `dest`, hashing as it goes; refuses to write more than
     /// `max_bytes`. Returns (bytes, sha256 hex). `dest` is fsynced.
-    pub fn download(&self, url: &str, dest: &Path, max_bytes: u64) -> Result<(u64, String)> {
+    pub(crate) fn download(&self, url: &str, dest: &Path, max_bytes: u64) -> Result<(u64, String)> {
         self.check_url(url)?;
         let mut resp = self.agent.get(url).call().map_err(Self::request_err(url))?;
         Self::expect_success(Method::GET, url, resp.status())?;
@@ -199,7 +199,7 @@ impl Client {
     }
 
     /// True when `url` answers 2xx.
-    pub fn probe(&self, url: &str) -> bool {
+    pub(crate) fn probe(&self, url: &str) -> bool {
         if self.check_url(url).is_err() {
             return false;
         }
@@ -207,7 +207,12 @@ impl Client {
     }
 
     /// `POST {server}/v1/agents/heartbeat`.
-    pub fn heartbeat(&self, server: &str, hb: &Heartbeat, token: Option<&str>) -> Result<()> {
+    pub(crate) fn heartbeat(
+        &self,
+        server: &str,
+        hb: &Heartbeat,
+        token: Option<&str>,
+    ) -> Result<()> {
         let url = format!("{}/v1/agents/heartbeat", server.trim_end_matches('/'));
         self.check_url(&url)?;
         let mut req = self.agent.post(&url);

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::state::Status;
 
 /// The directory of a package install (`link-package`), shared by all namespaces.
-pub const SYSTEM_DIR: &str = "system";
+pub(crate) const SYSTEM_DIR: &str = "system";
 
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -38,30 +38,30 @@ pub fn validate_suffix(suffix: &str) -> Result<()> {
 }
 
 impl Layout {
-    pub fn ns_dir(&self) -> PathBuf {
+    pub(crate) fn ns_dir(&self) -> PathBuf {
         self.install_dir.join(&self.suffix)
     }
-    pub fn versions_dir(&self) -> PathBuf {
+    pub(crate) fn versions_dir(&self) -> PathBuf {
         self.ns_dir().join("versions")
     }
-    pub fn version_dir(&self, version: &str) -> PathBuf {
+    pub(crate) fn version_dir(&self, version: &str) -> PathBuf {
         self.versions_dir().join(version)
     }
-    pub fn update_yaml(&self) -> PathBuf {
+    pub(crate) fn update_yaml(&self) -> PathBuf {
         self.ns_dir().join("update.yaml")
     }
-    pub fn lock_file(&self) -> PathBuf {
+    pub(crate) fn lock_file(&self) -> PathBuf {
         self.ns_dir().join("update.lock")
     }
-    pub fn id_file(&self) -> PathBuf {
+    pub(crate) fn id_file(&self) -> PathBuf {
         self.ns_dir().join("updater_id")
     }
-    pub fn system_dir(&self) -> PathBuf {
+    pub(crate) fn system_dir(&self) -> PathBuf {
         self.install_dir.join(SYSTEM_DIR)
     }
     /// Name of this namespace's updater units (`tern-update.service`, or
     /// `tern-update-<suffix>.service` outside the default namespace).
-    pub fn updater_unit_stem(&self) -> String {
+    pub(crate) fn updater_unit_stem(&self) -> String {
         if self.suffix == "default" {
             "tern-update".to_string()
         } else {
@@ -69,17 +69,17 @@ impl Layout {
         }
     }
     /// True when `path` lies inside this namespace's versions directory.
-    pub fn is_managed(&self, path: &Path) -> bool {
+    pub(crate) fn is_managed(&self, path: &Path) -> bool {
         path.starts_with(self.versions_dir())
     }
     /// True when `path` lies inside the package install.
-    pub fn is_package(&self, path: &Path) -> bool {
+    pub(crate) fn is_package(&self, path: &Path) -> bool {
         path.starts_with(self.system_dir())
     }
 }
 
 /// Version strings become directory names: refuse anything that is not a plain name.
-pub fn validate_version(version: &str) -> Result<()> {
+pub(crate) fn validate_version(version: &str) -> Result<()> {
     let ok = !version.is_empty()
         && version.len() <= 128
         && version != "."
@@ -105,7 +105,7 @@ pub fn validate_version(version: &str) -> Result<()> {
 /// as `1.2` and `16.0.0_x`, where tern-core keeps them whole. When `status` still knows
 /// the version by its old name (active, backup or skipped), that name is kept, so an
 /// existing install is found instead of downloaded again under a second name.
-pub fn version_name(version: &str, status: &Status) -> String {
+pub(crate) fn version_name(version: &str, status: &Status) -> String {
     let name = tern_core::version::normalize(version);
     let old = pre_core_name(version);
     let known = [&status.active, &status.backup, &status.skip]

@@ -11,21 +11,21 @@ use crate::fsutil;
 use crate::layout::Layout;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Link {
-    pub link: PathBuf,
-    pub target: PathBuf,
+pub(crate) struct Link {
+    pub(crate) link: PathBuf,
+    pub(crate) target: PathBuf,
 }
 
 /// What is at a link's path now.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Existing {
+pub(crate) enum Existing {
     Missing,
     Symlink(PathBuf),
     Other,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Create,
     Keep,
     Replace,
@@ -43,7 +43,7 @@ pub enum Conflict {
 
 /// Decides what to do with one link. We replace our own links (this namespace or the
 /// package install); anything else only with `overwrite`.
-pub fn decide(
+pub(crate) fn decide(
     existing: &Existing,
     want: &Path,
     ours: &dyn Fn(&Path) -> bool,
@@ -76,7 +76,7 @@ fn is_executable_file(path: &Path) -> bool {
 }
 
 /// Executables of a version: `bin/*`, or the top level when there is no `bin/`.
-pub fn executables(version_dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn executables(version_dir: &Path) -> Result<Vec<PathBuf>> {
     let bin = version_dir.join("bin");
     let dir = if bin.is_dir() {
         bin
@@ -99,7 +99,7 @@ pub fn executables(version_dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// The agent's unit file: `lib/systemd/system/*.service` or `examples/systemd/*.service`.
-pub fn unit_file(version_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn unit_file(version_dir: &Path) -> Option<PathBuf> {
     for sub in ["lib/systemd/system", "examples/systemd"] {
         let dir = version_dir.join(sub);
         let Ok(rd) = fs::read_dir(&dir) else { continue };
@@ -116,7 +116,7 @@ pub fn unit_file(version_dir: &Path) -> Option<PathBuf> {
 }
 
 /// The links a version directory wants.
-pub fn desired(layout: &Layout, version_dir: &Path) -> Result<Vec<Link>> {
+pub(crate) fn desired(layout: &Layout, version_dir: &Path) -> Result<Vec<Link>> {
     let mut out = Vec::new();
     for exe in executables(version_dir)? {
         if let Some(name) = exe.file_name() {
@@ -161,7 +161,7 @@ fn links_into(layout: &Layout, owned: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
 }
 
 /// Checks that every link of `version_dir` can be made, without changing anything.
-pub fn check(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<Vec<Link>> {
+pub(crate) fn check(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<Vec<Link>> {
     let want = desired(layout, version_dir)?;
     let ours = |p: &Path| layout.is_managed(p) || layout.is_package(p);
     for l in &want {
@@ -178,7 +178,7 @@ pub fn check(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<Vec
 
 /// Makes the links match `version_dir`, and removes links into this namespace or the
 /// package that the version does not have.
-pub fn apply(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<()> {
+pub(crate) fn apply(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<()> {
     let want = check(layout, version_dir, overwrite)?;
     for l in &want {
         if existing(&l.link) != Existing::Symlink(l.target.clone()) {
@@ -196,30 +196,11 @@ pub fn apply(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<()>
 }
 
 /// Removes every link into `owned` (a namespace's versions or the package).
-pub fn remove(layout: &Layout, owned: &dyn Fn(&Path) -> bool) -> Result<()> {
+pub(crate) fn remove(layout: &Layout, owned: &dyn Fn(&Path) -> bool) -> Result<()> {
     for stale in links_into(layout, owned) {
         fsutil::remove_file_durable(&stale)?;
     }
     Ok(())
-}
-
-/// The version directory the links point into now, if any (for `link-package` and
-/// health reports).
-pub fn linked_root(layout: &Layout) -> Option<PathBuf> {
-    let ours = |p: &Path| layout.is_managed(p) || layout.is_package(p);
-    for link in links_into(layout, &ours) {
-        if let Existing::Symlink(t) = existing(&link) {
-            if layout.is_package(&t) {
-                return Some(layout.system_dir());
-            }
-            if let Ok(rel) = t.strip_prefix(layout.versions_dir())
-                && let Some(first) = rel.components().next()
-            {
-                return Some(layout.versions_dir().join(first.as_os_str()));
-            }
-        }
-    }
-    None
 }
 
 #[cfg(test)]

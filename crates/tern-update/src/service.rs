@@ -11,7 +11,7 @@ use crate::error::{Error, IoContext, Result};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ManagerKind {
+pub(crate) enum ManagerKind {
     #[default]
     Systemd,
     Command,
@@ -20,29 +20,29 @@ pub enum ManagerKind {
 /// The service config file (`--service-config`). Durations are seconds (may be fractional).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ServiceConfig {
-    pub manager: ManagerKind,
+pub(crate) struct ServiceConfig {
+    pub(crate) manager: ManagerKind,
     /// systemd unit name (without `.service` is fine) or a label for `command`.
-    pub name: String,
-    pub start: Option<String>,
-    pub stop: Option<String>,
-    pub reload: Option<String>,
-    pub is_active: Option<String>,
-    pub pid_file: Option<PathBuf>,
+    pub(crate) name: String,
+    pub(crate) start: Option<String>,
+    pub(crate) stop: Option<String>,
+    pub(crate) reload: Option<String>,
+    pub(crate) is_active: Option<String>,
+    pub(crate) pid_file: Option<PathBuf>,
     /// Optional URL that must answer 2xx for the agent to count as healthy.
-    pub health_url: Option<String>,
+    pub(crate) health_url: Option<String>,
     /// How long a new version has to become healthy.
-    pub health_timeout: f64,
+    pub(crate) health_timeout: f64,
     /// Seconds between health samples.
-    pub health_interval: f64,
+    pub(crate) health_interval: f64,
     /// Samples with the same live PID (and a passing health URL) needed to be healthy.
-    pub stable_ticks: u32,
+    pub(crate) stable_ticks: u32,
     /// PID changes tolerated before calling it a crash loop.
-    pub max_restarts: u32,
+    pub(crate) max_restarts: u32,
     /// The agent's SQLite database, backed up before every switch.
-    pub db_path: Option<PathBuf>,
+    pub(crate) db_path: Option<PathBuf>,
     /// A DB backup older than this (hours) is not restored (its certificates may have expired).
-    pub backup_max_age_hours: f64,
+    pub(crate) backup_max_age_hours: f64,
 }
 
 /// Why a service config is refused: the field and the rule it breaks.
@@ -82,7 +82,7 @@ impl Default for ServiceConfig {
 }
 
 impl ServiceConfig {
-    pub fn load(path: &Path) -> Result<Self> {
+    pub(crate) fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).ctx("read service config", path)?;
         let cfg: Self =
             serde_yaml_ng::from_str(&text).map_err(|source| Error::ServiceConfigSyntax {
@@ -97,7 +97,7 @@ impl ServiceConfig {
         Ok(cfg)
     }
 
-    pub fn validate(&self) -> std::result::Result<(), ConfigProblem> {
+    pub(crate) fn validate(&self) -> std::result::Result<(), ConfigProblem> {
         if self.name.is_empty() {
             return Err(ConfigProblem::NoName);
         }
@@ -121,16 +121,16 @@ impl ServiceConfig {
         Ok(())
     }
 
-    pub fn interval(&self) -> Duration {
+    pub(crate) fn interval(&self) -> Duration {
         Duration::from_secs_f64(self.health_interval)
     }
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.health_timeout)
     }
 }
 
 /// The `systemctl` to run (tests point `TERN_SYSTEMCTL` at a fake).
-pub fn systemctl_path() -> String {
+pub(crate) fn systemctl_path() -> String {
     std::env::var("TERN_SYSTEMCTL").unwrap_or_else(|_| "systemctl".into())
 }
 
@@ -194,12 +194,12 @@ fn is_zombie(pid: i32) -> bool {
 
 /// A configured service.
 #[derive(Clone, Debug)]
-pub struct Service {
-    pub cfg: ServiceConfig,
+pub(crate) struct Service {
+    pub(crate) cfg: ServiceConfig,
 }
 
 impl Service {
-    pub fn new(cfg: ServiceConfig) -> Self {
+    pub(crate) fn new(cfg: ServiceConfig) -> Self {
         Self { cfg }
     }
 
@@ -227,7 +227,7 @@ impl Service {
         systemctl(&[verb, &self.unit()])
     }
 
-    pub fn main_pid(&self) -> Option<u32> {
+    pub(crate) fn main_pid(&self) -> Option<u32> {
         let pid: u32 = match self.cfg.manager {
             ManagerKind::Systemd => output(
                 &systemctl_path(),
@@ -244,7 +244,7 @@ impl Service {
         (pid != 0 && pid_alive(pid)).then_some(pid)
     }
 
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         match self.cfg.manager {
             ManagerKind::Systemd => {
                 run(&systemctl_path(), &["is-active", "--quiet", &self.unit()]).unwrap_or(false)
@@ -258,7 +258,7 @@ impl Service {
 
     /// Whether the agent should run after an update even if it is not running now:
     /// systemd units that are enabled; command-managed agents always.
-    pub fn wants_running(&self) -> bool {
+    pub(crate) fn wants_running(&self) -> bool {
         match self.cfg.manager {
             ManagerKind::Systemd => {
                 run(&systemctl_path(), &["is-enabled", "--quiet", &self.unit()]).unwrap_or(false)
@@ -267,14 +267,14 @@ impl Service {
         }
     }
 
-    pub fn start(&self) -> Result<()> {
+    pub(crate) fn start(&self) -> Result<()> {
         match self.cfg.manager {
             ManagerKind::Systemd => self.systemctl("start"),
             ManagerKind::Command => self.command("start", &self.cfg.start),
         }
     }
 
-    pub fn stop(&self) -> Result<()> {
+    pub(crate) fn stop(&self) -> Result<()> {
         match self.cfg.manager {
             ManagerKind::Systemd => self.systemctl("stop"),
             ManagerKind::Command => self.command("stop", &self.cfg.stop),
@@ -283,7 +283,7 @@ impl Service {
 
     /// Graceful restart into the new binary (SIGHUP-style); stop + start when the
     /// command manager has no reload.
-    pub fn reload(&self) -> Result<()> {
+    pub(crate) fn reload(&self) -> Result<()> {
         match self.cfg.manager {
             ManagerKind::Systemd => self.systemctl("reload-or-restart"),
             ManagerKind::Command => match &self.cfg.reload {
@@ -297,7 +297,7 @@ impl Service {
     }
 
     /// `systemctl daemon-reload` after a unit file link changed.
-    pub fn daemon_reload(&self) -> Result<()> {
+    pub(crate) fn daemon_reload(&self) -> Result<()> {
         match self.cfg.manager {
             ManagerKind::Systemd => systemctl(&["daemon-reload"]),
             ManagerKind::Command => Ok(()),

@@ -8,15 +8,15 @@ use crate::layout::Layout;
 use crate::service::systemctl_path;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnitFile {
-    pub path: PathBuf,
-    pub content: String,
+pub(crate) struct UnitFile {
+    pub(crate) path: PathBuf,
+    pub(crate) content: String,
 }
 
 /// The files `setup` writes (pure). `exe` is the updater to run; `agent_unit` the
 /// managed unit's name, when known; `transport` the flags the timer's runs need to
 /// reach the server as this command did (`--insecure`, `--ca-cert FILE`, …).
-pub fn units(
+pub(crate) fn units(
     layout: &Layout,
     exe: &str,
     agent_unit: Option<&str>,

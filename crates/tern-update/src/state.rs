@@ -61,7 +61,7 @@ impl Default for Spec {
 }
 
 impl Spec {
-    pub fn updater_status(&self) -> UpdaterStatus {
+    pub(crate) fn updater_status(&self) -> UpdaterStatus {
         if !self.enabled {
             UpdaterStatus::Disabled
         } else if self.pinned {
@@ -115,10 +115,10 @@ pub struct InProgress {
     pub db_backed_up: bool,
 }
 
-pub const KIND: &str = "update_config";
+pub(crate) const KIND: &str = "update_config";
 
 /// Reads `update.yaml`; `None` when the namespace was never enabled.
-pub fn load(path: &Path) -> Result<Option<UpdateFile>> {
+pub(crate) fn load(path: &Path) -> Result<Option<UpdateFile>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

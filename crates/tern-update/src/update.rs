@@ -39,18 +39,18 @@ pub struct Ctx {
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct Opts {
+pub(crate) struct Opts {
     /// `--now`: no jitter, and update even when the server says "not now".
-    pub now: bool,
+    pub(crate) now: bool,
     /// Install this version whatever the server says (`pin --force-version`,
     /// `enable --force-version`).
-    pub force_version: Option<String>,
+    pub(crate) force_version: Option<String>,
     /// A find response already fetched by the caller.
-    pub find: Option<FindResponse>,
+    pub(crate) find: Option<FindResponse>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Installed and healthy.
     Updated { from: Option<String>, to: String },
     /// Nothing to do; says why.
@@ -61,7 +61,7 @@ pub enum Outcome {
 
 /// The service for a namespace: the configured one, else systemd with the unit file the
 /// version ships, else none (the agent is installed but not managed).
-pub fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Option<Service>> {
+pub(crate) fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Option<Service>> {
     if let Some(path) = &spec.service_config {
         return Ok(Some(Service::new(ServiceConfig::load(path)?)));
     }
@@ -76,7 +76,7 @@ pub fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Option<Ser
 }
 
 /// Reads the updater id, creating it when missing.
-pub fn updater_id(layout: &Layout) -> Result<String> {
+pub(crate) fn updater_id(layout: &Layout) -> Result<String> {
     let path = layout.id_file();
     if let Ok(text) = std::fs::read_to_string(&path) {
         let id = text.trim();
@@ -114,7 +114,7 @@ fn random_below(n: u64) -> u64 {
 }
 
 /// The artifact URL of `version` for this host.
-pub fn artifact_url(spec: &Spec, version: &str, edition: &str) -> Result<String> {
+pub(crate) fn artifact_url(spec: &Spec, version: &str, edition: &str) -> Result<String> {
     let template = spec
         .url_template
         .as_deref()
@@ -138,7 +138,7 @@ fn save(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
 
 /// Runs one update. The caller holds the lock; `file` is saved as it changes. Every
 /// run that does not fail also cleans up old versions and leftovers of killed runs.
-pub fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     let outcome = run_inner(ctx, file, opts)?;
     cleanup(ctx, file)?;
     Ok(outcome)
@@ -211,7 +211,7 @@ fn wait_jitter(file: &UpdateFile, opts: &Opts, find: &FindResponse) {
 }
 
 /// Makes `versions/<target>` a complete, verified version directory.
-pub fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<PathBuf> {
+pub(crate) fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<PathBuf> {
     let versions = ctx.layout.versions_dir();
     let vdir = ctx.layout.version_dir(target);
     std::fs::create_dir_all(&versions)
@@ -559,7 +559,7 @@ fn unlink_to_package(l: &Layout) -> Result<()> {
 }
 
 /// Reverts a switch a killed run left half done (journal in `status.in_progress`).
-pub fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
+pub(crate) fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
     let Some(ip) = file.status.in_progress.clone() else {
         return Ok(());
     };
@@ -577,7 +577,7 @@ pub fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
 }
 
 /// Removes every version but active (and backup with keep ≥ 2), and leftovers of killed runs.
-pub fn cleanup(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
+pub(crate) fn cleanup(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
     let Some(active) = file.status.active.clone() else {
         return Ok(());
     };
@@ -623,7 +623,7 @@ fn read_trimmed(path: &Path) -> Option<String> {
 }
 
 /// Best effort: tell ternd what this host runs. Never fails the run.
-pub fn heartbeat(ctx: &Ctx, file: &UpdateFile) {
+pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) {
     let spec = &file.spec;
     if spec.server.is_empty() {
         return;
