@@ -1,5 +1,6 @@
 //! The library's error type. Every message says what failed; the binary adds what the
-//! host runs now.
+//! host runs now. A message includes its `#[source]`, because messages are also shown
+//! alone (logs, `update.yaml`, `status`); the binary leaves out causes already said.
 
 use std::path::{Path, PathBuf};
 

@@ -97,13 +97,12 @@ pub(crate) fn validate_version(version: &str) -> Result<()> {
     }
 }
 
-/// The name of `version` on this host (its directory under `versions/`, and how
-/// `status` records it): tern-core's normal form, the rule ternd and tern-ctl use.
+/// The name of `version` on this host (its directory under `versions/`, as `status`
+/// records it): tern-core's normal form, the rule ternd and tern-ctl use.
 ///
-/// Before it used tern-core's rule, tern-update stripped a leading `v` followed by a
-/// digit whether or not the rest was semver, so `v1.2` or `v16.0.0_x` were installed
-/// as `1.2` and `16.0.0_x`, where tern-core keeps them whole. When `status` still knows
-/// the version by its old name (active, backup or skipped), that name is kept, so an
+/// tern-update's earlier rule (drop a leading `v` before a digit, semver or not) named
+/// `v1.2` and `v16.0.0_x` differently: tern-core keeps them whole. A version `status`
+/// still knows by its earlier name (active, backup or skipped) keeps that name, so an
 /// existing install is found instead of downloaded again under a second name.
 pub(crate) fn version_name(version: &str, status: &Status) -> String {
     let name = tern_core::version::normalize(version);
@@ -114,7 +113,7 @@ pub(crate) fn version_name(version: &str, status: &Status) -> String {
     if old != name && known { old } else { name }
 }
 
-/// tern-update's version rule before `version_name`; kept only to find what it named.
+/// tern-update's earlier version rule; only to find what it named.
 fn pre_core_name(version: &str) -> String {
     let v = version.trim();
     match v.strip_prefix('v') {
