@@ -4,16 +4,16 @@
 use crate::error::{Error, Result};
 
 /// Used with `--base-url` (or the server URL when neither is given).
-pub const DEFAULT_TEMPLATE: &str =
+pub(crate) const DEFAULT_TEMPLATE: &str =
     "{{.BaseURL}}/tern-agent-v{{.Version}}-{{.OS}}-{{.Arch}}-bin.tar.gz";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Vars<'a> {
-    pub version: &'a str,
-    pub os: &'a str,
-    pub arch: &'a str,
-    pub edition: &'a str,
-    pub base_url: &'a str,
+pub(crate) struct Vars<'a> {
+    pub(crate) version: &'a str,
+    pub(crate) os: &'a str,
+    pub(crate) arch: &'a str,
+    pub(crate) edition: &'a str,
+    pub(crate) base_url: &'a str,
 }
 
 /// Go's names for architectures, as in Teleport's artifact names.
@@ -27,28 +27,37 @@ pub fn go_arch(rust_arch: &str) -> &str {
     }
 }
 
+/// What is wrong with a URL template.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateProblem {
+    #[error("unclosed {{{{")]
+    Unclosed,
+    #[error("unknown variable {0:?} (use .Version .OS .Arch .Edition .BaseURL)")]
+    UnknownVariable(String),
+}
+
 /// Renders `{{.Version}} {{.OS}} {{.Arch}} {{.Edition}} {{.BaseURL}}`; spaces inside the
 /// braces are allowed; anything else between braces is an error.
-pub fn render(template: &str, vars: &Vars<'_>) -> Result<String> {
+pub(crate) fn render(template: &str, vars: &Vars<'_>) -> Result<String> {
     let mut out = String::with_capacity(template.len() + 32);
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
+        let invalid = |problem| Error::UrlTemplate {
+            template: template.to_string(),
+            problem,
+        };
         let end = after
             .find("}}")
-            .ok_or_else(|| Error::Config(format!("url template {template:?}: unclosed {{{{")))?;
+            .ok_or_else(|| invalid(TemplateProblem::Unclosed))?;
         let value = match after[..end].trim() {
             ".Version" => vars.version,
             ".OS" => vars.os,
             ".Arch" => vars.arch,
             ".Edition" => vars.edition,
             ".BaseURL" => vars.base_url.trim_end_matches('/'),
-            other => {
-                return Err(Error::Config(format!(
-                    "url template {template:?}: unknown variable {other:?} (use .Version .OS .Arch .Edition .BaseURL)"
-                )));
-            }
+            other => return Err(invalid(TemplateProblem::UnknownVariable(other.into()))),
         };
         out.push_str(value);
         rest = &after[end + 2..];
@@ -58,12 +67,12 @@ pub fn render(template: &str, vars: &Vars<'_>) -> Result<String> {
 }
 
 /// The checksum URL of an artifact.
-pub fn checksum_url(url: &str) -> String {
+pub(crate) fn checksum_url(url: &str) -> String {
     format!("{url}.sha256")
 }
 
 /// The first 64 hex characters of a `.sha256` file (`sha256sum` output works).
-pub fn parse_checksum(text: &str) -> Option<String> {
+pub(crate) fn parse_checksum(text: &str) -> Option<String> {
     let word = text.split_whitespace().next()?;
     let hex = word.get(..64)?;
     if hex.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -73,7 +82,7 @@ pub fn parse_checksum(text: &str) -> Option<String> {
     }
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -3,6 +3,7 @@
 //! before any restore.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -13,90 +14,114 @@ use crate::error::{Error, Result};
 use crate::fsutil;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BackupFile {
-    pub version: String,
-    pub kind: String,
-    pub spec: BackupSpec,
+pub(crate) struct BackupFile {
+    pub(crate) version: String,
+    pub(crate) kind: String,
+    pub(crate) spec: BackupSpec,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BackupSpec {
+pub(crate) struct BackupSpec {
     /// The server the agent was enrolled with.
-    pub server: String,
+    pub(crate) server: String,
     /// The agent version that used this DB.
-    pub version: String,
-    pub creation_time: Timestamp,
+    pub(crate) version: String,
+    pub(crate) creation_time: Timestamp,
 }
 
-pub const KIND: &str = "db_backup";
+pub(crate) const KIND: &str = "db_backup";
 
-pub fn backup_dir(version_dir: &Path) -> PathBuf {
+pub(crate) fn backup_dir(version_dir: &Path) -> PathBuf {
     version_dir.join("backup")
 }
 
+/// Why a backup may not be restored. Cloneable (the errors it wraps are shared) because
+/// the DB plan that carries it is.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum BackupUnusable {
+    #[error("no backup.yaml: {0}")]
+    NoMeta(#[source] Arc<std::io::Error>),
+    #[error("backup.yaml: {0}")]
+    BadMeta(#[source] Arc<serde_yaml_ng::Error>),
+    #[error("kind is {0:?}")]
+    WrongKind(String),
+    #[error("made for server {made_for:?}, not {server:?}")]
+    OtherServer { made_for: String, server: String },
+    #[error("made by version {made_by}, not {version}")]
+    OtherVersion { made_by: String, version: String },
+    #[error("created in the future ({0})")]
+    FromTheFuture(Timestamp),
+    #[error("too old: created {created}, older than {}h", max_age.as_secs() / 3600)]
+    TooOld {
+        created: Timestamp,
+        max_age: Duration,
+    },
+    #[error("backup.yaml without sqlite.db")]
+    NoDatabase,
+}
+
 /// Why a backup may not be restored, or `Ok` (pure).
-pub fn validate(
+pub(crate) fn validate(
     file: &BackupFile,
     server: &str,
     version: &str,
     now: Timestamp,
     max_age: Duration,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), BackupUnusable> {
     if file.kind != KIND {
-        return Err(format!("kind is {:?}", file.kind));
+        return Err(BackupUnusable::WrongKind(file.kind.clone()));
     }
     if file.spec.server.trim_end_matches('/') != server.trim_end_matches('/') {
-        return Err(format!(
-            "made for server {:?}, not {server:?}",
-            file.spec.server
-        ));
+        return Err(BackupUnusable::OtherServer {
+            made_for: file.spec.server.clone(),
+            server: server.to_string(),
+        });
     }
     if file.spec.version != version {
-        return Err(format!(
-            "made by version {}, not {version}",
-            file.spec.version
-        ));
+        return Err(BackupUnusable::OtherVersion {
+            made_by: file.spec.version.clone(),
+            version: version.to_string(),
+        });
     }
     let age = now.duration_since(file.spec.creation_time);
     if age.is_negative() {
-        return Err(format!(
-            "created in the future ({})",
-            file.spec.creation_time
-        ));
+        return Err(BackupUnusable::FromTheFuture(file.spec.creation_time));
     }
     if age.unsigned_abs() > max_age {
-        return Err(format!(
-            "too old: created {}, older than {}h",
-            file.spec.creation_time,
-            max_age.as_secs() / 3600
-        ));
+        return Err(BackupUnusable::TooOld {
+            created: file.spec.creation_time,
+            max_age,
+        });
     }
     Ok(())
 }
 
-/// Reads and validates the backup of `version_dir`; `Err(reason)` when absent or unusable.
-pub fn load_valid(
+/// Reads and validates the backup of `version_dir`; `Err` when absent or unusable.
+pub(crate) fn load_valid(
     version_dir: &Path,
     server: &str,
     version: &str,
     now: Timestamp,
     max_age: Duration,
-) -> std::result::Result<BackupFile, String> {
+) -> std::result::Result<BackupFile, BackupUnusable> {
     let dir = backup_dir(version_dir);
     let yaml = dir.join("backup.yaml");
-    let text = std::fs::read_to_string(&yaml).map_err(|e| format!("no backup.yaml: {e}"))?;
+    let text = std::fs::read_to_string(&yaml).map_err(|e| BackupUnusable::NoMeta(Arc::new(e)))?;
     let file: BackupFile =
-        serde_yaml_ng::from_str(&text).map_err(|e| format!("backup.yaml: {e}"))?;
+        serde_yaml_ng::from_str(&text).map_err(|e| BackupUnusable::BadMeta(Arc::new(e)))?;
     validate(&file, server, version, now, max_age)?;
     if !dir.join("sqlite.db").is_file() {
-        return Err("backup.yaml without sqlite.db".into());
+        return Err(BackupUnusable::NoDatabase);
     }
     Ok(file)
 }
 
 fn sqlite_copy(src: &Path, dst: &Path) -> Result<()> {
-    let err =
-        |e: rusqlite::Error| Error::Backup(format!("{} -> {}: {e}", src.display(), dst.display()));
+    let err = |source| Error::Sqlite {
+        from: src.to_path_buf(),
+        to: dst.to_path_buf(),
+        source,
+    };
     let from = Connection::open_with_flags(src, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
     let mut to = Connection::open(dst).map_err(err)?;
     {
@@ -112,7 +137,7 @@ fn sqlite_copy(src: &Path, dst: &Path) -> Result<()> {
 
 /// Backs up `db` into `version_dir/backup`. The old backup.yaml goes first and the new
 /// one comes last, so a kill in between leaves no backup that looks valid.
-pub fn backup(
+pub(crate) fn backup(
     db: &Path,
     version_dir: &Path,
     server: &str,
@@ -145,13 +170,17 @@ pub fn backup(
             creation_time: now,
         },
     };
-    let text = serde_yaml_ng::to_string(&meta).map_err(|e| Error::Backup(e.to_string()))?;
-    fsutil::write_atomic(&dir.join("backup.yaml"), text.as_bytes(), 0o600)
+    let path = dir.join("backup.yaml");
+    let text = serde_yaml_ng::to_string(&meta).map_err(|source| Error::BackupMeta {
+        path: path.clone(),
+        source,
+    })?;
+    fsutil::write_atomic(&path, text.as_bytes(), 0o600)
 }
 
 /// Replaces `db` with the backup of `version_dir` (the agent must be stopped). Stale WAL
 /// and shared-memory files are removed first so they cannot be replayed onto it.
-pub fn restore(version_dir: &Path, db: &Path) -> Result<()> {
+pub(crate) fn restore(version_dir: &Path, db: &Path) -> Result<()> {
     let src = backup_dir(version_dir).join("sqlite.db");
     let tmp = fsutil::temp_beside(db);
     sqlite_copy(&src, &tmp)?;
@@ -209,7 +238,7 @@ mod tests {
             let got = validate(&f, "https://s", "1.0.0", now, 7 * day);
             match want {
                 None => assert!(got.is_ok(), "{f:?}: {got:?}"),
-                Some(w) => assert!(got.unwrap_err().contains(w), "{f:?}"),
+                Some(w) => assert!(got.unwrap_err().to_string().contains(w), "{f:?}"),
             }
         }
         let mut wrong = file("https://s", "1.0.0", now);

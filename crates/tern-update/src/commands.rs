@@ -18,7 +18,7 @@ use crate::state::{self, Spec, UpdateFile};
 use crate::update::{self, Ctx, Opts, Outcome};
 
 /// How long interactive commands wait for a running update.
-pub const INTERACTIVE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const INTERACTIVE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a command did: exit 0 (`Done`), or a refusal that the caller maps to an exit code.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,7 +105,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         ServiceConfig::load(p)?;
     }
     if let Some(v) = &args.force_version {
-        layout::validate_version(&layout::normalize_version(v))?;
+        layout::validate_version(&layout::version_name(v, &file.status))?;
     }
     let id = update::updater_id(&ctx.layout)?;
     let find = match ctx.http.find(&spec.server, &spec.group, &id) {
@@ -160,13 +160,11 @@ pub fn disable(ctx: &Ctx) -> Result<Report> {
 pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
     let _lock = interactive_lock(ctx)?;
     let Some(mut file) = load(ctx)? else {
-        return Err(Error::Refused(
-            "not enabled: run `tern-update enable --server URL` first".into(),
-        ));
+        return Err(Error::NotEnabled);
     };
     let version = match force_version {
         Some(v) => {
-            let v = layout::normalize_version(&v);
+            let v = layout::version_name(&v, &file.status);
             layout::validate_version(&v)?;
             let result = update::run(
                 ctx,
@@ -181,9 +179,7 @@ pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
             result?;
             v
         }
-        None => file.status.active.clone().ok_or_else(|| {
-            Error::Refused("no version installed: use `pin --force-version V`".into())
-        })?,
+        None => file.status.active.clone().ok_or(Error::NothingToPin)?,
     };
     file.spec.pinned = true;
     file.spec.pinned_version = Some(version.clone());
@@ -222,9 +218,7 @@ pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
         ));
     };
     if file.spec.enabled && file.spec.server.is_empty() {
-        return Err(Error::Config(
-            "enabled but no server is set: run `tern-update enable --server URL`".into(),
-        ));
+        return Err(Error::NoServer);
     }
     let result = update::run(
         ctx,
@@ -240,26 +234,26 @@ pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct StatusView {
-    pub namespace: String,
-    pub install_dir: PathBuf,
-    pub updater_id: Option<String>,
-    pub spec: Spec,
-    pub status: state::Status,
-    pub server: ServerView,
+    pub(crate) namespace: String,
+    pub(crate) install_dir: PathBuf,
+    pub(crate) updater_id: Option<String>,
+    pub(crate) spec: Spec,
+    pub(crate) status: state::Status,
+    pub(crate) server: ServerView,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct ServerView {
-    pub reachable: bool,
+pub(crate) struct ServerView {
+    pub(crate) reachable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    pub target_version: String,
+    pub(crate) error: Option<String>,
+    pub(crate) target_version: String,
     /// The server says this group may update now (its window is open).
-    pub in_window: bool,
+    pub(crate) in_window: bool,
     /// What `update` would do now.
-    pub update_now: String,
-    pub jitter_seconds: u64,
-    pub edition: String,
+    pub(crate) update_now: String,
+    pub(crate) jitter_seconds: u64,
+    pub(crate) edition: String,
 }
 
 /// `status`: no lock, only reads (and asks the server).
@@ -279,7 +273,8 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
         ) {
             Ok(f) => {
                 server.reachable = true;
-                server.target_version = layout::normalize_version(&f.auto_update.agent_version);
+                server.target_version =
+                    layout::version_name(&f.auto_update.agent_version, &file.status);
                 server.in_window = f.auto_update.agent_auto_update;
                 server.jitter_seconds = f.auto_update.agent_update_jitter_seconds;
                 server.edition = f.edition;
@@ -317,10 +312,9 @@ pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
     let file = load(ctx)?.unwrap_or_default();
     let package = package_present(l);
     if !package && !force {
-        return Err(Error::Refused(format!(
-            "no package install in {}: uninstalling would leave this host without an agent; use --force to remove it anyway",
-            l.system_dir().display()
-        )));
+        return Err(Error::WouldLeaveNoAgent {
+            dir: l.system_dir(),
+        });
     }
     let active_dir = file.status.active.as_deref().map(|v| l.version_dir(v));
     let svc = update::service_for(&file.spec, active_dir.as_deref())?;
@@ -370,10 +364,9 @@ pub fn link_package(ctx: &Ctx) -> Result<Report> {
         )));
     }
     if !package_present(l) {
-        return Err(Error::Refused(format!(
-            "no package install in {}",
-            l.system_dir().display()
-        )));
+        return Err(Error::NoPackage {
+            dir: l.system_dir(),
+        });
     }
     links::apply(l, &l.system_dir(), ctx.overwrite)?;
     Ok(Report::Done(format!(

@@ -5,11 +5,11 @@ use std::cmp::Ordering;
 
 use tern_core::wire::AutoUpdateSettings;
 
-use crate::layout::normalize_version;
+use crate::layout::version_name;
 use crate::state::{Spec, Status};
 
 /// Compares versions as semver when both parse, else as strings.
-pub fn compare(a: &str, b: &str) -> Ordering {
+pub(crate) fn compare(a: &str, b: &str) -> Ordering {
     match (semver::Version::parse(a), semver::Version::parse(b)) {
         (Ok(x), Ok(y)) => x.cmp(&y),
         _ => a.cmp(b),
@@ -17,7 +17,7 @@ pub fn compare(a: &str, b: &str) -> Ordering {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Nothing to do (exit 0); the string says why.
     Nothing(String),
     Update {
@@ -29,7 +29,12 @@ pub enum Decision {
 
 /// What `update` does with the server's answer. `now` is `update --now`: act even
 /// outside the window. A host with no active version installs whatever the server says.
-pub fn decide(spec: &Spec, status: &Status, find: &AutoUpdateSettings, now: bool) -> Decision {
+pub(crate) fn decide(
+    spec: &Spec,
+    status: &Status,
+    find: &AutoUpdateSettings,
+    now: bool,
+) -> Decision {
     if !spec.enabled {
         return Decision::Refused(
             "automatic updates are disabled on this host; run `tern-update enable` to turn them back on".into(),
@@ -45,7 +50,7 @@ pub fn decide(spec: &Spec, status: &Status, find: &AutoUpdateSettings, now: bool
             "the version is pinned to {v}; run `tern-update unpin` to follow the server again"
         ));
     }
-    let target = normalize_version(&find.agent_version);
+    let target = version_name(&find.agent_version, status);
     if target.is_empty() {
         return Decision::Nothing("the server has no agent version for this group".into());
     }
@@ -68,9 +73,10 @@ pub fn decide(spec: &Spec, status: &Status, find: &AutoUpdateSettings, now: bool
     Decision::Update { target }
 }
 
-/// What happens to the agent's DB on a switch from `active` to `target`.
+/// What happens to the agent's DB on a switch from `active` to `target`. `E` says why
+/// the target's own backup is unusable.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DbPlan {
+pub(crate) enum DbPlan<E> {
     /// No DB configured or present.
     None,
     /// Back up the active version's DB; keep the live DB (upgrade, or roll-forward to a
@@ -79,18 +85,31 @@ pub enum DbPlan {
     /// Back up, stop, restore the target's own backup, start (downgrade, or roll-forward
     /// to the exact version the backup was made by).
     BackupAndRestore,
-    Refuse(String),
+    Refuse(DowngradeRefused<E>),
+}
+
+/// A downgrade the DB rules forbid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "refusing to downgrade {from} -> {to}: the agent has a database and there is no valid backup from {to} ({backup})"
+)]
+pub struct DowngradeRefused<E> {
+    pub from: String,
+    pub to: String,
+    /// Why the backup `to` made is unusable.
+    #[source]
+    pub backup: E,
 }
 
 /// Seed 000's downgrade rules: a downgrade needs a valid backup made by the target
 /// version, or it is refused; a roll-forward restores the target's backup only when it
 /// is valid; otherwise the live DB migrates forward.
-pub fn db_plan(
+pub(crate) fn db_plan<E: Clone>(
     active: Option<&str>,
     target: &str,
     db_exists: bool,
-    target_backup: &Result<(), String>,
-) -> DbPlan {
+    target_backup: &Result<(), E>,
+) -> DbPlan<E> {
     let Some(active) = active else {
         return DbPlan::None;
     };
@@ -100,15 +119,17 @@ pub fn db_plan(
     let downgrade = compare(target, active) == Ordering::Less;
     match (downgrade, target_backup) {
         (_, Ok(())) => DbPlan::BackupAndRestore,
-        (true, Err(why)) => DbPlan::Refuse(format!(
-            "refusing to downgrade {active} -> {target}: the agent has a database and there is no valid backup from {target} ({why})"
-        )),
+        (true, Err(why)) => DbPlan::Refuse(DowngradeRefused {
+            from: active.to_string(),
+            to: target.to_string(),
+            backup: why.clone(),
+        }),
         (false, Err(_)) => DbPlan::BackupOnly,
     }
 }
 
 /// Versions to delete after a successful switch: all but active (and backup when keep ≥ 2).
-pub fn to_remove(
+pub(crate) fn to_remove(
     installed: &[String],
     active: &str,
     backup: Option<&str>,
@@ -255,6 +276,17 @@ mod tests {
     }
 
     #[test]
+    fn a_version_installed_under_its_old_name_is_current() {
+        let got = decide(
+            &spec(true, false),
+            &status(Some("1.2"), None),
+            &find("v1.2", true),
+            true,
+        );
+        assert_eq!(got, Decision::Nothing("already on 1.2".into()));
+    }
+
+    #[test]
     fn db_rules() {
         let ok: Result<(), String> = Ok(());
         let bad: Result<(), String> = Err("no backup.yaml".into());
@@ -274,7 +306,7 @@ mod tests {
             DbPlan::BackupAndRestore
         );
         assert!(
-            matches!(db_plan(Some("2.0.0"), "1.0.0", true, &bad), DbPlan::Refuse(m) if m.contains("no valid backup"))
+            matches!(db_plan(Some("2.0.0"), "1.0.0", true, &bad), DbPlan::Refuse(m) if m.to_string().contains("no valid backup"))
         );
         assert_eq!(db_plan(Some("2.0.0"), "1.0.0", false, &bad), DbPlan::None);
     }

@@ -1,7 +1,20 @@
 //! The library's error type. Every message says what failed; the binary adds what the
-//! host runs now.
+//! host runs now. A message includes its `#[source]`, because messages are also shown
+//! alone (logs, `update.yaml`, `status`); the binary leaves out causes already said.
 
 use std::path::{Path, PathBuf};
+
+use ureq::http::{Method, StatusCode};
+
+pub use crate::artifact::TemplateProblem;
+pub use crate::backup::BackupUnusable;
+pub use crate::decide::DowngradeRefused;
+pub use crate::extract::{BadPath, HostileReason};
+pub use crate::health::{HealthFailure, Pending};
+pub use crate::http::ChecksumProblem;
+pub use crate::links::Conflict as LinkConflict;
+pub use crate::service::ConfigProblem;
+pub use crate::state::StateProblem;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -13,12 +26,74 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Config(String),
-    #[error("http: {0}")]
-    Http(String),
-    #[error("checksum file {url} is missing or unreadable: {reason}")]
-    MissingChecksum { url: String, reason: String },
+    #[error("invalid --install-suffix {suffix:?}: use 1-32 characters a-z 0-9 - _, not \"system\"")]
+    InvalidSuffix { suffix: String },
+    #[error("invalid version {version:?}")]
+    InvalidVersion { version: String },
+    #[error("url template {template:?}: {problem}")]
+    UrlTemplate {
+        template: String,
+        #[source]
+        problem: TemplateProblem,
+    },
+    #[error("{}: not a PEM certificate bundle: {source}", path.display())]
+    CaBundle {
+        path: PathBuf,
+        #[source]
+        source: ureq::Error,
+    },
+    #[error("{}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)", path.display())]
+    CaBundleEmpty { path: PathBuf },
+    #[error("refusing plain http URL {url} (use https, or --insecure for tests)")]
+    PlainHttp { url: String },
+    #[error("not an http(s) URL: {url:?}")]
+    NotHttpUrl { url: String },
+    #[error("service config {}: {source}", path.display())]
+    ServiceConfigSyntax {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    #[error("service config {}: {problem}", path.display())]
+    ServiceConfigInvalid {
+        path: PathBuf,
+        #[source]
+        problem: ConfigProblem,
+    },
+    #[error("enabled but no server is set: run `tern-update enable --server URL`")]
+    NoServer,
+    #[error("random: {0}")]
+    Random(#[source] getrandom::Error),
+    #[error("http: {url}: {source}")]
+    HttpRequest {
+        url: String,
+        #[source]
+        source: ureq::Error,
+    },
+    #[error("http: {url}: {method} status {status}")]
+    HttpStatus {
+        method: Method,
+        url: String,
+        status: StatusCode,
+    },
+    #[error("http: {url}: bad find response: {source}")]
+    BadFindResponse {
+        url: String,
+        #[source]
+        source: ureq::Error,
+    },
+    #[error("http: {url}: reading body: {source}")]
+    HttpBody {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("checksum file {url} is missing or unreadable: {problem}")]
+    MissingChecksum {
+        url: String,
+        #[source]
+        problem: ChecksumProblem,
+    },
     #[error("checksum mismatch for {url}: expected {expected}, got {actual}")]
     ChecksumMismatch {
         url: String,
@@ -26,27 +101,84 @@ pub enum Error {
         actual: String,
     },
     #[error("refusing tarball entry {entry:?}: {reason}")]
-    Hostile { entry: String, reason: String },
+    Hostile {
+        entry: String,
+        #[source]
+        reason: HostileReason,
+    },
+    #[error("refusing the tarball: the archive contains no files")]
+    EmptyArchive,
     #[error("not enough free space in {}: need {needed} bytes, {available} available", path.display())]
     NoSpace {
         path: PathBuf,
         needed: u64,
         available: u64,
     },
-    #[error("state file {}: {reason}", path.display())]
-    State { path: PathBuf, reason: String },
+    #[error("state file {}: {problem}", path.display())]
+    State {
+        path: PathBuf,
+        #[source]
+        problem: StateProblem,
+    },
     #[error("another tern-update holds {} (timed out waiting)", .0.display())]
     Locked(PathBuf),
-    #[error("service: {0}")]
-    Service(String),
-    #[error("database backup: {0}")]
-    Backup(String),
-    #[error("{0}")]
-    Refused(String),
+    #[error("service: run {program} {}: {source}", args.join(" "))]
+    Spawn {
+        program: String,
+        args: Vec<String>,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("service: {what} command failed: {command}")]
+    CommandFailed { what: &'static str, command: String },
+    #[error("service: systemctl {} failed", args.join(" "))]
+    SystemctlFailed { args: Vec<String> },
+    #[error("database backup: {} -> {}: {source}", from.display(), to.display())]
+    Sqlite {
+        from: PathBuf,
+        to: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database backup: {}: {source}", path.display())]
+    BackupMeta {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    #[error("{} has no executables to link", dir.display())]
+    NoExecutables { dir: PathBuf },
+    #[error("{} {conflict} (use --overwrite to replace it)", link.display())]
+    LinkConflict {
+        link: PathBuf,
+        #[source]
+        conflict: LinkConflict,
+    },
+    #[error(transparent)]
+    DowngradeRefused(#[from] DowngradeRefused<BackupUnusable>),
+    #[error("not enabled: run `tern-update enable --server URL` first")]
+    NotEnabled,
+    #[error("no version installed: use `pin --force-version V`")]
+    NothingToPin,
+    #[error("no package install in {}", dir.display())]
+    NoPackage { dir: PathBuf },
+    #[error(
+        "no package install in {}: uninstalling would leave this host without an agent; use --force to remove it anyway",
+        dir.display()
+    )]
+    WouldLeaveNoAgent { dir: PathBuf },
+    #[error("{version} {failure}")]
+    Unhealthy {
+        version: String,
+        #[source]
+        failure: HealthFailure,
+    },
+    /// `outcome` says in words what the host runs after the rollback.
     #[error("update to {target} failed: {reason}; rolled back: {outcome}")]
     UpdateFailed {
         target: String,
-        reason: String,
+        #[source]
+        reason: Box<Error>,
         outcome: String,
     },
 }
@@ -61,7 +193,7 @@ impl Error {
 }
 
 /// Adds a context to an I/O result.
-pub trait IoContext<T> {
+pub(crate) trait IoContext<T> {
     fn ctx(self, what: &str, path: &Path) -> Result<T>;
 }
 

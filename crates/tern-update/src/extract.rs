@@ -15,7 +15,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fsutil;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     File,
     Dir,
     Symlink,
@@ -23,39 +23,94 @@ pub enum Kind {
     /// Metadata entries the tar reader does not fold in (pax global headers).
     Skip,
     /// Device files, fifos, sparse files...: always refused.
-    Other(String),
+    Other(tar::EntryType),
 }
 
 /// One header of the archive, as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EntryMeta {
-    pub path: PathBuf,
-    pub kind: Kind,
-    pub mode: u32,
-    pub size: u64,
-    pub link: Option<PathBuf>,
+pub(crate) struct EntryMeta {
+    pub(crate) path: PathBuf,
+    pub(crate) kind: Kind,
+    pub(crate) mode: u32,
+    pub(crate) size: u64,
+    pub(crate) link: Option<PathBuf>,
 }
 
 /// What `extract` writes for the entry at `index` of the archive.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Item {
-    pub index: usize,
-    pub rel: PathBuf,
-    pub kind: Kind,
-    pub mode: u32,
-    pub size: u64,
-    pub link: Option<PathBuf>,
+pub(crate) struct Item {
+    pub(crate) index: usize,
+    pub(crate) rel: PathBuf,
+    pub(crate) kind: Kind,
+    pub(crate) mode: u32,
+    pub(crate) size: u64,
+    pub(crate) link: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The top-level directory that was stripped, if any.
-    pub stripped: Option<String>,
-    pub items: Vec<Item>,
-    pub total_bytes: u64,
+    pub(crate) stripped: Option<String>,
+    pub(crate) items: Vec<Item>,
+    pub(crate) total_bytes: u64,
 }
 
-fn hostile(path: &Path, reason: impl Into<String>) -> Error {
+/// Why a tarball entry is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HostileReason {
+    #[error(transparent)]
+    Path(#[from] BadPath),
+    #[error("{} entries are not allowed", type_name(.0))]
+    Special(tar::EntryType),
+    #[error("setuid/setgid mode {0:o}")]
+    SetId(u32),
+    #[error("path goes through a symlink")]
+    ThroughSymlink,
+    #[error("path goes through a file")]
+    ThroughFile,
+    #[error("duplicate entry")]
+    Duplicate,
+    #[error("symlink without target")]
+    SymlinkWithoutTarget,
+    #[error("symlink to absolute path {}", .0.display())]
+    SymlinkAbsolute(PathBuf),
+    #[error("symlink {} leaves the version directory", .0.display())]
+    SymlinkEscapes(PathBuf),
+    #[error("hardlink without target")]
+    HardlinkWithoutTarget,
+    #[error("hardlink target: {0}")]
+    HardlinkTarget(BadPath),
+    #[error("hardlink to {} which is not an earlier file of the archive", .0.display())]
+    HardlinkNotEarlier(PathBuf),
+    #[error("unpacked size reaches {total} bytes, only {free} free")]
+    TooBig { total: u64, free: u64 },
+    #[error("archive changed while unpacking")]
+    Changed,
+    #[error("truncated entry")]
+    Truncated,
+}
+
+/// A path that could leave the version directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadPath {
+    #[error("absolute path")]
+    Absolute,
+    #[error("path contains `..`")]
+    ParentDir,
+}
+
+/// An entry type as operators know it; the tar crate's name for the rare ones.
+fn type_name(t: &tar::EntryType) -> String {
+    use tar::EntryType as T;
+    match t {
+        T::Char => "character device".into(),
+        T::Block => "block device".into(),
+        T::Fifo => "fifo".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn hostile(path: &Path, reason: impl Into<HostileReason>) -> Error {
     Error::Hostile {
         entry: path.display().to_string(),
         reason: reason.into(),
@@ -63,14 +118,14 @@ fn hostile(path: &Path, reason: impl Into<String>) -> Error {
 }
 
 /// Normal components of a relative path; errors on `/`, `..` and prefixes.
-fn normal_components(raw: &Path) -> std::result::Result<Vec<String>, &'static str> {
+fn normal_components(raw: &Path) -> std::result::Result<Vec<String>, BadPath> {
     let mut out = Vec::new();
     for c in raw.components() {
         match c {
             Component::Normal(s) => out.push(s.to_string_lossy().into_owned()),
             Component::CurDir => {}
-            Component::RootDir | Component::Prefix(_) => return Err("absolute path"),
-            Component::ParentDir => return Err("path contains `..`"),
+            Component::RootDir | Component::Prefix(_) => return Err(BadPath::Absolute),
+            Component::ParentDir => return Err(BadPath::ParentDir),
         }
     }
     Ok(out)
@@ -113,123 +168,154 @@ fn resolve_inside(rel: &[String], target: &Path) -> Option<Vec<String>> {
 
 /// Validates every entry and decides what to write. `free` is the space available for
 /// the unpacked files.
-pub fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
-    let stripped = common_top(entries);
-    let strip = |comps: Vec<String>| -> Vec<String> {
-        if stripped.is_some() {
+pub(crate) fn plan(entries: &[EntryMeta], free: u64) -> Result<Plan> {
+    let mut planner = Planner {
+        stripped: common_top(entries),
+        free,
+        seen: HashSet::new(),
+        files: HashSet::new(),
+        symlinks: HashSet::new(),
+        total: 0,
+    };
+    let mut items = Vec::new();
+    for (index, e) in entries.iter().enumerate() {
+        if let Some(item) = planner.item(index, e)? {
+            items.push(item);
+        }
+    }
+    if !items.iter().any(|i| i.kind == Kind::File) {
+        return Err(Error::EmptyArchive);
+    }
+    Ok(Plan {
+        stripped: planner.stripped,
+        items,
+        total_bytes: planner.total,
+    })
+}
+
+/// The entries `plan` has accepted so far (paths relative to the version directory).
+struct Planner {
+    stripped: Option<String>,
+    free: u64,
+    seen: HashSet<Vec<String>>,
+    /// Regular files and hardlinks: what a hardlink may point to.
+    files: HashSet<Vec<String>>,
+    symlinks: HashSet<Vec<String>>,
+    total: u64,
+}
+
+impl Planner {
+    fn strip(&self, comps: Vec<String>) -> Vec<String> {
+        if self.stripped.is_some() {
             comps.into_iter().skip(1).collect()
         } else {
             comps
         }
-    };
-    let mut items = Vec::new();
-    let mut seen: HashSet<Vec<String>> = HashSet::new();
-    let mut files: HashSet<Vec<String>> = HashSet::new();
-    let mut symlinks: HashSet<Vec<String>> = HashSet::new();
-    let mut total: u64 = 0;
-    for (index, e) in entries.iter().enumerate() {
+    }
+
+    /// Checks one entry; `None` when it writes nothing of its own.
+    fn item(&mut self, index: usize, e: &EntryMeta) -> Result<Option<Item>> {
         if e.kind == Kind::Skip {
-            continue;
+            return Ok(None);
         }
-        if let Kind::Other(what) = &e.kind {
-            return Err(hostile(&e.path, format!("{what} entries are not allowed")));
+        if let Kind::Other(what) = e.kind {
+            return Err(hostile(&e.path, HostileReason::Special(what)));
         }
         let comps = normal_components(&e.path).map_err(|r| hostile(&e.path, r))?;
-        let comps = strip(comps);
+        let comps = self.strip(comps);
         if comps.is_empty() {
-            continue; // the stripped top-level directory itself
+            return Ok(None); // the stripped top-level directory itself
         }
         if e.mode & 0o6000 != 0 {
-            return Err(hostile(&e.path, format!("setuid/setgid mode {:o}", e.mode)));
+            return Err(hostile(&e.path, HostileReason::SetId(e.mode)));
         }
-        for n in 1..comps.len() {
-            if symlinks.contains(&comps[..n]) {
-                return Err(hostile(&e.path, "path goes through a symlink"));
-            }
-            if files.contains(&comps[..n]) {
-                return Err(hostile(&e.path, "path goes through a file"));
-            }
-        }
-        if !seen.insert(comps.clone()) {
+        self.check_parents(&e.path, &comps)?;
+        if !self.seen.insert(comps.clone()) {
             if e.kind == Kind::Dir {
-                continue;
+                return Ok(None);
             }
-            return Err(hostile(&e.path, "duplicate entry"));
+            return Err(hostile(&e.path, HostileReason::Duplicate));
         }
         let link = match e.kind {
-            Kind::Symlink => {
-                let target = e
-                    .link
-                    .clone()
-                    .ok_or_else(|| hostile(&e.path, "symlink without target"))?;
-                if target.is_absolute() {
-                    return Err(hostile(
-                        &e.path,
-                        format!("symlink to absolute path {}", target.display()),
-                    ));
-                }
-                if resolve_inside(&comps, &target).is_none() {
-                    return Err(hostile(
-                        &e.path,
-                        format!("symlink {} leaves the version directory", target.display()),
-                    ));
-                }
-                symlinks.insert(comps.clone());
-                Some(target)
-            }
-            Kind::Hardlink => {
-                let target = e
-                    .link
-                    .clone()
-                    .ok_or_else(|| hostile(&e.path, "hardlink without target"))?;
-                let tcomps = normal_components(&target)
-                    .map_err(|r| hostile(&e.path, format!("hardlink target: {r}")))?;
-                let tcomps = strip(tcomps);
-                if !files.contains(&tcomps) {
-                    return Err(hostile(
-                        &e.path,
-                        format!(
-                            "hardlink to {} which is not an earlier file of the archive",
-                            target.display()
-                        ),
-                    ));
-                }
-                files.insert(comps.clone());
-                Some(tcomps.iter().collect())
-            }
+            Kind::Symlink => Some(self.symlink(e, &comps)?),
+            Kind::Hardlink => Some(self.hardlink(e, &comps)?),
             Kind::File => {
-                files.insert(comps.clone());
-                total = total.saturating_add(e.size);
-                if total > free {
-                    return Err(hostile(
-                        &e.path,
-                        format!("unpacked size reaches {total} bytes, only {free} free"),
-                    ));
-                }
+                self.file(e, &comps)?;
                 None
             }
             _ => None,
         };
-        items.push(Item {
+        Ok(Some(Item {
             index,
             rel: comps.iter().collect(),
             kind: e.kind.clone(),
             mode: e.mode & 0o777,
             size: e.size,
             link,
-        });
+        }))
     }
-    if !items.iter().any(|i| i.kind == Kind::File) {
-        return Err(Error::Hostile {
-            entry: String::new(),
-            reason: "the archive contains no files".into(),
-        });
+
+    /// No entry may be written through a symlink or a file of the archive.
+    fn check_parents(&self, path: &Path, comps: &[String]) -> Result<()> {
+        for n in 1..comps.len() {
+            if self.symlinks.contains(&comps[..n]) {
+                return Err(hostile(path, HostileReason::ThroughSymlink));
+            }
+            if self.files.contains(&comps[..n]) {
+                return Err(hostile(path, HostileReason::ThroughFile));
+            }
+        }
+        Ok(())
     }
-    Ok(Plan {
-        stripped,
-        items,
-        total_bytes: total,
-    })
+
+    /// A symlink's target, when it stays inside the version directory.
+    fn symlink(&mut self, e: &EntryMeta, comps: &[String]) -> Result<PathBuf> {
+        let target = e
+            .link
+            .clone()
+            .ok_or_else(|| hostile(&e.path, HostileReason::SymlinkWithoutTarget))?;
+        if target.is_absolute() {
+            return Err(hostile(&e.path, HostileReason::SymlinkAbsolute(target)));
+        }
+        if resolve_inside(comps, &target).is_none() {
+            return Err(hostile(&e.path, HostileReason::SymlinkEscapes(target)));
+        }
+        self.symlinks.insert(comps.to_vec());
+        Ok(target)
+    }
+
+    /// A hardlink's target (relative to the version directory), when it is an earlier
+    /// file of the archive.
+    fn hardlink(&mut self, e: &EntryMeta, comps: &[String]) -> Result<PathBuf> {
+        let target = e
+            .link
+            .clone()
+            .ok_or_else(|| hostile(&e.path, HostileReason::HardlinkWithoutTarget))?;
+        let tcomps = normal_components(&target)
+            .map_err(|r| hostile(&e.path, HostileReason::HardlinkTarget(r)))?;
+        let tcomps = self.strip(tcomps);
+        if !self.files.contains(&tcomps) {
+            return Err(hostile(&e.path, HostileReason::HardlinkNotEarlier(target)));
+        }
+        self.files.insert(comps.to_vec());
+        Ok(tcomps.iter().collect())
+    }
+
+    /// Counts a regular file against the free space.
+    fn file(&mut self, e: &EntryMeta, comps: &[String]) -> Result<()> {
+        self.files.insert(comps.to_vec());
+        self.total = self.total.saturating_add(e.size);
+        if self.total > self.free {
+            return Err(hostile(
+                &e.path,
+                HostileReason::TooBig {
+                    total: self.total,
+                    free: self.free,
+                },
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn open_archive(path: &Path) -> Result<tar::Archive<GzDecoder<io::BufReader<File>>>> {
@@ -245,10 +331,7 @@ fn kind_of(t: tar::EntryType) -> Kind {
         T::Symlink => Kind::Symlink,
         T::Link => Kind::Hardlink,
         T::XGlobalHeader => Kind::Skip,
-        T::Char => Kind::Other("character device".into()),
-        T::Block => Kind::Other("block device".into()),
-        T::Fifo => Kind::Other("fifo".into()),
-        other => Kind::Other(format!("{other:?}")),
+        other => Kind::Other(other),
     }
 }
 
@@ -257,7 +340,7 @@ fn tar_err(path: &Path, e: io::Error) -> Error {
 }
 
 /// Reads every header (and skips the data): the input of `plan`.
-pub fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
+pub(crate) fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
     let mut archive = open_archive(tarball)?;
     let mut out = Vec::new();
     for entry in archive.entries().map_err(|e| tar_err(tarball, e))? {
@@ -281,7 +364,7 @@ pub fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
 
 /// Writes the planned entries under `dest` (which must not exist yet), fsyncing every
 /// file and directory.
-pub fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
+pub(crate) fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
     fs::create_dir(dest).ctx("create", dest)?;
     let by_index: HashMap<usize, &Item> = plan.items.iter().map(|i| (i.index, i)).collect();
     let mut dirs: Vec<PathBuf> = vec![dest.to_path_buf()];
@@ -297,7 +380,7 @@ pub fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
         };
         // The archive must not have changed between the passes.
         if entry.size() != item.size || kind_of(entry.header().entry_type()) != item.kind {
-            return Err(hostile(&item.rel, "archive changed while unpacking"));
+            return Err(hostile(&item.rel, HostileReason::Changed));
         }
         let out = dest.join(&item.rel);
         let parent = fsutil::parent_of(&out).to_path_buf();
@@ -319,7 +402,7 @@ pub fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
                     .ctx("create", &out)?;
                 let n = io::copy(&mut (&mut entry).take(item.size), &mut f).ctx("write", &out)?;
                 if n != item.size {
-                    return Err(hostile(&item.rel, "truncated entry"));
+                    return Err(hostile(&item.rel, HostileReason::Truncated));
                 }
                 f.sync_all().ctx("fsync", &out)?;
             }
@@ -407,12 +490,12 @@ mod tests {
                 "not an earlier file",
             ),
             (
-                vec![f(), e("t/dev", Kind::Other("character device".into()))],
+                vec![f(), e("t/dev", Kind::Other(tar::EntryType::Char))],
                 "t/dev",
                 "character device",
             ),
             (
-                vec![f(), e("t/p", Kind::Other("fifo".into()))],
+                vec![f(), e("t/p", Kind::Other(tar::EntryType::Fifo))],
                 "t/p",
                 "fifo",
             ),
@@ -463,6 +546,7 @@ mod tests {
                     reason: why,
                 }) => {
                     assert_eq!(got, entry);
+                    let why = why.to_string();
                     assert!(why.contains(reason), "{entry}: {why}");
                 }
                 other => panic!("{entry}: expected refusal, got {other:?}"),

@@ -12,7 +12,7 @@ use crate::error::{Error, IoContext, Result};
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A unique temporary name beside `path` (same directory, so rename is atomic).
-pub fn temp_beside(path: &Path) -> PathBuf {
+pub(crate) fn temp_beside(path: &Path) -> PathBuf {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let name = path
         .file_name()
@@ -26,25 +26,25 @@ pub fn temp_beside(path: &Path) -> PathBuf {
 }
 
 /// Whether a directory entry name is one of our temporaries (left by a kill).
-pub fn is_temp_name(name: &str) -> bool {
+pub(crate) fn is_temp_name(name: &str) -> bool {
     name.starts_with('.') && name.contains(".tmp-")
 }
 
-pub fn parent_of(path: &Path) -> &Path {
+pub(crate) fn parent_of(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     }
 }
 
-pub fn fsync_dir(dir: &Path) -> Result<()> {
+pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|f| f.sync_all())
         .ctx("fsync directory", dir)
 }
 
 /// Writes `bytes` to `path` atomically with the given mode.
-pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let dir = parent_of(path);
     fs::create_dir_all(dir).ctx("create directory", dir)?;
     let tmp = temp_beside(path);
@@ -70,7 +70,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
 }
 
 /// Points `link` at `target` atomically, replacing whatever symlink (or file) is there.
-pub fn symlink_atomic(target: &Path, link: &Path) -> Result<()> {
+pub(crate) fn symlink_atomic(target: &Path, link: &Path) -> Result<()> {
     let dir = parent_of(link);
     fs::create_dir_all(dir).ctx("create directory", dir)?;
     let tmp = temp_beside(link);
@@ -86,7 +86,7 @@ pub fn symlink_atomic(target: &Path, link: &Path) -> Result<()> {
 }
 
 /// Removes a file or symlink if it exists, then fsyncs its directory.
-pub fn remove_file_durable(path: &Path) -> Result<()> {
+pub(crate) fn remove_file_durable(path: &Path) -> Result<()> {
     match fs::remove_file(path) {
         Ok(()) => fsync_dir(parent_of(path)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -94,7 +94,7 @@ pub fn remove_file_durable(path: &Path) -> Result<()> {
     }
 }
 
-pub fn remove_dir_all_if_exists(path: &Path) -> Result<()> {
+pub(crate) fn remove_dir_all_if_exists(path: &Path) -> Result<()> {
     match fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -104,7 +104,7 @@ pub fn remove_dir_all_if_exists(path: &Path) -> Result<()> {
 
 /// Removes a directory tree without ever leaving a half-deleted tree under its real name:
 /// it is first renamed to a temporary name, then deleted.
-pub fn remove_dir_durable(path: &Path) -> Result<()> {
+pub(crate) fn remove_dir_durable(path: &Path) -> Result<()> {
     if fs::symlink_metadata(path).is_err() {
         return Ok(());
     }
@@ -115,7 +115,7 @@ pub fn remove_dir_durable(path: &Path) -> Result<()> {
 }
 
 /// Free bytes available to us on the filesystem holding `path`.
-pub fn free_space(path: &Path) -> Result<u64> {
+pub(crate) fn free_space(path: &Path) -> Result<u64> {
     let st = rustix::fs::statvfs(path)
         .map_err(|e| Error::io(format!("statvfs {}", path.display()), e.into()))?;
     Ok(st.f_bavail.saturating_mul(st.f_frsize))

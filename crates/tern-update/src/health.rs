@@ -3,27 +3,57 @@
 //! loop; a dead agent for `stable_ticks` samples, or no verdict by the timeout, fails.
 //! `Watch` is the pure decision; `watch` samples the real service.
 
+use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::http::Client;
 use crate::service::Service;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sample {
-    pub pid: Option<u32>,
+pub(crate) struct Sample {
+    pub(crate) pid: Option<u32>,
     /// `None` when no health URL is configured.
-    pub url_ok: Option<bool>,
+    pub(crate) url_ok: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Wait,
     Healthy,
-    Failed(String),
+    Failed(HealthFailure),
+}
+
+/// Why a version is judged unhealthy.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HealthFailure {
+    #[error("the agent is not running ({checks} checks in a row)")]
+    NotRunning { checks: u32 },
+    #[error("crash loop: the agent restarted {restarts} times")]
+    CrashLoop { restarts: u32 },
+    #[error("not healthy after {:.1}s: {pending}", timeout.as_secs_f64())]
+    Timeout { timeout: Duration, pending: Pending },
+}
+
+/// What the watch still waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pending {
+    UrlFailing { failures: u32 },
+    Unstable { stable: u32, needed: u32 },
+}
+
+impl fmt::Display for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UrlFailing { failures } => write!(f, "the health URL failed {failures} times"),
+            Self::Unstable { stable, needed } => {
+                write!(f, "PID stable for {stable} of {needed} checks")
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
-pub struct Watch {
+pub(crate) struct Watch {
     stable_ticks: u32,
     max_restarts: u32,
     last_pid: Option<u32>,
@@ -34,7 +64,7 @@ pub struct Watch {
 }
 
 impl Watch {
-    pub fn new(stable_ticks: u32, max_restarts: u32) -> Self {
+    pub(crate) fn new(stable_ticks: u32, max_restarts: u32) -> Self {
         Self {
             stable_ticks: stable_ticks.max(1),
             max_restarts,
@@ -46,15 +76,12 @@ impl Watch {
         }
     }
 
-    pub fn observe(&mut self, s: Sample) -> Verdict {
+    pub(crate) fn observe(&mut self, s: Sample) -> Verdict {
         let Some(pid) = s.pid else {
             self.stable = 0;
             self.dead += 1;
             if self.dead >= self.stable_ticks {
-                return Verdict::Failed(format!(
-                    "the agent is not running ({} checks in a row)",
-                    self.dead
-                ));
+                return Verdict::Failed(HealthFailure::NotRunning { checks: self.dead });
             }
             return Verdict::Wait;
         };
@@ -73,10 +100,9 @@ impl Watch {
         }
         self.last_pid = Some(pid);
         if self.changes > self.max_restarts {
-            return Verdict::Failed(format!(
-                "crash loop: the agent restarted {} times",
-                self.changes
-            ));
+            return Verdict::Failed(HealthFailure::CrashLoop {
+                restarts: self.changes,
+            });
         }
         if s.url_ok == Some(false) {
             self.url_failures += 1;
@@ -90,20 +116,22 @@ impl Watch {
     }
 
     /// Why it is not healthy yet (for the timeout message).
-    pub fn describe(&self) -> String {
+    pub(crate) fn pending(&self) -> Pending {
         if self.url_failures > 0 {
-            format!("the health URL failed {} times", self.url_failures)
+            Pending::UrlFailing {
+                failures: self.url_failures,
+            }
         } else {
-            format!(
-                "PID stable for {} of {} checks",
-                self.stable, self.stable_ticks
-            )
+            Pending::Unstable {
+                stable: self.stable,
+                needed: self.stable_ticks,
+            }
         }
     }
 }
 
-/// Samples the service until it is healthy or fails. `Err` carries the reason.
-pub fn watch(service: &Service, http: &Client) -> Result<(), String> {
+/// Samples the service until it is healthy or fails.
+pub(crate) fn watch(service: &Service, http: &Client) -> Result<(), HealthFailure> {
     let cfg = &service.cfg;
     let mut w = Watch::new(cfg.stable_ticks, cfg.max_restarts);
     let start = Instant::now();
@@ -127,11 +155,10 @@ pub fn watch(service: &Service, http: &Client) -> Result<(), String> {
             Verdict::Wait => {}
         }
         if start.elapsed() >= cfg.timeout() {
-            return Err(format!(
-                "not healthy after {:.1}s: {}",
-                cfg.health_timeout,
-                w.describe()
-            ));
+            return Err(HealthFailure::Timeout {
+                timeout: cfg.timeout(),
+                pending: w.pending(),
+            });
         }
         std::thread::sleep(cfg.interval());
     }
@@ -210,7 +237,7 @@ mod tests {
             let got = match run(&samples) {
                 Verdict::Healthy => "healthy".to_string(),
                 Verdict::Wait => "wait".to_string(),
-                Verdict::Failed(why) => why,
+                Verdict::Failed(why) => why.to_string(),
             };
             assert!(got.contains(want), "{name}: {got}");
         }

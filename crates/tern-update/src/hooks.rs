@@ -4,7 +4,7 @@
 //! Without the feature this compiles to nothing: production builds cannot trigger it.
 
 #[cfg(feature = "test-hooks")]
-pub fn kill_point(name: &str) {
+pub(crate) fn kill_point(name: &str) {
     use std::sync::atomic::{AtomicU32, Ordering};
     static SEEN: AtomicU32 = AtomicU32::new(0);
     let Ok(want) = std::env::var("TERN_UPDATE_KILL_AT") else {
@@ -27,4 +27,4 @@ pub fn kill_point(name: &str) {
 
 #[cfg(not(feature = "test-hooks"))]
 #[inline(always)]
-pub fn kill_point(_name: &str) {}
+pub(crate) fn kill_point(_name: &str) {}

@@ -7,9 +7,21 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use tern_core::wire::{FindResponse, Heartbeat};
+use ureq::http::{Method, StatusCode};
 
 use crate::artifact;
 use crate::error::{Error, IoContext, Result};
+
+/// Why an artifact's `.sha256` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ChecksumProblem {
+    #[error(transparent)]
+    Fetch(ureq::Error),
+    #[error("status {0}")]
+    Status(StatusCode),
+    #[error("does not start with 64 hex characters")]
+    NotAChecksum,
+}
 
 #[derive(Clone)]
 pub struct Client {
@@ -26,19 +38,18 @@ pub fn roots_from_pem(path: &Path) -> Result<ureq::tls::RootCerts> {
         match item {
             Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c.to_owned()),
             Ok(_) => {}
-            Err(e) => {
-                return Err(Error::Config(format!(
-                    "{}: not a PEM certificate bundle: {e}",
-                    path.display()
-                )));
+            Err(source) => {
+                return Err(Error::CaBundle {
+                    path: path.to_path_buf(),
+                    source,
+                });
             }
         }
     }
     if certs.is_empty() {
-        return Err(Error::Config(format!(
-            "{}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-            path.display()
-        )));
+        return Err(Error::CaBundleEmpty {
+            path: path.to_path_buf(),
+        });
     }
     Ok(ureq::tls::RootCerts::new_with_certs(&certs))
 }
@@ -69,20 +80,34 @@ impl Client {
         if url.starts_with("https://") || (self.insecure && url.starts_with("http://")) {
             Ok(())
         } else if url.starts_with("http://") {
-            Err(Error::Config(format!(
-                "refusing plain http URL {url} (use https, or --insecure for tests)"
-            )))
+            Err(Error::PlainHttp { url: url.into() })
         } else {
-            Err(Error::Config(format!("not an http(s) URL: {url:?}")))
+            Err(Error::NotHttpUrl { url: url.into() })
         }
     }
 
-    fn http_err(url: &str, e: impl std::fmt::Display) -> Error {
-        Error::Http(format!("{url}: {e}"))
+    fn request_err(url: &str) -> impl FnOnce(ureq::Error) -> Error {
+        move |source| Error::HttpRequest {
+            url: url.to_string(),
+            source,
+        }
+    }
+
+    /// Refuses any answer but 2xx.
+    fn expect_success(method: Method, url: &str, status: StatusCode) -> Result<()> {
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(Error::HttpStatus {
+                method,
+                url: url.to_string(),
+                status,
+            })
+        }
     }
 
     /// `GET {server}/v1/webapi/find?group=G&updater_id=U`.
-    pub fn find(&self, server: &str, group: &str, updater_id: &str) -> Result<FindResponse> {
+    pub(crate) fn find(&self, server: &str, group: &str, updater_id: &str) -> Result<FindResponse> {
         let url = format!("{}/v1/webapi/find", server.trim_end_matches('/'));
         self.check_url(&url)?;
         let mut resp = self
@@ -91,29 +116,22 @@ impl Client {
             .query("group", group)
             .query("updater_id", updater_id)
             .call()
-            .map_err(|e| Self::http_err(&url, e))?;
-        if !resp.status().is_success() {
-            return Err(Self::http_err(&url, format!("status {}", resp.status())));
-        }
+            .map_err(Self::request_err(&url))?;
+        Self::expect_success(Method::GET, &url, resp.status())?;
         resp.body_mut()
             .read_json::<FindResponse>()
-            .map_err(|e| Self::http_err(&url, format!("bad find response: {e}")))
+            .map_err(|source| Error::BadFindResponse { url, source })
     }
 
     /// The Content-Length of a HEAD request, when the server sends one.
-    pub fn content_length(&self, url: &str) -> Result<Option<u64>> {
+    pub(crate) fn content_length(&self, url: &str) -> Result<Option<u64>> {
         self.check_url(url)?;
         let resp = self
             .agent
             .head(url)
             .call()
-            .map_err(|e| Self::http_err(url, e))?;
-        if !resp.status().is_success() {
-            return Err(Self::http_err(
-                url,
-                format!("HEAD status {}", resp.status()),
-            ));
-        }
+            .map_err(Self::request_err(url))?;
+        Self::expect_success(Method::HEAD, url, resp.status())?;
         Ok(resp
             .headers()
             .get("content-length")
@@ -122,52 +140,46 @@ impl Client {
     }
 
     /// Fetches and parses `<url>.sha256`.
-    pub fn checksum(&self, url: &str) -> Result<String> {
+    pub(crate) fn checksum(&self, url: &str) -> Result<String> {
         let sum_url = artifact::checksum_url(url);
         self.check_url(&sum_url)?;
-        let missing = |reason: String| Error::MissingChecksum {
+        let missing = |problem| Error::MissingChecksum {
             url: sum_url.clone(),
-            reason,
+            problem,
         };
         let mut resp = self
             .agent
             .get(&sum_url)
             .call()
-            .map_err(|e| missing(e.to_string()))?;
+            .map_err(|e| missing(ChecksumProblem::Fetch(e)))?;
         if !resp.status().is_success() {
-            return Err(missing(format!("status {}", resp.status())));
+            return Err(missing(ChecksumProblem::Status(resp.status())));
         }
         let text = resp
             .body_mut()
             .with_config()
             .limit(64 * 1024)
             .read_to_string()
-            .map_err(|e| missing(e.to_string()))?;
-        artifact::parse_checksum(&text)
-            .ok_or_else(|| missing("does not start with 64 hex characters".into()))
+            .map_err(|e| missing(ChecksumProblem::Fetch(e)))?;
+        artifact::parse_checksum(&text).ok_or_else(|| missing(ChecksumProblem::NotAChecksum))
     }
 
     /// Streams `url` into `dest`, hashing as it goes; refuses to write more than
     /// `max_bytes`. Returns (bytes, sha256 hex). `dest` is fsynced.
-    pub fn download(&self, url: &str, dest: &Path, max_bytes: u64) -> Result<(u64, String)> {
+    pub(crate) fn download(&self, url: &str, dest: &Path, max_bytes: u64) -> Result<(u64, String)> {
         self.check_url(url)?;
-        let mut resp = self
-            .agent
-            .get(url)
-            .call()
-            .map_err(|e| Self::http_err(url, e))?;
-        if !resp.status().is_success() {
-            return Err(Self::http_err(url, format!("status {}", resp.status())));
-        }
+        let mut resp = self.agent.get(url).call().map_err(Self::request_err(url))?;
+        Self::expect_success(Method::GET, url, resp.status())?;
         let mut reader = resp.body_mut().as_reader();
         let mut file = std::fs::File::create(dest).ctx("create", dest)?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 64 * 1024];
         let mut total: u64 = 0;
         loop {
-            let n = reader
-                .read(&mut buf)
-                .map_err(|e| Self::http_err(url, format!("reading body: {e}")))?;
+            let n = reader.read(&mut buf).map_err(|source| Error::HttpBody {
+                url: url.to_string(),
+                source,
+            })?;
             if n == 0 {
                 break;
             }
@@ -187,7 +199,7 @@ impl Client {
     }
 
     /// True when `url` answers 2xx.
-    pub fn probe(&self, url: &str) -> bool {
+    pub(crate) fn probe(&self, url: &str) -> bool {
         if self.check_url(url).is_err() {
             return false;
         }
@@ -195,17 +207,19 @@ impl Client {
     }
 
     /// `POST {server}/v1/agents/heartbeat`.
-    pub fn heartbeat(&self, server: &str, hb: &Heartbeat, token: Option<&str>) -> Result<()> {
+    pub(crate) fn heartbeat(
+        &self,
+        server: &str,
+        hb: &Heartbeat,
+        token: Option<&str>,
+    ) -> Result<()> {
         let url = format!("{}/v1/agents/heartbeat", server.trim_end_matches('/'));
         self.check_url(&url)?;
         let mut req = self.agent.post(&url);
         if let Some(t) = token {
             req = req.header("Authorization", format!("Bearer {t}"));
         }
-        let resp = req.send_json(hb).map_err(|e| Self::http_err(&url, e))?;
-        if !resp.status().is_success() {
-            return Err(Self::http_err(&url, format!("status {}", resp.status())));
-        }
-        Ok(())
+        let resp = req.send_json(hb).map_err(Self::request_err(&url))?;
+        Self::expect_success(Method::POST, &url, resp.status())
     }
 }

@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::state::Status;
 
 /// The directory of a package install (`link-package`), shared by all namespaces.
-pub const SYSTEM_DIR: &str = "system";
+pub(crate) const SYSTEM_DIR: &str = "system";
 
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -30,37 +31,37 @@ pub fn validate_suffix(suffix: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Config(format!(
-            "invalid --install-suffix {suffix:?}: use 1-32 characters a-z 0-9 - _, not \"system\""
-        )))
+        Err(Error::InvalidSuffix {
+            suffix: suffix.to_string(),
+        })
     }
 }
 
 impl Layout {
-    pub fn ns_dir(&self) -> PathBuf {
+    pub(crate) fn ns_dir(&self) -> PathBuf {
         self.install_dir.join(&self.suffix)
     }
-    pub fn versions_dir(&self) -> PathBuf {
+    pub(crate) fn versions_dir(&self) -> PathBuf {
         self.ns_dir().join("versions")
     }
-    pub fn version_dir(&self, version: &str) -> PathBuf {
+    pub(crate) fn version_dir(&self, version: &str) -> PathBuf {
         self.versions_dir().join(version)
     }
-    pub fn update_yaml(&self) -> PathBuf {
+    pub(crate) fn update_yaml(&self) -> PathBuf {
         self.ns_dir().join("update.yaml")
     }
-    pub fn lock_file(&self) -> PathBuf {
+    pub(crate) fn lock_file(&self) -> PathBuf {
         self.ns_dir().join("update.lock")
     }
-    pub fn id_file(&self) -> PathBuf {
+    pub(crate) fn id_file(&self) -> PathBuf {
         self.ns_dir().join("updater_id")
     }
-    pub fn system_dir(&self) -> PathBuf {
+    pub(crate) fn system_dir(&self) -> PathBuf {
         self.install_dir.join(SYSTEM_DIR)
     }
     /// Name of this namespace's updater units (`tern-update.service`, or
     /// `tern-update-<suffix>.service` outside the default namespace).
-    pub fn updater_unit_stem(&self) -> String {
+    pub(crate) fn updater_unit_stem(&self) -> String {
         if self.suffix == "default" {
             "tern-update".to_string()
         } else {
@@ -68,17 +69,17 @@ impl Layout {
         }
     }
     /// True when `path` lies inside this namespace's versions directory.
-    pub fn is_managed(&self, path: &Path) -> bool {
+    pub(crate) fn is_managed(&self, path: &Path) -> bool {
         path.starts_with(self.versions_dir())
     }
     /// True when `path` lies inside the package install.
-    pub fn is_package(&self, path: &Path) -> bool {
+    pub(crate) fn is_package(&self, path: &Path) -> bool {
         path.starts_with(self.system_dir())
     }
 }
 
 /// Version strings become directory names: refuse anything that is not a plain name.
-pub fn validate_version(version: &str) -> Result<()> {
+pub(crate) fn validate_version(version: &str) -> Result<()> {
     let ok = !version.is_empty()
         && version.len() <= 128
         && version != "."
@@ -90,13 +91,31 @@ pub fn validate_version(version: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Config(format!("invalid version {version:?}")))
+        Err(Error::InvalidVersion {
+            version: version.to_string(),
+        })
     }
 }
 
-/// Strips a leading `v` from a semver-looking version.
-pub fn normalize_version(v: &str) -> String {
-    let v = v.trim();
+/// The name of `version` on this host (its directory under `versions/`, as `status`
+/// records it): tern-core's normal form, the rule ternd and tern-ctl use.
+///
+/// tern-update's earlier rule (drop a leading `v` before a digit, semver or not) named
+/// `v1.2` and `v16.0.0_x` differently: tern-core keeps them whole. A version `status`
+/// still knows by its earlier name (active, backup or skipped) keeps that name, so an
+/// existing install is found instead of downloaded again under a second name.
+pub(crate) fn version_name(version: &str, status: &Status) -> String {
+    let name = tern_core::version::normalize(version);
+    let old = pre_core_name(version);
+    let known = [&status.active, &status.backup, &status.skip]
+        .into_iter()
+        .any(|v| v.as_deref() == Some(old.as_str()));
+    if old != name && known { old } else { name }
+}
+
+/// tern-update's earlier version rule; only to find what it named.
+fn pre_core_name(version: &str) -> String {
+    let v = version.trim();
     match v.strip_prefix('v') {
         Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => rest.to_string(),
         _ => v.to_string(),
@@ -125,8 +144,55 @@ mod tests {
         for bad in ["", ".", "..", "../1", "1/2", ".hidden", "1 2"] {
             assert!(validate_version(bad).is_err(), "{bad}");
         }
-        assert_eq!(normalize_version("v1.2.3"), "1.2.3");
-        assert_eq!(normalize_version(" 1.2.3 "), "1.2.3");
-        assert_eq!(normalize_version("vnext"), "vnext");
+        let none = Status::default();
+        assert_eq!(version_name("v1.2.3", &none), "1.2.3");
+        assert_eq!(version_name(" 1.2.3 ", &none), "1.2.3");
+        assert_eq!(version_name("vnext", &none), "vnext");
+    }
+
+    #[test]
+    fn version_names_follow_tern_core() {
+        let none = Status::default();
+        for (input, want) in [
+            ("v1.2.3-rc.1+b.7", "1.2.3-rc.1+b.7"),
+            ("1.2.3+001", "1.2.3+001"),
+            ("16.0.0_x", "16.0.0_x"),
+            // Not semver: tern-core keeps the `v`, where tern-update used to drop it.
+            ("v1.2", "v1.2"),
+            ("v16.0.0_x", "v16.0.0_x"),
+        ] {
+            assert_eq!(version_name(input, &none), want, "{input}");
+            assert_eq!(
+                version_name(input, &none),
+                tern_core::version::normalize(input)
+            );
+        }
+    }
+
+    #[test]
+    fn versions_installed_under_their_old_name_keep_it() {
+        let known = |active: Option<&str>, backup: Option<&str>, skip: Option<&str>| Status {
+            active: active.map(String::from),
+            backup: backup.map(String::from),
+            skip: skip.map(String::from),
+            ..Status::default()
+        };
+        assert_eq!(version_name("v1.2", &known(Some("1.2"), None, None)), "1.2");
+        assert_eq!(
+            version_name("v1.2", &known(Some("2.0.0"), Some("1.2"), None)),
+            "1.2"
+        );
+        assert_eq!(
+            version_name("v1.2", &known(Some("2.0.0"), None, Some("1.2"))),
+            "1.2"
+        );
+        assert_eq!(
+            version_name("v1.2", &known(Some("1.3"), Some("1.1"), None)),
+            "v1.2"
+        );
+        assert_eq!(
+            version_name("v1.2.3", &known(Some("1.2.3"), None, None)),
+            "1.2.3"
+        );
     }
 }

@@ -7,17 +7,17 @@
 //! `backup::validate`, `setup::units`).
 
 pub mod artifact;
-pub mod backup;
+mod backup;
 pub mod commands;
-pub mod decide;
+mod decide;
 pub mod error;
-pub mod extract;
-pub mod fsutil;
-pub mod health;
-pub mod hooks;
+mod extract;
+mod fsutil;
+mod health;
+mod hooks;
 pub mod http;
 pub mod layout;
-pub mod links;
+mod links;
 pub mod lock;
 pub mod log;
 pub mod reexec;

@@ -11,30 +11,39 @@ use crate::fsutil;
 use crate::layout::Layout;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Link {
-    pub link: PathBuf,
-    pub target: PathBuf,
+pub(crate) struct Link {
+    pub(crate) link: PathBuf,
+    pub(crate) target: PathBuf,
 }
 
 /// What is at a link's path now.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Existing {
+pub(crate) enum Existing {
     Missing,
     Symlink(PathBuf),
     Other,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Create,
     Keep,
     Replace,
-    Conflict(String),
+    Conflict(Conflict),
+}
+
+/// Why a link's path is not ours to replace.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Conflict {
+    #[error("is a symlink to {} which tern-update does not manage", .0.display())]
+    ForeignSymlink(PathBuf),
+    #[error("is a file tern-update does not manage")]
+    ForeignFile,
 }
 
 /// Decides what to do with one link. We replace our own links (this namespace or the
 /// package install); anything else only with `overwrite`.
-pub fn decide(
+pub(crate) fn decide(
     existing: &Existing,
     want: &Path,
     ours: &dyn Fn(&Path) -> bool,
@@ -44,12 +53,9 @@ pub fn decide(
         Existing::Missing => Action::Create,
         Existing::Symlink(t) if t == want => Action::Keep,
         Existing::Symlink(t) if ours(t) || overwrite => Action::Replace,
-        Existing::Symlink(t) => Action::Conflict(format!(
-            "is a symlink to {} which tern-update does not manage",
-            t.display()
-        )),
+        Existing::Symlink(t) => Action::Conflict(Conflict::ForeignSymlink(t.clone())),
         Existing::Other if overwrite => Action::Replace,
-        Existing::Other => Action::Conflict("is a file tern-update does not manage".into()),
+        Existing::Other => Action::Conflict(Conflict::ForeignFile),
     }
 }
 
@@ -70,7 +76,7 @@ fn is_executable_file(path: &Path) -> bool {
 }
 
 /// Executables of a version: `bin/*`, or the top level when there is no `bin/`.
-pub fn executables(version_dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn executables(version_dir: &Path) -> Result<Vec<PathBuf>> {
     let bin = version_dir.join("bin");
     let dir = if bin.is_dir() {
         bin
@@ -93,7 +99,7 @@ pub fn executables(version_dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// The agent's unit file: `lib/systemd/system/*.service` or `examples/systemd/*.service`.
-pub fn unit_file(version_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn unit_file(version_dir: &Path) -> Option<PathBuf> {
     for sub in ["lib/systemd/system", "examples/systemd"] {
         let dir = version_dir.join(sub);
         let Ok(rd) = fs::read_dir(&dir) else { continue };
@@ -110,7 +116,7 @@ pub fn unit_file(version_dir: &Path) -> Option<PathBuf> {
 }
 
 /// The links a version directory wants.
-pub fn desired(layout: &Layout, version_dir: &Path) -> Result<Vec<Link>> {
+pub(crate) fn desired(layout: &Layout, version_dir: &Path) -> Result<Vec<Link>> {
     let mut out = Vec::new();
     for exe in executables(version_dir)? {
         if let Some(name) = exe.file_name() {
@@ -129,10 +135,9 @@ pub fn desired(layout: &Layout, version_dir: &Path) -> Result<Vec<Link>> {
         });
     }
     if out.is_empty() {
-        return Err(Error::Refused(format!(
-            "{} has no executables to link",
-            version_dir.display()
-        )));
+        return Err(Error::NoExecutables {
+            dir: version_dir.to_path_buf(),
+        });
     }
     Ok(out)
 }
@@ -156,15 +161,16 @@ fn links_into(layout: &Layout, owned: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
 }
 
 /// Checks that every link of `version_dir` can be made, without changing anything.
-pub fn check(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<Vec<Link>> {
+pub(crate) fn check(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<Vec<Link>> {
     let want = desired(layout, version_dir)?;
     let ours = |p: &Path| layout.is_managed(p) || layout.is_package(p);
     for l in &want {
-        if let Action::Conflict(why) = decide(&existing(&l.link), &l.target, &ours, overwrite) {
-            return Err(Error::Refused(format!(
-                "{} {why} (use --overwrite to replace it)",
-                l.link.display()
-            )));
+        if let Action::Conflict(conflict) = decide(&existing(&l.link), &l.target, &ours, overwrite)
+        {
+            return Err(Error::LinkConflict {
+                link: l.link.clone(),
+                conflict,
+            });
         }
     }
     Ok(want)
@@ -172,7 +178,7 @@ pub fn check(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<Vec
 
 /// Makes the links match `version_dir`, and removes links into this namespace or the
 /// package that the version does not have.
-pub fn apply(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<()> {
+pub(crate) fn apply(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<()> {
     let want = check(layout, version_dir, overwrite)?;
     for l in &want {
         if existing(&l.link) != Existing::Symlink(l.target.clone()) {
@@ -190,30 +196,11 @@ pub fn apply(layout: &Layout, version_dir: &Path, overwrite: bool) -> Result<()>
 }
 
 /// Removes every link into `owned` (a namespace's versions or the package).
-pub fn remove(layout: &Layout, owned: &dyn Fn(&Path) -> bool) -> Result<()> {
+pub(crate) fn remove(layout: &Layout, owned: &dyn Fn(&Path) -> bool) -> Result<()> {
     for stale in links_into(layout, owned) {
         fsutil::remove_file_durable(&stale)?;
     }
     Ok(())
-}
-
-/// The version directory the links point into now, if any (for `link-package` and
-/// health reports).
-pub fn linked_root(layout: &Layout) -> Option<PathBuf> {
-    let ours = |p: &Path| layout.is_managed(p) || layout.is_package(p);
-    for link in links_into(layout, &ours) {
-        if let Existing::Symlink(t) = existing(&link) {
-            if layout.is_package(&t) {
-                return Some(layout.system_dir());
-            }
-            if let Ok(rel) = t.strip_prefix(layout.versions_dir())
-                && let Some(first) = rel.components().next()
-            {
-                return Some(layout.versions_dir().join(first.as_os_str()));
-            }
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The `tern-update` binary: argument parsing and exit codes (0 success or nothing to
 //! do, 1 failure, 2 usage). Everything else is in the library.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -149,44 +149,70 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            log::error(format!("{e:#}"));
+            log::error(chain(&e));
             ExitCode::from(1)
         }
     }
 }
 
+/// The error and its causes, like `{:#}`, but a cause is left out when the text before
+/// it already says it: the library's messages include their `#[source]`, so that they
+/// read whole wherever they are shown alone.
+fn chain(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let layout = layout_of(&cli)?;
+    let current_exe = std::env::current_exe().context("current executable")?;
+    if !matches!(cli.command, Cmd::Setup { .. })
+        && let Some(code) = run_active_updater(&layout, &current_exe)
+    {
+        return Ok(code);
+    }
+    let transport = transport_flags(&cli);
+    let ctx = context_of(&cli, layout)?;
+    execute(&ctx, cli.command, current_exe, &transport)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where things live, from the flags (relative paths made absolute).
+fn layout_of(cli: &Cli) -> anyhow::Result<Layout> {
     layout::validate_suffix(&cli.install_suffix)?;
     let install_dir = std::path::absolute(&cli.install_dir).context("--install-dir")?;
-    let link_dir = match cli.link_dir {
+    let link_dir = match &cli.link_dir {
         Some(d) => std::path::absolute(d).context("--link-dir")?,
         None if cli.install_suffix == "default" => PathBuf::from("/usr/local/bin"),
         None => install_dir.join(&cli.install_suffix).join("bin"),
     };
-    let layout = Layout {
+    Ok(Layout {
         install_dir,
         suffix: cli.install_suffix.clone(),
         link_dir,
         unit_dir: std::path::absolute(&cli.unit_dir).context("--unit-dir")?,
         systemd_dir: std::path::absolute(&cli.systemd_dir).context("--systemd-dir")?,
-    };
-    let current_exe = std::env::current_exe().context("current executable")?;
-    if !matches!(cli.command, Cmd::Setup { .. })
-        && let Some(exe) = reexec::candidate(&layout, &current_exe)
-    {
-        let args: Vec<_> = std::env::args_os().skip(1).collect();
-        if let Some(code) = reexec::delegate(&exe, &args) {
-            return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
-        }
-    }
-    let overwrite = matches!(
-        cli.command,
-        Cmd::Enable {
-            overwrite: true,
-            ..
-        }
-    );
-    // What the timer's runs need to reach the server as this invocation does.
+    })
+}
+
+/// Hands the command to the active version's updater when it has another one; its
+/// exit code when it handled the command.
+fn run_active_updater(layout: &Layout, current_exe: &Path) -> Option<ExitCode> {
+    let exe = reexec::candidate(layout, current_exe)?;
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let code = reexec::delegate(&exe, &args)?;
+    Some(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+/// What the timer's runs need to reach the server as this invocation does.
+fn transport_flags(cli: &Cli) -> Vec<String> {
     let mut transport: Vec<String> = Vec::new();
     if cli.insecure {
         transport.push("--insecure".into());
@@ -211,21 +237,42 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             transport.push(format!("{flag}={v}"));
         }
     }
-    let ctx = Ctx {
+    transport
+}
+
+fn context_of(cli: &Cli, layout: Layout) -> anyhow::Result<Ctx> {
+    let roots = cli
+        .ca_cert
+        .as_deref()
+        .map(tern_update::http::roots_from_pem)
+        .transpose()?;
+    Ok(Ctx {
         layout,
         http: Client::new(
             cli.insecure,
             Duration::from_secs(cli.http_timeout.max(1)),
-            cli.ca_cert
-                .as_deref()
-                .map(tern_update::http::roots_from_pem)
-                .transpose()?,
+            roots,
         ),
-        overwrite,
+        overwrite: matches!(
+            cli.command,
+            Cmd::Enable {
+                overwrite: true,
+                ..
+            }
+        ),
         hostname: cli.hostname.clone(),
         host_id: cli.host_id.clone(),
-    };
-    let report = match cli.command {
+    })
+}
+
+/// Runs the subcommand: `status` and `setup` print their answer, the others log it.
+fn execute(
+    ctx: &Ctx,
+    command: Cmd,
+    current_exe: PathBuf,
+    transport: &[String],
+) -> anyhow::Result<()> {
+    let report = match command {
         Cmd::Enable {
             server,
             group,
@@ -237,7 +284,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             overwrite: _,
             keep,
         } => commands::enable(
-            &ctx,
+            ctx,
             EnableArgs {
                 server,
                 group,
@@ -249,57 +296,79 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 keep,
             },
         )?,
-        Cmd::Disable => commands::disable(&ctx)?,
-        Cmd::Pin { force_version } => commands::pin(&ctx, force_version)?,
-        Cmd::Unpin => commands::unpin(&ctx)?,
-        Cmd::Update { now } => {
-            let report = commands::update(&ctx, now)?;
-            // The timer's run is not an error when the operator disabled or pinned
-            // updates; an explicit `update --now` that cannot act is.
-            if let (Report::Refused(why), true) = (&report, now) {
-                anyhow::bail!("{why}");
-            }
-            report
-        }
-        Cmd::Status { output } => {
-            let view = commands::status(&ctx)?;
-            let text = match output {
-                OutputFormat::Yaml => serde_yaml_ng::to_string(&view)?,
-                OutputFormat::Json => serde_json::to_string_pretty(&view)? + "\n",
-            };
-            print!("{text}");
-            return Ok(ExitCode::SUCCESS);
-        }
-        Cmd::Uninstall { force } => commands::uninstall(&ctx, force)?,
-        Cmd::LinkPackage => commands::link_package(&ctx)?,
-        Cmd::UnlinkPackage => commands::unlink_package(&ctx)?,
+        Cmd::Disable => commands::disable(ctx)?,
+        Cmd::Pin { force_version } => commands::pin(ctx, force_version)?,
+        Cmd::Unpin => commands::unpin(ctx)?,
+        Cmd::Update { now } => update(ctx, now)?,
+        Cmd::Status { output } => return print_status(ctx, output),
+        Cmd::Uninstall { force } => commands::uninstall(ctx, force)?,
+        Cmd::LinkPackage => commands::link_package(ctx)?,
+        Cmd::UnlinkPackage => commands::unlink_package(ctx)?,
         Cmd::Setup {
             dry_run,
             agent_unit,
-        } => {
-            let exe = ctx.layout.link_dir.join("tern-update");
-            let exe = if exe.exists() { exe } else { current_exe };
-            print!(
-                "{}",
-                setup::run(
-                    &ctx.layout,
-                    &exe.to_string_lossy(),
-                    agent_unit.as_deref(),
-                    &transport,
-                    dry_run
-                )?
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
+        } => return print_setup(ctx, current_exe, agent_unit.as_deref(), transport, dry_run),
     };
     match report {
-        Report::Done(msg) => {
-            log::info(&msg);
-            Ok(ExitCode::SUCCESS)
-        }
-        Report::Refused(msg) => {
-            log::warn(&msg);
-            Ok(ExitCode::SUCCESS)
-        }
+        Report::Done(msg) => log::info(&msg),
+        Report::Refused(msg) => log::warn(&msg),
+    }
+    Ok(())
+}
+
+fn update(ctx: &Ctx, now: bool) -> anyhow::Result<Report> {
+    let report = commands::update(ctx, now)?;
+    // The timer's run is not an error when the operator disabled or pinned
+    // updates; an explicit `update --now` that cannot act is.
+    if let (Report::Refused(why), true) = (&report, now) {
+        anyhow::bail!("{why}");
+    }
+    Ok(report)
+}
+
+fn print_status(ctx: &Ctx, output: OutputFormat) -> anyhow::Result<()> {
+    let view = commands::status(ctx)?;
+    let text = match output {
+        OutputFormat::Yaml => serde_yaml_ng::to_string(&view)?,
+        OutputFormat::Json => serde_json::to_string_pretty(&view)? + "\n",
+    };
+    print!("{text}");
+    Ok(())
+}
+
+/// `setup` writes units that run the linked updater when there is one, else this binary.
+fn print_setup(
+    ctx: &Ctx,
+    current_exe: PathBuf,
+    agent_unit: Option<&str>,
+    transport: &[String],
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    let exe = ctx.layout.link_dir.join("tern-update");
+    let exe = if exe.exists() { exe } else { current_exe };
+    print!(
+        "{}",
+        setup::run(
+            &ctx.layout,
+            &exe.to_string_lossy(),
+            agent_unit,
+            transport,
+            dry_run
+        )?
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_are_said_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let lib = tern_update::Error::io("read /x", io());
+        assert_eq!(chain(&anyhow::Error::new(lib)), "read /x: gone");
+        let ctx = anyhow::Error::new(io()).context("--install-dir");
+        assert_eq!(chain(&ctx), "--install-dir: gone");
     }
 }

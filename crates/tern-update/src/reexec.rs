@@ -10,7 +10,7 @@ use crate::layout::Layout;
 use crate::log;
 use crate::state;
 
-pub const GUARD_ENV: &str = "TERN_UPDATE_REEXECED";
+pub(crate) const GUARD_ENV: &str = "TERN_UPDATE_REEXECED";
 
 /// The updater of the active version, when it exists and is not this binary.
 pub fn candidate(layout: &Layout, current_exe: &Path) -> Option<PathBuf> {

@@ -11,7 +11,7 @@ use crate::error::{Error, IoContext, Result};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ManagerKind {
+pub(crate) enum ManagerKind {
     #[default]
     Systemd,
     Command,
@@ -20,29 +20,44 @@ pub enum ManagerKind {
 /// The service config file (`--service-config`). Durations are seconds (may be fractional).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ServiceConfig {
-    pub manager: ManagerKind,
+pub(crate) struct ServiceConfig {
+    pub(crate) manager: ManagerKind,
     /// systemd unit name (without `.service` is fine) or a label for `command`.
-    pub name: String,
-    pub start: Option<String>,
-    pub stop: Option<String>,
-    pub reload: Option<String>,
-    pub is_active: Option<String>,
-    pub pid_file: Option<PathBuf>,
+    pub(crate) name: String,
+    pub(crate) start: Option<String>,
+    pub(crate) stop: Option<String>,
+    pub(crate) reload: Option<String>,
+    pub(crate) is_active: Option<String>,
+    pub(crate) pid_file: Option<PathBuf>,
     /// Optional URL that must answer 2xx for the agent to count as healthy.
-    pub health_url: Option<String>,
+    pub(crate) health_url: Option<String>,
     /// How long a new version has to become healthy.
-    pub health_timeout: f64,
+    pub(crate) health_timeout: f64,
     /// Seconds between health samples.
-    pub health_interval: f64,
+    pub(crate) health_interval: f64,
     /// Samples with the same live PID (and a passing health URL) needed to be healthy.
-    pub stable_ticks: u32,
+    pub(crate) stable_ticks: u32,
     /// PID changes tolerated before calling it a crash loop.
-    pub max_restarts: u32,
+    pub(crate) max_restarts: u32,
     /// The agent's SQLite database, backed up before every switch.
-    pub db_path: Option<PathBuf>,
+    pub(crate) db_path: Option<PathBuf>,
     /// A DB backup older than this (hours) is not restored (its certificates may have expired).
-    pub backup_max_age_hours: f64,
+    pub(crate) backup_max_age_hours: f64,
+}
+
+/// Why a service config is refused: the field and the rule it breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigProblem {
+    #[error("name is required")]
+    NoName,
+    #[error("{field} is required with manager: command")]
+    MissingCommand { field: &'static str },
+    #[error("pid_file or is_active is required with manager: command")]
+    NoLivenessCheck,
+    #[error("health_timeout and health_interval must be positive seconds")]
+    HealthTimesNotPositive,
+    #[error("stable_ticks must be at least 1")]
+    NoStableTicks,
 }
 
 impl Default for ServiceConfig {
@@ -67,49 +82,55 @@ impl Default for ServiceConfig {
 }
 
 impl ServiceConfig {
-    pub fn load(path: &Path) -> Result<Self> {
+    pub(crate) fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).ctx("read service config", path)?;
-        let cfg: Self = serde_yaml_ng::from_str(&text)
-            .map_err(|e| Error::Config(format!("service config {}: {e}", path.display())))?;
+        let cfg: Self =
+            serde_yaml_ng::from_str(&text).map_err(|source| Error::ServiceConfigSyntax {
+                path: path.to_path_buf(),
+                source,
+            })?;
         cfg.validate()
-            .map_err(|e| Error::Config(format!("service config {}: {e}", path.display())))?;
+            .map_err(|problem| Error::ServiceConfigInvalid {
+                path: path.to_path_buf(),
+                problem,
+            })?;
         Ok(cfg)
     }
 
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub(crate) fn validate(&self) -> std::result::Result<(), ConfigProblem> {
         if self.name.is_empty() {
-            return Err("name is required".into());
+            return Err(ConfigProblem::NoName);
         }
         if self.manager == ManagerKind::Command {
             for (field, v) in [("start", &self.start), ("stop", &self.stop)] {
                 if v.as_deref().is_none_or(str::is_empty) {
-                    return Err(format!("{field} is required with manager: command"));
+                    return Err(ConfigProblem::MissingCommand { field });
                 }
             }
             if self.pid_file.is_none() && self.is_active.is_none() {
-                return Err("pid_file or is_active is required with manager: command".into());
+                return Err(ConfigProblem::NoLivenessCheck);
             }
         }
         let positive = |x: f64| x.is_finite() && x > 0.0;
         if !positive(self.health_timeout) || !positive(self.health_interval) {
-            return Err("health_timeout and health_interval must be positive seconds".into());
+            return Err(ConfigProblem::HealthTimesNotPositive);
         }
         if self.stable_ticks == 0 {
-            return Err("stable_ticks must be at least 1".into());
+            return Err(ConfigProblem::NoStableTicks);
         }
         Ok(())
     }
 
-    pub fn interval(&self) -> Duration {
+    pub(crate) fn interval(&self) -> Duration {
         Duration::from_secs_f64(self.health_interval)
     }
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.health_timeout)
     }
 }
 
 /// The `systemctl` to run (tests point `TERN_SYSTEMCTL` at a fake).
-pub fn systemctl_path() -> String {
+pub(crate) fn systemctl_path() -> String {
     std::env::var("TERN_SYSTEMCTL").unwrap_or_else(|_| "systemctl".into())
 }
 
@@ -118,8 +139,23 @@ fn run(program: &str, args: &[&str]) -> Result<bool> {
         .args(args)
         .stdin(Stdio::null())
         .status()
-        .map_err(|e| Error::Service(format!("run {program} {}: {e}", args.join(" "))))?;
+        .map_err(|source| Error::Spawn {
+            program: program.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            source,
+        })?;
     Ok(status.success())
+}
+
+/// Runs `systemctl args…`; an exit status other than 0 is an error.
+fn systemctl(args: &[&str]) -> Result<()> {
+    if run(&systemctl_path(), args)? {
+        Ok(())
+    } else {
+        Err(Error::SystemctlFailed {
+            args: args.iter().map(|a| a.to_string()).collect(),
+        })
+    }
 }
 
 fn output(program: &str, args: &[&str]) -> Option<String> {
@@ -158,12 +194,12 @@ fn is_zombie(pid: i32) -> bool {
 
 /// A configured service.
 #[derive(Clone, Debug)]
-pub struct Service {
-    pub cfg: ServiceConfig,
+pub(crate) struct Service {
+    pub(crate) cfg: ServiceConfig,
 }
 
 impl Service {
-    pub fn new(cfg: ServiceConfig) -> Self {
+    pub(crate) fn new(cfg: ServiceConfig) -> Self {
         Self { cfg }
     }
 
@@ -175,25 +211,23 @@ impl Service {
         }
     }
 
-    fn command(&self, what: &str, cmd: &Option<String>) -> Result<()> {
+    fn command(&self, what: &'static str, cmd: &Option<String>) -> Result<()> {
         let cmd = cmd.as_deref().unwrap_or_default();
         if sh(cmd)? {
             Ok(())
         } else {
-            Err(Error::Service(format!("{what} command failed: {cmd}")))
+            Err(Error::CommandFailed {
+                what,
+                command: cmd.to_string(),
+            })
         }
     }
 
     fn systemctl(&self, verb: &str) -> Result<()> {
-        let unit = self.unit();
-        if run(&systemctl_path(), &[verb, &unit])? {
-            Ok(())
-        } else {
-            Err(Error::Service(format!("systemctl {verb} {unit} failed")))
-        }
+        systemctl(&[verb, &self.unit()])
     }
 
-    pub fn main_pid(&self) -> Option<u32> {
+    pub(crate) fn main_pid(&self) -> Option<u32> {
         let pid: u32 = match self.cfg.manager {
             ManagerKind::Systemd => output(
                 &systemctl_path(),
@@ -210,7 +244,7 @@ impl Service {
         (pid != 0 && pid_alive(pid)).then_some(pid)
     }
 
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         match self.cfg.manager {
             ManagerKind::Systemd => {
                 run(&systemctl_path(), &["is-active", "--quiet", &self.unit()]).unwrap_or(false)
@@ -224,7 +258,7 @@ impl Service {
 
     /// Whether the agent should run after an update even if it is not running now:
     /// systemd units that are enabled; command-managed agents always.
-    pub fn wants_running(&self) -> bool {
+    pub(crate) fn wants_running(&self) -> bool {
         match self.cfg.manager {
             ManagerKind::Systemd => {
                 run(&systemctl_path(), &["is-enabled", "--quiet", &self.unit()]).unwrap_or(false)
@@ -233,14 +267,14 @@ impl Service {
         }
     }
 
-    pub fn start(&self) -> Result<()> {
+    pub(crate) fn start(&self) -> Result<()> {
         match self.cfg.manager {
             ManagerKind::Systemd => self.systemctl("start"),
             ManagerKind::Command => self.command("start", &self.cfg.start),
         }
     }
 
-    pub fn stop(&self) -> Result<()> {
+    pub(crate) fn stop(&self) -> Result<()> {
         match self.cfg.manager {
             ManagerKind::Systemd => self.systemctl("stop"),
             ManagerKind::Command => self.command("stop", &self.cfg.stop),
@@ -249,7 +283,7 @@ impl Service {
 
     /// Graceful restart into the new binary (SIGHUP-style); stop + start when the
     /// command manager has no reload.
-    pub fn reload(&self) -> Result<()> {
+    pub(crate) fn reload(&self) -> Result<()> {
         match self.cfg.manager {
             ManagerKind::Systemd => self.systemctl("reload-or-restart"),
             ManagerKind::Command => match &self.cfg.reload {
@@ -263,15 +297,9 @@ impl Service {
     }
 
     /// `systemctl daemon-reload` after a unit file link changed.
-    pub fn daemon_reload(&self) -> Result<()> {
+    pub(crate) fn daemon_reload(&self) -> Result<()> {
         match self.cfg.manager {
-            ManagerKind::Systemd => {
-                if run(&systemctl_path(), &["daemon-reload"])? {
-                    Ok(())
-                } else {
-                    Err(Error::Service("systemctl daemon-reload failed".into()))
-                }
-            }
+            ManagerKind::Systemd => systemctl(&["daemon-reload"]),
             ManagerKind::Command => Ok(()),
         }
     }
@@ -301,7 +329,7 @@ mod tests {
         ];
         for (yaml, want) in cases {
             let cfg: ServiceConfig = serde_yaml_ng::from_str(yaml).unwrap();
-            let err = cfg.validate().unwrap_err();
+            let err = cfg.validate().unwrap_err().to_string();
             assert!(err.contains(want), "{yaml}: {err}");
         }
         assert!(serde_yaml_ng::from_str::<ServiceConfig>("name: a\ntypo: 1\n").is_err());

@@ -8,15 +8,15 @@ use crate::layout::Layout;
 use crate::service::systemctl_path;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnitFile {
-    pub path: PathBuf,
-    pub content: String,
+pub(crate) struct UnitFile {
+    pub(crate) path: PathBuf,
+    pub(crate) content: String,
 }
 
 /// The files `setup` writes (pure). `exe` is the updater to run; `agent_unit` the
 /// managed unit's name, when known; `transport` the flags the timer's runs need to
 /// reach the server as this command did (`--insecure`, `--ca-cert FILE`, …).
-pub fn units(
+pub(crate) fn units(
     layout: &Layout,
     exe: &str,
     agent_unit: Option<&str>,
@@ -108,16 +108,18 @@ pub fn run(
         vec!["daemon-reload"],
         vec!["enable", "--now", timer.as_str()],
     ] {
-        let ok = std::process::Command::new(systemctl_path())
+        let program = systemctl_path();
+        let owned = || args.iter().map(|a| a.to_string()).collect();
+        let status = std::process::Command::new(&program)
             .args(&args)
             .status()
-            .map_err(|e| Error::Service(format!("systemctl {}: {e}", args.join(" "))))?
-            .success();
-        if !ok {
-            return Err(Error::Service(format!(
-                "systemctl {} failed",
-                args.join(" ")
-            )));
+            .map_err(|source| Error::Spawn {
+                program,
+                args: owned(),
+                source,
+            })?;
+        if !status.success() {
+            return Err(Error::SystemctlFailed { args: owned() });
         }
     }
     report.push_str(&format!("enabled {timer}\n"));

@@ -61,7 +61,7 @@ impl Default for Spec {
 }
 
 impl Spec {
-    pub fn updater_status(&self) -> UpdaterStatus {
+    pub(crate) fn updater_status(&self) -> UpdaterStatus {
         if !self.enabled {
             UpdaterStatus::Disabled
         } else if self.pinned {
@@ -115,25 +115,34 @@ pub struct InProgress {
     pub db_backed_up: bool,
 }
 
-pub const KIND: &str = "update_config";
+pub(crate) const KIND: &str = "update_config";
 
 /// Reads `update.yaml`; `None` when the namespace was never enabled.
-pub fn load(path: &Path) -> Result<Option<UpdateFile>> {
+pub(crate) fn load(path: &Path) -> Result<Option<UpdateFile>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(format!("read {}", path.display()), e)),
     };
-    parse(&text).map(Some).map_err(|reason| Error::State {
+    parse(&text).map(Some).map_err(|problem| Error::State {
         path: path.to_path_buf(),
-        reason,
+        problem,
     })
 }
 
-pub fn parse(text: &str) -> std::result::Result<UpdateFile, String> {
-    let file: UpdateFile = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+/// Why `update.yaml` cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateProblem {
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml_ng::Error),
+    #[error("kind is {0:?}, expected {KIND:?}")]
+    WrongKind(String),
+}
+
+pub fn parse(text: &str) -> std::result::Result<UpdateFile, StateProblem> {
+    let file: UpdateFile = serde_yaml_ng::from_str(text)?;
     if !file.kind.is_empty() && file.kind != KIND {
-        return Err(format!("kind is {:?}, expected {KIND:?}", file.kind));
+        return Err(StateProblem::WrongKind(file.kind));
     }
     Ok(file)
 }
@@ -144,7 +153,7 @@ pub fn save(path: &Path, file: &UpdateFile) -> Result<()> {
     file.kind = KIND.into();
     let text = serde_yaml_ng::to_string(&file).map_err(|e| Error::State {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        problem: e.into(),
     })?;
     fsutil::write_atomic(path, text.as_bytes(), 0o644)
 }

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use tern_core::wire::{FindResponse, Heartbeat};
 
 use crate::artifact::{self, Vars};
-use crate::backup;
+use crate::backup::{self, BackupUnusable};
 use crate::decide::{self, DbPlan, Decision};
 use crate::error::{Error, Result};
 use crate::extract;
@@ -39,18 +39,18 @@ pub struct Ctx {
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct Opts {
+pub(crate) struct Opts {
     /// `--now`: no jitter, and update even when the server says "not now".
-    pub now: bool,
+    pub(crate) now: bool,
     /// Install this version whatever the server says (`pin --force-version`,
     /// `enable --force-version`).
-    pub force_version: Option<String>,
+    pub(crate) force_version: Option<String>,
     /// A find response already fetched by the caller.
-    pub find: Option<FindResponse>,
+    pub(crate) find: Option<FindResponse>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Installed and healthy.
     Updated { from: Option<String>, to: String },
     /// Nothing to do; says why.
@@ -61,7 +61,7 @@ pub enum Outcome {
 
 /// The service for a namespace: the configured one, else systemd with the unit file the
 /// version ships, else none (the agent is installed but not managed).
-pub fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Option<Service>> {
+pub(crate) fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Option<Service>> {
     if let Some(path) = &spec.service_config {
         return Ok(Some(Service::new(ServiceConfig::load(path)?)));
     }
@@ -76,7 +76,7 @@ pub fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Option<Ser
 }
 
 /// Reads the updater id, creating it when missing.
-pub fn updater_id(layout: &Layout) -> Result<String> {
+pub(crate) fn updater_id(layout: &Layout) -> Result<String> {
     let path = layout.id_file();
     if let Ok(text) = std::fs::read_to_string(&path) {
         let id = text.trim();
@@ -91,7 +91,7 @@ pub fn updater_id(layout: &Layout) -> Result<String> {
 
 fn new_uuid() -> Result<String> {
     let mut b = [0u8; 16];
-    getrandom::fill(&mut b).map_err(|e| Error::Config(format!("random: {e}")))?;
+    getrandom::fill(&mut b).map_err(Error::Random)?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = artifact::hex(&b);
@@ -114,7 +114,7 @@ fn random_below(n: u64) -> u64 {
 }
 
 /// The artifact URL of `version` for this host.
-pub fn artifact_url(spec: &Spec, version: &str, edition: &str) -> Result<String> {
+pub(crate) fn artifact_url(spec: &Spec, version: &str, edition: &str) -> Result<String> {
     let template = spec
         .url_template
         .as_deref()
@@ -138,7 +138,7 @@ fn save(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
 
 /// Runs one update. The caller holds the lock; `file` is saved as it changes. Every
 /// run that does not fail also cleans up old versions and leftovers of killed runs.
-pub fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     let outcome = run_inner(ctx, file, opts)?;
     cleanup(ctx, file)?;
     Ok(outcome)
@@ -147,44 +147,15 @@ pub fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
 fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     recover(ctx, file)?;
     kill_point("locked");
-    let id = updater_id(&ctx.layout)?;
-    let find = match opts.find.clone() {
-        Some(f) => f,
-        None => match ctx.http.find(&file.spec.server, &file.spec.group, &id) {
-            Ok(f) => f,
-            Err(e) if opts.force_version.is_some() => {
-                log::warn(format!(
-                    "find failed ({e}); installing the forced version anyway"
-                ));
-                FindResponse::default()
-            }
-            Err(e) => return Err(e),
-        },
-    };
+    let find = find(ctx, file, &opts)?;
     kill_point("found");
-    let target = match &opts.force_version {
-        Some(v) => {
-            let v = layout::normalize_version(v);
-            if file.status.active.as_deref() == Some(v.as_str()) {
-                return Ok(Outcome::Nothing(format!("already on {v}")));
-            }
-            v
-        }
-        None => match decide::decide(&file.spec, &file.status, &find.auto_update, opts.now) {
-            Decision::Update { target } => target,
-            Decision::Nothing(why) => return Ok(Outcome::Nothing(why)),
-            Decision::Refused(why) => return Ok(Outcome::Refused(why)),
-        },
+    let target = match decide_target(file, &opts, &find) {
+        Decision::Update { target } => target,
+        Decision::Nothing(why) => return Ok(Outcome::Nothing(why)),
+        Decision::Refused(why) => return Ok(Outcome::Refused(why)),
     };
     layout::validate_version(&target)?;
-    let jitter = find.auto_update.agent_update_jitter_seconds;
-    if !opts.now && opts.force_version.is_none() && file.status.active.is_some() && jitter > 0 {
-        let wait = random_below(jitter);
-        log::info(format!(
-            "waiting {wait}s of jitter (up to {jitter}s) before updating"
-        ));
-        std::thread::sleep(Duration::from_secs(wait));
-    }
+    wait_jitter(file, &opts, &find);
     let from = file.status.active.clone();
     log::info(format!(
         "updating {} -> {target}",
@@ -195,8 +166,52 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     Ok(Outcome::Updated { from, to: target })
 }
 
+/// The server's answer: the caller's, else a fresh one. A forced version does not need
+/// the server, so then a failed find only warns.
+fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
+    if let Some(f) = &opts.find {
+        return Ok(f.clone());
+    }
+    let id = updater_id(&ctx.layout)?;
+    match ctx.http.find(&file.spec.server, &file.spec.group, &id) {
+        Ok(f) => Ok(f),
+        Err(e) if opts.force_version.is_some() => {
+            log::warn(format!(
+                "find failed ({e}); installing the forced version anyway"
+            ));
+            Ok(FindResponse::default())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The version to install: the forced one, else what the server's answer decides.
+fn decide_target(file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Decision {
+    let Some(forced) = &opts.force_version else {
+        return decide::decide(&file.spec, &file.status, &find.auto_update, opts.now);
+    };
+    let v = layout::version_name(forced, &file.status);
+    if file.status.active.as_deref() == Some(v.as_str()) {
+        return Decision::Nothing(format!("already on {v}"));
+    }
+    Decision::Update { target: v }
+}
+
+/// The timer's runs on hosts that have a version wait a random part of the server's
+/// jitter, so that a group does not update all at once.
+fn wait_jitter(file: &UpdateFile, opts: &Opts, find: &FindResponse) {
+    let jitter = find.auto_update.agent_update_jitter_seconds;
+    if !opts.now && opts.force_version.is_none() && file.status.active.is_some() && jitter > 0 {
+        let wait = random_below(jitter);
+        log::info(format!(
+            "waiting {wait}s of jitter (up to {jitter}s) before updating"
+        ));
+        std::thread::sleep(Duration::from_secs(wait));
+    }
+}
+
 /// Makes `versions/<target>` a complete, verified version directory.
-pub fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<PathBuf> {
+pub(crate) fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<PathBuf> {
     let versions = ctx.layout.versions_dir();
     let vdir = ctx.layout.version_dir(target);
     std::fs::create_dir_all(&versions)
@@ -210,56 +225,10 @@ pub fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<Pa
     }
     let url = artifact_url(spec, target, edition)?;
     let expected = ctx.http.checksum(&url)?;
-    let free = fsutil::free_space(&versions)?;
-    if let Some(len) = ctx.http.content_length(&url)?
-        && len.saturating_add(SPACE_MARGIN) > free
-    {
-        return Err(Error::NoSpace {
-            path: versions,
-            needed: len + SPACE_MARGIN,
-            available: free,
-        });
-    }
+    let free = room_for_download(ctx, &url, &versions)?;
     let tarball = fsutil::temp_beside(&versions.join(format!("{target}.tar.gz")));
-    let result = (|| {
-        log::info(format!("downloading {url}"));
-        let (_, actual) = ctx
-            .http
-            .download(&url, &tarball, free.saturating_sub(SPACE_MARGIN))?;
-        kill_point("downloaded");
-        if actual != expected {
-            return Err(Error::ChecksumMismatch {
-                url: url.clone(),
-                expected: expected.clone(),
-                actual,
-            });
-        }
-        let entries = extract::scan(&tarball)?;
-        let free = fsutil::free_space(&versions)?;
-        let plan = extract::plan(&entries, free.saturating_sub(SPACE_MARGIN))?;
-        if vdir.exists() {
-            // A directory without `sha256` is not a complete version: never linked, safe to drop.
-            fsutil::remove_dir_durable(&vdir)?;
-        }
-        let tmp = fsutil::temp_beside(&vdir);
-        if let Err(e) = extract::extract(&tarball, &plan, &tmp) {
-            let _ = fsutil::remove_dir_all_if_exists(&tmp);
-            return Err(e);
-        }
-        kill_point("extracted");
-        std::fs::rename(&tmp, &vdir)
-            .map_err(|e| Error::io(format!("rename into {}", vdir.display()), e))?;
-        fsutil::fsync_dir(&versions)?;
-        kill_point("renamed");
-        links::desired(&ctx.layout, &vdir)?;
-        fsutil::write_atomic(
-            &vdir.join("sha256"),
-            format!("{expected}\n").as_bytes(),
-            0o644,
-        )?;
-        kill_point("verified");
-        Ok(())
-    })();
+    let result = download_verified(ctx, &url, &expected, &tarball, free)
+        .and_then(|()| unpack(ctx, &tarball, &vdir, &expected));
     let _ = std::fs::remove_file(&tarball);
     if let Err(e) = result {
         if vdir.exists() && !vdir.join("sha256").is_file() {
@@ -268,6 +237,75 @@ pub fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<Pa
         return Err(e);
     }
     Ok(vdir)
+}
+
+/// The free space in `versions`, when the artifact (by its Content-Length) fits in it.
+fn room_for_download(ctx: &Ctx, url: &str, versions: &Path) -> Result<u64> {
+    let free = fsutil::free_space(versions)?;
+    if let Some(len) = ctx.http.content_length(url)?
+        && len.saturating_add(SPACE_MARGIN) > free
+    {
+        return Err(Error::NoSpace {
+            path: versions.to_path_buf(),
+            needed: len + SPACE_MARGIN,
+            available: free,
+        });
+    }
+    Ok(free)
+}
+
+/// Downloads `url` into `tarball` (at most what `free` leaves) and checks its sha256.
+fn download_verified(
+    ctx: &Ctx,
+    url: &str,
+    expected: &str,
+    tarball: &Path,
+    free: u64,
+) -> Result<()> {
+    log::info(format!("downloading {url}"));
+    let (_, actual) = ctx
+        .http
+        .download(url, tarball, free.saturating_sub(SPACE_MARGIN))?;
+    kill_point("downloaded");
+    if actual != expected {
+        return Err(Error::ChecksumMismatch {
+            url: url.to_string(),
+            expected: expected.to_string(),
+            actual,
+        });
+    }
+    Ok(())
+}
+
+/// Unpacks a verified tarball into `vdir`. `vdir/sha256` is written last: it marks the
+/// version complete, so a kill before it leaves a directory the next run replaces.
+fn unpack(ctx: &Ctx, tarball: &Path, vdir: &Path, expected: &str) -> Result<()> {
+    let versions = ctx.layout.versions_dir();
+    let entries = extract::scan(tarball)?;
+    let free = fsutil::free_space(&versions)?;
+    let plan = extract::plan(&entries, free.saturating_sub(SPACE_MARGIN))?;
+    if vdir.exists() {
+        // A directory without `sha256` is not a complete version: never linked, safe to drop.
+        fsutil::remove_dir_durable(vdir)?;
+    }
+    let tmp = fsutil::temp_beside(vdir);
+    if let Err(e) = extract::extract(tarball, &plan, &tmp) {
+        let _ = fsutil::remove_dir_all_if_exists(&tmp);
+        return Err(e);
+    }
+    kill_point("extracted");
+    std::fs::rename(&tmp, vdir)
+        .map_err(|e| Error::io(format!("rename into {}", vdir.display()), e))?;
+    fsutil::fsync_dir(&versions)?;
+    kill_point("renamed");
+    links::desired(&ctx.layout, vdir)?;
+    fsutil::write_atomic(
+        &vdir.join("sha256"),
+        format!("{expected}\n").as_bytes(),
+        0o644,
+    )?;
+    kill_point("verified");
+    Ok(())
 }
 
 struct Switch<'a> {
@@ -297,13 +335,13 @@ fn switch(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
     let target_backup =
         backup::load_valid(&to_dir, &file.spec.server, to, now, max_age).map(|_| ());
     let plan = decide::db_plan(from.as_deref(), to, db.is_some(), &target_backup);
-    if let DbPlan::Refuse(why) = &plan {
-        return Err(Error::Refused(why.clone()));
+    if let DbPlan::Refuse(refusal) = plan {
+        return Err(refusal.into());
     }
     let downgrade = from
         .as_deref()
         .is_some_and(|f| decide::compare(to, f).is_lt());
-    let full_restart = downgrade || plan == DbPlan::BackupAndRestore;
+    let full_restart = downgrade || matches!(plan, DbPlan::BackupAndRestore);
 
     file.status.in_progress = Some(InProgress {
         from: from.clone(),
@@ -323,32 +361,34 @@ fn switch(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
         was_running,
         db_backed_up: false,
     };
-    let result = apply_switch(ctx, file, &mut sw, &plan, full_restart, now);
-    match result {
-        Ok(()) => {
-            let st = &mut file.status;
-            if from.as_deref() != Some(to) {
-                st.backup = from.clone();
-            }
-            st.active = Some(to.to_string());
-            st.rollback = false;
-            if st.skip.as_deref() == Some(to) {
-                st.skip = None;
-            }
-            st.last_update = Some(LastUpdate {
-                time: Timestamp::now(),
-                target: to.to_string(),
-                success: true,
-                error: None,
-            });
-            st.in_progress = None;
-            save(ctx, file)?;
-            kill_point("committed");
-            log::info(format!("now running {to}"));
-            Ok(())
-        }
+    match apply_switch(ctx, file, &mut sw, &plan, full_restart, now) {
+        Ok(()) => commit(ctx, file, from, to),
         Err((reason, skip)) => Err(rollback(ctx, file, &sw, reason, skip)),
     }
+}
+
+/// Records a successful switch: `to` is active, `from` its backup; clears the journal.
+fn commit(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> Result<()> {
+    let st = &mut file.status;
+    if from.as_deref() != Some(to) {
+        st.backup = from;
+    }
+    st.active = Some(to.to_string());
+    st.rollback = false;
+    if st.skip.as_deref() == Some(to) {
+        st.skip = None;
+    }
+    st.last_update = Some(LastUpdate {
+        time: Timestamp::now(),
+        target: to.to_string(),
+        success: true,
+        error: None,
+    });
+    st.in_progress = None;
+    save(ctx, file)?;
+    kill_point("committed");
+    log::info(format!("now running {to}"));
+    Ok(())
 }
 
 /// The steps that change the host. `Err((reason, skip))`: skip is true when the new
@@ -357,12 +397,12 @@ fn apply_switch(
     ctx: &Ctx,
     file: &mut UpdateFile,
     sw: &mut Switch<'_>,
-    plan: &DbPlan,
+    plan: &DbPlan<BackupUnusable>,
     full_restart: bool,
     now: Timestamp,
-) -> std::result::Result<(), (String, bool)> {
+) -> std::result::Result<(), (Error, bool)> {
     let l = &ctx.layout;
-    let io = |e: Error| (e.to_string(), false);
+    let io = |e: Error| (e, false);
     if full_restart
         && sw.was_running
         && let Some(svc) = &sw.svc
@@ -380,7 +420,7 @@ fn apply_switch(
         }
         save(ctx, file).map_err(io)?;
         kill_point("db_backed_up");
-        if *plan == DbPlan::BackupAndRestore {
+        if matches!(plan, DbPlan::BackupAndRestore) {
             log::info(format!("restoring the database backup made by {}", sw.to));
             backup::restore(&l.version_dir(sw.to), db).map_err(io)?;
             kill_point("db_restored");
@@ -409,21 +449,18 @@ fn apply_switch(
         log::info(format!("starting {}", svc.cfg.name));
         svc.start()
     };
-    restarted.map_err(|e| (e.to_string(), true))?;
+    restarted.map_err(|e| (e, true))?;
     kill_point("restarted");
-    health::watch(svc, &ctx.http).map_err(|why| (format!("{} {why}", sw.to), true))?;
+    health::watch(svc, &ctx.http).map_err(|failure| {
+        let version = sw.to.to_string();
+        (Error::Unhealthy { version, failure }, true)
+    })?;
     kill_point("healthy");
     Ok(())
 }
 
 /// Puts the host back on `sw.from` after a failed switch and records the failure.
-fn rollback(
-    ctx: &Ctx,
-    file: &mut UpdateFile,
-    sw: &Switch<'_>,
-    reason: String,
-    skip: bool,
-) -> Error {
+fn rollback(ctx: &Ctx, file: &mut UpdateFile, sw: &Switch<'_>, reason: Error, skip: bool) -> Error {
     log::error(format!(
         "update to {} failed: {reason}; rolling back",
         sw.to
@@ -438,7 +475,7 @@ fn rollback(
         time: Timestamp::now(),
         target: sw.to.to_string(),
         success: false,
-        error: Some(reason.clone()),
+        error: Some(reason.to_string()),
     });
     st.in_progress = None;
     if let Err(e) = save(ctx, file) {
@@ -446,7 +483,7 @@ fn rollback(
     }
     Error::UpdateFailed {
         target: sw.to.to_string(),
-        reason,
+        reason: Box::new(reason),
         outcome,
     }
 }
@@ -522,7 +559,7 @@ fn unlink_to_package(l: &Layout) -> Result<()> {
 }
 
 /// Reverts a switch a killed run left half done (journal in `status.in_progress`).
-pub fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
+pub(crate) fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
     let Some(ip) = file.status.in_progress.clone() else {
         return Ok(());
     };
@@ -540,7 +577,7 @@ pub fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
 }
 
 /// Removes every version but active (and backup with keep ≥ 2), and leftovers of killed runs.
-pub fn cleanup(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
+pub(crate) fn cleanup(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
     let Some(active) = file.status.active.clone() else {
         return Ok(());
     };
@@ -586,7 +623,7 @@ fn read_trimmed(path: &Path) -> Option<String> {
 }
 
 /// Best effort: tell ternd what this host runs. Never fails the run.
-pub fn heartbeat(ctx: &Ctx, file: &UpdateFile) {
+pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) {
     let spec = &file.spec;
     if spec.server.is_empty() {
         return;

@@ -4,10 +4,24 @@
 
 mod support;
 
+use std::path::PathBuf;
+
 use support::{Agent, Host, Server, release_files, tarball};
 
 fn publish(server: &Server, version: &str, kind: Agent) {
     server.publish(version, &tarball(&release_files(version, kind)));
+}
+
+/// A host enabled against a new server that serves `version` and targets it; with the
+/// host's service config.
+fn enabled_on(version: &str) -> (Server, Host, PathBuf) {
+    let server = Server::start();
+    publish(&server, version, Agent::Good);
+    let host = Host::new();
+    let svc = host.service_config("");
+    server.set_target(version, true);
+    assert_eq!(host.enable(&server, &svc, &[]).status.code(), Some(0));
+    (server, host, svc)
 }
 
 #[test]
@@ -161,12 +175,7 @@ fn broken_version_that_never_becomes_healthy_is_rolled_back() {
 
 #[test]
 fn server_unreachable_changes_nothing() {
-    let server = Server::start();
-    publish(&server, "1.0.0", Agent::Good);
-    let host = Host::new();
-    let svc = host.service_config("");
-    server.set_target("1.0.0", true);
-    assert_eq!(host.enable(&server, &svc, &[]).status.code(), Some(0));
+    let (_server, host, svc) = enabled_on("1.0.0");
     let before = std::fs::read(host.ns().join("update.yaml")).unwrap();
     // Point the host at a port nobody listens on.
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -191,6 +200,37 @@ fn server_unreachable_changes_nothing() {
         before_spec
     );
     assert_ne!(before, before_spec);
+}
+
+/// Before tern-update named versions by tern-core's rule, `v1.2` (not semver) was
+/// installed as `1.2`; tern-core's name for it is `v1.2`. An install made that way is
+/// still found under its old name: nothing is downloaded or switched again.
+#[test]
+fn a_version_installed_under_its_old_name_is_found() {
+    // The state `pin --force-version v1.2` used to leave: versions/1.2, active 1.2.
+    let (server, host, _svc) = enabled_on("1.2");
+    assert_eq!(host.versions(), vec!["1.2"]);
+    assert!(host.wait_running("1.2"));
+    let artifact_requests = || {
+        let st = server.state.lock().unwrap();
+        st.requests
+            .iter()
+            .filter(|r| r.contains("/artifacts/"))
+            .count()
+    };
+    let before = artifact_requests();
+
+    server.set_target("v1.2", true);
+    let out = host.ok(&["update", "--now"]);
+    assert!(out.contains("already on 1.2"), "{out}");
+    let out = host.ok(&["pin", "--force-version", "v1.2"]);
+    assert!(out.contains("pinned to 1.2"), "{out}");
+    assert_eq!(artifact_requests(), before, "nothing downloaded again");
+    assert_eq!(host.versions(), vec!["1.2"]);
+    let f = host.update_yaml();
+    assert_eq!(f.status.active.as_deref(), Some("1.2"));
+    assert_eq!(f.spec.pinned_version.as_deref(), Some("1.2"));
+    assert!(host.wait_running("1.2"));
 }
 
 #[test]
