@@ -87,7 +87,10 @@ pub fn decide(
             }
         }
         (Mode::Enabled, Active) => {
-            let admitted = if updater_id.is_empty() {
+            // Progress gates hosts only under backpressure (seed 000).
+            let admitted = if g.config_max_in_flight.is_none() {
+                true
+            } else if updater_id.is_empty() {
                 g.progress >= 1.0
             } else {
                 UpdaterNumeral::of(updater_id).admitted(g.progress)

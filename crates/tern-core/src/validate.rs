@@ -204,6 +204,13 @@ impl AutoUpdateConfig {
                         "must be 0 on the first group (there is no previous group to wait for)",
                     );
                 }
+                if let Some(a) = g.alert_after.filter(|a| a.as_secs() == 0) {
+                    e.push(
+                        at("alert_after"),
+                        a,
+                        "is 0: the alert would fire as the group starts (leave it unset for the 4h default)",
+                    );
+                }
                 if e.canary_count(at("canary_count"), g.canary_count) && g.canary_count > 0 && !halt
                 {
                     e.push(

@@ -93,6 +93,19 @@ fn done_under_time_based_does_not_update_stragglers() {
     assert_eq!(ask(&r, "dev", HIGH_ID), ("2.0.0".into(), true));
 }
 
+/// Seed 000: progress matters only under backpressure. An active group without
+/// `max_in_flight` tells every host to update, whatever `progress` holds (a group a
+/// manual start-update --force made active has progress 0 until the next reconcile).
+#[test]
+fn without_backpressure_an_active_group_updates_everyone() {
+    let mut r = rollout(Mode::Enabled, Strategy::HaltOnError, GroupState::Active);
+    r.status.groups[0].config_max_in_flight = None;
+    r.status.groups[0].progress = 0.0;
+    assert_eq!(ask(&r, "dev", HIGH_ID), ("2.0.0".into(), true));
+    assert_eq!(ask(&r, "dev", LOW_ID), ("2.0.0".into(), true));
+    assert_eq!(ask(&r, "dev", ""), ("2.0.0".into(), true));
+}
+
 #[test]
 fn backpressure_admits_only_ids_under_progress() {
     let mut r = rollout(Mode::Enabled, Strategy::HaltOnError, GroupState::Active);

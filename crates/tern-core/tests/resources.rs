@@ -136,6 +136,14 @@ fn invalid_configs_name_the_field_and_the_value() {
             "spec.agents.schedules.regular[0].max_in_flight: \"150%\" is not a percentage",
         ),
         (
+            "    schedules:\n      regular:\n      - {name: dev, max_in_flight: 0%}\n",
+            "spec.agents.schedules.regular[0].max_in_flight: \"0%\" is not a percentage between 1% and 100%",
+        ),
+        (
+            "    schedules:\n      regular:\n      - {name: dev, alert_after: 0s}\n",
+            "spec.agents.schedules.regular[0].alert_after: 0s is 0: the alert would fire",
+        ),
+        (
             "    schedules:\n      regular:\n      - {name: dev, start_hour: noon}\n",
             "spec.agents.schedules.regular[0].start_hour: invalid type: string \"noon\"",
         ),
