@@ -85,6 +85,24 @@ impl Groups {
     }
 }
 
+/// The mode the config asks for (enabled when there is no config or it says none).
+pub fn config_mode(config: Option<&AutoUpdateConfig>) -> Mode {
+    config.map_or(Mode::Enabled, AutoUpdateConfig::mode)
+}
+
+/// The mode the version asks for (enabled when there is no version or it says none).
+pub fn version_mode(version: Option<&AutoUpdateVersion>) -> Mode {
+    version.map_or(Mode::Enabled, AutoUpdateVersion::mode)
+}
+
+/// The mode in force: the most restrictive of the config's and the version's.
+pub fn mode_in_force(
+    config: Option<&AutoUpdateConfig>,
+    version: Option<&AutoUpdateVersion>,
+) -> Mode {
+    config_mode(config).combine(version_mode(version))
+}
+
 /// The rollout spec the config and version ask for, or why there is no agent rollout.
 pub fn desired_spec(
     config: Option<&AutoUpdateConfig>,
@@ -101,7 +119,7 @@ pub fn desired_spec(
         start_version: agents.start_version.clone(),
         target_version: agents.target_version.clone(),
         schedule: agents.schedule,
-        autoupdate_mode: config.mode().combine(version.mode()),
+        autoupdate_mode: mode_in_force(Some(config), Some(version)),
         strategy: config.strategy(),
         maintenance_window_duration: config.maintenance_window_duration(),
     })

@@ -15,21 +15,30 @@ use crate::api::{
 use crate::inventory::{AgentView, InventoryAgent, omitted_reason};
 use crate::resource::{
     AgentsVersion, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig,
-    AutoUpdateVersion, Mode, Schedule,
+    AutoUpdateVersion, Schedule,
 };
-use crate::rollout::{Groups, group_window, is_live};
+use crate::rollout::{Groups, config_mode, group_window, is_live, mode_in_force, version_mode};
 use crate::version::Version;
 
 /// The mode in force: each resource's own (enabled when it is absent or says
 /// nothing), combined to the most restrictive.
 pub fn modes(config: Option<&AutoUpdateConfig>, version: Option<&AutoUpdateVersion>) -> Modes {
-    let config_mode = config.map_or(Mode::Enabled, AutoUpdateConfig::mode);
-    let version_mode = version.map_or(Mode::Enabled, AutoUpdateVersion::mode);
     Modes {
-        mode: config_mode.combine(version_mode),
-        config_mode,
-        version_mode,
+        mode: mode_in_force(config, version),
+        config_mode: config_mode(config),
+        version_mode: version_mode(version),
     }
+}
+
+/// The client tools version find advertises: `spec.tools.target_version`, or the
+/// agents' target when the version resource has no tools (seed 002: "Default: cluster
+/// version"); none without a version resource.
+pub fn tools_version(version: Option<&AutoUpdateVersion>) -> Option<Version> {
+    let spec = &version?.spec;
+    spec.tools
+        .as_ref()
+        .map(|t| t.target_version.clone())
+        .or_else(|| spec.agents.as_ref().map(|a| a.target_version.clone()))
 }
 
 /// `agents status` at `now`: the rollout's groups with their live counts and windows,
@@ -204,6 +213,7 @@ pub fn new_rollout_version(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resource::Mode;
     use crate::wire::{Heartbeat, UpdaterStatus};
 
     fn v(s: &str) -> Version {
@@ -224,6 +234,18 @@ mod tests {
         assert_eq!(a.target_version, v("1.2.0"));
         let told = new_rollout_version(Some(&second), None, v("1.3.0"), Some(v("1.0.0")));
         assert_eq!(told.spec.agents.as_ref().unwrap().start_version, v("1.0.0"));
+    }
+
+    #[test]
+    fn tools_follow_the_agents_target_unless_told() {
+        let agents_only = new_rollout_version(None, None, v("1.2.0"), Some(v("1.1.0")));
+        assert_eq!(tools_version(Some(&agents_only)), Some(v("1.2.0")));
+        let mut told = agents_only.clone();
+        told.spec.tools = Some(crate::resource::ToolsVersion {
+            target_version: v("1.0.5"),
+        });
+        assert_eq!(tools_version(Some(&told)), Some(v("1.0.5")));
+        assert_eq!(tools_version(None), None);
     }
 
     #[test]

@@ -7,9 +7,8 @@ use std::sync::Mutex;
 
 use axum::body::Bytes;
 use tern_core::find::{self, AgentDecision};
-use tern_core::resource::{
-    AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode, ToolsMode,
-};
+use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, ToolsMode};
+use tern_core::views;
 use tern_core::wire::{AutoUpdateSettings, FindResponse};
 
 pub(crate) use tern_core::api::Channel;
@@ -49,17 +48,14 @@ impl Snapshot {
         rollout: Option<&AutoUpdateAgentRollout>,
         channels: BTreeMap<String, Channel>,
     ) -> Self {
-        let mode = config
-            .map_or(Mode::Enabled, AutoUpdateConfig::mode)
-            .combine(version.map_or(Mode::Enabled, AutoUpdateVersion::mode));
+        let mode = tern_core::rollout::mode_in_force(config, version);
         let rollout = rollout.map(|r| {
             let mut r = r.clone();
             r.spec.autoupdate_mode = mode;
             r
         });
-        let tools_version = version
-            .and_then(|v| v.spec.tools.as_ref())
-            .map(|t| t.target_version.to_string())
+        let tools_version = views::tools_version(version)
+            .map(|v| v.to_string())
             .unwrap_or_default();
         let tools_auto_update = !tools_version.is_empty()
             && config.is_some_and(|c| c.tools_mode() == ToolsMode::Enabled);
@@ -158,6 +154,14 @@ mod tests {
         );
         // A clone (a new snapshot) starts without them.
         assert!(snap.clone().find_bodies.0.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn tools_default_to_the_agents_target() {
+        let version = tern_core::fixtures::version("1.0.0", "1.1.0", "regular");
+        let version = AutoUpdateVersion::from_text(&version).unwrap();
+        let snap = Snapshot::build(None, Some(&version), None, BTreeMap::new());
+        assert_eq!(snap.tools_version, "1.1.0");
     }
 
     #[test]
