@@ -44,6 +44,14 @@ impl Transition {
     pub fn name(&self) -> &'static str {
         self.kind().as_str()
     }
+
+    fn named_groups(&self) -> &[String] {
+        match self {
+            Self::StartUpdate { groups, .. }
+            | Self::MarkDone { groups }
+            | Self::Rollback { groups } => groups,
+        }
+    }
 }
 
 /// Which manual transition. Its kebab-case name is the one the API path
@@ -132,56 +140,106 @@ pub fn apply(
     now: Timestamp,
 ) -> Result<(AutoUpdateAgentRollout, Vec<Event>), TransitionError> {
     let action = t.name();
+    check_applies(rollout, action)?;
+    let mut next = rollout.clone();
+    let groups = &mut next.status.groups;
+    let selected = select(t, groups, action)?;
+    check_states(t, groups, &selected, action)?;
+    let events = selected
+        .iter()
+        .map(|&i| change(&mut groups[i], t, now))
+        .collect();
+    next.status.state = rollout_state(&next.status.groups);
+    Ok((next, events))
+}
+
+/// Manual transitions are for halt-on-error rollouts with groups only.
+fn check_applies(
+    rollout: &AutoUpdateAgentRollout,
+    action: &'static str,
+) -> Result<(), TransitionError> {
     if rollout.spec.schedule == Schedule::Immediate {
         return Err(TransitionError::ImmediateSchedule { action });
     }
     if rollout.spec.strategy != Strategy::HaltOnError {
         return Err(TransitionError::NotHaltOnError { action });
     }
-    let mut next = rollout.clone();
-    let groups = &mut next.status.groups;
-    let known: Vec<String> = groups.iter().map(|g| g.name.clone()).collect();
-    let named = match t {
-        Transition::StartUpdate { groups, .. }
-        | Transition::MarkDone { groups }
-        | Transition::Rollback { groups } => groups,
-    };
-    for name in named {
-        if !known.contains(name) {
-            return Err(TransitionError::UnknownGroup {
-                group: name.clone(),
-                known,
-            });
-        }
-    }
-    let selected: Vec<usize> = if named.is_empty() {
-        let (pick, what): (fn(GroupState) -> bool, _) = match t {
-            Transition::StartUpdate { .. } => return Err(TransitionError::NoGroupNamed { action }),
-            Transition::MarkDone { .. } => (
-                |s| matches!(s, GroupState::Canary | GroupState::Active),
-                "in canary or active",
-            ),
-            Transition::Rollback { .. } => (
-                |s| !matches!(s, GroupState::Unstarted | GroupState::Rolledback),
-                "started and not already rolled back",
-            ),
-        };
-        let found: Vec<usize> = (0..groups.len())
-            .filter(|&i| pick(groups[i].state))
-            .collect();
-        if found.is_empty() {
-            return Err(TransitionError::NothingToDo { action, what });
-        }
-        found
+    Ok(())
+}
+
+/// The indices of the groups `t` changes, in rollout order: the named ones, or when
+/// none is named, the ones its kind picks by default.
+fn select(
+    t: &Transition,
+    groups: &[RolloutGroup],
+    action: &'static str,
+) -> Result<Vec<usize>, TransitionError> {
+    let named = t.named_groups();
+    check_known(groups, named)?;
+    if named.is_empty() {
+        select_by_default(t, groups, action)
     } else {
-        let mut idx: Vec<usize> = named
-            .iter()
-            .filter_map(|n| groups.iter().position(|g| &g.name == n))
-            .collect();
-        idx.sort_unstable();
-        idx.dedup();
-        idx
+        Ok(named_indices(groups, named))
+    }
+}
+
+/// Refuses the first name that is no group of the rollout.
+fn check_known(groups: &[RolloutGroup], named: &[String]) -> Result<(), TransitionError> {
+    let known: Vec<String> = groups.iter().map(|g| g.name.clone()).collect();
+    match named.iter().find(|name| !known.contains(name)) {
+        Some(name) => Err(TransitionError::UnknownGroup {
+            group: name.clone(),
+            known,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The groups a transition takes when none is named (see [`Transition`]); start-update
+/// has no such default and must be told which.
+fn select_by_default(
+    t: &Transition,
+    groups: &[RolloutGroup],
+    action: &'static str,
+) -> Result<Vec<usize>, TransitionError> {
+    let (pick, what): (fn(GroupState) -> bool, _) = match t {
+        Transition::StartUpdate { .. } => return Err(TransitionError::NoGroupNamed { action }),
+        Transition::MarkDone { .. } => (
+            |s| matches!(s, GroupState::Canary | GroupState::Active),
+            "in canary or active",
+        ),
+        Transition::Rollback { .. } => (
+            |s| !matches!(s, GroupState::Unstarted | GroupState::Rolledback),
+            "started and not already rolled back",
+        ),
     };
+    let found: Vec<usize> = (0..groups.len())
+        .filter(|&i| pick(groups[i].state))
+        .collect();
+    if found.is_empty() {
+        return Err(TransitionError::NothingToDo { action, what });
+    }
+    Ok(found)
+}
+
+/// A group named twice changes once.
+fn named_indices(groups: &[RolloutGroup], named: &[String]) -> Vec<usize> {
+    let mut idx: Vec<usize> = named
+        .iter()
+        .filter_map(|n| groups.iter().position(|g| &g.name == n))
+        .collect();
+    idx.sort_unstable();
+    idx.dedup();
+    idx
+}
+
+/// Refuses the first selected group that `t` cannot move from where it is.
+fn check_states(
+    t: &Transition,
+    groups: &[RolloutGroup],
+    selected: &[usize],
+    action: &'static str,
+) -> Result<(), TransitionError> {
     let (allowed, ok): (&'static str, fn(GroupState) -> bool) = match t {
         Transition::StartUpdate { .. } => ("unstarted or rolledback", |s| {
             matches!(s, GroupState::Unstarted | GroupState::Rolledback)
@@ -189,47 +247,43 @@ pub fn apply(
         Transition::MarkDone { .. } => ("not done", |s| s != GroupState::Done),
         Transition::Rollback { .. } => ("not rolled back", |s| s != GroupState::Rolledback),
     };
-    for &i in &selected {
-        let g = &groups[i];
-        if !ok(g.state) {
-            return Err(TransitionError::WrongState {
-                action,
-                group: g.name.clone(),
-                state: g.state.as_str(),
-                allowed,
-            });
-        }
-    }
-    let mut events = Vec::new();
-    for &i in &selected {
-        let g = &mut groups[i];
-        let from = g.state;
-        let reason = match t {
-            Transition::StartUpdate { force, .. } => {
-                start(g, *force, now);
-                reason::MANUAL_TRIGGER
-            }
-            Transition::MarkDone { .. } => {
-                g.state = GroupState::Done;
-                g.progress = 1.0;
-                reason::MANUAL_FORCED_DONE
-            }
-            Transition::Rollback { .. } => {
-                g.state = GroupState::Rolledback;
-                reason::MANUAL_ROLLBACK
-            }
-        };
-        g.last_update_reason = reason.to_string();
-        g.last_update_time = Some(now);
-        events.push(Event::GroupChanged {
+    match selected.iter().map(|&i| &groups[i]).find(|g| !ok(g.state)) {
+        Some(g) => Err(TransitionError::WrongState {
+            action,
             group: g.name.clone(),
-            from,
-            to: g.state,
-            reason,
-        });
+            state: g.state.as_str(),
+            allowed,
+        }),
+        None => Ok(()),
     }
-    next.status.state = rollout_state(&next.status.groups);
-    Ok((next, events))
+}
+
+/// Moves one checked group as `t` says, and the event that records it.
+fn change(g: &mut RolloutGroup, t: &Transition, now: Timestamp) -> Event {
+    let from = g.state;
+    let reason = match t {
+        Transition::StartUpdate { force, .. } => {
+            start(g, *force, now);
+            reason::MANUAL_TRIGGER
+        }
+        Transition::MarkDone { .. } => {
+            g.state = GroupState::Done;
+            g.progress = 1.0;
+            reason::MANUAL_FORCED_DONE
+        }
+        Transition::Rollback { .. } => {
+            g.state = GroupState::Rolledback;
+            reason::MANUAL_ROLLBACK
+        }
+    };
+    g.last_update_reason = reason.to_string();
+    g.last_update_time = Some(now);
+    Event::GroupChanged {
+        group: g.name.clone(),
+        from,
+        to: g.state,
+        reason,
+    }
 }
 
 fn start(g: &mut RolloutGroup, force: bool, now: Timestamp) {

@@ -188,6 +188,15 @@ pub struct Sim {
     updating: u64,
 }
 
+/// The live agents at the end of a run.
+struct LiveTally {
+    /// Per served group: how many run each version.
+    hosts: Vec<BTreeMap<String, u64>>,
+    live: u64,
+    on_target: u64,
+    failed: u64,
+}
+
 /// The simulated agents as a replica's inventory lends them to the core's report
 /// helpers ([`AgentView`]).
 #[derive(Clone, Copy)]
@@ -278,6 +287,107 @@ fn exp_secs(rng: &mut impl RngCore, rate: f64) -> i64 {
     }
 }
 
+/// How the fleet spreads over groups: the groups agents present, the group serving
+/// each, and each one's share of the fleet.
+struct Layout {
+    /// The rollout's groups (from the config), in order; the last is the catch-all.
+    group_names: Vec<String>,
+    /// Presented group names with their share of the fleet.
+    shares: Vec<(String, f64)>,
+    /// Per presented group, its index in `group_names`.
+    served: Vec<u16>,
+}
+
+impl Layout {
+    fn new(params: &Params, config: Option<&AutoUpdateConfig>) -> Self {
+        let groups = Groups::configured(config);
+        let group_names: Vec<String> = groups.names().map(str::to_string).collect();
+        let shares = presented_shares(params, &group_names);
+        let served = shares
+            .iter()
+            .map(|(p, _)| {
+                let served = groups.serving(p);
+                let i = group_names
+                    .iter()
+                    .position(|n| Some(n.as_str()) == served)
+                    .unwrap_or(group_names.len().saturating_sub(1));
+                u16::try_from(i).unwrap_or(u16::MAX)
+            })
+            .collect();
+        Self {
+            group_names,
+            shares,
+            served,
+        }
+    }
+
+    /// The shares as cumulative weights, to draw a joining agent's group.
+    fn join_cdf(&self) -> Vec<f64> {
+        let mut acc = 0.0;
+        self.shares
+            .iter()
+            .map(|(_, w)| {
+                acc += w;
+                acc
+            })
+            .collect()
+    }
+
+    /// Exactly `n` agents over the presented groups, by largest remainder.
+    fn initial_counts(&self, n: u64) -> Vec<u64> {
+        let shares = &self.shares;
+        let mut counts: Vec<u64> = shares.iter().map(|(_, w)| (w * n as f64) as u64).collect();
+        let mut rest = n.saturating_sub(counts.iter().sum());
+        let mut order: Vec<usize> = (0..shares.len()).collect();
+        order.sort_by(|&a, &b| {
+            let fa = shares[a].1 * n as f64 - counts[a] as f64;
+            let fb = shares[b].1 * n as f64 - counts[b] as f64;
+            fb.total_cmp(&fa).then(a.cmp(&b))
+        });
+        for &i in order.iter().cycle().take(shares.len() * 2) {
+            if rest == 0 {
+                break;
+            }
+            counts[i] += 1;
+            rest -= 1;
+        }
+        counts
+    }
+}
+
+/// The groups agents present and their shares: the params' groups, or else the
+/// config's evenly, then `""` for the ungrouped share.
+fn presented_shares(params: &Params, group_names: &[String]) -> Vec<(String, f64)> {
+    let mut shares: Vec<(String, f64)> = if params.groups.is_empty() {
+        let each = (1.0 - params.ungrouped) / group_names.len().max(1) as f64;
+        group_names.iter().map(|n| (n.clone(), each)).collect()
+    } else {
+        let total: f64 = params.groups.iter().map(|(_, w)| w).sum();
+        params
+            .groups
+            .iter()
+            .map(|(n, w)| (n.clone(), w / total * (1.0 - params.ungrouped)))
+            .collect()
+    };
+    if params.ungrouped > 0.0 {
+        shares.push((String::new(), params.ungrouped));
+    }
+    shares
+}
+
+/// The version the fleet runs at the start: the params' or the rollout's start version.
+fn from_version(params: &Params, version: &AutoUpdateVersion) -> Result<String, SimError> {
+    let agents_spec = version
+        .spec
+        .agents
+        .as_ref()
+        .ok_or(SimError::NoAgentRollout)?;
+    Ok(match &params.from_version {
+        Some(v) => tern_core::version::Version::parse(v)?.to_string(),
+        None => agents_spec.start_version.to_string(),
+    })
+}
+
 impl Sim {
     /// Sets up the fleet at `params.start`. `config` `None` means no config resource
     /// exists (one `default` group, halt-on-error).
@@ -287,56 +397,31 @@ impl Sim {
         version: AutoUpdateVersion,
     ) -> Result<Self, SimError> {
         params.validate()?;
-        let agents_spec = version
-            .spec
-            .agents
-            .as_ref()
-            .ok_or(SimError::NoAgentRollout)?;
-        let from = match &params.from_version {
-            Some(v) => tern_core::version::Version::parse(v)?.to_string(),
-            None => agents_spec.start_version.to_string(),
-        };
-        let groups = Groups::configured(config.as_ref());
-        let group_names: Vec<String> = groups.names().map(str::to_string).collect();
+        let from = from_version(&params, &version)?;
+        let layout = Layout::new(&params, config.as_ref());
+        let counts = layout.initial_counts(u64::from(params.agents));
+        let mut sim = Self::empty(params, config, version, layout);
+        sim.from_version = sim.intern(&from);
+        sim.add_initial_fleet(&counts);
+        sim.schedule_first_reports();
+        sim.schedule_first_join();
+        Ok(sim)
+    }
 
-        // Presented groups and their shares.
-        let mut shares: Vec<(String, f64)> = if params.groups.is_empty() {
-            let each = (1.0 - params.ungrouped) / group_names.len().max(1) as f64;
-            group_names.iter().map(|n| (n.clone(), each)).collect()
-        } else {
-            let total: f64 = params.groups.iter().map(|(_, w)| w).sum();
-            params
-                .groups
-                .iter()
-                .map(|(n, w)| (n.clone(), w / total * (1.0 - params.ungrouped)))
-                .collect()
-        };
-        if params.ungrouped > 0.0 {
-            shares.push((String::new(), params.ungrouped));
-        }
-        let presented: Vec<String> = shares.iter().map(|(n, _)| n.clone()).collect();
-        let presented_served: Vec<u16> = presented
-            .iter()
-            .map(|p| {
-                let served = groups.serving(p);
-                let i = group_names
-                    .iter()
-                    .position(|n| Some(n.as_str()) == served)
-                    .unwrap_or(group_names.len().saturating_sub(1));
-                u16::try_from(i).unwrap_or(u16::MAX)
-            })
-            .collect();
-        let mut acc = 0.0;
-        let join_cdf: Vec<f64> = shares
-            .iter()
-            .map(|(_, w)| {
-                acc += w;
-                acc
-            })
-            .collect();
-
-        let rng = ChaCha8Rng::seed_from_u64(params.seed);
-        let reconcile_rng = ChaCha8Rng::seed_from_u64(params.seed ^ 0x7e41_5eed_c0ff_ee00);
+    /// No agent, nothing queued, at the start.
+    fn empty(
+        params: Params,
+        config: Option<AutoUpdateConfig>,
+        version: AutoUpdateVersion,
+        layout: Layout,
+    ) -> Self {
+        let join_cdf = layout.join_cdf();
+        let Layout {
+            group_names,
+            shares,
+            served,
+        } = layout;
+        let presented: Vec<String> = shares.into_iter().map(|(n, _)| n).collect();
         let replicas = (0..params.replicas)
             .map(|r| Replica {
                 name: format!("ternd-{r}"),
@@ -345,14 +430,13 @@ impl Sim {
                 buckets: BTreeMap::new(),
             })
             .collect();
-        let start = params.start;
-        let mut sim = Sim {
+        Sim {
             config,
             version,
-            start,
+            start: params.start,
             now: 0,
-            rng,
-            reconcile_rng,
+            rng: ChaCha8Rng::seed_from_u64(params.seed),
+            reconcile_rng: ChaCha8Rng::seed_from_u64(params.seed ^ 0x7e41_5eed_c0ff_ee00),
             report_rng: ChaCha8Rng::seed_from_u64(params.seed ^ 0x2e90_7c4a_d1da_7e5a),
             queue: BinaryHeap::new(),
             seq: 0,
@@ -363,7 +447,7 @@ impl Sim {
             fail_p: Vec::new(),
             from_version: 0,
             presented,
-            presented_served,
+            presented_served: served,
             join_cdf,
             members: vec![BTreeSet::new(); group_names.len()],
             stats: (0..group_names.len())
@@ -387,56 +471,47 @@ impl Sim {
             max_updating: 0,
             updating: 0,
             params,
-        };
-        sim.from_version = sim.intern(&from);
-
-        // The initial fleet: exact counts per group (largest remainder), settled.
-        let n = u64::from(sim.params.agents);
-        let mut counts: Vec<u64> = shares.iter().map(|(_, w)| (w * n as f64) as u64).collect();
-        let mut rest = n.saturating_sub(counts.iter().sum());
-        let mut order: Vec<usize> = (0..shares.len()).collect();
-        order.sort_by(|&a, &b| {
-            let fa = shares[a].1 * n as f64 - counts[a] as f64;
-            let fb = shares[b].1 * n as f64 - counts[b] as f64;
-            fb.total_cmp(&fa).then(a.cmp(&b))
-        });
-        for &i in order.iter().cycle().take(shares.len() * 2) {
-            if rest == 0 {
-                break;
-            }
-            counts[i] += 1;
-            rest -= 1;
         }
+    }
+
+    /// The initial fleet, `counts[g]` agents presenting group `g`, all on the start
+    /// version and settled long ago.
+    fn add_initial_fleet(&mut self, counts: &[u64]) {
         for (g, &c) in counts.iter().enumerate() {
             for _ in 0..c {
                 let group = u16::try_from(g).unwrap_or(u16::MAX);
-                let version = sim.from_version;
-                sim.add_agent(group, version, true, -3600);
+                let version = self.from_version;
+                self.add_agent(group, version, true, -3600);
             }
         }
+    }
 
-        // Every replica has been running: each writes a report at the start; the leader
-        // reports and reconciles at once, the others at a random phase of the period.
-        let period = sim.params.report_period_secs;
-        for r in 0..sim.params.replicas {
-            let spec = sim.build_report(r);
-            sim.reports.push(AutoUpdateAgentReport::new(
-                &sim.replicas[r as usize].name,
+    /// Every replica has been running: each writes a report at the start; the leader
+    /// reports and reconciles at once, the others at a random phase of the period.
+    fn schedule_first_reports(&mut self) {
+        let period = self.params.report_period_secs;
+        for r in 0..self.params.replicas {
+            let spec = self.build_report(r);
+            self.reports.push(AutoUpdateAgentReport::new(
+                &self.replicas[r as usize].name,
                 spec,
             ));
             let phase = if r == 0 {
                 0
             } else {
-                below(&mut sim.rng, period as u64) as i64
+                below(&mut self.rng, period as u64) as i64
             };
-            sim.push(phase, Kind::Tick(r));
+            self.push(phase, Kind::Tick(r));
         }
-        if sim.params.churn_per_hour > 0.0 && n > 0 {
-            let rate = sim.params.churn_per_hour / 3600.0 * n as f64;
-            let at = exp_secs(&mut sim.rng, rate);
-            sim.push(at, Kind::Join);
+    }
+
+    fn schedule_first_join(&mut self) {
+        let n = u64::from(self.params.agents);
+        if self.params.churn_per_hour > 0.0 && n > 0 {
+            let rate = self.params.churn_per_hour / 3600.0 * n as f64;
+            let at = exp_secs(&mut self.rng, rate);
+            self.push(at, Kind::Join);
         }
-        Ok(sim)
     }
 
     fn ts(&self, t: i64) -> Timestamp {
@@ -721,6 +796,15 @@ impl Sim {
         self.group_names.iter().position(|n| n == name)
     }
 
+    /// The group named `name` in `rollout`, with its index in `group_names`.
+    fn rollout_group<'r>(
+        &self,
+        rollout: &'r AutoUpdateAgentRollout,
+        name: &str,
+    ) -> Option<(usize, &'r RolloutGroup)> {
+        Some((self.group_index(name)?, rollout.group(name)?))
+    }
+
     fn counts_of(&self, g: &RolloutGroup) -> Counts {
         let updating = self
             .group_index(&g.name)
@@ -760,121 +844,153 @@ impl Sim {
         let Some(rollout) = self.rollout.clone() else {
             return;
         };
-        let now = self.ts(self.now);
         for e in events {
-            match e {
-                Event::RolloutCreated {
-                    start_version,
-                    target_version,
-                    why,
-                } => {
-                    if self.rollout_created_at.is_none() {
-                        self.rollout_created_at = Some(self.now);
-                    }
-                    self.event(
-                        None,
-                        EventKind::RolloutCreated,
-                        None,
-                        Some(format!("{start_version} -> {target_version} ({why})")),
-                    );
-                }
-                Event::GroupChanged {
-                    group,
-                    from,
-                    to,
-                    reason,
-                } => {
-                    let (Some(i), Some(g)) = (self.group_index(group), rollout.group(group)) else {
-                        continue;
-                    };
-                    let st = &mut self.stats[i];
-                    if *from == GroupState::Unstarted && st.started_at.is_none() {
-                        st.started_at = Some(self.now);
-                        let eval_now = rollout.status.time_override.unwrap_or(now);
-                        st.window_opened_at = group_window(&rollout.spec, g).open_since(eval_now);
-                    }
-                    if *to == GroupState::Active && st.active_at.is_none() {
-                        st.active_at = Some(self.now);
-                    }
-                    if *to == GroupState::Done && st.done_at.is_none() {
-                        st.done_at = Some(self.now);
-                    }
-                    self.event(Some(g), EventKind::State, Some((*from, *to, reason)), None);
-                }
-                Event::CanariesPicked { group, updater_ids } => {
-                    if let Some(g) = rollout.group(group) {
-                        self.event(
-                            Some(g),
-                            EventKind::CanariesPicked,
-                            None,
-                            Some(updater_ids.len().to_string()),
-                        );
-                    }
-                }
-                Event::GroupOverdue {
-                    group,
-                    state,
-                    since,
-                } => {
-                    let (Some(i), Some(g)) = (self.group_index(group), rollout.group(group)) else {
-                        continue;
-                    };
-                    if self.stats[i].overdue_since != Some(*since) {
-                        self.stats[i].overdue_since = Some(*since);
-                        self.event(
-                            Some(g),
-                            EventKind::Overdue,
-                            None,
-                            Some(format!("in {} since {}", state.as_str(), since)),
-                        );
-                    }
-                }
-                Event::ProgressHalted { group } => {
-                    let (Some(i), Some(g)) = (self.group_index(group), rollout.group(group)) else {
-                        continue;
-                    };
-                    if !self.stats[i].halted {
-                        self.stats[i].halted = true;
-                        self.event(Some(g), EventKind::ProgressHalted, None, None);
-                    }
-                }
-                Event::ModeChanged { .. } => {}
-            }
+            self.record_event(&rollout, e);
         }
         for g in &rollout.status.groups {
-            let Some(i) = self.group_index(&g.name) else {
-                continue;
-            };
-            if g.last_update_reason != tern_core::reason::TOO_MANY_AGENTS_MISSING {
-                self.stats[i].halted = false;
-            }
-            if g.state == GroupState::Canary && !g.canaries.is_empty() {
-                let alive = (
-                    g.canaries.iter().filter(|c| c.success).count(),
-                    g.canaries.len(),
-                );
-                if self.stats[i].canaries_alive != Some(alive) {
-                    self.stats[i].canaries_alive = Some(alive);
-                    self.event(
-                        Some(g),
-                        EventKind::CanariesAlive,
-                        None,
-                        Some(format!("{}/{}", alive.0, alive.1)),
-                    );
-                }
-            }
-            if matches!(g.state, GroupState::Active | GroupState::Done)
-                && self.stats[i].all_updated_at.is_none()
-                && g.present_count > 0
-                && g.up_to_date_count == g.present_count
-            {
-                self.stats[i].all_updated_at = Some(self.now);
-                self.event(Some(g), EventKind::AllUpdated, None, None);
-            }
+            self.record_group_status(g);
         }
         if rollout.status.state == RolloutState::Done && self.rollout_done_at.is_none() {
             self.rollout_done_at = Some(self.now);
             self.event(None, EventKind::RolloutDone, None, None);
+        }
+    }
+
+    fn record_event(&mut self, rollout: &AutoUpdateAgentRollout, e: &Event) {
+        match e {
+            Event::RolloutCreated {
+                start_version,
+                target_version,
+                why,
+            } => {
+                if self.rollout_created_at.is_none() {
+                    self.rollout_created_at = Some(self.now);
+                }
+                self.event(
+                    None,
+                    EventKind::RolloutCreated,
+                    None,
+                    Some(format!("{start_version} -> {target_version} ({why})")),
+                );
+            }
+            Event::GroupChanged {
+                group,
+                from,
+                to,
+                reason,
+            } => self.record_group_changed(rollout, group, (*from, *to, reason)),
+            Event::CanariesPicked { group, updater_ids } => {
+                if let Some(g) = rollout.group(group) {
+                    self.event(
+                        Some(g),
+                        EventKind::CanariesPicked,
+                        None,
+                        Some(updater_ids.len().to_string()),
+                    );
+                }
+            }
+            Event::GroupOverdue {
+                group,
+                state,
+                since,
+            } => self.record_overdue(rollout, group, *state, *since),
+            Event::ProgressHalted { group } => self.record_halted(rollout, group),
+            Event::ModeChanged { .. } => {}
+        }
+    }
+
+    /// A state change, and the first start, active and done of the group for its summary.
+    fn record_group_changed(
+        &mut self,
+        rollout: &AutoUpdateAgentRollout,
+        group: &str,
+        (from, to, reason): (GroupState, GroupState, &str),
+    ) {
+        let Some((i, g)) = self.rollout_group(rollout, group) else {
+            return;
+        };
+        let now = self.ts(self.now);
+        let st = &mut self.stats[i];
+        if from == GroupState::Unstarted && st.started_at.is_none() {
+            st.started_at = Some(self.now);
+            let eval_now = rollout.status.time_override.unwrap_or(now);
+            st.window_opened_at = group_window(&rollout.spec, g).open_since(eval_now);
+        }
+        if to == GroupState::Active && st.active_at.is_none() {
+            st.active_at = Some(self.now);
+        }
+        if to == GroupState::Done && st.done_at.is_none() {
+            st.done_at = Some(self.now);
+        }
+        self.event(Some(g), EventKind::State, Some((from, to, reason)), None);
+    }
+
+    /// The reconciler repeats it on every reconcile while the group is late; the
+    /// timeline keeps the first for each `since`.
+    fn record_overdue(
+        &mut self,
+        rollout: &AutoUpdateAgentRollout,
+        group: &str,
+        state: GroupState,
+        since: Timestamp,
+    ) {
+        let Some((i, g)) = self.rollout_group(rollout, group) else {
+            return;
+        };
+        if self.stats[i].overdue_since != Some(since) {
+            self.stats[i].overdue_since = Some(since);
+            self.event(
+                Some(g),
+                EventKind::Overdue,
+                None,
+                Some(format!("in {} since {}", state.as_str(), since)),
+            );
+        }
+    }
+
+    /// The reconciler repeats it while growth is halted; the timeline keeps one per halt
+    /// (`record_group_status` ends a halt).
+    fn record_halted(&mut self, rollout: &AutoUpdateAgentRollout, group: &str) {
+        let Some((i, g)) = self.rollout_group(rollout, group) else {
+            return;
+        };
+        if !self.stats[i].halted {
+            self.stats[i].halted = true;
+            self.event(Some(g), EventKind::ProgressHalted, None, None);
+        }
+    }
+
+    /// What no reconciler event says but the group's status shows: the end of a halt,
+    /// canaries coming up, every present agent up to date.
+    fn record_group_status(&mut self, g: &RolloutGroup) {
+        let Some(i) = self.group_index(&g.name) else {
+            return;
+        };
+        if g.last_update_reason != tern_core::reason::TOO_MANY_AGENTS_MISSING {
+            self.stats[i].halted = false;
+        }
+        if g.state == GroupState::Canary && !g.canaries.is_empty() {
+            let alive = (
+                g.canaries.iter().filter(|c| c.success).count(),
+                g.canaries.len(),
+            );
+            if self.stats[i].canaries_alive != Some(alive) {
+                self.stats[i].canaries_alive = Some(alive);
+                self.event(
+                    Some(g),
+                    EventKind::CanariesAlive,
+                    None,
+                    Some(format!("{}/{}", alive.0, alive.1)),
+                );
+            }
+        }
+        if matches!(g.state, GroupState::Active | GroupState::Done)
+            && self.stats[i].all_updated_at.is_none()
+            && g.present_count > 0
+            && g.up_to_date_count == g.present_count
+        {
+            self.stats[i].all_updated_at = Some(self.now);
+            self.event(Some(g), EventKind::AllUpdated, None, None);
         }
     }
 
@@ -1085,62 +1201,14 @@ impl Sim {
 
     /// The timeline up to now, with the summaries.
     pub fn timeline(&self) -> Timeline {
-        let target = self
-            .version
-            .spec
-            .agents
-            .as_ref()
-            .map(|a| a.target_version.to_string())
-            .unwrap_or_default();
-        let start_version = self
-            .version
-            .spec
-            .agents
-            .as_ref()
-            .map(|a| a.start_version.to_string())
-            .unwrap_or_default();
-        let mut hosts: Vec<BTreeMap<String, u64>> = vec![BTreeMap::new(); self.group_names.len()];
-        let (mut live, mut on_target, mut failed) = (0u64, 0u64, 0u64);
-        for a in self.agents.iter().filter(|a| a.live) {
-            live += 1;
-            let v = &self.versions[a.version as usize];
-            *hosts[a.served as usize].entry(v.clone()).or_default() += 1;
-            if a.failed() {
-                failed += 1;
-            } else if *v == target {
-                on_target += 1;
-            }
-        }
-        let secs_since = |w: Option<Timestamp>, t: Option<i64>| -> Option<i64> {
-            Some(self.ts(t?).duration_since(w?).as_secs())
-        };
+        let (start_version, target) = self.rollout_versions();
+        let tally = self.tally_live(&target);
         let groups: Vec<GroupSummary> = self
             .group_names
             .iter()
             .enumerate()
-            .map(|(i, name)| {
-                let st = &self.stats[i];
-                let g = self.rollout.as_ref().and_then(|r| r.group(name));
-                GroupSummary {
-                    name: name.clone(),
-                    state: g.map_or("none", |g| g.state.as_str()).to_string(),
-                    reason: g.map(|g| g.last_update_reason.clone()).unwrap_or_default(),
-                    window_opened_at: st.window_opened_at,
-                    started_at: st.started_at.map(|t| self.ts(t)),
-                    active_at: st.active_at.map(|t| self.ts(t)),
-                    done_at: st.done_at.map(|t| self.ts(t)),
-                    all_updated_at: st.all_updated_at.map(|t| self.ts(t)),
-                    window_to_done_secs: secs_since(st.window_opened_at, st.done_at),
-                    window_to_all_updated_secs: secs_since(st.window_opened_at, st.all_updated_at),
-                    counts: g.map(|g| self.counts_of(g)).unwrap_or_default(),
-                    hosts: std::mem::take(&mut hosts[i]),
-                    updates: st.updates,
-                    rollbacks: st.rollbacks,
-                    max_updating: st.max_updating,
-                    first_update_at: st.first_update_at.map(|t| self.ts(t)),
-                    last_update_at: st.last_update_at.map(|t| self.ts(t)),
-                }
-            })
+            .zip(tally.hosts)
+            .map(|((i, name), hosts)| self.group_summary(i, name, hosts))
             .collect();
         let first_window = self.stats.first().and_then(|s| s.window_opened_at);
         Timeline {
@@ -1158,11 +1226,11 @@ impl Sim {
                     .to_string(),
                 rollout_created_at: self.rollout_created_at.map(|t| self.ts(t)),
                 rollout_done_at: self.rollout_done_at.map(|t| self.ts(t)),
-                first_window_to_done_secs: secs_since(first_window, self.rollout_done_at),
+                first_window_to_done_secs: self.secs_since(first_window, self.rollout_done_at),
                 agents_initial: self.agents_initial,
-                agents_live: live,
-                on_target,
-                failed,
+                agents_live: tally.live,
+                on_target: tally.on_target,
+                failed: tally.failed,
                 joins: self.joins,
                 leaves: self.leaves,
                 updates: self.stats.iter().map(|s| s.updates).sum(),
@@ -1172,6 +1240,70 @@ impl Sim {
                 sim_events: self.sim_events,
             },
             groups,
+        }
+    }
+
+    /// The version's start and target versions (empty without an agent rollout).
+    fn rollout_versions(&self) -> (String, String) {
+        let agents = self.version.spec.agents.as_ref();
+        (
+            agents
+                .map(|a| a.start_version.to_string())
+                .unwrap_or_default(),
+            agents
+                .map(|a| a.target_version.to_string())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Counts the live agents themselves, not what the reports say of them.
+    fn tally_live(&self, target: &str) -> LiveTally {
+        let mut tally = LiveTally {
+            hosts: vec![BTreeMap::new(); self.group_names.len()],
+            live: 0,
+            on_target: 0,
+            failed: 0,
+        };
+        for a in self.agents.iter().filter(|a| a.live) {
+            tally.live += 1;
+            let v = &self.versions[a.version as usize];
+            *tally.hosts[a.served as usize].entry(v.clone()).or_default() += 1;
+            if a.failed() {
+                tally.failed += 1;
+            } else if *v == target {
+                tally.on_target += 1;
+            }
+        }
+        tally
+    }
+
+    /// Seconds from `from` to the simulated instant `to`, when both happened.
+    fn secs_since(&self, from: Option<Timestamp>, to: Option<i64>) -> Option<i64> {
+        Some(self.ts(to?).duration_since(from?).as_secs())
+    }
+
+    /// The summary of served group `i`, whose live agents run `hosts`.
+    fn group_summary(&self, i: usize, name: &str, hosts: BTreeMap<String, u64>) -> GroupSummary {
+        let st = &self.stats[i];
+        let g = self.rollout.as_ref().and_then(|r| r.group(name));
+        GroupSummary {
+            name: name.to_string(),
+            state: g.map_or("none", |g| g.state.as_str()).to_string(),
+            reason: g.map(|g| g.last_update_reason.clone()).unwrap_or_default(),
+            window_opened_at: st.window_opened_at,
+            started_at: st.started_at.map(|t| self.ts(t)),
+            active_at: st.active_at.map(|t| self.ts(t)),
+            done_at: st.done_at.map(|t| self.ts(t)),
+            all_updated_at: st.all_updated_at.map(|t| self.ts(t)),
+            window_to_done_secs: self.secs_since(st.window_opened_at, st.done_at),
+            window_to_all_updated_secs: self.secs_since(st.window_opened_at, st.all_updated_at),
+            counts: g.map(|g| self.counts_of(g)).unwrap_or_default(),
+            hosts,
+            updates: st.updates,
+            rollbacks: st.rollbacks,
+            max_updating: st.max_updating,
+            first_update_at: st.first_update_at.map(|t| self.ts(t)),
+            last_update_at: st.last_update_at.map(|t| self.ts(t)),
         }
     }
 }

@@ -202,6 +202,15 @@ impl Timeline {
     /// A report for people: the events, then one line per group, then the totals.
     pub fn render_text(&self) -> String {
         let mut out = String::new();
+        self.write_header(&mut out);
+        let width = self.group_name_width();
+        self.write_events(&mut out, width);
+        self.write_groups(&mut out, width);
+        self.write_overall(&mut out);
+        out
+    }
+
+    fn write_header(&self, out: &mut String) {
         let p = &self.params;
         let o = &self.overall;
         let _ = writeln!(
@@ -226,40 +235,30 @@ impl Timeline {
                 when(e)
             );
         }
-        let width = self
-            .groups
+    }
+
+    /// Wide enough for every group name and for the `group` heading.
+    fn group_name_width(&self) -> usize {
+        self.groups
             .iter()
             .map(|g| g.name.len())
             .max()
             .unwrap_or(5)
-            .max(5);
+            .max(5)
+    }
+
+    fn write_events(&self, out: &mut String, width: usize) {
         let _ = writeln!(out, "\ntimeline:");
         for e in &self.events {
             let group = e.group.as_deref().unwrap_or("*");
-            let what = match e.kind {
-                EventKind::State => format!(
-                    "{} -> {} ({})",
-                    e.from.as_deref().unwrap_or("?"),
-                    e.to.as_deref().unwrap_or("?"),
-                    e.reason.as_deref().unwrap_or("")
-                ),
-                EventKind::RolloutCreated | EventKind::NoRollout => format!(
-                    "{} {}",
-                    e.kind.as_str().replace('_', " "),
-                    e.detail.as_deref().unwrap_or("")
-                ),
-                k => {
-                    let mut s = k.as_str().replace('_', " ");
-                    if let Some(d) = &e.detail {
-                        let _ = write!(s, " {d}");
-                    }
-                    s
-                }
-            };
+            let what = event_text(e);
             let counts = e.counts.as_ref().map(counts_text).unwrap_or_default();
             let line = format!("  {}  {group:<width$}  {what:<44} {counts}", when(e.at));
             let _ = writeln!(out, "{}", line.trim_end());
         }
+    }
+
+    fn write_groups(&self, out: &mut String, width: usize) {
         let _ = writeln!(out, "\ngroups:");
         let _ = writeln!(
             out,
@@ -275,29 +274,12 @@ impl Timeline {
             "max-upd",
         );
         for g in &self.groups {
-            let opened = g
-                .window_opened_at
-                .map_or_else(|| "-".to_string(), |t| t.strftime("%a %H:%M").to_string());
-            let started = match (g.window_opened_at, g.started_at) {
-                (Some(w), Some(s)) => format!("+{}", human_secs(s.duration_since(w).as_secs())),
-                _ => "-".to_string(),
-            };
-            let hosts: Vec<String> = g.hosts.iter().map(|(v, n)| format!("{n}x{v}")).collect();
-            let _ = writeln!(
-                out,
-                "  {:<width$}  {:<10} {:<16} {:>9} {:>12} {:>14} {:>8} {:>9} {:>8}  {}",
-                g.name,
-                g.state,
-                opened,
-                started,
-                opt_secs(g.window_to_done_secs),
-                opt_secs(g.window_to_all_updated_secs),
-                g.updates,
-                g.rollbacks,
-                g.max_updating,
-                hosts.join(" ")
-            );
+            write_group_row(out, g, width);
         }
+    }
+
+    fn write_overall(&self, out: &mut String) {
+        let o = &self.overall;
         let _ = writeln!(
             out,
             "\noverall: rollout {}{}, first window → done {}; agents {} (start {}, +{} joined, -{} left), {} on target, {} failed; {} updates, {} rollbacks, at most {} updating at once; {} reconciles, {} sim events",
@@ -318,8 +300,57 @@ impl Timeline {
             o.reconciles,
             o.sim_events,
         );
-        out
     }
+}
+
+/// What happened at one timeline event, without its instant, group or counts.
+fn event_text(e: &TimelineEvent) -> String {
+    match e.kind {
+        EventKind::State => format!(
+            "{} -> {} ({})",
+            e.from.as_deref().unwrap_or("?"),
+            e.to.as_deref().unwrap_or("?"),
+            e.reason.as_deref().unwrap_or("")
+        ),
+        EventKind::RolloutCreated | EventKind::NoRollout => format!(
+            "{} {}",
+            e.kind.as_str().replace('_', " "),
+            e.detail.as_deref().unwrap_or("")
+        ),
+        k => {
+            let mut s = k.as_str().replace('_', " ");
+            if let Some(d) = &e.detail {
+                let _ = write!(s, " {d}");
+            }
+            s
+        }
+    }
+}
+
+/// One group's line of the summary table, under the headings `write_groups` prints.
+fn write_group_row(out: &mut String, g: &GroupSummary, width: usize) {
+    let opened = g
+        .window_opened_at
+        .map_or_else(|| "-".to_string(), |t| t.strftime("%a %H:%M").to_string());
+    let started = match (g.window_opened_at, g.started_at) {
+        (Some(w), Some(s)) => format!("+{}", human_secs(s.duration_since(w).as_secs())),
+        _ => "-".to_string(),
+    };
+    let hosts: Vec<String> = g.hosts.iter().map(|(v, n)| format!("{n}x{v}")).collect();
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:<10} {:<16} {:>9} {:>12} {:>14} {:>8} {:>9} {:>8}  {}",
+        g.name,
+        g.state,
+        opened,
+        started,
+        opt_secs(g.window_to_done_secs),
+        opt_secs(g.window_to_all_updated_secs),
+        g.updates,
+        g.rollbacks,
+        g.max_updating,
+        hosts.join(" ")
+    );
 }
 
 #[cfg(test)]
