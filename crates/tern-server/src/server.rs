@@ -341,35 +341,64 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let dir = opts.settings.data_dir.clone();
     create_data_dir(&dir)?;
     let store = opts.backend.open(&opts.etcd_prefix).await?;
-    let clock: Arc<dyn Clock> = match opts.dev_clock {
-        Some(t) => {
-            let now = with_store_retries("sharing the dev clock", || {
-                crate::clock::share_dev_clock(store.as_ref(), t)
-            })
-            .await?;
-            if now != t {
-                tracing::info!(%now, "dev clock: using the time shared in the store (another replica or an earlier run set it)");
-            }
-            Arc::new(DevClock::new(now))
-        }
-        None => Arc::new(SystemClock),
-    };
+    let clock = open_clock(store.as_ref(), opts.dev_clock).await?;
     let replica = opts.settings.replica_id.clone();
     let token = with_store_retries("initialising the store", || {
         bootstrap_operator_token(store.as_ref(), &dir, &replica, clock.now())
     })
     .await?;
     if let Some(token) = token {
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
+        say(&format!(
             "operator token (shown once; also written to {}):\n{token}",
             dir.join(OPERATOR_TOKEN_FILE).display()
-        )?;
-        out.flush()?;
+        ))?;
     }
     let state = AppState::new(Arc::clone(&store), clock, opts.settings.clone());
-    // Ready once the first snapshot is loaded.
+    start_background(&state).await;
+    let listener = std::net::TcpListener::bind(opts.listen)
+        .with_context(|| format!("listening on {}", opts.listen))?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let scheme = match opts.transport {
+        Transport::Tls { .. } => "https",
+        Transport::InsecureHttp => "http",
+    };
+    tracing::info!(%addr, replica = %state.settings.replica_id, "ternd listening");
+    say(&format!("ternd listening on {scheme}://{addr}"))?;
+    serve_http(listener, opts.transport, Arc::clone(&state)).await?;
+    reconciler::release_leader(&state).await;
+    Ok(())
+}
+
+/// The system clock, or a dev clock at the time shared in the store (another replica
+/// or an earlier run may have set it) or at `dev_clock`.
+async fn open_clock(
+    store: &dyn Store,
+    dev_clock: Option<Timestamp>,
+) -> anyhow::Result<Arc<dyn Clock>> {
+    let Some(t) = dev_clock else {
+        return Ok(Arc::new(SystemClock));
+    };
+    let now = with_store_retries("sharing the dev clock", || {
+        crate::clock::share_dev_clock(store, t)
+    })
+    .await?;
+    if now != t {
+        tracing::info!(%now, "dev clock: using the time shared in the store (another replica or an earlier run set it)");
+    }
+    Ok(Arc::new(DevClock::new(now)))
+}
+
+/// One line on stdout, flushed (scripts read the token and the address from it).
+fn say(line: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()
+}
+
+/// Loads the first snapshot (ready from then on), then starts the store watch, the
+/// leader campaign and, with the system clock, the reconcile loop.
+async fn start_background(state: &Arc<AppState>) {
     let mut delay = Duration::from_millis(100);
     loop {
         match state.refresh_snapshot().await {
@@ -382,30 +411,23 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         }
     }
     state.ready.store(true, Ordering::Relaxed);
-    tokio::spawn(watch_loop(Arc::clone(&state)));
-    tokio::spawn(reconciler::campaign(Arc::clone(&state)));
+    tokio::spawn(watch_loop(Arc::clone(state)));
+    tokio::spawn(reconciler::campaign(Arc::clone(state)));
     if state.clock.as_dev().is_none() {
-        tokio::spawn(reconciler::run(Arc::clone(&state)));
+        tokio::spawn(reconciler::run(Arc::clone(state)));
     } else {
         tracing::info!(now = %state.clock.now(), "dev clock: reconciles run only on POST /v1/dev/reconcile");
     }
-    let app =
-        routes::router(Arc::clone(&state)).into_make_service_with_connect_info::<SocketAddr>();
-    let listener = std::net::TcpListener::bind(opts.listen)
-        .with_context(|| format!("listening on {}", opts.listen))?;
-    listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
-    let scheme = match opts.transport {
-        Transport::Tls { .. } => "https",
-        Transport::InsecureHttp => "http",
-    };
-    tracing::info!(%addr, replica = %state.settings.replica_id, "ternd listening");
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "ternd listening on {scheme}://{addr}")?;
-        out.flush()?;
-    }
-    match opts.transport {
+}
+
+/// Serves the API on `listener` until SIGINT/SIGTERM, over TLS or plain HTTP.
+async fn serve_http(
+    listener: std::net::TcpListener,
+    transport: Transport,
+    state: Arc<AppState>,
+) -> anyhow::Result<()> {
+    let app = routes::router(state).into_make_service_with_connect_info::<SocketAddr>();
+    match transport {
         Transport::InsecureHttp => {
             let listener = tokio::net::TcpListener::from_std(listener)?;
             axum::serve(listener, app)
@@ -435,7 +457,6 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                 .await?;
         }
     }
-    reconciler::release_leader(&state).await;
     Ok(())
 }
 
