@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use tern_e2e::Fleet;
 use tern_e2e::demo::{DemoOptions, split};
 
 use crate::{cargo, root};
@@ -71,19 +72,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         signal_hook::flag::register(sig, cancel.clone())
             .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
     }
-    eprintln!("building ternd, ternctl and tern-update (debug)…");
-    let t = Instant::now();
-    let mut build = cargo();
-    build.args(["build", "--quiet", "--bins"]);
-    build.args(["-p", "tern-server", "-p", "tern-ctl", "-p", "tern-update"]);
-    let status = build
-        .status()
-        .map_err(|e| format!("cannot run cargo build: {e}"))?;
-    if !status.success() {
-        return Err(format!("cargo build failed ({status})"));
-    }
-    eprintln!("built in {:.0}s\n", t.elapsed().as_secs_f64());
-
+    build_binaries()?;
     let mut stdout = std::io::stdout();
     let (fleet, summary) = tern_e2e::demo::run(
         DemoOptions {
@@ -99,8 +88,33 @@ pub fn run(args: &[String]) -> Result<(), String> {
         return Ok(());
     }
     println!("{}\n", summary.line);
+    print_how_to_poke(&fleet, a.hosts)?;
+    keep_running(&fleet, &cancel);
+    eprintln!("\nstopping: killing the agents and ternd, removing the fleet's files");
+    drop(fleet);
+    Ok(())
+}
+
+fn build_binaries() -> Result<(), String> {
+    eprintln!("building ternd, ternctl and tern-update (debug)…");
+    let t = Instant::now();
+    let mut build = cargo();
+    build.args(["build", "--quiet", "--bins"]);
+    build.args(["-p", "tern-server", "-p", "tern-ctl", "-p", "tern-update"]);
+    let status = build
+        .status()
+        .map_err(|e| format!("cannot run cargo build: {e}"))?;
+    if !status.success() {
+        return Err(format!("cargo build failed ({status})"));
+    }
+    eprintln!("built in {:.0}s\n", t.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// `--keep-running`: the URLs and commands to look at the live fleet.
+fn print_how_to_poke(fleet: &Fleet, hosts: usize) -> Result<(), String> {
     let h = fleet.hosts.first().ok_or("no hosts")?;
-    let [nd, _, _] = split(a.hosts);
+    let [nd, _, _] = split(hosts);
     println!(
         "The fleet is still up (Ctrl-C stops it and removes {}).\n\
          Each host runs `tern-update update` every 30 s, as its timer would, then ternd reconciles.\n\
@@ -128,6 +142,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         status = h.command_line(&["status"]),
         state = h.state.display(),
     );
+    Ok(())
+}
+
+/// Until Ctrl-C: every 30 s each host runs its updater, as its timer would, around a
+/// reconcile on each side.
+fn keep_running(fleet: &Fleet, cancel: &AtomicBool) {
     let mut next = Instant::now() + Duration::from_secs(30);
     while !cancel.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(200));
@@ -146,7 +166,4 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    eprintln!("\nstopping: killing the agents and ternd, removing the fleet's files");
-    drop(fleet);
-    Ok(())
 }
