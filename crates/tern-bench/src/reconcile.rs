@@ -1,8 +1,8 @@
 //! `reconcile`: in-process, ternd's own report and reconcile path
 //! (`tern_server::reconciler::{write_report, reconcile_once}` over a memory store and a
 //! dev clock) with 10 agents and with 1M agents in the inventory; plus the pure
-//! `tern_core::reconcile::reconcile` given every connected agent (what ternd passed
-//! before it asked `canary::interest`) against the agents it can use.
+//! `tern_core::reconcile::reconcile` given every connected agent against
+//! `reconcile_reports`, which takes only what the reports offer (what ternd runs).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
