@@ -30,7 +30,30 @@ enum Command {
     Api(api::ApiCommand),
 }
 
+/// Exit status of a program whose reader went away (128 + SIGPIPE), as shells report.
+const EXIT_BROKEN_PIPE: i32 = 141;
+
+/// `ternctl … | head` closes ternctl's stdout early; printing then fails with a broken
+/// pipe. That is the reader's choice, not an error of ternctl's: exit quietly, as
+/// tools killed by SIGPIPE do, instead of printing a panic.
+fn exit_quietly_on_broken_pipe() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(EXIT_BROKEN_PIPE);
+        }
+        report(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(cmd) => plan::run(cmd),

@@ -448,3 +448,21 @@ fn a_scenario_with_an_unknown_transition_is_refused_before_replaying() {
         assert_eq!(stdout(&out), "", "{kind:?}: nothing replayed");
     }
 }
+
+/// `ternctl … | head`: a reader that goes away is not an error of ternctl's. Its stdout
+/// is a pipe whose read end is already closed, so the first write fails.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_ternctl"))
+        .args(["plan", "replay", "examples/01-halt-on-error/scenario.yaml"])
+        .current_dir(root())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(141), "{err}");
+}
