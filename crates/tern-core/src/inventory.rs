@@ -228,7 +228,8 @@ pub fn build_report<A: AgentView>(
 /// The whole report of one replica at `now`: the counts ([`build_report`]) and what
 /// the coming reconciles need from it ([`Needs`], none without a rollout): canary
 /// candidates and the canaries this replica sees. `lookup` finds an agent by
-/// updater_id. ternd and the simulator both write their reports with this.
+/// updater_id. ternd writes its reports with this; the simulator keeps its counts
+/// incrementally and calls [`canary_candidates`] and [`canaries_seen`] itself.
 pub fn replica_report<A, I, R>(
     now: Timestamp,
     agents: I,

@@ -56,10 +56,6 @@ impl Groups {
         self.names.iter().map(String::as_str)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
-
     pub fn contains(&self, name: &str) -> bool {
         self.names.iter().any(|n| n == name)
     }
@@ -210,17 +206,6 @@ impl Event {
             Self::ProgressHalted { .. } => "progress_halted",
         }
     }
-
-    /// The group the event is about, if it is about one.
-    pub fn group(&self) -> Option<&str> {
-        match self {
-            Self::GroupChanged { group, .. }
-            | Self::CanariesPicked { group, .. }
-            | Self::GroupOverdue { group, .. }
-            | Self::ProgressHalted { group } => Some(group),
-            Self::RolloutCreated { .. } | Self::ModeChanged { .. } => None,
-        }
-    }
 }
 
 /// One line for people (logs, `ternctl`, the API's event messages).
@@ -301,7 +286,6 @@ mod tests {
             reason: "can_start",
         };
         assert_eq!(e.kind(), "group_changed");
-        assert_eq!(e.group(), Some("dev"));
         assert_eq!(e.to_string(), "group dev: unstarted -> active (can_start)");
         let e = Event::ModeChanged {
             from: Mode::Enabled,

@@ -223,6 +223,8 @@ enum Written {
     Done {
         events: Vec<EventView>,
         no_rollout_reason: Option<String>,
+        /// A rollout existed and was deleted (its reason is `no_rollout_reason`).
+        deleted: bool,
     },
     /// The lease was lost just before writing: nothing was written.
     Fenced,
@@ -259,14 +261,15 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
                     None,
                 ),
             };
-            let done = Written::Done {
-                events,
-                no_rollout_reason,
-            };
             let unchanged = match (&next, &current) {
                 (None, None) => true,
                 (Some(next), Some(c)) => resources::same(&c.value, next),
                 _ => false,
+            };
+            let done = Written::Done {
+                events,
+                no_rollout_reason,
+                deleted: !unchanged && next.is_none(),
             };
             if unchanged {
                 return Ok(Decision::Keep(done));
@@ -277,10 +280,7 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
             }
             Ok(match next {
                 Some(next) => Decision::Put(next, done),
-                None => {
-                    tracing::info!("rollout deleted");
-                    Decision::Delete(done)
-                }
+                None => Decision::Delete(done),
             })
         },
     )
@@ -290,14 +290,23 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
         Written::Done {
             events,
             no_rollout_reason,
-        } => Ok(ReconcileResult {
-            leader: true,
-            rollout: stored.map(|s| s.value),
-            events,
-            no_rollout_reason,
-            leader_replica: None,
-            message: None,
-        }),
+            deleted,
+        } => {
+            if deleted {
+                tracing::info!(
+                    why = no_rollout_reason.as_deref().unwrap_or_default(),
+                    "rollout deleted"
+                );
+            }
+            Ok(ReconcileResult {
+                leader: true,
+                rollout: stored.map(|s| s.value),
+                events,
+                no_rollout_reason,
+                leader_replica: None,
+                message: None,
+            })
+        }
     }
 }
 

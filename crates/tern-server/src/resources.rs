@@ -137,6 +137,29 @@ pub(crate) fn parse_revision(s: &str) -> ApiResult<Revision> {
     })
 }
 
+/// The mode in force now and where it comes from, from the stored config and version.
+pub(crate) async fn modes(store: &dyn Store) -> ApiResult<tern_core::api::Modes> {
+    let config = load::<AutoUpdateConfig>(store).await?;
+    let version = load::<AutoUpdateVersion>(store).await?;
+    Ok(tern_core::views::modes(
+        config.as_ref().map(|s| &s.value),
+        version.as_ref().map(|s| &s.value),
+    ))
+}
+
+/// Deletes `key` whatever its revision; a missing key is a 404 saying `missing()`.
+pub(crate) async fn delete_or_404(
+    store: &dyn Store,
+    key: &str,
+    missing: impl FnOnce() -> String,
+) -> ApiResult<()> {
+    match store.delete(key, None).await {
+        Ok(_) => Ok(()),
+        Err(tern_store::Error::NotFound { .. }) => Err(ApiError::not_found(missing())),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// How many times a read-modify-write is tried before a conflict is returned.
 pub(crate) const CONFLICT_ATTEMPTS: usize = 5;
 
@@ -204,5 +227,88 @@ where
             }
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use tern_core::resource::Mode;
+    use tern_store::MemoryStore;
+
+    use super::*;
+
+    fn with_mode(mode: Mode) -> AutoUpdateConfig {
+        let mut c = AutoUpdateConfig::default();
+        c.spec.agents.get_or_insert_with(Default::default).mode = Some(mode);
+        c
+    }
+
+    /// A writer that lands between the read and the compare-and-swap makes the write
+    /// conflict: it is counted, and the decision is made again on what that writer left.
+    #[tokio::test]
+    async fn a_write_that_loses_a_race_is_decided_again_on_the_fresh_value() {
+        let store = MemoryStore::new();
+        write(&store, &with_mode(Mode::Enabled), None)
+            .await
+            .unwrap();
+        let conflicts = AtomicU64::new(0);
+        let mut seen = Vec::new();
+        let (stored, ()) = read_modify_write(
+            &store,
+            &conflicts,
+            |current: Option<Stored<AutoUpdateConfig>>| {
+                let current = current.unwrap();
+                seen.push(current.value.mode());
+                let racing = seen.len() == 1;
+                let store = &store;
+                async move {
+                    if racing {
+                        write(store, &with_mode(Mode::Disabled), Some(current.revision))
+                            .await
+                            .unwrap();
+                    }
+                    Ok(Decision::Put(with_mode(Mode::Suspended), ()))
+                }
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(seen, [Mode::Enabled, Mode::Disabled]);
+        assert_eq!(conflicts.load(Ordering::Relaxed), 1);
+        assert_eq!(stored.unwrap().value.mode(), Mode::Suspended);
+        let kept = load::<AutoUpdateConfig>(&store).await.unwrap().unwrap();
+        assert_eq!(kept.value.mode(), Mode::Suspended);
+    }
+
+    /// A writer that always wins: the conflict is returned after the last attempt, and
+    /// nothing of this writer's is stored.
+    #[tokio::test]
+    async fn endless_conflicts_give_up_after_the_last_attempt() {
+        let store = MemoryStore::new();
+        write(&store, &with_mode(Mode::Enabled), None)
+            .await
+            .unwrap();
+        let conflicts = AtomicU64::new(0);
+        let result = read_modify_write(
+            &store,
+            &conflicts,
+            |current: Option<Stored<AutoUpdateConfig>>| {
+                let store = &store;
+                async move {
+                    let current = current.unwrap();
+                    write(store, &with_mode(Mode::Disabled), Some(current.revision))
+                        .await
+                        .unwrap();
+                    Ok(Decision::Put(with_mode(Mode::Suspended), ()))
+                }
+            },
+        )
+        .await;
+        assert!(result.is_err());
+        assert_eq!(conflicts.load(Ordering::Relaxed), CONFLICT_ATTEMPTS as u64);
+        let kept = load::<AutoUpdateConfig>(&store).await.unwrap().unwrap();
+        assert_eq!(kept.value.mode(), Mode::Disabled);
     }
 }

@@ -175,3 +175,41 @@ fn an_unknown_transition_is_a_400_and_changes_nothing() {
     let after = ternd.call("GET", "/v1/agents/status", Some(&ternd.token), None);
     assert_eq!(before.1["rollout"], after.1["rollout"]);
 }
+
+/// The heartbeat's rate limit and refusal count sit outside the token check, so a
+/// heartbeat refused for its token counts as refused (as one refused for its body does).
+#[test]
+fn refused_heartbeats_are_counted_the_token_checks_refusals_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let ternd = Ternd::dev(dir.path());
+    let viewer = ternd.new_token("viewer");
+    let agent = ternd.new_token("agent");
+    assert_eq!(
+        ternd
+            .call("POST", "/v1/agents/heartbeat", None, Some("{}"))
+            .0,
+        401
+    );
+    assert_eq!(
+        ternd
+            .call("POST", "/v1/agents/heartbeat", Some(&viewer), Some("{}"))
+            .0,
+        403
+    );
+    assert_eq!(
+        ternd
+            .call(
+                "POST",
+                "/v1/agents/heartbeat",
+                Some(&agent),
+                Some("not json")
+            )
+            .0,
+        400
+    );
+    let (_, _, metrics) = ternd.raw("GET", "/metrics", None, None);
+    assert!(
+        metrics.contains("\ntern_heartbeats_rejected_total 3\n"),
+        "{metrics}"
+    );
+}

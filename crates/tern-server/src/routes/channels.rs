@@ -6,12 +6,11 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use tern_core::api::{Channel, ChannelBody, Deleted};
-use tern_store::Error as StoreError;
 
 use super::body;
-use super::transitions::parse_version;
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
+use crate::resources;
 use crate::state::AppState;
 
 /// `GET /v1/channels`
@@ -37,7 +36,7 @@ pub(crate) async fn set(
         )));
     }
     let b: ChannelBody = body::json(&body)?;
-    let version = parse_version("version", &b.version)?;
+    let version = body::version("version", &b.version)?;
     let channel = Channel {
         name: name.clone(),
         version: version.to_string(),
@@ -59,23 +58,10 @@ pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Deleted>> {
-    delete_or_404(&state, &keys::channel(&name), || {
+    resources::delete_or_404(state.store(), &keys::channel(&name), || {
         format!("no channel named {name:?}")
     })
     .await?;
     state.after_write().await;
     Ok(Json(Deleted { deleted: name }))
-}
-
-/// Deletes `key`; a missing key is a 404 saying `missing()`.
-pub(crate) async fn delete_or_404(
-    state: &AppState,
-    key: &str,
-    missing: impl FnOnce() -> String,
-) -> ApiResult<()> {
-    match state.store().delete(key, None).await {
-        Ok(_) => Ok(()),
-        Err(StoreError::NotFound { .. }) => Err(ApiError::not_found(missing())),
-        Err(e) => Err(e.into()),
-    }
 }

@@ -9,7 +9,6 @@ use tern_core::api::{InventoryEntry, InventoryResponse, ReportResponse, StatusRe
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateVersion};
 use tern_core::views;
 
-use super::transitions::current_modes;
 use crate::error::ApiResult;
 use crate::resources;
 use crate::state::AppState;
@@ -18,7 +17,7 @@ use crate::state::AppState;
 pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json<StatusResponse>> {
     let store = state.store();
     let now = state.clock.now();
-    let modes = current_modes(&state).await?;
+    let modes = resources::modes(store).await?;
     let rollout = resources::load::<AutoUpdateAgentRollout>(store)
         .await?
         .map(|s| s.value);

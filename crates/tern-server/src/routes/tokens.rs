@@ -13,6 +13,7 @@ use super::body;
 use crate::auth::{self, TokenRecord};
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
+use crate::resources;
 use crate::state::AppState;
 
 fn view(r: TokenRecord) -> TokenView {
@@ -78,7 +79,7 @@ pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Deleted>> {
-    super::channels::delete_or_404(&state, &keys::token(&id), || {
+    resources::delete_or_404(state.store(), &keys::token(&id), || {
         format!("no token with id {id:?}")
     })
     .await?;

@@ -8,29 +8,18 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tern_core::api::{
-    ChangedGroup, EventView, ModeResponse, Modes, NewRolloutBody, NewRolloutResponse,
-    TransitionBody, TransitionResponse,
+    ChangedGroup, EventView, ModeResponse, NewRolloutBody, NewRolloutResponse, TransitionBody,
+    TransitionResponse,
 };
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode};
 use tern_core::rollout::Event;
 use tern_core::transition::{self, Transition, TransitionError, TransitionKind};
-use tern_core::version::Version;
 use tern_core::views;
 
 use super::body;
 use crate::error::{ApiError, ApiResult};
 use crate::resources::{self, Decision, Stored};
 use crate::state::AppState;
-
-/// The mode in force now, from the stored config and version.
-pub(crate) async fn current_modes(state: &AppState) -> ApiResult<Modes> {
-    let c = resources::load::<AutoUpdateConfig>(state.store()).await?;
-    let v = resources::load::<AutoUpdateVersion>(state.store()).await?;
-    Ok(views::modes(
-        c.as_ref().map(|s| &s.value),
-        v.as_ref().map(|s| &s.value),
-    ))
-}
 
 async fn set_mode(state: &AppState, mode: Mode) -> ApiResult<Json<ModeResponse>> {
     let (_, changed) = resources::read_modify_write(
@@ -51,7 +40,7 @@ async fn set_mode(state: &AppState, mode: Mode) -> ApiResult<Json<ModeResponse>>
         tracing::info!(mode = mode.as_str(), "config mode set");
         state.after_write().await;
     }
-    let modes = current_modes(state).await?;
+    let modes = resources::modes(state.store()).await?;
     Ok(Json(ModeResponse { modes, changed }))
 }
 
@@ -123,7 +112,7 @@ async fn run_transition(
         tracing::info!(event = e.kind(), action = kind.as_str(), "{e}");
     }
     state.after_write().await;
-    let modes = current_modes(state).await?;
+    let modes = resources::modes(state.store()).await?;
     Ok(Json(TransitionResponse {
         groups,
         events: events.iter().map(EventView::from).collect(),
@@ -168,10 +157,6 @@ pub(crate) async fn rollback(
     run_transition(&state, TransitionKind::Rollback, &body).await
 }
 
-pub(crate) fn parse_version(field: &str, s: &str) -> ApiResult<Version> {
-    Version::parse(s).map_err(|e| ApiError::bad_request(format!("{field}: {e}")))
-}
-
 /// `POST /v1/agents/new-rollout` `{"version": V, "current_version": V?}`
 pub(crate) async fn new_rollout(
     State(state): State<Arc<AppState>>,
@@ -183,11 +168,11 @@ pub(crate) async fn new_rollout(
             "version: missing (the version to roll out)",
         ));
     }
-    let target = parse_version("version", &b.version)?;
+    let target = body::version("version", &b.version)?;
     let given_start = b
         .current_version
         .as_deref()
-        .map(|s| parse_version("current_version", s))
+        .map(|s| body::version("current_version", s))
         .transpose()?;
     let rollout = resources::load::<AutoUpdateAgentRollout>(state.store()).await?;
     let (stored, changed) = resources::read_modify_write(
