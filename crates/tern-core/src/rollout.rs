@@ -292,12 +292,8 @@ mod tests {
             to: Mode::Suspended,
         };
         assert_eq!(
-            (e.kind(), e.to_string().as_str(), e.group()),
-            (
-                "mode_changed",
-                "mode changed from enabled to suspended",
-                None
-            )
+            (e.kind(), e.to_string().as_str()),
+            ("mode_changed", "mode changed from enabled to suspended")
         );
     }
 }
