@@ -17,12 +17,16 @@ use crate::rollout::Event;
 use crate::wire::UpdaterStatus;
 
 /// The mode in force and where it comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Modes {
-    /// The mode in force: the most restrictive of the two.
+    /// The mode in force: see [`crate::rollout::mode_in_force`].
     pub mode: Mode,
-    pub config_mode: Mode,
-    pub version_mode: Mode,
+    /// The autoupdate_config's own mode; `None` when it sets none.
+    pub config_mode: Option<Mode>,
+    /// The autoupdate_version's own mode; `None` when it sets none.
+    pub version_mode: Option<Mode>,
+    /// Why agent updates do not move, for people; `None` when they are enabled.
+    pub why_stopped: Option<String>,
 }
 
 /// `POST /v1/agents/suspend|resume`.

@@ -107,6 +107,12 @@ pub fn version(start: &str, target: &str, schedule: &str) -> String {
     )
 }
 
+/// An `autoupdate_version` that sets `mode: enabled` itself, for a store with no
+/// config (a mode set in neither resource means disabled).
+pub fn enabled_version(start: &str, target: &str, schedule: &str) -> String {
+    format!("{}    mode: enabled\n", version(start, target, schedule))
+}
+
 /// A connected agent with updates enabled, its host named after its updater id.
 pub fn connected_agent(updater_id: &str, group: &str, version: &str) -> ConnectedAgent {
     ConnectedAgent {
@@ -138,7 +144,7 @@ mod tests {
         assert_eq!(groups.len(), 2);
         assert_eq!((groups[1].canary_count, groups[1].wait_hours), (2, 24));
         assert_eq!(groups[1].days.len(), 2);
-        assert_eq!(c.mode().as_str(), "suspended");
+        assert_eq!(c.mode().map(|m| m.as_str()), Some("suspended"));
         assert_eq!(
             AutoUpdateConfig::from_text(&dev_staging_prod(2))
                 .unwrap()

@@ -265,9 +265,10 @@ impl AutoUpdateConfig {
         self.spec.agents.as_ref()
     }
 
-    /// The config's own mode; an unset mode restricts nothing.
-    pub fn mode(&self) -> Mode {
-        self.agents().and_then(|a| a.mode).unwrap_or_default()
+    /// The config's own `spec.agents.mode`, `None` when unset (see
+    /// [`crate::rollout::mode_in_force`] for what an unset mode means).
+    pub fn mode(&self) -> Option<Mode> {
+        self.agents().and_then(|a| a.mode)
     }
 
     pub fn strategy(&self) -> Strategy {
@@ -376,12 +377,9 @@ impl AutoUpdateVersion {
         }
     }
 
-    pub fn mode(&self) -> Mode {
-        self.spec
-            .agents
-            .as_ref()
-            .and_then(|a| a.mode)
-            .unwrap_or_default()
+    /// The version's own `spec.agents.mode`, `None` when unset.
+    pub fn mode(&self) -> Option<Mode> {
+        self.spec.agents.as_ref().and_then(|a| a.mode)
     }
 }
 

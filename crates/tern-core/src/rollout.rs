@@ -81,22 +81,28 @@ impl Groups {
     }
 }
 
-/// The mode the config asks for (enabled when there is no config or it says none).
-pub fn config_mode(config: Option<&AutoUpdateConfig>) -> Mode {
-    config.map_or(Mode::Enabled, AutoUpdateConfig::mode)
+/// The mode the config sets, `None` when there is no config or it sets none.
+pub fn config_mode(config: Option<&AutoUpdateConfig>) -> Option<Mode> {
+    config.and_then(AutoUpdateConfig::mode)
 }
 
-/// The mode the version asks for (enabled when there is no version or it says none).
-pub fn version_mode(version: Option<&AutoUpdateVersion>) -> Mode {
-    version.map_or(Mode::Enabled, AutoUpdateVersion::mode)
+/// The mode the version sets, `None` when there is no version or it sets none.
+pub fn version_mode(version: Option<&AutoUpdateVersion>) -> Option<Mode> {
+    version.and_then(AutoUpdateVersion::mode)
 }
 
-/// The mode in force: the most restrictive of the config's and the version's.
+/// The mode in force (seed 002): set in both resources, the most restrictive; set in
+/// one, that one; set in neither, `disabled`, so updates never start on a fleet whose
+/// operator has not said so.
 pub fn mode_in_force(
     config: Option<&AutoUpdateConfig>,
     version: Option<&AutoUpdateVersion>,
 ) -> Mode {
-    config_mode(config).combine(version_mode(version))
+    match (config_mode(config), version_mode(version)) {
+        (Some(c), Some(v)) => c.combine(v),
+        (Some(one), None) | (None, Some(one)) => one,
+        (None, None) => Mode::Disabled,
+    }
 }
 
 /// The rollout spec the config and version ask for, or why there is no agent rollout.

@@ -15,18 +15,51 @@ use crate::api::{
 use crate::inventory::{AgentView, InventoryAgent, omitted_reason};
 use crate::resource::{
     AgentsVersion, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig,
-    AutoUpdateVersion, Schedule,
+    AutoUpdateVersion, Mode, Schedule,
 };
 use crate::rollout::{Groups, config_mode, group_window, is_live, mode_in_force, version_mode};
 use crate::version::Version;
 
-/// The mode in force: each resource's own (enabled when it is absent or says
-/// nothing), combined to the most restrictive.
+/// The mode in force, each resource's own, and why updates do not move when they
+/// do not.
 pub fn modes(config: Option<&AutoUpdateConfig>, version: Option<&AutoUpdateVersion>) -> Modes {
+    let mode = mode_in_force(config, version);
+    let config_mode = config_mode(config);
+    let version_mode = version_mode(version);
+    let why_stopped = match mode {
+        Mode::Enabled => None,
+        _ if config_mode.is_none() && version_mode.is_none() => Some(
+            "agent updates are disabled: no mode is set; set spec.agents.mode: enabled in \
+             the autoupdate_config (ternctl agents resume does)"
+                .to_string(),
+        ),
+        stopped => {
+            let by: Vec<&str> = [
+                (config_mode, "autoupdate_config"),
+                (version_mode, "autoupdate_version"),
+            ]
+            .into_iter()
+            .filter(|(m, _)| *m == Some(stopped))
+            .map(|(_, name)| name)
+            .collect();
+            let hint = if stopped == Mode::Suspended && by == ["autoupdate_config"] {
+                " (ternctl agents resume)"
+            } else {
+                ""
+            };
+            Some(format!(
+                "agent updates are {}: spec.agents.mode is {} in the {}{hint}",
+                stopped.as_str(),
+                stopped.as_str(),
+                by.join(" and the ")
+            ))
+        }
+    };
     Modes {
-        mode: mode_in_force(config, version),
-        config_mode: config_mode(config),
-        version_mode: version_mode(version),
+        mode,
+        config_mode,
+        version_mode,
+        why_stopped,
     }
 }
 
@@ -213,7 +246,6 @@ pub fn new_rollout_version(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::Mode;
     use crate::wire::{Heartbeat, UpdaterStatus};
 
     fn v(s: &str) -> Version {
@@ -249,16 +281,47 @@ mod tests {
     }
 
     #[test]
-    fn modes_default_to_enabled_and_combine_to_the_most_restrictive() {
+    fn modes_unset_in_both_disable_set_in_one_hold_and_combine_to_the_most_restrictive() {
         let m = modes(None, None);
         assert_eq!(
             (m.mode, m.config_mode, m.version_mode),
-            (Mode::Enabled, Mode::Enabled, Mode::Enabled)
+            (Mode::Disabled, None, None)
         );
-        let mut cfg = AutoUpdateConfig::default();
-        cfg.spec.agents.get_or_insert_with(Default::default).mode = Some(Mode::Suspended);
-        let m = modes(Some(&cfg), None);
-        assert_eq!((m.mode, m.config_mode), (Mode::Suspended, Mode::Suspended));
+        assert!(m.why_stopped.unwrap().contains("set spec.agents.mode"));
+        let with_mode = |mode| {
+            let mut cfg = AutoUpdateConfig::default();
+            cfg.spec.agents.get_or_insert_with(Default::default).mode = mode;
+            cfg
+        };
+        let version_with = |mode| {
+            let mut v = new_rollout_version(None, None, v("1.2.0"), None);
+            v.spec.agents.as_mut().unwrap().mode = mode;
+            v
+        };
+        // A config with no mode and no version: still disabled.
+        assert_eq!(modes(Some(&with_mode(None)), None).mode, Mode::Disabled);
+        // Set in one: that one holds, whichever it is.
+        let m = modes(Some(&with_mode(Some(Mode::Enabled))), None);
+        assert_eq!((m.mode, m.why_stopped), (Mode::Enabled, None));
+        let v_enabled = version_with(Some(Mode::Enabled));
+        assert_eq!(modes(None, Some(&v_enabled)).mode, Mode::Enabled);
+        let v_unset = version_with(None);
+        let m = modes(Some(&with_mode(Some(Mode::Suspended))), Some(&v_unset));
+        assert_eq!(
+            (m.mode, m.config_mode),
+            (Mode::Suspended, Some(Mode::Suspended))
+        );
+        assert!(m.why_stopped.unwrap().contains("ternctl agents resume"));
+        // Both set: the most restrictive, and the reason names where it comes from.
+        let v_disabled = version_with(Some(Mode::Disabled));
+        let m = modes(Some(&with_mode(Some(Mode::Enabled))), Some(&v_disabled));
+        assert_eq!(m.mode, Mode::Disabled);
+        assert_eq!(
+            m.why_stopped.as_deref(),
+            Some(
+                "agent updates are disabled: spec.agents.mode is disabled in the autoupdate_version"
+            )
+        );
     }
 
     #[test]

@@ -76,7 +76,13 @@ fn a_new_rollout_copies_the_groups_and_starts_unstarted() {
 
 #[test]
 fn without_a_config_there_is_one_default_group_at_noon_mon_to_thu() {
-    let mut w = World::new(None, version("1.0.0", "1.1.0"));
+    // The mode is set in the version alone: that one holds (seed 002).
+    let enabled_version = |start, target| {
+        let mut v = version(start, target);
+        v.spec.agents.as_mut().unwrap().mode = Some(Mode::Enabled);
+        v
+    };
+    let mut w = World::new(None, enabled_version("1.0.0", "1.1.0"));
     w.reconcile(MON_10);
     let r = w.rollout();
     assert_eq!(r.spec.autoupdate_mode, Mode::Enabled);
@@ -89,7 +95,7 @@ fn without_a_config_there_is_one_default_group_at_noon_mon_to_thu() {
     w.reconcile(MON_12);
     assert_eq!(w.state("default").0, Active);
     // Friday noon is outside the default days.
-    let mut f = World::new(None, version("1.0.0", "1.1.0"));
+    let mut f = World::new(None, enabled_version("1.0.0", "1.1.0"));
     f.reconcile("2026-11-27T10:00:00Z");
     f.reconcile("2026-11-27T12:05:00Z");
     assert_eq!(f.state("default"), (Unstarted, reason::CANNOT_START.into()));
@@ -218,6 +224,7 @@ fn wait_hours_can_skip_a_whole_window() {
 kind: autoupdate_config
 spec:
   agents:
+    mode: enabled
     schedules:
       regular:
       - {name: dev, days: ["*"], start_hour: 12}
@@ -393,7 +400,10 @@ fn done_and_rolledback_groups_stay_put_under_halt_on_error() {
 fn modes_combine_to_the_most_restrictive() {
     use Mode::*;
     let table = [
-        (None, None, Enabled),
+        // Unset in both: disabled (seed 002), so nothing moves until an operator says so.
+        (None, None, Disabled),
+        (Some(Enabled), None, Enabled),
+        (None, Some(Enabled), Enabled),
         (Some(Enabled), Some(Enabled), Enabled),
         (Some(Suspended), Some(Enabled), Suspended),
         (Some(Enabled), Some(Suspended), Suspended),
@@ -414,6 +424,9 @@ fn modes_combine_to_the_most_restrictive() {
             want,
             "{cfg_mode:?} + {ver_mode:?}"
         );
+        w.reconcile(MON_12);
+        let dev_started = w.state("dev").0 != Unstarted;
+        assert_eq!(dev_started, want == Enabled, "{cfg_mode:?} + {ver_mode:?}");
     }
 }
 
@@ -625,6 +638,7 @@ fn backpressure_admits_a_growing_share_and_never_deadlocks() {
 kind: autoupdate_config
 spec:
   agents:
+    mode: enabled
     schedules:
       regular:
       - {name: fleet, days: ["*"], start_hour: 12, max_in_flight: 20%}
@@ -655,6 +669,7 @@ fn backpressure_halts_growth_when_agents_drop_off() {
 kind: autoupdate_config
 spec:
   agents:
+    mode: enabled
     schedules:
       regular:
       - {name: fleet, days: ["*"], start_hour: 12, max_in_flight: 10%}

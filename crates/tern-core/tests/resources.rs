@@ -30,7 +30,7 @@ spec:
 #[test]
 fn a_teleport_config_reads_unchanged() {
     let c = AutoUpdateConfig::from_text(TELEPORT_CONFIG).unwrap();
-    assert_eq!(c.mode(), Mode::Enabled);
+    assert_eq!(c.mode(), Some(Mode::Enabled));
     assert_eq!(c.strategy(), Strategy::HaltOnError);
     let groups = c.groups();
     assert_eq!(groups[1].name, "production");

@@ -498,7 +498,7 @@ fn suspended_text(m: &ModeResponse) -> String {
 
 /// What `agents resume` says: resumed, or why updates stay off (the version's mode).
 fn resumed_text(m: &ModeResponse) -> String {
-    let modes = m.modes;
+    let modes = &m.modes;
     if modes.mode == Mode::Enabled {
         let how = if m.changed {
             "resumed"
@@ -508,10 +508,9 @@ fn resumed_text(m: &ModeResponse) -> String {
         format!("Automatic updates {how}")
     } else {
         format!(
-            "The autoupdate_config's mode is {}, but updates stay {}: the autoupdate_version's mode is {}.",
-            modes.config_mode.as_str(),
-            modes.mode.as_str(),
-            modes.version_mode.as_str()
+            "The autoupdate_config's mode is {}, but {}.",
+            modes.config_mode.map_or("unset", |m| m.as_str()),
+            modes.why_stopped.as_deref().unwrap_or("updates stay off")
         )
     }
 }

@@ -275,11 +275,11 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(seen, [Mode::Enabled, Mode::Disabled]);
+        assert_eq!(seen, [Some(Mode::Enabled), Some(Mode::Disabled)]);
         assert_eq!(conflicts.load(Ordering::Relaxed), 1);
-        assert_eq!(stored.unwrap().value.mode(), Mode::Suspended);
+        assert_eq!(stored.unwrap().value.mode(), Some(Mode::Suspended));
         let kept = load::<AutoUpdateConfig>(&store).await.unwrap().unwrap();
-        assert_eq!(kept.value.mode(), Mode::Suspended);
+        assert_eq!(kept.value.mode(), Some(Mode::Suspended));
     }
 
     /// A writer that always wins: the conflict is returned after the last attempt, and
@@ -309,6 +309,6 @@ mod tests {
         assert!(result.is_err());
         assert_eq!(conflicts.load(Ordering::Relaxed), CONFLICT_ATTEMPTS as u64);
         let kept = load::<AutoUpdateConfig>(&store).await.unwrap().unwrap();
-        assert_eq!(kept.value.mode(), Mode::Disabled);
+        assert_eq!(kept.value.mode(), Some(Mode::Disabled));
     }
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Ternd, version_yaml};
+use common::{Ternd, enabled_version};
 
 fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -27,7 +27,7 @@ fn system_clock_reports_reconciles_and_forgets() {
         &["--report-period", "1s", "--heartbeat-interval", "1s"],
     );
     // A write triggers a reconcile without waiting for the period.
-    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "immediate"));
+    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
     eventually("the rollout", || {
         t.call("GET", "/v1/resources/rollout", Some(&t.token), None)
             .0
@@ -96,7 +96,7 @@ fn two_replicas_share_the_store_with_one_leader() {
         r["total"] == 2 && r["replicas"].as_array().unwrap().len() == 2
     });
     // A write on one replica reaches the other's find snapshot (watch).
-    a.put_resource("version", &version_yaml("1.0.0", "2.0.0", "immediate"));
+    a.put_resource("version", &enabled_version("1.0.0", "2.0.0", "immediate"));
     eventually("b serves the new rollout", || {
         b.find("dev", "x") == ("2.0.0".into(), true)
     });

@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{Ternd, ternd_bin, three_groups, version_yaml};
+use common::{Ternd, enabled_version, ternd_bin, three_groups, version_yaml};
 use serde_json::json;
 
 #[test]
@@ -304,7 +304,7 @@ fn heartbeat_flood_does_not_starve_find() {
             "20",
         ],
     );
-    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "immediate"));
+    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
     t.reconcile();
     let agent = t.new_token("agent");
     let hb = json!({"updater_id": "u1", "version": "1.0.0"}).to_string();

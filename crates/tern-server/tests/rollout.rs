@@ -126,6 +126,7 @@ metadata:
   name: autoupdate-config
 spec:
   agents:
+    mode: enabled
     schedules:
       regular:
         - name: dev
@@ -316,6 +317,7 @@ metadata:
   name: autoupdate-config
 spec:
   agents:
+    mode: enabled
     strategy: time-based
     maintenance_window_duration: 2h
     schedules:

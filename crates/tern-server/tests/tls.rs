@@ -58,7 +58,14 @@ fn serves_https_with_the_given_certificate() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let v: serde_json::Value = r.body_mut().read_json().unwrap();
-    assert_eq!(v["mode"], "enabled");
+    // A fresh store sets no mode anywhere: updates are disabled, and status says why.
+    assert_eq!(v["mode"], "disabled");
+    assert!(
+        v["why_stopped"]
+            .as_str()
+            .unwrap()
+            .contains("no mode is set")
+    );
     // Plain HTTP on the TLS port gets nothing useful.
     let plain: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(5)))

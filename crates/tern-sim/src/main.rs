@@ -24,7 +24,8 @@ enum Format {
 #[command(name = "tern-sim", disable_version_flag = true)]
 struct Cli {
     /// The autoupdate_config (YAML or JSON). Omit it to simulate without a config
-    /// (one `default` group, Mon-Thu 12:00 UTC, halt-on-error).
+    /// (one `default` group, Mon-Thu 12:00 UTC, halt-on-error); the version must
+    /// then set spec.agents.mode: enabled, since a mode set nowhere means disabled.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// The autoupdate_version (YAML or JSON).
@@ -131,6 +132,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         replicas: cli.replicas,
         report_period_secs: cli.report_period,
     };
+    if let Some(why) = tern_core::views::modes(config.as_ref(), Some(&version)).why_stopped {
+        eprintln!("tern-sim: {why}; the simulated rollout will not move");
+    }
     let wall = Instant::now();
     let mut sim = Sim::new(params, config, version)?;
     let timeline = sim.run_until(until);

@@ -14,7 +14,7 @@ fn write(name: &str, text: &str) -> PathBuf {
 fn json_output_is_one_object_on_the_last_line() {
     let config = write(
         "cli-config.yaml",
-        "kind: autoupdate_config\nmetadata: {name: autoupdate-config}\nspec:\n  agents:\n    schedules:\n      regular:\n      - {name: dev, days: ['*'], start_hour: 1}\n      - {name: prod, days: ['*'], start_hour: 3}\n",
+        "kind: autoupdate_config\nmetadata: {name: autoupdate-config}\nspec:\n  agents:\n    mode: enabled\n    schedules:\n      regular:\n      - {name: dev, days: ['*'], start_hour: 1}\n      - {name: prod, days: ['*'], start_hour: 3}\n",
     );
     let version = write(
         "cli-version.yaml",

@@ -132,6 +132,7 @@ kind: autoupdate_config
 metadata: {name: autoupdate-config}
 spec:
   agents:
+    mode: enabled
     strategy: halt-on-error
     schedules:
       regular:
@@ -178,6 +179,7 @@ kind: autoupdate_config
 metadata: {name: autoupdate-config}
 spec:
   agents:
+    mode: enabled
     strategy: time-based
     maintenance_window_duration: 2h
     schedules:
@@ -234,6 +236,7 @@ kind: autoupdate_config
 metadata: {name: autoupdate-config}
 spec:
   agents:
+    mode: enabled
     schedules:
       regular:
       - {name: prod, days: ['*'], start_hour: 12}

@@ -38,6 +38,7 @@ pub const TIME_BASED: &str = r#"
 kind: autoupdate_config
 spec:
   agents:
+    mode: enabled
     strategy: time-based
     maintenance_window_duration: 2h
     schedules:

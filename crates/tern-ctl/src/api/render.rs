@@ -84,18 +84,25 @@ pub fn group_state(g: &GroupStatus) -> String {
     }
 }
 
+/// The mode in force, where it comes from when the two resources differ, and why
+/// nothing moves when it does not.
 fn mode_line(s: &StatusResponse) -> String {
     let m = &s.modes;
-    if m.config_mode == m.version_mode {
+    let own = |mode: Option<tern_core::resource::Mode>| mode.map_or("unset", |m| m.as_str());
+    let mut line = if m.config_mode == m.version_mode {
         m.mode.as_str().to_string()
     } else {
         format!(
             "{} (autoupdate_config: {}, autoupdate_version: {})",
             m.mode.as_str(),
-            m.config_mode.as_str(),
-            m.version_mode.as_str()
+            own(m.config_mode),
+            own(m.version_mode)
         )
+    };
+    if let Some(why) = &m.why_stopped {
+        line.push_str(&format!("\n  {why}"));
     }
+    line
 }
 
 pub fn status(s: &StatusResponse) -> String {

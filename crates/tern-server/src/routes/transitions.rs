@@ -28,7 +28,7 @@ async fn set_mode(state: &AppState, mode: Mode) -> ApiResult<Json<ModeResponse>>
         |current: Option<Stored<AutoUpdateConfig>>| async move {
             let existed = current.is_some();
             let mut cfg = current.map_or_else(AutoUpdateConfig::default, |s| s.value);
-            if existed && cfg.mode() == mode {
+            if existed && cfg.mode() == Some(mode) {
                 return Ok(Decision::Keep(false));
             }
             cfg.spec.agents.get_or_insert_with(Default::default).mode = Some(mode);

@@ -293,11 +293,8 @@ impl Drop for Ternd {
     }
 }
 
-pub fn version_yaml(start: &str, target: &str, schedule: &str) -> String {
-    format!(
-        "kind: autoupdate_version\nversion: v1\nmetadata:\n  name: autoupdate-version\nspec:\n  agents:\n    start_version: {start}\n    target_version: {target}\n    schedule: {schedule}\n"
-    )
-}
+#[allow(unused_imports)] // each test binary uses its own share of the helpers
+pub use tern_core::fixtures::{enabled_version, version as version_yaml};
 
 /// halt-on-error over dev (10h), staging (12h), prod (14h), every day.
 pub fn three_groups() -> String {
