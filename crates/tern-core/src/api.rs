@@ -136,6 +136,13 @@ pub struct GroupStatus {
     pub next_window: Option<Timestamp>,
 }
 
+impl GroupStatus {
+    /// How its canaries stand, for people: see [`crate::canary::summary`].
+    pub fn canary_summary(&self) -> String {
+        crate::canary::summary(&self.canaries, self.canary_count)
+    }
+}
+
 /// `GET /v1/agents/status`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusResponse {

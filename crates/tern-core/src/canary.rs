@@ -1,5 +1,6 @@
 //! Canaries: a few connected agents of a group, picked at random, that update first.
-//! The group moves on only when every canary runs the target version.
+//! The group moves on only when every canary runs the target version and is healthy;
+//! a canary that rolled the target back, or runs it unhealthy, has failed.
 
 use std::collections::HashSet;
 
@@ -50,6 +51,7 @@ pub fn pick<R: RngCore + ?Sized>(
             host_id: a.host_id.clone(),
             hostname: a.hostname.clone(),
             success: false,
+            failed: false,
         })
         .collect()
 }
@@ -67,14 +69,50 @@ pub(crate) fn sample<T, R: RngCore + ?Sized>(pool: &mut Vec<T>, count: usize, rn
     pool.truncate(n);
 }
 
-/// Marks canaries that now run the target as successful. Success is sticky: a canary
-/// that later disconnects or moves on stays successful.
-pub fn refresh_success(canaries: &mut [Canary], agents: &[ConnectedAgent], target: &str) {
+/// Updates each canary from what its agent reports now. A canary succeeds when it runs
+/// the target, healthy, and has not rolled the target back; success is sticky (a
+/// canary that later disconnects or moves on stays successful). It has failed when it
+/// rolled the target back or runs it unhealthy; a canary not seen now keeps what was
+/// last known of it.
+pub fn refresh(canaries: &mut [Canary], agents: &[ConnectedAgent], target: &str) {
     let target = normalize(target);
+    let target = target.as_str();
+    let rejected_target = |a: &ConnectedAgent| {
+        a.failed_version
+            .as_deref()
+            .is_some_and(|v| normalize(v) == target)
+    };
     for c in canaries.iter_mut().filter(|c| !c.success) {
-        c.success = agents
+        let mut seen = agents
             .iter()
-            .any(|a| a.updater_id == c.updater_id && normalize(&a.version) == target);
+            .filter(|a| a.updater_id == c.updater_id)
+            .peekable();
+        if seen.peek().is_none() {
+            continue;
+        }
+        let (mut ok, mut failed) = (false, false);
+        for a in seen {
+            let on_target = normalize(&a.version) == target;
+            ok |= on_target && a.healthy && !rejected_target(a);
+            failed |= rejected_target(a) || (on_target && !a.healthy);
+        }
+        c.success = ok;
+        c.failed = failed && !ok;
+    }
+}
+
+/// How a group's canaries stand, for people: `1/2 ok`, `0/1 ok, 1 failed`. Before
+/// they are picked, the total is the configured `canary_count`.
+pub fn summary(canaries: &[Canary], canary_count: i64) -> String {
+    let total = if canaries.is_empty() {
+        usize::try_from(canary_count.max(0)).unwrap_or(0)
+    } else {
+        canaries.len()
+    };
+    let ok = canaries.iter().filter(|c| c.success).count();
+    match canaries.iter().filter(|c| c.failed).count() {
+        0 => format!("{ok}/{total} ok"),
+        failed => format!("{ok}/{total} ok, {failed} failed"),
     }
 }
 
@@ -141,16 +179,54 @@ mod tests {
     }
 
     #[test]
+    fn a_canary_succeeds_only_on_the_target_healthy_and_not_rolled_back() {
+        let fresh = || {
+            vec![Canary {
+                updater_id: "a".into(),
+                ..Canary::default()
+            }]
+        };
+        // Still updating: neither.
+        let mut c = fresh();
+        refresh(&mut c, &[agent("a", "dev", "1.0.0")], "2.0.0");
+        assert_eq!((c[0].success, c[0].failed), (false, false));
+        // On the target but unhealthy: failed, not a success.
+        let mut sick = agent("a", "dev", "2.0.0");
+        sick.healthy = false;
+        refresh(&mut c, &[sick], "2.0.0");
+        assert_eq!((c[0].success, c[0].failed), (false, true));
+        // Rolled the target back: failed, whatever its health on the old version.
+        let mut back = agent("a", "dev", "1.0.0");
+        back.failed_version = Some("v2.0.0".into());
+        let mut c = fresh();
+        refresh(&mut c, &[back.clone()], "2.0.0");
+        assert_eq!((c[0].success, c[0].failed), (false, true));
+        // Not seen this time: what was known is kept.
+        refresh(&mut c, &[], "2.0.0");
+        assert!(c[0].failed);
+        // A rollback of some other version says nothing about this target.
+        back.failed_version = Some("1.5.0".into());
+        let mut c = fresh();
+        refresh(&mut c, &[back], "2.0.0");
+        assert_eq!((c[0].success, c[0].failed), (false, false));
+        // Healthy on the target: success, and the failure clears.
+        let mut c = fresh();
+        c[0].failed = true;
+        refresh(&mut c, &[agent("a", "dev", "2.0.0")], "2.0.0");
+        assert_eq!((c[0].success, c[0].failed), (true, false));
+    }
+
+    #[test]
     fn success_is_sticky() {
         let mut canaries = vec![Canary {
             updater_id: "a".into(),
             ..Canary::default()
         }];
-        refresh_success(&mut canaries, &[agent("a", "dev", "1.0.0")], "2.0.0");
+        refresh(&mut canaries, &[agent("a", "dev", "1.0.0")], "2.0.0");
         assert!(!canaries[0].success);
-        refresh_success(&mut canaries, &[agent("a", "dev", "v2.0.0")], "2.0.0");
+        refresh(&mut canaries, &[agent("a", "dev", "v2.0.0")], "2.0.0");
         assert!(canaries[0].success);
-        refresh_success(&mut canaries, &[], "2.0.0");
+        refresh(&mut canaries, &[], "2.0.0");
         assert!(
             canaries[0].success,
             "a canary that disconnects stays successful"

@@ -122,6 +122,8 @@ pub fn connected_agent(updater_id: &str, group: &str, version: &str) -> Connecte
         group: group.into(),
         version: version.into(),
         updater_status: UpdaterStatus::Enabled,
+        healthy: true,
+        failed_version: None,
     }
 }
 

@@ -89,6 +89,8 @@ impl AgentView for InventoryAgent {
             group: hb.group.clone(),
             version: hb.version.clone(),
             updater_status: hb.updater_status,
+            healthy: hb.healthy,
+            failed_version: hb.failed_version.clone(),
         }
     }
 }

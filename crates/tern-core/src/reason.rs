@@ -25,5 +25,8 @@ pub const RECONCILER_ERROR: &str = "reconciler_error";
 pub const WAIT_HOURS_NOT_ELAPSED: &str = "wait_hours_not_elapsed";
 /// A canary group with no connected agent at all: nothing to test, so it goes active.
 pub const NO_CANARY_CANDIDATES: &str = "no_canary_candidates";
+/// A canary rolled the target back or runs it unhealthy: the group holds in canary
+/// until it runs the target healthy (or an operator acts).
+pub const CANARY_FAILED: &str = "canary_failed";
 /// Growth is halted: more than `max_in_flight` of the initial agents dropped off.
 pub const TOO_MANY_AGENTS_MISSING: &str = "too_many_agents_missing";

@@ -325,7 +325,7 @@ impl Ctx<'_> {
         group.present_count = c.present;
         group.up_to_date_count = c.up_to_date;
         group.failed_count = c.failed;
-        canary::refresh_success(&mut group.canaries, self.agents, self.target);
+        canary::refresh(&mut group.canaries, self.agents, self.target);
     }
 
     fn set(&mut self, group: &mut RolloutGroup, state: GroupState, reason: &'static str) {
@@ -420,7 +420,7 @@ impl Ctx<'_> {
             let candidates = canary::candidates(self.agents, &group.name, self.groups, self.target);
             let want = usize::try_from(group.canary_count).unwrap_or(0);
             group.canaries = canary::pick(&candidates, want, rng);
-            canary::refresh_success(&mut group.canaries, self.agents, self.target);
+            canary::refresh(&mut group.canaries, self.agents, self.target);
             if group.canaries.is_empty() {
                 if self.counts(group).present == 0 {
                     self.set(group, GroupState::Active, reason::NO_CANARY_CANDIDATES);
@@ -441,6 +441,20 @@ impl Ctx<'_> {
         if group.canaries.iter().all(|c| c.success) {
             self.set(group, GroupState::Active, reason::CANARIES_ARE_ALIVE);
             true
+        } else if group.canaries.iter().any(|c| c.failed) {
+            if group.last_update_reason != reason::CANARY_FAILED {
+                self.events.push(Event::CanariesFailed {
+                    group: group.name.clone(),
+                    updater_ids: group
+                        .canaries
+                        .iter()
+                        .filter(|c| c.failed)
+                        .map(|c| c.updater_id.clone())
+                        .collect(),
+                });
+            }
+            self.set(group, GroupState::Canary, reason::CANARY_FAILED);
+            false
         } else {
             self.set(group, GroupState::Canary, reason::WAITING_FOR_CANARIES);
             false

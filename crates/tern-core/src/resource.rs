@@ -472,6 +472,10 @@ pub struct Canary {
     pub hostname: String,
     #[serde(default)]
     pub success: bool,
+    /// The canary tried the target and failed: it rolled back, or runs the target
+    /// unhealthy. Cleared when it runs the target healthy.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 impl AutoUpdateAgentRollout {
@@ -587,4 +591,16 @@ pub struct ConnectedAgent {
     pub version: String,
     #[serde(default)]
     pub updater_status: UpdaterStatus,
+    /// False when the agent is not running or fails its health check.
+    #[serde(default = "healthy_unless_told")]
+    pub healthy: bool,
+    /// The version the host's updater tried and rolled back, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_version: Option<String>,
+}
+
+/// An older report or a planner file that says nothing of health means healthy, as a
+/// heartbeat does.
+fn healthy_unless_told() -> bool {
+    true
 }

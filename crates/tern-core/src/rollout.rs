@@ -189,6 +189,11 @@ pub enum Event {
         group: String,
         updater_ids: Vec<String>,
     },
+    /// Canaries of a group rolled the target back or run it unhealthy.
+    CanariesFailed {
+        group: String,
+        updater_ids: Vec<String>,
+    },
     /// A group has been in canary or active longer than its `alert_after`.
     GroupOverdue {
         group: String,
@@ -208,6 +213,7 @@ impl Event {
             Self::ModeChanged { .. } => "mode_changed",
             Self::GroupChanged { .. } => "group_changed",
             Self::CanariesPicked { .. } => "canaries_picked",
+            Self::CanariesFailed { .. } => "canaries_failed",
             Self::GroupOverdue { .. } => "group_overdue",
             Self::ProgressHalted { .. } => "progress_halted",
         }
@@ -244,6 +250,13 @@ impl fmt::Display for Event {
                 write!(
                     f,
                     "group {group}: canaries picked: {}",
+                    updater_ids.join(", ")
+                )
+            }
+            Self::CanariesFailed { group, updater_ids } => {
+                write!(
+                    f,
+                    "group {group}: canary failed (rolled back or unhealthy on the target), the group holds: {}",
                     updater_ids.join(", ")
                 )
             }

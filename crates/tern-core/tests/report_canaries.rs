@@ -100,6 +100,7 @@ fn which_groups_want_canaries() {
             host_id: String::new(),
             hostname: String::new(),
             success: false,
+            failed: false,
         });
     assert!(groups_wanting_canaries(&r).is_empty());
     // Time-based and immediate rollouts never pick canaries.
@@ -255,6 +256,7 @@ fn canaries_seen_are_the_unsuccessful_canaries_this_replica_knows() {
         host_id: x.host_id.clone(),
         hostname: x.hostname.clone(),
         success,
+        failed: false,
     };
     r.status.groups[1].canaries = vec![
         canary(&a, false),

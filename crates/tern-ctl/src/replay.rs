@@ -479,9 +479,8 @@ fn print_rollout(out: &mut String, r: &AutoUpdateAgentRollout, agents: &[Agent])
         let hosts: Vec<String> = versions.iter().map(|(v, n)| format!("{n}x{v}")).collect();
         let state = match g.state {
             GroupState::Canary => format!(
-                "canary ({}/{})",
-                g.canaries.iter().filter(|c| c.success).count(),
-                g.canaries.len()
+                "canary ({})",
+                tern_core::canary::summary(&g.canaries, g.canary_count)
             ),
             GroupState::Active if g.progress < 1.0 => {
                 format!("active ({:.0}%)", g.progress * 100.0)
@@ -490,7 +489,7 @@ fn print_rollout(out: &mut String, r: &AutoUpdateAgentRollout, agents: &[Agent])
         };
         let _ = writeln!(
             out,
-            "  {:<10} {:<14} {:<30} hosts {}",
+            "  {:<10} {:<26} {:<30} hosts {}",
             g.name,
             state,
             g.last_update_reason,

@@ -51,13 +51,7 @@ pub fn when(rfc3339: &str) -> String {
 pub fn state_cell(g: &GroupStatus) -> String {
     match g.state {
         GroupState::Unstarted => "not started".into(),
-        GroupState::Canary => {
-            let ok = g.canaries.iter().filter(|c| c.success).count();
-            format!(
-                "canary ({ok}/{} ok)",
-                g.canaries.len().max(g.canary_count.max(0) as usize)
-            )
-        }
+        GroupState::Canary => format!("canary ({})", g.canary_summary()),
         GroupState::Active => "in progress".into(),
         GroupState::Done => "done".into(),
         GroupState::Rolledback => "rolled back".into(),
@@ -126,7 +120,13 @@ pub fn table(fleet: &Fleet, status: &Status) -> String {
         "── {} ── {rollout}{mode}",
         when(&status.now.to_string())
     );
-    let w = [10, 16, 11, 8, 20];
+    // The state column grows to fit `canary (0/2 ok, 2 failed)` when it is there.
+    let state_width = status
+        .groups
+        .iter()
+        .map(|g| state_cell(g).chars().count() + 1)
+        .fold(16, usize::max);
+    let w = [10, state_width, 11, 8, 20];
     let _ = writeln!(
         out,
         "   {}{}{}{}{}reason",
@@ -157,7 +157,12 @@ pub fn table(fleet: &Fleet, status: &Status) -> String {
                         .host_by_updater_id(&c.updater_id)
                         .map(|h| h.name.clone())
                         .unwrap_or_else(|| c.updater_id.chars().take(8).collect());
-                    format!("{who} {}", if c.success { "✓" } else { "…" })
+                    let mark = match (c.success, c.failed) {
+                        (true, _) => "✓",
+                        (false, true) => "✗ failed",
+                        (false, false) => "…",
+                    };
+                    format!("{who} {mark}")
                 })
                 .collect();
             let _ = writeln!(out, "   {}canaries: {}", pad("", w[0]), list.join(", "));

@@ -183,10 +183,8 @@ fn failure_mode_1_broken_version_stops_at_the_canaries() {
     let step = f.step_at(&at(MON, "14:00")).unwrap();
     show(&f, &step);
     assert_eq!(step.status.state_of("dev"), "canary");
-    assert_eq!(
-        step.status.group("dev").last_update_reason,
-        "waiting_for_canaries"
-    );
+    assert_eq!(step.status.group("dev").last_update_reason, "canary_failed");
+    assert!(step.status.group("dev").canaries.iter().all(|c| c.failed));
     assert_eq!(step.status.state_of("prod"), "unstarted");
     assert_eq!(
         step.status.group("prod").last_update_reason,

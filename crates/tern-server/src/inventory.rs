@@ -334,6 +334,8 @@ impl AgentView for AgentRef<'_> {
             group: self.group().to_owned(),
             version: self.version().to_owned(),
             updater_status: e.updater_status,
+            healthy: e.healthy,
+            failed_version: e.failed_version.map(|s| self.names.get(s).to_owned()),
         }
     }
 }

@@ -173,7 +173,34 @@ fn canary_group_waits_for_its_canary() {
     let st = t.op("GET", "/v1/agents/status", None);
     assert_eq!(st["groups"][0]["canaries"][0]["success"], false);
 
-    // The canary updates: the group goes active and everyone may update.
+    // The canary runs the target but is unhealthy: it failed, the group holds.
+    t.heartbeat_with(&agent, &canary, "dev", "2.0.0", json!({"healthy": false}));
+    t.advance("1m");
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["state"], "canary", "{r}");
+    assert_eq!(dev["last_update_reason"], "canary_failed", "{r}");
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["groups"][0]["canaries"][0]["success"], false);
+    assert_eq!(st["groups"][0]["canaries"][0]["failed"], true);
+    assert_eq!(t.find("dev", other), ("1.0.0".into(), false));
+
+    // Rolled the target back: still failed, still holding.
+    t.heartbeat_with(
+        &agent,
+        &canary,
+        "dev",
+        "1.0.0",
+        json!({"rollback": true, "failed_version": "2.0.0"}),
+    );
+    t.advance("1m");
+    let r = t.reconcile();
+    assert_eq!(
+        r["rollout"]["status"]["groups"][0]["last_update_reason"],
+        "canary_failed"
+    );
+
+    // The canary runs the target healthy: the group goes active, everyone may update.
     t.heartbeat(&agent, &canary, "dev", "2.0.0");
     t.advance("1m");
     let r = t.reconcile();

@@ -256,6 +256,8 @@ impl AgentView for AgentOf<'_> {
             group: self.group().to_string(),
             version: self.version().to_string(),
             updater_status: UpdaterStatus::Enabled,
+            healthy: a.healthy,
+            failed_version: a.skip.map(|v| self.fleet.versions[usize::from(v)].clone()),
         }
     }
 }
@@ -884,6 +886,16 @@ impl Sim {
                     self.event(
                         Some(g),
                         EventKind::CanariesPicked,
+                        None,
+                        Some(updater_ids.len().to_string()),
+                    );
+                }
+            }
+            Event::CanariesFailed { group, updater_ids } => {
+                if let Some(g) = rollout.group(group) {
+                    self.event(
+                        Some(g),
+                        EventKind::CanariesFailed,
                         None,
                         Some(updater_ids.len().to_string()),
                     );

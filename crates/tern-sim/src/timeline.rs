@@ -36,6 +36,8 @@ pub enum EventKind {
     State,
     /// Canaries were picked (`detail`: how many).
     CanariesPicked,
+    /// Canaries rolled the target back or run it unhealthy (`detail`: how many).
+    CanariesFailed,
     /// The number of canaries running the target changed (`detail`: `alive/picked`).
     CanariesAlive,
     /// First time every present agent of a started group is up to date.
@@ -55,6 +57,7 @@ impl EventKind {
             Self::NoRollout => "no_rollout",
             Self::State => "state",
             Self::CanariesPicked => "canaries_picked",
+            Self::CanariesFailed => "canaries_failed",
             Self::CanariesAlive => "canaries_alive",
             Self::AllUpdated => "all_updated",
             Self::Overdue => "overdue",

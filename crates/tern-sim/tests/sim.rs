@@ -149,7 +149,10 @@ fn broken_version_holds_the_canary_group_and_later_groups() {
     let t = run(CANARY_FIRST, p, 48);
     let dev = t.group("dev").unwrap();
     assert_eq!(dev.state, "canary", "{}", t.render_text());
-    assert_eq!(dev.reason, "waiting_for_canaries");
+    assert_eq!(
+        dev.reason, "canary_failed",
+        "the canaries rolled the target back"
+    );
     assert_eq!(dev.rollbacks, 3, "the three canaries tried and rolled back");
     assert_eq!(dev.updates, 0);
     assert_eq!(dev.counts.failed, 3, "the reports show the failures");

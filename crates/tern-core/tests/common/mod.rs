@@ -74,6 +74,8 @@ pub fn agent(group: &str, i: usize, version: &str) -> ConnectedAgent {
         group: group.to_string(),
         version: version.to_string(),
         updater_status: UpdaterStatus::Enabled,
+        healthy: true,
+        failed_version: None,
     }
 }
 

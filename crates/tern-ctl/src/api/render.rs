@@ -58,20 +58,12 @@ fn day_time(t: Timestamp) -> String {
     t.to_zoned(TimeZone::UTC).strftime("%a %H:%M").to_string()
 }
 
-/// The state column: `not started`, `canary (n/m)`, `in progress (53%)`, `complete`,
+/// The state column: `not started`, `canary (n/m ok[, k failed])`, `in progress (53%)`, `complete`,
 /// `rolledback`.
 pub fn group_state(g: &GroupStatus) -> String {
     match g.state {
         GroupState::Unstarted => "not started".to_string(),
-        GroupState::Canary => {
-            let total = if g.canaries.is_empty() {
-                g.canary_count.max(0) as usize
-            } else {
-                g.canaries.len()
-            };
-            let ok = g.canaries.iter().filter(|c| c.success).count();
-            format!("canary ({ok}/{total})")
-        }
+        GroupState::Canary => format!("canary ({})", g.canary_summary()),
         GroupState::Active => {
             let base = g.present.max(g.initial);
             let pct = (g.up_to_date.min(base) * 100)
@@ -223,6 +215,8 @@ fn canaries(groups: &[GroupStatus]) -> String {
                 who.join(" "),
                 if c.success {
                     "runs the new version"
+                } else if c.failed {
+                    "FAILED: rolled the new version back or runs it unhealthy"
                 } else {
                     "waiting for the new version"
                 }
@@ -328,7 +322,7 @@ mod tests {
         assert_eq!(group_state(&g(GroupState::Done)), "complete");
         assert_eq!(group_state(&g(GroupState::Rolledback)), "rolledback");
         let mut c = g(GroupState::Canary);
-        assert_eq!(group_state(&c), "canary (0/2)");
+        assert_eq!(group_state(&c), "canary (0/2 ok)");
         c.canaries = vec![
             Canary {
                 updater_id: "a".into(),
@@ -337,7 +331,9 @@ mod tests {
             },
             Canary::default(),
         ];
-        assert_eq!(group_state(&c), "canary (1/2)");
+        assert_eq!(group_state(&c), "canary (1/2 ok)");
+        c.canaries[1].failed = true;
+        assert_eq!(group_state(&c), "canary (1/2 ok, 1 failed)");
     }
 
     #[test]

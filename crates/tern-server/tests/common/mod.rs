@@ -219,10 +219,25 @@ impl Ternd {
     }
 
     pub fn heartbeat(&self, token: &str, id: &str, group: &str, version: &str) {
-        let body = json!({
+        self.heartbeat_with(token, id, group, version, json!({}));
+    }
+
+    /// A heartbeat with `extra` fields (`healthy`, `rollback`, `failed_version`, …).
+    pub fn heartbeat_with(
+        &self,
+        token: &str,
+        id: &str,
+        group: &str,
+        version: &str,
+        extra: serde_json::Value,
+    ) {
+        let mut body = json!({
             "updater_id": id, "host_id": format!("host-{id}"), "hostname": format!("{id}.example"),
             "group": group, "version": version,
         });
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
         let (s, v) = self.call(
             "POST",
             "/v1/agents/heartbeat",
