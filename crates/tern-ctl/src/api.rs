@@ -1,7 +1,7 @@
 //! Commands that talk to a running ternd: resources, the rollout, inventory, tokens,
-//! channels and the dev clock. Every command takes `--server URL` (env `TERN_SERVER`),
-//! `--token-file FILE` (or env `TERN_TOKEN` holding the token), `--ca-cert FILE` and
-//! `-o text|json|yaml`.
+//! channels and the dev clock. How to reach ternd and the output format are the global
+//! options (`crate::global`): `--server URL` (env `TERN_SERVER`), `--token-file FILE`
+//! (or env `TERN_TOKEN` holding the token), `--ca-cert FILE` and `-o text|json|yaml`.
 
 mod client;
 mod render;
@@ -22,40 +22,10 @@ use tern_core::api::{
 use tern_core::resource::{Metadata, Mode};
 use tern_core::transition::TransitionKind;
 
+use crate::global::{Global, Output};
 use client::{Client, encode, read_token};
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    #[default]
-    Text,
-    Json,
-    Yaml,
-}
-
-/// How to reach ternd (valid on every API command).
-#[derive(Args, Clone, Debug)]
-pub struct Conn {
-    /// ternd's URL.
-    #[arg(
-        long,
-        env = "TERN_SERVER",
-        global = true,
-        default_value = "https://127.0.0.1:3025",
-        value_name = "URL"
-    )]
-    server: String,
-    /// File holding the API token (otherwise env TERN_TOKEN holds the token itself).
-    #[arg(long, env = "TERN_TOKEN_FILE", global = true, value_name = "FILE")]
-    token_file: Option<PathBuf>,
-    /// PEM CA certificate to trust for ternd's TLS certificate.
-    #[arg(long, env = "TERN_CA_CERT", global = true, value_name = "FILE")]
-    ca_cert: Option<PathBuf>,
-    /// Output format.
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
-    output: Output,
-}
-
-impl Conn {
+impl Global {
     fn client(&self) -> anyhow::Result<Client> {
         let token = read_token(self.token_file.as_deref())?;
         Client::new(&self.server, token, self.ca_cert.as_ref())
@@ -94,8 +64,6 @@ pub enum GetKind {
 pub struct GetArgs {
     #[arg(value_enum)]
     kind: GetKind,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Args)]
@@ -106,8 +74,6 @@ pub struct CreateArgs {
     /// Overwrite the resource if it exists, whatever its revision.
     #[arg(long)]
     force: bool,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -120,16 +86,12 @@ pub enum RmKind {
 pub struct RmArgs {
     #[arg(value_enum)]
     kind: RmKind,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Args)]
 pub struct AgentsArgs {
     #[command(subcommand)]
     cmd: AgentsCommand,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Subcommand)]
@@ -175,8 +137,6 @@ pub enum AgentsCommand {
 pub struct InventoryArgs {
     #[command(subcommand)]
     cmd: InventoryCommand,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Subcommand)]
@@ -197,8 +157,6 @@ pub enum RoleArg {
 pub struct TokensArgs {
     #[command(subcommand)]
     cmd: TokensCommand,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Subcommand)]
@@ -220,8 +178,6 @@ pub enum TokensCommand {
 pub struct ChannelsArgs {
     #[command(subcommand)]
     cmd: ChannelsCommand,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Subcommand)]
@@ -243,8 +199,6 @@ pub enum ChannelsCommand {
 pub struct DevArgs {
     #[command(subcommand)]
     cmd: DevCommand,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Subcommand)]
@@ -266,16 +220,16 @@ pub enum ClockCommand {
     Advance { duration: String },
 }
 
-pub fn run(cmd: ApiCommand) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {
     match cmd {
-        ApiCommand::Get(a) => get(a),
-        ApiCommand::Create(a) => create(a),
-        ApiCommand::Rm(a) => rm(a),
-        ApiCommand::Agents(a) => agents(a),
-        ApiCommand::Inventory(a) => inventory(a),
-        ApiCommand::Tokens(a) => tokens(a),
-        ApiCommand::Channels(a) => channels(a),
-        ApiCommand::Dev(a) => dev(a),
+        ApiCommand::Get(a) => get(a, g),
+        ApiCommand::Create(a) => create(a, g),
+        ApiCommand::Rm(a) => rm(a, g),
+        ApiCommand::Agents(a) => agents(a, g),
+        ApiCommand::Inventory(a) => inventory(a, g),
+        ApiCommand::Tokens(a) => tokens(a, g),
+        ApiCommand::Channels(a) => channels(a, g),
+        ApiCommand::Dev(a) => dev(a, g),
     }
 }
 
@@ -294,8 +248,8 @@ fn structured<T: Serialize>(output: Output, v: &T) -> anyhow::Result<bool> {
     }
 }
 
-fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn get(a: GetArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     let path = match a.kind {
         GetKind::Config => "config",
         GetKind::Version => "version",
@@ -303,7 +257,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
         GetKind::Reports => "reports",
     };
     let v: Value = c.get(&format!("/v1/resources/{path}"))?;
-    if a.conn.output == Output::Json {
+    if g.output() == Output::Json {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if let (GetKind::Reports, Some(items)) = (a.kind, v.as_array()) {
         // One YAML document per report.
@@ -316,7 +270,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn create(a: CreateArgs) -> anyhow::Result<ExitCode> {
+fn create(a: CreateArgs, g: &Global) -> anyhow::Result<ExitCode> {
     let text = if a.file.as_os_str() == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -347,7 +301,7 @@ fn create(a: CreateArgs) -> anyhow::Result<ExitCode> {
     };
     let has_revision =
         doc["metadata"]["revision"].is_string() || doc["metadata"]["revision"].is_number();
-    let c = a.conn.client()?;
+    let c = g.client()?;
     let (method, url, verb) = if a.force {
         (
             "POST",
@@ -360,7 +314,7 @@ fn create(a: CreateArgs) -> anyhow::Result<ExitCode> {
         ("POST", format!("/v1/resources/{path}"), "created")
     };
     let v: Value = c.send_text(method, &url, &text)?;
-    if !structured(a.conn.output, &v)? {
+    if !structured(g.output(), &v)? {
         let head: StoredHead = serde_json::from_value(v)
             .with_context(|| format!("ternd's answer is not an {kind}"))?;
         println!(
@@ -371,14 +325,14 @@ fn create(a: CreateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn rm(a: RmArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn rm(a: RmArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     let (path, kind) = match a.kind {
         RmKind::Config => ("config", "autoupdate_config"),
         RmKind::Version => ("version", "autoupdate_version"),
     };
     let v: Deleted = c.delete(&format!("/v1/resources/{path}"))?;
-    if !structured(a.conn.output, &v)? {
+    if !structured(g.output(), &v)? {
         println!("{kind} deleted");
     }
     Ok(ExitCode::SUCCESS)
@@ -408,9 +362,9 @@ fn suspended_warning(mode: Mode, what: &str) -> String {
     )
 }
 
-fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
-    let out = a.conn.output;
+fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
+    let out = g.output();
     match a.cmd {
         AgentsCommand::Status => {
             let s: StatusResponse = c.get("/v1/agents/status")?;
@@ -529,11 +483,11 @@ fn transition(
     )
 }
 
-fn inventory(a: InventoryArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     let InventoryCommand::Ls = a.cmd;
     let v: InventoryResponse = c.get("/v1/inventory")?;
-    if structured(a.conn.output, &v)? {
+    if structured(g.output(), &v)? {
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<Vec<String>> = v
@@ -579,8 +533,8 @@ fn inventory(a: InventoryArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn tokens(a: TokensArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     match a.cmd {
         TokensCommand::Create { role, description } => {
             let role = match role {
@@ -594,7 +548,7 @@ fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
                 description,
             };
             let v: NewTokenResponse = c.post("/v1/tokens", &body)?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 // The token alone on stdout, so `TOKEN=$(ternctl tokens create …)` works.
                 println!("{}", v.token);
                 eprintln!(
@@ -605,7 +559,7 @@ fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
         }
         TokensCommand::Ls => {
             let v: Vec<TokenView> = c.get("/v1/tokens")?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 let rows: Vec<Vec<String>> = v
                     .iter()
                     .map(|t| {
@@ -625,7 +579,7 @@ fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
         }
         TokensCommand::Rm { id } => {
             let v: Deleted = c.delete(&format!("/v1/tokens/{}", encode(&id)))?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 println!("token {id} revoked");
             }
         }
@@ -633,8 +587,8 @@ fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn channels(a: ChannelsArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     match a.cmd {
         ChannelsCommand::Set {
             name,
@@ -645,7 +599,7 @@ fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
                 &format!("/v1/channels/{}", encode(&name)),
                 &ChannelBody { version, critical },
             )?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 println!(
                     "channel {name} set to {}{}",
                     v.version,
@@ -655,7 +609,7 @@ fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
         }
         ChannelsCommand::Ls => {
             let v: Vec<Channel> = c.get("/v1/channels")?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 let rows: Vec<Vec<String>> = v
                     .iter()
                     .map(|ch| {
@@ -674,7 +628,7 @@ fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
         }
         ChannelsCommand::Rm { name } => {
             let v: Deleted = c.delete(&format!("/v1/channels/{}", encode(&name)))?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 println!("channel {name} deleted");
             }
         }
@@ -682,8 +636,8 @@ fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn dev(a: DevArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn dev(a: DevArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     match a.cmd {
         DevCommand::Clock { cmd } => {
             let v: ClockResponse = match cmd {
@@ -703,13 +657,13 @@ fn dev(a: DevArgs) -> anyhow::Result<ExitCode> {
                     },
                 )?,
             };
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 println!("{}", v.now);
             }
         }
         DevCommand::Reconcile => {
             let v: DevReconcileResponse = c.post("/v1/dev/reconcile", &json!({}))?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 let r = &v.result;
                 for e in &r.events {
                     eprintln!("{}", e.message);

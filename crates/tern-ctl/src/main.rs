@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod api;
+mod global;
 mod plan;
 mod replay;
 
@@ -18,6 +19,8 @@ mod replay;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    global: global::Global,
 }
 
 #[derive(Subcommand)]
@@ -56,8 +59,8 @@ fn main() -> ExitCode {
     exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Plan(cmd) => plan::run(cmd),
-        Command::Api(cmd) => api::run(cmd),
+        Command::Plan(cmd) => plan::run(cmd, cli.global.output),
+        Command::Api(cmd) => api::run(cmd, &cli.global),
     };
     match result {
         Ok(code) => code,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -20,6 +20,8 @@ use tern_core::resource::{
 };
 use tern_core::transition::{self, Transition, TransitionKind};
 use tern_core::wire::FindResponse;
+
+use crate::global::Output;
 
 #[derive(Subcommand)]
 pub enum PlanCommand {
@@ -40,19 +42,12 @@ pub struct ReplayArgs {
     scenario: PathBuf,
 }
 
-#[derive(Clone, Copy, Debug, Default, ValueEnum)]
-pub enum Output {
-    #[default]
-    Yaml,
-    Json,
-}
-
-impl From<Output> for Format {
-    fn from(o: Output) -> Self {
-        match o {
-            Output::Yaml => Format::Yaml,
-            Output::Json => Format::Json,
-        }
+/// The format of a printed resource: YAML unless JSON is asked for (`-o text` is YAML,
+/// a resource's text form).
+fn resource_format(output: Option<Output>) -> Format {
+    match output {
+        Some(Output::Json) => Format::Json,
+        Some(Output::Text | Output::Yaml) | None => Format::Yaml,
     }
 }
 
@@ -86,8 +81,6 @@ pub struct RolloutArgs {
     /// Print what changed (transitions, canaries picked, alerts) on stderr.
     #[arg(long)]
     events: bool,
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Yaml)]
-    output: Output,
 }
 
 #[derive(Args)]
@@ -100,14 +93,6 @@ pub struct FindArgs {
     /// The host's updater id (decides canaries and backpressure).
     #[arg(long, default_value = "")]
     updater_id: String,
-    #[arg(short = 'o', long, value_enum, default_value_t = FindOutput::Json)]
-    output: FindOutput,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum FindOutput {
-    Json,
-    Yaml,
 }
 
 #[derive(Args)]
@@ -124,8 +109,6 @@ pub struct TransitionArgs {
     rollout: PathBuf,
     #[arg(long, value_name = "RFC3339", value_parser = parse_now)]
     now: Timestamp,
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Yaml)]
-    output: Output,
 }
 
 /// Transition kinds as clap should offer them: the names listed in the help, and an
@@ -144,11 +127,12 @@ fn parse_duration(s: &str) -> Result<GoDuration, String> {
     GoDuration::parse(s).map_err(|e| e.to_string())
 }
 
-pub fn run(cmd: PlanCommand) -> anyhow::Result<ExitCode> {
+/// Runs a planner command; `output` is the global `-o`.
+pub fn run(cmd: PlanCommand, output: Option<Output>) -> anyhow::Result<ExitCode> {
     match cmd {
-        PlanCommand::Rollout(args) => plan_rollout(args),
-        PlanCommand::Find(args) => plan_find(args),
-        PlanCommand::Transition(args) => plan_transition(args),
+        PlanCommand::Rollout(args) => plan_rollout(args, resource_format(output)),
+        PlanCommand::Find(args) => plan_find(args, output),
+        PlanCommand::Transition(args) => plan_transition(args, resource_format(output)),
         PlanCommand::Replay(args) => {
             let mut out = String::new();
             let failures = crate::replay::replay(&args.scenario, &mut out)?;
@@ -183,7 +167,7 @@ fn load_list<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow:
         .map_err(|e| anyhow::anyhow!("{}: invalid {what}: {e}", path.display()))
 }
 
-fn plan_rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
+fn plan_rollout(args: RolloutArgs, format: Format) -> anyhow::Result<ExitCode> {
     let config = args
         .config
         .as_deref()
@@ -246,13 +230,13 @@ fn plan_rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
                     eprintln!("event: {e}");
                 }
             }
-            print!("{}", codec::to_text(&*rollout, args.output.into())?);
+            print!("{}", codec::to_text(&*rollout, format)?);
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-fn plan_find(args: FindArgs) -> anyhow::Result<ExitCode> {
+fn plan_find(args: FindArgs, output: Option<Output>) -> anyhow::Result<ExitCode> {
     let rollout = load(
         &args.rollout,
         "autoupdate_agent_rollout",
@@ -265,15 +249,16 @@ fn plan_find(args: FindArgs) -> anyhow::Result<ExitCode> {
         server_version: env!("CARGO_PKG_VERSION").to_string(),
         auto_update: decision.settings(),
     };
-    let format = match args.output {
-        FindOutput::Json => Format::Json,
-        FindOutput::Yaml => Format::Yaml,
+    // A find answer is JSON on the wire: JSON unless YAML is asked for.
+    let format = match output {
+        Some(Output::Yaml) => Format::Yaml,
+        Some(Output::Text | Output::Json) | None => Format::Json,
     };
     print!("{}", codec::to_text(&response, format)?);
     Ok(ExitCode::SUCCESS)
 }
 
-fn plan_transition(args: TransitionArgs) -> anyhow::Result<ExitCode> {
+fn plan_transition(args: TransitionArgs, format: Format) -> anyhow::Result<ExitCode> {
     let rollout = load(
         &args.rollout,
         "autoupdate_agent_rollout",
@@ -285,6 +270,6 @@ fn plan_transition(args: TransitionArgs) -> anyhow::Result<ExitCode> {
     let t = Transition::new(args.kind, args.groups, args.force);
     let (next, _) = transition::apply(&rollout, &t, args.now)
         .map_err(|e| anyhow::anyhow!("{}: {e}", t.name()))?;
-    print!("{}", codec::to_text(&next, args.output.into())?);
+    print!("{}", codec::to_text(&next, format)?);
     Ok(ExitCode::SUCCESS)
 }

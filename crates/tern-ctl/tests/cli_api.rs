@@ -341,3 +341,84 @@ fn roles_bad_files_and_channels() {
         "autoupdate_config deleted"
     );
 }
+
+/// ternctl with no TERN_* variable but those given.
+fn bare(args: &[&str], env: &[(&str, &str)]) -> Out {
+    let mut cmd = Command::new(ternctl());
+    cmd.args(args);
+    for var in [
+        "TERN_SERVER",
+        "TERN_TOKEN_FILE",
+        "TERN_TOKEN",
+        "TERN_CA_CERT",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    Out {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn connection_flags_go_before_or_after_the_subcommand() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let (url, token) = (s.url.as_str(), s.token_file.to_str().unwrap());
+    let status_ok = |o: &Out| {
+        assert!(o.ok, "{}{}", o.stdout, o.stderr);
+        assert!(o.stdout.contains("No rollout."), "{}", o.stdout);
+    };
+    // kubectl's habit: the connection before the subcommand.
+    status_ok(&bare(
+        &["--server", url, "--token-file", token, "agents", "status"],
+        &[],
+    ));
+    // Between the command and its subcommand, and after it.
+    status_ok(&bare(
+        &["agents", "--server", url, "status", "--token-file", token],
+        &[],
+    ));
+    status_ok(&bare(
+        &["agents", "status", "--server", url, "--token-file", token],
+        &[],
+    ));
+    // The output format too, anywhere.
+    for args in [
+        ["-o", "json", "agents", "status"],
+        ["agents", "-o", "json", "status"],
+        ["agents", "status", "-o", "json"],
+    ] {
+        let o = bare(&args, &[("TERN_SERVER", url), ("TERN_TOKEN_FILE", token)]);
+        assert!(o.ok, "{args:?}: {}", o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        assert_eq!(v["mode"], "enabled", "{args:?}: {v}");
+    }
+    // The environment still works, and a flag wins over it wherever it stands.
+    status_ok(&bare(
+        &["agents", "status"],
+        &[("TERN_SERVER", url), ("TERN_TOKEN_FILE", token)],
+    ));
+    let env = [
+        ("TERN_SERVER", "http://127.0.0.1:1"),
+        ("TERN_TOKEN_FILE", token),
+    ];
+    status_ok(&bare(&["--server", url, "agents", "status"], &env));
+    status_ok(&bare(&["agents", "status", "--server", url], &env));
+    let token_value = std::fs::read_to_string(&s.token_file).unwrap();
+    status_ok(&bare(
+        &["agents", "status"],
+        &[("TERN_SERVER", url), ("TERN_TOKEN", token_value.trim())],
+    ));
+    // The planner takes the global -o too.
+    let o = bare(
+        &["-o", "json", "plan", "find", "--rollout", "/nonexistent"],
+        &[],
+    );
+    assert!(!o.ok && o.stderr.contains("/nonexistent"), "{}", o.stderr);
+}
