@@ -54,14 +54,19 @@ pub enum ApiCommand {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum GetKind {
+    /// The autoupdate_config.
     Config,
+    /// The autoupdate_version.
     Version,
+    /// The autoupdate_agent_rollout (written by ternd).
     Rollout,
+    /// Every replica's autoupdate_agent_report (written by ternd).
     Reports,
 }
 
 #[derive(Args)]
 pub struct GetArgs {
+    /// What to print.
     #[arg(value_enum)]
     kind: GetKind,
 }
@@ -78,12 +83,15 @@ pub struct CreateArgs {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum RmKind {
+    /// The autoupdate_config (the defaults apply again).
     Config,
+    /// The autoupdate_version (nothing is rolled out any more).
     Version,
 }
 
 #[derive(Args)]
 pub struct RmArgs {
+    /// What to delete.
     #[arg(value_enum)]
     kind: RmKind,
 }
@@ -102,6 +110,7 @@ pub enum AgentsCommand {
     Report,
     /// Start groups now (halt-on-error): unstarted or rolled back → canary or active.
     StartUpdate {
+        /// The groups to start.
         #[arg(required = true, value_name = "GROUP")]
         groups: Vec<String>,
         /// Skip the canaries: go straight to active.
@@ -111,11 +120,13 @@ pub enum AgentsCommand {
     /// Mark groups done (default: the groups in canary or active).
     #[command(alias = "force-done")]
     MarkDone {
+        /// The groups to mark done (default: those in canary or active).
         #[arg(value_name = "GROUP")]
         groups: Vec<String>,
     },
     /// Roll groups back to the start version (default: every started group).
     Rollback {
+        /// The groups to roll back (default: every started group).
         #[arg(value_name = "GROUP")]
         groups: Vec<String>,
     },
@@ -147,9 +158,13 @@ pub enum InventoryCommand {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum RoleArg {
+    /// Everything, including the version, tokens and channels.
     Operator,
+    /// The config, suspend/resume and the manual transitions.
     User,
+    /// Read only.
     Viewer,
+    /// tern-update on the hosts: heartbeats only.
     Agent,
 }
 
@@ -163,15 +178,20 @@ pub struct TokensArgs {
 pub enum TokensCommand {
     /// Mint a token; it is printed once (ternd keeps only its hash).
     Create {
+        /// What the token may do.
         #[arg(long, value_enum)]
         role: RoleArg,
+        /// A note shown by `tokens ls` (who or what holds the token).
         #[arg(long, default_value = "")]
         description: String,
     },
     /// List the tokens (ids and roles).
     Ls,
     /// Revoke a token by id.
-    Rm { id: String },
+    Rm {
+        /// The token's id, as `tokens ls` shows it.
+        id: String,
+    },
 }
 
 #[derive(Args)]
@@ -184,15 +204,21 @@ pub struct ChannelsArgs {
 pub enum ChannelsCommand {
     /// Set a channel's version (and whether it is a critical update).
     Set {
+        /// The channel (letters, digits, '-', '_', '.').
         name: String,
+        /// The version the channel serves.
         version: String,
+        /// Mark the update critical (served at /v1/channels/NAME/critical).
         #[arg(long)]
         critical: bool,
     },
     /// List the channels.
     Ls,
     /// Delete a channel.
-    Rm { name: String },
+    Rm {
+        /// The channel to delete.
+        name: String,
+    },
 }
 
 #[derive(Args)]
@@ -215,9 +241,15 @@ pub enum DevCommand {
 #[derive(Subcommand)]
 pub enum ClockCommand {
     /// Set the clock (RFC 3339, e.g. 2026-11-23T11:00:00Z).
-    Set { time: String },
+    Set {
+        /// The new time (RFC 3339).
+        time: String,
+    },
     /// Move the clock forward (e.g. 20s, 90m, 1h30m).
-    Advance { duration: String },
+    Advance {
+        /// How far to move (e.g. 20s, 90m, 1h30m).
+        duration: String,
+    },
 }
 
 pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {

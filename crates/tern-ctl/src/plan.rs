@@ -85,6 +85,7 @@ pub struct RolloutArgs {
 
 #[derive(Args)]
 pub struct FindArgs {
+    /// The autoupdate_agent_rollout to answer from (e.g. `plan rollout`'s output).
     #[arg(long, value_name = "FILE")]
     rollout: PathBuf,
     /// The group the host presents (empty or unknown: the catch-all last group).
@@ -97,6 +98,7 @@ pub struct FindArgs {
 
 #[derive(Args)]
 pub struct TransitionArgs {
+    /// The manual transition to apply.
     #[arg(value_name = "ACTION", value_parser = kind_parser())]
     kind: TransitionKind,
     /// Groups to act on. mark-done without groups: the groups in canary or active;
@@ -105,8 +107,10 @@ pub struct TransitionArgs {
     /// start-update: skip the canaries and go straight to active.
     #[arg(long)]
     force: bool,
+    /// The autoupdate_agent_rollout to change.
     #[arg(long, value_name = "FILE")]
     rollout: PathBuf,
+    /// The instant of the transition (RFC 3339, e.g. 2026-11-23T12:06:00Z).
     #[arg(long, value_name = "RFC3339", value_parser = parse_now)]
     now: Timestamp,
 }
