@@ -23,6 +23,7 @@ use tern_core::resource::{Metadata, Mode};
 use tern_core::transition::TransitionKind;
 
 use crate::global::{Global, Output};
+use crate::text::plural;
 use client::{Client, encode, read_token};
 
 impl Global {
@@ -545,7 +546,11 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    println!("{} agents connected to replica {}", rows.len(), v.replica);
+    println!(
+        "{} connected to replica {}",
+        plural(rows.len() as u64, "agent"),
+        v.replica
+    );
     print!(
         "{}",
         render::table(

@@ -9,6 +9,7 @@ mod api;
 mod global;
 mod plan;
 mod replay;
+mod text;
 
 #[derive(Parser)]
 #[command(

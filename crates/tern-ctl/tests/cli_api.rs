@@ -247,7 +247,7 @@ fn agents_session_reads_like_the_seeds() {
 
     // The report: versions × groups, with the group-less host.
     let out = ok(&s, &["agents", "report"]);
-    assert!(out.contains("by 1 replica(s)"), "{out}");
+    assert!(out.contains("by 1 replica:"), "{out}");
     let row = out.lines().find(|l| l.starts_with("1.0.0")).unwrap();
     assert_eq!(
         row.split_whitespace().collect::<Vec<_>>(),
@@ -421,4 +421,34 @@ fn connection_flags_go_before_or_after_the_subcommand() {
         &[],
     );
     assert!(!o.ok && o.stderr.contains("/nonexistent"), "{}", o.stderr);
+}
+
+#[test]
+fn counts_and_articles_read_as_english() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let agent = ok(&s, &["tokens", "create", "--role", "agent"]);
+    heartbeat(&s, agent.trim(), "d1", "dev", "1.0.0");
+
+    let out = ok(&s, &["inventory", "ls"]);
+    assert!(out.starts_with("1 agent connected to replica"), "{out}");
+    // Heard at this very instant: not settled, so omitted from the report.
+    ok(&s, &["dev", "reconcile"]);
+    let out = ok(&s, &["agents", "report"]);
+    assert!(out.contains("by 1 replica:"), "{out}");
+    assert!(
+        out.contains("  1 agent: connected for less than one report period"),
+        "{out}"
+    );
+
+    // ternd's refusal names the role with the right article.
+    let af = tmp.path().join("agent.token");
+    std::fs::write(&af, agent.trim()).unwrap();
+    let o = ctl_with(&s, &af, &["agents", "status"]);
+    assert!(!o.ok);
+    assert!(
+        o.stderr.contains("an agent token may not do this"),
+        "{}",
+        o.stderr
+    );
 }
