@@ -2,7 +2,8 @@
 //! missing): the seeds' `agents …` sessions, resources, tokens, channels, errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -40,11 +41,16 @@ impl Drop for Server {
 }
 
 fn start(dir: &Path) -> Server {
+    start_with(dir, &["--insecure-http"])
+}
+
+/// ternd with `serving` (`--insecure-http`, or `--tls-cert … --tls-key …`).
+fn start_with(dir: &Path, serving: &[&str]) -> Server {
     let log = std::fs::File::create(dir.with_extension("log")).unwrap();
     let mut child = Command::new(ternd())
+        .arg("start")
+        .args(serving)
         .args([
-            "start",
-            "--insecure-http",
             "--listen",
             "127.0.0.1:0",
             "--dev-clock",
@@ -450,5 +456,106 @@ fn counts_and_articles_read_as_english() {
         o.stderr.contains("an agent token may not do this"),
         "{}",
         o.stderr
+    );
+}
+
+/// A web server that is not ternd: every request gets `status` and an HTML page.
+fn not_ternd(status: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let body = "<html><body>It works!</body></html>";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn connection_errors_say_what_to_try() {
+    let tmp = tempfile::tempdir().unwrap();
+    let token = tmp.path().join("some.token");
+    std::fs::write(&token, "tern_not_a_real_token").unwrap();
+    let token = token.to_str().unwrap();
+    let fails = |server: &str, token: &str, extra: &[&str]| -> String {
+        let mut args = vec!["--server", server, "--token-file", token];
+        args.extend_from_slice(extra);
+        args.extend(["agents", "status"]);
+        let o = bare(&args, &[]);
+        assert!(!o.ok, "{args:?} succeeded: {}", o.stdout);
+        o.stderr
+    };
+
+    // Nothing listens there.
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let err = fails(&format!("http://{addr}"), token, &[]);
+    assert!(
+        err.contains(&format!("connection refused by {addr}")) && err.contains("--server"),
+        "{err}"
+    );
+
+    // Something that is not ternd: 404 pages, or pages that are not JSON.
+    for status in ["404 Not Found", "200 OK"] {
+        let web = not_ternd(status);
+        let err = fails(&web, token, &[]);
+        assert!(err.contains(&format!("is {web} a ternd server?")), "{err}");
+    }
+
+    // ternd over TLS with a certificate no public CA signed.
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert_file, key_file) = (tmp.path().join("tls.crt"), tmp.path().join("tls.key"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    let (cert_file, key_file) = (cert_file.to_str().unwrap(), key_file.to_str().unwrap());
+    let tls = start_with(
+        &tmp.path().join("tls"),
+        &["--tls-cert", cert_file, "--tls-key", key_file],
+    );
+    let port = tls.url.rsplit(':').next().unwrap().to_string();
+    let operator = tls.token_file.to_str().unwrap();
+    let err = fails(&format!("http://localhost:{port}"), operator, &[]);
+    assert!(
+        err.contains(&format!(
+            "the server speaks TLS: use https://localhost:{port}"
+        )),
+        "{err}"
+    );
+    let err = fails(&format!("https://localhost:{port}"), operator, &[]);
+    assert!(
+        err.contains("--ca-cert") && err.contains("TERN_CA_CERT"),
+        "{err}"
+    );
+    let o = bare(
+        &[
+            "--server",
+            &format!("https://localhost:{port}"),
+            "agents",
+            "status",
+        ],
+        &[("TERN_TOKEN_FILE", operator), ("TERN_CA_CERT", cert_file)],
+    );
+    assert!(o.ok, "{}", o.stderr);
+
+    // https:// to a ternd serving plain HTTP.
+    let plain = start(&tmp.path().join("plain"));
+    let err = fails(
+        &plain.url.replace("http://", "https://"),
+        plain.token_file.to_str().unwrap(),
+        &[],
+    );
+    assert!(
+        err.contains(&format!("the server speaks plain HTTP: use {}", plain.url)),
+        "{err}"
     );
 }
