@@ -65,8 +65,9 @@ pub struct RolloutArgs {
     /// A YAML list of autoupdate_agent_report resources.
     #[arg(long, value_name = "FILE")]
     reports: Option<PathBuf>,
-    /// A YAML list of connected agents {updater_id, host_id, hostname, group, version},
-    /// used to pick and check canaries.
+    /// The connected agents, to pick and check canaries: what `ternctl inventory ls -o
+    /// json|yaml` prints, or a YAML/JSON list of {updater_id, host_id, hostname, group,
+    /// version}.
     #[arg(long, value_name = "FILE")]
     agents: Option<PathBuf>,
     /// The instant of the reconcile (RFC 3339, e.g. 2026-11-23T12:05:00Z).
@@ -171,6 +172,32 @@ fn load_list<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow:
         .map_err(|e| anyhow::anyhow!("{}: invalid {what}: {e}", path.display()))
 }
 
+/// `ternctl inventory ls -o json|yaml`: the agents of one replica, and more.
+#[derive(serde::Deserialize)]
+struct Inventory {
+    agents: Vec<ConnectedAgent>,
+}
+
+/// The `--agents` file: an inventory as ternctl prints it (a document with `agents:`
+/// and no `updater_id:` of its own), or a list of agents.
+fn load_agents(path: &Path) -> anyhow::Result<Vec<ConnectedAgent>> {
+    let text = read(path, "agents")?;
+    let invalid = |e| anyhow::anyhow!("{}: invalid agents: {e}", path.display());
+    let doc: Option<serde_yaml_ng::Value> = serde_yaml_ng::from_str(&text).ok();
+    let is_inventory = doc.as_ref().is_some_and(|d| {
+        d.get("agents")
+            .is_some_and(serde_yaml_ng::Value::is_sequence)
+            && d.get("updater_id").is_none()
+    });
+    if is_inventory {
+        codec::from_text::<Inventory>(&text)
+            .map(|inv| inv.agents)
+            .map_err(invalid)
+    } else {
+        codec::list_from_text(&text).map_err(invalid)
+    }
+}
+
 fn plan_rollout(args: RolloutArgs, format: Format) -> anyhow::Result<ExitCode> {
     let config = args
         .config
@@ -206,7 +233,7 @@ fn plan_rollout(args: RolloutArgs, format: Format) -> anyhow::Result<ExitCode> {
         }
     }
     let agents: Vec<ConnectedAgent> = match &args.agents {
-        Some(p) => load_list(p, "agents")?,
+        Some(p) => load_agents(p)?,
         None => Vec::new(),
     };
     let input = ReconcileInput {

@@ -559,3 +559,88 @@ fn connection_errors_say_what_to_try() {
         "{err}"
     );
 }
+
+#[test]
+fn the_planner_reads_the_live_inventory() {
+    use tern_core::fixtures::{group, halt_on_error_config, version};
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let agent = ok(&s, &["tokens", "create", "--role", "agent"]);
+    let hosts = ["c1", "c2", "c3"];
+    for id in hosts {
+        heartbeat(&s, agent.trim(), id, "dev", "1.0.0");
+    }
+    heartbeat(&s, agent.trim(), "p1", "prod", "1.0.0");
+    let (config, version_file) = (
+        tmp.path().join("config.yaml"),
+        tmp.path().join("version.yaml"),
+    );
+    std::fs::write(
+        &config,
+        halt_on_error_config(
+            "enabled",
+            &[group("dev", 10).canaries(3), group("prod", 14)],
+        ),
+    )
+    .unwrap();
+    std::fs::write(&version_file, version("1.0.0", "1.1.0", "regular")).unwrap();
+
+    // The rollout as created before dev's window (one created inside it waits a day).
+    let out = Command::new(ternctl())
+        .args(["plan", "rollout", "--config"])
+        .arg(&config)
+        .arg("--version")
+        .arg(&version_file)
+        .args(["--now", "2026-11-23T09:00:00Z"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rollout = tmp.path().join("rollout.yaml");
+    std::fs::write(&rollout, &out.stdout).unwrap();
+
+    for format in ["json", "yaml"] {
+        let agents = tmp.path().join(format!("inventory.{format}"));
+        std::fs::write(&agents, ok(&s, &["inventory", "ls", "-o", format])).unwrap();
+        let out = Command::new(ternctl())
+            .args(["plan", "rollout", "--config"])
+            .arg(&config)
+            .arg("--version")
+            .arg(&version_file)
+            .arg("--rollout")
+            .arg(&rollout)
+            .arg("--agents")
+            .arg(&agents)
+            .args(["--now", "2026-11-23T10:05:00Z", "--seed", "1", "-o", "json"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{format}: {stderr}");
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let dev = &plan["status"]["groups"][0];
+        assert_eq!(dev["state"], "canary", "{format}: {plan}");
+        let mut picked: Vec<(String, String)> = dev["canaries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["updater_id"].as_str().unwrap().to_string(),
+                    c["hostname"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        picked.sort();
+        let want: Vec<(String, String)> = hosts
+            .iter()
+            .map(|h| (h.to_string(), format!("{h}.example")))
+            .collect();
+        assert_eq!(
+            picked, want,
+            "{format}: the canaries are the live dev hosts"
+        );
+    }
+}
