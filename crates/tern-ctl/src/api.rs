@@ -3,11 +3,12 @@
 //! options (`crate::global`): `--server URL` (env `TERN_SERVER`), `--token-file FILE`
 //! (or env `TERN_TOKEN` holding the token), `--ca-cert FILE` and `-o text|json|yaml`.
 
+mod apply;
 mod client;
 mod render;
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -37,8 +38,15 @@ impl Global {
 pub enum ApiCommand {
     /// Print a resource: config, version, rollout or reports.
     Get(GetArgs),
-    /// Create or update a resource from a YAML or JSON file.
+    /// Create or update a resource from a YAML or JSON file, at the revision the file
+    /// gives (see `apply` to write whatever the current revision is).
     Create(CreateArgs),
+    /// Create or update the config or the version from a file: ternctl reads the
+    /// current revision and writes with it, retrying if someone writes meanwhile.
+    Apply(ApplyArgs),
+    /// Edit the config or the version in $EDITOR (else $VISUAL, else vi) and apply the
+    /// result, unless someone changed it meanwhile.
+    Edit(EditArgs),
     /// Delete the config or the version.
     Rm(RmArgs),
     /// The agent rollout: status, report, manual transitions, suspend/resume, new rollouts.
@@ -82,11 +90,26 @@ pub struct CreateArgs {
     force: bool,
 }
 
+#[derive(Args)]
+pub struct ApplyArgs {
+    /// The resource file, autoupdate_config or autoupdate_version (`-` reads standard
+    /// input); any metadata.revision in it is ignored.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    file: PathBuf,
+}
+
+#[derive(Args)]
+pub struct EditArgs {
+    /// What to edit.
+    #[arg(value_enum)]
+    kind: WritableKind,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum RmKind {
-    /// The autoupdate_config (the defaults apply again).
+pub enum WritableKind {
+    /// The autoupdate_config.
     Config,
-    /// The autoupdate_version (nothing is rolled out any more).
+    /// The autoupdate_version.
     Version,
 }
 
@@ -94,7 +117,7 @@ pub enum RmKind {
 pub struct RmArgs {
     /// What to delete.
     #[arg(value_enum)]
-    kind: RmKind,
+    kind: WritableKind,
 }
 
 #[derive(Args)]
@@ -257,6 +280,11 @@ pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {
     match cmd {
         ApiCommand::Get(a) => get(a, g),
         ApiCommand::Create(a) => create(a, g),
+        ApiCommand::Apply(a) => apply::apply(&a.file, g),
+        ApiCommand::Edit(a) => match a.kind {
+            WritableKind::Config => apply::edit("autoupdate_config", "/v1/resources/config", g),
+            WritableKind::Version => apply::edit("autoupdate_version", "/v1/resources/version", g),
+        },
         ApiCommand::Rm(a) => rm(a, g),
         ApiCommand::Agents(a) => agents(a, g),
         ApiCommand::Inventory(a) => inventory(a, g),
@@ -303,51 +331,56 @@ fn get(a: GetArgs, g: &Global) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn create(a: CreateArgs, g: &Global) -> anyhow::Result<ExitCode> {
-    let text = if a.file.as_os_str() == "-" {
+/// A resource file an operator writes: its text, parsed, and which resource it is.
+struct ResourceFile {
+    text: String,
+    doc: Value,
+    /// `autoupdate_config` or `autoupdate_version`.
+    kind: &'static str,
+    /// Its API path: `/v1/resources/config` or `/v1/resources/version`.
+    path: &'static str,
+}
+
+/// Reads `file` (`-`: standard input) as a config or a version.
+fn read_resource_file(file: &Path) -> anyhow::Result<ResourceFile> {
+    let text = if file.as_os_str() == "-" {
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
             .context("reading standard input")?;
         s
     } else {
-        std::fs::read_to_string(&a.file)
-            .with_context(|| format!("cannot read {}", a.file.display()))?
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
     };
     let doc: Value = serde_yaml_ng::from_str(&text)
-        .with_context(|| format!("{}: not YAML or JSON", a.file.display()))?;
-    let kind = doc["kind"].as_str().unwrap_or_default();
-    let path = match kind {
-        "autoupdate_config" => "config",
-        "autoupdate_version" => "version",
-        "autoupdate_agent_rollout" | "autoupdate_agent_report" => {
+        .with_context(|| format!("{}: not YAML or JSON", file.display()))?;
+    let (kind, path) = match doc["kind"].as_str().unwrap_or_default() {
+        "autoupdate_config" => ("autoupdate_config", "/v1/resources/config"),
+        "autoupdate_version" => ("autoupdate_version", "/v1/resources/version"),
+        kind @ ("autoupdate_agent_rollout" | "autoupdate_agent_report") => {
             bail!("{kind} is written only by ternd")
         }
         "" => bail!(
             "{}: kind: missing (autoupdate_config or autoupdate_version)",
-            a.file.display()
+            file.display()
         ),
         other => bail!(
             "{}: kind: {other:?} is not autoupdate_config or autoupdate_version",
-            a.file.display()
+            file.display()
         ),
     };
-    let has_revision =
-        doc["metadata"]["revision"].is_string() || doc["metadata"]["revision"].is_number();
-    let c = g.client()?;
-    let (method, url, verb) = if a.force {
-        (
-            "POST",
-            format!("/v1/resources/{path}?force=true"),
-            "written",
-        )
-    } else if has_revision {
-        ("PUT", format!("/v1/resources/{path}"), "updated")
-    } else {
-        ("POST", format!("/v1/resources/{path}"), "created")
-    };
-    let v: Value = c.send_text(method, &url, &text)?;
-    if !structured(g.output(), &v)? {
+    Ok(ResourceFile {
+        text,
+        doc,
+        kind,
+        path,
+    })
+}
+
+/// Prints what ternd answered a write of `kind` with: the resource in JSON/YAML, or
+/// `kind verb (revision N)`.
+fn print_written(output: Output, kind: &str, verb: &str, v: Value) -> anyhow::Result<()> {
+    if !structured(output, &v)? {
         let head: StoredHead = serde_json::from_value(v)
             .with_context(|| format!("ternd's answer is not an {kind}"))?;
         println!(
@@ -355,14 +388,36 @@ fn create(a: CreateArgs, g: &Global) -> anyhow::Result<ExitCode> {
             head.metadata.revision.as_deref().unwrap_or("?")
         );
     }
+    Ok(())
+}
+
+fn create(a: CreateArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let ResourceFile {
+        text,
+        doc,
+        kind,
+        path,
+    } = read_resource_file(&a.file)?;
+    let has_revision =
+        doc["metadata"]["revision"].is_string() || doc["metadata"]["revision"].is_number();
+    let c = g.client()?;
+    let (method, url, verb) = if a.force {
+        ("POST", format!("{path}?force=true"), "written")
+    } else if has_revision {
+        ("PUT", path.to_string(), "updated")
+    } else {
+        ("POST", path.to_string(), "created")
+    };
+    let v: Value = c.send_text(method, &url, &text)?;
+    print_written(g.output(), kind, verb, v)?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn rm(a: RmArgs, g: &Global) -> anyhow::Result<ExitCode> {
     let c = g.client()?;
     let (path, kind) = match a.kind {
-        RmKind::Config => ("config", "autoupdate_config"),
-        RmKind::Version => ("version", "autoupdate_version"),
+        WritableKind::Config => ("config", "autoupdate_config"),
+        WritableKind::Version => ("version", "autoupdate_version"),
     };
     let v: Deleted = c.delete(&format!("/v1/resources/{path}"))?;
     if !structured(g.output(), &v)? {

@@ -644,3 +644,191 @@ fn the_planner_reads_the_live_inventory() {
         );
     }
 }
+
+/// An executable shell script `name` in `dir` with `body`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\nset -e\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn revision(s: &Server) -> String {
+    let y: serde_json::Value = serde_yaml_ng::from_str(&ok(s, &["get", "config"])).unwrap();
+    y["metadata"]["revision"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn apply_creates_or_updates_without_revisions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let file = tmp.path().join("config.yaml");
+    std::fs::write(&file, config()).unwrap();
+    let f = file.to_str().unwrap();
+
+    let out = ok(&s, &["apply", "-f", f]);
+    assert!(
+        out.starts_with("autoupdate_config created (revision"),
+        "{out}"
+    );
+    // Changed, and with no revision in the file: read, then written at the current one.
+    std::fs::write(&file, config().replace("start_hour: 12", "start_hour: 13")).unwrap();
+    let out = ok(&s, &["apply", "-f", f]);
+    assert!(
+        out.starts_with("autoupdate_config updated (revision"),
+        "{out}"
+    );
+    assert!(ok(&s, &["get", "config"]).contains("start_hour: 13"));
+    // A stale revision in the file does not matter to apply.
+    let stale = ok(&s, &["get", "config"]);
+    ok(&s, &["agents", "suspend"]);
+    std::fs::write(&file, stale.replace("mode: enabled", "mode: disabled")).unwrap();
+    let out = ok(&s, &["apply", "-f", f]);
+    assert!(out.starts_with("autoupdate_config updated"), "{out}");
+    assert!(ok(&s, &["get", "config"]).contains("mode: disabled"));
+    // What is there already: nothing written.
+    let before = revision(&s);
+    std::fs::write(&file, ok(&s, &["get", "config"])).unwrap();
+    let out = ok(&s, &["apply", "-f", f]);
+    assert_eq!(
+        out.trim(),
+        format!("autoupdate_config unchanged (revision {before})")
+    );
+    assert_eq!(revision(&s), before);
+    // The version too, from standard input.
+    let mut child = Command::new(ternctl())
+        .args(["apply", "-f", "-"])
+        .env("TERN_SERVER", &s.url)
+        .env("TERN_TOKEN_FILE", &s.token_file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(tern_core::fixtures::version("1.0.0", "1.1.0", "regular").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("autoupdate_version created"));
+    // Written only by ternd.
+    let rollout = tmp.path().join("rollout.yaml");
+    std::fs::write(&rollout, "kind: autoupdate_agent_rollout\n").unwrap();
+    let o = ctl(&s, &["apply", "-f", rollout.to_str().unwrap()]);
+    assert!(
+        !o.ok && o.stderr.contains("written only by ternd"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn edit_applies_the_edited_resource_at_the_revision_it_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let edit = |editor: &Path| {
+        let out = Command::new(ternctl())
+            .args(["edit", "config"])
+            .env("TERN_SERVER", &s.url)
+            .env("TERN_TOKEN_FILE", &s.token_file)
+            .env("EDITOR", editor)
+            .env("TERNCTL", ternctl())
+            .output()
+            .unwrap();
+        Out {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+    let dir = tmp.path();
+    let later = script(
+        dir,
+        "later.sh",
+        "sed -i 's/start_hour: 12/start_hour: 13/' \"$1\"",
+    );
+
+    // Nothing to edit yet.
+    let o = edit(&later);
+    assert!(!o.ok && o.stderr.contains("apply -f"), "{}", o.stderr);
+
+    let cfg = dir.join("config.yaml");
+    std::fs::write(&cfg, config()).unwrap();
+    ok(&s, &["apply", "-f", cfg.to_str().unwrap()]);
+
+    // An edit is applied.
+    let o = edit(&later);
+    assert!(o.ok, "{}", o.stderr);
+    assert!(
+        o.stdout.starts_with("autoupdate_config updated (revision"),
+        "{}",
+        o.stdout
+    );
+    assert!(ok(&s, &["get", "config"]).contains("start_hour: 13"));
+
+    // No change, no write.
+    let before = revision(&s);
+    let o = edit(Path::new("true"));
+    assert!(o.ok, "{}", o.stderr);
+    assert_eq!(o.stdout.trim(), "no changes");
+    assert_eq!(revision(&s), before);
+
+    // A broken edit: the error shown, nothing applied, the edit kept.
+    let broken = script(dir, "broken.sh", "echo 'spec: [unclosed' >> \"$1\"");
+    let o = edit(&broken);
+    assert!(!o.ok);
+    assert!(o.stderr.contains("not valid YAML"), "{}", o.stderr);
+    assert!(o.stderr.contains("your edit is kept in"), "{}", o.stderr);
+    assert_eq!(revision(&s), before);
+
+    // Someone else writes while the editor is open: refused, their change stands.
+    let racing = script(
+        dir,
+        "racing.sh",
+        "\"$TERNCTL\" agents suspend >/dev/null\nsed -i 's/start_hour: 13/start_hour: 15/' \"$1\"",
+    );
+    let o = edit(&racing);
+    assert!(!o.ok);
+    assert!(
+        o.stderr
+            .contains("the autoupdate_config changed since it was read"),
+        "{}",
+        o.stderr
+    );
+    let now = ok(&s, &["get", "config"]);
+    assert!(
+        now.contains("mode: suspended") && now.contains("start_hour: 13"),
+        "{now}"
+    );
+
+    // $VISUAL when there is no $EDITOR.
+    let visual = script(
+        dir,
+        "visual.sh",
+        "sed -i 's/start_hour: 13/start_hour: 14/' \"$1\"",
+    );
+    let out = Command::new(ternctl())
+        .args(["edit", "config"])
+        .env("TERN_SERVER", &s.url)
+        .env("TERN_TOKEN_FILE", &s.token_file)
+        .env_remove("EDITOR")
+        .env("VISUAL", &visual)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(ok(&s, &["get", "config"]).contains("start_hour: 14"));
+    // An editor that fails: nothing applied.
+    let o = edit(Path::new("false"));
+    assert!(
+        !o.ok && o.stderr.contains("nothing applied"),
+        "{}",
+        o.stderr
+    );
+}
