@@ -20,6 +20,7 @@ use tern_core::api::{
     InventoryResponse, ModeResponse, NewRolloutBody, NewRolloutResponse, NewTokenResponse,
     ReportResponse, Role, StatusResponse, TokenBody, TokenView, TransitionBody, TransitionResponse,
 };
+use tern_core::duration::GoDuration;
 use tern_core::resource::{Metadata, Mode};
 use tern_core::transition::TransitionKind;
 
@@ -129,7 +130,24 @@ pub struct AgentsArgs {
 #[derive(Subcommand)]
 pub enum AgentsCommand {
     /// The rollout: versions, mode, and each group's state and agents.
-    Status,
+    Status {
+        /// Print the status again every --interval until interrupted (Ctrl-C): redrawn
+        /// in place on a terminal, one snapshot after another in a pipe or file.
+        #[arg(short = 'w', long)]
+        watch: bool,
+        /// How often --watch asks ternd (e.g. 2s, 1m; whole seconds).
+        #[arg(
+            long,
+            value_name = "DURATION",
+            default_value = "2s",
+            value_parser = parse_interval,
+            requires = "watch"
+        )]
+        interval: GoDuration,
+        /// Stop --watch after N snapshots.
+        #[arg(long, value_name = "N", requires = "watch")]
+        count: Option<u64>,
+    },
     /// Agents per version and group, summed over the live reports of every replica.
     Report,
     /// Start groups now (halt-on-error): unstarted or rolled back → canary or active.
@@ -294,18 +312,85 @@ pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `v` as JSON or YAML text; `None` in text mode (the caller renders).
+fn structured_text<T: Serialize>(output: Output, v: &T) -> anyhow::Result<Option<String>> {
+    Ok(match output {
+        Output::Json => Some(serde_json::to_string_pretty(v)? + "\n"),
+        Output::Yaml => Some(serde_yaml_ng::to_string(v)?),
+        Output::Text => None,
+    })
+}
+
 /// Prints `v` as JSON or YAML; returns false in text mode (the caller renders).
 fn structured<T: Serialize>(output: Output, v: &T) -> anyhow::Result<bool> {
-    match output {
-        Output::Json => {
-            println!("{}", serde_json::to_string_pretty(v)?);
+    match structured_text(output, v)? {
+        Some(text) => {
+            print!("{text}");
             Ok(true)
         }
-        Output::Yaml => {
-            print!("{}", serde_yaml_ng::to_string(v)?);
-            Ok(true)
+        None => Ok(false),
+    }
+}
+
+fn parse_interval(s: &str) -> Result<GoDuration, String> {
+    let d = GoDuration::parse(s).map_err(|e| e.to_string())?;
+    if d.as_secs() == 0 {
+        return Err("the interval must be at least 1s".to_string());
+    }
+    Ok(d)
+}
+
+/// Clears a terminal and puts the cursor top left.
+const CLEAR_SCREEN: &str = "\x1b[H\x1b[2J";
+
+/// `agents status --watch`: a snapshot every `interval`, `count` of them or until
+/// interrupted. On a terminal each snapshot replaces the last; elsewhere (a pipe, a
+/// file) they follow one another: in text, a blank line and a header with the time
+/// before each; in YAML, `---` documents; in JSON, one document after another (as jq
+/// reads them). A failure after the first snapshot is shown and the watch goes on
+/// (ternd may be restarting); a failure of the first one ends it.
+fn watch_status(
+    c: &Client,
+    out: Output,
+    interval: GoDuration,
+    count: Option<u64>,
+) -> anyhow::Result<()> {
+    use std::io::{IsTerminal, Write as _};
+
+    let tty = std::io::stdout().is_terminal();
+    let pause = std::time::Duration::from_secs(interval.as_secs());
+    let mut shown: u64 = 0;
+    loop {
+        let at = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S UTC");
+        let body = match c.get::<StatusResponse>("/v1/agents/status") {
+            Ok(s) => match structured_text(out, &s)? {
+                Some(text) => text,
+                None => render::status(&s),
+            },
+            Err(e) if shown == 0 => return Err(e),
+            Err(e) if out == Output::Text => format!("error: {e:#}\n"),
+            Err(e) => {
+                eprintln!("{at}: error: {e:#}");
+                String::new()
+            }
+        };
+        let header = format!("Every {interval}: ternctl agents status   {at}\n");
+        let frame = match (tty, out) {
+            (true, Output::Text) => format!("{CLEAR_SCREEN}{header}\n{body}"),
+            (true, _) => format!("{CLEAR_SCREEN}{body}"),
+            (false, Output::Text) if shown == 0 => format!("{header}\n{body}"),
+            (false, Output::Text) => format!("\n{header}\n{body}"),
+            (false, Output::Yaml) => format!("---\n{body}"),
+            (false, Output::Json) => body,
+        };
+        print!("{frame}");
+        // A reader waits for each snapshot as it comes.
+        let _ = std::io::stdout().flush();
+        shown += 1;
+        if count.is_some_and(|n| shown >= n) {
+            return Ok(());
         }
-        Output::Text => Ok(false),
+        std::thread::sleep(pause);
     }
 }
 
@@ -454,12 +539,17 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
     let c = g.client()?;
     let out = g.output();
     match a.cmd {
-        AgentsCommand::Status => {
+        AgentsCommand::Status { watch: false, .. } => {
             let s: StatusResponse = c.get("/v1/agents/status")?;
             if !structured(out, &s)? {
                 print!("{}", render::status(&s));
             }
         }
+        AgentsCommand::Status {
+            watch: true,
+            interval,
+            count,
+        } => watch_status(&c, out, interval, count)?,
         AgentsCommand::Report => {
             let r: ReportResponse = c.get("/v1/agents/report")?;
             if !structured(out, &r)? {

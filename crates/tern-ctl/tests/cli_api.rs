@@ -832,3 +832,69 @@ fn edit_applies_the_edited_resource_at_the_revision_it_read() {
         o.stderr
     );
 }
+
+#[test]
+fn status_watch_prints_snapshots_until_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+
+    // Until interrupted: read two snapshots, then stop it as Ctrl-C would.
+    let mut child = Command::new(ternctl())
+        .args(["agents", "status", "--watch", "--interval", "1s"])
+        .env("TERN_SERVER", &s.url)
+        .env("TERN_TOKEN_FILE", &s.token_file)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut headers = 0;
+    for line in lines {
+        let line = line.unwrap();
+        if line.starts_with("Every 1s: ternctl agents status") {
+            headers += 1;
+            if headers == 3 {
+                break;
+            }
+        }
+        seen.push(line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = seen.join("\n");
+    assert_eq!(text.matches("No rollout.").count(), 2, "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "no terminal codes in a pipe: {text:?}"
+    );
+    // Snapshots are separated by a blank line before each header.
+    assert!(
+        text.contains("\n\nEvery 1s: ternctl agents status"),
+        "{text}"
+    );
+
+    // A bounded watch as JSON: a stream of documents.
+    let out = ok(
+        &s,
+        &[
+            "agents",
+            "status",
+            "-o",
+            "json",
+            "--watch",
+            "--interval",
+            "1s",
+            "--count",
+            "2",
+        ],
+    );
+    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&out)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(docs.len(), 2, "{out}");
+    assert!(docs.iter().all(|d| d["mode"] == "enabled"), "{out}");
+    // The options of --watch need it.
+    let o = ctl(&s, &["agents", "status", "--count", "2"]);
+    assert!(!o.ok && o.stderr.contains("--watch"), "{}", o.stderr);
+}
