@@ -1,13 +1,14 @@
 //! Commands that talk to a running ternd: resources, the rollout, inventory, tokens,
-//! channels and the dev clock. Every command takes `--server URL` (env `TERN_SERVER`),
-//! `--token-file FILE` (or env `TERN_TOKEN` holding the token), `--ca-cert FILE` and
-//! `-o text|json|yaml`.
+//! channels and the dev clock. How to reach ternd and the output format are the global
+//! options (`crate::global`): `--server URL` (env `TERN_SERVER`), `--token-file FILE`
+//! (or env `TERN_TOKEN` holding the token), `--ca-cert FILE` and `-o text|json|yaml`.
 
+mod apply;
 mod client;
 mod render;
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -19,43 +20,15 @@ use tern_core::api::{
     InventoryResponse, ModeResponse, NewRolloutBody, NewRolloutResponse, NewTokenResponse,
     ReportResponse, Role, StatusResponse, TokenBody, TokenView, TransitionBody, TransitionResponse,
 };
+use tern_core::duration::GoDuration;
 use tern_core::resource::{Metadata, Mode};
 use tern_core::transition::TransitionKind;
 
+use crate::global::{Global, Output};
+use crate::text::plural;
 use client::{Client, encode, read_token};
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    #[default]
-    Text,
-    Json,
-    Yaml,
-}
-
-/// How to reach ternd (valid on every API command).
-#[derive(Args, Clone, Debug)]
-pub struct Conn {
-    /// ternd's URL.
-    #[arg(
-        long,
-        env = "TERN_SERVER",
-        global = true,
-        default_value = "https://127.0.0.1:3025",
-        value_name = "URL"
-    )]
-    server: String,
-    /// File holding the API token (otherwise env TERN_TOKEN holds the token itself).
-    #[arg(long, env = "TERN_TOKEN_FILE", global = true, value_name = "FILE")]
-    token_file: Option<PathBuf>,
-    /// PEM CA certificate to trust for ternd's TLS certificate.
-    #[arg(long, env = "TERN_CA_CERT", global = true, value_name = "FILE")]
-    ca_cert: Option<PathBuf>,
-    /// Output format.
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
-    output: Output,
-}
-
-impl Conn {
+impl Global {
     fn client(&self) -> anyhow::Result<Client> {
         let token = read_token(self.token_file.as_deref())?;
         Client::new(&self.server, token, self.ca_cert.as_ref())
@@ -66,8 +39,15 @@ impl Conn {
 pub enum ApiCommand {
     /// Print a resource: config, version, rollout or reports.
     Get(GetArgs),
-    /// Create or update a resource from a YAML or JSON file.
+    /// Create or update a resource from a YAML or JSON file, at the revision the file
+    /// gives (see `apply` to write whatever the current revision is).
     Create(CreateArgs),
+    /// Create or update the config or the version from a file: ternctl reads the
+    /// current revision and writes with it, retrying if someone writes meanwhile.
+    Apply(ApplyArgs),
+    /// Edit the config or the version in $EDITOR (else $VISUAL, else vi) and apply the
+    /// result, unless someone changed it meanwhile.
+    Edit(EditArgs),
     /// Delete the config or the version.
     Rm(RmArgs),
     /// The agent rollout: status, report, manual transitions, suspend/resume, new rollouts.
@@ -84,18 +64,21 @@ pub enum ApiCommand {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum GetKind {
+    /// The autoupdate_config.
     Config,
+    /// The autoupdate_version.
     Version,
+    /// The autoupdate_agent_rollout (written by ternd).
     Rollout,
+    /// Every replica's autoupdate_agent_report (written by ternd).
     Reports,
 }
 
 #[derive(Args)]
 pub struct GetArgs {
+    /// What to print.
     #[arg(value_enum)]
     kind: GetKind,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Args)]
@@ -106,40 +89,70 @@ pub struct CreateArgs {
     /// Overwrite the resource if it exists, whatever its revision.
     #[arg(long)]
     force: bool,
-    #[command(flatten)]
-    conn: Conn,
+}
+
+#[derive(Args)]
+pub struct ApplyArgs {
+    /// The resource file, autoupdate_config or autoupdate_version (`-` reads standard
+    /// input); any metadata.revision in it is ignored.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    file: PathBuf,
+}
+
+#[derive(Args)]
+pub struct EditArgs {
+    /// What to edit.
+    #[arg(value_enum)]
+    kind: WritableKind,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum RmKind {
+pub enum WritableKind {
+    /// The autoupdate_config.
     Config,
+    /// The autoupdate_version.
     Version,
 }
 
 #[derive(Args)]
 pub struct RmArgs {
+    /// What to delete.
     #[arg(value_enum)]
-    kind: RmKind,
-    #[command(flatten)]
-    conn: Conn,
+    kind: WritableKind,
 }
 
 #[derive(Args)]
 pub struct AgentsArgs {
     #[command(subcommand)]
     cmd: AgentsCommand,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Subcommand)]
 pub enum AgentsCommand {
     /// The rollout: versions, mode, and each group's state and agents.
-    Status,
+    Status {
+        /// Print the status again every --interval until interrupted (Ctrl-C): redrawn
+        /// in place on a terminal, one snapshot after another in a pipe or file.
+        #[arg(short = 'w', long)]
+        watch: bool,
+        /// How often --watch asks ternd (e.g. 2s, 1m; whole seconds).
+        #[arg(
+            long,
+            value_name = "DURATION",
+            default_value = "2s",
+            value_parser = parse_interval,
+            requires = "watch"
+        )]
+        interval: GoDuration,
+        /// Stop --watch after N snapshots.
+        #[arg(long, value_name = "N", requires = "watch")]
+        count: Option<u64>,
+    },
     /// Agents per version and group, summed over the live reports of every replica.
     Report,
     /// Start groups now (halt-on-error): unstarted or rolled back → canary or active.
     StartUpdate {
+        /// The groups to start.
         #[arg(required = true, value_name = "GROUP")]
         groups: Vec<String>,
         /// Skip the canaries: go straight to active.
@@ -149,11 +162,13 @@ pub enum AgentsCommand {
     /// Mark groups done (default: the groups in canary or active).
     #[command(alias = "force-done")]
     MarkDone {
+        /// The groups to mark done (default: those in canary or active).
         #[arg(value_name = "GROUP")]
         groups: Vec<String>,
     },
     /// Roll groups back to the start version (default: every started group).
     Rollback {
+        /// The groups to roll back (default: every started group).
         #[arg(value_name = "GROUP")]
         groups: Vec<String>,
     },
@@ -175,8 +190,6 @@ pub enum AgentsCommand {
 pub struct InventoryArgs {
     #[command(subcommand)]
     cmd: InventoryCommand,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Subcommand)]
@@ -187,9 +200,13 @@ pub enum InventoryCommand {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum RoleArg {
+    /// Everything, including the version, tokens and channels.
     Operator,
+    /// The config, suspend/resume and the manual transitions.
     User,
+    /// Read only.
     Viewer,
+    /// tern-update on the hosts: heartbeats only.
     Agent,
 }
 
@@ -197,54 +214,59 @@ pub enum RoleArg {
 pub struct TokensArgs {
     #[command(subcommand)]
     cmd: TokensCommand,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Subcommand)]
 pub enum TokensCommand {
     /// Mint a token; it is printed once (ternd keeps only its hash).
     Create {
+        /// What the token may do.
         #[arg(long, value_enum)]
         role: RoleArg,
+        /// A note shown by `tokens ls` (who or what holds the token).
         #[arg(long, default_value = "")]
         description: String,
     },
     /// List the tokens (ids and roles).
     Ls,
     /// Revoke a token by id.
-    Rm { id: String },
+    Rm {
+        /// The token's id, as `tokens ls` shows it.
+        id: String,
+    },
 }
 
 #[derive(Args)]
 pub struct ChannelsArgs {
     #[command(subcommand)]
     cmd: ChannelsCommand,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Subcommand)]
 pub enum ChannelsCommand {
     /// Set a channel's version (and whether it is a critical update).
     Set {
+        /// The channel (letters, digits, '-', '_', '.').
         name: String,
+        /// The version the channel serves.
         version: String,
+        /// Mark the update critical (served at /v1/channels/NAME/critical).
         #[arg(long)]
         critical: bool,
     },
     /// List the channels.
     Ls,
     /// Delete a channel.
-    Rm { name: String },
+    Rm {
+        /// The channel to delete.
+        name: String,
+    },
 }
 
 #[derive(Args)]
 pub struct DevArgs {
     #[command(subcommand)]
     cmd: DevCommand,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 #[derive(Subcommand)]
@@ -261,41 +283,119 @@ pub enum DevCommand {
 #[derive(Subcommand)]
 pub enum ClockCommand {
     /// Set the clock (RFC 3339, e.g. 2026-11-23T11:00:00Z).
-    Set { time: String },
+    Set {
+        /// The new time (RFC 3339).
+        time: String,
+    },
     /// Move the clock forward (e.g. 20s, 90m, 1h30m).
-    Advance { duration: String },
+    Advance {
+        /// How far to move (e.g. 20s, 90m, 1h30m).
+        duration: String,
+    },
 }
 
-pub fn run(cmd: ApiCommand) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {
     match cmd {
-        ApiCommand::Get(a) => get(a),
-        ApiCommand::Create(a) => create(a),
-        ApiCommand::Rm(a) => rm(a),
-        ApiCommand::Agents(a) => agents(a),
-        ApiCommand::Inventory(a) => inventory(a),
-        ApiCommand::Tokens(a) => tokens(a),
-        ApiCommand::Channels(a) => channels(a),
-        ApiCommand::Dev(a) => dev(a),
+        ApiCommand::Get(a) => get(a, g),
+        ApiCommand::Create(a) => create(a, g),
+        ApiCommand::Apply(a) => apply::apply(&a.file, g),
+        ApiCommand::Edit(a) => match a.kind {
+            WritableKind::Config => apply::edit("autoupdate_config", "/v1/resources/config", g),
+            WritableKind::Version => apply::edit("autoupdate_version", "/v1/resources/version", g),
+        },
+        ApiCommand::Rm(a) => rm(a, g),
+        ApiCommand::Agents(a) => agents(a, g),
+        ApiCommand::Inventory(a) => inventory(a, g),
+        ApiCommand::Tokens(a) => tokens(a, g),
+        ApiCommand::Channels(a) => channels(a, g),
+        ApiCommand::Dev(a) => dev(a, g),
     }
+}
+
+/// `v` as JSON or YAML text; `None` in text mode (the caller renders).
+fn structured_text<T: Serialize>(output: Output, v: &T) -> anyhow::Result<Option<String>> {
+    Ok(match output {
+        Output::Json => Some(serde_json::to_string_pretty(v)? + "\n"),
+        Output::Yaml => Some(serde_yaml_ng::to_string(v)?),
+        Output::Text => None,
+    })
 }
 
 /// Prints `v` as JSON or YAML; returns false in text mode (the caller renders).
 fn structured<T: Serialize>(output: Output, v: &T) -> anyhow::Result<bool> {
-    match output {
-        Output::Json => {
-            println!("{}", serde_json::to_string_pretty(v)?);
+    match structured_text(output, v)? {
+        Some(text) => {
+            print!("{text}");
             Ok(true)
         }
-        Output::Yaml => {
-            print!("{}", serde_yaml_ng::to_string(v)?);
-            Ok(true)
-        }
-        Output::Text => Ok(false),
+        None => Ok(false),
     }
 }
 
-fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn parse_interval(s: &str) -> Result<GoDuration, String> {
+    let d = GoDuration::parse(s).map_err(|e| e.to_string())?;
+    if d.as_secs() == 0 {
+        return Err("the interval must be at least 1s".to_string());
+    }
+    Ok(d)
+}
+
+/// Clears a terminal and puts the cursor top left.
+const CLEAR_SCREEN: &str = "\x1b[H\x1b[2J";
+
+/// `agents status --watch`: a snapshot every `interval`, `count` of them or until
+/// interrupted. On a terminal each snapshot replaces the last; elsewhere (a pipe, a
+/// file) they follow one another: in text, a blank line and a header with the time
+/// before each; in YAML, `---` documents; in JSON, one document after another (as jq
+/// reads them). A failure after the first snapshot is shown and the watch goes on
+/// (ternd may be restarting); a failure of the first one ends it.
+fn watch_status(
+    c: &Client,
+    out: Output,
+    interval: GoDuration,
+    count: Option<u64>,
+) -> anyhow::Result<()> {
+    use std::io::{IsTerminal, Write as _};
+
+    let tty = std::io::stdout().is_terminal();
+    let pause = std::time::Duration::from_secs(interval.as_secs());
+    let mut shown: u64 = 0;
+    loop {
+        let at = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S UTC");
+        let body = match c.get::<StatusResponse>("/v1/agents/status") {
+            Ok(s) => match structured_text(out, &s)? {
+                Some(text) => text,
+                None => render::status(&s),
+            },
+            Err(e) if shown == 0 => return Err(e),
+            Err(e) if out == Output::Text => format!("error: {e:#}\n"),
+            Err(e) => {
+                eprintln!("{at}: error: {e:#}");
+                String::new()
+            }
+        };
+        let header = format!("Every {interval}: ternctl agents status   {at}\n");
+        let frame = match (tty, out) {
+            (true, Output::Text) => format!("{CLEAR_SCREEN}{header}\n{body}"),
+            (true, _) => format!("{CLEAR_SCREEN}{body}"),
+            (false, Output::Text) if shown == 0 => format!("{header}\n{body}"),
+            (false, Output::Text) => format!("\n{header}\n{body}"),
+            (false, Output::Yaml) => format!("---\n{body}"),
+            (false, Output::Json) => body,
+        };
+        print!("{frame}");
+        // A reader waits for each snapshot as it comes.
+        let _ = std::io::stdout().flush();
+        shown += 1;
+        if count.is_some_and(|n| shown >= n) {
+            return Ok(());
+        }
+        std::thread::sleep(pause);
+    }
+}
+
+fn get(a: GetArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     let path = match a.kind {
         GetKind::Config => "config",
         GetKind::Version => "version",
@@ -303,7 +403,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
         GetKind::Reports => "reports",
     };
     let v: Value = c.get(&format!("/v1/resources/{path}"))?;
-    if a.conn.output == Output::Json {
+    if g.output() == Output::Json {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if let (GetKind::Reports, Some(items)) = (a.kind, v.as_array()) {
         // One YAML document per report.
@@ -316,51 +416,56 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn create(a: CreateArgs) -> anyhow::Result<ExitCode> {
-    let text = if a.file.as_os_str() == "-" {
+/// A resource file an operator writes: its text, parsed, and which resource it is.
+struct ResourceFile {
+    text: String,
+    doc: Value,
+    /// `autoupdate_config` or `autoupdate_version`.
+    kind: &'static str,
+    /// Its API path: `/v1/resources/config` or `/v1/resources/version`.
+    path: &'static str,
+}
+
+/// Reads `file` (`-`: standard input) as a config or a version.
+fn read_resource_file(file: &Path) -> anyhow::Result<ResourceFile> {
+    let text = if file.as_os_str() == "-" {
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
             .context("reading standard input")?;
         s
     } else {
-        std::fs::read_to_string(&a.file)
-            .with_context(|| format!("cannot read {}", a.file.display()))?
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
     };
     let doc: Value = serde_yaml_ng::from_str(&text)
-        .with_context(|| format!("{}: not YAML or JSON", a.file.display()))?;
-    let kind = doc["kind"].as_str().unwrap_or_default();
-    let path = match kind {
-        "autoupdate_config" => "config",
-        "autoupdate_version" => "version",
-        "autoupdate_agent_rollout" | "autoupdate_agent_report" => {
+        .with_context(|| format!("{}: not YAML or JSON", file.display()))?;
+    let (kind, path) = match doc["kind"].as_str().unwrap_or_default() {
+        "autoupdate_config" => ("autoupdate_config", "/v1/resources/config"),
+        "autoupdate_version" => ("autoupdate_version", "/v1/resources/version"),
+        kind @ ("autoupdate_agent_rollout" | "autoupdate_agent_report") => {
             bail!("{kind} is written only by ternd")
         }
         "" => bail!(
             "{}: kind: missing (autoupdate_config or autoupdate_version)",
-            a.file.display()
+            file.display()
         ),
         other => bail!(
             "{}: kind: {other:?} is not autoupdate_config or autoupdate_version",
-            a.file.display()
+            file.display()
         ),
     };
-    let has_revision =
-        doc["metadata"]["revision"].is_string() || doc["metadata"]["revision"].is_number();
-    let c = a.conn.client()?;
-    let (method, url, verb) = if a.force {
-        (
-            "POST",
-            format!("/v1/resources/{path}?force=true"),
-            "written",
-        )
-    } else if has_revision {
-        ("PUT", format!("/v1/resources/{path}"), "updated")
-    } else {
-        ("POST", format!("/v1/resources/{path}"), "created")
-    };
-    let v: Value = c.send_text(method, &url, &text)?;
-    if !structured(a.conn.output, &v)? {
+    Ok(ResourceFile {
+        text,
+        doc,
+        kind,
+        path,
+    })
+}
+
+/// Prints what ternd answered a write of `kind` with: the resource in JSON/YAML, or
+/// `kind verb (revision N)`.
+fn print_written(output: Output, kind: &str, verb: &str, v: Value) -> anyhow::Result<()> {
+    if !structured(output, &v)? {
         let head: StoredHead = serde_json::from_value(v)
             .with_context(|| format!("ternd's answer is not an {kind}"))?;
         println!(
@@ -368,17 +473,39 @@ fn create(a: CreateArgs) -> anyhow::Result<ExitCode> {
             head.metadata.revision.as_deref().unwrap_or("?")
         );
     }
+    Ok(())
+}
+
+fn create(a: CreateArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let ResourceFile {
+        text,
+        doc,
+        kind,
+        path,
+    } = read_resource_file(&a.file)?;
+    let has_revision =
+        doc["metadata"]["revision"].is_string() || doc["metadata"]["revision"].is_number();
+    let c = g.client()?;
+    let (method, url, verb) = if a.force {
+        ("POST", format!("{path}?force=true"), "written")
+    } else if has_revision {
+        ("PUT", path.to_string(), "updated")
+    } else {
+        ("POST", path.to_string(), "created")
+    };
+    let v: Value = c.send_text(method, &url, &text)?;
+    print_written(g.output(), kind, verb, v)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn rm(a: RmArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn rm(a: RmArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     let (path, kind) = match a.kind {
-        RmKind::Config => ("config", "autoupdate_config"),
-        RmKind::Version => ("version", "autoupdate_version"),
+        WritableKind::Config => ("config", "autoupdate_config"),
+        WritableKind::Version => ("version", "autoupdate_version"),
     };
     let v: Deleted = c.delete(&format!("/v1/resources/{path}"))?;
-    if !structured(a.conn.output, &v)? {
+    if !structured(g.output(), &v)? {
         println!("{kind} deleted");
     }
     Ok(ExitCode::SUCCESS)
@@ -408,16 +535,21 @@ fn suspended_warning(mode: Mode, what: &str) -> String {
     )
 }
 
-fn agents(a: AgentsArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
-    let out = a.conn.output;
+fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
+    let out = g.output();
     match a.cmd {
-        AgentsCommand::Status => {
+        AgentsCommand::Status { watch: false, .. } => {
             let s: StatusResponse = c.get("/v1/agents/status")?;
             if !structured(out, &s)? {
                 print!("{}", render::status(&s));
             }
         }
+        AgentsCommand::Status {
+            watch: true,
+            interval,
+            count,
+        } => watch_status(&c, out, interval, count)?,
         AgentsCommand::Report => {
             let r: ReportResponse = c.get("/v1/agents/report")?;
             if !structured(out, &r)? {
@@ -528,11 +660,11 @@ fn transition(
     )
 }
 
-fn inventory(a: InventoryArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     let InventoryCommand::Ls = a.cmd;
     let v: InventoryResponse = c.get("/v1/inventory")?;
-    if structured(a.conn.output, &v)? {
+    if structured(g.output(), &v)? {
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<Vec<String>> = v
@@ -558,7 +690,11 @@ fn inventory(a: InventoryArgs) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    println!("{} agents connected to replica {}", rows.len(), v.replica);
+    println!(
+        "{} connected to replica {}",
+        plural(rows.len() as u64, "agent"),
+        v.replica
+    );
     print!(
         "{}",
         render::table(
@@ -578,8 +714,8 @@ fn inventory(a: InventoryArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn tokens(a: TokensArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     match a.cmd {
         TokensCommand::Create { role, description } => {
             let role = match role {
@@ -593,7 +729,7 @@ fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
                 description,
             };
             let v: NewTokenResponse = c.post("/v1/tokens", &body)?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 // The token alone on stdout, so `TOKEN=$(ternctl tokens create …)` works.
                 println!("{}", v.token);
                 eprintln!(
@@ -604,7 +740,7 @@ fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
         }
         TokensCommand::Ls => {
             let v: Vec<TokenView> = c.get("/v1/tokens")?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 let rows: Vec<Vec<String>> = v
                     .iter()
                     .map(|t| {
@@ -624,7 +760,7 @@ fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
         }
         TokensCommand::Rm { id } => {
             let v: Deleted = c.delete(&format!("/v1/tokens/{}", encode(&id)))?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 println!("token {id} revoked");
             }
         }
@@ -632,8 +768,8 @@ fn tokens(a: TokensArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn channels(a: ChannelsArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     match a.cmd {
         ChannelsCommand::Set {
             name,
@@ -644,7 +780,7 @@ fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
                 &format!("/v1/channels/{}", encode(&name)),
                 &ChannelBody { version, critical },
             )?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 println!(
                     "channel {name} set to {}{}",
                     v.version,
@@ -654,7 +790,7 @@ fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
         }
         ChannelsCommand::Ls => {
             let v: Vec<Channel> = c.get("/v1/channels")?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 let rows: Vec<Vec<String>> = v
                     .iter()
                     .map(|ch| {
@@ -673,7 +809,7 @@ fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
         }
         ChannelsCommand::Rm { name } => {
             let v: Deleted = c.delete(&format!("/v1/channels/{}", encode(&name)))?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 println!("channel {name} deleted");
             }
         }
@@ -681,8 +817,8 @@ fn channels(a: ChannelsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn dev(a: DevArgs) -> anyhow::Result<ExitCode> {
-    let c = a.conn.client()?;
+fn dev(a: DevArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
     match a.cmd {
         DevCommand::Clock { cmd } => {
             let v: ClockResponse = match cmd {
@@ -702,13 +838,13 @@ fn dev(a: DevArgs) -> anyhow::Result<ExitCode> {
                     },
                 )?,
             };
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 println!("{}", v.now);
             }
         }
         DevCommand::Reconcile => {
             let v: DevReconcileResponse = c.post("/v1/dev/reconcile", &json!({}))?;
-            if !structured(a.conn.output, &v)? {
+            if !structured(g.output(), &v)? {
                 let r = &v.result;
                 for e in &r.events {
                     eprintln!("{}", e.message);

@@ -6,8 +6,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod api;
+mod global;
 mod plan;
 mod replay;
+mod text;
 
 #[derive(Parser)]
 #[command(
@@ -18,6 +20,8 @@ mod replay;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    global: global::Global,
 }
 
 #[derive(Subcommand)]
@@ -56,8 +60,8 @@ fn main() -> ExitCode {
     exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Plan(cmd) => plan::run(cmd),
-        Command::Api(cmd) => api::run(cmd),
+        Command::Plan(cmd) => plan::run(cmd, cli.global.output),
+        Command::Api(cmd) => api::run(cmd, &cli.global),
     };
     match result {
         Ok(code) => code,
@@ -65,5 +69,43 @@ fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every argument of `cmd` and its subcommands without a help text, as
+    /// `path: --name`; clap's own help and version flags aside.
+    fn missing_help(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            if arg.get_help().is_none() {
+                out.push(format!("{path}: {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            missing_help(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_and_argument_has_a_help_text() {
+        let mut cmd = Cli::command();
+        // Global options reach the subcommands when the tree is built.
+        cmd.build();
+        let mut missing = Vec::new();
+        missing_help(&cmd, "ternctl", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
     }
 }

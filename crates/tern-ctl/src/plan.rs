@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -20,6 +20,8 @@ use tern_core::resource::{
 };
 use tern_core::transition::{self, Transition, TransitionKind};
 use tern_core::wire::FindResponse;
+
+use crate::global::Output;
 
 #[derive(Subcommand)]
 pub enum PlanCommand {
@@ -40,19 +42,12 @@ pub struct ReplayArgs {
     scenario: PathBuf,
 }
 
-#[derive(Clone, Copy, Debug, Default, ValueEnum)]
-pub enum Output {
-    #[default]
-    Yaml,
-    Json,
-}
-
-impl From<Output> for Format {
-    fn from(o: Output) -> Self {
-        match o {
-            Output::Yaml => Format::Yaml,
-            Output::Json => Format::Json,
-        }
+/// The format of a printed resource: YAML unless JSON is asked for (`-o text` is YAML,
+/// a resource's text form).
+fn resource_format(output: Option<Output>) -> Format {
+    match output {
+        Some(Output::Json) => Format::Json,
+        Some(Output::Text | Output::Yaml) | None => Format::Yaml,
     }
 }
 
@@ -70,8 +65,9 @@ pub struct RolloutArgs {
     /// A YAML list of autoupdate_agent_report resources.
     #[arg(long, value_name = "FILE")]
     reports: Option<PathBuf>,
-    /// A YAML list of connected agents {updater_id, host_id, hostname, group, version},
-    /// used to pick and check canaries.
+    /// The connected agents, to pick and check canaries: what `ternctl inventory ls -o
+    /// json|yaml` prints, or a YAML/JSON list of {updater_id, host_id, hostname, group,
+    /// version}.
     #[arg(long, value_name = "FILE")]
     agents: Option<PathBuf>,
     /// The instant of the reconcile (RFC 3339, e.g. 2026-11-23T12:05:00Z).
@@ -86,12 +82,11 @@ pub struct RolloutArgs {
     /// Print what changed (transitions, canaries picked, alerts) on stderr.
     #[arg(long)]
     events: bool,
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Yaml)]
-    output: Output,
 }
 
 #[derive(Args)]
 pub struct FindArgs {
+    /// The autoupdate_agent_rollout to answer from (e.g. `plan rollout`'s output).
     #[arg(long, value_name = "FILE")]
     rollout: PathBuf,
     /// The group the host presents (empty or unknown: the catch-all last group).
@@ -100,18 +95,11 @@ pub struct FindArgs {
     /// The host's updater id (decides canaries and backpressure).
     #[arg(long, default_value = "")]
     updater_id: String,
-    #[arg(short = 'o', long, value_enum, default_value_t = FindOutput::Json)]
-    output: FindOutput,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum FindOutput {
-    Json,
-    Yaml,
 }
 
 #[derive(Args)]
 pub struct TransitionArgs {
+    /// The manual transition to apply.
     #[arg(value_name = "ACTION", value_parser = kind_parser())]
     kind: TransitionKind,
     /// Groups to act on. mark-done without groups: the groups in canary or active;
@@ -120,12 +108,12 @@ pub struct TransitionArgs {
     /// start-update: skip the canaries and go straight to active.
     #[arg(long)]
     force: bool,
+    /// The autoupdate_agent_rollout to change.
     #[arg(long, value_name = "FILE")]
     rollout: PathBuf,
+    /// The instant of the transition (RFC 3339, e.g. 2026-11-23T12:06:00Z).
     #[arg(long, value_name = "RFC3339", value_parser = parse_now)]
     now: Timestamp,
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Yaml)]
-    output: Output,
 }
 
 /// Transition kinds as clap should offer them: the names listed in the help, and an
@@ -144,11 +132,12 @@ fn parse_duration(s: &str) -> Result<GoDuration, String> {
     GoDuration::parse(s).map_err(|e| e.to_string())
 }
 
-pub fn run(cmd: PlanCommand) -> anyhow::Result<ExitCode> {
+/// Runs a planner command; `output` is the global `-o`.
+pub fn run(cmd: PlanCommand, output: Option<Output>) -> anyhow::Result<ExitCode> {
     match cmd {
-        PlanCommand::Rollout(args) => plan_rollout(args),
-        PlanCommand::Find(args) => plan_find(args),
-        PlanCommand::Transition(args) => plan_transition(args),
+        PlanCommand::Rollout(args) => plan_rollout(args, resource_format(output)),
+        PlanCommand::Find(args) => plan_find(args, output),
+        PlanCommand::Transition(args) => plan_transition(args, resource_format(output)),
         PlanCommand::Replay(args) => {
             let mut out = String::new();
             let failures = crate::replay::replay(&args.scenario, &mut out)?;
@@ -183,7 +172,33 @@ fn load_list<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow:
         .map_err(|e| anyhow::anyhow!("{}: invalid {what}: {e}", path.display()))
 }
 
-fn plan_rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
+/// `ternctl inventory ls -o json|yaml`: the agents of one replica, and more.
+#[derive(serde::Deserialize)]
+struct Inventory {
+    agents: Vec<ConnectedAgent>,
+}
+
+/// The `--agents` file: an inventory as ternctl prints it (a document with `agents:`
+/// and no `updater_id:` of its own), or a list of agents.
+fn load_agents(path: &Path) -> anyhow::Result<Vec<ConnectedAgent>> {
+    let text = read(path, "agents")?;
+    let invalid = |e| anyhow::anyhow!("{}: invalid agents: {e}", path.display());
+    let doc: Option<serde_yaml_ng::Value> = serde_yaml_ng::from_str(&text).ok();
+    let is_inventory = doc.as_ref().is_some_and(|d| {
+        d.get("agents")
+            .is_some_and(serde_yaml_ng::Value::is_sequence)
+            && d.get("updater_id").is_none()
+    });
+    if is_inventory {
+        codec::from_text::<Inventory>(&text)
+            .map(|inv| inv.agents)
+            .map_err(invalid)
+    } else {
+        codec::list_from_text(&text).map_err(invalid)
+    }
+}
+
+fn plan_rollout(args: RolloutArgs, format: Format) -> anyhow::Result<ExitCode> {
     let config = args
         .config
         .as_deref()
@@ -218,7 +233,7 @@ fn plan_rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let agents: Vec<ConnectedAgent> = match &args.agents {
-        Some(p) => load_list(p, "agents")?,
+        Some(p) => load_agents(p)?,
         None => Vec::new(),
     };
     let input = ReconcileInput {
@@ -246,13 +261,13 @@ fn plan_rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
                     eprintln!("event: {e}");
                 }
             }
-            print!("{}", codec::to_text(&*rollout, args.output.into())?);
+            print!("{}", codec::to_text(&*rollout, format)?);
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-fn plan_find(args: FindArgs) -> anyhow::Result<ExitCode> {
+fn plan_find(args: FindArgs, output: Option<Output>) -> anyhow::Result<ExitCode> {
     let rollout = load(
         &args.rollout,
         "autoupdate_agent_rollout",
@@ -265,15 +280,16 @@ fn plan_find(args: FindArgs) -> anyhow::Result<ExitCode> {
         server_version: env!("CARGO_PKG_VERSION").to_string(),
         auto_update: decision.settings(),
     };
-    let format = match args.output {
-        FindOutput::Json => Format::Json,
-        FindOutput::Yaml => Format::Yaml,
+    // A find answer is JSON on the wire: JSON unless YAML is asked for.
+    let format = match output {
+        Some(Output::Yaml) => Format::Yaml,
+        Some(Output::Text | Output::Json) | None => Format::Json,
     };
     print!("{}", codec::to_text(&response, format)?);
     Ok(ExitCode::SUCCESS)
 }
 
-fn plan_transition(args: TransitionArgs) -> anyhow::Result<ExitCode> {
+fn plan_transition(args: TransitionArgs, format: Format) -> anyhow::Result<ExitCode> {
     let rollout = load(
         &args.rollout,
         "autoupdate_agent_rollout",
@@ -285,6 +301,6 @@ fn plan_transition(args: TransitionArgs) -> anyhow::Result<ExitCode> {
     let t = Transition::new(args.kind, args.groups, args.force);
     let (next, _) = transition::apply(&rollout, &t, args.now)
         .map_err(|e| anyhow::anyhow!("{}: {e}", t.name()))?;
-    print!("{}", codec::to_text(&next, args.output.into())?);
+    print!("{}", codec::to_text(&next, format)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -29,6 +29,8 @@ use tern_core::validate::ResourceError;
 use tern_core::version::normalize;
 use tern_core::wire::{Heartbeat, UpdaterStatus};
 
+use crate::text::plural;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Scenario {
@@ -420,7 +422,7 @@ fn print_description(out: &mut String, description: &str, hosts: usize) {
             let _ = writeln!(out, "# {line}");
         }
     }
-    let _ = writeln!(out, "# {hosts} hosts");
+    let _ = writeln!(out, "# {}", plural(hosts as u64, "host"));
 }
 
 fn print_step_title(out: &mut String, n: usize, step: &Step) {
@@ -443,7 +445,7 @@ fn print_verdict(out: &mut String, failures: usize) {
         if failures == 0 {
             "every expectation held".to_string()
         } else {
-            format!("{failures} expectation(s) failed")
+            format!("{} failed", plural(failures as u64, "expectation"))
         }
     );
 }

@@ -2,7 +2,8 @@
 //! missing): the seeds' `agents …` sessions, resources, tokens, channels, errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -40,11 +41,16 @@ impl Drop for Server {
 }
 
 fn start(dir: &Path) -> Server {
+    start_with(dir, &["--insecure-http"])
+}
+
+/// ternd with `serving` (`--insecure-http`, or `--tls-cert … --tls-key …`).
+fn start_with(dir: &Path, serving: &[&str]) -> Server {
     let log = std::fs::File::create(dir.with_extension("log")).unwrap();
     let mut child = Command::new(ternd())
+        .arg("start")
+        .args(serving)
         .args([
-            "start",
-            "--insecure-http",
             "--listen",
             "127.0.0.1:0",
             "--dev-clock",
@@ -247,7 +253,7 @@ fn agents_session_reads_like_the_seeds() {
 
     // The report: versions × groups, with the group-less host.
     let out = ok(&s, &["agents", "report"]);
-    assert!(out.contains("by 1 replica(s)"), "{out}");
+    assert!(out.contains("by 1 replica:"), "{out}");
     let row = out.lines().find(|l| l.starts_with("1.0.0")).unwrap();
     assert_eq!(
         row.split_whitespace().collect::<Vec<_>>(),
@@ -340,4 +346,555 @@ fn roles_bad_files_and_channels() {
         ok(&s, &["rm", "config"]).trim(),
         "autoupdate_config deleted"
     );
+}
+
+/// ternctl with no TERN_* variable but those given.
+fn bare(args: &[&str], env: &[(&str, &str)]) -> Out {
+    let mut cmd = Command::new(ternctl());
+    cmd.args(args);
+    for var in [
+        "TERN_SERVER",
+        "TERN_TOKEN_FILE",
+        "TERN_TOKEN",
+        "TERN_CA_CERT",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    Out {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn connection_flags_go_before_or_after_the_subcommand() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let (url, token) = (s.url.as_str(), s.token_file.to_str().unwrap());
+    let status_ok = |o: &Out| {
+        assert!(o.ok, "{}{}", o.stdout, o.stderr);
+        assert!(o.stdout.contains("No rollout."), "{}", o.stdout);
+    };
+    // kubectl's habit: the connection before the subcommand.
+    status_ok(&bare(
+        &["--server", url, "--token-file", token, "agents", "status"],
+        &[],
+    ));
+    // Between the command and its subcommand, and after it.
+    status_ok(&bare(
+        &["agents", "--server", url, "status", "--token-file", token],
+        &[],
+    ));
+    status_ok(&bare(
+        &["agents", "status", "--server", url, "--token-file", token],
+        &[],
+    ));
+    // The output format too, anywhere.
+    for args in [
+        ["-o", "json", "agents", "status"],
+        ["agents", "-o", "json", "status"],
+        ["agents", "status", "-o", "json"],
+    ] {
+        let o = bare(&args, &[("TERN_SERVER", url), ("TERN_TOKEN_FILE", token)]);
+        assert!(o.ok, "{args:?}: {}", o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        assert_eq!(v["mode"], "enabled", "{args:?}: {v}");
+    }
+    // The environment still works, and a flag wins over it wherever it stands.
+    status_ok(&bare(
+        &["agents", "status"],
+        &[("TERN_SERVER", url), ("TERN_TOKEN_FILE", token)],
+    ));
+    let env = [
+        ("TERN_SERVER", "http://127.0.0.1:1"),
+        ("TERN_TOKEN_FILE", token),
+    ];
+    status_ok(&bare(&["--server", url, "agents", "status"], &env));
+    status_ok(&bare(&["agents", "status", "--server", url], &env));
+    let token_value = std::fs::read_to_string(&s.token_file).unwrap();
+    status_ok(&bare(
+        &["agents", "status"],
+        &[("TERN_SERVER", url), ("TERN_TOKEN", token_value.trim())],
+    ));
+    // The planner takes the global -o too.
+    let o = bare(
+        &["-o", "json", "plan", "find", "--rollout", "/nonexistent"],
+        &[],
+    );
+    assert!(!o.ok && o.stderr.contains("/nonexistent"), "{}", o.stderr);
+}
+
+#[test]
+fn counts_and_articles_read_as_english() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let agent = ok(&s, &["tokens", "create", "--role", "agent"]);
+    heartbeat(&s, agent.trim(), "d1", "dev", "1.0.0");
+
+    let out = ok(&s, &["inventory", "ls"]);
+    assert!(out.starts_with("1 agent connected to replica"), "{out}");
+    // Heard at this very instant: not settled, so omitted from the report.
+    ok(&s, &["dev", "reconcile"]);
+    let out = ok(&s, &["agents", "report"]);
+    assert!(out.contains("by 1 replica:"), "{out}");
+    assert!(
+        out.contains("  1 agent: connected for less than one report period"),
+        "{out}"
+    );
+
+    // ternd's refusal names the role with the right article.
+    let af = tmp.path().join("agent.token");
+    std::fs::write(&af, agent.trim()).unwrap();
+    let o = ctl_with(&s, &af, &["agents", "status"]);
+    assert!(!o.ok);
+    assert!(
+        o.stderr.contains("an agent token may not do this"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// A web server that is not ternd: every request gets `status` and an HTML page.
+fn not_ternd(status: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let body = "<html><body>It works!</body></html>";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn connection_errors_say_what_to_try() {
+    let tmp = tempfile::tempdir().unwrap();
+    let token = tmp.path().join("some.token");
+    std::fs::write(&token, "tern_not_a_real_token").unwrap();
+    let token = token.to_str().unwrap();
+    let fails = |server: &str, token: &str, extra: &[&str]| -> String {
+        let mut args = vec!["--server", server, "--token-file", token];
+        args.extend_from_slice(extra);
+        args.extend(["agents", "status"]);
+        let o = bare(&args, &[]);
+        assert!(!o.ok, "{args:?} succeeded: {}", o.stdout);
+        o.stderr
+    };
+
+    // Nothing listens there.
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let err = fails(&format!("http://{addr}"), token, &[]);
+    assert!(
+        err.contains(&format!("connection refused by {addr}")) && err.contains("--server"),
+        "{err}"
+    );
+
+    // Something that is not ternd: 404 pages, or pages that are not JSON.
+    for status in ["404 Not Found", "200 OK"] {
+        let web = not_ternd(status);
+        let err = fails(&web, token, &[]);
+        assert!(err.contains(&format!("is {web} a ternd server?")), "{err}");
+    }
+
+    // ternd over TLS with a certificate no public CA signed.
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert_file, key_file) = (tmp.path().join("tls.crt"), tmp.path().join("tls.key"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    let (cert_file, key_file) = (cert_file.to_str().unwrap(), key_file.to_str().unwrap());
+    let tls = start_with(
+        &tmp.path().join("tls"),
+        &["--tls-cert", cert_file, "--tls-key", key_file],
+    );
+    let port = tls.url.rsplit(':').next().unwrap().to_string();
+    let operator = tls.token_file.to_str().unwrap();
+    let err = fails(&format!("http://localhost:{port}"), operator, &[]);
+    assert!(
+        err.contains(&format!(
+            "the server speaks TLS: use https://localhost:{port}"
+        )),
+        "{err}"
+    );
+    let err = fails(&format!("https://localhost:{port}"), operator, &[]);
+    assert!(
+        err.contains("--ca-cert") && err.contains("TERN_CA_CERT"),
+        "{err}"
+    );
+    let o = bare(
+        &[
+            "--server",
+            &format!("https://localhost:{port}"),
+            "agents",
+            "status",
+        ],
+        &[("TERN_TOKEN_FILE", operator), ("TERN_CA_CERT", cert_file)],
+    );
+    assert!(o.ok, "{}", o.stderr);
+
+    // https:// to a ternd serving plain HTTP.
+    let plain = start(&tmp.path().join("plain"));
+    let err = fails(
+        &plain.url.replace("http://", "https://"),
+        plain.token_file.to_str().unwrap(),
+        &[],
+    );
+    assert!(
+        err.contains(&format!("the server speaks plain HTTP: use {}", plain.url)),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_planner_reads_the_live_inventory() {
+    use tern_core::fixtures::{group, halt_on_error_config, version};
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let agent = ok(&s, &["tokens", "create", "--role", "agent"]);
+    let hosts = ["c1", "c2", "c3"];
+    for id in hosts {
+        heartbeat(&s, agent.trim(), id, "dev", "1.0.0");
+    }
+    heartbeat(&s, agent.trim(), "p1", "prod", "1.0.0");
+    let (config, version_file) = (
+        tmp.path().join("config.yaml"),
+        tmp.path().join("version.yaml"),
+    );
+    std::fs::write(
+        &config,
+        halt_on_error_config(
+            "enabled",
+            &[group("dev", 10).canaries(3), group("prod", 14)],
+        ),
+    )
+    .unwrap();
+    std::fs::write(&version_file, version("1.0.0", "1.1.0", "regular")).unwrap();
+
+    // The rollout as created before dev's window (one created inside it waits a day).
+    let out = Command::new(ternctl())
+        .args(["plan", "rollout", "--config"])
+        .arg(&config)
+        .arg("--version")
+        .arg(&version_file)
+        .args(["--now", "2026-11-23T09:00:00Z"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rollout = tmp.path().join("rollout.yaml");
+    std::fs::write(&rollout, &out.stdout).unwrap();
+
+    for format in ["json", "yaml"] {
+        let agents = tmp.path().join(format!("inventory.{format}"));
+        std::fs::write(&agents, ok(&s, &["inventory", "ls", "-o", format])).unwrap();
+        let out = Command::new(ternctl())
+            .args(["plan", "rollout", "--config"])
+            .arg(&config)
+            .arg("--version")
+            .arg(&version_file)
+            .arg("--rollout")
+            .arg(&rollout)
+            .arg("--agents")
+            .arg(&agents)
+            .args(["--now", "2026-11-23T10:05:00Z", "--seed", "1", "-o", "json"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{format}: {stderr}");
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let dev = &plan["status"]["groups"][0];
+        assert_eq!(dev["state"], "canary", "{format}: {plan}");
+        let mut picked: Vec<(String, String)> = dev["canaries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["updater_id"].as_str().unwrap().to_string(),
+                    c["hostname"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        picked.sort();
+        let want: Vec<(String, String)> = hosts
+            .iter()
+            .map(|h| (h.to_string(), format!("{h}.example")))
+            .collect();
+        assert_eq!(
+            picked, want,
+            "{format}: the canaries are the live dev hosts"
+        );
+    }
+}
+
+/// An executable shell script `name` in `dir` with `body`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\nset -e\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn revision(s: &Server) -> String {
+    let y: serde_json::Value = serde_yaml_ng::from_str(&ok(s, &["get", "config"])).unwrap();
+    y["metadata"]["revision"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn apply_creates_or_updates_without_revisions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let file = tmp.path().join("config.yaml");
+    std::fs::write(&file, config()).unwrap();
+    let f = file.to_str().unwrap();
+
+    let out = ok(&s, &["apply", "-f", f]);
+    assert!(
+        out.starts_with("autoupdate_config created (revision"),
+        "{out}"
+    );
+    // Changed, and with no revision in the file: read, then written at the current one.
+    std::fs::write(&file, config().replace("start_hour: 12", "start_hour: 13")).unwrap();
+    let out = ok(&s, &["apply", "-f", f]);
+    assert!(
+        out.starts_with("autoupdate_config updated (revision"),
+        "{out}"
+    );
+    assert!(ok(&s, &["get", "config"]).contains("start_hour: 13"));
+    // A stale revision in the file does not matter to apply.
+    let stale = ok(&s, &["get", "config"]);
+    ok(&s, &["agents", "suspend"]);
+    std::fs::write(&file, stale.replace("mode: enabled", "mode: disabled")).unwrap();
+    let out = ok(&s, &["apply", "-f", f]);
+    assert!(out.starts_with("autoupdate_config updated"), "{out}");
+    assert!(ok(&s, &["get", "config"]).contains("mode: disabled"));
+    // What is there already: nothing written.
+    let before = revision(&s);
+    std::fs::write(&file, ok(&s, &["get", "config"])).unwrap();
+    let out = ok(&s, &["apply", "-f", f]);
+    assert_eq!(
+        out.trim(),
+        format!("autoupdate_config unchanged (revision {before})")
+    );
+    assert_eq!(revision(&s), before);
+    // The version too, from standard input.
+    let mut child = Command::new(ternctl())
+        .args(["apply", "-f", "-"])
+        .env("TERN_SERVER", &s.url)
+        .env("TERN_TOKEN_FILE", &s.token_file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(tern_core::fixtures::version("1.0.0", "1.1.0", "regular").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("autoupdate_version created"));
+    // Written only by ternd.
+    let rollout = tmp.path().join("rollout.yaml");
+    std::fs::write(&rollout, "kind: autoupdate_agent_rollout\n").unwrap();
+    let o = ctl(&s, &["apply", "-f", rollout.to_str().unwrap()]);
+    assert!(
+        !o.ok && o.stderr.contains("written only by ternd"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn edit_applies_the_edited_resource_at_the_revision_it_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let edit = |editor: &Path| {
+        let out = Command::new(ternctl())
+            .args(["edit", "config"])
+            .env("TERN_SERVER", &s.url)
+            .env("TERN_TOKEN_FILE", &s.token_file)
+            .env("EDITOR", editor)
+            .env("TERNCTL", ternctl())
+            .output()
+            .unwrap();
+        Out {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+    let dir = tmp.path();
+    let later = script(
+        dir,
+        "later.sh",
+        "sed -i 's/start_hour: 12/start_hour: 13/' \"$1\"",
+    );
+
+    // Nothing to edit yet.
+    let o = edit(&later);
+    assert!(!o.ok && o.stderr.contains("apply -f"), "{}", o.stderr);
+
+    let cfg = dir.join("config.yaml");
+    std::fs::write(&cfg, config()).unwrap();
+    ok(&s, &["apply", "-f", cfg.to_str().unwrap()]);
+
+    // An edit is applied.
+    let o = edit(&later);
+    assert!(o.ok, "{}", o.stderr);
+    assert!(
+        o.stdout.starts_with("autoupdate_config updated (revision"),
+        "{}",
+        o.stdout
+    );
+    assert!(ok(&s, &["get", "config"]).contains("start_hour: 13"));
+
+    // No change, no write.
+    let before = revision(&s);
+    let o = edit(Path::new("true"));
+    assert!(o.ok, "{}", o.stderr);
+    assert_eq!(o.stdout.trim(), "no changes");
+    assert_eq!(revision(&s), before);
+
+    // A broken edit: the error shown, nothing applied, the edit kept.
+    let broken = script(dir, "broken.sh", "echo 'spec: [unclosed' >> \"$1\"");
+    let o = edit(&broken);
+    assert!(!o.ok);
+    assert!(o.stderr.contains("not valid YAML"), "{}", o.stderr);
+    assert!(o.stderr.contains("your edit is kept in"), "{}", o.stderr);
+    assert_eq!(revision(&s), before);
+
+    // Someone else writes while the editor is open: refused, their change stands.
+    let racing = script(
+        dir,
+        "racing.sh",
+        "\"$TERNCTL\" agents suspend >/dev/null\nsed -i 's/start_hour: 13/start_hour: 15/' \"$1\"",
+    );
+    let o = edit(&racing);
+    assert!(!o.ok);
+    assert!(
+        o.stderr
+            .contains("the autoupdate_config changed since it was read"),
+        "{}",
+        o.stderr
+    );
+    let now = ok(&s, &["get", "config"]);
+    assert!(
+        now.contains("mode: suspended") && now.contains("start_hour: 13"),
+        "{now}"
+    );
+
+    // $VISUAL when there is no $EDITOR.
+    let visual = script(
+        dir,
+        "visual.sh",
+        "sed -i 's/start_hour: 13/start_hour: 14/' \"$1\"",
+    );
+    let out = Command::new(ternctl())
+        .args(["edit", "config"])
+        .env("TERN_SERVER", &s.url)
+        .env("TERN_TOKEN_FILE", &s.token_file)
+        .env_remove("EDITOR")
+        .env("VISUAL", &visual)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(ok(&s, &["get", "config"]).contains("start_hour: 14"));
+    // An editor that fails: nothing applied.
+    let o = edit(Path::new("false"));
+    assert!(
+        !o.ok && o.stderr.contains("nothing applied"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn status_watch_prints_snapshots_until_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+
+    // Until interrupted: read two snapshots, then stop it as Ctrl-C would.
+    let mut child = Command::new(ternctl())
+        .args(["agents", "status", "--watch", "--interval", "1s"])
+        .env("TERN_SERVER", &s.url)
+        .env("TERN_TOKEN_FILE", &s.token_file)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut headers = 0;
+    for line in lines {
+        let line = line.unwrap();
+        if line.starts_with("Every 1s: ternctl agents status") {
+            headers += 1;
+            if headers == 3 {
+                break;
+            }
+        }
+        seen.push(line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = seen.join("\n");
+    assert_eq!(text.matches("No rollout.").count(), 2, "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "no terminal codes in a pipe: {text:?}"
+    );
+    // Snapshots are separated by a blank line before each header.
+    assert!(
+        text.contains("\n\nEvery 1s: ternctl agents status"),
+        "{text}"
+    );
+
+    // A bounded watch as JSON: a stream of documents.
+    let out = ok(
+        &s,
+        &[
+            "agents",
+            "status",
+            "-o",
+            "json",
+            "--watch",
+            "--interval",
+            "1s",
+            "--count",
+            "2",
+        ],
+    );
+    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&out)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(docs.len(), 2, "{out}");
+    assert!(docs.iter().all(|d| d["mode"] == "enabled"), "{out}");
+    // The options of --watch need it.
+    let o = ctl(&s, &["agents", "status", "--count", "2"]);
+    assert!(!o.ok && o.stderr.contains("--watch"), "{}", o.stderr);
 }

@@ -84,7 +84,7 @@ fn a_failed_expectation_fails_the_replay() {
         text.contains("EXPECTATION FAILED: group dev is active, expected done"),
         "{text}"
     );
-    assert!(text.ends_with("1 expectation(s) failed\n"), "{text}");
+    assert!(text.ends_with("1 expectation failed\n"), "{text}");
 }
 
 const EX: &str = "examples/01-halt-on-error";

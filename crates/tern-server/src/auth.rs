@@ -227,8 +227,13 @@ impl Authenticator {
     ) -> ApiResult<Role> {
         let role = self.role(store, headers).await?;
         if !access.allows(role) {
+            // "an agent token", "an operator token", "a user token".
+            let article = match role {
+                Role::Agent | Role::Operator => "an",
+                Role::User | Role::Viewer => "a",
+            };
             return Err(ApiError::forbidden(format!(
-                "a {role} token may not do this: it needs {}",
+                "{article} {role} token may not do this: it needs {}",
                 access.describe()
             )));
         }

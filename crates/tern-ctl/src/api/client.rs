@@ -104,7 +104,7 @@ impl Client {
         &self,
         resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> anyhow::Result<String> {
-        let mut resp = resp.map_err(|e| anyhow!("cannot reach ternd at {}: {e}", self.base))?;
+        let mut resp = resp.map_err(|e| unreachable(&self.base, &e))?;
         let status = resp.status().as_u16();
         let text = resp
             .body_mut()
@@ -122,18 +122,39 @@ impl Client {
                 .and_then(|v| v["error"][k].as_str())
                 .map(str::to_string)
         };
-        Err(ApiFailure {
-            status,
-            code: field("code").unwrap_or_else(|| "error".to_string()),
-            message: field("message").unwrap_or_else(|| {
-                if text.trim().is_empty() {
-                    format!("ternd answered HTTP {status}")
-                } else {
-                    text.trim().to_string()
-                }
-            }),
+        match (field("code"), field("message")) {
+            (Some(code), Some(message)) => Err(ApiFailure {
+                status,
+                code,
+                message,
+            }
+            .into()),
+            // Every ternd error is `{"error": {"code", "message"}}`: this answer came
+            // from something else (another web server, or a proxy in front of ternd).
+            _ => bail!(
+                "{} answered HTTP {status}{}, not as ternd answers: is {} a ternd server?",
+                self.base,
+                snippet(&text),
+                self.base
+            ),
         }
-        .into())
+    }
+
+    /// Reads a successful answer as `T`.
+    fn decode<T: DeserializeOwned>(&self, text: &str) -> anyhow::Result<T> {
+        if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+            bail!(
+                "{} answered{}, not JSON: is {} a ternd server?",
+                self.base,
+                snippet(text),
+                self.base
+            );
+        }
+        serde_json::from_str(text).map_err(|e| {
+            anyhow!(
+                "ternd's answer is not what ternctl expects: {e} (is ternctl as recent as ternd?)"
+            )
+        })
     }
 
     pub fn get_text(&self, path: &str) -> anyhow::Result<String> {
@@ -145,7 +166,7 @@ impl Client {
     }
 
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
-        decode(&self.get_text(path)?)
+        self.decode(&self.get_text(path)?)
     }
 
     pub fn post<T: DeserializeOwned>(
@@ -157,7 +178,7 @@ impl Client {
             .agent
             .post(self.url(path))
             .header("Authorization", self.auth()?);
-        decode(&self.finish(req.send_json(body))?)
+        self.decode(&self.finish(req.send_json(body))?)
     }
 
     pub fn put<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> anyhow::Result<T> {
@@ -165,7 +186,7 @@ impl Client {
             .agent
             .put(self.url(path))
             .header("Authorization", self.auth()?);
-        decode(&self.finish(req.send_json(body))?)
+        self.decode(&self.finish(req.send_json(body))?)
     }
 
     /// Sends a resource as YAML/JSON text.
@@ -190,7 +211,7 @@ impl Client {
                 .header("Content-Type", "application/yaml")
                 .send(text),
         };
-        decode(&self.finish(resp)?)
+        self.decode(&self.finish(resp)?)
     }
 
     pub fn delete<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
@@ -198,13 +219,110 @@ impl Client {
             .agent
             .delete(self.url(path))
             .header("Authorization", self.auth()?);
-        decode(&self.finish(req.call())?)
+        self.decode(&self.finish(req.call())?)
     }
 }
 
-fn decode<T: DeserializeOwned>(text: &str) -> anyhow::Result<T> {
-    serde_json::from_str(text)
-        .map_err(|e| anyhow!("ternd's answer is not what ternctl expects: {e}"))
+/// The start of a body for an error message: ` "<html>…"`, or nothing when empty.
+fn snippet(text: &str) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.is_empty() {
+        return String::new();
+    }
+    let mut cut: String = one_line.chars().take(80).collect();
+    if cut.len() < one_line.len() {
+        cut.push('…');
+    }
+    format!(" {cut:?}")
+}
+
+/// `host:port` of a `http(s)://host[:port]…` URL, with the scheme's default port.
+fn authority(base: &str) -> String {
+    let (rest, port) = match base.strip_prefix("https://") {
+        Some(rest) => (rest, 443),
+        None => (base.strip_prefix("http://").unwrap_or(base), 80),
+    };
+    let host_port = rest.split('/').next().unwrap_or(rest);
+    // A port follows the last ':' unless that ':' is inside an IPv6 literal.
+    let has_port = host_port
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if has_port {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:{port}")
+    }
+}
+
+/// What a server at `addr` speaks, asked with a plain HTTP request: TLS servers answer
+/// with a TLS alert record (content type 0x15 or 0x16, version 3.x), HTTP servers with
+/// `HTTP/`. `None` when it cannot be told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Speaks {
+    Tls,
+    Http,
+}
+
+fn probe(addr: &str) -> Option<Speaks> {
+    use std::io::{Read as _, Write as _};
+    use std::net::{TcpStream, ToSocketAddrs};
+
+    let timeout = Duration::from_secs(3);
+    let sock = addr.to_socket_addrs().ok()?.next()?;
+    let mut conn = TcpStream::connect_timeout(&sock, timeout).ok()?;
+    conn.set_read_timeout(Some(timeout)).ok()?;
+    conn.set_write_timeout(Some(timeout)).ok()?;
+    conn.write_all(b"GET / HTTP/1.0\r\n\r\n").ok()?;
+    let mut head = [0u8; 5];
+    conn.read_exact(&mut head).ok()?;
+    if matches!(head[0], 0x15 | 0x16) && head[1] == 0x03 {
+        Some(Speaks::Tls)
+    } else if head.starts_with(b"HTTP/") {
+        Some(Speaks::Http)
+    } else {
+        None
+    }
+}
+
+/// Why ternd at `base` could not be reached, with what to try.
+fn unreachable(base: &str, err: &ureq::Error) -> anyhow::Error {
+    let addr = authority(base);
+    let https = base.starts_with("https://");
+    let text = err.to_string();
+    let hint = match err {
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => format!(
+            "connection refused by {addr}: is ternd running and listening there? Check --server (or TERN_SERVER)"
+        ),
+        ureq::Error::HostNotFound => {
+            format!("cannot resolve the host of {addr}: check --server (or TERN_SERVER)")
+        }
+        _ if text.contains("failed to lookup address") => {
+            format!("cannot resolve the host of {addr}: check --server (or TERN_SERVER)")
+        }
+        ureq::Error::Timeout(_) => format!(
+            "no answer from {addr} in time: check --server (or TERN_SERVER) and that no firewall drops the traffic"
+        ),
+        // ureq reports rustls' certificate errors as I/O errors; their text is all
+        // there is to tell them apart without depending on rustls itself.
+        _ if text.contains("not valid for name") => format!(
+            "{text}: ternd's TLS certificate does not name the host in --server; use a name the certificate holds"
+        ),
+        _ if text.contains("invalid peer certificate") || text.contains("UnknownIssuer") => {
+            format!(
+                "{text}: ternd's TLS certificate is not trusted; if a private CA signed it, give that CA with --ca-cert FILE (or TERN_CA_CERT=FILE)"
+            )
+        }
+        _ => match (https, probe(&addr)) {
+            (false, Some(Speaks::Tls)) => {
+                format!("{text}: the server speaks TLS: use https://{addr}")
+            }
+            (true, Some(Speaks::Http)) => format!(
+                "{text}: the server speaks plain HTTP: use http://{addr} (ternd runs with --insecure-http)"
+            ),
+            _ => text,
+        },
+    };
+    anyhow!("cannot reach ternd at {base}: {hint}")
 }
 
 /// Percent-encodes a path segment or query value.
@@ -218,4 +336,18 @@ pub fn encode(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authority_adds_the_default_port() {
+        assert_eq!(authority("https://tern.example"), "tern.example:443");
+        assert_eq!(authority("http://tern.example/x"), "tern.example:80");
+        assert_eq!(authority("https://tern.example:3025"), "tern.example:3025");
+        assert_eq!(authority("https://[::1]:3025"), "[::1]:3025");
+        assert_eq!(authority("https://[::1]"), "[::1]:443");
+    }
 }

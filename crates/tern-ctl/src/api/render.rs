@@ -8,6 +8,8 @@ use jiff::tz::TimeZone;
 use tern_core::api::{GroupStatus, ReportResponse, StatusResponse};
 use tern_core::resource::{GroupState, Schedule};
 
+use crate::text::plural;
+
 /// Columns separated by three spaces, each as wide as its widest cell.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -139,7 +141,7 @@ pub fn status(s: &StatusResponse) -> String {
     if !s.omitted.is_empty() {
         let _ = writeln!(out, "\nNot counted:");
         for o in &s.omitted {
-            let _ = writeln!(out, "  {} agents: {}", o.count, o.reason);
+            let _ = writeln!(out, "  {}: {}", plural(o.count, "agent"), o.reason);
         }
     }
     out
@@ -238,9 +240,9 @@ pub fn report(r: &ReportResponse) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Agents reported at {} UTC by {} replica(s){}",
+        "Agents reported at {} UTC by {}{}",
         time(r.now),
-        r.replicas.len(),
+        plural(r.replicas.len() as u64, "replica"),
         if r.replicas.is_empty() {
             String::new()
         } else {
@@ -283,7 +285,7 @@ pub fn report(r: &ReportResponse) -> String {
     if !r.omitted.is_empty() {
         let _ = writeln!(out, "\nOmitted from the report:");
         for o in &r.omitted {
-            let _ = writeln!(out, "  {} agents: {}", o.count, o.reason);
+            let _ = writeln!(out, "  {}: {}", plural(o.count, "agent"), o.reason);
         }
     }
     out
