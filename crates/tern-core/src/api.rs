@@ -101,6 +101,9 @@ pub struct NewRolloutResponse {
     pub target_version: String,
     /// False when the autoupdate_version already asked for exactly this.
     pub changed: bool,
+    /// Why the start version is not the last target (it failed), or why nothing
+    /// changed.
+    pub note: Option<String>,
     pub version: AutoUpdateVersion,
 }
 

@@ -12,13 +12,13 @@ use rand_core::RngCore;
 use crate::aggregate::{self, Aggregate, GroupCounts};
 use crate::backpressure::{self, ProgressInput};
 use crate::canary;
-use crate::duration::{GoDuration, Percent};
+use crate::duration::GoDuration;
 use crate::reason;
 use crate::resource::*;
-use crate::rollout::{Event, Groups, desired_spec, group_window, rollout_state};
+use crate::rollout::{
+    DEFAULT_MAX_IN_FLIGHT, Event, Groups, desired_spec, group_window, rollout_state,
+};
 
-/// `max_in_flight` when a group does not set one: the 90% rule.
-pub const DEFAULT_MAX_IN_FLIGHT: Percent = Percent::from_percent(10);
 /// A group stuck in canary or active this long raises an alert event.
 pub const DEFAULT_ALERT_AFTER: GoDuration = GoDuration::from_hours(4);
 /// With no report at all, a started group is taken as done after this long.

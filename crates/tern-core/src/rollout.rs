@@ -8,7 +8,7 @@ use std::fmt;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::duration::GoDuration;
+use crate::duration::{GoDuration, Percent};
 use crate::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, GroupState,
     Mode, RolloutGroup, RolloutSpec, RolloutState, Strategy,
@@ -17,6 +17,9 @@ use crate::window::Window;
 
 /// halt-on-error windows last one hour.
 pub const HALT_ON_ERROR_WINDOW: SignedDuration = SignedDuration::from_hours(1);
+/// `max_in_flight` when a group sets none: the share of its agents that may be
+/// missing or failed before it counts as done or failed.
+pub const DEFAULT_MAX_IN_FLIGHT: Percent = Percent::from_percent(10);
 /// How often each replica writes its report.
 pub const DEFAULT_REPORT_PERIOD: SignedDuration = SignedDuration::from_secs(60);
 
@@ -124,6 +127,31 @@ pub fn desired_spec(
         autoupdate_mode: mode_in_force(Some(config), Some(version)),
         strategy: config.strategy(),
         maintenance_window_duration: config.maintenance_window_duration(),
+    })
+}
+
+/// Why `rollout`'s target counts as failed, or `None`: a group was rolled back, a
+/// canary failed, or a group's failed agents exceed its `max_in_flight` share of the
+/// agents it started with.
+pub fn target_failed(rollout: &AutoUpdateAgentRollout) -> Option<String> {
+    rollout.status.groups.iter().find_map(|g| {
+        let budget = g
+            .config_max_in_flight
+            .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
+            .fraction()
+            * g.initial_count as f64;
+        if g.state == GroupState::Rolledback {
+            Some(format!("group {} was rolled back", g.name))
+        } else if g.canaries.iter().any(|c| c.failed) {
+            Some(format!("a canary of group {} failed", g.name))
+        } else if g.failed_count > 0 && g.failed_count as f64 > budget {
+            Some(format!(
+                "{} agents of group {} failed, more than its max_in_flight allows",
+                g.failed_count, g.name
+            ))
+        } else {
+            None
+        }
     })
 }
 

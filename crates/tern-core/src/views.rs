@@ -17,7 +17,9 @@ use crate::resource::{
     AgentsVersion, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig,
     AutoUpdateVersion, Mode, Schedule,
 };
-use crate::rollout::{Groups, config_mode, group_window, is_live, mode_in_force, version_mode};
+use crate::rollout::{
+    self, Groups, config_mode, group_window, is_live, mode_in_force, version_mode,
+};
 use crate::version::Version;
 
 /// The mode in force, each resource's own, and why updates do not move when they
@@ -216,21 +218,59 @@ pub fn inventory_entry(
     }
 }
 
-/// The autoupdate_version that `new-rollout` writes to roll `target` out. The start
-/// version is `start` when given, else what the fleet was last asked to reach (the
-/// current version's target, else the rollout's), else `target` itself. The schedule
-/// and mode of the current version are kept.
+/// What `new-rollout` writes, and what the operator should be told about it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewRollout {
+    pub version: AutoUpdateVersion,
+    /// Why the start version is not the obvious one, or why nothing changes.
+    pub note: Option<String>,
+}
+
+/// The autoupdate_version that `new-rollout` writes to roll `target` out.
+///
+/// Asking again for the target the version already has (and no start) changes
+/// nothing. The start version is `start` when given; else the version the fleet was
+/// last asked to reach (the current version's target, else the rollout's) — unless
+/// the rollout of that version failed ([`rollout::target_failed`]), in which case the
+/// current start, the last good version, is kept: a broken version is never made
+/// what a rollback returns to. The schedule and mode of the current version are kept.
 pub fn new_rollout_version(
     current: Option<&AutoUpdateVersion>,
     rollout: Option<&AutoUpdateAgentRollout>,
     target: Version,
     start: Option<Version>,
-) -> AutoUpdateVersion {
+) -> NewRollout {
     let current_agents = current.and_then(|v| v.spec.agents.as_ref());
-    let start = start
-        .or_else(|| current_agents.map(|a| a.target_version.clone()))
-        .or_else(|| rollout.map(|r| r.spec.target_version.clone()))
-        .unwrap_or_else(|| target.clone());
+    if let (Some(cur), Some(a), None) = (current, current_agents, &start)
+        && a.target_version == target
+    {
+        return NewRollout {
+            version: cur.clone(),
+            note: Some(format!(
+                "{target} is already the target (from {}): nothing changed",
+                a.start_version
+            )),
+        };
+    }
+    let last_target = current_agents
+        .map(|a| a.target_version.clone())
+        .or_else(|| rollout.map(|r| r.spec.target_version.clone()));
+    let last_start = current_agents
+        .map(|a| a.start_version.clone())
+        .or_else(|| rollout.map(|r| r.spec.start_version.clone()));
+    // Only a rollout of the version being replaced says whether that version failed.
+    let failure = rollout
+        .filter(|r| Some(&r.spec.target_version) == last_target.as_ref())
+        .and_then(rollout::target_failed);
+    let (start, note) = match (start, last_target, failure, last_start) {
+        (Some(given), ..) => (given, None),
+        (None, Some(failed), Some(why), Some(good)) => {
+            let note = format!("{failed} failed ({why}): {good} stays the start version");
+            (good, Some(note))
+        }
+        (None, Some(last), ..) => (last, None),
+        (None, None, ..) => (target.clone(), None),
+    };
     let mut next = current
         .cloned()
         .unwrap_or_else(|| AutoUpdateVersion::new(None));
@@ -240,7 +280,10 @@ pub fn new_rollout_version(
         schedule: current_agents.map_or(Schedule::Regular, |a| a.schedule),
         mode: current_agents.and_then(|a| a.mode),
     });
-    next
+    NewRollout {
+        version: next,
+        note,
+    }
 }
 
 #[cfg(test)]
@@ -254,23 +297,121 @@ mod tests {
 
     #[test]
     fn new_rollout_starts_from_the_last_target_unless_told() {
-        let first = new_rollout_version(None, None, v("1.1.0"), None);
+        let first = new_rollout_version(None, None, v("1.1.0"), None).version;
         let a = first.spec.agents.as_ref().unwrap();
         assert_eq!(
             (a.start_version.to_string(), a.target_version.to_string()),
             ("1.1.0".into(), "1.1.0".into())
         );
-        let second = new_rollout_version(Some(&first), None, v("1.2.0"), None);
+        let second = new_rollout_version(Some(&first), None, v("1.2.0"), None).version;
         let a = second.spec.agents.as_ref().unwrap();
         assert_eq!(a.start_version, v("1.1.0"));
         assert_eq!(a.target_version, v("1.2.0"));
-        let told = new_rollout_version(Some(&second), None, v("1.3.0"), Some(v("1.0.0")));
+        let told = new_rollout_version(Some(&second), None, v("1.3.0"), Some(v("1.0.0"))).version;
         assert_eq!(told.spec.agents.as_ref().unwrap().start_version, v("1.0.0"));
+    }
+
+    /// A rollout of `start -> target` with one group `dev` set up by `group`.
+    fn rollout_of(
+        start: &str,
+        target: &str,
+        group: impl FnOnce(&mut crate::resource::RolloutGroup),
+    ) -> AutoUpdateAgentRollout {
+        let mut dev = crate::resource::RolloutGroup {
+            name: "dev".into(),
+            initial_count: 20,
+            ..Default::default()
+        };
+        group(&mut dev);
+        AutoUpdateAgentRollout::new(
+            crate::resource::RolloutSpec {
+                start_version: v(start),
+                target_version: v(target),
+                schedule: Schedule::Regular,
+                autoupdate_mode: Mode::Enabled,
+                strategy: Default::default(),
+                maintenance_window_duration: None,
+            },
+            crate::resource::RolloutStatus {
+                groups: vec![dev],
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn a_failed_target_never_becomes_the_start_version() {
+        use crate::resource::{Canary, GroupState};
+        let current = new_rollout_version(None, None, v("1.2.0"), Some(v("1.1.0"))).version;
+        type SetUp = Box<dyn Fn(&mut crate::resource::RolloutGroup)>;
+        let failures: [(&str, SetUp); 3] = [
+            (
+                "a canary of group dev failed",
+                Box::new(|g| {
+                    g.state = GroupState::Canary;
+                    g.canaries = vec![Canary {
+                        updater_id: "u1".into(),
+                        failed: true,
+                        ..Default::default()
+                    }];
+                }),
+            ),
+            (
+                "group dev was rolled back",
+                Box::new(|g| g.state = GroupState::Rolledback),
+            ),
+            (
+                "3 agents of group dev failed",
+                Box::new(|g| {
+                    g.state = GroupState::Active;
+                    g.failed_count = 3; // above 10% of 20
+                }),
+            ),
+        ];
+        for (why, failure) in failures {
+            let r = rollout_of("1.1.0", "1.2.0", failure);
+            let next = new_rollout_version(Some(&current), Some(&r), v("1.3.0"), None);
+            let a = next.version.spec.agents.as_ref().unwrap();
+            assert_eq!(
+                (a.start_version.to_string(), a.target_version.to_string()),
+                ("1.1.0".into(), "1.3.0".into()),
+                "{why}"
+            );
+            let note = next.note.unwrap();
+            assert!(note.contains(why) && note.contains("1.1.0 stays"), "{note}");
+        }
+        // Within budget (2 of 20 at 10%), or healthy: the last target is the start.
+        for healthy in [
+            rollout_of("1.1.0", "1.2.0", |g| g.failed_count = 2),
+            rollout_of("1.1.0", "1.2.0", |g| g.state = GroupState::Done),
+        ] {
+            let next = new_rollout_version(Some(&current), Some(&healthy), v("1.3.0"), None);
+            assert_eq!(next.version.spec.agents.unwrap().start_version, v("1.2.0"));
+            assert_eq!(next.note, None);
+        }
+        // A rollout of some other version says nothing about 1.2.0.
+        let stale = rollout_of("1.0.0", "1.1.0", |g| g.state = GroupState::Rolledback);
+        let next = new_rollout_version(Some(&current), Some(&stale), v("1.3.0"), None);
+        assert_eq!(next.version.spec.agents.unwrap().start_version, v("1.2.0"));
+    }
+
+    #[test]
+    fn asking_again_for_the_same_target_changes_nothing() {
+        let current = new_rollout_version(None, None, v("1.3.0"), Some(v("1.1.0"))).version;
+        let r = rollout_of("1.1.0", "1.3.0", |g| {
+            g.state = crate::resource::GroupState::Rolledback
+        });
+        let again = new_rollout_version(Some(&current), Some(&r), v("1.3.0"), None);
+        assert_eq!(again.version, current);
+        assert!(again.note.unwrap().contains("nothing changed"));
+        // An explicit start is a real change.
+        let told = new_rollout_version(Some(&current), Some(&r), v("1.3.0"), Some(v("1.0.0")));
+        assert_eq!(told.version.spec.agents.unwrap().start_version, v("1.0.0"));
     }
 
     #[test]
     fn tools_follow_the_agents_target_unless_told() {
-        let agents_only = new_rollout_version(None, None, v("1.2.0"), Some(v("1.1.0")));
+        let agents_only = new_rollout_version(None, None, v("1.2.0"), Some(v("1.1.0"))).version;
         assert_eq!(tools_version(Some(&agents_only)), Some(v("1.2.0")));
         let mut told = agents_only.clone();
         told.spec.tools = Some(crate::resource::ToolsVersion {
@@ -294,7 +435,7 @@ mod tests {
             cfg
         };
         let version_with = |mode| {
-            let mut v = new_rollout_version(None, None, v("1.2.0"), None);
+            let mut v = new_rollout_version(None, None, v("1.2.0"), None).version;
             v.spec.agents.as_mut().unwrap().mode = mode;
             v
         };

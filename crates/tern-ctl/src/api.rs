@@ -610,6 +610,9 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 } else {
                     println!("the rollout from {from} to {to} already exists: nothing changed");
                 }
+                if let Some(note) = v.note.as_deref().filter(|_| v.changed) {
+                    println!("note: {note}");
+                }
             }
         }
     }

@@ -209,6 +209,64 @@ fn canary_group_waits_for_its_canary() {
     assert_eq!(t.find("dev", other), ("2.0.0".into(), true));
 }
 
+/// The tester's run: 1.1.0 -> 1.2.0 halts on a crashing canary; `new-rollout 1.3.0`
+/// must keep 1.1.0 as the start (what a rollback returns to), and saying it twice
+/// must not reset the rollout.
+#[test]
+fn new_rollout_after_a_failed_canary_keeps_the_last_good_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let agent = t.new_token("agent");
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml("1.1.0", "1.2.0", "regular"));
+    for id in ["c1", "c2"] {
+        t.heartbeat(&agent, id, "dev", "1.1.0");
+    }
+    t.reconcile();
+    t.set_clock("2026-11-23T10:05:00Z");
+    for id in ["c1", "c2"] {
+        t.heartbeat(&agent, id, "dev", "1.1.0");
+    }
+    let r = t.reconcile();
+    let canary = r["rollout"]["status"]["groups"][0]["canaries"][0]["updater_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The canary crashes on 1.2.0 and rolls back.
+    t.heartbeat_with(
+        &agent,
+        &canary,
+        "dev",
+        "1.1.0",
+        json!({"rollback": true, "failed_version": "1.2.0"}),
+    );
+    t.advance("1m");
+    let r = t.reconcile();
+    assert_eq!(
+        r["rollout"]["status"]["groups"][0]["last_update_reason"],
+        "canary_failed"
+    );
+
+    let body = json!({"version": "1.3.0"}).to_string();
+    let v = t.op("POST", "/v1/agents/new-rollout", Some(&body));
+    assert_eq!(v["changed"], true);
+    assert_eq!(v["start_version"], "1.1.0", "{v}");
+    assert_eq!(v["target_version"], "1.3.0");
+    assert!(v["note"].as_str().unwrap().contains("1.2.0 failed"), "{v}");
+    t.advance("1m");
+    let r = t.reconcile();
+    let created = r["rollout"]["status"]["start_time"].clone();
+    assert_eq!(r["rollout"]["spec"]["start_version"], "1.1.0");
+
+    // Again: nothing changes, the rollout keeps its start time.
+    let v = t.op("POST", "/v1/agents/new-rollout", Some(&body));
+    assert_eq!(v["changed"], false, "{v}");
+    assert_eq!(v["start_version"], "1.1.0");
+    t.advance("1m");
+    let r = t.reconcile();
+    assert_eq!(r["rollout"]["status"]["start_time"], created);
+}
+
 #[test]
 fn suspend_resume_rollback_start_update_mark_done() {
     let tmp = tempfile::tempdir().unwrap();

@@ -175,11 +175,14 @@ pub(crate) async fn new_rollout(
         .map(|s| body::version("current_version", s))
         .transpose()?;
     let rollout = resources::load::<AutoUpdateAgentRollout>(state.store()).await?;
-    let (stored, changed) = resources::read_modify_write(
+    let (stored, (changed, note)) = resources::read_modify_write(
         state.store(),
         &state.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateVersion>>| {
-            let next = views::new_rollout_version(
+            let views::NewRollout {
+                version: next,
+                note,
+            } = views::new_rollout_version(
                 current.as_ref().map(|s| &s.value),
                 rollout.as_ref().map(|s| &s.value),
                 target.clone(),
@@ -190,9 +193,9 @@ pub(crate) async fn new_rollout(
                     "invalid autoupdate_version: {e}"
                 ))),
                 Ok(()) if current.is_some_and(|c| resources::same(&c.value, &next)) => {
-                    Ok(Decision::Keep(false))
+                    Ok(Decision::Keep((false, note)))
                 }
-                Ok(()) => Ok(Decision::Put(next, true)),
+                Ok(()) => Ok(Decision::Put(next, (true, note))),
             };
             async move { decision }
         },
@@ -207,13 +210,14 @@ pub(crate) async fn new_rollout(
         .clone()
         .ok_or_else(|| ApiError::internal("new-rollout stored no spec.agents"))?;
     if changed {
-        tracing::info!(start = %agents.start_version, target = %agents.target_version, "new rollout requested");
+        tracing::info!(start = %agents.start_version, target = %agents.target_version, note = note.as_deref().unwrap_or(""), "new rollout requested");
         state.after_write().await;
     }
     Ok(Json(NewRolloutResponse {
         start_version: agents.start_version.to_string(),
         target_version: agents.target_version.to_string(),
         changed,
+        note,
         version,
     }))
 }
