@@ -25,6 +25,9 @@ pub const RECONCILER_ERROR: &str = "reconciler_error";
 pub const WAIT_HOURS_NOT_ELAPSED: &str = "wait_hours_not_elapsed";
 /// A canary group with no connected agent at all: nothing to test, so it goes active.
 pub const NO_CANARY_CANDIDATES: &str = "no_canary_candidates";
+/// An operator reset the group: new canaries are picked, or the initial count is
+/// taken again.
+pub const MANUAL_RESET: &str = "manual_reset";
 /// A canary rolled the target back or runs it unhealthy: the group holds in canary
 /// until it runs the target healthy (or an operator acts).
 pub const CANARY_FAILED: &str = "canary_failed";

@@ -511,8 +511,22 @@ impl Ctx<'_> {
     }
 
     fn time_based(&mut self, group: &mut RolloutGroup) {
-        let opened = group_window(self.spec, group).open_since(self.eval_now);
+        let window = group_window(self.spec, group);
+        let opened = window.open_since(self.eval_now);
+        // An operator's start-update opens the group for one window length from then;
+        // their mark-done holds it done until its next window opens.
+        let manual_since = |why: &str| {
+            (group.last_update_reason == why)
+                .then_some(group.last_update_time)
+                .flatten()
+        };
+        let started_by_hand = manual_since(reason::MANUAL_TRIGGER)
+            .and_then(|t| t.checked_add(window.duration).ok())
+            .is_some_and(|until| self.eval_now < until);
+        let done_by_hand_since = manual_since(reason::MANUAL_FORCED_DONE);
         match (group.state, opened) {
+            (GroupState::Done, Some(open)) if done_by_hand_since.is_some_and(|t| t >= open) => {}
+            (GroupState::Active, None) if started_by_hand => self.active(group),
             (GroupState::Unstarted, Some(open)) if open < self.rollout_start => {
                 self.set(
                     group,

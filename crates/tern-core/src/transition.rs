@@ -1,6 +1,11 @@
-//! Manual transitions an operator applies to a halt-on-error rollout: start a group
-//! now, mark groups done, roll groups back. All named groups are checked before any
-//! changes, so a refused transition changes nothing.
+//! Manual transitions an operator applies to a rollout with groups: start a group
+//! now, mark groups done, roll groups back, reset a group (seed 000's
+//! `ResetAgentGroup`). All named groups are checked before any changes, so a refused
+//! transition changes nothing.
+//!
+//! Under time-based, where each group follows its own window: start-update opens the
+//! group now for one window length, mark-done ends its updates until its next window,
+//! and rollback holds it on the start version until someone starts it again.
 
 use std::fmt;
 use std::str::FromStr;
@@ -20,6 +25,9 @@ pub enum Transition {
     MarkDone { groups: Vec<String> },
     /// any → rolledback; no groups named = every started group.
     Rollback { groups: Vec<String> },
+    /// canary: new canaries are picked at the next reconcile; active: its initial
+    /// agent count is taken again from the agents present now. Groups must be named.
+    Reset { groups: Vec<String> },
 }
 
 impl Transition {
@@ -30,6 +38,7 @@ impl Transition {
             TransitionKind::StartUpdate => Self::StartUpdate { groups, force },
             TransitionKind::MarkDone => Self::MarkDone { groups },
             TransitionKind::Rollback => Self::Rollback { groups },
+            TransitionKind::Reset => Self::Reset { groups },
         }
     }
 
@@ -38,6 +47,7 @@ impl Transition {
             Self::StartUpdate { .. } => TransitionKind::StartUpdate,
             Self::MarkDone { .. } => TransitionKind::MarkDone,
             Self::Rollback { .. } => TransitionKind::Rollback,
+            Self::Reset { .. } => TransitionKind::Reset,
         }
     }
 
@@ -49,7 +59,8 @@ impl Transition {
         match self {
             Self::StartUpdate { groups, .. }
             | Self::MarkDone { groups }
-            | Self::Rollback { groups } => groups,
+            | Self::Rollback { groups }
+            | Self::Reset { groups } => groups,
         }
     }
 }
@@ -63,17 +74,24 @@ pub enum TransitionKind {
     StartUpdate,
     MarkDone,
     Rollback,
+    Reset,
 }
 
 impl TransitionKind {
     /// Every kind, in the order they are offered to users.
-    pub const ALL: [Self; 3] = [Self::StartUpdate, Self::MarkDone, Self::Rollback];
+    pub const ALL: [Self; 4] = [
+        Self::StartUpdate,
+        Self::MarkDone,
+        Self::Rollback,
+        Self::Reset,
+    ];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::StartUpdate => "start-update",
             Self::MarkDone => "mark-done",
             Self::Rollback => "rollback",
+            Self::Reset => "reset",
         }
     }
 }
@@ -109,10 +127,6 @@ pub struct UnknownTransitionKind {
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TransitionError {
-    #[error(
-        "{action} needs the halt-on-error strategy; this rollout is time-based, where each group follows its own window (suspend updates instead)"
-    )]
-    NotHaltOnError { action: &'static str },
     #[error("{action} does not apply to the immediate schedule: it has no groups")]
     ImmediateSchedule { action: &'static str },
     #[error("unknown group {group:?}; the rollout's groups are: {}", known.join(", "))]
@@ -141,28 +155,26 @@ pub fn apply(
 ) -> Result<(AutoUpdateAgentRollout, Vec<Event>), TransitionError> {
     let action = t.name();
     check_applies(rollout, action)?;
+    let strategy = rollout.spec.strategy;
     let mut next = rollout.clone();
     let groups = &mut next.status.groups;
     let selected = select(t, groups, action)?;
     check_states(t, groups, &selected, action)?;
     let events = selected
         .iter()
-        .map(|&i| change(&mut groups[i], t, now))
+        .map(|&i| change(&mut groups[i], t, strategy, now))
         .collect();
     next.status.state = rollout_state(&next.status.groups);
     Ok((next, events))
 }
 
-/// Manual transitions are for halt-on-error rollouts with groups only.
+/// Manual transitions are for rollouts with groups (both strategies).
 fn check_applies(
     rollout: &AutoUpdateAgentRollout,
     action: &'static str,
 ) -> Result<(), TransitionError> {
     if rollout.spec.schedule == Schedule::Immediate {
         return Err(TransitionError::ImmediateSchedule { action });
-    }
-    if rollout.spec.strategy != Strategy::HaltOnError {
-        return Err(TransitionError::NotHaltOnError { action });
     }
     Ok(())
 }
@@ -203,7 +215,9 @@ fn select_by_default(
     action: &'static str,
 ) -> Result<Vec<usize>, TransitionError> {
     let (pick, what): (fn(GroupState) -> bool, _) = match t {
-        Transition::StartUpdate { .. } => return Err(TransitionError::NoGroupNamed { action }),
+        Transition::StartUpdate { .. } | Transition::Reset { .. } => {
+            return Err(TransitionError::NoGroupNamed { action });
+        }
         Transition::MarkDone { .. } => (
             |s| matches!(s, GroupState::Canary | GroupState::Active),
             "in canary or active",
@@ -246,6 +260,9 @@ fn check_states(
         }),
         Transition::MarkDone { .. } => ("not done", |s| s != GroupState::Done),
         Transition::Rollback { .. } => ("not rolled back", |s| s != GroupState::Rolledback),
+        Transition::Reset { .. } => ("in canary or active", |s| {
+            matches!(s, GroupState::Canary | GroupState::Active)
+        }),
     };
     match selected.iter().map(|&i| &groups[i]).find(|g| !ok(g.state)) {
         Some(g) => Err(TransitionError::WrongState {
@@ -259,12 +276,21 @@ fn check_states(
 }
 
 /// Moves one checked group as `t` says, and the event that records it.
-fn change(g: &mut RolloutGroup, t: &Transition, now: Timestamp) -> Event {
+fn change(g: &mut RolloutGroup, t: &Transition, strategy: Strategy, now: Timestamp) -> Event {
     let from = g.state;
     let reason = match t {
         Transition::StartUpdate { force, .. } => {
-            start(g, *force, now);
+            // Time-based groups have no canaries.
+            start(g, *force || strategy == Strategy::TimeBased, now);
             reason::MANUAL_TRIGGER
+        }
+        Transition::Reset { .. } => {
+            if g.state == GroupState::Canary {
+                g.canaries.clear();
+            } else {
+                g.initial_count = g.present_count;
+            }
+            reason::MANUAL_RESET
         }
         Transition::MarkDone { .. } => {
             g.state = GroupState::Done;
@@ -318,7 +344,7 @@ mod tests {
     #[test]
     fn every_kind_reads_back_from_its_kebab_case_name() {
         let names: Vec<&str> = TransitionKind::ALL.map(TransitionKind::as_str).to_vec();
-        assert_eq!(names, ["start-update", "mark-done", "rollback"]);
+        assert_eq!(names, ["start-update", "mark-done", "rollback", "reset"]);
         for kind in TransitionKind::ALL {
             assert_eq!(kind.to_string(), kind.as_str());
             assert_eq!(kind.as_str().parse::<TransitionKind>(), Ok(kind));
@@ -343,7 +369,7 @@ mod tests {
             let msg = err.to_string();
             assert!(msg.contains(&format!("{bad:?}")), "{msg}");
             assert!(
-                msg.ends_with("the transitions are: start-update, mark-done, rollback"),
+                msg.ends_with("the transitions are: start-update, mark-done, rollback, reset"),
                 "{msg}"
             );
         }

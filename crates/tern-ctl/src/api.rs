@@ -150,7 +150,8 @@ pub enum AgentsCommand {
     },
     /// Agents per version and group, summed over the live reports of every replica.
     Report,
-    /// Start groups now (halt-on-error): unstarted or rolled back → canary or active.
+    /// Start groups now: unstarted or rolled back → canary or active (time-based:
+    /// active for one window length from now).
     StartUpdate {
         /// The groups to start.
         #[arg(required = true, value_name = "GROUP")]
@@ -170,6 +171,13 @@ pub enum AgentsCommand {
     Rollback {
         /// The groups to roll back (default: every started group).
         #[arg(value_name = "GROUP")]
+        groups: Vec<String>,
+    },
+    /// Reset groups: a group in canary gets new canaries; an active group counts its
+    /// initial agents again from those connected now.
+    Reset {
+        /// The groups to reset (in canary or active).
+        #[arg(required = true, value_name = "GROUP")]
         groups: Vec<String>,
     },
     /// Suspend automatic agent updates (sets the config's mode).
@@ -579,6 +587,19 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 println!("Rolledback groups: {}", names(&t.groups));
                 if t.modes.mode != Mode::Enabled {
                     println!("{}", suspended_warning(t.modes.mode, "rollback"));
+                }
+            }
+        }
+        AgentsCommand::Reset { groups } => {
+            let t = transition(&c, TransitionKind::Reset, groups, false)?;
+            if !structured(out, &t)? {
+                for g in &t.groups {
+                    let what = if g.from == tern_core::resource::GroupState::Canary {
+                        "new canaries are picked at the next reconcile"
+                    } else {
+                        "initial agents counted again"
+                    };
+                    println!("Group {} reset: {what}", g.name);
                 }
             }
         }

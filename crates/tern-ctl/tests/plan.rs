@@ -412,7 +412,7 @@ fn an_unknown_transition_is_refused_naming_the_transitions() {
         let err = stderr(&out);
         assert!(err.contains(&format!("invalid value '{kind}'")), "{err}");
         assert!(
-            err.contains("[possible values: start-update, mark-done, rollback]"),
+            err.contains("[possible values: start-update, mark-done, rollback, reset]"),
             "{err}"
         );
         assert_eq!(stdout(&out), "", "{kind:?}: no rollout printed");

@@ -50,6 +50,7 @@ fn every_route_has_the_access_level_of_the_table() {
         ("POST", "/v1/agents/heartbeat", Agent),
         ("GET", "/v1/agents/status", Read),
         ("GET", "/v1/agents/report", Read),
+        ("POST", "/v1/agents/reset", Write),
         ("POST", "/v1/agents/start-update", Write),
         ("POST", "/v1/agents/mark-done", Write),
         ("POST", "/v1/agents/rollback", Write),

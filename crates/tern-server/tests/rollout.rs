@@ -267,6 +267,60 @@ fn new_rollout_after_a_failed_canary_keeps_the_last_good_start() {
     assert_eq!(r["rollout"]["status"]["start_time"], created);
 }
 
+/// `ternctl agents reset GROUP` over the API: a group in canary gets its canaries
+/// picked again at the next reconcile.
+#[test]
+fn reset_picks_the_canaries_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let agent = t.new_token("agent");
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
+    let beat = || {
+        for id in ["c1", "c2", "c3"] {
+            t.heartbeat(&agent, id, "dev", "1.0.0");
+        }
+    };
+    beat();
+    t.reconcile();
+    t.set_clock("2026-11-23T10:05:00Z");
+    beat();
+    let r = t.reconcile();
+    assert_eq!(
+        r["rollout"]["status"]["groups"][0]["canaries"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let v = t.op(
+        "POST",
+        "/v1/agents/reset",
+        Some(&json!({"groups": ["dev"]}).to_string()),
+    );
+    assert_eq!(v["groups"][0]["from"], "canary", "{v}");
+    assert_eq!(v["groups"][0]["to"], "canary");
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["groups"][0]["last_update_reason"], "manual_reset");
+    assert!(st["groups"][0].get("canaries").is_none(), "{st}");
+    t.advance("1m");
+    beat();
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["canaries"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(dev["last_update_reason"], "waiting_for_canaries");
+    // A group that is done cannot be reset; no group named is refused.
+    let (s, e) = t.call(
+        "POST",
+        "/v1/agents/reset",
+        Some(&t.token),
+        Some(&json!({"groups": ["prod"]}).to_string()),
+    );
+    assert_eq!(s, 400, "{e}");
+    let (s, _) = t.call("POST", "/v1/agents/reset", Some(&t.token), Some("{}"));
+    assert_eq!(s, 400);
+}
+
 #[test]
 fn suspend_resume_rollback_start_update_mark_done() {
     let tmp = tempfile::tempdir().unwrap();
@@ -447,20 +501,31 @@ fn time_based_groups_follow_their_windows() {
     assert_eq!(t.state_of("europe"), "active");
     assert_eq!(t.find("europe", "b"), ("1.1.0".into(), true));
 
-    // Manual transitions are for halt-on-error only.
-    let (s, e) = t.call(
+    // Manual transitions apply to time-based groups too: rollback returns europe to
+    // 1.0.0 and holds it there; start-update opens it again now, for one window length.
+    let v = t.op(
+        "POST",
+        "/v1/agents/rollback",
+        Some(&json!({"groups": ["europe"]}).to_string()),
+    );
+    assert_eq!(v["groups"][0]["to"], "rolledback", "{v}");
+    t.reconcile();
+    assert_eq!(t.state_of("europe"), "rolledback");
+    assert_eq!(t.find("europe", "b"), ("1.0.0".into(), true));
+    t.set_clock("2026-11-23T19:00:00Z");
+    let v = t.op(
         "POST",
         "/v1/agents/start-update",
-        Some(&t.token),
-        Some(&json!({"groups": ["us-east"]}).to_string()),
+        Some(&json!({"groups": ["europe"]}).to_string()),
     );
-    assert_eq!(s, 400, "{e}");
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("halt-on-error")
+    assert_eq!(v["groups"][0]["to"], "active", "{v}");
+    t.reconcile();
+    assert_eq!(
+        t.state_of("europe"),
+        "active",
+        "outside its window, opened by hand"
     );
+    assert_eq!(t.find("europe", "b"), ("1.1.0".into(), true));
 }
 
 #[test]

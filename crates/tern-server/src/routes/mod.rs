@@ -214,6 +214,10 @@ fn admin(r: Routes) -> Routes {
             one(M::POST, Write, post(transitions::rollback)),
         )
         .route(
+            "/v1/agents/reset",
+            one(M::POST, Write, post(transitions::reset)),
+        )
+        .route(
             "/v1/agents/suspend",
             one(M::POST, Write, post(transitions::suspend)),
         )

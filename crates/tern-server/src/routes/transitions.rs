@@ -157,6 +157,14 @@ pub(crate) async fn rollback(
     run_transition(&state, TransitionKind::Rollback, &body).await
 }
 
+/// `POST /v1/agents/reset` `{"groups": [...]}`
+pub(crate) async fn reset(
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> ApiResult<Json<TransitionResponse>> {
+    run_transition(&state, TransitionKind::Reset, &body).await
+}
+
 /// `POST /v1/agents/new-rollout` `{"version": V, "current_version": V?}`
 pub(crate) async fn new_rollout(
     State(state): State<Arc<AppState>>,
