@@ -162,26 +162,19 @@ pub(crate) fn diff_alerts(
 /// A `--notify-webhook` or `--notify-slack` value that is not an http(s) URL; the
 /// message names the problem (clap adds the flag).
 pub fn parse_notify_url(s: &str) -> Result<String, String> {
-    let absolute = || {
-        format!(
+    let Some((scheme, _)) = s.split_once("://") else {
+        return Err(format!(
             "{s:?} is not an absolute URL: give http:// or https:// with a host, e.g. https://alerts.example.com/hook"
-        )
+        ));
     };
-    if !s.is_empty() && !s.contains("://") {
-        return Err(absolute());
+    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")) {
+        return Err(format!(
+            "{s:?} has the scheme {scheme:?}: only http:// and https:// URLs are supported"
+        ));
     }
     let uri: ureq::http::Uri = s.parse().map_err(|e| {
         format!("{s:?} is not a URL ({e}); give e.g. https://alerts.example.com/hook")
     })?;
-    match uri.scheme_str() {
-        Some(sc) if sc.eq_ignore_ascii_case("http") || sc.eq_ignore_ascii_case("https") => {}
-        Some(sc) => {
-            return Err(format!(
-                "{s:?} has the scheme {sc:?}: only http:// and https:// URLs are supported"
-            ));
-        }
-        None => return Err(absolute()),
-    }
     if uri.host().is_none_or(str::is_empty) {
         return Err(format!("{s:?} has no host"));
     }

@@ -538,7 +538,9 @@ fn urls_must_be_http_or_https_with_a_host() {
         ("ftp://example.com/x", "only http:// and https://"),
         ("alerts.example.com/hook", "not an absolute URL"),
         ("/hook", "not an absolute URL"),
-        ("", "not a URL"),
+        ("", "not an absolute URL"),
+        ("https://", "not a URL"),
+        ("mailto://ops@example.com", "scheme \"mailto\""),
         ("http://exa mple.com", "not a URL"),
     ] {
         let e = parse_notify_url(bad).unwrap_err();
