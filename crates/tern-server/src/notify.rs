@@ -190,10 +190,11 @@ pub enum NotifyConfigError {
         url: String,
         why: String,
     },
-    #[error("--notify-token-file {}: cannot read it: {source}", path.display())]
+    /// The I/O error is in the message (not a `source`), so that it is shown once.
+    #[error("--notify-token-file {}: cannot read it: {error}", path.display())]
     TokenFile {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("--notify-token-file {}: the file is empty", path.display())]
     EmptyToken { path: PathBuf },
@@ -322,9 +323,9 @@ impl NotifySettings {
 }
 
 fn read_token(path: &Path) -> Result<String, NotifyConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| NotifyConfigError::TokenFile {
+    let text = std::fs::read_to_string(path).map_err(|error| NotifyConfigError::TokenFile {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     let token = text.trim();
     if token.is_empty() {
