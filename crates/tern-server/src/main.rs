@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use jiff::Timestamp;
 use tern_core::duration::GoDuration;
-use tern_server::server::{self, Backend, ServeOptions};
+use tern_server::server::{self, Backend, NotifySettings, ServeOptions};
 use tern_server::state::Settings;
 
 #[derive(Parser)]
@@ -94,6 +94,27 @@ struct StartArgs {
     /// The `edition` field of find responses.
     #[arg(long, default_value = "community")]
     edition: String,
+    /// POST alert notices as JSON to this URL (http or https; repeatable; in the
+    /// environment, URLs separated by spaces). See docs/alerts.md.
+    #[arg(long, env = "TERN_NOTIFY_WEBHOOK", value_name = "URL", value_delimiter = ' ', value_parser = server::parse_notify_url)]
+    notify_webhook: Vec<String>,
+    /// Post alert notices to this Slack-compatible incoming webhook (repeatable). The URL
+    /// is a secret: prefer TERN_NOTIFY_SLACK (URLs separated by spaces) to the command line.
+    #[arg(long, env = "TERN_NOTIFY_SLACK", value_name = "URL", value_delimiter = ' ', value_parser = server::parse_notify_url)]
+    notify_slack: Vec<String>,
+    /// File holding the bearer token sent to every --notify-webhook receiver (read once
+    /// at startup).
+    #[arg(
+        long,
+        env = "TERN_NOTIFY_TOKEN_FILE",
+        value_name = "FILE",
+        requires = "notify_webhook"
+    )]
+    notify_token_file: Option<PathBuf>,
+    /// How alert notices name this installation (their `server` field; default: the
+    /// host name). Give every replica the same.
+    #[arg(long, env = "TERN_NOTIFY_SERVER_NAME", value_name = "NAME")]
+    notify_server_name: Option<String>,
     /// Log filter (RUST_LOG syntax).
     #[arg(long, env = "TERN_LOG", default_value = "info")]
     log: String,
@@ -118,6 +139,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let transport = server::transport(a.tls_cert, a.tls_key, a.insecure_http)?;
+    let notify = NotifySettings::from_flags(
+        &a.notify_webhook,
+        &a.notify_slack,
+        a.notify_token_file.as_deref(),
+        a.notify_server_name,
+    )?;
     server::create_data_dir(&a.data_dir)?;
     let replica_id = server::replica_id(&a.data_dir, a.replica_id)?;
     let backend = a
@@ -146,5 +173,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         dev_clock: a.dev_clock,
         backend,
         etcd_prefix: a.etcd_prefix,
+        notify,
     }))
 }

@@ -14,6 +14,8 @@ use tern_store::{Error as StoreError, SqliteStore, Store};
 use crate::auth::Role;
 use crate::clock::{Clock, DevClock, SystemClock};
 use crate::keys;
+use crate::notify::Notifiers;
+pub use crate::notify::{NotifyConfigError, NotifySettings, parse_notify_url};
 use crate::reconciler;
 use crate::routes::{self, tokens};
 use crate::state::{AppState, Settings};
@@ -36,6 +38,8 @@ pub struct ServeOptions {
     pub backend: Backend,
     /// Key prefix of this installation in etcd.
     pub etcd_prefix: String,
+    /// Where alert notices go (`--notify-webhook`, `--notify-slack`).
+    pub notify: NotifySettings,
 }
 
 /// Where the shared state lives (`ternd start --backend`).
@@ -353,7 +357,9 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             dir.join(OPERATOR_TOKEN_FILE).display()
         ))?;
     }
-    let state = AppState::new(Arc::clone(&store), clock, opts.settings.clone());
+    let notifiers = Notifiers::start(&opts.notify);
+    let state =
+        AppState::with_notifiers(Arc::clone(&store), clock, opts.settings.clone(), notifiers);
     start_background(&state).await;
     let listener = std::net::TcpListener::bind(opts.listen)
         .with_context(|| format!("listening on {}", opts.listen))?;

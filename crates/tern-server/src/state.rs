@@ -17,6 +17,7 @@ use crate::error::ApiResult;
 use crate::inventory::Inventory;
 use crate::keys;
 use crate::metrics::{Histogram, Metrics};
+use crate::notify::Notifiers;
 use crate::ratelimit::RateLimiter;
 use crate::resources::{self, Stored};
 use crate::snapshot::{Channel, Snapshot};
@@ -74,10 +75,23 @@ pub struct AppState {
     pub(crate) reconcile_lock: tokio::sync::Mutex<()>,
     /// Asks the background loop for a reconcile soon (after an admin write).
     pub(crate) kick: Notify,
+    /// Alert notices to the `--notify-…` receivers. Only the leader sends (its
+    /// reconcile, right after writing the rollout); every replica has them configured
+    /// so that whichever leads can.
+    pub(crate) notifiers: Notifiers,
 }
 
 impl AppState {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: Settings) -> Arc<Self> {
+        Self::with_notifiers(store, clock, settings, Notifiers::none())
+    }
+
+    pub(crate) fn with_notifiers(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        settings: Settings,
+        notifiers: Notifiers,
+    ) -> Arc<Self> {
         Arc::new(Self {
             find_limiter: RateLimiter::new(settings.find_rate, settings.find_burst),
             heartbeat_limiter: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
@@ -101,6 +115,7 @@ impl AppState {
             leader_acquire: tokio::sync::Mutex::new(()),
             reconcile_lock: tokio::sync::Mutex::new(()),
             kick: Notify::new(),
+            notifiers,
         })
     }
 

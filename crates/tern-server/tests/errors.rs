@@ -439,3 +439,120 @@ fn refuses_plain_http_unless_asked() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("RFC 3339"));
 }
+
+#[test]
+fn bad_notify_flags_are_refused_naming_the_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let start = |args: &[&str], env: Option<&str>| {
+        let mut cmd = Command::new(ternd_bin());
+        cmd.args([
+            "start",
+            "--insecure-http",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .args(args)
+        .env_remove("TERN_NOTIFY_WEBHOOK")
+        .env_remove("TERN_NOTIFY_SLACK")
+        .env_remove("TERN_NOTIFY_TOKEN_FILE");
+        if let Some(v) = env {
+            cmd.env("TERN_NOTIFY_WEBHOOK", v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success(), "{args:?} was accepted");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    for (flag, value, says) in [
+        (
+            "--notify-webhook",
+            "ftp://alerts.example.com/hook",
+            "only http:// and https://",
+        ),
+        (
+            "--notify-webhook",
+            "alerts.example.com/hook",
+            "not an absolute URL",
+        ),
+        ("--notify-slack", "file:///etc/passwd", "scheme \"file\""),
+        ("--notify-slack", "https://", "not a URL"),
+    ] {
+        let err = start(&[flag, value], None);
+        assert!(
+            err.contains(flag) && err.contains(says),
+            "{flag} {value}: {err}"
+        );
+    }
+    // The same check on the environment's list.
+    let err = start(
+        &[],
+        Some("https://ok.example.com/hook ftp://bad.example.com"),
+    );
+    assert!(
+        err.contains("--notify-webhook") && err.contains("only http:// and https://"),
+        "{err}"
+    );
+    // The token file must be readable, and is only for generic webhooks.
+    let missing = tmp.path().join("missing.token");
+    let err = start(
+        &[
+            "--notify-webhook",
+            "http://127.0.0.1:9/hook",
+            "--notify-token-file",
+            missing.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(
+        err.contains("--notify-token-file") && err.contains("cannot read"),
+        "{err}"
+    );
+    let err = start(
+        &[
+            "--notify-slack",
+            "https://hooks.example.com/x",
+            "--notify-token-file",
+            missing.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(err.contains("--notify-webhook"), "{err}");
+    // Refused before anything was written.
+    assert!(!data.exists());
+}
+
+#[test]
+fn notify_receivers_show_in_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let token = tmp.path().join("hook.token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    // Nothing is sent at startup: the receivers need not listen.
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &[
+            "--dev-clock",
+            common::T0,
+            "--notify-webhook",
+            "http://127.0.0.1:9/hook",
+            "--notify-token-file",
+            token.to_str().unwrap(),
+            "--notify-slack",
+            "http://127.0.0.1:9/slack",
+            "--notify-server-name",
+            "prod-cp",
+        ],
+    );
+    let (s, _, text) = t.raw("GET", "/metrics", None, None);
+    assert_eq!(s, 200);
+    for line in [
+        "tern_notify_sent_total{receiver=\"webhook-1\"} 0",
+        "tern_notify_failed_total{receiver=\"slack-1\"} 0",
+        "tern_notify_dropped_total{receiver=\"webhook-1\"} 0",
+        "# TYPE tern_notify_retries_total counter",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    assert!(!text.contains("s3cret"));
+}
