@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::resource::{
-    AutoUpdateAgentRollout, AutoUpdateVersion, Canary, GroupState, Mode, Omitted,
+    Alert, AutoUpdateAgentRollout, AutoUpdateVersion, Canary, GroupState, Mode, Omitted,
 };
 use crate::rollout::Event;
 use crate::wire::UpdaterStatus;
@@ -162,6 +162,8 @@ pub struct StatusResponse {
     pub failed: u64,
     pub omitted: Vec<Omitted>,
     pub live_reports: usize,
+    /// The rollout's active alerts (what needs a human), oldest first.
+    pub alerts: Vec<Alert>,
 }
 
 impl StatusResponse {

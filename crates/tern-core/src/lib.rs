@@ -7,10 +7,12 @@
 //!   [`transition`]: manual transitions.
 //! - [`rollout`]: the vocabulary below them all (groups and the catch-all rule, the
 //!   desired spec, windows, rollout state, live reports, events).
+//! - [`alert`]: what needs a human, kept in the rollout's status while it holds.
 //! - [`window`], [`canary`], [`backpressure`], [`aggregate`]: the parts they use.
 //! - [`wire`]: the updater ↔ server contract.
 
 pub mod aggregate;
+pub mod alert;
 pub mod api;
 pub mod backpressure;
 pub mod canary;

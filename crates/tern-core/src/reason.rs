@@ -31,5 +31,8 @@ pub const MANUAL_RESET: &str = "manual_reset";
 /// A canary rolled the target back or runs it unhealthy: the group holds in canary
 /// until it runs the target healthy (or an operator acts).
 pub const CANARY_FAILED: &str = "canary_failed";
+/// Agents of the group vanished past its budget before it finished: it neither skips
+/// its canaries nor completes until they return or an operator acts.
+pub const AGENTS_VANISHED: &str = "agents_vanished";
 /// Growth is halted: more than `max_in_flight` of the initial agents dropped off.
 pub const TOO_MANY_AGENTS_MISSING: &str = "too_many_agents_missing";

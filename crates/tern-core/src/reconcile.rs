@@ -10,17 +10,15 @@ use jiff::{SignedDuration, Timestamp};
 use rand_core::RngCore;
 
 use crate::aggregate::{self, Aggregate, GroupCounts};
+use crate::alert;
 use crate::backpressure::{self, ProgressInput};
 use crate::canary;
-use crate::duration::GoDuration;
 use crate::reason;
 use crate::resource::*;
 use crate::rollout::{
     DEFAULT_MAX_IN_FLIGHT, Event, Groups, desired_spec, group_window, rollout_state,
 };
 
-/// A group stuck in canary or active this long raises an alert event.
-pub const DEFAULT_ALERT_AFTER: GoDuration = GoDuration::from_hours(4);
 /// With no report at all, a started group is taken as done after this long.
 pub const DONE_WITHOUT_REPORTS_AFTER: SignedDuration = SignedDuration::from_hours(1);
 
@@ -163,8 +161,20 @@ pub fn reconcile<R: RngCore + ?Sized>(
                 Strategy::TimeBased => ctx.time_based(group),
             }
         }
-        ctx.check_overdue(group);
     }
+    let alerts = alert::evaluate(&rollout.status.groups, &rollout.status.alerts, now);
+    for a in alert::newly_raised(&rollout.status.alerts, &alerts) {
+        if a.kind == alert::kind::GROUP_OVERDUE
+            && let Some(g) = a.group.as_deref().and_then(|n| rollout.group(n))
+        {
+            events.push(Event::GroupOverdue {
+                group: g.name.clone(),
+                state: g.state,
+                since: g.start_time.unwrap_or(now),
+            });
+        }
+    }
+    rollout.status.alerts = alerts;
     rollout.status.state = rollout_state(&rollout.status.groups);
     Outcome::Rollout {
         rollout: Box::new(rollout),
@@ -297,6 +307,7 @@ fn fresh(
             start_time: Some(now),
             time_override: None,
             groups,
+            alerts: Vec::new(),
         },
     )
 }
@@ -554,28 +565,6 @@ impl Ctx<'_> {
             }
             // Canaries belong to halt-on-error; a rolled-back group waits for a human.
             (GroupState::Canary | GroupState::Rolledback, _) => {}
-        }
-    }
-
-    fn check_overdue(&mut self, group: &RolloutGroup) {
-        if !matches!(group.state, GroupState::Canary | GroupState::Active)
-            || self.spec.strategy == Strategy::TimeBased
-        {
-            return;
-        }
-        let Some(since) = group.start_time else {
-            return;
-        };
-        let after = group
-            .config_alert_after
-            .unwrap_or(DEFAULT_ALERT_AFTER)
-            .as_signed();
-        if self.now >= since.saturating_add(after).unwrap_or(since) {
-            self.events.push(Event::GroupOverdue {
-                group: group.name.clone(),
-                state: group.state,
-                since,
-            });
         }
     }
 }

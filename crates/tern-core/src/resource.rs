@@ -423,6 +423,21 @@ pub struct RolloutStatus {
     pub time_override: Option<Timestamp>,
     #[serde(default)]
     pub groups: Vec<RolloutGroup>,
+    /// What needs a human now ([`crate::alert`]); empty when all is well.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<Alert>,
+}
+
+/// An active alert of a rollout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alert {
+    /// Stable: one of [`crate::alert::kind`].
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    pub message: String,
+    /// When it was first raised; kept while it holds.
+    pub since: Timestamp,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -135,16 +135,11 @@ pub fn desired_spec(
 /// agents it started with.
 pub fn target_failed(rollout: &AutoUpdateAgentRollout) -> Option<String> {
     rollout.status.groups.iter().find_map(|g| {
-        let budget = g
-            .config_max_in_flight
-            .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
-            .fraction()
-            * g.initial_count as f64;
         if g.state == GroupState::Rolledback {
             Some(format!("group {} was rolled back", g.name))
         } else if g.canaries.iter().any(|c| c.failed) {
             Some(format!("a canary of group {} failed", g.name))
-        } else if g.failed_count > 0 && g.failed_count as f64 > budget {
+        } else if failed_over_budget(g) {
             Some(format!(
                 "{} agents of group {} failed, more than its max_in_flight allows",
                 g.failed_count, g.name
@@ -153,6 +148,17 @@ pub fn target_failed(rollout: &AutoUpdateAgentRollout) -> Option<String> {
             None
         }
     })
+}
+
+/// Whether more of `g`'s agents failed than its `max_in_flight` share of the agents
+/// it started with.
+pub fn failed_over_budget(g: &RolloutGroup) -> bool {
+    let budget = g
+        .config_max_in_flight
+        .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
+        .fraction()
+        * g.initial_count as f64;
+    g.failed_count > 0 && g.failed_count as f64 > budget
 }
 
 /// A rollout's state, from its groups.

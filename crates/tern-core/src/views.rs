@@ -109,9 +109,15 @@ pub fn status(
     let (present, up_to_date, failed) = agg.groups.values().fold((0, 0, 0), |acc, c| {
         (acc.0 + c.present, acc.1 + c.up_to_date, acc.2 + c.failed)
     });
+    let mut alerts = rollout
+        .as_ref()
+        .map(|r| r.status.alerts.clone())
+        .unwrap_or_default();
+    alerts.sort_by_key(|a| a.since);
     StatusResponse {
         now,
         modes,
+        alerts,
         rollout,
         no_rollout_reason,
         groups,

@@ -303,23 +303,38 @@ fn a_crashing_canary_keeps_the_group_in_canary_and_later_groups_unstarted() {
     let mut w = three_groups();
     to_staging_canaries(&mut w);
     // The canaries tried 1.1.0, crashed, and rolled back to 1.0.0 (they stay on 1.0.0).
+    let mut overdue_events = 0;
     for hour in ["15", "18", "23"] {
         w.reconcile(&format!("2026-11-23T{hour}:00:00Z"));
         assert_eq!(
             w.state("staging"),
             (Canary, reason::WAITING_FOR_CANARIES.into())
         );
+        overdue_events += w
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::GroupOverdue { group, state: Canary, .. } if group == "staging"))
+            .count();
     }
+    // The alert is raised once, after alert_after (default 4h), and then kept as state.
+    assert_eq!(overdue_events, 1);
     w.reconcile("2026-11-24T16:30:00Z");
     assert_eq!(w.state("prod").0, Unstarted);
     // The canaries stay the same ones: a crash does not get them replaced.
     let before = w.group("staging").canaries.clone();
     w.reconcile("2026-11-24T17:00:00Z");
     assert_eq!(w.group("staging").canaries, before);
-    // And an alert fires after alert_after (default 4h).
-    assert!(w.events.iter().any(
-        |e| matches!(e, Event::GroupOverdue { group, state: Canary, .. } if group == "staging")
-    ));
+    let alerts = &w.rollout().status.alerts;
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_eq!(
+        (alerts[0].kind.as_str(), alerts[0].group.as_deref()),
+        ("group_overdue", Some("staging"))
+    );
+    assert_eq!(
+        alerts[0].since,
+        ts("2026-11-23T18:00:00Z"),
+        "kept from when raised"
+    );
 }
 
 #[test]

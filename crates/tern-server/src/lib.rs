@@ -14,12 +14,6 @@ pub mod error;
 pub mod inventory;
 pub(crate) mod keys;
 pub(crate) mod metrics;
-// Until the reconciler raises alerts: it will call `Notifiers::notify_changes`; then
-// remove this allow.
-#[allow(
-    dead_code,
-    reason = "the sending side is wired in with the alerts of the rollout status"
-)]
 pub(crate) mod notify;
 pub(crate) mod ratelimit;
 pub mod reconciler;

@@ -29,17 +29,8 @@ use tokio::sync::mpsc;
 
 use crate::metrics::escape;
 
-/// An active alert as the notifier sees it (built from the rollout's status).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub(crate) struct AlertView {
-    /// Stable: `canary_failed`, `group_overdue`, `group_halted`, `agents_vanished`,
-    /// `rollback`, …
-    pub(crate) kind: String,
-    pub(crate) group: Option<String>,
-    pub(crate) message: String,
-    /// When the alert was raised.
-    pub(crate) since: Timestamp,
-}
+/// An active alert, as the rollout's status keeps it.
+pub(crate) use tern_core::resource::Alert as AlertView;
 
 /// Whether a notice announces an alert or its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -460,11 +451,7 @@ impl Notifiers {
         }
     }
 
-    /// How notices name this installation (their `server`).
-    pub(crate) fn server(&self) -> &str {
-        &self.server
-    }
-
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.receivers.is_empty()
     }

@@ -25,12 +25,13 @@ use rand_core::SeedableRng;
 use tern_core::api::{EventView, ReconcileResult};
 use tern_core::reconcile::{self, Outcome, Resources};
 use tern_core::resource::{
-    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
+    Alert, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
 };
 use tern_store::{Error as StoreError, LeaseKeeper};
 
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
+use crate::notify;
 use crate::resources::{self, Decision, Stored};
 use crate::state::AppState;
 
@@ -225,9 +226,19 @@ enum Written {
         no_rollout_reason: Option<String>,
         /// A rollout existed and was deleted (its reason is `no_rollout_reason`).
         deleted: bool,
+        /// The alerts before and after, for the notifiers.
+        alerts: AlertChange,
     },
     /// The lease was lost just before writing: nothing was written.
     Fenced,
+}
+
+/// The rollout's active alerts before and after one reconcile.
+struct AlertChange {
+    before: Vec<Alert>,
+    after: Vec<Alert>,
+    versions: Option<notify::RolloutVersions>,
+    at: jiff::Timestamp,
 }
 
 async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
@@ -266,10 +277,21 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
                 (Some(next), Some(c)) => resources::same(&c.value, next),
                 _ => false,
             };
+            let alerts_of = |r: Option<&AutoUpdateAgentRollout>| r.map(|r| r.status.alerts.clone());
+            let alerts = AlertChange {
+                before: alerts_of(current.as_ref().map(|s| &s.value)).unwrap_or_default(),
+                after: alerts_of(next.as_ref()).unwrap_or_default(),
+                versions: next.as_ref().map(|r| notify::RolloutVersions {
+                    start_version: r.spec.start_version.to_string(),
+                    target_version: r.spec.target_version.to_string(),
+                }),
+                at: now,
+            };
             let done = Written::Done {
                 events,
                 no_rollout_reason,
                 deleted: !unchanged && next.is_none(),
+                alerts,
             };
             if unchanged {
                 return Ok(Decision::Keep(done));
@@ -291,7 +313,15 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
             events,
             no_rollout_reason,
             deleted,
+            alerts,
         } => {
+            // Only the leader gets here (after its fenced write): one notice per change.
+            state.notifiers.notify_changes(
+                &alerts.before,
+                &alerts.after,
+                alerts.versions.as_ref(),
+                alerts.at,
+            );
             if deleted {
                 tracing::info!(
                     why = no_rollout_reason.as_deref().unwrap_or_default(),

@@ -572,3 +572,120 @@ fn restart_mid_rollout_keeps_state() {
     t.reconcile();
     assert_eq!(t.state_of("dev"), "done");
 }
+
+/// A tiny HTTP receiver on loopback: every POST body it gets, in order.
+fn receiver() -> (String, std::sync::mpsc::Receiver<serde_json::Value>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; len];
+            reader.read_exact(&mut body).unwrap();
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            if tx.send(serde_json::from_slice(&body).unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+/// Alerts are state: a failed canary raises `canary_failed`, kept in the status, shown
+/// by the metric and sent to the webhook; it clears (and the webhook hears so) when the
+/// canary runs the target healthy.
+#[test]
+fn a_failed_canary_raises_an_alert_kept_until_it_clears() {
+    let (url, notices) = receiver();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--dev-clock", common::T0, "--notify-webhook", &url],
+    );
+    let agent = t.new_token("agent");
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
+    for id in ["c1", "c2"] {
+        t.heartbeat(&agent, id, "dev", "1.0.0");
+    }
+    t.reconcile();
+    t.set_clock("2026-11-23T10:05:00Z");
+    for id in ["c1", "c2"] {
+        t.heartbeat(&agent, id, "dev", "1.0.0");
+    }
+    let r = t.reconcile();
+    let canary = r["rollout"]["status"]["groups"][0]["canaries"][0]["updater_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["alerts"], json!([]), "{st}");
+
+    t.heartbeat_with(
+        &agent,
+        &canary,
+        "dev",
+        "1.0.0",
+        json!({"rollback": true, "failed_version": "2.0.0"}),
+    );
+    t.advance("1m");
+    t.reconcile();
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["alerts"][0]["kind"], "canary_failed", "{st}");
+    assert_eq!(st["alerts"][0]["group"], "dev");
+    let since = st["alerts"][0]["since"].clone();
+    let (_, _, metrics) = t.raw("GET", "/metrics", None, None);
+    assert!(
+        metrics.contains("tern_alerts_active{kind=\"canary_failed\"} 1"),
+        "{metrics}"
+    );
+    let n = notices
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap();
+    assert_eq!(
+        (n["event"].as_str(), n["alert"]["kind"].as_str()),
+        (Some("raised"), Some("canary_failed")),
+        "{n}"
+    );
+    assert_eq!(n["rollout"]["target_version"], "2.0.0");
+
+    // Still failing a minute later: the same alert, the same since, no new notice.
+    t.advance("1m");
+    t.reconcile();
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["alerts"][0]["since"], since);
+
+    // The canary runs the target healthy: cleared.
+    t.heartbeat(&agent, &canary, "dev", "2.0.0");
+    t.advance("1m");
+    t.reconcile();
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["alerts"], json!([]), "{st}");
+    let n = notices
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap();
+    assert_eq!(
+        (n["event"].as_str(), n["alert"]["kind"].as_str()),
+        (Some("cleared"), Some("canary_failed")),
+        "{n}"
+    );
+    let (_, _, metrics) = t.raw("GET", "/metrics", None, None);
+    assert!(
+        metrics.contains("tern_alerts_active{kind=\"canary_failed\"} 0"),
+        "{metrics}"
+    );
+}

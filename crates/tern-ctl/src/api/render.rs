@@ -138,6 +138,18 @@ pub fn status(s: &StatusResponse) -> String {
         out.push_str(&group_table(&s.groups));
         out.push_str(&canaries(&s.groups));
     }
+    if !s.alerts.is_empty() {
+        let _ = writeln!(out, "\nAlerts:");
+        for a in &s.alerts {
+            let _ = writeln!(
+                out,
+                "  ! {} (since {} UTC): {}",
+                a.kind,
+                time(a.since),
+                a.message
+            );
+        }
+    }
     if !s.omitted.is_empty() {
         let _ = writeln!(out, "\nNot counted:");
         for o in &s.omitted {

@@ -240,6 +240,21 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     }
     let _ = writeln!(
         out,
+        "# HELP tern_alerts_active active alerts of the rollout, by kind\n# TYPE tern_alerts_active gauge"
+    );
+    let alerts = snap.rollout.as_ref().map(|r| r.status.alerts.as_slice());
+    for kind in [
+        tern_core::alert::kind::GROUP_OVERDUE,
+        tern_core::alert::kind::CANARY_FAILED,
+        tern_core::alert::kind::GROUP_HALTED,
+        tern_core::alert::kind::AGENTS_VANISHED,
+        tern_core::alert::kind::ROLLBACK,
+    ] {
+        let n = alerts.map_or(0, |a| a.iter().filter(|a| a.kind == kind).count());
+        let _ = writeln!(out, "tern_alerts_active{{kind=\"{kind}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
         "# HELP tern_inventory_agents agents connected to this replica by group and version\n# TYPE tern_inventory_agents gauge"
     );
     let total = {

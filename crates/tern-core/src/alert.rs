@@ -1,0 +1,231 @@
+//! Alerts: what needs a human, kept in the rollout's status while it holds. Each
+//! reconcile works the active alerts out again from the groups; an alert that still
+//! holds keeps the instant it was first raised, one that no longer holds is gone
+//! (cleared). ternd shows them (`agents status`, the API), exports them as a metric
+//! and sends raised/cleared notices to the configured receivers.
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::duration::GoDuration;
+use crate::reason;
+use crate::resource::{Alert, GroupState, RolloutGroup};
+use crate::rollout;
+
+/// A group stuck in canary or active this long raises an alert.
+pub const DEFAULT_ALERT_AFTER: GoDuration = GoDuration::from_hours(4);
+
+/// The stable kinds of alert; operators route on them, never rename.
+pub mod kind {
+    /// A group has been in canary or active longer than its `alert_after`.
+    pub const GROUP_OVERDUE: &str = "group_overdue";
+    /// A canary rolled the target back or runs it unhealthy.
+    pub const CANARY_FAILED: &str = "canary_failed";
+    /// An active group cannot finish: too many of its initial agents are gone
+    /// (backpressure halted), or more of its agents failed than `max_in_flight` allows.
+    pub const GROUP_HALTED: &str = "group_halted";
+    /// A group's agents vanished past its budget before it finished.
+    pub const AGENTS_VANISHED: &str = "agents_vanished";
+    /// A group was rolled back: its hosts return to the start version.
+    pub const ROLLBACK: &str = "rollback";
+}
+
+/// The alerts that hold for `groups` at `now`, each keeping the `since` of the same
+/// alert (kind and group) in `previous`.
+pub fn evaluate(groups: &[RolloutGroup], previous: &[Alert], now: Timestamp) -> Vec<Alert> {
+    let mut alerts = Vec::new();
+    for g in groups {
+        for (kind, message) in group_alerts(g, now) {
+            let since = previous
+                .iter()
+                .find(|a| a.kind == kind && a.group.as_deref() == Some(g.name.as_str()))
+                .map_or(now, |a| a.since);
+            alerts.push(Alert {
+                kind: kind.to_string(),
+                group: Some(g.name.clone()),
+                message,
+                since,
+            });
+        }
+    }
+    alerts
+}
+
+/// Whether `alert` is new in `now_active` compared with `previous`.
+pub fn newly_raised<'a>(previous: &[Alert], now_active: &'a [Alert]) -> Vec<&'a Alert> {
+    now_active
+        .iter()
+        .filter(|a| {
+            !previous
+                .iter()
+                .any(|p| p.kind == a.kind && p.group == a.group)
+        })
+        .collect()
+}
+
+fn group_alerts(g: &RolloutGroup, now: Timestamp) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let name = &g.name;
+    if g.state == GroupState::Rolledback {
+        out.push((
+            kind::ROLLBACK,
+            format!("group {name} was rolled back: its hosts return to the start version"),
+        ));
+    }
+    if g.state == GroupState::Canary && g.canaries.iter().any(|c| c.failed) {
+        let who: Vec<&str> = g
+            .canaries
+            .iter()
+            .filter(|c| c.failed)
+            .map(|c| {
+                if c.hostname.is_empty() {
+                    c.updater_id.as_str()
+                } else {
+                    c.hostname.as_str()
+                }
+            })
+            .collect();
+        out.push((
+            kind::CANARY_FAILED,
+            format!(
+                "group {name}: canary failed on {} (rolled back or unhealthy on the target); the group holds",
+                who.join(", ")
+            ),
+        ));
+    }
+    if g.state == GroupState::Active {
+        if g.last_update_reason == reason::TOO_MANY_AGENTS_MISSING {
+            out.push((
+                kind::GROUP_HALTED,
+                format!(
+                    "group {name}: growth halted, too many of its {} initial agents are missing",
+                    g.initial_count
+                ),
+            ));
+        } else if rollout::failed_over_budget(g) {
+            out.push((
+                kind::GROUP_HALTED,
+                format!(
+                    "group {name}: {} agents failed the update, more than its max_in_flight allows; it cannot complete",
+                    g.failed_count
+                ),
+            ));
+        }
+    }
+    if g.last_update_reason == reason::AGENTS_VANISHED {
+        out.push((
+            kind::AGENTS_VANISHED,
+            format!(
+                "group {name}: {} of its {} agents are connected; it holds until they return or an operator resets it",
+                g.present_count, g.initial_count
+            ),
+        ));
+    }
+    if let Some(since) = overdue_since(g, now) {
+        out.push((
+            kind::GROUP_OVERDUE,
+            format!(
+                "group {name}: still {} since {since}, past its alert_after: check its agents",
+                g.state.as_str()
+            ),
+        ));
+    }
+    out
+}
+
+/// When the group started, if it has been in canary or active past its
+/// `alert_after` (both strategies).
+pub(crate) fn overdue_since(g: &RolloutGroup, now: Timestamp) -> Option<Timestamp> {
+    if !matches!(g.state, GroupState::Canary | GroupState::Active) {
+        return None;
+    }
+    let since = g.start_time?;
+    let after: SignedDuration = g
+        .config_alert_after
+        .unwrap_or(DEFAULT_ALERT_AFTER)
+        .as_signed();
+    (now >= since.saturating_add(after).unwrap_or(since)).then_some(since)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::Canary;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn group(state: GroupState) -> RolloutGroup {
+        RolloutGroup {
+            name: "dev".into(),
+            state,
+            start_time: Some(ts("2026-11-23T12:00:00Z")),
+            initial_count: 20,
+            present_count: 20,
+            ..RolloutGroup::default()
+        }
+    }
+
+    fn kinds(alerts: &[Alert]) -> Vec<&str> {
+        alerts.iter().map(|a| a.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn each_condition_raises_its_alert_and_clears_when_it_ends() {
+        let at = ts("2026-11-23T13:00:00Z");
+        assert!(evaluate(&[group(GroupState::Active)], &[], at).is_empty());
+
+        let mut canary = group(GroupState::Canary);
+        canary.canaries = vec![Canary {
+            updater_id: "u1".into(),
+            hostname: "web-1".into(),
+            failed: true,
+            ..Canary::default()
+        }];
+        let raised = evaluate(std::slice::from_ref(&canary), &[], at);
+        assert_eq!(kinds(&raised), [kind::CANARY_FAILED]);
+        assert!(raised[0].message.contains("web-1"), "{}", raised[0].message);
+        // The canary recovers: the alert is gone (cleared).
+        canary.canaries[0].failed = false;
+        assert!(evaluate(&[canary], &raised, at).is_empty());
+
+        let mut failing = group(GroupState::Active);
+        failing.failed_count = 3; // above 10% of 20
+        assert_eq!(kinds(&evaluate(&[failing], &[], at)), [kind::GROUP_HALTED]);
+        let mut halted = group(GroupState::Active);
+        halted.last_update_reason = reason::TOO_MANY_AGENTS_MISSING.into();
+        assert_eq!(kinds(&evaluate(&[halted], &[], at)), [kind::GROUP_HALTED]);
+        let mut vanished = group(GroupState::Canary);
+        vanished.last_update_reason = reason::AGENTS_VANISHED.into();
+        assert_eq!(
+            kinds(&evaluate(&[vanished], &[], at)),
+            [kind::AGENTS_VANISHED]
+        );
+        assert_eq!(
+            kinds(&evaluate(&[group(GroupState::Rolledback)], &[], at)),
+            [kind::ROLLBACK]
+        );
+    }
+
+    #[test]
+    fn overdue_after_alert_after_keeping_since_while_it_holds() {
+        let g = group(GroupState::Active);
+        assert!(evaluate(std::slice::from_ref(&g), &[], ts("2026-11-23T15:59:00Z")).is_empty());
+        let first = evaluate(std::slice::from_ref(&g), &[], ts("2026-11-23T16:00:00Z"));
+        assert_eq!(kinds(&first), [kind::GROUP_OVERDUE]);
+        assert_eq!(first[0].since, ts("2026-11-23T16:00:00Z"));
+        let later = evaluate(std::slice::from_ref(&g), &first, ts("2026-11-23T17:00:00Z"));
+        assert_eq!(later, first, "the same alert, raised at the same instant");
+        assert!(newly_raised(&first, &later).is_empty());
+        assert_eq!(newly_raised(&[], &later).len(), 1);
+        // Done: cleared.
+        assert!(
+            evaluate(
+                &[group(GroupState::Done)],
+                &later,
+                ts("2026-11-23T18:00:00Z")
+            )
+            .is_empty()
+        );
+    }
+}
