@@ -16,7 +16,7 @@ use crate::canary;
 use crate::reason;
 use crate::resource::*;
 use crate::rollout::{
-    DEFAULT_MAX_IN_FLIGHT, Event, Groups, desired_spec, group_window, rollout_state,
+    self, DEFAULT_MAX_IN_FLIGHT, Event, Groups, desired_spec, group_window, rollout_state,
 };
 
 /// With no report at all, a started group is taken as done after this long.
@@ -334,9 +334,18 @@ impl Ctx<'_> {
     fn observe(&self, group: &mut RolloutGroup) {
         let c = self.counts(group);
         group.present_count = c.present;
+        // Without any report the counts are unknown, not zero.
+        if self.agg.live_reports > 0 {
+            group.peak_count = group.peak_count.max(c.present);
+        }
         group.up_to_date_count = c.up_to_date;
         group.failed_count = c.failed;
         canary::refresh(&mut group.canaries, self.agents, self.target);
+    }
+
+    /// Hosts vanished past the group's budget, as far as live reports can tell.
+    fn vanished(&self, group: &RolloutGroup) -> bool {
+        self.agg.live_reports > 0 && rollout::agents_vanished(group)
     }
 
     fn set(&mut self, group: &mut RolloutGroup, state: GroupState, reason: &'static str) {
@@ -433,6 +442,10 @@ impl Ctx<'_> {
             group.canaries = canary::pick(&candidates, want, rng);
             canary::refresh(&mut group.canaries, self.agents, self.target);
             if group.canaries.is_empty() {
+                if self.vanished(group) {
+                    self.set(group, GroupState::Canary, reason::AGENTS_VANISHED);
+                    return false;
+                }
                 if self.counts(group).present == 0 {
                     self.set(group, GroupState::Active, reason::NO_CANARY_CANDIDATES);
                     return true;
@@ -508,7 +521,8 @@ impl Ctx<'_> {
             } else {
                 group_complete(group.initial_count, &c, mif)
             };
-        if done {
+        let vanished = self.vanished(group);
+        if done && !vanished {
             group.progress = 1.0;
             self.set(group, GroupState::Done, reason::UPDATE_COMPLETE);
         } else if halted {
@@ -516,6 +530,8 @@ impl Ctx<'_> {
                 group: group.name.clone(),
             });
             self.set(group, GroupState::Active, reason::TOO_MANY_AGENTS_MISSING);
+        } else if vanished {
+            self.set(group, GroupState::Active, reason::AGENTS_VANISHED);
         } else {
             self.set(group, GroupState::Active, reason::UPDATE_IN_PROGRESS);
         }

@@ -465,6 +465,10 @@ pub struct RolloutGroup {
     pub config_alert_after: Option<GoDuration>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<Canary>,
+    /// The most agents seen present in the group during this rollout: what the group
+    /// "was", against which vanished hosts are measured.
+    #[serde(default)]
+    pub peak_count: u64,
     #[serde(default)]
     pub initial_count: u64,
     #[serde(default)]

@@ -161,6 +161,17 @@ pub fn failed_over_budget(g: &RolloutGroup) -> bool {
     g.failed_count > 0 && g.failed_count as f64 > budget
 }
 
+/// Whether `g`'s hosts vanished: fewer are present than its peak in this rollout
+/// allows, losing more than its `max_in_flight` share. Then the group must neither
+/// skip its canaries for want of candidates nor complete.
+pub fn agents_vanished(g: &RolloutGroup) -> bool {
+    let keep = 1.0
+        - g.config_max_in_flight
+            .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
+            .fraction();
+    g.peak_count > 0 && (g.present_count as f64) < keep * g.peak_count as f64
+}
+
 /// A rollout's state, from its groups.
 pub fn rollout_state(groups: &[RolloutGroup]) -> RolloutState {
     if groups.is_empty() {

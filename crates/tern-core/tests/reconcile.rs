@@ -775,3 +775,79 @@ fn failed_agents_on_the_target_do_not_count_as_up_to_date() {
     assert_eq!(w.group("dev").failed_count, 2);
     assert_eq!(w.state("dev").0, Active);
 }
+
+/// The tester's run: hosts vanished (their token was revoked), then start-update on a
+/// canary group found no candidates and went active, then done with 0/0. A group whose
+/// hosts vanished past its budget must hold, with a reason and an alert, until they
+/// return or an operator resets it.
+#[test]
+fn vanished_hosts_hold_the_gates() {
+    use tern_core::transition::{Transition, apply};
+    let mut w = three_groups();
+    w.reconcile("2026-11-23T10:00:00Z");
+    assert_eq!(w.group("staging").peak_count, 10);
+    // Every staging host vanishes; start-update staging (2 canaries) by hand.
+    w.agents.retain(|a| a.group != "staging");
+    w.reconcile("2026-11-23T10:05:00Z");
+    let start = Transition::StartUpdate {
+        groups: vec!["staging".into()],
+        force: false,
+    };
+    let (next, _) = apply(w.rollout(), &start, ts("2026-11-23T10:06:00Z")).unwrap();
+    w.rollout = Some(next);
+    for at in ["2026-11-23T10:07:00Z", "2026-11-23T10:30:00Z"] {
+        w.reconcile(at);
+        assert_eq!(
+            w.state("staging"),
+            (Canary, reason::AGENTS_VANISHED.into()),
+            "{at}: no canary skipped"
+        );
+    }
+    let alerts = &w.rollout().status.alerts;
+    assert!(
+        alerts
+            .iter()
+            .any(|a| a.kind == "agents_vanished" && a.group.as_deref() == Some("staging")),
+        "{alerts:?}"
+    );
+    // The hosts come back: canaries are picked as usual.
+    w.agents.extend(fleet("staging", 10, "1.0.0"));
+    w.reconcile("2026-11-23T10:31:00Z");
+    assert_eq!(w.state("staging").0, Canary);
+    assert_eq!(w.group("staging").canaries.len(), 2);
+    assert!(
+        w.rollout()
+            .status
+            .alerts
+            .iter()
+            .all(|a| a.kind != "agents_vanished")
+    );
+}
+
+#[test]
+fn an_active_group_whose_hosts_vanish_does_not_complete_until_reset() {
+    use tern_core::transition::{Transition, apply};
+    let mut w = three_groups();
+    w.reconcile("2026-11-23T10:00:00Z");
+    w.reconcile("2026-11-23T12:00:00Z");
+    assert_eq!(w.state("dev").0, Active);
+    // Two update; the other eight vanish. 2/2 present are up to date, but 8 of 10 are gone.
+    w.set_versions("dev", 2, "1.1.0");
+    w.agents
+        .retain(|a| a.group != "dev" || a.version == "1.1.0");
+    w.reconcile("2026-11-23T12:10:00Z");
+    assert_eq!(w.state("dev"), (Active, reason::AGENTS_VANISHED.into()));
+    assert_eq!(
+        w.state("staging").0,
+        Unstarted,
+        "the next group does not start"
+    );
+    // The operator accepts the smaller group: reset recounts it, and it completes.
+    let reset = Transition::Reset {
+        groups: vec!["dev".into()],
+    };
+    let (next, _) = apply(w.rollout(), &reset, ts("2026-11-23T12:11:00Z")).unwrap();
+    w.rollout = Some(next);
+    w.reconcile("2026-11-23T12:12:00Z");
+    assert_eq!(w.state("dev"), (Done, reason::UPDATE_COMPLETE.into()));
+}

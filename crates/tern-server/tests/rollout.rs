@@ -689,3 +689,55 @@ fn a_failed_canary_raises_an_alert_kept_until_it_clears() {
         "{metrics}"
     );
 }
+
+/// The tester's run on a real ternd: the hosts go silent (their token was revoked)
+/// and are forgotten; a later start-update must not skip the canaries for want of
+/// candidates. (Expiry here is by real silence: `--heartbeat-interval 1s` forgets a
+/// host after 3 s.)
+#[test]
+fn hosts_that_vanish_do_not_remove_the_canary_gate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--dev-clock", common::T0, "--heartbeat-interval", "1s"],
+    );
+    let agent = t.new_token("agent");
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
+    let beat = || {
+        for id in ["c1", "c2", "c3"] {
+            t.heartbeat(&agent, id, "dev", "1.0.0");
+        }
+    };
+    beat();
+    t.reconcile();
+    t.advance("2m");
+    beat();
+    let r = t.reconcile();
+    assert_eq!(
+        r["rollout"]["status"]["groups"][0]["present_count"], 3,
+        "{r}"
+    );
+    // Silence: every host is forgotten.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let r = t.reconcile();
+    assert_eq!(
+        r["rollout"]["status"]["groups"][0]["present_count"], 0,
+        "{r}"
+    );
+    let v = t.op(
+        "POST",
+        "/v1/agents/start-update",
+        Some(&json!({"groups": ["dev"]}).to_string()),
+    );
+    assert_eq!(v["groups"][0]["to"], "canary", "{v}");
+    t.advance("1m");
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["state"], "canary", "{r}");
+    assert_eq!(dev["last_update_reason"], "agents_vanished", "{r}");
+    // A host still polling find is not told to update: there is no canary.
+    assert_eq!(t.find("dev", "c1"), ("1.0.0".into(), false));
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["alerts"][0]["kind"], "agents_vanished", "{st}");
+}
