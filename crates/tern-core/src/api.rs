@@ -190,6 +190,9 @@ pub struct ReportResponse {
     pub groups: BTreeMap<String, GroupVersions>,
     pub total: u64,
     pub omitted: Vec<Omitted>,
+    /// Groups agents present that the rollout lacks, each with the catch-all group
+    /// serving them instead.
+    pub unknown_groups: BTreeMap<String, String>,
 }
 
 /// One agent of `GET /v1/inventory`.
@@ -221,6 +224,9 @@ pub struct InventoryResponse {
     pub replica: String,
     pub now: Timestamp,
     pub agents: Vec<InventoryEntry>,
+    /// Groups agents present that the rollout lacks, each with the catch-all group
+    /// serving them instead.
+    pub unknown_groups: BTreeMap<String, String>,
 }
 
 /// What a token may do.

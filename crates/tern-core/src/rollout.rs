@@ -78,6 +78,28 @@ impl Groups {
         }
     }
 
+    /// When `presented` names a group the rollout lacks (a typo such as `prdo`), the
+    /// catch-all group that serves it instead. An empty group is not unknown: it is
+    /// "no group", which the catch-all serves by design.
+    pub fn unknown<'a>(&'a self, presented: &str) -> Option<&'a str> {
+        if presented.is_empty() || self.contains(presented) {
+            None
+        } else {
+            self.catch_all()
+        }
+    }
+
+    /// The unknown groups among `presented`, each with the group serving it.
+    pub fn unknown_among<'p>(
+        &self,
+        presented: impl IntoIterator<Item = &'p str>,
+    ) -> std::collections::BTreeMap<String, String> {
+        presented
+            .into_iter()
+            .filter_map(|p| Some((p.to_string(), self.unknown(p)?.to_string())))
+            .collect()
+    }
+
     /// Whether `group` serves an agent presenting `presented`.
     pub fn serves(&self, group: &str, presented: &str) -> bool {
         presented == group || (self.catch_all() == Some(group) && !self.contains(presented))

@@ -167,6 +167,7 @@ pub fn report(
     now: Timestamp,
     reports: &[AutoUpdateAgentReport],
     report_period: SignedDuration,
+    rollout_groups: &Groups,
 ) -> ReportResponse {
     let agg = Aggregate::from_reports(reports, now, report_period, &Groups::default(), "");
     let replicas = reports
@@ -188,12 +189,14 @@ pub fn report(
             },
         );
     }
+    let unknown_groups = rollout_groups.unknown_among(groups.keys().map(String::as_str));
     ReportResponse {
         now,
         replicas,
         groups,
         total,
         omitted: agg.omitted,
+        unknown_groups,
     }
 }
 

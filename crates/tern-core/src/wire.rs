@@ -101,6 +101,19 @@ pub const DEFAULT_HEARTBEAT_SECONDS: u64 = 60;
 pub struct HeartbeatResponse {
     /// When the updater should send its next heartbeat, at the latest.
     pub next_heartbeat_seconds: u64,
+    /// Set when the host's group is not one of the rollout's (a typo?): what it
+    /// presented, the catch-all group that serves it, and the groups that exist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_group: Option<UnknownGroup>,
+}
+
+/// A group the rollout does not have, as the heartbeat answer reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UnknownGroup {
+    pub group: String,
+    pub served_by: String,
+    pub groups: Vec<String>,
 }
 
 #[cfg(test)]

@@ -702,10 +702,14 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
             } else {
                 "healthy"
             };
+            let group = match v.unknown_groups.get(&a.group) {
+                Some(served_by) => format!("{} (unknown → {served_by})", a.group),
+                None => a.group.clone(),
+            };
             vec![
                 a.updater_id.clone(),
                 a.hostname.clone(),
-                a.group.clone(),
+                group,
                 a.version.clone(),
                 a.updater_status.as_str().to_string(),
                 health.to_string(),
@@ -735,6 +739,7 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
             &rows
         )
     );
+    print!("{}", render::unknown_groups(&v.unknown_groups));
     Ok(ExitCode::SUCCESS)
 }
 

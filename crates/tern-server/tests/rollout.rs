@@ -741,3 +741,52 @@ fn hosts_that_vanish_do_not_remove_the_canary_gate() {
     let st = t.op("GET", "/v1/agents/status", None);
     assert_eq!(st["alerts"][0]["kind"], "agents_vanished", "{st}");
 }
+
+/// Host typos are not silent: a heartbeat presenting a group the rollout lacks is told
+/// so (with the catch-all serving it), inventory and report flag it, and a metric
+/// counts such agents. An empty group is "no group", not a typo.
+#[test]
+fn an_unknown_group_is_flagged_everywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let agent = t.new_token("agent");
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
+    t.reconcile();
+    let beat = |id: &str, group: &str| {
+        let body = json!({"updater_id": id, "host_id": format!("h-{id}"), "group": group, "version": "1.0.0"});
+        let (s, v) = t.call(
+            "POST",
+            "/v1/agents/heartbeat",
+            Some(&agent),
+            Some(&body.to_string()),
+        );
+        assert_eq!(s, 200, "{v}");
+        v
+    };
+    let v = beat("u1", "prdo");
+    assert_eq!(v["unknown_group"]["group"], "prdo", "{v}");
+    assert_eq!(v["unknown_group"]["served_by"], "prod");
+    assert_eq!(v["unknown_group"]["groups"], json!(["dev", "prod"]));
+    assert!(beat("u2", "dev").get("unknown_group").is_none());
+    assert!(
+        beat("u3", "").get("unknown_group").is_none(),
+        "no group is not a typo"
+    );
+
+    let inv = t.op("GET", "/v1/inventory", None);
+    assert_eq!(inv["unknown_groups"], json!({"prdo": "prod"}), "{inv}");
+    let (_, _, metrics) = t.raw("GET", "/metrics", None, None);
+    assert!(metrics.contains("tern_agents_unknown_group 1"), "{metrics}");
+    t.advance("2m");
+    for (id, g) in [("u1", "prdo"), ("u2", "dev"), ("u3", "")] {
+        beat(id, g);
+    }
+    t.reconcile();
+    let report = t.op("GET", "/v1/agents/report", None);
+    assert_eq!(
+        report["unknown_groups"],
+        json!({"prdo": "prod"}),
+        "{report}"
+    );
+}

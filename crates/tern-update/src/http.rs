@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tern_core::wire::{FindResponse, Heartbeat};
+use tern_core::wire::{FindResponse, Heartbeat, HeartbeatResponse};
 use ureq::http::{Method, StatusCode};
 
 use crate::artifact;
@@ -206,20 +206,27 @@ impl Client {
         matches!(self.agent.get(url).call(), Ok(r) if r.status().is_success())
     }
 
-    /// `POST {server}/v1/agents/heartbeat`.
+    /// `POST {server}/v1/agents/heartbeat`. An answer that does not parse is taken as
+    /// saying nothing (an older or odd server): the heartbeat itself went through.
     pub(crate) fn heartbeat(
         &self,
         server: &str,
         hb: &Heartbeat,
         token: Option<&str>,
-    ) -> Result<()> {
+    ) -> Result<HeartbeatResponse> {
         let url = format!("{}/v1/agents/heartbeat", server.trim_end_matches('/'));
         self.check_url(&url)?;
         let mut req = self.agent.post(&url);
         if let Some(t) = token {
             req = req.header("Authorization", format!("Bearer {t}"));
         }
-        let resp = req.send_json(hb).map_err(Self::request_err(&url))?;
-        Self::expect_success(Method::POST, &url, resp.status())
+        let mut resp = req.send_json(hb).map_err(Self::request_err(&url))?;
+        Self::expect_success(Method::POST, &url, resp.status())?;
+        Ok(resp
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024)
+            .read_json::<HeartbeatResponse>()
+            .unwrap_or_default())
     }
 }

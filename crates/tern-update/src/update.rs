@@ -667,14 +667,64 @@ pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) {
         failed_version: file.status.skip.clone(),
         healthy,
     };
-    if let Err(e) = ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
-        log::warn(format!("heartbeat failed (ignored): {e}"));
+    match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
+        Err(e) => log::warn(format!("heartbeat failed (ignored): {e}")),
+        Ok(answer) => {
+            if let Some(u) = answer.unknown_group {
+                log::warn(unknown_group_warning(&u));
+            }
+        }
     }
+}
+
+/// The warning for a group the rollout lacks. The names come from the network: only
+/// printable characters are kept and each is bounded, so a hostile answer cannot
+/// forge log lines or flood them.
+fn unknown_group_warning(u: &tern_core::wire::UnknownGroup) -> String {
+    fn clean(s: &str) -> String {
+        let kept: String = s.chars().filter(|c| !c.is_control()).take(64).collect();
+        if s.chars().count() > 64 {
+            format!("{kept}…")
+        } else {
+            kept
+        }
+    }
+    let mut groups: Vec<String> = u.groups.iter().take(20).map(|g| clean(g)).collect();
+    if u.groups.len() > 20 {
+        groups.push("…".into());
+    }
+    format!(
+        "group {:?} is not one of this rollout's groups ({}); this host is updated with the catch-all group {:?} (check --group)",
+        clean(&u.group),
+        groups.join(", "),
+        clean(&u.served_by)
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_unknown_group_warning_names_the_groups_and_keeps_hostile_names_harmless() {
+        let u = tern_core::wire::UnknownGroup {
+            group: "prdo".into(),
+            served_by: "prod".into(),
+            groups: vec!["dev".into(), "staging".into(), "prod".into()],
+        };
+        assert_eq!(
+            unknown_group_warning(&u),
+            "group \"prdo\" is not one of this rollout's groups (dev, staging, prod); this host is updated with the catch-all group \"prod\" (check --group)"
+        );
+        let hostile = tern_core::wire::UnknownGroup {
+            group: "x\ntern-update: info: all good".into(),
+            served_by: "p".repeat(10_000),
+            groups: (0..1000).map(|i| format!("g{i}")).collect(),
+        };
+        let w = unknown_group_warning(&hostile);
+        assert!(!w.contains('\n'), "{w}");
+        assert!(w.len() < 1000, "{}", w.len());
+    }
 
     #[test]
     fn uuid_shape() {

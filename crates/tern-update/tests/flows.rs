@@ -265,3 +265,36 @@ fn usage_errors_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A host enabled with a group the rollout lacks (a typo): ternd's heartbeat answer
+/// says so, and `enable` warns, naming the groups and the catch-all that serves it.
+/// (The server here is the test stand-in; the real ternd's answer is tested in
+/// tern-server.)
+#[test]
+fn enable_warns_when_the_group_is_unknown() {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    server.set_target("1.0.0", true);
+    server.state.lock().unwrap().heartbeat_answer = Some(
+        r#"{"next_heartbeat_seconds":60,"unknown_group":{"group":"prdo","served_by":"prod","groups":["dev","staging","prod"]}}"#.into(),
+    );
+    let host = Host::new();
+    let svc = host.service_config("");
+    let out = host.enable(&server, &svc, &["--group", "prdo"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the group may be created later: enable succeeds"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warn: group \"prdo\" is not one of this rollout's groups (dev, staging, prod); this host is updated with the catch-all group \"prod\""),
+        "{stderr}"
+    );
+    // A known group: no warning.
+    server.state.lock().unwrap().heartbeat_answer = None;
+    let quiet = Host::new();
+    let svc = quiet.service_config("");
+    let out = quiet.enable(&server, &svc, &["--group", "prod"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("not one of"));
+}

@@ -1,6 +1,6 @@
 //! Text rendering of ternd's answers: the seeds' `agents status` table and friends.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use jiff::Timestamp;
@@ -298,6 +298,22 @@ pub fn report(r: &ReportResponse) -> String {
         let _ = writeln!(out, "\nOmitted from the report:");
         for o in &r.omitted {
             let _ = writeln!(out, "  {}: {}", plural(o.count, "agent"), o.reason);
+        }
+    }
+    out.push_str(&unknown_groups(&r.unknown_groups));
+    out
+}
+
+/// The groups agents present that the rollout lacks (typos?), and who serves them.
+pub fn unknown_groups(unknown: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    if !unknown.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nUnknown groups (not in the rollout; the catch-all group serves them):"
+        );
+        for (group, served_by) in unknown {
+            let _ = writeln!(out, "  {group:?} → {served_by}");
         }
     }
     out

@@ -13,7 +13,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tern_core::resource::RolloutState;
-use tern_core::wire::{Heartbeat, HeartbeatResponse};
+use tern_core::rollout::Groups;
+use tern_core::wire::{Heartbeat, HeartbeatResponse, UnknownGroup};
 
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::{Metrics, escape};
@@ -161,8 +162,17 @@ pub(crate) async fn heartbeat(
         .heartbeat(&hb, now, at, state.settings.max_silence())
         .map_err(|e| ApiError::bad_request(format!("updater_id: {e}")))?;
     Metrics::inc(&state.metrics.heartbeats);
+    let unknown_group = state.snapshot().rollout.as_ref().and_then(|r| {
+        let groups = Groups::of(r);
+        Some(UnknownGroup {
+            served_by: groups.unknown(&hb.group)?.to_string(),
+            group: hb.group.clone(),
+            groups: groups.names().map(str::to_string).collect(),
+        })
+    });
     Ok(Json(HeartbeatResponse {
         next_heartbeat_seconds: state.settings.heartbeat_interval.as_secs().max(1),
+        unknown_group,
     }))
 }
 
@@ -257,9 +267,14 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         out,
         "# HELP tern_inventory_agents agents connected to this replica by group and version\n# TYPE tern_inventory_agents gauge"
     );
+    let rollout_groups = snap.rollout.as_ref().map(Groups::of).unwrap_or_default();
+    let mut unknown = 0;
     let total = {
         let inv = state.inventory();
         for ((g, v), n) in inv.counts_by_group_and_version() {
+            if rollout_groups.unknown(g).is_some() {
+                unknown += n;
+            }
             let _ = writeln!(
                 out,
                 "tern_inventory_agents{{group=\"{}\",version=\"{}\"}} {n}",
@@ -269,6 +284,10 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         }
         inv.len()
     };
+    let _ = writeln!(
+        out,
+        "# HELP tern_agents_unknown_group agents connected to this replica presenting a group the rollout lacks (served by its catch-all)\n# TYPE tern_agents_unknown_group gauge\ntern_agents_unknown_group {unknown}"
+    );
     // Held only for a moment by its writers (never across a store request).
     let leader = state
         .leader

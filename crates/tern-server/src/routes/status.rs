@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::State;
 use tern_core::api::{InventoryEntry, InventoryResponse, ReportResponse, StatusResponse};
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateVersion};
+use tern_core::rollout::Groups;
 use tern_core::views;
 
 use crate::error::ApiResult;
@@ -37,10 +38,17 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json
 /// `GET /v1/agents/report`: the sum of the live reports.
 pub(crate) async fn report(State(state): State<Arc<AppState>>) -> ApiResult<Json<ReportResponse>> {
     let reports = resources::reports(state.store()).await?;
+    let groups = state
+        .snapshot()
+        .rollout
+        .as_ref()
+        .map(Groups::of)
+        .unwrap_or_default();
     Ok(Json(views::report(
         state.clock.now(),
         &reports,
         state.settings.report_period,
+        &groups,
     )))
 }
 
@@ -60,9 +68,17 @@ pub(crate) async fn inventory(
     agents.sort_by(|a, b| {
         (&a.group, &a.hostname, &a.updater_id).cmp(&(&b.group, &b.hostname, &b.updater_id))
     });
+    let groups = state
+        .snapshot()
+        .rollout
+        .as_ref()
+        .map(Groups::of)
+        .unwrap_or_default();
+    let unknown_groups = groups.unknown_among(agents.iter().map(|a| a.group.as_str()));
     Ok(Json(InventoryResponse {
         replica: state.settings.replica_id.clone(),
         now,
         agents,
+        unknown_groups,
     }))
 }

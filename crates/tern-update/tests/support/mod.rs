@@ -25,6 +25,8 @@ pub struct ServerState {
     pub requests: Vec<String>,
     /// Answer heartbeats with a 500, as a broken or overloaded ternd would.
     pub fail_heartbeats: bool,
+    /// The JSON body heartbeats are answered with (default: the next heartbeat only).
+    pub heartbeat_answer: Option<String>,
 }
 
 /// A loopback HTTP/1.1 server, one thread per connection.
@@ -162,22 +164,17 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
     }
     if path == "/v1/agents/heartbeat" && method == "POST" {
         let hb: Heartbeat = serde_json::from_slice(&body).unwrap_or_default();
-        let fail = {
+        let (fail, answer) = {
             let mut s = st.lock().unwrap();
             s.heartbeats
                 .push((headers.get("authorization").cloned(), hb));
-            s.fail_heartbeats
+            (s.fail_heartbeats, s.heartbeat_answer.clone())
         };
         if fail {
             return respond(&mut conn, 500, "text/plain", b"boom", head);
         }
-        return respond(
-            &mut conn,
-            200,
-            "application/json",
-            br#"{"next_heartbeat_seconds":60}"#,
-            head,
-        );
+        let answer = answer.unwrap_or_else(|| r#"{"next_heartbeat_seconds":60}"#.into());
+        return respond(&mut conn, 200, "application/json", answer.as_bytes(), head);
     }
     if path == "/health" {
         // /health?file=<running_version file>&bad=<version>
