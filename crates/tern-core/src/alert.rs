@@ -72,15 +72,17 @@ fn group_alerts(g: &RolloutGroup, now: Timestamp) -> Vec<(&'static str, String)>
         ));
     }
     if g.state == GroupState::Canary && g.canaries.iter().any(|c| c.failed) {
-        let who: Vec<&str> = g
+        let who: Vec<String> = g
             .canaries
             .iter()
             .filter(|c| c.failed)
             .map(|c| {
+                // Hostnames need not be unique; the updater id is.
+                let id: String = c.updater_id.chars().take(8).collect();
                 if c.hostname.is_empty() {
-                    c.updater_id.as_str()
+                    c.updater_id.clone()
                 } else {
-                    c.hostname.as_str()
+                    format!("{} ({id}…)", c.hostname)
                 }
             })
             .collect();

@@ -168,6 +168,9 @@ pub fn table(fleet: &Fleet, status: &Status) -> String {
             let _ = writeln!(out, "   {}canaries: {}", pad("", w[0]), list.join(", "));
         }
     }
+    for a in &status.alerts {
+        let _ = writeln!(out, "   ! alert {}: {}", a.kind, a.message);
+    }
     if status.groups.is_empty() && status.rollout.is_some() {
         let _ = writeln!(
             out,
