@@ -138,6 +138,35 @@ spec:
           start_hour: 14
 "#;
 
+/// `CANARY_CONFIG` rolling `start -> target`, with the hosts `ids` of dev on `start`
+/// heartbeating before and after dev's window opens (10:00): dev is in canary. The
+/// canary's updater id and the reconcile's answer.
+fn dev_in_canary(
+    t: &Ternd,
+    agent: &str,
+    ids: &[&str],
+    start: &str,
+    target: &str,
+) -> (String, serde_json::Value) {
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml(start, target, "regular"));
+    let beat = || {
+        for id in ids {
+            t.heartbeat(agent, id, "dev", start);
+        }
+    };
+    beat();
+    t.reconcile();
+    t.set_clock("2026-11-23T10:05:00Z");
+    beat();
+    let r = t.reconcile();
+    let canary = r["rollout"]["status"]["groups"][0]["canaries"][0]["updater_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (canary, r)
+}
+
 #[test]
 fn canary_group_waits_for_its_canary() {
     let tmp = tempfile::tempdir().unwrap();
@@ -217,21 +246,7 @@ fn new_rollout_after_a_failed_canary_keeps_the_last_good_start() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
     let agent = t.new_token("agent");
-    t.put_resource("config", CANARY_CONFIG);
-    t.put_resource("version", &version_yaml("1.1.0", "1.2.0", "regular"));
-    for id in ["c1", "c2"] {
-        t.heartbeat(&agent, id, "dev", "1.1.0");
-    }
-    t.reconcile();
-    t.set_clock("2026-11-23T10:05:00Z");
-    for id in ["c1", "c2"] {
-        t.heartbeat(&agent, id, "dev", "1.1.0");
-    }
-    let r = t.reconcile();
-    let canary = r["rollout"]["status"]["groups"][0]["canaries"][0]["updater_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (canary, _) = dev_in_canary(&t, &agent, &["c1", "c2"], "1.1.0", "1.2.0");
     // The canary crashes on 1.2.0 and rolls back.
     t.heartbeat_with(
         &agent,
@@ -274,18 +289,12 @@ fn reset_picks_the_canaries_again() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
     let agent = t.new_token("agent");
-    t.put_resource("config", CANARY_CONFIG);
-    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
     let beat = || {
         for id in ["c1", "c2", "c3"] {
             t.heartbeat(&agent, id, "dev", "1.0.0");
         }
     };
-    beat();
-    t.reconcile();
-    t.set_clock("2026-11-23T10:05:00Z");
-    beat();
-    let r = t.reconcile();
+    let (_, r) = dev_in_canary(&t, &agent, &["c1", "c2", "c3"], "1.0.0", "2.0.0");
     assert_eq!(
         r["rollout"]["status"]["groups"][0]["canaries"]
             .as_array()
@@ -617,21 +626,7 @@ fn a_failed_canary_raises_an_alert_kept_until_it_clears() {
         &["--dev-clock", common::T0, "--notify-webhook", &url],
     );
     let agent = t.new_token("agent");
-    t.put_resource("config", CANARY_CONFIG);
-    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
-    for id in ["c1", "c2"] {
-        t.heartbeat(&agent, id, "dev", "1.0.0");
-    }
-    t.reconcile();
-    t.set_clock("2026-11-23T10:05:00Z");
-    for id in ["c1", "c2"] {
-        t.heartbeat(&agent, id, "dev", "1.0.0");
-    }
-    let r = t.reconcile();
-    let canary = r["rollout"]["status"]["groups"][0]["canaries"][0]["updater_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (canary, _) = dev_in_canary(&t, &agent, &["c1", "c2"], "1.0.0", "2.0.0");
     let st = t.op("GET", "/v1/agents/status", None);
     assert_eq!(st["alerts"], json!([]), "{st}");
 

@@ -38,12 +38,7 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json
 /// `GET /v1/agents/report`: the sum of the live reports.
 pub(crate) async fn report(State(state): State<Arc<AppState>>) -> ApiResult<Json<ReportResponse>> {
     let reports = resources::reports(state.store()).await?;
-    let groups = state
-        .snapshot()
-        .rollout
-        .as_ref()
-        .map(Groups::of)
-        .unwrap_or_default();
+    let groups = rollout_groups(&state);
     Ok(Json(views::report(
         state.clock.now(),
         &reports,
@@ -68,12 +63,7 @@ pub(crate) async fn inventory(
     agents.sort_by(|a, b| {
         (&a.group, &a.hostname, &a.updater_id).cmp(&(&b.group, &b.hostname, &b.updater_id))
     });
-    let groups = state
-        .snapshot()
-        .rollout
-        .as_ref()
-        .map(Groups::of)
-        .unwrap_or_default();
+    let groups = rollout_groups(&state);
     let unknown_groups = groups.unknown_among(agents.iter().map(|a| a.group.as_str()));
     Ok(Json(InventoryResponse {
         replica: state.settings.replica_id.clone(),
@@ -81,4 +71,14 @@ pub(crate) async fn inventory(
         agents,
         unknown_groups,
     }))
+}
+
+/// The groups of the rollout find serves (none without a rollout).
+fn rollout_groups(state: &AppState) -> Groups {
+    state
+        .snapshot()
+        .rollout
+        .as_ref()
+        .map(Groups::of)
+        .unwrap_or_default()
 }
