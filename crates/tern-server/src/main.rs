@@ -80,11 +80,13 @@ struct StartArgs {
     /// Public requests (find, channels) per second per client address (0: no limit).
     #[arg(long, default_value_t = 100.0)]
     find_rate: f64,
+    /// Public requests a client address may make at once before --find-rate applies.
     #[arg(long, default_value_t = 500)]
     find_burst: u32,
     /// Heartbeats per second per client address (0: no limit).
     #[arg(long, default_value_t = 50.0)]
     heartbeat_rate: f64,
+    /// Heartbeats a client address may send at once before --heartbeat-rate applies.
     #[arg(long, default_value_t = 500)]
     heartbeat_burst: u32,
     /// TTL of the reconcile leader lease: after a leader dies another replica leads
