@@ -114,11 +114,10 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
     let rss0 = procs::rss(pid)?;
     {
         let at = Instant::now();
-        let silence = state.settings.max_silence();
         let mut inv = state.inventory();
         for i in 0..n {
             let hb = fleet::heartbeat(i, if i % 2 == 0 { "1.0.0" } else { "1.1.0" });
-            inv.heartbeat(&hb, t0, at, silence)?;
+            inv.heartbeat(&hb, t0, at)?;
         }
     }
     let rss1 = procs::rss(pid)?;

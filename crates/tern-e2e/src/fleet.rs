@@ -273,12 +273,14 @@ impl Fleet {
     /// `ternctl dev clock set T`; returns the new instant.
     pub fn clock_set(&self, t: &str) -> anyhow::Result<String> {
         let v = self.ctl.json(&["dev", "clock", "set", t])?;
+        self.heartbeat_all();
         Ok(v["now"].as_str().unwrap_or_default().to_string())
     }
 
     /// `ternctl dev clock advance D` (`10m`, `1h`); returns the new instant.
     pub fn clock_advance(&self, d: &str) -> anyhow::Result<String> {
         let v = self.ctl.json(&["dev", "clock", "advance", d])?;
+        self.heartbeat_all();
         Ok(v["now"].as_str().unwrap_or_default().to_string())
     }
 
@@ -310,6 +312,19 @@ impl Fleet {
     }
 
     /// Every online host runs `tern-update update` (as its timer would), in parallel.
+    /// Every online host heartbeats (`tern-update heartbeat`), in parallel. Called
+    /// after every clock move: the dev clock drives ternd's inventory expiry, and real
+    /// hosts would have heartbeated all along, so the online ones say they are alive
+    /// before ternd next writes its report (an offline one is forgotten, as it would
+    /// be). A failure shows in the next step's runs and status.
+    pub fn heartbeat_all(&self) {
+        std::thread::scope(|s| {
+            for h in self.hosts.iter().filter(|h| h.online) {
+                s.spawn(|| h.heartbeat());
+            }
+        });
+    }
+
     pub fn update_all(&self) -> Vec<(String, RunOutcome)> {
         std::thread::scope(|s| {
             let handles: Vec<_> = self

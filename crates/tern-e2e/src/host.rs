@@ -231,6 +231,11 @@ impl Host {
         self.run(&["update"])
     }
 
+    /// `tern-update heartbeat`: tell ternd what runs here, without updating.
+    pub fn heartbeat(&self) -> anyhow::Result<RunOutcome> {
+        self.run(&["heartbeat"])
+    }
+
     /// `tern-update status -o json`.
     pub fn status(&self) -> anyhow::Result<Value> {
         let out = self.run(&["status", "-o", "json"])?;

@@ -123,6 +123,13 @@ pub(crate) enum MoveError {
 pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Timestamp;
 
+    /// The instant a host's silence is measured against (inventory expiry): real
+    /// monotonic time on the system clock, so a wall-clock step forgets nobody; dev
+    /// time on the dev clock, so advancing it forgets hosts that stayed silent.
+    fn monotonic(&self) -> std::time::Instant {
+        std::time::Instant::now()
+    }
+
     /// The dev clock, when this is one (enables the `/v1/dev/*` routes).
     fn as_dev(&self) -> Option<&DevClock> {
         None
@@ -143,6 +150,8 @@ impl Clock for SystemClock {
 #[derive(Debug)]
 pub struct DevClock {
     now: Mutex<Timestamp>,
+    /// A real instant and the dev time it stands for: `monotonic` counts from here.
+    anchor: (std::time::Instant, Timestamp),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +166,7 @@ impl DevClock {
     pub fn new(start: Timestamp) -> Self {
         Self {
             now: Mutex::new(start),
+            anchor: (std::time::Instant::now(), start),
         }
     }
 
@@ -178,6 +188,14 @@ impl DevClock {
 impl Clock for DevClock {
     fn now(&self) -> Timestamp {
         *self.lock()
+    }
+
+    fn monotonic(&self) -> std::time::Instant {
+        // Dev time before the anchor (the clock was set back) counts as the anchor:
+        // silence never goes negative.
+        let since = self.now_value().duration_since(self.anchor.1);
+        let since = std::time::Duration::try_from(since).unwrap_or_default();
+        self.anchor.0.checked_add(since).unwrap_or(self.anchor.0)
     }
 
     fn as_dev(&self) -> Option<&DevClock> {

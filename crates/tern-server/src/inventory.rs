@@ -1,7 +1,8 @@
 //! The agents this replica has heard from, in memory. Keyed by updater_id (or host_id
 //! for an updater without an id). Timestamps come from the server clock; expiry is by
-//! real (monotonic) silence, so jumping a dev clock forward does not forget agents and a
-//! wall-clock step does not either.
+//! silence measured on the clock's `monotonic` instant: real time on the system clock
+//! (a wall-clock step forgets nobody), dev time on the dev clock (advancing it past
+//! the silence limit forgets the hosts that did not heartbeat meanwhile).
 //!
 //! A replica may hold a million agents, so each is kept compact (about 130 bytes plus
 //! its hostname): ids of the usual shapes in 16 bytes ([`id`]), group and versions as
@@ -106,14 +107,13 @@ impl Inventory {
     }
 
     /// Records a heartbeat. The first heartbeat of a connection sets `first_seen`; later
-    /// ones (even with another group or version) keep it, unless the agent had been
-    /// forgotten (silent for `max_silence`).
+    /// ones (even with another group or version) keep it while the agent is still
+    /// known, i.e. until [`Inventory::expire`] forgot it for a long silence.
     pub fn heartbeat(
         &mut self,
         hb: &Heartbeat,
         now: Timestamp,
         at: Instant,
-        max_silence: Duration,
     ) -> Result<(), Unidentified> {
         let updater_id = Id::parse(&hb.updater_id);
         let host_id = Id::parse(&hb.host_id);
@@ -121,12 +121,8 @@ impl Inventory {
             return Err(Unidentified);
         }
         let heard = self.millis_since_epoch(at);
-        let silence = u64::try_from(max_silence.as_millis()).unwrap_or(u64::MAX);
         let found = self.find(&key_of(&updater_id, &host_id));
-        let first_seen = match found.map(|i| &self.entries[i]) {
-            Some(e) if heard.saturating_sub(e.heard) <= silence => e.first_seen,
-            _ => now,
-        };
+        let first_seen = found.map_or(now, |i| self.entries[i].first_seen);
         let names = &mut self.names;
         let entry = Entry {
             updater_id,
@@ -362,38 +358,32 @@ mod tests {
         let t1: Timestamp = "2026-11-23T10:01:00Z".parse().unwrap();
         let at = Instant::now();
         let silence = Duration::from_secs(180);
-        inv.heartbeat(&hb("a", "dev", "1.0.0"), t0, at, silence)
+        inv.heartbeat(&hb("a", "dev", "1.0.0"), t0, at).unwrap();
+        inv.heartbeat(&hb("a", "prod", "1.1.0"), t1, at + Duration::from_secs(60))
             .unwrap();
-        inv.heartbeat(
-            &hb("a", "prod", "1.1.0"),
-            t1,
-            at + Duration::from_secs(60),
-            silence,
-        )
-        .unwrap();
         let a = inv.agents().next().unwrap().to_inventory_agent();
         assert_eq!(a.first_seen, t0);
         assert_eq!(a.last_seen, t1);
         assert_eq!(a.heartbeat.group, "prod");
-        // Silent too long: a new connection.
-        inv.heartbeat(
-            &hb("a", "prod", "1.1.0"),
-            t1,
-            at + Duration::from_secs(600),
-            silence,
-        )
-        .unwrap();
-        assert_eq!(inv.agents().next().unwrap().first_seen(), t1);
+        // Silent long, but heard again before any expiry: the same connection.
+        let t2: Timestamp = "2026-11-23T10:10:00Z".parse().unwrap();
+        inv.heartbeat(&hb("a", "prod", "1.1.0"), t2, at + Duration::from_secs(600))
+            .unwrap();
+        assert_eq!(inv.agents().next().unwrap().first_seen(), t0);
         assert_eq!(inv.expire(at + Duration::from_secs(600), silence), 0);
         assert_eq!(inv.expire(at + Duration::from_secs(900), silence), 1);
         assert!((inv.len() == 0));
+        // Forgotten, then heard: a new connection.
+        inv.heartbeat(&hb("a", "prod", "1.1.0"), t2, at + Duration::from_secs(901))
+            .unwrap();
+        assert_eq!(inv.agents().next().unwrap().first_seen(), t2);
     }
 
     #[test]
     fn a_heartbeat_without_ids_is_refused() {
         let mut inv = Inventory::default();
         let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
-        let r = inv.heartbeat(&hb("", "dev", "1.0.0"), now, Instant::now(), Duration::ZERO);
+        let r = inv.heartbeat(&hb("", "dev", "1.0.0"), now, Instant::now());
         assert_eq!(r, Err(Unidentified));
         assert!((inv.len() == 0));
     }
@@ -406,10 +396,10 @@ mod tests {
         let silence = Duration::from_secs(1);
         for i in 0..3 * NAMES_CLEANUP_MIN {
             let h = hb(&format!("old-{i}"), "dev", &format!("1.0.{i}"));
-            inv.heartbeat(&h, now, at, silence).unwrap();
+            inv.heartbeat(&h, now, at).unwrap();
         }
         let later = at + Duration::from_secs(10);
-        inv.heartbeat(&hb("new", "prod", "2.0.0"), now, later, silence)
+        inv.heartbeat(&hb("new", "prod", "2.0.0"), now, later)
             .unwrap();
         assert_eq!(inv.expire(later, silence), 3 * NAMES_CLEANUP_MIN);
         assert_eq!(inv.names.len(), 2, "only prod and 2.0.0 are live");
@@ -507,11 +497,11 @@ mod tests {
                             failed_version: failed_version.map(|v| VERSIONS[v].into()),
                             healthy,
                         };
-                        inv.heartbeat(&h, now, at, silence).unwrap();
+                        inv.heartbeat(&h, now, at).unwrap();
                         let key = if uid.is_empty() { format!("h:{hid}") } else { format!("u:{uid}") };
                         let first_seen = match model.get(&key) {
-                            Some((a, heard)) if elapsed - heard <= silence.as_secs() => a.first_seen,
-                            _ => now,
+                            Some((a, _)) => a.first_seen,
+                            None => now,
                         };
                         model.insert(key, (InventoryAgent { heartbeat: h, first_seen, last_seen: now }, elapsed));
                     }

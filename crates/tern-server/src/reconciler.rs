@@ -45,7 +45,7 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
     let needs = rollout.map(reconcile::needs);
     let spec = {
         let mut inv = state.inventory();
-        inv.expire(Instant::now(), state.settings.max_silence());
+        inv.expire(state.clock.monotonic(), state.settings.max_silence());
         inv.report(now, state.settings.report_period, needs.as_ref(), &mut rng)
     };
     let report = AutoUpdateAgentReport::new(&state.settings.replica_id, spec);

@@ -687,15 +687,11 @@ fn a_failed_canary_raises_an_alert_kept_until_it_clears() {
 
 /// The tester's run on a real ternd: the hosts go silent (their token was revoked)
 /// and are forgotten; a later start-update must not skip the canaries for want of
-/// candidates. (Expiry here is by real silence: `--heartbeat-interval 1s` forgets a
-/// host after 3 s.)
+/// candidates. (The dev clock drives expiry: ten silent minutes forget them.)
 #[test]
 fn hosts_that_vanish_do_not_remove_the_canary_gate() {
     let tmp = tempfile::tempdir().unwrap();
-    let t = Ternd::start(
-        &tmp.path().join("data"),
-        &["--dev-clock", common::T0, "--heartbeat-interval", "1s"],
-    );
+    let t = Ternd::dev(&tmp.path().join("data"));
     let agent = t.new_token("agent");
     t.put_resource("config", CANARY_CONFIG);
     t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
@@ -714,7 +710,7 @@ fn hosts_that_vanish_do_not_remove_the_canary_gate() {
         "{r}"
     );
     // Silence: every host is forgotten.
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    t.advance("10m");
     let r = t.reconcile();
     assert_eq!(
         r["rollout"]["status"]["groups"][0]["present_count"], 0,
@@ -784,4 +780,32 @@ fn an_unknown_group_is_flagged_everywhere() {
         json!({"prdo": "prod"}),
         "{report}"
     );
+}
+
+/// `--dev-clock` drives inventory expiry too: advancing it past the silence limit
+/// (three heartbeat intervals) forgets hosts that did not heartbeat meanwhile, and a
+/// host heard again before the sweep keeps its first_seen.
+#[test]
+fn the_dev_clock_forgets_silent_hosts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let agent = t.new_token("agent");
+    for id in ["quiet", "chatty"] {
+        t.heartbeat(&agent, id, "dev", "1.0.0");
+    }
+    let first = t.op("GET", "/v1/inventory", None);
+    assert_eq!(first["agents"].as_array().unwrap().len(), 2);
+    // 2 minutes: within the limit (3 × 60 s), nobody is forgotten.
+    t.advance("2m");
+    let inv = t.op("GET", "/v1/inventory", None);
+    assert_eq!(inv["agents"].as_array().unwrap().len(), 2, "{inv}");
+    // 10 minutes: only the host that heartbeated after the jump is left, and it keeps
+    // its first_seen (heard again before the sweep).
+    t.advance("8m");
+    t.heartbeat(&agent, "chatty", "dev", "1.0.0");
+    let inv = t.op("GET", "/v1/inventory", None);
+    let agents = inv["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 1, "{inv}");
+    assert_eq!(agents[0]["updater_id"], "chatty");
+    assert_eq!(agents[0]["first_seen"], first["agents"][0]["first_seen"]);
 }

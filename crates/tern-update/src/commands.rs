@@ -256,6 +256,20 @@ pub(crate) struct ServerView {
     pub(crate) edition: String,
 }
 
+/// `heartbeat`: tell the server what this host runs now, without updating (every run
+/// ends with one). No lock: it only reads.
+pub fn heartbeat(ctx: &Ctx) -> Result<Report> {
+    let file = load(ctx)?.unwrap_or_default();
+    if file.spec.server.is_empty() {
+        return Err(Error::NotEnabled);
+    }
+    Ok(if update::heartbeat(ctx, &file) {
+        Report::Done(format!("heartbeat sent to {}", file.spec.server))
+    } else {
+        Report::Refused(format!("the heartbeat to {} failed", file.spec.server))
+    })
+}
+
 /// `status`: no lock, only reads (and asks the server).
 pub fn status(ctx: &Ctx) -> Result<StatusView> {
     let file = load(ctx)?.unwrap_or_default();

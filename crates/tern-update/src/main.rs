@@ -116,6 +116,9 @@ enum Cmd {
         #[arg(long)]
         now: bool,
     },
+    /// Tell the server what this host runs now, without updating (every run ends with
+    /// one).
+    Heartbeat,
     /// Show the spec, the status, and what the server says now.
     Status {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
@@ -300,6 +303,10 @@ fn execute(
         Cmd::Pin { force_version } => commands::pin(ctx, force_version)?,
         Cmd::Unpin => commands::unpin(ctx)?,
         Cmd::Update { now } => update(ctx, now)?,
+        Cmd::Heartbeat => match commands::heartbeat(ctx)? {
+            Report::Refused(why) => anyhow::bail!(why),
+            sent => sent,
+        },
         Cmd::Status { output } => return print_status(ctx, output),
         Cmd::Uninstall { force } => commands::uninstall(ctx, force)?,
         Cmd::LinkPackage => commands::link_package(ctx)?,

@@ -622,17 +622,18 @@ fn read_trimmed(path: &Path) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
-/// Best effort: tell ternd what this host runs. Never fails the run.
-pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) {
+/// Best effort: tell ternd what this host runs. Never fails the run; true when ternd
+/// took the heartbeat.
+pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) -> bool {
     let spec = &file.spec;
     if spec.server.is_empty() {
-        return;
+        return false;
     }
     let id = match updater_id(&ctx.layout) {
         Ok(id) => id,
         Err(e) => {
             log::warn(format!("heartbeat skipped: {e}"));
-            return;
+            return false;
         }
     };
     let token = spec.join_token_file.as_deref().and_then(read_trimmed);
@@ -668,11 +669,15 @@ pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) {
         healthy,
     };
     match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
-        Err(e) => log::warn(format!("heartbeat failed (ignored): {e}")),
+        Err(e) => {
+            log::warn(format!("heartbeat failed (ignored): {e}"));
+            false
+        }
         Ok(answer) => {
             if let Some(u) = answer.unknown_group {
                 log::warn(unknown_group_warning(&u));
             }
+            true
         }
     }
 }

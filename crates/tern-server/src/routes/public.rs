@@ -140,7 +140,7 @@ pub(crate) async fn heartbeat(
     State(state): State<Arc<AppState>>,
     body: Bytes,
 ) -> ApiResult<Json<HeartbeatResponse>> {
-    let at = Instant::now();
+    let at = state.clock.monotonic();
     let hb: Heartbeat = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("the heartbeat is not valid JSON: {e}")))?;
     for (field, value) in [
@@ -159,7 +159,7 @@ pub(crate) async fn heartbeat(
     let now = state.clock.now();
     state
         .inventory()
-        .heartbeat(&hb, now, at, state.settings.max_silence())
+        .heartbeat(&hb, now, at)
         .map_err(|e| ApiError::bad_request(format!("updater_id: {e}")))?;
     Metrics::inc(&state.metrics.heartbeats);
     let unknown_group = state.snapshot().rollout.as_ref().and_then(|r| {

@@ -55,7 +55,7 @@ pub(crate) async fn inventory(
     let period = state.settings.report_period;
     let mut agents: Vec<InventoryEntry> = {
         let mut inv = state.inventory();
-        inv.expire(std::time::Instant::now(), state.settings.max_silence());
+        inv.expire(state.clock.monotonic(), state.settings.max_silence());
         inv.agents()
             .map(|a| views::inventory_entry(a.to_inventory_agent(), now, period))
             .collect()
