@@ -162,14 +162,20 @@ pub(crate) async fn heartbeat(
         .heartbeat(&hb, now, at)
         .map_err(|e| ApiError::bad_request(format!("updater_id: {e}")))?;
     Metrics::inc(&state.metrics.heartbeats);
-    let unknown_group = state.snapshot().rollout.as_ref().and_then(|r| {
-        let groups = Groups::of(r);
-        Some(UnknownGroup {
-            served_by: groups.unknown(&hb.group)?.to_string(),
-            group: hb.group.clone(),
-            groups: groups.names().map(str::to_string).collect(),
-        })
-    });
+    // The hot path (a known group, or none) allocates nothing.
+    let snapshot = state.snapshot();
+    let unknown_group = snapshot
+        .rollout
+        .as_ref()
+        .filter(|r| !hb.group.is_empty() && r.group(&hb.group).is_none())
+        .and_then(|r| {
+            let groups = Groups::of(r);
+            Some(UnknownGroup {
+                served_by: groups.unknown(&hb.group)?.to_string(),
+                group: hb.group.clone(),
+                groups: groups.names().map(str::to_string).collect(),
+            })
+        });
     Ok(Json(HeartbeatResponse {
         next_heartbeat_seconds: state.settings.heartbeat_interval.as_secs().max(1),
         unknown_group,
