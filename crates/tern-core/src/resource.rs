@@ -28,6 +28,7 @@ pub const DEFAULT_GROUP: &str = "default";
 pub const DEFAULT_GROUP_START_HOUR: u8 = 12;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Metadata {
     #[serde(default)]
     pub name: String,
@@ -171,6 +172,7 @@ impl RolloutState {
 // autoupdate_config
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AutoUpdateConfig {
     pub kind: String,
     #[serde(default = "v1")]
@@ -328,6 +330,7 @@ impl AutoUpdateConfig {
 // autoupdate_version
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AutoUpdateVersion {
     pub kind: String,
     #[serde(default = "v1")]

@@ -258,3 +258,38 @@ status:
         AutoUpdateAgentRollout::from_text(&codec::to_text(&r, Format::Json).unwrap()).unwrap();
     assert_eq!(again, r);
 }
+
+/// A typo at the top (`spce:`) or in the metadata once stored `spec: {}` and replaced
+/// the whole config: every level refuses an unknown field, naming it.
+#[test]
+fn unknown_fields_are_refused_at_every_level_including_the_top() {
+    let cases = [
+        (
+            "kind: autoupdate_config\nspce:\n  agents: {mode: enabled}\n",
+            "spce: unknown field `spce`",
+        ),
+        (
+            "kind: autoupdate_config\nmetdata: {name: autoupdate-config}\nspec: {}\n",
+            "metdata: unknown field `metdata`",
+        ),
+        (
+            "kind: autoupdate_config\nmetadata: {name: autoupdate-config, lables: {a: b}}\nspec: {}\n",
+            "metadata.lables: unknown field `lables`",
+        ),
+    ];
+    for (text, want) in cases {
+        let err = AutoUpdateConfig::from_text(text).unwrap_err().to_string();
+        assert!(err.contains(want), "want {want:?}\n got {err:?}");
+    }
+    let err = AutoUpdateVersion::from_text(
+        "kind: autoupdate_version\nspce:\n  agents: {target_version: 1.2.3}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("spce: unknown field `spce`"), "{err}");
+    // The JSON form goes through the same parser.
+    let err = AutoUpdateConfig::from_text(r#"{"kind":"autoupdate_config","spce":{}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("spce: unknown field `spce`"), "{err}");
+}
