@@ -4,6 +4,13 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+mod nesting;
+
+/// How deeply a resource text may nest (a config is about eight levels deep). Deeper
+/// texts are refused before parsing: the YAML parser's time grows with the square of
+/// the depth.
+pub const MAX_DEPTH: usize = 64;
+
 /// The text could not be read as the expected resource.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{}{message}", if path.is_empty() || path == "." { String::new() } else { format!("{path}: ") })]
@@ -21,8 +28,19 @@ pub fn from_text<T: DeserializeOwned>(text: &str) -> Result<T, ParseError> {
             message: "the document is empty".to_string(),
         });
     }
+    check_depth(text)?;
     let de = serde_yaml_ng::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| parse_error(String::new(), &e))
+}
+
+fn check_depth(text: &str) -> Result<(), ParseError> {
+    nesting::check(text, MAX_DEPTH).map_err(|e| ParseError {
+        path: String::new(),
+        message: format!(
+            "line {}: nested deeper than {MAX_DEPTH} levels (a resource is a few levels deep); refused before parsing",
+            e.line
+        ),
+    })
 }
 
 fn parse_error(prefix: String, e: &serde_path_to_error::Error<serde_yaml_ng::Error>) -> ParseError {
@@ -57,6 +75,7 @@ pub fn list_from_text<T: DeserializeOwned>(text: &str) -> Result<Vec<T>, ParseEr
     if text.trim().is_empty() {
         return Ok(Vec::new());
     }
+    check_depth(text)?;
     let mut documents = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         // Stop at the first broken document: the parser does not resume after one.

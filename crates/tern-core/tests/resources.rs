@@ -293,3 +293,46 @@ fn unknown_fields_are_refused_at_every_level_including_the_top() {
         .to_string();
     assert!(err.contains("spce: unknown field `spce`"), "{err}");
 }
+
+/// 40k levels of `[` in 600 KB once cost the server seconds to minutes of CPU in the
+/// YAML parser: a text deeper than `codec::MAX_DEPTH` is refused before parsing, with
+/// the line, in JSON and in YAML form alike.
+#[test]
+fn deeply_nested_texts_are_refused_before_parsing() {
+    let n = 40_000;
+    let json = format!(
+        "{{\"kind\":\"autoupdate_config\",\"spec\":{}{}}}",
+        "[".repeat(n),
+        "]".repeat(n)
+    );
+    let yaml = format!(
+        "kind: autoupdate_config\nspec:\n  agents:\n{}x\n",
+        "- ".repeat(n)
+    );
+    for text in [json, yaml] {
+        let err = AutoUpdateConfig::from_text(&text).unwrap_err().to_string();
+        assert!(err.contains("nested deeper than 64 levels"), "{err}");
+        let err = codec::list_from_text::<AutoUpdateConfig>(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nested deeper than 64 levels"), "{err}");
+    }
+    // Every example of the repository nests far less.
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples")).unwrap()
+    {
+        let dir = entry.unwrap().path();
+        for file in std::fs::read_dir(&dir).into_iter().flatten() {
+            let path = file.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml" || e == "json") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let err = codec::list_from_text::<serde_json::Value>(&text).err();
+                assert!(
+                    !err.as_ref()
+                        .is_some_and(|e| e.to_string().contains("nested deeper")),
+                    "{}: {err:?}",
+                    path.display()
+                );
+            }
+        }
+    }
+}

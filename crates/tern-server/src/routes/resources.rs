@@ -127,8 +127,26 @@ impl WriteQuery {
     }
 }
 
-fn parse<T: Resource>(text: &str, parse: fn(&str) -> Result<T, ResourceError>) -> ApiResult<T> {
-    parse(text).map_err(|e| ApiError::invalid_resource(format!("invalid {}: {e}", T::KIND)))
+/// Resource texts parsed at once. Parsing is CPU work of up to a megabyte: it runs on
+/// the blocking pool, never on the async workers that answer find and heartbeats and
+/// renew the leader lease, and only this many at a time so that writers cannot take
+/// every core.
+static PARSE_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+async fn parse<T: Resource + Send + 'static>(
+    body: Bytes,
+    parse: fn(&str) -> Result<T, ResourceError>,
+) -> ApiResult<T> {
+    let _slot = PARSE_SLOTS
+        .acquire()
+        .await
+        .map_err(|_| ApiError::internal("the parse slots are closed"))?;
+    tokio::task::spawn_blocking(move || {
+        let text = body::text(&body)?;
+        parse(text).map_err(|e| ApiError::invalid_resource(format!("invalid {}: {e}", T::KIND)))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("parsing the resource failed: {e}")))?
 }
 
 async fn write<T: Resource>(
@@ -204,18 +222,17 @@ async fn write<T: Resource>(
 async fn put_or_post(
     state: &AppState,
     kind: Kind,
-    body: &[u8],
+    body: Bytes,
     mode: WriteMode,
 ) -> ApiResult<Response> {
-    let text = body::text(body)?;
     match kind {
         Kind::Config => {
-            let v = parse(text, AutoUpdateConfig::from_text)?;
+            let v = parse(body, AutoUpdateConfig::from_text).await?;
             let (code, s) = write(state, v, mode).await?;
             Ok((code, Json(s.value)).into_response())
         }
         Kind::Version => {
-            let v = parse(text, AutoUpdateVersion::from_text)?;
+            let v = parse(body, AutoUpdateVersion::from_text).await?;
             let (code, s) = write(state, v, mode).await?;
             Ok((code, Json(s.value)).into_response())
         }
@@ -231,7 +248,7 @@ pub(crate) async fn create(
     Query(q): Query<WriteQuery>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    put_or_post(&state, kind, &body, q.mode_or(WriteMode::Create)).await
+    put_or_post(&state, kind, body, q.mode_or(WriteMode::Create)).await
 }
 
 /// `PUT /v1/resources/{kind}`: update at `metadata.revision` (`?force=true`: upsert).
@@ -241,7 +258,7 @@ pub(crate) async fn update(
     Query(q): Query<WriteQuery>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    put_or_post(&state, kind, &body, q.mode_or(WriteMode::Update)).await
+    put_or_post(&state, kind, body, q.mode_or(WriteMode::Update)).await
 }
 
 #[derive(Debug, Default, Deserialize)]
