@@ -3,7 +3,8 @@
 //! heartbeats into an in-memory inventory and serves the admin API and metrics.
 //!
 //! - [`server::serve`]: start everything (used by the `ternd` binary).
-//! - [`routes`]: the HTTP API (see `docs/api.md`).
+//! - [`routes`]: the HTTP API (see `docs/api.md`); `listen`: the accept loop and its
+//!   bounds (connection caps, header and idle timeouts).
 //! - [`reconciler`]: reports and reconciles; [`snapshot`]: what find answers from.
 //! - [`auth`], [`inventory`], [`ratelimit`], [`metrics`], [`clock`]: the parts;
 //!   `notify`: alert notices to webhooks and Slack (see `docs/alerts.md`).
@@ -13,6 +14,7 @@ pub mod clock;
 pub mod error;
 pub mod inventory;
 pub(crate) mod keys;
+pub(crate) mod listen;
 pub(crate) mod metrics;
 pub(crate) mod notify;
 pub(crate) mod ratelimit;

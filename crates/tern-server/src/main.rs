@@ -117,6 +117,25 @@ struct StartArgs {
     /// host name). Give every replica the same.
     #[arg(long, env = "TERN_NOTIFY_SERVER_NAME", value_name = "NAME")]
     notify_server_name: Option<String>,
+    /// Connections open at once (default: what the descriptor limit allows, raised to
+    /// its hard limit at start, less 256). At the cap, the connection idle the longest
+    /// is closed to make room; if every one is serving a request, the new one is.
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Connections open at once from one client address; past it new ones are closed
+    /// on arrival. Raise it when many hosts share one address (NAT).
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    max_connections_per_ip: usize,
+    /// A client must send a request's headers (and finish the TLS handshake) within
+    /// this long, or the connection is closed.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
+    header_read_timeout: GoDuration,
+    /// A connection with no request in flight and no byte moved for this long is closed.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
+    idle_timeout: GoDuration,
+    /// A request, its body included, gets this long; then it is answered 408.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
+    request_timeout: GoDuration,
     /// Log filter (RUST_LOG syntax).
     #[arg(long, env = "TERN_LOG", default_value = "info")]
     log: String,
@@ -140,6 +159,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // Every flag and file is checked, and the port taken, before anything is created:
+    // a bad start leaves no data dir, store or operator token behind.
     let transport = server::transport(a.tls_cert, a.tls_key, a.insecure_http)?;
     let notify = NotifySettings::from_flags(
         &a.notify_webhook,
@@ -147,6 +168,40 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         a.notify_token_file.as_deref(),
         a.notify_server_name,
     )?;
+    for (flag, rate) in [
+        ("--find-rate", a.find_rate),
+        ("--heartbeat-rate", a.heartbeat_rate),
+    ] {
+        if !rate.is_finite() || rate < 0.0 {
+            anyhow::bail!("{flag} {rate}: give a number of requests per second, 0 or more");
+        }
+    }
+    if a.max_connections == Some(0) || a.max_connections_per_ip == 0 {
+        anyhow::bail!("--max-connections and --max-connections-per-ip must be at least 1");
+    }
+    let budget = server::descriptor_budget();
+    let max_connections = match (a.max_connections, budget) {
+        (Some(n), Some(b)) if n > b => {
+            tracing::warn!(
+                asked = n,
+                budget = b,
+                "--max-connections is above what the descriptor limit allows; using the limit"
+            );
+            b
+        }
+        (Some(n), _) => n,
+        (None, Some(b)) => b,
+        (None, None) => 65_536,
+    };
+    let limits = server::Limits {
+        max_connections,
+        max_per_address: a.max_connections_per_ip,
+        header_read_timeout: Duration::from_secs(a.header_read_timeout.as_secs()),
+        idle_timeout: Duration::from_secs(a.idle_timeout.as_secs()),
+        request_timeout: Duration::from_secs(a.request_timeout.as_secs()),
+    };
+    let listener = std::net::TcpListener::bind(a.listen)
+        .map_err(|e| anyhow::anyhow!("listening on {}: {e}", a.listen))?;
     server::create_data_dir(&a.data_dir)?;
     let replica_id = server::replica_id(&a.data_dir, a.replica_id)?;
     let backend = a
@@ -170,8 +225,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .build()?;
     rt.block_on(server::serve(ServeOptions {
         settings,
-        listen: a.listen,
+        listener,
         transport,
+        limits,
         dev_clock: a.dev_clock,
         backend,
         etcd_prefix: a.etcd_prefix,

@@ -29,6 +29,13 @@ pub(crate) struct Metrics {
     pub(crate) reconcile_micros_last: AtomicU64,
     /// Reconcile events by kind.
     pub(crate) events: Mutex<BTreeMap<String, u64>>,
+    /// The listener's table of open connections, once it serves.
+    pub(crate) connections: std::sync::OnceLock<std::sync::Arc<crate::listen::conns::Conns>>,
+    pub(crate) connections_shed_per_address: AtomicU64,
+    pub(crate) connections_shed_full: AtomicU64,
+    pub(crate) connections_evicted: AtomicU64,
+    pub(crate) connections_timed_out: AtomicU64,
+    pub(crate) accept_errors: AtomicU64,
 }
 
 /// Reconcile duration buckets (seconds) for the histogram.

@@ -1,7 +1,6 @@
 //! Starting ternd: data dir, store, bootstrap token, snapshot, background tasks, HTTP(S).
 
 use std::io::Write;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -14,6 +13,7 @@ use tern_store::{Error as StoreError, SqliteStore, Store};
 use crate::auth::Role;
 use crate::clock::{Clock, DevClock, SystemClock};
 use crate::keys;
+pub use crate::listen::{Limits, descriptor_budget};
 use crate::notify::Notifiers;
 pub use crate::notify::{NotifyConfigError, NotifySettings, parse_notify_url};
 use crate::reconciler;
@@ -23,15 +23,19 @@ use crate::state::{AppState, Settings};
 /// How ternd serves.
 #[derive(Clone, Debug)]
 pub enum Transport {
-    Tls { cert: PathBuf, key: PathBuf },
+    /// HTTPS with this certificate and key, read and checked at startup.
+    Tls(Arc<rustls::ServerConfig>),
     InsecureHttp,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct ServeOptions {
     pub settings: Settings,
-    pub listen: SocketAddr,
+    /// Bound before anything is created, so that a taken port fails a start cleanly.
+    pub listener: std::net::TcpListener,
     pub transport: Transport,
+    /// The bounds on connections (`--max-connections`, timeouts).
+    pub limits: Limits,
     /// Start a dev clock at this instant instead of using the system clock (the store's
     /// shared dev clock wins when another replica already set it).
     pub dev_clock: Option<Timestamp>,
@@ -361,17 +365,30 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let state =
         AppState::with_notifiers(Arc::clone(&store), clock, opts.settings.clone(), notifiers);
     start_background(&state).await;
-    let listener = std::net::TcpListener::bind(opts.listen)
-        .with_context(|| format!("listening on {}", opts.listen))?;
+    let listener = opts.listener;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let scheme = match opts.transport {
-        Transport::Tls { .. } => "https",
+        Transport::Tls(_) => "https",
         Transport::InsecureHttp => "http",
     };
-    tracing::info!(%addr, replica = %state.settings.replica_id, "ternd listening");
+    tracing::info!(%addr, replica = %state.settings.replica_id, limits = ?opts.limits, "ternd listening");
     say(&format!("ternd listening on {scheme}://{addr}"))?;
-    serve_http(listener, opts.transport, Arc::clone(&state)).await?;
+    let tls = match opts.transport {
+        Transport::Tls(config) => Some(tokio_rustls::TlsAcceptor::from(config)),
+        Transport::InsecureHttp => None,
+    };
+    let app = routes::router(Arc::clone(&state));
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    crate::listen::serve(
+        listener,
+        tls,
+        app,
+        opts.limits,
+        Arc::clone(&state),
+        shutdown_signal(),
+    )
+    .await;
     reconciler::release_leader(&state).await;
     Ok(())
 }
@@ -426,44 +443,36 @@ async fn start_background(state: &Arc<AppState>) {
     }
 }
 
-/// Serves the API on `listener` until SIGINT/SIGTERM, over TLS or plain HTTP.
-async fn serve_http(
-    listener: std::net::TcpListener,
-    transport: Transport,
-    state: Arc<AppState>,
-) -> anyhow::Result<()> {
-    let app = routes::router(state).into_make_service_with_connect_info::<SocketAddr>();
-    match transport {
-        Transport::InsecureHttp => {
-            let listener = tokio::net::TcpListener::from_std(listener)?;
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown_signal())
-                .await?;
-        }
-        Transport::Tls { cert, key } => {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&cert, &key)
-                .await
-                .with_context(|| {
-                    format!(
-                        "loading the TLS certificate {} and key {}",
-                        cert.display(),
-                        key.display()
-                    )
-                })?;
-            let handle = axum_server::Handle::new();
-            let h = handle.clone();
-            tokio::spawn(async move {
-                shutdown_signal().await;
-                h.graceful_shutdown(Some(Duration::from_secs(10)));
-            });
-            axum_server::from_tcp_rustls(listener, config)
-                .handle(handle)
-                .serve(app)
-                .await?;
-        }
+/// Reads and checks the certificate chain and key (before anything is created).
+fn tls_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("reading the TLS certificate {}", cert.display()))?;
+    if chain.is_empty() {
+        bail!(
+            "the TLS certificate {} holds no PEM certificate",
+            cert.display()
+        );
     }
-    Ok(())
+    let key_der = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("reading the TLS key {}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("setting up TLS")?
+        .with_no_client_auth()
+        .with_single_cert(chain, key_der)
+        .with_context(|| {
+            format!(
+                "the TLS key {} does not go with the certificate {}",
+                key.display(),
+                cert.display()
+            )
+        })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// Refuses to serve plain HTTP unless asked to.
@@ -473,7 +482,7 @@ pub fn transport(
     insecure_http: bool,
 ) -> anyhow::Result<Transport> {
     match (tls_cert, tls_key, insecure_http) {
-        (Some(cert), Some(key), false) => Ok(Transport::Tls { cert, key }),
+        (Some(cert), Some(key), false) => Ok(Transport::Tls(tls_config(&cert, &key)?)),
         (None, None, true) => Ok(Transport::InsecureHttp),
         (Some(_), Some(_), true) => {
             bail!("give either --tls-cert/--tls-key or --insecure-http, not both")

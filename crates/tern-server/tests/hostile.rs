@@ -70,3 +70,238 @@ fn deeply_nested_bodies_are_refused_before_parsing_and_find_keeps_answering() {
     let (status, _) = t.call("GET", "/v1/resources/config", Some(&t.token), None);
     assert_eq!(status, 404);
 }
+
+/// Raises this test process's descriptor limit: the attacks below hold over a
+/// thousand sockets.
+fn raise_nofile() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let _ = setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        },
+    );
+}
+
+/// `n` connections from the loopback address `source` (127.0.0.2 and up are other
+/// "hosts" on Linux), each sending `prefix` and then nothing more.
+fn hold_connections(
+    rt: &tokio::runtime::Runtime,
+    source: std::net::Ipv4Addr,
+    server: std::net::SocketAddr,
+    n: usize,
+    prefix: &[u8],
+) -> Vec<std::net::TcpStream> {
+    use std::io::Write;
+    rt.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..n {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind((source, 0).into()).unwrap();
+            let Ok(stream) = socket.connect(server).await else {
+                continue;
+            };
+            let mut stream = stream.into_std().unwrap();
+            stream.set_nonblocking(false).unwrap();
+            let _ = stream.write_all(prefix);
+            held.push(stream);
+        }
+        held
+    })
+}
+
+fn addr_of(t: &Ternd) -> std::net::SocketAddr {
+    t.url.trim_start_matches("http://").parse().unwrap()
+}
+
+fn metric(t: &Ternd, line_prefix: &str) -> u64 {
+    let (_, _, text) = t.raw("GET", "/metrics", None, None);
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {line_prefix} in\n{text}"))
+}
+
+const HALF_REQUEST: &[u8] = b"GET /v1/webapi/find?group=dev HTTP/1.1\r\nHost: ternd\r\nX-Slow: ";
+
+/// 1,100 half-sent requests once used up a 1,024-descriptor limit (systemd's usual
+/// soft default) and every find timed out. One address now holds at most
+/// `--max-connections-per-ip`, the rest are closed on arrival, and find answers.
+#[test]
+fn slowloris_from_one_address_cannot_take_find_down() {
+    raise_nofile();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::spawn_via(
+        &["prlimit", "--nofile=1024:1024", "--"],
+        &tmp.path().join("data"),
+        &["--insecure-http", "--dev-clock", common::T0],
+    );
+    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
+    t.reconcile();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let attacker = std::net::Ipv4Addr::new(127, 0, 0, 2);
+    let held = hold_connections(&rt, attacker, addr_of(&t), 1_100, HALF_REQUEST);
+    assert!(
+        held.len() > 1_024,
+        "the attack holds {} connections",
+        held.len()
+    );
+    let find_url = format!("{}/v1/webapi/find?group=dev&host=h1", t.url);
+    for _ in 0..20 {
+        assert_eq!(
+            patient_get(&find_url, 10),
+            Ok(200),
+            "find must answer during the attack"
+        );
+    }
+    assert!(metric(&t, "tern_connections_shed_total{reason=\"per_address\"} ") >= 800);
+    drop(held);
+}
+
+/// Half-open connections from many addresses fill every slot: the stalest idle ones
+/// are closed to make room, so a host asking find still gets in.
+#[test]
+fn at_the_connection_cap_half_open_connections_make_room_for_find() {
+    raise_nofile();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--dev-clock", common::T0, "--max-connections", "50"],
+    );
+    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
+    t.reconcile();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut held = Vec::new();
+    for last in 2..=5 {
+        let source = std::net::Ipv4Addr::new(127, 0, 0, last);
+        held.extend(hold_connections(&rt, source, addr_of(&t), 25, HALF_REQUEST));
+    }
+    let find_url = format!("{}/v1/webapi/find?group=dev&host=h1", t.url);
+    for _ in 0..10 {
+        assert_eq!(patient_get(&find_url, 10), Ok(200));
+    }
+    assert!(metric(&t, "tern_connections_evicted_total ") >= 50);
+    assert!(metric(&t, "tern_connections_open ") <= 50);
+    drop(held);
+}
+
+/// A connection that never finishes its headers, or never sends a byte, is closed
+/// after `--header-read-timeout` / `--idle-timeout`; before, it stayed open forever.
+#[test]
+fn slow_and_silent_connections_are_closed() {
+    use std::io::Read;
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &[
+            "--dev-clock",
+            common::T0,
+            "--header-read-timeout",
+            "1s",
+            "--idle-timeout",
+            "2s",
+        ],
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let source = std::net::Ipv4Addr::new(127, 0, 0, 1);
+    let mut half = hold_connections(&rt, source, addr_of(&t), 1, HALF_REQUEST);
+    let mut silent = hold_connections(&rt, source, addr_of(&t), 1, b"");
+    for stream in half.iter_mut().chain(silent.iter_mut()) {
+        // Generous: the server closes after one or two seconds; without the timeouts
+        // the read blocks until this deadline.
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        match stream.read(&mut buf) {
+            Ok(0) => {}
+            Ok(n) => {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+            }
+            Err(e) => assert!(
+                matches!(e.kind(), std::io::ErrorKind::ConnectionReset),
+                "the server did not close the connection: {e}"
+            ),
+        }
+    }
+    assert!(metric(&t, "tern_connections_timed_out_total ") >= 1);
+}
+
+/// A start that fails on a flag or a file once left a data dir, a store and an
+/// operator token behind (TLS files were read last). Now everything is checked, and
+/// the port taken, before anything is created.
+#[test]
+fn a_start_refused_for_a_flag_or_a_file_creates_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let file = |name: &str, text: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let cert_file = file("tls.crt", &cert.cert.pem());
+    let key_file = file("tls.key", &cert.key_pair.serialize_pem());
+    let other_key = file("other.key", &other.key_pair.serialize_pem());
+    let garbage = file("garbage.pem", "not a certificate\n");
+    let missing = tmp.path().join("missing.pem").to_str().unwrap().to_string();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--tls-cert", &missing, "--tls-key", &key_file],
+            "missing.pem",
+        ),
+        (
+            vec!["--tls-cert", &garbage, "--tls-key", &key_file],
+            "holds no PEM certificate",
+        ),
+        (
+            vec!["--tls-cert", &cert_file, "--tls-key", &garbage],
+            "garbage.pem",
+        ),
+        (
+            vec!["--tls-cert", &cert_file, "--tls-key", &other_key],
+            "does not go with",
+        ),
+        (vec!["--insecure-http", "--find-rate=-1"], "--find-rate"),
+        (
+            vec!["--insecure-http", "--heartbeat-rate", "NaN"],
+            "--heartbeat-rate",
+        ),
+        (
+            vec!["--insecure-http", "--max-connections-per-ip", "0"],
+            "at least 1",
+        ),
+        (
+            vec!["--insecure-http", "--listen", &taken_addr],
+            "listening on",
+        ),
+    ];
+    for (i, (args, want)) in cases.iter().enumerate() {
+        let dir = tmp.path().join(format!("data{i}"));
+        let mut command = std::process::Command::new(common::ternd_bin());
+        command.args(["start", "--data-dir"]).arg(&dir);
+        if !args.contains(&"--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
+        let out = command.args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} started");
+        assert!(err.contains(want), "{args:?}: want {want:?} in\n{err}");
+        assert!(!dir.exists(), "{args:?} left {} behind", dir.display());
+    }
+    drop(taken);
+}

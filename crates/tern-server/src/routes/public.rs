@@ -201,6 +201,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     state
         .metrics
         .render_counters(&state.reconcile_hist, &mut out);
+    crate::listen::render(&state.metrics, &mut out);
     state.notifiers.render_metrics(&mut out);
     let snap = state.snapshot();
     let _ = writeln!(

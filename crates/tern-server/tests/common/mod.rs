@@ -41,6 +41,11 @@ impl Ternd {
     /// `ternd start --listen 127.0.0.1:0 --data-dir DIR ARGS…`; waits for readiness over
     /// plain HTTP only.
     pub fn spawn(dir: &Path, extra: &[&str]) -> Self {
+        Self::spawn_via(&[], dir, extra)
+    }
+
+    /// As [`Ternd::spawn`], run through `wrapper` (e.g. `sh -c 'ulimit -n 1024; exec "$0" "$@"'`).
+    pub fn spawn_via(wrapper: &[&str], dir: &Path, extra: &[&str]) -> Self {
         if let Some(parent) = dir.parent() {
             std::fs::create_dir_all(parent).unwrap();
         }
@@ -49,7 +54,15 @@ impl Ternd {
             .append(true)
             .open(dir.with_extension("log"))
             .unwrap();
-        let mut child = Command::new(ternd_bin())
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(ternd_bin());
+                c
+            }
+            None => Command::new(ternd_bin()),
+        };
+        let mut child = command
             .args(["start", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir)
             .args(extra)
