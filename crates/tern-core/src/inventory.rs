@@ -20,6 +20,18 @@ pub const OMITTED_PINNED: &str = "version is pinned";
 pub const OMITTED_NO_UPDATER_ID: &str = "no updater id";
 pub const OMITTED_TOO_NEW: &str = "connected for less than one report period";
 
+/// A report keeps every group of the rollout, and at most this many others (agents
+/// presenting a group the rollout lacks, served by its catch-all): the rest are counted
+/// together under [`FOLDED`]. A flood of invented group names cannot grow the report.
+pub const MAX_UNKNOWN_GROUPS_IN_REPORT: usize = 32;
+/// A report keeps at most this many versions per group; the rarer ones are counted
+/// together under [`FOLDED`] (never the target, so the group is not done by mistake).
+pub const MAX_VERSIONS_IN_REPORT: usize = 64;
+/// The group or version key of what [`bound_report`] counted together. Not a valid
+/// group name nor a version, so it never equals one; a folded group is served by the
+/// catch-all like any group the rollout lacks.
+pub const FOLDED: &str = "(other)";
+
 /// How many canary candidates a replica offers per group in its report.
 pub const CANARY_CANDIDATES_PER_GROUP: usize = 10;
 
@@ -258,6 +270,68 @@ where
         spec.canaries = canaries_seen(needs, lookup);
     }
     spec
+}
+
+/// Bounds a report's size whatever its agents present: every group `known` to the
+/// rollout is kept, the [`MAX_UNKNOWN_GROUPS_IN_REPORT`] largest others too, and the
+/// rest are counted together under [`FOLDED`]; within each group the
+/// [`MAX_VERSIONS_IN_REPORT`] most common versions are kept and the rest counted under
+/// [`FOLDED`]. Counts are never lost: a folded agent still counts as present and not
+/// up to date, and the lowest updater id among folded ones is kept for backpressure.
+/// Returns how many groups and versions were folded.
+pub fn bound_report(spec: &mut ReportSpec, known: impl Fn(&str) -> bool) -> usize {
+    let mut folded = 0;
+    let mut unknown: Vec<(u64, String)> = spec
+        .groups
+        .iter()
+        .filter(|(name, _)| !known(name) && name.as_str() != FOLDED)
+        .map(|(name, g)| (g.versions.values().map(|v| v.count).sum(), name.clone()))
+        .collect();
+    if unknown.len() > MAX_UNKNOWN_GROUPS_IN_REPORT {
+        // Largest first; ties by name, so replicas fold alike.
+        unknown.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, name) in unknown.split_off(MAX_UNKNOWN_GROUPS_IN_REPORT) {
+            if let Some(group) = spec.groups.remove(&name) {
+                let into = spec.groups.entry(FOLDED.to_string()).or_default();
+                for (version, v) in group.versions {
+                    merge(into.versions.entry(version).or_default(), &v);
+                }
+                folded += 1;
+            }
+        }
+    }
+    for group in spec.groups.values_mut() {
+        if group.versions.len() <= MAX_VERSIONS_IN_REPORT {
+            continue;
+        }
+        let mut by_count: Vec<(u64, String)> = group
+            .versions
+            .iter()
+            .filter(|(v, _)| v.as_str() != FOLDED)
+            .map(|(v, r)| (r.count, v.clone()))
+            .collect();
+        by_count.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        // One place is left for the folded entry itself.
+        for (_, version) in by_count.split_off(MAX_VERSIONS_IN_REPORT - 1) {
+            if let Some(v) = group.versions.remove(&version) {
+                merge(group.versions.entry(FOLDED.to_string()).or_default(), &v);
+                folded += 1;
+            }
+        }
+    }
+    folded
+}
+
+fn merge(into: &mut VersionReport, v: &VersionReport) {
+    into.count += v.count;
+    into.failed_count += v.failed_count;
+    if !v.lowest_updater_id.is_empty()
+        && (into.lowest_updater_id.is_empty()
+            || UpdaterNumeral::of(&v.lowest_updater_id)
+                < UpdaterNumeral::of(&into.lowest_updater_id))
+    {
+        into.lowest_updater_id.clone_from(&v.lowest_updater_id);
+    }
 }
 
 /// This replica's canary candidates for the report: for each group of

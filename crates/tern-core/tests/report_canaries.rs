@@ -13,7 +13,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tern_core::aggregate::connected_agents;
 use tern_core::inventory::{
-    InventoryAgent, build_report, canaries_seen, canary_candidates, replica_report,
+    FOLDED, InventoryAgent, MAX_UNKNOWN_GROUPS_IN_REPORT, MAX_VERSIONS_IN_REPORT, bound_report,
+    build_report, canaries_seen, canary_candidates, replica_report,
 };
 use tern_core::reconcile::{Needs, needs};
 use tern_core::resource::*;
@@ -418,4 +419,73 @@ fn a_leader_picks_and_checks_canaries_connected_to_another_replica() {
         w.state("staging")
     );
     assert!(w.group("staging").canaries.iter().all(|c| c.success));
+}
+
+/// 50,011 invented group/version values once made a report (and /metrics) grow without
+/// bound. The report keeps the rollout's groups and the most common versions and
+/// counts the rest under `(other)`: no agent is lost, none is counted as updated.
+#[test]
+fn a_report_stays_bounded_whatever_the_agents_present() {
+    let mut spec = build_report(
+        ts(NOW),
+        std::iter::empty::<InventoryAgent>(),
+        DEFAULT_REPORT_PERIOD,
+    );
+    let entry = |count: u64, id: &str| VersionReport {
+        count,
+        failed_count: 0,
+        lowest_updater_id: id.to_string(),
+    };
+    for i in 0..5_000u64 {
+        let mut g = GroupReport::default();
+        g.versions
+            .insert("1.0.0".into(), entry(1 + i % 3, &format!("{i:08x}")));
+        spec.groups.insert(format!("invented-{i}"), g);
+    }
+    let mut prod = GroupReport::default();
+    prod.versions.insert("2.0.0".into(), entry(500, "ffff0000"));
+    for v in 0..1_000u64 {
+        prod.versions
+            .insert(format!("9.9.{v}"), entry(1, &format!("{:08x}", v + 1)));
+    }
+    spec.groups.insert("prod".into(), prod);
+    let total = |s: &ReportSpec| -> u64 {
+        s.groups
+            .values()
+            .flat_map(|g| g.versions.values())
+            .map(|v| v.count)
+            .sum()
+    };
+    let before = total(&spec);
+    let folded = bound_report(&mut spec, |g| g == "prod");
+    assert!(folded > 0);
+    assert_eq!(total(&spec), before, "every agent is still counted");
+    assert_eq!(spec.groups.len(), 1 + MAX_UNKNOWN_GROUPS_IN_REPORT + 1);
+    let prod = &spec.groups["prod"];
+    assert_eq!(prod.versions.len(), MAX_VERSIONS_IN_REPORT);
+    assert_eq!(
+        prod.versions["2.0.0"].count, 500,
+        "the common version keeps its entry"
+    );
+    let other = &prod.versions[FOLDED];
+    let lowest_folded = (0..1_000u64)
+        .filter(|v| !prod.versions.contains_key(&format!("9.9.{v}")))
+        .map(|v| format!("{:08x}", v + 1))
+        .min_by_key(|id| tern_core::backpressure::UpdaterNumeral::of(id))
+        .unwrap();
+    assert_eq!(
+        other.lowest_updater_id, lowest_folded,
+        "backpressure sees the lowest id"
+    );
+    assert_eq!(
+        spec.groups[FOLDED].versions["1.0.0"]
+            .lowest_updater_id
+            .len(),
+        8
+    );
+    // Bounding again changes nothing.
+    let again = spec.clone();
+    assert_eq!(bound_report(&mut spec, |g| g == "prod"), 0);
+    assert_eq!(spec, again);
+    assert!(serde_json::to_vec(&spec).unwrap().len() < 64 * 1024);
 }

@@ -29,10 +29,19 @@ use tern_core::wire::{Heartbeat, UpdaterStatus};
 use id::Id;
 use names::{Names, Sym};
 
-/// A heartbeat that names neither an updater_id nor a host_id: nothing to key it by.
+/// Why a heartbeat was not recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the heartbeat names neither an updater_id nor a host_id")]
-pub struct Unidentified;
+pub enum Refused {
+    /// It names neither an updater_id nor a host_id: nothing to key it by.
+    #[error("updater_id: the heartbeat names neither an updater_id nor a host_id")]
+    Unidentified,
+    /// A new agent, and the inventory holds its maximum: one client cannot make a
+    /// replica hold unbounded memory. Agents already tracked keep heartbeating.
+    #[error(
+        "this replica already tracks its maximum of {max} agents (ternd start --max-agents): heartbeats from new hosts are refused until some go silent"
+    )]
+    Full { max: usize },
+}
 
 #[derive(Debug)]
 struct Entry {
@@ -84,12 +93,22 @@ pub struct Inventory {
     names_live: usize,
     /// The instant `Entry::heard` counts from (the first heartbeat's).
     epoch: Option<Instant>,
+    /// At most this many agents (`--max-agents`); `None`: no bound.
+    max_agents: Option<usize>,
 }
 
 /// Below this many interned names, unused ones are not worth cleaning up.
 const NAMES_CLEANUP_MIN: usize = 1024;
 
 impl Inventory {
+    /// An inventory that refuses new agents past `max` ([`Refused::Full`]).
+    pub fn with_max_agents(max: usize) -> Self {
+        Self {
+            max_agents: Some(max),
+            ..Self::default()
+        }
+    }
+
     fn hash(&self, key: &Key<'_>) -> u64 {
         self.hasher.hash_one(key)
     }
@@ -114,14 +133,20 @@ impl Inventory {
         hb: &Heartbeat,
         now: Timestamp,
         at: Instant,
-    ) -> Result<(), Unidentified> {
+    ) -> Result<(), Refused> {
         let updater_id = Id::parse(&hb.updater_id);
         let host_id = Id::parse(&hb.host_id);
         if updater_id.is_empty() && host_id.is_empty() {
-            return Err(Unidentified);
+            return Err(Refused::Unidentified);
+        }
+        let found = self.find(&key_of(&updater_id, &host_id));
+        if found.is_none()
+            && let Some(max) = self.max_agents
+            && self.entries.len() >= max
+        {
+            return Err(Refused::Full { max });
         }
         let heard = self.millis_since_epoch(at);
-        let found = self.find(&key_of(&updater_id, &host_id));
         let first_seen = found.map_or(now, |i| self.entries[i].first_seen);
         let names = &mut self.names;
         let entry = Entry {
@@ -261,6 +286,22 @@ impl Inventory {
             rng,
         )
     }
+
+    /// [`Inventory::report`] bounded in size whatever the agents present
+    /// ([`tern_core::inventory::bound_report`]): the groups `known` to the rollout
+    /// keep their entries. Returns how many entries were folded.
+    pub(crate) fn bounded_report<R: rand_core::RngCore + ?Sized>(
+        &self,
+        now: Timestamp,
+        period: SignedDuration,
+        needs: Option<&Needs>,
+        known: impl Fn(&str) -> bool,
+        rng: &mut R,
+    ) -> (ReportSpec, usize) {
+        let mut spec = self.report(now, period, needs, rng);
+        let folded = tern_core::inventory::bound_report(&mut spec, known);
+        (spec, folded)
+    }
 }
 
 /// One agent of an [`Inventory`], read in place.
@@ -384,7 +425,7 @@ mod tests {
         let mut inv = Inventory::default();
         let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
         let r = inv.heartbeat(&hb("", "dev", "1.0.0"), now, Instant::now());
-        assert_eq!(r, Err(Unidentified));
+        assert_eq!(r, Err(Refused::Unidentified));
         assert!((inv.len() == 0));
     }
 

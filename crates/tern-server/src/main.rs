@@ -136,6 +136,11 @@ struct StartArgs {
     /// A request, its body included, gets this long; then it is answered 408.
     #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
     request_timeout: GoDuration,
+    /// Agents this replica tracks in memory (about 150 bytes each). Past it, heartbeats
+    /// from new hosts are refused (503 inventory_full) until some go silent; hosts
+    /// already tracked go on.
+    #[arg(long, default_value_t = 2_000_000, value_name = "N")]
+    max_agents: usize,
     /// Log filter (RUST_LOG syntax).
     #[arg(long, env = "TERN_LOG", default_value = "info")]
     log: String,
@@ -176,8 +181,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             anyhow::bail!("{flag} {rate}: give a number of requests per second, 0 or more");
         }
     }
-    if a.max_connections == Some(0) || a.max_connections_per_ip == 0 {
-        anyhow::bail!("--max-connections and --max-connections-per-ip must be at least 1");
+    if a.max_connections == Some(0) || a.max_connections_per_ip == 0 || a.max_agents == 0 {
+        anyhow::bail!(
+            "--max-connections, --max-connections-per-ip and --max-agents must be at least 1"
+        );
     }
     let budget = server::descriptor_budget();
     let max_connections = match (a.max_connections, budget) {
@@ -219,6 +226,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         leader_ttl: Duration::from_secs(a.leader_ttl.as_secs()),
         edition: a.edition,
         public_max_age: 5,
+        max_agents: a.max_agents,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -36,6 +36,12 @@ pub(crate) struct Metrics {
     pub(crate) connections_evicted: AtomicU64,
     pub(crate) connections_timed_out: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
+    /// Heartbeats of new agents refused because the inventory is full (`--max-agents`).
+    pub(crate) heartbeats_inventory_full: AtomicU64,
+    /// Report entries counted under `(other)` (too many groups or versions).
+    pub(crate) report_entries_folded: AtomicU64,
+    /// Reports not written for being over `MAX_REPORT_BYTES`.
+    pub(crate) reports_too_large: AtomicU64,
 }
 
 /// Reconcile duration buckets (seconds) for the histogram.
@@ -109,6 +115,24 @@ impl Metrics {
             "tern_heartbeats_rate_limited_total",
             "heartbeats refused with 429",
             get(&self.heartbeats_rate_limited),
+        );
+        counter(
+            out,
+            "tern_heartbeats_inventory_full_total",
+            "heartbeats of new agents refused: the inventory holds --max-agents",
+            get(&self.heartbeats_inventory_full),
+        );
+        counter(
+            out,
+            "tern_report_entries_folded_total",
+            "report entries counted under (other): too many groups or versions",
+            get(&self.report_entries_folded),
+        );
+        counter(
+            out,
+            "tern_reports_too_large_total",
+            "reports not written for being over the size bound",
+            get(&self.reports_too_large),
         );
         counter(
             out,
@@ -196,4 +220,89 @@ pub(crate) fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+/// At most this many group label values that the rollout lacks on one series family;
+/// the rest are `(other)`.
+pub(crate) const MAX_UNKNOWN_GROUP_SERIES: usize = 32;
+/// At most this many version label values per group; the rest are `(other)`.
+pub(crate) const MAX_VERSION_SERIES: usize = 20;
+
+/// The `tern_inventory_agents{group,version}` series, bounded whatever the agents
+/// present (an agent flood once made 50,011 series): every group `known` to the
+/// rollout, the largest others, each with its most common versions and those in
+/// `keep` (start and target); the rest summed under `(other)`. Returns the series and
+/// how many (group, version) pairs were folded.
+pub(crate) fn bounded_agent_series(
+    counts: &BTreeMap<(&str, &str), u64>,
+    known: impl Fn(&str) -> bool,
+    keep: &[&str],
+) -> (BTreeMap<(String, String), u64>, usize) {
+    const OTHER: &str = "(other)";
+    let mut groups: BTreeMap<&str, Vec<(&str, u64)>> = BTreeMap::new();
+    for (&(g, v), &n) in counts {
+        groups.entry(g).or_default().push((v, n));
+    }
+    let mut unknown: Vec<(u64, &str)> = groups
+        .iter()
+        .filter(|(g, _)| !known(g))
+        .map(|(g, vs)| (vs.iter().map(|(_, n)| n).sum(), *g))
+        .collect();
+    unknown.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    let kept_unknown: std::collections::HashSet<&str> = unknown
+        .iter()
+        .take(MAX_UNKNOWN_GROUP_SERIES)
+        .map(|(_, g)| *g)
+        .collect();
+    let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut folded = 0;
+    for (g, mut versions) in groups {
+        let group = if known(g) || kept_unknown.contains(g) {
+            g
+        } else {
+            OTHER
+        };
+        versions.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        for (i, (v, n)) in versions.into_iter().enumerate() {
+            let version = if group != OTHER && (i < MAX_VERSION_SERIES || keep.contains(&v)) {
+                v
+            } else {
+                OTHER
+            };
+            if group == OTHER || version == OTHER {
+                folded += 1;
+            }
+            *out.entry((group.to_string(), version.to_string()))
+                .or_default() += n;
+        }
+    }
+    (out, folded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_series_stay_bounded_and_keep_every_agent() {
+        let names: Vec<(String, String)> = (0..5_000)
+            .map(|i| (format!("g{i}"), format!("1.0.{i}")))
+            .chain((0..100).map(|i| ("prod".to_string(), format!("2.0.{i}"))))
+            .collect();
+        let mut counts: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for (g, v) in &names {
+            counts.insert((g, v), 1);
+        }
+        counts.insert(("prod", "9.9.9"), 1);
+        let (series, folded) = bounded_agent_series(&counts, |g| g == "prod", &["9.9.9"]);
+        assert!(series.len() <= MAX_UNKNOWN_GROUP_SERIES + 1 + MAX_VERSION_SERIES + 2);
+        assert_eq!(series.values().sum::<u64>(), 5_101, "no agent lost");
+        assert!(folded >= 5_000 - MAX_UNKNOWN_GROUP_SERIES);
+        assert_eq!(
+            series[&("prod".into(), "9.9.9".into())],
+            1,
+            "start/target kept"
+        );
+        assert_eq!(series[&("(other)".into(), "(other)".into())], 5_000 - 32);
+    }
 }

@@ -35,6 +35,9 @@ use crate::notify;
 use crate::resources::{self, Decision, Stored};
 use crate::state::AppState;
 
+/// The largest report a replica writes.
+pub(crate) const MAX_REPORT_BYTES: usize = 1024 * 1024;
+
 /// Writes this replica's report (TTL 1h), with its canary candidates and the canaries it
 /// sees for the rollout find serves (the watched snapshot).
 pub async fn write_report(state: &AppState) -> ApiResult<()> {
@@ -43,14 +46,35 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
     let rollout = snapshot.rollout.as_ref();
     let mut rng = ChaCha8Rng::from_os_rng();
     let needs = rollout.map(reconcile::needs);
-    let spec = {
+    let (spec, folded) = {
         let mut inv = state.inventory();
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
-        inv.report(now, state.settings.report_period, needs.as_ref(), &mut rng)
+        inv.bounded_report(
+            now,
+            state.settings.report_period,
+            needs.as_ref(),
+            |g| rollout.is_some_and(|r| r.group(g).is_some()),
+            &mut rng,
+        )
     };
+    if folded > 0 {
+        state
+            .metrics
+            .report_entries_folded
+            .fetch_add(folded as u64, std::sync::atomic::Ordering::Relaxed);
+    }
     let report = AutoUpdateAgentReport::new(&state.settings.replica_id, spec);
     let bytes = serde_json::to_vec(&report)
         .map_err(|e| ApiError::internal(format!("encoding the report: {e}")))?;
+    // The backstop: folding keeps reports far smaller; a store (etcd: 1.5 MiB per
+    // request) must never be handed more.
+    if bytes.len() > MAX_REPORT_BYTES {
+        crate::metrics::Metrics::inc(&state.metrics.reports_too_large);
+        return Err(ApiError::internal(format!(
+            "this replica's report is {} bytes, over the {MAX_REPORT_BYTES}-byte bound: not written",
+            bytes.len()
+        )));
+    }
     state
         .store()
         .put(

@@ -40,6 +40,8 @@ pub struct Settings {
     pub edition: String,
     /// Seconds of `Cache-Control: max-age` on public answers.
     pub public_max_age: u64,
+    /// Agents tracked in memory at most (`--max-agents`).
+    pub max_agents: usize,
 }
 
 impl Settings {
@@ -92,6 +94,7 @@ impl AppState {
         settings: Settings,
         notifiers: Notifiers,
     ) -> Arc<Self> {
+        let max_agents = settings.max_agents;
         Arc::new(Self {
             find_limiter: RateLimiter::new(settings.find_rate, settings.find_burst),
             heartbeat_limiter: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
@@ -105,7 +108,7 @@ impl AppState {
             clock,
             settings,
             auth: Authenticator::new(),
-            inventory: Mutex::new(Inventory::default()),
+            inventory: Mutex::new(Inventory::with_max_agents(max_agents)),
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
             refresh_lock: tokio::sync::Mutex::new(()),
             metrics: Metrics::default(),

@@ -32,6 +32,7 @@ fn served_routes() -> Vec<RouteAccess> {
         leader_ttl: Duration::from_secs(60),
         edition: "community".into(),
         public_max_age: 5,
+        max_agents: 1_000,
     };
     let clock = Arc::new(DevClock::new("2026-11-23T10:00:00Z".parse().unwrap()));
     let state = AppState::new(Arc::new(MemoryStore::new()), clock, settings);

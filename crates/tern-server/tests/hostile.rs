@@ -305,3 +305,79 @@ fn a_start_refused_for_a_flag_or_a_file_creates_nothing() {
     }
     drop(taken);
 }
+
+/// One agent token once made ternd hold whatever it was sent: 50,011 `/metrics` series
+/// from invented groups and versions, and a report to match. The inventory is bounded
+/// (`--max-agents`: new hosts refused with a clear 503, counted; known ones go on), and
+/// the series and the report fold what is past their bounds into `(other)`.
+#[test]
+fn an_agent_flood_is_bounded_in_memory_metrics_and_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--dev-clock", common::T0, "--max-agents", "300"],
+    );
+    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
+    t.reconcile();
+    let agent = t.new_token("agent");
+    let heartbeat = |i: usize| {
+        let body = serde_json::json!({
+            "updater_id": format!("{i:08x}-0000-4000-8000-000000000000"),
+            "host_id": format!("h{i}"),
+            "group": format!("invented-{i}"),
+            "version": format!("7.{i}.0"),
+        });
+        t.call(
+            "POST",
+            "/v1/agents/heartbeat",
+            Some(&agent),
+            Some(&body.to_string()),
+        )
+    };
+    let mut refused = 0;
+    for i in 0..400 {
+        let (status, v) = heartbeat(i);
+        if status == 503 {
+            assert_eq!(v["error"]["code"], "inventory_full", "{v}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("--max-agents"),
+                "{v}"
+            );
+            refused += 1;
+        } else {
+            assert_eq!(status, 200, "{v}");
+        }
+    }
+    assert_eq!(refused, 100);
+    assert_eq!(heartbeat(7).0, 200, "a tracked host goes on heartbeating");
+    assert_eq!(metric(&t, "tern_heartbeats_inventory_full_total "), 100);
+    let (_, _, text) = t.raw("GET", "/metrics", None, None);
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with("tern_inventory_agents{"))
+        .count();
+    assert!(series <= 34, "{series} series");
+    assert!(
+        text.contains("tern_inventory_agents{group=\"(other)\""),
+        "{text}"
+    );
+    let sum: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("tern_inventory_agents{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(sum, 300, "every tracked agent is counted");
+    // The report written at the reconcile (once the agents have been connected for a
+    // report period) is bounded the same way.
+    t.advance("70s");
+    t.reconcile();
+    let (_, reports) = t.call("GET", "/v1/resources/reports", Some(&t.token), None);
+    let groups = &reports[0]["spec"]["groups"];
+    let n = groups.as_object().map_or(0, |g| g.len());
+    assert!(n <= 34, "{n} groups in the report: {reports}");
+    assert!(groups.get("(other)").is_some(), "{reports}");
+    assert!(metric(&t, "tern_report_entries_folded_total ") > 0);
+}

@@ -17,7 +17,8 @@ use tern_core::rollout::Groups;
 use tern_core::wire::{Heartbeat, HeartbeatResponse, UnknownGroup};
 
 use crate::error::{ApiError, ApiResult};
-use crate::metrics::{Metrics, escape};
+use crate::inventory::Refused;
+use crate::metrics::{Metrics, bounded_agent_series, escape};
 use crate::state::AppState;
 
 /// The find query's `group` and updater id (each may be absent; other parameters are
@@ -157,10 +158,19 @@ pub(crate) async fn heartbeat(
         }
     }
     let now = state.clock.now();
-    state
-        .inventory()
-        .heartbeat(&hb, now, at)
-        .map_err(|e| ApiError::bad_request(format!("updater_id: {e}")))?;
+    let recorded = state.inventory().heartbeat(&hb, now, at);
+    match recorded {
+        Ok(()) => {}
+        Err(e @ Refused::Unidentified) => return Err(ApiError::bad_request(e.to_string())),
+        Err(e @ Refused::Full { .. }) => {
+            Metrics::inc(&state.metrics.heartbeats_inventory_full);
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "inventory_full",
+                e.to_string(),
+            ));
+        }
+    }
     Metrics::inc(&state.metrics.heartbeats);
     // The hot path (a known group, or none) allocates nothing.
     let snapshot = state.snapshot();
@@ -275,22 +285,42 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         "# HELP tern_inventory_agents agents connected to this replica by group and version\n# TYPE tern_inventory_agents gauge"
     );
     let rollout_groups = snap.rollout.as_ref().map(Groups::of).unwrap_or_default();
+    let keep: Vec<String> = snap
+        .rollout
+        .as_ref()
+        .map(|r| {
+            vec![
+                r.spec.start_version.to_string(),
+                r.spec.target_version.to_string(),
+            ]
+        })
+        .unwrap_or_default();
+    let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
     let mut unknown = 0;
-    let total = {
+    let (total, folded) = {
         let inv = state.inventory();
-        for ((g, v), n) in inv.counts_by_group_and_version() {
+        let counts = inv.counts_by_group_and_version();
+        for (&(g, _), n) in &counts {
             if rollout_groups.unknown(g).is_some() {
                 unknown += n;
             }
+        }
+        let known = |g: &str| snap.rollout.as_ref().is_some_and(|r| r.group(g).is_some());
+        let (series, folded) = bounded_agent_series(&counts, known, &keep);
+        for ((g, v), n) in series {
             let _ = writeln!(
                 out,
                 "tern_inventory_agents{{group=\"{}\",version=\"{}\"}} {n}",
-                escape(g),
-                escape(v)
+                escape(&g),
+                escape(&v)
             );
         }
-        inv.len()
+        (inv.len(), folded)
     };
+    let _ = writeln!(
+        out,
+        "# HELP tern_inventory_series_folded (group, version) pairs of tern_inventory_agents counted under (other): groups the rollout lacks past the largest 32, versions past the 20 most common of a group\n# TYPE tern_inventory_series_folded gauge\ntern_inventory_series_folded {folded}"
+    );
     let _ = writeln!(
         out,
         "# HELP tern_agents_unknown_group agents connected to this replica presenting a group the rollout lacks (served by its catch-all)\n# TYPE tern_agents_unknown_group gauge\ntern_agents_unknown_group {unknown}"
