@@ -298,6 +298,22 @@ pub struct TokenView {
     pub description: String,
 }
 
+/// One admin write (or refused attempt) in the audit trail (`GET /v1/audit`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub time: Timestamp,
+    /// The id of the token that sent it (never the token).
+    pub token_id: String,
+    pub role: Role,
+    pub method: String,
+    /// The path and query, e.g. `/v1/resources/config?force=true`.
+    pub path: String,
+    /// The HTTP status answered: 2xx done, 403 refused for the role, 4xx/5xx failed.
+    pub status: u16,
+    /// The replica that served it.
+    pub replica: String,
+}
+
 /// `POST /v1/tokens`: the token in clear, shown once (ternd keeps only its hash).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewTokenResponse {

@@ -56,6 +56,9 @@ pub enum ApiCommand {
     Inventory(InventoryArgs),
     /// API tokens (operator).
     Tokens(TokensArgs),
+    /// The audit trail: admin writes and token changes, done or refused, with the
+    /// token (id and role) that sent them. ternd keeps the newest 1000.
+    Events(EventsArgs),
     /// cloud-stable style channels served at /v1/channels/NAME/{version,critical}.
     Channels(ChannelsArgs),
     /// Drive a ternd started with --dev-clock (tests and demos).
@@ -219,6 +222,13 @@ pub enum RoleArg {
 }
 
 #[derive(Args)]
+pub struct EventsArgs {
+    /// How many of the newest records to show (at most 1000).
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+}
+
+#[derive(Args)]
 pub struct TokensArgs {
     #[command(subcommand)]
     cmd: TokensCommand,
@@ -315,6 +325,7 @@ pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {
         ApiCommand::Agents(a) => agents(a, g),
         ApiCommand::Inventory(a) => inventory(a, g),
         ApiCommand::Tokens(a) => tokens(a, g),
+        ApiCommand::Events(a) => events(&a, g),
         ApiCommand::Channels(a) => channels(a, g),
         ApiCommand::Dev(a) => dev(a, g),
     }
@@ -740,6 +751,34 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
         )
     );
     print!("{}", render::unknown_groups(&v.unknown_groups));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn events(a: &EventsArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    let c = g.client()?;
+    let v: Vec<tern_core::api::AuditRecord> = c.get(&format!("/v1/audit?limit={}", a.limit))?;
+    if !structured(g.output(), &v)? {
+        if v.is_empty() {
+            println!("no admin writes recorded yet");
+            return Ok(ExitCode::SUCCESS);
+        }
+        let rows: Vec<Vec<String>> = v
+            .iter()
+            .map(|r| {
+                vec![
+                    r.time.to_string(),
+                    format!("{} ({})", r.token_id, r.role),
+                    format!("{} {}", r.method, r.path),
+                    r.status.to_string(),
+                    r.replica.clone(),
+                ]
+            })
+            .collect();
+        print!(
+            "{}",
+            render::table(&["Time", "Token", "Request", "Status", "Replica"], &rows)
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -89,7 +89,7 @@ fn sha256_hex(s: &str) -> String {
     hex(&Sha256::digest(s.as_bytes()))
 }
 
-fn random_hex(n: usize) -> ApiResult<String> {
+pub(crate) fn random_hex(n: usize) -> ApiResult<String> {
     let mut buf = vec![0u8; n];
     OsRng
         .try_fill_bytes(&mut buf)
@@ -160,8 +160,12 @@ impl Authenticator {
         self.cache().remove(id);
     }
 
-    /// The role of the request's bearer token, or 401.
-    pub(crate) async fn role(&self, store: &dyn Store, headers: &HeaderMap) -> ApiResult<Role> {
+    /// Who sent the request (its bearer token's id and role), or 401.
+    pub(crate) async fn authenticate(
+        &self,
+        store: &dyn Store,
+        headers: &HeaderMap,
+    ) -> ApiResult<Actor> {
         let Some(value) = headers.get(AUTHORIZATION) else {
             return Err(ApiError::unauthenticated(
                 "missing Authorization header: send `Authorization: Bearer <token>`",
@@ -215,29 +219,35 @@ impl Authenticator {
         if !same_digest(&record.sha256, &sha256_hex(token)) {
             return Err(bad());
         }
-        Ok(record.role)
+        Ok(Actor {
+            token_id: record.id,
+            role: record.role,
+        })
     }
+}
 
-    /// Authenticates and checks the role: 401 without a valid token, 403 with the wrong role.
-    pub(crate) async fn require(
-        &self,
-        store: &dyn Store,
-        headers: &HeaderMap,
-        access: Access,
-    ) -> ApiResult<Role> {
-        let role = self.role(store, headers).await?;
-        if !access.allows(role) {
-            // "an agent token", "an operator token", "a user token".
-            let article = match role {
-                Role::Agent | Role::Operator => "an",
-                Role::User | Role::Viewer => "a",
-            };
-            return Err(ApiError::forbidden(format!(
-                "{article} {role} token may not do this: it needs {}",
-                access.describe()
-            )));
+/// The sender of an authenticated request: for checks and the audit trail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Actor {
+    pub(crate) token_id: String,
+    pub(crate) role: Role,
+}
+
+impl Access {
+    /// 403 unless `role` may do what this access level guards.
+    pub(crate) fn check(self, role: Role) -> ApiResult<()> {
+        if self.allows(role) {
+            return Ok(());
         }
-        Ok(role)
+        // "an agent token", "an operator token", "a user token".
+        let article = match role {
+            Role::Agent | Role::Operator => "an",
+            Role::User | Role::Viewer => "a",
+        };
+        Err(ApiError::forbidden(format!(
+            "{article} {role} token may not do this: it needs {}",
+            self.describe()
+        )))
     }
 }
 

@@ -16,6 +16,8 @@ pub(crate) const BOOTSTRAP: &str = "/tern/bootstrap";
 /// The shared dev clock (`ternd start --dev-clock`): `{"now": RFC3339}`, watched by every
 /// replica so that they all agree on the time.
 pub(crate) const DEV_CLOCK: &str = "/tern/dev/clock";
+/// `/tern/audit/<nanos>-<random>`: one record of the audit trail (`audit`).
+pub(crate) const AUDIT_PREFIX: &str = "/tern/audit/";
 /// The leader lease the reconciler holds.
 pub(crate) const LEADER_LEASE: &str = "tern-reconciler";
 

@@ -9,6 +9,7 @@
 //! - [`auth`], [`inventory`], [`ratelimit`], [`metrics`], [`clock`]: the parts;
 //!   `notify`: alert notices to webhooks and Slack (see `docs/alerts.md`).
 
+pub(crate) mod audit;
 pub mod auth;
 pub mod clock;
 pub mod error;

@@ -63,6 +63,7 @@ fn every_route_has_the_access_level_of_the_table() {
         ("GET", "/v1/tokens", Operator),
         ("POST", "/v1/tokens", Operator),
         ("DELETE", "/v1/tokens/{id}", Operator),
+        ("GET", "/v1/audit", Read),
         ("GET", "/v1/channels", Read),
         ("PUT", "/v1/channels/{name}", Operator),
         ("DELETE", "/v1/channels/{name}", Operator),

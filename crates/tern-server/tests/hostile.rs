@@ -381,3 +381,84 @@ fn an_agent_flood_is_bounded_in_memory_metrics_and_report() {
     assert!(groups.get("(other)").is_some(), "{reports}");
     assert!(metric(&t, "tern_report_entries_folded_total ") > 0);
 }
+
+/// Admin writes and token changes once left no trace of who made them. Every one,
+/// done or refused for the role, is now in the audit trail with the token's id and
+/// role; reads and heartbeats are not.
+#[test]
+fn admin_writes_and_token_changes_are_audited_with_their_actor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let created = t.op("POST", "/v1/tokens", Some(r#"{"role":"user"}"#));
+    let user = created["token"].as_str().unwrap().to_string();
+    let user_id = created["id"].as_str().unwrap().to_string();
+    let operator_id = t.token.split('_').nth(1).unwrap().to_string();
+    let (s, _) = t.call("GET", "/v1/agents/status", Some(&user), None);
+    assert_eq!(s, 200);
+    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
+    let (s, _) = t.call(
+        "PUT",
+        "/v1/resources/version?force=true",
+        Some(&user),
+        Some(&enabled_version("1.0.0", "9.9.9", "immediate")),
+    );
+    assert_eq!(s, 403);
+    let (s, _) = t.call("POST", "/v1/agents/suspend", Some(&user), None);
+    assert_eq!(s, 200);
+    t.op("DELETE", &format!("/v1/tokens/{user_id}"), None);
+    let (s, trail) = t.call("GET", "/v1/audit", Some(&t.token), None);
+    assert_eq!(s, 200);
+    let rows: Vec<(String, String, String, u64)> = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["token_id"].as_str().unwrap().to_string(),
+                r["role"].as_str().unwrap().to_string(),
+                format!(
+                    "{} {}",
+                    r["method"].as_str().unwrap(),
+                    r["path"].as_str().unwrap()
+                ),
+                r["status"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want = vec![
+        (
+            operator_id.clone(),
+            "operator".to_string(),
+            "POST /v1/tokens".to_string(),
+            201,
+        ),
+        (
+            operator_id.clone(),
+            "operator".into(),
+            "POST /v1/resources/version?force=true".into(),
+            201,
+        ),
+        (
+            user_id.clone(),
+            "user".into(),
+            "PUT /v1/resources/version?force=true".into(),
+            403,
+        ),
+        (
+            user_id.clone(),
+            "user".into(),
+            "POST /v1/agents/suspend".into(),
+            200,
+        ),
+        (
+            operator_id,
+            "operator".into(),
+            format!("DELETE /v1/tokens/{user_id}"),
+            200,
+        ),
+    ];
+    assert_eq!(rows, want);
+    let (_, last) = t.call("GET", "/v1/audit?limit=1", Some(&t.token), None);
+    assert_eq!(last.as_array().unwrap().len(), 1);
+    assert!(last[0]["path"].as_str().unwrap().starts_with("/v1/tokens/"));
+}

@@ -84,20 +84,45 @@ impl Routes {
 }
 
 /// Authenticates the request for `access` (401 without a valid token, 403 with a role
-/// that may not) before the handler runs.
+/// that may not) before the handler runs. Admin writes, done or refused for the role,
+/// go to the audit trail with the token that sent them.
 async fn authorize(
     State((state, access)): State<(Arc<AppState>, Access)>,
     request: Request,
     next: Next,
 ) -> Response {
-    match state
+    let actor = match state
         .auth
-        .require(state.store(), request.headers(), access)
+        .authenticate(state.store(), request.headers())
         .await
     {
-        Ok(_) => next.run(request).await,
+        Ok(actor) => actor,
+        Err(e) => return e.into_response(),
+    };
+    let audited =
+        access != Access::Agent && !matches!(*request.method(), Method::GET | Method::HEAD);
+    let method = request.method().clone();
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or_else(|| request.uri().path().to_string(), ToString::to_string);
+    let response = match access.check(actor.role) {
+        Ok(()) => next.run(request).await,
         Err(e) => e.into_response(),
+    };
+    if audited {
+        crate::audit::record(
+            state.store(),
+            state.clock.now(),
+            &state.settings.replica_id,
+            &actor,
+            method.as_str(),
+            &path,
+            response.status().as_u16(),
+        )
+        .await;
     }
+    response
 }
 
 /// Every route with its access level, as [`router`] serves them.
@@ -234,6 +259,7 @@ fn admin(r: Routes) -> Routes {
             one(M::POST, Operator, post(transitions::new_rollout)),
         )
         .route("/v1/inventory", one(M::GET, Read, get(status::inventory)))
+        .route("/v1/audit", one(M::GET, Read, get(audit_trail)))
         .route(
             "/v1/tokens",
             vec![
@@ -270,4 +296,19 @@ fn dev_routes(r: Routes) -> Routes {
         "/v1/dev/reconcile",
         vec![(M::POST, Operator, post(dev::reconcile))],
     )
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct AuditQuery {
+    limit: Option<usize>,
+}
+
+/// `GET /v1/audit[?limit=N]`: the newest N (default 100, at most the kept 1000) admin
+/// writes and token changes, oldest first.
+async fn audit_trail(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<AuditQuery>,
+) -> crate::error::ApiResult<axum::Json<Vec<tern_core::api::AuditRecord>>> {
+    let limit = q.limit.unwrap_or(100).min(crate::audit::KEEP);
+    Ok(axum::Json(crate::audit::list(state.store(), limit).await?))
 }
