@@ -100,6 +100,8 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
         leader_ttl: Duration::from_secs(3600),
         edition: "community".into(),
         public_max_age: 5,
+        max_agents: usize::MAX,
+        canary_tenure: jiff::SignedDuration::from_secs(60),
     };
     let state = AppState::new(store, clock.clone(), settings);
     let config = AutoUpdateConfig::from_text(CONFIG).map_err(|e| anyhow::anyhow!("{e}"))?;

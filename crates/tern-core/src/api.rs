@@ -239,12 +239,23 @@ pub enum Role {
     User,
     /// Read only.
     Viewer,
-    /// Updaters: heartbeats only.
+    /// Updaters: heartbeats only. A host credential (from `POST /v1/agents/join`) is an
+    /// agent token bound to one updater_id; an unbound agent token is the shared token
+    /// of earlier releases, still accepted (see docs/security.md, migration).
     Agent,
+    /// Join tokens: exchanged by `tern-update enable` for a host credential, nothing
+    /// else; limited in uses and time.
+    Join,
 }
 
 impl Role {
-    pub const ALL: [Role; 4] = [Role::Operator, Role::User, Role::Viewer, Role::Agent];
+    pub const ALL: [Role; 5] = [
+        Role::Operator,
+        Role::User,
+        Role::Viewer,
+        Role::Agent,
+        Role::Join,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -252,6 +263,7 @@ impl Role {
             Self::User => "user",
             Self::Viewer => "viewer",
             Self::Agent => "agent",
+            Self::Join => "join",
         }
     }
 }
@@ -264,7 +276,7 @@ impl fmt::Display for Role {
 
 /// A role name that is not one.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a role (operator, user, viewer or agent)")]
+#[error("{0:?} is not a role (operator, user, viewer, agent or join)")]
 pub struct UnknownRole(pub String);
 
 impl FromStr for Role {
@@ -285,6 +297,31 @@ pub struct TokenBody {
     pub role: String,
     #[serde(default)]
     pub description: String,
+    /// How many hosts may join with it (join tokens; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses: Option<u64>,
+    /// How long it is valid, e.g. `24h` (join tokens: default 24h; others: forever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+}
+
+/// The body of `POST /v1/agents/join`: who is joining.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinBody {
+    pub updater_id: String,
+    #[serde(default)]
+    pub host_id: String,
+    #[serde(default)]
+    pub hostname: String,
+}
+
+/// `POST /v1/agents/join`: the host credential, in clear, shown once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinResponse {
+    /// An agent token bound to `updater_id`: heartbeats for any other id are refused.
+    pub token: String,
+    pub id: String,
+    pub updater_id: String,
 }
 
 /// A token as listed: never the token itself.
@@ -293,6 +330,14 @@ pub struct TokenView {
     pub id: String,
     pub role: Role,
     pub created: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<Timestamp>,
+    /// Joins left (join tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses_left: Option<u64>,
+    /// The updater a host credential belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updater_id: Option<String>,
     /// Sent only when there is one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
@@ -408,7 +453,7 @@ mod tests {
         }
         assert_eq!(
             "root".parse::<Role>().unwrap_err().to_string(),
-            "\"root\" is not a role (operator, user, viewer or agent)"
+            "\"root\" is not a role (operator, user, viewer, agent or join)"
         );
     }
 

@@ -244,12 +244,17 @@ pub fn build_report<A: AgentView>(
 /// candidates and the canaries this replica sees. `lookup` finds an agent by
 /// updater_id. ternd writes its reports with this; the simulator keeps its counts
 /// incrementally and calls [`canary_candidates`] and [`canaries_seen`] itself.
+///
+/// A canary candidate must have been heard from for `canary_tenure` (at least one
+/// report period): a host that has only just appeared, say one invented with a leaked
+/// token, is never picked to prove a version.
 pub fn replica_report<A, I, R>(
     now: Timestamp,
     agents: I,
     lookup: impl Fn(&str) -> Option<A>,
     needs: Option<&Needs>,
     report_period: SignedDuration,
+    canary_tenure: SignedDuration,
     rng: &mut R,
 ) -> ReportSpec
 where
@@ -263,7 +268,7 @@ where
             agents,
             needs,
             now,
-            report_period,
+            report_period.max(canary_tenure),
             CANARY_CANDIDATES_PER_GROUP,
             rng,
         );
@@ -336,15 +341,16 @@ fn merge(into: &mut VersionReport, v: &VersionReport) {
 
 /// This replica's canary candidates for the report: for each group of
 /// [`Needs::canary_candidates`], up to `per_group` agents picked uniformly at random
-/// among those [`canary::candidates`] would pick from (settled, with an updater id and
-/// updates enabled, served by the group, preferring agents not yet on the target).
+/// among those [`canary::candidates`] would pick from (heard from for `min_presence`,
+/// with an updater id and updates enabled, served by the group, preferring agents not
+/// yet on the target).
 /// Sorted by updater_id. Empty, without looking at any agent, when no group needs
 /// candidates.
 pub fn canary_candidates<A: AgentView, R: RngCore + ?Sized>(
     agents: impl IntoIterator<Item = A>,
     needs: &Needs,
     now: Timestamp,
-    report_period: SignedDuration,
+    min_presence: SignedDuration,
     per_group: usize,
     rng: &mut R,
 ) -> BTreeMap<String, Vec<ConnectedAgent>> {
@@ -355,7 +361,7 @@ pub fn canary_candidates<A: AgentView, R: RngCore + ?Sized>(
     }
     let mut members: BTreeMap<&str, Vec<ConnectedAgent>> = BTreeMap::new();
     for agent in agents {
-        if !agent.settled(now, report_period) {
+        if !agent.settled(now, min_presence) {
             continue;
         }
         for g in wanted {

@@ -354,6 +354,7 @@ fn a_leader_picks_and_checks_canaries_connected_to_another_replica() {
             |id| by_id.get(id).copied(),
             needs.as_ref(),
             period,
+            period,
             &mut rng,
         );
         AutoUpdateAgentReport::new(name, spec)

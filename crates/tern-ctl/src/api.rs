@@ -207,6 +207,12 @@ pub struct InventoryArgs {
 pub enum InventoryCommand {
     /// List the connected agents.
     Ls,
+    /// Revoke a host's credential (from `tern-update enable` with a join token) and
+    /// forget the host: its heartbeats are refused from then on.
+    Revoke {
+        /// The host's updater id, as `inventory ls` shows it.
+        updater_id: String,
+    },
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -217,8 +223,11 @@ pub enum RoleArg {
     User,
     /// Read only.
     Viewer,
-    /// tern-update on the hosts: heartbeats only.
+    /// Shared by every host (earlier releases): heartbeats for any host. Prefer join.
     Agent,
+    /// For `tern-update enable`: exchanged once per host for that host's own
+    /// credential; limited by --uses and --ttl.
+    Join,
 }
 
 #[derive(Args)]
@@ -244,9 +253,20 @@ pub enum TokensCommand {
         /// A note shown by `tokens ls` (who or what holds the token).
         #[arg(long, default_value = "")]
         description: String,
+        /// How many hosts may join with it (join tokens; default 1).
+        #[arg(long, value_name = "N")]
+        uses: Option<u64>,
+        /// How long it is valid, e.g. 2h or 7d… in Go duration form (join tokens:
+        /// default 24h; other tokens: until revoked).
+        #[arg(long, value_name = "DURATION")]
+        ttl: Option<String>,
     },
-    /// List the tokens (ids and roles).
-    Ls,
+    /// List the tokens: id, role, expiry, joins left.
+    Ls {
+        /// Also list every host's credential.
+        #[arg(long)]
+        hosts: bool,
+    },
     /// Revoke a token by id.
     Rm {
         /// The token's id, as `tokens ls` shows it.
@@ -697,7 +717,15 @@ fn transition(
 
 fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
     let c = g.client()?;
-    let InventoryCommand::Ls = a.cmd;
+    if let InventoryCommand::Revoke { updater_id } = &a.cmd {
+        let v: Deleted = c.delete(&format!("/v1/inventory/{}", encode(updater_id)))?;
+        if !structured(g.output(), &v)? {
+            println!(
+                "host {updater_id}: credential revoked; its heartbeats are refused from now on"
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let v: InventoryResponse = c.get("/v1/inventory")?;
     if structured(g.output(), &v)? {
         return Ok(ExitCode::SUCCESS);
@@ -785,16 +813,24 @@ fn events(a: &EventsArgs, g: &Global) -> anyhow::Result<ExitCode> {
 fn tokens(a: TokensArgs, g: &Global) -> anyhow::Result<ExitCode> {
     let c = g.client()?;
     match a.cmd {
-        TokensCommand::Create { role, description } => {
+        TokensCommand::Create {
+            role,
+            description,
+            uses,
+            ttl,
+        } => {
             let role = match role {
                 RoleArg::Operator => Role::Operator,
                 RoleArg::User => Role::User,
                 RoleArg::Viewer => Role::Viewer,
                 RoleArg::Agent => Role::Agent,
+                RoleArg::Join => Role::Join,
             };
             let body = TokenBody {
                 role: role.to_string(),
                 description,
+                uses,
+                ttl,
             };
             let v: NewTokenResponse = c.post("/v1/tokens", &body)?;
             if !structured(g.output(), &v)? {
@@ -806,23 +842,45 @@ fn tokens(a: TokensArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        TokensCommand::Ls => {
-            let v: Vec<TokenView> = c.get("/v1/tokens")?;
+        TokensCommand::Ls { hosts } => {
+            let path = if hosts {
+                "/v1/tokens?hosts=true"
+            } else {
+                "/v1/tokens"
+            };
+            let v: Vec<TokenView> = c.get(path)?;
             if !structured(g.output(), &v)? {
                 let rows: Vec<Vec<String>> = v
                     .iter()
                     .map(|t| {
                         vec![
                             t.id.clone(),
-                            t.role.to_string(),
+                            match &t.updater_id {
+                                Some(u) => format!("{} (host {u})", t.role),
+                                None => t.role.to_string(),
+                            },
                             t.created.to_string(),
+                            t.expires
+                                .map_or_else(|| "never".to_string(), |e| e.to_string()),
+                            t.uses_left
+                                .map_or_else(|| "-".to_string(), |n| n.to_string()),
                             t.description.clone(),
                         ]
                     })
                     .collect();
                 print!(
                     "{}",
-                    render::table(&["ID", "Role", "Created", "Description"], &rows)
+                    render::table(
+                        &[
+                            "ID",
+                            "Role",
+                            "Created",
+                            "Expires",
+                            "Joins left",
+                            "Description"
+                        ],
+                        &rows
+                    )
                 );
             }
         }

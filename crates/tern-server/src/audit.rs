@@ -104,6 +104,7 @@ mod tests {
         let actor = Actor {
             token_id: "abc".into(),
             role: Role::User,
+            bound_to: None,
         };
         let t0: Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
         let n = KEEP + PRUNE_SLACK + 50;

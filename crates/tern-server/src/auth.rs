@@ -31,6 +31,9 @@ pub enum Access {
     Operator,
     /// Heartbeats: agent (and operator, for tests and tooling).
     Agent,
+    /// Exchanging a join token for a host credential: join, and the shared agent
+    /// tokens of earlier releases (so that their hosts can move to credentials).
+    Join,
 }
 
 impl Access {
@@ -41,6 +44,7 @@ impl Access {
             Access::Write => matches!(role, Role::Operator | Role::User),
             Access::Operator => role == Role::Operator,
             Access::Agent => matches!(role, Role::Agent | Role::Operator),
+            Access::Join => matches!(role, Role::Join | Role::Agent),
         }
     }
 
@@ -51,6 +55,7 @@ impl Access {
             Access::Write => "an operator or user token",
             Access::Operator => "an operator token",
             Access::Agent => "an agent token",
+            Access::Join => "a join token",
         }
     }
 }
@@ -65,6 +70,15 @@ pub(crate) struct TokenRecord {
     pub(crate) created: Timestamp,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) description: String,
+    /// Refused from this instant on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) expires: Option<Timestamp>,
+    /// Joins left (join tokens); spent with a compare-and-swap on the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) uses_left: Option<u64>,
+    /// A host credential: heartbeats only for this updater_id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) updater_id: Option<String>,
 }
 
 /// A freshly minted token: the clear text is shown once.
@@ -108,6 +122,9 @@ pub(crate) fn mint(role: Role, description: &str, now: Timestamp) -> ApiResult<N
             sha256: sha256_hex(&token),
             created: now,
             description: description.to_string(),
+            expires: None,
+            uses_left: None,
+            updater_id: None,
         },
         token,
     })
@@ -165,6 +182,7 @@ impl Authenticator {
         &self,
         store: &dyn Store,
         headers: &HeaderMap,
+        now: Timestamp,
     ) -> ApiResult<Actor> {
         let Some(value) = headers.get(AUTHORIZATION) else {
             return Err(ApiError::unauthenticated(
@@ -219,9 +237,18 @@ impl Authenticator {
         if !same_digest(&record.sha256, &sha256_hex(token)) {
             return Err(bad());
         }
+        if let Some(expires) = record.expires
+            && expires <= now
+        {
+            return Err(ApiError::unauthenticated(format!(
+                "token {} expired at {expires}",
+                record.id
+            )));
+        }
         Ok(Actor {
             token_id: record.id,
             role: record.role,
+            bound_to: record.updater_id,
         })
     }
 }
@@ -231,6 +258,8 @@ impl Authenticator {
 pub(crate) struct Actor {
     pub(crate) token_id: String,
     pub(crate) role: Role,
+    /// A host credential's updater_id.
+    pub(crate) bound_to: Option<String>,
 }
 
 impl Access {
@@ -242,7 +271,7 @@ impl Access {
         // "an agent token", "an operator token", "a user token".
         let article = match role {
             Role::Agent | Role::Operator => "an",
-            Role::User | Role::Viewer => "a",
+            Role::User | Role::Viewer | Role::Join => "a",
         };
         Err(ApiError::forbidden(format!(
             "{article} {role} token may not do this: it needs {}",

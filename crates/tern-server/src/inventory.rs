@@ -197,6 +197,19 @@ impl Inventory {
         removed
     }
 
+    /// Forgets the agent with this updater_id (its credential was revoked); whether it
+    /// was here.
+    pub(crate) fn forget_updater(&mut self, updater_id: &str) -> bool {
+        let id = Id::parse(updater_id);
+        match self.find(&Key::Updater(&id)) {
+            Some(i) => {
+                self.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Removes entry `i`, moving the last entry into its place.
     fn remove(&mut self, i: usize) {
         let hash = self.hash(&self.entries[i].key());
@@ -275,6 +288,7 @@ impl Inventory {
         now: Timestamp,
         period: SignedDuration,
         needs: Option<&Needs>,
+        canary_tenure: SignedDuration,
         rng: &mut R,
     ) -> ReportSpec {
         replica_report(
@@ -283,6 +297,7 @@ impl Inventory {
             |id| self.by_updater_id(id),
             needs,
             period,
+            canary_tenure,
             rng,
         )
     }
@@ -295,10 +310,11 @@ impl Inventory {
         now: Timestamp,
         period: SignedDuration,
         needs: Option<&Needs>,
+        canary_tenure: SignedDuration,
         known: impl Fn(&str) -> bool,
         rng: &mut R,
     ) -> (ReportSpec, usize) {
-        let mut spec = self.report(now, period, needs, rng);
+        let mut spec = self.report(now, period, needs, canary_tenure, rng);
         let folded = tern_core::inventory::bound_report(&mut spec, known);
         (spec, folded)
     }
@@ -564,7 +580,7 @@ mod tests {
                 prop_assert_eq!(&got, &want);
                 let now = t0 + SignedDuration::from_secs(elapsed as i64);
                 let mut rng = <rand_chacha::ChaCha8Rng as rand_core::SeedableRng>::seed_from_u64(0);
-                prop_assert_eq!(inv.report(now, period, None, &mut rng), tern_core::inventory::build_report(now, &want, period));
+                prop_assert_eq!(inv.report(now, period, None, period, &mut rng), tern_core::inventory::build_report(now, &want, period));
                 for (uid, _) in IDS {
                     let got = inv.by_updater_id(uid).map(|a| a.to_inventory_agent());
                     let want = model.get(&format!("u:{uid}")).filter(|_| !uid.is_empty()).map(|(a, _)| a.clone());

@@ -18,6 +18,8 @@ pub(crate) const BOOTSTRAP: &str = "/tern/bootstrap";
 pub(crate) const DEV_CLOCK: &str = "/tern/dev/clock";
 /// `/tern/audit/<nanos>-<random>`: one record of the audit trail (`audit`).
 pub(crate) const AUDIT_PREFIX: &str = "/tern/audit/";
+/// `/tern/hosts/<updater_id>`: the token id of the host's credential.
+pub(crate) const HOSTS_PREFIX: &str = "/tern/hosts/";
 /// The leader lease the reconciler holds.
 pub(crate) const LEADER_LEASE: &str = "tern-reconciler";
 
@@ -31,4 +33,8 @@ pub(crate) fn token(id: &str) -> String {
 
 pub(crate) fn channel(name: &str) -> String {
     format!("{CHANNELS_PREFIX}{name}")
+}
+
+pub(crate) fn host(updater_id: &str) -> String {
+    format!("{HOSTS_PREFIX}{updater_id}")
 }

@@ -141,6 +141,11 @@ struct StartArgs {
     /// already tracked go on.
     #[arg(long, default_value_t = 2_000_000, value_name = "N")]
     max_agents: usize,
+    /// How long a host must have been heard from (by this replica) before it may be
+    /// picked as a canary: a host that just appeared, for instance one invented with a
+    /// leaked token, never proves a version. At least one report period.
+    #[arg(long, default_value = "10m", value_name = "DURATION", value_parser = parse_duration)]
+    canary_tenure: GoDuration,
     /// Log filter (RUST_LOG syntax).
     #[arg(long, env = "TERN_LOG", default_value = "info")]
     log: String,
@@ -227,6 +232,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         edition: a.edition,
         public_max_age: 5,
         max_agents: a.max_agents,
+        canary_tenure: a.canary_tenure.as_signed(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

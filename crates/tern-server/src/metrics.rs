@@ -38,6 +38,9 @@ pub(crate) struct Metrics {
     pub(crate) accept_errors: AtomicU64,
     /// Heartbeats of new agents refused because the inventory is full (`--max-agents`).
     pub(crate) heartbeats_inventory_full: AtomicU64,
+    /// Heartbeats sent with the shared agent token of earlier releases (no host
+    /// credential): 0 once every host has joined.
+    pub(crate) heartbeats_shared_token: AtomicU64,
     /// Report entries counted under `(other)` (too many groups or versions).
     pub(crate) report_entries_folded: AtomicU64,
     /// Reports not written for being over `MAX_REPORT_BYTES`.
@@ -121,6 +124,12 @@ impl Metrics {
             "tern_heartbeats_inventory_full_total",
             "heartbeats of new agents refused: the inventory holds --max-agents",
             get(&self.heartbeats_inventory_full),
+        );
+        counter(
+            out,
+            "tern_heartbeats_shared_token_total",
+            "heartbeats sent with a shared agent token instead of a host credential",
+            get(&self.heartbeats_shared_token),
         );
         counter(
             out,

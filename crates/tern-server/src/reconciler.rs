@@ -53,6 +53,7 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
             now,
             state.settings.report_period,
             needs.as_ref(),
+            state.settings.canary_tenure,
             |g| rollout.is_some_and(|r| r.group(g).is_some()),
             &mut rng,
         )

@@ -42,6 +42,9 @@ pub struct Settings {
     pub public_max_age: u64,
     /// Agents tracked in memory at most (`--max-agents`).
     pub max_agents: usize,
+    /// How long a host must have been heard from to be offered as a canary
+    /// (`--canary-tenure`).
+    pub canary_tenure: SignedDuration,
 }
 
 impl Settings {

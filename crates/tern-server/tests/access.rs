@@ -33,6 +33,7 @@ fn served_routes() -> Vec<RouteAccess> {
         edition: "community".into(),
         public_max_age: 5,
         max_agents: 1_000,
+        canary_tenure: jiff::SignedDuration::from_mins(10),
     };
     let clock = Arc::new(DevClock::new("2026-11-23T10:00:00Z".parse().unwrap()));
     let state = AppState::new(Arc::new(MemoryStore::new()), clock, settings);
@@ -49,6 +50,7 @@ fn every_route_has_the_access_level_of_the_table() {
         ("GET", "/v1/webapi/find", Public),
         ("GET", "/v1/channels/{name}/{what}", Public),
         ("POST", "/v1/agents/heartbeat", Agent),
+        ("POST", "/v1/agents/join", Join),
         ("GET", "/v1/agents/status", Read),
         ("GET", "/v1/agents/report", Read),
         ("POST", "/v1/agents/reset", Write),
@@ -60,6 +62,7 @@ fn every_route_has_the_access_level_of_the_table() {
         ("POST", "/v1/agents/new-rollout", Operator),
         ("POST", "/v1/agents/{action}", Write),
         ("GET", "/v1/inventory", Read),
+        ("DELETE", "/v1/inventory/{updater_id}", Operator),
         ("GET", "/v1/tokens", Operator),
         ("POST", "/v1/tokens", Operator),
         ("DELETE", "/v1/tokens/{id}", Operator),
@@ -111,7 +114,7 @@ fn every_route_has_the_access_level_of_the_table() {
 fn every_route_refuses_exactly_the_callers_its_level_excludes() {
     let dir = tempfile::tempdir().unwrap();
     let ternd = Ternd::dev(dir.path());
-    let tokens: Vec<(Role, String)> = [Role::User, Role::Viewer, Role::Agent]
+    let tokens: Vec<(Role, String)> = [Role::User, Role::Viewer, Role::Agent, Role::Join]
         .into_iter()
         .map(|r| (r, ternd.new_token(r.as_str())))
         .chain([(Role::Operator, ternd.token.clone())])
@@ -124,6 +127,7 @@ fn every_route_refuses_exactly_the_callers_its_level_excludes() {
             .replace("{name}", "stable")
             .replace("{what}", "version")
             .replace("{id}", "0123abcd")
+            .replace("{updater_id}", "0123abcd")
             .replace("{action}", "undo");
         let method = route.method.as_str();
         let (status, body) = ternd.call(method, &path, None, None);

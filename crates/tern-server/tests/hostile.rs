@@ -462,3 +462,164 @@ fn admin_writes_and_token_changes_are_audited_with_their_actor() {
     assert_eq!(last.as_array().unwrap().len(), 1);
     assert!(last[0]["path"].as_str().unwrap().starts_with("/v1/tokens/"));
 }
+
+const CANARY_CONFIG: &str = "kind: autoupdate_config
+spec:
+  agents:
+    mode: enabled
+    schedules:
+      regular:
+        - {name: dev, days: ['*'], start_hour: 10, canary_count: 1}
+        - {name: prod, days: ['*'], start_hour: 14}
+";
+
+fn join(t: &Ternd, token: &str, updater_id: &str) -> (u16, serde_json::Value) {
+    let body =
+        serde_json::json!({"updater_id": updater_id, "hostname": format!("{updater_id}.example")});
+    t.call(
+        "POST",
+        "/v1/agents/join",
+        Some(token),
+        Some(&body.to_string()),
+    )
+}
+
+/// With the one shared agent token, 60 invented hosts were once heartbeated into a
+/// group, picked as its canaries and reported healthy on the target: the group went
+/// done while every real host ran the old version. Now each host joins with a join
+/// token (single use, expiring) for a credential bound to its updater_id, which speaks
+/// for that host only; a host just heard from is never a canary candidate
+/// (`--canary-tenure`); an operator can revoke a host.
+#[test]
+fn one_leaked_credential_cannot_forge_hosts_past_the_canary_gate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource(
+        "version",
+        &common::version_yaml("1.0.0", "2.0.0", "regular"),
+    );
+    t.reconcile();
+    // A join token for three hosts, expiring in an hour.
+    let created = t.op(
+        "POST",
+        "/v1/tokens",
+        Some(r#"{"role":"join","uses":3,"ttl":"1h","description":"rack 4"}"#),
+    );
+    let join_token = created["token"].as_str().unwrap().to_string();
+    let real = ["real-1", "real-2", "real-3"];
+    let mut creds = Vec::new();
+    for id in real {
+        let (s, v) = join(&t, &join_token, id);
+        assert_eq!(s, 201, "{v}");
+        assert_eq!(v["updater_id"], id);
+        creds.push(v["token"].as_str().unwrap().to_string());
+    }
+    let (s, v) = join(&t, &join_token, "real-4");
+    assert_eq!(s, 401, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("used up"),
+        "{v}"
+    );
+    let tokens = t.op("GET", "/v1/tokens", None);
+    let listed = tokens
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["role"] == "join")
+        .unwrap();
+    assert_eq!(listed["uses_left"], 0);
+    assert!(
+        listed["expires"]
+            .as_str()
+            .unwrap()
+            .starts_with("2026-11-23T10:00")
+    );
+    assert_eq!(
+        t.op("GET", "/v1/tokens", None).as_array().unwrap().len(),
+        2,
+        "host credentials only with ?hosts=true"
+    );
+    // A host's credential speaks for that host only.
+    let (s, v) = t.call(
+        "POST",
+        "/v1/agents/heartbeat",
+        Some(&creds[0]),
+        Some(r#"{"updater_id":"invented-1","group":"dev","version":"1.0.0"}"#),
+    );
+    assert_eq!(s, 403, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("belongs to updater real-1"),
+        "{v}"
+    );
+    // Nor can it join another host.
+    assert_eq!(join(&t, &creds[0], "invented-2").0, 403);
+    // Re-joining an updater that has a credential would steal it: refused.
+    let more = t.op("POST", "/v1/tokens", Some(r#"{"role":"join"}"#));
+    let (s, v) = join(&t, more["token"].as_str().unwrap(), "real-2");
+    assert_eq!(s, 409, "{v}");
+
+    for (id, cred) in real.iter().zip(&creds) {
+        t.heartbeat(cred, id, "dev", "1.0.0");
+    }
+    // 50 minutes on (the real hosts heartbeat along), 60 hosts are invented with the
+    // shared agent token of earlier releases, at the group's window.
+    for at in ["09:10", "09:20", "09:30", "09:40", "09:50", "10:00"] {
+        t.set_clock(&format!("2026-11-23T{at}:00Z"));
+        for (id, cred) in real.iter().zip(&creds) {
+            t.heartbeat(cred, id, "dev", "1.0.0");
+        }
+        t.reconcile();
+    }
+    let shared = t.new_token("agent");
+    for i in 0..60 {
+        t.heartbeat(&shared, &format!("invented-{i:02}"), "dev", "1.0.0");
+    }
+    t.set_clock("2026-11-23T10:02:00Z");
+    for (id, cred) in real.iter().zip(&creds) {
+        t.heartbeat(cred, id, "dev", "1.0.0");
+    }
+    for i in 0..60 {
+        t.heartbeat(&shared, &format!("invented-{i:02}"), "dev", "1.0.0");
+    }
+    t.reconcile();
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["state"], "canary", "{r}");
+    let canary = dev["canaries"][0]["updater_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        real.contains(&canary.as_str()),
+        "canary {canary} must be a real host"
+    );
+    assert!(metric(&t, "tern_heartbeats_shared_token_total ") >= 120);
+
+    // Revoking a host: its credential is refused at once, and it leaves the inventory.
+    let v = t.op("DELETE", "/v1/inventory/real-3", None);
+    assert_eq!(v["deleted"], "real-3");
+    let (s, _) = t.call(
+        "POST",
+        "/v1/agents/heartbeat",
+        Some(&creds[2]),
+        Some(r#"{"updater_id":"real-3","group":"dev","version":"1.0.0"}"#),
+    );
+    assert_eq!(s, 401);
+    let inv = t.op("GET", "/v1/inventory", None);
+    assert!(!inv.to_string().contains("real-3"), "{inv}");
+    // An expired join token is refused with its expiry.
+    t.set_clock("2026-11-23T11:00:00Z");
+    let (s, v) = join(&t, more["token"].as_str().unwrap(), "late");
+    // `more` was made at 09:00 with the default day: still valid; the first one expired.
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = join(&t, &join_token, "late-2");
+    assert_eq!(s, 401);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("expired"),
+        "{v}"
+    );
+}

@@ -6,6 +6,7 @@
 pub(crate) mod body;
 pub(crate) mod channels;
 pub(crate) mod dev;
+pub(crate) mod hosts;
 pub(crate) mod public;
 pub(crate) mod resources;
 pub(crate) mod status;
@@ -88,12 +89,12 @@ impl Routes {
 /// go to the audit trail with the token that sent them.
 async fn authorize(
     State((state, access)): State<(Arc<AppState>, Access)>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let actor = match state
         .auth
-        .authenticate(state.store(), request.headers())
+        .authenticate(state.store(), request.headers(), state.clock.now())
         .await
     {
         Ok(actor) => actor,
@@ -107,7 +108,10 @@ async fn authorize(
         .path_and_query()
         .map_or_else(|| request.uri().path().to_string(), ToString::to_string);
     let response = match access.check(actor.role) {
-        Ok(()) => next.run(request).await,
+        Ok(()) => {
+            request.extensions_mut().insert(actor.clone());
+            next.run(request).await
+        }
         Err(e) => e.into_response(),
     };
     if audited {
@@ -151,9 +155,10 @@ fn build(state: Arc<AppState>) -> Routes {
 
 /// No token: health, metrics, find, channels; and the agents' heartbeats.
 fn public(r: Routes) -> Routes {
-    use Access::{Agent, Public};
+    use Access::{Agent, Join, Public};
     use Method as M;
     let heartbeat_state = Arc::clone(&r.state);
+    let join_state = Arc::clone(&r.state);
     r.route("/healthz", vec![(M::GET, Public, get(public::healthz))])
         .route("/readyz", vec![(M::GET, Public, get(public::readyz))])
         .route("/metrics", vec![(M::GET, Public, get(public::metrics))])
@@ -169,6 +174,18 @@ fn public(r: Routes) -> Routes {
             |h| {
                 h.layer::<_, std::convert::Infallible>(middleware::from_fn_with_state(
                     heartbeat_state,
+                    public::heartbeat_guard,
+                ))
+                .layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT))
+            },
+        )
+        .route_with(
+            "/v1/agents/join",
+            vec![(M::POST, Join, post(hosts::join))],
+            // Limited like heartbeats, per client address.
+            |h| {
+                h.layer::<_, std::convert::Infallible>(middleware::from_fn_with_state(
+                    join_state,
                     public::heartbeat_guard,
                 ))
                 .layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT))
@@ -260,6 +277,10 @@ fn admin(r: Routes) -> Routes {
         )
         .route("/v1/inventory", one(M::GET, Read, get(status::inventory)))
         .route("/v1/audit", one(M::GET, Read, get(audit_trail)))
+        .route(
+            "/v1/inventory/{updater_id}",
+            one(M::DELETE, Operator, delete(hosts::revoke)),
+        )
         .route(
             "/v1/tokens",
             vec![

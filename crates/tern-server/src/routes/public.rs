@@ -6,16 +6,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use tern_core::resource::RolloutState;
 use tern_core::rollout::Groups;
 use tern_core::wire::{Heartbeat, HeartbeatResponse, UnknownGroup};
 
+use crate::auth::Actor;
 use crate::error::{ApiError, ApiResult};
 use crate::inventory::Refused;
 use crate::metrics::{Metrics, bounded_agent_series, escape};
@@ -139,11 +140,25 @@ pub(crate) async fn heartbeat_guard(
 /// `POST /v1/agents/heartbeat` (an agent token, checked by the router)
 pub(crate) async fn heartbeat(
     State(state): State<Arc<AppState>>,
+    Extension(actor): Extension<Actor>,
     body: Bytes,
 ) -> ApiResult<Json<HeartbeatResponse>> {
     let at = state.clock.monotonic();
     let hb: Heartbeat = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("the heartbeat is not valid JSON: {e}")))?;
+    // A host credential speaks for its own updater only: one leaked credential cannot
+    // invent hosts nor speak for others.
+    if let Some(own) = &actor.bound_to
+        && hb.updater_id != *own
+    {
+        return Err(ApiError::forbidden(format!(
+            "this host credential belongs to updater {own}, not {:?}",
+            hb.updater_id.chars().take(64).collect::<String>()
+        )));
+    }
+    if actor.bound_to.is_none() && actor.role == tern_core::api::Role::Agent {
+        Metrics::inc(&state.metrics.heartbeats_shared_token);
+    }
     for (field, value) in [
         ("updater_id", &hb.updater_id),
         ("host_id", &hb.host_id),

@@ -16,14 +16,20 @@ use crate::keys;
 use crate::resources;
 use crate::state::AppState;
 
-fn view(r: TokenRecord) -> TokenView {
+pub(crate) fn view(r: TokenRecord) -> TokenView {
     TokenView {
         id: r.id,
         role: r.role,
         created: r.created,
+        expires: r.expires,
+        uses_left: r.uses_left,
+        updater_id: r.updater_id,
         description: r.description,
     }
 }
+
+/// Seconds a join token is valid unless told otherwise: a day.
+const JOIN_DEFAULT_TTL_SECS: i64 = 24 * 3600;
 
 /// Stores a new token of `role`; returns it in clear (the only time).
 pub(crate) async fn store_new_token(
@@ -32,7 +38,14 @@ pub(crate) async fn store_new_token(
     description: &str,
     now: Timestamp,
 ) -> ApiResult<auth::NewToken> {
-    let t = auth::mint(role, description, now)?;
+    store_token(store, auth::mint(role, description, now)?).await
+}
+
+/// Stores a minted token (its record may carry limits or a binding).
+pub(crate) async fn store_token(
+    store: &dyn tern_store::Store,
+    t: auth::NewToken,
+) -> ApiResult<auth::NewToken> {
     let bytes = serde_json::to_vec(&t.record)
         .map_err(|e| ApiError::internal(format!("encoding a token record: {e}")))?;
     store
@@ -51,7 +64,39 @@ pub(crate) async fn create(
         .role
         .parse()
         .map_err(|e| ApiError::bad_request(format!("role: {e}")))?;
-    let t = store_new_token(state.store(), role, &b.description, state.clock.now()).await?;
+    let now = state.clock.now();
+    let ttl = match b.ttl.as_deref() {
+        Some(s) => {
+            let d = tern_core::duration::GoDuration::parse(s)
+                .map_err(|e| ApiError::bad_request(format!("ttl: {e}")))?;
+            if d.as_secs() == 0 {
+                return Err(ApiError::bad_request(format!(
+                    "ttl: {s:?} must be positive"
+                )));
+            }
+            Some(i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        }
+        None if role == Role::Join => Some(JOIN_DEFAULT_TTL_SECS),
+        None => None,
+    };
+    let uses = match (role, b.uses) {
+        (Role::Join, None) => Some(1),
+        (Role::Join, Some(0)) => {
+            return Err(ApiError::bad_request("uses: a join token needs at least 1"));
+        }
+        (Role::Join, Some(n)) => Some(n),
+        (_, None) => None,
+        (_, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "uses: only join tokens are limited in uses",
+            ));
+        }
+    };
+    let mut t = auth::mint(role, &b.description, now)?;
+    t.record.uses_left = uses;
+    t.record.expires =
+        ttl.and_then(|secs| now.checked_add(jiff::SignedDuration::from_secs(secs)).ok());
+    let t = store_token(state.store(), t).await?;
     tracing::info!(id = %t.record.id, role = %role, "token created");
     Ok((
         StatusCode::CREATED,
@@ -62,13 +107,24 @@ pub(crate) async fn create(
     ))
 }
 
-/// `GET /v1/tokens`: ids and roles, never the tokens.
-pub(crate) async fn list(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<TokenView>>> {
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ListQuery {
+    /// Also the host credentials (one per joined host).
+    #[serde(default)]
+    hosts: bool,
+}
+
+/// `GET /v1/tokens[?hosts=true]`: ids, roles, expiry and uses, never the tokens.
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Query(q): axum::extract::Query<ListQuery>,
+) -> ApiResult<Json<Vec<TokenView>>> {
     let listing = state.store().list(keys::TOKENS_PREFIX).await?;
     let tokens = listing
         .kvs
         .iter()
         .filter_map(|kv| serde_json::from_slice::<TokenRecord>(&kv.value).ok())
+        .filter(|r| q.hosts || r.updater_id.is_none())
         .map(view)
         .collect();
     Ok(Json(tokens))

@@ -1,0 +1,168 @@
+//! Host credentials: `POST /v1/agents/join` exchanges a join token (or, while hosts
+//! move off it, the shared agent token of earlier releases) for an agent token bound to
+//! the joining updater_id; `DELETE /v1/inventory/{updater_id}` revokes it. The store
+//! keeps `/tern/hosts/<updater_id>` → the credential's token id, so that one updater
+//! has one credential and revoking finds it.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use tern_core::api::{Deleted, JoinBody, JoinResponse, Role};
+use tern_store::Error as StoreError;
+
+use super::body;
+use crate::auth::{self, Actor, TokenRecord};
+use crate::error::{ApiError, ApiResult};
+use crate::keys;
+use crate::state::AppState;
+
+/// `/tern/hosts/<updater_id>`
+#[derive(Debug, Serialize, Deserialize)]
+struct HostRecord {
+    token_id: String,
+}
+
+/// Longest updater_id taken (tern-update makes UUIDs).
+const MAX_UPDATER_ID: usize = 128;
+
+/// `POST /v1/agents/join` `{"updater_id", "host_id", "hostname"}` with a join token.
+pub(crate) async fn join(
+    State(state): State<Arc<AppState>>,
+    Extension(actor): Extension<Actor>,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<JoinResponse>)> {
+    let b: JoinBody = body::json(&body)?;
+    let valid = |s: &str| {
+        s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+    };
+    if b.updater_id.is_empty() || b.updater_id.len() > MAX_UPDATER_ID || !valid(&b.updater_id) {
+        return Err(ApiError::bad_request(format!(
+            "updater_id: give the updater's id (letters, digits, '-', '_', '.'; at most {MAX_UPDATER_ID})"
+        )));
+    }
+    if actor.bound_to.is_some() {
+        return Err(ApiError::forbidden(
+            "a host credential cannot join another host: use a join token",
+        ));
+    }
+    let store = state.store();
+    let host_key = keys::host(&b.updater_id);
+    if store.get(&host_key).await?.is_some() {
+        return Err(already_joined(&b.updater_id));
+    }
+    if actor.role == Role::Join {
+        spend_one_use(&state, &actor.token_id).await?;
+    }
+    let now = state.clock.now();
+    let hostname: String = b
+        .hostname
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(253)
+        .collect();
+    let mut t = auth::mint(Role::Agent, &format!("host {hostname}"), now)?;
+    t.record.updater_id = Some(b.updater_id.clone());
+    let index = serde_json::to_vec(&HostRecord {
+        token_id: t.record.id.clone(),
+    })
+    .map_err(|e| ApiError::internal(format!("encoding a host record: {e}")))?;
+    // The index first: of two hosts joining with one updater_id at once, one wins.
+    match store.create(&host_key, index, None).await {
+        Ok(_) => {}
+        Err(StoreError::AlreadyExists { .. }) => return Err(already_joined(&b.updater_id)),
+        Err(e) => return Err(e.into()),
+    }
+    let t = match super::tokens::store_token(store, t).await {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = store.delete(&host_key, None).await;
+            return Err(e);
+        }
+    };
+    tracing::info!(updater_id = %b.updater_id, token = %t.record.id, via = %actor.token_id, "host joined");
+    Ok((
+        StatusCode::CREATED,
+        Json(JoinResponse {
+            token: t.token,
+            id: t.record.id,
+            updater_id: b.updater_id,
+        }),
+    ))
+}
+
+fn already_joined(updater_id: &str) -> ApiError {
+    ApiError::conflict(format!(
+        "updater {updater_id} already has a host credential: it keeps using it; to join it again, revoke it first (ternctl inventory revoke {updater_id})"
+    ))
+}
+
+/// Takes one use of a join token (compare-and-swap on its record: two hosts joining at
+/// once cannot both spend the last use).
+async fn spend_one_use(state: &AppState, token_id: &str) -> ApiResult<()> {
+    let store = state.store();
+    let key = keys::token(token_id);
+    for _ in 0..16 {
+        let Some(kv) = store.get(&key).await? else {
+            return Err(ApiError::unauthenticated("invalid or revoked token"));
+        };
+        let mut record: TokenRecord = serde_json::from_slice(&kv.value)
+            .map_err(|e| ApiError::internal(format!("token record {token_id}: {e}")))?;
+        let left = record.uses_left.unwrap_or(0);
+        if left == 0 {
+            return Err(ApiError::unauthenticated(format!(
+                "join token {token_id} is used up: create another (ternctl tokens create --role join --uses N)"
+            )));
+        }
+        record.uses_left = Some(left - 1);
+        let bytes = serde_json::to_vec(&record)
+            .map_err(|e| ApiError::internal(format!("encoding a token record: {e}")))?;
+        match store
+            .compare_and_swap(&key, kv.mod_revision, bytes, None)
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::unavailable(
+        "the join token is being spent by many hosts at once: retry",
+    ))
+}
+
+/// `DELETE /v1/inventory/{updater_id}` (operator): revokes the host's credential and
+/// forgets it here; its heartbeats are refused from then on (on other replicas within
+/// the token cache's 30 s).
+pub(crate) async fn revoke(
+    State(state): State<Arc<AppState>>,
+    Path(updater_id): Path<String>,
+) -> ApiResult<Json<Deleted>> {
+    let store = state.store();
+    let host_key = keys::host(&updater_id);
+    let Some(kv) = store.get(&host_key).await? else {
+        return Err(ApiError::not_found(format!(
+            "updater {updater_id:?} has no host credential (hosts on the shared agent token are revoked by revoking that token)"
+        )));
+    };
+    let host: HostRecord = serde_json::from_slice(&kv.value)
+        .map_err(|e| ApiError::internal(format!("host record {updater_id}: {e}")))?;
+    match store.delete(&keys::token(&host.token_id), None).await {
+        Ok(_) | Err(StoreError::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    state.auth.forget(&host.token_id);
+    match store.delete(&host_key, None).await {
+        Ok(_) | Err(StoreError::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    state.inventory().forget_updater(&updater_id);
+    tracing::info!(%updater_id, token = %host.token_id, "host credential revoked");
+    Ok(Json(Deleted {
+        deleted: updater_id,
+    }))
+}
