@@ -73,7 +73,16 @@ fn absolute(p: &Path) -> Result<PathBuf> {
 /// forced version) right away.
 pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     let _lock = interactive_lock(ctx)?;
-    let mut file = load(ctx)?.unwrap_or_default();
+    let mut file = match load(ctx) {
+        Ok(f) => f.unwrap_or_default(),
+        // `enable` is the repair the damage message names: it starts from a blank file;
+        // the installed versions are found again by name when the server names them.
+        Err(e @ Error::State { .. }) => {
+            log::warn(format!("{e}: replacing it"));
+            UpdateFile::default()
+        }
+        Err(e) => return Err(e),
+    };
     let server = args.server.trim_end_matches('/').to_string();
     let mut spec = Spec {
         server,

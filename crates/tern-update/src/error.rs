@@ -114,11 +114,20 @@ pub enum Error {
         needed: u64,
         available: u64,
     },
-    #[error("state file {}: {problem}", path.display())]
+    #[error(
+        "{} is damaged: {problem}; to repair it, run `tern-update enable --server URL …` again (it rewrites the file and finds the installed versions again), or restore the file from a backup",
+        path.display()
+    )]
     State {
         path: PathBuf,
         #[source]
         problem: StateProblem,
+    },
+    #[error("state file {}: {source}", path.display())]
+    StateSerialize {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
     },
     #[error("another tern-update holds {} (timed out waiting)", .0.display())]
     Locked(PathBuf),

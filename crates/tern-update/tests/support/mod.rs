@@ -298,6 +298,8 @@ pub struct Host {
     pub env: Vec<(String, String)>,
     /// Pass `--insecure` (plain http and unverified certificates); on by default.
     pub insecure: bool,
+    /// Run tern-update under this umask (through `sh -c 'umask …; exec …'`).
+    pub umask: Option<u32>,
 }
 
 impl Host {
@@ -323,6 +325,7 @@ impl Host {
             suffix: suffix.into(),
             env: Vec::new(),
             insecure: true,
+            umask: None,
             dir,
         }
     }
@@ -346,18 +349,35 @@ impl Host {
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.arg("--install-dir")
-            .arg(&self.install)
-            .arg("--install-suffix")
-            .arg(&self.suffix)
-            .arg("--link-dir")
+        let mut c = self.bare_cmd(&[]);
+        c.arg("--link-dir")
             .arg(&self.link)
             .arg("--unit-dir")
             .arg(&self.units)
             .arg("--systemd-dir")
             .arg(&self.systemd)
             .args(self.insecure.then_some("--insecure"))
+            .args(args);
+        c
+    }
+
+    /// tern-update with only `--install-dir` and `--install-suffix` (what locates
+    /// update.yaml): every other setting comes from what `enable` saved.
+    pub fn bare_cmd(&self, args: &[&str]) -> Command {
+        let mut c = match self.umask {
+            Some(mask) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("umask {mask:03o} && exec \"$0\" \"$@\""))
+                    .arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
+        c.arg("--install-dir")
+            .arg(&self.install)
+            .arg("--install-suffix")
+            .arg(&self.suffix)
             .args(args)
             .env_remove("TERN_UPDATE_KILL_AT")
             .stdin(std::process::Stdio::null());
@@ -365,6 +385,19 @@ impl Host {
             c.env(k, v);
         }
         c
+    }
+
+    /// Runs [`Host::bare_cmd`] and logs it like [`Host::run`].
+    pub fn run_bare(&self, args: &[&str]) -> Output {
+        let out = self.bare_cmd(args).output().unwrap();
+        eprintln!(
+            "$ tern-update (bare) {} -> {:?}\n{}{}",
+            args.join(" "),
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
     }
 
     pub fn run(&self, args: &[&str]) -> Output {

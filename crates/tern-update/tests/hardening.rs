@@ -1,0 +1,117 @@
+//! Attacks on the updater and what it must do instead: a damaged update.yaml, settings
+//! `enable` was given, modes under a permissive umask, numbers from the server, a
+//! broken environment during an update, a refused token.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::{Agent, Host, Server, release_files, tarball};
+
+fn publish(server: &Server, version: &str, kind: Agent) {
+    server.publish(version, &tarball(&release_files(version, kind)));
+}
+
+/// A host enabled against a new server that serves `version` and targets it; with the
+/// host's service config.
+fn enabled_on(version: &str) -> (Server, Host, PathBuf) {
+    let server = Server::start();
+    publish(&server, version, Agent::Good);
+    let host = Host::new();
+    let svc = host.service_config("");
+    server.set_target(version, true);
+    assert_eq!(host.enable(&server, &svc, &[]).status.code(), Some(0));
+    (server, host, svc)
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+// --- 10. A damaged update.yaml ------------------------------------------------------
+
+/// An empty, cut or garbled update.yaml is named as damaged, with the way to repair
+/// it, and every command exits 1: never "not an http(s) URL", never "disabled", exit 0.
+#[test]
+fn a_damaged_update_yaml_is_reported_with_its_path_and_the_repair() {
+    let (server, host, svc) = enabled_on("1.0.0");
+    assert!(host.wait_running("1.0.0"));
+    let yaml = host.ns().join("update.yaml");
+    let good = std::fs::read_to_string(&yaml).unwrap();
+    let cut_in_server = {
+        let at = good.find("server: ").unwrap() + "server: ht".len();
+        good[..at].to_string()
+    };
+    let cut_before_status = good[..good.find("status:").unwrap()].to_string();
+    let damages = [
+        ("empty", String::new()),
+        ("blank", "\n  \n".to_string()),
+        ("cut in the server URL", cut_in_server),
+        ("cut before the status", cut_before_status),
+        ("half", good[..good.len() / 2].to_string()),
+        ("garbage", "\u{0}\u{1}not yaml: [".to_string()),
+    ];
+    for (what, text) in damages {
+        std::fs::write(&yaml, &text).unwrap();
+        for args in [
+            &["update"][..],
+            &["update", "--now"],
+            &["status"],
+            &["pin"],
+            &["heartbeat"],
+            &["disable"],
+        ] {
+            let out = host.run(args);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "{what}: {args:?}: {err}");
+            assert!(
+                err.contains(&yaml.display().to_string()) && err.contains("damaged"),
+                "{what}: {args:?} should name the damaged file: {err}"
+            );
+            assert!(
+                err.contains("tern-update enable"),
+                "{what}: {args:?} should say how to repair it: {err}"
+            );
+            assert!(!err.contains("not an http(s) URL"), "{what}: {err}");
+            assert_eq!(
+                std::fs::read_to_string(&yaml).unwrap(),
+                text,
+                "{what}: {args:?} must leave the damaged file for the operator"
+            );
+        }
+    }
+    // The repair the message names: enable rewrites the file and finds the installed
+    // version again (nothing downloaded).
+    let out = host.enable(&server, &svc, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("damaged"),
+        "enable says what it replaced"
+    );
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    assert!(host.wait_running("1.0.0"));
+    host.ok(&["update"]);
+}
+
+/// Every cut of a file this version writes is detected, at any byte; a file written by
+/// an older tern-update (no end line) and one without the newer fields still load.
+#[test]
+fn every_truncation_of_update_yaml_is_detected_and_old_files_still_load() {
+    let (_server, host, _svc) = enabled_on("1.0.0");
+    let good = std::fs::read_to_string(host.ns().join("update.yaml")).unwrap();
+    tern_update::state::parse(&good).unwrap();
+    for cut in 0..good.trim_end().len() {
+        let text = &good[..cut];
+        assert!(
+            tern_update::state::parse(text).is_err(),
+            "a file cut at byte {cut} of {} was taken as whole:\n{text}",
+            good.len()
+        );
+    }
+    let older = "version: v1\nkind: update_config\nspec:\n  server: https://t.example\n  group: g\n  enabled: true\n  pinned: false\n  keep: 2\nstatus:\n  active: 1.0.0\n  rollback: false\n";
+    let f = tern_update::state::parse(older).unwrap();
+    assert_eq!(f.status.active.as_deref(), Some("1.0.0"));
+    assert!(f.spec.enabled);
+}
