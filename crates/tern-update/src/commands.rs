@@ -101,6 +101,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             None => file.spec.join_token_file.clone(),
         },
         keep: args.keep.unwrap_or(file.spec.keep).clamp(1, 2),
+        settings: ctx.settings.clone(),
     };
     // Artifact location: the flags given now, else what was saved before.
     if args.base_url.is_some() || args.url_template.is_some() {
@@ -116,6 +117,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     if let Some(v) = &args.force_version {
         layout::validate_version(&layout::version_name(v, &file.status))?;
     }
+    let moved = moved_link_dirs(ctx, &file)?;
     let id = update::updater_id(&ctx.layout)?;
     let find = match ctx.http.find(&spec.server, &spec.group, &id) {
         Ok(f) => Some(f),
@@ -129,6 +131,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     };
     file.spec = spec;
     save(ctx, &file)?;
+    move_links(ctx, &file, &moved)?;
     log::info(format!(
         "automatic updates enabled: server {}, group {:?}",
         file.spec.server,
@@ -149,6 +152,42 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     );
     update::heartbeat(ctx, &file);
     result.map(describe)
+}
+
+/// The link and unit dirs `enable` saved before, when this `enable` names others and a
+/// version is linked there; checks that its links can be made in the new ones.
+fn moved_link_dirs(ctx: &Ctx, file: &UpdateFile) -> Result<Vec<PathBuf>> {
+    let Some(active) = &file.status.active else {
+        return Ok(Vec::new());
+    };
+    let old = &file.spec.settings;
+    let l = &ctx.layout;
+    let moved: Vec<PathBuf> = [(&old.link_dir, &l.link_dir), (&old.unit_dir, &l.unit_dir)]
+        .into_iter()
+        .filter_map(|(old, new)| old.as_ref().filter(|o| *o != new).cloned())
+        .collect();
+    if !moved.is_empty() {
+        links::check(l, &l.version_dir(active), ctx.overwrite)?;
+    }
+    Ok(moved)
+}
+
+/// Links the active version in the new dirs, then removes its links from the old ones:
+/// the agent stays linked somewhere at every instant.
+fn move_links(ctx: &Ctx, file: &UpdateFile, old_dirs: &[PathBuf]) -> Result<()> {
+    let (Some(active), false) = (&file.status.active, old_dirs.is_empty()) else {
+        return Ok(());
+    };
+    let l = &ctx.layout;
+    links::apply(l, &l.version_dir(active), ctx.overwrite)?;
+    for dir in old_dirs {
+        links::remove_in(dir, &|p: &Path| l.is_managed(p))?;
+        log::info(format!(
+            "moved the links of {active} out of {}",
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// `disable`: `update` stops changing the version.

@@ -9,6 +9,7 @@ use tern_core::wire::UpdaterStatus;
 
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::settings::Settings;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -41,6 +42,9 @@ pub struct Spec {
     pub join_token_file: Option<PathBuf>,
     /// How many versions to keep installed: 2 = active + backup, 1 = active only.
     pub keep: u32,
+    /// The global flags `enable` was given (link dirs, host names, transport).
+    #[serde(flatten)]
+    pub settings: Settings,
 }
 
 impl Default for Spec {
@@ -56,6 +60,7 @@ impl Default for Spec {
             service_config: None,
             join_token_file: None,
             keep: 2,
+            settings: Settings::default(),
         }
     }
 }
@@ -240,6 +245,17 @@ mod tests {
         .unwrap();
         assert_eq!(old.spec.server, "x");
         assert_eq!(old.spec.keep, 2);
+        assert_eq!(old.spec.settings, Settings::default());
+        let mut with = f.clone();
+        with.spec.settings = Settings {
+            link_dir: Some("/l".into()),
+            insecure: Some(true),
+            http_timeout: Some(9),
+            ..Settings::default()
+        };
+        let text = serde_yaml_ng::to_string(&with).unwrap();
+        assert!(text.contains("\n  link_dir: /l\n"), "{text}");
+        assert_eq!(parse(&text).unwrap(), with);
         assert!(parse("kind: db_backup\n").is_err());
         assert!(parse("spec: [").is_err());
     }

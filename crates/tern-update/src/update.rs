@@ -22,6 +22,7 @@ use crate::layout::{self, Layout};
 use crate::links;
 use crate::log;
 use crate::service::{Service, ServiceConfig};
+use crate::settings::Settings;
 use crate::state::{self, InProgress, LastUpdate, Spec, UpdateFile};
 
 /// Room left free beyond what a download or an unpacked version needs.
@@ -32,10 +33,10 @@ pub struct Ctx {
     pub http: Client,
     /// Replace links and files tern-update does not manage (`enable --overwrite`).
     pub overwrite: bool,
-    /// How this host names itself in heartbeats (`--hostname`, `--host-id`); `None`:
-    /// the kernel's node name and `/etc/machine-id`.
-    pub hostname: Option<String>,
-    pub host_id: Option<String>,
+    /// What this run was given or `enable` saved, with the layout's dirs filled in
+    /// (what `enable` saves). Heartbeats name the host by `hostname` and `host_id`;
+    /// `None`: the kernel's node name and `/etc/machine-id`.
+    pub settings: Settings,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -650,11 +651,12 @@ pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) -> bool {
     let hb = Heartbeat {
         updater_id: id,
         host_id: ctx
+            .settings
             .host_id
             .clone()
             .or_else(|| read_trimmed(Path::new("/etc/machine-id")))
             .unwrap_or_default(),
-        hostname: ctx.hostname.clone().unwrap_or_else(|| {
+        hostname: ctx.settings.hostname.clone().unwrap_or_else(|| {
             rustix::system::uname()
                 .nodename()
                 .to_string_lossy()

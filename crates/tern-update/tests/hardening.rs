@@ -115,3 +115,120 @@ fn every_truncation_of_update_yaml_is_detected_and_old_files_still_load() {
     assert_eq!(f.status.active.as_deref(), Some("1.0.0"));
     assert!(f.spec.enabled);
 }
+
+// --- 9. Settings given to enable are kept -------------------------------------------
+
+fn spec_value(host: &Host) -> serde_yaml_ng::Value {
+    let text = std::fs::read_to_string(host.ns().join("update.yaml")).unwrap();
+    let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    v["spec"].clone()
+}
+
+/// `enable --link-dir … --unit-dir … --hostname … --host-id … --ca-cert …` is
+/// remembered: later commands given only the install dir use the same links, names and
+/// transport. A later flag wins for its run, except a different link or unit dir,
+/// which is refused (the links live there); enable with a new one moves the links.
+#[test]
+fn settings_given_to_enable_are_kept_for_later_commands() {
+    let server = Server::start();
+    for v in ["1.0.0", "2.0.0", "3.0.0"] {
+        publish(&server, v, Agent::Good);
+    }
+    server.set_target("1.0.0", true);
+    let host = Host::new();
+    let svc = host.service_config("");
+    let ca = host.dir.path().join("ca.pem");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    std::fs::write(&ca, cert.cert.pem()).unwrap();
+    let ca_s = ca.display().to_string();
+    let out = host.enable(
+        &server,
+        &svc,
+        &[
+            "--hostname",
+            "web-1",
+            "--host-id",
+            "host-42",
+            "--ca-cert",
+            &ca_s,
+            "--http-timeout",
+            "77",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let spec = spec_value(&host);
+    let s = |k: &str| spec_value(&host)[k].as_str().map(str::to_string);
+    assert_eq!(
+        s("link_dir"),
+        Some(host.link.display().to_string()),
+        "{spec:?}"
+    );
+    assert_eq!(s("unit_dir"), Some(host.units.display().to_string()));
+    assert_eq!(s("systemd_dir"), Some(host.systemd.display().to_string()));
+    assert_eq!(s("hostname").as_deref(), Some("web-1"));
+    assert_eq!(s("host_id").as_deref(), Some("host-42"));
+    assert_eq!(s("ca_cert"), Some(ca_s.clone()));
+    assert_eq!(spec["insecure"].as_bool(), Some(true));
+    assert_eq!(spec["http_timeout"].as_u64(), Some(77));
+
+    // Later commands with nothing but the install dir: same links, names, transport.
+    server.set_target("2.0.0", true);
+    let out = host.run_bare(&["update"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(host.active().as_deref(), Some("2.0.0"));
+    assert_eq!(host.linked_version().as_deref(), Some("2.0.0"));
+    assert!(host.wait_running("2.0.0"));
+    let (_, hb) = server.heartbeats().last().cloned().unwrap();
+    assert_eq!(
+        (hb.hostname.as_str(), hb.host_id.as_str()),
+        ("web-1", "host-42")
+    );
+    let out = host.run_bare(&["status", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["server"]["reachable"], true, "{status}");
+    assert_eq!(status["spec"]["link_dir"], host.link.display().to_string());
+
+    // A flag given again wins for its run, and is not saved.
+    let out = host.run_bare(&["--hostname", "web-1-once", "heartbeat"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(server.heartbeats().last().unwrap().1.hostname, "web-1-once");
+    assert_eq!(s("hostname").as_deref(), Some("web-1"));
+
+    // A different link dir on a later command is refused: the links are elsewhere.
+    let elsewhere = host.dir.path().join("elsewhere");
+    let elsewhere_s = elsewhere.display().to_string();
+    let out = host.run_bare(&["--link-dir", &elsewhere_s, "update", "--now"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&elsewhere_s)
+            && err.contains(&host.link.display().to_string())
+            && err.contains("enable"),
+        "{err}"
+    );
+    assert!(!elsewhere.exists());
+
+    // enable with a new link dir moves the links there.
+    let out = host.run_bare(&[
+        "--link-dir",
+        &elsewhere_s,
+        "enable",
+        "--server",
+        &server.url,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let target = std::fs::read_link(elsewhere.join("tern-agent")).unwrap();
+    assert!(
+        target.ends_with("versions/2.0.0/bin/tern-agent"),
+        "{target:?}"
+    );
+    assert!(host.link.join("tern-agent").symlink_metadata().is_err());
+    assert_eq!(s("link_dir"), Some(elsewhere_s.clone()));
+    // Settings not repeated were kept by this enable.
+    assert_eq!(s("hostname").as_deref(), Some("web-1"));
+    assert_eq!(s("ca_cert"), Some(ca_s));
+    let out = host.run_bare(&["pin"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(host.wait_running("2.0.0"));
+}
