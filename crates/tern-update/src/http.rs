@@ -171,7 +171,9 @@ impl Client {
         let mut resp = self.agent.get(url).call().map_err(Self::request_err(url))?;
         Self::expect_success(Method::GET, url, resp.status())?;
         let mut reader = resp.body_mut().as_reader();
-        let mut file = std::fs::File::create(dest).ctx("create", dest)?;
+        // Root only: it is unpacked as root after its checksum was checked, so no one
+        // else may write it in between.
+        let mut file = crate::fsutil::create_file(dest, 0o600)?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 64 * 1024];
         let mut total: u64 = 0;

@@ -156,6 +156,11 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // Runs as root: whatever umask it inherits, nothing it (or a library, or a command
+    // it runs) creates is group- or world-writable. The library also sets every mode
+    // it relies on explicitly; this covers what it does not create itself.
+    let inherited = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+    rustix::process::umask(inherited | rustix::fs::Mode::from_raw_mode(0o022));
     let cli = Cli::parse();
     log::init(match cli.log_format {
         LogFormat::Text => log::Format::Text,

@@ -215,8 +215,7 @@ fn wait_jitter(file: &UpdateFile, opts: &Opts, find: &FindResponse) {
 pub(crate) fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<PathBuf> {
     let versions = ctx.layout.versions_dir();
     let vdir = ctx.layout.version_dir(target);
-    std::fs::create_dir_all(&versions)
-        .map_err(|e| Error::io(format!("create {}", versions.display()), e))?;
+    fsutil::create_own_dir(&versions)?;
     if vdir.join("sha256").is_file() {
         log::info(format!(
             "{target} is already unpacked in {}",

@@ -232,3 +232,170 @@ fn settings_given_to_enable_are_kept_for_later_commands() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(host.wait_running("2.0.0"));
 }
+
+// --- 5. Modes whatever the umask ----------------------------------------------------
+
+/// Every directory and file under `root` that tern-update made: (path, mode & 0o7777).
+fn modes_under(root: &std::path::Path) -> Vec<(PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if m.file_type().is_symlink() {
+            continue;
+        }
+        out.push((p.clone(), m.permissions().mode() & 0o7777));
+        if m.is_dir() {
+            for e in std::fs::read_dir(&p).unwrap() {
+                todo.push(e.unwrap().path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn mode_of(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// A release whose entries ask for world-writable modes: a 0777 executable, a 0666
+/// file, a 0777 directory and a 0666 unit file.
+fn permissive_release(version: &str) -> Vec<u8> {
+    let enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut b = tar::Builder::new(enc);
+    let top = format!("agent-{version}");
+    let script = support::agent_script(version, Agent::Good);
+    let entries: [(String, tar::EntryType, u32, &[u8]); 5] = [
+        (
+            format!("{top}/share/"),
+            tar::EntryType::Directory,
+            0o777,
+            b"",
+        ),
+        (
+            format!("{top}/bin/tern-agent"),
+            tar::EntryType::Regular,
+            0o777,
+            script.as_bytes(),
+        ),
+        (
+            format!("{top}/README"),
+            tar::EntryType::Regular,
+            0o666,
+            b"x\n",
+        ),
+        (
+            format!("{top}/share/data"),
+            tar::EntryType::Regular,
+            0o666,
+            b"x\n",
+        ),
+        (
+            format!("{top}/lib/systemd/system/tern-agent.service"),
+            tar::EntryType::Regular,
+            0o666,
+            b"[Service]\n",
+        ),
+    ];
+    for (path, kind, mode, data) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_mode(mode);
+        h.set_size(data.len() as u64);
+        b.append_data(&mut h, path, data).unwrap();
+    }
+    b.into_inner().unwrap().finish().unwrap()
+}
+
+/// tern-update runs as root under whatever umask it inherits. Under `umask 000` (and
+/// `077`) every directory it makes is 0755 (a DB backup 0700), files from the tarball
+/// keep at most 0755, its own files have fixed modes, and nothing is group- or
+/// world-writable: install, versions, backups, state, lock, links, units, setup's files.
+#[test]
+fn modes_do_not_depend_on_the_umask() {
+    for umask in [0o000, 0o077] {
+        let server = Server::start();
+        for v in ["1.0.0", "2.0.0"] {
+            server.publish(v, &permissive_release(v));
+        }
+        let mut host = Host::new();
+        host.umask = Some(umask);
+        host.env.push(("TERN_SYSTEMCTL".into(), "true".into()));
+        let db = host.state.join("agent.db");
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute_batch("CREATE TABLE t(x);")
+            .unwrap();
+        std::fs::set_permissions(&db, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let svc = host.service_config(&format!("db_path: {}\n", db.display()));
+        server.set_target("1.0.0", true);
+        let out = host.enable(&server, &svc, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        server.set_target("2.0.0", true);
+        host.ok(&["update", "--now"]);
+        // A downgrade restores 1.0.0's DB backup over the live DB.
+        server.set_target("1.0.0", true);
+        host.ok(&["update", "--now"]);
+        assert!(host.wait_running("1.0.0"));
+        host.ok(&["setup", "--agent-unit", "tern-agent"]);
+
+        let v1 = host.ns().join("versions/1.0.0");
+        let v2 = host.ns().join("versions/2.0.0");
+        let want = [
+            (host.install.clone(), 0o755),
+            (host.ns(), 0o755),
+            (host.ns().join("versions"), 0o755),
+            (v1.clone(), 0o755),
+            (v1.join("bin"), 0o755),
+            (v1.join("share"), 0o755),
+            (v1.join("lib/systemd/system"), 0o755),
+            (v1.join("bin/tern-agent"), 0o755),
+            (v1.join("README"), 0o644),
+            (v1.join("share/data"), 0o644),
+            (v1.join("lib/systemd/system/tern-agent.service"), 0o644),
+            (v1.join("sha256"), 0o644),
+            (v2.join("backup"), 0o700),
+            (v2.join("backup/backup.yaml"), 0o600),
+            (v2.join("backup/sqlite.db"), 0o600),
+            (host.ns().join("update.yaml"), 0o644),
+            (host.ns().join("update.lock"), 0o600),
+            (host.ns().join("updater_id"), 0o644),
+            (host.link.clone(), 0o755),
+            (host.units.clone(), 0o755),
+            (host.systemd.clone(), 0o755),
+            (host.systemd.join("tern-update.service"), 0o644),
+            (host.systemd.join("tern-update.timer"), 0o644),
+            (host.systemd.join("tern-agent.service.d"), 0o755),
+            (
+                host.systemd.join("tern-agent.service.d/tern-update.conf"),
+                0o644,
+            ),
+            // The live DB keeps its mode when a backup is restored over it.
+            (db.clone(), 0o600),
+        ];
+        for (path, mode) in want {
+            assert_eq!(
+                mode_of(&path),
+                mode,
+                "umask {umask:03o}: {} is {:o}, want {mode:o}",
+                path.display(),
+                mode_of(&path)
+            );
+        }
+        for root in [&host.install, &host.link, &host.units, &host.systemd] {
+            for (path, mode) in modes_under(root) {
+                assert_eq!(
+                    mode & 0o7022,
+                    0,
+                    "umask {umask:03o}: {} is {mode:o}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
