@@ -50,6 +50,8 @@ fn describe(outcome: Outcome) -> Report {
         Outcome::Updated { from: None, to } => Report::Done(format!("installed {to}")),
         Outcome::Nothing(why) => Report::Done(why),
         Outcome::Refused(why) => Report::Refused(why),
+        // Only `update` asks for a jitter, and it waits it out itself.
+        Outcome::Jitter { target, .. } => Report::Done(format!("{target} is due after a jitter")),
     }
 }
 
@@ -148,6 +150,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             now: true,
             force_version: args.force_version,
             find,
+            jitter_done: false,
         },
     );
     update::heartbeat(ctx, &file);
@@ -221,6 +224,7 @@ pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
                     now: true,
                     force_version: Some(v.clone()),
                     find: None,
+                    jitter_done: false,
                 },
             );
             update::heartbeat(ctx, &file);
@@ -252,32 +256,40 @@ pub fn unpin(ctx: &Ctx) -> Result<Report> {
     ))
 }
 
-/// `update [--now]`. Without `--now` (the timer) it waits for the lock and applies jitter.
+/// `update [--now]`. Without `--now` (the timer) it waits for the lock and applies
+/// jitter: the wait holds no lock (an operator's `pin` or `update --now` goes ahead), and
+/// afterwards everything is decided again from update.yaml and a fresh find.
 pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
     let wait = if now {
         Wait::Timeout(INTERACTIVE_LOCK_TIMEOUT)
     } else {
         Wait::Forever
     };
-    let _lock = lock(ctx, wait)?.ok_or_else(|| Error::Locked(ctx.layout.lock_file()))?;
-    let Some(mut file) = load(ctx)? else {
-        return Ok(Report::Done(
-            "not enabled (no update.yaml): nothing to do".into(),
-        ));
+    let mut opts = Opts {
+        now,
+        ..Opts::default()
     };
-    if file.spec.enabled && file.spec.server.is_empty() {
-        return Err(Error::NoServer);
+    loop {
+        let lock = lock(ctx, wait)?.ok_or_else(|| Error::Locked(ctx.layout.lock_file()))?;
+        let Some(mut file) = load(ctx)? else {
+            return Ok(Report::Done(
+                "not enabled (no update.yaml): nothing to do".into(),
+            ));
+        };
+        if file.spec.enabled && file.spec.server.is_empty() {
+            return Err(Error::NoServer);
+        }
+        let result = update::run(ctx, &mut file, opts.clone());
+        update::heartbeat(ctx, &file);
+        match result {
+            Ok(Outcome::Jitter { wait, .. }) if !opts.jitter_done => {
+                drop(lock);
+                update::wait_heartbeating(ctx, wait);
+                opts.jitter_done = true;
+            }
+            other => return other.map(describe),
+        }
     }
-    let result = update::run(
-        ctx,
-        &mut file,
-        Opts {
-            now,
-            ..Opts::default()
-        },
-    );
-    update::heartbeat(ctx, &file);
-    result.map(describe)
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -338,7 +350,10 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
                 server.target_version =
                     layout::version_name(&f.auto_update.agent_version, &file.status);
                 server.in_window = f.auto_update.agent_auto_update;
-                server.jitter_seconds = f.auto_update.agent_update_jitter_seconds;
+                server.jitter_seconds = f
+                    .auto_update
+                    .agent_update_jitter_seconds
+                    .min(update::MAX_JITTER_SECONDS);
                 server.edition = f.edition;
                 server.update_now =
                     match crate::decide::decide(&file.spec, &file.status, &f.auto_update, false) {

@@ -118,7 +118,10 @@ impl Client {
             .call()
             .map_err(Self::request_err(&url))?;
         Self::expect_success(Method::GET, &url, resp.status())?;
+        // A find answer is a few hundred bytes; ureq's default limit is 10 MB.
         resp.body_mut()
+            .with_config()
+            .limit(64 * 1024)
             .read_json::<FindResponse>()
             .map_err(|source| Error::BadFindResponse { url, source })
     }

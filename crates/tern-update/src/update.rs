@@ -28,6 +28,16 @@ use crate::state::{self, InProgress, LastUpdate, Spec, UpdateFile};
 /// Room left free beyond what a download or an unpacked version needs.
 const SPACE_MARGIN: u64 = 64 * 1024;
 
+/// The longest jitter a run waits, whatever the server says (`agent_update_jitter_seconds`
+/// comes from the network: u64::MAX, or years, must not stall the host). ternd's own
+/// jitter is a minute; an hour spreads the largest fleet without making a host look gone.
+pub const MAX_JITTER_SECONDS: u64 = 3600;
+
+/// How often a run waiting out its jitter still heartbeats, so that ternd (which forgets
+/// a host after three silent minutes) keeps seeing it.
+const HEARTBEAT_WHILE_WAITING: Duration =
+    Duration::from_secs(tern_core::wire::DEFAULT_HEARTBEAT_SECONDS);
+
 pub struct Ctx {
     pub layout: Layout,
     pub http: Client,
@@ -48,6 +58,8 @@ pub(crate) struct Opts {
     pub(crate) force_version: Option<String>,
     /// A find response already fetched by the caller.
     pub(crate) find: Option<FindResponse>,
+    /// The jitter was waited already: the run after the wait goes ahead.
+    pub(crate) jitter_done: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +70,8 @@ pub(crate) enum Outcome {
     Nothing(String),
     /// The configuration forbids updating (disabled, pinned); says how to undo.
     Refused(String),
+    /// Wait this long, without the lock, then run again (and decide again).
+    Jitter { wait: Duration, target: String },
 }
 
 /// The service for a namespace: the configured one, else systemd with the unit file the
@@ -106,12 +120,16 @@ fn new_uuid() -> Result<String> {
     ))
 }
 
-fn random_below(n: u64) -> u64 {
+/// A random number in `0..=n`.
+fn random_up_to(n: u64) -> u64 {
     let mut b = [0u8; 8];
     if n == 0 || getrandom::fill(&mut b).is_err() {
         return 0;
     }
-    u64::from_le_bytes(b) % (n + 1)
+    match n.checked_add(1) {
+        Some(range) => u64::from_le_bytes(b) % range,
+        None => u64::from_le_bytes(b),
+    }
 }
 
 /// The artifact URL of `version` for this host.
@@ -156,7 +174,9 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
         Decision::Refused(why) => return Ok(Outcome::Refused(why)),
     };
     layout::validate_version(&target)?;
-    wait_jitter(file, &opts, &find);
+    if let Some(wait) = jitter(file, &opts, &find) {
+        return Ok(Outcome::Jitter { wait, target });
+    }
     let from = file.status.active.clone();
     log::info(format!(
         "updating {} -> {target}",
@@ -199,15 +219,49 @@ fn decide_target(file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Decisio
 }
 
 /// The timer's runs on hosts that have a version wait a random part of the server's
-/// jitter, so that a group does not update all at once.
-fn wait_jitter(file: &UpdateFile, opts: &Opts, find: &FindResponse) {
-    let jitter = find.auto_update.agent_update_jitter_seconds;
-    if !opts.now && opts.force_version.is_none() && file.status.active.is_some() && jitter > 0 {
-        let wait = random_below(jitter);
-        log::info(format!(
-            "waiting {wait}s of jitter (up to {jitter}s) before updating"
-        ));
-        std::thread::sleep(Duration::from_secs(wait));
+/// jitter (at most [`MAX_JITTER_SECONDS`]), so that a group does not update all at once.
+fn jitter(file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Option<Duration> {
+    let asked = find.auto_update.agent_update_jitter_seconds;
+    let applies = !opts.now
+        && !opts.jitter_done
+        && opts.force_version.is_none()
+        && file.status.active.is_some()
+        && asked > 0;
+    if !applies {
+        return None;
+    }
+    let cap = asked.min(MAX_JITTER_SECONDS);
+    let wait = crate::hooks::jitter_wait()
+        .unwrap_or_else(|| random_up_to(cap))
+        .min(cap);
+    let capped = if asked > cap {
+        format!("; the server asked for up to {asked}s")
+    } else {
+        String::new()
+    };
+    log::info(format!(
+        "waiting {wait}s of jitter (up to {cap}s{capped}) before updating; update.lock is free meanwhile"
+    ));
+    Some(Duration::from_secs(wait))
+}
+
+/// Waits out a jitter without the lock, heartbeating what the host runs now and then.
+pub(crate) fn wait_heartbeating(ctx: &Ctx, wait: Duration) {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(HEARTBEAT_WHILE_WAITING));
+        if std::time::Instant::now() >= deadline {
+            return;
+        }
+        // Without the lock another command may be saving update.yaml: it is replaced
+        // whole, so this reads either version of it.
+        if let Ok(Some(file)) = state::load(&ctx.layout.update_yaml()) {
+            heartbeat(ctx, &file);
+        }
     }
 }
 
@@ -247,7 +301,8 @@ fn room_for_download(ctx: &Ctx, url: &str, versions: &Path) -> Result<u64> {
     {
         return Err(Error::NoSpace {
             path: versions.to_path_buf(),
-            needed: len + SPACE_MARGIN,
+            // The length comes from the network: u64::MAX must not overflow.
+            needed: len.saturating_add(SPACE_MARGIN),
             available: free,
         });
     }
@@ -730,6 +785,39 @@ mod tests {
         let w = unknown_group_warning(&hostile);
         assert!(!w.contains('\n'), "{w}");
         assert!(w.len() < 1000, "{}", w.len());
+    }
+
+    #[test]
+    fn random_up_to_any_bound() {
+        assert_eq!(random_up_to(0), 0);
+        for _ in 0..100 {
+            assert!(random_up_to(3) <= 3);
+        }
+        let _ = random_up_to(u64::MAX);
+    }
+
+    #[test]
+    fn jitter_is_capped_and_skipped_when_it_does_not_apply() {
+        let mut file = UpdateFile::default();
+        file.status.active = Some("1.0.0".into());
+        let mut find = FindResponse::default();
+        find.auto_update.agent_update_jitter_seconds = u64::MAX;
+        for _ in 0..20 {
+            let wait = jitter(&file, &Opts::default(), &find).unwrap();
+            assert!(wait <= Duration::from_secs(MAX_JITTER_SECONDS));
+        }
+        let now = Opts {
+            now: true,
+            ..Opts::default()
+        };
+        assert_eq!(jitter(&file, &now, &find), None);
+        let done = Opts {
+            jitter_done: true,
+            ..Opts::default()
+        };
+        assert_eq!(jitter(&file, &done, &find), None);
+        file.status.active = None;
+        assert_eq!(jitter(&file, &Opts::default(), &find), None);
     }
 
     #[test]

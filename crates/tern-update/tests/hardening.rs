@@ -399,3 +399,70 @@ fn modes_do_not_depend_on_the_umask() {
         }
     }
 }
+
+// --- 6. Numbers from the server -----------------------------------------------------
+
+/// A host on 1.0.0 whose server offers 2.0.0 with the given jitter.
+fn offered_with_jitter(jitter: u64) -> (Server, Host, PathBuf) {
+    let (server, host, svc) = enabled_on("1.0.0");
+    publish(&server, "2.0.0", Agent::Good);
+    server.set_target("2.0.0", true);
+    server.set_jitter(jitter);
+    (server, host, svc)
+}
+
+/// `agent_update_jitter_seconds: u64::MAX` used to panic (`% 0` after a wrap); it is
+/// capped at an hour.
+#[test]
+fn a_huge_jitter_is_capped_not_a_panic() {
+    let (_server, host, _svc) = offered_with_jitter(u64::MAX);
+    assert!(host.wait_running("1.0.0"));
+    let mut run = support::Background::spawn(host.cmd(&["update"]));
+    let line = run.wait_for("jitter", std::time::Duration::from_secs(20));
+    let said = run.seen.join("\n");
+    assert!(
+        line.as_deref().is_some_and(|l| l.contains("up to 3600s")),
+        "the wait is capped at an hour: {said}"
+    );
+    assert_eq!(run.child.try_wait().unwrap(), None, "still waiting: {said}");
+}
+
+/// A jitter of years used to be slept holding update.lock, so `pin` gave up after 60 s.
+/// The wait holds no lock, and what it waited for is checked again afterwards: here
+/// the operator pinned the host meanwhile, so nothing is updated.
+#[cfg(feature = "test-hooks")]
+#[test]
+fn the_jitter_wait_holds_no_lock_and_is_checked_again() {
+    let (server, host, _svc) = offered_with_jitter(100_000_000);
+    assert!(host.wait_running("1.0.0"));
+    let mut cmd = host.cmd(&["update"]);
+    cmd.env("TERN_UPDATE_TEST_JITTER_WAIT", "4");
+    let mut run = support::Background::spawn(cmd);
+    let line = run.wait_for("jitter", std::time::Duration::from_secs(20));
+    assert!(line.is_some(), "{}", run.seen.join("\n"));
+
+    let started = std::time::Instant::now();
+    let out = host.run(&["pin"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+
+    let (code, said) = run.finish(std::time::Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("pinned to 1.0.0"), "{said}");
+    let f = host.update_yaml();
+    assert_eq!(f.status.active.as_deref(), Some("1.0.0"));
+    assert!(host.wait_running("1.0.0"));
+    // Its heartbeats say what it runs.
+    assert_eq!(server.heartbeats().last().unwrap().1.version, "1.0.0");
+}
+
+/// A HEAD answer with a Content-Length of u64::MAX used to overflow (a panic in a
+/// debug build) when the error was made; it is refused as not fitting.
+#[test]
+fn a_huge_content_length_is_refused_not_a_panic() {
+    let (server, host, _svc) = offered_with_jitter(0);
+    server.state.lock().unwrap().head_content_length = Some(u64::MAX.to_string());
+    let err = host.fails(&["update", "--now"]);
+    assert!(err.contains("not enough free space"), "{err}");
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+}

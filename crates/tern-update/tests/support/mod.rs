@@ -27,6 +27,9 @@ pub struct ServerState {
     pub fail_heartbeats: bool,
     /// The JSON body heartbeats are answered with (default: the next heartbeat only).
     pub heartbeat_answer: Option<String>,
+    /// The Content-Length HEAD requests for artifacts are answered with (default: the
+    /// artifact's size), as a hostile or broken server could send.
+    pub head_content_length: Option<String>,
 }
 
 /// A loopback HTTP/1.1 server, one thread per connection.
@@ -75,6 +78,16 @@ impl Server {
             },
             ..Default::default()
         };
+    }
+
+    /// The upper bound of the jitter find answers with.
+    pub fn set_jitter(&self, seconds: u64) {
+        self.state
+            .lock()
+            .unwrap()
+            .find
+            .auto_update
+            .agent_update_jitter_seconds = seconds;
     }
 
     pub fn heartbeats(&self) -> Vec<(Option<String>, Heartbeat)> {
@@ -194,6 +207,13 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
         );
     }
     if let Some(name) = path.strip_prefix("/artifacts/") {
+        if let (true, Some(len)) = (head, st.lock().unwrap().head_content_length.clone()) {
+            write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+            )?;
+            return conn.flush();
+        }
         return match std::fs::read(art.join(name)) {
             Ok(data) => respond(&mut conn, 200, "application/octet-stream", &data, head),
             Err(_) => respond(&mut conn, 404, "text/plain", b"not found", head),
@@ -528,6 +548,78 @@ impl Host {
             std::thread::sleep(Duration::from_millis(50));
         }
         false
+    }
+}
+
+/// A tern-update run in the background, its stderr read line by line.
+pub struct Background {
+    pub child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl Background {
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("(background) {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The first line (from now) containing `pat`, within `timeout`.
+    pub fn wait_for(&mut self, pat: &str, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let line = self.lines.recv_timeout(left).ok()?;
+            self.seen.push(line.clone());
+            if line.contains(pat) {
+                return Some(line);
+            }
+        }
+    }
+
+    /// Waits for the exit (at most `timeout`); the code and everything it said.
+    pub fn finish(&mut self, timeout: Duration) -> (Option<i32>, String) {
+        let deadline = Instant::now() + timeout;
+        let code = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st.code();
+            }
+            if Instant::now() >= deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(line);
+        }
+        (code, self.seen.join("\n"))
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        // The one process this test started, by its handle.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
