@@ -358,7 +358,8 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
                 server.update_now =
                     match crate::decide::decide(&file.spec, &file.status, &f.auto_update, false) {
                         crate::decide::Decision::Update { target } => {
-                            format!("would update to {target}")
+                            crate::decide::backing_off(&file.status, jiff::Timestamp::now(), false)
+                                .unwrap_or_else(|| format!("would update to {target}"))
                         }
                         crate::decide::Decision::Nothing(why)
                         | crate::decide::Decision::Refused(why) => why,

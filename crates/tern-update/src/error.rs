@@ -190,6 +190,20 @@ pub enum Error {
         reason: Box<Error>,
         outcome: String,
     },
+    /// An update that failed because of the host, not of the version: `why` says how
+    /// that was told; the version is not skipped and is retried after `retry_after`.
+    #[error(
+        "update to {target} failed: {reason}; rolled back: {outcome}; {target} is not marked skip: {why}; environment failure {attempts} in a row: the timer's runs try again after {retry_after} (`tern-update update --now` tries now)"
+    )]
+    EnvironmentFailure {
+        target: String,
+        #[source]
+        reason: Box<Error>,
+        outcome: String,
+        why: &'static str,
+        attempts: u32,
+        retry_after: jiff::Timestamp,
+    },
 }
 
 impl Error {

@@ -97,6 +97,24 @@ pub struct Status {
     /// run reverts it before doing anything else.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub in_progress: Option<InProgress>,
+    /// The last updates failed because of this host, not of the version (the reverted
+    /// version failed the same health check): nothing is skipped, and the timer's runs
+    /// wait for `retry_after`. Cleared by a successful update.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment_failure: Option<EnvironmentFailure>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentFailure {
+    /// The version the last attempt tried to install.
+    pub target: String,
+    /// When the last attempt failed.
+    pub time: Timestamp,
+    /// Failed attempts in a row.
+    pub attempts: u32,
+    /// The timer's runs do not try again before this.
+    pub retry_after: Timestamp,
+    pub error: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

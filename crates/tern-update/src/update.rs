@@ -23,7 +23,7 @@ use crate::links;
 use crate::log;
 use crate::service::{Service, ServiceConfig};
 use crate::settings::Settings;
-use crate::state::{self, InProgress, LastUpdate, Spec, UpdateFile};
+use crate::state::{self, EnvironmentFailure, InProgress, LastUpdate, Spec, UpdateFile};
 
 /// Room left free beyond what a download or an unpacked version needs.
 const SPACE_MARGIN: u64 = 64 * 1024;
@@ -174,6 +174,10 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
         Decision::Refused(why) => return Ok(Outcome::Refused(why)),
     };
     layout::validate_version(&target)?;
+    let asked_now = opts.now || opts.force_version.is_some();
+    if let Some(why) = decide::backing_off(&file.status, Timestamp::now(), asked_now) {
+        return Ok(Outcome::Nothing(why));
+    }
     if let Some(wait) = jitter(file, &opts, &find) {
         return Ok(Outcome::Jitter { wait, target });
     }
@@ -418,7 +422,7 @@ fn switch(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
     };
     match apply_switch(ctx, file, &mut sw, &plan, full_restart, now) {
         Ok(()) => commit(ctx, file, from, to),
-        Err((reason, skip)) => Err(rollback(ctx, file, &sw, reason, skip)),
+        Err((reason, version_failed)) => Err(rollback(ctx, file, &sw, reason, version_failed)),
     }
 }
 
@@ -433,6 +437,7 @@ fn commit(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
     if st.skip.as_deref() == Some(to) {
         st.skip = None;
     }
+    st.environment_failure = None;
     st.last_update = Some(LastUpdate {
         time: Timestamp::now(),
         target: to.to_string(),
@@ -446,8 +451,9 @@ fn commit(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
     Ok(())
 }
 
-/// The steps that change the host. `Err((reason, skip))`: skip is true when the new
-/// version itself failed (it is then not retried automatically).
+/// The steps that change the host. `Err((reason, version_failed))`: true when the new
+/// version itself failed (its restart or its health check), false when a step of the
+/// host did (stop, DB backup, links).
 fn apply_switch(
     ctx: &Ctx,
     file: &mut UpdateFile,
@@ -515,19 +521,49 @@ fn apply_switch(
 }
 
 /// Puts the host back on `sw.from` after a failed switch and records the failure.
-fn rollback(ctx: &Ctx, file: &mut UpdateFile, sw: &Switch<'_>, reason: Error, skip: bool) -> Error {
+/// `version_failed`: the new version itself failed (its restart or its health check).
+/// It is skipped only if the reverted version then passes the same health check;
+/// otherwise the host is what is broken, and the failure is recorded as an environment
+/// failure, retried after a backoff.
+fn rollback(
+    ctx: &Ctx,
+    file: &mut UpdateFile,
+    sw: &Switch<'_>,
+    reason: Error,
+    version_failed: bool,
+) -> Error {
     log::error(format!(
         "update to {} failed: {reason}; rolling back",
         sw.to
     ));
-    let outcome = revert(ctx, &file.spec, sw.from, sw.db_backed_up, sw.was_running);
+    let reverted = revert(ctx, &file.spec, sw.from, sw.db_backed_up, sw.was_running);
+    let now = Timestamp::now();
     let st = &mut file.status;
-    if skip {
+    let blame = version_failed && reverted.healthy;
+    if blame {
         st.skip = Some(sw.to.to_string());
         st.rollback = sw.from.is_some();
+        st.environment_failure = None;
+    } else {
+        let attempts = st
+            .environment_failure
+            .as_ref()
+            .map_or(0, |f| f.attempts)
+            .saturating_add(1);
+        let wait = jiff::SignedDuration::try_from(decide::backoff(attempts))
+            .unwrap_or(jiff::SignedDuration::MAX);
+        // Whole seconds: operators read these times in messages and `status`.
+        let time = Timestamp::from_second(now.as_second()).unwrap_or(now);
+        st.environment_failure = Some(EnvironmentFailure {
+            target: sw.to.to_string(),
+            time,
+            attempts,
+            retry_after: time.checked_add(wait).unwrap_or(Timestamp::MAX),
+            error: reason.to_string(),
+        });
     }
     st.last_update = Some(LastUpdate {
-        time: Timestamp::now(),
+        time: now,
         target: sw.to.to_string(),
         success: false,
         error: Some(reason.to_string()),
@@ -536,21 +572,56 @@ fn rollback(ctx: &Ctx, file: &mut UpdateFile, sw: &Switch<'_>, reason: Error, sk
     if let Err(e) = save(ctx, file) {
         log::error(format!("could not record the rollback in update.yaml: {e}"));
     }
-    Error::UpdateFailed {
-        target: sw.to.to_string(),
-        reason: Box::new(reason),
-        outcome,
+    let target = sw.to.to_string();
+    let reason = Box::new(reason);
+    let outcome = reverted.outcome;
+    match &file.status.environment_failure {
+        Some(f) if !blame => Error::EnvironmentFailure {
+            target,
+            reason,
+            outcome,
+            why: if !version_failed {
+                "the failure is the host's, not the version's"
+            } else if sw.from.is_some() {
+                "the previous version failed the same health check, so the host's environment looks broken (network, disk…)"
+            } else {
+                "with no previous version to check, a broken version cannot be told from a broken host"
+            },
+            attempts: f.attempts,
+            retry_after: f.retry_after,
+        },
+        _ => Error::UpdateFailed {
+            target,
+            reason,
+            outcome,
+        },
     }
 }
 
-/// Links, DB and service back to `from`. Returns what the host runs now.
+/// What a revert left: in words, and whether the version it restored passed the
+/// health check (false when it was not checked).
+struct Reverted {
+    outcome: String,
+    healthy: bool,
+}
+
+impl Reverted {
+    fn unchecked(outcome: impl Into<String>) -> Self {
+        Self {
+            outcome: outcome.into(),
+            healthy: false,
+        }
+    }
+}
+
+/// Links, DB and service back to `from`.
 fn revert(
     ctx: &Ctx,
     spec: &Spec,
     from: Option<&str>,
     db_backed_up: bool,
     was_running: bool,
-) -> String {
+) -> Reverted {
     let l = &ctx.layout;
     let from_dir = from.map(|f| l.version_dir(f));
     let svc = match service_for(spec, from_dir.as_deref()) {
@@ -581,27 +652,36 @@ fn revert(
     };
     if let Err(e) = relinked {
         log::error(format!("relinking: {e}"));
-        return format!("relinking failed ({e}); the host may have no working agent");
+        return Reverted::unchecked(format!(
+            "relinking failed ({e}); the host may have no working agent"
+        ));
     }
     let running = from.unwrap_or("no managed version");
     let Some(svc) = svc else {
-        return format!("links point to {running}");
+        return Reverted::unchecked(format!("links point to {running}"));
     };
     if from_dir.as_deref().and_then(links::unit_file).is_some() {
         let _ = svc.daemon_reload();
     }
     if from.is_none() && !l.system_dir().join("bin").is_dir() {
-        return "no agent was installed before; none is now".into();
+        return Reverted::unchecked("no agent was installed before; none is now");
     }
     if !(was_running || was_active || svc.wants_running()) {
-        return format!("links point to {running} (agent not running, as before)");
+        return Reverted::unchecked(format!(
+            "links point to {running} (agent not running, as before)"
+        ));
     }
     if let Err(e) = svc.start() {
-        return format!("{running} is linked but failed to start: {e}");
+        return Reverted::unchecked(format!("{running} is linked but failed to start: {e}"));
     }
     match health::watch(&svc, &ctx.http) {
-        Ok(()) => format!("the host runs {running} and it is healthy"),
-        Err(why) => format!("the host runs {running} but it is not healthy: {why}"),
+        Ok(()) => Reverted {
+            outcome: format!("the host runs {running} and it is healthy"),
+            healthy: true,
+        },
+        Err(why) => Reverted::unchecked(format!(
+            "the host runs {running} but it is not healthy: {why}"
+        )),
     }
 }
 
@@ -623,8 +703,8 @@ pub(crate) fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
         ip.from.as_deref().unwrap_or("(nothing)"),
         ip.to
     ));
-    let outcome = revert(ctx, &file.spec, ip.from.as_deref(), ip.db_backed_up, false);
-    log::info(format!("recovered: {outcome}"));
+    let reverted = revert(ctx, &file.spec, ip.from.as_deref(), ip.db_backed_up, false);
+    log::info(format!("recovered: {}", reverted.outcome));
     file.status.in_progress = None;
     save(ctx, file)?;
     kill_point("recovered");
@@ -697,11 +777,15 @@ pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) -> bool {
         .active
         .as_deref()
         .map(|v| ctx.layout.version_dir(v));
-    let healthy = match service_for(spec, active_dir.as_deref()) {
-        Ok(Some(svc)) => svc.is_active(),
-        Ok(None) => file.status.active.is_some(),
-        Err(_) => false,
-    };
+    // After an environment failure the running version failed its health check, and
+    // nothing has checked it since: the host is not healthy, though no version is blamed
+    // (no rollback, no failed version) until an update succeeds.
+    let healthy = file.status.environment_failure.is_none()
+        && match service_for(spec, active_dir.as_deref()) {
+            Ok(Some(svc)) => svc.is_active(),
+            Ok(None) => file.status.active.is_some(),
+            Err(_) => false,
+        };
     let hb = Heartbeat {
         updater_id: id,
         host_id: ctx

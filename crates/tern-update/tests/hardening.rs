@@ -466,3 +466,105 @@ fn a_huge_content_length_is_refused_not_a_panic() {
     assert!(err.contains("not enough free space"), "{err}");
     assert_eq!(host.active().as_deref(), Some("1.0.0"));
 }
+
+// --- 7. A broken environment is not a broken version --------------------------------
+
+fn environment_failure(host: &Host) -> serde_yaml_ng::Value {
+    let text = std::fs::read_to_string(host.ns().join("update.yaml")).unwrap();
+    let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    v["status"]["environment_failure"].clone()
+}
+
+fn backoff_of(failure: &serde_yaml_ng::Value) -> jiff::SignedDuration {
+    let at = |k: &str| -> jiff::Timestamp { failure[k].as_str().unwrap().parse().unwrap() };
+    at("retry_after").duration_since(at("time"))
+}
+
+/// When the new version fails its health check and the old one, reverted, fails the
+/// same check, the host is broken (network, disk), not the version: it is not skipped;
+/// the failure is recorded as the environment's, retried with a growing backoff that
+/// the timer's runs respect, reported as such, and cleared when an update succeeds.
+#[test]
+fn a_broken_environment_is_not_blamed_on_the_new_version() {
+    let server = Server::start();
+    for v in ["1.0.0", "2.0.0"] {
+        publish(&server, v, Agent::Good);
+    }
+    let host = Host::new();
+    let svc = host.service_config(&format!(
+        "health_url: \"{}/health?file={}/running_version&bad=none\"\n",
+        server.url,
+        host.state.display()
+    ));
+    server.set_target("1.0.0", true);
+    assert_eq!(host.enable(&server, &svc, &[]).status.code(), Some(0));
+    assert!(host.wait_running("1.0.0"));
+
+    server.state.lock().unwrap().health_down = true;
+    server.set_target("2.0.0", true);
+    let err = host.fails(&["update", "--now"]);
+    assert!(err.contains("update to 2.0.0 failed"), "{err}");
+    assert!(
+        err.contains("environment"),
+        "says whose failure it is: {err}"
+    );
+    let f = host.update_yaml();
+    assert_eq!(f.status.skip, None, "2.0.0 is not blamed");
+    assert!(!f.status.rollback);
+    assert_eq!(f.status.active.as_deref(), Some("1.0.0"));
+    let failure = environment_failure(&host);
+    assert_eq!(failure["target"].as_str(), Some("2.0.0"), "{failure:?}");
+    assert_eq!(failure["attempts"].as_u64(), Some(1));
+    let first = backoff_of(&failure);
+    assert!(first >= jiff::SignedDuration::from_secs(60), "{first:?}");
+    let (_, hb) = server.heartbeats().last().cloned().unwrap();
+    assert_eq!(hb.failed_version, None);
+    assert!(!hb.rollback);
+    assert!(
+        !hb.healthy,
+        "the host is not healthy: its health check fails"
+    );
+
+    // The timer's runs wait for the backoff: nothing is downloaded or restarted.
+    let artifact_requests = || {
+        let st = server.state.lock().unwrap();
+        st.requests
+            .iter()
+            .filter(|r| r.contains("/artifacts/"))
+            .count()
+    };
+    let before = artifact_requests();
+    let out = host.ok(&["update"]);
+    assert!(
+        out.contains("backing off") && out.contains("--now"),
+        "{out}"
+    );
+    assert_eq!(artifact_requests(), before);
+    let status: serde_json::Value = serde_json::from_str(
+        &String::from_utf8(host.run(&["status", "-o", "json"]).stdout).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(status["status"]["environment_failure"]["target"], "2.0.0");
+    assert!(
+        status["server"]["update_now"]
+            .as_str()
+            .unwrap()
+            .contains("backing off"),
+        "{status}"
+    );
+
+    // Failing again doubles the backoff.
+    host.fails(&["update", "--now"]);
+    let failure = environment_failure(&host);
+    assert_eq!(failure["attempts"].as_u64(), Some(2));
+    assert_eq!(backoff_of(&failure), first * 2);
+    assert_eq!(host.update_yaml().status.skip, None);
+
+    // The environment is back: the update goes through and the failure is forgotten.
+    server.state.lock().unwrap().health_down = false;
+    host.ok(&["update", "--now"]);
+    assert_eq!(host.active().as_deref(), Some("2.0.0"));
+    assert!(environment_failure(&host).is_null());
+    assert!(host.wait_running("2.0.0"));
+    assert!(server.heartbeats().last().unwrap().1.healthy);
+}

@@ -30,6 +30,8 @@ pub struct ServerState {
     /// The Content-Length HEAD requests for artifacts are answered with (default: the
     /// artifact's size), as a hostile or broken server could send.
     pub head_content_length: Option<String>,
+    /// /health fails for every version, as when the host's network or disk is broken.
+    pub health_down: bool,
 }
 
 /// A loopback HTTP/1.1 server, one thread per connection.
@@ -197,7 +199,8 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
             .collect();
         let running =
             std::fs::read_to_string(q.get("file").copied().unwrap_or("")).unwrap_or_default();
-        let ok = running.trim() != q.get("bad").copied().unwrap_or("");
+        let ok = running.trim() != q.get("bad").copied().unwrap_or("")
+            && !st.lock().unwrap().health_down;
         return respond(
             &mut conn,
             if ok { 200 } else { 503 },
