@@ -131,6 +131,15 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         }
         Err(e) => return Err(e),
     };
+    // Before anything is saved: the heartbeat says what the host runs now, under the
+    // spec about to be saved.
+    update::check_token(
+        ctx,
+        &UpdateFile {
+            spec: spec.clone(),
+            ..file.clone()
+        },
+    )?;
     file.spec = spec;
     save(ctx, &file)?;
     move_links(ctx, &file, &moved)?;
@@ -299,6 +308,9 @@ pub struct StatusView {
     pub(crate) updater_id: Option<String>,
     pub(crate) spec: Spec,
     pub(crate) status: state::Status,
+    /// When the last heartbeat was sent and whether ternd took it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) last_heartbeat: Option<state::LastHeartbeat>,
     pub(crate) server: ServerView,
 }
 
@@ -323,10 +335,11 @@ pub fn heartbeat(ctx: &Ctx) -> Result<Report> {
     if file.spec.server.is_empty() {
         return Err(Error::NotEnabled);
     }
-    Ok(if update::heartbeat(ctx, &file) {
-        Report::Done(format!("heartbeat sent to {}", file.spec.server))
-    } else {
-        Report::Refused(format!("the heartbeat to {} failed", file.spec.server))
+    Ok(match update::heartbeat(ctx, &file) {
+        update::Sent::Accepted => Report::Done(format!("heartbeat sent to {}", file.spec.server)),
+        update::Sent::Failed(e) => {
+            Report::Refused(format!("the heartbeat to {} failed: {e}", file.spec.server))
+        }
     })
 }
 
@@ -374,6 +387,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
         updater_id: id,
         spec: file.spec,
         status: file.status,
+        last_heartbeat: state::load_heartbeat(&ctx.layout.heartbeat_file()),
         server,
     })
 }
@@ -424,6 +438,7 @@ pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
     fsutil::remove_dir_durable(&l.versions_dir())?;
     fsutil::remove_file_durable(&l.update_yaml())?;
     fsutil::remove_file_durable(&l.id_file())?;
+    fsutil::remove_file_durable(&l.heartbeat_file())?;
     Ok(Report::Done(msg))
 }
 

@@ -76,6 +76,21 @@ pub enum Error {
         url: String,
         status: StatusCode,
     },
+    #[error("http: {url}: POST status {status}{}", reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    HeartbeatRejected {
+        url: String,
+        status: StatusCode,
+        /// ternd's reason, when its answer has one.
+        reason: Option<String>,
+    },
+    #[error("{}", token_refused(*status, reason.as_deref(), token_file.as_deref()))]
+    TokenRefused {
+        status: StatusCode,
+        reason: Option<String>,
+        token_file: Option<PathBuf>,
+    },
+    #[error("join token file {}: {problem}", path.display())]
+    TokenFile { path: PathBuf, problem: String },
     #[error("http: {url}: bad find response: {source}")]
     BadFindResponse {
         url: String,
@@ -204,6 +219,23 @@ pub enum Error {
         attempts: u32,
         retry_after: jiff::Timestamp,
     },
+}
+
+/// `enable`'s refusal when ternd rejects the heartbeat's credentials.
+fn token_refused(status: StatusCode, reason: Option<&str>, token_file: Option<&Path>) -> String {
+    let answer = match reason {
+        Some(r) => format!("{status}: {r}"),
+        None => status.to_string(),
+    };
+    match token_file {
+        Some(p) => format!(
+            "ternd refused the token read from {} ({answer}): nothing was changed; put a valid agent token in it (or give another file with --join-token-file) and run enable again",
+            p.display()
+        ),
+        None => format!(
+            "ternd refused a heartbeat without a token ({answer}): nothing was changed; give an agent token with --join-token-file and run enable again"
+        ),
+    }
 }
 
 impl Error {

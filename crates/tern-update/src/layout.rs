@@ -93,6 +93,11 @@ impl Layout {
     pub(crate) fn update_yaml(&self) -> PathBuf {
         self.ns_dir().join("update.yaml")
     }
+    /// The last heartbeat's time and result (for `status`). Its own file: heartbeats
+    /// are also sent without the lock, and must not rewrite update.yaml then.
+    pub(crate) fn heartbeat_file(&self) -> PathBuf {
+        self.ns_dir().join("last_heartbeat.yaml")
+    }
     pub(crate) fn lock_file(&self) -> PathBuf {
         self.ns_dir().join("update.lock")
     }

@@ -140,6 +140,35 @@ pub struct InProgress {
 
 pub(crate) const KIND: &str = "update_config";
 
+/// When the last heartbeat was sent and whether ternd took it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LastHeartbeat {
+    pub time: Timestamp,
+    pub accepted: bool,
+    /// Why it was not taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Best effort: a heartbeat's result is for `status`, never a reason to fail a run.
+pub(crate) fn save_heartbeat(path: &Path, hb: &LastHeartbeat) {
+    let written = serde_yaml_ng::to_string(hb)
+        .map_err(|source| Error::StateSerialize {
+            path: path.to_path_buf(),
+            source,
+        })
+        .and_then(|text| fsutil::write_atomic(path, text.as_bytes(), 0o644));
+    if let Err(e) = written {
+        crate::log::warn(format!("could not record the heartbeat: {e}"));
+    }
+}
+
+/// The last heartbeat recorded; `None` when none was (or the record is unreadable:
+/// it is only shown).
+pub(crate) fn load_heartbeat(path: &Path) -> Option<LastHeartbeat> {
+    serde_yaml_ng::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
 /// The first line of every file this version writes: it promises the last line.
 const HEADER: &str = "# tern-update state. Written whole; its last line is \"# end\".";
 /// The last line. A file that starts with [`HEADER`] and lacks it was cut short.

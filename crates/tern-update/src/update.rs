@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use tern_core::wire::{FindResponse, Heartbeat};
+use ureq::http::StatusCode;
 
 use crate::artifact::{self, Vars};
 use crate::backup::{self, BackupUnusable};
@@ -757,19 +758,69 @@ fn read_trimmed(path: &Path) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
-/// Best effort: tell ternd what this host runs. Never fails the run; true when ternd
-/// took the heartbeat.
-pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) -> bool {
+/// What became of a heartbeat.
+#[derive(Debug)]
+pub(crate) enum Sent {
+    Accepted,
+    /// Not sent (no server, no updater id) or not taken; says why.
+    Failed(Error),
+}
+
+impl Sent {
+    /// ternd refused the heartbeat's credentials (401, 403): a wrong or revoked token.
+    pub(crate) fn refused_token(&self) -> Option<(StatusCode, Option<String>)> {
+        match self {
+            Self::Failed(Error::HeartbeatRejected { status, reason, .. })
+                if *status == StatusCode::UNAUTHORIZED || *status == StatusCode::FORBIDDEN =>
+            {
+                Some((*status, reason.clone()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Best effort: tell ternd what this host runs, and record when and how it went (for
+/// `status`). Never fails the run.
+pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
+    let sent = send_heartbeat(ctx, file);
+    match &sent {
+        Sent::Accepted | Sent::Failed(Error::NotEnabled) => {}
+        Sent::Failed(e) if sent.refused_token().is_some() => log::warn(format!(
+            "ternd refused this host's token: {e}; the run itself is not affected, but ternd does not hear from this host (check --join-token-file)"
+        )),
+        Sent::Failed(e) => log::warn(format!("heartbeat failed (ignored): {e}")),
+    }
+    record_heartbeat(ctx, &sent);
+    sent
+}
+
+/// Saves when a heartbeat was sent and how it went, for `status`.
+fn record_heartbeat(ctx: &Ctx, sent: &Sent) {
+    let (accepted, error) = match sent {
+        Sent::Accepted => (true, None),
+        // Nothing was sent: nothing to record.
+        Sent::Failed(Error::NotEnabled) => return,
+        Sent::Failed(e) => (false, Some(e.to_string())),
+    };
+    state::save_heartbeat(
+        &ctx.layout.heartbeat_file(),
+        &state::LastHeartbeat {
+            time: Timestamp::now(),
+            accepted,
+            error,
+        },
+    );
+}
+
+fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
     let spec = &file.spec;
     if spec.server.is_empty() {
-        return false;
+        return Sent::Failed(Error::NotEnabled);
     }
     let id = match updater_id(&ctx.layout) {
         Ok(id) => id,
-        Err(e) => {
-            log::warn(format!("heartbeat skipped: {e}"));
-            return false;
-        }
+        Err(e) => return Sent::Failed(e),
     };
     let token = spec.join_token_file.as_deref().and_then(read_trimmed);
     let active_dir = file
@@ -809,17 +860,52 @@ pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) -> bool {
         healthy,
     };
     match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
-        Err(e) => {
-            log::warn(format!("heartbeat failed (ignored): {e}"));
-            false
-        }
+        Err(e) => Sent::Failed(e),
         Ok(answer) => {
             if let Some(u) = answer.unknown_group {
                 log::warn(unknown_group_warning(&u));
             }
-            true
+            Sent::Accepted
         }
     }
+}
+
+/// `enable`'s check that ternd takes this host's token, before anything is saved or
+/// installed: a host enrolled with a wrong or revoked token would look enrolled and
+/// never be heard. Other failures (ternd busy, 5xx) only warn: they pass.
+pub(crate) fn check_token(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
+    if let Some(path) = &file.spec.join_token_file {
+        match std::fs::read_to_string(path) {
+            Ok(t) if !t.trim().is_empty() => {}
+            Ok(_) => {
+                return Err(Error::TokenFile {
+                    path: path.clone(),
+                    problem: "the file is empty".into(),
+                });
+            }
+            Err(e) => {
+                return Err(Error::TokenFile {
+                    path: path.clone(),
+                    problem: e.to_string(),
+                });
+            }
+        }
+    }
+    let sent = send_heartbeat(ctx, file);
+    record_heartbeat(ctx, &sent);
+    if let Some((status, reason)) = sent.refused_token() {
+        return Err(Error::TokenRefused {
+            status,
+            reason,
+            token_file: file.spec.join_token_file.clone(),
+        });
+    }
+    if let Sent::Failed(e) = sent {
+        log::warn(format!(
+            "heartbeat failed ({e}); enabling anyway: ternd answered find, and the next runs heartbeat again"
+        ));
+    }
+    Ok(())
 }
 
 /// The warning for a group the rollout lacks. The names come from the network: only

@@ -568,3 +568,109 @@ fn a_broken_environment_is_not_blamed_on_the_new_version() {
     assert!(host.wait_running("2.0.0"));
     assert!(server.heartbeats().last().unwrap().1.healthy);
 }
+
+// --- 8. A refused token, and the last heartbeat -------------------------------------
+
+/// `enable` with a token ternd refuses used to exit 0 with a warning, leaving a host
+/// that looked enrolled but was never heard. It fails, names the problem, and leaves
+/// nothing enabled or installed; on an enrolled host, the saved settings stay as they were.
+#[test]
+fn enable_fails_clearly_when_ternd_refuses_the_token() {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    server.set_target("1.0.0", true);
+    server.state.lock().unwrap().heartbeat_token = Some("good".into());
+    let host = Host::new();
+    let svc = host.service_config("");
+    let token = host.dir.path().join("token");
+    let token_s = token.display().to_string();
+    std::fs::write(&token, "wrong\n").unwrap();
+
+    let out = host.enable(&server, &svc, &["--join-token-file", &token_s]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("refused the token") && err.contains("401"),
+        "{err}"
+    );
+    assert!(
+        err.contains("invalid or revoked token"),
+        "ternd's reason: {err}"
+    );
+    assert!(err.contains(&token_s), "names the token file: {err}");
+    assert!(!host.ns().join("update.yaml").exists(), "nothing enabled");
+    assert_eq!(host.versions(), Vec::<String>::new(), "nothing installed");
+    assert_eq!(host.linked_version(), None);
+
+    // No token at all, and a token file that cannot be read, fail as clearly.
+    let out = host.enable(&server, &svc, &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--join-token-file"), "{err}");
+    let missing = host.dir.path().join("no-such-token");
+    let out = host.enable(
+        &server,
+        &svc,
+        &["--join-token-file", missing.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no-such-token"), "{}", stderr(&out));
+    assert!(!host.ns().join("update.yaml").exists());
+
+    // The right token enrolls; once revoked, a re-enable fails and changes nothing.
+    std::fs::write(&token, "good\n").unwrap();
+    let out = host.enable(&server, &svc, &["--join-token-file", &token_s]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(host.wait_running("1.0.0"));
+    let before = std::fs::read(host.ns().join("update.yaml")).unwrap();
+    server.state.lock().unwrap().heartbeat_token = Some("rotated".into());
+    let out = host.enable(&server, &svc, &["--group", "prod"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("refused the token"), "{err}");
+    assert_eq!(
+        std::fs::read(host.ns().join("update.yaml")).unwrap(),
+        before
+    );
+    assert!(host.wait_running("1.0.0"));
+}
+
+/// `status` says when the last heartbeat was sent and whether ternd took it.
+#[test]
+fn status_shows_the_last_heartbeat() {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    server.set_target("1.0.0", true);
+    server.state.lock().unwrap().heartbeat_token = Some("good".into());
+    let host = Host::new();
+    let svc = host.service_config("");
+    let token = host.dir.path().join("token");
+    std::fs::write(&token, "good\n").unwrap();
+    let out = host.enable(
+        &server,
+        &svc,
+        &["--join-token-file", token.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = || -> serde_json::Value {
+        let out = host.run(&["status", "-o", "json"]);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let st = status();
+    let hb = &st["last_heartbeat"];
+    assert_eq!(hb["accepted"], true, "{st}");
+    let time: jiff::Timestamp = hb["time"].as_str().unwrap().parse().unwrap();
+    assert!(jiff::Timestamp::now().duration_since(time) < jiff::SignedDuration::from_secs(60));
+
+    // Revoked: the timer's run still succeeds, and status says why ternd is not told.
+    server.state.lock().unwrap().heartbeat_token = Some("rotated".into());
+    host.ok(&["update"]);
+    let st = status();
+    let hb = &st["last_heartbeat"];
+    assert_eq!(hb["accepted"], false, "{st}");
+    let error = hb["error"].as_str().unwrap();
+    assert!(
+        error.contains("401") && error.contains("invalid or revoked token"),
+        "{error}"
+    );
+}

@@ -32,6 +32,8 @@ pub struct ServerState {
     pub head_content_length: Option<String>,
     /// /health fails for every version, as when the host's network or disk is broken.
     pub health_down: bool,
+    /// The agent token heartbeats must carry; others get ternd's 401.
+    pub heartbeat_token: Option<String>,
 }
 
 /// A loopback HTTP/1.1 server, one thread per connection.
@@ -179,12 +181,23 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
     }
     if path == "/v1/agents/heartbeat" && method == "POST" {
         let hb: Heartbeat = serde_json::from_slice(&body).unwrap_or_default();
-        let (fail, answer) = {
+        let auth = headers.get("authorization").cloned();
+        let (fail, answer, token) = {
             let mut s = st.lock().unwrap();
-            s.heartbeats
-                .push((headers.get("authorization").cloned(), hb));
-            (s.fail_heartbeats, s.heartbeat_answer.clone())
+            s.heartbeats.push((auth.clone(), hb));
+            (
+                s.fail_heartbeats,
+                s.heartbeat_answer.clone(),
+                s.heartbeat_token.clone(),
+            )
         };
+        if let Some(t) = token
+            && auth.as_deref() != Some(format!("Bearer {t}").as_str())
+        {
+            let body =
+                br#"{"error":{"code":"unauthenticated","message":"invalid or revoked token"}}"#;
+            return respond(&mut conn, 401, "application/json", body, head);
+        }
         if fail {
             return respond(&mut conn, 500, "text/plain", b"boom", head);
         }
