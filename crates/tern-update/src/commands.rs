@@ -279,7 +279,7 @@ pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
         ..Opts::default()
     };
     loop {
-        let lock = lock(ctx, wait)?.ok_or_else(|| Error::Locked(ctx.layout.lock_file()))?;
+        let held = lock(ctx, wait)?.ok_or_else(|| Error::Locked(ctx.layout.lock_file()))?;
         let Some(mut file) = load(ctx)? else {
             return Ok(Report::Done(
                 "not enabled (no update.yaml): nothing to do".into(),
@@ -292,7 +292,7 @@ pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
         update::heartbeat(ctx, &file);
         match result {
             Ok(Outcome::Jitter { wait, .. }) if !opts.jitter_done => {
-                drop(lock);
+                drop(held);
                 update::wait_heartbeating(ctx, wait);
                 opts.jitter_done = true;
             }
