@@ -145,7 +145,7 @@ pub(crate) fn backup(
     now: Timestamp,
 ) -> Result<()> {
     let dir = backup_dir(version_dir);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+    fsutil::create_dir_all(&dir)?;
     // The agent's DB holds its credentials: root only.
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .map_err(|e| Error::io(format!("chmod {}", dir.display()), e))?;
@@ -153,6 +153,8 @@ pub(crate) fn backup(
     let target = dir.join("sqlite.db");
     let tmp = fsutil::temp_beside(&target);
     let copied = sqlite_copy(db, &tmp).and_then(|()| {
+        // SQLite made the copy with its own default mode minus the umask.
+        set_mode_and_owner(&tmp, BACKUP_MODE, None)?;
         std::fs::rename(&tmp, &target)
             .map_err(|e| Error::io(format!("rename {}", target.display()), e))?;
         fsutil::fsync_dir(&dir)
@@ -178,12 +180,37 @@ pub(crate) fn backup(
     fsutil::write_atomic(&path, text.as_bytes(), 0o600)
 }
 
+/// The mode of a DB backup (and of a restored DB when there is no live one to copy).
+const BACKUP_MODE: u32 = 0o600;
+
+fn set_mode_and_owner(path: &Path, mode: u32, owner: Option<(u32, u32)>) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::chown(path, Some(uid), Some(gid))
+            .map_err(|e| Error::io(format!("chown {}", path.display()), e))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| Error::io(format!("chmod {}", path.display()), e))
+}
+
 /// Replaces `db` with the backup of `version_dir` (the agent must be stopped). Stale WAL
-/// and shared-memory files are removed first so they cannot be replayed onto it.
+/// and shared-memory files are removed first so they cannot be replayed onto it. The
+/// restored DB gets the mode and owner of the DB it replaces: the agent may run as
+/// another user than root, and the copy is made by root under any umask.
 pub(crate) fn restore(version_dir: &Path, db: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let src = backup_dir(version_dir).join("sqlite.db");
     let tmp = fsutil::temp_beside(db);
+    let live = std::fs::metadata(db).ok();
     sqlite_copy(&src, &tmp)?;
+    let kept = match &live {
+        Some(m) => set_mode_and_owner(&tmp, m.mode() & 0o7777, Some((m.uid(), m.gid()))),
+        None => set_mode_and_owner(&tmp, BACKUP_MODE, None),
+    };
+    if let Err(e) = kept {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     for suffix in ["-wal", "-shm", "-journal"] {
         let mut p = db.as_os_str().to_owned();
         p.push(suffix);
@@ -259,7 +286,16 @@ mod tests {
         c.execute("INSERT INTO t VALUES (2)", []).unwrap();
         drop(c);
         load_valid(&vdir, "https://s", "1.0.0", now, Duration::from_secs(60)).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&backup_dir(&vdir).join("sqlite.db")), 0o600);
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
         restore(&vdir, &db).unwrap();
+        assert_eq!(
+            mode(&db),
+            0o640,
+            "the restored DB keeps the live one's mode"
+        );
         let c = Connection::open(&db).unwrap();
         let n: i64 = c
             .query_row("SELECT count(*) FROM t", [], |r| r.get(0))

@@ -50,6 +50,8 @@ fn describe(outcome: Outcome) -> Report {
         Outcome::Updated { from: None, to } => Report::Done(format!("installed {to}")),
         Outcome::Nothing(why) => Report::Done(why),
         Outcome::Refused(why) => Report::Refused(why),
+        // Only `update` asks for a jitter, and it waits it out itself.
+        Outcome::Jitter { target, .. } => Report::Done(format!("{target} is due after a jitter")),
     }
 }
 
@@ -73,7 +75,16 @@ fn absolute(p: &Path) -> Result<PathBuf> {
 /// forced version) right away.
 pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     let _lock = interactive_lock(ctx)?;
-    let mut file = load(ctx)?.unwrap_or_default();
+    let mut file = match load(ctx) {
+        Ok(f) => f.unwrap_or_default(),
+        // `enable` is the repair the damage message names: it starts from a blank file;
+        // the installed versions are found again by name when the server names them.
+        Err(e @ Error::State { .. }) => {
+            log::warn(format!("{e}: replacing it"));
+            UpdateFile::default()
+        }
+        Err(e) => return Err(e),
+    };
     let server = args.server.trim_end_matches('/').to_string();
     let mut spec = Spec {
         server,
@@ -92,6 +103,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             None => file.spec.join_token_file.clone(),
         },
         keep: args.keep.unwrap_or(file.spec.keep).clamp(1, 2),
+        settings: ctx.settings.clone(),
     };
     // Artifact location: the flags given now, else what was saved before.
     if args.base_url.is_some() || args.url_template.is_some() {
@@ -107,6 +119,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     if let Some(v) = &args.force_version {
         layout::validate_version(&layout::version_name(v, &file.status))?;
     }
+    let moved = moved_link_dirs(ctx, &file)?;
     let id = update::updater_id(&ctx.layout)?;
     let find = match ctx.http.find(&spec.server, &spec.group, &id) {
         Ok(f) => Some(f),
@@ -118,8 +131,18 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         }
         Err(e) => return Err(e),
     };
+    // Before anything is saved: the heartbeat says what the host runs now, under the
+    // spec about to be saved.
+    update::check_token(
+        ctx,
+        &UpdateFile {
+            spec: spec.clone(),
+            ..file.clone()
+        },
+    )?;
     file.spec = spec;
     save(ctx, &file)?;
+    move_links(ctx, &file, &moved)?;
     log::info(format!(
         "automatic updates enabled: server {}, group {:?}",
         file.spec.server,
@@ -136,10 +159,47 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             now: true,
             force_version: args.force_version,
             find,
+            jitter_done: false,
         },
     );
     update::heartbeat(ctx, &file);
     result.map(describe)
+}
+
+/// The link and unit dirs `enable` saved before, when this `enable` names others and a
+/// version is linked there; checks that its links can be made in the new ones.
+fn moved_link_dirs(ctx: &Ctx, file: &UpdateFile) -> Result<Vec<PathBuf>> {
+    let Some(active) = &file.status.active else {
+        return Ok(Vec::new());
+    };
+    let old = &file.spec.settings;
+    let l = &ctx.layout;
+    let moved: Vec<PathBuf> = [(&old.link_dir, &l.link_dir), (&old.unit_dir, &l.unit_dir)]
+        .into_iter()
+        .filter_map(|(old, new)| old.as_ref().filter(|o| *o != new).cloned())
+        .collect();
+    if !moved.is_empty() {
+        links::check(l, &l.version_dir(active), ctx.overwrite)?;
+    }
+    Ok(moved)
+}
+
+/// Links the active version in the new dirs, then removes its links from the old ones:
+/// the agent stays linked somewhere at every instant.
+fn move_links(ctx: &Ctx, file: &UpdateFile, old_dirs: &[PathBuf]) -> Result<()> {
+    let (Some(active), false) = (&file.status.active, old_dirs.is_empty()) else {
+        return Ok(());
+    };
+    let l = &ctx.layout;
+    links::apply(l, &l.version_dir(active), ctx.overwrite)?;
+    for dir in old_dirs {
+        links::remove_in(dir, &|p: &Path| l.is_managed(p))?;
+        log::info(format!(
+            "moved the links of {active} out of {}",
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// `disable`: `update` stops changing the version.
@@ -173,6 +233,7 @@ pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
                     now: true,
                     force_version: Some(v.clone()),
                     find: None,
+                    jitter_done: false,
                 },
             );
             update::heartbeat(ctx, &file);
@@ -204,32 +265,40 @@ pub fn unpin(ctx: &Ctx) -> Result<Report> {
     ))
 }
 
-/// `update [--now]`. Without `--now` (the timer) it waits for the lock and applies jitter.
+/// `update [--now]`. Without `--now` (the timer) it waits for the lock and applies
+/// jitter: the wait holds no lock (an operator's `pin` or `update --now` goes ahead), and
+/// afterwards everything is decided again from update.yaml and a fresh find.
 pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
     let wait = if now {
         Wait::Timeout(INTERACTIVE_LOCK_TIMEOUT)
     } else {
         Wait::Forever
     };
-    let _lock = lock(ctx, wait)?.ok_or_else(|| Error::Locked(ctx.layout.lock_file()))?;
-    let Some(mut file) = load(ctx)? else {
-        return Ok(Report::Done(
-            "not enabled (no update.yaml): nothing to do".into(),
-        ));
+    let mut opts = Opts {
+        now,
+        ..Opts::default()
     };
-    if file.spec.enabled && file.spec.server.is_empty() {
-        return Err(Error::NoServer);
+    loop {
+        let held = lock(ctx, wait)?.ok_or_else(|| Error::Locked(ctx.layout.lock_file()))?;
+        let Some(mut file) = load(ctx)? else {
+            return Ok(Report::Done(
+                "not enabled (no update.yaml): nothing to do".into(),
+            ));
+        };
+        if file.spec.enabled && file.spec.server.is_empty() {
+            return Err(Error::NoServer);
+        }
+        let result = update::run(ctx, &mut file, opts.clone());
+        update::heartbeat(ctx, &file);
+        match result {
+            Ok(Outcome::Jitter { wait, .. }) if !opts.jitter_done => {
+                drop(held);
+                update::wait_heartbeating(ctx, wait);
+                opts.jitter_done = true;
+            }
+            other => return other.map(describe),
+        }
     }
-    let result = update::run(
-        ctx,
-        &mut file,
-        Opts {
-            now,
-            ..Opts::default()
-        },
-    );
-    update::heartbeat(ctx, &file);
-    result.map(describe)
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -239,6 +308,9 @@ pub struct StatusView {
     pub(crate) updater_id: Option<String>,
     pub(crate) spec: Spec,
     pub(crate) status: state::Status,
+    /// When the last heartbeat was sent and whether ternd took it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) last_heartbeat: Option<state::LastHeartbeat>,
     pub(crate) server: ServerView,
 }
 
@@ -263,10 +335,11 @@ pub fn heartbeat(ctx: &Ctx) -> Result<Report> {
     if file.spec.server.is_empty() {
         return Err(Error::NotEnabled);
     }
-    Ok(if update::heartbeat(ctx, &file) {
-        Report::Done(format!("heartbeat sent to {}", file.spec.server))
-    } else {
-        Report::Refused(format!("the heartbeat to {} failed", file.spec.server))
+    Ok(match update::heartbeat(ctx, &file) {
+        update::Sent::Accepted => Report::Done(format!("heartbeat sent to {}", file.spec.server)),
+        update::Sent::Failed(e) => {
+            Report::Refused(format!("the heartbeat to {} failed: {e}", file.spec.server))
+        }
     })
 }
 
@@ -290,12 +363,16 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
                 server.target_version =
                     layout::version_name(&f.auto_update.agent_version, &file.status);
                 server.in_window = f.auto_update.agent_auto_update;
-                server.jitter_seconds = f.auto_update.agent_update_jitter_seconds;
+                server.jitter_seconds = f
+                    .auto_update
+                    .agent_update_jitter_seconds
+                    .min(update::MAX_JITTER_SECONDS);
                 server.edition = f.edition;
                 server.update_now =
                     match crate::decide::decide(&file.spec, &file.status, &f.auto_update, false) {
                         crate::decide::Decision::Update { target } => {
-                            format!("would update to {target}")
+                            crate::decide::backing_off(&file.status, jiff::Timestamp::now(), false)
+                                .unwrap_or_else(|| format!("would update to {target}"))
                         }
                         crate::decide::Decision::Nothing(why)
                         | crate::decide::Decision::Refused(why) => why,
@@ -310,6 +387,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
         updater_id: id,
         spec: file.spec,
         status: file.status,
+        last_heartbeat: state::load_heartbeat(&ctx.layout.heartbeat_file()),
         server,
     })
 }
@@ -360,6 +438,7 @@ pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
     fsutil::remove_dir_durable(&l.versions_dir())?;
     fsutil::remove_file_durable(&l.update_yaml())?;
     fsutil::remove_file_durable(&l.id_file())?;
+    fsutil::remove_file_durable(&l.heartbeat_file())?;
     Ok(Report::Done(msg))
 }
 

@@ -2,11 +2,39 @@
 //! a switch, and which versions to delete.
 
 use std::cmp::Ordering;
+use std::time::Duration;
 
+use jiff::Timestamp;
 use tern_core::wire::AutoUpdateSettings;
 
 use crate::layout::version_name;
 use crate::state::{Spec, Status};
+
+/// The wait after the first update that failed because of the host's environment; it
+/// doubles with each failure in a row, up to [`BACKOFF_MAX`].
+pub(crate) const BACKOFF_FIRST: Duration = Duration::from_secs(120);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(3600);
+
+/// How long the timer's runs wait after `attempts` environment failures in a row.
+pub(crate) fn backoff(attempts: u32) -> Duration {
+    let factor = 2u32
+        .checked_pow(attempts.saturating_sub(1))
+        .unwrap_or(u32::MAX);
+    BACKOFF_FIRST.saturating_mul(factor).min(BACKOFF_MAX)
+}
+
+/// Why an update the server asks for waits: the last ones failed because of this host
+/// and the backoff is not over. `--now` and a forced version do not wait.
+pub(crate) fn backing_off(status: &Status, now: Timestamp, asked_now: bool) -> Option<String> {
+    let f = status.environment_failure.as_ref()?;
+    if asked_now || now >= f.retry_after {
+        return None;
+    }
+    Some(format!(
+        "backing off: updating to {} failed {} time(s) in a row because of this host, not of the version ({}); the next attempt is after {} (`tern-update update --now` tries now)",
+        f.target, f.attempts, f.error, f.retry_after
+    ))
+}
 
 /// Compares versions as semver when both parse, else as strings.
 pub(crate) fn compare(a: &str, b: &str) -> Ordering {
@@ -284,6 +312,32 @@ mod tests {
             true,
         );
         assert_eq!(got, Decision::Nothing("already on 1.2".into()));
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_an_hour() {
+        let mins = |a| backoff(a).as_secs() / 60;
+        assert_eq!([1, 2, 3, 4, 5, 6, 7].map(mins), [2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(backoff(0), BACKOFF_FIRST);
+        assert_eq!(backoff(u32::MAX), BACKOFF_MAX);
+    }
+
+    #[test]
+    fn backing_off_until_retry_after() {
+        let t = |s: &str| -> Timestamp { s.parse().unwrap() };
+        let mut st = status(Some("1.0.0"), None);
+        assert_eq!(backing_off(&st, t("2026-01-01T00:00:00Z"), false), None);
+        st.environment_failure = Some(crate::state::EnvironmentFailure {
+            target: "2.0.0".into(),
+            time: t("2026-01-01T00:00:00Z"),
+            attempts: 1,
+            retry_after: t("2026-01-01T00:02:00Z"),
+            error: "boom".into(),
+        });
+        let why = backing_off(&st, t("2026-01-01T00:01:00Z"), false).unwrap();
+        assert!(why.contains("2.0.0") && why.contains("--now"), "{why}");
+        assert_eq!(backing_off(&st, t("2026-01-01T00:01:00Z"), true), None);
+        assert_eq!(backing_off(&st, t("2026-01-01T00:02:00Z"), false), None);
     }
 
     #[test]

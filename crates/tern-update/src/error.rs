@@ -76,6 +76,21 @@ pub enum Error {
         url: String,
         status: StatusCode,
     },
+    #[error("http: {url}: POST status {status}{}", reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    HeartbeatRejected {
+        url: String,
+        status: StatusCode,
+        /// ternd's reason, when its answer has one.
+        reason: Option<String>,
+    },
+    #[error("{}", token_refused(*status, reason.as_deref(), token_file.as_deref()))]
+    TokenRefused {
+        status: StatusCode,
+        reason: Option<String>,
+        token_file: Option<PathBuf>,
+    },
+    #[error("join token file {}: {problem}", path.display())]
+    TokenFile { path: PathBuf, problem: String },
     #[error("http: {url}: bad find response: {source}")]
     BadFindResponse {
         url: String,
@@ -114,11 +129,20 @@ pub enum Error {
         needed: u64,
         available: u64,
     },
-    #[error("state file {}: {problem}", path.display())]
+    #[error(
+        "{} is damaged: {problem}; to repair it, run `tern-update enable --server URL …` again (it rewrites the file and finds the installed versions again), or restore the file from a backup",
+        path.display()
+    )]
     State {
         path: PathBuf,
         #[source]
         problem: StateProblem,
+    },
+    #[error("state file {}: {source}", path.display())]
+    StateSerialize {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
     },
     #[error("another tern-update holds {} (timed out waiting)", .0.display())]
     Locked(PathBuf),
@@ -181,6 +205,37 @@ pub enum Error {
         reason: Box<Error>,
         outcome: String,
     },
+    /// An update that failed because of the host, not of the version: `why` says how
+    /// that was told; the version is not skipped and is retried after `retry_after`.
+    #[error(
+        "update to {target} failed: {reason}; rolled back: {outcome}; {target} is not marked skip: {why}; environment failure {attempts} in a row: the timer's runs try again after {retry_after} (`tern-update update --now` tries now)"
+    )]
+    EnvironmentFailure {
+        target: String,
+        #[source]
+        reason: Box<Error>,
+        outcome: String,
+        why: &'static str,
+        attempts: u32,
+        retry_after: jiff::Timestamp,
+    },
+}
+
+/// `enable`'s refusal when ternd rejects the heartbeat's credentials.
+fn token_refused(status: StatusCode, reason: Option<&str>, token_file: Option<&Path>) -> String {
+    let answer = match reason {
+        Some(r) => format!("{status}: {r}"),
+        None => status.to_string(),
+    };
+    match token_file {
+        Some(p) => format!(
+            "ternd refused the token read from {} ({answer}): nothing was changed; put a valid agent token in it (or give another file with --join-token-file) and run enable again",
+            p.display()
+        ),
+        None => format!(
+            "ternd refused a heartbeat without a token ({answer}): nothing was changed; give an agent token with --join-token-file and run enable again"
+        ),
+    }
 }
 
 impl Error {

@@ -4,9 +4,8 @@
 //! fsync, into a fresh directory.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use flate2::read::GzDecoder;
@@ -362,10 +361,20 @@ pub(crate) fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
     Ok(out)
 }
 
+/// The mode a file of the archive gets: what the archive says, without group and other
+/// write access (the agent runs it as root), whatever the umask.
+fn file_mode(archive_mode: u32) -> u32 {
+    if archive_mode == 0 {
+        0o644
+    } else {
+        archive_mode & 0o755
+    }
+}
+
 /// Writes the planned entries under `dest` (which must not exist yet), fsyncing every
-/// file and directory.
+/// file and directory. Directories are [`fsutil::DIR_MODE`] whatever the archive says.
 pub(crate) fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
-    fs::create_dir(dest).ctx("create", dest)?;
+    fsutil::create_dir(dest)?;
     let by_index: HashMap<usize, &Item> = plan.items.iter().map(|i| (i.index, i)).collect();
     let mut dirs: Vec<PathBuf> = vec![dest.to_path_buf()];
     let mut archive = open_archive(tarball)?;
@@ -385,21 +394,16 @@ pub(crate) fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
         let out = dest.join(&item.rel);
         let parent = fsutil::parent_of(&out).to_path_buf();
         if !parent.exists() {
-            fs::create_dir_all(&parent).ctx("create", &parent)?;
+            fsutil::create_dir_all(&parent)?;
             dirs.push(parent.clone());
         }
         match item.kind {
             Kind::Dir => {
-                fs::create_dir_all(&out).ctx("create", &out)?;
+                fsutil::create_dir_all(&out)?;
                 dirs.push(out);
             }
             Kind::File => {
-                let mut f = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(if item.mode == 0 { 0o644 } else { item.mode })
-                    .open(&out)
-                    .ctx("create", &out)?;
+                let mut f = fsutil::create_file(&out, file_mode(item.mode))?;
                 let n = io::copy(&mut (&mut entry).take(item.size), &mut f).ctx("write", &out)?;
                 if n != item.size {
                     return Err(hostile(&item.rel, HostileReason::Truncated));
@@ -417,7 +421,6 @@ pub(crate) fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
             Kind::Skip | Kind::Other(_) => {}
         }
     }
-    // Directory modes: keep them traversable by the agent's user; never writable by others.
     dirs.sort();
     dirs.dedup();
     for d in dirs.iter().rev() {
@@ -565,6 +568,20 @@ mod tests {
         let p = plan(&entries, 100).unwrap();
         assert_eq!(p.items.len(), 4);
         assert_eq!(p.items[3].link, Some(PathBuf::from("bin/a")));
+    }
+
+    #[test]
+    fn file_modes_lose_group_and_other_write() {
+        for (archive, want) in [
+            (0o777, 0o755),
+            (0o666, 0o644),
+            (0o755, 0o755),
+            (0o700, 0o700),
+            (0o620, 0o600),
+            (0, 0o644),
+        ] {
+            assert_eq!(file_mode(archive), want, "{archive:o}");
+        }
     }
 
     #[test]

@@ -28,3 +28,19 @@ pub(crate) fn kill_point(name: &str) {
 #[cfg(not(feature = "test-hooks"))]
 #[inline(always)]
 pub(crate) fn kill_point(_name: &str) {}
+
+/// Test-only: `TERN_UPDATE_TEST_JITTER_WAIT=<seconds>` replaces the random part of the
+/// jitter (still capped), so a test can wait a known, short time.
+#[cfg(feature = "test-hooks")]
+pub(crate) fn jitter_wait() -> Option<u64> {
+    std::env::var("TERN_UPDATE_TEST_JITTER_WAIT")
+        .ok()?
+        .parse()
+        .ok()
+}
+
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub(crate) fn jitter_wait() -> Option<u64> {
+    None
+}

@@ -12,6 +12,29 @@ use ureq::http::{Method, StatusCode};
 use crate::artifact;
 use crate::error::{Error, IoContext, Result};
 
+/// ternd's reason in an error answer (`{"error":{"code":…,"message":…}}`), made
+/// harmless to print: it comes from the network.
+fn api_error_message(body: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        error: Detail,
+    }
+    #[derive(serde::Deserialize)]
+    struct Detail {
+        #[serde(default)]
+        message: String,
+    }
+    let body: Body = serde_json::from_str(body).ok()?;
+    let text: String = body
+        .error
+        .message
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    (!text.is_empty()).then_some(text)
+}
+
 /// Why an artifact's `.sha256` cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ChecksumProblem {
@@ -118,7 +141,10 @@ impl Client {
             .call()
             .map_err(Self::request_err(&url))?;
         Self::expect_success(Method::GET, &url, resp.status())?;
+        // A find answer is a few hundred bytes; ureq's default limit is 10 MB.
         resp.body_mut()
+            .with_config()
+            .limit(64 * 1024)
             .read_json::<FindResponse>()
             .map_err(|source| Error::BadFindResponse { url, source })
     }
@@ -171,7 +197,9 @@ impl Client {
         let mut resp = self.agent.get(url).call().map_err(Self::request_err(url))?;
         Self::expect_success(Method::GET, url, resp.status())?;
         let mut reader = resp.body_mut().as_reader();
-        let mut file = std::fs::File::create(dest).ctx("create", dest)?;
+        // Root only: it is unpacked as root after its checksum was checked, so no one
+        // else may write it in between.
+        let mut file = crate::fsutil::create_file(dest, 0o600)?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 64 * 1024];
         let mut total: u64 = 0;
@@ -221,12 +249,47 @@ impl Client {
             req = req.header("Authorization", format!("Bearer {t}"));
         }
         let mut resp = req.send_json(hb).map_err(Self::request_err(&url))?;
-        Self::expect_success(Method::POST, &url, resp.status())?;
+        if !resp.status().is_success() {
+            let reason = resp
+                .body_mut()
+                .with_config()
+                .limit(16 * 1024)
+                .read_to_string()
+                .ok()
+                .and_then(|body| api_error_message(&body));
+            return Err(Error::HeartbeatRejected {
+                url,
+                status: resp.status(),
+                reason,
+            });
+        }
         Ok(resp
             .body_mut()
             .with_config()
             .limit(64 * 1024)
             .read_json::<HeartbeatResponse>()
             .unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ternd_error_messages_are_read_and_made_harmless() {
+        let body = r#"{"error":{"code":"unauthenticated","message":"invalid or revoked token"}}"#;
+        assert_eq!(
+            api_error_message(body).as_deref(),
+            Some("invalid or revoked token")
+        );
+        let hostile = format!(
+            r#"{{"error":{{"message":"a\nerror: forged{}"}}}}"#,
+            "x".repeat(1000)
+        );
+        let got = api_error_message(&hostile).unwrap();
+        assert!(!got.contains('\n') && got.chars().count() == 200, "{got}");
+        assert_eq!(api_error_message("<html>"), None);
+        assert_eq!(api_error_message(r#"{"error":{"message":""}}"#), None);
     }
 }

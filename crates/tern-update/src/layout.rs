@@ -3,10 +3,22 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use crate::state::Status;
 
 /// The directory of a package install (`link-package`), shared by all namespaces.
 pub(crate) const SYSTEM_DIR: &str = "system";
+
+/// Where executables are linked in the default namespace.
+pub const DEFAULT_LINK_DIR: &str = "/usr/local/bin";
+pub const DEFAULT_UNIT_DIR: &str = "/usr/local/lib/systemd/system";
+pub const DEFAULT_SYSTEMD_DIR: &str = "/etc/systemd/system";
+
+/// The `update.yaml` of a namespace, before its layout is known (the layout's dirs
+/// may come from that file).
+pub fn update_yaml_in(install_dir: &Path, suffix: &str) -> PathBuf {
+    install_dir.join(suffix).join("update.yaml")
+}
 
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -38,6 +50,37 @@ pub fn validate_suffix(suffix: &str) -> Result<()> {
 }
 
 impl Layout {
+    /// The settings' dirs (absolute), else the defaults: `/usr/local/bin` for links in
+    /// the default namespace, `<install-dir>/<suffix>/bin` in the others.
+    pub fn new(install_dir: PathBuf, suffix: &str, settings: &Settings) -> Self {
+        let link_dir = match &settings.link_dir {
+            Some(d) => d.clone(),
+            None if suffix == "default" => PathBuf::from(DEFAULT_LINK_DIR),
+            None => install_dir.join(suffix).join("bin"),
+        };
+        let or = |d: &Option<PathBuf>, default: &str| {
+            d.clone().unwrap_or_else(|| PathBuf::from(default))
+        };
+        Self {
+            link_dir,
+            unit_dir: or(&settings.unit_dir, DEFAULT_UNIT_DIR),
+            systemd_dir: or(&settings.systemd_dir, DEFAULT_SYSTEMD_DIR),
+            suffix: suffix.to_string(),
+            install_dir,
+        }
+    }
+
+    /// The settings with this layout's dirs filled in: what `enable` saves, so that a
+    /// later change of the defaults never moves an installed host's links.
+    pub fn fill(&self, settings: &Settings) -> Settings {
+        Settings {
+            link_dir: Some(self.link_dir.clone()),
+            unit_dir: Some(self.unit_dir.clone()),
+            systemd_dir: Some(self.systemd_dir.clone()),
+            ..settings.clone()
+        }
+    }
+
     pub(crate) fn ns_dir(&self) -> PathBuf {
         self.install_dir.join(&self.suffix)
     }
@@ -49,6 +92,11 @@ impl Layout {
     }
     pub(crate) fn update_yaml(&self) -> PathBuf {
         self.ns_dir().join("update.yaml")
+    }
+    /// The last heartbeat's time and result (for `status`). Its own file: heartbeats
+    /// are also sent without the lock, and must not rewrite update.yaml then.
+    pub(crate) fn heartbeat_file(&self) -> PathBuf {
+        self.ns_dir().join("last_heartbeat.yaml")
     }
     pub(crate) fn lock_file(&self) -> PathBuf {
         self.ns_dir().join("update.lock")

@@ -22,6 +22,7 @@ pub mod lock;
 pub mod log;
 pub mod reexec;
 pub mod service;
+pub mod settings;
 pub mod setup;
 pub mod state;
 pub mod update;

@@ -144,8 +144,13 @@ pub(crate) fn desired(layout: &Layout, version_dir: &Path) -> Result<Vec<Link>> 
 
 /// Links in the link and unit dirs that point into `owned`.
 fn links_into(layout: &Layout, owned: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
+    links_in(&[&layout.link_dir, &layout.unit_dir], owned)
+}
+
+/// Links in `dirs` that point into `owned`.
+fn links_in(dirs: &[&Path], owned: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for dir in [&layout.link_dir, &layout.unit_dir] {
+    for dir in dirs {
         let Ok(rd) = fs::read_dir(dir) else { continue };
         for entry in rd.flatten() {
             let p = entry.path();
@@ -191,6 +196,14 @@ pub(crate) fn apply(layout: &Layout, version_dir: &Path, overwrite: bool) -> Res
         if !want.iter().any(|l| l.link == stale) {
             fsutil::remove_file_durable(&stale)?;
         }
+    }
+    Ok(())
+}
+
+/// Removes the links in `dir` that point into `owned` (a link dir given up).
+pub(crate) fn remove_in(dir: &Path, owned: &dyn Fn(&Path) -> bool) -> Result<()> {
+    for stale in links_in(&[dir], owned) {
+        fsutil::remove_file_durable(&stale)?;
     }
     Ok(())
 }

@@ -2,12 +2,18 @@
 //! when the process dies, so a kill never leaves a stale lock).
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{FlockOperation, flock};
 
 use crate::error::{Error, IoContext, Result};
+use crate::fsutil;
+
+/// flock needs only read access: a lock file others can open is one they can hold
+/// forever, so only root may open it.
+const LOCK_MODE: u32 = 0o600;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Wait {
@@ -28,14 +34,18 @@ pub struct Lock {
 /// Takes the lock. `Ok(None)` only for `Wait::Try` when another process holds it.
 pub fn acquire(path: &Path, wait: Wait) -> Result<Option<Lock>> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).ctx("create directory", dir)?;
+        fsutil::create_own_dir(dir)?;
     }
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(LOCK_MODE)
         .open(path)
         .ctx("open lock file", path)?;
+    // Also a lock file an earlier run made under another umask.
+    file.set_permissions(std::fs::Permissions::from_mode(LOCK_MODE))
+        .ctx("chmod", path)?;
     if let Wait::Forever = wait {
         flock(&file, FlockOperation::LockExclusive)
             .map_err(|e| Error::io(format!("lock {}", path.display()), e.into()))?;

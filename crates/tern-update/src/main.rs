@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tern_update::commands::{self, EnableArgs, Report};
 use tern_update::http::Client;
 use tern_update::layout::{self, Layout};
+use tern_update::settings::{self, Settings};
 use tern_update::update::Ctx;
 use tern_update::{log, reexec, setup};
 
@@ -26,33 +27,44 @@ struct Cli {
     /// Namespace: several independent installs can live side by side.
     #[arg(long, global = true, default_value = "default")]
     install_suffix: String,
-    /// Where executables are linked [default: /usr/local/bin, or <install-dir>/<suffix>/bin
-    /// outside the default namespace].
+    /// Where executables are linked [default: what `enable` saved, else /usr/local/bin,
+    /// or <install-dir>/<suffix>/bin outside the default namespace].
     #[arg(long, global = true)]
     link_dir: Option<PathBuf>,
-    /// Where the agent's unit file is linked.
-    #[arg(long, global = true, default_value = "/usr/local/lib/systemd/system")]
-    unit_dir: PathBuf,
-    /// Where `setup` writes the updater's units and the agent's drop-in.
-    #[arg(long, global = true, default_value = "/etc/systemd/system")]
-    systemd_dir: PathBuf,
+    /// Where the agent's unit file is linked [default: what `enable` saved, else
+    /// /usr/local/lib/systemd/system].
+    #[arg(long, global = true)]
+    unit_dir: Option<PathBuf>,
+    /// Where `setup` writes the updater's units and the agent's drop-in [default: what
+    /// `enable` saved, else /etc/systemd/system].
+    #[arg(long, global = true)]
+    systemd_dir: Option<PathBuf>,
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Allow plain http and unverified TLS certificates (tests, labs).
-    #[arg(long, global = true)]
-    insecure: bool,
+    /// Allow plain http and unverified TLS certificates (tests, labs); `enable` saves
+    /// it, `--insecure=false` turns it off again.
+    #[arg(
+        long,
+        global = true,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    insecure: Option<bool>,
     /// Trust exactly the CA certificates of this PEM file instead of the public ones
     /// (a ternd or artifact server behind a private CA).
     #[arg(long, global = true, value_name = "FILE")]
     ca_cert: Option<PathBuf>,
-    /// Timeout of each HTTP request, in seconds.
-    #[arg(long, global = true, default_value_t = 300)]
-    http_timeout: u64,
-    /// The host name heartbeats report [default: the kernel's node name] (containers,
-    /// several hosts on one machine).
+    /// Timeout of each HTTP request, in seconds [default: what `enable` saved, else 300].
+    #[arg(long, global = true)]
+    http_timeout: Option<u64>,
+    /// The host name heartbeats report [default: what `enable` saved, else the kernel's
+    /// node name] (containers, several hosts on one machine).
     #[arg(long, global = true, env = "TERN_UPDATE_HOSTNAME")]
     hostname: Option<String>,
-    /// The host id heartbeats report [default: /etc/machine-id].
+    /// The host id heartbeats report [default: what `enable` saved, else
+    /// /etc/machine-id].
     #[arg(long, global = true, env = "TERN_UPDATE_HOST_ID")]
     host_id: Option<String>,
     #[command(subcommand)]
@@ -144,6 +156,11 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // Runs as root: whatever umask it inherits, nothing it (or a library, or a command
+    // it runs) creates is group- or world-writable. The library also sets every mode
+    // it relies on explicitly; this covers what it does not create itself.
+    let inherited = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+    rustix::process::umask(inherited | rustix::fs::Mode::from_raw_mode(0o022));
     let cli = Cli::parse();
     log::init(match cli.log_format {
         LogFormat::Text => log::Format::Text,
@@ -173,87 +190,103 @@ fn chain(e: &anyhow::Error) -> String {
     text
 }
 
+/// Default timeout of each HTTP request.
+const HTTP_TIMEOUT_SECONDS: u64 = 300;
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let layout = layout_of(&cli)?;
+    layout::validate_suffix(&cli.install_suffix)?;
+    let install_dir = std::path::absolute(&cli.install_dir).context("--install-dir")?;
+    let enable = matches!(cli.command, Cmd::Enable { .. });
+    let given = given_settings(&cli)?;
+    let saved = settings::saved(
+        &layout::update_yaml_in(&install_dir, &cli.install_suffix),
+        enable,
+    )?;
+    let resolved = settings::resolve(&given, &saved, enable)?;
+    let layout = Layout::new(install_dir, &cli.install_suffix, &resolved);
     let current_exe = std::env::current_exe().context("current executable")?;
     if !matches!(cli.command, Cmd::Setup { .. })
-        && let Some(code) = run_active_updater(&layout, &current_exe)
+        && let Some(code) = run_active_updater(
+            &layout,
+            &current_exe,
+            &Settings::missing_from(&saved, &given),
+        )
     {
         return Ok(code);
     }
-    let transport = transport_flags(&cli);
-    let ctx = context_of(&cli, layout)?;
+    let settings = layout.fill(&resolved);
+    let transport = transport_flags(&settings, cli.log_format);
+    let ctx = context_of(&cli, layout, settings)?;
     execute(&ctx, cli.command, current_exe, &transport)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Where things live, from the flags (relative paths made absolute).
-fn layout_of(cli: &Cli) -> anyhow::Result<Layout> {
-    layout::validate_suffix(&cli.install_suffix)?;
-    let install_dir = std::path::absolute(&cli.install_dir).context("--install-dir")?;
-    let link_dir = match &cli.link_dir {
-        Some(d) => std::path::absolute(d).context("--link-dir")?,
-        None if cli.install_suffix == "default" => PathBuf::from("/usr/local/bin"),
-        None => install_dir.join(&cli.install_suffix).join("bin"),
+/// The settings given on this command line (paths made absolute).
+fn given_settings(cli: &Cli) -> anyhow::Result<Settings> {
+    let absolute = |p: &Option<PathBuf>, flag: &str| -> anyhow::Result<Option<PathBuf>> {
+        p.as_deref()
+            .map(|p| std::path::absolute(p).with_context(|| flag.to_string()))
+            .transpose()
     };
-    Ok(Layout {
-        install_dir,
-        suffix: cli.install_suffix.clone(),
-        link_dir,
-        unit_dir: std::path::absolute(&cli.unit_dir).context("--unit-dir")?,
-        systemd_dir: std::path::absolute(&cli.systemd_dir).context("--systemd-dir")?,
+    Ok(Settings {
+        link_dir: absolute(&cli.link_dir, "--link-dir")?,
+        unit_dir: absolute(&cli.unit_dir, "--unit-dir")?,
+        systemd_dir: absolute(&cli.systemd_dir, "--systemd-dir")?,
+        hostname: cli.hostname.clone(),
+        host_id: cli.host_id.clone(),
+        ca_cert: absolute(&cli.ca_cert, "--ca-cert")?,
+        insecure: cli.insecure,
+        http_timeout: cli.http_timeout,
     })
 }
 
 /// Hands the command to the active version's updater when it has another one; its
-/// exit code when it handled the command.
-fn run_active_updater(layout: &Layout, current_exe: &Path) -> Option<ExitCode> {
+/// exit code when it handled the command. It is told the saved settings this command
+/// line lacks: an older updater does not read them from update.yaml.
+fn run_active_updater(
+    layout: &Layout,
+    current_exe: &Path,
+    from_update_yaml: &Settings,
+) -> Option<ExitCode> {
     let exe = reexec::candidate(layout, current_exe)?;
-    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let mut args: Vec<std::ffi::OsString> = from_update_yaml
+        .flags()
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    args.extend(std::env::args_os().skip(1));
     let code = reexec::delegate(&exe, &args)?;
     Some(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
 
-/// What the timer's runs need to reach the server as this invocation does.
-fn transport_flags(cli: &Cli) -> Vec<String> {
-    let mut transport: Vec<String> = Vec::new();
-    if cli.insecure {
-        transport.push("--insecure".into());
+/// What the timer's runs need to reach the server as this invocation does (the link
+/// and unit dirs are written by `setup` itself).
+fn transport_flags(settings: &Settings, log_format: LogFormat) -> Vec<String> {
+    let mut transport = Settings {
+        link_dir: None,
+        unit_dir: None,
+        systemd_dir: None,
+        ..settings.clone()
     }
-    if let Some(ca) = &cli.ca_cert {
-        transport.push("--ca-cert".into());
-        transport.push(
-            std::path::absolute(ca)
-                .unwrap_or_else(|_| ca.clone())
-                .display()
-                .to_string(),
-        );
-    }
-    if cli.http_timeout != 300 {
-        transport.push(format!("--http-timeout={}", cli.http_timeout));
-    }
-    if matches!(cli.log_format, LogFormat::Json) {
+    .flags();
+    if matches!(log_format, LogFormat::Json) {
         transport.push("--log-format=json".into());
-    }
-    for (flag, value) in [("--hostname", &cli.hostname), ("--host-id", &cli.host_id)] {
-        if let Some(v) = value {
-            transport.push(format!("{flag}={v}"));
-        }
     }
     transport
 }
 
-fn context_of(cli: &Cli, layout: Layout) -> anyhow::Result<Ctx> {
-    let roots = cli
+fn context_of(cli: &Cli, layout: Layout, settings: Settings) -> anyhow::Result<Ctx> {
+    let roots = settings
         .ca_cert
         .as_deref()
         .map(tern_update::http::roots_from_pem)
         .transpose()?;
+    let timeout = settings.http_timeout.unwrap_or(HTTP_TIMEOUT_SECONDS).max(1);
     Ok(Ctx {
         layout,
         http: Client::new(
-            cli.insecure,
-            Duration::from_secs(cli.http_timeout.max(1)),
+            settings.insecure.unwrap_or(false),
+            Duration::from_secs(timeout),
             roots,
         ),
         overwrite: matches!(
@@ -263,8 +296,7 @@ fn context_of(cli: &Cli, layout: Layout) -> anyhow::Result<Ctx> {
                 ..
             }
         ),
-        hostname: cli.hostname.clone(),
-        host_id: cli.host_id.clone(),
+        settings,
     })
 }
 

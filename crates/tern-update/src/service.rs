@@ -54,11 +54,21 @@ pub enum ConfigProblem {
     MissingCommand { field: &'static str },
     #[error("pid_file or is_active is required with manager: command")]
     NoLivenessCheck,
-    #[error("health_timeout and health_interval must be positive seconds")]
+    #[error(
+        "health_timeout and health_interval must be positive seconds, at most {MAX_HEALTH_SECONDS}"
+    )]
     HealthTimesNotPositive,
+    #[error("backup_max_age_hours must be between 0 and {MAX_BACKUP_AGE_HOURS}")]
+    BackupAgeOutOfRange,
     #[error("stable_ticks must be at least 1")]
     NoStableTicks,
 }
+
+/// The longest health timeout or interval (a day): far beyond any real agent's start,
+/// and well inside what a `Duration` holds.
+const MAX_HEALTH_SECONDS: f64 = 86_400.0;
+/// The oldest backup age that can be set (a century).
+const MAX_BACKUP_AGE_HOURS: f64 = 24.0 * 365.0 * 100.0;
 
 impl Default for ServiceConfig {
     fn default() -> Self {
@@ -111,9 +121,14 @@ impl ServiceConfig {
                 return Err(ConfigProblem::NoLivenessCheck);
             }
         }
-        let positive = |x: f64| x.is_finite() && x > 0.0;
-        if !positive(self.health_timeout) || !positive(self.health_interval) {
+        // These become `Duration::from_secs_f64`, which panics outside its range.
+        let seconds = |x: f64| x.is_finite() && x > 0.0 && x <= MAX_HEALTH_SECONDS;
+        if !seconds(self.health_timeout) || !seconds(self.health_interval) {
             return Err(ConfigProblem::HealthTimesNotPositive);
+        }
+        let age = self.backup_max_age_hours;
+        if !(age.is_finite() && (0.0..=MAX_BACKUP_AGE_HOURS).contains(&age)) {
+            return Err(ConfigProblem::BackupAgeOutOfRange);
         }
         if self.stable_ticks == 0 {
             return Err(ConfigProblem::NoStableTicks);
@@ -333,6 +348,26 @@ mod tests {
             assert!(err.contains(want), "{yaml}: {err}");
         }
         assert!(serde_yaml_ng::from_str::<ServiceConfig>("name: a\ntypo: 1\n").is_err());
+    }
+
+    /// Durations become `Duration::from_secs_f64`, which panics on huge or negative
+    /// values: such a config is refused when it is loaded instead.
+    #[test]
+    fn durations_out_of_range_are_refused() {
+        for yaml in [
+            "name: a\nhealth_timeout: 1e300\n",
+            "name: a\nhealth_interval: 1e300\n",
+            "name: a\nbackup_max_age_hours: -1\n",
+            "name: a\nbackup_max_age_hours: 1e300\n",
+            "name: a\nbackup_max_age_hours: .nan\n",
+        ] {
+            let cfg: ServiceConfig = serde_yaml_ng::from_str(yaml).unwrap();
+            assert!(cfg.validate().is_err(), "{yaml}");
+        }
+        let ok: ServiceConfig =
+            serde_yaml_ng::from_str("name: a\nhealth_timeout: 3600\nbackup_max_age_hours: 0\n")
+                .unwrap();
+        assert!(ok.validate().is_ok());
     }
 
     #[test]

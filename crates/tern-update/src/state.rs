@@ -9,6 +9,7 @@ use tern_core::wire::UpdaterStatus;
 
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::settings::Settings;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -41,6 +42,9 @@ pub struct Spec {
     pub join_token_file: Option<PathBuf>,
     /// How many versions to keep installed: 2 = active + backup, 1 = active only.
     pub keep: u32,
+    /// The global flags `enable` was given (link dirs, host names, transport).
+    #[serde(flatten)]
+    pub settings: Settings,
 }
 
 impl Default for Spec {
@@ -56,6 +60,7 @@ impl Default for Spec {
             service_config: None,
             join_token_file: None,
             keep: 2,
+            settings: Settings::default(),
         }
     }
 }
@@ -92,6 +97,24 @@ pub struct Status {
     /// run reverts it before doing anything else.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub in_progress: Option<InProgress>,
+    /// The last updates failed because of this host, not of the version (the reverted
+    /// version failed the same health check): nothing is skipped, and the timer's runs
+    /// wait for `retry_after`. Cleared by a successful update.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment_failure: Option<EnvironmentFailure>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentFailure {
+    /// The version the last attempt tried to install.
+    pub target: String,
+    /// When the last attempt failed.
+    pub time: Timestamp,
+    /// Failed attempts in a row.
+    pub attempts: u32,
+    /// The timer's runs do not try again before this.
+    pub retry_after: Timestamp,
+    pub error: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -117,44 +140,128 @@ pub struct InProgress {
 
 pub(crate) const KIND: &str = "update_config";
 
+/// When the last heartbeat was sent and whether ternd took it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LastHeartbeat {
+    pub time: Timestamp,
+    pub accepted: bool,
+    /// Why it was not taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Best effort: a heartbeat's result is for `status`, never a reason to fail a run.
+pub(crate) fn save_heartbeat(path: &Path, hb: &LastHeartbeat) {
+    let written = serde_yaml_ng::to_string(hb)
+        .map_err(|source| Error::StateSerialize {
+            path: path.to_path_buf(),
+            source,
+        })
+        .and_then(|text| fsutil::write_atomic(path, text.as_bytes(), 0o644));
+    if let Err(e) = written {
+        crate::log::warn(format!("could not record the heartbeat: {e}"));
+    }
+}
+
+/// The last heartbeat recorded; `None` when none was (or the record is unreadable:
+/// it is only shown).
+pub(crate) fn load_heartbeat(path: &Path) -> Option<LastHeartbeat> {
+    serde_yaml_ng::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// The first line of every file this version writes: it promises the last line.
+const HEADER: &str = "# tern-update state. Written whole; its last line is \"# end\".";
+/// The last line. A file that starts with [`HEADER`] and lacks it was cut short.
+const FOOTER: &str = "# end";
+
 /// Reads `update.yaml`; `None` when the namespace was never enabled.
 pub(crate) fn load(path: &Path) -> Result<Option<UpdateFile>> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match std::fs::read(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(format!("read {}", path.display()), e)),
     };
-    parse(&text).map(Some).map_err(|problem| Error::State {
+    let damaged = |problem| Error::State {
         path: path.to_path_buf(),
         problem,
-    })
+    };
+    let text = String::from_utf8(text).map_err(|_| damaged(StateProblem::NotText))?;
+    parse(&text).map(Some).map_err(damaged)
 }
 
-/// Why `update.yaml` cannot be read or written.
+/// Why `update.yaml` cannot be trusted. Every file tern-update writes has `kind`, the
+/// whole `spec` and `status.rollback`, so a file without them was cut or edited, and
+/// reading it with defaults would lose the active version or the journal.
 #[derive(Debug, thiserror::Error)]
 pub enum StateProblem {
-    #[error(transparent)]
+    #[error("the file is empty")]
+    Empty,
+    #[error("the file is not text")]
+    NotText,
+    #[error("the file is cut short: its last line is not {FOOTER:?}")]
+    Truncated,
+    #[error("not valid YAML: {0}")]
     Yaml(#[from] serde_yaml_ng::Error),
+    #[error("not a YAML mapping of spec and status")]
+    NotAMapping,
+    #[error("{0} is missing")]
+    Missing(&'static str),
     #[error("kind is {0:?}, expected {KIND:?}")]
     WrongKind(String),
 }
 
+/// Parses `update.yaml`, refusing a file that is damaged rather than filling the gaps
+/// with defaults.
 pub fn parse(text: &str) -> std::result::Result<UpdateFile, StateProblem> {
-    let file: UpdateFile = serde_yaml_ng::from_str(text)?;
-    if !file.kind.is_empty() && file.kind != KIND {
-        return Err(StateProblem::WrongKind(file.kind));
+    if text.trim().is_empty() {
+        return Err(StateProblem::Empty);
     }
-    Ok(file)
+    // Files written before the header existed have no footer either: for them the
+    // required keys below are the check.
+    let last_line = text.lines().rev().map(str::trim).find(|l| !l.is_empty());
+    if text.lines().next() == Some(HEADER) && last_line != Some(FOOTER) {
+        return Err(StateProblem::Truncated);
+    }
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text)?;
+    let top = value.as_mapping().ok_or(StateProblem::NotAMapping)?;
+    let kind = top.get("kind").ok_or(StateProblem::Missing("kind"))?;
+    if kind.as_str() != Some(KIND) {
+        return Err(StateProblem::WrongKind(
+            kind.as_str().unwrap_or("(not a string)").to_string(),
+        ));
+    }
+    for (section, keys) in [
+        ("spec", &["server", "enabled", "pinned"][..]),
+        ("status", &["rollback"][..]),
+    ] {
+        let map = top
+            .get(section)
+            .ok_or(StateProblem::Missing(section))?
+            .as_mapping()
+            .ok_or(StateProblem::NotAMapping)?;
+        for key in keys {
+            if !map.contains_key(*key) {
+                return Err(StateProblem::Missing(match (section, *key) {
+                    ("spec", "server") => "spec.server",
+                    ("spec", "enabled") => "spec.enabled",
+                    ("spec", "pinned") => "spec.pinned",
+                    _ => "status.rollback",
+                }));
+            }
+        }
+    }
+    Ok(serde_yaml_ng::from_value(value)?)
 }
 
 pub fn save(path: &Path, file: &UpdateFile) -> Result<()> {
     let mut file = file.clone();
     file.version = "v1".into();
     file.kind = KIND.into();
-    let text = serde_yaml_ng::to_string(&file).map_err(|e| Error::State {
+    let yaml = serde_yaml_ng::to_string(&file).map_err(|source| Error::StateSerialize {
         path: path.to_path_buf(),
-        problem: e.into(),
+        source,
     })?;
+    let text = format!("{HEADER}\n{yaml}{FOOTER}\n");
     fsutil::write_atomic(path, text.as_bytes(), 0o644)
 }
 
@@ -164,7 +271,10 @@ mod tests {
 
     #[test]
     fn roundtrip_and_tolerance() {
-        let mut f = UpdateFile::default();
+        let mut f = UpdateFile {
+            kind: KIND.into(),
+            ..UpdateFile::default()
+        };
         f.spec.server = "https://t.example".into();
         f.spec.enabled = true;
         f.status.active = Some("1.2.3".into());
@@ -176,11 +286,52 @@ mod tests {
         });
         let text = serde_yaml_ng::to_string(&f).unwrap();
         assert_eq!(parse(&text).unwrap(), f);
-        let old = parse("spec:\n  server: x\n  future_field: 1\nstatus: {}\n").unwrap();
+        let old = parse(
+            "kind: update_config\nspec:\n  server: x\n  enabled: true\n  pinned: false\n  future_field: 1\nstatus:\n  rollback: false\n",
+        )
+        .unwrap();
         assert_eq!(old.spec.server, "x");
         assert_eq!(old.spec.keep, 2);
+        assert_eq!(old.spec.settings, Settings::default());
+        let mut with = f.clone();
+        with.spec.settings = Settings {
+            link_dir: Some("/l".into()),
+            insecure: Some(true),
+            http_timeout: Some(9),
+            ..Settings::default()
+        };
+        let text = serde_yaml_ng::to_string(&with).unwrap();
+        assert!(text.contains("\n  link_dir: /l\n"), "{text}");
+        assert_eq!(parse(&text).unwrap(), with);
         assert!(parse("kind: db_backup\n").is_err());
         assert!(parse("spec: [").is_err());
+    }
+
+    #[test]
+    fn damage_is_named() {
+        let cases = [
+            ("", "empty"),
+            ("spec: [", "not valid YAML"),
+            ("- a\n", "not a YAML mapping"),
+            ("spec: {}\nstatus: {}\n", "kind is missing"),
+            (
+                "kind: update_config\nstatus: {rollback: false}\n",
+                "spec is missing",
+            ),
+            (
+                "kind: update_config\nspec:\n  server: x\n",
+                "spec.enabled is missing",
+            ),
+            (
+                "kind: update_config\nspec: {server: x, enabled: true, pinned: false}\nstatus: {}\n",
+                "status.rollback is missing",
+            ),
+            (&format!("{HEADER}\nkind: update_config\n"), "cut short"),
+        ];
+        for (text, want) in cases {
+            let got = parse(text).unwrap_err().to_string();
+            assert!(got.contains(want), "{text:?}: {got}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use tern_core::wire::{FindResponse, Heartbeat};
+use ureq::http::StatusCode;
 
 use crate::artifact::{self, Vars};
 use crate::backup::{self, BackupUnusable};
@@ -22,20 +23,31 @@ use crate::layout::{self, Layout};
 use crate::links;
 use crate::log;
 use crate::service::{Service, ServiceConfig};
-use crate::state::{self, InProgress, LastUpdate, Spec, UpdateFile};
+use crate::settings::Settings;
+use crate::state::{self, EnvironmentFailure, InProgress, LastUpdate, Spec, UpdateFile};
 
 /// Room left free beyond what a download or an unpacked version needs.
 const SPACE_MARGIN: u64 = 64 * 1024;
+
+/// The longest jitter a run waits, whatever the server says (`agent_update_jitter_seconds`
+/// comes from the network: u64::MAX, or years, must not stall the host). ternd's own
+/// jitter is a minute; an hour spreads the largest fleet without making a host look gone.
+pub const MAX_JITTER_SECONDS: u64 = 3600;
+
+/// How often a run waiting out its jitter still heartbeats, so that ternd (which forgets
+/// a host after three silent minutes) keeps seeing it.
+const HEARTBEAT_WHILE_WAITING: Duration =
+    Duration::from_secs(tern_core::wire::DEFAULT_HEARTBEAT_SECONDS);
 
 pub struct Ctx {
     pub layout: Layout,
     pub http: Client,
     /// Replace links and files tern-update does not manage (`enable --overwrite`).
     pub overwrite: bool,
-    /// How this host names itself in heartbeats (`--hostname`, `--host-id`); `None`:
-    /// the kernel's node name and `/etc/machine-id`.
-    pub hostname: Option<String>,
-    pub host_id: Option<String>,
+    /// What this run was given or `enable` saved, with the layout's dirs filled in
+    /// (what `enable` saves). Heartbeats name the host by `hostname` and `host_id`;
+    /// `None`: the kernel's node name and `/etc/machine-id`.
+    pub settings: Settings,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -47,6 +59,8 @@ pub(crate) struct Opts {
     pub(crate) force_version: Option<String>,
     /// A find response already fetched by the caller.
     pub(crate) find: Option<FindResponse>,
+    /// The jitter was waited already: the run after the wait goes ahead.
+    pub(crate) jitter_done: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +71,8 @@ pub(crate) enum Outcome {
     Nothing(String),
     /// The configuration forbids updating (disabled, pinned); says how to undo.
     Refused(String),
+    /// Wait this long, without the lock, then run again (and decide again).
+    Jitter { wait: Duration, target: String },
 }
 
 /// The service for a namespace: the configured one, else systemd with the unit file the
@@ -105,12 +121,16 @@ fn new_uuid() -> Result<String> {
     ))
 }
 
-fn random_below(n: u64) -> u64 {
+/// A random number in `0..=n`.
+fn random_up_to(n: u64) -> u64 {
     let mut b = [0u8; 8];
     if n == 0 || getrandom::fill(&mut b).is_err() {
         return 0;
     }
-    u64::from_le_bytes(b) % (n + 1)
+    match n.checked_add(1) {
+        Some(range) => u64::from_le_bytes(b) % range,
+        None => u64::from_le_bytes(b),
+    }
 }
 
 /// The artifact URL of `version` for this host.
@@ -155,7 +175,13 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
         Decision::Refused(why) => return Ok(Outcome::Refused(why)),
     };
     layout::validate_version(&target)?;
-    wait_jitter(file, &opts, &find);
+    let asked_now = opts.now || opts.force_version.is_some();
+    if let Some(why) = decide::backing_off(&file.status, Timestamp::now(), asked_now) {
+        return Ok(Outcome::Nothing(why));
+    }
+    if let Some(wait) = jitter(file, &opts, &find) {
+        return Ok(Outcome::Jitter { wait, target });
+    }
     let from = file.status.active.clone();
     log::info(format!(
         "updating {} -> {target}",
@@ -198,15 +224,49 @@ fn decide_target(file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Decisio
 }
 
 /// The timer's runs on hosts that have a version wait a random part of the server's
-/// jitter, so that a group does not update all at once.
-fn wait_jitter(file: &UpdateFile, opts: &Opts, find: &FindResponse) {
-    let jitter = find.auto_update.agent_update_jitter_seconds;
-    if !opts.now && opts.force_version.is_none() && file.status.active.is_some() && jitter > 0 {
-        let wait = random_below(jitter);
-        log::info(format!(
-            "waiting {wait}s of jitter (up to {jitter}s) before updating"
-        ));
-        std::thread::sleep(Duration::from_secs(wait));
+/// jitter (at most [`MAX_JITTER_SECONDS`]), so that a group does not update all at once.
+fn jitter(file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Option<Duration> {
+    let asked = find.auto_update.agent_update_jitter_seconds;
+    let applies = !opts.now
+        && !opts.jitter_done
+        && opts.force_version.is_none()
+        && file.status.active.is_some()
+        && asked > 0;
+    if !applies {
+        return None;
+    }
+    let cap = asked.min(MAX_JITTER_SECONDS);
+    let wait = crate::hooks::jitter_wait()
+        .unwrap_or_else(|| random_up_to(cap))
+        .min(cap);
+    let capped = if asked > cap {
+        format!("; the server asked for up to {asked}s")
+    } else {
+        String::new()
+    };
+    log::info(format!(
+        "waiting {wait}s of jitter (up to {cap}s{capped}) before updating; update.lock is free meanwhile"
+    ));
+    Some(Duration::from_secs(wait))
+}
+
+/// Waits out a jitter without the lock, heartbeating what the host runs now and then.
+pub(crate) fn wait_heartbeating(ctx: &Ctx, wait: Duration) {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(HEARTBEAT_WHILE_WAITING));
+        if std::time::Instant::now() >= deadline {
+            return;
+        }
+        // Without the lock another command may be saving update.yaml: it is replaced
+        // whole, so this reads either version of it.
+        if let Ok(Some(file)) = state::load(&ctx.layout.update_yaml()) {
+            heartbeat(ctx, &file);
+        }
     }
 }
 
@@ -214,8 +274,7 @@ fn wait_jitter(file: &UpdateFile, opts: &Opts, find: &FindResponse) {
 pub(crate) fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<PathBuf> {
     let versions = ctx.layout.versions_dir();
     let vdir = ctx.layout.version_dir(target);
-    std::fs::create_dir_all(&versions)
-        .map_err(|e| Error::io(format!("create {}", versions.display()), e))?;
+    fsutil::create_own_dir(&versions)?;
     if vdir.join("sha256").is_file() {
         log::info(format!(
             "{target} is already unpacked in {}",
@@ -247,7 +306,8 @@ fn room_for_download(ctx: &Ctx, url: &str, versions: &Path) -> Result<u64> {
     {
         return Err(Error::NoSpace {
             path: versions.to_path_buf(),
-            needed: len + SPACE_MARGIN,
+            // The length comes from the network: u64::MAX must not overflow.
+            needed: len.saturating_add(SPACE_MARGIN),
             available: free,
         });
     }
@@ -363,7 +423,7 @@ fn switch(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
     };
     match apply_switch(ctx, file, &mut sw, &plan, full_restart, now) {
         Ok(()) => commit(ctx, file, from, to),
-        Err((reason, skip)) => Err(rollback(ctx, file, &sw, reason, skip)),
+        Err((reason, version_failed)) => Err(rollback(ctx, file, &sw, reason, version_failed)),
     }
 }
 
@@ -378,6 +438,7 @@ fn commit(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
     if st.skip.as_deref() == Some(to) {
         st.skip = None;
     }
+    st.environment_failure = None;
     st.last_update = Some(LastUpdate {
         time: Timestamp::now(),
         target: to.to_string(),
@@ -391,8 +452,9 @@ fn commit(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
     Ok(())
 }
 
-/// The steps that change the host. `Err((reason, skip))`: skip is true when the new
-/// version itself failed (it is then not retried automatically).
+/// The steps that change the host. `Err((reason, version_failed))`: true when the new
+/// version itself failed (its restart or its health check), false when a step of the
+/// host did (stop, DB backup, links).
 fn apply_switch(
     ctx: &Ctx,
     file: &mut UpdateFile,
@@ -460,19 +522,49 @@ fn apply_switch(
 }
 
 /// Puts the host back on `sw.from` after a failed switch and records the failure.
-fn rollback(ctx: &Ctx, file: &mut UpdateFile, sw: &Switch<'_>, reason: Error, skip: bool) -> Error {
+/// `version_failed`: the new version itself failed (its restart or its health check).
+/// It is skipped only if the reverted version then passes the same health check;
+/// otherwise the host is what is broken, and the failure is recorded as an environment
+/// failure, retried after a backoff.
+fn rollback(
+    ctx: &Ctx,
+    file: &mut UpdateFile,
+    sw: &Switch<'_>,
+    reason: Error,
+    version_failed: bool,
+) -> Error {
     log::error(format!(
         "update to {} failed: {reason}; rolling back",
         sw.to
     ));
-    let outcome = revert(ctx, &file.spec, sw.from, sw.db_backed_up, sw.was_running);
+    let reverted = revert(ctx, &file.spec, sw.from, sw.db_backed_up, sw.was_running);
+    let now = Timestamp::now();
     let st = &mut file.status;
-    if skip {
+    let blame = version_failed && reverted.healthy;
+    if blame {
         st.skip = Some(sw.to.to_string());
         st.rollback = sw.from.is_some();
+        st.environment_failure = None;
+    } else {
+        let attempts = st
+            .environment_failure
+            .as_ref()
+            .map_or(0, |f| f.attempts)
+            .saturating_add(1);
+        let wait = jiff::SignedDuration::try_from(decide::backoff(attempts))
+            .unwrap_or(jiff::SignedDuration::MAX);
+        // Whole seconds: operators read these times in messages and `status`.
+        let time = Timestamp::from_second(now.as_second()).unwrap_or(now);
+        st.environment_failure = Some(EnvironmentFailure {
+            target: sw.to.to_string(),
+            time,
+            attempts,
+            retry_after: time.checked_add(wait).unwrap_or(Timestamp::MAX),
+            error: reason.to_string(),
+        });
     }
     st.last_update = Some(LastUpdate {
-        time: Timestamp::now(),
+        time: now,
         target: sw.to.to_string(),
         success: false,
         error: Some(reason.to_string()),
@@ -481,21 +573,56 @@ fn rollback(ctx: &Ctx, file: &mut UpdateFile, sw: &Switch<'_>, reason: Error, sk
     if let Err(e) = save(ctx, file) {
         log::error(format!("could not record the rollback in update.yaml: {e}"));
     }
-    Error::UpdateFailed {
-        target: sw.to.to_string(),
-        reason: Box::new(reason),
-        outcome,
+    let target = sw.to.to_string();
+    let reason = Box::new(reason);
+    let outcome = reverted.outcome;
+    match &file.status.environment_failure {
+        Some(f) if !blame => Error::EnvironmentFailure {
+            target,
+            reason,
+            outcome,
+            why: if !version_failed {
+                "the failure is the host's, not the version's"
+            } else if sw.from.is_some() {
+                "the previous version failed the same health check, so the host's environment looks broken (network, disk…)"
+            } else {
+                "with no previous version to check, a broken version cannot be told from a broken host"
+            },
+            attempts: f.attempts,
+            retry_after: f.retry_after,
+        },
+        _ => Error::UpdateFailed {
+            target,
+            reason,
+            outcome,
+        },
     }
 }
 
-/// Links, DB and service back to `from`. Returns what the host runs now.
+/// What a revert left: in words, and whether the version it restored passed the
+/// health check (false when it was not checked).
+struct Reverted {
+    outcome: String,
+    healthy: bool,
+}
+
+impl Reverted {
+    fn unchecked(outcome: impl Into<String>) -> Self {
+        Self {
+            outcome: outcome.into(),
+            healthy: false,
+        }
+    }
+}
+
+/// Links, DB and service back to `from`.
 fn revert(
     ctx: &Ctx,
     spec: &Spec,
     from: Option<&str>,
     db_backed_up: bool,
     was_running: bool,
-) -> String {
+) -> Reverted {
     let l = &ctx.layout;
     let from_dir = from.map(|f| l.version_dir(f));
     let svc = match service_for(spec, from_dir.as_deref()) {
@@ -526,27 +653,36 @@ fn revert(
     };
     if let Err(e) = relinked {
         log::error(format!("relinking: {e}"));
-        return format!("relinking failed ({e}); the host may have no working agent");
+        return Reverted::unchecked(format!(
+            "relinking failed ({e}); the host may have no working agent"
+        ));
     }
     let running = from.unwrap_or("no managed version");
     let Some(svc) = svc else {
-        return format!("links point to {running}");
+        return Reverted::unchecked(format!("links point to {running}"));
     };
     if from_dir.as_deref().and_then(links::unit_file).is_some() {
         let _ = svc.daemon_reload();
     }
     if from.is_none() && !l.system_dir().join("bin").is_dir() {
-        return "no agent was installed before; none is now".into();
+        return Reverted::unchecked("no agent was installed before; none is now");
     }
     if !(was_running || was_active || svc.wants_running()) {
-        return format!("links point to {running} (agent not running, as before)");
+        return Reverted::unchecked(format!(
+            "links point to {running} (agent not running, as before)"
+        ));
     }
     if let Err(e) = svc.start() {
-        return format!("{running} is linked but failed to start: {e}");
+        return Reverted::unchecked(format!("{running} is linked but failed to start: {e}"));
     }
     match health::watch(&svc, &ctx.http) {
-        Ok(()) => format!("the host runs {running} and it is healthy"),
-        Err(why) => format!("the host runs {running} but it is not healthy: {why}"),
+        Ok(()) => Reverted {
+            outcome: format!("the host runs {running} and it is healthy"),
+            healthy: true,
+        },
+        Err(why) => Reverted::unchecked(format!(
+            "the host runs {running} but it is not healthy: {why}"
+        )),
     }
 }
 
@@ -568,8 +704,8 @@ pub(crate) fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
         ip.from.as_deref().unwrap_or("(nothing)"),
         ip.to
     ));
-    let outcome = revert(ctx, &file.spec, ip.from.as_deref(), ip.db_backed_up, false);
-    log::info(format!("recovered: {outcome}"));
+    let reverted = revert(ctx, &file.spec, ip.from.as_deref(), ip.db_backed_up, false);
+    log::info(format!("recovered: {}", reverted.outcome));
     file.status.in_progress = None;
     save(ctx, file)?;
     kill_point("recovered");
@@ -622,19 +758,69 @@ fn read_trimmed(path: &Path) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
-/// Best effort: tell ternd what this host runs. Never fails the run; true when ternd
-/// took the heartbeat.
-pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) -> bool {
+/// What became of a heartbeat.
+#[derive(Debug)]
+pub(crate) enum Sent {
+    Accepted,
+    /// Not sent (no server, no updater id) or not taken; says why.
+    Failed(Error),
+}
+
+impl Sent {
+    /// ternd refused the heartbeat's credentials (401, 403): a wrong or revoked token.
+    pub(crate) fn refused_token(&self) -> Option<(StatusCode, Option<String>)> {
+        match self {
+            Self::Failed(Error::HeartbeatRejected { status, reason, .. })
+                if *status == StatusCode::UNAUTHORIZED || *status == StatusCode::FORBIDDEN =>
+            {
+                Some((*status, reason.clone()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Best effort: tell ternd what this host runs, and record when and how it went (for
+/// `status`). Never fails the run.
+pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
+    let sent = send_heartbeat(ctx, file);
+    match &sent {
+        Sent::Accepted | Sent::Failed(Error::NotEnabled) => {}
+        Sent::Failed(e) if sent.refused_token().is_some() => log::warn(format!(
+            "ternd refused this host's token: {e}; the run itself is not affected, but ternd does not hear from this host (check --join-token-file)"
+        )),
+        Sent::Failed(e) => log::warn(format!("heartbeat failed (ignored): {e}")),
+    }
+    record_heartbeat(ctx, &sent);
+    sent
+}
+
+/// Saves when a heartbeat was sent and how it went, for `status`.
+fn record_heartbeat(ctx: &Ctx, sent: &Sent) {
+    let (accepted, error) = match sent {
+        Sent::Accepted => (true, None),
+        // Nothing was sent: nothing to record.
+        Sent::Failed(Error::NotEnabled) => return,
+        Sent::Failed(e) => (false, Some(e.to_string())),
+    };
+    state::save_heartbeat(
+        &ctx.layout.heartbeat_file(),
+        &state::LastHeartbeat {
+            time: Timestamp::now(),
+            accepted,
+            error,
+        },
+    );
+}
+
+fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
     let spec = &file.spec;
     if spec.server.is_empty() {
-        return false;
+        return Sent::Failed(Error::NotEnabled);
     }
     let id = match updater_id(&ctx.layout) {
         Ok(id) => id,
-        Err(e) => {
-            log::warn(format!("heartbeat skipped: {e}"));
-            return false;
-        }
+        Err(e) => return Sent::Failed(e),
     };
     let token = spec.join_token_file.as_deref().and_then(read_trimmed);
     let active_dir = file
@@ -642,19 +828,24 @@ pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) -> bool {
         .active
         .as_deref()
         .map(|v| ctx.layout.version_dir(v));
-    let healthy = match service_for(spec, active_dir.as_deref()) {
-        Ok(Some(svc)) => svc.is_active(),
-        Ok(None) => file.status.active.is_some(),
-        Err(_) => false,
-    };
+    // After an environment failure the running version failed its health check, and
+    // nothing has checked it since: the host is not healthy, though no version is blamed
+    // (no rollback, no failed version) until an update succeeds.
+    let healthy = file.status.environment_failure.is_none()
+        && match service_for(spec, active_dir.as_deref()) {
+            Ok(Some(svc)) => svc.is_active(),
+            Ok(None) => file.status.active.is_some(),
+            Err(_) => false,
+        };
     let hb = Heartbeat {
         updater_id: id,
         host_id: ctx
+            .settings
             .host_id
             .clone()
             .or_else(|| read_trimmed(Path::new("/etc/machine-id")))
             .unwrap_or_default(),
-        hostname: ctx.hostname.clone().unwrap_or_else(|| {
+        hostname: ctx.settings.hostname.clone().unwrap_or_else(|| {
             rustix::system::uname()
                 .nodename()
                 .to_string_lossy()
@@ -669,17 +860,52 @@ pub(crate) fn heartbeat(ctx: &Ctx, file: &UpdateFile) -> bool {
         healthy,
     };
     match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
-        Err(e) => {
-            log::warn(format!("heartbeat failed (ignored): {e}"));
-            false
-        }
+        Err(e) => Sent::Failed(e),
         Ok(answer) => {
             if let Some(u) = answer.unknown_group {
                 log::warn(unknown_group_warning(&u));
             }
-            true
+            Sent::Accepted
         }
     }
+}
+
+/// `enable`'s check that ternd takes this host's token, before anything is saved or
+/// installed: a host enrolled with a wrong or revoked token would look enrolled and
+/// never be heard. Other failures (ternd busy, 5xx) only warn: they pass.
+pub(crate) fn check_token(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
+    if let Some(path) = &file.spec.join_token_file {
+        match std::fs::read_to_string(path) {
+            Ok(t) if !t.trim().is_empty() => {}
+            Ok(_) => {
+                return Err(Error::TokenFile {
+                    path: path.clone(),
+                    problem: "the file is empty".into(),
+                });
+            }
+            Err(e) => {
+                return Err(Error::TokenFile {
+                    path: path.clone(),
+                    problem: e.to_string(),
+                });
+            }
+        }
+    }
+    let sent = send_heartbeat(ctx, file);
+    record_heartbeat(ctx, &sent);
+    if let Some((status, reason)) = sent.refused_token() {
+        return Err(Error::TokenRefused {
+            status,
+            reason,
+            token_file: file.spec.join_token_file.clone(),
+        });
+    }
+    if let Sent::Failed(e) = sent {
+        log::warn(format!(
+            "heartbeat failed ({e}); enabling anyway: ternd answered find, and the next runs heartbeat again"
+        ));
+    }
+    Ok(())
 }
 
 /// The warning for a group the rollout lacks. The names come from the network: only
@@ -729,6 +955,39 @@ mod tests {
         let w = unknown_group_warning(&hostile);
         assert!(!w.contains('\n'), "{w}");
         assert!(w.len() < 1000, "{}", w.len());
+    }
+
+    #[test]
+    fn random_up_to_any_bound() {
+        assert_eq!(random_up_to(0), 0);
+        for _ in 0..100 {
+            assert!(random_up_to(3) <= 3);
+        }
+        let _ = random_up_to(u64::MAX);
+    }
+
+    #[test]
+    fn jitter_is_capped_and_skipped_when_it_does_not_apply() {
+        let mut file = UpdateFile::default();
+        file.status.active = Some("1.0.0".into());
+        let mut find = FindResponse::default();
+        find.auto_update.agent_update_jitter_seconds = u64::MAX;
+        for _ in 0..20 {
+            let wait = jitter(&file, &Opts::default(), &find).unwrap();
+            assert!(wait <= Duration::from_secs(MAX_JITTER_SECONDS));
+        }
+        let now = Opts {
+            now: true,
+            ..Opts::default()
+        };
+        assert_eq!(jitter(&file, &now, &find), None);
+        let done = Opts {
+            jitter_done: true,
+            ..Opts::default()
+        };
+        assert_eq!(jitter(&file, &done, &find), None);
+        file.status.active = None;
+        assert_eq!(jitter(&file, &Opts::default(), &find), None);
     }
 
     #[test]

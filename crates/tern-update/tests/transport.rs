@@ -235,9 +235,16 @@ fn heartbeats_name_the_host_as_told() {
     let (_, hb) = server.heartbeats().last().cloned().unwrap();
     assert_eq!(hb.hostname, "web-1");
     assert_eq!(hb.host_id, "host-42");
-    // And by default the machine's own names.
+    // enable saved them: later runs name the host the same without being told.
     host.env.clear();
     host.ok(&["update"]);
+    let (_, hb) = server.heartbeats().last().cloned().unwrap();
+    assert_eq!(hb.hostname, "web-1");
+    assert_eq!(hb.host_id, "host-42");
+    // And by default the machine's own names.
+    let plain = Host::new();
+    let svc = plain.service_config("");
+    assert_eq!(plain.enable(&server, &svc, &[]).status.code(), Some(0));
     let (_, hb) = server.heartbeats().last().cloned().unwrap();
     assert_ne!(hb.hostname, "web-1");
     assert_ne!(hb.host_id, "host-42");

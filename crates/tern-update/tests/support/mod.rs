@@ -27,6 +27,13 @@ pub struct ServerState {
     pub fail_heartbeats: bool,
     /// The JSON body heartbeats are answered with (default: the next heartbeat only).
     pub heartbeat_answer: Option<String>,
+    /// The Content-Length HEAD requests for artifacts are answered with (default: the
+    /// artifact's size), as a hostile or broken server could send.
+    pub head_content_length: Option<String>,
+    /// /health fails for every version, as when the host's network or disk is broken.
+    pub health_down: bool,
+    /// The agent token heartbeats must carry; others get ternd's 401.
+    pub heartbeat_token: Option<String>,
 }
 
 /// A loopback HTTP/1.1 server, one thread per connection.
@@ -75,6 +82,16 @@ impl Server {
             },
             ..Default::default()
         };
+    }
+
+    /// The upper bound of the jitter find answers with.
+    pub fn set_jitter(&self, seconds: u64) {
+        self.state
+            .lock()
+            .unwrap()
+            .find
+            .auto_update
+            .agent_update_jitter_seconds = seconds;
     }
 
     pub fn heartbeats(&self) -> Vec<(Option<String>, Heartbeat)> {
@@ -164,12 +181,23 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
     }
     if path == "/v1/agents/heartbeat" && method == "POST" {
         let hb: Heartbeat = serde_json::from_slice(&body).unwrap_or_default();
-        let (fail, answer) = {
+        let auth = headers.get("authorization").cloned();
+        let (fail, answer, token) = {
             let mut s = st.lock().unwrap();
-            s.heartbeats
-                .push((headers.get("authorization").cloned(), hb));
-            (s.fail_heartbeats, s.heartbeat_answer.clone())
+            s.heartbeats.push((auth.clone(), hb));
+            (
+                s.fail_heartbeats,
+                s.heartbeat_answer.clone(),
+                s.heartbeat_token.clone(),
+            )
         };
+        if let Some(t) = token
+            && auth.as_deref() != Some(format!("Bearer {t}").as_str())
+        {
+            let body =
+                br#"{"error":{"code":"unauthenticated","message":"invalid or revoked token"}}"#;
+            return respond(&mut conn, 401, "application/json", body, head);
+        }
         if fail {
             return respond(&mut conn, 500, "text/plain", b"boom", head);
         }
@@ -184,7 +212,8 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
             .collect();
         let running =
             std::fs::read_to_string(q.get("file").copied().unwrap_or("")).unwrap_or_default();
-        let ok = running.trim() != q.get("bad").copied().unwrap_or("");
+        let ok = running.trim() != q.get("bad").copied().unwrap_or("")
+            && !st.lock().unwrap().health_down;
         return respond(
             &mut conn,
             if ok { 200 } else { 503 },
@@ -194,6 +223,13 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
         );
     }
     if let Some(name) = path.strip_prefix("/artifacts/") {
+        if let (true, Some(len)) = (head, st.lock().unwrap().head_content_length.clone()) {
+            write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+            )?;
+            return conn.flush();
+        }
         return match std::fs::read(art.join(name)) {
             Ok(data) => respond(&mut conn, 200, "application/octet-stream", &data, head),
             Err(_) => respond(&mut conn, 404, "text/plain", b"not found", head),
@@ -298,6 +334,8 @@ pub struct Host {
     pub env: Vec<(String, String)>,
     /// Pass `--insecure` (plain http and unverified certificates); on by default.
     pub insecure: bool,
+    /// Run tern-update under this umask (through `sh -c 'umask …; exec …'`).
+    pub umask: Option<u32>,
 }
 
 impl Host {
@@ -323,6 +361,7 @@ impl Host {
             suffix: suffix.into(),
             env: Vec::new(),
             insecure: true,
+            umask: None,
             dir,
         }
     }
@@ -346,18 +385,35 @@ impl Host {
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.arg("--install-dir")
-            .arg(&self.install)
-            .arg("--install-suffix")
-            .arg(&self.suffix)
-            .arg("--link-dir")
+        let mut c = self.bare_cmd(&[]);
+        c.arg("--link-dir")
             .arg(&self.link)
             .arg("--unit-dir")
             .arg(&self.units)
             .arg("--systemd-dir")
             .arg(&self.systemd)
             .args(self.insecure.then_some("--insecure"))
+            .args(args);
+        c
+    }
+
+    /// tern-update with only `--install-dir` and `--install-suffix` (what locates
+    /// update.yaml): every other setting comes from what `enable` saved.
+    pub fn bare_cmd(&self, args: &[&str]) -> Command {
+        let mut c = match self.umask {
+            Some(mask) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("umask {mask:03o} && exec \"$0\" \"$@\""))
+                    .arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
+        c.arg("--install-dir")
+            .arg(&self.install)
+            .arg("--install-suffix")
+            .arg(&self.suffix)
             .args(args)
             .env_remove("TERN_UPDATE_KILL_AT")
             .stdin(std::process::Stdio::null());
@@ -365,6 +421,19 @@ impl Host {
             c.env(k, v);
         }
         c
+    }
+
+    /// Runs [`Host::bare_cmd`] and logs it like [`Host::run`].
+    pub fn run_bare(&self, args: &[&str]) -> Output {
+        let out = self.bare_cmd(args).output().unwrap();
+        eprintln!(
+            "$ tern-update (bare) {} -> {:?}\n{}{}",
+            args.join(" "),
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
@@ -495,6 +564,78 @@ impl Host {
             std::thread::sleep(Duration::from_millis(50));
         }
         false
+    }
+}
+
+/// A tern-update run in the background, its stderr read line by line.
+pub struct Background {
+    pub child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl Background {
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("(background) {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The first line (from now) containing `pat`, within `timeout`.
+    pub fn wait_for(&mut self, pat: &str, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let line = self.lines.recv_timeout(left).ok()?;
+            self.seen.push(line.clone());
+            if line.contains(pat) {
+                return Some(line);
+            }
+        }
+    }
+
+    /// Waits for the exit (at most `timeout`); the code and everything it said.
+    pub fn finish(&mut self, timeout: Duration) -> (Option<i32>, String) {
+        let deadline = Instant::now() + timeout;
+        let code = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st.code();
+            }
+            if Instant::now() >= deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(line);
+        }
+        (code, self.seen.join("\n"))
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        // The one process this test started, by its handle.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
