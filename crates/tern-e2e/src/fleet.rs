@@ -64,7 +64,8 @@ pub struct Fleet {
     pub ternd: Ternd,
     pub ctl: Ctl,
     pub bins: Bins,
-    /// The agent join token every host sends with its heartbeats.
+    /// The join token every host is enrolled with (each exchanges it for its own
+    /// credential).
     pub agent_token_file: PathBuf,
     pub artifacts: PathBuf,
     pub releases: Vec<Release>,
@@ -101,7 +102,11 @@ impl Fleet {
             "tokens",
             "create",
             "--role",
-            "agent",
+            "join",
+            "--uses",
+            "100000",
+            "--ttl",
+            "8760h",
             "--description",
             "e2e hosts",
         ])?;
@@ -177,6 +182,19 @@ impl Fleet {
         }
         self.hosts.push(host);
         self.hosts.last().context("just pushed")
+    }
+
+    /// A new host enrolled with the join token in `token_file`: the host (not added to
+    /// the fleet) and how its `enable` went.
+    pub fn enroll_with(
+        &self,
+        name: &str,
+        group: &str,
+        token_file: &Path,
+    ) -> anyhow::Result<(Host, RunOutcome)> {
+        let host = self.new_host(name, group)?;
+        let out = host.enable(&self.gateway.url, &self.gateway.artifacts_url(), token_file)?;
+        Ok((host, out))
     }
 
     /// Adds `n` hosts named `GROUP-1`… (continuing the numbering), enrolled in parallel.

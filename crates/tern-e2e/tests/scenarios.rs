@@ -567,3 +567,73 @@ fn demo_story_runs_green() {
     assert!(summary.line.starts_with("demo: OK"), "{}", summary.line);
     drop(fleet);
 }
+
+/// Every host exchanges its join token for a credential of its own at `enable`; a
+/// single-use join token enrolls one host only; a revoked host is refused until it is
+/// enabled again with a fresh join token.
+#[test]
+fn hosts_join_with_their_own_credential_and_a_revoked_one_is_refused() {
+    let f = fleet(&halt_on_error(&[("dev", 10, 0, 0)]), &[("dev", 2)]);
+    let join_token = std::fs::read_to_string(&f.agent_token_file).unwrap();
+    let credential = |h: &tern_e2e::host::Host| {
+        let found = walk(&h.install, "host.token");
+        let path = found.unwrap_or_else(|| panic!("{} has no host.token", h.name));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+        std::fs::read_to_string(&path).unwrap().trim().to_string()
+    };
+    let creds: Vec<String> = f.hosts.iter().map(credential).collect();
+    assert_ne!(creds[0], creds[1]);
+    assert!(creds.iter().all(|c| *c != join_token.trim()));
+    let listed = f
+        .ctl
+        .run(&["tokens", "ls", "--hosts", "-o", "json"])
+        .unwrap();
+    for h in &f.hosts {
+        let id = h.updater_id().unwrap();
+        assert!(listed.contains(&id), "{id} has a credential: {listed}");
+    }
+
+    // A single-use join token: one host joins, the next is told why it cannot.
+    let once = f.ctl.run(&["tokens", "create", "--role", "join"]).unwrap();
+    let once_file = f.path().join("once.token");
+    std::fs::write(&once_file, once.trim()).unwrap();
+    let (_h3, out) = f.enroll_with("dev-3", "dev", &once_file).unwrap();
+    assert!(out.ok(), "{}", out.stderr);
+    let (_h4, out) = f.enroll_with("dev-4", "dev", &once_file).unwrap();
+    assert!(!out.ok(), "a used-up join token enrolls nobody");
+    assert!(out.stderr.contains("used up"), "{}", out.stderr);
+
+    // Revoked: the host's heartbeats are refused; enabling again with a fresh join
+    // token gives it a new credential.
+    let h1 = &f.hosts[0];
+    let id = h1.updater_id().unwrap();
+    f.ctl.run(&["inventory", "revoke", &id]).unwrap();
+    let out = h1.heartbeat().unwrap();
+    assert!(!out.ok(), "a revoked host is refused: {}", out.stderr);
+    let fresh = f.ctl.run(&["tokens", "create", "--role", "join"]).unwrap();
+    let fresh_file = f.path().join("fresh.token");
+    std::fs::write(&fresh_file, fresh.trim()).unwrap();
+    let out = h1
+        .enable(&f.gateway.url, &f.gateway.artifacts_url(), &fresh_file)
+        .unwrap();
+    assert!(out.ok(), "{}", out.stderr);
+    assert_ne!(credential(h1), creds[0]);
+    assert!(h1.heartbeat().unwrap().ok());
+}
+
+fn walk(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()? {
+        let path = entry.ok()?.path();
+        if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+        if path.is_dir()
+            && let Some(found) = walk(&path, name)
+        {
+            return Some(found);
+        }
+    }
+    None
+}

@@ -97,6 +97,8 @@ pub enum Error {
         #[source]
         source: ureq::Error,
     },
+    #[error("http: {url}: {problem}")]
+    BadAnswer { url: String, problem: String },
     #[error("http: {url}: reading body: {source}")]
     HttpBody {
         url: String,

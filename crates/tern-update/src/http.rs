@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
+use tern_core::api::{JoinBody, JoinResponse};
 use tern_core::wire::{FindResponse, Heartbeat, HeartbeatResponse};
 use ureq::http::{Method, StatusCode};
 
@@ -234,6 +235,61 @@ impl Client {
         matches!(self.agent.get(url).call(), Ok(r) if r.status().is_success())
     }
 
+    /// `POST {server}/v1/agents/join`: exchanges the join token for this host's own
+    /// credential.
+    pub(crate) fn join(&self, server: &str, body: &JoinBody, token: &str) -> Result<Joined> {
+        let url = format!("{}/v1/agents/join", server.trim_end_matches('/'));
+        self.check_url(&url)?;
+        let mut resp = self
+            .agent
+            .post(&url)
+            .header("Authorization", format!("Bearer {token}"))
+            .send_json(body)
+            .map_err(Self::request_err(&url))?;
+        let status = resp.status();
+        if status.is_success() {
+            let answer: JoinResponse = resp
+                .body_mut()
+                .with_config()
+                .limit(16 * 1024)
+                .read_json()
+                .map_err(|e| Error::BadAnswer {
+                url: url.clone(),
+                problem: format!("the join answer is not valid: {e}"),
+            })?;
+            // Untrusted like every answer: a credential is one printable token.
+            let token = answer.token.trim();
+            if token.is_empty()
+                || token.len() > 512
+                || !token.bytes().all(|b| b.is_ascii_graphic())
+                || answer.updater_id != body.updater_id
+            {
+                return Err(Error::BadAnswer {
+                    url,
+                    problem: "the join answer's credential is malformed or for another updater"
+                        .into(),
+                });
+            }
+            return Ok(Joined::Credential(token.to_string()));
+        }
+        let reason = resp
+            .body_mut()
+            .with_config()
+            .limit(16 * 1024)
+            .read_to_string()
+            .ok()
+            .and_then(|body| api_error_message(&body));
+        Ok(match status.as_u16() {
+            404 | 405 => Joined::NotSupported,
+            409 => Joined::AlreadyJoined(reason),
+            _ => Joined::Refused(Error::HeartbeatRejected {
+                url,
+                status,
+                reason,
+            }),
+        })
+    }
+
     /// `POST {server}/v1/agents/heartbeat`. An answer that does not parse is taken as
     /// saying nothing (an older or odd server): the heartbeat itself went through.
     pub(crate) fn heartbeat(
@@ -270,6 +326,19 @@ impl Client {
             .read_json::<HeartbeatResponse>()
             .unwrap_or_default())
     }
+}
+
+/// What came of a join.
+#[derive(Debug)]
+pub(crate) enum Joined {
+    /// This host's credential, to keep and send from now on.
+    Credential(String),
+    /// ternd predates host credentials: the token is sent as it is.
+    NotSupported,
+    /// ternd already gave this updater a credential (ternd's reason).
+    AlreadyJoined(Option<String>),
+    /// The token was refused (used up, expired, revoked) or ternd failed.
+    Refused(Error),
 }
 
 #[cfg(test)]

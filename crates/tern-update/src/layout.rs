@@ -98,6 +98,10 @@ impl Layout {
     pub(crate) fn heartbeat_file(&self) -> PathBuf {
         self.ns_dir().join("last_heartbeat.yaml")
     }
+    /// This host's own credential from ternd (`POST /v1/agents/join`), 0600.
+    pub(crate) fn credential_file(&self) -> PathBuf {
+        self.ns_dir().join("host.token")
+    }
     pub(crate) fn lock_file(&self) -> PathBuf {
         self.ns_dir().join("update.lock")
     }

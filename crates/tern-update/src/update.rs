@@ -13,7 +13,7 @@ use ureq::http::StatusCode;
 use crate::artifact::{self, Vars};
 use crate::backup::{self, BackupUnusable};
 use crate::decide::{self, DbPlan, Decision};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::extract;
 use crate::fsutil;
 use crate::health;
@@ -822,7 +822,10 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
         Ok(id) => id,
         Err(e) => return Sent::Failed(e),
     };
-    let token = spec.join_token_file.as_deref().and_then(read_trimmed);
+    let token = match host_token(ctx, spec, &id) {
+        Ok(t) => t,
+        Err(e) => return Sent::Failed(e),
+    };
     let active_dir = file
         .status
         .active
@@ -870,6 +873,50 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
     }
 }
 
+/// The token heartbeats carry: this host's own credential, fetched once by
+/// exchanging the join token (`--join-token-file`) at ternd's join endpoint; or the
+/// token itself where ternd predates host credentials (or already gave this updater
+/// one, which this host lost: the heartbeat then says what to do).
+fn host_token(ctx: &Ctx, spec: &Spec, updater_id: &str) -> Result<Option<String>> {
+    let credential = ctx.layout.credential_file();
+    if let Some(c) = read_trimmed(&credential) {
+        return Ok(Some(c));
+    }
+    let Some(token) = spec.join_token_file.as_deref().and_then(read_trimmed) else {
+        return Ok(None);
+    };
+    let body = tern_core::api::JoinBody {
+        updater_id: updater_id.to_string(),
+        host_id: ctx.settings.host_id.clone().unwrap_or_default(),
+        hostname: ctx.settings.hostname.clone().unwrap_or_else(|| {
+            rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned()
+        }),
+    };
+    match ctx.http.join(&spec.server, &body, &token)? {
+        crate::http::Joined::Credential(c) => {
+            crate::fsutil::write_atomic(&credential, format!("{c}\n").as_bytes(), 0o600)?;
+            log::info(format!(
+                "joined ternd: this host's own credential is in {} (the join token is no longer sent)",
+                credential.display()
+            ));
+            Ok(Some(c))
+        }
+        crate::http::Joined::NotSupported => Ok(Some(token)),
+        crate::http::Joined::AlreadyJoined(reason) => {
+            log::warn(format!(
+                "ternd already gave updater {updater_id} a credential, and {} does not hold it ({}): ask an operator to run `ternctl inventory revoke {updater_id}`, then enable again",
+                credential.display(),
+                reason.unwrap_or_default()
+            ));
+            Ok(Some(token))
+        }
+        crate::http::Joined::Refused(e) => Err(e),
+    }
+}
+
 /// `enable`'s check that ternd takes this host's token, before anything is saved or
 /// installed: a host enrolled with a wrong or revoked token would look enrolled and
 /// never be heard. Other failures (ternd busy, 5xx) only warn: they pass.
@@ -891,7 +938,17 @@ pub(crate) fn check_token(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
             }
         }
     }
-    let sent = send_heartbeat(ctx, file);
+    let mut sent = send_heartbeat(ctx, file);
+    let credential = ctx.layout.credential_file();
+    if sent.refused_token().is_some() && credential.exists() {
+        // This host's credential was revoked: join again with the token given now.
+        log::warn(format!(
+            "ternd refused this host's credential ({}): joining again with the join token",
+            credential.display()
+        ));
+        std::fs::remove_file(&credential).ctx("remove", &credential)?;
+        sent = send_heartbeat(ctx, file);
+    }
     record_heartbeat(ctx, &sent);
     if let Some((status, reason)) = sent.refused_token() {
         return Err(Error::TokenRefused {
