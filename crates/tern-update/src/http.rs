@@ -281,7 +281,7 @@ impl Client {
             .and_then(|body| api_error_message(&body));
         Ok(match status.as_u16() {
             404 | 405 => Joined::NotSupported,
-            409 => Joined::AlreadyJoined(reason),
+            409 => Joined::HasCredential(reason),
             _ => Joined::Refused(Error::HeartbeatRejected {
                 url,
                 status,
@@ -336,7 +336,7 @@ pub(crate) enum Joined {
     /// ternd predates host credentials: the token is sent as it is.
     NotSupported,
     /// ternd already gave this updater a credential (ternd's reason).
-    AlreadyJoined(Option<String>),
+    HasCredential(Option<String>),
     /// The token was refused (used up, expired, revoked) or ternd failed.
     Refused(Error),
 }

@@ -905,7 +905,7 @@ fn host_token(ctx: &Ctx, spec: &Spec, updater_id: &str) -> Result<Option<String>
             Ok(Some(c))
         }
         crate::http::Joined::NotSupported => Ok(Some(token)),
-        crate::http::Joined::AlreadyJoined(reason) => {
+        crate::http::Joined::HasCredential(reason) => {
             log::warn(format!(
                 "ternd already gave updater {updater_id} a credential, and {} does not hold it ({}): ask an operator to run `ternctl inventory revoke {updater_id}`, then enable again",
                 credential.display(),
