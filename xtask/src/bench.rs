@@ -1,4 +1,4 @@
-//! `cargo xtask bench [find|heartbeat|reconcile|apply|converge|all|profile] [--quick]`:
+//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|all|profile] [--quick]`:
 //! builds the release binaries, then runs `tern-bench` (crates/tern-bench) for each
 //! benchmark. `profile` (not part of `all`: it needs valgrind and takes minutes) counts
 //! instructions under callgrind, with binaries built with symbols in `<target>/profile`.
@@ -10,7 +10,14 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const BENCHES: &[&str] = &["find", "heartbeat", "reconcile", "apply", "converge"];
+const BENCHES: &[&str] = &[
+    "find",
+    "attack",
+    "heartbeat",
+    "reconcile",
+    "apply",
+    "converge",
+];
 const PROFILE: &str = "profile";
 
 pub fn run(args: &[String]) -> Result<(), String> {

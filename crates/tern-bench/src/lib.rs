@@ -1,9 +1,10 @@
-//! Tern's benchmarks, run by `cargo xtask bench [find|heartbeat|reconcile|apply|converge]
+//! Tern's benchmarks, run by `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge]
 //! [--quick]` (see `docs/benchmarks.md`). Every figure is a ratio to, or sits beside, a
 //! baseline measured in the same run; each benchmark prints one JSON object with its
 //! figures as its last line.
 
 pub mod apply;
+pub mod attack;
 pub mod converge;
 pub mod find;
 pub mod fleet;
@@ -30,12 +31,20 @@ pub struct Opts {
 }
 
 /// The benchmarks, in the order `all` runs them.
-pub const BENCHES: &[&str] = &["find", "heartbeat", "reconcile", "apply", "converge"];
+pub const BENCHES: &[&str] = &[
+    "find",
+    "attack",
+    "heartbeat",
+    "reconcile",
+    "apply",
+    "converge",
+];
 
 /// Runs one benchmark; returns its figures.
 pub fn run(name: &str, opts: &Opts) -> anyhow::Result<serde_json::Value> {
     match name {
         "find" => find::run(opts),
+        "attack" => attack::run(opts),
         "heartbeat" => heartbeat::run(opts),
         "reconcile" => reconcile::run(opts),
         "apply" => apply::run(opts),

@@ -1,4 +1,4 @@
-//! `tern-bench <find|heartbeat|reconcile|apply|converge|profile> [--quick] [--ternd BIN]
+//! `tern-bench <find|attack|heartbeat|reconcile|apply|converge|profile> [--quick] [--ternd BIN]
 //! [--tern-update BIN] [--connections N]`: one benchmark; progress on stderr, the
 //! figures as one JSON object on the last line of stdout.
 //! `tern-bench baseline-server FILE`: the find baseline (used by `find`).
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use tern_bench::Opts;
 
-const USAGE: &str = "usage: tern-bench <find|heartbeat|reconcile|apply|converge|profile> [--quick] [--ternd BIN] [--tern-update BIN] [--connections N]\n       tern-bench baseline-server FILE";
+const USAGE: &str = "usage: tern-bench <find|attack|heartbeat|reconcile|apply|converge|profile> [--quick] [--ternd BIN] [--tern-update BIN] [--connections N]\n       tern-bench baseline-server FILE";
 
 fn main() -> ExitCode {
     match run() {

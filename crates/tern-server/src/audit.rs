@@ -11,8 +11,7 @@ use crate::auth::Actor;
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
 
-/// Records kept in the store; pruning starts past `KEEP + PRUNE_SLACK` so that not
-/// every write lists the trail.
+/// Records kept in the store (plus up to `PRUNE_SLACK` per replica between prunes).
 pub(crate) const KEEP: usize = 1000;
 const PRUNE_SLACK: usize = 100;
 
@@ -64,12 +63,22 @@ async fn write(store: &dyn Store, record: &AuditRecord) -> ApiResult<()> {
         crate::auth::random_hex(4)?
     );
     store.put(&key, bytes, None).await?;
+    // The trail is listed every PRUNE_SLACK writes of this replica, not at each: a
+    // flood of admin requests must not cost a listing each. Every replica prunes, so
+    // the trail holds at most KEEP plus PRUNE_SLACK per replica.
+    if seq % PRUNE_SLACK as u64 != PRUNE_SLACK as u64 - 1 {
+        return Ok(());
+    }
     let listing = store.list(keys::AUDIT_PREFIX).await?;
-    if listing.kvs.len() > KEEP + PRUNE_SLACK {
+    if listing.kvs.len() > KEEP {
         let mut keys: Vec<&str> = listing.kvs.iter().map(|kv| kv.key.as_str()).collect();
         keys.sort_unstable();
         for key in &keys[..keys.len() - KEEP] {
-            store.delete(key, None).await?;
+            match store.delete(key, None).await {
+                // Another replica (or request) pruned it first.
+                Ok(_) | Err(tern_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
     }
     Ok(())
