@@ -8,6 +8,12 @@ use std::time::Duration;
 
 use common::{Ternd, enabled_version};
 
+/// Puts an immediate rollout 1.0.0 → 1.1.0 in place: find answers 200 for any group.
+fn serve_find(t: &Ternd) {
+    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
+    t.reconcile();
+}
+
 /// A client that gives up after `secs`: "find answers" means it answers within that.
 fn patient_get(url: &str, secs: u64) -> Result<u16, String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -29,8 +35,7 @@ fn patient_get(url: &str, secs: u64) -> Result<u16, String> {
 fn deeply_nested_bodies_are_refused_before_parsing_and_find_keeps_answering() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
-    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
-    t.reconcile();
+    serve_find(&t);
     let user = t.new_token("user");
     let n = 40_000;
     let body = format!(
@@ -138,8 +143,7 @@ fn slowloris_from_one_address_cannot_take_find_down() {
         &tmp.path().join("data"),
         &["--insecure-http", "--dev-clock", common::T0],
     );
-    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
-    t.reconcile();
+    serve_find(&t);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -173,8 +177,7 @@ fn at_the_connection_cap_half_open_connections_make_room_for_find() {
         &tmp.path().join("data"),
         &["--dev-clock", common::T0, "--max-connections", "50"],
     );
-    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
-    t.reconcile();
+    serve_find(&t);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -317,8 +320,7 @@ fn an_agent_flood_is_bounded_in_memory_metrics_and_report() {
         &tmp.path().join("data"),
         &["--dev-clock", common::T0, "--max-agents", "300"],
     );
-    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
-    t.reconcile();
+    serve_find(&t);
     let agent = t.new_token("agent");
     let heartbeat = |i: usize| {
         let body = serde_json::json!({

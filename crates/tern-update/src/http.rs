@@ -272,13 +272,7 @@ impl Client {
             }
             return Ok(Joined::Credential(token.to_string()));
         }
-        let reason = resp
-            .body_mut()
-            .with_config()
-            .limit(16 * 1024)
-            .read_to_string()
-            .ok()
-            .and_then(|body| api_error_message(&body));
+        let reason = error_reason(&mut resp);
         Ok(match status.as_u16() {
             404 | 405 => Joined::NotSupported,
             409 => Joined::HasCredential(reason),
@@ -306,13 +300,7 @@ impl Client {
         }
         let mut resp = req.send_json(hb).map_err(Self::request_err(&url))?;
         if !resp.status().is_success() {
-            let reason = resp
-                .body_mut()
-                .with_config()
-                .limit(16 * 1024)
-                .read_to_string()
-                .ok()
-                .and_then(|body| api_error_message(&body));
+            let reason = error_reason(&mut resp);
             return Err(Error::HeartbeatRejected {
                 url,
                 status: resp.status(),
@@ -326,6 +314,16 @@ impl Client {
             .read_json::<HeartbeatResponse>()
             .unwrap_or_default())
     }
+}
+
+/// ternd's reason in an error answer (read up to 16 KiB), made harmless to print.
+fn error_reason(resp: &mut ureq::http::Response<ureq::Body>) -> Option<String> {
+    resp.body_mut()
+        .with_config()
+        .limit(16 * 1024)
+        .read_to_string()
+        .ok()
+        .and_then(|body| api_error_message(&body))
 }
 
 /// What came of a join.
