@@ -100,21 +100,25 @@ async fn authorize(
         Ok(actor) => actor,
         Err(e) => return e.into_response(),
     };
-    let audited =
-        access != Access::Agent && !matches!(*request.method(), Method::GET | Method::HEAD);
-    let method = request.method().clone();
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or_else(|| request.uri().path().to_string(), ToString::to_string);
-    let response = match access.check(actor.role) {
+    // Heartbeats (the hot path) and reads are not audited: nothing is copied for them.
+    let audited = (access != Access::Agent
+        && !matches!(*request.method(), Method::GET | Method::HEAD))
+    .then(|| {
+        let uri = request.uri();
+        let path = uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_string(), ToString::to_string);
+        (request.method().clone(), path)
+    });
+    let (response, actor) = match access.check(actor.role) {
         Ok(()) => {
-            request.extensions_mut().insert(actor.clone());
-            next.run(request).await
+            let kept = audited.as_ref().map(|_| actor.clone());
+            request.extensions_mut().insert(actor);
+            (next.run(request).await, kept)
         }
-        Err(e) => e.into_response(),
+        Err(e) => (e.into_response(), Some(actor)),
     };
-    if audited {
+    if let (Some((method, path)), Some(actor)) = (audited, actor) {
         crate::audit::record(
             state.store(),
             state.clock.now(),
