@@ -85,6 +85,10 @@ pub fn run() -> Result<(), String> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     run_cmd(fmt)?;
+    // The fuzzing harnesses are a workspace of their own (built with cargo afl).
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--check"]);
+    run_cmd(fmt)?;
 
     let mut clippy = cargo();
     clippy.args([
@@ -96,6 +100,9 @@ pub fn run() -> Result<(), String> {
     ]);
     clippy.args(["--", "-D", "warnings"]);
     run_cmd(clippy)?;
+
+    // The fuzzing corpus (seeds, fixed crashes) through every harness: a short run.
+    run_cmd(crate::fuzz::corpus_replay())?;
 
     // Doc tests first, so the run closes on the main test runner's summary.
     let mut doc = cargo();

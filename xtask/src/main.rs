@@ -6,6 +6,7 @@
 //! - `ci`: everything CI checks: formatting, clippy with warnings denied, all tests.
 //! - `bench`: benchmarks against baselines measured in the same run.
 //! - `sim`: the fleet simulator (`tern-sim`), built in release mode.
+//! - `fuzz`: AFL++ on one of the harnesses of `fuzz/` (cargo-afl).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -14,6 +15,7 @@ mod bench;
 mod ci;
 mod demo;
 mod examples;
+mod fuzz;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -23,9 +25,10 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(),
         Some("bench") => bench::run(&args[1..]),
         Some("sim") => sim(&args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|examples|ci|bench>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|heartbeat|reconcile|apply|converge|all] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000` (docs/simulator.md)"
+                "usage: cargo xtask <demo|examples|ci|bench>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|heartbeat|reconcile|apply|converge|all] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000` (docs/simulator.md)"
             );
             return ExitCode::from(2);
         }

@@ -243,8 +243,12 @@ impl Inventory {
         self.names_live = self.names.len();
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
     fn view<'a>(&'a self, e: &'a Entry) -> AgentRef<'a> {
@@ -429,7 +433,7 @@ mod tests {
         assert_eq!(inv.agents().next().unwrap().first_seen(), t0);
         assert_eq!(inv.expire(at + Duration::from_secs(600), silence), 0);
         assert_eq!(inv.expire(at + Duration::from_secs(900), silence), 1);
-        assert!((inv.len() == 0));
+        assert!(inv.is_empty());
         // Forgotten, then heard: a new connection.
         inv.heartbeat(&hb("a", "prod", "1.1.0"), t2, at + Duration::from_secs(901))
             .unwrap();
@@ -442,7 +446,7 @@ mod tests {
         let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
         let r = inv.heartbeat(&hb("", "dev", "1.0.0"), now, Instant::now());
         assert_eq!(r, Err(Refused::Unidentified));
-        assert!((inv.len() == 0));
+        assert!(inv.is_empty());
     }
 
     #[test]

@@ -25,3 +25,9 @@ pub mod routes;
 pub mod server;
 pub(crate) mod snapshot;
 pub mod state;
+
+/// Entry points for the fuzzers of `fuzz/` (cargo feature `fuzzing`).
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    pub use crate::routes::public::fuzz_find_query;
+}

@@ -340,16 +340,17 @@ fn tar_err(path: &Path, e: io::Error) -> Error {
 
 /// Reads every header (and skips the data): the input of `plan`.
 pub(crate) fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
-    let mut archive = open_archive(tarball)?;
+    scan_archive(&mut open_archive(tarball)?).map_err(|e| tar_err(tarball, e))
+}
+
+/// The headers of an archive, whatever it is read from (a file, or fuzzer bytes).
+fn scan_archive<R: io::Read>(archive: &mut tar::Archive<R>) -> io::Result<Vec<EntryMeta>> {
     let mut out = Vec::new();
-    for entry in archive.entries().map_err(|e| tar_err(tarball, e))? {
-        let entry = entry.map_err(|e| tar_err(tarball, e))?;
+    for entry in archive.entries()? {
+        let entry = entry?;
         let header = entry.header();
-        let path = entry.path().map_err(|e| tar_err(tarball, e))?.into_owned();
-        let link = entry
-            .link_name()
-            .map_err(|e| tar_err(tarball, e))?
-            .map(|l| l.into_owned());
+        let path = entry.path()?.into_owned();
+        let link = entry.link_name()?.map(|l| l.into_owned());
         out.push(EntryMeta {
             path,
             kind: kind_of(header.entry_type()),
@@ -359,6 +360,27 @@ pub(crate) fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
         });
     }
     Ok(out)
+}
+
+/// The fuzzing entry: the entry checks of an uncompressed tar archive's bytes, with
+/// `free` bytes of space. Never panics, whatever the bytes; an accepted plan names only
+/// paths inside the version dir.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_plan(data: &[u8], free: u64) {
+    let Ok(entries) = scan_archive(&mut tar::Archive::new(data)) else {
+        return;
+    };
+    if let Ok(plan) = plan(&entries, free) {
+        for item in &plan.items {
+            assert!(
+                item.rel
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_))),
+                "a planned path leaves the version dir: {:?}",
+                item.rel
+            );
+        }
+    }
 }
 
 /// The mode a file of the archive gets: what the archive says, without group and other

@@ -28,3 +28,9 @@ pub mod state;
 pub mod update;
 
 pub use error::{Error, Result};
+
+/// Entry points for the fuzzers of `fuzz/` (cargo feature `fuzzing`).
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    pub use crate::extract::fuzz_plan;
+}

@@ -43,6 +43,13 @@ fn find_query(raw: Option<&str>) -> (Cow<'_, str>, Cow<'_, str>) {
     (group, updater_id)
 }
 
+/// The fuzzing entry for [`find_query`]: the decoded group and updater id.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_find_query(raw: &str) -> (String, String) {
+    let (g, u) = find_query(Some(raw));
+    (g.into_owned(), u.into_owned())
+}
+
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 fn cacheable(state: &AppState, mut resp: Response) -> Response {
