@@ -38,6 +38,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .arg(format!("fuzz-{target}"));
     crate::run(build)
         .map_err(|e| format!("{e} (is cargo-afl installed? `cargo install cargo-afl`)"))?;
+    // AFL creates its output dir but not the parent.
+    std::fs::create_dir_all(fuzz.join("out"))
+        .map_err(|e| format!("cannot create fuzz/out: {e}"))?;
     let mut afl = Command::new("cargo");
     afl.current_dir(&fuzz)
         .env("AFL_SKIP_CPUFREQ", "1")

@@ -17,7 +17,25 @@ pub struct DurationError {
     pub input: String,
 }
 
+/// A duration that must be longer than zero (a timeout, a token's lifetime) was not.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PositiveDurationError {
+    #[error(transparent)]
+    Malformed(#[from] DurationError),
+    #[error("{0:?} must be longer than zero")]
+    Zero(String),
+}
+
 impl GoDuration {
+    /// [`GoDuration::parse`] for the durations where zero means nothing sensible.
+    pub fn parse_positive(input: &str) -> Result<Self, PositiveDurationError> {
+        let d = Self::parse(input)?;
+        if d.secs == 0 {
+            return Err(PositiveDurationError::Zero(input.to_string()));
+        }
+        Ok(d)
+    }
+
     pub const fn from_secs(secs: u64) -> Self {
         Self { secs }
     }
@@ -198,6 +216,20 @@ mod tests {
         ] {
             assert!(GoDuration::parse(bad).is_err(), "{bad:?} should be refused");
         }
+    }
+
+    #[test]
+    fn positive_durations_refuse_zero_and_keep_the_parse_error() {
+        assert_eq!(GoDuration::parse_positive("10s").unwrap().as_secs(), 10);
+        for zero in ["0", "0s", "0h0m"] {
+            assert_eq!(
+                GoDuration::parse_positive(zero),
+                Err(PositiveDurationError::Zero(zero.to_string()))
+            );
+        }
+        let e = GoDuration::parse_positive("10ms").unwrap_err();
+        assert!(matches!(e, PositiveDurationError::Malformed(_)), "{e:?}");
+        assert!(e.to_string().contains("90m"), "the hint survives: {e}");
     }
 
     #[test]

@@ -293,8 +293,7 @@ pub fn bound_report(spec: &mut ReportSpec, known: impl Fn(&str) -> bool) -> usiz
         .map(|(name, g)| (g.versions.values().map(|v| v.count).sum(), name.clone()))
         .collect();
     if unknown.len() > MAX_UNKNOWN_GROUPS_IN_REPORT {
-        // Largest first; ties by name, so replicas fold alike.
-        unknown.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        sort_largest_first(&mut unknown);
         for (_, name) in unknown.split_off(MAX_UNKNOWN_GROUPS_IN_REPORT) {
             if let Some(group) = spec.groups.remove(&name) {
                 let into = spec.groups.entry(FOLDED.to_string()).or_default();
@@ -315,7 +314,7 @@ pub fn bound_report(spec: &mut ReportSpec, known: impl Fn(&str) -> bool) -> usiz
             .filter(|(v, _)| v.as_str() != FOLDED)
             .map(|(v, r)| (r.count, v.clone()))
             .collect();
-        by_count.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        sort_largest_first(&mut by_count);
         // One place is left for the folded entry itself.
         for (_, version) in by_count.split_off(MAX_VERSIONS_IN_REPORT - 1) {
             if let Some(v) = group.versions.remove(&version) {
@@ -325,6 +324,12 @@ pub fn bound_report(spec: &mut ReportSpec, known: impl Fn(&str) -> bool) -> usiz
         }
     }
     folded
+}
+
+/// The order in which bounded views (the report, ternd's metrics) keep entries before
+/// folding the rest: largest count first, ties by name, so every replica folds alike.
+pub fn sort_largest_first<N: Ord>(entries: &mut [(u64, N)]) {
+    entries.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
 }
 
 fn merge(into: &mut VersionReport, v: &VersionReport) {

@@ -25,11 +25,7 @@ enum Command {
 }
 
 fn parse_duration(s: &str) -> Result<GoDuration, String> {
-    let d = GoDuration::parse(s).map_err(|e| e.to_string())?;
-    if d.as_secs() == 0 {
-        return Err(format!("{s:?} must be positive"));
-    }
-    Ok(d)
+    GoDuration::parse_positive(s).map_err(|e| e.to_string())
 }
 
 fn parse_time(s: &str) -> Result<Timestamp, String> {

@@ -247,17 +247,17 @@ pub(crate) fn bounded_agent_series(
     known: impl Fn(&str) -> bool,
     keep: &[&str],
 ) -> (BTreeMap<(String, String), u64>, usize) {
-    const OTHER: &str = "(other)";
-    let mut groups: BTreeMap<&str, Vec<(&str, u64)>> = BTreeMap::new();
+    use tern_core::inventory::{FOLDED as OTHER, sort_largest_first};
+    let mut groups: BTreeMap<&str, Vec<(u64, &str)>> = BTreeMap::new();
     for (&(g, v), &n) in counts {
-        groups.entry(g).or_default().push((v, n));
+        groups.entry(g).or_default().push((n, v));
     }
     let mut unknown: Vec<(u64, &str)> = groups
         .iter()
         .filter(|(g, _)| !known(g))
-        .map(|(g, vs)| (vs.iter().map(|(_, n)| n).sum(), *g))
+        .map(|(g, vs)| (vs.iter().map(|(n, _)| n).sum(), *g))
         .collect();
-    unknown.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    sort_largest_first(&mut unknown);
     let kept_unknown: std::collections::HashSet<&str> = unknown
         .iter()
         .take(MAX_UNKNOWN_GROUP_SERIES)
@@ -271,8 +271,8 @@ pub(crate) fn bounded_agent_series(
         } else {
             OTHER
         };
-        versions.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        for (i, (v, n)) in versions.into_iter().enumerate() {
+        sort_largest_first(&mut versions);
+        for (i, (n, v)) in versions.into_iter().enumerate() {
             let version = if group != OTHER && (i < MAX_VERSION_SERIES || keep.contains(&v)) {
                 v
             } else {

@@ -76,20 +76,6 @@ fn deeply_nested_bodies_are_refused_before_parsing_and_find_keeps_answering() {
     assert_eq!(status, 404);
 }
 
-/// Raises this test process's descriptor limit: the attacks below hold over a
-/// thousand sockets.
-fn raise_nofile() {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let _ = setrlimit(
-        Resource::Nofile,
-        Rlimit {
-            current: limit.maximum,
-            maximum: limit.maximum,
-        },
-    );
-}
-
 /// `n` connections from the loopback address `source` (127.0.0.2 and up are other
 /// "hosts" on Linux), each sending `prefix` and then nothing more.
 fn hold_connections(
@@ -136,7 +122,8 @@ const HALF_REQUEST: &[u8] = b"GET /v1/webapi/find?group=dev HTTP/1.1\r\nHost: te
 /// `--max-connections-per-ip`, the rest are closed on arrival, and find answers.
 #[test]
 fn slowloris_from_one_address_cannot_take_find_down() {
-    raise_nofile();
+    // The attack holds over a thousand sockets: the soft limit goes to the hard one.
+    let _ = tern_server::server::descriptor_budget();
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::spawn_via(
         &["prlimit", "--nofile=1024:1024", "--"],
@@ -171,7 +158,8 @@ fn slowloris_from_one_address_cannot_take_find_down() {
 /// are closed to make room, so a host asking find still gets in.
 #[test]
 fn at_the_connection_cap_half_open_connections_make_room_for_find() {
-    raise_nofile();
+    // The attack holds over a thousand sockets: the soft limit goes to the hard one.
+    let _ = tern_server::server::descriptor_budget();
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::start(
         &tmp.path().join("data"),
@@ -240,6 +228,81 @@ fn slow_and_silent_connections_are_closed() {
         }
     }
     assert!(metric(&t, "tern_connections_timed_out_total ") >= 1);
+}
+
+/// Everything the server sends on `stream` until it closes it; panics if it is still
+/// open after 20 s (the timeouts under test are one or two seconds).
+fn read_until_closed(stream: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!(
+                "the server did not close the connection ({e}); it sent:\n{}",
+                String::from_utf8_lossy(&got)
+            ),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// A request whose body trickles in (headers complete, the body never finished) holds
+/// a slot that the idle check cannot reclaim, since a request is in flight: it gets a
+/// 408 after `--request-timeout`, and a kept-alive connection that finished its
+/// request is closed after `--idle-timeout` like a silent one.
+#[test]
+fn a_trickled_body_gets_408_and_a_kept_alive_connection_is_closed_when_idle() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &[
+            "--dev-clock",
+            common::T0,
+            "--request-timeout",
+            "2s",
+            "--idle-timeout",
+            "2s",
+            // Longer than the reads wait: only the idle check can close the kept one.
+            "--header-read-timeout",
+            "30s",
+        ],
+    );
+    let server = addr_of(&t);
+    let before = metric(&t, "tern_connections_timed_out_total ");
+
+    let mut trickle = std::net::TcpStream::connect(server).unwrap();
+    write!(
+        trickle,
+        "POST /v1/resources/config HTTP/1.1\r\nHost: ternd\r\nAuthorization: Bearer {}\r\nContent-Type: application/yaml\r\nContent-Length: 1000\r\n\r\nkind: autoupdate_config\n",
+        t.token
+    )
+    .unwrap();
+    let answer = read_until_closed(&mut trickle);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request_timeout"), "{answer}");
+
+    let mut kept = std::net::TcpStream::connect(server).unwrap();
+    kept.write_all(b"GET /readyz HTTP/1.1\r\nHost: ternd\r\n\r\n")
+        .unwrap();
+    let answer = read_until_closed(&mut kept);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(
+        answer.matches("HTTP/1.1").count(),
+        1,
+        "one answer, then the close: {answer}"
+    );
+    assert!(metric(&t, "tern_connections_timed_out_total ") > before);
+    // Nothing of the trickled config was stored.
+    let (status, _) = t.call("GET", "/v1/resources/config", Some(&t.token), None);
+    assert_eq!(status, 404);
 }
 
 /// A start that fails on a flag or a file once left a data dir, a store and an

@@ -67,13 +67,8 @@ pub(crate) async fn create(
     let now = state.clock.now();
     let ttl = match b.ttl.as_deref() {
         Some(s) => {
-            let d = tern_core::duration::GoDuration::parse(s)
+            let d = tern_core::duration::GoDuration::parse_positive(s)
                 .map_err(|e| ApiError::bad_request(format!("ttl: {e}")))?;
-            if d.as_secs() == 0 {
-                return Err(ApiError::bad_request(format!(
-                    "ttl: {s:?} must be positive"
-                )));
-            }
             Some(i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         }
         None if role == Role::Join => Some(JOIN_DEFAULT_TTL_SECS),
