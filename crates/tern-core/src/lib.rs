@@ -21,6 +21,7 @@ pub mod duration;
 pub mod find;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod host_update;
 pub mod ids;
 pub mod inventory;
 pub mod reason;

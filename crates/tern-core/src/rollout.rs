@@ -224,6 +224,33 @@ pub fn group_window<'a>(spec: &RolloutSpec, group: &'a RolloutGroup) -> Window<'
     }
 }
 
+/// The exported maintenance schedule (seed 001) of the group that serves `group`
+/// (find's rule: an unknown group gets the last one), with `count` windows from `now`
+/// (the open one first). `None` when the rollout has no groups (the immediate
+/// schedule).
+pub fn group_schedule(
+    rollout: &AutoUpdateAgentRollout,
+    group: &str,
+    now: Timestamp,
+    count: usize,
+) -> Option<crate::wire::AgentSchedule> {
+    let g = rollout.serving_group(group)?;
+    let w = group_window(&rollout.spec, g);
+    let count = count.min(crate::wire::MAX_SCHEDULED_WINDOWS);
+    Some(crate::wire::AgentSchedule {
+        group: g.name.clone(),
+        days: g.config_days.clone(),
+        start_hour: w.start_hour,
+        duration_seconds: u64::try_from(w.duration.as_secs()).unwrap_or(0),
+        on_calendar: w.on_calendar(),
+        windows: w
+            .upcoming(now, count)
+            .into_iter()
+            .map(|(start, stop)| crate::wire::ScheduledWindow { start, stop })
+            .collect(),
+    })
+}
+
 /// Whether `report` counts at `now`: at most two report periods old. An older one's
 /// replica is presumed dead and its agents reconnected elsewhere.
 pub fn is_live(

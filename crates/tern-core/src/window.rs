@@ -142,6 +142,54 @@ impl Window<'_> {
             .filter_map(|date| self.opens_on(date))
             .find(|&open| open > now)
     }
+
+    /// The window open at `now` (if any) and the ones after it, `count` in all, as
+    /// `(opens, closes)`; empty when it never opens. This is the JSON schedule of seed
+    /// 001 that hosts following a channel keep.
+    pub fn upcoming(&self, now: Timestamp, count: usize) -> Vec<(Timestamp, Timestamp)> {
+        if self.duration <= SignedDuration::ZERO {
+            return Vec::new();
+        }
+        let close = |open: Timestamp| open.saturating_add(self.duration).unwrap_or(open);
+        let mut out = Vec::with_capacity(count.min(64));
+        let mut cursor = match self.open_since(now) {
+            Some(open) => {
+                out.push((open, close(open)));
+                open
+            }
+            None => now,
+        };
+        while out.len() < count {
+            let Some(open) = self.next_open(cursor) else {
+                break;
+            };
+            // Windows longer than a day overlap the next one: keep them as given.
+            out.push((open, close(open)));
+            cursor = open;
+        }
+        out.truncate(count);
+        out
+    }
+
+    /// The systemd `OnCalendar=` value that fires when the window opens (seed 001's
+    /// override of the upgrade timer), e.g. `Mon,Tue,Wed,Thu *-*-* 12:00:00 UTC`;
+    /// `None` when the window never opens (no days, an hour past 23, no duration).
+    pub fn on_calendar(&self) -> Option<String> {
+        if self.days.is_empty() || self.start_hour > 23 || self.duration <= SignedDuration::ZERO {
+            return None;
+        }
+        let days = if self.days.contains(&Day::All) {
+            String::new()
+        } else {
+            // In the week's order, each once, whatever order the config lists them in.
+            let mut days: Vec<Day> = self.days.to_vec();
+            days.sort();
+            days.dedup();
+            let names: Vec<&str> = days.iter().map(|d| d.as_str()).collect();
+            format!("{} ", names.join(","))
+        };
+        Some(format!("{days}*-*-* {:02}:00:00 UTC", self.start_hour))
+    }
 }
 
 #[cfg(test)]
@@ -248,5 +296,28 @@ mod tests {
         assert_eq!(Day::parse("mon").unwrap(), Day::Mon);
         assert_eq!(Day::parse("Sunday").unwrap().as_str(), "Sun");
         assert!(Day::parse("Funday").is_err());
+    }
+
+    #[test]
+    fn upcoming_windows_start_with_the_open_one() {
+        let w = Window {
+            days: &[Day::Mon, Day::Wed],
+            start_hour: 22,
+            duration: SignedDuration::from_hours(4),
+        };
+        // Monday 2026-11-23 23:30: the Monday window is open and crosses midnight.
+        let got = w.upcoming(ts("2026-11-23T23:30:00Z"), 3);
+        let want = [
+            ("2026-11-23T22:00:00Z", "2026-11-24T02:00:00Z"),
+            ("2026-11-25T22:00:00Z", "2026-11-26T02:00:00Z"),
+            ("2026-11-30T22:00:00Z", "2026-12-01T02:00:00Z"),
+        ];
+        let want: Vec<_> = want.iter().map(|(a, b)| (ts(a), ts(b))).collect();
+        assert_eq!(got, want);
+        assert_eq!(w.upcoming(ts("2026-11-24T03:00:00Z"), 1), want[1..2]);
+        assert_eq!(
+            w.on_calendar().as_deref(),
+            Some("Mon,Wed *-*-* 22:00:00 UTC")
+        );
     }
 }

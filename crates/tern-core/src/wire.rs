@@ -152,3 +152,57 @@ mod tests {
         assert_eq!(v["fips"], false);
     }
 }
+
+/// `GET /v1/agents/schedule?group=G`: a group's maintenance window (seed 001's
+/// exported schedule), in the forms hosts use: the recurring rule, systemd's
+/// `OnCalendar=` value, and the next windows as instants.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSchedule {
+    /// The group whose window this is (an unknown group gets the last group's).
+    pub group: String,
+    pub days: Vec<crate::window::Day>,
+    /// The UTC hour the window opens, 0–23.
+    pub start_hour: u8,
+    pub duration_seconds: u64,
+    /// `None` when the window never opens.
+    pub on_calendar: Option<String>,
+    pub windows: Vec<ScheduledWindow>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledWindow {
+    pub start: jiff::Timestamp,
+    pub stop: jiff::Timestamp,
+}
+
+/// The most windows a schedule lists (`count` is clamped to it).
+pub const MAX_SCHEDULED_WINDOWS: usize = 64;
+/// The longest window a host accepts from a schedule: a week.
+pub const MAX_WINDOW_SECONDS: u64 = 7 * 86_400;
+
+impl AgentSchedule {
+    /// The window as tern-core computes with it, or why the schedule (which came over
+    /// the network) cannot be used.
+    pub fn window(&self) -> Result<crate::window::Window<'_>, String> {
+        if self.start_hour > 23 {
+            return Err(format!("start_hour {} is not an hour", self.start_hour));
+        }
+        if self.duration_seconds == 0 || self.duration_seconds > MAX_WINDOW_SECONDS {
+            return Err(format!(
+                "a window of {}s is not between 1s and a week",
+                self.duration_seconds
+            ));
+        }
+        if self.days.is_empty() || self.days.len() > 8 {
+            return Err(format!("{} days is not 1 to 8", self.days.len()));
+        }
+        Ok(crate::window::Window {
+            days: &self.days,
+            start_hour: self.start_hour,
+            // At most a week, checked above.
+            duration: jiff::SignedDuration::from_secs(
+                i64::try_from(self.duration_seconds).unwrap_or(i64::MAX),
+            ),
+        })
+    }
+}

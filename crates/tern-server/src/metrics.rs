@@ -11,6 +11,7 @@ pub(crate) struct Metrics {
     pub(crate) find_requests: AtomicU64,
     pub(crate) find_rate_limited: AtomicU64,
     pub(crate) channel_requests: AtomicU64,
+    pub(crate) schedule_requests: AtomicU64,
     pub(crate) heartbeats: AtomicU64,
     pub(crate) heartbeats_rejected: AtomicU64,
     pub(crate) heartbeats_rate_limited: AtomicU64,
@@ -100,6 +101,12 @@ impl Metrics {
             "tern_channel_requests_total",
             "channel requests answered",
             get(&self.channel_requests),
+        );
+        counter(
+            out,
+            "tern_schedule_requests_total",
+            "maintenance schedule requests answered",
+            get(&self.schedule_requests),
         );
         counter(
             out,

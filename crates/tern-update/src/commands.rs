@@ -65,6 +65,8 @@ pub struct EnableArgs {
     pub service_config: Option<PathBuf>,
     pub join_token_file: Option<PathBuf>,
     pub keep: Option<u32>,
+    /// Follow this channel (seed 001) instead of find.
+    pub channel: Option<String>,
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
@@ -103,6 +105,10 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             None => file.spec.join_token_file.clone(),
         },
         keep: args.keep.unwrap_or(file.spec.keep).clamp(1, 2),
+        channel: args
+            .channel
+            .as_deref()
+            .map(|c| c.trim_end_matches('/').to_string()),
         settings: ctx.settings.clone(),
     };
     // Artifact location: the flags given now, else what was saved before.
@@ -121,15 +127,45 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     }
     let moved = moved_link_dirs(ctx, &file)?;
     let id = update::updater_id(&ctx.layout)?;
-    let find = match ctx.http.find(&spec.server, &spec.group, &id) {
-        Ok(f) => Some(f),
-        Err(e) if args.force_version.is_some() => {
-            log::warn(format!(
-                "find failed ({e}); installing the forced version anyway"
-            ));
+    let find = match &spec.channel {
+        // Channel mode: the channel must answer a version now, as find must otherwise.
+        Some(channel) => {
+            if args.force_version.is_none() {
+                let answer = ctx
+                    .http
+                    .channel_value(channel, "version")
+                    .map(|body| tern_core::host_update::VersionAnswer::from_body(&body));
+                match answer {
+                    Ok(tern_core::host_update::VersionAnswer::Version(_)) => {}
+                    Ok(
+                        tern_core::host_update::VersionAnswer::Malformed(problem)
+                        | tern_core::host_update::VersionAnswer::Unreachable(problem),
+                    ) => {
+                        return Err(Error::Channel {
+                            url: channel.clone(),
+                            problem: format!("its version answer is not usable: {problem}"),
+                        });
+                    }
+                    Err(problem) => {
+                        return Err(Error::Channel {
+                            url: channel.clone(),
+                            problem,
+                        });
+                    }
+                }
+            }
             None
         }
-        Err(e) => return Err(e),
+        None => match ctx.http.find(&spec.server, &spec.group, &id) {
+            Ok(f) => Some(f),
+            Err(e) if args.force_version.is_some() => {
+                log::warn(format!(
+                    "find failed ({e}); installing the forced version anyway"
+                ));
+                None
+            }
+            Err(e) => return Err(e),
+        },
     };
     // Before anything is saved: the heartbeat says what the host runs now, under the
     // spec about to be saved.
@@ -144,8 +180,15 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     save(ctx, &file)?;
     move_links(ctx, &file, &moved)?;
     log::info(format!(
-        "automatic updates enabled: server {}, group {:?}",
-        file.spec.server,
+        "automatic updates enabled: {}, group {:?}",
+        match &file.spec.channel {
+            Some(c) if file.spec.server.is_empty() => format!("channel {c}"),
+            Some(c) => format!(
+                "channel {c} (maintenance schedule from {})",
+                file.spec.server
+            ),
+            None => format!("server {}", file.spec.server),
+        },
         if file.spec.group.is_empty() {
             "(default)"
         } else {
@@ -285,7 +328,7 @@ pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
                 "not enabled (no update.yaml): nothing to do".into(),
             ));
         };
-        if file.spec.enabled && file.spec.server.is_empty() {
+        if file.spec.enabled && file.spec.server.is_empty() && file.spec.channel.is_none() {
             return Err(Error::NoServer);
         }
         let result = update::run(ctx, &mut file, opts.clone());
@@ -350,7 +393,27 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
         .ok()
         .map(|s| s.trim().to_string());
     let mut server = ServerView::default();
-    if file.spec.server.is_empty() {
+    if file.spec.channel.is_some() {
+        // What a run would decide now, on a copy: status saves nothing.
+        let mut probe = file.clone();
+        let decision = crate::channel::decide(ctx, &mut probe, false);
+        if let Some(seen) = probe.status.channel {
+            server.reachable = !seen.version.starts_with('(');
+            if server.reachable {
+                server.target_version = seen.version;
+            } else {
+                server.error = Some(seen.version);
+            }
+            server.in_window = seen.in_window;
+        }
+        server.update_now = match decision {
+            crate::decide::Decision::Update { target, .. } => {
+                crate::decide::backing_off(&file.status, jiff::Timestamp::now(), false)
+                    .unwrap_or_else(|| format!("would update to {target}"))
+            }
+            crate::decide::Decision::Nothing(why) | crate::decide::Decision::Refused(why) => why,
+        };
+    } else if file.spec.server.is_empty() {
         server.error = Some("no server configured".into());
     } else {
         match ctx.http.find(
@@ -370,7 +433,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
                 server.edition = f.edition;
                 server.update_now =
                     match crate::decide::decide(&file.spec, &file.status, &f.auto_update, false) {
-                        crate::decide::Decision::Update { target } => {
+                        crate::decide::Decision::Update { target, .. } => {
                             crate::decide::backing_off(&file.status, jiff::Timestamp::now(), false)
                                 .unwrap_or_else(|| format!("would update to {target}"))
                         }

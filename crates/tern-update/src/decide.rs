@@ -7,6 +7,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use tern_core::wire::AutoUpdateSettings;
 
+use tern_core::host_update::{self, Health, Inputs, Source, Trigger, VersionAnswer};
+
 use crate::layout::version_name;
 use crate::state::{Spec, Status};
 
@@ -50,18 +52,36 @@ pub(crate) enum Decision {
     Nothing(String),
     Update {
         target: String,
+        trigger: Trigger,
     },
-    /// The operator's configuration forbids it (pinned, disabled); says how to undo.
+    /// The operator's configuration forbids it (pinned, disabled), or the source asks
+    /// for what this host must not do; says how to undo.
     Refused(String),
 }
 
-/// What `update` does with the server's answer. `now` is `update --now`: act even
-/// outside the window. A host with no active version installs whatever the server says.
+/// What `update` does with find's answer. `now` is `update --now`: act even outside
+/// the window. A host with no active version installs whatever the server says.
 pub(crate) fn decide(
     spec: &Spec,
     status: &Status,
     find: &AutoUpdateSettings,
     now: bool,
+) -> Decision {
+    let source = Source::Find {
+        version: find.agent_version.clone(),
+        update_now: find.agent_auto_update || now,
+    };
+    decide_source(spec, status, source, Health::Unknown, Timestamp::now())
+}
+
+/// The decision for either mode: the host's own switches first (disabled, pinned),
+/// then tern-core's rules for the version the source names.
+pub(crate) fn decide_source(
+    spec: &Spec,
+    status: &Status,
+    source: Source,
+    health: Health,
+    clock: Timestamp,
 ) -> Decision {
     if !spec.enabled {
         return Decision::Refused(
@@ -78,27 +98,39 @@ pub(crate) fn decide(
             "the version is pinned to {v}; run `tern-update unpin` to follow the server again"
         ));
     }
-    let target = version_name(&find.agent_version, status);
-    if target.is_empty() {
-        return Decision::Nothing("the server has no agent version for this group".into());
-    }
-    let Some(active) = status.active.as_deref() else {
-        return Decision::Update { target };
+    // The name the host installs it under (an install made under tern-update's
+    // earlier naming keeps its name).
+    let named = match &source {
+        Source::Find { version, .. } => version_name(version, status),
+        Source::Channel {
+            version: VersionAnswer::Version(v),
+            ..
+        } => version_name(&v.to_string(), status),
+        Source::Channel { .. } => String::new(),
     };
-    if active == target {
-        return Decision::Nothing(format!("already on {target}"));
+    let source = match source {
+        Source::Find { update_now, .. } => Source::Find {
+            version: named.clone(),
+            update_now,
+        },
+        channel => channel,
+    };
+    let inputs = Inputs {
+        source,
+        active: status.active.as_deref(),
+        skip: status.skip.as_deref(),
+        health,
+        last_forced_attempt: status.last_forced_attempt,
+        now: clock,
+    };
+    match host_update::decide(&inputs) {
+        host_update::Decision::Update { target, trigger } => Decision::Update {
+            target: if named.is_empty() { target } else { named },
+            trigger,
+        },
+        host_update::Decision::Hold(why) => Decision::Nothing(why),
+        host_update::Decision::Refused(why) => Decision::Refused(why),
     }
-    if status.skip.as_deref() == Some(target.as_str()) {
-        return Decision::Nothing(format!(
-            "{target} failed on this host before and is skipped; install it with `tern-update pin --force-version {target}` or wait for another version"
-        ));
-    }
-    if !find.agent_auto_update && !now {
-        return Decision::Nothing(format!(
-            "the server wants {target} but this group is not updating now (use `update --now` to update anyway)"
-        ));
-    }
-    Decision::Update { target }
 }
 
 /// What happens to the agent's DB on a switch from `active` to `target`. `E` says why
@@ -200,7 +232,10 @@ mod tests {
     #[allow(clippy::type_complexity)]
     fn decisions() {
         use Decision as D;
-        let upd = |t: &str| D::Update { target: t.into() };
+        let upd = |t: &str| D::Update {
+            target: t.into(),
+            trigger: Trigger::Rollout,
+        };
         let cases: Vec<(Spec, Status, AutoUpdateSettings, bool, &str, Option<D>)> = vec![
             (
                 spec(false, false),
@@ -294,6 +329,12 @@ mod tests {
         for (i, (sp, st, f, now, msg, want)) in cases.into_iter().enumerate() {
             let got = decide(&sp, &st, &f, now);
             match want {
+                Some(D::Update { target, .. }) => {
+                    assert!(
+                        matches!(&got, D::Update { target: t, .. } if *t == target),
+                        "case {i}: {got:?}"
+                    );
+                }
                 Some(w) => assert_eq!(got, w, "case {i}"),
                 None => match got {
                     D::Nothing(m) | D::Refused(m) => assert!(m.contains(msg), "case {i}: {m}"),

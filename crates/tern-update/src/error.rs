@@ -97,6 +97,14 @@ pub enum Error {
         #[source]
         source: ureq::Error,
     },
+    #[error("the channel {url} cannot be followed: {problem}")]
+    Channel { url: String, problem: String },
+    #[error("http: {url}: bad maintenance schedule: {source}")]
+    BadSchedule {
+        url: String,
+        #[source]
+        source: ureq::Error,
+    },
     #[error("http: {url}: {problem}")]
     BadAnswer { url: String, problem: String },
     #[error("http: {url}: reading body: {source}")]

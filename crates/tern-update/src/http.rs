@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use tern_core::api::{JoinBody, JoinResponse};
-use tern_core::wire::{FindResponse, Heartbeat, HeartbeatResponse};
+use tern_core::wire::{AgentSchedule, FindResponse, Heartbeat, HeartbeatResponse};
 use ureq::http::{Method, StatusCode};
 
 use crate::artifact;
@@ -148,6 +148,49 @@ impl Client {
             .limit(64 * 1024)
             .read_json::<FindResponse>()
             .map_err(|source| Error::BadFindResponse { url, source })
+    }
+
+    /// `GET {channel}/{what}` (seed 001's plain-text `version` or `critical`): the body
+    /// of a 200 answer, or why there is none. At most 1 KiB is read: a version or
+    /// `yes` is a few bytes.
+    pub(crate) fn channel_value(
+        &self,
+        channel: &str,
+        what: &str,
+    ) -> std::result::Result<String, String> {
+        let url = format!("{}/{what}", channel.trim_end_matches('/'));
+        self.check_url(&url).map_err(|e| e.to_string())?;
+        let mut resp = self
+            .agent
+            .get(&url)
+            .call()
+            .map_err(|e| format!("{url}: {e}"))?;
+        if resp.status() != StatusCode::OK {
+            return Err(format!("{url} answered {}", resp.status()));
+        }
+        resp.body_mut()
+            .with_config()
+            .limit(1024)
+            .read_to_string()
+            .map_err(|e| format!("{url}: {e}"))
+    }
+
+    /// `GET {server}/v1/agents/schedule?group=G`: the group's maintenance window.
+    pub(crate) fn schedule(&self, server: &str, group: &str) -> Result<AgentSchedule> {
+        let url = format!("{}/v1/agents/schedule", server.trim_end_matches('/'));
+        self.check_url(&url)?;
+        let mut resp = self
+            .agent
+            .get(&url)
+            .query("group", group)
+            .call()
+            .map_err(Self::request_err(&url))?;
+        Self::expect_success(Method::GET, &url, resp.status())?;
+        resp.body_mut()
+            .with_config()
+            .limit(64 * 1024)
+            .read_json::<AgentSchedule>()
+            .map_err(|source| Error::BadSchedule { url, source })
     }
 
     /// The Content-Length of a HEAD request, when the server sends one.

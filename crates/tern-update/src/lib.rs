@@ -8,6 +8,7 @@
 
 pub mod artifact;
 mod backup;
+mod channel;
 pub mod commands;
 mod decide;
 pub mod error;

@@ -85,10 +85,19 @@ enum OutputFormat {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Enroll this host: save the server and group, install the version it serves.
+    /// Enroll this host: save the server and group (or the channel), install the
+    /// version it serves.
     Enable {
-        #[arg(long)]
+        /// ternd's base URL: find, heartbeats and (with --channel) the maintenance
+        /// schedule.
+        #[arg(long, required_unless_present = "channel", default_value = "")]
         server: String,
+        /// Follow a channel instead of ternd's rollout: a base URL answering `version`
+        /// and `critical` in plain text (ternd's `/v1/channels/NAME`, or any server).
+        /// Updates happen in the group's maintenance window (from --server), at once
+        /// when `critical` is `yes`, and outside the window when the agent is down.
+        #[arg(long)]
+        channel: Option<String>,
         #[arg(long)]
         group: Option<String>,
         /// Base URL of the artifacts, used with the default template.
@@ -318,6 +327,7 @@ fn execute(
             join_token_file,
             overwrite: _,
             keep,
+            channel,
         } => commands::enable(
             ctx,
             EnableArgs {
@@ -329,6 +339,7 @@ fn execute(
                 service_config,
                 join_token_file,
                 keep,
+                channel,
             },
         )?,
         Cmd::Disable => commands::disable(ctx)?,

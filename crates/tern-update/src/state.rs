@@ -40,6 +40,10 @@ pub struct Spec {
     pub service_config: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub join_token_file: Option<PathBuf>,
+    /// Channel mode (seed 001): the channel's base URL, answering `version` and
+    /// `critical`. Unset: the host follows find.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
     /// How many versions to keep installed: 2 = active + backup, 1 = active only.
     pub keep: u32,
     /// The global flags `enable` was given (link dirs, host names, transport).
@@ -59,6 +63,7 @@ impl Default for Spec {
             pinned_version: None,
             service_config: None,
             join_token_file: None,
+            channel: None,
             keep: 2,
             settings: Settings::default(),
         }
@@ -102,6 +107,30 @@ pub struct Status {
     /// wait for `retry_after`. Cleared by a successful update.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub environment_failure: Option<EnvironmentFailure>,
+    /// When an update last started outside the window because the agent was unhealthy
+    /// (at most one such start per half hour).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_forced_attempt: Option<Timestamp>,
+    /// The maintenance schedule ternd last sent (channel mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<tern_core::wire::AgentSchedule>,
+    /// Channel mode: what the channel answered last, for `status`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<ChannelSeen>,
+}
+
+/// The channel's last answers, as `status` shows them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChannelSeen {
+    pub time: Timestamp,
+    /// The version, or why there was none (unreachable, malformed).
+    pub version: String,
+    /// `yes`, another value, or why there was none.
+    pub critical: String,
+    /// Whether the host was inside its maintenance window.
+    pub in_window: bool,
+    /// What the run decided.
+    pub decision: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -167,10 +167,25 @@ pub(crate) fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcom
 fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     recover(ctx, file)?;
     kill_point("locked");
-    let find = find(ctx, file, &opts)?;
+    let (decision, find) = match (&file.spec.channel, &opts.force_version) {
+        (Some(_), None) => {
+            let decision = crate::channel::decide(ctx, file, opts.now);
+            save(ctx, file)?;
+            (decision, FindResponse::default())
+        }
+        // A forced version needs neither the channel nor find.
+        (Some(_), Some(_)) => {
+            let none = FindResponse::default();
+            (decide_target(file, &opts, &none), none)
+        }
+        (None, _) => {
+            let find = find(ctx, file, &opts)?;
+            (decide_target(file, &opts, &find), find)
+        }
+    };
     kill_point("found");
-    let target = match decide_target(file, &opts, &find) {
-        Decision::Update { target } => target,
+    let (target, trigger) = match decision {
+        Decision::Update { target, trigger } => (target, trigger),
         Decision::Nothing(why) => return Ok(Outcome::Nothing(why)),
         Decision::Refused(why) => return Ok(Outcome::Refused(why)),
     };
@@ -178,6 +193,13 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     let asked_now = opts.now || opts.force_version.is_some();
     if let Some(why) = decide::backing_off(&file.status, Timestamp::now(), asked_now) {
         return Ok(Outcome::Nothing(why));
+    }
+    if trigger.is_forced_by_health() {
+        log::info(format!(
+            "the agent is unhealthy: updating to {target} outside the maintenance window ({trigger:?})"
+        ));
+        file.status.last_forced_attempt = Some(Timestamp::now());
+        save(ctx, file)?;
     }
     if let Some(wait) = jitter(file, &opts, &find) {
         return Ok(Outcome::Jitter { wait, target });
@@ -220,7 +242,10 @@ fn decide_target(file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Decisio
     if file.status.active.as_deref() == Some(v.as_str()) {
         return Decision::Nothing(format!("already on {v}"));
     }
-    Decision::Update { target: v }
+    Decision::Update {
+        target: v,
+        trigger: tern_core::host_update::Trigger::Forced,
+    }
 }
 
 /// The timer's runs on hosts that have a version wait a random part of the server's
@@ -921,6 +946,10 @@ fn host_token(ctx: &Ctx, spec: &Spec, updater_id: &str) -> Result<Option<String>
 /// installed: a host enrolled with a wrong or revoked token would look enrolled and
 /// never be heard. Other failures (ternd busy, 5xx) only warn: they pass.
 pub(crate) fn check_token(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
+    if file.spec.server.is_empty() {
+        // A channel without ternd: no heartbeats, nothing to check.
+        return Ok(());
+    }
     if let Some(path) = &file.spec.join_token_file {
         match std::fs::read_to_string(path) {
             Ok(t) if !t.trim().is_empty() => {}
@@ -959,7 +988,7 @@ pub(crate) fn check_token(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
     }
     if let Sent::Failed(e) = sent {
         log::warn(format!(
-            "heartbeat failed ({e}); enabling anyway: ternd answered find, and the next runs heartbeat again"
+            "heartbeat failed ({e}); enabling anyway: the next runs heartbeat again"
         ));
     }
     Ok(())

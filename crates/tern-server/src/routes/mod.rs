@@ -171,6 +171,19 @@ fn public(r: Routes) -> Routes {
             "/v1/channels/{name}/{what}",
             vec![(M::GET, Public, get(public::channel_value))],
         )
+        // Seed 001's own path for a channel (`/v1/cloud-stable/version`); any fixed
+        // path of the API takes precedence over it.
+        .route_with(
+            "/v1/{name}/{what}",
+            vec![(M::GET, Public, get(public::channel_value))],
+            // Another method on such a path is a path that does not exist (e.g. the dev
+            // routes of a ternd without a dev clock), not a 405 of the alias.
+            |h| h.fallback(|| async { ApiError::not_found("no such endpoint") }),
+        )
+        .route(
+            "/v1/agents/schedule",
+            vec![(M::GET, Public, get(public::schedule))],
+        )
         .route_with(
             "/v1/agents/heartbeat",
             vec![(M::POST, Agent, post(public::heartbeat))],

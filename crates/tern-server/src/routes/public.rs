@@ -120,6 +120,70 @@ pub(crate) async fn channel_value(
     Ok(cacheable(&state, resp))
 }
 
+/// `GET /v1/agents/schedule?group=G[&count=N][&format=json|systemd]`: the group's
+/// maintenance window as seed 001 exports it, from memory like find. JSON (the rule,
+/// the `OnCalendar=` value and the next `count` windows, default 8, at most 64), or
+/// with `format=systemd` the bare `OnCalendar=` value.
+pub(crate) async fn schedule(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Response> {
+    limit_public(&state, addr)?;
+    if !state.is_ready() {
+        return Err(ApiError::unavailable("ternd is starting"));
+    }
+    Metrics::inc(&state.metrics.schedule_requests);
+    let (mut group, mut count, mut format) = (String::new(), 8usize, String::from("json"));
+    for (k, v) in form_urlencoded::parse(query.as_deref().unwrap_or_default().as_bytes()) {
+        match k.as_ref() {
+            "group" => group = v.into_owned(),
+            "count" => {
+                count = v.parse().map_err(|_| {
+                    ApiError::bad_request(format!("count: {v:?} is not a whole number"))
+                })?;
+            }
+            "format" => format = v.into_owned(),
+            _ => {}
+        }
+    }
+    let snapshot = state.snapshot();
+    let Some(rollout) = snapshot.rollout.as_ref() else {
+        return Err(ApiError::not_found(
+            "no rollout yet (put a config and a version): no maintenance schedule",
+        ));
+    };
+    let Some(schedule) =
+        tern_core::rollout::group_schedule(rollout, &group, state.clock.now(), count)
+    else {
+        return Err(ApiError::not_found(
+            "the rollout's schedule is immediate: it has no maintenance windows",
+        ));
+    };
+    let resp = match format.as_str() {
+        "json" => Json(schedule).into_response(),
+        "systemd" => {
+            let Some(calendar) = schedule.on_calendar else {
+                return Err(ApiError::not_found(format!(
+                    "group {:?} has no window that ever opens",
+                    schedule.group
+                )));
+            };
+            (
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                calendar,
+            )
+                .into_response()
+        }
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "format: {other:?} is not json or systemd"
+            )));
+        }
+    };
+    Ok(cacheable(&state, resp))
+}
+
 /// Longest string accepted in a heartbeat field.
 const MAX_FIELD: usize = 256;
 

@@ -34,6 +34,12 @@ pub struct ServerState {
     pub health_down: bool,
     /// The agent token heartbeats must carry; others get ternd's 401.
     pub heartbeat_token: Option<String>,
+    /// `/chan/version` and `/chan/critical` (seed 001's channel): status and body;
+    /// `None` is a 404.
+    pub channel_version: Option<(u16, String)>,
+    pub channel_critical: Option<(u16, String)>,
+    /// The body of `/v1/agents/schedule`; `None` is a 404.
+    pub schedule: Option<String>,
 }
 
 /// A loopback HTTP/1.1 server, one thread per connection.
@@ -82,6 +88,32 @@ impl Server {
             },
             ..Default::default()
         };
+    }
+
+    /// What the channel at `{url}/chan` answers: `(status, body)` for `version` and
+    /// `critical`.
+    pub fn set_channel(&self, version: (u16, &str), critical: (u16, &str)) {
+        let mut s = self.state.lock().unwrap();
+        s.channel_version = Some((version.0, version.1.into()));
+        s.channel_critical = Some((critical.0, critical.1.into()));
+    }
+
+    pub fn channel_url(&self) -> String {
+        format!("{}/chan", self.url)
+    }
+
+    /// The maintenance schedule ternd would send: every day from `start_hour` UTC for
+    /// `hours`.
+    pub fn set_schedule(&self, start_hour: u8, hours: u64) {
+        let body = serde_json::json!({
+            "group": "default",
+            "days": ["*"],
+            "start_hour": start_hour,
+            "duration_seconds": hours * 3600,
+            "on_calendar": format!("*-*-* {start_hour:02}:00:00 UTC"),
+            "windows": [],
+        });
+        self.state.lock().unwrap().schedule = Some(body.to_string());
     }
 
     /// The upper bound of the jitter find answers with.
@@ -203,6 +235,25 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
         }
         let answer = answer.unwrap_or_else(|| r#"{"next_heartbeat_seconds":60}"#.into());
         return respond(&mut conn, 200, "application/json", answer.as_bytes(), head);
+    }
+    if let Some(what) = path.strip_prefix("/chan/") {
+        let answer = {
+            let s = st.lock().unwrap();
+            match what {
+                "version" => s.channel_version.clone(),
+                "critical" => s.channel_critical.clone(),
+                _ => None,
+            }
+        };
+        let (code, body) = answer.unwrap_or((404, "not found".into()));
+        return respond(&mut conn, code, "text/plain", body.as_bytes(), head);
+    }
+    if path == "/v1/agents/schedule" {
+        let schedule = st.lock().unwrap().schedule.clone();
+        return match schedule {
+            Some(body) => respond(&mut conn, 200, "application/json", body.as_bytes(), head),
+            None => respond(&mut conn, 404, "text/plain", b"not found", head),
+        };
     }
     if path == "/health" {
         // /health?file=<running_version file>&bad=<version>

@@ -1,0 +1,295 @@
+//! The host's update decision (seed 001 for channels, seed 000 for find), as tables.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use jiff::{SignedDuration, Timestamp};
+use tern_core::host_update::{
+    CriticalAnswer, Decision, FORCED_ATTEMPT_INTERVAL, Health, Inputs, Source, Trigger,
+    VersionAnswer, WindowState, decide,
+};
+
+fn now() -> Timestamp {
+    "2026-11-23T09:00:00Z".parse().unwrap()
+}
+
+fn channel<'a>(
+    version: VersionAnswer,
+    critical: CriticalAnswer,
+    window: WindowState,
+    health: Health,
+    active: Option<&'a str>,
+) -> Inputs<'a> {
+    Inputs {
+        source: Source::Channel {
+            version,
+            critical,
+            window,
+        },
+        active,
+        skip: None,
+        health,
+        last_forced_attempt: None,
+        now: now(),
+    }
+}
+
+const CLOSED: WindowState = WindowState::Closed { next: None };
+
+/// Every combination of the seed's inputs for a host on 1.0.0 and a channel at 1.1.0:
+/// update exactly when the version is usable and (critical is `yes`, or the host is in
+/// its window, or the agent is unhealthy); with the trigger in that order of priority.
+#[test]
+fn the_channel_decision_table() {
+    let versions = [
+        ("ok", VersionAnswer::from_body("1.1.0\n")),
+        ("404", VersionAnswer::Unreachable("404 Not Found".into())),
+        ("garbage", VersionAnswer::from_body("<html>oops</html>")),
+    ];
+    let criticals = [
+        ("yes", CriticalAnswer::from_body("yes\n")),
+        ("no", CriticalAnswer::from_body("no")),
+        ("other", CriticalAnswer::from_body("YES")),
+        (
+            "unreachable",
+            CriticalAnswer::Unreachable("timed out".into()),
+        ),
+    ];
+    let healths = [
+        ("healthy", Health::Healthy),
+        ("unhealthy", Health::Unhealthy("service not running".into())),
+    ];
+    let windows = [("in window", WindowState::Open), ("outside", CLOSED)];
+    let mut rows = 0;
+    for (vn, v) in &versions {
+        for (cn, c) in &criticals {
+            for (hn, h) in &healths {
+                for (wn, w) in &windows {
+                    let got = decide(&channel(v.clone(), c.clone(), *w, h.clone(), Some("1.0.0")));
+                    let want = if *vn != "ok" {
+                        None
+                    } else if *cn == "yes" {
+                        Some(Trigger::Critical)
+                    } else if *wn == "in window" {
+                        Some(Trigger::Window)
+                    } else if *hn == "unhealthy" {
+                        Some(Trigger::Unhealthy("service not running".into()))
+                    } else {
+                        None
+                    };
+                    let case = format!("version {vn}, critical {cn}, {hn}, {wn}");
+                    match (want, got) {
+                        (Some(trigger), Decision::Update { target, trigger: t }) => {
+                            assert_eq!(target, "1.1.0", "{case}");
+                            assert_eq!(t, trigger, "{case}");
+                        }
+                        (None, Decision::Hold(why)) => {
+                            if *vn != "ok" {
+                                assert!(why.contains("no update is attempted"), "{case}: {why}");
+                            } else {
+                                assert!(
+                                    why.contains("outside the maintenance window"),
+                                    "{case}: {why}"
+                                );
+                            }
+                        }
+                        (want, got) => panic!("{case}: want {want:?}, got {got:?}"),
+                    }
+                    rows += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(rows, 48);
+}
+
+#[test]
+fn the_channel_answers_are_read_strictly() {
+    assert_eq!(
+        VersionAnswer::from_body(" v1.2.3\n"),
+        VersionAnswer::Version("1.2.3".parse().unwrap())
+    );
+    for bad in ["", "1.2", "1.2.3 1.2.4", "latest", &"9".repeat(300)] {
+        assert!(
+            matches!(VersionAnswer::from_body(bad), VersionAnswer::Malformed(_)),
+            "{bad:?}"
+        );
+    }
+    assert!(CriticalAnswer::from_body("yes").is_critical());
+    assert!(CriticalAnswer::from_body("  yes \n").is_critical());
+    for other in ["Yes", "YES", "true", "1", "y", "yes please", ""] {
+        assert!(!CriticalAnswer::from_body(other).is_critical(), "{other:?}");
+    }
+    // What `status` keeps of another value is bounded.
+    let CriticalAnswer::Other(kept) = CriticalAnswer::from_body(&"x".repeat(10_000)) else {
+        panic!()
+    };
+    assert_eq!(kept.len(), 64);
+}
+
+#[test]
+fn never_a_major_downgrade_through_a_channel_but_a_minor_one_is_fine() {
+    let critical = CriticalAnswer::from_body("yes");
+    let to = |v: &str| VersionAnswer::from_body(v);
+    let got = decide(&channel(
+        to("1.9.0"),
+        critical.clone(),
+        WindowState::Open,
+        Health::Healthy,
+        Some("2.0.1"),
+    ));
+    let Decision::Refused(why) = got else {
+        panic!("{got:?}")
+    };
+    assert!(why.contains("major-version downgrade from 2.0.1"), "{why}");
+    let got = decide(&channel(
+        to("2.0.0"),
+        critical,
+        WindowState::Open,
+        Health::Healthy,
+        Some("2.0.1"),
+    ));
+    assert_eq!(
+        got,
+        Decision::Update {
+            target: "2.0.0".into(),
+            trigger: Trigger::Critical
+        }
+    );
+}
+
+/// Seed 000: a host within the compatibility window of its group's version waits for
+/// the group; one behind and outside it (two majors behind) updates at once, in either
+/// mode. One ahead of its group waits for the group.
+#[test]
+fn hosts_outside_the_compatibility_window_update_at_once() {
+    let find = |active: &'static str| Inputs {
+        source: Source::Find {
+            version: "v3.1.0".into(),
+            update_now: false,
+        },
+        active: Some(active),
+        skip: None,
+        health: Health::Healthy,
+        last_forced_attempt: None,
+        now: now(),
+    };
+    for (active, incompatible) in [
+        ("3.0.0", false),
+        ("2.4.0", false),
+        ("1.9.9", true),
+        ("4.0.0", false),
+    ] {
+        let got = decide(&find(active));
+        if incompatible {
+            assert_eq!(
+                got,
+                Decision::Update {
+                    target: "3.1.0".into(),
+                    trigger: Trigger::Incompatible
+                },
+                "{active}"
+            );
+        } else {
+            let Decision::Hold(why) = got else {
+                panic!("{active}: {got:?}")
+            };
+            assert!(why.contains("not updating now"), "{why}");
+        }
+    }
+    // Channel mode: the same rule (a host three majors behind catches up at once).
+    let got = decide(&channel(
+        VersionAnswer::from_body("4.0.0"),
+        CriticalAnswer::from_body("no"),
+        CLOSED,
+        Health::Healthy,
+        Some("1.0.0"),
+    ));
+    assert!(
+        matches!(
+            got,
+            Decision::Update {
+                trigger: Trigger::Incompatible,
+                ..
+            }
+        ),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn an_unhealthy_agent_is_retried_outside_the_window_at_most_every_half_hour() {
+    let mut i = channel(
+        VersionAnswer::from_body("1.1.0"),
+        CriticalAnswer::from_body("no"),
+        WindowState::Closed {
+            next: Some("2026-11-24T12:00:00Z".parse().unwrap()),
+        },
+        Health::Unhealthy("restarted 3 times".into()),
+        Some("1.0.0"),
+    );
+    assert!(matches!(decide(&i), Decision::Update { .. }));
+    i.last_forced_attempt = Some(now() - SignedDuration::from_mins(10));
+    let Decision::Hold(why) = decide(&i) else {
+        panic!()
+    };
+    assert!(
+        why.contains("next try is after 2026-11-23T09:20:00Z"),
+        "{why}"
+    );
+    i.last_forced_attempt = Some(now() - FORCED_ATTEMPT_INTERVAL);
+    assert!(matches!(decide(&i), Decision::Update { .. }));
+    // A version that failed here is skipped, unhealthy or not: no loop.
+    i.skip = Some("1.1.0");
+    let Decision::Hold(why) = decide(&i) else {
+        panic!()
+    };
+    assert!(why.contains("skipped"), "{why}");
+    // Healthy and outside: the next window is named.
+    i.skip = None;
+    i.health = Health::Healthy;
+    let Decision::Hold(why) = decide(&i) else {
+        panic!()
+    };
+    assert!(why.contains("opens at 2026-11-24T12:00:00Z"), "{why}");
+}
+
+#[test]
+fn find_mode_keeps_its_answers() {
+    let find = |version: &str, update_now: bool, active: Option<&'static str>| Inputs {
+        source: Source::Find {
+            version: version.into(),
+            update_now,
+        },
+        active,
+        skip: None,
+        health: Health::Unknown,
+        last_forced_attempt: None,
+        now: now(),
+    };
+    assert_eq!(
+        decide(&find("", true, Some("1.0.0"))),
+        Decision::Hold("the server has no agent version for this group".into())
+    );
+    assert_eq!(
+        decide(&find("1.1.0", false, None)),
+        Decision::Update {
+            target: "1.1.0".into(),
+            trigger: Trigger::NotInstalled
+        }
+    );
+    assert_eq!(
+        decide(&find("v1.1.0", true, Some("1.0.0"))),
+        Decision::Update {
+            target: "1.1.0".into(),
+            trigger: Trigger::Rollout
+        }
+    );
+    assert_eq!(
+        decide(&find("1.1.0", true, Some("v1.1.0"))),
+        Decision::Hold("already on 1.1.0".into())
+    );
+    // find may move a host down a major (an operator's rollback): only channels refuse.
+    assert!(matches!(
+        decide(&find("1.0.0", true, Some("2.0.0"))),
+        Decision::Update { .. }
+    ));
+}

@@ -1,0 +1,92 @@
+//! The `OnCalendar=` values tern-core writes for a group's window (seed 001's timer
+//! override) fire when tern-core's own windows open: checked with systemd's parser,
+//! `systemd-analyze calendar`, which needs no running systemd.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use jiff::{SignedDuration, Timestamp};
+use tern_core::window::{Day, Window};
+
+/// The next `n` times systemd says `spec` elapses, after the real now.
+fn systemd_elapses(spec: &str, n: usize) -> Vec<Timestamp> {
+    let out = std::process::Command::new("systemd-analyze")
+        .args(["calendar", &format!("--iterations={n}"), spec])
+        .env("TZ", "UTC")
+        .output()
+        .expect("systemd-analyze (Debian's systemd package; `cargo xtask ci` installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "systemd refused {spec:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let rest = l.strip_prefix("Next elapse:").or_else(|| {
+                l.strip_prefix("Iter. #")
+                    .and_then(|r| r.split_once(':').map(|x| x.1))
+            })?;
+            // "Mon 2026-11-23 12:00:00 UTC"
+            let mut words = rest.split_whitespace().skip(1);
+            let (date, time) = (words.next()?, words.next()?);
+            Some(format!("{date}T{time}Z").parse::<Timestamp>().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn systemd_fires_when_the_window_opens() {
+    let cases: Vec<(Vec<Day>, u8)> = vec![
+        (Day::WORKWEEK.to_vec(), 12),
+        (vec![Day::All], 0),
+        (vec![Day::Sun, Day::Sat], 23),
+        (vec![Day::Fri, Day::Mon, Day::Fri], 7),
+        (vec![Day::Wed], 3),
+    ];
+    for (days, start_hour) in cases {
+        let w = Window {
+            days: &days,
+            start_hour,
+            duration: SignedDuration::from_hours(2),
+        };
+        let spec = w.on_calendar().unwrap();
+        // A window opening at the very instant between the two reads would shift the
+        // sequences by one: read again then.
+        let mut tries = 0;
+        loop {
+            let before = Timestamp::now();
+            let systemd = systemd_elapses(&spec, 6);
+            let after = Timestamp::now();
+            let ours: Vec<Timestamp> = w
+                .upcoming(before, 7)
+                .into_iter()
+                .map(|(open, _)| open)
+                .filter(|&open| open > before)
+                .take(6)
+                .collect();
+            let stable = w.next_open(before) == w.next_open(after);
+            if stable || tries > 2 {
+                assert_eq!(systemd, ours, "{spec}");
+                break;
+            }
+            tries += 1;
+        }
+    }
+}
+
+#[test]
+fn a_window_that_never_opens_has_no_calendar() {
+    let never = Window {
+        days: &[],
+        start_hour: 12,
+        duration: SignedDuration::from_hours(1),
+    };
+    assert_eq!(never.on_calendar(), None);
+    assert!(never.upcoming(Timestamp::now(), 5).is_empty());
+    let bad_hour = Window {
+        days: &[Day::All],
+        start_hour: 24,
+        duration: SignedDuration::from_hours(1),
+    };
+    assert_eq!(bad_hour.on_calendar(), None);
+}

@@ -1,0 +1,143 @@
+//! The maintenance schedule a group exports (seed 001) and the seed's own channel path,
+//! on the real ternd.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::Ternd;
+use serde_json::json;
+use tern_core::fixtures;
+
+#[test]
+fn a_groups_schedule_is_exported_as_json_and_as_a_systemd_calendar() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    // No rollout yet: nothing to export, and the answer says why.
+    let (status, v) = t.call("GET", "/v1/agents/schedule?group=dev", None, None);
+    assert_eq!(status, 404, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no rollout"),
+        "{v}"
+    );
+
+    t.put_resource(
+        "config",
+        &fixtures::time_based("2h", &[("dev", 10), ("prod", 14)]),
+    );
+    t.put_resource("version", &fixtures::version("1.0.0", "1.1.0", "regular"));
+    t.reconcile();
+
+    // The dev clock is Monday 2026-11-23 09:00 UTC.
+    let (status, v) = t.call("GET", "/v1/agents/schedule?group=prod&count=3", None, None);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["group"], "prod");
+    assert_eq!(v["start_hour"], 14);
+    assert_eq!(v["duration_seconds"], 7200);
+    assert_eq!(v["on_calendar"], "*-*-* 14:00:00 UTC");
+    assert_eq!(
+        v["windows"],
+        json!([
+            {"start": "2026-11-23T14:00:00Z", "stop": "2026-11-23T16:00:00Z"},
+            {"start": "2026-11-24T14:00:00Z", "stop": "2026-11-24T16:00:00Z"},
+            {"start": "2026-11-25T14:00:00Z", "stop": "2026-11-25T16:00:00Z"},
+        ])
+    );
+    // Inside dev's window the open one comes first.
+    t.advance("1h30m");
+    let (_, v) = t.call("GET", "/v1/agents/schedule?group=dev&count=1", None, None);
+    assert_eq!(
+        v["windows"],
+        json!([{"start": "2026-11-23T10:00:00Z", "stop": "2026-11-23T12:00:00Z"}])
+    );
+    // An unknown group gets the last group's window, as find serves it.
+    let (_, v) = t.call("GET", "/v1/agents/schedule?group=nope", None, None);
+    assert_eq!(v["group"], "prod");
+    assert_eq!(
+        v["windows"].as_array().unwrap().len(),
+        8,
+        "the default count"
+    );
+    let (_, v) = t.call(
+        "GET",
+        "/v1/agents/schedule?group=prod&count=100000",
+        None,
+        None,
+    );
+    assert_eq!(v["windows"].as_array().unwrap().len(), 64, "bounded");
+
+    let (status, headers, text) = t.raw(
+        "GET",
+        "/v1/agents/schedule?group=dev&format=systemd",
+        None,
+        None,
+    );
+    assert_eq!(status, 200);
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    assert_eq!(text, "*-*-* 10:00:00 UTC");
+
+    for (query, want) in [
+        ("group=dev&format=xml", "format"),
+        ("group=dev&count=-1", "count"),
+        ("group=dev&count=lots", "count"),
+    ] {
+        let (status, v) = t.call("GET", &format!("/v1/agents/schedule?{query}"), None, None);
+        assert_eq!(status, 400, "{query}: {v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().starts_with(want),
+            "{v}"
+        );
+    }
+
+    // The immediate schedule has no windows to export.
+    t.put_resource("version", &fixtures::version("1.0.0", "1.2.0", "immediate"));
+    t.reconcile();
+    let (status, v) = t.call("GET", "/v1/agents/schedule?group=dev", None, None);
+    assert_eq!(status, 404, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("immediate"),
+        "{v}"
+    );
+}
+
+#[test]
+fn the_seeds_channel_path_is_an_alias_and_fixed_paths_keep_their_meaning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    t.op(
+        "PUT",
+        "/v1/channels/cloud-stable",
+        Some(r#"{"version": "v1.4.2", "critical": true}"#),
+    );
+    for prefix in ["/v1/channels/cloud-stable", "/v1/cloud-stable"] {
+        let (status, _, text) = t.raw("GET", &format!("{prefix}/version"), None, None);
+        assert_eq!((status, text.as_str()), (200, "1.4.2"), "{prefix}");
+        let (status, _, text) = t.raw("GET", &format!("{prefix}/critical"), None, None);
+        assert_eq!((status, text.as_str()), (200, "yes"), "{prefix}");
+    }
+    let (status, v) = t.call("GET", "/v1/missing/version", None, None);
+    assert_eq!(status, 404);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no channel"),
+        "{v}"
+    );
+    // Fixed paths win over the alias.
+    let (status, v) = t.call("GET", "/v1/webapi/find?group=dev", None, None);
+    assert_eq!(status, 200, "{v}");
+    assert!(v["auto_update"].is_object(), "{v}");
+    let (status, _) = t.call("GET", "/v1/agents/status", None, None);
+    assert_eq!(status, 401, "an admin path still needs its token");
+}

@@ -1,0 +1,122 @@
+//! Channel mode (seed 001): the host follows a channel's `version`, updating inside
+//! its maintenance window, at once when the channel's `critical` says `yes`, and
+//! outside the window when the agent is unhealthy. This module gathers the inputs
+//! (the channel's two answers, the schedule from ternd, what the service looks like);
+//! tern-core's `host_update` decides.
+
+use jiff::Timestamp;
+use tern_core::host_update::{CriticalAnswer, Health, Source, VersionAnswer, WindowState};
+
+use crate::decide::{self, Decision};
+use crate::log;
+use crate::state::{ChannelSeen, UpdateFile};
+use crate::update::{self, Ctx};
+
+/// The decision of one run in channel mode; `file.status` keeps what the channel
+/// answered and the schedule ternd sent (the caller saves it).
+pub(crate) fn decide(ctx: &Ctx, file: &mut UpdateFile, now_flag: bool) -> Decision {
+    let Some(channel) = file.spec.channel.clone() else {
+        return Decision::Nothing("no channel configured".into());
+    };
+    let version = match ctx.http.channel_value(&channel, "version") {
+        Ok(body) => VersionAnswer::from_body(&body),
+        Err(why) => VersionAnswer::Unreachable(why),
+    };
+    let critical = match ctx.http.channel_value(&channel, "critical") {
+        Ok(body) => CriticalAnswer::from_body(&body),
+        Err(why) => CriticalAnswer::Unreachable(why),
+    };
+    refresh_schedule(ctx, file);
+    let clock = Timestamp::now();
+    let window = if now_flag {
+        WindowState::Open
+    } else {
+        window_state(file, clock)
+    };
+    let health = observe(ctx, file);
+    let decision = decide::decide_source(
+        &file.spec,
+        &file.status,
+        Source::Channel {
+            version: version.clone(),
+            critical: critical.clone(),
+            window,
+        },
+        health,
+        clock,
+    );
+    file.status.channel = Some(ChannelSeen {
+        time: clock,
+        version: match &version {
+            VersionAnswer::Version(v) => v.to_string(),
+            VersionAnswer::Unreachable(why) => format!("(unreachable: {why})"),
+            VersionAnswer::Malformed(why) => format!("(malformed: {why})"),
+        },
+        critical: match &critical {
+            CriticalAnswer::Yes => "yes".into(),
+            CriticalAnswer::Other(v) => v.clone(),
+            CriticalAnswer::Unreachable(why) => {
+                format!("(unreachable: {why}; taken as not critical)")
+            }
+        },
+        in_window: window == WindowState::Open,
+        decision: match &decision {
+            Decision::Update { target, trigger } => format!("update to {target} ({trigger:?})"),
+            Decision::Nothing(why) | Decision::Refused(why) => why.clone(),
+        },
+    });
+    decision
+}
+
+/// Asks ternd (when the host has one) for its group's maintenance schedule. A failed
+/// request keeps the last one: a host does not need to rediscover its window while
+/// the server is away (seed 001).
+fn refresh_schedule(ctx: &Ctx, file: &mut UpdateFile) {
+    if file.spec.server.is_empty() {
+        return;
+    }
+    match ctx.http.schedule(&file.spec.server, &file.spec.group) {
+        Ok(s) => match s.window() {
+            Ok(_) => file.status.schedule = Some(s),
+            Err(why) => log::warn(format!(
+                "ternd's maintenance schedule is not usable ({why}); keeping the last one"
+            )),
+        },
+        Err(e) => log::warn(format!(
+            "cannot refresh the maintenance schedule ({e}); keeping the last one"
+        )),
+    }
+}
+
+/// Inside or outside the maintenance window at `now`. A host that never had a schedule
+/// (a channel without ternd) may update at any time, as the seed's timer does before
+/// an agent exports one.
+fn window_state(file: &UpdateFile, now: Timestamp) -> WindowState {
+    let Some(schedule) = &file.status.schedule else {
+        return WindowState::Open;
+    };
+    match schedule.window() {
+        Ok(w) if w.is_open(now) => WindowState::Open,
+        Ok(w) => WindowState::Closed {
+            next: w.next_open(now),
+        },
+        // Checked when it was stored; a hand-edited update.yaml: any time.
+        Err(_) => WindowState::Open,
+    }
+}
+
+/// What the host sees of the agent: its service not running is unhealthy (an agent
+/// that cannot reach its server exits, seed 001); no service to look at is unknown.
+pub(crate) fn observe(ctx: &Ctx, file: &UpdateFile) -> Health {
+    let Some(active) = &file.status.active else {
+        return Health::Unknown;
+    };
+    let dir = ctx.layout.version_dir(active);
+    match update::service_for(&file.spec, Some(&dir)) {
+        Ok(Some(service)) if service.wants_running() && !service.is_active() => Health::Unhealthy(
+            format!("the agent's service {} is not running", service.cfg.name),
+        ),
+        Ok(Some(_)) => Health::Healthy,
+        Ok(None) | Err(_) => Health::Unknown,
+    }
+}

@@ -1,0 +1,185 @@
+//! Channel mode (seed 001) with real processes and a loopback server that answers the
+//! channel's plain-text `version` and `critical` and ternd's maintenance schedule. The
+//! window is checked against the real clock: the tests place it around the current
+//! hour (open) or two hours ahead (closed).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::{Agent, Host, Server, release_files, tarball};
+
+fn hour_now() -> u8 {
+    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+    u8::try_from(now.hour()).unwrap()
+}
+
+/// A window that is open now and for the next 23 hours.
+fn open_window(server: &Server) {
+    server.set_schedule(hour_now(), 23);
+}
+
+/// A window that opens in more than an hour.
+fn closed_window(server: &Server) {
+    server.set_schedule((hour_now() + 2) % 24, 1);
+}
+
+/// A server publishing 1.0.0 … 2.0.0, a channel at 1.0.0, a closed window, and a host
+/// enabled on the channel (enable installs at once).
+fn channel_host() -> (Server, Host, PathBuf) {
+    let server = Server::start();
+    for v in ["1.0.0", "1.1.0", "1.2.0", "2.0.0"] {
+        server.publish(v, &tarball(&release_files(v, Agent::Good)));
+    }
+    server.set_channel((200, "1.0.0\n"), (200, "no\n"));
+    closed_window(&server);
+    let host = Host::new();
+    let svc = host.service_config("");
+    let channel = server.channel_url();
+    let out = host.enable(&server, &svc, &["--channel", &channel]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    assert!(host.wait_running("1.0.0"));
+    (server, host, svc)
+}
+
+fn status(host: &Host) -> serde_json::Value {
+    serde_json::from_slice(&host.run(&["status", "-o", "json"]).stdout).unwrap()
+}
+
+#[test]
+fn a_channel_host_updates_in_its_window_or_when_critical_and_never_on_a_bad_answer() {
+    let (server, host, _svc) = channel_host();
+
+    // Outside the window, not critical: the host holds, and says why.
+    server.set_channel((200, "1.1.0"), (200, "no"));
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    let st = status(&host);
+    assert_eq!(st["server"]["target_version"], "1.1.0");
+    assert_eq!(st["server"]["in_window"], false);
+    let why = st["server"]["update_now"].as_str().unwrap();
+    assert!(why.contains("outside the maintenance window"), "{why}");
+    assert_eq!(st["spec"]["channel"], server.channel_url());
+    assert_eq!(st["status"]["channel"]["version"], "1.1.0");
+    assert_eq!(st["status"]["channel"]["critical"], "no");
+
+    // Any value but `yes` is not critical; neither is an unreachable `critical`.
+    for critical in [(200, "YES"), (200, "true"), (500, "boom"), (404, "")] {
+        server.set_channel((200, "1.1.0"), critical);
+        host.ok(&["update"]);
+        assert_eq!(host.active().as_deref(), Some("1.0.0"), "{critical:?}");
+    }
+
+    // `critical: yes` moves the host outside its window.
+    server.set_channel((200, "1.1.0"), (200, "yes\n"));
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.1.0"));
+    assert!(host.wait_running("1.1.0"));
+
+    // No usable version: nothing is attempted, critical or not, window or not.
+    open_window(&server);
+    for version in [
+        (503, "1.2.0"),
+        (404, ""),
+        (200, "<html>1.2.0</html>"),
+        (200, "1.2"),
+    ] {
+        server.set_channel(version, (200, "yes"));
+        host.ok(&["update"]);
+        assert_eq!(host.active().as_deref(), Some("1.1.0"), "{version:?}");
+    }
+    let st = status(&host);
+    assert_eq!(st["server"]["reachable"], false);
+    assert!(
+        st["status"]["channel"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("(malformed"),
+        "{st}"
+    );
+
+    // Inside the window a non-critical version is installed.
+    server.set_channel((200, "1.2.0"), (200, "no"));
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.2.0"));
+
+    // Up a major is fine; back down a major through the channel is refused.
+    server.set_channel((200, "2.0.0"), (200, "no"));
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("2.0.0"));
+    server.set_channel((200, "1.2.0"), (200, "yes"));
+    let out = host.ok(&["update"]);
+    assert!(out.contains("major-version downgrade from 2.0.0"), "{out}");
+    assert_eq!(host.active().as_deref(), Some("2.0.0"));
+    assert!(host.wait_running("2.0.0"));
+}
+
+#[test]
+fn an_unhealthy_agent_updates_outside_its_window_at_most_every_half_hour() {
+    let (server, host, _svc) = channel_host();
+    server.set_channel((200, "1.1.0"), (200, "no"));
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.0.0"), "healthy: it waits");
+
+    // The agent is down (an agent that cannot reach its server exits, seed 001).
+    host.stop_agent();
+    let out = host.ok(&["update"]);
+    assert!(out.contains("unhealthy"), "{out}");
+    assert_eq!(host.active().as_deref(), Some("1.1.0"));
+    assert!(host.wait_running("1.1.0"));
+    assert!(host.update_yaml().status.last_forced_attempt.is_some());
+
+    // Down again right away: the next forced attempt waits half an hour, no loop.
+    server.set_channel((200, "1.2.0"), (200, "no"));
+    host.stop_agent();
+    let out = host.ok(&["update"]);
+    assert!(out.contains("the next try is after"), "{out}");
+    assert_eq!(host.active().as_deref(), Some("1.1.0"));
+}
+
+#[test]
+fn a_channel_without_ternd_updates_at_any_time_and_a_dead_channel_is_refused_at_enable() {
+    let server = Server::start();
+    for v in ["1.0.0", "1.1.0"] {
+        server.publish(v, &tarball(&release_files(v, Agent::Good)));
+    }
+    let host = Host::new();
+    let svc = host.service_config("");
+    let svc = svc.to_str().unwrap();
+    let base = server.base_url();
+    let channel = server.channel_url();
+    let enable = [
+        "enable",
+        "--channel",
+        channel.as_str(),
+        "--base-url",
+        base.as_str(),
+        "--service-config",
+        svc,
+    ];
+
+    // Nothing answers yet: enable fails naming the channel and saves nothing.
+    let err = host.fails(&enable);
+    assert!(err.contains("/chan") && err.contains("404"), "{err}");
+    assert!(!host.ns().join("update.yaml").exists());
+    server.set_channel((200, "not-a-version"), (200, "no"));
+    let err = host.fails(&enable);
+    assert!(err.contains("cannot be followed"), "{err}");
+
+    server.set_channel((200, "1.0.0"), (200, "no"));
+    host.ok(&enable);
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    // No ternd, so no schedule: like the seed's timer before an agent exports one,
+    // any time is in the window.
+    server.set_channel((200, "1.1.0"), (200, "no"));
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.1.0"));
+    assert!(host.wait_running("1.1.0"));
+    assert!(
+        server.heartbeats().is_empty(),
+        "no server: nothing to heartbeat to"
+    );
+}
