@@ -22,6 +22,8 @@ const TEST_FEATURES: &str = "tern-update/test-hooks,tern-store/etcd,tern-server/
 const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("etcd", "etcd-server"),
     ("protoc", "protobuf-compiler"),
+    // The exported OnCalendar= values are checked with systemd's own parser.
+    ("systemd-analyze", "systemd"),
     (
         "/usr/include/google/protobuf/descriptor.proto",
         "libprotobuf-dev",

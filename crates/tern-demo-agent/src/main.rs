@@ -14,11 +14,17 @@
 //! `TERN_DEMO_AGENT_EXIT_WITH=PID` is set at run time, until process PID is gone (the
 //! harness that started the fleet: a test killed without cleaning up leaves no agent
 //! behind for long).
+//!
+//! When `STATE_DIR/server` names its control plane (`HOST:PORT`, plain HTTP), it checks
+//! every two seconds that `GET /healthz` answers 200 there, and exits (code 4) once it
+//! has not for `STATE_DIR/give-up-seconds` (default 300): seed 001's agent that cannot
+//! reach its server for five minutes exits, so that its updater sees it unhealthy and
+//! may update it outside the maintenance window.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const VERSION: &str = match option_env!("TERN_DEMO_AGENT_VERSION") {
     Some(v) => v,
@@ -89,8 +95,61 @@ fn main() -> ExitCode {
         .ok()
         .and_then(|p| p.parse::<u32>().ok())
         .map(|p| PathBuf::from(format!("/proc/{p}")));
+    let mut reached = Instant::now();
+    let mut last_probe: Option<Instant> = None;
     while state.is_dir() && watched.as_ref().is_none_or(|p| p.exists()) {
+        if last_probe.is_none_or(|t| t.elapsed() >= PROBE_EVERY) {
+            last_probe = Some(Instant::now());
+            if let Some(server) = read_trimmed(&state.join("server")) {
+                let give_up = read_trimmed(&state.join("give-up-seconds"))
+                    .and_then(|s| s.parse().ok())
+                    .map_or(GIVE_UP, Duration::from_secs);
+                if server_answers(&server) {
+                    reached = Instant::now();
+                } else if reached.elapsed() >= give_up {
+                    log(
+                        &state,
+                        &format!(
+                            "{VERSION} exiting: the server at {server} has not answered for {}s",
+                            reached.elapsed().as_secs()
+                        ),
+                    );
+                    eprintln!("tern-demo-agent {VERSION}: cannot reach {server}: exiting");
+                    return ExitCode::from(4);
+                }
+            }
+        }
         std::thread::sleep(Duration::from_millis(500));
     }
     ExitCode::SUCCESS
+}
+
+/// How often the agent checks its server, and how long it lasts without it.
+const PROBE_EVERY: Duration = Duration::from_secs(2);
+const GIVE_UP: Duration = Duration::from_secs(300);
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// Whether `GET /healthz` on `addr` (`HOST:PORT`) answers 200 within two seconds.
+fn server_answers(addr: &str) -> bool {
+    use std::io::Read;
+    use std::net::ToSocketAddrs;
+    let Some(sock) = addr.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
+        return false;
+    };
+    let timeout = Duration::from_secs(2);
+    let Ok(mut conn) = std::net::TcpStream::connect_timeout(&sock, timeout) else {
+        return false;
+    };
+    let _ = conn.set_read_timeout(Some(timeout));
+    let _ = conn.set_write_timeout(Some(timeout));
+    if write!(conn, "GET /healthz HTTP/1.0\r\nHost: {addr}\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    conn.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
 }

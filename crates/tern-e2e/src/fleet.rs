@@ -199,13 +199,50 @@ impl Fleet {
 
     /// Adds `n` hosts named `GROUP-1`… (continuing the numbering), enrolled in parallel.
     pub fn add_hosts(&mut self, group: &str, n: usize) -> anyhow::Result<Vec<String>> {
+        self.add_hosts_with(group, n, |fleet, h| fleet.enroll(h))
+    }
+
+    /// As [`Fleet::add_hosts`], following ternd's channel `channel` (seed 001) instead
+    /// of the rollout; ternd still gives them their group's maintenance schedule.
+    pub fn add_channel_hosts(
+        &mut self,
+        group: &str,
+        n: usize,
+        channel: &str,
+    ) -> anyhow::Result<Vec<String>> {
+        let url = self.channel_url(channel);
+        self.add_hosts_with(group, n, |fleet, h| {
+            h.enable_with(
+                &fleet.gateway.url,
+                &fleet.gateway.artifacts_url(),
+                &fleet.agent_token_file,
+                &["--channel", &url],
+            )
+        })
+    }
+
+    /// Where hosts read ternd's channel `name` (through the gateway).
+    pub fn channel_url(&self, name: &str) -> String {
+        format!("{}/v1/channels/{name}", self.gateway.url)
+    }
+
+    fn add_hosts_with(
+        &mut self,
+        group: &str,
+        n: usize,
+        enroll: impl Fn(&Self, &Host) -> anyhow::Result<RunOutcome> + Sync,
+    ) -> anyhow::Result<Vec<String>> {
         let already = self.hosts.iter().filter(|h| h.group == group).count();
         let mut new = Vec::new();
         for i in 0..n {
             new.push(self.new_host(&format!("{group}-{}", already + i + 1), group)?);
         }
         let results: Vec<anyhow::Result<RunOutcome>> = std::thread::scope(|s| {
-            let handles: Vec<_> = new.iter().map(|h| s.spawn(|| self.enroll(h))).collect();
+            let (enroll, fleet) = (&enroll, &*self);
+            let handles: Vec<_> = new
+                .iter()
+                .map(|h| s.spawn(move || enroll(fleet, h)))
+                .collect();
             handles
                 .into_iter()
                 .map(|h| {

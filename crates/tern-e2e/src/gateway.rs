@@ -7,6 +7,9 @@
 //! it. ternd has no setting to change it, so without this a demo step would wait up to
 //! a minute of real time for nothing. `update --now` would skip the jitter but also
 //! ignore the server's window, which is exactly what the scenarios check.
+//!
+//! A test may also make it answer 503 for chosen paths ([`Gateway::fail_path`]): a
+//! channel's CDN or proxy in trouble, which ternd itself never simulates.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -24,6 +27,7 @@ pub struct Gateway {
     stop: Arc<AtomicBool>,
     /// Requests served, for the curious.
     pub requests: Arc<AtomicU64>,
+    failing: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Gateway {
@@ -34,7 +38,13 @@ impl Gateway {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicU64::new(0));
-        let (stop2, req2, art) = (stop.clone(), requests.clone(), artifacts.to_path_buf());
+        let failing = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (stop2, req2, art, failing2) = (
+            stop.clone(),
+            requests.clone(),
+            artifacts.to_path_buf(),
+            Arc::clone(&failing),
+        );
         std::thread::Builder::new()
             .name("tern-e2e-gateway".into())
             .spawn(move || {
@@ -45,8 +55,9 @@ impl Gateway {
                     let Ok(conn) = conn else { continue };
                     req2.fetch_add(1, Ordering::Relaxed);
                     let art = art.clone();
+                    let failing = Arc::clone(&failing2);
                     std::thread::spawn(move || {
-                        let _ = handle(conn, &art, upstream);
+                        let _ = handle(conn, &art, upstream, &failing);
                     });
                 }
             })?;
@@ -55,7 +66,22 @@ impl Gateway {
             addr,
             stop,
             requests,
+            failing,
         })
+    }
+
+    /// Requests for exactly `path` are answered `503 Service Unavailable` until
+    /// [`Gateway::heal`].
+    pub fn fail_path(&self, path: &str) {
+        if let Ok(mut f) = self.failing.lock() {
+            f.push(path.to_string());
+        }
+    }
+
+    pub fn heal(&self) {
+        if let Ok(mut f) = self.failing.lock() {
+            f.clear();
+        }
     }
 
     pub fn artifacts_url(&self) -> String {
@@ -148,11 +174,25 @@ fn respond(
     Ok(())
 }
 
-fn handle(mut conn: TcpStream, artifacts: &Path, upstream: SocketAddr) -> std::io::Result<()> {
+fn handle(
+    mut conn: TcpStream,
+    artifacts: &Path,
+    upstream: SocketAddr,
+    failing: &std::sync::Mutex<Vec<String>>,
+) -> std::io::Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
     let req = read_request(&conn)?;
     let head_only = req.method == "HEAD";
     let (path, _query) = req.target.split_once('?').unwrap_or((&req.target, ""));
+    if failing.lock().is_ok_and(|f| f.iter().any(|p| p == path)) {
+        return respond(
+            &mut conn,
+            "503 Service Unavailable",
+            &[("Content-Type".into(), "text/plain".into())],
+            b"unavailable\n",
+            head_only,
+        );
+    }
     if let Some(name) = path.strip_prefix("/artifacts/") {
         let file: PathBuf = artifacts.join(name);
         let ok_name = !name.is_empty() && !name.contains('/') && !name.starts_with('.');

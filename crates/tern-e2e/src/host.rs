@@ -209,9 +209,20 @@ impl Host {
         artifacts: &str,
         token_file: &Path,
     ) -> anyhow::Result<RunOutcome> {
+        self.enable_with(server, artifacts, token_file, &[])
+    }
+
+    /// [`Host::enable`] with more flags (e.g. `--channel URL`).
+    pub fn enable_with(
+        &self,
+        server: &str,
+        artifacts: &str,
+        token_file: &Path,
+        extra: &[&str],
+    ) -> anyhow::Result<RunOutcome> {
         let svc = self.service_config.display().to_string();
         let token = token_file.display().to_string();
-        self.run(&[
+        let mut args = vec![
             "enable",
             "--server",
             server,
@@ -223,7 +234,9 @@ impl Host {
             &svc,
             "--join-token-file",
             &token,
-        ])
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args)
     }
 
     /// `tern-update update`: what the host's timer runs (find, update if told to, heartbeat).
@@ -294,6 +307,17 @@ impl Host {
     /// already running are not affected until they restart.
     pub fn crash_on(&self, versions: &[&str]) -> anyhow::Result<()> {
         std::fs::write(self.state.join("crash-on"), versions.join(" ") + "\n")?;
+        Ok(())
+    }
+
+    /// Tells the agent where its control plane is (`HOST:PORT`) and how long it lasts
+    /// without reaching it before it exits (the demo agent reads both when it checks).
+    pub fn agent_server(&self, addr: &str, give_up_seconds: u64) -> anyhow::Result<()> {
+        std::fs::write(self.state.join("server"), format!("{addr}\n"))?;
+        std::fs::write(
+            self.state.join("give-up-seconds"),
+            format!("{give_up_seconds}\n"),
+        )?;
         Ok(())
     }
 

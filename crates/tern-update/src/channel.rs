@@ -5,7 +5,7 @@
 //! tern-core's `host_update` decides.
 
 use jiff::Timestamp;
-use tern_core::host_update::{CriticalAnswer, Health, Source, VersionAnswer, WindowState};
+use tern_core::host_update::{CriticalAnswer, Source, VersionAnswer, WindowState};
 
 use crate::decide::{self, Decision};
 use crate::log;
@@ -33,7 +33,7 @@ pub(crate) fn decide(ctx: &Ctx, file: &mut UpdateFile, now_flag: bool) -> Decisi
     } else {
         window_state(file, clock)
     };
-    let health = observe(ctx, file);
+    let health = update::agent_health(ctx, file);
     let decision = decide::decide_source(
         &file.spec,
         &file.status,
@@ -102,21 +102,5 @@ fn window_state(file: &UpdateFile, now: Timestamp) -> WindowState {
         },
         // Checked when it was stored; a hand-edited update.yaml: any time.
         Err(_) => WindowState::Open,
-    }
-}
-
-/// What the host sees of the agent: its service not running is unhealthy (an agent
-/// that cannot reach its server exits, seed 001); no service to look at is unknown.
-pub(crate) fn observe(ctx: &Ctx, file: &UpdateFile) -> Health {
-    let Some(active) = &file.status.active else {
-        return Health::Unknown;
-    };
-    let dir = ctx.layout.version_dir(active);
-    match update::service_for(&file.spec, Some(&dir)) {
-        Ok(Some(service)) if service.wants_running() && !service.is_active() => Health::Unhealthy(
-            format!("the agent's service {} is not running", service.cfg.name),
-        ),
-        Ok(Some(_)) => Health::Healthy,
-        Ok(None) | Err(_) => Health::Unknown,
     }
 }

@@ -431,15 +431,25 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
                     .agent_update_jitter_seconds
                     .min(update::MAX_JITTER_SECONDS);
                 server.edition = f.edition;
-                server.update_now =
-                    match crate::decide::decide(&file.spec, &file.status, &f.auto_update, false) {
-                        crate::decide::Decision::Update { target, .. } => {
-                            crate::decide::backing_off(&file.status, jiff::Timestamp::now(), false)
-                                .unwrap_or_else(|| format!("would update to {target}"))
-                        }
-                        crate::decide::Decision::Nothing(why)
-                        | crate::decide::Decision::Refused(why) => why,
-                    };
+                let source = tern_core::host_update::Source::Find {
+                    version: f.auto_update.agent_version.clone(),
+                    update_now: f.auto_update.agent_auto_update,
+                };
+                let health = update::agent_health(ctx, &file);
+                server.update_now = match crate::decide::decide_source(
+                    &file.spec,
+                    &file.status,
+                    source,
+                    health,
+                    jiff::Timestamp::now(),
+                ) {
+                    crate::decide::Decision::Update { target, .. } => {
+                        crate::decide::backing_off(&file.status, jiff::Timestamp::now(), false)
+                            .unwrap_or_else(|| format!("would update to {target}"))
+                    }
+                    crate::decide::Decision::Nothing(why)
+                    | crate::decide::Decision::Refused(why) => why,
+                };
             }
             Err(e) => server.error = Some(e.to_string()),
         }

@@ -5,7 +5,6 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use tern_core::wire::AutoUpdateSettings;
 
 use tern_core::host_update::{self, Health, Inputs, Source, Trigger, VersionAnswer};
 
@@ -59,12 +58,14 @@ pub(crate) enum Decision {
     Refused(String),
 }
 
-/// What `update` does with find's answer. `now` is `update --now`: act even outside
-/// the window. A host with no active version installs whatever the server says.
+/// What `update` does with find's answer when nothing is known of the agent's health.
+/// `now` is `update --now`: act even outside the window. A host with no active version
+/// installs whatever the server says.
+#[cfg(test)]
 pub(crate) fn decide(
     spec: &Spec,
     status: &Status,
-    find: &AutoUpdateSettings,
+    find: &tern_core::wire::AutoUpdateSettings,
     now: bool,
 ) -> Decision {
     let source = Source::Find {
@@ -220,8 +221,8 @@ mod tests {
             ..Status::default()
         }
     }
-    fn find(v: &str, go: bool) -> AutoUpdateSettings {
-        AutoUpdateSettings {
+    fn find(v: &str, go: bool) -> tern_core::wire::AutoUpdateSettings {
+        tern_core::wire::AutoUpdateSettings {
             agent_version: v.into(),
             agent_auto_update: go,
             ..Default::default()
@@ -236,7 +237,14 @@ mod tests {
             target: t.into(),
             trigger: Trigger::Rollout,
         };
-        let cases: Vec<(Spec, Status, AutoUpdateSettings, bool, &str, Option<D>)> = vec![
+        let cases: Vec<(
+            Spec,
+            Status,
+            tern_core::wire::AutoUpdateSettings,
+            bool,
+            &str,
+            Option<D>,
+        )> = vec![
             (
                 spec(false, false),
                 status(Some("1.0.0"), None),

@@ -91,6 +91,25 @@ pub(crate) fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Opt
     }))
 }
 
+/// What the host sees of the agent: its service not running is unhealthy (an agent
+/// that cannot reach its server exits, seed 001); no service to look at is unknown.
+pub(crate) fn agent_health(ctx: &Ctx, file: &UpdateFile) -> tern_core::host_update::Health {
+    let Some(active) = &file.status.active else {
+        return tern_core::host_update::Health::Unknown;
+    };
+    let dir = ctx.layout.version_dir(active);
+    match service_for(&file.spec, Some(&dir)) {
+        Ok(Some(service)) if service.wants_running() && !service.is_active() => {
+            tern_core::host_update::Health::Unhealthy(format!(
+                "the agent's service {} is not running",
+                service.cfg.name
+            ))
+        }
+        Ok(Some(_)) => tern_core::host_update::Health::Healthy,
+        Ok(None) | Err(_) => tern_core::host_update::Health::Unknown,
+    }
+}
+
 /// Reads the updater id, creating it when missing.
 pub(crate) fn updater_id(layout: &Layout) -> Result<String> {
     let path = layout.id_file();
@@ -176,11 +195,11 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
         // A forced version needs neither the channel nor find.
         (Some(_), Some(_)) => {
             let none = FindResponse::default();
-            (decide_target(file, &opts, &none), none)
+            (decide_target(ctx, file, &opts, &none), none)
         }
         (None, _) => {
             let find = find(ctx, file, &opts)?;
-            (decide_target(file, &opts, &find), find)
+            (decide_target(ctx, file, &opts, &find), find)
         }
     };
     kill_point("found");
@@ -234,9 +253,20 @@ fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
 }
 
 /// The version to install: the forced one, else what the server's answer decides.
-fn decide_target(file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Decision {
+fn decide_target(ctx: &Ctx, file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Decision {
     let Some(forced) = &opts.force_version else {
-        return decide::decide(&file.spec, &file.status, &find.auto_update, opts.now);
+        // Seed 000: an unhealthy agent goes to its group's version without waiting.
+        let source = tern_core::host_update::Source::Find {
+            version: find.auto_update.agent_version.clone(),
+            update_now: find.auto_update.agent_auto_update || opts.now,
+        };
+        return decide::decide_source(
+            &file.spec,
+            &file.status,
+            source,
+            agent_health(ctx, file),
+            Timestamp::now(),
+        );
     };
     let v = layout::version_name(forced, &file.status);
     if file.status.active.as_deref() == Some(v.as_str()) {
