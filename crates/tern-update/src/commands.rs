@@ -548,3 +548,33 @@ pub fn unlink_package(ctx: &Ctx) -> Result<Report> {
     links::remove(l, &|p: &Path| l.is_package(p))?;
     Ok(Report::Done("removed the package's links".into()))
 }
+
+/// `schedule sync|clear|check`: the systemd timer override of `setup --schedule-timers`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScheduleAction {
+    Sync,
+    Clear,
+    Check,
+}
+
+pub fn schedule(ctx: &Ctx, action: ScheduleAction) -> Result<Report> {
+    let done = match action {
+        ScheduleAction::Sync => {
+            let _lock = interactive_lock(ctx)?;
+            let Some(mut file) = load(ctx)? else {
+                return Err(Error::NotEnabled);
+            };
+            let done = crate::schedule::sync(ctx, &mut file)?;
+            save(ctx, &file)?;
+            done
+        }
+        // No lock: run by the agent unit's ExecStopPost, possibly while an update that
+        // holds the lock stops the agent. It only removes the override file.
+        ScheduleAction::Clear => crate::schedule::clear(ctx)?,
+        ScheduleAction::Check => {
+            let file = load(ctx)?.ok_or(Error::NotEnabled)?;
+            crate::schedule::check(ctx, &file)?
+        }
+    };
+    Ok(Report::Done(done.to_string()))
+}

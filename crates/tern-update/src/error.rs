@@ -99,6 +99,12 @@ pub enum Error {
     },
     #[error("the channel {url} cannot be followed: {problem}")]
     Channel { url: String, problem: String },
+    #[error("{server}: the maintenance schedule cannot be used: {problem}")]
+    UnusableSchedule { server: String, problem: String },
+    #[error(
+        "the maintenance schedule's OnCalendar value {value:?} is not one tern-update writes into a unit"
+    )]
+    BadCalendar { value: String },
     #[error("http: {url}: bad maintenance schedule: {source}")]
     BadSchedule {
         url: String,

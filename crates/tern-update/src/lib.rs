@@ -22,6 +22,7 @@ mod links;
 pub mod lock;
 pub mod log;
 pub mod reexec;
+mod schedule;
 pub mod service;
 pub mod settings;
 pub mod setup;

@@ -161,7 +161,29 @@ enum Cmd {
         /// The agent's unit name for the drop-in.
         #[arg(long)]
         agent_unit: Option<String>,
+        /// Timers shaped by the maintenance schedule instead of a run every minute: the
+        /// updater's timer every 30 minutes, restricted to the window by `schedule
+        /// sync` while the agent is healthy; a check timer that lifts the restriction
+        /// for a critical channel update; the agent's unit lifts it when it stops.
+        #[arg(long)]
+        schedule_timers: bool,
     },
+    /// The updater timer's schedule override (with `setup --schedule-timers`).
+    Schedule {
+        #[command(subcommand)]
+        action: ScheduleCmd,
+    },
+}
+
+#[derive(Subcommand, Debug, Clone, Copy)]
+enum ScheduleCmd {
+    /// Fetch the group's window from the server and restrict the timer to it (while
+    /// the agent is healthy; an unhealthy agent clears the restriction instead).
+    Sync,
+    /// Remove the restriction: the timer fires every 30 minutes again.
+    Clear,
+    /// Remove the restriction when the channel has a critical update this host lacks.
+    Check,
 }
 
 fn main() -> ExitCode {
@@ -354,10 +376,28 @@ fn execute(
         Cmd::Uninstall { force } => commands::uninstall(ctx, force)?,
         Cmd::LinkPackage => commands::link_package(ctx)?,
         Cmd::UnlinkPackage => commands::unlink_package(ctx)?,
+        Cmd::Schedule { action } => commands::schedule(
+            ctx,
+            match action {
+                ScheduleCmd::Sync => commands::ScheduleAction::Sync,
+                ScheduleCmd::Clear => commands::ScheduleAction::Clear,
+                ScheduleCmd::Check => commands::ScheduleAction::Check,
+            },
+        )?,
         Cmd::Setup {
             dry_run,
             agent_unit,
-        } => return print_setup(ctx, current_exe, agent_unit.as_deref(), transport, dry_run),
+            schedule_timers,
+        } => {
+            return print_setup(
+                ctx,
+                current_exe,
+                agent_unit.as_deref(),
+                transport,
+                dry_run,
+                schedule_timers,
+            );
+        }
     };
     match report {
         Report::Done(msg) => log::info(&msg),
@@ -393,6 +433,7 @@ fn print_setup(
     agent_unit: Option<&str>,
     transport: &[String],
     dry_run: bool,
+    schedule_timers: bool,
 ) -> anyhow::Result<()> {
     let exe = ctx.layout.link_dir.join("tern-update");
     let exe = if exe.exists() { exe } else { current_exe };
@@ -403,7 +444,8 @@ fn print_setup(
             &exe.to_string_lossy(),
             agent_unit,
             transport,
-            dry_run
+            dry_run,
+            schedule_timers
         )?
     );
     Ok(())

@@ -163,7 +163,7 @@ fn run(program: &str, args: &[&str]) -> Result<bool> {
 }
 
 /// Runs `systemctl args…`; an exit status other than 0 is an error.
-fn systemctl(args: &[&str]) -> Result<()> {
+pub(crate) fn systemctl(args: &[&str]) -> Result<()> {
     if run(&systemctl_path(), args)? {
         Ok(())
     } else {

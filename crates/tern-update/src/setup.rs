@@ -21,6 +21,7 @@ pub(crate) fn units(
     exe: &str,
     agent_unit: Option<&str>,
     transport: &[String],
+    schedule_timers: bool,
 ) -> Vec<UnitFile> {
     let stem = layout.updater_unit_stem();
     let mut args: Vec<String> = vec![
@@ -39,22 +40,49 @@ pub(crate) fn units(
         .map(|a| systemd_quote(a))
         .collect::<Vec<_>>()
         .join(" ");
+    let ns = &layout.suffix;
+    // With schedule timers, a run that updated (or found nothing to do) refreshes the
+    // window the timer is restricted to.
+    let sync = if schedule_timers {
+        format!("ExecStartPost={exe} {flags} schedule sync\n")
+    } else {
+        String::new()
+    };
+    let timer = if schedule_timers {
+        format!(
+            "# Written by `tern-update setup --schedule-timers`. `tern-update schedule sync`\n# restricts it to the maintenance window (a drop-in); `schedule clear` lifts that.\n[Unit]\nDescription=Run the Tern agent updater ({ns}) every 30 minutes, or in the maintenance window\n\n[Timer]\nOnActiveSec=1min\nOnUnitActiveSec=30min\nRandomizedDelaySec=5min\nAccuracySec=1s\n\n[Install]\nWantedBy=timers.target\n"
+        )
+    } else {
+        format!(
+            "# Written by `tern-update setup`.\n[Unit]\nDescription=Run the Tern agent updater ({ns}) every minute\n\n[Timer]\nOnActiveSec=30s\nOnUnitActiveSec=60s\nRandomizedDelaySec=15s\nAccuracySec=1s\n\n[Install]\nWantedBy=timers.target\n"
+        )
+    };
     let mut out = vec![
         UnitFile {
             path: layout.systemd_dir.join(format!("{stem}.service")),
             content: format!(
-                "# Written by `tern-update setup`.\n[Unit]\nDescription=Tern agent updater ({ns})\nAfter=network-online.target\nWants=network-online.target\n\n[Service]\nType=oneshot\nExecStart={exe} {flags} update\n",
-                ns = layout.suffix
+                "# Written by `tern-update setup`.\n[Unit]\nDescription=Tern agent updater ({ns})\nAfter=network-online.target\nWants=network-online.target\n\n[Service]\nType=oneshot\nExecStart={exe} {flags} update\n{sync}"
             ),
         },
         UnitFile {
             path: layout.systemd_dir.join(format!("{stem}.timer")),
-            content: format!(
-                "# Written by `tern-update setup`.\n[Unit]\nDescription=Run the Tern agent updater ({ns}) every minute\n\n[Timer]\nOnActiveSec=30s\nOnUnitActiveSec=60s\nRandomizedDelaySec=15s\nAccuracySec=1s\n\n[Install]\nWantedBy=timers.target\n",
-                ns = layout.suffix
-            ),
+            content: timer,
         },
     ];
+    if schedule_timers {
+        out.push(UnitFile {
+            path: layout.systemd_dir.join(format!("{stem}-check.service")),
+            content: format!(
+                "# Written by `tern-update setup --schedule-timers`.\n[Unit]\nDescription=Lift the Tern agent updater's ({ns}) window for a critical update\nAfter=network-online.target\nWants=network-online.target\n\n[Service]\nType=oneshot\nExecStart={exe} {flags} schedule check\n"
+            ),
+        });
+        out.push(UnitFile {
+            path: layout.systemd_dir.join(format!("{stem}-check.timer")),
+            content: format!(
+                "# Written by `tern-update setup --schedule-timers`.\n[Unit]\nDescription=Check for a critical update for the Tern agent ({ns}) every 5 minutes\n\n[Timer]\nOnActiveSec=2min\nOnUnitActiveSec=5min\nRandomizedDelaySec=1min\n\n[Install]\nWantedBy=timers.target\n"
+            ),
+        });
+    }
     if let Some(unit) = agent_unit {
         let unit = if unit.ends_with(".service") {
             unit.to_string()
@@ -63,7 +91,15 @@ pub(crate) fn units(
         };
         out.push(UnitFile {
             path: layout.systemd_dir.join(format!("{unit}.d")).join(format!("{stem}.conf")),
-            content: "# Written by `tern-update setup`: the agent restarts on failure, without a start\n# limit, so the updater's health watch sees a crash loop instead of a stopped unit.\n[Unit]\nStartLimitIntervalSec=0\n\n[Service]\nRestart=on-failure\nRestartSec=2\n".to_string(),
+            content: format!(
+                "# Written by `tern-update setup`: the agent restarts on failure, without a start\n# limit, so the updater's health watch sees a crash loop instead of a stopped unit.\n[Unit]\nStartLimitIntervalSec=0\n\n[Service]\nRestart=on-failure\nRestartSec=2\n{clear}",
+                // A stopped or crashed agent lifts the window: its updater may act.
+                clear = if schedule_timers {
+                    format!("ExecStopPost={exe} {flags} schedule clear\n")
+                } else {
+                    String::new()
+                }
+            ),
         });
     }
     out
@@ -85,8 +121,9 @@ pub fn run(
     agent_unit: Option<&str>,
     transport: &[String],
     dry_run: bool,
+    schedule_timers: bool,
 ) -> Result<String> {
-    let files = units(layout, exe, agent_unit, transport);
+    let files = units(layout, exe, agent_unit, transport, schedule_timers);
     let mut report = String::new();
     for f in &files {
         if dry_run {
@@ -104,10 +141,15 @@ pub fn run(
         return Ok(report);
     }
     let timer = format!("{}.timer", layout.updater_unit_stem());
-    for args in [
+    let check = format!("{}-check.timer", layout.updater_unit_stem());
+    let mut commands = vec![
         vec!["daemon-reload"],
         vec!["enable", "--now", timer.as_str()],
-    ] {
+    ];
+    if schedule_timers {
+        commands.push(vec!["enable", "--now", check.as_str()]);
+    }
+    for args in commands {
         let program = systemctl_path();
         let owned = || args.iter().map(|a| a.to_string()).collect();
         let status = std::process::Command::new(&program)
@@ -123,6 +165,9 @@ pub fn run(
         }
     }
     report.push_str(&format!("enabled {timer}\n"));
+    if schedule_timers {
+        report.push_str(&format!("enabled {check}\n"));
+    }
     Ok(report)
 }
 
@@ -144,7 +189,13 @@ mod tests {
             "--ca-cert".into(),
             "/etc/my ca.pem".into(),
         ];
-        let u = units(&l, "/usr/local/bin/tern-update", Some("agent"), &transport);
+        let u = units(
+            &l,
+            "/usr/local/bin/tern-update",
+            Some("agent"),
+            &transport,
+            false,
+        );
         assert_eq!(u.len(), 3);
         assert_eq!(
             u[0].path,
@@ -161,6 +212,37 @@ mod tests {
             u[2].path,
             PathBuf::from("/etc/systemd/system/agent.service.d/tern-update-blue.conf")
         );
-        assert_eq!(units(&l, "x", None, &[]).len(), 2);
+        assert_eq!(units(&l, "x", None, &[], false).len(), 2);
+        assert!(!u[2].content.contains("ExecStopPost"));
+
+        // The seed's timer pair: a 30-minute timer synced to the window, a check timer,
+        // and the agent's stop lifting the window.
+        let u = units(&l, "/usr/local/bin/tern-update", Some("agent"), &[], true);
+        let names: Vec<String> = u
+            .iter()
+            .map(|f| f.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "tern-update-blue.service",
+                "tern-update-blue.timer",
+                "tern-update-blue-check.service",
+                "tern-update-blue-check.timer",
+                "tern-update-blue.conf"
+            ]
+        );
+        assert!(
+            u[0].content
+                .contains("update\nExecStartPost=/usr/local/bin/tern-update")
+        );
+        assert!(u[0].content.ends_with(" schedule sync\n"));
+        assert!(u[1].content.contains("OnUnitActiveSec=30min"));
+        assert!(u[2].content.contains(" schedule check\n"));
+        assert!(
+            u[4].content
+                .contains("ExecStopPost=/usr/local/bin/tern-update --install-dir /opt/tern")
+        );
+        assert!(u[4].content.ends_with(" schedule clear\n"));
     }
 }

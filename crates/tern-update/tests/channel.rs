@@ -183,3 +183,112 @@ fn a_channel_without_ternd_updates_at_any_time_and_a_dead_channel_is_refused_at_
         "no server: nothing to heartbeat to"
     );
 }
+
+/// `setup --schedule-timers`: `schedule sync` restricts the updater's timer to the
+/// window ternd exports (an `OnCalendar=` drop-in that systemd's own parser accepts),
+/// a stopped agent or a critical update lifts it, and a hostile calendar from the
+/// server never reaches a unit file. systemctl is a recording stand-in: the test must
+/// not reload this machine's systemd.
+#[test]
+fn the_timer_override_follows_the_window_health_and_critical_updates() {
+    let (server, mut host, _svc) = channel_host();
+    let calls = host.dir.path().join("systemctl.calls");
+    let systemctl = host.dir.path().join("systemctl");
+    support::write_exe(
+        &systemctl,
+        &format!("#!/bin/sh\necho \"$@\" >> {}\n", calls.display()),
+    );
+    host.env
+        .push(("TERN_SYSTEMCTL".into(), systemctl.display().to_string()));
+    let dropin = host
+        .systemd
+        .join("tern-update.timer.d")
+        .join("schedule.conf");
+
+    // The seed's timer pair, written by setup.
+    let out = host.ok(&["setup", "--schedule-timers", "--agent-unit", "tern-agent"]);
+    assert!(out.contains("enabled tern-update-check.timer"), "{out}");
+
+    // Healthy agent: the window goes into the drop-in, and systemd parses it.
+    let out = host.ok(&["schedule", "sync"]);
+    assert!(out.contains("fires in the window"), "{out}");
+    let text = std::fs::read_to_string(&dropin).unwrap();
+    let calendar = text
+        .lines()
+        .find_map(|l| l.strip_prefix("OnCalendar="))
+        .unwrap();
+    assert_eq!(
+        calendar,
+        format!("*-*-* {:02}:00:00 UTC", (hour_now() + 2) % 24)
+    );
+    assert!(
+        text.contains("\nOnActiveSec=\nOnUnitActiveSec=\n"),
+        "{text}"
+    );
+    let parsed = std::process::Command::new("systemd-analyze")
+        .args(["calendar", calendar])
+        .output()
+        .unwrap();
+    assert!(parsed.status.success(), "{parsed:?}");
+    // systemd's own check of the units with the drop-in (a calendar it cannot parse
+    // leaves the timer without a trigger, which it refuses).
+    let sd = &host.systemd;
+    let verify = std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .args(
+            [
+                "tern-update.service",
+                "tern-update.timer",
+                "tern-update-check.service",
+                "tern-update-check.timer",
+            ]
+            .map(|u| sd.join(u)),
+        )
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&verify.stderr);
+    assert!(
+        verify.status.success() && !said.contains("Failed"),
+        "{said}"
+    );
+    assert!(
+        std::fs::read_to_string(&calls)
+            .unwrap()
+            .contains("daemon-reload")
+    );
+    assert_eq!(host.update_yaml().status.schedule.unwrap().group, "default");
+
+    // No critical update waiting: check keeps it. A critical one this host lacks: lifted.
+    server.set_channel((200, "1.1.0"), (200, "no"));
+    host.ok(&["schedule", "check"]);
+    assert!(dropin.exists());
+    server.set_channel((200, "1.1.0"), (200, "yes"));
+    let out = host.ok(&["schedule", "check"]);
+    assert!(out.contains("a critical update is waiting"), "{out}");
+    assert!(!dropin.exists());
+
+    // A hostile calendar (a second directive smuggled in) is refused, nothing written.
+    let body = serde_json::json!({
+        "group": "default", "days": ["*"], "start_hour": 3, "duration_seconds": 3600,
+        "on_calendar": "*-*-* 03:00:00 UTC\nExecStartPre=/bin/sh -c id",
+        "windows": [],
+    });
+    server.state.lock().unwrap().schedule = Some(body.to_string());
+    let err = host.fails(&["schedule", "sync"]);
+    assert!(err.contains("is not one tern-update writes"), "{err}");
+    assert!(!dropin.exists());
+    server.set_schedule((hour_now() + 2) % 24, 1);
+
+    // Synced again, then the agent stops: sync lifts the window instead of keeping it,
+    // and `clear` (the agent unit's ExecStopPost) does too.
+    server.set_channel((200, "1.0.0"), (200, "no"));
+    host.ok(&["schedule", "sync"]);
+    assert!(dropin.exists());
+    host.ok(&["schedule", "clear"]);
+    assert!(!dropin.exists());
+    host.ok(&["schedule", "sync"]);
+    host.stop_agent();
+    let out = host.ok(&["schedule", "sync"]);
+    assert!(out.contains("unhealthy"), "{out}");
+    assert!(!dropin.exists());
+}
