@@ -14,7 +14,7 @@ use tern_e2e::demo::{DemoOptions, split};
 use crate::{cargo, root};
 
 const USAGE: &str = "usage: cargo xtask demo [--hosts N] [--keep-running]
-  --hosts N        hosts in the fleet (default 12, at least 3)
+  --hosts N        hosts in the rollout (default 12, at least 3); 2 more follow a channel
   --keep-running   leave the fleet up afterwards; prints how to poke at it; Ctrl-C stops it";
 
 struct Args {

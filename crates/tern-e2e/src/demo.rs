@@ -138,7 +138,8 @@ pub fn run(opts: DemoOptions, out: &mut dyn Write) -> anyhow::Result<(Fleet, Sum
     story.roll_good_release()?;
     let canaries = story.roll_broken_release()?;
     story.roll_back()?;
-    let summary = story.summary(started.elapsed().as_secs_f64(), &canaries);
+    let channel_hosts = story.critical_through_a_channel()?;
+    let summary = story.summary(started.elapsed().as_secs_f64(), &canaries, channel_hosts);
     Ok((story.fleet, summary))
 }
 
@@ -263,11 +264,77 @@ impl Story<'_> {
         self.expect_all_on("1.1.0")
     }
 
-    fn summary(&self, seconds: f64, canaries: &[String]) -> Summary {
+    /// Chapter 4: hosts that follow a channel instead of the rollout hold a new version
+    /// outside their window, and take it at once when it is published as critical.
+    /// Their window is checked on the real clock (prod's, 14:00 UTC for an hour), so
+    /// the story says whether it is open now. Returns how many hosts followed it.
+    fn critical_through_a_channel(&mut self) -> anyhow::Result<usize> {
+        const N: usize = 2;
+        self.show.say(
+            "4. A critical fix through a channel: hosts that follow a published version, not the rollout
+   $ ternctl channels set edge 1.0.0",
+        )?;
+        self.fleet.ctl.run(&["channels", "set", "edge", "1.0.0"])?;
+        let url = self.fleet.channel_url("edge");
+        self.show.say(&format!(
+            "   {N} hosts enroll: tern-update enable --channel {url} --group prod"
+        ))?;
+        let names = self.fleet.add_channel_hosts("prod", N, "edge")?;
+        let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+        let in_window = now.hour() == 14;
+        self.show.say(&format!(
+            "   Their maintenance window is prod's, 14:00-15:00 UTC; it is {:02}:{:02} UTC now (real time): {}.",
+            now.hour(),
+            now.minute(),
+            if in_window { "open" } else { "closed" }
+        ))?;
+        self.show.say("   $ ternctl channels set edge 1.1.0")?;
+        self.fleet.ctl.run(&["channels", "set", "edge", "1.1.0"])?;
+        self.run_channel_hosts(&names)?;
+        if !in_window {
+            let held = names
+                .iter()
+                .all(|n| self.fleet.host(n).running_version().as_deref() == Some("1.0.0"));
+            self.expect(held, "the channel hosts to hold 1.0.0 outside their window")?;
+        }
+        self.show
+            .say("   $ ternctl channels set edge 1.1.0 --critical")?;
+        self.fleet
+            .ctl
+            .run(&["channels", "set", "edge", "1.1.0", "--critical"])?;
+        self.run_channel_hosts(&names)?;
+        let late = self.fleet.wait_running(&names, "1.1.0");
+        self.expect(
+            late.is_empty(),
+            &format!("the critical 1.1.0 on every channel host ({late:?})"),
+        )?;
+        self.show.say(&format!(
+            "   1.1.0 runs on the {N} channel hosts{}.\n",
+            if in_window {
+                ""
+            } else {
+                ", outside their window"
+            }
+        ))?;
+        Ok(N)
+    }
+
+    /// One timer run on each of `names`, with what each decided.
+    fn run_channel_hosts(&mut self, names: &[String]) -> anyhow::Result<()> {
+        for name in names {
+            let out = self.fleet.host(name).update()?;
+            self.show.say(&format!("   {name}: {}", out.message()))?;
+        }
+        Ok(())
+    }
+
+    fn summary(&self, seconds: f64, canaries: &[String], channel_hosts: usize) -> Summary {
         let n = self.fleet.hosts.len();
         let line = format!(
-            "demo: OK in {seconds:.0}s: {n} real hosts went 1.0.0 → 1.1.0 through dev, staging (canaries) and prod (24h later); \
-             1.2.0 crashed on its canary ({}), was rolled back there, and halted the rollout; all {n} hosts run 1.1.0, healthy",
+            "demo: OK in {seconds:.0}s: {} real hosts went 1.0.0 → 1.1.0 through dev, staging (canaries) and prod (24h later); \
+             1.2.0 crashed on its canary ({}), was rolled back there, and halted the rollout; \
+             {channel_hosts} hosts following a channel took 1.1.0 when it was published as critical; all {n} hosts run 1.1.0, healthy",
+            n - channel_hosts,
             canaries.join(", ")
         );
         Summary {

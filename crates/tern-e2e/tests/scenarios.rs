@@ -563,8 +563,13 @@ fn demo_story_runs_green() {
     .unwrap();
     let text = String::from_utf8_lossy(&out);
     eprintln!("{text}");
-    assert_eq!(summary.hosts, 5);
+    // The 5 rollout hosts and the 2 that follow a channel in chapter 4.
+    assert_eq!(summary.hosts, 7);
     assert!(summary.line.starts_with("demo: OK"), "{}", summary.line);
+    assert!(
+        text.contains("prod-4: updated 1.0.0 -> 1.1.0"),
+        "the critical channel update: {text}"
+    );
     drop(fleet);
 }
 
