@@ -91,22 +91,35 @@ pub(crate) fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Opt
     }))
 }
 
-/// What the host sees of the agent: its service not running is unhealthy (an agent
-/// that cannot reach its server exits, seed 001); no service to look at is unknown.
+/// What the host sees of the agent: its service not running (an agent that cannot
+/// reach its server exits), or running but failing its own health URL, is unhealthy;
+/// no service to look at is unknown.
 pub(crate) fn agent_health(ctx: &Ctx, file: &UpdateFile) -> tern_core::host_update::Health {
+    use tern_core::host_update::Health;
     let Some(active) = &file.status.active else {
-        return tern_core::host_update::Health::Unknown;
+        return Health::Unknown;
     };
     let dir = ctx.layout.version_dir(active);
-    match service_for(&file.spec, Some(&dir)) {
-        Ok(Some(service)) if service.wants_running() && !service.is_active() => {
-            tern_core::host_update::Health::Unhealthy(format!(
+    let service = match service_for(&file.spec, Some(&dir)) {
+        Ok(Some(service)) => service,
+        Ok(None) | Err(_) => return Health::Unknown,
+    };
+    if !service.is_active() {
+        return if service.wants_running() {
+            Health::Unhealthy(format!(
                 "the agent's service {} is not running",
                 service.cfg.name
             ))
+        } else {
+            // Stopped on purpose (a unit neither running nor enabled).
+            Health::Unknown
+        };
+    }
+    match &service.cfg.health_url {
+        Some(url) if !ctx.http.probe(url) => {
+            Health::Unhealthy(format!("the agent's health URL {url} does not answer 2xx"))
         }
-        Ok(Some(_)) => tern_core::host_update::Health::Healthy,
-        Ok(None) | Err(_) => tern_core::host_update::Health::Unknown,
+        _ => Health::Healthy,
     }
 }
 

@@ -292,3 +292,80 @@ fn the_timer_override_follows_the_window_health_and_critical_updates() {
     assert!(out.contains("unhealthy"), "{out}");
     assert!(!dropin.exists());
 }
+
+/// A channel may move a host down within its major (the seed's only rollback): the
+/// agent's DB comes back from the backup the older version made, as with find.
+#[test]
+fn a_downgrade_within_the_major_restores_the_db_backup() {
+    let server = Server::start();
+    for v in ["1.0.0", "1.1.0"] {
+        server.publish(v, &tarball(&release_files(v, Agent::Good)));
+    }
+    let host = Host::new();
+    let db = host.state.join("agent.db");
+    let svc = host.service_config(&format!("db_path: {}\n", db.display()));
+    support::set_marker(&db, "data-of-1.0.0");
+    server.set_channel((200, "1.0.0"), (200, "no"));
+    open_window(&server);
+    let channel = server.channel_url();
+    assert_eq!(
+        host.enable(&server, &svc, &["--channel", &channel])
+            .status
+            .code(),
+        Some(0)
+    );
+    server.set_channel((200, "1.1.0"), (200, "no"));
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.1.0"));
+    support::set_marker(&db, "data-of-1.1.0");
+
+    // 1.1.0 is bad for the fleet: the channel goes back to 1.0.0, critical.
+    closed_window(&server);
+    server.set_channel((200, "1.0.0"), (200, "yes"));
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    assert!(host.wait_running("1.0.0"));
+    assert_eq!(support::db_marker(&db), "data-of-1.0.0");
+    assert_eq!(
+        support::db_marker(&host.ns().join("versions/1.1.0/backup/sqlite.db")),
+        "data-of-1.1.0"
+    );
+}
+
+/// The agent's own report counts: an agent that runs but fails its health URL is
+/// unhealthy, and moves outside its window.
+#[test]
+fn an_agent_failing_its_health_url_moves_outside_its_window() {
+    let server = Server::start();
+    for v in ["1.0.0", "1.1.0"] {
+        server.publish(v, &tarball(&release_files(v, Agent::Good)));
+    }
+    let host = Host::new();
+    let health = |bad: &str| {
+        format!(
+            "health_url: \"{}/health?file={}/running_version&bad={bad}\"\n",
+            server.url,
+            host.state.display()
+        )
+    };
+    let svc = host.service_config(&health("none"));
+    server.set_channel((200, "1.0.0"), (200, "no"));
+    closed_window(&server);
+    let channel = server.channel_url();
+    assert_eq!(
+        host.enable(&server, &svc, &["--channel", &channel])
+            .status
+            .code(),
+        Some(0)
+    );
+    server.set_channel((200, "1.1.0"), (200, "no"));
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.0.0"), "healthy: it waits");
+
+    // 1.0.0 now fails its health URL on this host (the config is read on each run).
+    host.service_config(&health("1.0.0"));
+    let out = host.ok(&["update"]);
+    assert!(out.contains("health URL"), "{out}");
+    assert_eq!(host.active().as_deref(), Some("1.1.0"));
+    assert!(host.wait_running("1.1.0"));
+}

@@ -5,26 +5,10 @@
 
 mod support;
 
-use rusqlite::Connection;
-use support::{Agent, Host, Server, release_files, tarball, write_exe};
+use support::{Agent, Host, Server, db_marker, release_files, set_marker, tarball, write_exe};
 
 fn publish(server: &Server, version: &str, kind: Agent) {
     server.publish(version, &tarball(&release_files(version, kind)));
-}
-
-fn db_marker(db: &std::path::Path) -> String {
-    let c = Connection::open(db).unwrap();
-    c.query_row("SELECT v FROM marker", [], |r| r.get(0))
-        .unwrap()
-}
-
-fn set_marker(db: &std::path::Path, v: &str) {
-    let c = Connection::open(db).unwrap();
-    c.execute_batch(
-        "PRAGMA journal_mode=WAL; CREATE TABLE IF NOT EXISTS marker(v TEXT); DELETE FROM marker;",
-    )
-    .unwrap();
-    c.execute("INSERT INTO marker VALUES (?1)", [v]).unwrap();
 }
 
 #[test]

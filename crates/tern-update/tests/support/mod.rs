@@ -603,6 +603,15 @@ impl Host {
         if let Some(pgid) = pgid {
             let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
         }
+        // The signal is delivered when the agent next runs: on a busy machine a check
+        // right after this could still see it alive. Wait (briefly) until it is gone.
+        let pid = std::fs::read_to_string(self.state.join("agent.pid"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pid.is_some_and(tern_update::service::pid_alive) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Waits until the running agent reports `version`.
@@ -699,4 +708,20 @@ impl Drop for Host {
 pub fn write_exe(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The marker row of a test agent's SQLite DB (which version's data it holds).
+pub fn db_marker(db: &std::path::Path) -> String {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.query_row("SELECT v FROM marker", [], |r| r.get(0))
+        .unwrap()
+}
+
+pub fn set_marker(db: &std::path::Path, v: &str) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.execute_batch(
+        "PRAGMA journal_mode=WAL; CREATE TABLE IF NOT EXISTS marker(v TEXT); DELETE FROM marker;",
+    )
+    .unwrap();
+    c.execute("INSERT INTO marker VALUES (?1)", [v]).unwrap();
 }
