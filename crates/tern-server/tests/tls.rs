@@ -9,14 +9,19 @@ use std::time::Duration;
 use common::Ternd;
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
+/// A self-signed certificate for `localhost` in `dir`: (its PEM, cert file, key file).
+fn self_signed(dir: &std::path::Path) -> (String, std::path::PathBuf, std::path::PathBuf) {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert_file, key_file) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    (cert.cert.pem(), cert_file, key_file)
+}
+
 #[test]
 fn serves_https_with_the_given_certificate() {
     let tmp = tempfile::tempdir().unwrap();
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert_pem = cert.cert.pem();
-    let (cert_file, key_file) = (tmp.path().join("tls.crt"), tmp.path().join("tls.key"));
-    std::fs::write(&cert_file, &cert_pem).unwrap();
-    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    let (cert_pem, cert_file, key_file) = self_signed(tmp.path());
     let t = Ternd::spawn(
         &tmp.path().join("data"),
         &[
@@ -82,10 +87,7 @@ fn serves_https_with_the_given_certificate() {
 fn a_handshake_that_never_comes_is_closed() {
     use std::io::{Read, Write};
     let tmp = tempfile::tempdir().unwrap();
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let (cert_file, key_file) = (tmp.path().join("tls.crt"), tmp.path().join("tls.key"));
-    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
-    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    let (_, cert_file, key_file) = self_signed(tmp.path());
     let t = Ternd::spawn(
         &tmp.path().join("data"),
         &[

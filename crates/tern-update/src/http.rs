@@ -133,21 +133,33 @@ impl Client {
     /// `GET {server}/v1/webapi/find?group=G&updater_id=U`.
     pub(crate) fn find(&self, server: &str, group: &str, updater_id: &str) -> Result<FindResponse> {
         let url = format!("{}/v1/webapi/find", server.trim_end_matches('/'));
+        self.get_json(
+            url,
+            &[("group", group), ("updater_id", updater_id)],
+            |url, source| Error::BadFindResponse { url, source },
+        )
+    }
+
+    /// A small JSON answer of ternd (at most 64 KiB: ureq's default limit is 10 MB);
+    /// `bad` names what a body that does not parse was meant to be.
+    fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        url: String,
+        query: &[(&str, &str)],
+        bad: fn(String, ureq::Error) -> Error,
+    ) -> Result<T> {
         self.check_url(&url)?;
-        let mut resp = self
-            .agent
-            .get(&url)
-            .query("group", group)
-            .query("updater_id", updater_id)
-            .call()
-            .map_err(Self::request_err(&url))?;
+        let mut req = self.agent.get(&url);
+        for (k, v) in query {
+            req = req.query(*k, *v);
+        }
+        let mut resp = req.call().map_err(Self::request_err(&url))?;
         Self::expect_success(Method::GET, &url, resp.status())?;
-        // A find answer is a few hundred bytes; ureq's default limit is 10 MB.
         resp.body_mut()
             .with_config()
             .limit(64 * 1024)
-            .read_json::<FindResponse>()
-            .map_err(|source| Error::BadFindResponse { url, source })
+            .read_json::<T>()
+            .map_err(|source| bad(url, source))
     }
 
     /// `GET {channel}/{what}` (seed 001's plain-text `version` or `critical`): the body
@@ -178,19 +190,10 @@ impl Client {
     /// `GET {server}/v1/agents/schedule?group=G`: the group's maintenance window.
     pub(crate) fn schedule(&self, server: &str, group: &str) -> Result<AgentSchedule> {
         let url = format!("{}/v1/agents/schedule", server.trim_end_matches('/'));
-        self.check_url(&url)?;
-        let mut resp = self
-            .agent
-            .get(&url)
-            .query("group", group)
-            .call()
-            .map_err(Self::request_err(&url))?;
-        Self::expect_success(Method::GET, &url, resp.status())?;
-        resp.body_mut()
-            .with_config()
-            .limit(64 * 1024)
-            .read_json::<AgentSchedule>()
-            .map_err(|source| Error::BadSchedule { url, source })
+        self.get_json(url, &[("group", group)], |url, source| Error::BadSchedule {
+            url,
+            source,
+        })
     }
 
     /// The Content-Length of a HEAD request, when the server sends one.

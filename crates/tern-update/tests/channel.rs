@@ -26,20 +26,32 @@ fn closed_window(server: &Server) {
     server.set_schedule((hour_now() + 2) % 24, 1);
 }
 
+/// Enables `host` on the server's channel (with ternd's schedule from the same server)
+/// and checks it installed.
+fn enable_on_channel(server: &Server, host: &Host, svc: &std::path::Path) {
+    let channel = server.channel_url();
+    let out = host.enable(server, svc, &["--channel", &channel]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+/// A server publishing good releases of `versions`.
+fn publishing(versions: &[&str]) -> Server {
+    let server = Server::start();
+    for v in versions {
+        server.publish(v, &tarball(&release_files(v, Agent::Good)));
+    }
+    server
+}
+
 /// A server publishing 1.0.0 … 2.0.0, a channel at 1.0.0, a closed window, and a host
 /// enabled on the channel (enable installs at once).
 fn channel_host() -> (Server, Host, PathBuf) {
-    let server = Server::start();
-    for v in ["1.0.0", "1.1.0", "1.2.0", "2.0.0"] {
-        server.publish(v, &tarball(&release_files(v, Agent::Good)));
-    }
+    let server = publishing(&["1.0.0", "1.1.0", "1.2.0", "2.0.0"]);
     server.set_channel((200, "1.0.0\n"), (200, "no\n"));
     closed_window(&server);
     let host = Host::new();
     let svc = host.service_config("");
-    let channel = server.channel_url();
-    let out = host.enable(&server, &svc, &["--channel", &channel]);
-    assert_eq!(out.status.code(), Some(0));
+    enable_on_channel(&server, &host, &svc);
     assert_eq!(host.active().as_deref(), Some("1.0.0"));
     assert!(host.wait_running("1.0.0"));
     (server, host, svc)
@@ -142,10 +154,7 @@ fn an_unhealthy_agent_updates_outside_its_window_at_most_every_half_hour() {
 
 #[test]
 fn a_channel_without_ternd_updates_at_any_time_and_a_dead_channel_is_refused_at_enable() {
-    let server = Server::start();
-    for v in ["1.0.0", "1.1.0"] {
-        server.publish(v, &tarball(&release_files(v, Agent::Good)));
-    }
+    let server = publishing(&["1.0.0", "1.1.0"]);
     let host = Host::new();
     let svc = host.service_config("");
     let svc = svc.to_str().unwrap();
@@ -297,23 +306,14 @@ fn the_timer_override_follows_the_window_health_and_critical_updates() {
 /// agent's DB comes back from the backup the older version made, as with find.
 #[test]
 fn a_downgrade_within_the_major_restores_the_db_backup() {
-    let server = Server::start();
-    for v in ["1.0.0", "1.1.0"] {
-        server.publish(v, &tarball(&release_files(v, Agent::Good)));
-    }
+    let server = publishing(&["1.0.0", "1.1.0"]);
     let host = Host::new();
     let db = host.state.join("agent.db");
     let svc = host.service_config(&format!("db_path: {}\n", db.display()));
     support::set_marker(&db, "data-of-1.0.0");
     server.set_channel((200, "1.0.0"), (200, "no"));
     open_window(&server);
-    let channel = server.channel_url();
-    assert_eq!(
-        host.enable(&server, &svc, &["--channel", &channel])
-            .status
-            .code(),
-        Some(0)
-    );
+    enable_on_channel(&server, &host, &svc);
     server.set_channel((200, "1.1.0"), (200, "no"));
     host.ok(&["update"]);
     assert_eq!(host.active().as_deref(), Some("1.1.0"));
@@ -336,10 +336,7 @@ fn a_downgrade_within_the_major_restores_the_db_backup() {
 /// unhealthy, and moves outside its window.
 #[test]
 fn an_agent_failing_its_health_url_moves_outside_its_window() {
-    let server = Server::start();
-    for v in ["1.0.0", "1.1.0"] {
-        server.publish(v, &tarball(&release_files(v, Agent::Good)));
-    }
+    let server = publishing(&["1.0.0", "1.1.0"]);
     let host = Host::new();
     let health = |bad: &str| {
         format!(
@@ -351,13 +348,7 @@ fn an_agent_failing_its_health_url_moves_outside_its_window() {
     let svc = host.service_config(&health("none"));
     server.set_channel((200, "1.0.0"), (200, "no"));
     closed_window(&server);
-    let channel = server.channel_url();
-    assert_eq!(
-        host.enable(&server, &svc, &["--channel", &channel])
-            .status
-            .code(),
-        Some(0)
-    );
+    enable_on_channel(&server, &host, &svc);
     server.set_channel((200, "1.1.0"), (200, "no"));
     host.ok(&["update"]);
     assert_eq!(host.active().as_deref(), Some("1.0.0"), "healthy: it waits");

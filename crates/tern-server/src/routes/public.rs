@@ -77,10 +77,7 @@ pub(crate) async fn find(
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
-    limit_public(&state, addr)?;
-    if !state.is_ready() {
-        return Err(ApiError::unavailable("ternd is starting"));
-    }
+    limit_ready(&state, addr)?;
     Metrics::inc(&state.metrics.find_requests);
     let snapshot = state.snapshot();
     let (group, updater_id) = find_query(query.as_deref());
@@ -93,6 +90,16 @@ pub(crate) async fn find(
     let body = snapshot.find_body(&decision, &state.settings.edition);
     let resp = ([(header::CONTENT_TYPE, JSON.clone())], body).into_response();
     Ok(cacheable(&state, resp))
+}
+
+/// The public rate limit, then readiness: what find and the schedule answer from needs
+/// the first snapshot.
+fn limit_ready(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
+    limit_public(state, addr)?;
+    if !state.is_ready() {
+        return Err(ApiError::unavailable("ternd is starting"));
+    }
+    Ok(())
 }
 
 /// `GET /v1/channels/{name}/version` and `/critical` (plain text, seed 001).
@@ -129,10 +136,7 @@ pub(crate) async fn schedule(
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
-    limit_public(&state, addr)?;
-    if !state.is_ready() {
-        return Err(ApiError::unavailable("ternd is starting"));
-    }
+    limit_ready(&state, addr)?;
     Metrics::inc(&state.metrics.schedule_requests);
     let (mut group, mut count, mut format) = (String::new(), 8usize, String::from("json"));
     for (k, v) in form_urlencoded::parse(query.as_deref().unwrap_or_default().as_bytes()) {
