@@ -28,7 +28,9 @@ pub enum Error {
     },
     #[error("invalid --install-suffix {suffix:?}: use 1-32 characters a-z 0-9 - _, not \"system\"")]
     InvalidSuffix { suffix: String },
-    #[error("invalid version {version:?}")]
+    #[error(
+        "invalid version {version:?}: a version is 1-128 characters a-z A-Z 0-9 . - + _, not starting with '.'; nothing was installed"
+    )]
     InvalidVersion { version: String },
     #[error("url template {template:?}: {problem}")]
     UrlTemplate {
