@@ -228,8 +228,12 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
         "updating {} -> {target}",
         from.as_deref().unwrap_or("(nothing installed)")
     ));
-    install(ctx, &file.spec, &find.edition, &target)?;
-    switch(ctx, file, from.clone(), &target)?;
+    if let Some(package) = file.spec.package.clone() {
+        crate::package::update(ctx, file, &package, from.clone(), &target)?;
+    } else {
+        install(ctx, &file.spec, &find.edition, &target)?;
+        switch(ctx, file, from.clone(), &target)?;
+    }
     Ok(Outcome::Updated { from, to: target })
 }
 
@@ -770,6 +774,9 @@ fn unlink_to_package(l: &Layout) -> Result<()> {
 
 /// Reverts a switch a killed run left half done (journal in `status.in_progress`).
 pub(crate) fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
+    if let Some(package) = file.spec.package.clone() {
+        return crate::package::recover(ctx, file, &package);
+    }
     let Some(ip) = file.status.in_progress.clone() else {
         return Ok(());
     };
