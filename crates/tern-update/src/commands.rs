@@ -67,6 +67,9 @@ pub struct EnableArgs {
     pub keep: Option<u32>,
     /// Follow this channel (seed 001) instead of find.
     pub channel: Option<String>,
+    /// Package mode: install the agent through the OS package manager. `None` keeps
+    /// what was saved.
+    pub package: Option<crate::package::PackageSpec>,
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
@@ -88,6 +91,15 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         Err(e) => return Err(e),
     };
     let server = args.server.trim_end_matches('/').to_string();
+    let package = match args.package {
+        Some(p) => {
+            crate::package::validate_name(&p)?;
+            Some(p)
+        }
+        // Kept, as the group is: an `enable` that leaves the flag out never moves a
+        // host between the package manager and tarballs.
+        None => file.spec.package.clone(),
+    };
     let mut spec = Spec {
         server,
         group: args.group.unwrap_or_else(|| file.spec.group.clone()),
@@ -109,6 +121,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             .channel
             .as_deref()
             .map(|c| c.trim_end_matches('/').to_string()),
+        package,
         settings: ctx.settings.clone(),
     };
     // Artifact location: the flags given now, else what was saved before.
@@ -125,7 +138,19 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     if let Some(v) = &args.force_version {
         layout::validate_version(&layout::version_name(v, &file.status))?;
     }
-    let moved = moved_link_dirs(ctx, &file)?;
+    let moved = match &spec.package {
+        Some(package) => {
+            if spec.service_config.is_none() {
+                return Err(Error::PackageNeedsServiceConfig);
+            }
+            // What runs is what the package database has installed.
+            let previous = file.spec.clone();
+            crate::package::adopt(ctx, &previous, &mut file.status, package)?;
+            // No links in package mode.
+            Vec::new()
+        }
+        None => moved_link_dirs(ctx, &file)?,
+    };
     let id = update::updater_id(&ctx.layout)?;
     let find = match &spec.channel {
         // Channel mode: the channel must answer a version now, as find must otherwise.
@@ -179,6 +204,13 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     file.spec = spec;
     save(ctx, &file)?;
     move_links(ctx, &file, &moved)?;
+    if let Some(p) = &file.spec.package {
+        log::info(format!(
+            "package mode: the agent is the {} package {}",
+            p.manager.label(),
+            p.name
+        ));
+    }
     log::info(format!(
         "automatic updates enabled: {}, group {:?}",
         match &file.spec.channel {
@@ -475,6 +507,21 @@ pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
     let _lock = interactive_lock(ctx)?;
     let l = &ctx.layout;
     let file = load(ctx)?.unwrap_or_default();
+    if let Some(p) = &file.spec.package {
+        // The package manager owns the agent: tern-update only stops managing it.
+        fsutil::remove_file_durable(&l.update_yaml())?;
+        fsutil::remove_file_durable(&l.id_file())?;
+        fsutil::remove_file_durable(&l.heartbeat_file())?;
+        return Ok(Report::Done(format!(
+            "tern-update no longer manages this host; the {} package {} stays installed and running (remove it with {} if you want)",
+            p.manager.label(),
+            p.name,
+            match p.manager {
+                crate::package::Manager::Apt => "apt-get remove",
+                crate::package::Manager::Yum => "yum remove",
+            }
+        )));
+    }
     let package = package_present(l);
     if !package && !force {
         return Err(Error::WouldLeaveNoAgent {

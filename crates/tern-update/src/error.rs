@@ -28,7 +28,9 @@ pub enum Error {
     },
     #[error("invalid --install-suffix {suffix:?}: use 1-32 characters a-z 0-9 - _, not \"system\"")]
     InvalidSuffix { suffix: String },
-    #[error("invalid version {version:?}")]
+    #[error(
+        "invalid version {version:?}: a version is 1-128 characters a-z A-Z 0-9 . - + _, not starting with '.'; nothing was installed"
+    )]
     InvalidVersion { version: String },
     #[error("url template {template:?}: {problem}")]
     UrlTemplate {
@@ -207,6 +209,65 @@ pub enum Error {
         dir.display()
     )]
     WouldLeaveNoAgent { dir: PathBuf },
+    #[error(
+        "invalid package name {name:?} for {manager}: use 2-128 characters a-z 0-9 + - . (yum also A-Z _), starting with a letter or digit"
+    )]
+    InvalidPackageName { name: String, manager: &'static str },
+    #[error("refusing version {version:?} for the package manager: {reason}; nothing was run")]
+    PackageVersion { version: String, reason: String },
+    #[error("package manager: cannot run {command}: {source}")]
+    PackageSpawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("package manager: {command} failed with {status}{}", if output.is_empty() { String::new() } else { format!(": {output}") })]
+    PackageCommand {
+        command: String,
+        /// `exit status N`, or how it ended otherwise.
+        status: String,
+        /// The last lines it wrote (stderr, else stdout), on one line.
+        output: String,
+    },
+    #[error("package manager: {command}: {problem}")]
+    PackageQuery { command: String, problem: String },
+    #[error(
+        "package manager: apt knows no version {version} of {name} (apt-cache madison {name} lists: {listed}){refresh}; publish it in the host's apt repository"
+    )]
+    PackageNotAvailable {
+        name: String,
+        version: String,
+        listed: String,
+        /// Why refreshing the lists failed, when it did.
+        refresh: String,
+    },
+    #[error(
+        "package manager: it reported success, but {command} says {installed} is installed, not {asked}"
+    )]
+    PackageMismatch {
+        command: String,
+        asked: String,
+        installed: String,
+    },
+    #[error(
+        "package mode needs --service-config: the agent's service, restarted after the package manager installs a version"
+    )]
+    PackageNeedsServiceConfig,
+    #[error(
+        "this host runs {active}, installed from a tarball in {}: package mode would leave its links and versions behind; run `tern-update uninstall` (or `uninstall --force`) first, then enable --package",
+        dir.display()
+    )]
+    PackageModeSwitch { active: String, dir: PathBuf },
+    /// The manager failed before the package database changed.
+    #[error(
+        "installing {target} failed: {reason}; nothing was changed: the host runs {running} (no other source or package manager is tried)"
+    )]
+    PackageInstallFailed {
+        target: String,
+        #[source]
+        reason: Box<Error>,
+        running: String,
+    },
     #[error("{version} {failure}")]
     Unhealthy {
         version: String,

@@ -21,6 +21,7 @@ pub mod layout;
 mod links;
 pub mod lock;
 pub mod log;
+pub mod package;
 pub mod reexec;
 mod schedule;
 pub mod service;

@@ -12,7 +12,7 @@ use tern_update::http::Client;
 use tern_update::layout::{self, Layout};
 use tern_update::settings::{self, Settings};
 use tern_update::update::Ctx;
-use tern_update::{log, reexec, setup};
+use tern_update::{log, package, reexec, setup};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -77,12 +77,32 @@ enum LogFormat {
     Json,
 }
 
+/// `--package-manager`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum PackageManager {
+    /// apt-cache madison, apt-get install NAME=VERSION, dpkg-query (Debian, Ubuntu).
+    Apt,
+    /// yum install|downgrade NAME-VERSION, rpm -q (RHEL and its kin).
+    Yum,
+}
+
+impl From<PackageManager> for package::Manager {
+    fn from(m: PackageManager) -> Self {
+        match m {
+            PackageManager::Apt => Self::Apt,
+            PackageManager::Yum => Self::Yum,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum OutputFormat {
     Yaml,
     Json,
 }
 
+// One value per run, parsed once: the size of `Enable`'s flags costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Enroll this host: save the server and group (or the channel), install the
@@ -121,6 +141,19 @@ enum Cmd {
         /// Versions kept installed: 2 = active + backup, 1 = active only (small disks).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2))]
         keep: Option<u32>,
+        /// Package mode: the agent is this OS package, installed and rolled back through
+        /// --package-manager at the version ternd or the channel names, instead of
+        /// tarballs. Needs --service-config. Later `enable`s keep it.
+        #[arg(
+            long,
+            value_name = "NAME",
+            requires = "package_manager",
+            conflicts_with_all = ["base_url", "url_template"]
+        )]
+        package: Option<String>,
+        /// The package manager of --package.
+        #[arg(long, value_enum, requires = "package")]
+        package_manager: Option<PackageManager>,
     },
     /// Stop `update` from changing the version.
     Disable,
@@ -350,6 +383,8 @@ fn execute(
             overwrite: _,
             keep,
             channel,
+            package,
+            package_manager,
         } => commands::enable(
             ctx,
             EnableArgs {
@@ -362,6 +397,12 @@ fn execute(
                 join_token_file,
                 keep,
                 channel,
+                package: package
+                    .zip(package_manager)
+                    .map(|(name, m)| package::PackageSpec {
+                        name,
+                        manager: m.into(),
+                    }),
             },
         )?,
         Cmd::Disable => commands::disable(ctx)?,

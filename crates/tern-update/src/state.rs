@@ -9,6 +9,7 @@ use tern_core::wire::UpdaterStatus;
 
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::package::PackageSpec;
 use crate::settings::Settings;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -44,6 +45,10 @@ pub struct Spec {
     /// `critical`. Unset: the host follows find.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
+    /// Package mode: the agent is installed by the OS package manager (apt or yum)
+    /// instead of from tarballs. Unset: tarballs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<PackageSpec>,
     /// How many versions to keep installed: 2 = active + backup, 1 = active only.
     pub keep: u32,
     /// The global flags `enable` was given (link dirs, host names, transport).
@@ -64,6 +69,7 @@ impl Default for Spec {
             service_config: None,
             join_token_file: None,
             channel: None,
+            package: None,
             keep: 2,
             settings: Settings::default(),
         }
@@ -334,6 +340,33 @@ mod tests {
         assert_eq!(parse(&text).unwrap(), with);
         assert!(parse("kind: db_backup\n").is_err());
         assert!(parse("spec: [").is_err());
+    }
+
+    #[test]
+    fn package_mode_is_saved_and_files_without_it_load() {
+        let base = "kind: update_config\nspec:\n  server: x\n  enabled: true\n  pinned: false\n";
+        let old = parse(&format!("{base}status:\n  rollback: false\n")).unwrap();
+        assert_eq!(old.spec.package, None);
+        assert!(!serde_yaml_ng::to_string(&old).unwrap().contains("package"));
+        let f = parse(&format!(
+            "{base}  package:\n    name: tern-agent\n    manager: yum\nstatus:\n  rollback: false\n"
+        ))
+        .unwrap();
+        let p = f.spec.package.clone().unwrap();
+        assert_eq!(p.name, "tern-agent");
+        assert_eq!(p.manager, crate::package::Manager::Yum);
+        let text = serde_yaml_ng::to_string(&f).unwrap();
+        assert!(
+            text.contains("package:\n    name: tern-agent\n    manager: yum\n"),
+            "{text}"
+        );
+        assert_eq!(parse(&text).unwrap(), f);
+        assert!(
+            parse(&format!(
+                "{base}  package:\n    name: x\n    manager: pacman\nstatus:\n  rollback: false\n"
+            ))
+            .is_err()
+        );
     }
 
     #[test]

@@ -241,8 +241,12 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
         "updating {} -> {target}",
         from.as_deref().unwrap_or("(nothing installed)")
     ));
-    install(ctx, &file.spec, &find.edition, &target)?;
-    switch(ctx, file, from.clone(), &target)?;
+    if let Some(package) = file.spec.package.clone() {
+        crate::package::update(ctx, file, &package, from.clone(), &target)?;
+    } else {
+        install(ctx, &file.spec, &find.edition, &target)?;
+        switch(ctx, file, from.clone(), &target)?;
+    }
     Ok(Outcome::Updated { from, to: target })
 }
 
@@ -496,7 +500,12 @@ fn switch(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> R
 }
 
 /// Records a successful switch: `to` is active, `from` its backup; clears the journal.
-fn commit(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> Result<()> {
+pub(crate) fn commit(
+    ctx: &Ctx,
+    file: &mut UpdateFile,
+    from: Option<String>,
+    to: &str,
+) -> Result<()> {
     let st = &mut file.status;
     if from.as_deref() != Some(to) {
         st.backup = from;
@@ -591,9 +600,6 @@ fn apply_switch(
 
 /// Puts the host back on `sw.from` after a failed switch and records the failure.
 /// `version_failed`: the new version itself failed (its restart or its health check).
-/// It is skipped only if the reverted version then passes the same health check;
-/// otherwise the host is what is broken, and the failure is recorded as an environment
-/// failure, retried after a backoff.
 fn rollback(
     ctx: &Ctx,
     file: &mut UpdateFile,
@@ -606,12 +612,29 @@ fn rollback(
         sw.to
     ));
     let reverted = revert(ctx, &file.spec, sw.from, sw.db_backed_up, sw.was_running);
+    record_failure(ctx, file, sw.from, sw.to, reason, version_failed, reverted)
+}
+
+/// Records an update from `from` to `to` that failed and was reverted, and returns the
+/// error to report. `to` is skipped only if the reverted version then passed the same
+/// health check; otherwise the host is what is broken, and the failure is recorded as
+/// an environment failure, retried after a backoff. Both install paths (tarballs and
+/// the package manager) record their failures here.
+pub(crate) fn record_failure(
+    ctx: &Ctx,
+    file: &mut UpdateFile,
+    from: Option<&str>,
+    to: &str,
+    reason: Error,
+    version_failed: bool,
+    reverted: Reverted,
+) -> Error {
     let now = Timestamp::now();
     let st = &mut file.status;
     let blame = version_failed && reverted.healthy;
     if blame {
-        st.skip = Some(sw.to.to_string());
-        st.rollback = sw.from.is_some();
+        st.skip = Some(to.to_string());
+        st.rollback = from.is_some();
         st.environment_failure = None;
     } else {
         let attempts = st
@@ -624,7 +647,7 @@ fn rollback(
         // Whole seconds: operators read these times in messages and `status`.
         let time = Timestamp::from_second(now.as_second()).unwrap_or(now);
         st.environment_failure = Some(EnvironmentFailure {
-            target: sw.to.to_string(),
+            target: to.to_string(),
             time,
             attempts,
             retry_after: time.checked_add(wait).unwrap_or(Timestamp::MAX),
@@ -633,7 +656,7 @@ fn rollback(
     }
     st.last_update = Some(LastUpdate {
         time: now,
-        target: sw.to.to_string(),
+        target: to.to_string(),
         success: false,
         error: Some(reason.to_string()),
     });
@@ -641,7 +664,7 @@ fn rollback(
     if let Err(e) = save(ctx, file) {
         log::error(format!("could not record the rollback in update.yaml: {e}"));
     }
-    let target = sw.to.to_string();
+    let target = to.to_string();
     let reason = Box::new(reason);
     let outcome = reverted.outcome;
     match &file.status.environment_failure {
@@ -651,7 +674,7 @@ fn rollback(
             outcome,
             why: if !version_failed {
                 "the failure is the host's, not the version's"
-            } else if sw.from.is_some() {
+            } else if from.is_some() {
                 "the previous version failed the same health check, so the host's environment looks broken (network, disk…)"
             } else {
                 "with no previous version to check, a broken version cannot be told from a broken host"
@@ -669,13 +692,13 @@ fn rollback(
 
 /// What a revert left: in words, and whether the version it restored passed the
 /// health check (false when it was not checked).
-struct Reverted {
-    outcome: String,
-    healthy: bool,
+pub(crate) struct Reverted {
+    pub(crate) outcome: String,
+    pub(crate) healthy: bool,
 }
 
 impl Reverted {
-    fn unchecked(outcome: impl Into<String>) -> Self {
+    pub(crate) fn unchecked(outcome: impl Into<String>) -> Self {
         Self {
             outcome: outcome.into(),
             healthy: false,
@@ -764,6 +787,9 @@ fn unlink_to_package(l: &Layout) -> Result<()> {
 
 /// Reverts a switch a killed run left half done (journal in `status.in_progress`).
 pub(crate) fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
+    if let Some(package) = file.spec.package.clone() {
+        return crate::package::recover(ctx, file, &package);
+    }
     let Some(ip) = file.status.in_progress.clone() else {
         return Ok(());
     };
