@@ -96,6 +96,21 @@ struct Invocation {
     env: Vec<(&'static str, &'static str)>,
 }
 
+/// The longest a package-manager command may run: apt-get on a slow mirror takes
+/// minutes, never this long. `TERN_PACKAGE_TIMEOUT_SECS` shortens it in tests (the
+/// `test-hooks` feature only).
+fn command_timeout() -> std::time::Duration {
+    const DEFAULT: std::time::Duration = std::time::Duration::from_secs(20 * 60);
+    #[cfg(feature = "test-hooks")]
+    if let Some(secs) = std::env::var("TERN_PACKAGE_TIMEOUT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return std::time::Duration::from_secs(secs);
+    }
+    DEFAULT
+}
+
 /// What a program said and how it ended.
 struct Ran {
     code: Option<i32>,
@@ -130,21 +145,75 @@ impl Invocation {
         }
     }
 
-    /// Runs the program directly (no shell), stdin closed, output captured.
+    /// Runs the program directly (no shell), stdin closed, output captured, in a
+    /// process group of its own that is killed whole (apt-get's dpkg included) when it
+    /// takes longer than [`command_timeout`]: a hung manager must not hold the
+    /// updater's lock forever.
     fn run(&self) -> Result<Ran> {
-        let out = Command::new(self.tool.program())
+        use std::io::Read;
+        use std::os::unix::process::CommandExt;
+        let spawn_err = |source| Error::PackageSpawn {
+            command: self.display(),
+            source,
+        };
+        let mut child = Command::new(self.tool.program())
             .args(&self.args)
             .envs(self.env.iter().copied())
             .stdin(Stdio::null())
-            .output()
-            .map_err(|source| Error::PackageSpawn {
-                command: self.display(),
-                source,
-            })?;
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .map_err(spawn_err)?;
+        let reader = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut bytes);
+                }
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+        };
+        let out = reader(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let err = reader(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let timeout = command_timeout();
+        let deadline = std::time::Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = child.try_wait().map_err(spawn_err)? {
+                break status;
+            }
+            if std::time::Instant::now() >= deadline {
+                let group = i32::try_from(child.id())
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw);
+                if let Some(group) = group {
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Error::PackageCommand {
+                    command: self.display(),
+                    status: format!("no end after {}s: killed", timeout.as_secs()),
+                    output: String::new(),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
         Ok(Ran {
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            code: status.code(),
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
         })
     }
 

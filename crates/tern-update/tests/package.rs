@@ -91,6 +91,7 @@ update)
     mv '{l}.tmp' '{l}'
     ;;
 install)
+    if [ -e '{fail}.hang' ]; then sleep 600; fi
     if [ -e '{fail}' ]; then
         echo "Reading package lists..."
         echo "E: stand-in: could not reach the repository (test)" >&2; exit 100
@@ -458,6 +459,44 @@ fn a_failing_package_manager_changes_nothing_and_nothing_else_is_tried() {
     host.ok(&["update", "--now"]);
     assert_eq!(debs.dpkg_version().as_deref(), Some("1.1.0-1"));
     assert!(host.wait_running("1.1.0"));
+}
+
+/// A manager that never returns (a dead mirror, a lock held elsewhere) is killed with
+/// its whole process group after the command timeout (20 minutes; 2 s here through
+/// the test hook), and the run fails naming it, the host unchanged.
+#[test]
+fn a_hung_package_manager_is_killed_and_nothing_changes() {
+    let debs = enabled_on_1_0_0();
+    let host = &debs.host;
+    debs.publish("1.1.0-1", Agent::Good);
+    debs.server.set_target("1.1.0", true);
+    let hang = debs.fail_install.with_extension("hang");
+    std::fs::write(&hang, "").unwrap();
+    let out = host
+        .cmd(&["update", "--now"])
+        .env("TERN_PACKAGE_TIMEOUT_SECS", "2")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no end after 2s: killed"), "{err}");
+    assert!(err.contains("apt-get install"), "{err}");
+    assert_eq!(debs.dpkg_version().as_deref(), Some("1.0.0-1"));
+    assert_eq!(host.running_version().as_deref(), Some("1.0.0"));
+    // The stand-in's `sleep 600` went with its group.
+    let tools = hang.parent().unwrap().join("tools");
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &format!("{}/apt-get install", tools.display())])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+    std::fs::remove_file(&hang).unwrap();
+    host.ok(&["update", "--now"]);
+    assert_eq!(debs.dpkg_version().as_deref(), Some("1.1.0-1"));
 }
 
 #[test]
