@@ -24,6 +24,9 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("protoc", "protobuf-compiler"),
     // The exported OnCalendar= values are checked with systemd's own parser.
     ("systemd-analyze", "systemd"),
+    // Package-mode tests build and install real .debs under a temporary root.
+    ("dpkg-deb", "dpkg"),
+    ("pgrep", "procps"),
     (
         "/usr/include/google/protobuf/descriptor.proto",
         "libprotobuf-dev",
