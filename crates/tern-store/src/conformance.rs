@@ -23,7 +23,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::Barrier;
 
-use crate::{Error, KeyValue, LeaseKeeper, Revision, Store, Watch, WatchEvent};
+use crate::{
+    Compare, Error, KeyValue, LeaseKeeper, Op, Revision, Store, TxnOutcome, Watch, WatchEvent,
+};
 
 /// How a backend's tests give the suite fresh stores.
 #[async_trait]
@@ -74,6 +76,12 @@ pub async fn run_all(h: &dyn Harness) {
     watch_from_past_revision(h).await;
     lease_exclusive_renewable_expires(h).await;
     lease_keeper_renews_and_reports_loss(h).await;
+    txn_all_or_nothing(h).await;
+    txn_revision_compare_loses_to_concurrent_write(h).await;
+    txn_delete_prefix_only_that_prefix(h).await;
+    txn_ttl_put_expires(h).await;
+    txn_lease_compare_fences_former_holders(h).await;
+    txn_watch_sees_its_events(h).await;
 }
 
 /// get/create/CAS/put/delete results, revisions, errors naming the key, and that a
@@ -689,6 +697,496 @@ pub async fn lease_keeper_renews_and_reports_loss(h: &dyn Harness) {
     );
 }
 
+/// The failed compare's index and reason, or a panic naming the outcome.
+fn failed(outcome: TxnOutcome, what: &str) -> (usize, String) {
+    match outcome {
+        TxnOutcome::Failed { index, reason } => (index, reason),
+        o => panic!("{what}: expected the transaction to fail, got {o:?}"),
+    }
+}
+
+/// The committed revision, or a panic naming the outcome.
+fn committed(outcome: TxnOutcome, what: &str) -> Revision {
+    match outcome {
+        TxnOutcome::Committed { revision } => revision,
+        o => panic!("{what}: expected the transaction to commit, got {o:?}"),
+    }
+}
+
+/// When every compare holds, every op is applied (seen by another handle) and the outcome's
+/// revision is the store's; when one fails, nothing is applied, the revision does not move,
+/// and the outcome names the first failing compare. Exists/absent compares, empty lists,
+/// and bad arguments.
+pub async fn txn_all_or_nothing(h: &dyn Harness) {
+    let s = h.open(2).await;
+    let (a, other) = (&s[0], &s[1]);
+    let ka = a.put("t/a", b("a1"), None).await.unwrap();
+    a.create("t/b", b("b1"), None).await.unwrap();
+    let before = a.revision().await.unwrap();
+
+    // Every compare holds: every op applies.
+    let revision = committed(
+        a.txn(
+            &[
+                Compare::mod_revision("t/a", ka.mod_revision),
+                Compare::exists("t/b"),
+                Compare::absent("t/c"),
+            ],
+            &[
+                Op::put("t/a", b("a2"), None),
+                Op::put("t/c", b("c1"), None),
+                Op::delete("t/b"),
+            ],
+        )
+        .await
+        .unwrap(),
+        "all compares hold",
+    );
+    assert!(revision > before);
+    assert_eq!(other.revision().await.unwrap(), revision);
+    let a2 = other.get("t/a").await.unwrap().unwrap();
+    assert_eq!(a2.value, b("a2"));
+    assert_eq!(a2.create_revision, ka.create_revision);
+    assert!(a2.mod_revision > before && a2.mod_revision <= revision);
+    let c1 = other.get("t/c").await.unwrap().unwrap();
+    assert_eq!(c1.value, b("c1"));
+    assert_eq!(c1.create_revision, c1.mod_revision);
+    assert_eq!(other.get("t/b").await.unwrap(), None);
+
+    // The second compare fails (a stale revision): nothing applies.
+    let (index, reason) = failed(
+        other
+            .txn(
+                &[
+                    Compare::exists("t/a"),
+                    Compare::mod_revision("t/a", ka.mod_revision),
+                    Compare::absent("t/a"),
+                ],
+                &[
+                    Op::put("t/x", b("x"), None),
+                    Op::delete("t/c"),
+                    Op::delete_prefix("t/a"),
+                ],
+            )
+            .await
+            .unwrap(),
+        "stale revision",
+    );
+    assert_eq!(index, 1, "{reason}");
+    assert!(reason.contains("\"t/a\""), "{reason}");
+    assert_eq!(a.get("t/x").await.unwrap(), None, "a failed txn wrote");
+    assert_eq!(
+        a.get("t/c").await.unwrap(),
+        Some(c1.clone()),
+        "a failed txn deleted"
+    );
+    assert_eq!(a.get("t/a").await.unwrap(), Some(a2.clone()));
+    assert_eq!(
+        a.revision().await.unwrap(),
+        revision,
+        "a failed txn changed the revision"
+    );
+
+    // Exists on an absent key and absent on a present one fail, naming the key.
+    let ops = [Op::put("t/y", b("y"), None)];
+    let (index, reason) = failed(
+        a.txn(&[Compare::exists("t/b")], &ops).await.unwrap(),
+        "exists on a deleted key",
+    );
+    assert_eq!(index, 0);
+    assert!(reason.contains("\"t/b\""), "{reason}");
+    let (index, reason) = failed(
+        a.txn(
+            &[Compare::absent("t/missing"), Compare::absent("t/c")],
+            &ops,
+        )
+        .await
+        .unwrap(),
+        "absent on a present key",
+    );
+    assert_eq!(index, 1);
+    assert!(reason.contains("\"t/c\""), "{reason}");
+    let (index, _) = failed(
+        a.txn(&[Compare::mod_revision("t/missing", 0)], &ops)
+            .await
+            .unwrap(),
+        "revision compare on an absent key",
+    );
+    assert_eq!(index, 0);
+    assert_eq!(a.get("t/y").await.unwrap(), None);
+
+    // No compares: the ops apply. No ops: a check that changes nothing.
+    let r = committed(a.txn(&[], &ops).await.unwrap(), "no compares");
+    assert_eq!(a.get("t/y").await.unwrap().unwrap().mod_revision, r);
+    let r2 = committed(
+        a.txn(&[Compare::exists("t/y")], &[]).await.unwrap(),
+        "no ops",
+    );
+    assert_eq!(r2, r);
+    assert_eq!(a.revision().await.unwrap(), r);
+
+    // Bad arguments, refused before anything is looked at.
+    for (compares, ops) in [
+        (vec![Compare::exists("")], vec![]),
+        (vec![], vec![Op::put("", b("x"), None)]),
+        (vec![], vec![Op::put("t/z", b("x"), Some(Duration::ZERO))]),
+        (vec![], vec![Op::delete("")]),
+        (vec![], vec![Op::delete_prefix("")]),
+        (
+            vec![],
+            vec![Op::put("t/z", b("1"), None), Op::put("t/z", b("2"), None)],
+        ),
+        (
+            vec![],
+            vec![Op::put("t/z", b("1"), None), Op::delete("t/z")],
+        ),
+        (
+            vec![],
+            vec![Op::delete_prefix("t/"), Op::put("t/z", b("1"), None)],
+        ),
+    ] {
+        let got = a.txn(&compares, &ops).await;
+        assert!(
+            matches!(got, Err(Error::InvalidArgument(_))),
+            "{compares:?} {ops:?}: {got:?}"
+        );
+    }
+    assert_eq!(a.get("t/z").await.unwrap(), None);
+}
+
+/// A revision compare fails once another handle wrote the key in between, and nothing is
+/// applied; many transactions racing on one revision: exactly one commits per round.
+pub async fn txn_revision_compare_loses_to_concurrent_write(h: &dyn Harness) {
+    const TASKS: usize = 8;
+    const ROUNDS: usize = 5;
+    let s = h.open(3).await;
+    let kv = s[0].put("r/k", b("0"), None).await.unwrap();
+    let newer = s[1].put("r/k", b("other"), None).await.unwrap();
+    let (index, reason) = failed(
+        s[0].txn(
+            &[Compare::mod_revision("r/k", kv.mod_revision)],
+            &[
+                Op::put("r/k", b("stale"), None),
+                Op::put("r/side", b("x"), None),
+            ],
+        )
+        .await
+        .unwrap(),
+        "revision compare after a concurrent write",
+    );
+    assert_eq!(index, 0);
+    assert!(reason.contains("\"r/k\""), "{reason}");
+    assert_eq!(s[2].get("r/k").await.unwrap(), Some(newer.clone()));
+    assert_eq!(s[2].get("r/side").await.unwrap(), None);
+
+    let mut current = newer;
+    for round in 0..ROUNDS {
+        let barrier = Arc::new(Barrier::new(TASKS));
+        let mut tasks = Vec::new();
+        for t in 0..TASKS {
+            let store = Arc::clone(&s[t % s.len()]);
+            let barrier = Arc::clone(&barrier);
+            let expected = current.mod_revision;
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                let ops = [
+                    Op::put("r/k", b(&format!("{round}-{t}")), None),
+                    Op::put(format!("r/won/{round}/{t}"), b("1"), None),
+                ];
+                store
+                    .txn(&[Compare::mod_revision("r/k", expected)], &ops)
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut winners = Vec::new();
+        for (t, task) in tasks.into_iter().enumerate() {
+            match task.await.unwrap() {
+                TxnOutcome::Committed { revision } => winners.push((t, revision)),
+                TxnOutcome::Failed { index, .. } => assert_eq!(index, 0),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
+        let (t, revision) = winners[0];
+        let stored = s[0].get("r/k").await.unwrap().unwrap();
+        assert_eq!(stored.value, b(&format!("{round}-{t}")), "round {round}");
+        assert!(stored.mod_revision > current.mod_revision && stored.mod_revision <= revision);
+        let won = s[0].list(&format!("r/won/{round}/")).await.unwrap().kvs;
+        assert_eq!(won.len(), 1, "round {round}: a losing txn applied an op");
+        current = stored;
+    }
+}
+
+/// A delete-prefix op removes exactly the keys under its raw byte prefix; deletes of
+/// absent keys and prefixes with nothing under them are no-ops that change nothing.
+pub async fn txn_delete_prefix_only_that_prefix(h: &dyn Harness) {
+    let s = h.open(2).await;
+    let keys = ["d/a", "d/a/1", "d/a/2", "d/a/2/x", "d/ab", "d/b", "e/a/1"];
+    for k in keys {
+        s[0].put(k, b(k), None).await.unwrap();
+    }
+    let revision = committed(
+        s[0].txn(&[], &[Op::delete_prefix("d/a/")]).await.unwrap(),
+        "delete prefix",
+    );
+    let left: Vec<String> = s[1]
+        .list("")
+        .await
+        .unwrap()
+        .kvs
+        .into_iter()
+        .map(|kv| kv.key)
+        .collect();
+    assert_eq!(left, ["d/a", "d/ab", "d/b", "e/a/1"]);
+    assert_eq!(s[1].revision().await.unwrap(), revision);
+
+    // A raw byte prefix: `d/a` also takes `d/ab`, not `d/b`.
+    committed(
+        s[1].txn(&[Compare::exists("d/b")], &[Op::delete_prefix("d/a")])
+            .await
+            .unwrap(),
+        "delete prefix d/a",
+    );
+    let left: Vec<String> = s[0]
+        .list("")
+        .await
+        .unwrap()
+        .kvs
+        .into_iter()
+        .map(|kv| kv.key)
+        .collect();
+    assert_eq!(left, ["d/b", "e/a/1"]);
+
+    // Nothing to delete: committed, nothing changes.
+    let before = s[0].revision().await.unwrap();
+    let r = committed(
+        s[0].txn(&[], &[Op::delete("d/none"), Op::delete_prefix("zz/")])
+            .await
+            .unwrap(),
+        "deletes of nothing",
+    );
+    assert_eq!(r, before);
+    assert_eq!(s[1].revision().await.unwrap(), before);
+}
+
+/// A put with a TTL in a transaction expires like `put`'s; one without stays; an expired
+/// key counts as absent for the compares.
+pub async fn txn_ttl_put_expires(h: &dyn Harness) {
+    let ttl = h.ttl();
+    let s = h.open(2).await;
+    s[0].put("tt/was-ttl", b("x"), Some(ttl * 10))
+        .await
+        .unwrap();
+    committed(
+        s[0].txn(
+            &[Compare::absent("tt/short")],
+            &[
+                Op::put("tt/short", b("s"), Some(ttl)),
+                Op::put("tt/long", b("l"), Some(ttl * 20)),
+                Op::put("tt/forever", b("f"), None),
+                // Written without a TTL: permanent, like `put`.
+                Op::put("tt/was-ttl", b("y"), None),
+            ],
+        )
+        .await
+        .unwrap(),
+        "TTL puts",
+    );
+    assert!(s[1].get("tt/short").await.unwrap().is_some());
+    tokio::time::sleep(ttl + ttl / 3).await;
+    for (i, store) in s.iter().enumerate() {
+        let keys: Vec<String> = store
+            .list("tt/")
+            .await
+            .unwrap()
+            .kvs
+            .into_iter()
+            .map(|kv| kv.key)
+            .collect();
+        assert_eq!(keys, ["tt/forever", "tt/long", "tt/was-ttl"], "handle {i}");
+    }
+    let (index, _) = failed(
+        s[1].txn(&[Compare::exists("tt/short")], &[]).await.unwrap(),
+        "exists on an expired key",
+    );
+    assert_eq!(index, 0);
+    committed(
+        s[1].txn(
+            &[Compare::absent("tt/short"), Compare::exists("tt/long")],
+            &[Op::put("tt/short", b("again"), None)],
+        )
+        .await
+        .unwrap(),
+        "absent on an expired key",
+    );
+    assert_eq!(
+        s[0].get("tt/short").await.unwrap().unwrap().value,
+        b("again")
+    );
+}
+
+/// The lease compare holds for the current holder (also after renewals) and fails, with
+/// nothing applied, once that acquisition is over: released, expired, or taken over by
+/// another holder — a stale `Lease` of a former holder never passes, even when the same
+/// holder name holds the lease again.
+pub async fn txn_lease_compare_fences_former_holders(h: &dyn Harness) {
+    let ttl = h.ttl();
+    let s = h.open(2).await;
+    let (a, bb) = (&s[0], &s[1]);
+    let fenced = |lease: &crate::Lease, n: u32| {
+        (
+            vec![Compare::lease_held(lease)],
+            vec![Op::put(format!("f/write/{n}"), b(&lease.holder), None)],
+        )
+    };
+    let la = a.lease_acquire("leader", "a", ttl).await.unwrap().unwrap();
+    let (c, o) = fenced(&la, 1);
+    committed(bb.txn(&c, &o).await.unwrap(), "current holder");
+    let la = a.lease_renew(&la).await.unwrap();
+    let (c, o) = fenced(&la, 2);
+    committed(a.txn(&c, &o).await.unwrap(), "current holder after renewal");
+
+    // Right token, wrong holder; right holder, wrong token.
+    let forged = crate::Lease {
+        holder: "b".into(),
+        ..la.clone()
+    };
+    let (c, o) = fenced(&forged, 3);
+    let (index, reason) = failed(bb.txn(&c, &o).await.unwrap(), "another holder's name");
+    assert_eq!(index, 0);
+    assert!(reason.contains("leader"), "{reason}");
+    let forged = crate::Lease {
+        token: la.token + 1,
+        ..la.clone()
+    };
+    let (c, o) = fenced(&forged, 3);
+    failed(bb.txn(&c, &o).await.unwrap(), "another token");
+
+    // Released: the old value fails, also once the same holder name holds it again.
+    a.lease_release(&la).await.unwrap();
+    let (c, o) = fenced(&la, 3);
+    let (index, reason) = failed(a.txn(&c, &o).await.unwrap(), "released lease");
+    assert_eq!(index, 0);
+    assert!(reason.contains("leader"), "{reason}");
+    let la2 = a.lease_acquire("leader", "a", ttl).await.unwrap().unwrap();
+    let (c, o) = fenced(&la, 3);
+    failed(
+        a.txn(&c, &o).await.unwrap(),
+        "a former acquisition of the same holder",
+    );
+    let (c, o) = fenced(&la2, 4);
+    committed(a.txn(&c, &o).await.unwrap(), "the new acquisition");
+
+    // Expired (not renewed): fails; taken over by b: a's value still fails, b's holds.
+    tokio::time::sleep(ttl + ttl / 3).await;
+    let (c, o) = fenced(&la2, 5);
+    let (index, _) = failed(a.txn(&c, &o).await.unwrap(), "expired lease");
+    assert_eq!(index, 0);
+    let lb = bb.lease_acquire("leader", "b", ttl).await.unwrap().unwrap();
+    let (c, o) = fenced(&la2, 5);
+    let (_, reason) = failed(a.txn(&c, &o).await.unwrap(), "taken over");
+    assert!(reason.contains("leader"), "{reason}");
+    let (c, o) = fenced(&lb, 6);
+    committed(bb.txn(&c, &o).await.unwrap(), "the new holder");
+
+    // A lease compare among others: its index is named, nothing applies.
+    let (index, _) = failed(
+        a.txn(
+            &[Compare::absent("f/none"), Compare::lease_held(&la2)],
+            &[Op::delete_prefix("f/")],
+        )
+        .await
+        .unwrap(),
+        "second compare",
+    );
+    assert_eq!(index, 1);
+    let written: Vec<(String, Vec<u8>)> = a
+        .list("f/")
+        .await
+        .unwrap()
+        .kvs
+        .into_iter()
+        .map(|kv| (kv.key, kv.value))
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("f/write/1".to_owned(), b("a")),
+            ("f/write/2".to_owned(), b("a")),
+            ("f/write/4".to_owned(), b("a")),
+            ("f/write/6".to_owned(), b("b")),
+        ],
+        "only the holders' writes applied"
+    );
+    bb.lease_release(&lb).await.unwrap();
+}
+
+/// A watch (on another handle) sees a transaction's changes under its prefix, in op order
+/// (a delete-prefix's keys in key order), at revisions up to the committed one and after
+/// every earlier change, and nothing of a failed transaction.
+pub async fn txn_watch_sees_its_events(h: &dyn Harness) {
+    let s = h.open(2).await;
+    let (writer, reader) = (&s[0], &s[1]);
+    for k in ["tw/gone", "tw/p/1", "tw/p/2"] {
+        writer.put(k, b("old"), None).await.unwrap();
+    }
+    let before = writer.revision().await.unwrap();
+    let mut w = reader.watch("tw/", before + 1).await.unwrap();
+
+    failed(
+        writer
+            .txn(
+                &[Compare::absent("tw/gone")],
+                &[Op::put("tw/never", b("x"), None)],
+            )
+            .await
+            .unwrap(),
+        "failing txn",
+    );
+    let revision = committed(
+        writer
+            .txn(
+                &[Compare::exists("tw/gone")],
+                &[
+                    Op::put("tw/a", b("a"), None),
+                    Op::put("outside/x", b("x"), None),
+                    Op::delete("tw/gone"),
+                    Op::put("tw/b", b("b"), None),
+                    Op::delete_prefix("tw/p/"),
+                ],
+            )
+            .await
+            .unwrap(),
+        "txn",
+    );
+    let a = writer.get("tw/a").await.unwrap().unwrap();
+    let bkv = writer.get("tw/b").await.unwrap().unwrap();
+    let mut got = Vec::new();
+    for i in 0..5 {
+        got.push(next_event(&mut w, &format!("txn event {i}")).await);
+    }
+    assert_eq!(got[0], WatchEvent::Put(a));
+    assert!(matches!(&got[1], WatchEvent::Delete { key, .. } if key == "tw/gone"));
+    assert_eq!(got[2], WatchEvent::Put(bkv));
+    assert!(matches!(&got[3], WatchEvent::Delete { key, .. } if key == "tw/p/1"));
+    assert!(matches!(&got[4], WatchEvent::Delete { key, .. } if key == "tw/p/2"));
+    let mut last = before;
+    for e in &got {
+        assert!(
+            e.revision() > before && e.revision() >= last && e.revision() <= revision,
+            "event {e:?} outside ({before}, {revision}] or out of order"
+        );
+        last = e.revision();
+    }
+    assert_eq!(
+        last, revision,
+        "the last event is not at the txn's revision"
+    );
+    // Nothing else: a marker written now is the very next event.
+    let marker = writer.put("tw/marker", b("m"), None).await.unwrap();
+    assert_eq!(next_event(&mut w, "marker").await, WatchEvent::Put(marker));
+}
+
 /// Expands to one `#[tokio::test]` per conformance case, each on a multi-threaded
 /// runtime, calling `$crate::conformance::CASE(&$harness)`. Needs `tokio` (with `macros`
 /// and `rt-multi-thread`) in the calling crate's dev-dependencies.
@@ -708,6 +1206,12 @@ macro_rules! conformance_tests {
             watch_from_past_revision,
             lease_exclusive_renewable_expires,
             lease_keeper_renews_and_reports_loss,
+            txn_all_or_nothing,
+            txn_revision_compare_loses_to_concurrent_write,
+            txn_delete_prefix_only_that_prefix,
+            txn_ttl_put_expires,
+            txn_lease_compare_fences_former_holders,
+            txn_watch_sees_its_events,
         );
     };
     ($harness:expr; $($case:ident),* $(,)?) => {

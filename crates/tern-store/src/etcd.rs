@@ -40,6 +40,14 @@
 //!   token and lease; the local deadline [`Lease::valid_until`] is measured from before the
 //!   request with the *requested* TTL, which never exceeds etcd's. Release deletes the key
 //!   if it still carries our token and revokes the etcd lease.
+//! * `txn` is one etcd transaction: each compare maps to etcd compares (`ModRevision` to
+//!   `create_revision > 0 ∧ mod_revision == r`, `Exists` to `version > 0`, `Absent` to
+//!   `create_revision == 0`, `LeaseHeld` to the lease key existing with the lease's token
+//!   as its `create_revision` and its holder as its value); the ops are puts (a fresh
+//!   etcd lease per TTL'd put, as above), deletes and range deletes. All its changes share
+//!   one revision. The failure branch reads each compare's key so the first failing compare
+//!   is named from etcd's own snapshot. etcd limits a transaction's ops (`--max-txn-ops`,
+//!   128 by default).
 //! * Every request has a deadline ([`EtcdOptions::request_timeout`]); no answer, a refused
 //!   connection and etcd's "no leader"/"timed out"/"too many requests" map to
 //!   [`Error::Unavailable`]. A write that timed out may still have been applied: a CAS
@@ -57,16 +65,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
-    TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, PutOptions,
+    Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
 };
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 use tonic::Code;
 
 use crate::{
-    Error, KeyValue, Lease, LeaseInfo, Listing, Result, Revision, Store, Watch, WatchEvent,
-    check_key, check_lease_args, check_ttl, prefix_end,
+    Error, Found, KeyValue, Lease, LeaseInfo, Listing, Op, Result, Revision, Store, TxnOutcome,
+    Watch, WatchEvent, check_key, check_lease_args, check_ttl, check_txn, first_failure,
+    prefix_end,
 };
 
 /// How many events may wait in a watch's channel before the watch stops reading etcd.
@@ -723,7 +732,7 @@ impl Store for EtcdStore {
             .when(compares)
             .and_then(vec![TxnOp::delete(
                 k.clone(),
-                Some(etcd_client::DeleteOptions::new().with_prev_key()),
+                Some(DeleteOptions::new().with_prev_key()),
             )])
             .or_else(vec![TxnOp::get(k, None)]);
         let resp = self.txn(|| format!("deleting key {key:?}"), txn).await?;
@@ -876,6 +885,11 @@ impl Store for EtcdStore {
         }
     }
 
+    async fn txn(&self, compares: &[crate::Compare], ops: &[Op]) -> Result<TxnOutcome> {
+        check_txn(compares, ops)?;
+        self.apply_txn(compares, ops).await
+    }
+
     async fn lease_info(&self, name: &str) -> Result<Option<LeaseInfo>> {
         let resp = self
             .range(
@@ -889,6 +903,154 @@ impl Store for EtcdStore {
             holder: String::from_utf8_lossy(kv.value()).into_owned(),
             token: rev(kv.create_revision()),
         }))
+    }
+}
+
+impl EtcdStore {
+    /// [`Store::txn`]: one etcd transaction. Its success branch is the ops (each reporting
+    /// the key-values it replaced or deleted, whose etcd leases then hold nothing and are
+    /// revoked); its failure branch reads the key of every compare, from which the first
+    /// failing compare is told, as of the transaction's own snapshot.
+    async fn apply_txn(&self, compares: &[crate::Compare], ops: &[Op]) -> Result<TxnOutcome> {
+        let what = format!("applying a transaction of {} ops", ops.len());
+        // One fresh etcd lease per TTL'd put, as `put` does.
+        let mut granted = Vec::new();
+        let mut then = Vec::with_capacity(ops.len());
+        for op in ops {
+            then.push(match op {
+                Op::Put { key, value, ttl } => {
+                    let mut options = PutOptions::new().with_prev_key();
+                    if let Some(ttl) = ttl {
+                        match self.grant(&format!("key {key:?}"), *ttl).await {
+                            Ok(id) => {
+                                granted.push(id);
+                                options = options.with_lease(id);
+                            }
+                            Err(e) => {
+                                self.revoke_unused(granted);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    TxnOp::put(self.kv_key(key), value.clone(), Some(options))
+                }
+                Op::Delete { key } => {
+                    TxnOp::delete(self.kv_key(key), Some(DeleteOptions::new().with_prev_key()))
+                }
+                Op::DeletePrefix { prefix } => {
+                    let start = self.kv_key(prefix);
+                    // The kv prefix ends with '/', so the range always has an end.
+                    let end = prefix_end(start.as_bytes()).unwrap_or_else(|| vec![0]);
+                    TxnOp::delete(
+                        start,
+                        Some(DeleteOptions::new().with_range(end).with_prev_key()),
+                    )
+                }
+            });
+        }
+        let mut when = Vec::new();
+        let mut or_else = Vec::with_capacity(compares.len());
+        for c in compares {
+            let key = match c {
+                crate::Compare::ModRevision { key, revision } => {
+                    let k = self.kv_key(key);
+                    // etcd compares an absent key as revision 0: require it to exist.
+                    when.push(Compare::create_revision(k.clone(), CompareOp::Greater, 0));
+                    when.push(Compare::mod_revision(
+                        k.clone(),
+                        CompareOp::Equal,
+                        to_i64(*revision),
+                    ));
+                    k
+                }
+                crate::Compare::Exists { key } => {
+                    let k = self.kv_key(key);
+                    when.push(Compare::version(k.clone(), CompareOp::Greater, 0));
+                    k
+                }
+                crate::Compare::Absent { key } => {
+                    let k = self.kv_key(key);
+                    when.push(Compare::create_revision(k.clone(), CompareOp::Equal, 0));
+                    k
+                }
+                crate::Compare::LeaseHeld { lease } => {
+                    // The leader lease is a key bound to an etcd lease: it exists exactly
+                    // while the lease is held, and its create revision is the fencing token
+                    // of that acquisition (its value the holder).
+                    let k = self.lease_key(&lease.name);
+                    when.push(Compare::version(k.clone(), CompareOp::Greater, 0));
+                    when.push(Compare::create_revision(
+                        k.clone(),
+                        CompareOp::Equal,
+                        to_i64(lease.token),
+                    ));
+                    when.push(Compare::value(
+                        k.clone(),
+                        CompareOp::Equal,
+                        lease.holder.as_bytes(),
+                    ));
+                    k
+                }
+            };
+            or_else.push(TxnOp::get(key, None));
+        }
+        let txn = Txn::new().when(when).and_then(then).or_else(or_else);
+        let resp = self.txn(|| what.clone(), txn).await;
+        let resp = match resp {
+            Ok(resp) => resp,
+            // Unknown outcome: if it applied, its TTL'd keys die with their leases at their
+            // TTLs, as they should; if not, the leases expire unused.
+            Err(e) => return Err(e),
+        };
+        if resp.succeeded() {
+            let replaced = resp
+                .op_responses()
+                .into_iter()
+                .flat_map(|r| match r {
+                    TxnOpResponse::Put(p) => {
+                        p.prev_key().map(|kv| kv.lease()).into_iter().collect()
+                    }
+                    TxnOpResponse::Delete(d) => d.prev_kvs().iter().map(|kv| kv.lease()).collect(),
+                    _ => Vec::new(),
+                })
+                .collect::<Vec<_>>();
+            self.revoke_unused(replaced);
+            return Ok(TxnOutcome::Committed {
+                revision: resp.header().map_or(0, |h| rev(h.revision())),
+            });
+        }
+        self.revoke_unused(granted);
+        let gets = resp.op_responses();
+        let found: Vec<Found> = compares
+            .iter()
+            .zip(&gets)
+            .map(|(c, r)| {
+                let kv = match r {
+                    TxnOpResponse::Get(g) => g.kvs().first(),
+                    _ => None,
+                };
+                match c {
+                    crate::Compare::LeaseHeld { lease } => Found::Lease(kv.map(|kv| LeaseInfo {
+                        name: lease.name.clone(),
+                        holder: String::from_utf8_lossy(kv.value()).into_owned(),
+                        token: rev(kv.create_revision()),
+                    })),
+                    _ => Found::Key(kv.map(|kv| rev(kv.mod_revision()))),
+                }
+            })
+            .collect();
+        if gets.len() != compares.len() {
+            return Err(Error::Backend(format!(
+                "{what}: etcd answered {} reads for {} compares",
+                gets.len(),
+                compares.len()
+            )));
+        }
+        first_failure(compares, &found).ok_or_else(|| {
+            Error::Backend(format!(
+                "{what}: etcd refused the transaction but every compare holds in its snapshot"
+            ))
+        })
     }
 }
 

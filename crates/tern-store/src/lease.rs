@@ -113,7 +113,9 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use crate::{KeyValue, LeaseInfo, Listing, MemoryStore, Revision, Watch};
+    use crate::{
+        Compare, KeyValue, LeaseInfo, Listing, MemoryStore, Op, Revision, TxnOutcome, Watch,
+    };
 
     /// A real in-memory store whose lease renewals fail as `Unavailable` while `down` is
     /// set, after a while (as a client's connection attempts would): an outage of the
@@ -197,6 +199,9 @@ mod tests {
         }
         async fn lease_info(&self, name: &str) -> Result<Option<LeaseInfo>> {
             self.inner.lease_info(name).await
+        }
+        async fn txn(&self, compares: &[Compare], ops: &[Op]) -> Result<TxnOutcome> {
+            self.inner.txn(compares, ops).await
         }
     }
 

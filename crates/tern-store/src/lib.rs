@@ -9,8 +9,9 @@
 //! # Revisions
 //!
 //! * The store has one global revision, a `u64` that starts at 0 (empty store) and grows
-//!   with every change: each put, successful create or CAS, delete, and each TTL expiry.
-//!   In SQLite and memory it grows by exactly one per change (one per expired key) and
+//!   with every change: each put, successful create or CAS, delete, transaction, and each
+//!   TTL expiry. In SQLite and memory it grows by exactly one per change (one per expired
+//!   key, one per key a transaction writes or deletes) and
 //!   failed operations and leases do not change it; etcd's revision is cluster-wide (an
 //!   empty etcd is at 1) and may also grow for writes outside Tern's keys, so callers rely
 //!   only on its order.
@@ -19,6 +20,17 @@
 //! * Every resource write is a compare-and-swap on `mod_revision`
 //!   ([`Store::compare_and_swap`]); creation is [`Store::create`] (fails if the key exists).
 //!   A CAS either applies or fails with [`Error::Conflict`] naming the actual revision.
+//!
+//! # Transactions
+//!
+//! [`Store::txn`] checks a list of [`Compare`]s (a key's `mod_revision`, a key exists or
+//! not, a [`Lease`] is still held) and, only if all hold, applies a list of [`Op`]s (put
+//! with optional TTL, delete, delete a prefix) atomically: readers see all of them or none,
+//! and a failed transaction changes nothing and names its first failing compare
+//! ([`TxnOutcome`]). In SQLite and memory each change of a transaction takes a revision of
+//! its own, consecutive and in op order (so watches keep strictly increasing revisions);
+//! in etcd all of them share the transaction's one revision, and a watch delivers them in
+//! op order with that same revision.
 //!
 //! # TTL
 //!
@@ -41,7 +53,8 @@
 //! # Watches
 //!
 //! [`Store::watch`] streams every put and delete under a prefix with revision
-//! `>= start_revision`, in strictly increasing revision order, with no gaps: a watcher
+//! `>= start_revision`, in strictly increasing revision order (except that the changes of
+//! one etcd transaction share a revision), with no gaps: a watcher
 //! sees every change to matching keys, including TTL expiries. To mirror a prefix, `list`
 //! it (revision `R`) and then watch from `R + 1`: nothing is missed or repeated.
 //! `start_revision == 0` means "from now". History is kept for a bounded number of
@@ -163,6 +176,109 @@ impl Lease {
     }
 }
 
+/// A condition of [`Store::txn`], checked atomically with the transaction's ops.
+///
+/// A key compare sees the key as `get` would: an expired key is absent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compare {
+    /// The key exists and its `mod_revision` is `revision` (as a CAS expects).
+    ModRevision { key: String, revision: Revision },
+    /// The key exists.
+    Exists { key: String },
+    /// The key does not exist (never written, deleted, or expired).
+    Absent { key: String },
+    /// `lease` is still held in the store: the lease of its name has the same holder and
+    /// fencing token and has not expired there (what [`Store::lease_renew`] checks). A
+    /// [`Lease`] from an acquisition that was released, expired or taken over fails. The
+    /// local deadline [`Lease::valid_until`] is not consulted: the store's state is.
+    LeaseHeld { lease: Lease },
+}
+
+impl Compare {
+    /// `key` exists with `mod_revision == revision`.
+    pub fn mod_revision(key: impl Into<String>, revision: Revision) -> Self {
+        Compare::ModRevision {
+            key: key.into(),
+            revision,
+        }
+    }
+
+    /// `key` exists.
+    pub fn exists(key: impl Into<String>) -> Self {
+        Compare::Exists { key: key.into() }
+    }
+
+    /// `key` does not exist.
+    pub fn absent(key: impl Into<String>) -> Self {
+        Compare::Absent { key: key.into() }
+    }
+
+    /// `lease` is still held by its holder, with its fencing token.
+    pub fn lease_held(lease: &Lease) -> Self {
+        Compare::LeaseHeld {
+            lease: lease.clone(),
+        }
+    }
+}
+
+/// A write of [`Store::txn`], applied only if every compare holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Create or replace `key` (as [`Store::put`]), with an optional TTL.
+    Put {
+        key: String,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    },
+    /// Delete `key`; a no-op if it is absent.
+    Delete { key: String },
+    /// Delete every key starting with `prefix` (bytewise, as [`Store::list`]); the prefix
+    /// must not be empty.
+    DeletePrefix { prefix: String },
+}
+
+impl Op {
+    /// Create or replace `key`.
+    pub fn put(key: impl Into<String>, value: impl Into<Vec<u8>>, ttl: Option<Duration>) -> Self {
+        Op::Put {
+            key: key.into(),
+            value: value.into(),
+            ttl,
+        }
+    }
+
+    /// Delete `key` if present.
+    pub fn delete(key: impl Into<String>) -> Self {
+        Op::Delete { key: key.into() }
+    }
+
+    /// Delete every key under `prefix`.
+    pub fn delete_prefix(prefix: impl Into<String>) -> Self {
+        Op::DeletePrefix {
+            prefix: prefix.into(),
+        }
+    }
+}
+
+/// The result of [`Store::txn`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// Every compare held and every op was applied. `revision` is the store revision right
+    /// after the transaction: the revision of its last change (the current revision if it
+    /// changed nothing).
+    Committed { revision: Revision },
+    /// The compare at `index` (the first one that does not hold) failed, so nothing was
+    /// applied; `reason` says why in a few words, naming the key or lease.
+    Failed { index: usize, reason: String },
+}
+
+impl TxnOutcome {
+    /// True if the transaction was applied.
+    pub fn is_committed(&self) -> bool {
+        matches!(self, TxnOutcome::Committed { .. })
+    }
+}
+
 /// Who holds a lease, for status pages (not for deciding leadership: use a [`Lease`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseInfo {
@@ -221,6 +337,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// The current holder of lease `name`, if it is held and unexpired.
     async fn lease_info(&self, name: &str) -> Result<Option<LeaseInfo>>;
+
+    /// If every compare holds, applies every op in order, atomically (readers see all of
+    /// them or none), and returns [`TxnOutcome::Committed`]; otherwise applies nothing and
+    /// returns [`TxnOutcome::Failed`] naming the first compare that does not hold. Empty
+    /// `compares` always hold; empty `ops` are allowed (a check of the compares).
+    ///
+    /// Ops must not overlap (etcd refuses it): no two puts of one key, no put of a key that
+    /// a `Delete` or `DeletePrefix` of the same transaction removes
+    /// ([`Error::InvalidArgument`]). Keys, prefixes and TTLs are checked as for single writes.
+    async fn txn(&self, compares: &[Compare], ops: &[Op]) -> Result<TxnOutcome>;
 }
 
 /// Shared argument checks, so every backend rejects the same inputs the same way.
@@ -238,6 +364,108 @@ pub(crate) fn check_ttl(key: &str, ttl: Option<Duration>) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Checks a transaction's arguments: keys, TTLs, lease names, and that no op writes a key
+/// another op of the same transaction also writes or deletes.
+pub(crate) fn check_txn(compares: &[Compare], ops: &[Op]) -> Result<()> {
+    for c in compares {
+        match c {
+            Compare::ModRevision { key, .. }
+            | Compare::Exists { key }
+            | Compare::Absent { key } => {
+                check_key(key)?;
+            }
+            Compare::LeaseHeld { lease } => {
+                if lease.name.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "lease name must not be empty".into(),
+                    ));
+                }
+            }
+        }
+    }
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            Op::Put { key, ttl, .. } => {
+                check_key(key)?;
+                check_ttl(key, *ttl)?;
+                let clash = ops.iter().enumerate().any(|(j, other)| {
+                    j != i
+                        && match other {
+                            Op::Put { key: k, .. } | Op::Delete { key: k } => k == key,
+                            Op::DeletePrefix { prefix } => key.starts_with(prefix.as_str()),
+                        }
+                });
+                if clash {
+                    return Err(Error::InvalidArgument(format!(
+                        "key {key:?} is written by more than one op of the transaction"
+                    )));
+                }
+            }
+            Op::Delete { key } => check_key(key)?,
+            Op::DeletePrefix { prefix } => {
+                if prefix.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "the prefix of a delete-prefix op must not be empty".into(),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a backend read for one compare of a transaction, to evaluate it.
+pub(crate) enum Found {
+    /// A key compare: the key's `mod_revision` if it exists (and has not expired).
+    Key(Option<Revision>),
+    /// A lease compare: the lease's holder and token if it is held and unexpired.
+    Lease(Option<LeaseInfo>),
+}
+
+/// Why `compare` does not hold given what was `found` for it, or `None` if it holds.
+pub(crate) fn compare_failure(compare: &Compare, found: &Found) -> Option<String> {
+    match (compare, found) {
+        (Compare::ModRevision { key, revision }, Found::Key(actual)) => match actual {
+            Some(actual) if actual == revision => None,
+            Some(actual) => Some(format!(
+                "key {key:?} is at revision {actual}, not {revision}"
+            )),
+            None => Some(format!("key {key:?} does not exist")),
+        },
+        (Compare::Exists { key }, Found::Key(actual)) => match actual {
+            Some(_) => None,
+            None => Some(format!("key {key:?} does not exist")),
+        },
+        (Compare::Absent { key }, Found::Key(actual)) => {
+            actual.map(|actual| format!("key {key:?} exists (revision {actual})"))
+        }
+        (Compare::LeaseHeld { lease }, Found::Lease(info)) => match info {
+            Some(info) if info.holder == lease.holder && info.token == lease.token => None,
+            Some(info) => Some(format!(
+                "lease {:?} is held by {:?} (token {}), not by {:?} (token {})",
+                lease.name, info.holder, info.token, lease.holder, lease.token
+            )),
+            None => Some(format!(
+                "lease {:?} is no longer held by {:?}",
+                lease.name, lease.holder
+            )),
+        },
+        (c, _) => Some(format!("{c:?}: the backend read the wrong kind of state")),
+    }
+}
+
+/// The outcome for a transaction whose compares saw `found` (one per compare, in order):
+/// `Some(Failed)` for the first that does not hold, `None` if all hold.
+pub(crate) fn first_failure(compares: &[Compare], found: &[Found]) -> Option<TxnOutcome> {
+    compares
+        .iter()
+        .zip(found)
+        .enumerate()
+        .find_map(|(index, (c, f))| {
+            compare_failure(c, f).map(|reason| TxnOutcome::Failed { index, reason })
+        })
 }
 
 pub(crate) fn check_lease_args(name: &str, holder: &str, ttl: Duration) -> Result<()> {

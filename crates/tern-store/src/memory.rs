@@ -10,8 +10,9 @@ use tokio::time::Instant;
 
 use crate::watch::{Batch, spawn_watch};
 use crate::{
-    Error, KeyValue, Lease, LeaseInfo, Listing, Result, Revision, Store, Watch, WatchEvent,
-    check_key, check_lease_args, check_ttl,
+    Compare, Error, Found, KeyValue, Lease, LeaseInfo, Listing, Op, Result, Revision, Store,
+    TxnOutcome, Watch, WatchEvent, check_key, check_lease_args, check_ttl, check_txn,
+    first_failure,
 };
 
 /// Events kept for watches from a past revision (as in the SQLite backend's default).
@@ -174,6 +175,29 @@ impl State {
         kv
     }
 
+    /// Deletes `key` if present, at a new revision with its event.
+    fn remove(&mut self, key: &str) -> Option<Revision> {
+        self.kvs.remove(key)?;
+        let revision = self.next_revision();
+        self.record(WatchEvent::Delete {
+            key: key.to_owned(),
+            revision,
+        });
+        Some(revision)
+    }
+
+    /// The live holder of lease `name` (expired leases count as free).
+    fn lease_info(&self, name: &str, now: Instant) -> Option<LeaseInfo> {
+        self.leases
+            .get(name)
+            .filter(|row| row.expires > now)
+            .map(|row| LeaseInfo {
+                name: name.to_owned(),
+                holder: row.holder.clone(),
+                token: row.token,
+            })
+    }
+
     fn fetch(&self, prefix: &str, after: Revision) -> Result<Batch> {
         if after < self.compacted {
             return Err(Error::Compacted {
@@ -316,13 +340,7 @@ impl Store for MemoryStore {
                     actual: entry.kv.mod_revision,
                 });
             }
-            state.kvs.remove(key);
-            let revision = state.next_revision();
-            state.record(WatchEvent::Delete {
-                key: key.to_owned(),
-                revision,
-            });
-            Ok(revision)
+            Ok(state.remove(key).unwrap_or(state.revision))
         })
     }
 
@@ -414,16 +432,56 @@ impl Store for MemoryStore {
     }
 
     async fn lease_info(&self, name: &str) -> Result<Option<LeaseInfo>> {
-        let now = Instant::now();
-        let state = self.inner.lock();
-        Ok(state
-            .leases
-            .get(name)
-            .filter(|row| row.expires > now)
-            .map(|row| LeaseInfo {
-                name: name.to_owned(),
-                holder: row.holder.clone(),
-                token: row.token,
-            }))
+        Ok(self.inner.lock().lease_info(name, Instant::now()))
+    }
+
+    async fn txn(&self, compares: &[Compare], ops: &[Op]) -> Result<TxnOutcome> {
+        check_txn(compares, ops)?;
+        self.inner.write(|state, now| {
+            // `write` purged expired keys: every key left is live.
+            let found: Vec<Found> = compares
+                .iter()
+                .map(|c| match c {
+                    Compare::ModRevision { key, .. }
+                    | Compare::Exists { key }
+                    | Compare::Absent { key } => {
+                        Found::Key(state.kvs.get(key).map(|e| e.kv.mod_revision))
+                    }
+                    Compare::LeaseHeld { lease } => {
+                        Found::Lease(state.lease_info(&lease.name, now))
+                    }
+                })
+                .collect();
+            if let Some(failed) = first_failure(compares, &found) {
+                return Ok(failed);
+            }
+            for op in ops {
+                match op {
+                    Op::Put { key, value, ttl } => {
+                        state.put(key, value.clone(), *ttl, now);
+                    }
+                    Op::Delete { key } => {
+                        state.remove(key);
+                    }
+                    Op::DeletePrefix { prefix } => {
+                        let keys: Vec<String> = state
+                            .kvs
+                            .range::<str, _>((
+                                std::ops::Bound::Included(prefix.as_str()),
+                                std::ops::Bound::Unbounded,
+                            ))
+                            .take_while(|(k, _)| k.starts_with(prefix.as_str()))
+                            .map(|(k, _)| k.clone())
+                            .collect();
+                        for key in keys {
+                            state.remove(&key);
+                        }
+                    }
+                }
+            }
+            Ok(TxnOutcome::Committed {
+                revision: state.revision,
+            })
+        })
     }
 }

@@ -32,8 +32,9 @@ use tokio::time::Instant;
 
 use crate::watch::{Batch, spawn_watch};
 use crate::{
-    Error, KeyValue, Lease, LeaseInfo, Listing, Result, Revision, Store, Watch, WatchEvent,
-    check_key, check_lease_args, check_ttl, prefix_end,
+    Compare, Error, Found, KeyValue, Lease, LeaseInfo, Listing, Op, Result, Revision, Store,
+    TxnOutcome, Watch, WatchEvent, check_key, check_lease_args, check_ttl, check_txn,
+    first_failure, prefix_end,
 };
 
 /// The schema this code writes (`PRAGMA user_version`). A newer file is refused.
@@ -434,6 +435,35 @@ fn put_row(
     })
 }
 
+/// Deletes `key` if present, at a new revision, and logs the event.
+fn delete_row(tx: &Transaction<'_>, key: &[u8]) -> rusqlite::Result<Option<Revision>> {
+    if tx.execute("DELETE FROM kv WHERE key = ?1", [key])? == 0 {
+        return Ok(None);
+    }
+    let revision = next_revision(tx)?;
+    tx.execute(
+        "INSERT INTO events (revision, key, kind) VALUES (?1, ?2, ?3)",
+        params![to_i64(revision), key, EVENT_DELETE],
+    )?;
+    Ok(Some(revision))
+}
+
+/// The live holder of lease `name`, if any.
+fn lease_row(tx: &Transaction<'_>, name: &str, now: i64) -> rusqlite::Result<Option<LeaseInfo>> {
+    tx.query_row(
+        "SELECT holder, token FROM leases WHERE name = ?1 AND expires_at_ms > ?2",
+        params![name, now],
+        |r| {
+            Ok(LeaseInfo {
+                name: name.to_owned(),
+                holder: r.get(0)?,
+                token: rev(r.get(1)?),
+            })
+        },
+    )
+    .optional()
+}
+
 fn row_to_kv(r: &rusqlite::Row<'_>) -> rusqlite::Result<KeyValue> {
     Ok(KeyValue {
         key: key_string(r.get(0)?)?,
@@ -632,13 +662,8 @@ impl Store for SqliteStore {
                     }
                     _ => {}
                 }
-                tx.execute("DELETE FROM kv WHERE key = ?1", [k.as_bytes()])?;
-                let revision = next_revision(tx)?;
-                tx.execute(
-                    "INSERT INTO events (revision, key, kind) VALUES (?1, ?2, ?3)",
-                    params![to_i64(revision), k.as_bytes(), EVENT_DELETE],
-                )?;
-                Ok(Ok(revision))
+                let revision = delete_row(tx, k.as_bytes())?;
+                Ok(Ok(revision.unwrap_or_default()))
             })
             .await
     }
@@ -752,19 +777,58 @@ impl Store for SqliteStore {
         let n = name.to_owned();
         self.inner
             .read(format!("reading lease {name:?}"), move |tx, now| {
-                tx.query_row(
-                    "SELECT holder, token FROM leases WHERE name = ?1 AND expires_at_ms > ?2",
-                    params![n, now],
-                    |r| {
-                        Ok(LeaseInfo {
-                            name: n.clone(),
-                            holder: r.get(0)?,
-                            token: rev(r.get(1)?),
-                        })
-                    },
-                )
-                .optional()
-                .map(Ok)
+                lease_row(tx, &n, now).map(Ok)
+            })
+            .await
+    }
+
+    async fn txn(&self, compares: &[Compare], ops: &[Op]) -> Result<TxnOutcome> {
+        check_txn(compares, ops)?;
+        let (compares, ops) = (compares.to_vec(), ops.to_vec());
+        let what = format!("applying a transaction of {} ops", ops.len());
+        self.inner
+            .write(what, move |tx, now| {
+                // `write` purged expired keys: every row left is live.
+                let mut found = Vec::with_capacity(compares.len());
+                for c in &compares {
+                    found.push(match c {
+                        Compare::ModRevision { key, .. }
+                        | Compare::Exists { key }
+                        | Compare::Absent { key } => Found::Key(mod_revision_of(tx, key)?),
+                        Compare::LeaseHeld { lease } => {
+                            Found::Lease(lease_row(tx, &lease.name, now)?)
+                        }
+                    });
+                }
+                if let Some(failed) = first_failure(&compares, &found) {
+                    return Ok(Ok(failed));
+                }
+                for op in ops {
+                    match op {
+                        Op::Put { key, value, ttl } => {
+                            put_row(tx, &key, value, ttl, now)?;
+                        }
+                        Op::Delete { key } => {
+                            delete_row(tx, key.as_bytes())?;
+                        }
+                        Op::DeletePrefix { prefix } => {
+                            let start = prefix.as_bytes();
+                            let keys: Vec<Vec<u8>> = tx
+                                .prepare_cached(
+                                    "SELECT key FROM kv WHERE key >= ?1 AND (?2 IS NULL OR key < ?2)
+                                     ORDER BY key",
+                                )?
+                                .query_map(params![start, prefix_end(start)], |r| r.get(0))?
+                                .collect::<rusqlite::Result<_>>()?;
+                            for key in keys {
+                                delete_row(tx, &key)?;
+                            }
+                        }
+                    }
+                }
+                Ok(Ok(TxnOutcome::Committed {
+                    revision: current_revision(tx)?,
+                }))
             })
             .await
     }
