@@ -8,6 +8,9 @@
 //! Every write is one `BEGIN IMMEDIATE` transaction on a dedicated writer connection, so
 //! writers from every process are serialised by SQLite and each revision is committed
 //! with its event: a reader that sees revision N sees every event up to N (no gaps).
+//! A `txn` is one such transaction: its compares are read and its ops applied inside it,
+//! each change at a revision of its own with its event, so readers and watches in every
+//! process see all of them or none.
 //! Reads use a second connection; WAL lets them run beside the writer and other processes.
 //! All SQLite calls run in `spawn_blocking`, never on the async runtime's workers.
 //!
