@@ -59,6 +59,12 @@ async fn next_event(w: &mut Watch, what: &str) -> WatchEvent {
     }
 }
 
+/// The keys listed under `prefix`, in the store's order.
+pub async fn keys_under(store: &dyn Store, prefix: &str) -> Vec<String> {
+    let listing = store.list(prefix).await.unwrap();
+    listing.kvs.into_iter().map(|kv| kv.key).collect()
+}
+
 fn b(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
@@ -343,14 +349,7 @@ pub async fn ttl_expiry(h: &dyn Harness) {
     // Past the first TTL: gone for get and list on every handle, at once.
     for (i, s) in s.iter().enumerate() {
         assert_eq!(s.get("ttl/gone").await.unwrap(), None, "handle {i}");
-        let keys: Vec<String> = s
-            .list("ttl/")
-            .await
-            .unwrap()
-            .kvs
-            .into_iter()
-            .map(|kv| kv.key)
-            .collect();
+        let keys = keys_under(s.as_ref(), "ttl/").await;
         assert_eq!(
             keys,
             ["ttl/extended", "ttl/kept", "ttl/other"],
@@ -929,14 +928,7 @@ pub async fn txn_delete_prefix_only_that_prefix(h: &dyn Harness) {
         s[0].txn(&[], &[Op::delete_prefix("d/a/")]).await.unwrap(),
         "delete prefix",
     );
-    let left: Vec<String> = s[1]
-        .list("")
-        .await
-        .unwrap()
-        .kvs
-        .into_iter()
-        .map(|kv| kv.key)
-        .collect();
+    let left = keys_under(&*s[1], "").await;
     assert_eq!(left, ["d/a", "d/ab", "d/b", "e/a/1"]);
     assert_eq!(s[1].revision().await.unwrap(), revision);
 
@@ -947,14 +939,7 @@ pub async fn txn_delete_prefix_only_that_prefix(h: &dyn Harness) {
             .unwrap(),
         "delete prefix d/a",
     );
-    let left: Vec<String> = s[0]
-        .list("")
-        .await
-        .unwrap()
-        .kvs
-        .into_iter()
-        .map(|kv| kv.key)
-        .collect();
+    let left = keys_under(&*s[0], "").await;
     assert_eq!(left, ["d/b", "e/a/1"]);
 
     // Nothing to delete: committed, nothing changes.
@@ -995,14 +980,7 @@ pub async fn txn_ttl_put_expires(h: &dyn Harness) {
     assert!(s[1].get("tt/short").await.unwrap().is_some());
     tokio::time::sleep(ttl + ttl / 3).await;
     for (i, store) in s.iter().enumerate() {
-        let keys: Vec<String> = store
-            .list("tt/")
-            .await
-            .unwrap()
-            .kvs
-            .into_iter()
-            .map(|kv| kv.key)
-            .collect();
+        let keys = keys_under(store.as_ref(), "tt/").await;
         assert_eq!(keys, ["tt/forever", "tt/long", "tt/was-ttl"], "handle {i}");
     }
     let (index, _) = failed(

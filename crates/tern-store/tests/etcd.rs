@@ -106,14 +106,7 @@ async fn prefixes_isolate_installations() {
 
     assert_eq!(a.get("res/x").await.unwrap().unwrap().value, b"a");
     assert_eq!(b.get("res/x").await.unwrap().unwrap().value, b"b");
-    let all: Vec<String> = a
-        .list("")
-        .await
-        .unwrap()
-        .kvs
-        .into_iter()
-        .map(|kv| kv.key)
-        .collect();
+    let all = tern_store::conformance::keys_under(&a, "").await;
     assert_eq!(
         all,
         ["res/x"],

@@ -190,14 +190,7 @@ async fn expired_rows_are_invisible_before_any_sweep_and_purged_by_the_next_writ
         .unwrap();
     }
     assert_eq!(s.get("k/dead").await.unwrap(), None);
-    let keys: Vec<_> = s
-        .list("k/")
-        .await
-        .unwrap()
-        .kvs
-        .into_iter()
-        .map(|kv| kv.key)
-        .collect();
+    let keys = tern_store::conformance::keys_under(&s, "k/").await;
     assert_eq!(keys, ["k/live"]);
     assert!(matches!(
         s.delete("k/dead", None).await,

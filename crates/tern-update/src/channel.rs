@@ -12,20 +12,19 @@ use crate::log;
 use crate::state::{ChannelSeen, UpdateFile};
 use crate::update::{self, Ctx};
 
-/// The decision of one run in channel mode; `file.status` keeps what the channel
-/// answered and the schedule ternd sent (the caller saves it).
-pub(crate) fn decide(ctx: &Ctx, file: &mut UpdateFile, now_flag: bool) -> Decision {
+/// The decision of one run in channel mode, and the channel's version answer it was
+/// made from; `file.status` keeps what the channel answered and the schedule ternd
+/// sent (the caller saves it).
+pub(crate) fn decide(
+    ctx: &Ctx,
+    file: &mut UpdateFile,
+    now_flag: bool,
+) -> (Decision, VersionAnswer) {
     let Some(channel) = file.spec.channel.clone() else {
-        return Decision::Nothing("no channel configured".into());
+        let none = VersionAnswer::Unreachable("no channel configured".into());
+        return (Decision::Nothing("no channel configured".into()), none);
     };
-    let version = match ctx.http.channel_value(&channel, "version") {
-        Ok(body) => VersionAnswer::from_body(&body),
-        Err(why) => VersionAnswer::Unreachable(why),
-    };
-    let critical = match ctx.http.channel_value(&channel, "critical") {
-        Ok(body) => CriticalAnswer::from_body(&body),
-        Err(why) => CriticalAnswer::Unreachable(why),
-    };
+    let (version, critical) = answers(ctx, &channel);
     refresh_schedule(ctx, file);
     let clock = Timestamp::now();
     let window = if now_flag {
@@ -65,7 +64,20 @@ pub(crate) fn decide(ctx: &Ctx, file: &mut UpdateFile, now_flag: bool) -> Decisi
             Decision::Nothing(why) | Decision::Refused(why) => why.clone(),
         },
     });
-    decision
+    (decision, version)
+}
+
+/// The channel's two answers, read strictly; an unreachable one says why.
+pub(crate) fn answers(ctx: &Ctx, channel: &str) -> (VersionAnswer, CriticalAnswer) {
+    let version = match ctx.http.channel_value(channel, "version") {
+        Ok(body) => VersionAnswer::from_body(&body),
+        Err(why) => VersionAnswer::Unreachable(why),
+    };
+    let critical = match ctx.http.channel_value(channel, "critical") {
+        Ok(body) => CriticalAnswer::from_body(&body),
+        Err(why) => CriticalAnswer::Unreachable(why),
+    };
+    (version, critical)
 }
 
 /// Asks ternd (when the host has one) for its group's maintenance schedule. A failed

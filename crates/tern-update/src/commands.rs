@@ -428,16 +428,20 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
     if file.spec.channel.is_some() {
         // What a run would decide now, on a copy: status saves nothing.
         let mut probe = file.clone();
-        let decision = crate::channel::decide(ctx, &mut probe, false);
-        if let Some(seen) = probe.status.channel {
-            server.reachable = !seen.version.starts_with('(');
-            if server.reachable {
-                server.target_version = seen.version;
-            } else {
-                server.error = Some(seen.version);
+        let (decision, version) = crate::channel::decide(ctx, &mut probe, false);
+        match version {
+            tern_core::host_update::VersionAnswer::Version(v) => {
+                server.reachable = true;
+                server.target_version = layout::version_name(&v.to_string(), &file.status);
             }
-            server.in_window = seen.in_window;
+            tern_core::host_update::VersionAnswer::Unreachable(why) => {
+                server.error = Some(format!("(unreachable: {why})"));
+            }
+            tern_core::host_update::VersionAnswer::Malformed(why) => {
+                server.error = Some(format!("(malformed: {why})"));
+            }
         }
+        server.in_window = probe.status.channel.is_some_and(|seen| seen.in_window);
         server.update_now = match decision {
             crate::decide::Decision::Update { target, .. } => {
                 crate::decide::backing_off(&file.status, jiff::Timestamp::now(), false)

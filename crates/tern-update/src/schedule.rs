@@ -132,16 +132,8 @@ pub(crate) fn check(ctx: &Ctx, file: &UpdateFile) -> Result<Done> {
             "not following a channel: nothing to check".into(),
         ));
     };
-    let version = ctx
-        .http
-        .channel_value(channel, "version")
-        .map(|b| VersionAnswer::from_body(&b));
-    let critical = ctx
-        .http
-        .channel_value(channel, "critical")
-        .map(|b| CriticalAnswer::from_body(&b));
-    match (version, critical) {
-        (Ok(VersionAnswer::Version(v)), Ok(CriticalAnswer::Yes))
+    match crate::channel::answers(ctx, channel) {
+        (VersionAnswer::Version(v), CriticalAnswer::Yes)
             if file
                 .status
                 .active

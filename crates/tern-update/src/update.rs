@@ -201,7 +201,7 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     kill_point("locked");
     let (decision, find) = match (&file.spec.channel, &opts.force_version) {
         (Some(_), None) => {
-            let decision = crate::channel::decide(ctx, file, opts.now);
+            let (decision, _) = crate::channel::decide(ctx, file, opts.now);
             save(ctx, file)?;
             (decision, FindResponse::default())
         }
