@@ -24,6 +24,7 @@ pub mod fixtures;
 pub mod host_update;
 pub mod ids;
 pub mod inventory;
+pub mod lockstep;
 pub mod reason;
 pub mod reconcile;
 pub mod resource;
