@@ -13,7 +13,8 @@ fn has_nextest() -> bool {
 
 /// Features the checks and tests enable: test-only hooks (never in release builds) and
 /// the etcd backend and ternd on etcd, whose tests start real etcd members.
-const TEST_FEATURES: &str = "tern-update/test-hooks,tern-store/etcd,tern-server/etcd";
+const TEST_FEATURES: &str =
+    "tern-update/test-hooks,tern-store/etcd,tern-server/etcd,tern-lockstep/etcd";
 
 /// What the tests need (a program on PATH, or an absolute file path), and the Debian
 /// package that provides it. etcd-client's build runs protoc over protos that import

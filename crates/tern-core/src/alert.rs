@@ -27,6 +27,8 @@ pub mod kind {
     pub const AGENTS_VANISHED: &str = "agents_vanished";
     /// A group was rolled back: its hosts return to the start version.
     pub const ROLLBACK: &str = "rollback";
+    /// A lock-step update (`tern-lockstep`) stopped: a server failed a step or timed out.
+    pub const LOCKSTEP_STOPPED: &str = "lockstep_stopped";
 }
 
 /// The alerts that hold for `groups` at `now`, each keeping the `since` of the same

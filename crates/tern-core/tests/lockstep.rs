@@ -181,6 +181,7 @@ fn request(servers: &[ServerId]) -> UpdateRequest {
         artifact: None,
         started_at: Some(Timestamp::UNIX_EPOCH),
         reason: None,
+        leader: None,
     }
 }
 
@@ -541,7 +542,7 @@ proptest! {
                     match action {
                         UpdaterAction::Start { version, servers: listed } => {
                             prop_assert!(request.as_ref().is_none_or(|r| !r.stop), "a stopped update is never replaced");
-                            request = Some(UpdateRequest { version, servers: listed, stop: false, artifact: None, started_at: Some(now), reason: None });
+                            request = Some(UpdateRequest { version, servers: listed, stop: false, artifact: None, started_at: Some(now), reason: None, leader: None });
                             installed = vec![false; servers];
                             ran.clear();
                         }

@@ -17,7 +17,7 @@ pub mod inventory;
 pub(crate) mod keys;
 pub(crate) mod listen;
 pub(crate) mod metrics;
-pub(crate) mod notify;
+pub mod notify;
 pub(crate) mod ratelimit;
 pub mod reconciler;
 pub mod resources;

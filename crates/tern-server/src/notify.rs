@@ -30,12 +30,12 @@ use tokio::sync::mpsc;
 use crate::metrics::escape;
 
 /// An active alert, as the rollout's status keeps it.
-pub(crate) use tern_core::resource::Alert as AlertView;
+pub use tern_core::resource::Alert as AlertView;
 
 /// Whether a notice announces an alert or its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum NoticeEvent {
+pub enum NoticeEvent {
     Raised,
     Cleared,
 }
@@ -51,22 +51,22 @@ impl NoticeEvent {
 
 /// The rollout an alert belongs to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub(crate) struct RolloutVersions {
-    pub(crate) start_version: String,
-    pub(crate) target_version: String,
+pub struct RolloutVersions {
+    pub start_version: String,
+    pub target_version: String,
 }
 
 /// What a receiver is told: the JSON body of the generic webhook (see `docs/alerts.md`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub(crate) struct Notice {
-    pub(crate) event: NoticeEvent,
-    pub(crate) alert: AlertView,
+pub struct Notice {
+    pub event: NoticeEvent,
+    pub alert: AlertView,
     /// `null` when there is no rollout.
-    pub(crate) rollout: Option<RolloutVersions>,
+    pub rollout: Option<RolloutVersions>,
     /// Which ternd installation speaks (`--notify-server-name`, default the host name).
-    pub(crate) server: String,
+    pub server: String,
     /// When the change was seen.
-    pub(crate) at: Timestamp,
+    pub at: Timestamp,
 }
 
 impl Notice {
@@ -396,7 +396,7 @@ struct Handle {
 
 /// The running receivers of this replica. Empty (and then `send` does nothing) without
 /// `--notify-…` flags.
-pub(crate) struct Notifiers {
+pub struct Notifiers {
     server: String,
     receivers: Vec<Handle>,
 }
@@ -411,7 +411,7 @@ impl Notifiers {
     }
 
     /// Starts one delivery task per receiver (call inside the tokio runtime).
-    pub(crate) fn start(settings: &NotifySettings) -> Self {
+    pub fn start(settings: &NotifySettings) -> Self {
         Self::start_with(settings, DeliveryConfig::default())
     }
 
@@ -456,9 +456,14 @@ impl Notifiers {
         self.receivers.is_empty()
     }
 
+    /// The name notices from this installation carry (`--notify-server-name`).
+    pub fn server_name(&self) -> &str {
+        &self.server
+    }
+
     /// Queues `notice` for every receiver and returns at once; a receiver whose queue
     /// is full drops it (counted, logged). Only the leader may call this.
-    pub(crate) fn send(&self, notice: Notice) {
+    pub fn send(&self, notice: Notice) {
         if self.receivers.is_empty() {
             return;
         }

@@ -86,7 +86,7 @@ impl Backend {
 
     /// Opens the store. etcd is waited for (with a warning every attempt) so that
     /// replicas may start before their cluster.
-    pub(crate) async fn open(&self, etcd_prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
+    pub async fn open(&self, etcd_prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
         match self {
             Backend::Sqlite(path) => {
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {

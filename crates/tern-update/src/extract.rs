@@ -338,6 +338,26 @@ fn tar_err(path: &Path, e: io::Error) -> Error {
     Error::io(format!("read tarball {}", path.display()), e)
 }
 
+/// Unpacks `tarball` into `dest` with every check an agent release gets (paths stay
+/// inside, no devices or hard links out, sizes against the free space less `reserve`):
+/// written to a temporary directory beside `dest` and renamed, so `dest` appears whole or
+/// not at all. For other programs that install Tern-shaped releases (`tern-lockstep`).
+pub fn unpack_checked(tarball: &Path, dest: &Path, reserve: u64) -> Result<()> {
+    let parent = fsutil::parent_of(dest).to_path_buf();
+    let entries = scan(tarball)?;
+    let free = fsutil::free_space(&parent)?;
+    let plan = plan(&entries, free.saturating_sub(reserve))?;
+    let tmp = fsutil::temp_beside(dest);
+    fsutil::remove_dir_all_if_exists(&tmp)?;
+    if let Err(e) = extract(tarball, &plan, &tmp) {
+        let _ = fsutil::remove_dir_all_if_exists(&tmp);
+        return Err(e);
+    }
+    std::fs::rename(&tmp, dest)
+        .map_err(|e| Error::io(format!("rename into {}", dest.display()), e))?;
+    fsutil::fsync_dir(&parent)
+}
+
 /// Reads every header (and skips the data): the input of `plan`.
 pub(crate) fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
     scan_archive(&mut open_archive(tarball)?).map_err(|e| tar_err(tarball, e))

@@ -213,7 +213,7 @@ impl Client {
     }
 
     /// Fetches and parses `<url>.sha256`.
-    pub(crate) fn checksum(&self, url: &str) -> Result<String> {
+    pub fn checksum(&self, url: &str) -> Result<String> {
         let sum_url = artifact::checksum_url(url);
         self.check_url(&sum_url)?;
         let missing = |problem| Error::MissingChecksum {
@@ -239,7 +239,7 @@ impl Client {
 
     /// Streams `url` into `dest`, hashing as it goes; refuses to write more than
     /// `max_bytes`. Returns (bytes, sha256 hex). `dest` is fsynced.
-    pub(crate) fn download(&self, url: &str, dest: &Path, max_bytes: u64) -> Result<(u64, String)> {
+    pub fn download(&self, url: &str, dest: &Path, max_bytes: u64) -> Result<(u64, String)> {
         self.check_url(url)?;
         let mut resp = self.agent.get(url).call().map_err(Self::request_err(url))?;
         Self::expect_success(Method::GET, url, resp.status())?;

@@ -31,6 +31,7 @@ pub mod state;
 pub mod update;
 
 pub use error::{Error, Result};
+pub use extract::unpack_checked;
 
 /// Entry points for the fuzzers of `fuzz/` (cargo feature `fuzzing`).
 #[cfg(feature = "fuzzing")]

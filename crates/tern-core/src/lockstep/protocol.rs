@@ -46,6 +46,9 @@ pub struct UpdateRequest {
     /// Why `stop` was set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The updater that last wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
 }
 
 /// `<prefix>/status/servers/<id>`: where one server is.

@@ -1,0 +1,39 @@
+//! Where the cluster's records live in the store (all under `lockstep/`), and the names
+//! of its leases.
+
+use tern_core::lockstep::protocol::ServerId;
+
+pub(crate) const ROOT: &str = "lockstep/";
+pub(crate) const ENV: &str = "lockstep/config/env";
+pub(crate) const SERVERS: &str = "lockstep/servers/";
+/// What `recover` removes, with [`CONTENTS`].
+pub(crate) const STATUS: &str = "lockstep/status/";
+pub(crate) const CURRENT: &str = "lockstep/status/current";
+pub(crate) const SERVER_STATUS: &str = "lockstep/status/servers/";
+pub(crate) const CONTENTS: &str = "lockstep/contents/";
+/// The last version every listed server finished (kept by `recover`).
+pub(crate) const COMPLETED: &str = "lockstep/completed";
+/// The alert raised when the update stopped, until it completes (kept by `recover`).
+pub(crate) const ALERT: &str = "lockstep/alert";
+
+pub(crate) const UPDATER_LEASE: &str = "lockstep-updater";
+
+pub(crate) fn server(id: ServerId) -> String {
+    format!("{SERVERS}{id}")
+}
+
+pub(crate) fn server_status(id: ServerId) -> String {
+    format!("{SERVER_STATUS}{id}")
+}
+
+pub(crate) fn contents(component: &str) -> String {
+    format!("{CONTENTS}{component}")
+}
+
+pub(crate) fn rolling_lease(component: &str) -> String {
+    format!("lockstep-rolling-{component}")
+}
+
+pub(crate) fn leader_only_lease(component: &str) -> String {
+    format!("lockstep-leader-only-{component}")
+}

@@ -1,0 +1,326 @@
+//! `tern-lockstep`: lock-step updates of a small server cluster (seed 004).
+//!
+//! - `updater`: campaigns for the leader lease; the leader watches releases and drives
+//!   updates (`updater`).
+//! - `worker`: one per server; installs and passes each step with the others (`worker`).
+//! - `servers`, `config`, `status`, `stop`, `recover`: the operator's commands (`admin`).
+//!
+//! The decisions are `tern_core::lockstep`'s; this binary reads and writes the store,
+//! runs commands and fetches releases.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod admin;
+mod changes;
+mod command;
+mod install;
+mod keys;
+mod records;
+mod source;
+mod updater;
+mod worker;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use tern_core::duration::GoDuration;
+use tern_core::lockstep::protocol::ServerId;
+use tern_core::lockstep::release::{Environment, TagPrefix};
+use tern_server::notify::{NotifySettings, parse_notify_url};
+use tern_server::server::Backend;
+use tern_store::Store;
+
+/// Lock-step updates of a server cluster: every server reaches each step before any goes on.
+#[derive(Parser)]
+#[command(name = "tern-lockstep", version, about, long_about = None)]
+struct Cli {
+    /// The shared store: sqlite:PATH (one machine) or etcd:URL[,URL…].
+    #[arg(long, global = true, env = "TERN_LOCKSTEP_STORE", value_parser = Backend::parse, value_name = "BACKEND")]
+    store: Option<Backend>,
+    /// Key prefix in etcd.
+    #[arg(
+        long,
+        global = true,
+        env = "TERN_LOCKSTEP_ETCD_PREFIX",
+        default_value = "/tern/"
+    )]
+    etcd_prefix: String,
+    /// Log filter (tracing's EnvFilter syntax).
+    #[arg(long, global = true, env = "TERN_LOCKSTEP_LOG", default_value = "info")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the updater: the leader polls releases and drives updates (run on 1..N servers).
+    Updater(Box<UpdaterArgs>),
+    /// Run the worker of this server: install, then pass each step with the others.
+    Worker(WorkerArgs),
+    /// Register, remove or list servers.
+    #[command(subcommand)]
+    Servers(ServersCmd),
+    /// Set or show the environment.
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Show the current update and where each server is.
+    Status,
+    /// Stop the current update (everyone holds until `recover`).
+    Stop {
+        /// Why, for the status and the log.
+        #[arg(long, default_value = "no reason given")]
+        reason: String,
+    },
+    /// Remove the update's status records so the leader starts it again with the
+    /// servers registered now (after fixing the cause of a stop).
+    Recover,
+}
+
+#[derive(Subcommand)]
+enum ServersCmd {
+    /// Register a server (workers register themselves when they start).
+    Add {
+        id: ServerId,
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// Unregister a server (a dead one, before `recover`).
+    Rm { id: ServerId },
+    /// List the registered servers.
+    Ls,
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// `config set env production|staging`.
+    Set {
+        #[arg(value_parser = ["env"])]
+        key: String,
+        value: String,
+    },
+    /// `config get env`.
+    Get {
+        #[arg(value_parser = ["env"])]
+        key: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct UpdaterArgs {
+    /// A GitHub-compatible API base URL (with --repo and --asset).
+    #[arg(long, value_name = "URL", conflicts_with = "index", requires_all = ["repo", "asset"])]
+    github: Option<String>,
+    /// owner/name of the repository whose releases to follow.
+    #[arg(long)]
+    repo: Option<String>,
+    /// The release asset to install: a name with {version} and {tag}, e.g. app-{version}.tar.gz.
+    #[arg(long)]
+    asset: Option<String>,
+    /// File with a token for the GitHub API (rate limits, private repositories).
+    #[arg(long, value_name = "FILE")]
+    github_token_file: Option<PathBuf>,
+    /// A JSON index instead: {"releases": [{"tag", "prerelease", "url", "sha256"}]}.
+    #[arg(long, value_name = "URL", required_unless_present = "github")]
+    index: Option<String>,
+    /// The tag prefix to strip; default: everything up to the first hyphen (release-1.2.0).
+    #[arg(long)]
+    tag_prefix: Option<String>,
+    /// How often to poll the source.
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    poll: Duration,
+    /// Stop an update when no listed server moves for this long.
+    #[arg(long, default_value = "30m", value_parser = duration)]
+    stall_timeout: Duration,
+    /// The updater lease's TTL: another updater takes over this long after a leader dies.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    lease_ttl: Duration,
+    /// This updater's name in the lease (default: host name and pid).
+    #[arg(long)]
+    holder: Option<String>,
+    /// Allow plain http:// for the source and artifacts (labs, tests).
+    #[arg(long)]
+    insecure_http: bool,
+    /// Generic JSON webhook for alerts (repeatable).
+    #[arg(long, value_name = "URL", value_parser = parse_notify_url)]
+    notify_webhook: Vec<String>,
+    /// Slack-compatible incoming webhook for alerts (repeatable).
+    #[arg(long, value_name = "URL", value_parser = parse_notify_url)]
+    notify_slack: Vec<String>,
+    /// File with the bearer token sent to every --notify-webhook.
+    #[arg(long, value_name = "FILE", requires = "notify_webhook")]
+    notify_token_file: Option<PathBuf>,
+    /// The name notices carry (default: the host name).
+    #[arg(long)]
+    notify_server_name: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct WorkerArgs {
+    /// This server's id (the seed's LRN).
+    #[arg(long)]
+    id: ServerId,
+    /// A name for it in `servers ls` (default: the host name).
+    #[arg(long)]
+    name: Option<String>,
+    /// Where releases are unpacked (<root>/versions/<version>).
+    #[arg(long, value_name = "DIR")]
+    root: PathBuf,
+    /// Fail a step when the other servers have not reached it within this long.
+    #[arg(long, default_value = "30m", value_parser = duration)]
+    barrier_timeout: Duration,
+    /// TTL of the rolling and leader-only leases (kept alive while a step runs).
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    lease_ttl: Duration,
+    /// Allow plain http:// for artifacts (labs, tests).
+    #[arg(long)]
+    insecure_http: bool,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    GoDuration::parse_positive(s)
+        .map(|d| Duration::from_secs(d.as_secs()))
+        .map_err(|e| e.to_string())
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tern-lockstep: error: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(out) => {
+            if !out.is_empty() {
+                println!("{}", out.trim_end());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tern-lockstep: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn open(cli: &Cli) -> anyhow::Result<Arc<dyn Store>> {
+    let Some(backend) = &cli.store else {
+        anyhow::bail!(
+            "give the store: --store sqlite:PATH or --store etcd:URL[,URL…] (or TERN_LOCKSTEP_STORE)"
+        );
+    };
+    backend.open(&cli.etcd_prefix).await
+}
+
+async fn run(cli: Cli) -> anyhow::Result<String> {
+    let store = open(&cli).await?;
+    match cli.command {
+        Command::Updater(a) => {
+            let a = *a;
+            let source = match (&a.github, &a.index) {
+                (Some(api), _) => source::Source::GitHub {
+                    api: api.clone(),
+                    repo: a.repo.clone().unwrap_or_default(),
+                    token: match &a.github_token_file {
+                        None => None,
+                        Some(p) => Some(
+                            std::fs::read_to_string(p)
+                                .with_context(|| format!("reading {}", p.display()))?
+                                .trim()
+                                .to_string(),
+                        ),
+                    },
+                    asset: a.asset.clone().unwrap_or_default(),
+                },
+                (None, Some(url)) => source::Source::Index { url: url.clone() },
+                (None, None) => anyhow::bail!(
+                    "give --github URL --repo OWNER/NAME --asset NAME, or --index URL"
+                ),
+            };
+            let notify = NotifySettings::from_flags(
+                &a.notify_webhook,
+                &a.notify_slack,
+                a.notify_token_file.as_deref(),
+                a.notify_server_name.clone(),
+            )?;
+            let cfg = updater::UpdaterConfig {
+                holder: a
+                    .holder
+                    .unwrap_or_else(|| format!("{}-{}", host_name(), std::process::id())),
+                source,
+                prefix: a
+                    .tag_prefix
+                    .map_or(TagPrefix::FirstHyphen, TagPrefix::Exact),
+                poll: a.poll,
+                stall_timeout: a.stall_timeout,
+                lease_ttl: a.lease_ttl,
+                insecure: a.insecure_http,
+                notify,
+            };
+            tokio::select! {
+                r = updater::run(store, cfg) => r.map(|()| String::new()),
+                _ = tokio::signal::ctrl_c() => Ok(String::new()),
+            }
+        }
+        Command::Worker(a) => {
+            let cfg = worker::WorkerConfig {
+                id: a.id,
+                name: a.name.unwrap_or_else(host_name),
+                root: a.root,
+                barrier_timeout: a.barrier_timeout,
+                insecure: a.insecure_http,
+                lease_ttl: a.lease_ttl,
+            };
+            tokio::select! {
+                r = worker::run(store, cfg) => r.map(|()| String::new()),
+                _ = tokio::signal::ctrl_c() => Ok(String::new()),
+            }
+        }
+        Command::Servers(ServersCmd::Add { id, name }) => {
+            admin::server_add(&*store, id, &name).await
+        }
+        Command::Servers(ServersCmd::Rm { id }) => admin::server_rm(&*store, id).await,
+        Command::Servers(ServersCmd::Ls) => {
+            let snap = records::read(&*store).await?;
+            let mut out = String::new();
+            for r in snap.servers.values() {
+                out.push_str(&format!("{}\t{}\t{}\n", r.id, r.name, r.registered_at));
+            }
+            Ok(out)
+        }
+        Command::Config(ConfigCmd::Set { value, .. }) => {
+            let env: Environment = value.parse().map_err(anyhow::Error::msg)?;
+            admin::env_set(&*store, env).await
+        }
+        Command::Config(ConfigCmd::Get { .. }) => Ok(records::read(&*store).await?.env.to_string()),
+        Command::Status => {
+            let snap = records::read(&*store).await?;
+            let leader = store
+                .lease_info(keys::UPDATER_LEASE)
+                .await?
+                .map(|i| i.holder);
+            Ok(admin::render_status(&snap, leader.as_deref()))
+        }
+        Command::Stop { reason } => admin::stop(&*store, &reason).await,
+        Command::Recover => admin::recover(&*store).await,
+    }
+}

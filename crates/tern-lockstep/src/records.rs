@@ -1,0 +1,125 @@
+//! The cluster's records, read from the store in one listing and parsed. A record that
+//! does not parse is reported by key and treated as absent: a worker then waits (and
+//! times out naming the server), it never acts on a value it cannot read.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use tern_core::lockstep::protocol::{LeaderOnlyRecord, ServerId, ServerStatus, UpdateRequest};
+use tern_core::lockstep::release::{Environment, ReleaseVersion};
+use tern_core::resource::Alert;
+use tern_store::{Revision, Store};
+
+use crate::keys;
+
+/// `lockstep/servers/<id>`: a registered server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Registration {
+    pub(crate) id: ServerId,
+    #[serde(default)]
+    pub(crate) name: String,
+    pub(crate) registered_at: Timestamp,
+}
+
+/// `lockstep/completed`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Completed {
+    pub(crate) version: String,
+    pub(crate) at: Timestamp,
+}
+
+/// Everything under `lockstep/` at one store revision.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Snapshot {
+    pub(crate) env: Environment,
+    pub(crate) servers: BTreeMap<ServerId, Registration>,
+    /// The request and its `mod_revision` (what a guarded write compares).
+    pub(crate) request: Option<(UpdateRequest, Revision)>,
+    pub(crate) statuses: BTreeMap<ServerId, ServerStatus>,
+    pub(crate) contents: BTreeMap<String, LeaderOnlyRecord>,
+    pub(crate) completed: Option<(Completed, Revision)>,
+    pub(crate) alert: Option<(Alert, Revision)>,
+    /// Records that did not parse: (key, why).
+    pub(crate) unreadable: Vec<(String, String)>,
+}
+
+impl Snapshot {
+    pub(crate) fn request(&self) -> Option<&UpdateRequest> {
+        self.request.as_ref().map(|(r, _)| r)
+    }
+
+    pub(crate) fn completed_version(&self) -> Option<ReleaseVersion> {
+        self.completed
+            .as_ref()
+            .and_then(|(c, _)| ReleaseVersion::parse(&c.version).ok())
+    }
+
+    pub(crate) fn registered(&self) -> Vec<ServerId> {
+        self.servers.keys().copied().collect()
+    }
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(
+    key: &str,
+    value: &[u8],
+    unreadable: &mut Vec<(String, String)>,
+) -> Option<T> {
+    match serde_json::from_slice(value) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::warn!(key, error = %e, "a lock-step record does not parse; ignoring it");
+            unreadable.push((key.to_string(), e.to_string()));
+            None
+        }
+    }
+}
+
+fn id_of(key: &str, prefix: &str) -> Option<ServerId> {
+    key.strip_prefix(prefix)?.parse().ok()
+}
+
+/// Reads every record in one listing.
+pub(crate) async fn read(store: &dyn Store) -> tern_store::Result<Snapshot> {
+    let listing = store.list(keys::ROOT).await?;
+    let mut s = Snapshot::default();
+    let mut bad = Vec::new();
+    for kv in &listing.kvs {
+        let key = kv.key.as_str();
+        let v = kv.value.as_slice();
+        if key == keys::ENV {
+            match std::str::from_utf8(v)
+                .ok()
+                .map(|t| t.trim().parse::<Environment>())
+            {
+                Some(Ok(env)) => s.env = env,
+                _ => bad.push((key.to_string(), "not production or staging".to_string())),
+            }
+        } else if key == keys::CURRENT {
+            s.request = parse(key, v, &mut bad).map(|r| (r, kv.mod_revision));
+        } else if key == keys::COMPLETED {
+            s.completed = parse(key, v, &mut bad).map(|c| (c, kv.mod_revision));
+        } else if key == keys::ALERT {
+            s.alert = parse(key, v, &mut bad).map(|a| (a, kv.mod_revision));
+        } else if let Some(id) = id_of(key, keys::SERVER_STATUS)
+            && let Some(st) = parse(key, v, &mut bad)
+        {
+            s.statuses.insert(id, st);
+        } else if let Some(id) = id_of(key, keys::SERVERS)
+            && let Some(r) = parse(key, v, &mut bad)
+        {
+            s.servers.insert(id, r);
+        } else if let Some(name) = key.strip_prefix(keys::CONTENTS)
+            && let Some(r) = parse(key, v, &mut bad)
+        {
+            s.contents.insert(name.to_string(), r);
+        }
+    }
+    s.unreadable = bad;
+    Ok(s)
+}
+
+pub(crate) fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing these plain structs cannot fail (no maps with non-string keys).
+    serde_json::to_vec(value).unwrap_or_default()
+}

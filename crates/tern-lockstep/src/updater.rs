@@ -1,0 +1,399 @@
+//! The updater: every replica campaigns for one lease; the holder polls the release
+//! source, asks [`updater_next`](tern_core::lockstep::protocol::updater_next) what to do
+//! and does it: start an update, set `stop` (and alert), or record a completed update
+//! (and clear the alert).
+//!
+//! Every write is one `Store::txn` guarded by `LeaseHeld` on the leader lease (and the
+//! request's revision): a former leader that was paused or cut off writes nothing, even
+//! if it has not noticed yet.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use jiff::Timestamp;
+use tern_core::alert::kind;
+use tern_core::lockstep::protocol::{
+    Artifact, UpdateRequest, UpdaterAction, UpdaterIdle, UpdaterView, updater_next,
+};
+use tern_core::lockstep::release::{Candidate, Environment, TagPrefix, pick};
+use tern_core::resource::Alert;
+use tern_server::notify::{Notice, NoticeEvent, Notifiers, NotifySettings};
+use tern_store::{Compare, Lease, LeaseKeeper, Op, Store, TxnOutcome};
+use tokio::time::Instant;
+
+use crate::changes::Changes;
+use crate::keys;
+use crate::records::{self, Completed, Snapshot, to_json};
+use crate::source::{self, Fetcher, Source, SourceRelease};
+
+pub(crate) struct UpdaterConfig {
+    pub(crate) holder: String,
+    pub(crate) source: Source,
+    pub(crate) prefix: TagPrefix,
+    pub(crate) poll: Duration,
+    pub(crate) stall_timeout: Duration,
+    pub(crate) lease_ttl: Duration,
+    pub(crate) insecure: bool,
+    pub(crate) notify: NotifySettings,
+}
+
+/// The newest release the environment takes, as last fetched.
+struct Latest {
+    env: Environment,
+    at: Instant,
+    release: Option<(Candidate, SourceRelease)>,
+}
+
+pub(crate) async fn run(store: Arc<dyn Store>, cfg: UpdaterConfig) -> anyhow::Result<()> {
+    let notifiers = Notifiers::start(&cfg.notify);
+    let changes = Changes::watch(Arc::clone(&store));
+    let fetcher = Fetcher::new(cfg.insecure, Duration::from_secs(30));
+    let mut keeper: Option<LeaseKeeper> = None;
+    let mut latest: Option<Latest> = None;
+    loop {
+        let Some(lease) = keeper.as_ref().and_then(LeaseKeeper::lease) else {
+            if keeper.take().is_some() {
+                tracing::warn!(holder = %cfg.holder, "lost the updater lease; no longer leading");
+            }
+            match store
+                .lease_acquire(keys::UPDATER_LEASE, &cfg.holder, cfg.lease_ttl)
+                .await
+            {
+                Ok(Some(lease)) => {
+                    tracing::info!(holder = %cfg.holder, token = lease.token, "became the leading updater");
+                    keeper = Some(LeaseKeeper::spawn(Arc::clone(&store), lease));
+                }
+                Ok(None) => tokio::time::sleep(cfg.lease_ttl / 4).await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot campaign for the updater lease; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+            continue;
+        };
+        let snap = match records::read(&*store).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the cluster's records; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let due = latest
+            .as_ref()
+            .is_none_or(|l| l.env != snap.env || l.at.elapsed() >= cfg.poll);
+        if due {
+            latest = Some(fetch_latest(&fetcher, &cfg, snap.env).await);
+        }
+        let candidate = latest.as_ref().and_then(|l| l.release.as_ref());
+        let completed = snap.completed_version();
+        let registered = snap.registered();
+        let action = updater_next(&UpdaterView {
+            request: snap.request(),
+            statuses: &snap.statuses,
+            registered: &registered,
+            completed: completed.as_ref(),
+            latest: candidate.map(|(c, _)| c),
+            now: Timestamp::now(),
+            stall_timeout: cfg.stall_timeout,
+        });
+        match action {
+            UpdaterAction::Idle(why) => {
+                if why == UpdaterIdle::NoServers {
+                    tracing::warn!("a newer release is out but no server is registered");
+                }
+                changes.wait(Duration::from_secs(1)).await;
+            }
+            UpdaterAction::Start { version, servers } => {
+                let Some((_, release)) = candidate else {
+                    continue;
+                };
+                match artifact(cfg.insecure, &cfg.source, release, &version).await {
+                    Ok(artifact) => {
+                        let req = UpdateRequest {
+                            version: version.clone(),
+                            servers: servers.clone(),
+                            stop: false,
+                            artifact: Some(artifact),
+                            started_at: Some(Timestamp::now()),
+                            reason: None,
+                            leader: Some(cfg.holder.clone()),
+                        };
+                        if write_start(&*store, &lease, &snap, &req).await? {
+                            tracing::info!(%version, ?servers, "started the update");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(%version, error = %e, "cannot start the update: its artifact is not usable");
+                        changes.wait(cfg.poll.min(Duration::from_secs(30))).await;
+                    }
+                }
+            }
+            UpdaterAction::Stop { reason } => {
+                let alert = Alert {
+                    kind: kind::LOCKSTEP_STOPPED.to_string(),
+                    group: None,
+                    message: reason.clone(),
+                    since: Timestamp::now(),
+                };
+                if write_stop(&*store, &lease, &snap, &reason, &alert, &cfg.holder).await? {
+                    tracing::error!(%reason, "stopped the update; nothing moves until `tern-lockstep recover`");
+                    notifiers.send(notice(&notifiers, NoticeEvent::Raised, alert));
+                }
+            }
+            UpdaterAction::Complete { version } => {
+                if write_complete(&*store, &lease, &snap, &version).await? {
+                    tracing::info!(%version, "every listed server finished the update");
+                    if let Some((alert, _)) = &snap.alert {
+                        notifiers.send(notice(&notifiers, NoticeEvent::Cleared, alert.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn notice(notifiers: &Notifiers, event: NoticeEvent, alert: Alert) -> Notice {
+    Notice {
+        event,
+        alert,
+        rollout: None,
+        server: notifiers.server_name().to_string(),
+        at: Timestamp::now(),
+    }
+}
+
+async fn fetch_latest(fetcher: &Fetcher, cfg: &UpdaterConfig, env: Environment) -> Latest {
+    let (f, source, prefix) = (fetcher.clone(), cfg.source.clone(), cfg.prefix.clone());
+    let found = tokio::task::spawn_blocking(move || -> Result<_, String> {
+        let mut releases = f.list(&source).map_err(|e| e.to_string())?;
+        // GitHub's own latest, in case the listing was cut at its page cap.
+        if env == Environment::Production
+            && let Some(l) = f.latest(&source).map_err(|e| e.to_string())?
+            && !releases.iter().any(|r| r.listed.tag == l.listed.tag)
+        {
+            releases.push(l);
+        }
+        let listed: Vec<_> = releases.iter().map(|r| r.listed.clone()).collect();
+        let picked = pick(&listed, &prefix, env).map_err(|e| e.to_string())?;
+        for (tag, why) in &picked.skipped {
+            tracing::debug!(tag, why, "skipped a release");
+        }
+        Ok(picked.latest.map(|c| {
+            let r = releases[c.index].clone();
+            (c, r)
+        }))
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the fetch task failed: {e}")));
+    let release = match found {
+        Ok(r) => {
+            tracing::debug!(%env, latest = ?r.as_ref().map(|(c, _)| c.version.to_string()), "polled the release source");
+            r
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the release source; will poll again");
+            None
+        }
+    };
+    Latest {
+        env,
+        at: Instant::now(),
+        release,
+    }
+}
+
+/// The artifact of `release`, with its digest (stated by the index, or read once from
+/// `<url>.sha256`) pinned for every worker.
+async fn artifact(
+    insecure: bool,
+    src: &Source,
+    release: &SourceRelease,
+    version: &str,
+) -> anyhow::Result<Artifact> {
+    let url = source::artifact_url(src, release, version)?;
+    let sha256 = match &release.sha256 {
+        Some(s) => s.trim().to_ascii_lowercase(),
+        None => {
+            let u = url.clone();
+            tokio::task::spawn_blocking(move || {
+                tern_update::http::Client::new(insecure, Duration::from_secs(30), None).checksum(&u)
+            })
+            .await
+            .context("the checksum task failed")??
+        }
+    };
+    if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        anyhow::bail!("the checksum of {url} is not a SHA-256 digest: {sha256:?}");
+    }
+    Ok(Artifact { url, sha256 })
+}
+
+/// Commits `ops` if `lease` is still held and the request is as read; false when fenced
+/// off or raced (nothing written).
+async fn fenced(
+    store: &dyn Store,
+    lease: &Lease,
+    snap: &Snapshot,
+    ops: &[Op],
+) -> anyhow::Result<bool> {
+    let request = match &snap.request {
+        Some((_, rev)) => Compare::mod_revision(keys::CURRENT, *rev),
+        None => Compare::absent(keys::CURRENT),
+    };
+    match store.txn(&[Compare::lease_held(lease), request], ops).await {
+        Ok(TxnOutcome::Committed { .. }) => Ok(true),
+        Ok(TxnOutcome::Failed { index: 0, .. }) => {
+            tracing::warn!("the updater lease is no longer held: writing nothing");
+            Ok(false)
+        }
+        Ok(TxnOutcome::Failed { reason, .. }) => {
+            tracing::info!(%reason, "the update changed meanwhile; deciding again");
+            Ok(false)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot write to the store; retrying");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(false)
+        }
+    }
+}
+
+/// A new request; the old statuses go with it (they belong to the previous update).
+pub(crate) async fn write_start(
+    store: &dyn Store,
+    lease: &Lease,
+    snap: &Snapshot,
+    req: &UpdateRequest,
+) -> anyhow::Result<bool> {
+    let ops = [
+        Op::delete_prefix(keys::SERVER_STATUS),
+        Op::put(keys::CURRENT, to_json(req), None),
+    ];
+    fenced(store, lease, snap, &ops).await
+}
+
+async fn write_stop(
+    store: &dyn Store,
+    lease: &Lease,
+    snap: &Snapshot,
+    reason: &str,
+    alert: &Alert,
+    holder: &str,
+) -> anyhow::Result<bool> {
+    let Some(mut req) = snap.request().cloned() else {
+        return Ok(false);
+    };
+    req.stop = true;
+    req.reason = Some(reason.to_string());
+    req.leader = Some(holder.to_string());
+    let ops = [
+        Op::put(keys::CURRENT, to_json(&req), None),
+        Op::put(keys::ALERT, to_json(alert), None),
+    ];
+    fenced(store, lease, snap, &ops).await
+}
+
+async fn write_complete(
+    store: &dyn Store,
+    lease: &Lease,
+    snap: &Snapshot,
+    version: &str,
+) -> anyhow::Result<bool> {
+    let completed = Completed {
+        version: version.to_string(),
+        at: Timestamp::now(),
+    };
+    let mut ops = vec![Op::put(keys::COMPLETED, to_json(&completed), None)];
+    if snap.alert.is_some() {
+        ops.push(Op::delete(keys::ALERT));
+    }
+    fenced(store, lease, snap, &ops).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_store::MemoryStore;
+
+    fn request(leader: &str) -> UpdateRequest {
+        UpdateRequest {
+            version: "1.1.0".into(),
+            servers: vec![1, 2],
+            stop: false,
+            artifact: None,
+            started_at: None,
+            reason: None,
+            leader: Some(leader.into()),
+        }
+    }
+
+    /// A leader whose lease was taken over writes nothing, though its own deadline has
+    /// not passed (the case a renew-then-write would race).
+    #[tokio::test]
+    async fn a_former_leader_writes_nothing() {
+        let store = MemoryStore::new();
+        let ttl = Duration::from_millis(300);
+        let old = store
+            .lease_acquire(keys::UPDATER_LEASE, "a", ttl)
+            .await
+            .unwrap()
+            .unwrap();
+        let snap = records::read(&store).await.unwrap();
+        assert!(
+            write_start(&store, &old, &snap, &request("a"))
+                .await
+                .unwrap()
+        );
+        // `a` pauses past its TTL; `b` takes over and writes.
+        tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+        let new = store
+            .lease_acquire(keys::UPDATER_LEASE, "b", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap();
+        let snap_b = records::read(&store).await.unwrap();
+        let alert = Alert {
+            kind: kind::LOCKSTEP_STOPPED.into(),
+            group: None,
+            message: "x".into(),
+            since: Timestamp::now(),
+        };
+        assert!(
+            write_stop(&store, &new, &snap_b, "x", &alert, "b")
+                .await
+                .unwrap()
+        );
+        // `a` resumes with a fresh-looking lease (its deadline pushed forward) and its
+        // snapshot of the request as it last read it: every write is refused.
+        let mut stale = old.clone();
+        stale.valid_until = Instant::now() + Duration::from_secs(60);
+        let snap_a = records::read(&store).await.unwrap();
+        let before = store.list(keys::ROOT).await.unwrap();
+        assert!(
+            !write_start(&store, &stale, &snap_a, &request("a"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !write_complete(&store, &stale, &snap_a, "1.1.0")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !write_stop(&store, &stale, &snap_a, "y", &alert, "a")
+                .await
+                .unwrap()
+        );
+        let after = store.list(keys::ROOT).await.unwrap();
+        assert_eq!(before.kvs, after.kvs, "the former leader changed the store");
+        // The holder itself can write.
+        let snap_b = records::read(&store).await.unwrap();
+        assert!(
+            write_complete(&store, &new, &snap_b, "1.1.0")
+                .await
+                .unwrap()
+        );
+    }
+}

@@ -1,0 +1,524 @@
+//! The lock-step cluster's test bench: a fake GitHub releases API and a webhook
+//! receiver on loopback (GitHub itself cannot be reached from the test machines: the
+//! fake speaks the same paths, JSON fields and `Link` pagination), release tarballs with
+//! three demo components, and real `tern-lockstep` worker and updater processes.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+/// A request as the handlers see it.
+pub struct Req {
+    pub method: String,
+    pub target: String,
+    pub body: Vec<u8>,
+}
+
+/// Status, extra headers, body.
+pub type Resp = (u16, Vec<(String, String)>, Vec<u8>);
+
+type Handler = Arc<dyn Fn(&Req) -> Resp + Send + Sync>;
+
+/// A tiny HTTP/1.1 server (one thread per connection, `Connection: close`).
+pub struct HttpServer {
+    pub url: String,
+}
+
+impl HttpServer {
+    pub fn start(handler: Handler) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let h = Arc::clone(&handler);
+                std::thread::spawn(move || {
+                    let _ = serve(conn, &h);
+                });
+            }
+        });
+        HttpServer { url }
+    }
+}
+
+fn serve(conn: TcpStream, h: &Handler) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut r = BufReader::new(conn.try_clone()?);
+    let mut first = String::new();
+    r.read_line(&mut first)?;
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line)? == 0 || line.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body)?;
+    let mut parts = first.split_whitespace();
+    let req = Req {
+        method: parts.next().unwrap_or("").to_string(),
+        target: parts.next().unwrap_or("").to_string(),
+        body,
+    };
+    let (status, headers, body) = h(&req);
+    let mut w = conn;
+    let mut head = format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    w.write_all(head.as_bytes())?;
+    w.write_all(&body)?;
+    w.flush()
+}
+
+/// One release on the fake GitHub.
+#[derive(Clone)]
+pub struct FakeRelease {
+    pub tag: String,
+    pub prerelease: bool,
+    pub draft: bool,
+    pub assets: Vec<String>,
+}
+
+/// GitHub's releases API for repository `o/r`, two releases per page, newest first, and
+/// the assets' downloads.
+pub struct FakeGitHub {
+    pub server: HttpServer,
+    releases: Arc<Mutex<Vec<FakeRelease>>>,
+    pub assets: PathBuf,
+    pub pages_served: Arc<Mutex<u32>>,
+}
+
+impl FakeGitHub {
+    pub fn start(assets: &Path) -> Self {
+        let releases: Arc<Mutex<Vec<FakeRelease>>> = Arc::default();
+        let pages: Arc<Mutex<u32>> = Arc::default();
+        let (rel, dir, pg) = (
+            Arc::clone(&releases),
+            assets.to_path_buf(),
+            Arc::clone(&pages),
+        );
+        let base: Arc<Mutex<String>> = Arc::default();
+        let base2 = Arc::clone(&base);
+        let server = HttpServer::start(Arc::new(move |req: &Req| {
+            let base = base2.lock().unwrap().clone();
+            let (path, query) = req.target.split_once('?').unwrap_or((&req.target, ""));
+            let json = |r: &FakeRelease| {
+                serde_json::json!({
+                    "tag_name": r.tag, "draft": r.draft, "prerelease": r.prerelease,
+                    "assets": r.assets.iter().map(|a| serde_json::json!({
+                        "name": a, "browser_download_url": format!("{base}/download/{a}")
+                    })).collect::<Vec<_>>(),
+                })
+            };
+            let all: Vec<FakeRelease> = rel.lock().unwrap().iter().rev().cloned().collect();
+            match path {
+                "/repos/o/r/releases" => {
+                    *pg.lock().unwrap() += 1;
+                    let page: usize = query
+                        .split('&')
+                        .find_map(|kv| kv.strip_prefix("page="))
+                        .and_then(|p| p.parse().ok())
+                        .unwrap_or(1);
+                    let per = 2;
+                    let items: Vec<_> = all
+                        .iter()
+                        .skip((page - 1) * per)
+                        .take(per)
+                        .map(json)
+                        .collect();
+                    let mut headers = Vec::new();
+                    if page * per < all.len() {
+                        headers.push((
+                            "Link".to_string(),
+                            format!(
+                                "<{base}/repos/o/r/releases?per_page=100&page={}>; rel=\"next\", <{base}/repos/o/r/releases?page=99>; rel=\"last\"",
+                                page + 1
+                            ),
+                        ));
+                    }
+                    (200, headers, serde_json::to_vec(&items).unwrap())
+                }
+                "/repos/o/r/releases/latest" => {
+                    match all.iter().find(|r| !r.draft && !r.prerelease) {
+                        Some(r) => (200, vec![], serde_json::to_vec(&json(r)).unwrap()),
+                        None => (404, vec![], b"{\"message\":\"Not Found\"}".to_vec()),
+                    }
+                }
+                p if p.starts_with("/download/") => {
+                    let name = &p["/download/".len()..];
+                    match std::fs::read(dir.join(name)) {
+                        Ok(b) if !name.contains("..") => (200, vec![], b),
+                        _ => (404, vec![], vec![]),
+                    }
+                }
+                _ => (404, vec![], vec![]),
+            }
+        }));
+        *base.lock().unwrap() = server.url.clone();
+        FakeGitHub {
+            server,
+            releases,
+            assets: assets.to_path_buf(),
+            pages_served: pages,
+        }
+    }
+
+    /// Publishes a release (newest last).
+    pub fn publish(&self, r: FakeRelease) {
+        self.releases.lock().unwrap().push(r);
+    }
+}
+
+/// Receives alert notices.
+pub struct Webhook {
+    pub server: HttpServer,
+    pub bodies: Arc<Mutex<Vec<serde_json::Value>>>,
+}
+
+impl Webhook {
+    pub fn start() -> Self {
+        let bodies: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+        let b = Arc::clone(&bodies);
+        let server = HttpServer::start(Arc::new(move |req: &Req| {
+            if req.method == "POST"
+                && let Ok(v) = serde_json::from_slice(&req.body)
+            {
+                b.lock().unwrap().push(v);
+            }
+            (204, vec![], vec![])
+        }));
+        Webhook { server, bodies }
+    }
+
+    pub fn events(&self) -> Vec<(String, String)> {
+        self.bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["event"].as_str().unwrap_or("").to_string(),
+                    v["alert"]["kind"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The plan every demo release ships: A stops everywhere then starts, B rolls, D runs once.
+pub const PLAN: &str = r#"components:
+  - name: a
+    kind: stop-everywhere
+    stop: [bin/component, a, stop]
+    start: [bin/component, a, start]
+  - name: b
+    kind: rolling
+    stop: [bin/component, b, stop]
+    start: [bin/component, b, start]
+    check: [bin/component, b, check]
+    timeout: 20s
+  - name: d
+    kind: leader-only
+    start: [bin/component, d, start]
+"#;
+
+/// One script for the three components; each logs what it does to `$LOCKSTEP_TEST_LOG`
+/// (one `echo >>` is one append, whole). `b check` fails while
+/// `$LOCKSTEP_TEST_DIR/fail-b-<server>` exists.
+pub const COMPONENT: &str = r#"#!/bin/sh
+set -e
+log="$LOCKSTEP_TEST_LOG"
+s="$TERN_LOCKSTEP_SERVER"
+v="$TERN_LOCKSTEP_VERSION"
+case "$1 $2" in
+  "a stop")  echo "a stop $s" >> "$log" ;;
+  "a start") echo "a start $s $v" >> "$log" ;;
+  "b stop")  echo "b begin $s $v" >> "$log"; sleep 0.3 ;;
+  "b start") sleep 0.2; echo "b end $s $v" >> "$log" ;;
+  "b check") if [ -e "$LOCKSTEP_TEST_DIR/fail-b-$s" ]; then echo "b is unhealthy on $s" >&2; exit 3; fi ;;
+  "d start") echo "d run $s $v" >> "$log" ;;
+  *) echo "unknown: $*" >&2; exit 2 ;;
+esac
+"#;
+
+/// Writes `app-<version>.tar.gz` and its `.sha256` into `dir`; returns the asset names.
+pub fn build_release(dir: &Path, version: &str) -> Vec<String> {
+    let name = format!("app-{version}.tar.gz");
+    let path = dir.join(&name);
+    let file = std::fs::File::create(&path).unwrap();
+    let gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    let mut add = |p: &str, mode: u32, data: &[u8]| {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(mode);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        tar.append_data(&mut h, p, data).unwrap();
+    };
+    add("lockstep.yaml", 0o644, PLAN.as_bytes());
+    add("bin/component", 0o755, COMPONENT.as_bytes());
+    tar.into_inner().unwrap().finish().unwrap();
+    let digest = Sha256::digest(std::fs::read(&path).unwrap());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(
+        dir.join(format!("{name}.sha256")),
+        format!("{hex}  {name}\n"),
+    )
+    .unwrap();
+    vec![name.clone(), format!("{name}.sha256")]
+}
+
+/// A running `tern-lockstep` process, killed on drop.
+pub struct Proc {
+    pub name: String,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill -{sig} {}", self.name);
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.pid().to_string()])
+            .status();
+        self.kill();
+    }
+}
+
+/// The bench: a store, the fake GitHub, a webhook and the processes.
+pub struct Bench {
+    pub dir: tempfile::TempDir,
+    pub store: String,
+    pub github: FakeGitHub,
+    pub webhook: Webhook,
+    pub log: PathBuf,
+}
+
+impl Bench {
+    pub fn new(store: Option<String>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let assets = dir.path().join("assets");
+        std::fs::create_dir_all(&assets).unwrap();
+        let store =
+            store.unwrap_or_else(|| format!("sqlite:{}", dir.path().join("store.db").display()));
+        let github = FakeGitHub::start(&assets);
+        let log = dir.path().join("components.log");
+        std::fs::write(&log, "").unwrap();
+        Bench {
+            dir,
+            store,
+            github,
+            webhook: Webhook::start(),
+            log,
+        }
+    }
+
+    pub fn release(&self, tag: &str, version: &str, prerelease: bool) {
+        let assets = build_release(&self.github.assets, version);
+        self.github.publish(FakeRelease {
+            tag: tag.into(),
+            prerelease,
+            draft: false,
+            assets,
+        });
+    }
+
+    fn spawn(&self, name: &str, args: &[String]) -> Proc {
+        let log = self.dir.path().join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_tern-lockstep"))
+            .args(args)
+            .env("TERN_LOCKSTEP_STORE", &self.store)
+            .env("TERN_LOCKSTEP_LOG", "info,tern_lockstep=debug")
+            .env("LOCKSTEP_TEST_LOG", &self.log)
+            .env("LOCKSTEP_TEST_DIR", self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Proc {
+            name: name.into(),
+            child,
+            log,
+        }
+    }
+
+    pub fn worker(&self, id: u32, barrier_timeout: &str) -> Proc {
+        let root = self.dir.path().join(format!("server-{id}"));
+        self.spawn(
+            &format!("worker-{id}"),
+            &[
+                "worker".into(),
+                "--id".into(),
+                id.to_string(),
+                "--root".into(),
+                root.display().to_string(),
+                "--barrier-timeout".into(),
+                barrier_timeout.into(),
+                "--lease-ttl".into(),
+                "3s".into(),
+                "--insecure-http".into(),
+            ],
+        )
+    }
+
+    pub fn updater(&self, name: &str) -> Proc {
+        self.spawn(
+            name,
+            &[
+                "updater".into(),
+                "--github".into(),
+                self.github.server.url.clone(),
+                "--repo".into(),
+                "o/r".into(),
+                "--asset".into(),
+                "app-{version}.tar.gz".into(),
+                "--poll".into(),
+                "1s".into(),
+                "--lease-ttl".into(),
+                "2s".into(),
+                "--holder".into(),
+                name.into(),
+                "--insecure-http".into(),
+                "--notify-webhook".into(),
+                format!("{}/hook", self.webhook.server.url),
+                "--notify-server-name".into(),
+                "lab".into(),
+            ],
+        )
+    }
+
+    /// Runs an operator command; returns (success, stdout + stderr).
+    pub fn ctl(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_tern-lockstep"))
+            .args(args)
+            .env("TERN_LOCKSTEP_STORE", &self.store)
+            .env("TERN_LOCKSTEP_LOG", "warn")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
+    pub fn status(&self) -> String {
+        let (ok, out) = self.ctl(&["status"]);
+        assert!(ok, "{out}");
+        out
+    }
+
+    /// Waits until `status` contains `needle`; panics with the status and logs.
+    pub fn wait_status(&self, needle: &str, within: Duration, procs: &[&Proc]) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.status();
+            if s.contains(needle) {
+                return s;
+            }
+            if start.elapsed() > within {
+                let mut logs = String::new();
+                for p in procs {
+                    let text = std::fs::read_to_string(&p.log).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(25).collect();
+                    logs.push_str(&format!(
+                        "--- {} ---\n{}\n",
+                        p.name,
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    ));
+                }
+                panic!("status never showed {needle:?} within {within:?}:\n{s}\n{logs}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn component_log(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// Replays the components' log: A never runs two versions at once, at most one B
+/// restarts at a time. Returns how many times D ran per version.
+pub fn check_log(lines: &[String]) -> BTreeMap<String, usize> {
+    let mut a_running: BTreeMap<String, String> = BTreeMap::new();
+    let mut b_in_flight: Option<String> = None;
+    let mut d_runs: BTreeMap<String, usize> = BTreeMap::new();
+    for (n, line) in lines.iter().enumerate() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.as_slice() {
+            ["a", "stop", s] => {
+                a_running.remove(*s);
+            }
+            ["a", "start", s, v] => {
+                a_running.insert(s.to_string(), v.to_string());
+                let versions: std::collections::BTreeSet<&String> = a_running.values().collect();
+                assert!(
+                    versions.len() <= 1,
+                    "line {n} ({line}): A runs {versions:?} at once; log:\n{}",
+                    lines.join("\n")
+                );
+            }
+            ["b", "begin", s, _] => {
+                assert!(
+                    b_in_flight.is_none(),
+                    "line {n} ({line}): B restarts on {s} while {b_in_flight:?} restarts; log:\n{}",
+                    lines.join("\n")
+                );
+                b_in_flight = Some(s.to_string());
+            }
+            ["b", "end", s, _] => {
+                assert_eq!(b_in_flight.as_deref(), Some(*s), "line {n}: {line}");
+                b_in_flight = None;
+            }
+            ["d", "run", _, v] => *d_runs.entry(v.to_string()).or_default() += 1,
+            _ => panic!("line {n}: unexpected {line:?}"),
+        }
+    }
+    d_runs
+}
