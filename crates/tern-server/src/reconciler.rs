@@ -1,5 +1,5 @@
 //! Every report period: write this replica's report, then, holding the leader lease,
-//! reconcile the rollout and write it back (compare-and-swap, retrying conflicts).
+//! reconcile the rollout and write it back (guarded by the lease, retrying conflicts).
 //!
 //! Several replicas share one store. Each writes its own report (with a TTL): counts per
 //! group and version, a random sample of canary candidates for the groups that may
@@ -9,13 +9,17 @@
 //! inventory alone. Every replica campaigns for the lease in the background
 //! ([`campaign`]), so another leads within about the lease TTL after a leader dies.
 //!
-//! Fencing: the rollout is only ever written by compare-and-swap on the revision this
-//! reconcile read, and just before the write the leader renews its lease in the store
-//! ([`fence`]): a replica that was paused or cut off (its [`LeaseKeeper`]'s local
-//! deadline passed, or the store says the lease is gone or someone else's) writes
-//! nothing and stops leading. A write that still races a takeover (a pause between the
-//! renewal and the CAS) fails its CAS if the new leader wrote in between, and otherwise
-//! only records what its inputs said just before: no transition is lost or applied twice.
+//! Fencing: the rollout (its spec, status and alerts: the only thing the leader writes)
+//! is only ever written by one store transaction that requires both that the leader
+//! lease is still held in the store by this acquisition (holder and fencing token) and
+//! that the rollout is still at the revision this reconcile read (or still absent)
+//! ([`resources::read_modify_write_under_lease`]). The store checks both atomically with
+//! the write, so a replica that was paused or cut off writes nothing once another has
+//! taken the lease, however long the pause and whatever its local deadline still says
+//! ([`fenced`]: it stops leading); a stale revision alone is a conflict, retried from a
+//! fresh read. The [`LeaseKeeper`] keeps renewing the lease in the background so that it
+//! stays held; its local deadline only spares a write it already knows is doomed.
+//! No transition is lost or applied twice.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,12 +31,12 @@ use tern_core::reconcile::{self, Outcome, Resources};
 use tern_core::resource::{
     Alert, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
 };
-use tern_store::{Error as StoreError, LeaseKeeper};
+use tern_store::{Lease, LeaseKeeper};
 
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
 use crate::notify;
-use crate::resources::{self, Decision, Stored};
+use crate::resources::{self, Decision, Stored, UnderLease};
 use crate::state::AppState;
 
 /// The largest report a replica writes.
@@ -148,26 +152,34 @@ pub(crate) async fn campaign(state: Arc<AppState>) {
     }
 }
 
-/// Fencing, just before a leader writes the rollout: renews the lease in the store and
-/// checks it is still ours and within its local deadline. False (and the keeper is
-/// dropped) when it is lost: the caller must not write.
-async fn fence(state: &AppState) -> ApiResult<bool> {
-    let lease = {
-        let leader = state.leader.lock().await;
-        leader.as_ref().and_then(LeaseKeeper::lease)
-    };
-    let Some(lease) = lease else {
-        return Ok(false);
-    };
-    match state.store().lease_renew(&lease).await {
-        Ok(renewed) if renewed.is_valid() => Ok(true),
-        Ok(_) | Err(StoreError::LeaseLost { .. }) => {
-            crate::metrics::Metrics::inc(&state.metrics.fenced_writes);
-            tracing::warn!(replica = %state.settings.replica_id, "lost the leader lease before writing the rollout; writing nothing");
-            *state.leader.lock().await = None;
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
+/// The lease this replica leads with, while its keeper still counts it held (no
+/// renewal was refused and its local deadline has not passed). Only a cheap early
+/// answer: the store may already have given the lease to another replica, which is why
+/// the leader's writes are transactions guarded by the lease itself
+/// ([`resources::read_modify_write_under_lease`]).
+async fn held_lease(state: &AppState) -> Option<Lease> {
+    state
+        .leader
+        .lock()
+        .await
+        .as_ref()
+        .and_then(LeaseKeeper::lease)
+}
+
+/// A write of this replica's was refused because it no longer holds `lease`: count it,
+/// say why, and stop leading (the campaign takes the lease again if it is free).
+async fn fenced(state: &AppState, lease: &Lease, reason: &str) {
+    crate::metrics::Metrics::inc(&state.metrics.fenced_writes);
+    tracing::warn!(replica = %state.settings.replica_id, token = lease.token, reason, "lost the leader lease before writing the rollout; writing nothing");
+    let mut leader = state.leader.lock().await;
+    // Drop the keeper of the lost acquisition only: never one the campaign has since
+    // made with a newer token.
+    if leader
+        .as_ref()
+        .and_then(LeaseKeeper::lease)
+        .is_none_or(|held| held.token == lease.token)
+    {
+        *leader = None;
     }
 }
 
@@ -243,7 +255,7 @@ pub async fn reconcile_once(state: &AppState) -> ApiResult<ReconcileResult> {
     result
 }
 
-/// What the leader's compare-and-swap did.
+/// What the leader's decision was, for its guarded write.
 enum Written {
     /// The reconcile's outcome is stored (or already was).
     Done {
@@ -254,8 +266,8 @@ enum Written {
         /// The alerts before and after, for the notifiers.
         alerts: AlertChange,
     },
-    /// The lease was lost just before writing: nothing was written.
-    Fenced,
+    /// The lease was already lost by the local deadline: nothing was written. Why.
+    Fenced(String),
 }
 
 /// The rollout's active alerts before and after one reconcile.
@@ -268,9 +280,15 @@ struct AlertChange {
 
 async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
     let store = state.store();
-    let (stored, written) = resources::read_modify_write(
+    let Some(lease) = held_lease(state).await else {
+        // Lost since `ensure_leader` said otherwise: nothing read, nothing to write.
+        return not_leader(state, "lost the leader lease").await;
+    };
+    let lease = &lease;
+    let written = resources::read_modify_write_under_lease(
         store,
         &state.metrics.reconcile_conflicts,
+        lease,
         |current: Option<Stored<AutoUpdateAgentRollout>>| async move {
             let now = state.clock.now();
             let config = resources::load::<AutoUpdateConfig>(store).await?;
@@ -321,9 +339,16 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
             if unchanged {
                 return Ok(Decision::Keep(done));
             }
-            // Fencing: renew the lease right before the compare-and-swap.
-            if !fence(state).await? {
-                return Ok(Decision::Keep(Written::Fenced));
+            // Spares the store a transaction bound to fail when the keeper already knows
+            // the lease is lost (a pause past its deadline). Not the fence: that is the
+            // lease compare of the write itself.
+            if held_lease(state)
+                .await
+                .is_none_or(|held| held.token != lease.token)
+            {
+                return Ok(Decision::Keep(Written::Fenced(
+                    "the lease's local deadline passed or its renewal was refused".into(),
+                )));
             }
             Ok(match next {
                 Some(next) => Decision::Put(next, done),
@@ -332,37 +357,42 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
         },
     )
     .await?;
-    match written {
-        Written::Fenced => not_leader(state, "lost the leader lease").await,
-        Written::Done {
-            events,
-            no_rollout_reason,
-            deleted,
-            alerts,
-        } => {
-            // Only the leader gets here (after its fenced write): one notice per change.
-            state.notifiers.notify_changes(
-                &alerts.before,
-                &alerts.after,
-                alerts.versions.as_ref(),
-                alerts.at,
-            );
-            if deleted {
-                tracing::info!(
-                    why = no_rollout_reason.as_deref().unwrap_or_default(),
-                    "rollout deleted"
-                );
-            }
-            Ok(ReconcileResult {
-                leader: true,
-                rollout: stored.map(|s| s.value),
+    let (stored, events, no_rollout_reason, deleted, alerts) = match written {
+        UnderLease::Done(
+            stored,
+            Written::Done {
                 events,
                 no_rollout_reason,
-                leader_replica: None,
-                message: None,
-            })
+                deleted,
+                alerts,
+            },
+        ) => (stored, events, no_rollout_reason, deleted, alerts),
+        UnderLease::Done(_, Written::Fenced(reason)) | UnderLease::LeaseLost(reason) => {
+            fenced(state, lease, &reason).await;
+            return not_leader(state, "lost the leader lease").await;
         }
+    };
+    // Only the leader gets here (after its fenced write): one notice per change.
+    state.notifiers.notify_changes(
+        &alerts.before,
+        &alerts.after,
+        alerts.versions.as_ref(),
+        alerts.at,
+    );
+    if deleted {
+        tracing::info!(
+            why = no_rollout_reason.as_deref().unwrap_or_default(),
+            "rollout deleted"
+        );
     }
+    Ok(ReconcileResult {
+        leader: true,
+        rollout: stored.map(|s| s.value),
+        events,
+        no_rollout_reason,
+        leader_replica: None,
+        message: None,
+    })
 }
 
 /// Report, then reconcile; errors are logged and counted, never fatal.
@@ -395,5 +425,266 @@ pub(crate) async fn run(state: Arc<AppState>) {
                 let _ = reconcile_once(&state).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use tern_core::fixtures;
+    use tern_core::resource::GroupState;
+    use tern_store::{
+        Compare, KeyValue, LeaseInfo, Listing, MemoryStore, Op, Revision, Store, TxnOutcome, Watch,
+    };
+
+    use super::*;
+    use crate::clock::DevClock;
+    use crate::state::Settings;
+
+    /// Long enough that no keeper renews, and no local deadline passes, during a test:
+    /// whatever the leader learns of a takeover it learns from the store's transaction.
+    const TTL: Duration = Duration::from_secs(3600);
+    const USURPER: &str = "usurper";
+
+    /// A memory store that, once armed with the leader's lease, hands that lease to
+    /// [`USURPER`] at the very moment the leader writes the rollout, just before the
+    /// write reaches the store: a leader paused between every check it makes and its
+    /// write (the window a renewal before the write leaves open).
+    struct TakeoverOnWrite {
+        inner: MemoryStore,
+        armed: Mutex<Option<Lease>>,
+    }
+
+    impl TakeoverOnWrite {
+        async fn take_over_if_armed(&self, key: &str) {
+            if key != keys::ROLLOUT {
+                return;
+            }
+            let lease = self.armed.lock().unwrap().take();
+            if let Some(lease) = lease {
+                take_over(&self.inner, &lease).await;
+            }
+        }
+    }
+
+    #[async_trait]
+    impl Store for TakeoverOnWrite {
+        async fn get(&self, key: &str) -> tern_store::Result<Option<KeyValue>> {
+            self.inner.get(key).await
+        }
+        async fn list(&self, prefix: &str) -> tern_store::Result<Listing> {
+            self.inner.list(prefix).await
+        }
+        async fn revision(&self) -> tern_store::Result<Revision> {
+            self.inner.revision().await
+        }
+        async fn create(
+            &self,
+            key: &str,
+            value: Vec<u8>,
+            ttl: Option<Duration>,
+        ) -> tern_store::Result<KeyValue> {
+            self.take_over_if_armed(key).await;
+            self.inner.create(key, value, ttl).await
+        }
+        async fn compare_and_swap(
+            &self,
+            key: &str,
+            expected: Revision,
+            value: Vec<u8>,
+            ttl: Option<Duration>,
+        ) -> tern_store::Result<KeyValue> {
+            self.take_over_if_armed(key).await;
+            self.inner.compare_and_swap(key, expected, value, ttl).await
+        }
+        async fn put(
+            &self,
+            key: &str,
+            value: Vec<u8>,
+            ttl: Option<Duration>,
+        ) -> tern_store::Result<KeyValue> {
+            self.take_over_if_armed(key).await;
+            self.inner.put(key, value, ttl).await
+        }
+        async fn delete(
+            &self,
+            key: &str,
+            expected: Option<Revision>,
+        ) -> tern_store::Result<Revision> {
+            self.take_over_if_armed(key).await;
+            self.inner.delete(key, expected).await
+        }
+        async fn watch(&self, prefix: &str, start_revision: Revision) -> tern_store::Result<Watch> {
+            self.inner.watch(prefix, start_revision).await
+        }
+        async fn lease_acquire(
+            &self,
+            name: &str,
+            holder: &str,
+            ttl: Duration,
+        ) -> tern_store::Result<Option<Lease>> {
+            self.inner.lease_acquire(name, holder, ttl).await
+        }
+        async fn lease_renew(&self, lease: &Lease) -> tern_store::Result<Lease> {
+            self.inner.lease_renew(lease).await
+        }
+        async fn lease_release(&self, lease: &Lease) -> tern_store::Result<()> {
+            self.inner.lease_release(lease).await
+        }
+        async fn lease_info(&self, name: &str) -> tern_store::Result<Option<LeaseInfo>> {
+            self.inner.lease_info(name).await
+        }
+        async fn txn(&self, compares: &[Compare], ops: &[Op]) -> tern_store::Result<TxnOutcome> {
+            for op in ops {
+                let (Op::Put { key, .. } | Op::Delete { key }) = op else {
+                    continue;
+                };
+                self.take_over_if_armed(key).await;
+            }
+            self.inner.txn(compares, ops).await
+        }
+    }
+
+    /// In the store only: `lease` released and acquired by [`USURPER`]. The deposed
+    /// holder's keeper is not told.
+    async fn take_over(store: &dyn Store, lease: &Lease) -> Lease {
+        store.lease_release(lease).await.unwrap();
+        store
+            .lease_acquire(keys::LEADER_LEASE, USURPER, TTL)
+            .await
+            .unwrap()
+            .expect("the released lease is free")
+    }
+
+    /// One replica, "a", on `store` with the dev clock at Monday 09:00 and the three
+    /// groups' config and a version in place (dev's window opens at 10:00).
+    async fn replica(store: Arc<dyn Store>) -> Arc<AppState> {
+        let dir = std::env::temp_dir();
+        let settings = Settings {
+            data_dir: dir,
+            replica_id: "a".into(),
+            report_period: jiff::SignedDuration::from_secs(60),
+            heartbeat_interval: Duration::from_secs(60),
+            find_rate: 0.0,
+            find_burst: 1,
+            heartbeat_rate: 0.0,
+            heartbeat_burst: 1,
+            leader_ttl: TTL,
+            edition: "community".into(),
+            public_max_age: 5,
+            max_agents: 1_000,
+            canary_tenure: jiff::SignedDuration::from_mins(10),
+        };
+        let clock = Arc::new(DevClock::new("2026-11-23T09:00:00Z".parse().unwrap()));
+        let config = AutoUpdateConfig::from_text(&fixtures::dev_staging_prod(0)).unwrap();
+        let version =
+            AutoUpdateVersion::from_text(&fixtures::version("1.0.0", "1.1.0", "regular")).unwrap();
+        resources::write(store.as_ref(), &config, None)
+            .await
+            .unwrap();
+        resources::write(store.as_ref(), &version, None)
+            .await
+            .unwrap();
+        AppState::new(store, clock, settings)
+    }
+
+    fn dev_state(rollout: Option<&AutoUpdateAgentRollout>) -> Option<GroupState> {
+        rollout.and_then(|r| r.group("dev")).map(|g| g.state)
+    }
+
+    fn set_clock(state: &AppState, at: &str) {
+        state.clock.as_dev().unwrap().set(at.parse().unwrap());
+    }
+
+    /// The lease taken over in the store while the leader's keeper still counts it held
+    /// (its local deadline is an hour away): the reconcile that would start dev writes
+    /// nothing, says it does not lead and who does, and stops leading. Once the lease is
+    /// free again the same reconcile does write: the refused write was a real one.
+    #[tokio::test]
+    async fn a_leader_whose_lease_was_taken_over_writes_nothing_before_its_deadline() {
+        let store = Arc::new(MemoryStore::new());
+        let state = replica(store.clone()).await;
+        let first = reconcile_once(&state).await.unwrap();
+        assert!(first.leader, "{first:?}");
+        assert_eq!(
+            dev_state(first.rollout.as_ref()),
+            Some(GroupState::Unstarted)
+        );
+        let before = store.get(keys::ROLLOUT).await.unwrap().unwrap();
+
+        let lease = held_lease(&state).await.unwrap();
+        let usurper = take_over(store.as_ref(), &lease).await;
+        assert!(lease.is_valid());
+        assert!(
+            held_lease(&state).await.is_some(),
+            "the keeper does not know yet"
+        );
+
+        set_clock(&state, "2026-11-23T10:05:00Z");
+        let refused = reconcile_once(&state).await.unwrap();
+        assert!(!refused.leader, "{refused:?}");
+        assert_eq!(refused.leader_replica.as_deref(), Some(USURPER));
+        assert_eq!(
+            store.get(keys::ROLLOUT).await.unwrap().unwrap(),
+            before,
+            "the rollout is untouched"
+        );
+        assert_eq!(
+            state
+                .metrics
+                .fenced_writes
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        assert!(held_lease(&state).await.is_none(), "it stopped leading");
+
+        store.lease_release(&usurper).await.unwrap();
+        let written = reconcile_once(&state).await.unwrap();
+        assert!(written.leader, "{written:?}");
+        assert_eq!(
+            dev_state(written.rollout.as_ref()),
+            Some(GroupState::Active)
+        );
+        let after = store.get(keys::ROLLOUT).await.unwrap().unwrap();
+        assert!(after.mod_revision > before.mod_revision);
+    }
+
+    /// The lease passes to another replica at the moment the leader writes, after every
+    /// check the leader makes (its keeper's deadline, anything it could renew): the
+    /// store refuses the write. Here the write would have created the rollout.
+    #[tokio::test]
+    async fn a_lease_taken_over_between_the_decision_and_the_write_fences_it() {
+        let store = Arc::new(TakeoverOnWrite {
+            inner: MemoryStore::new(),
+            armed: Mutex::new(None),
+        });
+        let state = replica(store.clone()).await;
+        assert!(ensure_leader(&state).await.unwrap());
+        let lease = held_lease(&state).await.unwrap();
+        *store.armed.lock().unwrap() = Some(lease.clone());
+
+        let refused = reconcile_once(&state).await.unwrap();
+        assert!(
+            store.armed.lock().unwrap().is_none(),
+            "the leader tried to write"
+        );
+        assert!(!refused.leader, "{refused:?}");
+        assert_eq!(refused.leader_replica.as_deref(), Some(USURPER));
+        assert!(refused.rollout.is_none(), "{refused:?}");
+        assert!(
+            store.get(keys::ROLLOUT).await.unwrap().is_none(),
+            "no rollout was created"
+        );
+        assert_eq!(
+            state
+                .metrics
+                .fenced_writes
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        assert!(held_lease(&state).await.is_none(), "it stopped leading");
     }
 }

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Metadata,
 };
-use tern_store::{KeyValue, Revision, Store};
+use tern_store::{Compare, KeyValue, Lease, Op, Revision, Store, TxnOutcome};
 
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
@@ -96,12 +96,14 @@ pub async fn write<T: Resource>(
         None => store.create(T::KEY, bytes, None).await?,
         Some(rev) => store.compare_and_swap(T::KEY, rev, bytes, None).await?,
     };
+    Ok(stored_at(value, kv.mod_revision))
+}
+
+/// `value` as stored at `revision`.
+fn stored_at<T: Resource>(value: &T, revision: Revision) -> Stored<T> {
     let mut value = value.clone();
-    value.metadata_mut().revision = Some(kv.mod_revision.to_string());
-    Ok(Stored {
-        value,
-        revision: kv.mod_revision,
-    })
+    value.metadata_mut().revision = Some(revision.to_string());
+    Stored { value, revision }
 }
 
 /// Equal apart from the revision.
@@ -183,6 +185,34 @@ pub(crate) fn is_conflict(e: &tern_store::Error) -> bool {
     )
 }
 
+/// What a read-modify-write under a lease did ([`read_modify_write_under_lease`]).
+pub(crate) enum UnderLease<T, A> {
+    /// As [`read_modify_write`]: the value stored afterwards and `decide`'s answer.
+    Done(Option<Stored<T>>, A),
+    /// The store no longer held the lease when the write was tried, so nothing was
+    /// written; the store's reason.
+    LeaseLost(String),
+}
+
+/// One write a decision asks for, against the revision read.
+enum Change<T> {
+    /// Create (`None`: the resource was absent) or replace it.
+    Put(T, Option<Revision>),
+    /// Delete it.
+    Delete(Revision),
+}
+
+/// What one write attempt did.
+enum Attempt<T> {
+    /// Written: the value stored now (`None` once deleted).
+    Written(Option<Stored<T>>),
+    /// Another writer got there first: the read is stale. The error to return if this
+    /// was the last attempt.
+    Conflict(ApiError),
+    /// The lease of a write under a lease was no longer held: nothing was written.
+    LeaseLost(String),
+}
+
 /// The one read → decide → compare-and-swap loop every write of a resource uses (admin
 /// writes and the reconciler): `decide` sees the current value and says what to do;
 /// a write that lost a race is counted in `conflicts` and retried from a fresh read,
@@ -191,8 +221,51 @@ pub(crate) fn is_conflict(e: &tern_store::Error) -> bool {
 pub(crate) async fn read_modify_write<T, A, F, Fut>(
     store: &dyn Store,
     conflicts: &AtomicU64,
-    mut decide: F,
+    decide: F,
 ) -> ApiResult<(Option<Stored<T>>, A)>
+where
+    T: Resource,
+    F: FnMut(Option<Stored<T>>) -> Fut,
+    Fut: std::future::Future<Output = ApiResult<Decision<T, A>>>,
+{
+    match read_modify_write_guarded(store, conflicts, None, decide).await? {
+        UnderLease::Done(stored, answer) => Ok((stored, answer)),
+        // Only a lease compare refuses a write this way, and this write had none.
+        UnderLease::LeaseLost(reason) => Err(ApiError::internal(format!(
+            "a write of the {} without a lease was refused for a lease: {reason}",
+            T::KIND
+        ))),
+    }
+}
+
+/// [`read_modify_write`] for a writer that may only write while it holds `lease` (the
+/// reconcile leader): each write is one store transaction that also requires the lease
+/// to be held in the store, so a writer whose lease expired or was taken over writes
+/// nothing ([`UnderLease::LeaseLost`], not retried), however long it was paused between its
+/// read and its write and whatever its local deadline says. A stale revision is a
+/// conflict, retried as in [`read_modify_write`].
+pub(crate) async fn read_modify_write_under_lease<T, A, F, Fut>(
+    store: &dyn Store,
+    conflicts: &AtomicU64,
+    lease: &Lease,
+    decide: F,
+) -> ApiResult<UnderLease<T, A>>
+where
+    T: Resource,
+    F: FnMut(Option<Stored<T>>) -> Fut,
+    Fut: std::future::Future<Output = ApiResult<Decision<T, A>>>,
+{
+    read_modify_write_guarded(store, conflicts, Some(lease), decide).await
+}
+
+/// The loop itself: writes are plain compare-and-swaps without `lease`, transactions
+/// guarded by it with one.
+async fn read_modify_write_guarded<T, A, F, Fut>(
+    store: &dyn Store,
+    conflicts: &AtomicU64,
+    lease: Option<&Lease>,
+    mut decide: F,
+) -> ApiResult<UnderLease<T, A>>
 where
     T: Resource,
     F: FnMut(Option<Stored<T>>) -> Fut,
@@ -203,30 +276,82 @@ where
         attempt += 1;
         let current = load::<T>(store).await?;
         let revision = current.as_ref().map(|c| c.revision);
-        let written = match decide(current.clone()).await? {
-            Decision::Keep(answer) => return Ok((current, answer)),
-            Decision::Put(value, answer) => write(store, &value, revision)
-                .await
-                .map(|stored| (Some(stored), answer)),
+        let (change, answer) = match decide(current.clone()).await? {
+            Decision::Keep(answer) => return Ok(UnderLease::Done(current, answer)),
+            Decision::Put(value, answer) => (Change::Put(value, revision), answer),
             Decision::Delete(answer) => match revision {
-                None => return Ok((None, answer)),
-                Some(rev) => store
-                    .delete(T::KEY, Some(rev))
-                    .await
-                    .map(|_| (None, answer)),
+                // Deleting what is not there writes nothing (and so needs no lease).
+                None => return Ok(UnderLease::Done(None, answer)),
+                Some(rev) => (Change::Delete(rev), answer),
             },
         };
-        match written {
-            Ok(done) => return Ok(done),
-            Err(e) if is_conflict(&e) => {
+        let attempted = match lease {
+            None => compare_and_swap(store, change).await?,
+            Some(lease) => transaction_under(store, lease, change).await?,
+        };
+        match attempted {
+            Attempt::Written(stored) => return Ok(UnderLease::Done(stored, answer)),
+            Attempt::LeaseLost(reason) => return Ok(UnderLease::LeaseLost(reason)),
+            Attempt::Conflict(e) => {
                 crate::metrics::Metrics::inc(conflicts);
-                tracing::info!(attempt, kind = T::KIND, error = %e, "changed while writing; retrying");
+                tracing::info!(attempt, kind = T::KIND, error = %e.message, "changed while writing; retrying");
                 if attempt >= CONFLICT_ATTEMPTS {
-                    return Err(e.into());
+                    return Err(e);
                 }
             }
-            Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// A plain create, compare-and-swap or conditional delete.
+async fn compare_and_swap<T: Resource>(
+    store: &dyn Store,
+    change: Change<T>,
+) -> ApiResult<Attempt<T>> {
+    let written = match change {
+        Change::Put(value, expected) => write(store, &value, expected).await.map(Some),
+        Change::Delete(rev) => store.delete(T::KEY, Some(rev)).await.map(|_| None),
+    };
+    match written {
+        Ok(stored) => Ok(Attempt::Written(stored)),
+        Err(e) if is_conflict(&e) => Ok(Attempt::Conflict(e.into())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The same write as one transaction that also requires `lease` to be held in the
+/// store: the check and the write are atomic, so no pause between them lets a deposed
+/// leader write.
+async fn transaction_under<T: Resource>(
+    store: &dyn Store,
+    lease: &Lease,
+    change: Change<T>,
+) -> ApiResult<Attempt<T>> {
+    let (on_revision, op) = match &change {
+        Change::Put(value, expected) => (
+            match expected {
+                None => Compare::absent(T::KEY),
+                Some(rev) => Compare::mod_revision(T::KEY, *rev),
+            },
+            Op::put(T::KEY, encode(value)?, None),
+        ),
+        Change::Delete(rev) => (Compare::mod_revision(T::KEY, *rev), Op::delete(T::KEY)),
+    };
+    // The lease first: the store names the first compare that fails, and a replica that
+    // lost the lease must hear that (and stop), not retry a conflict with the new
+    // leader's write.
+    let compares = [Compare::lease_held(lease), on_revision];
+    match store.txn(&compares, &[op]).await? {
+        // One op: the transaction's revision is the key's new `mod_revision`.
+        TxnOutcome::Committed { revision } => Ok(Attempt::Written(match change {
+            Change::Put(value, _) => Some(stored_at(&value, revision)),
+            Change::Delete(_) => None,
+        })),
+        TxnOutcome::Failed { index: 0, reason } => Ok(Attempt::LeaseLost(reason)),
+        TxnOutcome::Failed { reason, .. } => Ok(Attempt::Conflict(ApiError::conflict(format!(
+            "the {} changed since it was read (stale revision): {reason}; read it again and retry",
+            T::KIND
+        )))),
     }
 }
 
@@ -308,6 +433,138 @@ mod tests {
         .await;
         assert!(result.is_err());
         assert_eq!(conflicts.load(Ordering::Relaxed), CONFLICT_ATTEMPTS as u64);
+        let kept = load::<AutoUpdateConfig>(&store).await.unwrap().unwrap();
+        assert_eq!(kept.value.mode(), Some(Mode::Disabled));
+    }
+
+    /// A lease held for `holder` with a TTL no test outlives.
+    async fn lease(store: &MemoryStore, holder: &str) -> Lease {
+        store
+            .lease_acquire("leader", holder, std::time::Duration::from_secs(3600))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    /// While the lease is held, a write under it is a compare-and-swap like any other:
+    /// a racing writer makes it conflict, it is counted and decided again.
+    #[tokio::test]
+    async fn a_write_under_a_held_lease_that_loses_a_race_is_decided_again() {
+        let store = MemoryStore::new();
+        write(&store, &with_mode(Mode::Enabled), None)
+            .await
+            .unwrap();
+        let held = lease(&store, "a").await;
+        let conflicts = AtomicU64::new(0);
+        let mut seen = Vec::new();
+        let written = read_modify_write_under_lease(
+            &store,
+            &conflicts,
+            &held,
+            |current: Option<Stored<AutoUpdateConfig>>| {
+                let current = current.unwrap();
+                seen.push(current.value.mode());
+                let racing = seen.len() == 1;
+                let store = &store;
+                async move {
+                    if racing {
+                        write(store, &with_mode(Mode::Disabled), Some(current.revision))
+                            .await
+                            .unwrap();
+                    }
+                    Ok(Decision::Put(with_mode(Mode::Suspended), ()))
+                }
+            },
+        )
+        .await
+        .unwrap();
+        let UnderLease::Done(stored, ()) = written else {
+            panic!("refused under a lease that is held");
+        };
+        assert_eq!(seen, [Some(Mode::Enabled), Some(Mode::Disabled)]);
+        assert_eq!(conflicts.load(Ordering::Relaxed), 1);
+        let stored = stored.unwrap();
+        let kept = load::<AutoUpdateConfig>(&store).await.unwrap().unwrap();
+        assert_eq!(kept.value.mode(), Some(Mode::Suspended));
+        assert_eq!(
+            stored.revision, kept.revision,
+            "the revision written is the stored one"
+        );
+    }
+
+    /// A lease released and taken by another holder: the write (here a create, and a
+    /// delete) is refused and not retried, nothing is stored, even while the lease's
+    /// local deadline says it is still good. A racing writer that also made the revision
+    /// stale does not turn the refusal into a conflict to retry.
+    #[tokio::test]
+    async fn a_write_under_a_lease_taken_over_writes_nothing() {
+        let store = MemoryStore::new();
+        let held = lease(&store, "a").await;
+        store.lease_release(&held).await.unwrap();
+        let usurper = lease(&store, "b").await;
+        assert!(held.is_valid(), "the local deadline has not passed");
+
+        let conflicts = AtomicU64::new(0);
+        let mut calls = 0;
+        let created = read_modify_write_under_lease(
+            &store,
+            &conflicts,
+            &held,
+            |_: Option<Stored<AutoUpdateConfig>>| {
+                calls += 1;
+                async { Ok(Decision::Put(with_mode(Mode::Enabled), ())) }
+            },
+        )
+        .await
+        .unwrap();
+        assert!(matches!(created, UnderLease::LeaseLost(_)));
+        assert_eq!(calls, 1, "a refusal is not retried");
+        assert!(load::<AutoUpdateConfig>(&store).await.unwrap().is_none());
+
+        // The usurper's own write under its lease goes through …
+        let UnderLease::Done(..) = read_modify_write_under_lease(
+            &store,
+            &conflicts,
+            &usurper,
+            |_: Option<Stored<AutoUpdateConfig>>| async {
+                Ok(Decision::Put(with_mode(Mode::Enabled), ()))
+            },
+        )
+        .await
+        .unwrap() else {
+            panic!("the holder's write was refused");
+        };
+        let before = store.get(AutoUpdateConfig::KEY).await.unwrap().unwrap();
+
+        // … and the deposed one's delete, read before a racing write, does not.
+        let deleted = read_modify_write_under_lease(
+            &store,
+            &conflicts,
+            &held,
+            |current: Option<Stored<AutoUpdateConfig>>| {
+                let store = &store;
+                async move {
+                    let current = current.unwrap();
+                    write(store, &with_mode(Mode::Disabled), Some(current.revision))
+                        .await
+                        .unwrap();
+                    Ok(Decision::Delete(()))
+                }
+            },
+        )
+        .await
+        .unwrap();
+        let UnderLease::LeaseLost(reason) = deleted else {
+            panic!("a deposed holder deleted the resource");
+        };
+        assert!(reason.contains("\"b\""), "{reason}");
+        assert_eq!(conflicts.load(Ordering::Relaxed), 0);
+        let after = store.get(AutoUpdateConfig::KEY).await.unwrap().unwrap();
+        assert_eq!(
+            after.mod_revision,
+            before.mod_revision + 1,
+            "only the racing write"
+        );
         let kept = load::<AutoUpdateConfig>(&store).await.unwrap().unwrap();
         assert_eq!(kept.value.mode(), Some(Mode::Disabled));
     }
