@@ -16,22 +16,11 @@ mod support;
 #[path = "../../tern-store/tests/support/etcd_server.rs"]
 mod etcd_server;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{Bench, check_log};
+use support::{Bench, check_log, wait_for};
 
 const LONG: Duration = Duration::from_secs(60);
-
-fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < within,
-            "{what} did not happen within {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn story(bench: &Bench) {
     bench.release("release-1.0.0", "1.0.0", false);
@@ -57,9 +46,7 @@ fn story(bench: &Bench) {
 
     let mut w: Vec<_> = (1..=3).map(|id| bench.worker(id, "6s")).collect();
     // Updaters list the servers registered when an update begins: let all three register.
-    wait_until("three workers register", LONG, || {
-        bench.status().contains("registered: 1, 2, 3")
-    });
+    wait_for(LONG, || bench.status().contains("registered: 1, 2, 3"));
     let mut u1 = bench.updater("u1");
     let mut u2 = bench.updater("u2");
 
@@ -101,7 +88,7 @@ fn story(bench: &Bench) {
         s.contains("server 2: FAILED at step 3") && s.contains("b is unhealthy on 2"),
         "{s}"
     );
-    wait_until("the webhook hears of the stop", LONG, || {
+    wait_for(LONG, || {
         bench
             .webhook
             .events()
@@ -121,7 +108,7 @@ fn story(bench: &Bench) {
     let (ok, out) = bench.ctl(&["recover"]);
     assert!(ok && out.contains("starts it again"), "{out}");
     bench.wait_status("completed: 1.3.0", LONG, &[&w[0], &w[1], &w[2], &u1, &u2]);
-    wait_until("the webhook hears the alert cleared", LONG, || {
+    wait_for(LONG, || {
         bench
             .webhook
             .events()

@@ -188,6 +188,35 @@ impl FakeGitHub {
     }
 }
 
+/// A plain JSON release index at `/index.json`, whose text the test sets.
+pub struct IndexServer {
+    pub server: HttpServer,
+    text: Arc<Mutex<String>>,
+}
+
+impl IndexServer {
+    pub fn start() -> Self {
+        let text: Arc<Mutex<String>> = Arc::new(Mutex::new("{\"releases\": []}".into()));
+        let t = Arc::clone(&text);
+        let server = HttpServer::start(Arc::new(move |req: &Req| {
+            if req.target == "/index.json" {
+                (200, vec![], t.lock().unwrap().clone().into_bytes())
+            } else {
+                (404, vec![], vec![])
+            }
+        }));
+        IndexServer { server, text }
+    }
+
+    pub fn set(&self, index: serde_json::Value) {
+        *self.text.lock().unwrap() = index.to_string();
+    }
+
+    pub fn url(&self) -> String {
+        format!("{}/index.json", self.server.url)
+    }
+}
+
 /// Receives alert notices.
 pub struct Webhook {
     pub server: HttpServer,
@@ -262,6 +291,11 @@ esac
 
 /// Writes `app-<version>.tar.gz` and its `.sha256` into `dir`; returns the asset names.
 pub fn build_release(dir: &Path, version: &str) -> Vec<String> {
+    build_release_with(dir, version, PLAN)
+}
+
+/// [`build_release`] with another plan.
+pub fn build_release_with(dir: &Path, version: &str, plan: &str) -> Vec<String> {
     let name = format!("app-{version}.tar.gz");
     let path = dir.join(&name);
     let file = std::fs::File::create(&path).unwrap();
@@ -275,7 +309,7 @@ pub fn build_release(dir: &Path, version: &str) -> Vec<String> {
         h.set_cksum();
         tar.append_data(&mut h, p, data).unwrap();
     };
-    add("lockstep.yaml", 0o644, PLAN.as_bytes());
+    add("lockstep.yaml", 0o644, plan.as_bytes());
     add("bin/component", 0o755, COMPONENT.as_bytes());
     tar.into_inner().unwrap().finish().unwrap();
     let digest = Sha256::digest(std::fs::read(&path).unwrap());
@@ -402,29 +436,39 @@ impl Bench {
     }
 
     pub fn updater(&self, name: &str) -> Proc {
-        self.spawn(
-            name,
-            &[
-                "updater".into(),
-                "--github".into(),
-                self.github.server.url.clone(),
-                "--repo".into(),
-                "o/r".into(),
-                "--asset".into(),
-                "app-{version}.tar.gz".into(),
-                "--poll".into(),
-                "1s".into(),
-                "--lease-ttl".into(),
-                "2s".into(),
-                "--holder".into(),
-                name.into(),
-                "--insecure-http".into(),
-                "--notify-webhook".into(),
-                format!("{}/hook", self.webhook.server.url),
-                "--notify-server-name".into(),
-                "lab".into(),
-            ],
-        )
+        let source = [
+            "--github".into(),
+            self.github.server.url.clone(),
+            "--repo".into(),
+            "o/r".into(),
+            "--asset".into(),
+            "app-{version}.tar.gz".into(),
+        ];
+        self.updater_from(name, &source)
+    }
+
+    /// An updater reading releases from `source` (its flags).
+    pub fn updater_from(&self, name: &str, source: &[String]) -> Proc {
+        let mut args = vec!["updater".to_string()];
+        args.extend_from_slice(source);
+        let hook = format!("{}/hook", self.webhook.server.url);
+        args.extend(
+            [
+                "--poll",
+                "1s",
+                "--lease-ttl",
+                "2s",
+                "--holder",
+                name,
+                "--insecure-http",
+                "--notify-webhook",
+                &hook,
+                "--notify-server-name",
+                "lab",
+            ]
+            .map(String::from),
+        );
+        self.spawn(name, &args)
     }
 
     /// Runs an operator command; returns (success, stdout + stderr).
@@ -521,4 +565,16 @@ pub fn check_log(lines: &[String]) -> BTreeMap<String, usize> {
         }
     }
     d_runs
+}
+
+/// Polls `f` until it holds; panics after `within`.
+pub fn wait_for(within: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < within,
+            "a condition did not hold within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
