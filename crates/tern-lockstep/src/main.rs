@@ -33,9 +33,10 @@ use tern_server::notify::{NotifySettings, parse_notify_url};
 use tern_server::server::Backend;
 use tern_store::Store;
 
-/// Lock-step updates of a server cluster: every server reaches each step before any goes on.
+/// Lock-step updates of a server cluster: every server reaches each step before any goes
+/// on. See docs/lockstep.md.
 #[derive(Parser)]
-#[command(name = "tern-lockstep", version, about, long_about = None)]
+#[command(name = "tern-lockstep", version)]
 struct Cli {
     /// The shared store: sqlite:PATH (one machine) or etcd:URL[,URL…].
     #[arg(long, global = true, env = "TERN_LOCKSTEP_STORE", value_parser = Backend::parse, value_name = "BACKEND")]
@@ -100,7 +101,9 @@ enum ConfigCmd {
     Set {
         #[arg(value_parser = ["env"])]
         key: String,
-        value: String,
+        /// production: releases only; staging: pre-releases too.
+        #[arg(value_parser = parse_env)]
+        value: Environment,
     },
     /// `config get env`.
     Get {
@@ -110,6 +113,7 @@ enum ConfigCmd {
 }
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["github", "index"])))]
 struct UpdaterArgs {
     /// A GitHub-compatible API base URL (with --repo and --asset).
     #[arg(long, value_name = "URL", conflicts_with = "index", requires_all = ["repo", "asset"])]
@@ -124,7 +128,7 @@ struct UpdaterArgs {
     #[arg(long, value_name = "FILE")]
     github_token_file: Option<PathBuf>,
     /// A JSON index instead: {"releases": [{"tag", "prerelease", "url", "sha256"}]}.
-    #[arg(long, value_name = "URL", required_unless_present = "github")]
+    #[arg(long, value_name = "URL")]
     index: Option<String>,
     /// The tag prefix to strip; default: everything up to the first hyphen (release-1.2.0).
     #[arg(long)]
@@ -178,6 +182,10 @@ struct WorkerArgs {
     /// Allow plain http:// for artifacts (labs, tests).
     #[arg(long)]
     insecure_http: bool,
+}
+
+fn parse_env(s: &str) -> Result<Environment, String> {
+    s.parse()
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -307,10 +315,7 @@ async fn run(cli: Cli) -> anyhow::Result<String> {
             }
             Ok(out)
         }
-        Command::Config(ConfigCmd::Set { value, .. }) => {
-            let env: Environment = value.parse().map_err(anyhow::Error::msg)?;
-            admin::env_set(&*store, env).await
-        }
+        Command::Config(ConfigCmd::Set { value, .. }) => admin::env_set(&*store, value).await,
         Command::Config(ConfigCmd::Get { .. }) => Ok(records::read(&*store).await?.env.to_string()),
         Command::Status => {
             let snap = records::read(&*store).await?;

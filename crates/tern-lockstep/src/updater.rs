@@ -161,6 +161,7 @@ fn notice(notifiers: &Notifiers, event: NoticeEvent, alert: Alert) -> Notice {
         rollout: None,
         server: notifiers.server_name().to_string(),
         at: Timestamp::now(),
+        program: "tern-lockstep",
     }
 }
 

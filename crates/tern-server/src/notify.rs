@@ -67,6 +67,10 @@ pub struct Notice {
     pub server: String,
     /// When the change was seen.
     pub at: Timestamp,
+    /// The program that speaks, in the Slack line (`ternd`, `tern-lockstep`); not in the
+    /// webhook body, whose `server` names the installation.
+    #[serde(skip)]
+    pub program: &'static str,
 }
 
 impl Notice {
@@ -77,7 +81,7 @@ impl Notice {
             NoticeEvent::Raised => ":rotating_light:",
             NoticeEvent::Cleared => ":white_check_mark:",
         };
-        let mut line = format!("{icon} ternd {}: ", self.server);
+        let mut line = format!("{icon} {} {}: ", self.program, self.server);
         if let Some(g) = &self.alert.group {
             let _ = write!(line, "group {g}: ");
         }
@@ -125,6 +129,7 @@ pub(crate) fn diff_alerts(
         rollout: rollout.cloned(),
         server: server.to_string(),
         at,
+        program: "ternd",
     };
     let mut out = Vec::new();
     let mut done = std::collections::HashSet::new();

@@ -128,8 +128,9 @@ async fn open_etcd(urls: &[String], prefix: &str) -> anyhow::Result<Arc<dyn Stor
 #[cfg(not(feature = "etcd"))]
 async fn open_etcd(_urls: &[String], _prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
     bail!(
-        "this ternd was built without etcd support: use --backend sqlite:PATH, or rebuild with \
-         `cargo build --release -p tern-server --features etcd` (needs protoc)"
+        "this program was built without etcd support: use sqlite:PATH, or rebuild it with its \
+         `etcd` feature (`cargo build --release -p tern-server --features etcd`, or \
+         `-p tern-lockstep --features etcd`; needs protoc)"
     )
 }
 

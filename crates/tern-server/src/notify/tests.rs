@@ -163,6 +163,7 @@ fn canary_notice() -> Notice {
         }),
         server: "prod-cp".into(),
         at: t("2026-11-23T10:03:00Z"),
+        program: "ternd",
     }
 }
 
@@ -445,6 +446,7 @@ fn diff_raises_new_alerts_and_clears_gone_ones() {
                 rollout: Some(rollout.clone()),
                 server: "prod-cp".into(),
                 at,
+                program: "ternd",
             },
             Notice {
                 event: NoticeEvent::Raised,
@@ -452,6 +454,7 @@ fn diff_raises_new_alerts_and_clears_gone_ones() {
                 rollout: Some(rollout),
                 server: "prod-cp".into(),
                 at,
+                program: "ternd",
             },
         ]
     );
