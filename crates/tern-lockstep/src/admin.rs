@@ -140,7 +140,16 @@ pub(crate) fn render_status(snap: &Snapshot, leader: Option<&str>) -> String {
             let _ = writeln!(out, "update: none");
         }
         Some(r) => {
-            let state = if r.stop { "STOPPED" } else { "running" };
+            let finished = r.servers.iter().all(|id| {
+                snap.statuses
+                    .get(id)
+                    .is_some_and(|s| s.version == r.version && s.finished)
+            });
+            let state = match (r.stop, finished) {
+                (true, _) => "STOPPED",
+                (false, true) => "finished",
+                (false, false) => "running",
+            };
             let _ = writeln!(
                 out,
                 "update: {} ({state}), servers {}",

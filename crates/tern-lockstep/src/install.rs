@@ -22,6 +22,9 @@ const RESERVE: u64 = 64 * 1024 * 1024;
 #[derive(Clone, Debug)]
 pub(crate) struct Installed {
     pub(crate) version: String,
+    /// The digest it was unpacked from: a version re-published with another digest is
+    /// installed again.
+    pub(crate) sha256: String,
     pub(crate) dir: PathBuf,
     pub(crate) plan: Plan,
 }
@@ -99,6 +102,7 @@ pub(crate) fn install(
     let plan = Plan::from_text(&text).map_err(|e| format!("{}: {e}", plan_path.display()))?;
     Ok(Installed {
         version: version.to_string(),
+        sha256: want,
         dir,
         plan,
     })

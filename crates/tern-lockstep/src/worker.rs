@@ -72,9 +72,14 @@ pub(crate) async fn run(store: Arc<dyn Store>, cfg: WorkerConfig) -> anyhow::Res
             Some((r, rev)) => (Some(r), *rev),
             None => (None, 0),
         };
-        let inst = installed
-            .as_ref()
-            .filter(|i| request.is_some_and(|r| r.version == i.version));
+        let inst = installed.as_ref().filter(|i| {
+            request.is_some_and(|r| {
+                r.version == i.version
+                    && r.artifact
+                        .as_ref()
+                        .is_some_and(|a| a.sha256.eq_ignore_ascii_case(&i.sha256))
+            })
+        });
         let mine = request.and_then(|r| {
             snap.statuses
                 .get(&cfg.id)

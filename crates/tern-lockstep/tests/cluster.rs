@@ -44,7 +44,7 @@ fn story(bench: &Bench) {
     let (ok, out) = bench.ctl(&["config", "set", "env", "prod"]);
     assert!(!ok && out.contains("not an environment"), "{out}");
 
-    let mut w: Vec<_> = (1..=3).map(|id| bench.worker(id, "6s")).collect();
+    let mut w: Vec<_> = (1..=3).map(|id| bench.worker(id, "12s")).collect();
     // Updaters list the servers registered when an update begins: let all three register.
     wait_for(LONG, || bench.status().contains("registered: 1, 2, 3"));
     let mut u1 = bench.updater("u1");
@@ -53,7 +53,7 @@ fn story(bench: &Bench) {
     // Production: the newest release that is not a pre-release, through three pages.
     let s = bench.wait_status("completed: 1.1.0", LONG, &[&w[0], &w[1], &w[2], &u1, &u2]);
     assert!(
-        s.contains("update: 1.1.0 (running), servers 1, 2, 3"),
+        s.contains("update: 1.1.0 (finished), servers 1, 2, 3"),
         "{s}"
     );
     assert!(
@@ -132,7 +132,10 @@ fn story(bench: &Bench) {
     let (ok, out) = bench.ctl(&["recover"]);
     assert!(ok, "{out}");
     let s = bench.wait_status("completed: 1.4.0", LONG, &[&w[0], &w[1], &u1, &u2]);
-    assert!(s.contains("update: 1.4.0 (running), servers 1, 2\n"), "{s}");
+    assert!(
+        s.contains("update: 1.4.0 (finished), servers 1, 2\n"),
+        "{s}"
+    );
 
     // The leading updater dies: the other takes over and runs the next update.
     let s = bench.status();
