@@ -17,6 +17,7 @@ pub mod api;
 pub mod backpressure;
 pub mod canary;
 pub mod codec;
+pub mod directive;
 pub mod duration;
 pub mod find;
 #[cfg(any(test, feature = "fixtures"))]

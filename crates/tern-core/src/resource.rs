@@ -52,7 +52,7 @@ impl Metadata {
     }
 }
 
-fn v1() -> String {
+pub(crate) fn default_resource_version() -> String {
     RESOURCE_VERSION.to_string()
 }
 
@@ -175,7 +175,7 @@ impl RolloutState {
 #[serde(deny_unknown_fields)]
 pub struct AutoUpdateConfig {
     pub kind: String,
-    #[serde(default = "v1")]
+    #[serde(default = "default_resource_version")]
     pub version: String,
     #[serde(default)]
     pub metadata: Metadata,
@@ -255,7 +255,7 @@ impl Default for AutoUpdateConfig {
     fn default() -> Self {
         Self {
             kind: KIND_CONFIG.to_string(),
-            version: v1(),
+            version: default_resource_version(),
             metadata: Metadata::named(NAME_CONFIG),
             spec: ConfigSpec::default(),
         }
@@ -333,7 +333,7 @@ impl AutoUpdateConfig {
 #[serde(deny_unknown_fields)]
 pub struct AutoUpdateVersion {
     pub kind: String,
-    #[serde(default = "v1")]
+    #[serde(default = "default_resource_version")]
     pub version: String,
     #[serde(default)]
     pub metadata: Metadata,
@@ -371,7 +371,7 @@ impl AutoUpdateVersion {
     pub fn new(agents: Option<AgentsVersion>) -> Self {
         Self {
             kind: KIND_VERSION.to_string(),
-            version: v1(),
+            version: default_resource_version(),
             metadata: Metadata::named(NAME_VERSION),
             spec: VersionSpec {
                 agents,
@@ -392,7 +392,7 @@ impl AutoUpdateVersion {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AutoUpdateAgentRollout {
     pub kind: String,
-    #[serde(default = "v1")]
+    #[serde(default = "default_resource_version")]
     pub version: String,
     #[serde(default)]
     pub metadata: Metadata,
@@ -504,7 +504,7 @@ impl AutoUpdateAgentRollout {
     pub fn new(spec: RolloutSpec, status: RolloutStatus) -> Self {
         Self {
             kind: KIND_ROLLOUT.to_string(),
-            version: v1(),
+            version: default_resource_version(),
             metadata: Metadata::named(NAME_ROLLOUT),
             spec,
             status,
@@ -529,7 +529,7 @@ impl AutoUpdateAgentRollout {
 pub struct AutoUpdateAgentReport {
     #[serde(default = "report_kind")]
     pub kind: String,
-    #[serde(default = "v1")]
+    #[serde(default = "default_resource_version")]
     pub version: String,
     #[serde(default)]
     pub metadata: Metadata,
@@ -589,7 +589,7 @@ impl AutoUpdateAgentReport {
     pub fn new(name: &str, spec: ReportSpec) -> Self {
         Self {
             kind: report_kind(),
-            version: v1(),
+            version: default_resource_version(),
             metadata: Metadata::named(name),
             spec,
         }

@@ -42,10 +42,15 @@ pub enum ResourceError {
     Invalid(#[from] Invalid),
 }
 
-struct Errors(Vec<FieldError>);
+pub(crate) struct Errors(pub(crate) Vec<FieldError>);
 
 impl Errors {
-    fn push(&mut self, field: impl Into<String>, value: impl fmt::Display, problem: &str) {
+    pub(crate) fn push(
+        &mut self,
+        field: impl Into<String>,
+        value: impl fmt::Display,
+        problem: &str,
+    ) {
         self.0.push(FieldError {
             field: field.into(),
             value: value.to_string(),
@@ -53,7 +58,14 @@ impl Errors {
         });
     }
 
-    fn header(&mut self, kind: &str, version: &str, name: &str, want_kind: &str, want_name: &str) {
+    pub(crate) fn header(
+        &mut self,
+        kind: &str,
+        version: &str,
+        name: &str,
+        want_kind: &str,
+        want_name: &str,
+    ) {
         if kind != want_kind {
             self.push(
                 "kind",
@@ -100,7 +112,7 @@ impl Errors {
         ok
     }
 
-    fn finish(self) -> Result<(), Invalid> {
+    pub(crate) fn finish(self) -> Result<(), Invalid> {
         if self.0.is_empty() {
             Ok(())
         } else {
@@ -124,7 +136,7 @@ pub fn is_valid_group_name(name: &str) -> bool {
 
 /// Reads and validates a singleton resource; an empty metadata name is taken as the
 /// singleton's own.
-fn read_singleton<T: serde::de::DeserializeOwned>(
+pub(crate) fn read_singleton<T: serde::de::DeserializeOwned>(
     text: &str,
     name: &str,
     metadata: impl FnOnce(&mut T) -> &mut Metadata,

@@ -1,0 +1,15 @@
+//! The modular upgrade system (Teleport's RFD 90): the server decides which hosts run
+//! which target and how each installs it, from declarative directives. Pure, like the
+//! rest of the core.
+//!
+//! - [`resource`]: `version_directive`, `version_control_config`, `installer`;
+//!   [`validate`](mod@validate) reads them with errors naming the field.
+//! - [`select`]: which directive, target and installer a host gets (the RFD's
+//!   compatibility rules).
+//! - [`state`]: the RFD's install states, from a host's version, its last install
+//!   attempt and its result.
+
+pub mod resource;
+pub mod select;
+pub mod state;
+pub mod validate;

@@ -1,0 +1,411 @@
+//! The resources of the modular upgrade system, in the shape of Tern's other resources
+//! (`kind`, `version: v1`, `metadata`, `spec`).
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::resource::{Metadata, default_resource_version};
+
+pub const KIND_DIRECTIVE: &str = "version_directive";
+pub const KIND_CONTROL: &str = "version_control_config";
+pub const KIND_INSTALLER: &str = "installer";
+/// The name of the active directive (a singleton); drafts carry their controller's name.
+pub const DIRECTIVE_NAME: &str = "version-directive";
+pub const CONTROL_NAME: &str = "version-control-config";
+
+/// `version_directive`: ordered directives, each selecting hosts and naming targets and
+/// installers in order of preference.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionDirective {
+    pub kind: String,
+    #[serde(default = "default_resource_version")]
+    pub version: String,
+    #[serde(default)]
+    pub metadata: Metadata,
+    pub spec: DirectiveSpec,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectiveSpec {
+    /// After this instant the directive is stale: its controller stopped refreshing it,
+    /// and a warning is raised (an offline controller is seen, not silently trusted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_after: Option<Timestamp>,
+    /// Checked in order; the first whose selectors match a host governs it.
+    pub directives: Vec<Directive>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Directive {
+    pub name: String,
+    /// Any of them (checked in order) selects a host.
+    pub selectors: Vec<Selector>,
+    /// The first that is not incompatible with a host is its target.
+    pub targets: Vec<Target>,
+    /// Installer names; the first the host supports (and that accepts the target) is used.
+    pub installers: Vec<String>,
+}
+
+/// Which hosts a directive governs. Every field given must match; an empty list or map
+/// matches everything. A label value `*` matches any value of that label, and the
+/// label `*: *` matches every host.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Selector {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// A semver requirement on the host's current version (`>=1.0.0, <1.3.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arch: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub os: Vec<String>,
+    /// Installer types the host must advertise (`local-script`, `tern-update`, `package`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub installers: Vec<String>,
+}
+
+/// A version to install, with the build attributes it requires of a host and what the
+/// artifact must be.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    pub version: String,
+    /// Given: only hosts of this arch (a host's arch never changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// Given: only hosts whose build is (or is not) FIPS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fips: Option<bool>,
+    /// The artifact's size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// The artifact's SHA-256 (hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// `installer`: how a host installs a target.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Installer {
+    pub kind: String,
+    #[serde(default = "default_resource_version")]
+    pub version: String,
+    #[serde(default)]
+    pub metadata: Metadata,
+    pub spec: InstallerSpec,
+}
+
+/// The installer types a host may advertise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstallerType {
+    /// The operator's script, the target passed in environment variables only.
+    LocalScript,
+    /// tern-update's own install, switch, health check and rollback.
+    TernUpdate,
+    /// The host's package manager (apt or yum), as tern-update's package mode.
+    Package,
+}
+
+impl InstallerType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstallerType::LocalScript => "local-script",
+            InstallerType::TernUpdate => "tern-update",
+            InstallerType::Package => "package",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "local-script" => Some(InstallerType::LocalScript),
+            "tern-update" => Some(InstallerType::TernUpdate),
+            "package" => Some(InstallerType::Package),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallerSpec {
+    #[serde(rename = "type")]
+    pub installer_type: InstallerType,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// For `local-script`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_script: Option<LocalScript>,
+    /// For `package`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<PackageInstaller>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A `local-script` installer: `script` run by `shell`, the target reaching it only
+/// through `env` (values may use `{target.version}`, `{target.arch}`, `{target.sha256}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalScript {
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default = "default_shell")]
+    pub shell: String,
+    pub script: String,
+    /// Go duration, default 10m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
+fn default_shell() -> String {
+    "/bin/sh".to_string()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PackageManager {
+    Apt,
+    Yum,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageInstaller {
+    /// The package's name (`myagent`).
+    pub name: String,
+    pub manager: PackageManager,
+}
+
+/// `version_control_config`: how fast directives are applied, when to pause, how
+/// directives are promoted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionControlConfig {
+    pub kind: String,
+    #[serde(default = "default_resource_version")]
+    pub version: String,
+    #[serde(default)]
+    pub metadata: Metadata,
+    pub spec: ControlSpec,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSpec {
+    /// Off: directives are planned and shown, nothing is installed.
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub rolling_install: RollingInstall,
+    #[serde(default)]
+    pub promotion: Promotion,
+    /// A controller whose directive only raises alerts (outdated or insecure versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notification: Option<Notification>,
+    #[serde(default)]
+    pub timings: Timings,
+}
+
+/// Rate and limits of the reconciliation loop. Amounts are a count (`10`) or a
+/// percentage of the governed hosts (`5%`); the rate is an amount per hour or minute
+/// (`20%/h`, `10/m`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollingInstall {
+    #[serde(default = "default_rate")]
+    pub rate: String,
+    #[serde(default = "default_fault_limit")]
+    pub fault_limit: String,
+    #[serde(default = "default_churn_limit")]
+    pub churn_limit: String,
+}
+
+impl Default for RollingInstall {
+    fn default() -> Self {
+        Self {
+            rate: default_rate(),
+            fault_limit: default_fault_limit(),
+            churn_limit: default_churn_limit(),
+        }
+    }
+}
+
+fn default_rate() -> String {
+    "10%/h".into()
+}
+fn default_fault_limit() -> String {
+    "5".into()
+}
+fn default_churn_limit() -> String {
+    "5%".into()
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// A new draft from the controller becomes active at once.
+    Automatic,
+    /// Drafts wait for `ternctl version-control plan` and `apply`.
+    #[default]
+    Manual,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Promotion {
+    #[serde(default)]
+    pub strategy: Strategy,
+    /// The draft promoted (a controller's name: `static`, `releases`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// People who must apply a pending directive (1, or 2 for a second approver).
+    #[serde(default = "one")]
+    pub approvals: u8,
+    /// How long a planned (pending) directive may wait for apply (Go duration).
+    #[serde(default = "default_pending_ttl")]
+    pub pending_ttl: String,
+}
+
+impl Default for Promotion {
+    fn default() -> Self {
+        Self {
+            strategy: Strategy::default(),
+            from: None,
+            approvals: 1,
+            pending_ttl: default_pending_ttl(),
+        }
+    }
+}
+
+fn one() -> u8 {
+    1
+}
+fn default_pending_ttl() -> String {
+    "1h".into()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Notification {
+    pub from: String,
+}
+
+/// The time edges of the install states ([`crate::directive::state`]), Go durations.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timings {
+    /// An attempt without a result is unclear (triggered) this long, then a fault.
+    #[serde(default = "d15m")]
+    pub trigger_timeout: String,
+    /// An attempt counts as recent this long: no new attempt, and its outcome (recent
+    /// install, fault, churn) is what the host shows.
+    #[serde(default = "d1h")]
+    pub recent: String,
+    /// A host not heard from this long is offline (churned, if an attempt is recent).
+    #[serde(default = "d5m")]
+    pub offline_after: String,
+    /// A host connected for less than this is not triggered yet.
+    #[serde(default = "d2m")]
+    pub settle: String,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self {
+            trigger_timeout: d15m(),
+            recent: d1h(),
+            offline_after: d5m(),
+            settle: d2m(),
+        }
+    }
+}
+
+fn d15m() -> String {
+    "15m".into()
+}
+fn d1h() -> String {
+    "1h".into()
+}
+fn d5m() -> String {
+    "5m".into()
+}
+fn d2m() -> String {
+    "2m".into()
+}
+
+/// A count (`10`) or a share of the hosts concerned (`5%`, `12.5%`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Amount {
+    Count(u64),
+    /// Hundredths of a percent (`12.5%` is 1250).
+    Percent(u32),
+}
+
+impl Amount {
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim();
+        if let Some(p) = s.strip_suffix('%') {
+            let (whole, frac) = p.split_once('.').unwrap_or((p, ""));
+            if whole.is_empty() || whole.len() > 3 || frac.len() > 2 {
+                return None;
+            }
+            if !whole
+                .bytes()
+                .chain(frac.bytes())
+                .all(|b| b.is_ascii_digit())
+            {
+                return None;
+            }
+            let frac = format!("{frac:0<2}");
+            let hundredths = whole.parse::<u32>().ok()? * 100 + frac.parse::<u32>().ok()?;
+            return (hundredths <= 10_000).then_some(Amount::Percent(hundredths));
+        }
+        if s.is_empty() || s.len() > 12 || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok().map(Amount::Count)
+    }
+
+    /// How many of `total` hosts (a share rounds up, so `1%` of 10 hosts is 1).
+    pub fn of(self, total: u64) -> u64 {
+        match self {
+            Amount::Count(n) => n,
+            Amount::Percent(h) => (total * u64::from(h)).div_ceil(10_000),
+        }
+    }
+}
+
+/// An amount per hour or per minute (`20%/h`, `10/m`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    pub amount: Amount,
+    pub per: std::time::Duration,
+}
+
+impl Rate {
+    pub fn parse(s: &str) -> Option<Self> {
+        let (amount, unit) = s.trim().rsplit_once('/')?;
+        let per = match unit {
+            "h" => std::time::Duration::from_secs(3600),
+            "m" => std::time::Duration::from_secs(60),
+            _ => return None,
+        };
+        Some(Rate {
+            amount: Amount::parse(amount)?,
+            per,
+        })
+    }
+}

@@ -1,0 +1,501 @@
+//! The modular upgrade system's resources, selection rules and install states (RFD 90).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tern_core::directive::resource::*;
+use tern_core::directive::select::*;
+use tern_core::directive::state::*;
+
+const DIRECTIVE: &str = r#"
+kind: version_directive
+version: v1
+metadata:
+  name: version-directive
+spec:
+  stale_after: 2026-12-01T00:00:00Z
+  directives:
+    - name: staging
+      selectors:
+        - labels: {env: staging}
+      targets:
+        - version: 1.2.0
+          arch: amd64
+          fips: false
+          size: 1000
+          sha256: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        - version: 1.2.0
+          arch: arm64
+      installers: [native, apt]
+    - name: everyone-else
+      selectors:
+        - labels: {"*": "*"}
+          current_version: ">=1.0.0"
+      targets:
+        - version: 1.1.0
+      installers: [script]
+"#;
+
+fn installers() -> BTreeMap<String, Installer> {
+    let texts = [
+        "kind: installer\nmetadata: {name: native}\nspec: {type: tern-update}\n",
+        "kind: installer\nmetadata: {name: apt}\nspec: {type: package, package: {name: myagent, manager: apt}}\n",
+        "kind: installer\nmetadata: {name: script}\nspec:\n  type: local-script\n  local_script:\n    env: {VERSION: \"{target.version}\", CHANNEL: stable}\n    shell: /bin/bash\n    script: |\n      apt-get install -y \"myagent=${VERSION:?}\"\n",
+    ];
+    texts
+        .iter()
+        .map(|t| {
+            let i = Installer::from_text(t).unwrap();
+            (i.metadata.name.clone(), i)
+        })
+        .collect()
+}
+
+fn host<'a>(
+    labels: &'a BTreeMap<String, String>,
+    version: &'a str,
+    arch: &'a str,
+    installers: &'a [String],
+) -> HostFacts<'a> {
+    HostFacts {
+        labels: Some(labels),
+        group: "default",
+        version,
+        arch,
+        os: "linux",
+        fips: false,
+        installers,
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn selection_follows_the_rfd_rules() {
+    let d = VersionDirective::from_text(DIRECTIVE).unwrap();
+    let inst = installers();
+    let staging = labels(&[("env", "staging")]);
+    let prod = labels(&[("env", "prod")]);
+    let all: Vec<String> = ["tern-update", "package", "local-script"]
+        .map(String::from)
+        .to_vec();
+    let pkg_only: Vec<String> = vec!["package".into()];
+    let none: Vec<String> = vec![];
+
+    // First directive, first target that fits, first installer the host supports.
+    match select(&d.spec, &inst, &host(&staging, "1.1.0", "amd64", &all)) {
+        Selection::Install {
+            directive,
+            target,
+            installer,
+        } => {
+            assert_eq!(
+                (
+                    directive.name.as_str(),
+                    target.arch.as_deref(),
+                    installer.metadata.name.as_str()
+                ),
+                ("staging", Some("amd64"), "native")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match select(&d.spec, &inst, &host(&staging, "1.1.0", "amd64", &pkg_only)) {
+        Selection::Install { installer, .. } => assert_eq!(installer.metadata.name, "apt"),
+        other => panic!("{other:?}"),
+    }
+    // The arm64 host gets the arm64 target; tern-update refuses it (no size, no digest),
+    // so the package installer is used.
+    match select(&d.spec, &inst, &host(&staging, "1.1.0", "arm64", &all)) {
+        Selection::Install {
+            target, installer, ..
+        } => {
+            assert_eq!(target.arch.as_deref(), Some("arm64"));
+            assert_eq!(installer.metadata.name, "apt");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A host of another arch: no target fits; reasons say why, arch never changes.
+    match select(&d.spec, &inst, &host(&staging, "1.1.0", "riscv64", &all)) {
+        Selection::NoFit { reasons, .. } => {
+            assert_eq!(reasons.len(), 2, "{reasons:?}");
+            assert!(reasons[0].contains("arch never changes"), "{reasons:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // No installer the host advertises.
+    match select(&d.spec, &inst, &host(&staging, "1.1.0", "amd64", &none)) {
+        Selection::NoFit { reasons, .. } => assert!(
+            reasons.iter().all(|r| r.contains("does not advertise")),
+            "{reasons:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // The catch-all directive; at its target already.
+    assert!(matches!(
+        select(&d.spec, &inst, &host(&prod, "1.1.0", "amd64", &all)),
+        Selection::AtTarget { .. }
+    ));
+    assert_eq!(
+        select(&d.spec, &inst, &host(&prod, "1.0.3", "amd64", &all)).directive(),
+        Some("everyone-else")
+    );
+    // current_version excludes 0.x hosts: no directive.
+    assert_eq!(
+        select(&d.spec, &inst, &host(&prod, "0.9.0", "amd64", &all)),
+        Selection::Unmatched
+    );
+    // `*: *` matches every host, even one that sends no labels.
+    let nolabels = HostFacts {
+        labels: None,
+        ..host(&prod, "1.0.0", "amd64", &all)
+    };
+    assert_eq!(
+        select(&d.spec, &inst, &nolabels).directive(),
+        Some("everyone-else")
+    );
+}
+
+#[test]
+fn the_compatibility_rules() {
+    let t = |v: &str, arch: Option<&str>, fips: Option<bool>| Target {
+        version: v.into(),
+        arch: arch.map(String::from),
+        fips,
+        size: None,
+        sha256: None,
+    };
+    let l = BTreeMap::new();
+    let h = |v: &'static str| host(&l, v, "amd64", &[]);
+    assert_eq!(
+        target_fits(&t("2.0.0", None, None), &h("1.4.0")),
+        Ok(()),
+        "one major up"
+    );
+    assert!(
+        matches!(
+            target_fits(&t("3.0.0", None, None), &h("1.4.0")),
+            Err(Incompatible::MajorVersion { .. })
+        ),
+        "never skip a major"
+    );
+    assert!(
+        matches!(
+            target_fits(&t("0.9.0", None, None), &h("1.4.0")),
+            Err(Incompatible::MajorVersion { .. })
+        ),
+        "never below the major"
+    );
+    assert_eq!(
+        target_fits(&t("1.0.0", None, None), &h("1.4.0")),
+        Ok(()),
+        "down within the major"
+    );
+    assert!(matches!(
+        target_fits(&t("1.5.0", None, None), &h("1.5.0-rc.1")),
+        Err(Incompatible::PrereleaseInstall { .. })
+    ));
+    assert_eq!(
+        target_fits(&t("1.5.0-rc.2", None, None), &h("1.4.0")),
+        Ok(()),
+        "a pre-release named in a directive is explicit"
+    );
+    assert!(matches!(
+        target_fits(&t("1.5.0", Some("arm64"), None), &h("1.4.0")),
+        Err(Incompatible::Arch { .. })
+    ));
+    assert!(matches!(
+        target_fits(&t("1.5.0", None, Some(true)), &h("1.4.0")),
+        Err(Incompatible::Fips { .. })
+    ));
+    assert_eq!(
+        target_fits(&t("v1.4.0", None, None), &h("1.4.0")),
+        Err(Incompatible::Same)
+    );
+    assert!(matches!(
+        target_fits(&t("1.5.0", None, None), &h("banana")),
+        Err(Incompatible::NotAVersion(_))
+    ));
+}
+
+#[test]
+fn bad_resources_name_the_field() {
+    let cases: &[(&str, &str)] = &[
+        (
+            &DIRECTIVE.replace("version: 1.1.0", "version: \"1.1.0;rm -rf /\""),
+            "spec.directives[1].targets[0].version",
+        ),
+        (
+            &DIRECTIVE.replace(
+                "current_version: \">=1.0.0\"",
+                "current_version: \"at least one\"",
+            ),
+            "spec.directives[1].selectors[0].current_version",
+        ),
+        (
+            &DIRECTIVE.replace("name: everyone-else", "name: staging"),
+            "spec.directives[1].name",
+        ),
+        (
+            &DIRECTIVE.replace("installers: [script]", "installers: []"),
+            "spec.directives[1].installers",
+        ),
+        (
+            &DIRECTIVE.replace("size: 1000", "size: 0"),
+            "spec.directives[0].targets[0].size",
+        ),
+        (
+            &DIRECTIVE.replace("\"aaaa", "\"zzzz"),
+            "spec.directives[0].targets[0].sha256",
+        ),
+        (
+            &DIRECTIVE.replace("stale_after", "stale_afterwards"),
+            "spec",
+        ),
+    ];
+    for (text, field) in cases {
+        let e = VersionDirective::from_text(text).unwrap_err().to_string();
+        assert!(e.contains(field), "{field}: {e}");
+    }
+    let inst: &[(&str, &str)] = &[
+        (
+            "kind: installer\nmetadata: {name: s}\nspec: {type: local-script}\n",
+            "spec.local_script",
+        ),
+        (
+            "kind: installer\nmetadata: {name: s}\nspec: {type: local-script, local_script: {script: x, env: {V: \"$(reboot)\"}}}\n",
+            "spec.local_script.env.V",
+        ),
+        (
+            "kind: installer\nmetadata: {name: s}\nspec: {type: local-script, local_script: {script: x, env: {V: \"{target.nope}\"}}}\n",
+            "spec.local_script.env.V",
+        ),
+        (
+            "kind: installer\nmetadata: {name: s}\nspec: {type: local-script, local_script: {script: x, shell: bash}}\n",
+            "spec.local_script.shell",
+        ),
+        (
+            "kind: installer\nmetadata: {name: s}\nspec: {type: package, package: {name: \"-rf\", manager: apt}}\n",
+            "spec.package.name",
+        ),
+        (
+            "kind: installer\nmetadata: {name: s}\nspec: {type: tern-update, package: {name: a, manager: apt}}\n",
+            "spec.package",
+        ),
+        (
+            "kind: installer\nmetadata: {name: s}\nspec: {type: magic}\n",
+            "spec.type",
+        ),
+    ];
+    for (text, field) in inst {
+        let e = Installer::from_text(text).unwrap_err().to_string();
+        assert!(e.contains(field), "{field}: {e}");
+    }
+    let ctl: &[(&str, &str)] = &[
+        (
+            "kind: version_control_config\nspec: {rolling_install: {rate: fast}}\n",
+            "spec.rolling_install.rate",
+        ),
+        (
+            "kind: version_control_config\nspec: {rolling_install: {rate: 0/h}}\n",
+            "spec.rolling_install.rate",
+        ),
+        (
+            "kind: version_control_config\nspec: {rolling_install: {fault_limit: 101%}}\n",
+            "spec.rolling_install.fault_limit",
+        ),
+        (
+            "kind: version_control_config\nspec: {promotion: {approvals: 3}}\n",
+            "spec.promotion.approvals",
+        ),
+        (
+            "kind: version_control_config\nspec: {promotion: {strategy: automatic}}\n",
+            "spec.promotion.from",
+        ),
+        (
+            "kind: version_control_config\nspec: {timings: {trigger_timeout: 2h, recent: 1h}}\n",
+            "spec.timings.trigger_timeout",
+        ),
+        (
+            "kind: version_control_config\nmetadata: {name: other}\nspec: {}\n",
+            "metadata.name",
+        ),
+    ];
+    for (text, field) in ctl {
+        let e = VersionControlConfig::from_text(text)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(field), "{field}: {e}");
+    }
+    let ok =
+        VersionControlConfig::from_text("kind: version_control_config\nspec: {enabled: true}\n")
+            .unwrap();
+    assert_eq!(ok.metadata.name, CONTROL_NAME);
+    assert_eq!(
+        Rate::parse(&ok.spec.rolling_install.rate)
+            .unwrap()
+            .amount
+            .of(1000),
+        100
+    );
+}
+
+#[test]
+fn amounts_and_rates() {
+    assert_eq!(Amount::parse("10"), Some(Amount::Count(10)));
+    assert_eq!(Amount::parse("12.5%"), Some(Amount::Percent(1250)));
+    assert_eq!(Amount::parse("1%").unwrap().of(10), 1, "a share rounds up");
+    assert_eq!(Amount::parse("5%").unwrap().of(100_000), 5000);
+    for bad in ["", "%", "-1", "1.234%", "101%", "ten", "1e3"] {
+        assert_eq!(Amount::parse(bad), None, "{bad}");
+    }
+    let r = Rate::parse("20%/h").unwrap();
+    assert_eq!(r.per, Duration::from_secs(3600));
+    assert_eq!(Rate::parse("10/m").unwrap().amount, Amount::Count(10));
+    assert_eq!(Rate::parse("10/s"), None);
+}
+
+fn ts(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + secs).unwrap()
+}
+
+fn rec<'a>(
+    version: &'a str,
+    last_seen: i64,
+    attempt: Option<&'a Attempt>,
+    result: Option<&'a AttemptResult>,
+) -> HostRecord<'a> {
+    HostRecord {
+        version,
+        last_seen: ts(last_seen),
+        connected_since: ts(-10_000),
+        target: Some("1.1.0"),
+        attempt,
+        result,
+    }
+}
+
+const T: StateTimings = StateTimings {
+    trigger_timeout: Duration::from_secs(900),
+    recent: Duration::from_secs(3600),
+    offline_after: Duration::from_secs(300),
+    settle: Duration::from_secs(120),
+};
+
+#[test]
+fn every_install_state_at_its_time_edges() {
+    let attempt = Attempt {
+        id: "a1".into(),
+        at: ts(0),
+        installer: "script".into(),
+        from_version: "1.0.0".into(),
+        target_version: "1.1.0".into(),
+    };
+    let failed = AttemptResult {
+        attempt_id: "a1".into(),
+        success: false,
+        error: "exit status 1".into(),
+    };
+    let other_failed = AttemptResult {
+        attempt_id: "a0".into(),
+        ..failed.clone()
+    };
+    let (a, f, of) = (&attempt, &failed, &other_failed);
+    let at = |r: &HostRecord<'_>, now: i64| install_state(r, ts(now), &T);
+
+    // No attempt.
+    assert_eq!(
+        at(&rec("1.0.0", 0, None, None), 0),
+        InstallState::NeedsInstall
+    );
+    assert_eq!(
+        at(&rec("1.1.0", 0, None, None), 0),
+        InstallState::VersionParity
+    );
+    assert_eq!(
+        at(
+            &HostRecord {
+                target: None,
+                ..rec("1.0.0", 0, None, None)
+            },
+            0
+        ),
+        InstallState::VersionParity
+    );
+    // Triggered until the trigger timeout, then an implicit fault.
+    assert_eq!(
+        at(&rec("1.0.0", 899, Some(a), None), 899),
+        InstallState::InstallTriggered
+    );
+    assert_eq!(
+        at(&rec("1.0.0", 900, Some(a), None), 900),
+        InstallState::ImplicitInstallFault
+    );
+    // A result for another attempt does not count.
+    assert_eq!(
+        at(&rec("1.0.0", 10, Some(a), Some(of)), 10),
+        InstallState::InstallTriggered
+    );
+    assert_eq!(
+        at(&rec("1.0.0", 10, Some(a), Some(f)), 10),
+        InstallState::ExplicitInstallFault
+    );
+    // On the target: a recent install, then parity once the attempt is old.
+    assert_eq!(
+        at(&rec("1.1.0", 3599, Some(a), None), 3599),
+        InstallState::RecentInstall
+    );
+    assert_eq!(
+        at(&rec("1.1.0", 3600, Some(a), None), 3600),
+        InstallState::VersionParity
+    );
+    // Offline within the window: churned; seen 299 s ago is still online.
+    assert_eq!(
+        at(&rec("1.0.0", 0, Some(a), None), 299),
+        InstallState::InstallTriggered
+    );
+    assert_eq!(
+        at(&rec("1.0.0", 0, Some(a), None), 300),
+        InstallState::ChurnedDuringInstall
+    );
+    // After the window a fault needs an install again (and may be retried).
+    assert_eq!(
+        at(&rec("1.0.0", 3600, Some(a), Some(f)), 3600),
+        InstallState::NeedsInstall
+    );
+    // Only settled hosts that need an install may be triggered.
+    let fresh = HostRecord {
+        connected_since: ts(3500),
+        ..rec("1.0.0", 3600, None, None)
+    };
+    assert!(!may_trigger(
+        InstallState::NeedsInstall,
+        &fresh,
+        ts(3600),
+        &T
+    ));
+    assert!(may_trigger(
+        InstallState::NeedsInstall,
+        &fresh,
+        ts(3620),
+        &T
+    ));
+    assert!(!may_trigger(
+        InstallState::ImplicitInstallFault,
+        &fresh,
+        ts(9000),
+        &T
+    ));
+    assert_eq!(InstallState::ALL.len(), 7);
+    assert!(
+        InstallState::ExplicitInstallFault.is_fault()
+            && !InstallState::ChurnedDuringInstall.is_fault()
+    );
+}
