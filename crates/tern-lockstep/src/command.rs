@@ -91,7 +91,8 @@ pub(crate) async fn run(
         }
         Ok((_, Err(e))) => Err(format!("{what}: waiting for {}: {e}", prog.display())),
         Ok((output, Ok(status))) if status.success() => {
-            tracing::debug!(what, output = %String::from_utf8_lossy(&output), "command succeeded");
+            tracing::info!(what, command = %argv.join(" "), "command succeeded");
+            tracing::debug!(what, output = %String::from_utf8_lossy(&output), "its output");
             Ok(())
         }
         Ok((output, Ok(status))) => {
