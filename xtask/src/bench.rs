@@ -1,11 +1,13 @@
-//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|all|profile] [--quick]`:
-//! builds the release binaries, then runs `tern-bench` (crates/tern-bench) for each
-//! benchmark. `profile` (not part of `all`: it needs valgrind and takes minutes) counts
+//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|all|profile]
+//! [--quick]`: builds the release binaries, then runs `tern-bench` (crates/tern-bench) for
+//! each benchmark. `profile` (not part of `all`: it needs valgrind and takes minutes) counts
 //! instructions under callgrind, with binaries built with symbols in `<target>/profile`.
 //! Each prints progress on stderr and its figures as one JSON object on the last line
 //! of stdout. Results and their commands are recorded in `docs/benchmarks.md`.
 //! Needs nothing installed beyond Rust, plus `bash`, `curl` and `tar` for `apply`'s
-//! baseline pipeline.
+//! baseline pipeline, and for `lockstep` an `etcd` server binary (Debian: `etcd-server`;
+//! `--quick` falls back to SQLite without one) and `protoc` to build tern-lockstep's etcd
+//! backend.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,6 +19,7 @@ const BENCHES: &[&str] = &[
     "reconcile",
     "apply",
     "converge",
+    "lockstep",
 ];
 const PROFILE: &str = "profile";
 
@@ -43,6 +46,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     which.retain(|b| *b != PROFILE);
     if !which.is_empty() {
         let bin = build(None)?;
+        if which.contains(&"lockstep") {
+            build_lockstep()?;
+        }
         for b in which {
             bench(&bin, b, &extra)?;
         }
@@ -84,6 +90,22 @@ fn build(target: Option<PathBuf>) -> Result<PathBuf, String> {
     Ok(dir.join("release"))
 }
 
+/// tern-lockstep with its etcd backend, in a cargo run of its own: built together with
+/// the others, the feature would be unified into the tern-store and tern-server that
+/// ternd links, changing what the other benchmarks measure.
+fn build_lockstep() -> Result<(), String> {
+    let mut build = crate::cargo();
+    build.args([
+        "build",
+        "--release",
+        "-p",
+        "tern-lockstep",
+        "--features",
+        "tern-lockstep/etcd",
+    ]);
+    crate::run(build)
+}
+
 fn bench(bin: &std::path::Path, name: &str, extra: &[String]) -> Result<(), String> {
     let mut cmd = Command::new(bin.join("tern-bench"));
     cmd.arg(name)
@@ -92,6 +114,8 @@ fn bench(bin: &std::path::Path, name: &str, extra: &[String]) -> Result<(), Stri
         .arg(bin.join("ternd"))
         .arg("--tern-update")
         .arg(bin.join("tern-update"))
+        .arg("--tern-lockstep")
+        .arg(bin.join("tern-lockstep"))
         .current_dir(crate::root());
     crate::run(cmd)
 }

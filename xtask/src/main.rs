@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|examples|ci|bench>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|heartbeat|reconcile|apply|converge|all] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000` (docs/simulator.md)"
+                "usage: cargo xtask <demo|examples|ci|bench>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|attack|heartbeat|reconcile|apply|converge|lockstep|all|profile] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000` (docs/simulator.md)"
             );
             return ExitCode::from(2);
         }

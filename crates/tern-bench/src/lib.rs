@@ -1,7 +1,8 @@
-//! Tern's benchmarks, run by `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge]
-//! [--quick]` (see `docs/benchmarks.md`). Every figure is a ratio to, or sits beside, a
-//! baseline measured in the same run; each benchmark prints one JSON object with its
-//! figures as its last line.
+//! Tern's benchmarks, run by `cargo xtask bench
+//! [find|attack|heartbeat|reconcile|apply|converge|lockstep] [--quick]` (see
+//! `docs/benchmarks.md`). Every figure is a ratio to, or sits beside, a baseline measured
+//! in the same run; each benchmark prints one JSON object with its figures as its last
+//! line.
 
 pub mod apply;
 pub mod attack;
@@ -10,6 +11,7 @@ pub mod find;
 pub mod fleet;
 pub mod heartbeat;
 pub mod load;
+pub mod lockstep;
 pub mod procs;
 pub mod profile;
 pub mod reconcile;
@@ -28,6 +30,11 @@ pub struct Opts {
     pub tern_update: PathBuf,
     /// Concurrent keep-alive connections of the load generator.
     pub connections: usize,
+    /// The `tern-lockstep` binary (built with the `etcd` feature for real figures).
+    pub tern_lockstep: PathBuf,
+    /// `lockstep`'s store: `etcd` or `sqlite` (default: etcd; `--quick` falls back to
+    /// SQLite when no etcd is installed).
+    pub store: Option<String>,
 }
 
 /// The benchmarks, in the order `all` runs them.
@@ -38,6 +45,7 @@ pub const BENCHES: &[&str] = &[
     "reconcile",
     "apply",
     "converge",
+    "lockstep",
 ];
 
 /// Runs one benchmark; returns its figures.
@@ -49,6 +57,7 @@ pub fn run(name: &str, opts: &Opts) -> anyhow::Result<serde_json::Value> {
         "reconcile" => reconcile::run(opts),
         "apply" => apply::run(opts),
         "converge" => converge::run(opts),
+        "lockstep" => lockstep::run(opts),
         "profile" => profile::run(opts),
         other => anyhow::bail!("no benchmark named {other:?} (one of {BENCHES:?})"),
     }
@@ -61,4 +70,15 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     }
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// The `q` quantile (0..=1) at the nearest rank, as `load` reports latencies; NaN when
+/// empty.
+pub fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+    v[i]
 }

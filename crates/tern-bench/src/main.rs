@@ -1,14 +1,17 @@
-//! `tern-bench <find|attack|heartbeat|reconcile|apply|converge|profile> [--quick] [--ternd BIN]
-//! [--tern-update BIN] [--connections N]`: one benchmark; progress on stderr, the
-//! figures as one JSON object on the last line of stdout.
+//! `tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|profile> [--quick]
+//! [--ternd BIN] [--tern-update BIN] [--tern-lockstep BIN] [--store etcd|sqlite]
+//! [--connections N]`: one benchmark; progress on stderr, the figures as one JSON object
+//! on the last line of stdout.
 //! `tern-bench baseline-server FILE`: the find baseline (used by `find`).
+//! `tern-bench lockstep-step MS`, `tern-bench lockstep-bare DIR SERVER VERSION`: a step's
+//! command and the uncoordinated baseline (used by `lockstep`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tern_bench::Opts;
 
-const USAGE: &str = "usage: tern-bench <find|attack|heartbeat|reconcile|apply|converge|profile> [--quick] [--ternd BIN] [--tern-update BIN] [--connections N]\n       tern-bench baseline-server FILE";
+const USAGE: &str = "usage: tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|profile> [--quick] [--ternd BIN] [--tern-update BIN] [--tern-lockstep BIN] [--store etcd|sqlite] [--connections N]\n       tern-bench baseline-server FILE\n       tern-bench lockstep-step MS\n       tern-bench lockstep-bare DIR SERVER VERSION";
 
 fn main() -> ExitCode {
     match run() {
@@ -31,6 +34,15 @@ fn run() -> anyhow::Result<ExitCode> {
         tern_bench::find::baseline_server(&PathBuf::from(file))?;
         return Ok(ExitCode::SUCCESS);
     }
+    // The step's probe and the bare baseline, run as child processes by `lockstep`.
+    if name == "lockstep-step" {
+        tern_bench::lockstep::step(&args[1..])?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if name == "lockstep-bare" {
+        tern_bench::lockstep::bare(&args[1..])?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let here = std::env::current_exe()?
         .parent()
         .map(PathBuf::from)
@@ -39,6 +51,8 @@ fn run() -> anyhow::Result<ExitCode> {
         quick: false,
         ternd: here.join("ternd"),
         tern_update: here.join("tern-update"),
+        tern_lockstep: here.join("tern-lockstep"),
+        store: None,
         connections: 16,
     };
     let mut it = args[1..].iter();
@@ -52,6 +66,8 @@ fn run() -> anyhow::Result<ExitCode> {
             "--quick" => opts.quick = true,
             "--ternd" => opts.ternd = value()?.into(),
             "--tern-update" => opts.tern_update = value()?.into(),
+            "--tern-lockstep" => opts.tern_lockstep = value()?.into(),
+            "--store" => opts.store = Some(value()?),
             "--connections" => opts.connections = value()?.parse()?,
             other => anyhow::bail!("unknown argument {other:?}\n{USAGE}"),
         }

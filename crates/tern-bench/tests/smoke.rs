@@ -1,7 +1,9 @@
 //! One cheap smoke test of the benchmarks (a few seconds): `converge --quick` always,
-//! and `find --quick` against the `ternd` built beside this test (as `cargo test
-//! --workspace` does); each must print one JSON object with its figures as its last
-//! line. The real measurements are `cargo xtask bench` (docs/benchmarks.md).
+//! `find --quick` against the `ternd` built beside this test, and `lockstep --quick` on
+//! SQLite against the `tern-lockstep` built beside it (as `cargo test --workspace` does;
+//! SQLite because that build may lack the etcd backend); each must print one JSON object
+//! with its figures as its last line. The real measurements are `cargo xtask bench`
+//! (docs/benchmarks.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -30,6 +32,7 @@ fn quick_benchmarks_print_their_figures_as_json() {
         assert!(c["window_to_done"][g]["tern_secs"].is_number(), "{g}: {c}");
         assert!(c["window_to_done"][g]["seeds_secs"].is_number(), "{g}: {c}");
     }
+    lockstep_quick();
     let ternd = PathBuf::from(BIN).with_file_name("ternd");
     if !ternd.is_file() {
         eprintln!("no ternd beside {BIN}: find --quick not run (cargo test --workspace builds it)");
@@ -42,4 +45,28 @@ fn quick_benchmarks_print_their_figures_as_json() {
     assert!(f["ternd"]["rps"].as_f64().unwrap() > 0.0, "{f}");
     assert!(f["baseline"]["rps"].as_f64().unwrap() > 0.0, "{f}");
     assert!(f["half_rate"]["ternd_p99_ms"].is_number(), "{f}");
+}
+
+fn lockstep_quick() {
+    let bin = PathBuf::from(BIN).with_file_name("tern-lockstep");
+    if !bin.is_file() {
+        eprintln!(
+            "no tern-lockstep beside {BIN}: lockstep --quick not run (cargo test --workspace builds it)"
+        );
+        return;
+    }
+    let l = last_json(&[
+        "lockstep",
+        "--quick",
+        "--store",
+        "sqlite",
+        "--tern-lockstep",
+        bin.to_str().unwrap(),
+    ]);
+    assert_eq!(l["bench"], "lockstep", "{l}");
+    assert!(l["samples"].as_u64().unwrap() > 0, "{l}");
+    for key in ["overhead_p50_ms", "overhead_p90_ms", "ratio_p50"] {
+        assert!(l[key].is_number(), "no {key}: {l}");
+    }
+    assert!(l["bare_step_ms"]["p50"].as_f64().unwrap() >= 20.0, "{l}");
 }
