@@ -31,7 +31,7 @@ use tern_core::lockstep::protocol::ServerId;
 use tern_core::lockstep::release::{Environment, TagPrefix};
 use tern_server::notify::{NotifySettings, parse_notify_url};
 use tern_server::server::Backend;
-use tern_store::Store;
+use tern_store::{SqliteOptions, Store};
 
 /// Lock-step updates of a server cluster: every server reaches each step before any goes
 /// on. See docs/lockstep.md.
@@ -237,7 +237,13 @@ async fn open(cli: &Cli) -> anyhow::Result<Arc<dyn Store>> {
             "give the store: --store sqlite:PATH or --store etcd:URL[,URL…] (or TERN_LOCKSTEP_STORE)"
         );
     };
-    backend.open(&cli.etcd_prefix).await
+    // A barrier waits for other processes' writes: on SQLite they are seen by polling,
+    // so poll often (a small indexed query); etcd pushes them.
+    let sqlite = SqliteOptions {
+        poll_interval: Duration::from_millis(20),
+        ..SqliteOptions::default()
+    };
+    backend.open_with(&cli.etcd_prefix, sqlite).await
 }
 
 async fn run(cli: Cli) -> anyhow::Result<String> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use jiff::Timestamp;
-use tern_store::{Error as StoreError, SqliteStore, Store};
+use tern_store::{Error as StoreError, SqliteOptions, SqliteStore, Store};
 
 use crate::auth::Role;
 use crate::clock::{Clock, DevClock, SystemClock};
@@ -87,12 +87,22 @@ impl Backend {
     /// Opens the store. etcd is waited for (with a warning every attempt) so that
     /// replicas may start before their cluster.
     pub async fn open(&self, etcd_prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
+        self.open_with(etcd_prefix, SqliteOptions::default()).await
+    }
+
+    /// [`Backend::open`] with SQLite options (tern-lockstep's barriers poll other
+    /// processes' writes more often than ternd needs to).
+    pub async fn open_with(
+        &self,
+        etcd_prefix: &str,
+        sqlite: SqliteOptions,
+    ) -> anyhow::Result<Arc<dyn Store>> {
         match self {
             Backend::Sqlite(path) => {
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     create_data_dir(parent)?;
                 }
-                let store = SqliteStore::open(path)
+                let store = SqliteStore::open_with(path, sqlite)
                     .await
                     .with_context(|| format!("opening the store {}", path.display()))?;
                 Ok(Arc::new(store))
