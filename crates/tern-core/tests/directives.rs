@@ -499,3 +499,177 @@ fn every_install_state_at_its_time_edges() {
             && !InstallState::ChurnedDuringInstall.is_fault()
     );
 }
+
+mod passes {
+    use super::*;
+    use tern_core::directive::pass::*;
+
+    fn control(enabled: bool, fault_limit: &str) -> ControlSpec {
+        let text = format!(
+            "kind: version_control_config\nspec: {{enabled: {enabled}, rolling_install: {{fault_limit: \"{fault_limit}\", churn_limit: \"1\"}}}}\n"
+        );
+        VersionControlConfig::from_text(&text).unwrap().spec
+    }
+
+    struct Fleet {
+        labels: Vec<BTreeMap<String, String>>,
+        ids: Vec<String>,
+        versions: Vec<&'static str>,
+        installers: Vec<String>,
+    }
+
+    fn fleet() -> Fleet {
+        // 8 hosts: 0-3 staging, 4-6 prod, 7 unlabelled and on 0.9 (no directive).
+        let envs = [
+            "staging", "staging", "staging", "staging", "prod", "prod", "prod", "",
+        ];
+        Fleet {
+            labels: envs
+                .iter()
+                .map(|e| {
+                    if e.is_empty() {
+                        BTreeMap::new()
+                    } else {
+                        labels(&[("env", e)])
+                    }
+                })
+                .collect(),
+            ids: (0..8).map(|i| format!("h{i}")).collect(),
+            versions: vec![
+                "1.1.0", "1.1.0", "1.2.0", "1.1.0", "1.0.0", "1.1.0", "1.0.0", "0.9.0",
+            ],
+            installers: vec![
+                "tern-update".into(),
+                "package".into(),
+                "local-script".into(),
+            ],
+        }
+    }
+
+    fn hosts<'a>(f: &'a Fleet, attempts: &'a [Option<Attempt>]) -> Vec<PassHost<'a>> {
+        (0..8)
+            .map(|i| PassHost {
+                id: &f.ids[i],
+                facts: HostFacts {
+                    labels: Some(&f.labels[i]),
+                    group: "default",
+                    version: f.versions[i],
+                    arch: "amd64",
+                    os: "linux",
+                    fips: false,
+                    installers: &f.installers,
+                },
+                record: HostRecord {
+                    version: f.versions[i],
+                    last_seen: ts(0),
+                    connected_since: ts(-1000),
+                    target: None,
+                    attempt: attempts[i].as_ref(),
+                    result: None,
+                },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pass_plans_every_host_and_triggers_within_the_budget() {
+        let d = VersionDirective::from_text(DIRECTIVE).unwrap();
+        let inst = installers();
+        let f = fleet();
+        let none: Vec<Option<Attempt>> = vec![None; 8];
+        let hs = hosts(&f, &none);
+        let out = pass(&hs, &d.spec, &inst, &control(true, "1"), &T, ts(0), 2);
+        assert_eq!((out.governed, out.unaffected), (7, 1));
+        // staging: three on 1.1.0 move to 1.2.0 with the native installer, one is there.
+        let staging = Move {
+            directive: "staging".into(),
+            from: "1.1.0".into(),
+            to: "1.2.0".into(),
+            installer: "native".into(),
+        };
+        assert_eq!(out.moves.get(&staging), Some(&3));
+        let prod = Move {
+            directive: "everyone-else".into(),
+            from: "1.0.0".into(),
+            to: "1.1.0".into(),
+            installer: "script".into(),
+        };
+        assert_eq!(out.moves.get(&prod), Some(&2));
+        assert_eq!(out.states.get(&InstallState::NeedsInstall), Some(&5));
+        assert_eq!(out.states.get(&InstallState::VersionParity), Some(&2));
+        assert_eq!(out.eligible, 5);
+        let hosts_triggered: Vec<&str> = out.triggers.iter().map(|t| t.host).collect();
+        assert_eq!(
+            hosts_triggered,
+            ["h0", "h1"],
+            "the budget, in inventory order"
+        );
+        assert_eq!(out.host_states[7], None);
+
+        // Disabled: the same plan, nothing triggered.
+        let off = pass(&hs, &d.spec, &inst, &control(false, "1"), &T, ts(0), 2);
+        assert_eq!((off.eligible, off.triggers.len()), (5, 0));
+    }
+
+    #[test]
+    fn faults_past_the_limit_pause_and_attempts_are_not_repeated() {
+        let d = VersionDirective::from_text(DIRECTIVE).unwrap();
+        let inst = installers();
+        let f = fleet();
+        let attempt = |id: &str| Attempt {
+            id: id.into(),
+            at: ts(-1000),
+            installer: "native".into(),
+            from_version: "1.1.0".into(),
+            target_version: "1.2.0".into(),
+        };
+        // Two staging hosts were tried 1000 s ago and are still on 1.1.0: implicit faults.
+        let mut attempts: Vec<Option<Attempt>> = vec![None; 8];
+        attempts[0] = Some(attempt("a0"));
+        attempts[1] = Some(attempt("a1"));
+        let hs = hosts(&f, &attempts);
+        let out = pass(&hs, &d.spec, &inst, &control(true, "1"), &T, ts(0), 10);
+        assert_eq!(
+            out.states.get(&InstallState::ImplicitInstallFault),
+            Some(&2)
+        );
+        assert_eq!(out.paused, Some(Pause::Faults { count: 2, limit: 1 }));
+        assert!(out.triggers.is_empty());
+        // Under a higher limit it goes on, without the two hosts tried recently.
+        let out = pass(&hs, &d.spec, &inst, &control(true, "50%"), &T, ts(0), 10);
+        assert_eq!(out.paused, None);
+        let tried: Vec<&str> = out.triggers.iter().map(|t| t.host).collect();
+        assert_eq!(tried, ["h3", "h4", "h6"]);
+    }
+
+    #[test]
+    fn the_rate_bucket_spreads_installs() {
+        let rate = Rate::parse("60/h").unwrap();
+        let mut b = RateBucket::default();
+        assert_eq!(
+            b.fill(&rate, 1000, ts(0)),
+            1,
+            "one at once when the loop starts"
+        );
+        b.take(1);
+        assert_eq!(b.fill(&rate, 1000, ts(30)), 0);
+        assert_eq!(b.fill(&rate, 1000, ts(60)), 1);
+        b.take(1);
+        // Idle for an hour: at most a minute's worth (at least one).
+        assert_eq!(b.fill(&rate, 1000, ts(3660)), 1);
+        let fast = Rate::parse("10%/m").unwrap();
+        let mut b = RateBucket::default();
+        b.fill(&fast, 1000, ts(0));
+        b.take(1);
+        assert_eq!(
+            b.fill(&fast, 1000, ts(6)),
+            10,
+            "10% of 1000 per minute is 10 per 6 s"
+        );
+        assert_eq!(
+            b.fill(&fast, 1000, ts(6000)),
+            100,
+            "capped at a minute's worth"
+        );
+    }
+}

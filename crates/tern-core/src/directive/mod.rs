@@ -9,6 +9,7 @@
 //! - [`state`]: the RFD's install states, from a host's version, its last install
 //!   attempt and its result.
 
+pub mod pass;
 pub mod resource;
 pub mod select;
 pub mod state;

@@ -1,0 +1,225 @@
+//! One pass of the version reconciliation loop, and the plan: for every host of a
+//! replica, what the directive wants (`select`), where the host stands (`state`), which
+//! hosts may be triggered now (settled, needing an install, within the rate), and whether
+//! faults or churn pause the loop. The same pass, without its triggers, is the plan an
+//! operator reads before `apply`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::resource::{Amount, ControlSpec, DirectiveSpec, Installer, Rate, Target};
+use super::select::{HostFacts, Selection, select};
+use super::state::{HostRecord, InstallState, StateTimings, install_state, may_trigger};
+
+/// One host as the pass sees it.
+#[derive(Clone, Debug)]
+pub struct PassHost<'a> {
+    pub id: &'a str,
+    pub facts: HostFacts<'a>,
+    /// Its record; `target` is filled by the pass from the selection.
+    pub record: HostRecord<'a>,
+}
+
+/// An install the loop triggers (after recording the attempt).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trigger<'a> {
+    pub host: &'a str,
+    pub directive: &'a str,
+    pub target: &'a Target,
+    pub installer: &'a Installer,
+}
+
+/// Why the loop triggers nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pause {
+    /// More hosts in a fault state than `fault_limit` allows.
+    Faults { count: u64, limit: u64 },
+    /// More hosts churned during an install than `churn_limit` allows.
+    Churn { count: u64, limit: u64 },
+}
+
+impl std::fmt::Display for Pause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pause::Faults { count, limit } => write!(
+                f,
+                "{count} hosts failed their install (fault limit {limit}): installs paused"
+            ),
+            Pause::Churn { count, limit } => write!(
+                f,
+                "{count} hosts went offline during their install (churn limit {limit}): installs paused"
+            ),
+        }
+    }
+}
+
+/// A planned move, for the plan's table.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Move {
+    pub directive: String,
+    pub from: String,
+    pub to: String,
+    pub installer: String,
+}
+
+/// What a pass found and decided.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PassOutcome<'a> {
+    /// Hosts a directive selects.
+    pub governed: u64,
+    /// Hosts no directive selects (the rollout, if any, governs them).
+    pub unaffected: u64,
+    /// Selected hosts no (target, installer) fits: host id and the reasons.
+    pub no_fit: Vec<(&'a str, Vec<String>)>,
+    /// Every governed host's state.
+    pub states: BTreeMap<InstallState, u64>,
+    /// Per host, its state (same order as the input; `None` when ungoverned).
+    pub host_states: Vec<Option<InstallState>>,
+    /// Hosts that should move, grouped (whatever their state).
+    pub moves: BTreeMap<Move, u64>,
+    /// Hosts that need an install and may be triggered (settled), before the rate.
+    pub eligible: u64,
+    pub paused: Option<Pause>,
+    /// The installs to trigger now (empty when paused or out of budget).
+    pub triggers: Vec<Trigger<'a>>,
+}
+
+/// Runs one pass. `budget` is how many installs the rate allows now ([`RateBucket`]).
+pub fn pass<'a>(
+    hosts: &'a [PassHost<'a>],
+    spec: &'a DirectiveSpec,
+    installers: &'a BTreeMap<String, Installer>,
+    control: &ControlSpec,
+    timings: &StateTimings,
+    now: Timestamp,
+    budget: u64,
+) -> PassOutcome<'a> {
+    let mut out = PassOutcome::default();
+    let mut candidates = Vec::new();
+    for h in hosts {
+        let sel = select(spec, installers, &h.facts);
+        let target = match &sel {
+            Selection::Unmatched => {
+                out.unaffected += 1;
+                out.host_states.push(None);
+                continue;
+            }
+            Selection::AtTarget { target, .. } | Selection::Install { target, .. } => {
+                Some(target.version.as_str())
+            }
+            Selection::NoFit { reasons, .. } => {
+                out.no_fit.push((h.id, reasons.clone()));
+                None
+            }
+        };
+        out.governed += 1;
+        let record = HostRecord {
+            target,
+            ..h.record.clone()
+        };
+        let state = install_state(&record, now, timings);
+        *out.states.entry(state).or_default() += 1;
+        out.host_states.push(Some(state));
+        if let Selection::Install {
+            directive,
+            target,
+            installer,
+        } = sel
+        {
+            *out.moves
+                .entry(Move {
+                    directive: directive.name.clone(),
+                    from: h.facts.version.to_string(),
+                    to: target.version.clone(),
+                    installer: installer.metadata.name.clone(),
+                })
+                .or_default() += 1;
+            if may_trigger(state, &record, now, timings) {
+                out.eligible += 1;
+                candidates.push(Trigger {
+                    host: h.id,
+                    directive: &directive.name,
+                    target,
+                    installer,
+                });
+            }
+        }
+    }
+    let count = |pred: fn(InstallState) -> bool| -> u64 {
+        out.states
+            .iter()
+            .filter(|(s, _)| pred(**s))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let faults = count(InstallState::is_fault);
+    let churned = count(|s| s == InstallState::ChurnedDuringInstall);
+    let limit = |text: &str| Amount::parse(text).map_or(0, |a| a.of(out.governed));
+    let fault_limit = limit(&control.rolling_install.fault_limit);
+    let churn_limit = limit(&control.rolling_install.churn_limit);
+    out.paused = if faults > fault_limit {
+        Some(Pause::Faults {
+            count: faults,
+            limit: fault_limit,
+        })
+    } else if churned > churn_limit {
+        Some(Pause::Churn {
+            count: churned,
+            limit: churn_limit,
+        })
+    } else {
+        None
+    };
+    if out.paused.is_none() && control.enabled {
+        candidates.truncate(usize::try_from(budget).unwrap_or(usize::MAX));
+        out.triggers = candidates;
+    }
+    out
+}
+
+/// The rate as a token bucket carried from pass to pass: it fills at `rate` (a share of
+/// the governed hosts per hour or minute) and holds at most a minute's worth (at least
+/// one install), so installs are spread, never released in one burst.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RateBucket {
+    /// Millionths of an install.
+    micros: u64,
+    last: Option<Timestamp>,
+}
+
+impl RateBucket {
+    /// Fills the bucket up to `now`; returns how many whole installs it holds.
+    pub fn fill(&mut self, rate: &Rate, governed: u64, now: Timestamp) -> u64 {
+        let per_period = rate.amount.of(governed);
+        let period_us = rate.per.as_micros().max(1) as u64;
+        let elapsed = self.last.map_or(Duration::ZERO, |last| {
+            let d = now.duration_since(last);
+            if d.is_negative() {
+                Duration::ZERO
+            } else {
+                d.unsigned_abs()
+            }
+        });
+        if self.last.is_none() {
+            // A loop that just started may install one host at once.
+            self.micros = 1_000_000;
+        }
+        self.last = Some(now);
+        // installs × 1e6 per microsecond of elapsed time, in u128 so nothing overflows.
+        let added =
+            u128::from(per_period) * elapsed.as_micros() * 1_000_000 / u128::from(period_us);
+        let cap_per_minute =
+            u128::from(per_period) * 60_000_000 * 1_000_000 / u128::from(period_us);
+        let cap = cap_per_minute.max(1_000_000);
+        let filled = (u128::from(self.micros) + added).min(cap);
+        self.micros = u64::try_from(filled).unwrap_or(u64::MAX);
+        self.micros / 1_000_000
+    }
+
+    /// Takes `n` installs (the triggers of a pass).
+    pub fn take(&mut self, n: u64) {
+        self.micros = self.micros.saturating_sub(n * 1_000_000);
+    }
+}
