@@ -216,6 +216,17 @@ pub struct InventoryEntry {
     pub settled: bool,
     /// Counted in this replica's report; otherwise it is under the report's `omitted`.
     pub counted: bool,
+    /// The host's facts (labels, build, installer types), when its updater sends them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub arch: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub os: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fips: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub installers: Vec<String>,
 }
 
 /// `GET /v1/inventory`: the agents connected to one replica.

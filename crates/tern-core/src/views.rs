@@ -224,6 +224,11 @@ pub fn inventory_entry(
         last_seen: agent.last_seen,
         settled,
         counted,
+        labels: hb.labels,
+        arch: hb.arch,
+        os: hb.os,
+        fips: hb.fips,
+        installers: hb.installers,
     }
 }
 

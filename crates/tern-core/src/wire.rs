@@ -2,7 +2,11 @@
 //! heartbeat. These shapes are a contract with every older and newer updater, so every
 //! field has a default and unknown fields are ignored on read.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+
+use crate::directive::state::AttemptResult;
 
 /// `GET /v1/webapi/find` — the shape Teleport's updater reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +76,88 @@ pub struct Heartbeat {
     pub failed_version: Option<String>,
     /// False when the agent is not running or failed its health check.
     pub healthy: bool,
+    /// What directives select on (the modular upgrade system): the host's labels,
+    /// build (arch, OS, FIPS) and the installer types it accepts. Absent from updaters
+    /// that predate them; bounded by [`Heartbeat::check_facts`].
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub arch: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub os: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fips: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub installers: Vec<String>,
+    /// The outcome of the last install the server asked this host for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub install_result: Option<AttemptResult>,
+}
+
+/// At most this many labels per host.
+pub const MAX_LABELS: usize = 32;
+/// At most this many installer types per host.
+pub const MAX_INSTALLERS: usize = 8;
+
+fn is_fact_token(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'/'))
+}
+
+impl Heartbeat {
+    /// Refuses host facts past their bounds, naming the field: a heartbeat is untrusted
+    /// input, and what it carries is kept in memory and matched by every directive pass.
+    pub fn check_facts(&self) -> Result<(), String> {
+        if self.labels.len() > MAX_LABELS {
+            return Err(format!(
+                "labels: {} labels, at most {MAX_LABELS}",
+                self.labels.len()
+            ));
+        }
+        for (k, v) in &self.labels {
+            if !is_fact_token(k, 63) {
+                return Err(format!(
+                    "labels: key {:?} is not 1-63 of letters, digits, '.', '-', '_', '/'",
+                    k.chars().take(80).collect::<String>()
+                ));
+            }
+            if v.len() > 128 || v.chars().any(char::is_control) {
+                return Err(format!(
+                    "labels.{k}: the value is longer than 128 bytes or holds control characters"
+                ));
+            }
+        }
+        for (field, value) in [("arch", &self.arch), ("os", &self.os)] {
+            if !value.is_empty() && !is_fact_token(value, 32) {
+                return Err(format!(
+                    "{field}: {:?} is not 1-32 of letters, digits, '.', '-', '_'",
+                    value.chars().take(40).collect::<String>()
+                ));
+            }
+        }
+        if self.installers.len() > MAX_INSTALLERS {
+            return Err(format!(
+                "installers: {} types, at most {MAX_INSTALLERS}",
+                self.installers.len()
+            ));
+        }
+        if let Some(i) = self.installers.iter().find(|i| !is_fact_token(i, 32)) {
+            return Err(format!(
+                "installers: {:?} is not an installer type",
+                i.chars().take(40).collect::<String>()
+            ));
+        }
+        if let Some(r) = &self.install_result
+            && (r.attempt_id.len() > 64 || r.error.len() > 4096)
+        {
+            return Err(
+                "install_result: attempt_id longer than 64 bytes or error longer than 4096".into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Default for Heartbeat {
@@ -87,6 +173,12 @@ impl Default for Heartbeat {
             rollback: false,
             failed_version: None,
             healthy: true,
+            labels: BTreeMap::new(),
+            arch: String::new(),
+            os: String::new(),
+            fips: false,
+            installers: Vec::new(),
+            install_result: None,
         }
     }
 }

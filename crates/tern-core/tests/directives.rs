@@ -673,3 +673,26 @@ mod passes {
         );
     }
 }
+
+#[test]
+fn heartbeats_from_any_updater_still_parse_and_facts_are_bounded() {
+    use tern_core::wire::Heartbeat;
+    // An updater from before the facts, and one from after them (unknown fields).
+    let old: Heartbeat =
+        serde_json::from_str(r#"{"updater_id": "u", "version": "1.0.0"}"#).unwrap();
+    assert!(old.labels.is_empty() && old.installers.is_empty() && old.install_result.is_none());
+    assert_eq!(old.check_facts(), Ok(()));
+    let new: Heartbeat = serde_json::from_str(
+        r#"{"updater_id": "u", "labels": {"env": "prod"}, "arch": "amd64", "install_result": {"attempt_id": "a1"}, "next": 1}"#,
+    )
+    .unwrap();
+    assert_eq!(new.install_result.as_ref().map(|r| r.success), Some(false));
+    assert_eq!(new.check_facts(), Ok(()));
+    // Serialised without the facts it does not have: old servers see what they knew.
+    assert!(!serde_json::to_string(&old).unwrap().contains("labels"));
+    let bad = Heartbeat {
+        os: "linux; rm".into(),
+        ..Heartbeat::default()
+    };
+    assert!(bad.check_facts().unwrap_err().starts_with("os:"));
+}

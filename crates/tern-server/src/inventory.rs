@@ -59,6 +59,45 @@ struct Entry {
     updater_status: UpdaterStatus,
     rollback: bool,
     healthy: bool,
+    /// What directives select on; `None` (8 bytes) for updaters that send none.
+    facts: Option<Box<Facts>>,
+}
+
+/// A host's labels, build and installer types, as its last heartbeat gave them
+/// (bounded by `Heartbeat::check_facts` before they get here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Facts {
+    labels: Box<[(Box<str>, Box<str>)]>,
+    arch: Box<str>,
+    os: Box<str>,
+    fips: bool,
+    installers: Box<[Box<str>]>,
+    install_result: Option<tern_core::directive::state::AttemptResult>,
+}
+
+impl Facts {
+    fn of(hb: &Heartbeat) -> Option<Box<Facts>> {
+        let none = hb.labels.is_empty()
+            && hb.arch.is_empty()
+            && hb.os.is_empty()
+            && !hb.fips
+            && hb.installers.is_empty()
+            && hb.install_result.is_none();
+        (!none).then(|| {
+            Box::new(Facts {
+                labels: hb
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+                    .collect(),
+                arch: hb.arch.as_str().into(),
+                os: hb.os.as_str().into(),
+                fips: hb.fips,
+                installers: hb.installers.iter().map(|i| i.as_str().into()).collect(),
+                install_result: hb.install_result.clone(),
+            })
+        })
+    }
 }
 
 /// What an agent is keyed by: its updater_id, or its host_id when it has none.
@@ -163,6 +202,7 @@ impl Inventory {
             updater_status: hb.updater_status,
             rollback: hb.rollback,
             healthy: hb.healthy,
+            facts: Facts::of(hb),
         };
         match found {
             Some(i) => self.entries[i] = entry,
@@ -347,10 +387,31 @@ impl<'a> AgentRef<'a> {
                 rollback: e.rollback,
                 failed_version: e.failed_version.map(|s| self.names.get(s).to_owned()),
                 healthy: e.healthy,
+                ..facts_heartbeat(e.facts.as_deref())
             },
             first_seen: e.first_seen,
             last_seen: e.last_seen,
         }
+    }
+}
+
+/// A heartbeat holding only `facts` (the rest default).
+fn facts_heartbeat(facts: Option<&Facts>) -> Heartbeat {
+    let Some(f) = facts else {
+        return Heartbeat::default();
+    };
+    Heartbeat {
+        labels: f
+            .labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        arch: f.arch.to_string(),
+        os: f.os.to_string(),
+        fips: f.fips,
+        installers: f.installers.iter().map(ToString::to_string).collect(),
+        install_result: f.install_result.clone(),
+        ..Heartbeat::default()
     }
 }
 
@@ -557,6 +618,16 @@ mod tests {
                             rollback,
                             failed_version: failed_version.map(|v| VERSIONS[v].into()),
                             healthy,
+                            // Facts on some agents, none on others: both kept exactly.
+                            labels: if agent % 3 == 0 {
+                                [("env".to_string(), GROUPS[group].to_string())].into()
+                            } else {
+                                Default::default()
+                            },
+                            arch: if agent % 2 == 0 { "arm64".into() } else { String::new() },
+                            fips: agent == 1,
+                            installers: if agent % 3 == 0 { vec!["tern-update".into()] } else { vec![] },
+                            ..Heartbeat::default()
                         };
                         inv.heartbeat(&h, now, at).unwrap();
                         let key = if uid.is_empty() { format!("h:{hid}") } else { format!("u:{uid}") };

@@ -688,3 +688,90 @@ fn one_leaked_credential_cannot_forge_hosts_past_the_canary_gate() {
         "{v}"
     );
 }
+
+/// Host facts (labels, build, installer types) are kept and shown by the inventory;
+/// past their bounds the heartbeat is refused naming the field, and nothing is kept.
+#[test]
+fn host_facts_are_bounded_and_shown_in_the_inventory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(&tmp.path().join("data"), &["--dev-clock", common::T0]);
+    let agent = t.new_token("agent");
+    let send = |id: &str, extra: serde_json::Value| {
+        let mut body = serde_json::json!({
+            "updater_id": id, "host_id": id, "group": "dev", "version": "1.0.0",
+        });
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        t.call(
+            "POST",
+            "/v1/agents/heartbeat",
+            Some(&agent),
+            Some(&body.to_string()),
+        )
+    };
+    let ok = send(
+        "00000001-0000-4000-8000-000000000000",
+        serde_json::json!({"labels": {"env": "prod", "zone": "eu-1"}, "arch": "arm64", "os": "linux",
+                           "fips": true, "installers": ["tern-update"], "from_the_future": 1}),
+    );
+    assert_eq!(ok.0, 200, "{ok:?}");
+    let many: serde_json::Map<String, serde_json::Value> = (0..33)
+        .map(|i| (format!("k{i}"), serde_json::json!("v")))
+        .collect();
+    let hostile = [
+        (serde_json::json!({"labels": many}), "labels: 33 labels"),
+        (serde_json::json!({"labels": {"a b": "x"}}), "labels: key"),
+        (serde_json::json!({"labels": {"env": "x\ny"}}), "labels.env"),
+        (serde_json::json!({"arch": "x".repeat(33)}), "arch:"),
+        (
+            serde_json::json!({"installers": ["$(reboot)"]}),
+            "installers:",
+        ),
+        (
+            serde_json::json!({"install_result": {"attempt_id": "a", "error": "e".repeat(5000)}}),
+            "install_result",
+        ),
+    ];
+    for (i, (extra, field)) in hostile.into_iter().enumerate() {
+        let id = format!("0000000{}-0000-4000-8000-000000000000", i + 2);
+        let (status, v) = send(&id, extra);
+        assert_eq!(status, 400, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(field),
+            "{field}: {v}"
+        );
+    }
+    let (status, inv) = t.call("GET", "/v1/inventory", Some(&t.token), None);
+    assert_eq!(status, 200);
+    let agents = inv["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 1, "a refused heartbeat keeps nothing: {inv}");
+    let a = &agents[0];
+    assert_eq!(a["labels"]["zone"], "eu-1");
+    assert_eq!(
+        (a["arch"].as_str(), a["os"].as_str(), a["fips"].as_bool()),
+        (Some("arm64"), Some("linux"), Some(true))
+    );
+    assert_eq!(a["installers"], serde_json::json!(["tern-update"]));
+    // An updater that sends no facts shows none (the fields are absent, not empty).
+    assert_eq!(
+        send(
+            "0000000f-0000-4000-8000-000000000000",
+            serde_json::json!({})
+        )
+        .0,
+        200
+    );
+    let (_, inv) = t.call("GET", "/v1/inventory", Some(&t.token), None);
+    let plain = inv["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["host_id"] == "0000000f-0000-4000-8000-000000000000")
+        .unwrap()
+        .clone();
+    assert!(
+        plain.get("labels").is_none() && plain.get("arch").is_none(),
+        "{plain}"
+    );
+}

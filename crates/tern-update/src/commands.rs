@@ -70,6 +70,10 @@ pub struct EnableArgs {
     /// Package mode: install the agent through the OS package manager. `None` keeps
     /// what was saved.
     pub package: Option<crate::package::PackageSpec>,
+    /// Replace the host's labels; `None` keeps the saved ones.
+    pub labels: Option<std::collections::BTreeMap<String, String>>,
+    /// `None` keeps the saved flag.
+    pub fips: Option<bool>,
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
@@ -122,6 +126,8 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             .as_deref()
             .map(|c| c.trim_end_matches('/').to_string()),
         package,
+        labels: args.labels.unwrap_or_else(|| file.spec.labels.clone()),
+        fips: args.fips.unwrap_or(file.spec.fips),
         settings: ctx.settings.clone(),
     };
     // Artifact location: the flags given now, else what was saved before.

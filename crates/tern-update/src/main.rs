@@ -154,6 +154,14 @@ enum Cmd {
         /// The package manager of --package.
         #[arg(long, value_enum, requires = "package")]
         package_manager: Option<PackageManager>,
+        /// A label of this host, KEY=VALUE (repeatable), sent in heartbeats for version
+        /// directives to select on. Given, it replaces the saved labels; left out, they
+        /// are kept.
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+        labels: Vec<(String, String)>,
+        /// Whether the agent's build is a FIPS build (directives never cross it).
+        #[arg(long, value_name = "BOOL")]
+        fips: Option<bool>,
     },
     /// Stop `update` from changing the version.
     Disable,
@@ -364,6 +372,19 @@ fn context_of(cli: &Cli, layout: Layout, settings: Settings) -> anyhow::Result<C
     })
 }
 
+/// `KEY=VALUE`, within the bounds ternd accepts in heartbeats.
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
+    let hb = tern_core::wire::Heartbeat {
+        labels: [(k.to_string(), v.to_string())].into(),
+        ..Default::default()
+    };
+    hb.check_facts()?;
+    Ok((k.to_string(), v.to_string()))
+}
+
 /// Runs the subcommand: `status` and `setup` print their answer, the others log it.
 fn execute(
     ctx: &Ctx,
@@ -385,6 +406,8 @@ fn execute(
             channel,
             package,
             package_manager,
+            labels,
+            fips,
         } => commands::enable(
             ctx,
             EnableArgs {
@@ -403,6 +426,8 @@ fn execute(
                         name,
                         manager: m.into(),
                     }),
+                labels: (!labels.is_empty()).then(|| labels.into_iter().collect()),
+                fips,
             },
         )?,
         Cmd::Disable => commands::disable(ctx)?,

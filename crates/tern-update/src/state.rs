@@ -51,6 +51,13 @@ pub struct Spec {
     pub package: Option<PackageSpec>,
     /// How many versions to keep installed: 2 = active + backup, 1 = active only.
     pub keep: u32,
+    /// The host's labels (`enable --label k=v`), sent in heartbeats for directives to
+    /// select on.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The agent's build is a FIPS build (`enable --fips true`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fips: bool,
     /// The global flags `enable` was given (link dirs, host names, transport).
     #[serde(flatten)]
     pub settings: Settings,
@@ -71,6 +78,8 @@ impl Default for Spec {
             channel: None,
             package: None,
             keep: 2,
+            labels: std::collections::BTreeMap::new(),
+            fips: false,
             settings: Settings::default(),
         }
     }

@@ -955,6 +955,20 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
         rollback: file.status.rollback,
         failed_version: file.status.skip.clone(),
         healthy,
+        labels: spec.labels.clone(),
+        arch: crate::artifact::go_arch(std::env::consts::ARCH).to_string(),
+        os: std::env::consts::OS.to_string(),
+        fips: spec.fips,
+        // The installer this host runs today; others are opt-in once they exist here.
+        installers: vec![
+            if spec.package.is_some() {
+                "package"
+            } else {
+                "tern-update"
+            }
+            .to_string(),
+        ],
+        install_result: None,
     };
     match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
         Err(e) => Sent::Failed(e),

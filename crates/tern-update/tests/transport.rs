@@ -249,3 +249,59 @@ fn heartbeats_name_the_host_as_told() {
     assert_ne!(hb.hostname, "web-1");
     assert_ne!(hb.host_id, "host-42");
 }
+
+#[test]
+fn heartbeats_carry_the_host_facts_and_enable_keeps_the_labels() {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    server.set_target("1.0.0", true);
+    let host = Host::new();
+    let svc = host.service_config("");
+    let out = host.enable(
+        &server,
+        &svc,
+        &[
+            "--label",
+            "env=prod",
+            "--label",
+            "zone=eu-1",
+            "--fips",
+            "true",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, hb) = server.heartbeats().last().cloned().unwrap();
+    assert_eq!(hb.labels.get("zone").map(String::as_str), Some("eu-1"));
+    assert!(hb.fips);
+    assert_eq!(hb.os, std::env::consts::OS);
+    assert!(!hb.arch.is_empty());
+    assert_eq!(hb.installers, ["tern-update"]);
+    // A later enable without --label keeps them; with --label it replaces them.
+    assert_eq!(host.enable(&server, &svc, &[]).status.code(), Some(0));
+    let (_, hb) = server.heartbeats().last().cloned().unwrap();
+    assert_eq!(hb.labels.len(), 2);
+    assert_eq!(
+        host.enable(&server, &svc, &["--label", "env=staging"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let (_, hb) = server.heartbeats().last().cloned().unwrap();
+    assert_eq!(
+        hb.labels.into_iter().collect::<Vec<_>>(),
+        [("env".to_string(), "staging".to_string())]
+    );
+    // A label ternd would refuse is refused here first, naming it.
+    let out = host.enable(&server, &svc, &["--label", "bad key=x"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("labels: key"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -80,12 +80,12 @@ pub struct Attempt {
     pub target_version: String,
 }
 
-/// What the host reported of an attempt (in its heartbeats).
+/// What the host reported of an attempt (in its heartbeats; every field defaults).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AttemptResult {
     pub attempt_id: String,
     pub success: bool,
-    #[serde(default)]
     pub error: String,
 }
 

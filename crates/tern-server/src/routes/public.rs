@@ -247,6 +247,7 @@ pub(crate) async fn heartbeat(
             )));
         }
     }
+    hb.check_facts().map_err(ApiError::bad_request)?;
     let now = state.clock.now();
     let recorded = state.inventory().heartbeat(&hb, now, at);
     match recorded {
