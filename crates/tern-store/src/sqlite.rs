@@ -162,9 +162,26 @@ fn open_connection(path: &Path, busy: Duration) -> Result<Connection> {
     let ctx = |e: rusqlite::Error| sql_err(&format!("opening {}", path.display()), e);
     let conn = Connection::open(path).map_err(ctx)?;
     conn.busy_timeout(busy).map_err(ctx)?;
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(ctx)?;
+    // Switching a fresh file to WAL takes an exclusive lock, and SQLite may answer
+    // "locked" at once, without its busy handler, while another process does the same:
+    // several processes opening a new store together take turns here.
+    let deadline = std::time::Instant::now() + busy;
+    let mut pause = Duration::from_millis(5);
+    let mode: String = loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) => break mode,
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            Err(e) => return Err(ctx(e)),
+        }
+    };
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(Error::Backend(format!(
             "{}: cannot enable WAL journal mode (got {mode})",

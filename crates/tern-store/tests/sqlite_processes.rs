@@ -108,3 +108,65 @@ async fn two_processes_share_writes_watches_and_leases() {
     }
     store.lease_release(&lease).await.unwrap();
 }
+
+const OPENER_ENV: &str = "TERN_STORE_OPENER_DB";
+
+/// One of the processes of the test below: opens the store and writes one key.
+#[tokio::test]
+async fn opener() {
+    let Ok(db) = std::env::var(OPENER_ENV) else {
+        return; // not running as an opener
+    };
+    // Start together: every opener waits for the parent's signal file.
+    let go = std::path::PathBuf::from(format!("{db}.go"));
+    while !go.exists() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Open, write and close again and again: a closing last connection checkpoints and
+    // removes the WAL while the others open.
+    for i in 0..15 {
+        let store = SqliteStore::open(&db)
+            .await
+            .unwrap_or_else(|e| panic!("open {i}: {e}"));
+        let key = format!("opened/{}/{i}", std::process::id());
+        store.put(&key, b"1".to_vec(), None).await.unwrap();
+    }
+}
+
+/// Several processes opening (and closing) one new store file at the same instant all
+/// succeed. Switching a fresh file to WAL needs an exclusive lock, and two openers holding
+/// shared locks were answered "database is locked" at once, without SQLite's busy wait
+/// (seen in CI when tern-lockstep's workers and an operator command started together;
+/// this test reproduced it before the fix).
+#[test]
+fn processes_opening_a_fresh_file_together_all_succeed() {
+    if std::env::var(OPENER_ENV).is_ok() || std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..10 {
+        let db = dir.path().join(format!("fresh-{round}.db"));
+        let children: Vec<_> = (0..6)
+            .map(|_| {
+                std::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["--exact", "opener", "--test-threads=1"])
+                    .env(OPENER_ENV, &db)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        std::fs::write(db.with_extension("db.go"), "").unwrap();
+        for (i, c) in children.into_iter().enumerate() {
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}, opener {i}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
