@@ -56,7 +56,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if profile {
         // Symbols for callgrind_annotate, in a target dir of their own so that the
         // stripped binaries measured by the other benchmarks stay as they are.
-        let bin = build(Some(target_dir().join("profile")))?;
+        let bin = build(Some(crate::target_dir().join("profile")))?;
         bench(&bin, PROFILE, &extra)?;
     }
     Ok(())
@@ -84,7 +84,7 @@ fn build(target: Option<PathBuf>) -> Result<PathBuf, String> {
                 .env("CARGO_PROFILE_RELEASE_DEBUG", "line-tables-only");
             t
         }
-        None => target_dir(),
+        None => crate::target_dir(),
     };
     crate::run(build)?;
     Ok(dir.join("release"))
@@ -118,19 +118,4 @@ fn bench(bin: &std::path::Path, name: &str, extra: &[String]) -> Result<(), Stri
         .arg(bin.join("tern-lockstep"))
         .current_dir(crate::root());
     crate::run(cmd)
-}
-
-/// Cargo's target directory (`CARGO_TARGET_DIR` or the workspace's `target/`).
-fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) => {
-            let d = PathBuf::from(d);
-            if d.is_absolute() {
-                d
-            } else {
-                crate::root().join(d)
-            }
-        }
-        None => crate::root().join("target"),
-    }
 }

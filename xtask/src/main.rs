@@ -7,6 +7,7 @@
 //! - `bench`: benchmarks against baselines measured in the same run.
 //! - `sim`: the fleet simulator (`tern-sim`), built in release mode.
 //! - `fuzz`: AFL++ on one of the harnesses of `fuzz/` (cargo-afl).
+//! - `man`: the man pages of every binary and subcommand (`docs/cli.md`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -16,6 +17,7 @@ mod ci;
 mod demo;
 mod examples;
 mod fuzz;
+mod man;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,9 +28,10 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("sim") => sim(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("man") => man::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|examples|ci|bench>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|attack|heartbeat|reconcile|apply|converge|lockstep|all|profile] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000` (docs/simulator.md)"
+                "usage: cargo xtask <demo|examples|ci|bench|fuzz|sim|man>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|attack|heartbeat|reconcile|apply|converge|lockstep|all|profile] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000` (docs/simulator.md)\n  man       [DIR]: man pages of every binary and subcommand into DIR (default target/man; docs/cli.md)"
             );
             return ExitCode::from(2);
         }
@@ -55,6 +58,17 @@ pub(crate) fn root() -> PathBuf {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Cargo's target directory (`CARGO_TARGET_DIR` or the workspace's `target/`).
+pub(crate) fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => {
+            let d = PathBuf::from(d);
+            if d.is_absolute() { d } else { root().join(d) }
+        }
+        None => root().join("target"),
+    }
 }
 
 pub(crate) fn cargo() -> Command {

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 mod api;
 mod global;
@@ -32,6 +32,9 @@ enum Command {
     Plan(plan::PlanCommand),
     #[command(flatten)]
     Api(api::ApiCommand),
+    /// Print the shell completion script (see docs/cli.md), e.g.
+    /// `ternctl completion bash > /etc/bash_completion.d/ternctl`.
+    Completion(tern_cli::CompletionArgs),
 }
 
 /// Exit status of a program whose reader went away (128 + SIGPIPE), as shells report.
@@ -58,10 +61,16 @@ fn exit_quietly_on_broken_pipe() {
 
 fn main() -> ExitCode {
     exit_quietly_on_broken_pipe();
+    if let Some(code) = tern_cli::man_pages_if_asked(Cli::command) {
+        return code;
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(cmd) => plan::run(cmd, cli.global.output),
         Command::Api(cmd) => api::run(cmd, &cli.global),
+        Command::Completion(a) => tern_cli::print_completion(Cli::command(), a.shell)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
     };
     match result {
         Ok(code) => code,
@@ -75,7 +84,6 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     /// Every argument of `cmd` and its subcommands without a help text, as
     /// `path: --name`; clap's own help and version flags aside.

@@ -25,7 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
+use tern_cli::LogFormat;
 use tern_core::duration::GoDuration;
 use tern_core::lockstep::protocol::ServerId;
 use tern_core::lockstep::release::{Environment, TagPrefix};
@@ -52,6 +53,17 @@ struct Cli {
     /// Log filter (tracing's EnvFilter syntax).
     #[arg(long, global = true, env = "TERN_LOCKSTEP_LOG", default_value = "info")]
     log: String,
+    /// How logs are written to stderr: text lines (colored on a terminal), or JSON
+    /// objects one per line.
+    #[arg(
+        long,
+        global = true,
+        env = "TERN_LOCKSTEP_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text,
+        value_name = "FORMAT"
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -79,6 +91,9 @@ enum Command {
     /// Remove the update's status records so the leader starts it again with the
     /// servers registered now (after fixing the cause of a stop).
     Recover,
+    /// Print the shell completion script (see docs/cli.md), e.g.
+    /// `tern-lockstep completion bash > /etc/bash_completion.d/tern-lockstep`.
+    Completion(tern_cli::CompletionArgs),
 }
 
 #[derive(Subcommand)]
@@ -201,15 +216,32 @@ fn host_name() -> String {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = tern_cli::man_pages_if_asked(Cli::command) {
+        return code;
+    }
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    // From the definitions alone, before the store is asked for.
+    if let Command::Completion(a) = &cli.command {
+        return match tern_cli::print_completion(Cli::command(), a.shell) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tern-lockstep: error: printing the completion script: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(&cli.log)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => logs.json().init(),
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -334,5 +366,7 @@ async fn run(cli: Cli) -> anyhow::Result<String> {
         }
         Command::Stop { reason } => admin::stop(&*store, &reason).await,
         Command::Recover => admin::recover(&*store).await,
+        // main answers it before the store is opened.
+        Command::Completion(_) => Ok(String::new()),
     }
 }

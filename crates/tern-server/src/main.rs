@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use jiff::Timestamp;
+use tern_cli::LogFormat;
 use tern_core::duration::GoDuration;
 use tern_server::server::{self, Backend, NotifySettings, ServeOptions};
 use tern_server::state::Settings;
@@ -21,7 +22,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the API, take heartbeats and reconcile the rollout.
-    Start(StartArgs),
+    Start(Box<StartArgs>),
+    /// Print the shell completion script (see docs/cli.md), e.g.
+    /// `ternd completion bash > /etc/bash_completion.d/ternd`.
+    Completion(tern_cli::CompletionArgs),
 }
 
 fn parse_duration(s: &str) -> Result<GoDuration, String> {
@@ -145,11 +149,30 @@ struct StartArgs {
     /// Log filter (RUST_LOG syntax).
     #[arg(long, env = "TERN_LOG", default_value = "info")]
     log: String,
+    /// How logs are written to stderr: text lines (colored on a terminal), or JSON
+    /// objects one per line.
+    #[arg(
+        long,
+        env = "TERN_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text,
+        value_name = "FORMAT"
+    )]
+    log_format: LogFormat,
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = tern_cli::man_pages_if_asked(Cli::command) {
+        return code;
+    }
     let cli = Cli::parse();
-    match run(cli) {
+    let result = match cli.command {
+        Command::Start(a) => run(*a),
+        Command::Completion(a) => {
+            tern_cli::print_completion(Cli::command(), a.shell).map_err(anyhow::Error::from)
+        }
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ternd: error: {e:#}");
@@ -158,13 +181,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
-    let Command::Start(a) = cli.command;
-    tracing_subscriber::fmt()
+fn run(a: StartArgs) -> anyhow::Result<()> {
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&a.log)?)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    match a.log_format {
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => logs.json().init(),
+    }
     // Every flag and file is checked, and the port taken, before anything is created:
     // a bad start leaves no data dir, store or operator token behind.
     let transport = server::transport(a.tls_cert, a.tls_key, a.insecure_http)?;

@@ -1,12 +1,13 @@
 //! The `tern-update` binary: argument parsing and exit codes (0 success or nothing to
-//! do, 1 failure, 2 usage). Everything else is in the library.
+//! do, 1 failure, 2 usage; docs/cli.md). Everything else is in the library.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
+use tern_cli::LogFormat;
 use tern_update::commands::{self, EnableArgs, Report};
 use tern_update::http::Client;
 use tern_update::layout::{self, Layout};
@@ -39,7 +40,14 @@ struct Cli {
     /// `enable` saved, else /etc/systemd/system].
     #[arg(long, global = true)]
     systemd_dir: Option<PathBuf>,
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    /// How logs are written to stderr: text lines, or JSON objects one per line.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "TERN_UPDATE_LOG_FORMAT",
+        default_value_t = LogFormat::Text
+    )]
     log_format: LogFormat,
     /// Allow plain http and unverified TLS certificates (tests, labs); `enable` saves
     /// it, `--insecure=false` turns it off again.
@@ -69,12 +77,6 @@ struct Cli {
     host_id: Option<String>,
     #[command(subcommand)]
     command: Cmd,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 /// `--package-manager`.
@@ -214,6 +216,9 @@ enum Cmd {
         #[command(subcommand)]
         action: ScheduleCmd,
     },
+    /// Print the shell completion script (see docs/cli.md), e.g.
+    /// `tern-update completion bash > /etc/bash_completion.d/tern-update`.
+    Completion(tern_cli::CompletionArgs),
 }
 
 #[derive(Subcommand, Debug, Clone, Copy)]
@@ -233,7 +238,22 @@ fn main() -> ExitCode {
     // it relies on explicitly; this covers what it does not create itself.
     let inherited = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
     rustix::process::umask(inherited | rustix::fs::Mode::from_raw_mode(0o022));
+    if let Some(code) = tern_cli::man_pages_if_asked(Cli::command) {
+        return code;
+    }
     let cli = Cli::parse();
+    // Answered from the definitions alone, before anything else: it needs no install
+    // dir, settings or root, and is never handed to the active version's updater (an
+    // older one would not know the command).
+    if let Cmd::Completion(a) = &cli.command {
+        return match tern_cli::print_completion(Cli::command(), a.shell) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tern-update: error: printing the completion script: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     log::init(match cli.log_format {
         LogFormat::Text => log::Format::Text,
         LogFormat::Json => log::Format::Json,
@@ -450,6 +470,8 @@ fn execute(
                 ScheduleCmd::Check => commands::ScheduleAction::Check,
             },
         )?,
+        // main answers it before anything is read.
+        Cmd::Completion(_) => return Ok(()),
         Cmd::Setup {
             dry_run,
             agent_unit,

@@ -233,15 +233,48 @@ fn a_version_installed_under_its_old_name_is_found() {
     assert!(host.wait_running("1.2"));
 }
 
+/// Every stderr line of a run as JSON, each checked for tracing's shape (docs/cli.md).
+fn json_lines(stderr: &[u8]) -> Vec<serde_json::Value> {
+    let text = String::from_utf8(stderr.to_vec()).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(!lines.is_empty(), "nothing logged");
+    for v in &lines {
+        let at = v["timestamp"].as_str().unwrap_or_default();
+        assert!(at.parse::<jiff::Timestamp>().is_ok(), "timestamp: {v}");
+        assert!(["INFO", "WARN", "ERROR"].contains(&v["level"].as_str().unwrap_or_default()));
+        assert!(v["fields"]["message"].is_string(), "{v}");
+        assert_eq!(v["target"], "tern_update");
+    }
+    lines
+}
+
 #[test]
 fn json_logs_and_nothing_to_do_before_enable() {
     let host = Host::new();
     let out = host.run(&["--log-format", "json", "update"]);
     assert_eq!(out.status.code(), Some(0));
-    let line = String::from_utf8(out.stderr).unwrap();
-    let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
-    assert_eq!(v["level"], "info");
-    assert!(v["msg"].as_str().unwrap().contains("not enabled"), "{v}");
+    let lines = json_lines(&out.stderr);
+    assert_eq!(lines[0]["level"], "INFO");
+    let message = lines[0]["fields"]["message"].as_str().unwrap();
+    assert!(message.contains("not enabled"), "{message}");
+
+    // The environment's form, and a failure: its error line is JSON too.
+    let out = host
+        .cmd(&["heartbeat"])
+        .env("TERN_UPDATE_LOG_FORMAT", "json")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let lines = json_lines(&out.stderr);
+    assert_eq!(lines.last().unwrap()["level"], "ERROR", "{lines:?}");
+
+    // Text stays the default, byte for byte: `tern-update: LEVEL: MESSAGE`.
+    let out = host.run(&["update"]);
+    let text = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(text, format!("tern-update: info: {message}\n"));
 }
 
 #[test]

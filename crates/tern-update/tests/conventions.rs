@@ -1,0 +1,44 @@
+//! The command-line conventions of docs/cli.md on the real tern-update: completion
+//! scripts and man pages, with no install, settings or server.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tern-update"))
+}
+
+#[test]
+fn completion_scripts_offer_the_subcommands() {
+    // Any other command would refuse this namespace and find no install there.
+    tern_cli::testing::check_completions(
+        bin(),
+        &[
+            "--install-dir",
+            "/nonexistent/tern",
+            "--install-suffix",
+            "../escape",
+        ],
+        &["enable", "update", "status", "schedule", "completion"],
+    );
+    assert!(!Path::new("/nonexistent/tern").exists());
+}
+
+#[test]
+fn man_pages_cover_every_subcommand() {
+    tern_cli::testing::check_man_pages(
+        bin(),
+        &[
+            ("tern-update-enable.1", "Enroll this host"),
+            ("tern-update.1", "Tern host updater"),
+            ("tern-update-schedule.1", "schedule override"),
+            ("tern-update-schedule-sync.1", "Fetch the group"),
+            ("tern-update-link-package.1", "Link the package install"),
+            (
+                "tern-update-completion.1",
+                "Print the shell completion script",
+            ),
+            ("tern-update-update.1", "TERN_UPDATE_LOG_FORMAT"),
+        ],
+    );
+}
