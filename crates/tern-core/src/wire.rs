@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::directive::instruct::InstallInstruction;
 use crate::directive::state::AttemptResult;
 
 /// `GET /v1/webapi/find` — the shape Teleport's updater reads.
@@ -197,6 +198,10 @@ pub struct HeartbeatResponse {
     /// presented, the catch-all group that serves it, and the groups that exist.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unknown_group: Option<UnknownGroup>,
+    /// An install the server's directives ask of this host (checked by the host with
+    /// [`InstallInstruction::check`] before anything runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub install: Option<Box<InstallInstruction>>,
 }
 
 /// A group the rollout does not have, as the heartbeat answer reports it.

@@ -8,7 +8,10 @@
 //!   compatibility rules).
 //! - [`state`]: the RFD's install states, from a host's version, its last install
 //!   attempt and its result.
+//! - [`pass`]: one pass of the install loop, and the plan.
+//! - [`instruct`]: the install instruction a host gets, and what it checks of it.
 
+pub mod instruct;
 pub mod pass;
 pub mod resource;
 pub mod select;
