@@ -102,6 +102,7 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
         public_max_age: 5,
         max_agents: usize::MAX,
         canary_tenure: jiff::SignedDuration::from_secs(60),
+        directive_period: std::time::Duration::from_secs(10),
     };
     let state = AppState::new(store, clock.clone(), settings);
     let config = AutoUpdateConfig::from_text(CONFIG).map_err(|e| anyhow::anyhow!("{e}"))?;

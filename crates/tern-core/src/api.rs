@@ -227,6 +227,9 @@ pub struct InventoryEntry {
     pub fips: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub installers: Vec<String>,
+    /// Its install state under the active directive (`None`: no directive governs it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_state: Option<crate::directive::state::InstallState>,
 }
 
 /// `GET /v1/inventory`: the agents connected to one replica.

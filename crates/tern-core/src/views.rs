@@ -229,6 +229,7 @@ pub fn inventory_entry(
         os: hb.os,
         fips: hb.fips,
         installers: hb.installers,
+        install_state: None,
     }
 }
 

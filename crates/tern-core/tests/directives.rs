@@ -60,13 +60,13 @@ fn host<'a>(
     installers: &'a [String],
 ) -> HostFacts<'a> {
     HostFacts {
-        labels: Some(labels),
+        labels: Labels::Map(labels),
         group: "default",
         version,
         arch,
         os: "linux",
         fips: false,
-        installers,
+        installers: Names::Strings(installers),
     }
 }
 
@@ -154,7 +154,7 @@ fn selection_follows_the_rfd_rules() {
     );
     // `*: *` matches every host, even one that sends no labels.
     let nolabels = HostFacts {
-        labels: None,
+        labels: Labels::None,
         ..host(&prod, "1.0.0", "amd64", &all)
     };
     assert_eq!(
@@ -549,15 +549,14 @@ mod passes {
     fn hosts<'a>(f: &'a Fleet, attempts: &'a [Option<Attempt>]) -> Vec<PassHost<'a>> {
         (0..8)
             .map(|i| PassHost {
-                id: &f.ids[i],
                 facts: HostFacts {
-                    labels: Some(&f.labels[i]),
+                    labels: Labels::Map(&f.labels[i]),
                     group: "default",
                     version: f.versions[i],
                     arch: "amd64",
                     os: "linux",
                     fips: false,
-                    installers: &f.installers,
+                    installers: Names::Strings(&f.installers),
                 },
                 record: HostRecord {
                     version: f.versions[i],
@@ -578,27 +577,40 @@ mod passes {
         let f = fleet();
         let none: Vec<Option<Attempt>> = vec![None; 8];
         let hs = hosts(&f, &none);
-        let out = pass(&hs, &d.spec, &inst, &control(true, "1"), &T, ts(0), 2);
+        let out = pass(
+            hs.clone(),
+            &d.spec,
+            &inst,
+            &control(true, "1"),
+            &T,
+            ts(0),
+            2,
+            &Elsewhere::default(),
+        );
         assert_eq!((out.governed, out.unaffected), (7, 1));
         // staging: three on 1.1.0 move to 1.2.0 with the native installer, one is there.
         let staging = Move {
-            directive: "staging".into(),
-            from: "1.1.0".into(),
-            to: "1.2.0".into(),
-            installer: "native".into(),
+            directive: "staging",
+            from: "1.1.0",
+            to: "1.2.0",
+            installer: "native",
         };
         assert_eq!(out.moves.get(&staging), Some(&3));
         let prod = Move {
-            directive: "everyone-else".into(),
-            from: "1.0.0".into(),
-            to: "1.1.0".into(),
-            installer: "script".into(),
+            directive: "everyone-else",
+            from: "1.0.0",
+            to: "1.1.0",
+            installer: "script",
         };
         assert_eq!(out.moves.get(&prod), Some(&2));
         assert_eq!(out.states.get(&InstallState::NeedsInstall), Some(&5));
         assert_eq!(out.states.get(&InstallState::VersionParity), Some(&2));
         assert_eq!(out.eligible, 5);
-        let hosts_triggered: Vec<&str> = out.triggers.iter().map(|t| t.host).collect();
+        let hosts_triggered: Vec<&str> = out
+            .triggers
+            .iter()
+            .map(|t| f.ids[t.host].as_str())
+            .collect();
         assert_eq!(
             hosts_triggered,
             ["h0", "h1"],
@@ -607,7 +619,16 @@ mod passes {
         assert_eq!(out.host_states[7], None);
 
         // Disabled: the same plan, nothing triggered.
-        let off = pass(&hs, &d.spec, &inst, &control(false, "1"), &T, ts(0), 2);
+        let off = pass(
+            hs,
+            &d.spec,
+            &inst,
+            &control(false, "1"),
+            &T,
+            ts(0),
+            2,
+            &Elsewhere::default(),
+        );
         assert_eq!((off.eligible, off.triggers.len()), (5, 0));
     }
 
@@ -628,7 +649,16 @@ mod passes {
         attempts[0] = Some(attempt("a0"));
         attempts[1] = Some(attempt("a1"));
         let hs = hosts(&f, &attempts);
-        let out = pass(&hs, &d.spec, &inst, &control(true, "1"), &T, ts(0), 10);
+        let out = pass(
+            hs.clone(),
+            &d.spec,
+            &inst,
+            &control(true, "1"),
+            &T,
+            ts(0),
+            10,
+            &Elsewhere::default(),
+        );
         assert_eq!(
             out.states.get(&InstallState::ImplicitInstallFault),
             Some(&2)
@@ -636,10 +666,41 @@ mod passes {
         assert_eq!(out.paused, Some(Pause::Faults { count: 2, limit: 1 }));
         assert!(out.triggers.is_empty());
         // Under a higher limit it goes on, without the two hosts tried recently.
-        let out = pass(&hs, &d.spec, &inst, &control(true, "50%"), &T, ts(0), 10);
+        let out = pass(
+            hs.clone(),
+            &d.spec,
+            &inst,
+            &control(true, "50%"),
+            &T,
+            ts(0),
+            10,
+            &Elsewhere::default(),
+        );
         assert_eq!(out.paused, None);
-        let tried: Vec<&str> = out.triggers.iter().map(|t| t.host).collect();
+        let tried: Vec<&str> = out
+            .triggers
+            .iter()
+            .map(|t| f.ids[t.host].as_str())
+            .collect();
         assert_eq!(tried, ["h3", "h4", "h6"]);
+        // The other replicas' faults count too: 2 here + 3 elsewhere of 7 + 13 governed
+        // is past 20% of 20.
+        let elsewhere = Elsewhere {
+            governed: 13,
+            states: [(InstallState::ExplicitInstallFault, 3)].into(),
+        };
+        let out = pass(
+            hs,
+            &d.spec,
+            &inst,
+            &control(true, "20%"),
+            &T,
+            ts(0),
+            10,
+            &elsewhere,
+        );
+        assert_eq!(out.paused, Some(Pause::Faults { count: 5, limit: 4 }));
+        assert!(out.triggers.is_empty());
     }
 
     #[test]
@@ -695,4 +756,82 @@ fn heartbeats_from_any_updater_still_parse_and_facts_are_bounded() {
         ..Heartbeat::default()
     };
     assert!(bad.check_facts().unwrap_err().starts_with("os:"));
+}
+
+#[test]
+fn instructions_are_checked_before_anything_runs() {
+    use tern_core::directive::instruct::{InstallInstruction, render_env};
+    let script = Installer::from_text(
+        "kind: installer\nmetadata: {name: s}\nspec:\n  type: local-script\n  local_script:\n    env: {VERSION: \"{target.version}\", ARCH: \"x-{target.arch}\"}\n    script: 'echo \"$VERSION\"'\n",
+    )
+    .unwrap();
+    let target = |v: &str| Target {
+        version: v.into(),
+        arch: Some("amd64".into()),
+        fips: None,
+        size: None,
+        sha256: None,
+    };
+    let ls = script.spec.local_script.clone().unwrap();
+    assert_eq!(
+        render_env(&ls.env, &target("1.2.0")).unwrap(),
+        [
+            ("ARCH".to_string(), "x-amd64".to_string()),
+            ("VERSION".into(), "1.2.0".into()),
+            ("TERN_TARGET_VERSION".into(), "1.2.0".into()),
+        ]
+    );
+    let bad = render_env(&ls.env, &target("1.1.0;rm -rf /")).unwrap_err();
+    assert!(bad.contains("VERSION") && bad.contains("refused"), "{bad}");
+    // A server may not set what changes how the shell or the loader starts.
+    for name in ["PATH", "LD_PRELOAD", "BASH_ENV", "IFS", "TERN_X", "lower"] {
+        let env: BTreeMap<String, String> = [(name.to_string(), "x".to_string())].into();
+        assert!(render_env(&env, &target("1.2.0")).is_err(), "{name}");
+    }
+    let mut i = InstallInstruction {
+        attempt_id: "a-1".into(),
+        installer_name: "s".into(),
+        installer: script.spec.clone(),
+        target: target("1.2.0"),
+        dry_run: false,
+    };
+    assert_eq!(i.check(), Ok(()));
+    i.target.version = "1.1.0;rm -rf /".into();
+    assert!(i.check().unwrap_err().starts_with("target.version"));
+    i.target.version = "1.2.0".into();
+    i.attempt_id = "../../etc".into();
+    assert!(i.check().unwrap_err().starts_with("attempt_id"));
+    // The native installer refuses a target without size and sha256.
+    let native =
+        Installer::from_text("kind: installer\nmetadata: {name: n}\nspec: {type: tern-update}\n")
+            .unwrap();
+    let mut n = InstallInstruction {
+        attempt_id: "a-2".into(),
+        installer_name: "n".into(),
+        installer: native.spec,
+        target: target("1.2.0"),
+        dry_run: false,
+    };
+    assert!(n.check().unwrap_err().contains("size and sha256"));
+    n.target.size = Some(10);
+    n.target.sha256 = Some("ab".repeat(32));
+    assert_eq!(n.check(), Ok(()));
+}
+
+#[test]
+fn labels_kept_as_sorted_pairs_match_like_a_map() {
+    let map = labels(&[("env", "prod"), ("team", "db"), ("zone", "eu-1")]);
+    let pairs: Vec<(Box<str>, Box<str>)> = map
+        .iter()
+        .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+        .collect();
+    for key in ["env", "team", "zone", "absent", ""] {
+        assert_eq!(
+            Labels::Map(&map).get(key),
+            Labels::Pairs(&pairs).get(key),
+            "{key}"
+        );
+    }
+    assert!(Names::Boxed(&["tern-update".into()]).contains("tern-update"));
+    assert!(!Names::Boxed(&["tern-update".into()]).contains("package"));
 }

@@ -5,6 +5,7 @@
 
 mod apply;
 mod client;
+mod directives;
 mod render;
 
 use std::io::Read;
@@ -61,6 +62,9 @@ pub enum ApiCommand {
     Events(EventsArgs),
     /// cloud-stable style channels served at /v1/channels/NAME/{version,critical}.
     Channels(ChannelsArgs),
+    /// Version directives (the modular upgrade system): installers, drafts, plan and
+    /// apply, the install loop's pause.
+    VersionControl(directives::VersionControlArgs),
     /// Drive a ternd started with --dev-clock (tests and demos).
     Dev(DevArgs),
 }
@@ -316,6 +320,8 @@ pub enum DevCommand {
     },
     /// Write this replica's report and reconcile now; prints the rollout.
     Reconcile,
+    /// Run one pass of this replica's directive loop now; prints the hosts triggered.
+    Directives,
 }
 
 #[derive(Subcommand)]
@@ -347,6 +353,7 @@ pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {
         ApiCommand::Tokens(a) => tokens(a, g),
         ApiCommand::Events(a) => events(&a, g),
         ApiCommand::Channels(a) => channels(a, g),
+        ApiCommand::VersionControl(a) => directives::run(a, g),
         ApiCommand::Dev(a) => dev(a, g),
     }
 }
@@ -753,6 +760,8 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 a.updater_status.as_str().to_string(),
                 health.to_string(),
                 if a.counted { "yes" } else { "no" }.to_string(),
+                a.install_state
+                    .map_or_else(|| "-".to_string(), |s| s.to_string()),
                 render::time(a.last_seen),
             ]
         })
@@ -773,6 +782,7 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 "Updater",
                 "Health",
                 "Counted",
+                "Install state",
                 "Last seen (UTC)"
             ],
             &rows
@@ -991,6 +1001,12 @@ fn dev(a: DevArgs, g: &Global) -> anyhow::Result<ExitCode> {
                     ),
                     Some(rollout) => print!("{}", serde_yaml_ng::to_string(rollout)?),
                 }
+            }
+        }
+        DevCommand::Directives => {
+            let v: Value = c.post("/v1/dev/directives", &json!({}))?;
+            if !structured(g.output(), &v)? {
+                print!("{}", serde_yaml_ng::to_string(&v)?);
             }
         }
     }

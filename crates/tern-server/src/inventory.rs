@@ -10,6 +10,7 @@
 //! of indexes. The report and the canary helpers of `tern_core::inventory` read agents
 //! through [`AgentView`], which [`AgentRef`] implements over this form.
 
+pub(crate) mod directed;
 mod id;
 mod names;
 
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 use hashbrown::HashTable;
 use jiff::{SignedDuration, Timestamp};
 use tern_core::backpressure::UpdaterNumeral;
+use tern_core::directive::instruct::InstallInstruction;
 use tern_core::inventory::{AgentView, InventoryAgent, replica_report};
 use tern_core::reconcile::Needs;
 use tern_core::resource::{ConnectedAgent, ReportSpec};
@@ -61,6 +63,11 @@ struct Entry {
     healthy: bool,
     /// What directives select on; `None` (8 bytes) for updaters that send none.
     facts: Option<Box<Facts>>,
+    /// Its install state after the last directive pass; `None` when ungoverned.
+    install_state: Option<tern_core::directive::state::InstallState>,
+    /// Its last install attempt and the instruction still to deliver; `None` (8 bytes)
+    /// for hosts the directives never triggered.
+    directed: Option<Box<directed::Directed>>,
 }
 
 /// A host's labels, build and installer types, as its last heartbeat gave them
@@ -166,13 +173,15 @@ impl Inventory {
 
     /// Records a heartbeat. The first heartbeat of a connection sets `first_seen`; later
     /// ones (even with another group or version) keep it while the agent is still
-    /// known, i.e. until [`Inventory::expire`] forgot it for a long silence.
+    /// known, i.e. until [`Inventory::expire`] forgot it for a long silence. Returns the
+    /// install instruction the directives have for the host, if any (given again with
+    /// every heartbeat until the host reports a result for it).
     pub fn heartbeat(
         &mut self,
         hb: &Heartbeat,
         now: Timestamp,
         at: Instant,
-    ) -> Result<(), Refused> {
+    ) -> Result<Option<Box<InstallInstruction>>, Refused> {
         let updater_id = Id::parse(&hb.updater_id);
         let host_id = Id::parse(&hb.host_id);
         if updater_id.is_empty() && host_id.is_empty() {
@@ -187,6 +196,14 @@ impl Inventory {
         }
         let heard = self.millis_since_epoch(at);
         let first_seen = found.map_or(now, |i| self.entries[i].first_seen);
+        let (install_state, mut directed) = match found {
+            Some(i) => (
+                self.entries[i].install_state,
+                self.entries[i].directed.take(),
+            ),
+            None => (None, None),
+        };
+        let instruction = directed::deliver(&mut directed, hb.install_result.as_ref());
         let names = &mut self.names;
         let entry = Entry {
             updater_id,
@@ -203,6 +220,8 @@ impl Inventory {
             rollback: hb.rollback,
             healthy: hb.healthy,
             facts: Facts::of(hb),
+            install_state,
+            directed,
         };
         match found {
             Some(i) => self.entries[i] = entry,
@@ -215,7 +234,7 @@ impl Inventory {
                     .insert_unique(hash, i, |&j| hasher.hash_one(entries[j as usize].key()));
             }
         }
-        Ok(())
+        Ok(instruction)
     }
 
     /// Forgets agents silent for longer than `max_silence`; returns how many.

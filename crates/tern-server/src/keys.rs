@@ -20,6 +20,17 @@ pub(crate) const DEV_CLOCK: &str = "/tern/dev/clock";
 pub(crate) const AUDIT_PREFIX: &str = "/tern/audit/";
 /// `/tern/hosts/<updater_id>`: the token id of the host's credential.
 pub(crate) const HOSTS_PREFIX: &str = "/tern/hosts/";
+/// The modular upgrade system (`directives`): installers by name, the control config,
+/// the active directive, drafts by name, the pending promotion, the pause, each host's
+/// last install attempt, and the replicas' reports (with a TTL).
+pub(crate) const INSTALLERS_PREFIX: &str = "/tern/directives/installers/";
+pub(crate) const DIRECTIVE_CONFIG: &str = "/tern/directives/config";
+pub(crate) const ACTIVE_DIRECTIVE: &str = "/tern/directives/active";
+pub(crate) const DRAFTS_PREFIX: &str = "/tern/directives/drafts/";
+pub(crate) const PENDING_DIRECTIVE: &str = "/tern/directives/pending";
+pub(crate) const DIRECTIVES_PAUSED: &str = "/tern/directives/paused";
+pub(crate) const ATTEMPTS_PREFIX: &str = "/tern/directives/attempts/";
+pub(crate) const DIRECTIVE_REPORTS_PREFIX: &str = "/tern/directives/reports/";
 /// The leader lease the reconciler holds.
 pub(crate) const LEADER_LEASE: &str = "tern-reconciler";
 
@@ -37,4 +48,20 @@ pub(crate) fn channel(name: &str) -> String {
 
 pub(crate) fn host(updater_id: &str) -> String {
     format!("{HOSTS_PREFIX}{updater_id}")
+}
+
+pub(crate) fn installer(name: &str) -> String {
+    format!("{INSTALLERS_PREFIX}{name}")
+}
+
+pub(crate) fn draft(name: &str) -> String {
+    format!("{DRAFTS_PREFIX}{name}")
+}
+
+pub(crate) fn attempt(updater_id: &str) -> String {
+    format!("{ATTEMPTS_PREFIX}{updater_id}")
+}
+
+pub(crate) fn directive_report(replica: &str) -> String {
+    format!("{DIRECTIVE_REPORTS_PREFIX}{replica}")
 }

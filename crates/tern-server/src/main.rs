@@ -146,6 +146,11 @@ struct StartArgs {
     /// leaked token, never proves a version. At least one report period.
     #[arg(long, default_value = "10m", value_name = "DURATION", value_parser = parse_duration)]
     canary_tenure: GoDuration,
+    /// How often this replica's directive loop passes over the hosts it holds (the
+    /// modular upgrade system; it triggers nothing without a version_control_config
+    /// that enables it).
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
+    directive_period: GoDuration,
     /// Log filter (RUST_LOG syntax).
     #[arg(long, env = "TERN_LOG", default_value = "info")]
     log: String,
@@ -255,6 +260,8 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         public_max_age: 5,
         max_agents: a.max_agents,
         canary_tenure: a.canary_tenure.as_signed(),
+        directive_period: std::time::Duration::from_secs(a.directive_period.as_secs())
+            .max(std::time::Duration::from_millis(100)),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

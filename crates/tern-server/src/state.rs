@@ -45,6 +45,9 @@ pub struct Settings {
     /// How long a host must have been heard from to be offered as a canary
     /// (`--canary-tenure`).
     pub canary_tenure: SignedDuration,
+    /// How often the directive loop passes over this replica's hosts
+    /// (`--directive-period`).
+    pub directive_period: Duration,
 }
 
 impl Settings {
@@ -84,6 +87,8 @@ pub struct AppState {
     /// reconcile, right after writing the rollout); every replica has them configured
     /// so that whichever leads can.
     pub(crate) notifiers: Notifiers,
+    /// The directive loop's state between passes.
+    pub(crate) directive_loop: tokio::sync::Mutex<crate::directives::LoopState>,
 }
 
 impl AppState {
@@ -121,6 +126,7 @@ impl AppState {
             leader_acquire: tokio::sync::Mutex::new(()),
             reconcile_lock: tokio::sync::Mutex::new(()),
             kick: Notify::new(),
+            directive_loop: tokio::sync::Mutex::default(),
             notifiers,
         })
     }

@@ -34,6 +34,7 @@ fn served_routes() -> Vec<RouteAccess> {
         public_max_age: 5,
         max_agents: 1_000,
         canary_tenure: jiff::SignedDuration::from_mins(10),
+        directive_period: std::time::Duration::from_secs(10),
     };
     let clock = Arc::new(DevClock::new("2026-11-23T10:00:00Z".parse().unwrap()));
     let state = AppState::new(Arc::new(MemoryStore::new()), clock, settings);
@@ -76,6 +77,23 @@ fn every_route_has_the_access_level_of_the_table() {
         ("GET", "/v1/dev/clock", Read),
         ("POST", "/v1/dev/clock", Operator),
         ("POST", "/v1/dev/reconcile", Operator),
+        ("POST", "/v1/dev/directives", Operator),
+        ("GET", "/v1/directives", Read),
+        ("GET", "/v1/directives/installers", Read),
+        ("GET", "/v1/directives/installers/{name}", Read),
+        ("PUT", "/v1/directives/installers/{name}", Operator),
+        ("DELETE", "/v1/directives/installers/{name}", Operator),
+        ("GET", "/v1/directives/config", Read),
+        ("PUT", "/v1/directives/config", Operator),
+        ("GET", "/v1/directives/active", Read),
+        ("GET", "/v1/directives/drafts/{name}", Read),
+        ("PUT", "/v1/directives/drafts/{name}", Operator),
+        ("DELETE", "/v1/directives/drafts/{name}", Operator),
+        ("GET", "/v1/directives/plan", Read),
+        ("POST", "/v1/directives/plan", Operator),
+        ("DELETE", "/v1/directives/plan", Operator),
+        ("POST", "/v1/directives/apply", Operator),
+        ("POST", "/v1/directives/resume", Operator),
     ];
     let mut want: Vec<(String, String, Access)> = expected
         .iter()

@@ -9,10 +9,12 @@
 //! - [`state`]: the RFD's install states, from a host's version, its last install
 //!   attempt and its result.
 //! - [`pass`]: one pass of the install loop, and the plan.
+//! - [`report`]: what replicas report of their passes, and the plan an operator reads.
 //! - [`instruct`]: the install instruction a host gets, and what it checks of it.
 
 pub mod instruct;
 pub mod pass;
+pub mod report;
 pub mod resource;
 pub mod select;
 pub mod state;

@@ -16,7 +16,6 @@ use super::state::{HostRecord, InstallState, StateTimings, install_state, may_tr
 /// One host as the pass sees it.
 #[derive(Clone, Debug)]
 pub struct PassHost<'a> {
-    pub id: &'a str,
     pub facts: HostFacts<'a>,
     /// Its record; `target` is filled by the pass from the selection.
     pub record: HostRecord<'a>,
@@ -25,7 +24,8 @@ pub struct PassHost<'a> {
 /// An install the loop triggers (after recording the attempt).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Trigger<'a> {
-    pub host: &'a str,
+    /// The host's position in the pass's input.
+    pub host: usize,
     pub directive: &'a str,
     pub target: &'a Target,
     pub installer: &'a Installer,
@@ -55,13 +55,25 @@ impl std::fmt::Display for Pause {
     }
 }
 
-/// A planned move, for the plan's table.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Move {
-    pub directive: String,
-    pub from: String,
-    pub to: String,
-    pub installer: String,
+/// A planned move, for the plan's table (borrowed: a pass over 100k hosts allocates
+/// per distinct move, not per host).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Move<'a> {
+    pub directive: &'a str,
+    pub from: &'a str,
+    pub to: &'a str,
+    pub installer: &'a str,
+}
+
+/// At most this many hosts no target fits are kept with their reasons (all are counted).
+pub const NO_FIT_EXAMPLES: usize = 20;
+
+/// Counts of governed hosts per state, from elsewhere (the other replicas' last
+/// reports): the fault and churn limits are the fleet's, not one replica's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Elsewhere {
+    pub governed: u64,
+    pub states: BTreeMap<InstallState, u64>,
 }
 
 /// What a pass found and decided.
@@ -71,14 +83,16 @@ pub struct PassOutcome<'a> {
     pub governed: u64,
     /// Hosts no directive selects (the rollout, if any, governs them).
     pub unaffected: u64,
-    /// Selected hosts no (target, installer) fits: host id and the reasons.
-    pub no_fit: Vec<(&'a str, Vec<String>)>,
+    /// How many selected hosts no (target, installer) fits.
+    pub no_fit: u64,
+    /// The first [`NO_FIT_EXAMPLES`] of them: position and reasons.
+    pub no_fit_examples: Vec<(usize, Vec<String>)>,
     /// Every governed host's state.
     pub states: BTreeMap<InstallState, u64>,
     /// Per host, its state (same order as the input; `None` when ungoverned).
     pub host_states: Vec<Option<InstallState>>,
     /// Hosts that should move, grouped (whatever their state).
-    pub moves: BTreeMap<Move, u64>,
+    pub moves: BTreeMap<Move<'a>, u64>,
     /// Hosts that need an install and may be triggered (settled), before the rate.
     pub eligible: u64,
     pub paused: Option<Pause>,
@@ -86,19 +100,23 @@ pub struct PassOutcome<'a> {
     pub triggers: Vec<Trigger<'a>>,
 }
 
-/// Runs one pass. `budget` is how many installs the rate allows now ([`RateBucket`]).
+/// Runs one pass over `hosts`. `budget` is how many installs the rate allows now
+/// ([`RateBucket`]); `elsewhere` adds the rest of the fleet to the fault and churn counts.
+#[allow(clippy::too_many_arguments)]
 pub fn pass<'a>(
-    hosts: &'a [PassHost<'a>],
+    hosts: impl IntoIterator<Item = PassHost<'a>>,
     spec: &'a DirectiveSpec,
     installers: &'a BTreeMap<String, Installer>,
     control: &ControlSpec,
     timings: &StateTimings,
     now: Timestamp,
     budget: u64,
+    elsewhere: &Elsewhere,
 ) -> PassOutcome<'a> {
     let mut out = PassOutcome::default();
     let mut candidates = Vec::new();
-    for h in hosts {
+    let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+    for (i, h) in hosts.into_iter().enumerate() {
         let sel = select(spec, installers, &h.facts);
         let target = match &sel {
             Selection::Unmatched => {
@@ -110,7 +128,10 @@ pub fn pass<'a>(
                 Some(target.version.as_str())
             }
             Selection::NoFit { reasons, .. } => {
-                out.no_fit.push((h.id, reasons.clone()));
+                out.no_fit += 1;
+                if out.no_fit_examples.len() < NO_FIT_EXAMPLES {
+                    out.no_fit_examples.push((i, reasons.clone()));
+                }
                 None
             }
         };
@@ -130,33 +151,38 @@ pub fn pass<'a>(
         {
             *out.moves
                 .entry(Move {
-                    directive: directive.name.clone(),
-                    from: h.facts.version.to_string(),
-                    to: target.version.clone(),
-                    installer: installer.metadata.name.clone(),
+                    directive: &directive.name,
+                    from: h.facts.version,
+                    to: &target.version,
+                    installer: &installer.metadata.name,
                 })
                 .or_default() += 1;
             if may_trigger(state, &record, now, timings) {
                 out.eligible += 1;
-                candidates.push(Trigger {
-                    host: h.id,
-                    directive: &directive.name,
-                    target,
-                    installer,
-                });
+                // Only as many as the budget: the rest wait for a later pass.
+                if candidates.len() < budget {
+                    candidates.push(Trigger {
+                        host: i,
+                        directive: &directive.name,
+                        target,
+                        installer,
+                    });
+                }
             }
         }
     }
     let count = |pred: fn(InstallState) -> bool| -> u64 {
         out.states
             .iter()
+            .chain(&elsewhere.states)
             .filter(|(s, _)| pred(**s))
             .map(|(_, n)| n)
             .sum()
     };
     let faults = count(InstallState::is_fault);
     let churned = count(|s| s == InstallState::ChurnedDuringInstall);
-    let limit = |text: &str| Amount::parse(text).map_or(0, |a| a.of(out.governed));
+    let governed = out.governed + elsewhere.governed;
+    let limit = |text: &str| Amount::parse(text).map_or(0, |a| a.of(governed));
     let fault_limit = limit(&control.rolling_install.fault_limit);
     let churn_limit = limit(&control.rolling_install.churn_limit);
     out.paused = if faults > fault_limit {
@@ -173,7 +199,6 @@ pub fn pass<'a>(
         None
     };
     if out.paused.is_none() && control.enabled {
-        candidates.truncate(usize::try_from(budget).unwrap_or(usize::MAX));
         out.triggers = candidates;
     }
     out

@@ -28,7 +28,7 @@ pub struct VersionDirective {
     pub spec: DirectiveSpec,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirectiveSpec {
     /// After this instant the directive is stale: its controller stopped refreshing it,
@@ -202,7 +202,7 @@ pub struct VersionControlConfig {
     pub spec: ControlSpec,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ControlSpec {
     /// Off: directives are planned and shown, nothing is installed.
@@ -315,7 +315,9 @@ pub struct Timings {
     #[serde(default = "d1h")]
     pub recent: String,
     /// A host not heard from this long is offline (churned, if an attempt is recent).
-    #[serde(default = "d5m")]
+    /// Shorter than the time after which a replica forgets a silent host (three missed
+    /// heartbeats), or churn would never be seen.
+    #[serde(default = "d2m")]
     pub offline_after: String,
     /// A host connected for less than this is not triggered yet.
     #[serde(default = "d2m")]
@@ -327,7 +329,7 @@ impl Default for Timings {
         Self {
             trigger_timeout: d15m(),
             recent: d1h(),
-            offline_after: d5m(),
+            offline_after: d2m(),
             settle: d2m(),
         }
     }
@@ -338,9 +340,6 @@ fn d15m() -> String {
 }
 fn d1h() -> String {
     "1h".into()
-}
-fn d5m() -> String {
-    "5m".into()
 }
 fn d2m() -> String {
     "2m".into()

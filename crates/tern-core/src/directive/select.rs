@@ -10,17 +10,62 @@ use std::fmt;
 use super::resource::{Directive, DirectiveSpec, Installer, InstallerType, Selector, Target};
 use crate::version::{Version, is_compatible};
 
+/// A host's labels, as a map or as the sorted pairs a server keeps in memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Labels<'a> {
+    #[default]
+    None,
+    Map(&'a BTreeMap<String, String>),
+    /// Sorted by key (as collected from a `BTreeMap`).
+    Pairs(&'a [(Box<str>, Box<str>)]),
+}
+
+impl<'a> Labels<'a> {
+    pub fn get(self, key: &str) -> Option<&'a str> {
+        match self {
+            Labels::None => None,
+            Labels::Map(m) => m.get(key).map(String::as_str),
+            Labels::Pairs(p) => p
+                .binary_search_by(|(k, _)| (**k).cmp(key))
+                .ok()
+                .map(|i| &*p[i].1),
+        }
+    }
+}
+
+/// A list of names (installer types), owned either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Names<'a> {
+    Strings(&'a [String]),
+    Boxed(&'a [Box<str>]),
+}
+
+impl Default for Names<'_> {
+    fn default() -> Self {
+        Names::Strings(&[])
+    }
+}
+
+impl Names<'_> {
+    pub fn contains(self, name: &str) -> bool {
+        match self {
+            Names::Strings(l) => l.iter().any(|n| n == name),
+            Names::Boxed(l) => l.iter().any(|n| &**n == name),
+        }
+    }
+}
+
 /// What a host tells about itself (heartbeats).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostFacts<'a> {
-    pub labels: Option<&'a BTreeMap<String, String>>,
+    pub labels: Labels<'a>,
     pub group: &'a str,
     pub version: &'a str,
     pub arch: &'a str,
     pub os: &'a str,
     pub fips: bool,
     /// Installer types it advertises (`local-script`, `tern-update`, `package`).
-    pub installers: &'a [String],
+    pub installers: Names<'a>,
 }
 
 /// Why a target cannot go to a host.
@@ -124,7 +169,7 @@ pub fn installer_fits(
     if !installer.spec.enabled {
         return Err(format!("installer {} is disabled", installer.metadata.name));
     }
-    if !host.installers.iter().any(|i| i == t.as_str()) {
+    if !host.installers.contains(t.as_str()) {
         return Err(format!(
             "the host does not advertise {} (installer {})",
             t.as_str(),
@@ -140,13 +185,12 @@ pub fn installer_fits(
     Ok(())
 }
 
-fn label_matches(want: &BTreeMap<String, String>, have: Option<&BTreeMap<String, String>>) -> bool {
+fn label_matches(want: &BTreeMap<String, String>, have: Labels<'_>) -> bool {
     want.iter().all(|(k, v)| {
         if k == "*" && v == "*" {
             return true;
         }
-        have.and_then(|h| h.get(k))
-            .is_some_and(|hv| v == "*" || hv == v)
+        have.get(k).is_some_and(|hv| v == "*" || hv == v)
     })
 }
 
@@ -161,7 +205,7 @@ pub fn selects(sel: &Selector, host: &HostFacts<'_>) -> bool {
         && sel
             .installers
             .iter()
-            .all(|want| host.installers.iter().any(|h| h == want))
+            .all(|want| host.installers.contains(want))
         && sel.current_version.as_deref().is_none_or(|req| {
             match (semver::VersionReq::parse(req), Version::parse(host.version)) {
                 (Ok(req), Ok(v)) => req.matches(&v.0),

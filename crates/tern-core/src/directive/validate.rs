@@ -391,7 +391,14 @@ impl VersionControlConfig {
 
     /// The validated timings (defaults for any that do not parse).
     pub fn state_timings(&self) -> super::state::StateTimings {
-        let t = &self.spec.timings;
+        self.spec.timings.state_timings()
+    }
+}
+
+impl Timings {
+    /// The timings as durations (defaults for any that do not parse).
+    pub fn state_timings(&self) -> super::state::StateTimings {
+        let t = self;
         let d = |s: &str, default: u64| {
             std::time::Duration::from_secs(
                 GoDuration::parse_positive(s).map_or(default, |d| d.as_secs()),
@@ -400,7 +407,7 @@ impl VersionControlConfig {
         super::state::StateTimings {
             trigger_timeout: d(&t.trigger_timeout, 900),
             recent: d(&t.recent, 3600),
-            offline_after: d(&t.offline_after, 300),
+            offline_after: d(&t.offline_after, 120),
             settle: d(&t.settle, 120),
         }
     }

@@ -6,6 +6,7 @@
 pub(crate) mod body;
 pub(crate) mod channels;
 pub(crate) mod dev;
+pub(crate) mod directives;
 pub(crate) mod hosts;
 pub(crate) mod public;
 pub(crate) mod resources;
@@ -309,6 +310,54 @@ fn admin(r: Routes) -> Routes {
             "/v1/tokens/{id}",
             one(M::DELETE, Operator, delete(tokens::delete)),
         )
+        .route("/v1/directives", one(M::GET, Read, get(directives::status)))
+        .route(
+            "/v1/directives/installers",
+            one(M::GET, Read, get(directives::installers)),
+        )
+        .route(
+            "/v1/directives/installers/{name}",
+            vec![
+                (M::GET, Read, get(directives::get_installer)),
+                (M::PUT, Operator, put(directives::put_installer)),
+                (M::DELETE, Operator, delete(directives::delete_installer)),
+            ],
+        )
+        .route(
+            "/v1/directives/config",
+            vec![
+                (M::GET, Read, get(directives::get_config)),
+                (M::PUT, Operator, put(directives::put_config)),
+            ],
+        )
+        .route(
+            "/v1/directives/active",
+            one(M::GET, Read, get(directives::get_active)),
+        )
+        .route(
+            "/v1/directives/drafts/{name}",
+            vec![
+                (M::GET, Read, get(directives::get_draft)),
+                (M::PUT, Operator, put(directives::put_draft)),
+                (M::DELETE, Operator, delete(directives::delete_draft)),
+            ],
+        )
+        .route(
+            "/v1/directives/plan",
+            vec![
+                (M::GET, Read, get(directives::get_plan)),
+                (M::POST, Operator, post(directives::plan)),
+                (M::DELETE, Operator, delete(directives::cancel_plan)),
+            ],
+        )
+        .route(
+            "/v1/directives/apply",
+            one(M::POST, Operator, post(directives::apply)),
+        )
+        .route(
+            "/v1/directives/resume",
+            one(M::POST, Operator, post(directives::resume)),
+        )
         .route("/v1/channels", one(M::GET, Read, get(channels::list)))
         .route(
             "/v1/channels/{name}",
@@ -333,6 +382,10 @@ fn dev_routes(r: Routes) -> Routes {
     .route(
         "/v1/dev/reconcile",
         vec![(M::POST, Operator, post(dev::reconcile))],
+    )
+    .route(
+        "/v1/dev/directives",
+        vec![(M::POST, Operator, post(directives::dev_pass))],
     )
 }
 

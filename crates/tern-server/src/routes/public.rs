@@ -250,8 +250,8 @@ pub(crate) async fn heartbeat(
     hb.check_facts().map_err(ApiError::bad_request)?;
     let now = state.clock.now();
     let recorded = state.inventory().heartbeat(&hb, now, at);
-    match recorded {
-        Ok(()) => {}
+    let install = match recorded {
+        Ok(install) => install,
         Err(e @ Refused::Unidentified) => return Err(ApiError::bad_request(e.to_string())),
         Err(e @ Refused::Full { .. }) => {
             Metrics::inc(&state.metrics.heartbeats_inventory_full);
@@ -261,7 +261,7 @@ pub(crate) async fn heartbeat(
                 e.to_string(),
             ));
         }
-    }
+    };
     Metrics::inc(&state.metrics.heartbeats);
     // The hot path (a known group, or none) allocates nothing.
     let snapshot = state.snapshot();
@@ -280,6 +280,7 @@ pub(crate) async fn heartbeat(
     Ok(Json(HeartbeatResponse {
         next_heartbeat_seconds: state.settings.heartbeat_interval.as_secs().max(1),
         unknown_group,
+        install,
     }))
 }
 
@@ -304,6 +305,26 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .render_counters(&state.reconcile_hist, &mut out);
     crate::listen::render(&state.metrics, &mut out);
     state.notifiers.render_metrics(&mut out);
+    {
+        let dl = state.directive_loop.lock().await;
+        let _ = writeln!(
+            out,
+            "# HELP tern_directive_hosts hosts of this replica governed by the active directive, per install state\n# TYPE tern_directive_hosts gauge"
+        );
+        for s in tern_core::directive::state::InstallState::ALL {
+            let _ = writeln!(
+                out,
+                "tern_directive_hosts{{state=\"{}\"}} {}",
+                s.as_str(),
+                dl.states.get(&s).copied().unwrap_or(0)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tern_directive_installs_triggered_total installs this replica's directive loop triggered\n# TYPE tern_directive_installs_triggered_total counter\ntern_directive_installs_triggered_total {}",
+            dl.triggered_total
+        );
+    }
     let snap = state.snapshot();
     let _ = writeln!(
         out,

@@ -57,7 +57,10 @@ pub(crate) async fn inventory(
         let mut inv = state.inventory();
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
         inv.agents()
-            .map(|a| views::inventory_entry(a.to_inventory_agent(), now, period))
+            .map(|a| InventoryEntry {
+                install_state: a.install_state(),
+                ..views::inventory_entry(a.to_inventory_agent(), now, period)
+            })
             .collect()
     };
     agents.sort_by(|a, b| {

@@ -1,0 +1,231 @@
+//! What replicas report of their directive passes, what an operator reads back (the
+//! status, the plan), and how the reports add up. Each replica sees only its own hosts,
+//! so the fleet's view is the sum of the live reports.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::state::InstallState;
+
+/// One planned move and how many hosts make it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveCount {
+    pub directive: String,
+    pub from: String,
+    pub to: String,
+    pub installer: String,
+    pub hosts: u64,
+}
+
+/// A host no target fits, with why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoFitHost {
+    pub updater_id: String,
+    pub hostname: String,
+    pub reasons: Vec<String>,
+}
+
+/// One directive evaluated over a set of hosts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Evaluation {
+    pub governed: u64,
+    pub unaffected: u64,
+    pub no_fit: u64,
+    pub no_fit_examples: Vec<NoFitHost>,
+    pub states: BTreeMap<InstallState, u64>,
+    pub moves: Vec<MoveCount>,
+    /// Hosts that need an install and could be triggered now (settled), before the rate.
+    pub eligible: u64,
+}
+
+/// At most this many hosts no target fits are shown with their reasons.
+pub const NO_FIT_SHOWN: usize = 20;
+
+impl Evaluation {
+    /// Adds `other` (another replica's hosts).
+    pub fn add(&mut self, other: &Evaluation) {
+        self.governed += other.governed;
+        self.unaffected += other.unaffected;
+        self.no_fit += other.no_fit;
+        for h in &other.no_fit_examples {
+            if self.no_fit_examples.len() < NO_FIT_SHOWN {
+                self.no_fit_examples.push(h.clone());
+            }
+        }
+        for (s, n) in &other.states {
+            *self.states.entry(*s).or_default() += n;
+        }
+        for m in &other.moves {
+            match self.moves.iter_mut().find(|x| {
+                (&x.directive, &x.from, &x.to, &x.installer)
+                    == (&m.directive, &m.from, &m.to, &m.installer)
+            }) {
+                Some(x) => x.hosts += m.hosts,
+                None => self.moves.push(m.clone()),
+            }
+        }
+        self.moves.sort_by(|a, b| {
+            (&a.directive, &a.from, &a.to, &a.installer).cmp(&(
+                &b.directive,
+                &b.from,
+                &b.to,
+                &b.installer,
+            ))
+        });
+        self.eligible += other.eligible;
+    }
+
+    /// Hosts that should move.
+    pub fn moving(&self) -> u64 {
+        self.moves.iter().map(|m| m.hosts).sum()
+    }
+}
+
+/// `/tern/directives/reports/<replica>`: a replica's last pass.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DirectiveReport {
+    pub replica: String,
+    pub at: Option<Timestamp>,
+    /// The active directive's revision the pass used (`None`: no active directive).
+    pub active_revision: Option<String>,
+    pub active: Evaluation,
+    /// Installs this replica triggered in this pass.
+    pub triggered: u64,
+    /// The pending directive, evaluated without triggering anything.
+    pub plan: Option<PlanEvaluation>,
+}
+
+/// The pending directive as one replica evaluated it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanEvaluation {
+    /// The pending's nonce: a report for an older plan does not count for a newer one.
+    pub nonce: String,
+    pub evaluation: Evaluation,
+}
+
+/// One approval of a pending directive.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// The token that applied (a second approver must use another token).
+    pub token_id: String,
+    pub at: Timestamp,
+}
+
+/// `/tern/directives/pending`: a draft planned for promotion.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    pub draft: String,
+    /// The draft's revision when planned: a draft changed since is not applied.
+    pub draft_revision: String,
+    /// Given to `apply`, so an operator applies the plan they read.
+    pub nonce: String,
+    pub planned_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub planned_by: String,
+    pub approvals_needed: u8,
+    #[serde(default)]
+    pub approvals: Vec<Approval>,
+    /// Ask installers to check without changing anything.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `/tern/directives/paused`: the fault or churn limit stopped the installs; only an
+/// operator lifts it (`ternctl version-control resume`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Paused {
+    pub reason: String,
+    pub since: Timestamp,
+    pub replica: String,
+}
+
+/// `GET /v1/directives/plan`: the pending directive summed over the live reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanResponse {
+    pub pending: Pending,
+    /// Live replicas, and how many of them evaluated this plan.
+    pub replicas: u64,
+    pub evaluated_by: u64,
+    pub evaluation: Evaluation,
+    /// What the active directive does now, for comparison.
+    pub active: Evaluation,
+    /// What the limits allow now.
+    pub enabled: bool,
+    pub rate: String,
+    pub paused: Option<Paused>,
+}
+
+/// A name and the revision it was read at.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Named {
+    pub name: String,
+    pub revision: String,
+}
+
+/// `GET /v1/directives`: the system at a glance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectivesStatus {
+    /// `None`: no version_control_config, the loop does nothing.
+    pub enabled: Option<bool>,
+    pub active: Option<Named>,
+    pub drafts: Vec<Named>,
+    pub installers: Vec<String>,
+    pub pending: Option<Pending>,
+    pub paused: Option<Paused>,
+    pub replicas: u64,
+    /// The active directive over every live replica's hosts.
+    pub fleet: Evaluation,
+    /// Installs triggered in the replicas' last passes.
+    pub triggered: u64,
+}
+
+/// `POST /v1/directives/apply` body.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ApplyBody {
+    pub nonce: String,
+}
+
+/// `POST /v1/directives/apply` answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApplyResponse {
+    /// The draft is now the active directive.
+    pub applied: bool,
+    pub approvals: u8,
+    pub approvals_needed: u8,
+    pub message: String,
+}
+
+/// `POST /v1/directives/plan` body.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanBody {
+    pub draft: String,
+    pub dry_run: bool,
+}
+
+/// Sums the reports: the active directive over every replica, and the plan over those
+/// that evaluated `nonce` (with how many did).
+pub fn sum<'a>(
+    reports: impl IntoIterator<Item = &'a DirectiveReport>,
+    nonce: Option<&str>,
+) -> (Evaluation, Evaluation, u64, u64) {
+    let (mut active, mut plan) = (Evaluation::default(), Evaluation::default());
+    let (mut replicas, mut evaluated) = (0, 0);
+    for r in reports {
+        replicas += 1;
+        active.add(&r.active);
+        if let (Some(p), Some(n)) = (&r.plan, nonce)
+            && p.nonce == n
+        {
+            evaluated += 1;
+            plan.add(&p.evaluation);
+        }
+    }
+    (active, plan, replicas, evaluated)
+}

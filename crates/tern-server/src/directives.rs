@@ -1,0 +1,396 @@
+//! The version reconciliation loop of the modular upgrade system (RFD 90), run by every
+//! replica over the hosts it holds: read the resources, run the core's pass, record each
+//! chosen install's attempt in the store by compare-and-swap right before handing its
+//! instruction to the host (so two replicas never trigger one host twice), pause on the
+//! fault and churn limits with an alert, and report what it saw (the fleet's view, and
+//! the plan, are the sum of the replicas' reports).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tern_core::directive::instruct::InstallInstruction;
+use tern_core::directive::pass::{Elsewhere, RateBucket};
+use tern_core::directive::report::{DirectiveReport, Paused, Pending, PlanEvaluation};
+use tern_core::directive::resource::{
+    DirectiveSpec, Installer, Rate, VersionControlConfig, VersionDirective,
+};
+use tern_core::directive::state::{Attempt, InstallState};
+use tern_core::resource::Alert;
+use tern_store::{Compare, KeyValue, Op, Store, TxnOutcome};
+
+use crate::error::{ApiError, ApiResult};
+use crate::inventory::directed::{ChosenInstall, PassInput};
+use crate::keys;
+use crate::notify::{Notice, NoticeEvent};
+use crate::state::AppState;
+
+/// The alert kind raised when the limits pause the installs.
+pub(crate) const PAUSED_ALERT: &str = "directive_installs_paused";
+
+/// A replica's loop state, kept between passes.
+#[derive(Debug, Default)]
+pub(crate) struct LoopState {
+    bucket: RateBucket,
+    /// Governed hosts in the last pass (what a share in the rate is of).
+    governed: u64,
+    /// Per state, this replica's hosts after the last pass (for `/metrics`).
+    pub(crate) states: BTreeMap<InstallState, u64>,
+    pub(crate) triggered_total: u64,
+}
+
+/// A value and the revision it was read at.
+pub(crate) struct Read<T> {
+    pub(crate) value: T,
+    pub(crate) revision: tern_store::Revision,
+}
+
+fn decode<T: DeserializeOwned>(kv: &KeyValue) -> ApiResult<Read<T>> {
+    let value = serde_json::from_slice(&kv.value).map_err(|e| {
+        ApiError::internal(format!(
+            "the stored {} cannot be read ({e}); rewrite it",
+            kv.key
+        ))
+    })?;
+    Ok(Read {
+        value,
+        revision: kv.mod_revision,
+    })
+}
+
+pub(crate) fn encode<T: Serialize>(value: &T) -> ApiResult<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|e| ApiError::internal(format!("encoding: {e}")))
+}
+
+pub(crate) async fn get<T: DeserializeOwned>(
+    store: &dyn Store,
+    key: &str,
+) -> ApiResult<Option<Read<T>>> {
+    match store.get(key).await? {
+        None => Ok(None),
+        Some(kv) => decode(&kv).map(Some),
+    }
+}
+
+/// Every value under `prefix`, by the key's last segment; unreadable ones are skipped
+/// with a warning (one bad record must not stop the loop).
+pub(crate) async fn list<T: DeserializeOwned>(
+    store: &dyn Store,
+    prefix: &str,
+) -> ApiResult<Vec<(String, Read<T>)>> {
+    let listing = store.list(prefix).await?;
+    let mut out = Vec::new();
+    for kv in listing.kvs {
+        let name = kv.key.strip_prefix(prefix).unwrap_or(&kv.key).to_string();
+        match decode(&kv) {
+            Ok(v) => out.push((name, v)),
+            Err(e) => {
+                tracing::warn!(key = %kv.key, error = %e.message, "skipping an unreadable record")
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Everything a pass reads from the store.
+pub(crate) struct Resources {
+    pub(crate) config: Option<Read<VersionControlConfig>>,
+    pub(crate) installers: BTreeMap<String, Installer>,
+    pub(crate) active: Option<Read<VersionDirective>>,
+    pub(crate) pending: Option<(Read<Pending>, VersionDirective)>,
+    pub(crate) paused: Option<Read<Paused>>,
+}
+
+pub(crate) async fn read_resources(store: &dyn Store) -> ApiResult<Resources> {
+    let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
+    let installers = list::<Installer>(store, keys::INSTALLERS_PREFIX)
+        .await?
+        .into_iter()
+        .map(|(name, r)| (name, r.value))
+        .collect();
+    let active = get::<VersionDirective>(store, keys::ACTIVE_DIRECTIVE).await?;
+    let pending = match get::<Pending>(store, keys::PENDING_DIRECTIVE).await? {
+        None => None,
+        Some(p) => get::<VersionDirective>(store, &keys::draft(&p.value.draft))
+            .await?
+            .map(|d| (p, d.value)),
+    };
+    let paused = get::<Paused>(store, keys::DIRECTIVES_PAUSED).await?;
+    Ok(Resources {
+        config,
+        installers,
+        active,
+        pending,
+        paused,
+    })
+}
+
+/// What one pass did (for the dev route and the tests).
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct PassResult {
+    pub(crate) triggered: Vec<String>,
+    pub(crate) paused: Option<String>,
+}
+
+/// One pass of this replica's loop.
+pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
+    let store = state.store();
+    let now = state.clock.now();
+    let res = read_resources(store).await?;
+    let control = res
+        .config
+        .as_ref()
+        .map(|c| c.value.spec.clone())
+        .unwrap_or_default();
+    let timings = control.timings.state_timings();
+    let reports = list::<DirectiveReport>(store, keys::DIRECTIVE_REPORTS_PREFIX).await?;
+    let mut elsewhere = Elsewhere::default();
+    for (_, r) in reports
+        .iter()
+        .filter(|(name, _)| *name != state.settings.replica_id)
+    {
+        elsewhere.governed += r.value.active.governed;
+        for (s, n) in &r.value.active.states {
+            *elsewhere.states.entry(*s).or_default() += n;
+        }
+    }
+    let empty = DirectiveSpec::default();
+    let spec = res.active.as_ref().map_or(&empty, |a| &a.value.spec);
+    let mut loop_state = state.directive_loop.lock().await;
+    let governed_before = loop_state.governed + elsewhere.governed;
+    let rate = Rate::parse(&control.rolling_install.rate);
+    let budget = match (&rate, &res.paused) {
+        (Some(rate), None) if control.enabled => loop_state.bucket.fill(rate, governed_before, now),
+        _ => 0,
+    };
+    let (active, plan) = {
+        let mut inv = state.inventory();
+        inv.expire(state.clock.monotonic(), state.settings.max_silence());
+        let active = inv.directive_pass(&PassInput {
+            spec,
+            installers: &res.installers,
+            control: &control,
+            timings,
+            now,
+            budget,
+            elsewhere: &elsewhere,
+            record_states: true,
+        });
+        let plan = res.pending.as_ref().map(|(p, draft)| {
+            let e = inv.directive_pass(&PassInput {
+                spec: &draft.spec,
+                installers: &res.installers,
+                control: &control,
+                timings,
+                now,
+                budget: 0,
+                elsewhere: &elsewhere,
+                record_states: false,
+            });
+            PlanEvaluation {
+                nonce: p.value.nonce.clone(),
+                evaluation: e.evaluation,
+            }
+        });
+        (active, plan)
+    };
+    let mut result = PassResult::default();
+    if let Some(pause) = &active.paused {
+        result.paused = Some(pause.to_string());
+        if res.paused.is_none() {
+            raise_pause(state, &pause.to_string(), now).await?;
+        }
+    } else {
+        for chosen in &active.chosen {
+            if trigger(state, chosen, &timings, now).await? {
+                result.triggered.push(chosen.updater_id.clone());
+            }
+        }
+    }
+    loop_state.bucket.take(result.triggered.len() as u64);
+    loop_state.governed = active.evaluation.governed;
+    loop_state.states = active.evaluation.states.clone();
+    loop_state.triggered_total += result.triggered.len() as u64;
+    drop(loop_state);
+    let report = DirectiveReport {
+        replica: state.settings.replica_id.clone(),
+        at: Some(now),
+        active_revision: res.active.as_ref().map(|a| a.revision.to_string()),
+        active: active.evaluation,
+        triggered: result.triggered.len() as u64,
+        plan,
+    };
+    store
+        .put(
+            &keys::directive_report(&state.settings.replica_id),
+            encode(&report)?,
+            Some(report_ttl(state)),
+        )
+        .await?;
+    Ok(result)
+}
+
+/// A replica's directive report outlives a few missed passes, not more: the fleet's
+/// view is the sum of the reports there are.
+pub(crate) fn report_ttl(state: &AppState) -> Duration {
+    (state.settings.directive_period * 5).max(Duration::from_secs(30))
+}
+
+/// Records the attempt by compare-and-swap, then hands the instruction to the host.
+/// False when another replica (or an earlier life of this one) triggered the host
+/// recently: its attempt is adopted instead.
+async fn trigger(
+    state: &AppState,
+    chosen: &ChosenInstall,
+    timings: &tern_core::directive::state::StateTimings,
+    now: Timestamp,
+) -> ApiResult<bool> {
+    let store = state.store();
+    let key = keys::attempt(&chosen.updater_id);
+    let existing = store.get(&key).await?;
+    if let Some(kv) = &existing
+        && let Ok(prev) = serde_json::from_slice::<Attempt>(&kv.value)
+    {
+        let age = now.duration_since(prev.at);
+        if !age.is_negative() && age.unsigned_abs() < timings.recent {
+            state.inventory().adopt_attempt(&chosen.updater_id, prev);
+            return Ok(false);
+        }
+    }
+    let attempt = Attempt {
+        id: new_attempt_id(),
+        at: now,
+        installer: chosen.installer_name.clone(),
+        from_version: chosen.from_version.clone(),
+        target_version: chosen.target.version.clone(),
+    };
+    let compare = match &existing {
+        None => Compare::Absent { key: key.clone() },
+        Some(kv) => Compare::ModRevision {
+            key: key.clone(),
+            revision: kv.mod_revision,
+        },
+    };
+    let put = Op::Put {
+        key: key.clone(),
+        value: encode(&attempt)?,
+        ttl: None,
+    };
+    match store.txn(&[compare], &[put]).await? {
+        TxnOutcome::Committed { .. } => {}
+        TxnOutcome::Failed { .. } => {
+            tracing::info!(updater_id = %chosen.updater_id, "another replica triggered this host first");
+            return Ok(false);
+        }
+    }
+    let instruction = InstallInstruction {
+        attempt_id: attempt.id.clone(),
+        installer_name: chosen.installer_name.clone(),
+        installer: chosen.installer.clone(),
+        target: chosen.target.clone(),
+        dry_run: false,
+    };
+    tracing::info!(
+        updater_id = %chosen.updater_id,
+        directive = %chosen.directive,
+        from = %chosen.from_version,
+        to = %chosen.target.version,
+        installer = %chosen.installer_name,
+        attempt = %attempt.id,
+        "install triggered"
+    );
+    Ok(state
+        .inventory()
+        .trigger(&chosen.updater_id, attempt, instruction))
+}
+
+fn new_attempt_id() -> String {
+    use rand_core::{OsRng, TryRngCore};
+    let mut bytes = [0u8; 12];
+    // Without OS randomness the id falls back to the clock: unique enough per host,
+    // whose attempts are serialised by the store's compare-and-swap anyway.
+    if OsRng.try_fill_bytes(&mut bytes).is_err() {
+        let nanos = jiff::Timestamp::now().as_nanosecond().to_le_bytes();
+        bytes[..12].copy_from_slice(&nanos[..12]);
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("att-{hex}")
+}
+
+/// Writes the pause (the first replica to see it wins) and raises the alert once.
+async fn raise_pause(state: &AppState, reason: &str, now: Timestamp) -> ApiResult<()> {
+    let paused = Paused {
+        reason: reason.to_string(),
+        since: now,
+        replica: state.settings.replica_id.clone(),
+    };
+    match state
+        .store()
+        .create(keys::DIRECTIVES_PAUSED, encode(&paused)?, None)
+        .await
+    {
+        Ok(_) => {}
+        Err(tern_store::Error::AlreadyExists { .. }) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    tracing::error!(%reason, "directive installs paused; `ternctl version-control resume` lifts it");
+    state.notifiers.send(Notice {
+        event: NoticeEvent::Raised,
+        alert: Alert {
+            kind: PAUSED_ALERT.to_string(),
+            group: None,
+            message: reason.to_string(),
+            since: now,
+        },
+        rollout: None,
+        server: state.notifiers.server_name().to_string(),
+        at: now,
+        program: "ternd",
+    });
+    Ok(())
+}
+
+/// Lifts a pause (an operator's `resume`) and tells the receivers.
+pub(crate) async fn lift_pause(state: &AppState) -> ApiResult<Option<Paused>> {
+    let Some(p) = get::<Paused>(state.store(), keys::DIRECTIVES_PAUSED).await? else {
+        return Ok(None);
+    };
+    match state
+        .store()
+        .delete(keys::DIRECTIVES_PAUSED, Some(p.revision))
+        .await
+    {
+        Ok(_) | Err(tern_store::Error::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let now = state.clock.now();
+    state.notifiers.send(Notice {
+        event: NoticeEvent::Cleared,
+        alert: Alert {
+            kind: PAUSED_ALERT.to_string(),
+            group: None,
+            message: p.value.reason.clone(),
+            since: p.value.since,
+        },
+        rollout: None,
+        server: state.notifiers.server_name().to_string(),
+        at: now,
+        program: "ternd",
+    });
+    Ok(Some(p.value))
+}
+
+/// The loop (system clock only; under a dev clock, passes run on
+/// `POST /v1/dev/directives`).
+pub(crate) async fn run(state: std::sync::Arc<AppState>) {
+    let mut interval = tokio::time::interval(state.settings.directive_period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        if let Err(e) = pass_once(&state).await {
+            tracing::warn!(error = %e.message, "a directive pass failed; the next one retries");
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! `/v1/directives/…`: the modular upgrade system's resources (installers, the control
+//! config, drafts, the active directive), plan and apply, the pause, and the fleet's
+//! view summed from the replicas' reports. Bodies are YAML or JSON, validated by
+//! `tern_core::directive::validate` with errors naming the field.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::{Extension, Json};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tern_core::api::Deleted;
+use tern_core::directive::report::{
+    self, ApplyBody, ApplyResponse, Approval, DirectiveReport, DirectivesStatus, Named, Paused,
+    Pending, PlanBody, PlanResponse,
+};
+use tern_core::directive::resource::{Installer, Strategy, VersionControlConfig, VersionDirective};
+use tern_core::duration::GoDuration;
+use tern_store::{Compare, Op, TxnOutcome};
+
+use super::body;
+use crate::auth::Actor;
+use crate::directives::{self, encode, get, list};
+use crate::error::{ApiError, ApiResult};
+use crate::keys;
+use crate::state::AppState;
+
+fn text(body: &Bytes) -> ApiResult<&str> {
+    std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the body is not UTF-8 text"))
+}
+
+/// The stored value as JSON, with `metadata.revision` filled in.
+async fn read_json(state: &AppState, key: &str, absent: String) -> ApiResult<Json<Value>> {
+    let Some(r) = get::<Value>(state.store(), key).await? else {
+        return Err(ApiError::not_found(absent));
+    };
+    let mut v = r.value;
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("revision".into(), Value::String(r.revision.to_string()));
+    }
+    Ok(Json(v))
+}
+
+/// Drops `metadata.revision` before storing (it is the key's revision, never stored).
+fn stored_form<T: serde::Serialize + DeserializeOwned>(value: &T) -> ApiResult<Vec<u8>> {
+    let mut v =
+        serde_json::to_value(value).map_err(|e| ApiError::internal(format!("encoding: {e}")))?;
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("revision");
+    }
+    encode(&v)
+}
+
+fn check_path_name(path: &str, in_body: &str) -> ApiResult<()> {
+    if path != in_body {
+        return Err(ApiError::invalid_resource(format!(
+            "metadata.name: {in_body:?} differs from the name in the path, {path:?}"
+        )));
+    }
+    Ok(())
+}
+
+// ---- installers ------------------------------------------------------------------
+
+/// `GET /v1/directives/installers`
+pub(crate) async fn installers(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Value>>> {
+    let all = list::<Value>(state.store(), keys::INSTALLERS_PREFIX).await?;
+    Ok(Json(all.into_iter().map(|(_, r)| r.value).collect()))
+}
+
+/// `GET /v1/directives/installers/{name}`
+pub(crate) async fn get_installer(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    read_json(
+        &state,
+        &keys::installer(&name),
+        format!("no installer named {name:?}"),
+    )
+    .await
+}
+
+/// `PUT /v1/directives/installers/{name}`
+pub(crate) async fn put_installer(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let i = Installer::from_text(text(&body)?)
+        .map_err(|e| ApiError::invalid_resource(e.to_string()))?;
+    check_path_name(&name, &i.metadata.name)?;
+    state
+        .store()
+        .put(&keys::installer(&name), stored_form(&i)?, None)
+        .await?;
+    get_installer(State(state), Path(name)).await
+}
+
+/// `DELETE /v1/directives/installers/{name}`
+pub(crate) async fn delete_installer(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Deleted>> {
+    delete_key(
+        &state,
+        &keys::installer(&name),
+        &format!("installer {name:?}"),
+    )
+    .await
+}
+
+async fn delete_key(state: &AppState, key: &str, what: &str) -> ApiResult<Json<Deleted>> {
+    match state.store().delete(key, None).await {
+        Ok(_) => Ok(Json(Deleted {
+            deleted: what.to_string(),
+        })),
+        Err(tern_store::Error::NotFound { .. }) => {
+            Err(ApiError::not_found(format!("no {what} exists")))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+// ---- the control config -----------------------------------------------------------
+
+/// `GET /v1/directives/config`
+pub(crate) async fn get_config(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+    read_json(
+        &state,
+        keys::DIRECTIVE_CONFIG,
+        "no version_control_config exists: directives are planned and shown, nothing is installed"
+            .into(),
+    )
+    .await
+}
+
+/// `PUT /v1/directives/config`
+pub(crate) async fn put_config(
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let c = VersionControlConfig::from_text(text(&body)?)
+        .map_err(|e| ApiError::invalid_resource(e.to_string()))?;
+    state
+        .store()
+        .put(keys::DIRECTIVE_CONFIG, stored_form(&c)?, None)
+        .await?;
+    get_config(State(state)).await
+}
+
+// ---- directives: active and drafts -------------------------------------------------
+
+/// `GET /v1/directives/active`
+pub(crate) async fn get_active(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+    read_json(
+        &state,
+        keys::ACTIVE_DIRECTIVE,
+        "no directive is active: write a draft, then `ternctl version-control plan` and `apply`"
+            .into(),
+    )
+    .await
+}
+
+/// `GET /v1/directives/drafts/{name}`
+pub(crate) async fn get_draft(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    read_json(
+        &state,
+        &keys::draft(&name),
+        format!("no draft named {name:?}"),
+    )
+    .await
+}
+
+/// `PUT /v1/directives/drafts/{name}`: writes a draft; under `promotion.strategy:
+/// automatic` with `from` naming this draft, it becomes the active directive at once.
+pub(crate) async fn put_draft(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let d = VersionDirective::from_text(text(&body)?)
+        .map_err(|e| ApiError::invalid_resource(e.to_string()))?;
+    check_path_name(&name, &d.metadata.name)?;
+    let store = state.store();
+    let bytes = stored_form(&d)?;
+    store.put(&keys::draft(&name), bytes.clone(), None).await?;
+    let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
+    let automatic = config.is_some_and(|c| {
+        c.value.spec.promotion.strategy == Strategy::Automatic
+            && c.value.spec.promotion.from.as_deref() == Some(name.as_str())
+    });
+    if automatic {
+        store.put(keys::ACTIVE_DIRECTIVE, bytes, None).await?;
+        tracing::info!(draft = %name, "draft promoted at once (promotion.strategy automatic)");
+    }
+    get_draft(State(state), Path(name)).await
+}
+
+/// `DELETE /v1/directives/drafts/{name}`
+pub(crate) async fn delete_draft(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Deleted>> {
+    delete_key(&state, &keys::draft(&name), &format!("draft {name:?}")).await
+}
+
+// ---- plan and apply ---------------------------------------------------------------
+
+fn new_nonce() -> String {
+    use rand_core::{OsRng, TryRngCore};
+    let mut b = [0u8; 8];
+    if OsRng.try_fill_bytes(&mut b).is_err() {
+        b = jiff::Timestamp::now().as_nanosecond().to_le_bytes()[..8]
+            .try_into()
+            .unwrap_or_default();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `POST /v1/directives/plan` `{"draft": NAME}`: makes the draft pending (replacing
+/// any earlier plan); replicas evaluate it in their next pass, without installing.
+pub(crate) async fn plan(
+    State(state): State<Arc<AppState>>,
+    Extension(actor): Extension<Actor>,
+    body: Bytes,
+) -> ApiResult<Json<Pending>> {
+    let b: PlanBody = body::json(&body)?;
+    if b.dry_run {
+        return Err(ApiError::bad_request(
+            "dry_run: not supported by ternd yet (hosts check dry-run instructions, but no plan sends them)",
+        ));
+    }
+    let store = state.store();
+    let Some(draft) = get::<VersionDirective>(store, &keys::draft(&b.draft)).await? else {
+        return Err(ApiError::not_found(format!(
+            "no draft named {:?}: write it first (ternctl version-control draft -f FILE)",
+            b.draft
+        )));
+    };
+    let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG)
+        .await?
+        .map(|c| c.value.spec)
+        .unwrap_or_default();
+    let ttl = GoDuration::parse_positive(&config.promotion.pending_ttl)
+        .map(|d| d.as_signed())
+        .unwrap_or(jiff::SignedDuration::from_hours(1));
+    let now = state.clock.now();
+    let pending = Pending {
+        draft: b.draft.clone(),
+        draft_revision: draft.revision.to_string(),
+        nonce: new_nonce(),
+        planned_at: now,
+        expires_at: now.saturating_add(ttl).unwrap_or(now),
+        planned_by: actor.token_id.clone(),
+        approvals_needed: config.promotion.approvals.max(1),
+        approvals: Vec::new(),
+        dry_run: false,
+    };
+    store
+        .put(keys::PENDING_DIRECTIVE, encode(&pending)?, None)
+        .await?;
+    Ok(Json(pending))
+}
+
+async fn reports(state: &AppState) -> ApiResult<Vec<DirectiveReport>> {
+    Ok(
+        list::<DirectiveReport>(state.store(), keys::DIRECTIVE_REPORTS_PREFIX)
+            .await?
+            .into_iter()
+            .map(|(_, r)| r.value)
+            .collect(),
+    )
+}
+
+/// `GET /v1/directives/plan`: the pending directive over every replica that evaluated
+/// it (`evaluated_by` of `replicas`), beside what the active one does now.
+pub(crate) async fn get_plan(State(state): State<Arc<AppState>>) -> ApiResult<Json<PlanResponse>> {
+    let store = state.store();
+    let Some(pending) = get::<Pending>(store, keys::PENDING_DIRECTIVE).await? else {
+        return Err(ApiError::not_found(
+            "nothing is planned: `ternctl version-control plan --draft NAME`",
+        ));
+    };
+    let reports = reports(&state).await?;
+    let (active, evaluation, replicas, evaluated_by) =
+        report::sum(&reports, Some(&pending.value.nonce));
+    let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG)
+        .await?
+        .map(|c| c.value.spec);
+    let paused = get::<Paused>(store, keys::DIRECTIVES_PAUSED)
+        .await?
+        .map(|p| p.value);
+    Ok(Json(PlanResponse {
+        pending: pending.value,
+        replicas,
+        evaluated_by,
+        evaluation,
+        active,
+        enabled: config.as_ref().is_some_and(|c| c.enabled),
+        rate: config
+            .map(|c| c.rolling_install.rate)
+            .unwrap_or_else(|| "(no version_control_config)".into()),
+        paused,
+    }))
+}
+
+/// `DELETE /v1/directives/plan`: drops the pending directive.
+pub(crate) async fn cancel_plan(State(state): State<Arc<AppState>>) -> ApiResult<Json<Deleted>> {
+    delete_key(&state, keys::PENDING_DIRECTIVE, "pending directive").await
+}
+
+/// `POST /v1/directives/apply` `{"nonce"}`: one approval of the pending directive;
+/// with enough approvals (from distinct tokens) the draft, as planned, becomes the
+/// active directive, in one transaction that fails if the plan or the draft changed.
+pub(crate) async fn apply(
+    State(state): State<Arc<AppState>>,
+    Extension(actor): Extension<Actor>,
+    body: Bytes,
+) -> ApiResult<Json<ApplyResponse>> {
+    let b: ApplyBody = body::json(&body)?;
+    let store = state.store();
+    let Some(p) = get::<Pending>(store, keys::PENDING_DIRECTIVE).await? else {
+        return Err(ApiError::not_found(
+            "nothing is planned: `ternctl version-control plan --draft NAME` first",
+        ));
+    };
+    let mut pending = p.value;
+    if pending.nonce != b.nonce {
+        return Err(ApiError::conflict(format!(
+            "nonce {:?} is not the pending plan's ({}): read the current plan (ternctl version-control plan --show) and apply its nonce",
+            b.nonce, pending.nonce
+        )));
+    }
+    let now = state.clock.now();
+    if now >= pending.expires_at {
+        return Err(ApiError::conflict(format!(
+            "the plan of draft {} expired at {} (promotion.pending_ttl): plan it again",
+            pending.draft, pending.expires_at
+        )));
+    }
+    let Some(draft) = store.get(&keys::draft(&pending.draft)).await? else {
+        return Err(ApiError::conflict(format!(
+            "draft {} was deleted since it was planned",
+            pending.draft
+        )));
+    };
+    if draft.mod_revision.to_string() != pending.draft_revision {
+        return Err(ApiError::conflict(format!(
+            "draft {} changed since it was planned (revision {} → {}): plan it again",
+            pending.draft, pending.draft_revision, draft.mod_revision
+        )));
+    }
+    if pending
+        .approvals
+        .iter()
+        .any(|a| a.token_id == actor.token_id)
+    {
+        return Err(ApiError::conflict(format!(
+            "token {} already approved this plan: {} approvals are needed, from distinct tokens",
+            actor.token_id, pending.approvals_needed
+        )));
+    }
+    pending.approvals.push(Approval {
+        token_id: actor.token_id.clone(),
+        at: now,
+    });
+    let approvals = u8::try_from(pending.approvals.len()).unwrap_or(u8::MAX);
+    let done = approvals >= pending.approvals_needed;
+    let mut compares = vec![
+        Compare::ModRevision {
+            key: keys::PENDING_DIRECTIVE.into(),
+            revision: p.revision,
+        },
+        Compare::ModRevision {
+            key: keys::draft(&pending.draft),
+            revision: draft.mod_revision,
+        },
+    ];
+    let ops = if done {
+        vec![
+            Op::Put {
+                key: keys::ACTIVE_DIRECTIVE.into(),
+                value: draft.value.clone(),
+                ttl: None,
+            },
+            Op::Delete {
+                key: keys::PENDING_DIRECTIVE.into(),
+            },
+        ]
+    } else {
+        compares.truncate(1);
+        vec![Op::Put {
+            key: keys::PENDING_DIRECTIVE.into(),
+            value: encode(&pending)?,
+            ttl: None,
+        }]
+    };
+    match store.txn(&compares, &ops).await? {
+        TxnOutcome::Committed { .. } => {}
+        TxnOutcome::Failed { reason, .. } => {
+            return Err(ApiError::conflict(format!(
+                "the plan or the draft changed meanwhile ({reason}): read the plan again"
+            )));
+        }
+    }
+    let message = if done {
+        tracing::info!(draft = %pending.draft, by = %actor.token_id, "directive applied");
+        format!("draft {} is now the active directive", pending.draft)
+    } else {
+        format!(
+            "approval {approvals} of {} recorded: another operator (another token) applies nonce {} to promote draft {}",
+            pending.approvals_needed, pending.nonce, pending.draft
+        )
+    };
+    Ok(Json(ApplyResponse {
+        applied: done,
+        approvals,
+        approvals_needed: pending.approvals_needed,
+        message,
+    }))
+}
+
+/// `POST /v1/directives/resume`: lifts a pause of the fault or churn limit.
+pub(crate) async fn resume(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+    match directives::lift_pause(&state).await? {
+        Some(p) => Ok(Json(serde_json::json!({
+            "resumed": true,
+            "was_paused_for": p.reason,
+            "since": p.since,
+        }))),
+        None => Err(ApiError::not_found("the directive installs are not paused")),
+    }
+}
+
+// ---- the status -------------------------------------------------------------------
+
+/// `GET /v1/directives`
+pub(crate) async fn status(
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<DirectivesStatus>> {
+    let store = state.store();
+    let res = directives::read_resources(store).await?;
+    let drafts = list::<Value>(store, keys::DRAFTS_PREFIX)
+        .await?
+        .into_iter()
+        .map(|(name, r)| Named {
+            name,
+            revision: r.revision.to_string(),
+        })
+        .collect();
+    let reports = reports(&state).await?;
+    let (fleet, _, replicas, _) = report::sum(&reports, None);
+    Ok(Json(DirectivesStatus {
+        enabled: res.config.as_ref().map(|c| c.value.spec.enabled),
+        active: res.active.as_ref().map(|a| Named {
+            name: a.value.metadata.name.clone(),
+            revision: a.revision.to_string(),
+        }),
+        drafts,
+        installers: res.installers.keys().cloned().collect(),
+        pending: res.pending.map(|(p, _)| p.value),
+        paused: res.paused.map(|p| p.value),
+        replicas,
+        fleet,
+        triggered: reports.iter().map(|r| r.triggered).sum(),
+    }))
+}
+
+/// `POST /v1/dev/directives` (dev clock only): one pass of this replica's loop now.
+pub(crate) async fn dev_pass(
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<directives::PassResult>> {
+    Ok(Json(directives::pass_once(&state).await?))
+}

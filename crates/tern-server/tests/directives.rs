@@ -1,0 +1,427 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Version directives end to end on two real `ternd` replicas sharing one SQLite file,
+//! with the shared dev clock: 8 labelled hosts heartbeat over HTTP (a stand-in for
+//! tern-update's heartbeats, whose installers are tested in tern-update's own tests).
+//! A plan counts what the real inventory would do and moves nothing; `apply` promotes;
+//! the loop triggers within the rate, each host once although two replicas hold it;
+//! the instruction reaches the host in its heartbeat answer; hosts walk needs-install →
+//! triggered → recent → parity; a failed script is an explicit fault, a silent host a
+//! churn; the fault limit pauses the loop until an operator resumes it.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::{T0, Ternd};
+use serde_json::{Value, json};
+
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+const SCRIPT: &str = r#"kind: installer
+version: v1
+metadata: {name: script}
+spec:
+  type: local-script
+  local_script:
+    env: {VERSION: "{target.version}"}
+    script: 'apt-get install -y "myagent=${VERSION:?}"'
+    timeout: 5m
+"#;
+
+const NATIVE: &str =
+    "kind: installer\nversion: v1\nmetadata: {name: native}\nspec: {type: tern-update}\n";
+
+const CONFIG: &str = r#"kind: version_control_config
+version: v1
+metadata: {name: version-control-config}
+spec:
+  enabled: true
+  rolling_install: {rate: 2/m, fault_limit: "1", churn_limit: "1"}
+  promotion: {strategy: manual, approvals: 1, pending_ttl: 1h}
+  timings: {trigger_timeout: 5m, recent: 10m, offline_after: 2m, settle: 1m}
+"#;
+
+fn draft(version: &str) -> String {
+    format!(
+        r#"kind: version_directive
+version: v1
+metadata: {{name: static}}
+spec:
+  directives:
+    - name: staging
+      selectors: [{{labels: {{env: staging}}}}]
+      targets: [{{version: "{version}", arch: amd64}}]
+      installers: [native, script]
+    - name: prod
+      selectors: [{{labels: {{env: prod}}}}]
+      targets: [{{version: "{version}"}}]
+      installers: [script]
+"#
+    )
+}
+
+struct Fleet {
+    _tmp: tempfile::TempDir,
+    a: Ternd,
+    b: Ternd,
+    agent: String,
+}
+
+impl Fleet {
+    fn start() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("shared").join("tern.db");
+        let backend: &'static str = Box::leak(format!("sqlite:{}", db.display()).into_boxed_str());
+        let args = |id: &'static str| ["--backend", backend, "--replica-id", id, "--dev-clock", T0];
+        let a = Ternd::start(&tmp.path().join("a"), &args("a"));
+        let mut b = Ternd::start(&tmp.path().join("b"), &args("b"));
+        b.token = a.token.clone();
+        let agent = a.new_token("agent");
+        Fleet {
+            _tmp: tmp,
+            a,
+            b,
+            agent,
+        }
+    }
+
+    fn replica(&self, r: usize) -> &Ternd {
+        if r == 0 { &self.a } else { &self.b }
+    }
+
+    /// Host `i`'s heartbeat to replica `r`; returns the answer.
+    fn beat(&self, i: usize, r: usize, version: &str, extra: Value) -> Value {
+        let env = match i {
+            0..=3 => Some("staging"),
+            4..=6 => Some("prod"),
+            _ => None,
+        };
+        let mut body = json!({
+            "updater_id": format!("h{i}"), "host_id": format!("m{i}"),
+            "hostname": format!("h{i}.example"), "group": "default", "version": version,
+            "arch": "amd64", "os": "linux", "installers": ["tern-update", "local-script"],
+        });
+        if let Some(env) = env {
+            body["labels"] = json!({ "env": env });
+        }
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        let (s, v) = self.replica(r).call(
+            "POST",
+            "/v1/agents/heartbeat",
+            Some(&self.agent),
+            Some(&body.to_string()),
+        );
+        assert_eq!(s, 200, "heartbeat h{i}: {v}");
+        v
+    }
+
+    fn pass(&self, r: usize) -> Value {
+        self.replica(r).op("POST", "/v1/dev/directives", None)
+    }
+
+    fn advance(&self, d: &str) {
+        let now = self.a.advance(d);
+        eventually("b at the shared time", || {
+            self.b.op("GET", "/v1/dev/clock", None)["now"] == now.as_str()
+        });
+    }
+
+    /// updater_id → install state, over both replicas' inventories.
+    fn states(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for r in [&self.a, &self.b] {
+            for a in r.op("GET", "/v1/inventory", None)["agents"]
+                .as_array()
+                .unwrap()
+            {
+                if let Some(s) = a["install_state"].as_str() {
+                    out.insert(a["updater_id"].as_str().unwrap().to_string(), s.to_string());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Hosts 0-3 heartbeat to replica a, 4-7 to b; host 0 also to b (it moved), so both
+/// replicas hold it.
+fn beat_all(
+    f: &Fleet,
+    versions: &BTreeMap<usize, &str>,
+    extra: &BTreeMap<usize, Value>,
+) -> BTreeMap<usize, Value> {
+    let mut answers = BTreeMap::new();
+    for i in 0..8 {
+        let v = versions.get(&i).copied().unwrap_or("1.1.0");
+        let e = extra.get(&i).cloned().unwrap_or(json!({}));
+        let r = usize::from(i >= 4);
+        let answer = f.beat(i, r, v, e.clone());
+        if answer.get("install").is_some() {
+            answers.insert(i, answer["install"].clone());
+        }
+        if i == 0 {
+            let answer = f.beat(0, 1, v, e);
+            if answer.get("install").is_some() {
+                answers.insert(i, answer["install"].clone());
+            }
+        }
+    }
+    answers
+}
+
+#[test]
+fn plan_apply_install_states_faults_and_one_trigger_per_host() {
+    let f = Fleet::start();
+    let none: BTreeMap<usize, &str> = BTreeMap::new();
+    let no_extra: BTreeMap<usize, Value> = BTreeMap::new();
+    beat_all(&f, &none, &no_extra);
+
+    // Resources, validated with the field named; a hostile target never gets stored.
+    f.a.op("PUT", "/v1/directives/installers/script", Some(SCRIPT));
+    f.a.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
+    f.a.op("PUT", "/v1/directives/config", Some(CONFIG));
+    let (s, v) = f.a.call(
+        "PUT",
+        "/v1/directives/drafts/static",
+        Some(&f.a.token),
+        Some(&draft("1.1.0;rm -rf /")),
+    );
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v.to_string()
+            .contains("spec.directives[0].targets[0].version"),
+        "{v}"
+    );
+    f.a.op("PUT", "/v1/directives/drafts/static", Some(&draft("1.2.0")));
+
+    // Plan: both replicas evaluate the draft over their hosts; nothing moves.
+    let pending = f.a.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    let nonce = pending["nonce"].as_str().unwrap().to_string();
+    f.pass(0);
+    f.pass(1);
+    let plan = f.a.op("GET", "/v1/directives/plan", None);
+    assert_eq!(
+        (plan["replicas"].as_u64(), plan["evaluated_by"].as_u64()),
+        (Some(2), Some(2)),
+        "{plan}"
+    );
+    let e = &plan["evaluation"];
+    // Host 0 is held by both replicas: 9 host records over the two, 8 hosts.
+    assert_eq!(e["governed"], 8, "{plan}");
+    assert_eq!(e["unaffected"], 1, "{plan}");
+    let moves: BTreeMap<(String, String), u64> = e["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                (
+                    m["directive"].as_str().unwrap().to_string(),
+                    m["installer"].as_str().unwrap().to_string(),
+                ),
+                m["hosts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // staging: the native installer needs size and sha256, so the script installs it.
+    assert_eq!(
+        moves,
+        BTreeMap::from([
+            (("prod".into(), "script".into()), 3),
+            (("staging".into(), "script".into()), 5),
+        ]),
+        "{plan}"
+    );
+    assert_eq!(plan["active"]["governed"], 0, "nothing active yet");
+    assert!(
+        f.states().is_empty(),
+        "no directive governs anyone before apply"
+    );
+    assert!(
+        beat_all(&f, &none, &no_extra).is_empty(),
+        "no instruction before apply"
+    );
+
+    // A wrong nonce is refused; the right one promotes.
+    let (s, v) = f.a.call(
+        "POST",
+        "/v1/directives/apply",
+        Some(&f.a.token),
+        Some(r#"{"nonce":"nope"}"#),
+    );
+    assert_eq!(s, 409, "{v}");
+    let applied = f.b.op(
+        "POST",
+        "/v1/directives/apply",
+        Some(&json!({"nonce": nonce}).to_string()),
+    );
+    assert_eq!(applied["applied"], true, "{applied}");
+
+    // Before settling (1m connected), nobody is triggered: all need an install.
+    f.pass(0);
+    f.pass(1);
+    let states = f.states();
+    assert_eq!(states.len(), 7, "{states:?}");
+    assert!(states.values().all(|s| s == "NeedsInstall"), "{states:?}");
+
+    // Settled: each replica starts at most 2 a minute (its bucket holds a minute's
+    // worth); each host is triggered once, whichever replica holds it.
+    let mut triggered: Vec<String> = Vec::new();
+    for round in 0..5 {
+        f.advance(if round == 0 { "61s" } else { "60s" });
+        beat_all(&f, &none, &no_extra);
+        let mut this_round = 0;
+        for r in [0, 1] {
+            for h in f.pass(r)["triggered"].as_array().unwrap() {
+                triggered.push(h.as_str().unwrap().to_string());
+                this_round += 1;
+            }
+        }
+        assert!(this_round <= 4, "past the rate: {triggered:?}");
+        if triggered.len() >= 7 {
+            break;
+        }
+    }
+    let unique: BTreeSet<&String> = triggered.iter().collect();
+    assert_eq!(
+        unique.len(),
+        triggered.len(),
+        "a host triggered twice: {triggered:?}"
+    );
+    assert_eq!(unique.len(), 7, "{triggered:?}");
+    let states = f.states();
+    assert!(
+        states.values().all(|s| s == "InstallTriggered"),
+        "{states:?}"
+    );
+
+    // The instructions arrive in the heartbeat answers, again until a result comes.
+    let answers = beat_all(&f, &none, &no_extra);
+    assert_eq!(answers.len(), 7, "{answers:?}");
+    let i0 = &answers[&0];
+    assert_eq!(i0["installer_name"], "script");
+    assert_eq!(
+        i0["installer"]["local_script"]["env"]["VERSION"],
+        "{target.version}"
+    );
+    assert_eq!(i0["target"]["version"], "1.2.0");
+    let attempt = |i: usize| answers[&i]["attempt_id"].as_str().unwrap().to_string();
+
+    // Hosts 0, 4, 5: installed. Host 1: the script failed. Host 2: goes silent.
+    let versions: BTreeMap<usize, &str> = [(0, "1.2.0"), (4, "1.2.0"), (5, "1.2.0")].into();
+    let mut results: BTreeMap<usize, Value> = BTreeMap::new();
+    for i in [0, 4, 5] {
+        results.insert(
+            i,
+            json!({"install_result": {"attempt_id": attempt(i), "success": true}}),
+        );
+    }
+    results.insert(1, json!({"install_result": {"attempt_id": attempt(1), "success": false, "error": "script exited with 1"}}));
+    let mut answers = BTreeMap::new();
+    for i in [0, 1, 3, 4, 5, 6, 7] {
+        let v = versions.get(&i).copied().unwrap_or("1.1.0");
+        let e = results.get(&i).cloned().unwrap_or(json!({}));
+        if i == 0 {
+            // Host 0 talks to both replicas, as in beat_all.
+            f.beat(0, 1, v, e.clone());
+        }
+        let a = f.beat(i, usize::from(i >= 4), v, e);
+        if let Some(x) = a.get("install") {
+            answers.insert(i, x.clone());
+        }
+    }
+    assert!(
+        !answers.contains_key(&0) && !answers.contains_key(&1),
+        "a result ends the resending: {answers:?}"
+    );
+    f.pass(0);
+    f.pass(1);
+    let states = f.states();
+    assert_eq!(states["h0"], "RecentInstall", "{states:?}");
+    assert_eq!(states["h4"], "RecentInstall", "{states:?}");
+    assert_eq!(states["h1"], "ExplicitInstallFault", "{states:?}");
+    assert_eq!(states["h3"], "InstallTriggered", "{states:?}");
+
+    // Host 2 silent for 2m30s: churned (a replica forgets a host after three missed
+    // heartbeats, so churn shows between offline_after and that). One churn and one
+    // fault are within the limits: no pause.
+    let beat_rest = |f: &Fleet| {
+        for i in [0, 1, 3, 4, 5, 6, 7] {
+            let v = versions.get(&i).copied().unwrap_or("1.1.0");
+            let e = results.get(&i).cloned().unwrap_or(json!({}));
+            if i == 0 {
+                f.beat(0, 1, v, e.clone());
+            }
+            f.beat(i, usize::from(i >= 4), v, e);
+        }
+    };
+    f.advance("150s");
+    beat_rest(&f);
+    assert!(f.pass(0)["paused"].is_null());
+    f.pass(1);
+    let states = f.states();
+    assert_eq!(states["h2"], "ChurnedDuringInstall", "{states:?}");
+    assert_eq!(states["h1"], "ExplicitInstallFault", "{states:?}");
+
+    // Hosts 3 and 6 never report: past trigger_timeout they are implicit faults,
+    // 3 faults > 1, and the loop pauses with an alert.
+    f.advance("4m");
+    beat_rest(&f);
+    let p0 = f.pass(0);
+    f.pass(1);
+    let states = f.states();
+    assert_eq!(states["h3"], "ImplicitInstallFault", "{states:?}");
+    assert_eq!(states["h6"], "ImplicitInstallFault", "{states:?}");
+    assert!(
+        p0["paused"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("fault limit"),
+        "{p0}"
+    );
+    let status = f.a.op("GET", "/v1/directives", None);
+    assert!(
+        status["paused"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("installs paused"),
+        "{status}"
+    );
+    let metrics = f.a.raw("GET", "/metrics", None, None).2;
+    assert!(
+        metrics.contains("tern_directive_hosts{state=\"explicit_install_fault\"} 1"),
+        "{metrics}"
+    );
+
+    // Resumed by an operator; after `recent`, the installed hosts are at parity.
+    f.a.op("POST", "/v1/directives/resume", None);
+    assert!(f.a.op("GET", "/v1/directives", None)["paused"].is_null());
+    f.advance("5m");
+    for i in [0, 4, 5] {
+        if i == 0 {
+            f.beat(0, 1, "1.2.0", results[&0].clone());
+        }
+        f.beat(i, usize::from(i >= 4), "1.2.0", results[&i].clone());
+    }
+    f.pass(0);
+    f.pass(1);
+    let states = f.states();
+    assert_eq!(states["h0"], "VersionParity", "{states:?}");
+    assert_eq!(states["h5"], "VersionParity", "{states:?}");
+}
