@@ -24,6 +24,7 @@ pub mod log;
 pub mod package;
 pub mod reexec;
 mod schedule;
+pub mod script;
 pub mod service;
 pub mod settings;
 pub mod setup;
