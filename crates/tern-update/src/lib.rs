@@ -11,6 +11,7 @@ mod backup;
 mod channel;
 pub mod commands;
 mod decide;
+pub mod directive;
 pub mod error;
 mod extract;
 mod fsutil;
