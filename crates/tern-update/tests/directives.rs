@@ -67,7 +67,16 @@ fn script_instruction(id: &str, script: &str, env: &[(&str, &str)]) -> InstallIn
 /// Publishes `version` and returns the tern-update instruction for it, with the
 /// artifact's true size and sha256.
 fn native_instruction(server: &Server, id: &str, version: &str) -> InstallInstruction {
-    let bytes = tarball(&release_files(version, Agent::Good));
+    native_instruction_of(server, id, version, Agent::Good)
+}
+
+fn native_instruction_of(
+    server: &Server,
+    id: &str,
+    version: &str,
+    kind: Agent,
+) -> InstallInstruction {
+    let bytes = tarball(&release_files(version, kind));
     server.publish(version, &bytes);
     InstallInstruction {
         attempt_id: id.into(),
@@ -309,6 +318,31 @@ fn the_native_installer_switches_when_size_and_sha256_match() {
     assert_eq!(host.linked_version().as_deref(), Some("1.1.0"));
     let (_, hb) = server.heartbeats().last().cloned().unwrap();
     assert_eq!(hb.version, "1.1.0");
+}
+
+#[test]
+fn a_native_install_that_fails_its_health_check_reports_the_rollback() {
+    let (server, host) = enabled(&[]);
+    assert!(host.wait_running("1.0.0"));
+    server.queue_install(native_instruction_of(
+        &server,
+        "attempt-broken",
+        "1.1.0",
+        Agent::ExitsAtOnce,
+    ));
+    host.ok(&["update", "--now"]);
+    let r = last_result(&server);
+    assert_eq!(r.attempt_id, "attempt-broken");
+    assert!(!r.success);
+    assert!(r.error.starts_with("update to 1.1.0 failed"), "{}", r.error);
+    assert!(
+        r.error
+            .contains("rolled back: the host runs 1.0.0 and it is healthy"),
+        "{}",
+        r.error
+    );
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    assert!(host.wait_running("1.0.0"));
 }
 
 #[test]
