@@ -158,6 +158,7 @@ fn drop_pending(ctx: &Ctx, done: &InstallInstruction) {
 /// Runs the kept instruction, if any, and reports its result at once. The caller holds
 /// the lock and has loaded `file` under it.
 pub(crate) fn run_pending(ctx: &Ctx, file: &mut UpdateFile) {
+    script::remove_leftovers(&ctx.layout.ns_dir());
     if interrupted(ctx, file) {
         update::heartbeat(ctx, file);
     }

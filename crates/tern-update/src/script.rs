@@ -99,10 +99,28 @@ impl Drop for ScriptFile {
     }
 }
 
+/// The name the script files are made beside (as temp files of it).
+const SCRIPT_NAME: &str = "install-script";
+
+/// Removes script files a killed run left in `dir`. The caller holds the lock: no
+/// script of another run is running.
+pub(crate) fn remove_leftovers(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{SCRIPT_NAME}.");
+    for entry in rd.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&prefix) && fsutil::is_temp_name(&name) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 fn write_script(dir: &Path, text: &str) -> Result<ScriptFile, Error> {
     use std::io::Write;
     fsutil::create_own_dir(dir)?;
-    let path = fsutil::temp_beside(&dir.join("install-script"));
+    let path = fsutil::temp_beside(&dir.join(SCRIPT_NAME));
     // create_new with mode 0700: only root reads it, and no one else's file is reused.
     let mut f = fsutil::create_file(&path, 0o700)?;
     let file = ScriptFile(path);

@@ -478,7 +478,10 @@ fn a_heartbeat_without_the_lock_keeps_the_instruction_for_the_next_locked_run() 
 fn an_interrupted_attempt_is_reported_failed_and_not_run_again() {
     let (server, host) = enabled(&["--installer", "local-script"]);
     let count = host.dir.path().join("count");
-    // A kill while the script runs: the journal names the attempt.
+    // A kill while the script runs: the journal names the attempt, its script file
+    // is left behind.
+    let leftover = host.ns().join(".install-script.tmp-1-0");
+    std::fs::write(&leftover, "echo left\n").unwrap();
     let mut file = host.update_yaml();
     file.status.install_running = Some("attempt-killed".into());
     tern_update::state::save(&host.ns().join("update.yaml"), &file).unwrap();
@@ -493,4 +496,5 @@ fn an_interrupted_attempt_is_reported_failed_and_not_run_again() {
     assert!(!r.success);
     assert!(r.error.starts_with("interrupted"), "{}", r.error);
     assert!(!count.exists());
+    assert!(!leftover.exists());
 }
