@@ -74,6 +74,9 @@ pub struct EnableArgs {
     pub labels: Option<std::collections::BTreeMap<String, String>>,
     /// `None` keeps the saved flag.
     pub fips: Option<bool>,
+    /// Installer types accepted besides the native one (`local-script`); `None` keeps
+    /// the saved ones, an empty list drops them.
+    pub installers: Option<Vec<String>>,
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
@@ -128,6 +131,10 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         package,
         labels: args.labels.unwrap_or_else(|| file.spec.labels.clone()),
         fips: args.fips.unwrap_or(file.spec.fips),
+        installers: match args.installers {
+            Some(list) => crate::directive::checked_opt_ins(list)?,
+            None => file.spec.installers.clone(),
+        },
         settings: ctx.settings.clone(),
     };
     // Artifact location: the flags given now, else what was saved before.
@@ -244,6 +251,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         },
     );
     update::heartbeat(ctx, &file);
+    crate::directive::run_pending(ctx, &mut file);
     result.map(describe)
 }
 
@@ -327,6 +335,8 @@ pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
     file.spec.pinned_version = Some(version.clone());
     save(ctx, &file)?;
     update::heartbeat(ctx, &file);
+    // Pinned now: an instruction the answers brought is refused (and reported).
+    crate::directive::run_pending(ctx, &mut file);
     Ok(Report::Done(format!(
         "pinned to {version}; run `tern-update unpin` to follow the server again"
     )))
@@ -371,6 +381,9 @@ pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
         }
         let result = update::run(ctx, &mut file, opts.clone());
         update::heartbeat(ctx, &file);
+        // Still under the lock: instructions the heartbeats brought (this one's, or
+        // those kept while waiting out a jitter) run now.
+        crate::directive::run_pending(ctx, &mut file);
         match result {
             Ok(Outcome::Jitter { wait, .. }) if !opts.jitter_done => {
                 drop(held);
@@ -522,6 +535,7 @@ pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
         fsutil::remove_file_durable(&l.update_yaml())?;
         fsutil::remove_file_durable(&l.id_file())?;
         fsutil::remove_file_durable(&l.heartbeat_file())?;
+        fsutil::remove_file_durable(&l.install_pending_file())?;
         return Ok(Report::Done(format!(
             "tern-update no longer manages this host; the {} package {} stays installed and running (remove it with {} if you want)",
             p.manager.label(),
@@ -569,6 +583,7 @@ pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
     fsutil::remove_file_durable(&l.update_yaml())?;
     fsutil::remove_file_durable(&l.id_file())?;
     fsutil::remove_file_durable(&l.heartbeat_file())?;
+    fsutil::remove_file_durable(&l.install_pending_file())?;
     Ok(Report::Done(msg))
 }
 

@@ -133,6 +133,19 @@ pub enum Error {
         expected: String,
         actual: String,
     },
+    #[error(
+        "{artifact} does not match the install instruction: {what} expected {expected}, got {got}; nothing was installed"
+    )]
+    InstructionMismatch {
+        artifact: String,
+        what: &'static str,
+        expected: String,
+        got: String,
+    },
+    #[error(
+        "installer type {given:?} cannot be enabled: the host's own installer is always accepted; the one to opt in to is \"local-script\""
+    )]
+    UnknownInstallerType { given: String },
     #[error("refusing tarball entry {entry:?}: {reason}")]
     Hostile {
         entry: String,

@@ -13,6 +13,10 @@ use ureq::http::{Method, StatusCode};
 use crate::artifact;
 use crate::error::{Error, IoContext, Result};
 
+/// The largest heartbeat answer read: a local script of up to 64 KiB, JSON-escaped (a
+/// control character takes six bytes), and the rest of the instruction.
+const HEARTBEAT_ANSWER_LIMIT: u64 = 512 * 1024;
+
 /// ternd's reason in an error answer (`{"error":{"code":…,"message":…}}`), made
 /// harmless to print: it comes from the network.
 fn api_error_message(body: &str) -> Option<String> {
@@ -332,6 +336,8 @@ impl Client {
 
     /// `POST {server}/v1/agents/heartbeat`. An answer that does not parse is taken as
     /// saying nothing (an older or odd server): the heartbeat itself went through.
+    /// Sends a heartbeat; the answer is read up to [`HEARTBEAT_ANSWER_LIMIT`] (an install
+    /// instruction may carry a local script of up to 64 KiB, escaped in JSON).
     pub(crate) fn heartbeat(
         &self,
         server: &str,
@@ -356,7 +362,7 @@ impl Client {
         Ok(resp
             .body_mut()
             .with_config()
-            .limit(64 * 1024)
+            .limit(HEARTBEAT_ANSWER_LIMIT)
             .read_json::<HeartbeatResponse>()
             .unwrap_or_default())
     }

@@ -102,6 +102,11 @@ impl Layout {
     pub(crate) fn credential_file(&self) -> PathBuf {
         self.ns_dir().join("host.token")
     }
+    /// An install instruction from a heartbeat answer, kept until a step holding the
+    /// lock runs it (heartbeats are also sent without the lock).
+    pub(crate) fn install_pending_file(&self) -> PathBuf {
+        self.ns_dir().join("install_pending.json")
+    }
     pub(crate) fn lock_file(&self) -> PathBuf {
         self.ns_dir().join("update.lock")
     }

@@ -97,6 +97,15 @@ impl From<PackageManager> for package::Manager {
     }
 }
 
+/// `enable --installer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum InstallerOpt {
+    /// Run the local scripts version directives send (the target in env vars only).
+    LocalScript,
+    /// Only the host's own installer (tern-update, or package in package mode).
+    None,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum OutputFormat {
     Yaml,
@@ -164,6 +173,12 @@ enum Cmd {
         /// Whether the agent's build is a FIPS build (directives never cross it).
         #[arg(long, value_name = "BOOL")]
         fips: Option<bool>,
+        /// An installer type this host accepts from version directives besides its own
+        /// (repeatable): `local-script` runs the operator's script that ternd sends;
+        /// `none` accepts only the host's own. Given, it replaces the saved choice;
+        /// left out, it is kept.
+        #[arg(long = "installer", value_enum, value_name = "TYPE")]
+        installers: Vec<InstallerOpt>,
     },
     /// Stop `update` from changing the version.
     Disable,
@@ -428,6 +443,7 @@ fn execute(
             package_manager,
             labels,
             fips,
+            installers,
         } => commands::enable(
             ctx,
             EnableArgs {
@@ -448,6 +464,15 @@ fn execute(
                     }),
                 labels: (!labels.is_empty()).then(|| labels.into_iter().collect()),
                 fips,
+                installers: (!installers.is_empty()).then(|| {
+                    let mut opted: Vec<String> = installers
+                        .iter()
+                        .filter(|i| **i == InstallerOpt::LocalScript)
+                        .map(|_| "local-script".to_string())
+                        .collect();
+                    opted.dedup();
+                    opted
+                }),
             },
         )?,
         Cmd::Disable => commands::disable(ctx)?,

@@ -58,6 +58,10 @@ pub struct Spec {
     /// The agent's build is a FIPS build (`enable --fips true`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fips: bool,
+    /// Installer types this host accepts from version directives besides its native one
+    /// (`enable --installer local-script`); heartbeats advertise them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub installers: Vec<String>,
     /// The global flags `enable` was given (link dirs, host names, transport).
     #[serde(flatten)]
     pub settings: Settings,
@@ -80,6 +84,7 @@ impl Default for Spec {
             keep: 2,
             labels: std::collections::BTreeMap::new(),
             fips: false,
+            installers: Vec::new(),
             settings: Settings::default(),
         }
     }
@@ -132,6 +137,18 @@ pub struct Status {
     /// Channel mode: what the channel answered last, for `status`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channel: Option<ChannelSeen>,
+    /// The outcome of the last install a version directive asked for; every heartbeat
+    /// carries it until a newer attempt replaces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_result: Option<tern_core::directive::state::AttemptResult>,
+    /// The attempt a directive install started and has not finished (its journal): a
+    /// run that finds it set was interrupted, and reports the attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_running: Option<String>,
+    /// The ids of the last attempts run (newest last, bounded): ternd may send an
+    /// attempt again, and it is never run twice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub install_attempts: Vec<String>,
 }
 
 /// The channel's last answers, as `status` shows them.

@@ -342,12 +342,36 @@ pub(crate) fn wait_heartbeating(ctx: &Ctx, wait: Duration) {
     }
 }
 
+/// What a version directive's instruction says the artifact must be.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Expected<'a> {
+    pub(crate) size: u64,
+    /// Hex; compared without regard to case.
+    pub(crate) sha256: &'a str,
+}
+
 /// Makes `versions/<target>` a complete, verified version directory.
 pub(crate) fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Result<PathBuf> {
+    install_checked(ctx, spec, edition, target, None)
+}
+
+/// [`install`], the artifact checked against `expect` (a directive's size and sha256)
+/// instead of the server's `.sha256` file. A version already unpacked must have been
+/// unpacked from an artifact of that sha256.
+pub(crate) fn install_checked(
+    ctx: &Ctx,
+    spec: &Spec,
+    edition: &str,
+    target: &str,
+    expect: Option<Expected<'_>>,
+) -> Result<PathBuf> {
     let versions = ctx.layout.versions_dir();
     let vdir = ctx.layout.version_dir(target);
     fsutil::create_own_dir(&versions)?;
     if vdir.join("sha256").is_file() {
+        if let Some(e) = expect {
+            unpacked_matches(&vdir, e)?;
+        }
         log::info(format!(
             "{target} is already unpacked in {}",
             vdir.display()
@@ -355,10 +379,13 @@ pub(crate) fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Re
         return Ok(vdir);
     }
     let url = artifact_url(spec, target, edition)?;
-    let expected = ctx.http.checksum(&url)?;
+    let expected = match expect {
+        Some(e) => e.sha256.to_ascii_lowercase(),
+        None => ctx.http.checksum(&url)?,
+    };
     let free = room_for_download(ctx, &url, &versions)?;
     let tarball = fsutil::temp_beside(&versions.join(format!("{target}.tar.gz")));
-    let result = download_verified(ctx, &url, &expected, &tarball, free)
+    let result = download_verified(ctx, &url, &expected, expect, &tarball, free)
         .and_then(|()| unpack(ctx, &tarball, &vdir, &expected));
     let _ = std::fs::remove_file(&tarball);
     if let Err(e) = result {
@@ -368,6 +395,44 @@ pub(crate) fn install(ctx: &Ctx, spec: &Spec, edition: &str, target: &str) -> Re
         return Err(e);
     }
     Ok(vdir)
+}
+
+/// A directive's dry run: downloads the artifact of `target` and checks it against
+/// `expect`, then removes the download. Nothing is unpacked, linked or switched.
+pub(crate) fn verify_only(
+    ctx: &Ctx,
+    spec: &Spec,
+    edition: &str,
+    target: &str,
+    expect: Expected<'_>,
+) -> Result<()> {
+    let versions = ctx.layout.versions_dir();
+    let vdir = ctx.layout.version_dir(target);
+    if vdir.join("sha256").is_file() {
+        return unpacked_matches(&vdir, expect);
+    }
+    fsutil::create_own_dir(&versions)?;
+    let url = artifact_url(spec, target, edition)?;
+    let free = room_for_download(ctx, &url, &versions)?;
+    let tarball = fsutil::temp_beside(&versions.join(format!("{target}.tar.gz")));
+    let expected = expect.sha256.to_ascii_lowercase();
+    let result = download_verified(ctx, &url, &expected, Some(expect), &tarball, free);
+    let _ = std::fs::remove_file(&tarball);
+    result
+}
+
+/// An unpacked version came from an artifact of `expect.sha256` (its `sha256` file).
+fn unpacked_matches(vdir: &Path, expect: Expected<'_>) -> Result<()> {
+    let got = read_trimmed(&vdir.join("sha256")).unwrap_or_default();
+    if got.eq_ignore_ascii_case(expect.sha256) {
+        return Ok(());
+    }
+    Err(Error::InstructionMismatch {
+        artifact: vdir.display().to_string(),
+        what: "sha256",
+        expected: expect.sha256.to_ascii_lowercase(),
+        got,
+    })
 }
 
 /// The free space in `versions`, when the artifact (by its Content-Length) fits in it.
@@ -386,19 +451,39 @@ fn room_for_download(ctx: &Ctx, url: &str, versions: &Path) -> Result<u64> {
     Ok(free)
 }
 
-/// Downloads `url` into `tarball` (at most what `free` leaves) and checks its sha256.
+/// Downloads `url` into `tarball` (at most what `free` leaves) and checks its sha256
+/// (and, for a directive's instruction, its size).
 fn download_verified(
     ctx: &Ctx,
     url: &str,
     expected: &str,
+    instruction: Option<Expected<'_>>,
     tarball: &Path,
     free: u64,
 ) -> Result<()> {
     log::info(format!("downloading {url}"));
-    let (_, actual) = ctx
+    let (size, actual) = ctx
         .http
         .download(url, tarball, free.saturating_sub(SPACE_MARGIN))?;
     kill_point("downloaded");
+    if let Some(e) = instruction {
+        let mismatch = if size != e.size {
+            Some(("size", e.size.to_string(), size.to_string()))
+        } else if actual != expected {
+            Some(("sha256", expected.to_string(), actual))
+        } else {
+            None
+        };
+        return match mismatch {
+            None => Ok(()),
+            Some((what, expected, got)) => Err(Error::InstructionMismatch {
+                artifact: url.to_string(),
+                what,
+                expected,
+                got,
+            }),
+        };
+    }
     if actual != expected {
         return Err(Error::ChecksumMismatch {
             url: url.to_string(),
@@ -450,7 +535,12 @@ struct Switch<'a> {
 }
 
 /// Switches the host from `from` to `to` (both unpacked), or rolls back and errors.
-fn switch(ctx: &Ctx, file: &mut UpdateFile, from: Option<String>, to: &str) -> Result<()> {
+pub(crate) fn switch(
+    ctx: &Ctx,
+    file: &mut UpdateFile,
+    from: Option<String>,
+    to: &str,
+) -> Result<()> {
     let l = &ctx.layout;
     let to_dir = l.version_dir(to);
     links::check(l, &to_dir, ctx.overwrite)?;
@@ -959,22 +1049,20 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
         arch: crate::artifact::go_arch(std::env::consts::ARCH).to_string(),
         os: std::env::consts::OS.to_string(),
         fips: spec.fips,
-        // The installer this host runs today; others are opt-in once they exist here.
-        installers: vec![
-            if spec.package.is_some() {
-                "package"
-            } else {
-                "tern-update"
-            }
-            .to_string(),
-        ],
-        install_result: None,
+        // The host's own installer, and those it opted in to (`enable --installer`).
+        installers: crate::directive::advertised(spec),
+        install_result: file.status.install_result.clone(),
     };
     match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
         Err(e) => Sent::Failed(e),
         Ok(answer) => {
             if let Some(u) = answer.unknown_group {
                 log::warn(unknown_group_warning(&u));
+            }
+            // Sent with or without the lock: the instruction is only kept here, and
+            // run by the next step that holds the lock (`directive::run_pending`).
+            if let Some(instruction) = answer.install {
+                crate::directive::keep(ctx, &instruction);
             }
             Sent::Accepted
         }

@@ -738,3 +738,72 @@ echo "${{last##*-}}" > '{d}'
     assert_eq!(host.active().as_deref(), Some("1.0.0"));
     assert!(!requests(&server).iter().any(|r| r.contains("/artifacts/")));
 }
+
+/// A version directive's instruction for the package installer.
+fn package_instruction(
+    id: &str,
+    name: &str,
+    version: &str,
+) -> tern_core::directive::instruct::InstallInstruction {
+    use tern_core::directive::resource::{
+        InstallerSpec, InstallerType, PackageInstaller, PackageManager, Target,
+    };
+    tern_core::directive::instruct::InstallInstruction {
+        attempt_id: id.into(),
+        installer_name: "apt".into(),
+        installer: InstallerSpec {
+            installer_type: InstallerType::Package,
+            enabled: true,
+            local_script: None,
+            package: Some(PackageInstaller {
+                name: name.into(),
+                manager: PackageManager::Apt,
+            }),
+        },
+        target: Target {
+            version: version.into(),
+            arch: None,
+            fips: None,
+            size: None,
+            sha256: None,
+        },
+        dry_run: false,
+    }
+}
+
+#[test]
+fn a_directive_installs_through_the_package_installer_in_package_mode() {
+    let debs = enabled_on_1_0_0();
+    let host = &debs.host;
+    let (_, hb) = debs.server.heartbeats().pop().unwrap();
+    assert_eq!(hb.installers, ["package"]);
+    debs.publish("1.1.0-1", Agent::Good);
+
+    // Another package than the host's: refused, nothing runs.
+    let before = debs.installs().len();
+    debs.server
+        .queue_install(package_instruction("attempt-other", "other-agent", "1.1.0"));
+    host.ok(&["update"]);
+    let (_, hb) = debs.server.heartbeats().pop().unwrap();
+    let r = hb.install_result.unwrap();
+    assert_eq!(r.attempt_id, "attempt-other");
+    assert!(!r.success);
+    assert!(r.error.contains("other-agent (apt)"), "{}", r.error);
+    assert_eq!(debs.installs().len(), before);
+
+    // Its own package: installed through the manager, the agent runs the target.
+    debs.server
+        .queue_install(package_instruction("attempt-pkg", PKG, "1.1.0"));
+    host.ok(&["update"]);
+    let (_, hb) = debs.server.heartbeats().pop().unwrap();
+    let r = hb.install_result.unwrap();
+    assert_eq!(
+        (r.attempt_id.as_str(), r.success),
+        ("attempt-pkg", true),
+        "{}",
+        r.error
+    );
+    assert_eq!(hb.version, "1.1.0");
+    assert_eq!(debs.dpkg_version().as_deref(), Some("1.1.0-1"));
+    assert!(host.wait_running("1.1.0"));
+}

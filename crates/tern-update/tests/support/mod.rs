@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use tern_core::wire::{AutoUpdateSettings, FindResponse, Heartbeat};
+use tern_core::directive::instruct::InstallInstruction;
+use tern_core::directive::state::AttemptResult;
+use tern_core::wire::{AutoUpdateSettings, FindResponse, Heartbeat, HeartbeatResponse};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tern-update");
 
@@ -40,6 +42,9 @@ pub struct ServerState {
     pub channel_critical: Option<(u16, String)>,
     /// The body of `/v1/agents/schedule`; `None` is a 404.
     pub schedule: Option<String>,
+    /// Install instructions (version directives) for the next heartbeat answers: each
+    /// answer (when `heartbeat_answer` is unset) carries the first, taken off the queue.
+    pub install_queue: std::collections::VecDeque<InstallInstruction>,
 }
 
 /// A loopback HTTP/1.1 server, one thread per connection.
@@ -130,6 +135,23 @@ impl Server {
         self.state.lock().unwrap().heartbeats.clone()
     }
 
+    /// Queues an install instruction for the next heartbeat answer.
+    pub fn queue_install(&self, instruction: InstallInstruction) {
+        self.state
+            .lock()
+            .unwrap()
+            .install_queue
+            .push_back(instruction);
+    }
+
+    /// The install_result of every heartbeat so far, in order.
+    pub fn install_results(&self) -> Vec<Option<AttemptResult>> {
+        self.heartbeats()
+            .into_iter()
+            .map(|(_, hb)| hb.install_result)
+            .collect()
+    }
+
     pub fn artifact_name(version: &str) -> String {
         let arch = tern_update::artifact::go_arch(std::env::consts::ARCH);
         format!("tern-agent-v{version}-linux-{arch}-bin.tar.gz")
@@ -217,11 +239,16 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
         let (fail, answer, token) = {
             let mut s = st.lock().unwrap();
             s.heartbeats.push((auth.clone(), hb));
-            (
-                s.fail_heartbeats,
-                s.heartbeat_answer.clone(),
-                s.heartbeat_token.clone(),
-            )
+            let answer = s.heartbeat_answer.clone().or_else(|| {
+                let install = s.install_queue.pop_front()?;
+                let answer = HeartbeatResponse {
+                    next_heartbeat_seconds: 60,
+                    install: Some(Box::new(install)),
+                    ..Default::default()
+                };
+                Some(serde_json::to_string(&answer).unwrap())
+            });
+            (s.fail_heartbeats, answer, s.heartbeat_token.clone())
         };
         if let Some(t) = token
             && auth.as_deref() != Some(format!("Bearer {t}").as_str())
