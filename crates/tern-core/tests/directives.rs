@@ -179,6 +179,18 @@ fn the_compatibility_rules() {
         Ok(()),
         "one major up"
     );
+    assert_eq!(
+        target_fits(&t("3.0.0", None, None), &h("")),
+        Ok(()),
+        "nothing installed yet: a first install of any version"
+    );
+    assert!(
+        matches!(
+            target_fits(&t("3.0.0", Some("arm64"), None), &h("")),
+            Err(Incompatible::Arch { .. })
+        ),
+        "but never of another arch"
+    );
     assert!(
         matches!(
             target_fits(&t("3.0.0", None, None), &h("1.4.0")),

@@ -280,7 +280,13 @@ fn execute(
     );
     log::info(format!("running {what}"));
     match instruction.installer.installer_type {
-        InstallerType::LocalScript => local_script(ctx, instruction),
+        InstallerType::LocalScript => {
+            local_script(ctx, instruction)?;
+            if !instruction.dry_run {
+                file.status.script_version = Some(instruction.target.version.clone());
+            }
+            Ok(())
+        }
         InstallerType::TernUpdate => native(ctx, file, instruction),
         InstallerType::Package => package(ctx, file, instruction),
     }

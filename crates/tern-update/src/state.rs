@@ -149,6 +149,11 @@ pub struct Status {
     /// attempt again, and it is never run twice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub install_attempts: Vec<String>,
+    /// The version the last successful local-script install put in place: on a host
+    /// whose agent tern-update does not install itself, the version heartbeats report
+    /// (the script's exit 0 says it installed it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_version: Option<String>,
 }
 
 /// The channel's last answers, as `status` shows them.

@@ -1039,7 +1039,13 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
                 .into_owned()
         }),
         group: spec.group.clone(),
-        version: file.status.active.clone().unwrap_or_default(),
+        // What tern-update installed; else what a local-script install put in place.
+        version: file
+            .status
+            .active
+            .clone()
+            .or_else(|| file.status.script_version.clone())
+            .unwrap_or_default(),
         updater_version: Some(env!("CARGO_PKG_VERSION").to_string()),
         updater_status: spec.updater_status(),
         rollback: file.status.rollback,

@@ -137,6 +137,10 @@ pub fn target_fits(target: &Target, host: &HostFacts<'_>) -> Result<(), Incompat
     }
     let want = Version::parse(&target.version)
         .map_err(|_| Incompatible::NotAVersion(target.version.clone()))?;
+    // Nothing installed yet: a first install, no version rule to keep.
+    if host.version.is_empty() {
+        return Ok(());
+    }
     let have = Version::parse(host.version)
         .map_err(|_| Incompatible::NotAVersion(host.version.to_string()))?;
     if have.0 == want.0 {
