@@ -1,4 +1,4 @@
-//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|all|profile]
+//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|all|profile]
 //! [--quick]`: builds the release binaries, then runs `tern-bench` (crates/tern-bench) for
 //! each benchmark. `profile` (not part of `all`: it needs valgrind and takes minutes) counts
 //! instructions under callgrind, with binaries built with symbols in `<target>/profile`.
@@ -20,6 +20,7 @@ const BENCHES: &[&str] = &[
     "apply",
     "converge",
     "lockstep",
+    "directives",
 ];
 const PROFILE: &str = "profile";
 

@@ -1,12 +1,14 @@
 //! Tern's benchmarks, run by `cargo xtask bench
-//! [find|attack|heartbeat|reconcile|apply|converge|lockstep] [--quick]` (see
+//! [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives] [--quick]` (see
 //! `docs/benchmarks.md`). Every figure is a ratio to, or sits beside, a baseline measured
 //! in the same run; each benchmark prints one JSON object with its figures as its last
 //! line.
 
+pub mod alloc;
 pub mod apply;
 pub mod attack;
 pub mod converge;
+pub mod directives;
 pub mod find;
 pub mod fleet;
 pub mod heartbeat;
@@ -46,6 +48,7 @@ pub const BENCHES: &[&str] = &[
     "apply",
     "converge",
     "lockstep",
+    "directives",
 ];
 
 /// Runs one benchmark; returns its figures.
@@ -58,6 +61,7 @@ pub fn run(name: &str, opts: &Opts) -> anyhow::Result<serde_json::Value> {
         "apply" => apply::run(opts),
         "converge" => converge::run(opts),
         "lockstep" => lockstep::run(opts),
+        "directives" => directives::run(opts),
         "profile" => profile::run(opts),
         other => anyhow::bail!("no benchmark named {other:?} (one of {BENCHES:?})"),
     }

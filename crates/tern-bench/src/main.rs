@@ -1,4 +1,4 @@
-//! `tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|profile> [--quick]
+//! `tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|profile> [--quick]
 //! [--ternd BIN] [--tern-update BIN] [--tern-lockstep BIN] [--store etcd|sqlite]
 //! [--connections N]`: one benchmark; progress on stderr, the figures as one JSON object
 //! on the last line of stdout.
@@ -11,7 +11,11 @@ use std::process::ExitCode;
 
 use tern_bench::Opts;
 
-const USAGE: &str = "usage: tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|profile> [--quick] [--ternd BIN] [--tern-update BIN] [--tern-lockstep BIN] [--store etcd|sqlite] [--connections N]\n       tern-bench baseline-server FILE\n       tern-bench lockstep-step MS\n       tern-bench lockstep-bare DIR SERVER VERSION";
+/// Counts live and peak bytes for the in-process benchmarks (`directives`).
+#[global_allocator]
+static ALLOC: tern_bench::alloc::Counting = tern_bench::alloc::Counting;
+
+const USAGE: &str = "usage: tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|profile> [--quick] [--ternd BIN] [--tern-update BIN] [--tern-lockstep BIN] [--store etcd|sqlite] [--connections N]\n       tern-bench baseline-server FILE\n       tern-bench lockstep-step MS\n       tern-bench lockstep-bare DIR SERVER VERSION";
 
 fn main() -> ExitCode {
     match run() {

@@ -21,6 +21,17 @@ pub struct AgentDecision {
 }
 
 impl AgentDecision {
+    /// What find answers a host a version directive governs: no version and no update,
+    /// so the rollout never undoes (or races) what the directive installs. The host
+    /// holds until its heartbeat answer brings an install instruction.
+    pub fn governed_by_directive() -> Self {
+        AgentDecision {
+            version: None,
+            update: false,
+            jitter_seconds: 0,
+        }
+    }
+
     /// The agent half of the find response.
     pub fn settings(&self) -> AutoUpdateSettings {
         AutoUpdateSettings {

@@ -172,7 +172,7 @@ pub fn decide(i: &Inputs<'_>) -> Decision {
             update_now,
         } => {
             if version.trim().is_empty() {
-                return Decision::Hold("the server has no agent version for this group".into());
+                return Decision::Hold("the server gives no agent version for this host (its group has none, or a version directive governs it)".into());
             }
             let w = if *update_now {
                 WindowState::Open

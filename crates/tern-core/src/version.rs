@@ -36,6 +36,23 @@ impl Version {
 
 /// The normal form of a version string (no leading `v`), or the input unchanged when
 /// it is not a version. Used to compare versions reported by agents with targets.
+/// Whether two version texts name the same version (`v1.2.0` and `1.2.0` do), without
+/// allocating when they are equal as written (the usual case, on every host of a pass).
+pub fn same_version(a: &str, b: &str) -> bool {
+    fn bare(s: &str) -> &str {
+        let t = s.trim();
+        t.strip_prefix('v').unwrap_or(t)
+    }
+    let (a, b) = (bare(a), bare(b));
+    if a == b {
+        return true;
+    }
+    match (semver::Version::parse(a), semver::Version::parse(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
 pub fn normalize(s: &str) -> String {
     Version::parse(s).map_or_else(|_| s.trim().to_string(), |v| v.to_string())
 }

@@ -267,7 +267,7 @@ fn find_mode_keeps_its_answers() {
     };
     assert_eq!(
         decide(&find("", true, Some("1.0.0"))),
-        Decision::Hold("the server has no agent version for this group".into())
+        Decision::Hold("the server gives no agent version for this host (its group has none, or a version directive governs it)".into())
     );
     assert_eq!(
         decide(&find("1.1.0", false, None)),

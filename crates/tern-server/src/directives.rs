@@ -156,6 +156,9 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             *elsewhere.states.entry(*s).or_default() += n;
         }
     }
+    state
+        .directives_active
+        .store(res.active.is_some(), std::sync::atomic::Ordering::Relaxed);
     let empty = DirectiveSpec::default();
     let spec = res.active.as_ref().map_or(&empty, |a| &a.value.spec);
     let mut loop_state = state.directive_loop.lock().await;

@@ -10,7 +10,7 @@
 //! of indexes. The report and the canary helpers of `tern_core::inventory` read agents
 //! through [`AgentView`], which [`AgentRef`] implements over this form.
 
-pub(crate) mod directed;
+pub mod directed;
 mod id;
 mod names;
 

@@ -89,6 +89,9 @@ pub struct AppState {
     pub(crate) notifiers: Notifiers,
     /// The directive loop's state between passes.
     pub(crate) directive_loop: tokio::sync::Mutex<crate::directives::LoopState>,
+    /// An active directive existed at the last pass: find then asks the inventory
+    /// whether a host is governed by it.
+    pub(crate) directives_active: AtomicBool,
 }
 
 impl AppState {
@@ -127,6 +130,7 @@ impl AppState {
             reconcile_lock: tokio::sync::Mutex::new(()),
             kick: Notify::new(),
             directive_loop: tokio::sync::Mutex::default(),
+            directives_active: AtomicBool::new(false),
             notifiers,
         })
     }

@@ -258,6 +258,14 @@ fn plan_apply_install_states_faults_and_one_trigger_per_host() {
         "no instruction before apply"
     );
 
+    // The rollout serves the hosts until a directive governs them.
+    f.a.put_resource(
+        "version",
+        &common::version_yaml("1.1.0", "1.1.0", "regular"),
+    );
+    f.a.reconcile();
+    assert_eq!(f.a.find("default", "h0").0, "1.1.0");
+
     // A wrong nonce is refused; the right one promotes.
     let (s, v) = f.a.call(
         "POST",
@@ -279,6 +287,10 @@ fn plan_apply_install_states_faults_and_one_trigger_per_host() {
     let states = f.states();
     assert_eq!(states.len(), 7, "{states:?}");
     assert!(states.values().all(|s| s == "NeedsInstall"), "{states:?}");
+    // Governed hosts get no version from the rollout (it would undo the directive's
+    // installs); the unlabelled host 7 still does.
+    assert_eq!(f.a.find("default", "h0"), (String::new(), false));
+    assert_eq!(f.b.find("default", "h7").0, "1.1.0");
 
     // Settled: each replica starts at most 2 a minute (its bucket holds a minute's
     // worth); each host is triggered once, whichever replica holds it.

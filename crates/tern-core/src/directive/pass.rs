@@ -4,14 +4,15 @@
 //! faults or churn pause the loop. The same pass, without its triggers, is the plan an
 //! operator reads before `apply`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use jiff::Timestamp;
 
 use super::resource::{Amount, ControlSpec, DirectiveSpec, Installer, Rate, Target};
-use super::select::{HostFacts, Selection, select};
+use super::select::{HostFacts, Prepared, Selection};
 use super::state::{HostRecord, InstallState, StateTimings, install_state, may_trigger};
+use crate::version::Version;
 
 /// One host as the pass sees it.
 #[derive(Clone, Debug)]
@@ -116,8 +117,18 @@ pub fn pass<'a>(
     let mut out = PassOutcome::default();
     let mut candidates = Vec::new();
     let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+    let prepared = Prepared::new(spec, installers);
+    // Hosts share a few versions: each is parsed once per pass.
+    let mut versions: HashMap<&'a str, Option<Version>> = HashMap::new();
+    // Moves counted by (directive, target, from, installer) positions and names:
+    // integer compares first, so counting costs little per host.
+    let mut moves: BTreeMap<(usize, usize, &'a str, &'a str), u64> = BTreeMap::new();
     for (i, h) in hosts.into_iter().enumerate() {
-        let sel = select(spec, installers, &h.facts);
+        let have = versions
+            .entry(h.facts.version)
+            .or_insert_with(|| Version::parse(h.facts.version).ok())
+            .clone();
+        let sel = prepared.select(&h.facts, have.as_ref());
         let target = match &sel {
             Selection::Unmatched => {
                 out.unaffected += 1;
@@ -149,13 +160,18 @@ pub fn pass<'a>(
             installer,
         } = sel
         {
-            *out.moves
-                .entry(Move {
-                    directive: &directive.name,
-                    from: h.facts.version,
-                    to: &target.version,
-                    installer: &installer.metadata.name,
-                })
+            let di = spec
+                .directives
+                .iter()
+                .position(|d| std::ptr::eq(d, directive))
+                .unwrap_or(0);
+            let ti = directive
+                .targets
+                .iter()
+                .position(|t| std::ptr::eq(t, target))
+                .unwrap_or(0);
+            *moves
+                .entry((di, ti, h.facts.version, &installer.metadata.name))
                 .or_default() += 1;
             if may_trigger(state, &record, now, timings) {
                 out.eligible += 1;
@@ -170,6 +186,17 @@ pub fn pass<'a>(
                 }
             }
         }
+    }
+    for ((di, ti, from, installer), n) in moves {
+        let d = &spec.directives[di];
+        *out.moves
+            .entry(Move {
+                directive: &d.name,
+                from,
+                to: &d.targets[ti].version,
+                installer,
+            })
+            .or_default() += n;
     }
     let count = |pred: fn(InstallState) -> bool| -> u64 {
         out.states

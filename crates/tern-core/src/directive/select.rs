@@ -119,6 +119,18 @@ impl fmt::Display for Incompatible {
 /// Whether `target` may go to `host`. `Same` is not an error of the directive: the host
 /// is at parity.
 pub fn target_fits(target: &Target, host: &HostFacts<'_>) -> Result<(), Incompatible> {
+    let want = Version::parse(&target.version).ok();
+    let have = Version::parse(host.version).ok();
+    fits(target, want.as_ref(), host, have.as_ref())
+}
+
+/// [`target_fits`] with both versions parsed once (`None`: not a version).
+fn fits(
+    target: &Target,
+    want: Option<&Version>,
+    host: &HostFacts<'_>,
+    have: Option<&Version>,
+) -> Result<(), Incompatible> {
     if let Some(arch) = &target.arch
         && arch != host.arch
     {
@@ -135,14 +147,12 @@ pub fn target_fits(target: &Target, host: &HostFacts<'_>) -> Result<(), Incompat
             host: host.fips,
         });
     }
-    let want = Version::parse(&target.version)
-        .map_err(|_| Incompatible::NotAVersion(target.version.clone()))?;
+    let want = want.ok_or_else(|| Incompatible::NotAVersion(target.version.clone()))?;
     // Nothing installed yet: a first install, no version rule to keep.
     if host.version.is_empty() {
         return Ok(());
     }
-    let have = Version::parse(host.version)
-        .map_err(|_| Incompatible::NotAVersion(host.version.to_string()))?;
+    let have = have.ok_or_else(|| Incompatible::NotAVersion(host.version.to_string()))?;
     if have.0 == want.0 {
         return Err(Incompatible::Same);
     }
@@ -152,7 +162,7 @@ pub fn target_fits(target: &Target, host: &HostFacts<'_>) -> Result<(), Incompat
         });
     }
     // A pre-release target is one the operator named explicitly in the directive.
-    if !is_compatible(&have, &want, true) {
+    if !is_compatible(have, want, true) {
         return Err(Incompatible::MajorVersion {
             host: host.version.to_string(),
             target: target.version.clone(),
@@ -201,6 +211,22 @@ fn label_matches(want: &BTreeMap<String, String>, have: Labels<'_>) -> bool {
 /// Whether `sel` selects `host`. A `current_version` that does not parse selects nothing
 /// (validation refuses it before it is stored).
 pub fn selects(sel: &Selector, host: &HostFacts<'_>) -> bool {
+    let req = sel
+        .current_version
+        .as_deref()
+        .map(|r| semver::VersionReq::parse(r).ok());
+    let have = Version::parse(host.version).ok();
+    selects_prepared(sel, req.as_ref(), host, have.as_ref())
+}
+
+/// [`selects`] with the selector's version requirement parsed once (`None`: none
+/// given; `Some(None)`: it does not parse) and the host's version too.
+fn selects_prepared(
+    sel: &Selector,
+    req: Option<&Option<semver::VersionReq>>,
+    host: &HostFacts<'_>,
+    have: Option<&Version>,
+) -> bool {
     let any = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
     label_matches(&sel.labels, host.labels)
         && any(&sel.groups, host.group)
@@ -210,11 +236,9 @@ pub fn selects(sel: &Selector, host: &HostFacts<'_>) -> bool {
             .installers
             .iter()
             .all(|want| host.installers.contains(want))
-        && sel.current_version.as_deref().is_none_or(|req| {
-            match (semver::VersionReq::parse(req), Version::parse(host.version)) {
-                (Ok(req), Ok(v)) => req.matches(&v.0),
-                _ => false,
-            }
+        && req.is_none_or(|req| match (req, have) {
+            (Some(req), Some(v)) => req.matches(&v.0),
+            _ => false,
         })
 }
 
@@ -260,39 +284,92 @@ pub fn select<'a>(
     installers: &'a BTreeMap<String, Installer>,
     host: &HostFacts<'_>,
 ) -> Selection<'a> {
-    let Some(directive) = spec
-        .directives
-        .iter()
-        .find(|d| d.selectors.iter().any(|s| selects(s, host)))
-    else {
-        return Selection::Unmatched;
-    };
-    let mut reasons = Vec::new();
-    for target in &directive.targets {
-        match target_fits(target, host) {
-            Err(Incompatible::Same) => return Selection::AtTarget { directive, target },
-            Err(why) => reasons.push(format!("target {}: {why}", target.version)),
-            Ok(()) => {
-                // The first target that is not incompatible is the one; its installer is
-                // the first that fits, else nothing (no fallback to a later target).
-                for name in &directive.installers {
-                    match installers.get(name) {
-                        None => reasons.push(format!("installer {name} does not exist")),
-                        Some(i) => match installer_fits(i, target, host) {
-                            Ok(()) => {
-                                return Selection::Install {
-                                    directive,
-                                    target,
-                                    installer: i,
-                                };
-                            }
-                            Err(why) => reasons.push(why),
-                        },
-                    }
-                }
-                return Selection::NoFit { directive, reasons };
-            }
+    let have = Version::parse(host.version).ok();
+    Prepared::new(spec, installers).select(host, have.as_ref())
+}
+
+/// A directive spec with everything a pass would otherwise parse per host parsed once:
+/// the selectors' version requirements, the targets' versions.
+#[derive(Debug)]
+pub struct Prepared<'a> {
+    spec: &'a DirectiveSpec,
+    installers: &'a BTreeMap<String, Installer>,
+    /// Per directive, per selector.
+    reqs: Vec<Vec<Option<Option<semver::VersionReq>>>>,
+    /// Per directive, per target.
+    targets: Vec<Vec<Option<Version>>>,
+}
+
+impl<'a> Prepared<'a> {
+    pub fn new(spec: &'a DirectiveSpec, installers: &'a BTreeMap<String, Installer>) -> Self {
+        Prepared {
+            spec,
+            installers,
+            reqs: spec
+                .directives
+                .iter()
+                .map(|d| {
+                    d.selectors
+                        .iter()
+                        .map(|s| {
+                            s.current_version
+                                .as_deref()
+                                .map(|r| semver::VersionReq::parse(r).ok())
+                        })
+                        .collect()
+                })
+                .collect(),
+            targets: spec
+                .directives
+                .iter()
+                .map(|d| {
+                    d.targets
+                        .iter()
+                        .map(|t| Version::parse(&t.version).ok())
+                        .collect()
+                })
+                .collect(),
         }
     }
-    Selection::NoFit { directive, reasons }
+
+    /// As [`select`], the host's version parsed by the caller (`None`: not a version).
+    pub fn select(&self, host: &HostFacts<'_>, have: Option<&Version>) -> Selection<'a> {
+        let spec = self.spec;
+        let Some((di, directive)) = spec.directives.iter().enumerate().find(|(di, d)| {
+            d.selectors
+                .iter()
+                .zip(&self.reqs[*di])
+                .any(|(s, req)| selects_prepared(s, req.as_ref(), host, have))
+        }) else {
+            return Selection::Unmatched;
+        };
+        let mut reasons = Vec::new();
+        for (target, want) in directive.targets.iter().zip(&self.targets[di]) {
+            match fits(target, want.as_ref(), host, have) {
+                Err(Incompatible::Same) => return Selection::AtTarget { directive, target },
+                Err(why) => reasons.push(format!("target {}: {why}", target.version)),
+                Ok(()) => {
+                    // The first target that is not incompatible is the one; its installer
+                    // is the first that fits, else nothing (no fallback to a later target).
+                    for name in &directive.installers {
+                        match self.installers.get(name) {
+                            None => reasons.push(format!("installer {name} does not exist")),
+                            Some(i) => match installer_fits(i, target, host) {
+                                Ok(()) => {
+                                    return Selection::Install {
+                                        directive,
+                                        target,
+                                        installer: i,
+                                    };
+                                }
+                                Err(why) => reasons.push(why),
+                            },
+                        }
+                    }
+                    return Selection::NoFit { directive, reasons };
+                }
+            }
+        }
+        Selection::NoFit { directive, reasons }
+    }
 }

@@ -133,8 +133,7 @@ pub fn install_state(h: &HostRecord<'_>, now: Timestamp, t: &StateTimings) -> In
             {
                 return InstallState::ExplicitInstallFault;
             }
-            if crate::version::normalize(h.version) == crate::version::normalize(&a.target_version)
-            {
+            if crate::version::same_version(h.version, &a.target_version) {
                 return InstallState::RecentInstall;
             }
             if age < t.trigger_timeout {
@@ -144,9 +143,7 @@ pub fn install_state(h: &HostRecord<'_>, now: Timestamp, t: &StateTimings) -> In
         }
     }
     match h.target {
-        Some(target)
-            if crate::version::normalize(target) != crate::version::normalize(h.version) =>
-        {
+        Some(target) if !crate::version::same_version(target, h.version) => {
             InstallState::NeedsInstall
         }
         _ => InstallState::VersionParity,

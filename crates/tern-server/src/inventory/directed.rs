@@ -40,7 +40,7 @@ pub(super) fn deliver(
 }
 
 /// What a pass reads besides the hosts.
-pub(crate) struct PassInput<'r> {
+pub struct PassInput<'r> {
     pub spec: &'r DirectiveSpec,
     pub installers: &'r BTreeMap<String, Installer>,
     pub control: &'r ControlSpec,
@@ -54,7 +54,7 @@ pub(crate) struct PassInput<'r> {
 
 /// An install the pass chose, owned (the store write happens without the lock).
 #[derive(Clone, Debug)]
-pub(crate) struct ChosenInstall {
+pub struct ChosenInstall {
     pub updater_id: String,
     pub from_version: String,
     pub directive: String,
@@ -65,7 +65,7 @@ pub(crate) struct ChosenInstall {
 
 /// What a pass found, owned.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct PassSummary {
+pub struct PassSummary {
     pub evaluation: Evaluation,
     pub paused: Option<Pause>,
     pub chosen: Vec<ChosenInstall>,
@@ -97,7 +97,7 @@ fn pass_host<'a>(e: &'a Entry, names: &'a super::Names) -> PassHost<'a> {
 
 impl Inventory {
     /// One directive pass over this replica's hosts (`tern_core::directive::pass`).
-    pub(crate) fn directive_pass(&mut self, input: &PassInput<'_>) -> PassSummary {
+    pub fn directive_pass(&mut self, input: &PassInput<'_>) -> PassSummary {
         let names = &self.names;
         let out = pass(
             self.entries.iter().map(|e| pass_host(e, names)),

@@ -82,6 +82,19 @@ pub(crate) async fn find(
     let snapshot = state.snapshot();
     let (group, updater_id) = find_query(query.as_deref());
     let mut decision = snapshot.decide(&group, &updater_id);
+    // Only while a directive is active is the inventory asked (find's hot path takes
+    // no lock otherwise).
+    if !updater_id.is_empty()
+        && state
+            .directives_active
+            .load(std::sync::atomic::Ordering::Relaxed)
+        && state
+            .inventory()
+            .by_updater_id(&updater_id)
+            .is_some_and(|a| a.install_state().is_some())
+    {
+        decision = tern_core::find::AgentDecision::governed_by_directive();
+    }
     if state.clock.as_dev().is_some() {
         // Under a dev clock time moves only when told: a real-time random wait before
         // updating would only slow tests and demos down.
