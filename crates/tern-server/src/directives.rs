@@ -212,7 +212,19 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             }
         }
     }
-    loop_state.bucket.take(result.triggered.len() as u64);
+    let n = result.triggered.len() as u64;
+    loop_state.bucket.take(n);
+    // The pass counted them before their trigger: report them where they are now.
+    let mut active = active;
+    if n > 0 {
+        let states = &mut active.evaluation.states;
+        let needs = states.entry(InstallState::NeedsInstall).or_default();
+        *needs = needs.saturating_sub(n);
+        if *needs == 0 {
+            states.remove(&InstallState::NeedsInstall);
+        }
+        *states.entry(InstallState::InstallTriggered).or_default() += n;
+    }
     loop_state.governed = active.evaluation.governed;
     loop_state.states = active.evaluation.states.clone();
     loop_state.triggered_total += result.triggered.len() as u64;
