@@ -57,9 +57,21 @@ impl Step {
     }
 }
 
+/// Another ternd replica of the fleet ([`Fleet::add_replica`]): on the first one's
+/// SQLite file, so it shares its resources and dev clock, with its own gateway.
+pub struct Replica {
+    pub gateway: Gateway,
+    pub ternd: Ternd,
+    /// ternctl against this replica (the operator token is the fleet's).
+    pub ctl: Ctl,
+}
+
 pub struct Fleet {
-    // Fields drop in order: agents first, then the gateway, then ternd, then the dir.
+    // Fields drop in order: agents first, then the extra replicas, then the gateway,
+    // then ternd, then the dir.
     pub hosts: Vec<Host>,
+    /// Replicas besides `ternd` (none unless [`Fleet::add_replica`] started some).
+    pub replicas: Vec<Replica>,
     pub gateway: Gateway,
     pub ternd: Ternd,
     pub ctl: Ctl,
@@ -114,6 +126,7 @@ impl Fleet {
         std::fs::write(&agent_token_file, token.trim())?;
         Ok(Self {
             hosts: Vec::new(),
+            replicas: Vec::new(),
             gateway,
             ternd,
             ctl,
@@ -128,6 +141,71 @@ impl Fleet {
 
     pub fn path(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Starts another ternd replica on the first one's SQLite file (`--backend
+    /// sqlite:…`, a dev clock too, `ternd_args` as more flags), and a gateway in front
+    /// of it; returns its index in [`Fleet::replicas`]. Hosts enrolled through its gateway
+    /// ([`Fleet::add_host_via`]) heartbeat to it.
+    pub fn add_replica(&mut self, ternd_args: &[&str]) -> anyhow::Result<usize> {
+        let n = self.replicas.len() + 2;
+        let db = self.ternd.data_dir.join(crate::ternd::DATABASE_FILE);
+        let backend = format!("sqlite:{}", db.display());
+        let mut extra = vec!["--backend", backend.as_str()];
+        extra.extend_from_slice(ternd_args);
+        // The shared clock wins over this start value (the first replica created it).
+        let now = self.ctl.json(&["dev", "clock"]).ok();
+        let start = now
+            .as_ref()
+            .and_then(|v| v["now"].as_str())
+            .unwrap_or(crate::T0)
+            .to_string();
+        let ternd = Ternd::start(
+            &self.bins.ternd,
+            &self.path().join(format!("ternd-{n}")),
+            &start,
+            &extra,
+        )?;
+        let gateway = Gateway::start(&self.artifacts, ternd.addr)?;
+        let ctl = Ctl {
+            bin: self.bins.ternctl.clone(),
+            server: ternd.url.clone(),
+            token_file: self.ternd.token_file.clone(),
+        };
+        self.replicas.push(Replica {
+            gateway,
+            ternd,
+            ctl,
+        });
+        Ok(self.replicas.len() - 1)
+    }
+
+    /// Creates a host and enrolls it through the gateway at `server` (the fleet's, or a
+    /// replica's) with more `enable` flags (`--label`, `--installer`); an error if its
+    /// `enable` fails.
+    pub fn add_host_via(
+        &mut self,
+        name: &str,
+        group: &str,
+        server: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<&Host> {
+        let host = self.new_host(name, group)?;
+        let out = host.enable_with(
+            server,
+            &self.gateway.artifacts_url(),
+            &self.agent_token_file,
+            extra,
+        )?;
+        if !out.ok() {
+            bail!(
+                "{name}: tern-update enable failed: {}\n{}",
+                out.message(),
+                out.stderr
+            );
+        }
+        self.hosts.push(host);
+        self.hosts.last().context("just pushed")
     }
 
     /// `ternctl create --force -f FILE` with `yaml` written to a file first, then a

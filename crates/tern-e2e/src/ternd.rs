@@ -10,6 +10,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+/// The SQLite file in a ternd's data dir when no `--backend` is given.
+pub const DATABASE_FILE: &str = "tern.db";
+
 /// A running `ternd start --insecure-http --dev-clock T`.
 pub struct Ternd {
     child: Option<Child>,
