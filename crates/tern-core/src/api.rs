@@ -230,6 +230,9 @@ pub struct InventoryEntry {
     /// Its install state under the active directive (`None`: no directive governs it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_state: Option<crate::directive::state::InstallState>,
+    /// The outcome of the last install a directive asked of it, as the host reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_result: Option<crate::directive::state::AttemptResult>,
 }
 
 /// `GET /v1/inventory`: the agents connected to one replica.

@@ -230,6 +230,7 @@ pub fn inventory_entry(
         fips: hb.fips,
         installers: hb.installers,
         install_state: None,
+        install_result: hb.install_result,
     }
 }
 

@@ -8,19 +8,8 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{T0, Ternd, ternd_bin, version_yaml};
+use common::{T0, Ternd, eventually, ternd_bin, version_yaml};
 use serde_json::json;
-
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out waiting for {what}");
-}
 
 #[test]
 fn replicas_with_their_own_data_dirs_share_one_sqlite_file() {

@@ -6,18 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Ternd, enabled_version};
-
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
-}
+use common::{Ternd, enabled_version, eventually};
 
 #[test]
 fn system_clock_reports_reconciles_and_forgets() {

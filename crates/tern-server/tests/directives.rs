@@ -13,19 +13,8 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::{T0, Ternd};
+use common::{T0, Ternd, eventually};
 use serde_json::{Value, json};
-
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out waiting for {what}");
-}
 
 const SCRIPT: &str = r#"kind: installer
 version: v1
@@ -369,6 +358,18 @@ fn plan_apply_install_states_faults_and_one_trigger_per_host() {
     assert_eq!(states["h4"], "RecentInstall", "{states:?}");
     assert_eq!(states["h1"], "ExplicitInstallFault", "{states:?}");
     assert_eq!(states["h3"], "InstallTriggered", "{states:?}");
+    // The error the host reported is shown with it.
+    let inv = f.a.op("GET", "/v1/inventory", None);
+    let h1 = inv["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["updater_id"] == "h1")
+        .unwrap();
+    assert_eq!(
+        h1["install_result"]["error"], "script exited with 1",
+        "{h1}"
+    );
 
     // Host 2 silent for 2m30s: churned (a replica forgets a host after three missed
     // heartbeats, so churn shows between offline_after and that). One churn and one

@@ -475,5 +475,7 @@ pub(crate) async fn status(
 pub(crate) async fn dev_pass(
     State(state): State<Arc<AppState>>,
 ) -> ApiResult<Json<directives::PassResult>> {
+    // At the shared dev time, even if this replica's watch has not delivered it yet.
+    state.sync_dev_clock().await?;
     Ok(Json(directives::pass_once(&state).await?))
 }
