@@ -6,7 +6,6 @@
 mod common;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use common::{T0, Ternd, eventually, ternd_bin, version_yaml};
 use serde_json::json;

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::{Ternd, enabled_version, eventually};
 
 #[test]

@@ -11,7 +11,6 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
 
 use common::{T0, Ternd, eventually};
 use serde_json::{Value, json};
