@@ -1,4 +1,5 @@
-//! One cheap smoke test of the benchmarks (a few seconds): `converge --quick` always,
+//! One cheap smoke test of the benchmarks (a few seconds): `converge --quick` and
+//! `directives --quick` always,
 //! `find --quick` against the `ternd` built beside this test, and `lockstep --quick` on
 //! SQLite against the `tern-lockstep` built beside it (as `cargo test --workspace` does;
 //! SQLite because that build may lack the etcd backend); each must print one JSON object
@@ -31,6 +32,12 @@ fn quick_benchmarks_print_their_figures_as_json() {
     for g in ["dev", "staging", "prod"] {
         assert!(c["window_to_done"][g]["tern_secs"].is_number(), "{g}: {c}");
         assert!(c["window_to_done"][g]["seeds_secs"].is_number(), "{g}: {c}");
+    }
+    let d = last_json(&["directives", "--quick"]);
+    assert_eq!(d["bench"], "directives");
+    assert_eq!(d["governed"], d["hosts"], "{d}");
+    for key in ["pass_ms", "plan_ms", "no_directive_ms", "extra_peak_bytes_per_host"] {
+        assert!(d[key].is_number(), "no {key}: {d}");
     }
     lockstep_quick();
     let ternd = PathBuf::from(BIN).with_file_name("ternd");
