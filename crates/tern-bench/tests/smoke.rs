@@ -36,7 +36,12 @@ fn quick_benchmarks_print_their_figures_as_json() {
     let d = last_json(&["directives", "--quick"]);
     assert_eq!(d["bench"], "directives");
     assert_eq!(d["governed"], d["hosts"], "{d}");
-    for key in ["pass_ms", "plan_ms", "no_directive_ms", "extra_peak_bytes_per_host"] {
+    for key in [
+        "pass_ms",
+        "plan_ms",
+        "no_directive_ms",
+        "extra_peak_bytes_per_host",
+    ] {
         assert!(d[key].is_number(), "no {key}: {d}");
     }
     lockstep_quick();

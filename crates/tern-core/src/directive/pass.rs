@@ -118,17 +118,29 @@ pub fn pass<'a>(
     let mut candidates = Vec::new();
     let budget = usize::try_from(budget).unwrap_or(usize::MAX);
     let prepared = Prepared::new(spec, installers);
-    // Hosts share a few versions: each is parsed once per pass.
-    let mut versions: HashMap<&'a str, Option<Version>> = HashMap::new();
+    // Hosts share a few versions (a server interns them: one text, one address), so
+    // each is parsed once per pass: the last one seen is checked by address first.
+    let mut versions: HashMap<&'a str, usize> = HashMap::new();
+    let mut parsed: Vec<Option<Version>> = Vec::new();
+    let mut last: Option<(&'a str, usize)> = None;
     // Moves counted by (directive, target, from, installer) positions and names:
     // integer compares first, so counting costs little per host.
     let mut moves: BTreeMap<(usize, usize, &'a str, &'a str), u64> = BTreeMap::new();
     for (i, h) in hosts.into_iter().enumerate() {
-        let have = versions
-            .entry(h.facts.version)
-            .or_insert_with(|| Version::parse(h.facts.version).ok())
-            .clone();
-        let sel = prepared.select(&h.facts, have.as_ref());
+        let v = h.facts.version;
+        let slot = match last {
+            Some((text, slot)) if std::ptr::eq(text, v) || text == v => slot,
+            _ => {
+                let slot = *versions.entry(v).or_insert_with(|| {
+                    parsed.push(Version::parse(v).ok());
+                    parsed.len() - 1
+                });
+                last = Some((v, slot));
+                slot
+            }
+        };
+        let have = parsed[slot].as_ref();
+        let sel = prepared.select(&h.facts, have);
         let target = match &sel {
             Selection::Unmatched => {
                 out.unaffected += 1;
