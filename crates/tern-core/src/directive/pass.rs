@@ -119,27 +119,22 @@ pub fn pass<'a>(
     let budget = usize::try_from(budget).unwrap_or(usize::MAX);
     let prepared = Prepared::new(spec, installers);
     // Hosts share a few versions (a server interns them: one text, one address), so
-    // each is parsed once per pass: the last one seen is checked by address first.
+    // each is parsed once per pass, and found by its address among the first few.
     let mut versions: HashMap<&'a str, usize> = HashMap::new();
-    let mut parsed: Vec<Option<Version>> = Vec::new();
-    let mut last: Option<(&'a str, usize)> = None;
-    // Moves counted by (directive, target, from, installer) positions and names:
-    // integer compares first, so counting costs little per host.
-    let mut moves: BTreeMap<(usize, usize, &'a str, &'a str), u64> = BTreeMap::new();
+    let mut parsed: Vec<(&'a str, Option<Version>)> = Vec::new();
+    // Moves counted by positions (directive, target, version slot, installer address):
+    // integer compares only, so counting costs little per host.
+    let mut moves: BTreeMap<(usize, usize, usize, usize), (&'a str, u64)> = BTreeMap::new();
     for (i, h) in hosts.into_iter().enumerate() {
         let v = h.facts.version;
-        let slot = match last {
-            Some((text, slot)) if std::ptr::eq(text, v) || text == v => slot,
-            _ => {
-                let slot = *versions.entry(v).or_insert_with(|| {
-                    parsed.push(Version::parse(v).ok());
-                    parsed.len() - 1
-                });
-                last = Some((v, slot));
-                slot
-            }
+        let slot = match parsed.iter().take(8).position(|(t, _)| std::ptr::eq(*t, v)) {
+            Some(slot) => slot,
+            None => *versions.entry(v).or_insert_with(|| {
+                parsed.push((v, Version::parse(v).ok()));
+                parsed.len() - 1
+            }),
         };
-        let have = parsed[slot].as_ref();
+        let have = parsed[slot].1.as_ref();
         let sel = prepared.select(&h.facts, have);
         let target = match &sel {
             Selection::Unmatched => {
@@ -182,9 +177,8 @@ pub fn pass<'a>(
                 .iter()
                 .position(|t| std::ptr::eq(t, target))
                 .unwrap_or(0);
-            *moves
-                .entry((di, ti, h.facts.version, &installer.metadata.name))
-                .or_default() += 1;
+            let key = (di, ti, slot, std::ptr::from_ref(installer) as usize);
+            moves.entry(key).or_insert((&installer.metadata.name, 0)).1 += 1;
             if may_trigger(state, &record, now, timings) {
                 out.eligible += 1;
                 // Only as many as the budget: the rest wait for a later pass.
@@ -199,12 +193,12 @@ pub fn pass<'a>(
             }
         }
     }
-    for ((di, ti, from, installer), n) in moves {
+    for ((di, ti, slot, _), (installer, n)) in moves {
         let d = &spec.directives[di];
         *out.moves
             .entry(Move {
                 directive: &d.name,
-                from,
+                from: parsed[slot].0,
                 to: &d.targets[ti].version,
                 installer,
             })
