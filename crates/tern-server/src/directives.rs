@@ -139,6 +139,20 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
     let store = state.store();
     let now = state.clock.now();
     let res = read_resources(store).await?;
+    // Nothing to evaluate and nothing left from an earlier directive: no pass over the
+    // hosts, no report (a fleet that does not use directives pays nothing).
+    if res.active.is_none() && res.pending.is_none() {
+        state
+            .directives_active
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        let mut loop_state = state.directive_loop.lock().await;
+        if loop_state.governed == 0 && loop_state.states.is_empty() {
+            return Ok(PassResult::default());
+        }
+        // The last pass governed hosts: one more pass clears their states.
+        loop_state.governed = 0;
+        loop_state.states.clear();
+    }
     let control = res
         .config
         .as_ref()

@@ -175,6 +175,9 @@ fn plan_apply_install_states_faults_and_one_trigger_per_host() {
     let none: BTreeMap<usize, &str> = BTreeMap::new();
     let no_extra: BTreeMap<usize, Value> = BTreeMap::new();
     beat_all(&f, &none, &no_extra);
+    // A fleet without directives: a pass does nothing, not even a report.
+    f.pass(0);
+    assert_eq!(f.a.op("GET", "/v1/directives", None)["replicas"], 0);
 
     // Resources, validated with the field named; a hostile target never gets stored.
     f.a.op("PUT", "/v1/directives/installers/script", Some(SCRIPT));
