@@ -86,6 +86,7 @@ fn every_route_has_the_access_level_of_the_table() {
         ("GET", "/v1/directives/config", Read),
         ("PUT", "/v1/directives/config", Operator),
         ("GET", "/v1/directives/active", Read),
+        ("DELETE", "/v1/directives/active", Operator),
         ("GET", "/v1/directives/drafts/{name}", Read),
         ("PUT", "/v1/directives/drafts/{name}", Operator),
         ("DELETE", "/v1/directives/drafts/{name}", Operator),

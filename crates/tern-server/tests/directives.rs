@@ -439,4 +439,12 @@ fn plan_apply_install_states_faults_and_one_trigger_per_host() {
     let states = f.states();
     assert_eq!(states["h0"], "VersionParity", "{states:?}");
     assert_eq!(states["h5"], "VersionParity", "{states:?}");
+
+    // Deactivated: the next pass clears every state, find serves the rollout again,
+    // and the pass after does nothing.
+    f.a.op("DELETE", "/v1/directives/active", None);
+    f.pass(0);
+    f.pass(1);
+    assert!(f.states().is_empty(), "{:?}", f.states());
+    assert_eq!(f.a.find("default", "h0").0, "1.1.0");
 }

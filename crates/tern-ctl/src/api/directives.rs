@@ -74,6 +74,9 @@ pub enum VcCommand {
     },
     /// Drop the pending plan.
     Cancel,
+    /// Stop the active directive: from the next pass no host is governed by one, and
+    /// the hosts follow the rollout again.
+    Deactivate,
     /// Lift the pause the fault or churn limit set.
     Resume,
 }
@@ -156,6 +159,13 @@ pub fn run(a: VersionControlArgs, g: &Global) -> anyhow::Result<ExitCode> {
             let v: Deleted = c.delete("/v1/directives/plan")?;
             if !structured(g.output(), &v)? {
                 println!("plan dropped");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        VcCommand::Deactivate => {
+            let v: Deleted = c.delete("/v1/directives/active")?;
+            if !structured(g.output(), &v)? {
+                println!("no directive is active any more: the hosts follow the rollout again");
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -163,6 +163,12 @@ pub(crate) async fn get_active(State(state): State<Arc<AppState>>) -> ApiResult<
     .await
 }
 
+/// `DELETE /v1/directives/active`: no directive governs any host from the next pass on;
+/// the hosts go back to the rollout (installs already triggered finish on the hosts).
+pub(crate) async fn delete_active(State(state): State<Arc<AppState>>) -> ApiResult<Json<Deleted>> {
+    delete_key(&state, keys::ACTIVE_DIRECTIVE, "active directive").await
+}
+
 /// `GET /v1/directives/drafts/{name}`
 pub(crate) async fn get_draft(
     State(state): State<Arc<AppState>>,

@@ -332,7 +332,10 @@ fn admin(r: Routes) -> Routes {
         )
         .route(
             "/v1/directives/active",
-            one(M::GET, Read, get(directives::get_active)),
+            vec![
+                (M::GET, Read, get(directives::get_active)),
+                (M::DELETE, Operator, delete(directives::delete_active)),
+            ],
         )
         .route(
             "/v1/directives/drafts/{name}",
