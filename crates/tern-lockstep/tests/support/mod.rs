@@ -487,10 +487,22 @@ impl Bench {
         (out.status.success(), text)
     }
 
+    /// `status`'s stdout: the records. Its stderr (a store's warning as the process
+    /// exits, say) is not part of them.
     pub fn status(&self) -> String {
-        let (ok, out) = self.ctl(&["status"]);
-        assert!(ok, "{out}");
-        out
+        let out = Command::new(env!("CARGO_BIN_EXE_tern-lockstep"))
+            .arg("status")
+            .env("TERN_LOCKSTEP_STORE", &self.store)
+            .env("TERN_LOCKSTEP_LOG", "warn")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
     }
 
     /// Waits until `status` contains `needle`; panics with the status and logs.
