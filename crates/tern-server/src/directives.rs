@@ -289,7 +289,7 @@ async fn trigger(
         }
     }
     let attempt = Attempt {
-        id: new_attempt_id(),
+        id: format!("att-{}", crate::auth::random_hex(12)?),
         at: now,
         installer: chosen.installer_name.clone(),
         from_version: chosen.from_version.clone(),
@@ -335,19 +335,6 @@ async fn trigger(
         .trigger(&chosen.updater_id, attempt, instruction))
 }
 
-fn new_attempt_id() -> String {
-    use rand_core::{OsRng, TryRngCore};
-    let mut bytes = [0u8; 12];
-    // Without OS randomness the id falls back to the clock: unique enough per host,
-    // whose attempts are serialised by the store's compare-and-swap anyway.
-    if OsRng.try_fill_bytes(&mut bytes).is_err() {
-        let nanos = jiff::Timestamp::now().as_nanosecond().to_le_bytes();
-        bytes[..12].copy_from_slice(&nanos[..12]);
-    }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("att-{hex}")
-}
-
 /// Writes the pause (the first replica to see it wins) and raises the alert once.
 async fn raise_pause(state: &AppState, reason: &str, now: Timestamp) -> ApiResult<()> {
     let paused = Paused {
@@ -365,20 +352,31 @@ async fn raise_pause(state: &AppState, reason: &str, now: Timestamp) -> ApiResul
         Err(e) => return Err(e.into()),
     }
     tracing::error!(%reason, "directive installs paused; `ternctl version-control resume` lifts it");
+    send_pause_notice(state, NoticeEvent::Raised, reason, now, now);
+    Ok(())
+}
+
+/// The pause's alert, raised or cleared, to ternd's notifiers.
+fn send_pause_notice(
+    state: &AppState,
+    event: NoticeEvent,
+    reason: &str,
+    since: Timestamp,
+    now: Timestamp,
+) {
     state.notifiers.send(Notice {
-        event: NoticeEvent::Raised,
+        event,
         alert: Alert {
             kind: PAUSED_ALERT.to_string(),
             group: None,
             message: reason.to_string(),
-            since: now,
+            since,
         },
         rollout: None,
         server: state.notifiers.server_name().to_string(),
         at: now,
         program: "ternd",
     });
-    Ok(())
 }
 
 /// Lifts a pause (an operator's `resume`) and tells the receivers.
@@ -395,19 +393,13 @@ pub(crate) async fn lift_pause(state: &AppState) -> ApiResult<Option<Paused>> {
         Err(e) => return Err(e.into()),
     }
     let now = state.clock.now();
-    state.notifiers.send(Notice {
-        event: NoticeEvent::Cleared,
-        alert: Alert {
-            kind: PAUSED_ALERT.to_string(),
-            group: None,
-            message: p.value.reason.clone(),
-            since: p.value.since,
-        },
-        rollout: None,
-        server: state.notifiers.server_name().to_string(),
-        at: now,
-        program: "ternd",
-    });
+    send_pause_notice(
+        state,
+        NoticeEvent::Cleared,
+        &p.value.reason,
+        p.value.since,
+        now,
+    );
     Ok(Some(p.value))
 }
 

@@ -217,17 +217,6 @@ pub(crate) async fn delete_draft(
 
 // ---- plan and apply ---------------------------------------------------------------
 
-fn new_nonce() -> String {
-    use rand_core::{OsRng, TryRngCore};
-    let mut b = [0u8; 8];
-    if OsRng.try_fill_bytes(&mut b).is_err() {
-        b = jiff::Timestamp::now().as_nanosecond().to_le_bytes()[..8]
-            .try_into()
-            .unwrap_or_default();
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// `POST /v1/directives/plan` `{"draft": NAME}`: makes the draft pending (replacing
 /// any earlier plan); replicas evaluate it in their next pass, without installing.
 pub(crate) async fn plan(
@@ -259,7 +248,7 @@ pub(crate) async fn plan(
     let pending = Pending {
         draft: b.draft.clone(),
         draft_revision: draft.revision.to_string(),
-        nonce: new_nonce(),
+        nonce: crate::auth::random_hex(8)?,
         planned_at: now,
         expires_at: now.saturating_add(ttl).unwrap_or(now),
         planned_by: actor.token_id.clone(),
