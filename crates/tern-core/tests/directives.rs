@@ -578,6 +578,7 @@ mod passes {
                     attempt: attempts[i].as_ref(),
                     result: None,
                 },
+                hold: false,
             })
             .collect()
     }
@@ -642,6 +643,39 @@ mod passes {
             &Elsewhere::default(),
         );
         assert_eq!((off.eligible, off.triggers.len()), (5, 0));
+        // What the budget allowed is held back, for a dry run (which changes nothing).
+        let held: Vec<&str> = off.held.iter().map(|t| f.ids[t.host].as_str()).collect();
+        assert_eq!(held, ["h0", "h1"]);
+    }
+
+    #[test]
+    fn held_hosts_are_planned_but_never_chosen() {
+        // A dry run already sent to h0 and h1 for this plan: the budget goes to the next.
+        let d = VersionDirective::from_text(DIRECTIVE).unwrap();
+        let inst = installers();
+        let f = fleet();
+        let none: Vec<Option<Attempt>> = vec![None; 8];
+        let mut hs = hosts(&f, &none);
+        hs[0].hold = true;
+        hs[1].hold = true;
+        let out = pass(
+            hs,
+            &d.spec,
+            &inst,
+            &control(true, "1"),
+            &T,
+            ts(0),
+            2,
+            &Elsewhere::default(),
+        );
+        assert_eq!(out.eligible, 5, "held hosts still count as eligible");
+        let chosen: Vec<&str> = out
+            .triggers
+            .iter()
+            .map(|t| f.ids[t.host].as_str())
+            .collect();
+        assert_eq!(chosen, ["h3", "h4"]);
+        assert!(out.held.is_empty());
     }
 
     #[test]

@@ -575,3 +575,94 @@ fn find_key<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
         _ => None,
     }
 }
+
+/// A script whose syntax is broken: its dry run (`sh -n`) fails on every host it goes to.
+const BROKEN: &str = r#"kind: installer
+version: v1
+metadata: {name: broken}
+spec:
+  type: local-script
+  local_script:
+    shell: /bin/sh
+    script: |
+      root="$(dirname "$0")/../.."
+      echo "ran" >> "$root/script-runs.log"
+      if then fi
+    timeout: 1m
+"#;
+
+#[test]
+fn a_dry_run_plan_checks_the_scripts_on_real_hosts_and_changes_nothing() {
+    let mut w = start();
+    w.op(0, "PUT", "/v1/directives/installers/record", SCRIPT);
+    w.op(0, "PUT", "/v1/directives/installers/broken", BROKEN);
+    w.op(0, "PUT", "/v1/directives/config", &config(true, "1"));
+    let staging_ok_prod_broken = draft("1.2.0").replace(
+        "targets: [{version: \"1.2.0\"}]\n      installers: [record]",
+        "targets: [{version: \"1.2.0\"}]\n      installers: [broken]",
+    );
+    assert!(staging_ok_prod_broken.contains("[broken]"));
+    w.op(
+        0,
+        "PUT",
+        "/v1/directives/drafts/static",
+        &staging_ok_prod_broken,
+    );
+    let pending = w.op(
+        0,
+        "POST",
+        "/v1/directives/plan",
+        r#"{"draft": "static", "dry_run": true}"#,
+    );
+    assert_eq!(pending["dry_run"], true, "{pending}");
+
+    // One check a minute per replica, to settled hosts; each host's timer run takes
+    // the check from its heartbeat answer, runs `sh -n` on the script, and reports.
+    let mut plan = Value::Null;
+    for _ in 0..8 {
+        let t = w.tick("61s");
+        assert!(t.is_empty(), "a dry-run plan installs nothing: {t:?}");
+        plan = w.op(1, "GET", "/v1/directives/plan", "");
+        let d = &plan["dry_run"];
+        if d["sent"] == 7 && d["passed"].as_u64().unwrap() + d["failed"].as_u64().unwrap() == 7 {
+            break;
+        }
+    }
+    let d = &plan["dry_run"];
+    assert_eq!(
+        (
+            d["sent"].as_u64(),
+            d["passed"].as_u64(),
+            d["failed"].as_u64()
+        ),
+        (Some(7), Some(4), Some(3)),
+        "staging's script parses, prod's does not: {plan}"
+    );
+    let failed: BTreeSet<String> = d["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| w.names[f["updater_id"].as_str().unwrap()].clone())
+        .collect();
+    assert_eq!(
+        failed,
+        ["h2", "h3", "h6"].map(String::from).into(),
+        "{plan}"
+    );
+    assert!(
+        d["failures"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("syntax"),
+        "{plan}"
+    );
+    // Checked, never run: no script ran anywhere, nobody is governed, nothing changed.
+    assert!(w.all_runs().is_empty(), "{:?}", w.all_runs());
+    assert!(w.states().values().all(Value::is_null), "{:?}", w.states());
+    // The operator's view.
+    let text = w.ctl(0).run(&["version-control", "plan"]).unwrap();
+    assert!(
+        text.contains("dry run: 7 checks sent, 4 passed, 3 failed, 0 waiting"),
+        "{text}"
+    );
+}

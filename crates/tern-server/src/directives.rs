@@ -34,6 +34,10 @@ pub(crate) const PAUSED_ALERT: &str = "directive_installs_paused";
 #[derive(Debug, Default)]
 pub(crate) struct LoopState {
     bucket: RateBucket,
+    /// Dry runs go at the same rate as installs, from their own bucket.
+    dry_bucket: RateBucket,
+    /// Governed hosts of the pending plan in the last pass.
+    plan_governed: u64,
     /// Governed hosts in the last pass (what a share in the rate is of).
     governed: u64,
     /// Per state, this replica's hosts after the last pass (for `/metrics`).
@@ -182,7 +186,19 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         (Some(rate), None) if control.enabled => loop_state.bucket.fill(rate, governed_before, now),
         _ => 0,
     };
-    let (active, plan) = {
+    let dry_nonce = res
+        .pending
+        .as_ref()
+        .filter(|(p, _)| p.value.dry_run && p.value.expires_at > now)
+        .map(|(p, _)| p.value.nonce.clone());
+    let dry_budget = match (&rate, &dry_nonce) {
+        (Some(rate), Some(_)) => {
+            let governed = loop_state.plan_governed + elsewhere.governed;
+            loop_state.dry_bucket.fill(rate, governed, now)
+        }
+        _ => 0,
+    };
+    let (active, plan, dry_chosen) = {
         let mut inv = state.inventory();
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
         let active = inv.directive_pass(&PassInput {
@@ -194,7 +210,9 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             budget,
             elsewhere: &elsewhere,
             record_states: true,
+            dry_run: None,
         });
+        let mut dry_chosen = Vec::new();
         let plan = res.pending.as_ref().map(|(p, draft)| {
             let e = inv.directive_pass(&PassInput {
                 spec: &draft.spec,
@@ -202,16 +220,19 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
                 control: &control,
                 timings,
                 now,
-                budget: 0,
+                budget: dry_budget,
                 elsewhere: &elsewhere,
                 record_states: false,
+                dry_run: dry_nonce.as_deref(),
             });
+            dry_chosen = e.chosen;
             PlanEvaluation {
                 nonce: p.value.nonce.clone(),
                 evaluation: e.evaluation,
+                dry_run: None,
             }
         });
-        (active, plan)
+        (active, plan, dry_chosen)
     };
     let mut result = PassResult::default();
     if let Some(pause) = &active.paused {
@@ -228,6 +249,25 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
     }
     let n = result.triggered.len() as u64;
     loop_state.bucket.take(n);
+    let mut dry_sent = 0;
+    if let (Some(nonce), Some((pending, _))) = (&dry_nonce, &res.pending) {
+        for chosen in &dry_chosen {
+            if send_dry_run(state, chosen, nonce, pending.value.expires_at, now).await? {
+                dry_sent += 1;
+            }
+        }
+    }
+    loop_state.dry_bucket.take(dry_sent);
+    let mut plan = plan;
+    if let Some(p) = plan.as_mut() {
+        loop_state.plan_governed = p.evaluation.governed;
+        let counts = state.inventory().dry_run_counts(dry_nonce.as_deref());
+        if dry_nonce.is_some() {
+            p.dry_run = Some(counts);
+        }
+    } else {
+        loop_state.plan_governed = 0;
+    }
     // The pass counted them before their trigger: report them where they are now.
     let mut active = active;
     if n > 0 {
@@ -333,6 +373,91 @@ async fn trigger(
     Ok(state
         .inventory()
         .trigger(&chosen.updater_id, attempt, instruction))
+}
+
+/// A dry run of the pending plan on one host: recorded once per host and plan (by
+/// compare-and-swap, as attempts are, so two replicas never both send it), apart from
+/// the install attempts, whose state a dry run does not touch. True when sent now.
+async fn send_dry_run(
+    state: &AppState,
+    chosen: &ChosenInstall,
+    nonce: &str,
+    expires_at: Timestamp,
+    now: Timestamp,
+) -> ApiResult<bool> {
+    let store = state.store();
+    let key = keys::dry_run(&chosen.updater_id);
+    let existing = store.get(&key).await?;
+    if let Some(kv) = &existing
+        && let Ok(prev) = serde_json::from_slice::<DryRunRecord>(&kv.value)
+        && prev.nonce == nonce
+    {
+        // Sent by another replica, or before a restart: count it, do not resend.
+        state
+            .inventory()
+            .send_dry_run(&chosen.updater_id, nonce, &prev.attempt_id, None);
+        return Ok(false);
+    }
+    let record = DryRunRecord {
+        nonce: nonce.to_string(),
+        attempt_id: format!("dry-{}", crate::auth::random_hex(12)?),
+        at: now,
+        target_version: chosen.target.version.clone(),
+        installer: chosen.installer_name.clone(),
+    };
+    let compare = match &existing {
+        None => Compare::Absent { key: key.clone() },
+        Some(kv) => Compare::ModRevision {
+            key: key.clone(),
+            revision: kv.mod_revision,
+        },
+    };
+    // Kept until the plan expires (a minute at least), then the store drops it.
+    let left = expires_at.duration_since(now);
+    let ttl = if left.is_negative() {
+        Duration::from_secs(60)
+    } else {
+        left.unsigned_abs().max(Duration::from_secs(60))
+    };
+    let put = Op::Put {
+        key,
+        value: encode(&record)?,
+        ttl: Some(ttl),
+    };
+    if let TxnOutcome::Failed { .. } = store.txn(&[compare], &[put]).await? {
+        return Ok(false);
+    }
+    let instruction = InstallInstruction {
+        attempt_id: record.attempt_id.clone(),
+        installer_name: chosen.installer_name.clone(),
+        installer: chosen.installer.clone(),
+        target: chosen.target.clone(),
+        dry_run: true,
+    };
+    tracing::info!(
+        updater_id = %chosen.updater_id,
+        to = %chosen.target.version,
+        installer = %chosen.installer_name,
+        attempt = %record.attempt_id,
+        "dry run sent"
+    );
+    state.inventory().send_dry_run(
+        &chosen.updater_id,
+        nonce,
+        &record.attempt_id,
+        Some(instruction),
+    );
+    Ok(true)
+}
+
+/// `/tern/directives/dryruns/<updater_id>`: the dry run sent to a host for a plan.
+#[derive(Debug, serde::Deserialize, Serialize)]
+struct DryRunRecord {
+    nonce: String,
+    attempt_id: String,
+    at: Timestamp,
+    target_version: String,
+    installer: String,
 }
 
 /// Writes the pause (the first replica to see it wins) and raises the alert once.

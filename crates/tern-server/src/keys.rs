@@ -31,6 +31,8 @@ pub(crate) const PENDING_DIRECTIVE: &str = "/tern/directives/pending";
 pub(crate) const DIRECTIVES_PAUSED: &str = "/tern/directives/paused";
 pub(crate) const ATTEMPTS_PREFIX: &str = "/tern/directives/attempts/";
 pub(crate) const DIRECTIVE_REPORTS_PREFIX: &str = "/tern/directives/reports/";
+/// Each host's dry run for the pending plan (with the plan's nonce; TTL to its expiry).
+pub(crate) const DRY_RUNS_PREFIX: &str = "/tern/directives/dryruns/";
 /// The leader lease the reconciler holds.
 pub(crate) const LEADER_LEASE: &str = "tern-reconciler";
 
@@ -60,6 +62,10 @@ pub(crate) fn draft(name: &str) -> String {
 
 pub(crate) fn attempt(updater_id: &str) -> String {
     format!("{ATTEMPTS_PREFIX}{updater_id}")
+}
+
+pub(crate) fn dry_run(updater_id: &str) -> String {
+    format!("{DRY_RUNS_PREFIX}{updater_id}")
 }
 
 pub(crate) fn directive_report(replica: &str) -> String {

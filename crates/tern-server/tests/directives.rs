@@ -448,3 +448,120 @@ fn plan_apply_install_states_faults_and_one_trigger_per_host() {
     assert!(f.states().is_empty(), "{:?}", f.states());
     assert_eq!(f.a.find("default", "h0").0, "1.1.0");
 }
+
+#[test]
+fn a_dry_run_plan_checks_each_host_once_and_installs_nothing() {
+    let f = Fleet::start();
+    let none: BTreeMap<usize, &str> = BTreeMap::new();
+    let no_extra: BTreeMap<usize, Value> = BTreeMap::new();
+    beat_all(&f, &none, &no_extra);
+    f.a.op("PUT", "/v1/directives/installers/script", Some(SCRIPT));
+    f.a.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
+    f.a.op("PUT", "/v1/directives/config", Some(CONFIG));
+    f.a.op("PUT", "/v1/directives/drafts/static", Some(&draft("1.2.0")));
+    let pending = f.a.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static", "dry_run": true}).to_string()),
+    );
+    assert_eq!(pending["dry_run"], true, "{pending}");
+    let nonce = pending["nonce"].as_str().unwrap().to_string();
+
+    // Dry runs go at the install rate, to settled hosts, once per host and plan
+    // whichever replica holds the host (host 0 is held by both).
+    let mut sent: BTreeMap<usize, String> = BTreeMap::new();
+    for round in 0..6 {
+        f.advance(if round == 0 { "61s" } else { "60s" });
+        for (i, install) in beat_all(&f, &none, &no_extra) {
+            assert_eq!(install["dry_run"], true, "only dry runs: {install}");
+            assert_eq!(install["target"]["version"], "1.2.0");
+            let id = install["attempt_id"].as_str().unwrap().to_string();
+            if let Some(before) = sent.insert(i, id.clone()) {
+                assert_eq!(before, id, "host {i} got a second dry run");
+            }
+        }
+        let mut this_round = 0;
+        for r in [0, 1] {
+            let p = f.pass(r);
+            assert!(p["triggered"].as_array().unwrap().is_empty(), "{p}");
+        }
+        for (i, install) in beat_all(&f, &none, &no_extra) {
+            let id = install["attempt_id"].as_str().unwrap().to_string();
+            if sent.insert(i, id.clone()).is_none() {
+                this_round += 1;
+            }
+        }
+        assert!(this_round <= 4, "past the rate in round {round}");
+        if sent.len() == 7 {
+            break;
+        }
+    }
+    assert_eq!(sent.len(), 7, "every governed host checked: {sent:?}");
+    assert!(
+        !sent.contains_key(&7),
+        "the unlabelled host is not governed"
+    );
+
+    // Answers: host 1's check fails, the rest pass. The checks stop being resent.
+    let extra: BTreeMap<usize, Value> = sent
+        .iter()
+        .map(|(i, id)| {
+            let ok = *i != 1;
+            let err = if ok {
+                ""
+            } else {
+                "script exited with 2: syntax error"
+            };
+            (
+                *i,
+                json!({"install_result": {"attempt_id": id, "success": ok, "error": err}}),
+            )
+        })
+        .collect();
+    assert!(
+        beat_all(&f, &none, &extra).is_empty(),
+        "answered: not resent"
+    );
+    f.pass(0);
+    f.pass(1);
+    let plan = f.a.op("GET", "/v1/directives/plan", None);
+    let d = &plan["dry_run"];
+    // Host 0 is counted by both replicas that hold it.
+    assert_eq!(
+        (d["sent"].as_u64(), d["failed"].as_u64()),
+        (Some(8), Some(1)),
+        "{plan}"
+    );
+    assert_eq!(d["passed"], 7, "{plan}");
+    assert_eq!(d["failures"][0]["hostname"], "h1.example", "{plan}");
+    assert!(
+        d["failures"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("syntax error"),
+        "{plan}"
+    );
+
+    // Nothing was installed or recorded as an attempt: after apply every host still
+    // needs its install, and is triggered at once (no recent attempt to wait out).
+    assert!(f.states().is_empty(), "no directive governs anyone yet");
+    f.a.op(
+        "POST",
+        "/v1/directives/apply",
+        Some(&json!({"nonce": nonce}).to_string()),
+    );
+    f.pass(0);
+    let states = f.states();
+    assert!(
+        states
+            .values()
+            .all(|s| s == "NeedsInstall" || s == "InstallTriggered"),
+        "{states:?}"
+    );
+    let answers = beat_all(&f, &none, &extra);
+    assert!(
+        answers.values().all(|i| i["dry_run"] != true),
+        "after apply, only installs: {answers:?}"
+    );
+    assert!(!answers.is_empty(), "{answers:?}");
+}

@@ -20,6 +20,9 @@ pub struct PassHost<'a> {
     pub facts: HostFacts<'a>,
     /// Its record; `target` is filled by the pass from the selection.
     pub record: HostRecord<'a>,
+    /// Counted and planned, never chosen in this pass (a dry run already sent to it for
+    /// the plan being evaluated).
+    pub hold: bool,
 }
 
 /// An install the loop triggers (after recording the attempt).
@@ -99,6 +102,9 @@ pub struct PassOutcome<'a> {
     pub paused: Option<Pause>,
     /// The installs to trigger now (empty when paused or out of budget).
     pub triggers: Vec<Trigger<'a>>,
+    /// The installs the budget allowed but the pause or `enabled: false` holds back. A
+    /// dry run still sends them: it changes nothing on the host.
+    pub held: Vec<Trigger<'a>>,
 }
 
 /// Runs one pass over `hosts`. `budget` is how many installs the rate allows now
@@ -182,7 +188,7 @@ pub fn pass<'a>(
             if may_trigger(state, &record, now, timings) {
                 out.eligible += 1;
                 // Only as many as the budget: the rest wait for a later pass.
-                if candidates.len() < budget {
+                if candidates.len() < budget && !h.hold {
                     candidates.push(Trigger {
                         host: i,
                         directive: &directive.name,
@@ -233,6 +239,8 @@ pub fn pass<'a>(
     };
     if out.paused.is_none() && control.enabled {
         out.triggers = candidates;
+    } else {
+        out.held = candidates;
     }
     out
 }

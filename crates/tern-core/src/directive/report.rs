@@ -106,6 +106,46 @@ pub struct PlanEvaluation {
     /// The pending's nonce: a report for an older plan does not count for a newer one.
     pub nonce: String,
     pub evaluation: Evaluation,
+    /// A dry-run plan: the checks this replica's hosts were sent and what they answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<DryRunCounts>,
+}
+
+/// A host whose dry run failed, with the error it reported.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DryRunFailure {
+    pub updater_id: String,
+    pub hostname: String,
+    pub error: String,
+}
+
+/// The dry runs of one plan: sent, and answered either way (the rest are still out).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DryRunCounts {
+    pub sent: u64,
+    pub passed: u64,
+    pub failed: u64,
+    /// The first [`NO_FIT_SHOWN`] failures, with their errors.
+    pub failures: Vec<DryRunFailure>,
+}
+
+impl DryRunCounts {
+    pub fn add(&mut self, other: &DryRunCounts) {
+        self.sent += other.sent;
+        self.passed += other.passed;
+        self.failed += other.failed;
+        for f in &other.failures {
+            if self.failures.len() < NO_FIT_SHOWN {
+                self.failures.push(f.clone());
+            }
+        }
+    }
+
+    /// Sent and not answered yet.
+    pub fn waiting(&self) -> u64 {
+        self.sent.saturating_sub(self.passed + self.failed)
+    }
 }
 
 /// One approval of a pending directive.
@@ -152,6 +192,9 @@ pub struct PlanResponse {
     pub replicas: u64,
     pub evaluated_by: u64,
     pub evaluation: Evaluation,
+    /// A dry-run plan: its checks over the replicas that evaluated it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<DryRunCounts>,
     /// What the active directive does now, for comparison.
     pub active: Evaluation,
     /// What the limits allow now.
@@ -211,21 +254,32 @@ pub struct PlanBody {
 
 /// Sums the reports: the active directive over every replica, and the plan over those
 /// that evaluated `nonce` (with how many did).
-pub fn sum<'a>(
-    reports: impl IntoIterator<Item = &'a DirectiveReport>,
-    nonce: Option<&str>,
-) -> (Evaluation, Evaluation, u64, u64) {
-    let (mut active, mut plan) = (Evaluation::default(), Evaluation::default());
-    let (mut replicas, mut evaluated) = (0, 0);
+pub fn sum<'a>(reports: impl IntoIterator<Item = &'a DirectiveReport>, nonce: Option<&str>) -> Sum {
+    let mut out = Sum::default();
     for r in reports {
-        replicas += 1;
-        active.add(&r.active);
+        out.replicas += 1;
+        out.active.add(&r.active);
         if let (Some(p), Some(n)) = (&r.plan, nonce)
             && p.nonce == n
         {
-            evaluated += 1;
-            plan.add(&p.evaluation);
+            out.evaluated_by += 1;
+            out.plan.add(&p.evaluation);
+            if let Some(d) = &p.dry_run {
+                out.dry_run.get_or_insert_default().add(d);
+            }
         }
     }
-    (active, plan, replicas, evaluated)
+    out
+}
+
+/// The reports added up ([`sum`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sum {
+    /// The active directive over every replica.
+    pub active: Evaluation,
+    /// The plan over the replicas that evaluated it.
+    pub plan: Evaluation,
+    pub dry_run: Option<DryRunCounts>,
+    pub replicas: u64,
+    pub evaluated_by: u64,
 }

@@ -65,6 +65,11 @@ pub enum VcCommand {
         /// How long to wait for every replica to evaluate the plan.
         #[arg(long, default_value = "60s", value_parser = super::parse_interval)]
         wait: tern_core::duration::GoDuration,
+        /// With --draft: also send each host that would move a dry run (the installer
+        /// checks the target without changing anything), at the control config's rate;
+        /// run `plan` again to follow the answers.
+        #[arg(long, requires = "draft")]
+        dry_run: bool,
     },
     /// Approve the pending plan whose nonce is given; with the approvals the config asks
     /// for (distinct tokens), the draft becomes the active directive.
@@ -147,7 +152,11 @@ pub fn run(a: VersionControlArgs, g: &Global) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        VcCommand::Plan { draft, wait } => plan(&c, g, draft, Duration::from_secs(wait.as_secs())),
+        VcCommand::Plan {
+            draft,
+            wait,
+            dry_run,
+        } => plan(&c, g, draft, dry_run, Duration::from_secs(wait.as_secs())),
         VcCommand::Apply { nonce } => {
             let v: ApplyResponse = c.post("/v1/directives/apply", &ApplyBody { nonce })?;
             if !structured(g.output(), &v)? {
@@ -270,15 +279,15 @@ fn status(c: &Client, g: &Global) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn plan(c: &Client, g: &Global, draft: Option<String>, wait: Duration) -> anyhow::Result<ExitCode> {
+fn plan(
+    c: &Client,
+    g: &Global,
+    draft: Option<String>,
+    dry_run: bool,
+    wait: Duration,
+) -> anyhow::Result<ExitCode> {
     if let Some(draft) = draft {
-        let p: Pending = c.post(
-            "/v1/directives/plan",
-            &PlanBody {
-                draft,
-                dry_run: false,
-            },
-        )?;
+        let p: Pending = c.post("/v1/directives/plan", &PlanBody { draft, dry_run })?;
         eprintln!(
             "draft {} planned (nonce {}); waiting for the replicas to evaluate it…",
             p.draft, p.nonce
@@ -323,6 +332,29 @@ fn plan(c: &Client, g: &Global, draft: Option<String>, wait: Duration) -> anyhow
             h.updater_id,
             h.reasons.join("; ")
         );
+    }
+    if let Some(d) = &v.dry_run {
+        println!(
+            "dry run: {} sent, {} passed, {} failed, {} waiting for an answer",
+            plural(d.sent, "check"),
+            d.passed,
+            d.failed,
+            d.waiting()
+        );
+        for f in &d.failures {
+            println!(
+                "  dry run failed: {} ({}): {}",
+                f.hostname, f.updater_id, f.error
+            );
+        }
+        if d.sent < e.eligible {
+            println!(
+                "  {} more to check, at the control config's rate; run `ternctl version-control plan` to follow",
+                e.eligible - d.sent
+            );
+        }
+    } else if p.dry_run {
+        println!("dry run: no replica has sent a check yet");
     }
     println!(
         "limits now: installs {}, rate {}{}; {} could be triggered at once",

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use tern_core::directive::instruct::InstallInstruction;
 use tern_core::directive::pass::{Elsewhere, PassHost, Pause, pass};
-use tern_core::directive::report::{Evaluation, MoveCount, NoFitHost};
+use tern_core::directive::report::{
+    DryRunCounts, DryRunFailure, Evaluation, MoveCount, NO_FIT_SHOWN, NoFitHost,
+};
 use tern_core::directive::resource::{ControlSpec, DirectiveSpec, Installer, Target};
 use tern_core::directive::select::{HostFacts, Labels, Names};
 use tern_core::directive::state::{Attempt, AttemptResult, HostRecord, InstallState, StateTimings};
@@ -22,18 +24,38 @@ pub(crate) struct Directed {
     /// Sent with every heartbeat answer until the host reports a result for it, or
     /// the attempt leaves `InstallTriggered`.
     pub(crate) instruction: Option<Box<InstallInstruction>>,
+    /// The dry run sent to the host for a pending plan.
+    pub(crate) dry_run: Option<DryRun>,
 }
 
-/// The instruction to send with this heartbeat's answer; a result for it ends the
-/// resending.
+/// A dry run of a pending plan on one host.
+#[derive(Debug)]
+pub(crate) struct DryRun {
+    /// The plan's nonce: a dry run counts only for the plan that sent it.
+    pub(crate) nonce: String,
+    pub(crate) attempt_id: String,
+    /// Resent until the host answers it (`None`: answered, or adopted from the store).
+    pub(crate) instruction: Option<Box<InstallInstruction>>,
+}
+
+/// The instruction to send with this heartbeat's answer (an install before a dry run);
+/// a result for it ends the resending.
 pub(super) fn deliver(
     directed: &mut Option<Box<Directed>>,
     result: Option<&AttemptResult>,
 ) -> Option<Box<InstallInstruction>> {
     let d = directed.as_mut()?;
-    let pending = d.instruction.as_ref()?;
-    if result.is_some_and(|r| r.attempt_id == pending.attempt_id) {
+    let answered = |i: &InstallInstruction| result.is_some_and(|r| r.attempt_id == i.attempt_id);
+    if let Some(pending) = &d.instruction {
+        if !answered(pending) {
+            return Some(pending.clone());
+        }
         d.instruction = None;
+    }
+    let dry = d.dry_run.as_mut()?;
+    let pending = dry.instruction.as_ref()?;
+    if answered(pending) {
+        dry.instruction = None;
         return None;
     }
     Some(pending.clone())
@@ -50,6 +72,8 @@ pub struct PassInput<'r> {
     pub elsewhere: &'r Elsewhere,
     /// Keep each host's state (the active directive's pass); a plan of a draft does not.
     pub record_states: bool,
+    /// A dry-run plan's nonce: hosts already sent its dry run are not chosen again.
+    pub dry_run: Option<&'r str>,
 }
 
 /// An install the pass chose, owned (the store write happens without the lock).
@@ -71,7 +95,7 @@ pub struct PassSummary {
     pub chosen: Vec<ChosenInstall>,
 }
 
-fn pass_host<'a>(e: &'a Entry, names: &'a super::Names) -> PassHost<'a> {
+fn pass_host<'a>(e: &'a Entry, names: &'a super::Names, dry_run: Option<&str>) -> PassHost<'a> {
     let facts = e.facts.as_deref();
     let version = names.get(e.version);
     PassHost {
@@ -92,6 +116,12 @@ fn pass_host<'a>(e: &'a Entry, names: &'a super::Names) -> PassHost<'a> {
             attempt: e.directed.as_ref().and_then(|d| d.attempt.as_ref()),
             result: facts.and_then(|f| f.install_result.as_ref()),
         },
+        hold: dry_run.is_some_and(|nonce| {
+            e.directed
+                .as_ref()
+                .and_then(|d| d.dry_run.as_ref())
+                .is_some_and(|d| d.nonce == nonce)
+        }),
     }
 }
 
@@ -100,7 +130,9 @@ impl Inventory {
     pub fn directive_pass(&mut self, input: &PassInput<'_>) -> PassSummary {
         let names = &self.names;
         let out = pass(
-            self.entries.iter().map(|e| pass_host(e, names)),
+            self.entries
+                .iter()
+                .map(|e| pass_host(e, names, input.dry_run)),
             input.spec,
             input.installers,
             input.control,
@@ -143,6 +175,8 @@ impl Inventory {
             chosen: out
                 .triggers
                 .iter()
+                // A dry run sends what the budget allows whatever holds installs back.
+                .chain(input.dry_run.map_or(&[][..], |_| &out.held[..]))
                 // An updater without an id cannot be told apart from a rebuilt host
                 // with the same machine id: it is planned, never triggered.
                 .filter(|t| !entry(t.host).updater_id.is_empty())
@@ -204,6 +238,63 @@ impl Inventory {
         d.instruction = Some(Box::new(instruction));
         e.install_state = Some(InstallState::InstallTriggered);
         true
+    }
+}
+
+impl Inventory {
+    /// A dry run is recorded in the store for the host (by this replica, or found there):
+    /// it gets `instruction`, if any, with its next heartbeat answers.
+    pub(crate) fn send_dry_run(
+        &mut self,
+        updater_id: &str,
+        nonce: &str,
+        attempt_id: &str,
+        instruction: Option<InstallInstruction>,
+    ) {
+        if let Some(e) = self.by_updater_mut(updater_id) {
+            e.directed.get_or_insert_default().dry_run = Some(DryRun {
+                nonce: nonce.to_string(),
+                attempt_id: attempt_id.to_string(),
+                instruction: instruction.map(Box::new),
+            });
+        }
+    }
+
+    /// The dry runs of plan `nonce` on this replica's hosts; dry runs of other plans are
+    /// dropped (their plan was applied, cancelled or replaced).
+    pub(crate) fn dry_run_counts(&mut self, nonce: Option<&str>) -> DryRunCounts {
+        let mut out = DryRunCounts::default();
+        for e in &mut self.entries {
+            let Some(d) = e.directed.as_mut() else {
+                continue;
+            };
+            let Some(dry) = &d.dry_run else { continue };
+            if Some(dry.nonce.as_str()) != nonce {
+                d.dry_run = None;
+                continue;
+            }
+            out.sent += 1;
+            let result = e
+                .facts
+                .as_deref()
+                .and_then(|f| f.install_result.as_ref())
+                .filter(|r| r.attempt_id == dry.attempt_id);
+            match result {
+                Some(r) if r.success => out.passed += 1,
+                Some(r) => {
+                    out.failed += 1;
+                    if out.failures.len() < NO_FIT_SHOWN {
+                        out.failures.push(DryRunFailure {
+                            updater_id: e.updater_id.to_string(),
+                            hostname: e.hostname.to_string(),
+                            error: r.error.clone(),
+                        });
+                    }
+                }
+                None => {}
+            }
+        }
+        out
     }
 }
 

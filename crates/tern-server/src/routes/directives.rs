@@ -225,11 +225,6 @@ pub(crate) async fn plan(
     body: Bytes,
 ) -> ApiResult<Json<Pending>> {
     let b: PlanBody = body::json(&body)?;
-    if b.dry_run {
-        return Err(ApiError::bad_request(
-            "dry_run: not supported by ternd yet (hosts check dry-run instructions, but no plan sends them)",
-        ));
-    }
     let store = state.store();
     let Some(draft) = get::<VersionDirective>(store, &keys::draft(&b.draft)).await? else {
         return Err(ApiError::not_found(format!(
@@ -254,7 +249,7 @@ pub(crate) async fn plan(
         planned_by: actor.token_id.clone(),
         approvals_needed: config.promotion.approvals.max(1),
         approvals: Vec::new(),
-        dry_run: false,
+        dry_run: b.dry_run,
     };
     store
         .put(keys::PENDING_DIRECTIVE, encode(&pending)?, None)
@@ -282,8 +277,7 @@ pub(crate) async fn get_plan(State(state): State<Arc<AppState>>) -> ApiResult<Js
         ));
     };
     let reports = reports(&state).await?;
-    let (active, evaluation, replicas, evaluated_by) =
-        report::sum(&reports, Some(&pending.value.nonce));
+    let sum = report::sum(&reports, Some(&pending.value.nonce));
     let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG)
         .await?
         .map(|c| c.value.spec);
@@ -292,10 +286,11 @@ pub(crate) async fn get_plan(State(state): State<Arc<AppState>>) -> ApiResult<Js
         .map(|p| p.value);
     Ok(Json(PlanResponse {
         pending: pending.value,
-        replicas,
-        evaluated_by,
-        evaluation,
-        active,
+        replicas: sum.replicas,
+        evaluated_by: sum.evaluated_by,
+        evaluation: sum.plan,
+        dry_run: sum.dry_run,
+        active: sum.active,
         enabled: config.as_ref().is_some_and(|c| c.enabled),
         rate: config
             .map(|c| c.rolling_install.rate)
@@ -449,7 +444,11 @@ pub(crate) async fn status(
         })
         .collect();
     let reports = reports(&state).await?;
-    let (fleet, _, replicas, _) = report::sum(&reports, None);
+    let report::Sum {
+        active: fleet,
+        replicas,
+        ..
+    } = report::sum(&reports, None);
     Ok(Json(DirectivesStatus {
         enabled: res.config.as_ref().map(|c| c.value.spec.enabled),
         active: res.active.as_ref().map(|a| Named {
