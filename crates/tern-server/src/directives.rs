@@ -179,6 +179,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         .store(res.active.is_some(), std::sync::atomic::Ordering::Relaxed);
     let empty = DirectiveSpec::default();
     let spec = res.active.as_ref().map_or(&empty, |a| &a.value.spec);
+    load_attempts(state, &timings, now).await?;
     let mut loop_state = state.directive_loop.lock().await;
     let governed_before = loop_state.governed + elsewhere.governed;
     let rate = Rate::parse(&control.rolling_install.rate);
@@ -301,6 +302,46 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
     Ok(result)
 }
 
+/// Above this many hosts new to this replica, their attempt records are read with one
+/// listing instead of one read each.
+const ATTEMPT_READS: usize = 64;
+
+/// Reads the attempt records of the hosts this replica has not checked yet (after a
+/// restart, every host; then those that arrive): an install in flight, or one that
+/// failed or churned recently, shows in their state from this pass, not only once the
+/// host is chosen again.
+async fn load_attempts(
+    state: &AppState,
+    timings: &tern_core::directive::state::StateTimings,
+    now: Timestamp,
+) -> ApiResult<()> {
+    let ids = state.inventory().unchecked_attempts();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let store = state.store();
+    let mut found = std::collections::HashMap::new();
+    let mut keep = |id: String, a: Attempt| {
+        let age = now.duration_since(a.at);
+        if !age.is_negative() && age.unsigned_abs() < timings.recent {
+            found.insert(id, a);
+        }
+    };
+    if ids.len() <= ATTEMPT_READS {
+        for id in &ids {
+            if let Some(r) = get::<Attempt>(store, &keys::attempt(id)).await? {
+                keep(id.clone(), r.value);
+            }
+        }
+    } else {
+        for (id, r) in list::<Attempt>(store, keys::ATTEMPTS_PREFIX).await? {
+            keep(id, r.value);
+        }
+    }
+    state.inventory().attempts_checked(&ids, &found);
+    Ok(())
+}
+
 /// A replica's directive report outlives a few missed passes, not more: the fleet's
 /// view is the sum of the reports there are.
 pub(crate) fn report_ttl(state: &AppState) -> Duration {
@@ -342,10 +383,11 @@ async fn trigger(
             revision: kv.mod_revision,
         },
     };
+    // Past `recent` an attempt decides nothing: the store drops it a little later.
     let put = Op::Put {
         key: key.clone(),
         value: encode(&attempt)?,
-        ttl: None,
+        ttl: Some(timings.recent + Duration::from_secs(600)),
     };
     match store.txn(&[compare], &[put]).await? {
         TxnOutcome::Committed { .. } => {}

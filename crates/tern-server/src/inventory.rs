@@ -68,6 +68,9 @@ struct Entry {
     /// Its last install attempt and the instruction still to deliver; `None` (8 bytes)
     /// for hosts the directives never triggered.
     directed: Option<Box<directed::Directed>>,
+    /// The store's attempt record for the host was read since this replica first saw
+    /// it (a restart, or a host moving from another replica, finds its attempt there).
+    attempt_checked: bool,
 }
 
 /// A host's labels, build and installer types, as its last heartbeat gave them
@@ -196,12 +199,13 @@ impl Inventory {
         }
         let heard = self.millis_since_epoch(at);
         let first_seen = found.map_or(now, |i| self.entries[i].first_seen);
-        let (install_state, mut directed) = match found {
+        let (install_state, mut directed, attempt_checked) = match found {
             Some(i) => (
                 self.entries[i].install_state,
                 self.entries[i].directed.take(),
+                self.entries[i].attempt_checked,
             ),
-            None => (None, None),
+            None => (None, None, false),
         };
         let instruction = directed::deliver(&mut directed, hb.install_result.as_ref());
         let names = &mut self.names;
@@ -222,6 +226,7 @@ impl Inventory {
             facts: Facts::of(hb),
             install_state,
             directed,
+            attempt_checked,
         };
         match found {
             Some(i) => self.entries[i] = entry,

@@ -59,7 +59,7 @@ spec:
 }
 
 struct Fleet {
-    _tmp: tempfile::TempDir,
+    tmp: tempfile::TempDir,
     a: Ternd,
     b: Ternd,
     agent: String,
@@ -75,12 +75,27 @@ impl Fleet {
         let mut b = Ternd::start(&tmp.path().join("b"), &args("b"));
         b.token = a.token.clone();
         let agent = a.new_token("agent");
-        Fleet {
-            _tmp: tmp,
-            a,
-            b,
-            agent,
-        }
+        Fleet { tmp, a, b, agent }
+    }
+
+    /// Kills replica a (SIGKILL: no goodbye) and starts it again on the same store; its
+    /// inventory starts empty.
+    fn restart_a(&mut self) {
+        self.a.kill9();
+        let db = self.tmp.path().join("shared").join("tern.db");
+        let backend = format!("sqlite:{}", db.display());
+        self.a = Ternd::start(
+            &self.tmp.path().join("a"),
+            &[
+                "--backend",
+                &backend,
+                "--replica-id",
+                "a",
+                "--dev-clock",
+                T0,
+            ],
+        );
+        self.a.token = self.b.token.clone();
     }
 
     fn replica(&self, r: usize) -> &Ternd {
@@ -564,4 +579,80 @@ fn a_dry_run_plan_checks_each_host_once_and_installs_nothing() {
         "after apply, only installs: {answers:?}"
     );
     assert!(!answers.is_empty(), "{answers:?}");
+}
+
+#[test]
+fn a_restarted_replica_finds_the_attempts_in_flight_and_triggers_nobody_twice() {
+    let mut f = Fleet::start();
+    let none: BTreeMap<usize, &str> = BTreeMap::new();
+    let no_extra: BTreeMap<usize, Value> = BTreeMap::new();
+    beat_all(&f, &none, &no_extra);
+    f.a.op("PUT", "/v1/directives/installers/script", Some(SCRIPT));
+    f.a.op("PUT", "/v1/directives/config", Some(CONFIG));
+    f.a.op("PUT", "/v1/directives/drafts/static", Some(&draft("1.2.0")));
+    let pending = f.a.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    f.a.op(
+        "POST",
+        "/v1/directives/apply",
+        Some(&json!({"nonce": pending["nonce"]}).to_string()),
+    );
+    // Two minutes of a's passes: it triggers hosts 0-3 (its four), within its rate.
+    let mut on_a: BTreeSet<String> = BTreeSet::new();
+    for d in ["61s", "60s", "60s"] {
+        f.advance(d);
+        beat_all(&f, &none, &no_extra);
+        for h in f.pass(0)["triggered"].as_array().unwrap() {
+            on_a.insert(h.as_str().unwrap().to_string());
+        }
+    }
+    assert!(on_a.len() >= 2, "{on_a:?}");
+    // Host 1 took its instruction and failed; the others are still installing.
+    let answers = beat_all(&f, &none, &no_extra);
+    let failed = "h1".to_string();
+    assert!(on_a.contains(&failed), "{on_a:?}");
+    let extra: BTreeMap<usize, Value> = [(
+        1,
+        json!({"install_result": {"attempt_id": answers[&1]["attempt_id"], "success": false,
+               "error": "script exited with 1"}}),
+    )]
+    .into();
+    beat_all(&f, &none, &extra);
+
+    // Replica a dies and comes back with an empty inventory; its hosts heartbeat again.
+    f.restart_a();
+    beat_all(&f, &none, &extra);
+    let p = f.pass(0);
+    assert!(p["triggered"].as_array().unwrap().is_empty(), "{p}");
+    // From its first pass, before any host has settled again, the restarted replica
+    // shows where each host stands: the attempts are read from the store, not forgotten.
+    let states = f.a.op("GET", "/v1/inventory", None)["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["updater_id"].as_str().unwrap().to_string(),
+                a["install_state"].as_str().unwrap_or("-").to_string(),
+            )
+        })
+        .collect::<BTreeMap<_, _>>();
+    for h in &on_a {
+        let want = if *h == failed {
+            "ExplicitInstallFault"
+        } else {
+            "InstallTriggered"
+        };
+        assert_eq!(states[h], want, "{h}: {states:?}");
+    }
+    // Settled again: still nobody it triggered before is triggered a second time.
+    f.advance("61s");
+    beat_all(&f, &none, &extra);
+    let again = f.pass(0)["triggered"].as_array().unwrap().clone();
+    for h in &again {
+        assert!(!on_a.contains(h.as_str().unwrap()), "{h} triggered twice");
+    }
 }

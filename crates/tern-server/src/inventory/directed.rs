@@ -214,6 +214,36 @@ impl Inventory {
         Some(&mut self.entries[i])
     }
 
+    /// The updater ids of the hosts whose attempt record this replica has not read yet.
+    pub(crate) fn unchecked_attempts(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|e| !e.attempt_checked && !e.updater_id.is_empty())
+            .map(|e| e.updater_id.to_string())
+            .collect()
+    }
+
+    /// The attempt records of `checked` were read; `found` holds those that exist and
+    /// are adopted (unless this replica already knows a newer attempt).
+    pub(crate) fn attempts_checked(
+        &mut self,
+        checked: &[String],
+        found: &std::collections::HashMap<String, Attempt>,
+    ) {
+        for id in checked {
+            let Some(e) = self.by_updater_mut(id) else {
+                continue;
+            };
+            e.attempt_checked = true;
+            if let Some(a) = found.get(id) {
+                let d = e.directed.get_or_insert_default();
+                if d.attempt.as_ref().is_none_or(|mine| mine.at < a.at) {
+                    d.attempt = Some(a.clone());
+                }
+            }
+        }
+    }
+
     /// Records that `attempt` is the host's last (found in the store, made by another
     /// replica or before a restart): its state follows from it from the next pass.
     pub(crate) fn adopt_attempt(&mut self, updater_id: &str, attempt: Attempt) {
