@@ -649,6 +649,65 @@ mod passes {
     }
 
     #[test]
+    fn the_notification_view_flags_outdated_and_advised_versions() {
+        use tern_core::directive::notice::{VersionNotice, notices, summary};
+        let mut d = VersionDirective::from_text(DIRECTIVE).unwrap();
+        d.spec.advisories = vec![
+            Advisory {
+                versions: "<1.1.0".into(),
+                kind: AdvisoryKind::Security,
+                note: Some("CVE-1".into()),
+            },
+            // Also matches 1.0.0, but the first advisory speaks for a version.
+            Advisory {
+                versions: "<1.0.5".into(),
+                kind: AdvisoryKind::EndOfLife,
+                note: None,
+            },
+        ];
+        d.validate().unwrap();
+        let inst = installers();
+        let f = fleet();
+        let none: Vec<Option<Attempt>> = vec![None; 8];
+        let out = pass(
+            hosts(&f, &none),
+            &d.spec,
+            &inst,
+            &control(false, "1"),
+            &T,
+            ts(0),
+            0,
+            &Elsewhere::default(),
+        );
+        let n = notices(&d.spec, &out);
+        let notice = |v: &str, kind, rec: &str, note: Option<&str>, hosts| VersionNotice {
+            version: v.into(),
+            kind,
+            recommended: Some(rec.into()),
+            note: note.map(str::to_string),
+            hosts,
+        };
+        // 0.9.0 runs on the ungoverned host 7: not flagged.
+        assert_eq!(
+            n,
+            [
+                notice("1.0.0", NoticeKind::Outdated, "1.1.0", None, 2),
+                notice("1.0.0", NoticeKind::Security, "1.1.0", Some("CVE-1"), 2),
+                notice("1.1.0", NoticeKind::Outdated, "1.2.0", None, 3),
+            ]
+        );
+        assert_eq!(
+            summary(&n, NoticeKind::Security).unwrap(),
+            "2 hosts run versions with a security advisory: 1.0.0 (2 hosts, recommended 1.1.0: CVE-1)"
+        );
+        assert_eq!(summary(&n, NoticeKind::EndOfLife), None);
+        // A hostile advisory never gets stored.
+        d.spec.advisories[0].versions = "<1.1.0; rm -rf /".into();
+        let err = d.validate().unwrap_err().to_string();
+        assert!(err.contains("spec.advisories[0].versions"), "{err}");
+    }
+
+    #[test]
     fn held_hosts_are_planned_but_never_chosen() {
         // A dry run already sent to h0 and h1 for this plan: the budget goes to the next.
         let d = VersionDirective::from_text(DIRECTIVE).unwrap();
@@ -880,4 +939,151 @@ fn labels_kept_as_sorted_pairs_match_like_a_map() {
     }
     assert!(Names::Boxed(&["tern-update".into()]).contains("tern-update"));
     assert!(!Names::Boxed(&["tern-update".into()]).contains("package"));
+}
+
+mod releases_controller {
+    use super::*;
+    use tern_core::directive::releases::*;
+
+    const CONTROL: &str = r#"
+kind: version_control_config
+spec:
+  releases:
+    index: https://releases.example/agent/index.json
+    arch: [amd64, arm64]
+    directives:
+      - {name: prod, version: "1.*", selectors: [{labels: {env: prod}}], installers: [native, script]}
+      - {name: staging, version: ">=2", selectors: [{labels: {env: staging}}], installers: [native]}
+      - {name: future, version: "3.*", selectors: [{labels: {env: lab}}], installers: [script]}
+"#;
+
+    fn asset(arch: &str, size: Option<u64>, sha: Option<char>) -> ReleaseAsset {
+        ReleaseAsset {
+            name: String::new(),
+            arch: Some(arch.into()),
+            size,
+            sha256: sha.map(|c| c.to_string().repeat(64)),
+        }
+    }
+
+    fn release(tag: &str, assets: Vec<ReleaseAsset>) -> ReleaseInfo {
+        ReleaseInfo {
+            tag: tag.into(),
+            assets,
+            ..ReleaseInfo::default()
+        }
+    }
+
+    #[test]
+    fn the_newest_admitted_release_per_directive_with_checked_assets() {
+        let c = VersionControlConfig::from_text(CONTROL)
+            .unwrap()
+            .spec
+            .releases
+            .unwrap();
+        let listed = vec![
+            release(
+                "v1.2.0",
+                vec![
+                    asset("amd64", Some(10), Some('a')),
+                    asset("arm64", Some(11), Some('b')),
+                ],
+            ),
+            ReleaseInfo {
+                prerelease: true,
+                ..release("v1.3.0-rc.1", vec![asset("amd64", Some(1), Some('c'))])
+            },
+            // A security release, built for amd64 only, with a digest but no size.
+            ReleaseInfo {
+                security: true,
+                ..release("v1.2.1", vec![asset("amd64", None, Some('d'))])
+            },
+            release(
+                "v2.0.0",
+                vec![
+                    asset("amd64", Some(20), Some('e')),
+                    asset("arm64", Some(21), Some('F')),
+                ],
+            ),
+            ReleaseInfo {
+                draft: true,
+                ..release("v2.1.0", vec![asset("amd64", Some(1), Some('e'))])
+            },
+            release("nightly", vec![]),
+            release("v1.9.0+build.7", vec![asset("amd64", Some(1), Some('e'))]),
+            // A hostile digest is dropped, not passed on.
+            release("v1.1.0", vec![asset("amd64", Some(5), None)]),
+        ];
+        let out = draft(&c, &listed, ts(0)).unwrap();
+        let d = &out.directive;
+        d.validate().unwrap();
+        assert_eq!(d.metadata.name, RELEASES_DRAFT);
+        assert_eq!(d.spec.stale_after, Some(ts(24 * 3600)));
+        let names: Vec<&str> = d.spec.directives.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["prod", "staging"],
+            "future has no release: left out"
+        );
+        let prod = &d.spec.directives[0];
+        // 1.2.1 (not the pre-release, not the build-tagged 1.9.0); only amd64 has an
+        // asset, and without a size neither size nor digest is kept.
+        assert_eq!(prod.targets.len(), 1, "{:?}", prod.targets);
+        let t = &prod.targets[0];
+        assert_eq!(
+            (t.version.as_str(), t.arch.as_deref()),
+            ("1.2.1", Some("amd64"))
+        );
+        assert_eq!((t.size, t.sha256.as_deref()), (None, None));
+        assert_eq!(prod.installers, ["native", "script"]);
+        let staging = &d.spec.directives[1];
+        let arm = staging
+            .targets
+            .iter()
+            .find(|t| t.arch.as_deref() == Some("arm64"))
+            .unwrap();
+        assert_eq!(arm.version, "2.0.0", "drafts are never taken");
+        assert_eq!(arm.size, Some(21));
+        assert_eq!(
+            arm.sha256.as_deref(),
+            Some("f".repeat(64).as_str()),
+            "lower-cased"
+        );
+        // The security release flags the older versions of its major.
+        assert_eq!(d.spec.advisories.len(), 1);
+        assert_eq!(d.spec.advisories[0].versions, ">=1.0.0, <1.2.1");
+        assert_eq!(d.spec.advisories[0].kind, AdvisoryKind::Security);
+        let notes = out.notes.join("\n");
+        assert!(notes.contains("\"nightly\""), "{notes}");
+        assert!(notes.contains("v1.9.0+build.7"), "{notes}");
+        assert!(notes.contains("no asset for arm64"), "{notes}");
+        assert!(notes.contains("directive future"), "{notes}");
+    }
+
+    #[test]
+    fn nothing_to_draft_is_an_error_not_an_empty_directive() {
+        let c = VersionControlConfig::from_text(CONTROL)
+            .unwrap()
+            .spec
+            .releases
+            .unwrap();
+        let listed = vec![release("v0.9.0", vec![asset("amd64", Some(1), Some('a'))])];
+        assert_eq!(
+            draft(&c, &listed, ts(0)),
+            Err(ReleasesError::NothingMatches { listed: 1 })
+        );
+    }
+
+    #[test]
+    fn the_controller_config_is_validated_with_field_paths() {
+        let bad = CONTROL
+            .replace("https://releases.example", "http://releases.example")
+            .replace("\">=2\"", "\"two\"");
+        let err = VersionControlConfig::from_text(&bad)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("spec.releases.index"), "{err}");
+        assert!(err.contains("allow_http"), "{err}");
+        assert!(err.contains("spec.releases.directives[1].version"), "{err}");
+    }
 }

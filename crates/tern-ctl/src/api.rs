@@ -322,6 +322,8 @@ pub enum DevCommand {
     Reconcile,
     /// Run one pass of this replica's directive loop now; prints the hosts triggered.
     Directives,
+    /// Run the built-in version controllers now (on the leader); prints what they did.
+    Controllers,
 }
 
 #[derive(Subcommand)]
@@ -1005,6 +1007,12 @@ fn dev(a: DevArgs, g: &Global) -> anyhow::Result<ExitCode> {
         }
         DevCommand::Directives => {
             let v: Value = c.post("/v1/dev/directives", &json!({}))?;
+            if !structured(g.output(), &v)? {
+                print!("{}", serde_yaml_ng::to_string(&v)?);
+            }
+        }
+        DevCommand::Controllers => {
+            let v: Value = c.post("/v1/dev/controllers", &json!({}))?;
             if !structured(g.output(), &v)? {
                 print!("{}", serde_yaml_ng::to_string(&v)?);
             }

@@ -15,7 +15,6 @@ mod command;
 mod install;
 mod keys;
 mod records;
-mod source;
 mod updater;
 mod worker;
 
@@ -284,7 +283,7 @@ async fn run(cli: Cli) -> anyhow::Result<String> {
         Command::Updater(a) => {
             let a = *a;
             let source = match (&a.github, &a.index) {
-                (Some(api), _) => source::Source::GitHub {
+                (Some(api), _) => tern_server::release_source::Source::GitHub {
                     api: api.clone(),
                     repo: a.repo.clone().unwrap_or_default(),
                     token: match &a.github_token_file {
@@ -298,7 +297,9 @@ async fn run(cli: Cli) -> anyhow::Result<String> {
                     },
                     asset: a.asset.clone().unwrap_or_default(),
                 },
-                (None, Some(url)) => source::Source::Index { url: url.clone() },
+                (None, Some(url)) => {
+                    tern_server::release_source::Source::Index { url: url.clone() }
+                }
                 (None, None) => anyhow::bail!(
                     "give --github URL --repo OWNER/NAME --asset NAME, or --index URL"
                 ),

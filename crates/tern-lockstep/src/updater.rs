@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use crate::changes::Changes;
 use crate::keys;
 use crate::records::{self, Completed, Snapshot, to_json};
-use crate::source::{self, Fetcher, Source, SourceRelease};
+use tern_server::release_source::{self as source, Fetcher, Source, SourceRelease};
 
 pub(crate) struct UpdaterConfig {
     pub(crate) holder: String,

@@ -145,12 +145,21 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
     let res = read_resources(store).await?;
     // Nothing to evaluate and nothing left from an earlier directive: no pass over the
     // hosts, no report (a fleet that does not use directives pays nothing).
-    if res.active.is_none() && res.pending.is_none() {
+    let notification = res
+        .config
+        .as_ref()
+        .and_then(|c| c.value.spec.notification.clone());
+    if res.active.is_none() && res.pending.is_none() && notification.is_none() {
         state
             .directives_active
             .store(false, std::sync::atomic::Ordering::Relaxed);
         let mut loop_state = state.directive_loop.lock().await;
         if loop_state.governed == 0 && loop_state.states.is_empty() {
+            drop(loop_state);
+            // Alerts raised while directives were in use are cleared once.
+            if loop_state_had_alerts(state) {
+                sync_alerts(state, BTreeMap::new(), now).await?;
+            }
             return Ok(PassResult::default());
         }
         // The last pass governed hosts: one more pass clears their states.
@@ -199,7 +208,15 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         }
         _ => 0,
     };
-    let (active, plan, dry_chosen) = {
+    // The notification controller's directive: a draft, or the active one.
+    let notify_spec = match &notification {
+        None => None,
+        Some(n) if n.from == "active" => res.active.as_ref().map(|a| a.value.spec.clone()),
+        Some(n) => get::<VersionDirective>(store, &keys::draft(&n.from))
+            .await?
+            .map(|d| d.value.spec),
+    };
+    let (active, plan, dry_chosen, notices) = {
         let mut inv = state.inventory();
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
         let active = inv.directive_pass(&PassInput {
@@ -212,6 +229,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             elsewhere: &elsewhere,
             record_states: true,
             dry_run: None,
+            notices: false,
         });
         let mut dry_chosen = Vec::new();
         let plan = res.pending.as_ref().map(|(p, draft)| {
@@ -225,6 +243,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
                 elsewhere: &elsewhere,
                 record_states: false,
                 dry_run: dry_nonce.as_deref(),
+                notices: false,
             });
             dry_chosen = e.chosen;
             PlanEvaluation {
@@ -233,7 +252,22 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
                 dry_run: None,
             }
         });
-        (active, plan, dry_chosen)
+        let notices = notify_spec.as_ref().map_or_else(Vec::new, |spec| {
+            inv.directive_pass(&PassInput {
+                spec,
+                installers: &res.installers,
+                control: &control,
+                timings,
+                now,
+                budget: 0,
+                elsewhere: &elsewhere,
+                record_states: false,
+                dry_run: None,
+                notices: true,
+            })
+            .notices
+        });
+        (active, plan, dry_chosen, notices)
     };
     let mut result = PassResult::default();
     if let Some(pause) = &active.paused {
@@ -291,6 +325,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         active: active.evaluation,
         triggered: result.triggered.len() as u64,
         plan,
+        notices,
     };
     store
         .put(
@@ -299,7 +334,140 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             Some(report_ttl(state)),
         )
         .await?;
+    // The alerts follow the fleet: this report and the others' last ones.
+    let mut fleet_notices = Vec::new();
+    for r in reports
+        .iter()
+        .map(|(_, r)| &r.value)
+        .filter(|r| r.replica != state.settings.replica_id)
+        .chain(std::iter::once(&report))
+    {
+        for n in &r.notices {
+            tern_core::directive::notice::push(&mut fleet_notices, n.clone());
+        }
+    }
+    let mut desired = BTreeMap::new();
+    if let Some(n) = &notification {
+        for kind in &n.alert_on {
+            if let Some(message) = tern_core::directive::notice::summary(&fleet_notices, *kind) {
+                desired.insert(notice_alert_kind(*kind), message);
+            }
+        }
+    }
+    if let Some(a) = &res.active
+        && let Some(at) = a.value.spec.stale_after
+        && at <= now
+    {
+        desired.insert(
+            STALE_ALERT.to_string(),
+            format!(
+                "the active directive went stale at {at}: its controller has not refreshed it; hosts still follow it"
+            ),
+        );
+    }
+    if !desired.is_empty() || loop_state_had_alerts(state) {
+        sync_alerts(state, desired, now).await?;
+    }
     Ok(result)
+}
+
+/// The alert kind raised when the active directive's `stale_after` has passed.
+pub(crate) const STALE_ALERT: &str = "directive_stale";
+
+/// The alert kind of a notification controller's flag.
+pub(crate) fn notice_alert_kind(kind: tern_core::directive::resource::NoticeKind) -> String {
+    format!("directive_versions_{}", kind.as_str().replace('-', "_"))
+}
+
+/// Whether this replica last saw directive alerts raised (so an empty set must be
+/// written once to clear them).
+fn loop_state_had_alerts(state: &AppState) -> bool {
+    state
+        .directive_alerts_raised
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Makes `/tern/directives/alerts` hold exactly `desired` (kind → message), by
+/// compare-and-swap: the replica whose write commits tells the notifiers what was
+/// raised and what cleared (a message that only changes is updated silently).
+async fn sync_alerts(
+    state: &AppState,
+    desired: BTreeMap<String, String>,
+    now: Timestamp,
+) -> ApiResult<()> {
+    let store = state.store();
+    let current = get::<BTreeMap<String, Alert>>(store, keys::DIRECTIVE_ALERTS).await?;
+    let before = current
+        .as_ref()
+        .map(|c| c.value.clone())
+        .unwrap_or_default();
+    let after: BTreeMap<String, Alert> = desired
+        .into_iter()
+        .map(|(kind, message)| {
+            let since = before.get(&kind).map_or(now, |a| a.since);
+            let alert = Alert {
+                kind: kind.clone(),
+                group: None,
+                message,
+                since,
+            };
+            (kind, alert)
+        })
+        .collect();
+    state
+        .directive_alerts_raised
+        .store(!after.is_empty(), std::sync::atomic::Ordering::Relaxed);
+    if before == after {
+        return Ok(());
+    }
+    let compare = match &current {
+        None => Compare::Absent {
+            key: keys::DIRECTIVE_ALERTS.to_string(),
+        },
+        Some(c) => Compare::ModRevision {
+            key: keys::DIRECTIVE_ALERTS.to_string(),
+            revision: c.revision,
+        },
+    };
+    let op = if after.is_empty() {
+        Op::Delete {
+            key: keys::DIRECTIVE_ALERTS.to_string(),
+        }
+    } else {
+        Op::Put {
+            key: keys::DIRECTIVE_ALERTS.to_string(),
+            value: encode(&after)?,
+            ttl: None,
+        }
+    };
+    if let TxnOutcome::Failed { .. } = store.txn(&[compare], &[op]).await? {
+        // Another replica wrote first; the next pass sees its set.
+        return Ok(());
+    }
+    for (kind, alert) in &after {
+        if !before.contains_key(kind) {
+            tracing::warn!(kind = %kind, message = %alert.message, "directive alert raised");
+            send_alert(state, NoticeEvent::Raised, alert.clone(), now);
+        }
+    }
+    for (kind, alert) in &before {
+        if !after.contains_key(kind) {
+            tracing::info!(kind = %kind, "directive alert cleared");
+            send_alert(state, NoticeEvent::Cleared, alert.clone(), now);
+        }
+    }
+    Ok(())
+}
+
+fn send_alert(state: &AppState, event: NoticeEvent, alert: Alert, now: Timestamp) {
+    state.notifiers.send(Notice {
+        event,
+        alert,
+        rollout: None,
+        server: state.notifiers.server_name().to_string(),
+        at: now,
+        program: "ternd",
+    });
 }
 
 /// Above this many hosts new to this replica, their attempt records are read with one

@@ -64,6 +64,11 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
+    /// Something ternd reads from elsewhere (a release source) failed or answered badly.
+    pub(crate) fn bad_gateway(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_GATEWAY, "bad_gateway", message)
+    }
+
     pub(crate) fn unavailable(message: impl Into<String>) -> Self {
         let mut e = Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message);
         e.retry_after = Some(5);

@@ -31,6 +31,10 @@ pub(crate) const PENDING_DIRECTIVE: &str = "/tern/directives/pending";
 pub(crate) const DIRECTIVES_PAUSED: &str = "/tern/directives/paused";
 pub(crate) const ATTEMPTS_PREFIX: &str = "/tern/directives/attempts/";
 pub(crate) const DIRECTIVE_REPORTS_PREFIX: &str = "/tern/directives/reports/";
+/// The directive alerts raised now (notification flags, a stale directive), by kind.
+pub(crate) const DIRECTIVE_ALERTS: &str = "/tern/directives/alerts";
+/// Each built-in version controller's last run, by name.
+pub(crate) const CONTROLLERS_PREFIX: &str = "/tern/directives/controllers/";
 /// Each host's dry run for the pending plan (with the plan's nonce; TTL to its expiry).
 pub(crate) const DRY_RUNS_PREFIX: &str = "/tern/directives/dryruns/";
 /// The leader lease the reconciler holds.

@@ -7,11 +7,14 @@
 //!   bounds (connection caps, header and idle timeouts).
 //! - [`reconciler`]: reports and reconciles; [`snapshot`]: what find answers from.
 //! - [`auth`], [`inventory`], [`ratelimit`], [`metrics`], [`clock`]: the parts;
-//!   `notify`: alert notices to webhooks and Slack (see `docs/alerts.md`).
+//!   `notify`: alert notices to webhooks and Slack (see `docs/alerts.md`);
+//!   [`release_source`]: releases listed by GitHub or an index (tern-lockstep and the
+//!   `releases` version controller).
 
 pub(crate) mod audit;
 pub mod auth;
 pub mod clock;
+pub(crate) mod controllers;
 pub(crate) mod directives;
 pub mod error;
 pub mod inventory;
@@ -21,6 +24,7 @@ pub(crate) mod metrics;
 pub mod notify;
 pub(crate) mod ratelimit;
 pub mod reconciler;
+pub mod release_source;
 pub mod resources;
 pub mod routes;
 pub mod server;

@@ -450,6 +450,7 @@ async fn start_background(state: &Arc<AppState>) {
     if state.clock.as_dev().is_none() {
         tokio::spawn(reconciler::run(Arc::clone(state)));
         tokio::spawn(crate::directives::run(Arc::clone(state)));
+        tokio::spawn(crate::controllers::run(Arc::clone(state)));
     } else {
         tracing::info!(now = %state.clock.now(), "dev clock: reconciles run only on POST /v1/dev/reconcile");
     }

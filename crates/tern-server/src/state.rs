@@ -91,6 +91,8 @@ pub struct AppState {
     pub(crate) directive_loop: tokio::sync::Mutex<crate::directives::LoopState>,
     /// An active directive existed at the last pass: find then asks the inventory
     /// whether a host is governed by it.
+    /// The directive alerts record held alerts at this replica's last look.
+    pub(crate) directive_alerts_raised: AtomicBool,
     pub(crate) directives_active: AtomicBool,
 }
 
@@ -131,6 +133,8 @@ impl AppState {
             kick: Notify::new(),
             directive_loop: tokio::sync::Mutex::default(),
             directives_active: AtomicBool::new(false),
+            // Unknown after a start: the first pass reads the record once.
+            directive_alerts_raised: AtomicBool::new(true),
             notifiers,
         })
     }

@@ -582,44 +582,12 @@ fn restart_mid_rollout_keeps_state() {
     assert_eq!(t.state_of("dev"), "done");
 }
 
-/// A tiny HTTP receiver on loopback: every POST body it gets, in order.
-fn receiver() -> (String, std::sync::mpsc::Receiver<serde_json::Value>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-            }
-            let mut body = vec![0; len];
-            reader.read_exact(&mut body).unwrap();
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            if tx.send(serde_json::from_slice(&body).unwrap()).is_err() {
-                return;
-            }
-        }
-    });
-    (url, rx)
-}
-
 /// Alerts are state: a failed canary raises `canary_failed`, kept in the status, shown
 /// by the metric and sent to the webhook; it clears (and the webhook hears so) when the
 /// canary runs the target healthy.
 #[test]
 fn a_failed_canary_raises_an_alert_kept_until_it_clears() {
-    let (url, notices) = receiver();
+    let (url, notices) = common::receiver();
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::start(
         &tmp.path().join("data"),

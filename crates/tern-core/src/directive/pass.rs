@@ -97,6 +97,8 @@ pub struct PassOutcome<'a> {
     pub host_states: Vec<Option<InstallState>>,
     /// Hosts that should move, grouped (whatever their state).
     pub moves: BTreeMap<Move<'a>, u64>,
+    /// Governed hosts per version they run.
+    pub versions: Vec<(&'a str, u64)>,
     /// Hosts that need an install and may be triggered (settled), before the rate.
     pub eligible: u64,
     pub paused: Option<Pause>,
@@ -131,6 +133,7 @@ pub fn pass<'a>(
     // Moves counted by positions (directive, target, version slot, installer address):
     // integer compares only, so counting costs little per host.
     let mut moves: BTreeMap<(usize, usize, usize, usize), (&'a str, u64)> = BTreeMap::new();
+    let mut governed_per_slot: Vec<u64> = Vec::new();
     for (i, h) in hosts.into_iter().enumerate() {
         let v = h.facts.version;
         let slot = match parsed.iter().take(8).position(|(t, _)| std::ptr::eq(*t, v)) {
@@ -160,6 +163,10 @@ pub fn pass<'a>(
             }
         };
         out.governed += 1;
+        if governed_per_slot.len() <= slot {
+            governed_per_slot.resize(slot + 1, 0);
+        }
+        governed_per_slot[slot] += 1;
         let record = HostRecord {
             target,
             ..h.record.clone()
@@ -210,6 +217,12 @@ pub fn pass<'a>(
             })
             .or_default() += n;
     }
+    out.versions = parsed
+        .iter()
+        .zip(governed_per_slot)
+        .filter(|(_, n)| *n > 0)
+        .map(|((text, _), n)| (*text, n))
+        .collect();
     let count = |pred: fn(InstallState) -> bool| -> u64 {
         out.states
             .iter()

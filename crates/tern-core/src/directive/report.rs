@@ -97,6 +97,27 @@ pub struct DirectiveReport {
     pub triggered: u64,
     /// The pending directive, evaluated without triggering anything.
     pub plan: Option<PlanEvaluation>,
+    /// The notification controller's flags over this replica's hosts.
+    pub notices: Vec<super::notice::VersionNotice>,
+}
+
+/// `/tern/directives/controllers/<name>`: what a built-in version controller did last.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ControllerStatus {
+    pub name: String,
+    pub replica: String,
+    pub last_run: Option<Timestamp>,
+    pub last_success: Option<Timestamp>,
+    /// The last run's error (`None` when it succeeded).
+    pub error: Option<String>,
+    /// Each directive's target version, as last drafted.
+    pub targets: BTreeMap<String, String>,
+    /// When the draft was last written (it is rewritten only when it changes, or to
+    /// refresh its `stale_after`).
+    pub draft_written: Option<Timestamp>,
+    /// Releases and directives left out, and why.
+    pub notes: Vec<String>,
 }
 
 /// The pending directive as one replica evaluated it.
@@ -225,6 +246,15 @@ pub struct DirectivesStatus {
     pub fleet: Evaluation,
     /// Installs triggered in the replicas' last passes.
     pub triggered: u64,
+    /// The notification controller's flags, over every live replica's hosts.
+    #[serde(default)]
+    pub notices: Vec<super::notice::VersionNotice>,
+    /// The built-in version controllers.
+    #[serde(default)]
+    pub controllers: Vec<ControllerStatus>,
+    /// The active directive's `stale_after` has passed.
+    #[serde(default)]
+    pub stale: bool,
 }
 
 /// `POST /v1/directives/apply` body.
@@ -259,6 +289,9 @@ pub fn sum<'a>(reports: impl IntoIterator<Item = &'a DirectiveReport>, nonce: Op
     for r in reports {
         out.replicas += 1;
         out.active.add(&r.active);
+        for n in &r.notices {
+            super::notice::push(&mut out.notices, n.clone());
+        }
         if let (Some(p), Some(n)) = (&r.plan, nonce)
             && p.nonce == n
         {
@@ -269,6 +302,7 @@ pub fn sum<'a>(reports: impl IntoIterator<Item = &'a DirectiveReport>, nonce: Op
             }
         }
     }
+    out.notices.sort();
     out
 }
 
@@ -280,6 +314,8 @@ pub struct Sum {
     /// The plan over the replicas that evaluated it.
     pub plan: Evaluation,
     pub dry_run: Option<DryRunCounts>,
+    /// The notification controller's flags over every replica.
+    pub notices: Vec<super::notice::VersionNotice>,
     pub replicas: u64,
     pub evaluated_by: u64,
 }

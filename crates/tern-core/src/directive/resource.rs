@@ -37,6 +37,62 @@ pub struct DirectiveSpec {
     pub stale_after: Option<Timestamp>,
     /// Checked in order; the first whose selectors match a host governs it.
     pub directives: Vec<Directive>,
+    /// Versions flagged insecure or at their end of life: the notification controller
+    /// alerts on the hosts that run them, and `version-control status` counts them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advisories: Vec<Advisory>,
+}
+
+/// Versions an advisory flags (`versions: ">=1.0.0, <1.2.3"`), and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Advisory {
+    /// A version requirement (semver), e.g. `<1.2.3` or `>=1.0.0, <1.2.3`.
+    pub versions: String,
+    pub kind: AdvisoryKind,
+    /// Shown with the alert (`CVE-2026-1234: fixed in 1.2.3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdvisoryKind {
+    /// A newer release fixes a security problem of these versions.
+    Security,
+    /// These versions are no longer supported.
+    EndOfLife,
+}
+
+/// What the notification controller alerts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NoticeKind {
+    /// A host is not on the version the directive recommends for it.
+    Outdated,
+    /// A host runs a version a security advisory flags.
+    Security,
+    /// A host runs a version at its end of life.
+    EndOfLife,
+}
+
+impl NoticeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeKind::Outdated => "outdated",
+            NoticeKind::Security => "security",
+            NoticeKind::EndOfLife => "end-of-life",
+        }
+    }
+}
+
+impl From<AdvisoryKind> for NoticeKind {
+    fn from(k: AdvisoryKind) -> Self {
+        match k {
+            AdvisoryKind::Security => NoticeKind::Security,
+            AdvisoryKind::EndOfLife => NoticeKind::EndOfLife,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,6 +271,9 @@ pub struct ControlSpec {
     /// A controller whose directive only raises alerts (outdated or insecure versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification: Option<Notification>,
+    /// The `releases` controller: drafts `releases` from a release source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub releases: Option<ReleasesController>,
     #[serde(default)]
     pub timings: Timings,
 }
@@ -297,10 +356,73 @@ fn default_pending_ttl() -> String {
     "1h".into()
 }
 
+/// The notification-only controller: a draft (or the active directive) evaluated over
+/// the hosts without installing anything; alerts for the hosts it flags.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Notification {
+    /// A draft's name (`releases`, `static`), or `active`.
     pub from: String,
+    #[serde(default = "default_alert_on")]
+    pub alert_on: Vec<NoticeKind>,
+}
+
+fn default_alert_on() -> Vec<NoticeKind> {
+    vec![NoticeKind::Security, NoticeKind::EndOfLife]
+}
+
+/// The `releases` version controller: reads a release source every `period` and writes
+/// the draft `releases`, one directive per entry of `directives`, each targeting the
+/// newest release its `version` requirement admits (never a pre-release).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleasesController {
+    /// A JSON index: `{"releases": [{"tag", "url", "sha256", "size", "arch",
+    /// "prerelease", "security"}]}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GitHubReleases>,
+    /// Allow `http://` sources (tests, a mirror on a trusted network).
+    #[serde(default)]
+    pub allow_http: bool,
+    #[serde(default = "d10m")]
+    pub period: String,
+    /// One target per architecture (an asset per arch); empty: one target, any arch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arch: Vec<String>,
+    pub directives: Vec<BasicDirective>,
+}
+
+/// A GitHub-compatible releases API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitHubReleases {
+    /// `owner/name`.
+    pub repo: String,
+    #[serde(default = "default_github_api")]
+    pub api: String,
+    /// The asset of a target, e.g. `agent-{version}-linux-{arch}.tar.gz` (`{version}`,
+    /// `{tag}`, `{arch}`).
+    pub asset: String,
+    /// An environment variable of ternd holding a token (never the token itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+}
+
+fn default_github_api() -> String {
+    "https://api.github.com".into()
+}
+
+/// A template the `releases` controller fills with the newest matching release.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasicDirective {
+    pub name: String,
+    /// Which releases (a semver requirement: `1.*`, `>=1.2, <2`).
+    pub version: String,
+    pub selectors: Vec<Selector>,
+    pub installers: Vec<String>,
 }
 
 /// The time edges of the install states ([`crate::directive::state`]), Go durations.
@@ -335,6 +457,9 @@ impl Default for Timings {
     }
 }
 
+fn d10m() -> String {
+    "10m".into()
+}
 fn d15m() -> String {
     "15m".into()
 }

@@ -31,6 +31,11 @@ fn is_env_name(s: &str) -> bool {
         && !s.as_bytes()[0].is_ascii_digit()
 }
 
+/// A short, single-line, printable text (it goes into alerts and tables).
+fn is_note(s: &str) -> bool {
+    s.len() <= 200 && !s.chars().any(char::is_control)
+}
+
 fn is_sha256(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
@@ -191,6 +196,24 @@ impl VersionDirective {
                         "is not an installer name",
                     );
                 }
+            }
+        }
+        for (i, a) in self.spec.advisories.iter().enumerate() {
+            if let Err(err) = semver::VersionReq::parse(&a.versions) {
+                e.push(
+                    format!("spec.advisories[{i}].versions"),
+                    format!("{:?}", a.versions),
+                    &format!("is not a version requirement (e.g. \"<1.2.3\"): {err}"),
+                );
+            }
+            if let Some(n) = &a.note
+                && !is_note(n)
+            {
+                e.push(
+                    format!("spec.advisories[{i}].note"),
+                    format!("{:?}", n.chars().take(40).collect::<String>()),
+                    "is not a one-line note of at most 200 bytes",
+                );
             }
         }
         e.finish()
@@ -386,6 +409,25 @@ impl VersionControlConfig {
         {
             e.push("spec.timings.trigger_timeout", format!("{:?}", t.trigger_timeout), "is longer than spec.timings.recent: an attempt would stop being recent before it could fault");
         }
+        if let Some(n) = &self.spec.notification {
+            if n.from != "active" && !is_valid_group_name(&n.from) {
+                e.push(
+                    "spec.notification.from",
+                    format!("{:?}", n.from),
+                    "is not a draft's name (or `active`)",
+                );
+            }
+            if n.alert_on.is_empty() {
+                e.push(
+                    "spec.notification.alert_on",
+                    "[]",
+                    "is empty: outdated, security, end-of-life",
+                );
+            }
+        }
+        if let Some(r) = &self.spec.releases {
+            check_releases(&mut e, r);
+        }
         e.finish()
     }
 
@@ -409,6 +451,151 @@ impl Timings {
             recent: d(&t.recent, 3600),
             offline_after: d(&t.offline_after, 120),
             settle: d(&t.settle, 120),
+        }
+    }
+}
+
+fn check_releases(e: &mut Errors, r: &ReleasesController) {
+    let url_ok = |u: &str| {
+        (u.starts_with("https://") || (r.allow_http && u.starts_with("http://")))
+            && u.len() <= 2048
+            && !u.chars().any(|c| c.is_control() || c.is_whitespace())
+    };
+    let url_problem = if r.allow_http {
+        "is not an http(s) URL"
+    } else {
+        "is not an https URL (plain http needs allow_http: true)"
+    };
+    match (&r.index, &r.github) {
+        (Some(_), Some(_)) => e.push(
+            "spec.releases",
+            "index and github",
+            "names two sources: give index or github",
+        ),
+        (None, None) => e.push(
+            "spec.releases",
+            "(no source)",
+            "names no source: give index (a URL) or github",
+        ),
+        (Some(u), None) if !url_ok(u) => {
+            e.push("spec.releases.index", format!("{u:?}"), url_problem)
+        }
+        (None, Some(g)) => {
+            if !url_ok(&g.api) {
+                e.push(
+                    "spec.releases.github.api",
+                    format!("{:?}", g.api),
+                    url_problem,
+                );
+            }
+            let repo_ok = g.repo.split_once('/').is_some_and(|(o, n)| {
+                !o.is_empty()
+                    && !n.is_empty()
+                    && !n.contains('/')
+                    && is_safe_env_value(o)
+                    && is_safe_env_value(n)
+            });
+            if !repo_ok {
+                e.push(
+                    "spec.releases.github.repo",
+                    format!("{:?}", g.repo),
+                    "is not owner/name",
+                );
+            }
+            let bare = g
+                .asset
+                .replace("{version}", "")
+                .replace("{tag}", "")
+                .replace("{arch}", "");
+            if g.asset.is_empty() || !is_safe_env_value(&bare) {
+                e.push(
+                    "spec.releases.github.asset",
+                    format!("{:?}", g.asset),
+                    "is not an asset name template (letters, digits, . - _ and {version}, {tag}, {arch})",
+                );
+            } else if r.arch.len() > 1 && !g.asset.contains("{arch}") {
+                e.push(
+                    "spec.releases.github.asset",
+                    format!("{:?}", g.asset),
+                    "has no {arch}: with several arch, each needs its own asset",
+                );
+            }
+            if let Some(t) = &g.token_env
+                && !is_env_name(t)
+            {
+                e.push(
+                    "spec.releases.github.token_env",
+                    format!("{t:?}"),
+                    "is not an environment variable's name",
+                );
+            }
+        }
+        _ => {}
+    }
+    if let Some(p) = duration(e, "spec.releases.period", &r.period)
+        && p.as_secs() < 60
+    {
+        e.push(
+            "spec.releases.period",
+            format!("{:?}", r.period),
+            "is shorter than a minute",
+        );
+    }
+    for (i, a) in r.arch.iter().enumerate() {
+        if a.is_empty() || !is_safe_env_value(a) {
+            e.push(
+                format!("spec.releases.arch[{i}]"),
+                format!("{a:?}"),
+                "is not an arch (e.g. amd64, arm64)",
+            );
+        }
+    }
+    if r.directives.is_empty() {
+        e.push(
+            "spec.releases.directives",
+            "[]",
+            "is empty: give at least one directive",
+        );
+    }
+    let mut names = HashSet::new();
+    for (i, d) in r.directives.iter().enumerate() {
+        let at = |f: &str| format!("spec.releases.directives[{i}].{f}");
+        if !is_valid_group_name(&d.name) || !names.insert(d.name.as_str()) {
+            e.push(
+                at("name"),
+                format!("{:?}", d.name),
+                "is not a name, or is used twice",
+            );
+        }
+        if let Err(err) = semver::VersionReq::parse(&d.version) {
+            e.push(
+                at("version"),
+                format!("{:?}", d.version),
+                &format!("is not a version requirement (e.g. \"1.*\"): {err}"),
+            );
+        }
+        if d.selectors.is_empty() {
+            e.push(
+                at("selectors"),
+                "[]",
+                "is empty: a directive selects hosts (use labels: {'*': '*'} for all)",
+            );
+        }
+        if d.installers.is_empty() {
+            e.push(
+                at("installers"),
+                "[]",
+                "is empty: name the installers to use, in order",
+            );
+        }
+        for (j, n) in d.installers.iter().enumerate() {
+            if !is_valid_group_name(n) {
+                e.push(
+                    format!("spec.releases.directives[{i}].installers[{j}]"),
+                    format!("{n:?}"),
+                    "is not an installer name",
+                );
+            }
         }
     }
 }

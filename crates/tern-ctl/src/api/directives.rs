@@ -231,8 +231,37 @@ fn status(c: &Client, g: &Global) -> anyhow::Result<ExitCode> {
         }
     );
     match &v.active {
+        Some(a) if v.stale => println!(
+            "active directive: {} (revision {}), STALE: its controller stopped refreshing it",
+            a.name, a.revision
+        ),
         Some(a) => println!("active directive: {} (revision {})", a.name, a.revision),
         None => println!("active directive: none"),
+    }
+    for c in &v.controllers {
+        let targets: Vec<String> = c
+            .targets
+            .iter()
+            .map(|(d, t)| format!("{d} → {t}"))
+            .collect();
+        println!(
+            "controller {}: last run {}, last success {}{}{}",
+            c.name,
+            c.last_run.map_or("never".into(), render::time),
+            c.last_success.map_or("never".into(), render::time),
+            if targets.is_empty() {
+                String::new()
+            } else {
+                format!("; drafted {}", targets.join(", "))
+            },
+            c.error
+                .as_ref()
+                .map(|e| format!("; FAILING: {e}"))
+                .unwrap_or_default()
+        );
+        for n in &c.notes {
+            println!("  note: {n}");
+        }
     }
     let drafts: Vec<&str> = v.drafts.iter().map(|d| d.name.as_str()).collect();
     println!(
@@ -276,6 +305,26 @@ fn status(c: &Client, g: &Global) -> anyhow::Result<ExitCode> {
         plural(v.replicas, "replica")
     );
     print!("{}", states_table(&v.fleet));
+    if !v.notices.is_empty() {
+        println!("versioning notices (notification controller):");
+        let mut rows = Vec::new();
+        for n in &v.notices {
+            rows.push(vec![
+                n.version.clone(),
+                n.kind.as_str().into(),
+                n.recommended.clone().unwrap_or_else(|| "-".into()),
+                n.hosts.to_string(),
+                n.note.clone().unwrap_or_default(),
+            ]);
+        }
+        print!(
+            "{}",
+            render::table(
+                &["Version", "Notice", "Recommended", "Hosts", "Note"],
+                &rows
+            )
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -74,6 +74,8 @@ pub struct PassInput<'r> {
     pub record_states: bool,
     /// A dry-run plan's nonce: hosts already sent its dry run are not chosen again.
     pub dry_run: Option<&'r str>,
+    /// Work out the notification controller's flags (`tern_core::directive::notice`).
+    pub notices: bool,
 }
 
 /// An install the pass chose, owned (the store write happens without the lock).
@@ -93,6 +95,7 @@ pub struct PassSummary {
     pub evaluation: Evaluation,
     pub paused: Option<Pause>,
     pub chosen: Vec<ChosenInstall>,
+    pub notices: Vec<tern_core::directive::notice::VersionNotice>,
 }
 
 fn pass_host<'a>(e: &'a Entry, names: &'a super::Names, dry_run: Option<&str>) -> PassHost<'a> {
@@ -170,6 +173,11 @@ impl Inventory {
             eligible: out.eligible,
         };
         let summary = PassSummary {
+            notices: if input.notices {
+                tern_core::directive::notice::notices(input.spec, &out)
+            } else {
+                Vec::new()
+            },
             evaluation,
             paused: out.paused.clone(),
             chosen: out

@@ -192,9 +192,17 @@ pub(crate) async fn put_draft(
     let d = VersionDirective::from_text(text(&body)?)
         .map_err(|e| ApiError::invalid_resource(e.to_string()))?;
     check_path_name(&name, &d.metadata.name)?;
+    write_draft(&state, &d).await?;
+    get_draft(State(state), Path(name)).await
+}
+
+/// Stores a draft (validated); under `promotion.strategy: automatic` with `from` naming
+/// it, it becomes the active directive at once. Whether it was promoted.
+pub(crate) async fn write_draft(state: &AppState, d: &VersionDirective) -> ApiResult<bool> {
+    let name = &d.metadata.name;
     let store = state.store();
-    let bytes = stored_form(&d)?;
-    store.put(&keys::draft(&name), bytes.clone(), None).await?;
+    let bytes = stored_form(d)?;
+    store.put(&keys::draft(name), bytes.clone(), None).await?;
     let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
     let automatic = config.is_some_and(|c| {
         c.value.spec.promotion.strategy == Strategy::Automatic
@@ -204,7 +212,7 @@ pub(crate) async fn put_draft(
         store.put(keys::ACTIVE_DIRECTIVE, bytes, None).await?;
         tracing::info!(draft = %name, "draft promoted at once (promotion.strategy automatic)");
     }
-    get_draft(State(state), Path(name)).await
+    Ok(automatic)
 }
 
 /// `DELETE /v1/directives/drafts/{name}`
@@ -447,9 +455,24 @@ pub(crate) async fn status(
     let report::Sum {
         active: fleet,
         replicas,
+        notices,
         ..
     } = report::sum(&reports, None);
+    let controllers = list::<report::ControllerStatus>(store, keys::CONTROLLERS_PREFIX)
+        .await?
+        .into_iter()
+        .map(|(_, r)| r.value)
+        .collect();
+    let now = state.clock.now();
+    let stale = res
+        .active
+        .as_ref()
+        .and_then(|a| a.value.spec.stale_after)
+        .is_some_and(|at| at <= now);
     Ok(Json(DirectivesStatus {
+        notices,
+        controllers,
+        stale,
         enabled: res.config.as_ref().map(|c| c.value.spec.enabled),
         active: res.active.as_ref().map(|a| Named {
             name: a.value.metadata.name.clone(),
@@ -472,4 +495,13 @@ pub(crate) async fn dev_pass(
     // At the shared dev time, even if this replica's watch has not delivered it yet.
     state.sync_dev_clock().await?;
     Ok(Json(directives::pass_once(&state).await?))
+}
+
+/// `POST /v1/dev/controllers` (dev clock only): one run of the built-in version
+/// controllers now (on the leader; elsewhere it says so and does nothing).
+pub(crate) async fn dev_controllers(
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<crate::controllers::RunResult>> {
+    state.sync_dev_clock().await?;
+    Ok(Json(crate::controllers::run_once(&state).await?))
 }

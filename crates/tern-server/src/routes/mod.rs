@@ -390,6 +390,10 @@ fn dev_routes(r: Routes) -> Routes {
         "/v1/dev/directives",
         vec![(M::POST, Operator, post(directives::dev_pass))],
     )
+    .route(
+        "/v1/dev/controllers",
+        vec![(M::POST, Operator, post(directives::dev_controllers))],
+    )
 }
 
 #[derive(Debug, Default, serde::Deserialize)]

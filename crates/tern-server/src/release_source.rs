@@ -1,5 +1,6 @@
-//! Release sources the updater polls: a GitHub-compatible releases API (any base URL:
-//! api.github.com, GitHub Enterprise, a mirror) or a plain JSON index over HTTP.
+//! Release sources: a GitHub-compatible releases API (any base URL: api.github.com,
+//! GitHub Enterprise, a mirror) or a plain JSON index over HTTP. Read by tern-lockstep's
+//! updater and by ternd's `releases` version controller.
 //! Everything they answer is untrusted: bodies are size-capped, pagination stays on the
 //! source's origin, and the artifact's digest is read once and pinned in the request.
 
@@ -15,7 +16,7 @@ const MAX_PAGES: usize = 20;
 
 /// Where releases come from (`tern-lockstep updater --github … | --index …`).
 #[derive(Clone, Debug)]
-pub(crate) enum Source {
+pub enum Source {
     GitHub {
         /// `https://api.github.com` or a compatible server.
         api: String,
@@ -31,16 +32,31 @@ pub(crate) enum Source {
 
 /// A release as the source lists it, with where its artifact is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct SourceRelease {
-    pub(crate) listed: ListedRelease,
-    /// The asset's (name, URL) pairs (GitHub), or the one artifact (index, name empty).
-    pub(crate) assets: Vec<(String, String)>,
+pub struct SourceRelease {
+    pub listed: ListedRelease,
+    /// The assets (GitHub), or the one artifact (index, name empty).
+    pub assets: Vec<Asset>,
     /// The digest the index states, if any.
-    pub(crate) sha256: Option<String>,
+    pub sha256: Option<String>,
+    /// The index marks it a security release.
+    pub security: bool,
+}
+
+/// One downloadable file of a release, with what the source says of it (untrusted:
+/// whoever installs it checks size and digest again).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Asset {
+    pub name: String,
+    pub url: String,
+    /// The architecture (index entries may state it).
+    pub arch: Option<String>,
+    pub size: Option<u64>,
+    /// GitHub's `digest` (`sha256:…`), or the index's `sha256`.
+    pub sha256: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum SourceError {
+pub enum SourceError {
     #[error("GET {url}: {source}")]
     Request {
         url: String,
@@ -80,6 +96,11 @@ struct GitHubRelease {
 struct GitHubAsset {
     name: String,
     browser_download_url: String,
+    #[serde(default)]
+    size: Option<u64>,
+    /// `sha256:<hex>` (GitHub computes it for assets uploaded since mid-2025).
+    #[serde(default)]
+    digest: Option<String>,
 }
 
 impl From<GitHubRelease> for SourceRelease {
@@ -93,9 +114,18 @@ impl From<GitHubRelease> for SourceRelease {
             assets: r
                 .assets
                 .into_iter()
-                .map(|a| (a.name, a.browser_download_url))
+                .map(|a| Asset {
+                    name: a.name,
+                    url: a.browser_download_url,
+                    arch: None,
+                    size: a.size,
+                    sha256: a
+                        .digest
+                        .and_then(|d| d.strip_prefix("sha256:").map(str::to_string)),
+                })
                 .collect(),
             sha256: None,
+            security: false,
         }
     }
 }
@@ -115,23 +145,30 @@ struct IndexRelease {
     url: String,
     #[serde(default)]
     sha256: Option<String>,
+    #[serde(default)]
+    size: Option<u64>,
+    #[serde(default)]
+    arch: Option<String>,
+    /// A security release (the `releases` controller flags older versions of its major).
+    #[serde(default)]
+    security: bool,
 }
 
 /// Reads sources over HTTP (blocking: call it from `spawn_blocking`).
 #[derive(Clone)]
-pub(crate) struct Fetcher {
+pub struct Fetcher {
     agent: ureq::Agent,
     insecure: bool,
 }
 
 impl Fetcher {
-    pub(crate) fn new(insecure: bool, timeout: Duration) -> Self {
+    pub fn new(insecure: bool, timeout: Duration) -> Self {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .https_only(!insecure)
             .max_redirects(3)
             .timeout_global(Some(timeout))
-            .user_agent(concat!("tern-lockstep/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("tern/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
         Fetcher { agent, insecure }
@@ -188,7 +225,7 @@ impl Fetcher {
     }
 
     /// Every release the source lists.
-    pub(crate) fn list(&self, source: &Source) -> Result<Vec<SourceRelease>, SourceError> {
+    pub fn list(&self, source: &Source) -> Result<Vec<SourceRelease>, SourceError> {
         match source {
             Source::GitHub {
                 api, repo, token, ..
@@ -232,8 +269,15 @@ impl Fetcher {
                             prerelease: r.prerelease,
                             draft: false,
                         },
-                        assets: vec![(String::new(), r.url)],
+                        assets: vec![Asset {
+                            name: String::new(),
+                            url: r.url,
+                            arch: r.arch,
+                            size: r.size,
+                            sha256: r.sha256.clone(),
+                        }],
                         sha256: r.sha256,
+                        security: r.security,
                     })
                     .collect())
             }
@@ -242,7 +286,7 @@ impl Fetcher {
 
     /// GitHub's `/releases/latest` (the newest published release that is not a
     /// pre-release); `None` for an index or when GitHub has none (404).
-    pub(crate) fn latest(&self, source: &Source) -> Result<Option<SourceRelease>, SourceError> {
+    pub fn latest(&self, source: &Source) -> Result<Option<SourceRelease>, SourceError> {
         let Source::GitHub {
             api, repo, token, ..
         } = source
@@ -266,7 +310,7 @@ impl Fetcher {
 }
 
 /// The URL of the artifact to install for `release` at `version`.
-pub(crate) fn artifact_url(
+pub fn artifact_url(
     source: &Source,
     release: &SourceRelease,
     version: &str,
@@ -275,7 +319,7 @@ pub(crate) fn artifact_url(
         Source::Index { .. } => release
             .assets
             .first()
-            .map(|(_, url)| url.clone())
+            .map(|a| a.url.clone())
             .ok_or_else(|| SourceError::NoAsset {
                 tag: release.listed.tag.clone(),
                 asset: "url".into(),
@@ -288,14 +332,14 @@ pub(crate) fn artifact_url(
             release
                 .assets
                 .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, url)| url.clone())
+                .find(|a| a.name == name)
+                .map(|a| a.url.clone())
                 .ok_or_else(|| SourceError::NoAsset {
                     tag: release.listed.tag.clone(),
                     have: release
                         .assets
                         .iter()
-                        .map(|(n, _)| n.as_str())
+                        .map(|a| a.name.as_str())
                         .collect::<Vec<_>>()
                         .join(", "),
                     asset: name,
@@ -312,7 +356,7 @@ fn origin(url: &str) -> &str {
 }
 
 /// The `rel="next"` target of a `Link` header (RFC 8288, as GitHub writes it).
-pub(crate) fn next_link(header: &str) -> Option<String> {
+pub fn next_link(header: &str) -> Option<String> {
     header.split(',').find_map(|part| {
         let mut pieces = part.split(';');
         let target = pieces.next()?.trim();

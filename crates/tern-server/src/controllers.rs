@@ -1,0 +1,205 @@
+//! ternd's built-in `releases` version controller: on the replica holding the leader
+//! lease, every `spec.releases.period`, it lists the releases of the configured source
+//! (an index or a GitHub-compatible API, read with the same hardened client as
+//! tern-lockstep), asks the core for the draft `releases`
+//! (`tern_core::directive::releases`), and writes it when it changed (or to refresh its
+//! `stale_after`). Promotion then follows the control config, as for any draft. What it
+//! did last is kept at `/tern/directives/controllers/releases`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::Serialize;
+use tern_core::directive::releases::{self, RELEASES_DRAFT, ReleaseAsset, ReleaseInfo};
+use tern_core::directive::report::ControllerStatus;
+use tern_core::directive::resource::{ReleasesController, VersionControlConfig, VersionDirective};
+use tern_core::duration::GoDuration;
+
+use crate::directives::{encode, get};
+use crate::error::{ApiError, ApiResult};
+use crate::keys;
+use crate::release_source::{Fetcher, Source, SourceRelease};
+use crate::state::AppState;
+
+/// What one run did (the dev route's answer).
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct RunResult {
+    /// False when this replica does not lead (only the leader runs controllers).
+    pub(crate) leader: bool,
+    /// False when no `spec.releases` is configured.
+    pub(crate) configured: bool,
+    pub(crate) status: Option<ControllerStatus>,
+    /// The draft was written in this run.
+    pub(crate) wrote: bool,
+    pub(crate) promoted: bool,
+}
+
+/// One run of the `releases` controller, if configured and this replica leads.
+pub(crate) async fn run_once(state: &AppState) -> ApiResult<RunResult> {
+    let config = get::<VersionControlConfig>(state.store(), keys::DIRECTIVE_CONFIG).await?;
+    let Some(c) = config.and_then(|c| c.value.spec.releases) else {
+        return Ok(RunResult::default());
+    };
+    if !crate::reconciler::ensure_leader(state).await? {
+        return Ok(RunResult {
+            configured: true,
+            ..RunResult::default()
+        });
+    }
+    let now = state.clock.now();
+    let key = format!("{}{RELEASES_DRAFT}", keys::CONTROLLERS_PREFIX);
+    let mut status = get::<ControllerStatus>(state.store(), &key)
+        .await?
+        .map(|s| s.value)
+        .unwrap_or_default();
+    status.name = RELEASES_DRAFT.into();
+    status.replica = state.settings.replica_id.clone();
+    status.last_run = Some(now);
+    let mut out = RunResult {
+        leader: true,
+        configured: true,
+        ..RunResult::default()
+    };
+    match draft_now(state, &c, now).await {
+        Ok((wrote, promoted, targets, notes)) => {
+            status.last_success = Some(now);
+            status.error = None;
+            status.targets = targets;
+            status.notes = notes;
+            if wrote {
+                status.draft_written = Some(now);
+            }
+            out.wrote = wrote;
+            out.promoted = promoted;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.message, "the releases controller failed; the draft is left as it was");
+            status.error = Some(e.message);
+        }
+    }
+    state.store().put(&key, encode(&status)?, None).await?;
+    out.status = Some(status);
+    Ok(out)
+}
+
+type Drafted = (
+    bool,
+    bool,
+    std::collections::BTreeMap<String, String>,
+    Vec<String>,
+);
+
+async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> ApiResult<Drafted> {
+    let listed = list(c).await?;
+    let infos: Vec<ReleaseInfo> = listed.iter().map(info).collect();
+    let drafted = releases::draft(c, &infos, now)
+        .map_err(|e| ApiError::bad_gateway(format!("releases: {e}")))?;
+    let mut d = drafted.directive;
+    // The core checks each field it takes; the whole draft is validated as any other.
+    d.validate()
+        .map_err(|e| ApiError::bad_gateway(format!("the drafted directive is not valid: {e}")))?;
+    let targets = d
+        .spec
+        .directives
+        .iter()
+        .map(|x| {
+            let v = x
+                .targets
+                .first()
+                .map(|t| t.version.clone())
+                .unwrap_or_default();
+            (x.name.clone(), v)
+        })
+        .collect();
+    let before = get::<VersionDirective>(state.store(), &keys::draft(RELEASES_DRAFT)).await?;
+    let unchanged = before.as_ref().is_some_and(|b| {
+        let b = &b.value.spec;
+        let fresh_enough = b.stale_after.is_some_and(|at| {
+            let half = releases::freshness(c) / 2;
+            at.duration_since(now) > half
+        });
+        b.directives == d.spec.directives && b.advisories == d.spec.advisories && fresh_enough
+    });
+    if unchanged {
+        return Ok((false, false, targets, drafted.notes));
+    }
+    if let Some(b) = &before {
+        // Keep the description an operator may have set.
+        d.metadata.description = b.value.metadata.description.clone();
+    }
+    let promoted = crate::routes::directives::write_draft(state, &d).await?;
+    tracing::info!(
+        promoted,
+        "the releases controller wrote the draft `releases`"
+    );
+    Ok((true, promoted, targets, drafted.notes))
+}
+
+/// The source's listing, read off the async runtime (the client blocks).
+async fn list(c: &ReleasesController) -> ApiResult<Vec<SourceRelease>> {
+    let source = match (&c.index, &c.github) {
+        (Some(url), _) => Source::Index { url: url.clone() },
+        (None, Some(g)) => Source::GitHub {
+            api: g.api.clone(),
+            repo: g.repo.clone(),
+            token: g.token_env.as_ref().and_then(|v| std::env::var(v).ok()),
+            asset: g.asset.clone(),
+        },
+        (None, None) => return Err(ApiError::bad_gateway("releases: no source configured")),
+    };
+    let fetcher = Fetcher::new(c.allow_http, Duration::from_secs(30));
+    tokio::task::spawn_blocking(move || fetcher.list(&source))
+        .await
+        .map_err(|e| ApiError::internal(format!("the release listing task failed: {e}")))?
+        .map_err(|e| ApiError::bad_gateway(format!("releases: {e}")))
+}
+
+fn info(r: &SourceRelease) -> ReleaseInfo {
+    ReleaseInfo {
+        tag: r.listed.tag.clone(),
+        prerelease: r.listed.prerelease,
+        draft: r.listed.draft,
+        security: r.security,
+        assets: r
+            .assets
+            .iter()
+            .map(|a| ReleaseAsset {
+                name: a.name.clone(),
+                arch: a.arch.clone(),
+                size: a.size,
+                sha256: a.sha256.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The controller's loop (system clock only; under a dev clock it runs on
+/// `POST /v1/dev/controllers`). The period is read from the config at each run.
+pub(crate) async fn run(state: Arc<AppState>) {
+    loop {
+        let period = match run_once(&state).await {
+            Ok(_) => period(&state).await,
+            Err(e) => {
+                tracing::warn!(error = %e.message, "the releases controller's run failed");
+                Duration::from_secs(60)
+            }
+        };
+        tokio::time::sleep(period).await;
+    }
+}
+
+async fn period(state: &AppState) -> Duration {
+    let c = get::<VersionControlConfig>(state.store(), keys::DIRECTIVE_CONFIG)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|c| c.value.spec.releases);
+    match c {
+        Some(c) => Duration::from_secs(
+            GoDuration::parse_positive(&c.period).map_or(600, |d| d.as_secs().max(60)),
+        ),
+        // Not configured: look again in a minute.
+        None => Duration::from_secs(60),
+    }
+}
