@@ -78,6 +78,7 @@ fn every_route_has_the_access_level_of_the_table() {
         ("POST", "/v1/dev/clock", Operator),
         ("POST", "/v1/dev/reconcile", Operator),
         ("POST", "/v1/dev/directives", Operator),
+        ("POST", "/v1/dev/controllers", Operator),
         ("GET", "/v1/directives", Read),
         ("GET", "/v1/directives/installers", Read),
         ("GET", "/v1/directives/installers/{name}", Read),
