@@ -656,3 +656,188 @@ fn a_restarted_replica_finds_the_attempts_in_flight_and_triggers_nobody_twice() 
         assert!(!on_a.contains(h.as_str().unwrap()), "{h} triggered twice");
     }
 }
+
+/// A release index on loopback (a stand-in for a release server: the same hardened
+/// client reads GitHub's API); serves whatever the test last put in it.
+fn index_server() -> (String, std::sync::Arc<std::sync::Mutex<String>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/agent/index.json", listener.local_addr().unwrap());
+    let body = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let served = std::sync::Arc::clone(&body);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let b = served.lock().unwrap().clone();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{b}",
+                b.len()
+            );
+        }
+    });
+    (url, body)
+}
+
+fn index(releases: &[(&str, bool, bool)]) -> String {
+    let list: Vec<Value> = releases
+        .iter()
+        .map(|(tag, pre, security)| {
+            json!({"tag": tag, "prerelease": pre, "security": security,
+                   "url": format!("https://dl.example/agent-{tag}.tar.gz")})
+        })
+        .collect();
+    json!({ "releases": list }).to_string()
+}
+
+#[test]
+fn the_releases_controller_drafts_and_the_notification_controller_alerts() {
+    let (index_url, served) = index_server();
+    *served.lock().unwrap() = index(&[
+        ("v1.0.0", false, false),
+        ("v1.2.0", false, true),
+        ("v1.3.0-rc.1", true, false),
+    ]);
+    let (hook, notices) = common::receiver();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--dev-clock", T0, "--notify-webhook", &hook],
+    );
+    let agent = t.new_token("agent");
+    let beat = |id: &str, env: &str, v: &str| {
+        t.heartbeat_with(&agent, id, "default", v, json!({"labels": {"env": env}}));
+    };
+    let beat_all = |h01: &str| {
+        beat("h0", "prod", h01);
+        beat("h1", "prod", h01);
+        beat("h2", "prod", "1.2.0");
+        beat("h3", "staging", "1.0.0");
+    };
+    beat_all("1.0.0");
+    t.op("PUT", "/v1/directives/installers/script", Some(SCRIPT));
+    let config = format!(
+        r#"kind: version_control_config
+version: v1
+metadata: {{name: version-control-config}}
+spec:
+  enabled: true
+  notification: {{from: releases, alert_on: [security]}}
+  releases:
+    index: {index_url}
+    allow_http: true
+    period: 10m
+    directives:
+      - {{name: prod, version: "1.*", selectors: [{{labels: {{env: prod}}}}], installers: [script]}}
+"#
+    );
+    t.op("PUT", "/v1/directives/config", Some(&config));
+
+    // The controller drafts the newest 1.x that is not a pre-release; the security
+    // release flags what is older in its major.
+    let run = t.op("POST", "/v1/dev/controllers", None);
+    assert_eq!(
+        (run["leader"].as_bool(), run["wrote"].as_bool()),
+        (Some(true), Some(true)),
+        "{run}"
+    );
+    let d = t.op("GET", "/v1/directives/drafts/releases", None);
+    assert_eq!(
+        d["spec"]["directives"][0]["targets"][0]["version"], "1.2.0",
+        "{d}"
+    );
+    assert_eq!(
+        d["spec"]["advisories"][0]["versions"], ">=1.0.0, <1.2.0",
+        "{d}"
+    );
+    let revision = d["metadata"]["revision"].clone();
+    // Nothing changed upstream: the draft is not rewritten (a pending plan of it stays valid).
+    let run = t.op("POST", "/v1/dev/controllers", None);
+    assert_eq!(run["wrote"], false, "{run}");
+    let d = t.op("GET", "/v1/directives/drafts/releases", None);
+    assert_eq!(d["metadata"]["revision"], revision);
+
+    // Notification only: the pass flags h0 and h1 and installs nothing (no directive is
+    // active); the webhook hears the alert once.
+    let p = t.op("POST", "/v1/dev/directives", None);
+    assert!(p["triggered"].as_array().unwrap().is_empty(), "{p}");
+    let st = t.op("GET", "/v1/directives", None);
+    assert!(st["active"].is_null(), "{st}");
+    let flags: BTreeSet<(String, String, u64)> = st["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["version"].as_str().unwrap().to_string(),
+                n["kind"].as_str().unwrap().to_string(),
+                n["hosts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        flags,
+        BTreeSet::from([
+            ("1.0.0".into(), "outdated".into(), 2),
+            ("1.0.0".into(), "security".into(), 2)
+        ]),
+        "{st}"
+    );
+    assert_eq!(st["controllers"][0]["targets"]["prod"], "1.2.0", "{st}");
+    let n = notices
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap();
+    assert_eq!(
+        (n["event"].as_str(), n["alert"]["kind"].as_str()),
+        (Some("raised"), Some("directive_versions_security")),
+        "{n}"
+    );
+    let message = n["alert"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("2 hosts") && message.contains("1.0.0"),
+        "{message}"
+    );
+    let inv = t.op("GET", "/v1/inventory", None);
+    assert!(
+        inv["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["install_state"].is_null()),
+        "notification only: no host has an install state: {inv}"
+    );
+
+    // A new release: the draft follows. The hosts reach it: the alert clears.
+    *served.lock().unwrap() = index(&[("v1.2.0", false, true), ("v1.2.1", false, false)]);
+    let run = t.op("POST", "/v1/dev/controllers", None);
+    assert_eq!(run["wrote"], true, "{run}");
+    let d = t.op("GET", "/v1/directives/drafts/releases", None);
+    assert_eq!(d["spec"]["directives"][0]["targets"][0]["version"], "1.2.1");
+    beat_all("1.2.1");
+    t.op("POST", "/v1/dev/directives", None);
+    let n = notices
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap();
+    assert_eq!(
+        (n["event"].as_str(), n["alert"]["kind"].as_str()),
+        (Some("cleared"), Some("directive_versions_security")),
+        "{n}"
+    );
+
+    // A broken source: the error is kept and shown, the draft stays as it was.
+    *served.lock().unwrap() = "<html>maintenance</html>".into();
+    let run = t.op("POST", "/v1/dev/controllers", None);
+    let err = run["status"]["error"].as_str().unwrap_or_default();
+    assert!(err.contains("not a release list"), "{run}");
+    let d2 = t.op("GET", "/v1/directives/drafts/releases", None);
+    assert_eq!(d2["metadata"]["revision"], d["metadata"]["revision"]);
+    let st = t.op("GET", "/v1/directives", None);
+    assert!(st["controllers"][0]["error"].is_string(), "{st}");
+}

@@ -25,18 +25,18 @@ pub struct VersionNotice {
 pub fn notices(spec: &DirectiveSpec, out: &PassOutcome<'_>) -> Vec<VersionNotice> {
     let mut found: Vec<VersionNotice> = Vec::new();
     let recommended = |version: &str| {
-        out.moves
+        out.behind
             .keys()
-            .find(|m| m.from == version)
-            .map(|m| m.to.to_string())
+            .find(|(from, _)| *from == version)
+            .map(|(_, to)| to.to_string())
     };
-    for (m, n) in &out.moves {
+    for ((from, to), n) in &out.behind {
         push(
             &mut found,
             VersionNotice {
-                version: m.from.to_string(),
+                version: from.to_string(),
                 kind: NoticeKind::Outdated,
-                recommended: Some(m.to.to_string()),
+                recommended: Some(to.to_string()),
                 note: None,
                 hosts: *n,
             },

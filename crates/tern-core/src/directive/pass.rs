@@ -99,6 +99,9 @@ pub struct PassOutcome<'a> {
     pub moves: BTreeMap<Move<'a>, u64>,
     /// Governed hosts per version they run.
     pub versions: Vec<(&'a str, u64)>,
+    /// Hosts not on the target that fits them, by (version, target), whether or not an
+    /// installer can move them (what the notification view calls outdated).
+    pub behind: BTreeMap<(&'a str, &'a str), u64>,
     /// Hosts that need an install and may be triggered (settled), before the rate.
     pub eligible: u64,
     pub paused: Option<Pause>,
@@ -134,6 +137,7 @@ pub fn pass<'a>(
     // integer compares only, so counting costs little per host.
     let mut moves: BTreeMap<(usize, usize, usize, usize), (&'a str, u64)> = BTreeMap::new();
     let mut governed_per_slot: Vec<u64> = Vec::new();
+    let mut behind_per_slot: BTreeMap<(usize, &'a str), u64> = BTreeMap::new();
     for (i, h) in hosts.into_iter().enumerate() {
         let v = h.facts.version;
         let slot = match parsed.iter().take(8).position(|(t, _)| std::ptr::eq(*t, v)) {
@@ -154,7 +158,16 @@ pub fn pass<'a>(
             Selection::AtTarget { target, .. } | Selection::Install { target, .. } => {
                 Some(target.version.as_str())
             }
-            Selection::NoFit { reasons, .. } => {
+            Selection::NoFit {
+                reasons,
+                target: fitting,
+                ..
+            } => {
+                if let Some(t) = fitting {
+                    *behind_per_slot
+                        .entry((slot, t.version.as_str()))
+                        .or_default() += 1;
+                }
                 out.no_fit += 1;
                 if out.no_fit_examples.len() < NO_FIT_EXAMPLES {
                     out.no_fit_examples.push((i, reasons.clone()));
@@ -190,6 +203,9 @@ pub fn pass<'a>(
                 .iter()
                 .position(|t| std::ptr::eq(t, target))
                 .unwrap_or(0);
+            *behind_per_slot
+                .entry((slot, target.version.as_str()))
+                .or_default() += 1;
             let key = (di, ti, slot, std::ptr::from_ref(installer) as usize);
             moves.entry(key).or_insert((&installer.metadata.name, 0)).1 += 1;
             if may_trigger(state, &record, now, timings) {
@@ -217,6 +233,10 @@ pub fn pass<'a>(
             })
             .or_default() += n;
     }
+    out.behind = behind_per_slot
+        .into_iter()
+        .map(|((slot, to), n)| ((parsed[slot].0, to), n))
+        .collect();
     out.versions = parsed
         .iter()
         .zip(governed_per_slot)

@@ -261,6 +261,9 @@ pub enum Selection<'a> {
     /// Selected, but no (target, installer) pair fits: each reason, in order.
     NoFit {
         directive: &'a Directive,
+        /// The target that fits the host, when only an installer is missing (the host
+        /// is behind it all the same: the notification view counts it).
+        target: Option<&'a Target>,
         reasons: Vec<String>,
     },
 }
@@ -366,10 +369,18 @@ impl<'a> Prepared<'a> {
                             },
                         }
                     }
-                    return Selection::NoFit { directive, reasons };
+                    return Selection::NoFit {
+                        directive,
+                        target: Some(target),
+                        reasons,
+                    };
                 }
             }
         }
-        Selection::NoFit { directive, reasons }
+        Selection::NoFit {
+            directive,
+            target: None,
+            reasons,
+        }
     }
 }
