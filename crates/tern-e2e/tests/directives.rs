@@ -12,7 +12,8 @@
 //! triggered → recent → parity; a script exiting 1 is an explicit fault with its error;
 //! a host killed after its trigger is a churn after `offline_after`; the fault limit
 //! pauses the loop (latched) until an operator resumes; no host is ever triggered twice,
-//! and no script runs twice on a host.
+//! and no script runs twice on a host. A dry-run plan has each host check its script
+//! (`sh -n`) once, reports the broken one, and runs nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,7 +6,9 @@
 //! the loop triggers within the rate, each host once although two replicas hold it;
 //! the instruction reaches the host in its heartbeat answer; hosts walk needs-install →
 //! triggered → recent → parity; a failed script is an explicit fault, a silent host a
-//! churn; the fault limit pauses the loop until an operator resumes it.
+//! churn; the fault limit pauses the loop until an operator resumes it. Also: dry runs
+//! of a plan, a replica restarted mid-install, the `releases` controller over a real
+//! loopback index and the notification controller's alerts to a real webhook receiver.
 
 mod common;
 
