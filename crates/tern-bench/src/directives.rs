@@ -91,6 +91,8 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
             budget,
             elsewhere: Box::leak(Box::new(elsewhere.clone())),
             record_states: record,
+            dry_run: None,
+            notices: false,
         }
     };
     let empty: &'static DirectiveSpec = Box::leak(Box::new(empty));
