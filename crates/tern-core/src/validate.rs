@@ -36,9 +36,11 @@ impl fmt::Display for Invalid {
 /// Why a resource could not be loaded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ResourceError {
-    #[error("{0}")]
+    // Transparent: the inner error is the whole message; as a plain `{0}` with `#[from]`
+    // it would also be the source, and `{:#}` would print it twice.
+    #[error(transparent)]
     Parse(#[from] ParseError),
-    #[error("{0}")]
+    #[error(transparent)]
     Invalid(#[from] Invalid),
 }
 
