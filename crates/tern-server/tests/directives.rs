@@ -65,6 +65,8 @@ struct Fleet {
     a: Ternd,
     b: Ternd,
     agent: String,
+    /// What both replicas' `--notify-webhook` receiver got.
+    notices: std::sync::mpsc::Receiver<Value>,
 }
 
 impl Fleet {
@@ -72,12 +74,31 @@ impl Fleet {
         let tmp = tempfile::tempdir().unwrap();
         let db = tmp.path().join("shared").join("tern.db");
         let backend: &'static str = Box::leak(format!("sqlite:{}", db.display()).into_boxed_str());
-        let args = |id: &'static str| ["--backend", backend, "--replica-id", id, "--dev-clock", T0];
+        let (hook, notices) = common::receiver();
+        let hook: &'static str = Box::leak(hook.into_boxed_str());
+        let args = |id: &'static str| {
+            [
+                "--backend",
+                backend,
+                "--replica-id",
+                id,
+                "--dev-clock",
+                T0,
+                "--notify-webhook",
+                hook,
+            ]
+        };
         let a = Ternd::start(&tmp.path().join("a"), &args("a"));
         let mut b = Ternd::start(&tmp.path().join("b"), &args("b"));
         b.token = a.token.clone();
         let agent = a.new_token("agent");
-        Fleet { tmp, a, b, agent }
+        Fleet {
+            tmp,
+            a,
+            b,
+            agent,
+            notices,
+        }
     }
 
     /// Kills replica a (SIGKILL: no goodbye) and starts it again on the same store; its
@@ -440,10 +461,35 @@ fn plan_apply_install_states_faults_and_one_trigger_per_host() {
         metrics.contains("tern_directive_hosts{state=\"explicit_install_fault\"} 1"),
         "{metrics}"
     );
+    // The alert reached the webhook, once, though both replicas passed.
+    let hear = || {
+        f.notices
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap()
+    };
+    let n = hear();
+    assert_eq!(
+        (n["event"].as_str(), n["alert"]["kind"].as_str()),
+        (Some("raised"), Some("directive_installs_paused")),
+        "{n}"
+    );
+    assert!(
+        n["alert"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("fault limit"),
+        "{n}"
+    );
 
     // Resumed by an operator; after `recent`, the installed hosts are at parity.
     f.a.op("POST", "/v1/directives/resume", None);
     assert!(f.a.op("GET", "/v1/directives", None)["paused"].is_null());
+    let n = hear();
+    assert_eq!(
+        (n["event"].as_str(), n["alert"]["kind"].as_str()),
+        (Some("cleared"), Some("directive_installs_paused")),
+        "the resume is announced, and nothing else came in between: {n}"
+    );
     f.advance("5m");
     for i in [0, 4, 5] {
         if i == 0 {
