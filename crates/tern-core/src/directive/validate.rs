@@ -110,43 +110,7 @@ impl VersionDirective {
                     "is used by an earlier directive",
                 );
             }
-            if d.selectors.is_empty() {
-                e.push(
-                    at("selectors"),
-                    "[]",
-                    "is empty: a directive selects hosts (use labels: {'*': '*'} for all)",
-                );
-            }
-            for (j, s) in d.selectors.iter().enumerate() {
-                let sat = |f: &str| format!("spec.directives[{i}].selectors[{j}].{f}");
-                for (k, v) in &s.labels {
-                    if k.is_empty() || v.is_empty() {
-                        e.push(
-                            sat("labels"),
-                            format!("{k:?}: {v:?}"),
-                            "has an empty key or value",
-                        );
-                    }
-                }
-                if let Some(req) = &s.current_version
-                    && let Err(err) = semver::VersionReq::parse(req)
-                {
-                    e.push(
-                        sat("current_version"),
-                        format!("{req:?}"),
-                        &format!("is not a version requirement (e.g. \">=1.0.0, <2.0.0\"): {err}"),
-                    );
-                }
-                for (k, inst) in s.installers.iter().enumerate() {
-                    if InstallerType::parse(inst).is_none() {
-                        e.push(
-                            format!("spec.directives[{i}].selectors[{j}].installers[{k}]"),
-                            format!("{inst:?}"),
-                            "is not an installer type (local-script, tern-update, package)",
-                        );
-                    }
-                }
-            }
+            check_selectors(&mut e, &format!("spec.directives[{i}]"), &d.selectors);
             if d.targets.is_empty() {
                 e.push(at("targets"), "[]", "is empty: give at least one target");
             }
@@ -181,22 +145,7 @@ impl VersionDirective {
                     );
                 }
             }
-            if d.installers.is_empty() {
-                e.push(
-                    at("installers"),
-                    "[]",
-                    "is empty: name the installers to use, in order",
-                );
-            }
-            for (j, n) in d.installers.iter().enumerate() {
-                if !is_valid_group_name(n) {
-                    e.push(
-                        format!("spec.directives[{i}].installers[{j}]"),
-                        format!("{n:?}"),
-                        "is not an installer name",
-                    );
-                }
-            }
+            check_installer_names(&mut e, &format!("spec.directives[{i}]"), &d.installers);
         }
         for (i, a) in self.spec.advisories.iter().enumerate() {
             if let Err(err) = semver::VersionReq::parse(&a.versions) {
@@ -574,28 +523,69 @@ fn check_releases(e: &mut Errors, r: &ReleasesController) {
                 &format!("is not a version requirement (e.g. \"1.*\"): {err}"),
             );
         }
-        if d.selectors.is_empty() {
-            e.push(
-                at("selectors"),
-                "[]",
-                "is empty: a directive selects hosts (use labels: {'*': '*'} for all)",
-            );
-        }
-        if d.installers.is_empty() {
-            e.push(
-                at("installers"),
-                "[]",
-                "is empty: name the installers to use, in order",
-            );
-        }
-        for (j, n) in d.installers.iter().enumerate() {
-            if !is_valid_group_name(n) {
+        let prefix = format!("spec.releases.directives[{i}]");
+        check_selectors(e, &prefix, &d.selectors);
+        check_installer_names(e, &prefix, &d.installers);
+    }
+}
+
+/// A directive's (or a template's) selectors, under `prefix` (`spec.directives[0]`).
+fn check_selectors(e: &mut Errors, prefix: &str, selectors: &[Selector]) {
+    if selectors.is_empty() {
+        e.push(
+            format!("{prefix}.selectors"),
+            "[]",
+            "is empty: a directive selects hosts (use labels: {'*': '*'} for all)",
+        );
+    }
+    for (j, s) in selectors.iter().enumerate() {
+        let sat = |f: &str| format!("{prefix}.selectors[{j}].{f}");
+        for (k, v) in &s.labels {
+            if k.is_empty() || v.is_empty() {
                 e.push(
-                    format!("spec.releases.directives[{i}].installers[{j}]"),
-                    format!("{n:?}"),
-                    "is not an installer name",
+                    sat("labels"),
+                    format!("{k:?}: {v:?}"),
+                    "has an empty key or value",
                 );
             }
+        }
+        if let Some(req) = &s.current_version
+            && let Err(err) = semver::VersionReq::parse(req)
+        {
+            e.push(
+                sat("current_version"),
+                format!("{req:?}"),
+                &format!("is not a version requirement (e.g. \">=1.0.0, <2.0.0\"): {err}"),
+            );
+        }
+        for (k, inst) in s.installers.iter().enumerate() {
+            if InstallerType::parse(inst).is_none() {
+                e.push(
+                    sat(&format!("installers[{k}]")),
+                    format!("{inst:?}"),
+                    "is not an installer type (local-script, tern-update, package)",
+                );
+            }
+        }
+    }
+}
+
+/// The installer names a directive (or a template) lists, under `prefix`.
+fn check_installer_names(e: &mut Errors, prefix: &str, installers: &[String]) {
+    if installers.is_empty() {
+        e.push(
+            format!("{prefix}.installers"),
+            "[]",
+            "is empty: name the installers to use, in order",
+        );
+    }
+    for (j, n) in installers.iter().enumerate() {
+        if !is_valid_group_name(n) {
+            e.push(
+                format!("{prefix}.installers[{j}]"),
+                format!("{n:?}"),
+                "is not an installer name",
+            );
         }
     }
 }
