@@ -699,19 +699,13 @@ fn send_pause_notice(
     since: Timestamp,
     now: Timestamp,
 ) {
-    state.notifiers.send(Notice {
-        event,
-        alert: Alert {
-            kind: PAUSED_ALERT.to_string(),
-            group: None,
-            message: reason.to_string(),
-            since,
-        },
-        rollout: None,
-        server: state.notifiers.server_name().to_string(),
-        at: now,
-        program: "ternd",
-    });
+    let alert = Alert {
+        kind: PAUSED_ALERT.to_string(),
+        group: None,
+        message: reason.to_string(),
+        since,
+    };
+    send_alert(state, event, alert, now);
 }
 
 /// Lifts a pause (an operator's `resume`) and tells the receivers.
