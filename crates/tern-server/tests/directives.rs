@@ -889,3 +889,65 @@ spec:
     let st = t.op("GET", "/v1/directives", None);
     assert!(st["controllers"][0]["error"].is_string(), "{st}");
 }
+
+/// Past 64 hosts new to a replica, their attempt records are read with one listing:
+/// after a restart, 70 hosts in flight all show where they stand from the first pass.
+#[test]
+fn a_restart_with_many_hosts_in_flight_reads_their_attempts_in_one_listing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let mut t = Ternd::start(&dir, &["--dev-clock", T0]);
+    let agent = t.new_token("agent");
+    let beat_all = |t: &Ternd| {
+        for i in 0..70 {
+            t.heartbeat_with(
+                &agent,
+                &format!("m{i}"),
+                "default",
+                "1.1.0",
+                json!({"labels": {"env": "prod"}, "installers": ["local-script"]}),
+            );
+        }
+    };
+    beat_all(&t);
+    t.op("PUT", "/v1/directives/installers/script", Some(SCRIPT));
+    t.op(
+        "PUT",
+        "/v1/directives/config",
+        Some(&CONFIG.replace("rate: 2/m", "rate: 100/m")),
+    );
+    t.op("PUT", "/v1/directives/drafts/static", Some(&draft("1.2.0")));
+    let pending = t.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    t.op(
+        "POST",
+        "/v1/directives/apply",
+        Some(&json!({"nonce": pending["nonce"]}).to_string()),
+    );
+    // The first pass starts the rate's bucket (nobody has settled yet); a minute
+    // later it holds a minute's worth.
+    t.op("POST", "/v1/dev/directives", None);
+    t.advance("61s");
+    beat_all(&t);
+    let p = t.op("POST", "/v1/dev/directives", None);
+    assert_eq!(p["triggered"].as_array().unwrap().len(), 70, "{p}");
+
+    t.kill9();
+    let token = t.token.clone();
+    t = Ternd::start(&dir, &["--dev-clock", T0]);
+    t.token = token;
+    beat_all(&t);
+    let p = t.op("POST", "/v1/dev/directives", None);
+    assert!(p["triggered"].as_array().unwrap().is_empty(), "{p}");
+    let inv = t.op("GET", "/v1/inventory", None);
+    let states: BTreeSet<&str> = inv["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["install_state"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(states, BTreeSet::from(["InstallTriggered"]), "{inv}");
+}
