@@ -13,6 +13,7 @@ pub(crate) mod audit;
 pub mod auth;
 pub mod clock;
 pub(crate) mod directives;
+pub mod downloads;
 pub mod error;
 pub mod inventory;
 pub(crate) mod keys;

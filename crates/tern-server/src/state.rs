@@ -92,6 +92,11 @@ pub struct AppState {
     /// An active directive existed at the last pass: find then asks the inventory
     /// whether a host is governed by it.
     pub(crate) directives_active: AtomicBool,
+    /// The one-line installer's script and binaries (`--downloads-dir`), set once at
+    /// start; unset, `/install.sh` and `/downloads/…` answer 404.
+    pub(crate) downloads: std::sync::OnceLock<crate::downloads::Downloads>,
+    /// Whether clients reach this replica over TLS (the scheme of the installer's URL).
+    pub(crate) tls: AtomicBool,
 }
 
 impl AppState {
@@ -131,6 +136,8 @@ impl AppState {
             kick: Notify::new(),
             directive_loop: tokio::sync::Mutex::default(),
             directives_active: AtomicBool::new(false),
+            downloads: std::sync::OnceLock::new(),
+            tls: AtomicBool::new(false),
             notifiers,
         })
     }
