@@ -329,6 +329,12 @@ fn stage_package(
             0o644,
         )?;
         conffiles.push("/etc/default/ternd");
+        // The installer's binary for this architecture, so that `--downloads-dir
+        // /usr/lib/tern/downloads` serves the one-liner with nothing else to copy.
+        copy_exe(
+            &bin_dir.join("tern-update"),
+            &tree.join(format!("usr/lib/tern/downloads/tern-update-linux-{arch}")),
+        )?;
     }
     let debian = tree.join("DEBIAN");
     mkdir(&debian)?;

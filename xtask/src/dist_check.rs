@@ -23,7 +23,7 @@ pub fn run(out: &Path) -> Result<(), String> {
     let version = deb_version();
     let deb = |p: &str| out.join(format!("{p}_{version}_{arch}.deb"));
     let debs = [deb("ternd"), deb("ternctl"), deb("tern-update")];
-    contents(&debs)?;
+    contents(&debs, &arch)?;
     shellcheck()?;
     lintian(&debs)?;
     let tmp = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
@@ -56,7 +56,7 @@ fn output(cmd: &mut Command) -> Result<String, String> {
 
 /// `dpkg-deb --info` and `--contents`: the control fields and the files each package
 /// must have.
-fn contents(debs: &[PathBuf; 3]) -> Result<(), String> {
+fn contents(debs: &[PathBuf; 3], arch: &str) -> Result<(), String> {
     let common = |bin: &str| {
         vec![
             format!("./usr/bin/{bin}"),
@@ -77,6 +77,7 @@ fn contents(debs: &[PathBuf; 3]) -> Result<(), String> {
         ]
         .map(String::from),
     );
+    ternd.push(format!("./usr/lib/tern/downloads/tern-update-linux-{arch}"));
     let mut ternctl = common("ternctl");
     ternctl.push("./usr/share/man/man1/ternctl-agents-status.1.gz".into());
     let mut update = common("tern-update");
