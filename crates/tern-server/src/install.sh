@@ -172,7 +172,9 @@ sha256_of() {
 }
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+# Interrupted: exit, which runs the cleanup above (a trap alone would carry on).
+trap 'exit 130' INT TERM
 
 # Every request goes to $server only; with --ca-cert, curl trusts only that CA.
 set -- -fsS --retry 3 --max-filesize "$size"
@@ -201,12 +203,11 @@ chmod 0755 "$bin_dir/.tern-update.new"
 mv -f "$bin_dir/.tern-update.new" "$exe" || die "cannot install $exe"
 say "installed $exe (sha256 $sha256)"
 
-etc="$root/etc/tern"
-mkdir -p "$etc" || die "cannot create $etc"
-chmod 0755 "$etc"
-
 pinned=''
 if [ -n "$ca_cert" ]; then
+    # An existing /etc/tern keeps its owner and mode (it may hold ternd's key).
+    etc="$root/etc/tern"
+    [ -d "$etc" ] || mkdir -p "$etc" || die "cannot create $etc"
     pinned="$etc/ca.pem"
     if [ "$ca_cert" != "$pinned" ]; then
         { cp "$ca_cert" "$pinned.new" && chmod 0644 "$pinned.new" && mv -f "$pinned.new" "$pinned"; } ||

@@ -194,6 +194,10 @@ fn the_one_liner_installs_pins_the_ca_and_enrolls_the_host() {
     let token_file = s.tmp.path().join("join.token");
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
     let (root, systemctl) = s.root("host");
+    // An /etc/tern that exists (on a ternd host it may hold the TLS key) keeps its mode.
+    let etc = root.join("etc/tern");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::set_permissions(&etc, std::fs::Permissions::from_mode(0o750)).unwrap();
     let out = s.one_liner(
         &systemctl,
         &[
@@ -230,6 +234,10 @@ fn the_one_liner_installs_pins_the_ca_and_enrolls_the_host() {
     assert_eq!(
         std::fs::read(&pinned).unwrap(),
         std::fs::read(&s.ca).unwrap()
+    );
+    assert_eq!(
+        std::fs::metadata(&etc).unwrap().permissions().mode() & 0o777,
+        0o750
     );
     let ns = root.join("opt/tern/default");
     let spec = std::fs::read_to_string(ns.join("update.yaml")).unwrap();
