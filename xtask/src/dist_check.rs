@@ -319,6 +319,13 @@ fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String>
         })?;
     }
 
+    // 2b. The unit's command line with the packaged /etc/default/ternd, as systemd would
+    //     run it (TERND_OPTS split on whitespace), from the installed binary and with
+    //     the state dir in the temporary root: ternd starts and serves. Stand-ins: no
+    //     ternd user or sandbox (no systemd here), and port 0 instead of 3025 (the
+    //     machine's port may be taken).
+    started(&root, &unit_text)?;
+
     // 3. The operator edits the conffile; a reinstall keeps it and makes no second user.
     let default = root.join("etc/default/ternd");
     let operator = "TERND_OPTS=\"--listen 0.0.0.0:3025 --tls-cert /etc/tern/c.pem --tls-key /etc/tern/k.pem\"\n";
@@ -434,5 +441,70 @@ fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String>
     ensure(!root.join("usr/bin/ternctl").exists(), || {
         "remove left /usr/bin/ternctl".into()
     })?;
+    Ok(())
+}
+
+/// Runs ternd as the unit's `ExecStart=` would with the packaged defaults; waits for it
+/// to listen, then stops it.
+fn started(root: &Path, unit: &str) -> Result<(), String> {
+    use std::io::BufRead;
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .ok_or_else(|| fail("ternd.service has no ExecStart="))?;
+    let opts = output(Command::new("sh").arg("-c").arg(format!(
+        ". '{}'; printf '%s' \"$TERND_OPTS\"",
+        root.join("etc/default/ternd").display()
+    )))?;
+    let line = exec.replace("$TERND_OPTS", &opts);
+    let mut words = line.split_whitespace().map(|w| match w {
+        "/usr/bin/ternd" => root.join("usr/bin/ternd").display().to_string(),
+        "/var/lib/tern" => root.join("var/lib/tern").display().to_string(),
+        "127.0.0.1:3025" => "127.0.0.1:0".to_string(),
+        w => w.to_string(),
+    });
+    let program = words.next().ok_or_else(|| fail("ExecStart= is empty"))?;
+    let mut child = Command::new(&program)
+        .args(words)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| fail(format!("cannot run {program}: {e}")))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| fail("ternd has no stdout"))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(l);
+        }
+    });
+    let mut listening = None;
+    while let Ok(l) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        if let Some(addr) = l.strip_prefix("ternd listening on ") {
+            listening = Some(addr.to_string());
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let addr = listening.ok_or_else(|| {
+        fail(format!(
+            "ternd started as the unit says ({line}) did not listen"
+        ))
+    })?;
+    ensure(addr.starts_with("http://127.0.0.1:"), || {
+        format!("the packaged default should listen on loopback only, not {addr}")
+    })?;
+    for f in ["tern.db", "operator.token"] {
+        ensure(root.join("var/lib/tern").join(f).is_file(), || {
+            format!("ternd did not write /var/lib/tern/{f}")
+        })?;
+    }
     Ok(())
 }
