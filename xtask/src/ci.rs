@@ -134,18 +134,16 @@ pub fn run() -> Result<(), String> {
     // The packages, from the binaries the tests just built (debug, stripped): dpkg-deb,
     // lintian, shellcheck and an install under a temporary root. Release binaries are
     // not built here (they would add most of CI's time); `cargo xtask dist` makes them.
+    // The binaries with the tests' features, as the test run built them, so this is
+    // quick; --workspace because the features name packages beyond the three.
     let mut bins = cargo();
     bins.args([
         "build",
+        "--workspace",
         "--bins",
-        "-p",
-        "tern-server",
-        "-p",
-        "tern-ctl",
-        "-p",
-        "tern-update",
-    ])
-    .args(["--features", TEST_FEATURES]);
+        "--features",
+        TEST_FEATURES,
+    ]);
     run_cmd(bins)?;
     let mut dist = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
     dist.args(["dist", "--debug", "--check", "--out"])
