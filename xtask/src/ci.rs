@@ -1,4 +1,5 @@
-//! `cargo xtask ci`: formatting, clippy with warnings denied, every test.
+//! `cargo xtask ci`: formatting, clippy with warnings denied, every test, and the
+//! package checks (`cargo xtask dist --debug --check`).
 
 use std::process::Command;
 
@@ -28,6 +29,12 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     // Package-mode tests build and install real .debs under a temporary root.
     ("dpkg-deb", "dpkg"),
     ("pgrep", "procps"),
+    // The package checks (`cargo xtask dist --check`) and the installer's script.
+    ("lintian", "lintian"),
+    ("shellcheck", "shellcheck"),
+    ("strip", "binutils"),
+    // The one-line installer's test pipes ternd's script from curl into sh.
+    ("curl", "curl"),
     (
         "/usr/include/google/protobuf/descriptor.proto",
         "libprotobuf-dev",
@@ -122,5 +129,24 @@ pub fn run() -> Result<(), String> {
         test.args(["test", "--workspace", "--no-fail-fast"]);
     }
     test.args(["--features", TEST_FEATURES]);
-    run_cmd(test)
+    run_cmd(test)?;
+
+    // The packages, from the binaries the tests just built (debug, stripped): dpkg-deb,
+    // lintian, shellcheck and an install under a temporary root. Release binaries are
+    // not built here (they would add most of CI's time); `cargo xtask dist` makes them.
+    // The binaries with the tests' features, as the test run built them, so this is
+    // quick; --workspace because the features name packages beyond the three.
+    let mut bins = cargo();
+    bins.args([
+        "build",
+        "--workspace",
+        "--bins",
+        "--features",
+        TEST_FEATURES,
+    ]);
+    run_cmd(bins)?;
+    let mut dist = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
+    dist.args(["dist", "--debug", "--check", "--out"])
+        .arg(crate::target_dir().join("dist-ci"));
+    run_cmd(dist)
 }

@@ -8,6 +8,8 @@
 //! - `sim`: the fleet simulator (`tern-sim`), built in release mode.
 //! - `fuzz`: AFL++ on one of the harnesses of `fuzz/` (cargo-afl).
 //! - `man`: the man pages of every binary and subcommand (`docs/cli.md`).
+//! - `dist`: release binaries, the `.deb` packages, a tarball and checksums
+//!   (`docs/install.md`); `--check` runs the package checks CI runs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -15,6 +17,8 @@ use std::process::{Command, ExitCode};
 mod bench;
 mod ci;
 mod demo;
+mod dist;
+mod dist_check;
 mod examples;
 mod fuzz;
 mod man;
@@ -29,9 +33,10 @@ fn main() -> ExitCode {
         Some("sim") => sim(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("man") => man::run(&args[1..]),
+        Some("dist") => dist::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|examples|ci|bench|fuzz|sim|man>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|attack|heartbeat|reconcile|apply|converge|lockstep|all|profile] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000` (docs/simulator.md)\n  man       [DIR]: man pages of every binary and subcommand into DIR (default target/man; docs/cli.md)"
+                "usage: cargo xtask <demo|examples|ci|bench|fuzz|sim|man|dist>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|attack|heartbeat|reconcile|apply|converge|lockstep|all|profile] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000` (docs/simulator.md)\n  man       [DIR]: man pages of every binary and subcommand into DIR (default target/man; docs/cli.md)\n  dist      [--debug] [--out DIR] [--check]: release binaries, .debs of ternd, ternctl, tern-update, a tarball, SHA256SUMS (docs/install.md)"
             );
             return ExitCode::from(2);
         }

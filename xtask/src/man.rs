@@ -40,11 +40,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         std::fs::remove_file(page).map_err(|e| format!("cannot remove {}: {e}", page.display()))?;
     }
     let bin_dir = crate::target_dir().join("debug");
-    for (_, bin) in BINARIES {
-        let mut cmd = Command::new(bin_dir.join(bin));
-        cmd.arg(tern_cli::MAN_ARG).arg(&dir);
-        run_cmd(cmd)?;
-    }
+    let bins: Vec<&str> = BINARIES.iter().map(|(_, bin)| *bin).collect();
+    write_pages(&bin_dir, &bins, &dir)?;
     let pages = our_pages(&dir)?;
     println!(
         "man: {} pages in {}; read one with `man -l {}`",
@@ -52,6 +49,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
         dir.display(),
         dir.join("ternctl.1").display()
     );
+    Ok(())
+}
+
+/// Runs each of `bins` (in `bin_dir`) to write its pages into `dir`; `cargo xtask
+/// dist` calls it on the binaries it packages.
+pub(crate) fn write_pages(bin_dir: &Path, bins: &[&str], dir: &Path) -> Result<(), String> {
+    for bin in bins {
+        let mut cmd = Command::new(bin_dir.join(bin));
+        cmd.arg(tern_cli::MAN_ARG).arg(dir);
+        run_cmd(cmd)?;
+    }
     Ok(())
 }
 

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod clock;
 pub(crate) mod controllers;
 pub(crate) mod directives;
+pub mod downloads;
 pub mod error;
 pub mod inventory;
 pub(crate) mod keys;

@@ -164,6 +164,15 @@ struct StartArgs {
         value_name = "FORMAT"
     )]
     log_format: LogFormat,
+    /// Serve the one-line installer (`GET /install.sh`) and the tern-update binaries
+    /// of this dir: files named `tern-update-linux-ARCH` (amd64, arm64, arm, 386,
+    /// riscv64), as `cargo xtask dist` makes them. Read once at start.
+    #[arg(long, env = "TERN_DOWNLOADS_DIR", value_name = "DIR")]
+    downloads_dir: Option<PathBuf>,
+    /// The address written into /install.sh for hosts to reach ternd (e.g. the load
+    /// balancer's); by default the scheme and Host of the request for the script.
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -239,6 +248,13 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(a.idle_timeout.as_secs()),
         request_timeout: Duration::from_secs(a.request_timeout.as_secs()),
     };
+    let downloads = match &a.downloads_dir {
+        Some(dir) => Some(tern_server::downloads::Downloads::load(dir, a.public_url)?),
+        None if a.public_url.is_some() => {
+            anyhow::bail!("--public-url is the installer's address: give --downloads-dir too")
+        }
+        None => None,
+    };
     let listener = std::net::TcpListener::bind(a.listen)
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", a.listen))?;
     server::create_data_dir(&a.data_dir)?;
@@ -275,5 +291,6 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         backend,
         etcd_prefix: a.etcd_prefix,
         notify,
+        downloads,
     }))
 }

@@ -44,6 +44,8 @@ pub struct ServeOptions {
     pub etcd_prefix: String,
     /// Where alert notices go (`--notify-webhook`, `--notify-slack`).
     pub notify: NotifySettings,
+    /// The one-line installer's binaries (`--downloads-dir`), loaded before the start.
+    pub downloads: Option<crate::downloads::Downloads>,
 }
 
 /// Where the shared state lives (`ternd start --backend`).
@@ -389,6 +391,14 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         Transport::Tls(config) => Some(tokio_rustls::TlsAcceptor::from(config)),
         Transport::InsecureHttp => None,
     };
+    state
+        .tls
+        .store(tls.is_some(), std::sync::atomic::Ordering::Relaxed);
+    if let Some(d) = opts.downloads {
+        tracing::info!(arches = ?d.arches().collect::<Vec<_>>(), "serving /install.sh and tern-update");
+        // Set once, here, before the first request: it cannot be set already.
+        let _ = state.downloads.set(d);
+    }
     let app = routes::router(Arc::clone(&state));
     let listener = tokio::net::TcpListener::from_std(listener)?;
     crate::listen::serve(

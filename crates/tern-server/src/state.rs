@@ -91,9 +91,14 @@ pub struct AppState {
     pub(crate) directive_loop: tokio::sync::Mutex<crate::directives::LoopState>,
     /// An active directive existed at the last pass: find then asks the inventory
     /// whether a host is governed by it.
+    pub(crate) directives_active: AtomicBool,
     /// The directive alerts record held alerts at this replica's last look.
     pub(crate) directive_alerts_raised: AtomicBool,
-    pub(crate) directives_active: AtomicBool,
+    /// The one-line installer's script and binaries (`--downloads-dir`), set once at
+    /// start; unset, `/install.sh` and `/downloads/…` answer 404.
+    pub(crate) downloads: std::sync::OnceLock<crate::downloads::Downloads>,
+    /// Whether clients reach this replica over TLS (the scheme of the installer's URL).
+    pub(crate) tls: AtomicBool,
 }
 
 impl AppState {
@@ -135,6 +140,8 @@ impl AppState {
             directives_active: AtomicBool::new(false),
             // Unknown after a start: the first pass reads the record once.
             directive_alerts_raised: AtomicBool::new(true),
+            downloads: std::sync::OnceLock::new(),
+            tls: AtomicBool::new(false),
             notifiers,
         })
     }

@@ -52,6 +52,8 @@ fn every_route_has_the_access_level_of_the_table() {
         ("GET", "/v1/channels/{name}/{what}", Public),
         ("GET", "/v1/{name}/{what}", Public),
         ("GET", "/v1/agents/schedule", Public),
+        ("GET", "/install.sh", Public),
+        ("GET", "/downloads/tern-update/{file}", Public),
         ("POST", "/v1/agents/heartbeat", Agent),
         ("POST", "/v1/agents/join", Join),
         ("GET", "/v1/agents/status", Read),

@@ -8,6 +8,7 @@ pub(crate) mod channels;
 pub(crate) mod dev;
 pub(crate) mod directives;
 pub(crate) mod hosts;
+pub(crate) mod install;
 pub(crate) mod public;
 pub(crate) mod resources;
 pub(crate) mod status;
@@ -158,12 +159,13 @@ fn build(state: Arc<AppState>) -> Routes {
     if dev { dev_routes(r) } else { r }
 }
 
-/// No token: health, metrics, find, channels; and the agents' heartbeats.
+/// No token: health, metrics, find, channels, the installer; and the agents' heartbeats.
 fn public(r: Routes) -> Routes {
     use Access::{Agent, Join, Public};
     use Method as M;
     let heartbeat_state = Arc::clone(&r.state);
     let join_state = Arc::clone(&r.state);
+    let download_state = Arc::clone(&r.state);
     r.route("/healthz", vec![(M::GET, Public, get(public::healthz))])
         .route("/readyz", vec![(M::GET, Public, get(public::readyz))])
         .route("/metrics", vec![(M::GET, Public, get(public::metrics))])
@@ -195,6 +197,18 @@ fn public(r: Routes) -> Routes {
                     public::heartbeat_guard,
                 ))
                 .layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT))
+            },
+        )
+        .route("/install.sh", vec![(M::GET, Public, get(install::script))])
+        .route_with(
+            "/downloads/tern-update/{file}",
+            vec![(M::GET, Public, get(install::binary))],
+            // Megabytes per request, to anyone: limited per client address like joins.
+            |h| {
+                h.layer::<_, std::convert::Infallible>(middleware::from_fn_with_state(
+                    download_state,
+                    install::download_guard,
+                ))
             },
         )
         .route_with(

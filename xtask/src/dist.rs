@@ -1,0 +1,575 @@
+//! `cargo xtask dist`: the release binaries, a `.deb` for each of ternd, ternctl and
+//! tern-update, a release tarball, the raw tern-update binary that ternd's one-line
+//! installer serves, and `SHA256SUMS` over all of them (docs/install.md).
+//!
+//! The packages are built here from a staged tree with `dpkg-deb --build
+//! --root-owner-group` rather than with cargo-deb: dpkg-deb is on every Debian
+//! machine, so CI installs nothing to build them, and the tree is plain files that
+//! `check` (the test command's package checks) can reason about.
+//!
+//! `--debug` packages the debug binaries already built (by CI's test run, with the test
+//! features) instead of building release ones: the package checks test the packaging,
+//! not the optimiser, and a release build would add most of CI's time. Those packages
+//! are for checking only; they are stripped like release binaries so that lintian sees
+//! what a release package holds.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{cargo, root, run as run_cmd};
+
+/// (package, binary, one-line description) of every package.
+const PACKAGES: &[(&str, &str, &str)] = &[
+    (
+        "ternd",
+        "ternd",
+        "Tern control plane: rollouts, find, heartbeats, admin API",
+    ),
+    (
+        "ternctl",
+        "ternctl",
+        "Tern admin CLI and offline rollout planner",
+    ),
+    (
+        "tern-update",
+        "tern-update",
+        "Tern host updater: installs, switches and rolls back an agent",
+    ),
+];
+
+/// The cargo packages of the binaries.
+const CARGO_PACKAGES: &[&str] = &["tern-server", "tern-ctl", "tern-update"];
+
+const USAGE: &str = "usage: cargo xtask dist [--debug] [--out DIR] [--check]\n  --debug  package the debug binaries of the test build (for the package checks only)\n  --out    where the packages go (default target/dist)\n  --check  then check them: dpkg-deb, lintian, an install under a temporary root";
+
+#[derive(Debug, PartialEq, Eq)]
+struct Args {
+    debug: bool,
+    out: PathBuf,
+    check: bool,
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        debug: false,
+        out: root().join("target").join("dist"),
+        check: false,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--debug" => a.debug = true,
+            "--check" => a.check = true,
+            "--out" => {
+                let dir = it.next().filter(|d| !d.is_empty()).ok_or(USAGE)?;
+                a.out = std::path::absolute(dir).map_err(|e| format!("{dir}: {e}"))?;
+            }
+            _ => return Err(USAGE.to_string()),
+        }
+    }
+    Ok(a)
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let args = parse(args)?;
+    let started = std::time::Instant::now();
+    let built = build(&args)?;
+    println!(
+        "dist: {} files in {} ({:.1}s)",
+        built.len(),
+        args.out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    for f in &built {
+        println!("  {}", f.display());
+    }
+    if args.check {
+        let started = std::time::Instant::now();
+        crate::dist_check::run(&args.out)?;
+        println!(
+            "dist: packages checked ({:.1}s)",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// The version of the packages: the workspace's, with Debian revision 1.
+pub(crate) fn deb_version() -> String {
+    format!("{}-1", env!("CARGO_PKG_VERSION"))
+}
+
+/// Debian's name of this machine's architecture (`amd64`, `arm64`), which is also the
+/// Go-style name the tarballs and the installer use.
+pub(crate) fn architecture() -> Result<String, String> {
+    let out = Command::new("dpkg")
+        .arg("--print-architecture")
+        .output()
+        .map_err(|e| format!("cannot run dpkg --print-architecture: {e}"))?;
+    let arch = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || arch.is_empty() {
+        return Err("dpkg --print-architecture gave no architecture".into());
+    }
+    Ok(arch)
+}
+
+/// Builds everything into `args.out` (emptied first); returns the files made.
+fn build(args: &Args) -> Result<Vec<PathBuf>, String> {
+    let bin_dir = binaries(args.debug)?;
+    let arch = architecture()?;
+    let version = deb_version();
+    let out = &args.out;
+    if out.exists() {
+        std::fs::remove_dir_all(out).map_err(|e| format!("cannot empty {}: {e}", out.display()))?;
+    }
+    let stage = out.join("stage");
+    mkdir(&stage)?;
+    let mut made = Vec::new();
+    for &(package, bin, summary) in PACKAGES {
+        let tree = stage.join(package);
+        stage_package(&tree, &bin_dir, package, bin, summary, &version, &arch)?;
+        let deb = out.join(format!("{package}_{version}_{arch}.deb"));
+        let mut cmd = Command::new("dpkg-deb");
+        cmd.args(["--build", "--root-owner-group", "-Zxz"])
+            .arg(&tree)
+            .arg(&deb);
+        run_quiet(cmd)?;
+        made.push(deb);
+    }
+    made.push(tarball(out, &stage, &version, &arch)?);
+    // What `ternd --downloads-dir` serves to the one-line installer.
+    let downloads = out.join("downloads");
+    mkdir(&downloads)?;
+    let raw = downloads.join(format!("tern-update-linux-{arch}"));
+    copy_exe(&stage.join("tern-update/usr/bin/tern-update"), &raw)?;
+    made.push(raw);
+    std::fs::remove_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+    made.push(checksums(out, &made)?);
+    sign(out)?;
+    Ok(made)
+}
+
+/// The directory of the binaries to package: release ones built now, or with `debug`
+/// the debug ones as they are (`cargo xtask ci` has just built them, with its
+/// features; building here without those features would rebuild the workspace).
+fn binaries(debug: bool) -> Result<PathBuf, String> {
+    if debug {
+        let dir = crate::target_dir().join("debug");
+        for &(_, bin, _) in PACKAGES {
+            if !dir.join(bin).is_file() {
+                return Err(format!(
+                    "{} lacks {bin}: build the binaries first (cargo build --bins -p tern-server -p tern-ctl -p tern-update)",
+                    dir.display()
+                ));
+            }
+        }
+        return Ok(dir);
+    }
+    let mut build = cargo();
+    build.args(["build", "--quiet", "--release", "--bins"]);
+    for p in CARGO_PACKAGES {
+        build.args(["-p", p]);
+    }
+    run_cmd(build)?;
+    Ok(crate::target_dir().join("release"))
+}
+
+fn mkdir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))
+}
+
+fn write(path: &Path, content: &[u8], mode: u32) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = path.parent() {
+        mkdir(dir)?;
+    }
+    std::fs::write(path, content).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("cannot chmod {}: {e}", path.display()))
+}
+
+/// Copies an executable, stripped (release binaries are stripped already; the debug
+/// ones of `--debug` are not).
+fn copy_exe(from: &Path, to: &Path) -> Result<(), String> {
+    if let Some(dir) = to.parent() {
+        mkdir(dir)?;
+    }
+    let mut strip = Command::new("strip");
+    strip
+        .args(["--strip-unneeded", "--remove-section=.comment", "-o"])
+        .arg(to)
+        .arg(from);
+    run_quiet(strip)?;
+    set_mode(to, 0o755)
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("cannot chmod {}: {e}", path.display()))
+}
+
+/// Runs `cmd`; on failure the error carries its output.
+fn run_quiet(mut cmd: Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{shown} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+fn output(mut cmd: Command) -> Result<Vec<u8>, String> {
+    let shown = format!("{cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{shown} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(out.stdout)
+}
+
+/// The files of `packaging/deb/<package>/`.
+fn packaging(package: &str, file: &str) -> PathBuf {
+    root().join("packaging/deb").join(package).join(file)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// Stages one package's tree: binary, man pages, completions, docs, the unit and
+/// maintainer scripts of `packaging/deb/<package>/`, and DEBIAN/.
+fn stage_package(
+    tree: &Path,
+    bin_dir: &Path,
+    package: &str,
+    bin: &str,
+    summary: &str,
+    version: &str,
+    arch: &str,
+) -> Result<(), String> {
+    let exe = tree.join("usr/bin").join(bin);
+    copy_exe(&bin_dir.join(bin), &exe)?;
+
+    // Man pages, as the binary itself writes them, compressed as Debian wants.
+    let man = tree.join("usr/share/man/man1");
+    mkdir(&man)?;
+    crate::man::write_pages(bin_dir, &[bin], &man)?;
+    let mut gzip = Command::new("gzip");
+    gzip.args(["-9n", "--"]);
+    for page in std::fs::read_dir(&man).map_err(|e| format!("{}: {e}", man.display()))? {
+        let page = page.map_err(|e| format!("{}: {e}", man.display()))?.path();
+        set_mode(&page, 0o644)?;
+        gzip.arg(page);
+    }
+    run_quiet(gzip)?;
+
+    // Completions where each shell's system-wide loader looks.
+    for (shell, path) in [
+        (
+            "bash",
+            format!("usr/share/bash-completion/completions/{bin}"),
+        ),
+        ("zsh", format!("usr/share/zsh/vendor-completions/_{bin}")),
+        (
+            "fish",
+            format!("usr/share/fish/vendor_completions.d/{bin}.fish"),
+        ),
+    ] {
+        let mut cmd = Command::new(bin_dir.join(bin));
+        cmd.args(["completion", shell]);
+        write(&tree.join(path), &output(cmd)?, 0o644)?;
+    }
+
+    let doc = tree.join("usr/share/doc").join(package);
+    write(&doc.join("copyright"), copyright().as_bytes(), 0o644)?;
+    write(
+        &doc.join("changelog.Debian.gz"),
+        &gzipped(&changelog(package, version))?,
+        0o644,
+    )?;
+    let overrides = packaging(package, "lintian-overrides");
+    if overrides.exists() {
+        write(
+            &tree.join("usr/share/lintian/overrides").join(package),
+            &read(&overrides)?,
+            0o644,
+        )?;
+    }
+
+    let mut conffiles = Vec::new();
+    if package == "ternd" {
+        write(
+            &tree.join("lib/systemd/system/ternd.service"),
+            &read(&packaging(package, "ternd.service"))?,
+            0o644,
+        )?;
+        write(
+            &tree.join("usr/lib/sysusers.d/ternd.conf"),
+            &read(&packaging(package, "sysusers.conf"))?,
+            0o644,
+        )?;
+        write(
+            &tree.join("etc/default/ternd"),
+            &read(&packaging(package, "default"))?,
+            0o644,
+        )?;
+        conffiles.push("/etc/default/ternd");
+        // The installer's binary for this architecture, so that `--downloads-dir
+        // /usr/lib/tern/downloads` serves the one-liner with nothing else to copy.
+        copy_exe(
+            &bin_dir.join("tern-update"),
+            &tree.join(format!("usr/lib/tern/downloads/tern-update-linux-{arch}")),
+        )?;
+    }
+    let debian = tree.join("DEBIAN");
+    mkdir(&debian)?;
+    for script in ["preinst", "postinst", "prerm", "postrm"] {
+        let from = packaging(package, script);
+        if from.exists() {
+            write(&debian.join(script), &read(&from)?, 0o755)?;
+        }
+    }
+    if !conffiles.is_empty() {
+        let list: String = conffiles.iter().map(|c| format!("{c}\n")).collect();
+        write(&debian.join("conffiles"), list.as_bytes(), 0o644)?;
+    }
+    let control = control(package, summary, version, arch, &exe, tree)?;
+    write(&debian.join("control"), control.as_bytes(), 0o644)?;
+    // dpkg-deb takes the modes as they are: every directory 0755.
+    dirs_0755(tree)
+}
+
+fn dirs_0755(dir: &Path) -> Result<(), String> {
+    set_mode(dir, 0o755)?;
+    for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+            dirs_0755(&entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+fn control(
+    package: &str,
+    summary: &str,
+    version: &str,
+    arch: &str,
+    exe: &Path,
+    tree: &Path,
+) -> Result<String, String> {
+    let libc = glibc_needed(&read(exe)?);
+    let mut depends = vec![match libc {
+        Some((major, minor)) => format!("libc6 (>= {major}.{minor})"),
+        None => "libc6".to_string(),
+    }];
+    if package == "ternd" {
+        // postinst: systemd-sysusers when there, else adduser; the unit's helpers.
+        depends.push("adduser".into());
+        depends.push("init-system-helpers (>= 1.52)".into());
+    }
+    let long = match package {
+        "ternd" => {
+            " ternd stores the rollout resources, reconciles the rollout, answers every\n host's find, takes heartbeats and serves the admin API and metrics. This\n package runs it as the ternd user under systemd, with its store in\n /var/lib/tern; its flags are in /etc/default/ternd."
+        }
+        "ternctl" => {
+            " ternctl drives ternd's admin API (status, transitions, tokens, inventory)\n and plans rollouts offline with the same logic ternd runs."
+        }
+        _ => {
+            " tern-update runs as root on every host: it asks ternd which version to run,\n installs versions side by side, switches atomically, watches the agent and\n rolls back on its own. `tern-update enable` enrolls the host and\n `tern-update setup` writes its systemd timer."
+        }
+    };
+    Ok(format!(
+        "Package: {package}\nVersion: {version}\nArchitecture: {arch}\nMaintainer: Tern developers <tern@example.org>\nInstalled-Size: {size}\nDepends: {depends}\nSection: admin\nPriority: optional\nHomepage: https://github.com/tern-updates/tern\nDescription: {summary}\n{long}\n",
+        size = installed_size_kib(tree)?,
+        depends = depends.join(", "),
+    ))
+}
+
+/// The newest `GLIBC_x.y` symbol version a binary names: what its libc6 must provide.
+fn glibc_needed(bytes: &[u8]) -> Option<(u32, u32)> {
+    let needle = b"GLIBC_";
+    let mut best: Option<(u32, u32)> = None;
+    let mut i = 0;
+    while let Some(pos) = bytes[i..].windows(needle.len()).position(|w| w == needle) {
+        let start = i + pos + needle.len();
+        let digits = |from: usize| {
+            let end = bytes[from..]
+                .iter()
+                .position(|b| !b.is_ascii_digit())
+                .map_or(bytes.len(), |n| from + n);
+            let n = std::str::from_utf8(&bytes[from..end])
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok());
+            (n, end)
+        };
+        if let (Some(major), end) = digits(start)
+            && bytes.get(end) == Some(&b'.')
+            && let (Some(minor), _) = digits(end + 1)
+        {
+            best = best.max(Some((major, minor)));
+        }
+        i = start;
+    }
+    best
+}
+
+fn installed_size_kib(tree: &Path) -> Result<u64, String> {
+    fn walk(dir: &Path, total: &mut u64) -> Result<(), String> {
+        for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let entry = entry.map_err(|e| e.to_string())?;
+            let meta = entry.metadata().map_err(|e| e.to_string())?;
+            if meta.is_dir() {
+                if entry.file_name() != "DEBIAN" {
+                    walk(&entry.path(), total)?;
+                }
+            } else {
+                *total += meta.len().div_ceil(1024);
+            }
+        }
+        Ok(())
+    }
+    let mut total = 0;
+    walk(tree, &mut total)?;
+    Ok(total)
+}
+
+fn copyright() -> String {
+    "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\nUpstream-Name: tern\n\nFiles: *\nCopyright: 2026 Tern developers\nLicense: Apache-2.0\n\nLicense: Apache-2.0\n On Debian systems, the full text of the Apache License, Version 2.0 can be\n found in /usr/share/common-licenses/Apache-2.0.\n".to_string()
+}
+
+fn changelog(package: &str, version: &str) -> String {
+    format!(
+        "{package} ({version}) unstable; urgency=medium\n\n  * Built by `cargo xtask dist` from the Tern workspace.\n\n -- Tern developers <tern@example.org>  Mon, 23 Nov 2026 00:00:00 +0000\n"
+    )
+}
+
+fn gzipped(text: &str) -> Result<Vec<u8>, String> {
+    use std::io::Write;
+    let mut child = Command::new("gzip")
+        .args(["-9nc"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run gzip: {e}"))?;
+    child
+        .stdin
+        .take()
+        .ok_or("gzip has no stdin")?
+        .write_all(text.as_bytes())
+        .map_err(|e| format!("gzip: {e}"))?;
+    let out = child.wait_with_output().map_err(|e| format!("gzip: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("gzip failed ({})", out.status));
+    }
+    Ok(out.stdout)
+}
+
+/// `tern-VERSION-linux-ARCH.tar.gz`: the three binaries, their man pages and
+/// completions, for hosts without dpkg.
+fn tarball(out: &Path, stage: &Path, version: &str, arch: &str) -> Result<PathBuf, String> {
+    let upstream = env!("CARGO_PKG_VERSION");
+    let name = format!("tern-{upstream}-linux-{arch}");
+    let top = stage.join(&name);
+    for &(package, bin, _) in PACKAGES {
+        let tree = stage.join(package);
+        copy_exe(&tree.join("usr/bin").join(bin), &top.join("bin").join(bin))?;
+        for sub in [
+            "usr/share/man/man1",
+            "usr/share/bash-completion/completions",
+        ] {
+            let from = tree.join(sub);
+            let to = top.join(sub.strip_prefix("usr/").unwrap_or(sub));
+            mkdir(&to)?;
+            for f in std::fs::read_dir(&from).map_err(|e| format!("{}: {e}", from.display()))? {
+                let f = f.map_err(|e| e.to_string())?;
+                std::fs::copy(f.path(), to.join(f.file_name())).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    write(
+        &top.join("VERSION"),
+        format!("{version}\n").as_bytes(),
+        0o644,
+    )?;
+    let tar = out.join(format!("{name}.tar.gz"));
+    let mut cmd = Command::new("tar");
+    cmd.args([
+        "--sort=name",
+        "--owner=0",
+        "--group=0",
+        "--numeric-owner",
+        "-czf",
+    ])
+    .arg(&tar)
+    .arg("-C")
+    .arg(stage)
+    .arg(&name);
+    run_quiet(cmd)?;
+    Ok(tar)
+}
+
+/// `SHA256SUMS` over `files` (`sha256sum -c SHA256SUMS` in the dist dir checks them).
+fn checksums(out: &Path, files: &[PathBuf]) -> Result<PathBuf, String> {
+    let mut cmd = Command::new("sha256sum");
+    cmd.current_dir(out);
+    for f in files {
+        cmd.arg(f.strip_prefix(out).unwrap_or(f));
+    }
+    let sums = output(cmd)?;
+    let path = out.join("SHA256SUMS");
+    write(&path, &sums, 0o644)?;
+    Ok(path)
+}
+
+/// Signing hook. Nothing is signed yet: the release keys and their format come with
+/// the trust work (TUF-style metadata). When they land, sign `SHA256SUMS` here (one
+/// signature covers every file through its checksum) and have `dist_check` verify it.
+fn sign(_out: &Path) -> Result<(), String> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments() {
+        let a = parse(&[]).unwrap();
+        assert!(!a.debug && !a.check && a.out.ends_with("target/dist"));
+        let a = parse(&[
+            "--debug".into(),
+            "--out".into(),
+            "x/y".into(),
+            "--check".into(),
+        ])
+        .unwrap();
+        assert!(a.debug && a.check && a.out.is_absolute() && a.out.ends_with("x/y"));
+        for bad in [&["--out"][..], &["--release"], &["--out", ""]] {
+            let bad: Vec<String> = bad.iter().map(ToString::to_string).collect();
+            assert!(parse(&bad).unwrap_err().contains("usage"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_newest_glibc_symbol_version() {
+        let bin = b"\0GLIBC_2.2.5\0GLIBC_2.34\0GLIBC_2.17\0GLIBC_PRIVATE\0GLIBC_\0";
+        assert_eq!(glibc_needed(bin), Some((2, 34)));
+        assert_eq!(glibc_needed(b"no libc here"), None);
+    }
+}

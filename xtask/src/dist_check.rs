@@ -1,0 +1,510 @@
+//! The test command's package checks (`cargo xtask dist --check`, run by `cargo xtask
+//! ci`): what `dpkg-deb` says is in each package, `lintian`, `shellcheck` over the
+//! maintainer scripts, `systemd-analyze verify` of ternd's unit, and the real `dpkg`
+//! installing, upgrading and purging the packages in a temporary root.
+//!
+//! What is real and what stands in: dpkg, its database, the maintainer scripts and
+//! `systemd-sysusers` all run for real, on the temporary root (`dpkg --root=ROOT
+//! --force-script-chrootless` runs the scripts with `DPKG_ROOT=ROOT`, and they create
+//! the ternd user in ROOT/etc/passwd). This machine's systemd is never told: under
+//! `DPKG_ROOT` the scripts skip enabling, starting and stopping units, so those lines
+//! are not run here (they are the same calls debhelper-made packages use). The root
+//! has no libc6 or adduser package in its database, so dependencies are not checked
+//! (`--force-depends`). The unit is checked by systemd's own parser, not started: no
+//! systemd runs this test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::dist::{architecture, deb_version};
+
+pub fn run(out: &Path) -> Result<(), String> {
+    let arch = architecture()?;
+    let version = deb_version();
+    let deb = |p: &str| out.join(format!("{p}_{version}_{arch}.deb"));
+    let debs = [deb("ternd"), deb("ternctl"), deb("tern-update")];
+    contents(&debs, &arch)?;
+    shellcheck()?;
+    lintian(&debs)?;
+    let tmp = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
+    install(tmp.path(), &debs, &version)?;
+    println!(
+        "dist check: dpkg-deb, shellcheck, lintian, systemd-analyze, install/upgrade/purge under a temporary root: ok"
+    );
+    Ok(())
+}
+
+fn fail(what: impl std::fmt::Display) -> String {
+    format!("dist check: {what}")
+}
+
+fn output(cmd: &mut Command) -> Result<String, String> {
+    let shown = format!("{cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| fail(format!("cannot run {shown}: {e}")))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(fail(format!("{shown} failed ({}):\n{text}", out.status)));
+    }
+    Ok(text)
+}
+
+/// `dpkg-deb --info` and `--contents`: the control fields and the files each package
+/// must have.
+fn contents(debs: &[PathBuf; 3], arch: &str) -> Result<(), String> {
+    let common = |bin: &str| {
+        vec![
+            format!("./usr/bin/{bin}"),
+            format!("./usr/share/man/man1/{bin}.1.gz"),
+            format!("./usr/share/bash-completion/completions/{bin}"),
+            format!("./usr/share/zsh/vendor-completions/_{bin}"),
+            format!("./usr/share/fish/vendor_completions.d/{bin}.fish"),
+        ]
+    };
+    let mut ternd = common("ternd");
+    ternd.extend(
+        [
+            "./usr/share/man/man1/ternd-start.1.gz",
+            "./lib/systemd/system/ternd.service",
+            "./etc/default/ternd",
+            "./usr/lib/sysusers.d/ternd.conf",
+            "./usr/share/doc/ternd/copyright",
+        ]
+        .map(String::from),
+    );
+    ternd.push(format!("./usr/lib/tern/downloads/tern-update-linux-{arch}"));
+    let mut ternctl = common("ternctl");
+    ternctl.push("./usr/share/man/man1/ternctl-agents-status.1.gz".into());
+    let mut update = common("tern-update");
+    update.push("./usr/share/man/man1/tern-update-enable.1.gz".into());
+    for (deb, (package, files)) in debs.iter().zip([
+        ("ternd", ternd),
+        ("ternctl", ternctl),
+        ("tern-update", update),
+    ]) {
+        let info = output(Command::new("dpkg-deb").arg("--info").arg(deb))?;
+        for field in [
+            format!("Package: {package}"),
+            "Depends: libc6 (>= 2.".to_string(),
+        ] {
+            if !info.contains(&field) {
+                return Err(fail(format!("{} lacks {field:?}:\n{info}", deb.display())));
+            }
+        }
+        let scripts: &[&str] = match package {
+            "ternd" => &["postinst", "prerm", "postrm", "conffiles"],
+            "tern-update" => &["prerm", "postrm"],
+            _ => &[],
+        };
+        for s in scripts {
+            if !info.contains(&format!(" {s}")) {
+                return Err(fail(format!("{} has no {s}:\n{info}", deb.display())));
+            }
+        }
+        let listing = output(Command::new("dpkg-deb").arg("--contents").arg(deb))?;
+        let paths: Vec<&str> = listing
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .collect();
+        for f in &files {
+            if !paths.contains(&f.as_str()) {
+                return Err(fail(format!("{} lacks {f}:\n{listing}", deb.display())));
+            }
+        }
+        // Owned by root (--root-owner-group), whoever built it.
+        if let Some(l) = listing.lines().find(|l| !l.contains(" root/root ")) {
+            return Err(fail(format!("{}: not root/root: {l}", deb.display())));
+        }
+        if package == "tern-update" && paths.iter().any(|p| p.contains("systemd")) {
+            return Err(fail(
+                "tern-update ships no units (`tern-update setup` writes them)",
+            ));
+        }
+    }
+    if !output(
+        Command::new("dpkg-deb")
+            .args(["--info"])
+            .arg(&debs[0])
+            .arg("conffiles"),
+    )?
+    .contains("/etc/default/ternd")
+    {
+        return Err(fail("ternd's conffiles lack /etc/default/ternd"));
+    }
+    Ok(())
+}
+
+/// shellcheck over the maintainer scripts and the installer ternd serves.
+fn shellcheck() -> Result<(), String> {
+    let root = crate::root();
+    let mut cmd = Command::new("shellcheck");
+    cmd.args(["--shell=sh", "--severity=style"]);
+    for (package, script) in [
+        ("ternd", "postinst"),
+        ("ternd", "prerm"),
+        ("ternd", "postrm"),
+        ("tern-update", "prerm"),
+        ("tern-update", "postrm"),
+    ] {
+        cmd.arg(root.join("packaging/deb").join(package).join(script));
+    }
+    cmd.arg(root.join("crates/tern-server/src/install.sh"));
+    output(&mut cmd).map(drop)
+}
+
+/// lintian: no error or warning; overrides are shipped in the packages, each with its
+/// reason (`packaging/deb/*/lintian-overrides`).
+fn lintian(debs: &[PathBuf; 3]) -> Result<(), String> {
+    let text = output(
+        Command::new("lintian")
+            .args(["--fail-on", "error,warning", "--tag-display-limit", "0"])
+            .args(debs),
+    )?;
+    if !text.trim().is_empty() {
+        println!("lintian (info and below):\n{text}");
+    }
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).map_err(|e| fail(format!("{}: {e}", d.display())))?;
+    }
+    std::fs::write(path, text).map_err(|e| fail(format!("{}: {e}", path.display())))
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| fail(format!("{}: {e}", path.display())))
+}
+
+fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(fail(what())) }
+}
+
+/// Install, reinstall, upgrade with a changed conffile, and purge, with the real dpkg on
+/// a temporary root.
+fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String> {
+    let root = tmp.join("root");
+    let admin = root.join("var/lib/dpkg");
+    for d in ["updates", "info"] {
+        std::fs::create_dir_all(admin.join(d)).map_err(|e| fail(e.to_string()))?;
+    }
+    for f in ["status", "available"] {
+        write(&admin.join(f), "")?;
+    }
+    std::fs::create_dir_all(root.join("var/log")).map_err(|e| fail(e.to_string()))?;
+    // The root's account files, as a fresh Debian system has them (root only).
+    write(
+        &root.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/bash\n",
+    )?;
+    write(&root.join("etc/group"), "root:x:0:\n")?;
+    write(&root.join("etc/shadow"), "root:*:20000:0:99999:7:::\n")?;
+    write(&root.join("etc/gshadow"), "root:*::\n")?;
+    let dpkg = |args: &[&str]| {
+        let mut cmd = Command::new("dpkg");
+        cmd.arg(format!("--root={}", root.display()))
+            .arg(format!("--log={}", root.join("var/log/dpkg.log").display()))
+            .args([
+                "--force-not-root",
+                "--force-script-chrootless",
+                // The root's database has no libc6 or adduser (see the module doc).
+                "--force-depends",
+                // As an operator answering "keep your version" to dpkg's question.
+                "--force-confold",
+            ])
+            .args(args)
+            // dpkg wants ldconfig and start-stop-daemon on PATH.
+            .env(
+                "PATH",
+                format!(
+                    "/usr/local/sbin:/usr/sbin:/sbin:{}",
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            );
+        output(&mut cmd)
+    };
+    let status = |package: &str| {
+        output(
+            Command::new("dpkg-query")
+                .arg(format!("--admindir={}", admin.display()))
+                .args(["-W", "-f=${db:Status-Status} ${Version}", package]),
+        )
+        .unwrap_or_default()
+    };
+    let ternd_users = |root: &Path| -> Result<Vec<String>, String> {
+        Ok(read(&root.join("etc/passwd"))?
+            .lines()
+            .filter(|l| l.starts_with("ternd:"))
+            .map(String::from)
+            .collect())
+    };
+
+    // 1. A first install: the files, the user, the conffile.
+    let all: Vec<&str> = debs.iter().filter_map(|d| d.to_str()).collect();
+    let mut args = vec!["-i"];
+    args.extend(&all);
+    dpkg(&args)?;
+    for p in ["ternd", "ternctl", "tern-update"] {
+        let s = status(p);
+        ensure(s == format!("installed {version}"), || {
+            format!("{p} is {s:?} after dpkg -i")
+        })?;
+    }
+    for f in [
+        "usr/bin/ternd",
+        "usr/bin/ternctl",
+        "usr/bin/tern-update",
+        "lib/systemd/system/ternd.service",
+        "etc/default/ternd",
+    ] {
+        ensure(root.join(f).is_file(), || format!("{f} was not installed"))?;
+    }
+    let users = ternd_users(&root)?;
+    ensure(
+        users.len() == 1
+            && users[0].ends_with(":/var/lib/tern:/usr/sbin/nologin")
+            && !users[0].starts_with("ternd:x:0:"),
+        || format!("postinst should create one ternd system user: {users:?}"),
+    )?;
+    ensure(
+        read(&root.join("etc/group"))?
+            .lines()
+            .any(|l| l.starts_with("ternd:")),
+        || "postinst should create the ternd group".into(),
+    )?;
+    let out = output(Command::new(root.join("usr/bin/ternctl")).arg("--version"))?;
+    ensure(out.contains(env!("CARGO_PKG_VERSION")), || {
+        format!("the installed ternctl says {out:?}")
+    })?;
+
+    // 2. The unit, through systemd's own parser. The installed unit names
+    //    /usr/bin/ternd, which verify wants to find executable: the copy checked names
+    //    the installed binary in the temporary root instead (that line only). verify
+    //    exits 0 on a bad value (it warns and ignores it), so any output fails.
+    let unit = root.join("lib/systemd/system/ternd.service");
+    let unit_text = read(&unit)?;
+    let checked = tmp.join("verify/ternd.service");
+    write(
+        &checked,
+        &unit_text.replace(
+            "ExecStart=/usr/bin/ternd ",
+            &format!("ExecStart={} ", root.join("usr/bin/ternd").display()),
+        ),
+    )?;
+    let said = output(
+        Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&checked),
+    )?;
+    ensure(said.trim().is_empty(), || {
+        format!("systemd-analyze verify ternd.service:\n{said}")
+    })?;
+    for line in [
+        "User=ternd",
+        "StateDirectory=tern",
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+        "PrivateTmp=yes",
+        "ProtectHome=yes",
+        "ExecStart=/usr/bin/ternd start --data-dir /var/lib/tern $TERND_OPTS",
+    ] {
+        ensure(unit_text.lines().any(|l| l == line), || {
+            format!("ternd.service lacks {line}")
+        })?;
+    }
+
+    // 2b. The unit's command line with the packaged /etc/default/ternd, as systemd would
+    //     run it (TERND_OPTS split on whitespace), from the installed binary and with
+    //     the state dir in the temporary root: ternd starts and serves. Stand-ins: no
+    //     ternd user or sandbox (no systemd here), and port 0 instead of 3025 (the
+    //     machine's port may be taken).
+    started(&root, &unit_text)?;
+
+    // 3. The operator edits the conffile; a reinstall keeps it and makes no second user.
+    let default = root.join("etc/default/ternd");
+    let operator = "TERND_OPTS=\"--listen 0.0.0.0:3025 --tls-cert /etc/tern/c.pem --tls-key /etc/tern/k.pem\"\n";
+    write(&default, operator)?;
+    dpkg(&["-i", all[0]])?;
+    ensure(read(&default)? == operator, || {
+        "a reinstall changed the operator's /etc/default/ternd".into()
+    })?;
+    ensure(ternd_users(&root)?.len() == 1, || {
+        "postinst run again made a second ternd user".into()
+    })?;
+
+    // 4. An upgrade whose conffile changed: the operator's stays, the package's new one
+    //    is put beside it.
+    let unpacked = tmp.join("next");
+    output(
+        Command::new("dpkg-deb")
+            .arg("-R")
+            .arg(all[0])
+            .arg(&unpacked),
+    )?;
+    let next = version.replace("-1", "-2");
+    let control = unpacked.join("DEBIAN/control");
+    write(
+        &control,
+        &read(&control)?.replace(&format!("Version: {version}"), &format!("Version: {next}")),
+    )?;
+    let shipped = unpacked.join("etc/default/ternd");
+    write(
+        &shipped,
+        &format!("{}# changed in {next}\n", read(&shipped)?),
+    )?;
+    let next_deb = tmp.join("ternd-next.deb");
+    output(
+        Command::new("dpkg-deb")
+            .args(["--build", "--root-owner-group"])
+            .arg(&unpacked)
+            .arg(&next_deb),
+    )?;
+    dpkg(&["-i", &next_deb.display().to_string()])?;
+    ensure(status("ternd") == format!("installed {next}"), || {
+        format!("the upgrade left ternd {}", status("ternd"))
+    })?;
+    ensure(read(&default)? == operator, || {
+        "an upgrade overwrote the operator's /etc/default/ternd".into()
+    })?;
+    let dist = root.join("etc/default/ternd.dpkg-dist");
+    ensure(
+        read(&dist).is_ok_and(|t| t.contains(&format!("# changed in {next}"))),
+        || "the upgrade's new /etc/default/ternd should be kept as .dpkg-dist".into(),
+    )?;
+
+    // 5. tern-update's purge deletes the units `tern-update setup` wrote, and nothing
+    //    else. They are written by the installed binary itself (systemctl stands in:
+    //    this machine's systemd is not told).
+    let systemd = root.join("etc/systemd/system");
+    let mut setup = Command::new(root.join("usr/bin/tern-update"));
+    setup
+        .arg("--install-dir")
+        .arg(root.join("opt/tern"))
+        .arg("--systemd-dir")
+        .arg(&systemd)
+        .arg("--link-dir")
+        .arg(root.join("usr/local/bin"))
+        .arg("--unit-dir")
+        .arg(root.join("usr/local/lib/systemd/system"))
+        .args(["setup", "--agent-unit", "agent"])
+        .env("TERN_SYSTEMCTL", "true");
+    output(&mut setup)?;
+    let ours = [
+        systemd.join("tern-update.service"),
+        systemd.join("tern-update.timer"),
+        systemd.join("agent.service.d/tern-update.conf"),
+    ];
+    for f in &ours {
+        ensure(f.is_file(), || {
+            format!("setup did not write {}", f.display())
+        })?;
+    }
+    let theirs = systemd.join("tern-update-notes.timer");
+    write(
+        &theirs,
+        "# the operator's own unit\n[Timer]\nOnCalendar=daily\n",
+    )?;
+    dpkg(&["--purge", "tern-update"])?;
+    ensure(!root.join("usr/bin/tern-update").exists(), || {
+        "purge left /usr/bin/tern-update".into()
+    })?;
+    for f in &ours {
+        ensure(!f.exists(), || {
+            format!("the purge left {} (setup wrote it)", f.display())
+        })?;
+    }
+    ensure(theirs.is_file(), || {
+        "the purge removed an operator's own unit".into()
+    })?;
+
+    // 6. ternd's purge: the conffile goes, the fleet's store and the user stay.
+    let store = root.join("var/lib/tern/tern.db");
+    write(&store, "the fleet")?;
+    dpkg(&["--purge", "ternd"])?;
+    ensure(
+        status("ternd").is_empty() || status("ternd").starts_with("not-installed"),
+        || format!("ternd after purge: {}", status("ternd")),
+    )?;
+    ensure(!default.exists() && !unit.exists(), || {
+        "the purge left /etc/default/ternd or the unit".into()
+    })?;
+    ensure(store.is_file() && ternd_users(&root)?.len() == 1, || {
+        "the purge removed /var/lib/tern or the ternd user".into()
+    })?;
+    dpkg(&["--remove", "ternctl"])?;
+    ensure(!root.join("usr/bin/ternctl").exists(), || {
+        "remove left /usr/bin/ternctl".into()
+    })?;
+    Ok(())
+}
+
+/// Runs ternd as the unit's `ExecStart=` would with the packaged defaults; waits for it
+/// to listen, then stops it.
+fn started(root: &Path, unit: &str) -> Result<(), String> {
+    use std::io::BufRead;
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .ok_or_else(|| fail("ternd.service has no ExecStart="))?;
+    let opts = output(Command::new("sh").arg("-c").arg(format!(
+        ". '{}'; printf '%s' \"$TERND_OPTS\"",
+        root.join("etc/default/ternd").display()
+    )))?;
+    let line = exec.replace("$TERND_OPTS", &opts);
+    let mut words = line.split_whitespace().map(|w| match w {
+        "/usr/bin/ternd" => root.join("usr/bin/ternd").display().to_string(),
+        "/var/lib/tern" => root.join("var/lib/tern").display().to_string(),
+        "127.0.0.1:3025" => "127.0.0.1:0".to_string(),
+        w => w.to_string(),
+    });
+    let program = words.next().ok_or_else(|| fail("ExecStart= is empty"))?;
+    let mut child = Command::new(&program)
+        .args(words)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| fail(format!("cannot run {program}: {e}")))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| fail("ternd has no stdout"))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(l);
+        }
+    });
+    let mut listening = None;
+    while let Ok(l) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        if let Some(addr) = l.strip_prefix("ternd listening on ") {
+            listening = Some(addr.to_string());
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let addr = listening.ok_or_else(|| {
+        fail(format!(
+            "ternd started as the unit says ({line}) did not listen"
+        ))
+    })?;
+    ensure(addr.starts_with("http://127.0.0.1:"), || {
+        format!("the packaged default should listen on loopback only, not {addr}")
+    })?;
+    for f in ["tern.db", "operator.token"] {
+        ensure(root.join("var/lib/tern").join(f).is_file(), || {
+            format!("ternd did not write /var/lib/tern/{f}")
+        })?;
+    }
+    Ok(())
+}
