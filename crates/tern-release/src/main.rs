@@ -1,0 +1,303 @@
+//! `tern-release`: the release owners' tool. It holds no keys of its own: every command
+//! names the key files it signs with, so the root and targets keys can live on an
+//! offline machine or removable media (see docs/security.md).
+//!
+//! A separate binary, not `ternctl release`: it links tough and its crypto, which ternctl
+//! (run by every operator) has no use for, and it belongs on the signing machine only.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use jiff::SignedDuration;
+use tern_trust::release::{self, InitSpec, Lifetimes, NewTarget, RoleSpec, Rotation};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tern-release",
+    version,
+    about = "Sign Tern agent releases (TUF)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Args, Debug, Clone)]
+struct Life {
+    /// Days the root metadata stays valid.
+    #[arg(long, default_value_t = 365)]
+    root_days: u32,
+    /// Days the targets metadata stays valid.
+    #[arg(long, default_value_t = 90)]
+    targets_days: u32,
+    /// Days the snapshot metadata stays valid.
+    #[arg(long, default_value_t = 7)]
+    snapshot_days: u32,
+    /// Hours the timestamp stays valid (hosts refuse the repository after it: run
+    /// `refresh` more often than this).
+    #[arg(long, default_value_t = 24)]
+    timestamp_hours: u32,
+}
+
+impl Life {
+    fn lifetimes(&self) -> Lifetimes {
+        let hours = |h: u32| SignedDuration::from_hours(i64::from(h));
+        Lifetimes {
+            root: hours(self.root_days * 24),
+            targets: hours(self.targets_days * 24),
+            snapshot: hours(self.snapshot_days * 24),
+            timestamp: hours(self.timestamp_hours),
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Create ed25519 key files (PKCS#8, mode 0600); prints each key id.
+    Keygen {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the key id of key files.
+    KeyId {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Create a repository: root version 1 and empty signed targets, snapshot and
+    /// timestamp in <repo>/metadata.
+    Init {
+        #[arg(long)]
+        repo: PathBuf,
+        #[arg(long = "root-key", required = true)]
+        root_keys: Vec<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        root_threshold: u64,
+        #[arg(long = "targets-key", required = true)]
+        targets_keys: Vec<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        targets_threshold: u64,
+        #[arg(long = "snapshot-key", required = true)]
+        snapshot_keys: Vec<PathBuf>,
+        #[arg(long = "timestamp-key", required = true)]
+        timestamp_keys: Vec<PathBuf>,
+        #[command(flatten)]
+        life: Life,
+    },
+    /// Sign an agent tarball as a target (its size and sha256, with version, OS, arch
+    /// and edition); signs new targets, snapshot and timestamp.
+    Add {
+        #[arg(long)]
+        repo: PathBuf,
+        #[arg(long)]
+        file: PathBuf,
+        #[arg(long)]
+        version: String,
+        /// Go's name, as in artifact URLs: amd64, arm64.
+        #[arg(long)]
+        arch: String,
+        #[arg(long, default_value = "linux")]
+        os: String,
+        #[arg(long)]
+        edition: Option<String>,
+        /// A threshold of the targets, snapshot and timestamp keys.
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        #[command(flatten)]
+        life: Life,
+    },
+    /// Remove a target by name; signs as `add`.
+    Remove {
+        #[arg(long)]
+        repo: PathBuf,
+        #[arg(long)]
+        name: String,
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        #[command(flatten)]
+        life: Life,
+    },
+    /// Re-sign snapshot and timestamp with new versions and expiry (the online keys'
+    /// routine job; run it well within --timestamp-hours).
+    Refresh {
+        #[arg(long)]
+        repo: PathBuf,
+        /// The snapshot and timestamp keys.
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        #[command(flatten)]
+        life: Life,
+    },
+    /// Replace keys: writes root version N+1 signed by a threshold of the old and of the
+    /// new root keys; when other roles change, re-signs their metadata with the new keys.
+    Rotate {
+        #[arg(long)]
+        repo: PathBuf,
+        #[arg(long = "root-key")]
+        root_keys: Vec<PathBuf>,
+        #[arg(long)]
+        root_threshold: Option<u64>,
+        #[arg(long = "targets-key")]
+        targets_keys: Vec<PathBuf>,
+        #[arg(long)]
+        targets_threshold: Option<u64>,
+        #[arg(long = "snapshot-key")]
+        snapshot_keys: Vec<PathBuf>,
+        #[arg(long = "timestamp-key")]
+        timestamp_keys: Vec<PathBuf>,
+        /// Every key the new metadata must be signed with (old and new root keys; new
+        /// targets, snapshot and timestamp keys when those change).
+        #[arg(long = "sign-key", required = true)]
+        sign_keys: Vec<PathBuf>,
+        #[command(flatten)]
+        life: Life,
+    },
+    /// List the signed targets (what hosts may install).
+    List {
+        #[arg(long)]
+        repo: PathBuf,
+    },
+}
+
+fn role(keys: Vec<PathBuf>, threshold: Option<u64>) -> Option<RoleSpec> {
+    (!keys.is_empty()).then(|| RoleSpec {
+        keys,
+        threshold: threshold.unwrap_or(1),
+    })
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Keygen { files } => {
+            for f in files {
+                let id = release::generate_key(&f)
+                    .with_context(|| format!("cannot create the key {}", f.display()))?;
+                println!("{id}  {}", f.display());
+            }
+        }
+        Cmd::KeyId { files } => {
+            for f in files {
+                println!("{}  {}", release::key_id(&f)?, f.display());
+            }
+        }
+        Cmd::Init {
+            repo,
+            root_keys,
+            root_threshold,
+            targets_keys,
+            targets_threshold,
+            snapshot_keys,
+            timestamp_keys,
+            life,
+        } => {
+            let spec = InitSpec {
+                root: RoleSpec {
+                    keys: root_keys,
+                    threshold: root_threshold,
+                },
+                targets: RoleSpec {
+                    keys: targets_keys,
+                    threshold: targets_threshold,
+                },
+                snapshot: RoleSpec {
+                    keys: snapshot_keys,
+                    threshold: 1,
+                },
+                timestamp: RoleSpec {
+                    keys: timestamp_keys,
+                    threshold: 1,
+                },
+                lifetimes: life.lifetimes(),
+            };
+            let root = release::init(&repo, &spec)
+                .with_context(|| format!("cannot create the repository {}", repo.display()))?;
+            println!(
+                "created {}; give hosts this root: tern-update enable --trust-root {}",
+                repo.display(),
+                root.display()
+            );
+        }
+        Cmd::Add {
+            repo,
+            file,
+            version,
+            arch,
+            os,
+            edition,
+            keys,
+            life,
+        } => {
+            let t = NewTarget {
+                file,
+                version,
+                os,
+                arch,
+                edition,
+            };
+            let v = release::add_targets(&repo, std::slice::from_ref(&t), &keys, &life.lifetimes())
+                .with_context(|| format!("cannot sign {}", t.file.display()))?;
+            println!(
+                "signed {} as {} ({}/{}); targets version {v}",
+                t.file.display(),
+                t.version,
+                t.os,
+                t.arch
+            );
+        }
+        Cmd::Remove {
+            repo,
+            name,
+            keys,
+            life,
+        } => {
+            let v = release::remove_target(&repo, &name, &keys, &life.lifetimes())?;
+            println!("removed {name}; targets version {v}");
+        }
+        Cmd::Refresh { repo, keys, life } => {
+            let v = release::refresh(&repo, &keys, &life.lifetimes())
+                .with_context(|| format!("cannot refresh {}", repo.display()))?;
+            println!("timestamp version {v}");
+        }
+        Cmd::Rotate {
+            repo,
+            root_keys,
+            root_threshold,
+            targets_keys,
+            targets_threshold,
+            snapshot_keys,
+            timestamp_keys,
+            sign_keys,
+            life,
+        } => {
+            let rotation = Rotation {
+                root: role(root_keys, root_threshold),
+                targets: role(targets_keys, targets_threshold),
+                snapshot: role(snapshot_keys, None),
+                timestamp: role(timestamp_keys, None),
+            };
+            let r = release::rotate(&repo, &rotation, &sign_keys, &life.lifetimes())
+                .with_context(|| format!("cannot rotate the keys of {}", repo.display()))?;
+            println!(
+                "root version {} (root keys {})",
+                r.root_version,
+                r.root_keys.join(", ")
+            );
+        }
+        Cmd::List { repo } => {
+            for t in release::list(&repo)? {
+                println!(
+                    "{}\t{}\t{}/{}\t{}\t{} bytes\tsha256 {}",
+                    t.name,
+                    t.version.as_deref().unwrap_or("-"),
+                    t.os.as_deref().unwrap_or("-"),
+                    t.arch.as_deref().unwrap_or("-"),
+                    t.edition.as_deref().unwrap_or("-"),
+                    t.length,
+                    t.sha256
+                );
+            }
+        }
+    }
+    Ok(())
+}
