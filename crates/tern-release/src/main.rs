@@ -89,13 +89,17 @@ enum Cmd {
     Add {
         #[arg(long)]
         repo: PathBuf,
+        #[arg(long, required_unless_present = "manifest", requires_all = ["version", "arch"])]
+        file: Option<PathBuf>,
         #[arg(long)]
-        file: PathBuf,
-        #[arg(long)]
-        version: String,
+        version: Option<String>,
         /// Go's name, as in artifact URLs: amd64, arm64.
         #[arg(long)]
-        arch: String,
+        arch: Option<String>,
+        /// Many tarballs signed at once: one per line, `FILE VERSION ARCH [EDITION]`
+        /// (OS from --os).
+        #[arg(long, conflicts_with = "file")]
+        manifest: Option<PathBuf>,
         #[arg(long, default_value = "linux")]
         os: String,
         #[arg(long)]
@@ -151,6 +155,22 @@ enum Cmd {
         sign_keys: Vec<PathBuf>,
         #[command(flatten)]
         life: Life,
+    },
+    /// Verify a repository as a host would, from a root: prints what it signs and how
+    /// long the refresh took (`state` keeps what was trusted between runs, as on a host).
+    Verify {
+        /// The root to start from (what hosts pin).
+        #[arg(long)]
+        root: PathBuf,
+        /// The metadata directory: a path, file:// or http(s) URL.
+        #[arg(long)]
+        metadata: String,
+        /// The trust state file (created from --root when missing).
+        #[arg(long)]
+        state: PathBuf,
+        /// One JSON line: {"refresh_ms":…,"targets":…,…}.
+        #[arg(long)]
+        json: bool,
     },
     /// List the signed targets (what hosts may install).
     List {
@@ -225,25 +245,70 @@ fn main() -> Result<()> {
             arch,
             os,
             edition,
+            manifest,
             keys,
             life,
         } => {
-            let t = NewTarget {
-                file,
-                version,
-                os,
-                arch,
-                edition,
+            let targets = match (manifest, file, version, arch) {
+                (Some(m), ..) => read_manifest(&m, &os)?,
+                (None, Some(file), Some(version), Some(arch)) => vec![NewTarget {
+                    file,
+                    version,
+                    os,
+                    arch,
+                    edition,
+                }],
+                _ => anyhow::bail!("give --file with --version and --arch, or --manifest"),
             };
-            let v = release::add_targets(&repo, std::slice::from_ref(&t), &keys, &life.lifetimes())
-                .with_context(|| format!("cannot sign {}", t.file.display()))?;
-            println!(
-                "signed {} as {} ({}/{}); targets version {v}",
-                t.file.display(),
-                t.version,
-                t.os,
-                t.arch
-            );
+            let v = release::add_targets(&repo, &targets, &keys, &life.lifetimes())
+                .with_context(|| format!("cannot sign into {}", repo.display()))?;
+            for t in &targets {
+                println!(
+                    "signed {} as {} ({}/{})",
+                    t.file.display(),
+                    t.version,
+                    t.os,
+                    t.arch
+                );
+            }
+            println!("targets version {v}");
+        }
+        Cmd::Verify {
+            root,
+            metadata,
+            state,
+            json,
+        } => {
+            if !state.exists() {
+                tern_trust::pin_root(&state, &root)?;
+            }
+            let url = if metadata.contains("://") {
+                metadata
+            } else {
+                let abs = std::path::absolute(&metadata)?;
+                format!("file://{}/", abs.display())
+            };
+            let client = tern_trust::Client::new(&state, &url, None)?;
+            let start = std::time::Instant::now();
+            let v = client.refresh()?;
+            let ms = start.elapsed().as_secs_f64() * 1000.0;
+            if json {
+                println!(
+                    "{{\"refresh_ms\":{ms:.3},\"targets\":{},\"root_version\":{},\"targets_version\":{}}}",
+                    v.targets.len(),
+                    v.root_version,
+                    v.targets_version
+                );
+            } else {
+                println!(
+                    "verified in {ms:.1} ms: root v{}, timestamp v{}, snapshot v{}, targets v{} ({} targets)",
+                    v.root_version,
+                    v.timestamp_version,
+                    v.snapshot_version,
+                    v.targets_version,
+                    v.targets.len()
+                );
+            }
         }
         Cmd::Remove {
             repo,
@@ -300,4 +365,34 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `FILE VERSION ARCH [EDITION]` per line; `#` comments and blank lines skipped.
+fn read_manifest(path: &std::path::Path, os: &str) -> Result<Vec<NewTarget>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the manifest {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let (file, version, arch) = match w.as_slice() {
+            [f, v, a] | [f, v, a, _] => (*f, *v, *a),
+            _ => anyhow::bail!(
+                "{}:{}: expected FILE VERSION ARCH [EDITION], got {line:?}",
+                path.display(),
+                i + 1
+            ),
+        };
+        out.push(NewTarget {
+            file: file.into(),
+            version: version.into(),
+            os: os.into(),
+            arch: arch.into(),
+            edition: w.get(3).map(|e| e.to_string()),
+        });
+    }
+    Ok(out)
 }

@@ -146,7 +146,9 @@ pub struct Verified {
 
 impl Verified {
     /// The artifact signed for `version` on `os`/`arch` (Go names: `linux`, `amd64`) and
-    /// `edition` ("" = none). A target without an `os` matches any OS.
+    /// `edition` (what find says; "" and "oss" are no edition). A target without an `os`
+    /// matches any OS; one without an `edition` is for every edition, used when no target
+    /// names this edition exactly.
     pub fn find(
         &self,
         version: &str,
@@ -154,16 +156,27 @@ impl Verified {
         arch: &str,
         edition: &str,
     ) -> Result<&SignedTarget> {
-        let matches: Vec<&SignedTarget> = self
-            .targets
-            .iter()
-            .filter(|t| {
+        let candidates = || {
+            self.targets.iter().filter(|t| {
                 t.version.as_deref() == Some(version)
                     && t.arch.as_deref() == Some(arch)
                     && t.os.as_deref().is_none_or(|o| o == os)
-                    && norm(t.edition.as_deref().unwrap_or("")) == norm(edition)
+            })
+        };
+        let exact: Vec<&SignedTarget> = candidates()
+            .filter(|t| {
+                t.edition
+                    .as_deref()
+                    .is_some_and(|e| norm(e) == norm(edition))
             })
             .collect();
+        let matches = if exact.is_empty() {
+            candidates()
+                .filter(|t| t.edition.as_deref().is_none_or(|e| norm(e).is_empty()))
+                .collect()
+        } else {
+            exact
+        };
         match matches.as_slice() {
             [one] => Ok(one),
             [] => Err(Error::NotSigned {

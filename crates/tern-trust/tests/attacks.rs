@@ -327,13 +327,45 @@ fn a_signed_release_verifies_and_the_target_is_found_by_version_and_arch() {
         v.find("1.0.0", "linux", "arm64", ""),
         Err(Error::NotSigned { .. })
     ));
+    // A target without an edition is for every edition ("oss" is the artifact URLs'
+    // name for none; ternd's default edition is "community").
+    for e in ["oss", "community", "ent"] {
+        assert_eq!(
+            v.find("1.0.0", "linux", "amd64", e).unwrap().name,
+            t.name,
+            "{e}"
+        );
+    }
+    assert_eq!((v.root_version, v.targets_version), (1, 2));
+    // A target for one edition: chosen for it over the generic one, and only for it.
+    let ent = |version: &str| {
+        let file = fx.tarball(&format!("ent-{version}.tar.gz"), version.as_bytes());
+        release::add_targets(
+            &fx.repo,
+            &[NewTarget {
+                file,
+                version: version.into(),
+                os: "linux".into(),
+                arch: "amd64".into(),
+                edition: Some("ent".into()),
+            }],
+            &fx.all_keys(),
+            &Lifetimes::default(),
+        )
+        .unwrap();
+    };
+    ent("1.0.0");
+    ent("2.0.0");
+    let v = fx.client().refresh().unwrap();
+    assert_eq!(
+        v.find("1.0.0", "linux", "amd64", "ent").unwrap().name,
+        "ent-1.0.0.tar.gz"
+    );
+    assert_eq!(v.find("1.0.0", "linux", "amd64", "").unwrap().name, t.name);
     assert!(matches!(
-        v.find("1.0.0", "linux", "amd64", "ent"),
+        v.find("2.0.0", "linux", "amd64", "community"),
         Err(Error::NotSigned { .. })
     ));
-    // "oss" is the artifact URLs' name for no edition.
-    assert!(v.find("1.0.0", "linux", "amd64", "oss").is_ok());
-    assert_eq!((v.root_version, v.targets_version), (1, 2));
 }
 
 #[test]
