@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use jiff::SignedDuration;
 use tern_trust::release::{self, InitSpec, Lifetimes, NewTarget, RoleSpec, Rotation};
 
@@ -177,6 +177,8 @@ enum Cmd {
         #[arg(long)]
         repo: PathBuf,
     },
+    /// Print the shell completion script (see docs/cli.md).
+    Completion(tern_cli::CompletionArgs),
 }
 
 fn role(keys: Vec<PathBuf>, threshold: Option<u64>) -> Option<RoleSpec> {
@@ -186,9 +188,25 @@ fn role(keys: Vec<PathBuf>, threshold: Option<u64>) -> Option<RoleSpec> {
     })
 }
 
-fn main() -> Result<()> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    if let Some(code) = tern_cli::man_pages_if_asked(Cli::command) {
+        return code;
+    }
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tern-release: error: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Cmd::Completion(a) => {
+            tern_cli::print_completion(Cli::command(), a.shell)
+                .context("printing the completion script")?;
+        }
         Cmd::Keygen { files } => {
             for f in files {
                 let id = release::generate_key(&f)
