@@ -65,6 +65,26 @@ fn check_root(path: &Path, bytes: &[u8]) -> Result<Signed<Root>> {
     Ok(root)
 }
 
+const SCRATCH_PREFIX: &str = ".tuf-refresh-";
+
+/// Scratch directories a killed refresh left behind. Only those an hour old: another
+/// refresh (ternd serves several requests at once) may be using a recent one.
+fn remove_stale_scratch(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for e in entries.flatten() {
+        let stale = e.file_name().to_string_lossy().starts_with(SCRATCH_PREFIX)
+            && e.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < hour_ago);
+        if stale {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// What `pin_root` pinned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RootInfo {
@@ -264,8 +284,9 @@ impl Client {
         let parent = self.state.parent().unwrap_or(Path::new("."));
         // tough's datastore writes its files in place; it works on a scratch copy so a
         // kill mid-refresh never leaves a half-written state behind.
+        remove_stale_scratch(parent);
         let scratch = tempfile::Builder::new()
-            .prefix(".tuf-refresh-")
+            .prefix(SCRATCH_PREFIX)
             .tempdir_in(parent)
             .map_err(Error::io("cannot create a scratch directory in", parent))?;
         for name in CARRIED {

@@ -369,6 +369,9 @@ pub(crate) fn install_checked(
     let vdir = ctx.layout.version_dir(target);
     fsutil::create_own_dir(&versions)?;
     let signed = crate::trust::signed_artifact(&ctx.http, &ctx.layout, spec, target, edition)?;
+    if signed.is_some() {
+        kill_point("trust_refreshed");
+    }
     let check = Check::new(signed.as_ref(), expect)?;
     if vdir.join("sha256").is_file() {
         if let Some(e) = check.expect {

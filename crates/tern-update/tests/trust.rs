@@ -285,3 +285,40 @@ fn enabling_with_a_root_that_is_not_one_is_refused_and_nothing_is_saved() {
     assert!(!host.ns().join("update.yaml").exists());
     assert!(!Path::new(&host.ns().join("trust.json")).exists());
 }
+
+/// A SIGKILL after the metadata refresh (trust.json replaced) or after the download, on a
+/// pinned host: the rerun installs the signed version, and trust.json stays usable.
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_pinned_host_killed_after_the_refresh_or_the_download_recovers() {
+    for point in ["trust_refreshed", "downloaded"] {
+        let server = Server::start();
+        let rel = release_repo(&server);
+        publish(&server, "1.0.0");
+        publish(&server, "2.0.0");
+        rel.sign(&server, "1.0.0");
+        rel.sign(&server, "2.0.0");
+        server.set_target("1.0.0", true);
+        let host = enabled(&server, &rel);
+        assert!(host.wait_running("1.0.0"));
+        server.set_target("2.0.0", true);
+        let out = host
+            .cmd(&["update", "--now"])
+            .env("TERN_UPDATE_KILL_AT", point)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.code().is_none(),
+            "{point}: not killed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(host.linked_version().as_deref(), Some("1.0.0"), "{point}");
+        tern_trust::pinned_root_info(&host.ns().join("trust.json")).unwrap();
+        host.ok(&["update", "--now"]);
+        assert!(host.wait_running("2.0.0"), "{point}");
+        assert!(
+            host.ok(&["status"]).contains("verified: installs only"),
+            "{point}"
+        );
+    }
+}
