@@ -322,3 +322,98 @@ fn a_pinned_host_killed_after_the_refresh_or_the_download_recovers() {
         );
     }
 }
+
+fn native(
+    id: &str,
+    version: &str,
+    bytes: &[u8],
+) -> tern_core::directive::instruct::InstallInstruction {
+    use sha2::{Digest, Sha256};
+    use tern_core::directive::resource::{InstallerSpec, InstallerType, Target};
+    tern_core::directive::instruct::InstallInstruction {
+        attempt_id: id.into(),
+        installer_name: "tern-update".into(),
+        installer: InstallerSpec {
+            installer_type: InstallerType::TernUpdate,
+            enabled: true,
+            local_script: None,
+            package: None,
+        },
+        target: Target {
+            version: version.into(),
+            arch: None,
+            fips: None,
+            size: Some(bytes.len() as u64),
+            sha256: Some(support::hex(&Sha256::digest(bytes))),
+        },
+        dry_run: false,
+    }
+}
+
+fn last_result(server: &Server) -> tern_core::directive::state::AttemptResult {
+    server
+        .install_results()
+        .last()
+        .cloned()
+        .flatten()
+        .expect("the last heartbeat carries an install_result")
+}
+
+/// Version directives come from ternd too: on a pinned host they install only what is
+/// signed, with the signed bytes, and never a script.
+#[test]
+fn directives_on_a_pinned_host_install_only_signed_artifacts() {
+    let server = Server::start();
+    let rel = release_repo(&server);
+    publish(&server, "1.0.0");
+    publish(&server, "2.0.0");
+    publish(&server, "6.6.6");
+    rel.sign(&server, "1.0.0");
+    rel.sign(&server, "2.0.0");
+    server.set_target("1.0.0", true);
+    let host = enabled(&server, &rel);
+    assert!(host.wait_running("1.0.0"));
+    let read = |v: &str| std::fs::read(server.artifacts.join(Server::artifact_name(v))).unwrap();
+
+    // An unsigned version, with its true size and sha256.
+    server.queue_install(native("a-unsigned", "6.6.6", &read("6.6.6")));
+    host.ok(&["update", "--now"]);
+    let r = last_result(&server);
+    assert!(
+        !r.success && r.error.contains("is not signed by the release keys"),
+        "{r:?}"
+    );
+
+    // A signed version, but ternd names other bytes (and the server serves them).
+    let mut evil = read("2.0.0");
+    let n = evil.len();
+    evil[n - 1] ^= 0xff;
+    tamper(&server, "2.0.0", &evil);
+    server.queue_install(native("a-evil", "2.0.0", &evil));
+    host.ok(&["update", "--now"]);
+    let r = last_result(&server);
+    assert!(
+        !r.success
+            && r.error
+                .contains("the install instruction does not match the signed release metadata"),
+        "{r:?}"
+    );
+    assert_eq!(host.linked_version().as_deref(), Some("1.0.0"));
+
+    // The signed bytes again: installed.
+    publish(&server, "2.0.0");
+    server.queue_install(native("a-good", "2.0.0", &read("2.0.0")));
+    host.ok(&["update", "--now"]);
+    let r = last_result(&server);
+    assert!(r.success, "{r:?}");
+    assert!(host.wait_running("2.0.0"));
+
+    // And a pinned host cannot opt in to ternd's scripts.
+    let svc = host.service_config("");
+    let out = host.enable(&server, &svc, &["--installer", "local-script"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("cannot be used on a host with a pinned release root")
+    );
+}
