@@ -76,6 +76,8 @@ fn build(target: Option<PathBuf>) -> Result<PathBuf, String> {
         "tern-server",
         "-p",
         "tern-update",
+        "-p",
+        "tern-release",
     ]);
     let dir = match target {
         Some(t) => {

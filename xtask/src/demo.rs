@@ -1,7 +1,8 @@
 //! `cargo xtask demo`: the main job. Builds ternd, ternctl and tern-update, starts a
 //! real local fleet (tern-e2e), and plays a rollout story on it: 1.0.0 → 1.1.0 through
 //! three halt-on-error groups, then a broken 1.2.0 halted at its canary, then a
-//! rollback. `--keep-running` leaves the fleet up for you to poke at.
+//! rollback. The releases are signed at start (tern-release) and every host pins the
+//! root; the story ends with a tampered artifact refused. `--keep-running` leaves the fleet up for you to poke at.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -96,11 +97,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
 }
 
 fn build_binaries() -> Result<(), String> {
-    eprintln!("building ternd, ternctl and tern-update (debug)…");
+    eprintln!("building ternd, ternctl, tern-update and tern-release (debug)…");
     let t = Instant::now();
     let mut build = cargo();
     build.args(["build", "--quiet", "--bins"]);
     build.args(["-p", "tern-server", "-p", "tern-ctl", "-p", "tern-update"]);
+    // The demo signs its releases at start.
+    build.args(["-p", "tern-release"]);
     let status = build
         .status()
         .map_err(|e| format!("cannot run cargo build: {e}"))?;

@@ -1,5 +1,5 @@
-//! `cargo xtask man [DIR]`: the man pages of ternctl, ternd, tern-update and
-//! tern-lockstep, one per binary and one per subcommand at every level
+//! `cargo xtask man [DIR]`: the man pages of ternctl, ternd, tern-update,
+//! tern-lockstep and tern-release, one per binary and one per subcommand at every level
 //! (`ternctl.1`, `ternctl-agents.1`, `ternctl-agents-status.1`…), into DIR (default
 //! `target/man`).
 //!
@@ -21,6 +21,7 @@ const BINARIES: &[(&str, &str)] = &[
     ("tern-server", "ternd"),
     ("tern-update", "tern-update"),
     ("tern-lockstep", "tern-lockstep"),
+    ("tern-release", "tern-release"),
 ];
 
 const USAGE: &str = "usage: cargo xtask man [DIR]   (default DIR: target/man)";

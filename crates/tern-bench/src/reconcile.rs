@@ -103,6 +103,7 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
         max_agents: usize::MAX,
         canary_tenure: jiff::SignedDuration::from_secs(60),
         directive_period: std::time::Duration::from_secs(10),
+        release_trust: None,
     };
     let state = AppState::new(store, clock.clone(), settings);
     let config = AutoUpdateConfig::from_text(CONFIG).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -107,6 +107,17 @@ pub struct NewRolloutResponse {
     pub version: AutoUpdateVersion,
 }
 
+/// `GET /v1/releases/signed?version=V`: whether the signed release repository ternd
+/// verifies against (`ternd start --trust-root`) signs a version.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseSignedResponse {
+    /// False when ternd has no release repository configured (then `signed` is None).
+    pub verified: bool,
+    pub signed: Option<bool>,
+    /// The targets metadata version looked at, or why the check could not be made.
+    pub detail: String,
+}
+
 /// One group of `GET /v1/agents/status`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GroupStatus {

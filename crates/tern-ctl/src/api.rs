@@ -659,6 +659,24 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
             version,
             current_version,
         } => {
+            // The release check is advisory here: ternd refuses an unsigned version
+            // itself when it verifies; when it does not, the operator is told so.
+            let q: String = form_urlencoded_version(&version);
+            match c.get::<tern_core::api::ReleaseSignedResponse>(&format!(
+                "/v1/releases/signed?version={q}"
+            )) {
+                Ok(r) if r.signed == Some(false) => eprintln!(
+                    "warning: {version} is not in the signed release repository ({}): hosts with a pinned release root will refuse it",
+                    r.detail
+                ),
+                Ok(r) if !r.verified => eprintln!(
+                    "warning: {}: nothing checked that {version} is signed; hosts with a pinned release root refuse it if it is not",
+                    r.detail
+                ),
+                Ok(r) if r.signed.is_none() => eprintln!("warning: {}", r.detail),
+                Ok(_) => {}
+                Err(e) => eprintln!("warning: cannot ask ternd whether {version} is signed: {e:#}"),
+            }
             let body = NewRolloutBody {
                 version,
                 current_version,
@@ -1019,4 +1037,12 @@ fn dev(a: DevArgs, g: &Global) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A version in a query string: the characters a version may hold are safe but `+`.
+fn form_urlencoded_version(v: &str) -> String {
+    v.replace('%', "%25")
+        .replace('+', "%2B")
+        .replace('&', "%26")
+        .replace('#', "%23")
 }

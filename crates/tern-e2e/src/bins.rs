@@ -96,6 +96,44 @@ impl Bins {
     }
 }
 
+impl Bins {
+    /// `tern-release` (the release owners' signing tool) beside the others, built with
+    /// `cargo build -p tern-release` when missing: only the signed-release tests and the
+    /// demo need it.
+    pub fn tern_release(&self) -> anyhow::Result<PathBuf> {
+        let path = self.dir.join("tern-release");
+        if path.is_file() {
+            return Ok(path);
+        }
+        let _guard = BUILD.lock().unwrap_or_else(|p| p.into_inner());
+        if path.is_file() {
+            return Ok(path);
+        }
+        let target = self.dir.parent().context("the profile dir has no parent")?;
+        let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        cmd.current_dir(workspace_root())
+            .args([
+                "build",
+                "--quiet",
+                "--bin",
+                "tern-release",
+                "-p",
+                "tern-release",
+            ])
+            .env("CARGO_TARGET_DIR", target);
+        if self.dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd
+            .status()
+            .with_context(|| format!("cannot run {cmd:?}"))?;
+        if !status.success() || !path.is_file() {
+            bail!("{cmd:?} failed ({status})");
+        }
+        Ok(path)
+    }
+}
+
 /// `cargo build -p tern-server -p tern-ctl -p tern-update --bins` into the target dir
 /// that holds `profile_dir`.
 pub fn build(profile_dir: &Path) -> anyhow::Result<()> {

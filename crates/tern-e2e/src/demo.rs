@@ -133,17 +133,57 @@ pub fn run(opts: DemoOptions, out: &mut dyn Write) -> anyhow::Result<(Fleet, Sum
     .context("starting the fleet")?;
     let mut story = Story { fleet, show };
     let sizes = split(opts.hosts);
+    story.sign_releases()?;
     story.introduce(sizes)?;
     story.enroll(sizes)?;
     story.roll_good_release()?;
     let canaries = story.roll_broken_release()?;
     story.roll_back()?;
     let channel_hosts = story.critical_through_a_channel()?;
+    story.tampered_artifact()?;
     let summary = story.summary(started.elapsed().as_secs_f64(), &canaries, channel_hosts);
     Ok((story.fleet, summary))
 }
 
 impl Story<'_> {
+    /// Chapter 0: the release owners sign 1.0.0, 1.1.0 and 1.2.0 (TUF, with
+    /// tern-release); every host enrolls with the root pinned and installs only those.
+    fn sign_releases(&mut self) -> anyhow::Result<()> {
+        let root = crate::sign::sign_all(&self.fleet)?;
+        self.show.say(&format!(
+            "0. Signing the releases: tern-release keygen, init, add 1.0.0 1.1.0 1.2.0 (keys in {}; metadata at {}/tuf/metadata/)\n   \
+             every host enrolls with --trust-root {} and installs only what those keys signed\n",
+            self.fleet.path().join("keys").display(),
+            self.fleet.gateway.artifacts_url(),
+            root.display()
+        ))?;
+        self.fleet.enable_args = vec!["--trust-root".into(), root.display().to_string()];
+        Ok(())
+    }
+
+    /// Chapter 5: whoever controls the artifact server replaces 1.1.0's tarball (and
+    /// its .sha256 to match); a new host refuses it, because the signed sha256 differs.
+    fn tampered_artifact(&mut self) -> anyhow::Result<()> {
+        self.show.say(
+            "5. A tampered artifact: 1.1.0's tarball is replaced on the artifact server, its .sha256 rewritten to match",
+        )?;
+        let restore = crate::sign::tamper(&self.fleet, "1.1.0")?;
+        let result = self
+            .fleet
+            .enroll_with("tampered-1", "dev", &self.fleet.agent_token_file);
+        restore.undo()?;
+        let (_host, out) = result?;
+        let msg = out.message();
+        self.expect(
+            !out.ok() && msg.contains("does not match the signed release metadata"),
+            &format!("the tampered 1.1.0 to be refused (got: {msg})"),
+        )?;
+        self.show.say(&format!(
+            "   a new host enrolling now: refused: {}\n   nothing was installed; the artifact is restored\n",
+            msg.lines().last().unwrap_or_default().trim()
+        ))
+    }
+
     /// The fleet, the artifacts and the config: applied before any host enrolls.
     fn introduce(&mut self, [nd, ns, np]: [usize; 3]) -> anyhow::Result<()> {
         let fleet = &self.fleet;
@@ -333,7 +373,8 @@ impl Story<'_> {
         let line = format!(
             "demo: OK in {seconds:.0}s: {} real hosts went 1.0.0 → 1.1.0 through dev, staging (canaries) and prod (24h later); \
              1.2.0 crashed on its canary ({}), was rolled back there, and halted the rollout; \
-             {channel_hosts} hosts following a channel took 1.1.0 when it was published as critical; all {n} hosts run 1.1.0, healthy",
+             {channel_hosts} hosts following a channel took 1.1.0 when it was published as critical; all {n} hosts run 1.1.0, healthy; \
+             every release was signed and a tampered 1.1.0 tarball was refused",
             n - channel_hosts,
             canaries.join(", ")
         );

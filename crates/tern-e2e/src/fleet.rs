@@ -79,6 +79,9 @@ pub struct Fleet {
     /// The join token every host is enrolled with (each exchanges it for its own
     /// credential).
     pub agent_token_file: PathBuf,
+    /// More `enable` flags every host of [`Fleet::add_hosts`], [`Fleet::enroll_with`]
+    /// and the channel hosts gets (e.g. `--trust-root FILE`).
+    pub enable_args: Vec<String>,
     pub artifacts: PathBuf,
     pub releases: Vec<Release>,
     resources: std::sync::atomic::AtomicU32,
@@ -135,6 +138,7 @@ impl Fleet {
             artifacts,
             releases: opts.releases,
             resources: std::sync::atomic::AtomicU32::new(0),
+            enable_args: Vec::new(),
             dir,
         })
     }
@@ -271,7 +275,7 @@ impl Fleet {
         token_file: &Path,
     ) -> anyhow::Result<(Host, RunOutcome)> {
         let host = self.new_host(name, group)?;
-        let out = host.enable(&self.gateway.url, &self.gateway.artifacts_url(), token_file)?;
+        let out = self.enroll_host(&host, token_file)?;
         Ok((host, out))
     }
 
@@ -290,11 +294,13 @@ impl Fleet {
     ) -> anyhow::Result<Vec<String>> {
         let url = self.channel_url(channel);
         self.add_hosts_with(group, n, |fleet, h| {
+            let mut extra: Vec<&str> = vec!["--channel", &url];
+            extra.extend(fleet.enable_args.iter().map(String::as_str));
             h.enable_with(
                 &fleet.gateway.url,
                 &fleet.gateway.artifacts_url(),
                 &fleet.agent_token_file,
-                &["--channel", &url],
+                &extra,
             )
         })
     }
@@ -362,10 +368,16 @@ impl Fleet {
     }
 
     fn enroll(&self, h: &Host) -> anyhow::Result<RunOutcome> {
-        h.enable(
+        self.enroll_host(h, &self.agent_token_file)
+    }
+
+    fn enroll_host(&self, h: &Host, token_file: &Path) -> anyhow::Result<RunOutcome> {
+        let extra: Vec<&str> = self.enable_args.iter().map(String::as_str).collect();
+        h.enable_with(
             &self.gateway.url,
             &self.gateway.artifacts_url(),
-            &self.agent_token_file,
+            token_file,
+            &extra,
         )
     }
 

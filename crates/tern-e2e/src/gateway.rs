@@ -195,7 +195,12 @@ fn handle(
     }
     if let Some(name) = path.strip_prefix("/artifacts/") {
         let file: PathBuf = artifacts.join(name);
-        let ok_name = !name.is_empty() && !name.contains('/') && !name.starts_with('.');
+        // Subdirectories are served (the signed release metadata is at `tuf/metadata/`);
+        // no segment may be empty or start with a dot, so nothing leaves the directory.
+        let ok_name = !name.is_empty()
+            && name
+                .split('/')
+                .all(|seg| !seg.is_empty() && !seg.starts_with('.'));
         return match std::fs::read(&file) {
             Ok(data) if ok_name => respond(
                 &mut conn,

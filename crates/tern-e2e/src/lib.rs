@@ -26,6 +26,7 @@ pub mod gateway;
 pub mod host;
 pub mod release;
 pub mod render;
+pub mod sign;
 pub mod status;
 pub mod ternd;
 

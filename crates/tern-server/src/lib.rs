@@ -31,6 +31,7 @@ pub mod routes;
 pub mod server;
 pub(crate) mod snapshot;
 pub mod state;
+pub mod trust;
 
 /// Entry points for the fuzzers of `fuzz/` (cargo feature `fuzzing`).
 #[cfg(feature = "fuzzing")]

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use jiff::Timestamp;
 use tern_cli::LogFormat;
@@ -117,6 +118,15 @@ struct StartArgs {
     /// host name). Give every replica the same.
     #[arg(long, env = "TERN_NOTIFY_SERVER_NAME", value_name = "NAME")]
     notify_server_name: Option<String>,
+    /// The release repository's root.json (from the release owners): a target_version
+    /// that its targets do not sign is refused (new-rollout, version resources). The
+    /// hosts verify on their own (`tern-update enable --trust-root`).
+    #[arg(long, value_name = "ROOT_JSON", requires = "trust_url")]
+    trust_root: Option<PathBuf>,
+    /// Where the release repository's metadata is: an http(s) URL (the hosts' one), a
+    /// file:// URL or a directory.
+    #[arg(long, value_name = "URL", requires = "trust_root")]
+    trust_url: Option<String>,
     /// Connections open at once (default: what the descriptor limit allows, raised to
     /// its hard limit at start, less 256). At the cap, the connection idle the longest
     /// is closed to make room; if every one is serving a request, the new one is.
@@ -258,6 +268,13 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
     let listener = std::net::TcpListener::bind(a.listen)
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", a.listen))?;
     server::create_data_dir(&a.data_dir)?;
+    let release_trust = match (&a.trust_root, &a.trust_url) {
+        (Some(root), Some(url)) => Some(
+            tern_server::trust::ReleaseTrust::pin(&a.data_dir, root, url)
+                .with_context(|| format!("--trust-root {}", root.display()))?,
+        ),
+        _ => None,
+    };
     let replica_id = server::replica_id(&a.data_dir, a.replica_id)?;
     let backend = a
         .backend
@@ -278,6 +295,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         canary_tenure: a.canary_tenure.as_signed(),
         directive_period: std::time::Duration::from_secs(a.directive_period.as_secs())
             .max(std::time::Duration::from_millis(100)),
+        release_trust,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -48,6 +48,9 @@ pub struct Settings {
     /// How often the directive loop passes over this replica's hosts
     /// (`--directive-period`).
     pub directive_period: Duration,
+    /// The signed release repository target versions are checked against
+    /// (`--trust-root`); `None`: versions are not checked.
+    pub release_trust: Option<crate::trust::ReleaseTrust>,
 }
 
 impl Settings {

@@ -35,6 +35,7 @@ fn served_routes() -> Vec<RouteAccess> {
         max_agents: 1_000,
         canary_tenure: jiff::SignedDuration::from_mins(10),
         directive_period: std::time::Duration::from_secs(10),
+        release_trust: None,
     };
     let clock = Arc::new(DevClock::new("2026-11-23T10:00:00Z".parse().unwrap()));
     let state = AppState::new(Arc::new(MemoryStore::new()), clock, settings);
@@ -72,6 +73,7 @@ fn every_route_has_the_access_level_of_the_table() {
         ("POST", "/v1/tokens", Operator),
         ("DELETE", "/v1/tokens/{id}", Operator),
         ("GET", "/v1/audit", Read),
+        ("GET", "/v1/releases/signed", Read),
         ("GET", "/v1/channels", Read),
         ("PUT", "/v1/channels/{name}", Operator),
         ("DELETE", "/v1/channels/{name}", Operator),

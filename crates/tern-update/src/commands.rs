@@ -77,6 +77,10 @@ pub struct EnableArgs {
     /// Installer types accepted besides the native one (`local-script`); `None` keeps
     /// the saved ones, an empty list drops them.
     pub installers: Option<Vec<String>>,
+    /// Pin this TUF root (`--trust-root`): from now on only signed artifacts install.
+    pub trust_root: Option<PathBuf>,
+    /// Where the TUF metadata is (`--trust-url`); default: beside the artifacts.
+    pub trust_url: Option<String>,
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
@@ -135,6 +139,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             Some(list) => crate::directive::checked_opt_ins(list)?,
             None => file.spec.installers.clone(),
         },
+        trust_url: None,
         settings: ctx.settings.clone(),
     };
     // Artifact location: the flags given now, else what was saved before.
@@ -147,6 +152,38 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     }
     if let Some(p) = &spec.service_config {
         ServiceConfig::load(p)?;
+    }
+    // Trust: once a root is pinned, a later `enable` without the flag keeps it (a host
+    // never drops back to unverified by accident).
+    spec.trust_url = match (&args.trust_root, args.trust_url) {
+        (Some(_), Some(url)) => Some(url),
+        (Some(_), None) => Some(crate::trust::default_url(&spec)),
+        (None, Some(url)) if file.spec.trust_url.is_some() => Some(url),
+        (None, Some(_)) => return Err(Error::TrustUrlWithoutRoot),
+        (None, None) => file.spec.trust_url.clone(),
+    };
+    if spec.trust_url.is_some() {
+        if spec.package.is_some() {
+            return Err(Error::TrustWithPackage);
+        }
+        if spec.installers.iter().any(|i| i == "local-script") {
+            return Err(Error::TrustWithLocalScript);
+        }
+    }
+    if let Some(root) = &args.trust_root {
+        fsutil::create_own_dir(&ctx.layout.ns_dir())?;
+        let pinned = tern_trust::pin_root(&crate::trust::state_file(&ctx.layout), root)
+            .map_err(|source| Error::Trust { source })?;
+        log::info(format!(
+            "release root v{} pinned (sha256 {}){}",
+            pinned.version,
+            pinned.sha256,
+            if pinned.replaced {
+                ""
+            } else {
+                ": the same root as before, the trust state is kept"
+            }
+        ));
     }
     if let Some(v) = &args.force_version {
         layout::validate_version(&layout::version_name(v, &file.status))?;
@@ -406,6 +443,8 @@ pub struct StatusView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_heartbeat: Option<state::LastHeartbeat>,
     pub(crate) server: ServerView,
+    /// Whether installs are held to signed release metadata.
+    pub(crate) trust: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -510,6 +549,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
         }
     }
     Ok(StatusView {
+        trust: crate::trust::describe(&ctx.layout, &file.spec),
         namespace: ctx.layout.suffix.clone(),
         install_dir: ctx.layout.ns_dir(),
         updater_id: id,

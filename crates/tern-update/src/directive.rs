@@ -281,6 +281,13 @@ fn execute(
     log::info(format!("running {what}"));
     match instruction.installer.installer_type {
         InstallerType::LocalScript => {
+            // A script from ternd would install whatever ternd says: a host that pinned
+            // the release root installs only signed artifacts.
+            if file.spec.trust_url.is_some() {
+                return Err(InstallFailure::Check(
+                    "this host installs only what the release keys signed (enable --trust-root): it runs no local script".into(),
+                ));
+            }
             local_script(ctx, instruction)?;
             if !instruction.dry_run {
                 file.status.script_version = Some(instruction.target.version.clone());

@@ -142,6 +142,36 @@ pub enum Error {
         expected: String,
         got: String,
     },
+    /// The signed release metadata (TUF) refused the install: the artifact is not
+    /// signed, the metadata is not trustworthy, or the download is not what was signed.
+    #[error("{source}; nothing was installed")]
+    Trust {
+        #[source]
+        source: tern_trust::Error,
+    },
+    #[error(
+        "{url} sent more than the {declared} bytes the signed release metadata declares for it; nothing was installed"
+    )]
+    LargerThanSigned { url: String, declared: u64 },
+    #[error(
+        "{url} does not match the signed release metadata: {what} expected {expected}, got {got}; nothing was installed"
+    )]
+    NotAsSigned {
+        url: String,
+        what: &'static str,
+        expected: String,
+        got: String,
+    },
+    #[error("--trust-url needs --trust-root: no release root is pinned on this host")]
+    TrustUrlWithoutRoot,
+    #[error(
+        "--installer local-script cannot be used on a host with a pinned release root: a script from ternd would install what no release key signed"
+    )]
+    TrustWithLocalScript,
+    #[error(
+        "--trust-root cannot be used with --package: package mode installs what the package manager's own signatures allow"
+    )]
+    TrustWithPackage,
     #[error(
         "installer type {given:?} cannot be enabled: the host's own installer is always accepted; the one to opt in to is \"local-script\""
     )]

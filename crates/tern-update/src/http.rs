@@ -243,7 +243,14 @@ impl Client {
 
     /// Streams `url` into `dest`, hashing as it goes; refuses to write more than
     /// `max_bytes`. Returns (bytes, sha256 hex). `dest` is fsynced.
-    pub fn download(&self, url: &str, dest: &Path, max_bytes: u64) -> Result<(u64, String)> {
+    /// `declared`: the length the signed metadata gives; a byte more aborts the download.
+    pub fn download(
+        &self,
+        url: &str,
+        dest: &Path,
+        max_bytes: u64,
+        declared: Option<u64>,
+    ) -> Result<(u64, String)> {
         self.check_url(url)?;
         let mut resp = self.agent.get(url).call().map_err(Self::request_err(url))?;
         Self::expect_success(Method::GET, url, resp.status())?;
@@ -263,6 +270,14 @@ impl Client {
                 break;
             }
             total += n as u64;
+            if let Some(declared) = declared
+                && total > declared
+            {
+                return Err(Error::LargerThanSigned {
+                    url: url.to_string(),
+                    declared,
+                });
+            }
             if total > max_bytes {
                 return Err(Error::NoSpace {
                     path: dest.to_path_buf(),
@@ -275,6 +290,18 @@ impl Client {
         }
         file.sync_all().ctx("fsync", dest)?;
         Ok((total, artifact::hex(&hasher.finalize())))
+    }
+
+    /// A GET whose body is read as the caller goes (TUF metadata: tough stops reading
+    /// at the size it allows). `None`: 404.
+    pub(crate) fn open(&self, url: &str) -> Result<Option<ureq::BodyReader<'static>>> {
+        self.check_url(url)?;
+        let resp = self.agent.get(url).call().map_err(Self::request_err(url))?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        Self::expect_success(Method::GET, url, resp.status())?;
+        Ok(Some(resp.into_body().into_reader()))
     }
 
     /// True when `url` answers 2xx.

@@ -30,6 +30,7 @@ pub mod service;
 pub mod settings;
 pub mod setup;
 pub mod state;
+mod trust;
 pub mod update;
 
 pub use error::{Error, Result};

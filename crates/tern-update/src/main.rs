@@ -179,6 +179,15 @@ enum Cmd {
         /// left out, it is kept.
         #[arg(long = "installer", value_enum, value_name = "TYPE")]
         installers: Vec<InstallerOpt>,
+        /// Pin this TUF root.json (from the release keys' owners, out of band): from now
+        /// on every install is checked against the signed release metadata and nothing
+        /// unsigned is installed. Later `enable`s keep it.
+        #[arg(long, value_name = "ROOT_JSON")]
+        trust_root: Option<PathBuf>,
+        /// Where the signed release metadata is (the directory of timestamp.json);
+        /// default: <base-url or server>/tuf/metadata/.
+        #[arg(long, value_name = "URL")]
+        trust_url: Option<String>,
     },
     /// Stop `update` from changing the version.
     Disable,
@@ -444,6 +453,8 @@ fn execute(
             labels,
             fips,
             installers,
+            trust_root,
+            trust_url,
         } => commands::enable(
             ctx,
             EnableArgs {
@@ -473,6 +484,8 @@ fn execute(
                     opted.dedup();
                     opted
                 }),
+                trust_root,
+                trust_url,
             },
         )?,
         Cmd::Disable => commands::disable(ctx)?,

@@ -62,6 +62,10 @@ pub struct Spec {
     /// (`enable --installer local-script`); heartbeats advertise them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub installers: Vec<String>,
+    /// Where the signed release metadata (TUF) is, for a host enrolled with
+    /// `--trust-root` (the pinned root itself is in `trust.json`). Unset: unverified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_url: Option<String>,
     /// The global flags `enable` was given (link dirs, host names, transport).
     #[serde(flatten)]
     pub settings: Settings,
@@ -85,6 +89,7 @@ impl Default for Spec {
             labels: std::collections::BTreeMap::new(),
             fips: false,
             installers: Vec::new(),
+            trust_url: None,
             settings: Settings::default(),
         }
     }

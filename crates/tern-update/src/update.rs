@@ -368,8 +368,13 @@ pub(crate) fn install_checked(
     let versions = ctx.layout.versions_dir();
     let vdir = ctx.layout.version_dir(target);
     fsutil::create_own_dir(&versions)?;
+    let signed = crate::trust::signed_artifact(&ctx.http, &ctx.layout, spec, target, edition)?;
+    if signed.is_some() {
+        kill_point("trust_refreshed");
+    }
+    let check = Check::new(signed.as_ref(), expect)?;
     if vdir.join("sha256").is_file() {
-        if let Some(e) = expect {
+        if let Some(e) = check.expect {
             unpacked_matches(&vdir, e)?;
         }
         log::info(format!(
@@ -379,13 +384,13 @@ pub(crate) fn install_checked(
         return Ok(vdir);
     }
     let url = artifact_url(spec, target, edition)?;
-    let expected = match expect {
+    let expected = match check.expect {
         Some(e) => e.sha256.to_ascii_lowercase(),
         None => ctx.http.checksum(&url)?,
     };
     let free = room_for_download(ctx, &url, &versions)?;
     let tarball = fsutil::temp_beside(&versions.join(format!("{target}.tar.gz")));
-    let result = download_verified(ctx, &url, &expected, expect, &tarball, free)
+    let result = download_verified(ctx, &url, &expected, &check, &tarball, free)
         .and_then(|()| unpack(ctx, &tarball, &vdir, &expected));
     let _ = std::fs::remove_file(&tarball);
     if let Err(e) = result {
@@ -395,6 +400,53 @@ pub(crate) fn install_checked(
         return Err(e);
     }
     Ok(vdir)
+}
+
+/// What a download is held to: the signed release metadata's size and sha256 (a host
+/// with a pinned root), else a directive's instruction, else the `.sha256` file.
+struct Check<'a> {
+    expect: Option<Expected<'a>>,
+    signed: bool,
+}
+
+impl<'a> Check<'a> {
+    fn new(
+        signed: Option<&'a crate::trust::SignedArtifact>,
+        instruction: Option<Expected<'a>>,
+    ) -> Result<Self> {
+        let Some(s) = signed else {
+            return Ok(Self {
+                expect: instruction,
+                signed: false,
+            });
+        };
+        // ternd's instruction must agree with what the release keys signed: ternd alone
+        // cannot choose the bytes.
+        if let Some(e) = instruction {
+            let mismatch = if e.size != s.size {
+                Some(("size", s.size.to_string(), e.size.to_string()))
+            } else if !e.sha256.eq_ignore_ascii_case(&s.sha256) {
+                Some(("sha256", s.sha256.clone(), e.sha256.to_ascii_lowercase()))
+            } else {
+                None
+            };
+            if let Some((what, expected, got)) = mismatch {
+                return Err(Error::NotAsSigned {
+                    url: "the install instruction".into(),
+                    what,
+                    expected,
+                    got,
+                });
+            }
+        }
+        Ok(Self {
+            expect: Some(Expected {
+                size: s.size,
+                sha256: &s.sha256,
+            }),
+            signed: true,
+        })
+    }
 }
 
 /// A directive's dry run: downloads the artifact of `target` and checks it against
@@ -408,6 +460,9 @@ pub(crate) fn verify_only(
 ) -> Result<()> {
     let versions = ctx.layout.versions_dir();
     let vdir = ctx.layout.version_dir(target);
+    let signed = crate::trust::signed_artifact(&ctx.http, &ctx.layout, spec, target, edition)?;
+    let check = Check::new(signed.as_ref(), Some(expect))?;
+    let expect = check.expect.unwrap_or(expect);
     if vdir.join("sha256").is_file() {
         return unpacked_matches(&vdir, expect);
     }
@@ -416,7 +471,7 @@ pub(crate) fn verify_only(
     let free = room_for_download(ctx, &url, &versions)?;
     let tarball = fsutil::temp_beside(&versions.join(format!("{target}.tar.gz")));
     let expected = expect.sha256.to_ascii_lowercase();
-    let result = download_verified(ctx, &url, &expected, Some(expect), &tarball, free);
+    let result = download_verified(ctx, &url, &expected, &check, &tarball, free);
     let _ = std::fs::remove_file(&tarball);
     result
 }
@@ -452,21 +507,22 @@ fn room_for_download(ctx: &Ctx, url: &str, versions: &Path) -> Result<u64> {
 }
 
 /// Downloads `url` into `tarball` (at most what `free` leaves) and checks its sha256
-/// (and, for a directive's instruction, its size).
+/// (and, for a directive's instruction or signed metadata, its size).
 fn download_verified(
     ctx: &Ctx,
     url: &str,
     expected: &str,
-    instruction: Option<Expected<'_>>,
+    check: &Check<'_>,
     tarball: &Path,
     free: u64,
 ) -> Result<()> {
     log::info(format!("downloading {url}"));
-    let (size, actual) = ctx
-        .http
-        .download(url, tarball, free.saturating_sub(SPACE_MARGIN))?;
+    let declared = check.expect.filter(|_| check.signed).map(|e| e.size);
+    let (size, actual) =
+        ctx.http
+            .download(url, tarball, free.saturating_sub(SPACE_MARGIN), declared)?;
     kill_point("downloaded");
-    if let Some(e) = instruction {
+    if let Some(e) = check.expect {
         let mismatch = if size != e.size {
             Some(("size", e.size.to_string(), size.to_string()))
         } else if actual != expected {
@@ -476,6 +532,12 @@ fn download_verified(
         };
         return match mismatch {
             None => Ok(()),
+            Some((what, expected, got)) if check.signed => Err(Error::NotAsSigned {
+                url: url.to_string(),
+                what,
+                expected,
+                got,
+            }),
             Some((what, expected, got)) => Err(Error::InstructionMismatch {
                 artifact: url.to_string(),
                 what,

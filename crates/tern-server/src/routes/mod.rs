@@ -310,6 +310,10 @@ fn admin(r: Routes) -> Routes {
         .route("/v1/inventory", one(M::GET, Read, get(status::inventory)))
         .route("/v1/audit", one(M::GET, Read, get(audit_trail)))
         .route(
+            "/v1/releases/signed",
+            one(M::GET, Read, get(status::release_signed)),
+        )
+        .route(
             "/v1/inventory/{updater_id}",
             one(M::DELETE, Operator, delete(hosts::revoke)),
         )

@@ -85,3 +85,41 @@ fn rollout_groups(state: &AppState) -> Groups {
         .map(Groups::of)
         .unwrap_or_default()
 }
+
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct SignedQuery {
+    version: String,
+}
+
+/// `GET /v1/releases/signed?version=V` (for `ternctl agents new-rollout`'s warning).
+pub(crate) async fn release_signed(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Query(q): axum::extract::Query<SignedQuery>,
+) -> ApiResult<Json<tern_core::api::ReleaseSignedResponse>> {
+    use tern_core::api::ReleaseSignedResponse as R;
+    let Some(trust) = &state.settings.release_trust else {
+        return Ok(Json(R {
+            verified: false,
+            signed: None,
+            detail: "ternd has no signed release repository (ternd start --trust-root)".into(),
+        }));
+    };
+    let version = crate::routes::body::version("version", &q.version)?.to_string();
+    Ok(Json(match trust.signed(&version).await {
+        Ok(crate::trust::Signed::Yes { targets_version }) => R {
+            verified: true,
+            signed: Some(true),
+            detail: format!("signed (targets version {targets_version})"),
+        },
+        Ok(crate::trust::Signed::No { targets_version }) => R {
+            verified: true,
+            signed: Some(false),
+            detail: format!("not signed (targets version {targets_version})"),
+        },
+        Err(e) => R {
+            verified: true,
+            signed: None,
+            detail: e.message.clone(),
+        },
+    }))
+}

@@ -182,6 +182,9 @@ pub(crate) async fn new_rollout(
         .as_deref()
         .map(|s| body::version("current_version", s))
         .transpose()?;
+    if let Some(trust) = &state.settings.release_trust {
+        trust.require("version", &target.to_string()).await?;
+    }
     let rollout = resources::load::<AutoUpdateAgentRollout>(state.store()).await?;
     let (stored, (changed, note)) = resources::read_modify_write(
         state.store(),

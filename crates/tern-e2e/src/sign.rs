@@ -1,0 +1,133 @@
+//! Signed releases for the fleet: keys and a TUF repository at `<artifacts>/tuf`, made by
+//! the real `tern-release` binary, as release owners would.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::Fleet;
+use crate::release::{artifact_name, go_arch};
+
+fn run(bin: &std::path::Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new(bin)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run {}", bin.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} {args:?} failed: {}",
+            bin.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Creates keys (`<fleet>/keys`) and the repository, signs `versions` (published
+/// artifacts); returns the root hosts pin.
+pub fn sign(fleet: &Fleet, versions: &[&str]) -> anyhow::Result<PathBuf> {
+    let tool = fleet.bins.tern_release()?;
+    let keys = fleet.path().join("keys");
+    std::fs::create_dir_all(&keys)?;
+    let k = |n: &str| keys.join(format!("{n}.pk8")).display().to_string();
+    let (root, targets, snapshot, timestamp) =
+        (k("root"), k("targets"), k("snapshot"), k("timestamp"));
+    run(&tool, &["keygen", &root, &targets, &snapshot, &timestamp])?;
+    let repo = fleet.artifacts.join("tuf").display().to_string();
+    run(
+        &tool,
+        &[
+            "init",
+            "--repo",
+            &repo,
+            "--root-key",
+            &root,
+            "--targets-key",
+            &targets,
+            "--snapshot-key",
+            &snapshot,
+            "--timestamp-key",
+            &timestamp,
+        ],
+    )?;
+    let manifest = fleet.path().join("release-manifest");
+    let text: String = versions
+        .iter()
+        .map(|v| {
+            format!(
+                "{} {v} {}\n",
+                fleet.artifacts.join(artifact_name(v)).display(),
+                go_arch()
+            )
+        })
+        .collect();
+    std::fs::write(&manifest, text)?;
+    let m = manifest.display().to_string();
+    run(
+        &tool,
+        &[
+            "add",
+            "--repo",
+            &repo,
+            "--manifest",
+            &m,
+            "--key",
+            &targets,
+            "--key",
+            &snapshot,
+            "--key",
+            &timestamp,
+        ],
+    )?;
+    Ok(fleet.artifacts.join("tuf/metadata/1.root.json"))
+}
+
+/// Signs every release of the fleet.
+pub fn sign_all(fleet: &Fleet) -> anyhow::Result<PathBuf> {
+    let versions: Vec<&str> = fleet.releases.iter().map(|r| r.version.as_str()).collect();
+    sign(fleet, &versions)
+}
+
+/// An artifact replaced on the artifact server (its `.sha256` rewritten to match),
+/// until [`Tampered::undo`].
+pub struct Tampered {
+    path: PathBuf,
+    original: Vec<u8>,
+    sum: PathBuf,
+    original_sum: Vec<u8>,
+}
+
+/// Flips the last byte of `version`'s tarball and rewrites its `.sha256`.
+pub fn tamper(fleet: &Fleet, version: &str) -> anyhow::Result<Tampered> {
+    use sha2::{Digest, Sha256};
+    let path = fleet.artifacts.join(artifact_name(version));
+    let sum = path.with_extension("gz.sha256");
+    let original =
+        std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let original_sum = std::fs::read(&sum).unwrap_or_default();
+    let mut evil = original.clone();
+    if let Some(b) = evil.last_mut() {
+        *b ^= 0xff;
+    }
+    let hex: String = Sha256::digest(&evil)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(&path, &evil)?;
+    std::fs::write(&sum, format!("{hex}  {}\n", artifact_name(version)))?;
+    Ok(Tampered {
+        path,
+        original,
+        sum,
+        original_sum,
+    })
+}
+
+impl Tampered {
+    pub fn undo(self) -> anyhow::Result<()> {
+        std::fs::write(&self.path, &self.original)?;
+        std::fs::write(&self.sum, &self.original_sum)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,158 @@
+//! The release owners' commands, as a child process: keys, a repository with a 2-of-2
+//! root, a signed tarball, a timestamp refresh, a root rotation, and `verify` (the
+//! host's refresh) following all of it from the first root.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tern-release");
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "tern-release {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+#[test]
+fn init_add_refresh_rotate_and_verify_from_the_first_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let k = |n: &str| p(&d.join(format!("{n}.pk8")));
+    let out = ok(&[
+        "keygen",
+        &k("root1"),
+        &k("root2"),
+        &k("targets"),
+        &k("snapshot"),
+        &k("timestamp"),
+    ]);
+    assert_eq!(out.lines().count(), 5, "{out}");
+    // A key file is never overwritten.
+    let again = run(&["keygen", &k("root1")]);
+    assert!(!again.status.success());
+    let repo = p(&d.join("repo"));
+    ok(&[
+        "init",
+        "--repo",
+        &repo,
+        "--root-key",
+        &k("root1"),
+        "--root-key",
+        &k("root2"),
+        "--root-threshold",
+        "2",
+        "--targets-key",
+        &k("targets"),
+        "--snapshot-key",
+        &k("snapshot"),
+        "--timestamp-key",
+        &k("timestamp"),
+    ]);
+    let tarball = d.join("tern-agent-v1.0.0-linux-amd64-bin.tar.gz");
+    std::fs::write(&tarball, b"not really a tarball").unwrap();
+    ok(&[
+        "add",
+        "--repo",
+        &repo,
+        "--file",
+        &p(&tarball),
+        "--version",
+        "1.0.0",
+        "--arch",
+        "amd64",
+        "--key",
+        &k("targets"),
+        "--key",
+        &k("snapshot"),
+        "--key",
+        &k("timestamp"),
+    ]);
+    let list = ok(&["list", "--repo", &repo]);
+    assert!(
+        list.contains("tern-agent-v1.0.0-linux-amd64-bin.tar.gz\t1.0.0\tlinux/amd64"),
+        "{list}"
+    );
+    // Without the targets key, nothing is signed.
+    let out = run(&[
+        "add",
+        "--repo",
+        &repo,
+        "--file",
+        &p(&tarball),
+        "--version",
+        "1.0.1",
+        "--arch",
+        "amd64",
+        "--key",
+        &k("snapshot"),
+        "--key",
+        &k("timestamp"),
+    ]);
+    assert!(!out.status.success());
+    ok(&[
+        "refresh",
+        "--repo",
+        &repo,
+        "--key",
+        &k("snapshot"),
+        "--key",
+        &k("timestamp"),
+    ]);
+    // Rotation signed by one old root key of two: refused, nothing written.
+    ok(&["keygen", &k("new1")]);
+    let out = run(&[
+        "rotate",
+        "--repo",
+        &repo,
+        "--root-key",
+        &k("new1"),
+        "--sign-key",
+        &k("root1"),
+        "--sign-key",
+        &k("new1"),
+    ]);
+    assert!(!out.status.success());
+    assert!(!d.join("repo/metadata/2.root.json").exists());
+    let out = ok(&[
+        "rotate",
+        "--repo",
+        &repo,
+        "--root-key",
+        &k("new1"),
+        "--sign-key",
+        &k("root1"),
+        "--sign-key",
+        &k("root2"),
+        "--sign-key",
+        &k("new1"),
+    ]);
+    assert!(out.contains("root version 2"), "{out}");
+    let state = p(&d.join("host-trust.json"));
+    let out = ok(&[
+        "verify",
+        "--root",
+        &p(&d.join("repo/metadata/1.root.json")),
+        "--metadata",
+        &p(&d.join("repo/metadata")),
+        "--state",
+        &state,
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["root_version"], 2, "{out}");
+    assert_eq!(v["targets"], 1, "{out}");
+}

@@ -1,0 +1,76 @@
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot start the runtime TUF runs on: {source}")]
+    Runtime { source: std::io::Error },
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not a TUF root: {detail}", path.display())]
+    BadRoot { path: PathBuf, detail: String },
+    #[error("the trust state {} is unreadable ({detail}); re-pin the root with `enable --trust-root`", path.display())]
+    BadState { path: PathBuf, detail: String },
+    #[error("no root is pinned ({} is missing)", path.display())]
+    NotPinned { path: PathBuf },
+    #[error("bad TUF repository URL {url:?}: {detail}")]
+    BadUrl { url: String, detail: String },
+    /// TUF refused the repository's metadata: nothing from it is trusted.
+    #[error("the signed release metadata at {url} was refused: {detail}")]
+    Refused { url: String, detail: String },
+    #[error(
+        "version {version} ({os}/{arch}{}) is not signed by the release keys: no target of the signed repository (targets version {targets_version}) has it",
+        edition_note(edition)
+    )]
+    NotSigned {
+        version: String,
+        os: String,
+        arch: String,
+        edition: String,
+        targets_version: u64,
+    },
+    #[error(
+        "version {version} ({os}/{arch}) matches {count} signed targets: the repository must name one artifact per version, OS, arch and edition"
+    )]
+    Ambiguous {
+        version: String,
+        os: String,
+        arch: String,
+        count: usize,
+    },
+    #[error("{what}: {detail}")]
+    Release { what: String, detail: String },
+}
+
+fn edition_note(edition: &str) -> String {
+    if edition.is_empty() {
+        String::new()
+    } else {
+        format!(", edition {edition}")
+    }
+}
+
+impl Error {
+    pub(crate) fn io(
+        what: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { what, path, source }
+    }
+
+    pub(crate) fn release<E: std::error::Error + 'static>(
+        what: impl Into<String>,
+    ) -> impl FnOnce(E) -> Error {
+        let what = what.into();
+        move |e| Error::Release {
+            what,
+            detail: crate::chain(&e),
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The same discipline as tern-update's update.yaml: write a temporary file beside the
+//! target, fsync it, rename it over, fsync the directory. A kill at any instant leaves
+//! either the old file or the new one.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)
+            .map_err(Error::io("cannot create", &tmp))?;
+        f.write_all(bytes)
+            .map_err(Error::io("cannot write", &tmp))?;
+        f.sync_all().map_err(Error::io("cannot fsync", &tmp))?;
+        std::fs::rename(&tmp, path).map_err(Error::io("cannot rename into", path))?;
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(Error::io("cannot fsync", dir))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

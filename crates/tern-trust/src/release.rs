@@ -1,0 +1,574 @@
+//! The release side: keys, a repository's metadata, and its changes, over tough's editor.
+//!
+//! A repository is a directory whose `metadata/` is what hosts fetch (`N.root.json`,
+//! `timestamp.json`, `N.snapshot.json`, `N.targets.json`; consistent snapshots). Artifacts
+//! are not copied in: targets name them by file name with their length, sha256 and Tern's
+//! custom metadata, and hosts download them from the artifact server as before.
+//!
+//! Keys are ed25519, one PKCS#8 (DER) file each, written 0600. Every function takes the
+//! key files it signs with; nothing is cached, so keys can stay on removable media.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair as _};
+use jiff::{SignedDuration, Timestamp};
+use tough::editor::RepositoryEditor;
+use tough::editor::signed::SignedRole;
+use tough::key_source::{KeySource, LocalKeySource};
+use tough::schema::decoded::{Decoded, Hex};
+use tough::schema::key::Key;
+use tough::schema::{KeyHolder, RoleKeys, RoleType, Root, Signed, Snapshot, Timestamp as TsRole};
+use tough::{ExpirationEnforcement, FilesystemTransport, Repository, RepositoryLoader, TargetName};
+
+use crate::error::{Error, Result};
+
+const SPEC_VERSION: &str = "1.0.0";
+
+fn rerr(what: &str, detail: impl std::fmt::Display) -> Error {
+    Error::Release {
+        what: what.to_string(),
+        detail: detail.to_string(),
+    }
+}
+
+/// Writes a new ed25519 key to `path` (0600, refused if the file exists) and returns its
+/// TUF key id.
+pub fn generate_key(path: &Path) -> Result<String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let rng = SystemRandom::new();
+    let doc = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| rerr("cannot generate a key", e))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(Error::io("cannot create the key file", path))?;
+    f.write_all(doc.as_ref())
+        .and_then(|()| f.sync_all())
+        .map_err(Error::io("cannot write", path))?;
+    key_id(path)
+}
+
+/// The public half of a key file, as TUF names it.
+pub fn public_key(path: &Path) -> Result<Key> {
+    let bytes = std::fs::read(path).map_err(Error::io("cannot read the key file", path))?;
+    let pair = Ed25519KeyPair::from_pkcs8(&bytes).map_err(|e| {
+        rerr(
+            &format!("{} is not an ed25519 PKCS#8 key", path.display()),
+            e,
+        )
+    })?;
+    let public = pair.public_key().as_ref().to_vec();
+    Ok(Key::Ed25519 {
+        keyval: tough::schema::key::Ed25519Key {
+            public: Decoded::from(public),
+            _extra: HashMap::new(),
+        },
+        scheme: tough::schema::key::Ed25519Scheme::Ed25519,
+        _extra: HashMap::new(),
+    })
+}
+
+/// The hex key id of a key file.
+pub fn key_id(path: &Path) -> Result<String> {
+    let key = public_key(path)?;
+    let id = key
+        .key_id()
+        .map_err(Error::release("cannot compute a key id"))?;
+    Ok(hex(&id))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The keys of one role and how many of them must sign.
+#[derive(Clone, Debug)]
+pub struct RoleSpec {
+    pub keys: Vec<PathBuf>,
+    pub threshold: u64,
+}
+
+/// How long each role's metadata stays valid once signed.
+#[derive(Clone, Copy, Debug)]
+pub struct Lifetimes {
+    pub root: SignedDuration,
+    pub targets: SignedDuration,
+    pub snapshot: SignedDuration,
+    pub timestamp: SignedDuration,
+}
+
+impl Default for Lifetimes {
+    fn default() -> Self {
+        let days = |d: i64| SignedDuration::from_hours(24 * d);
+        Self {
+            root: days(365),
+            targets: days(90),
+            snapshot: days(7),
+            timestamp: days(1),
+        }
+    }
+}
+
+fn expires_in(d: SignedDuration) -> Result<Timestamp> {
+    Timestamp::now()
+        .checked_add(d)
+        .map_err(|e| rerr("bad lifetime", e))
+}
+
+fn nz(n: u64) -> NonZeroU64 {
+    NonZeroU64::new(n).unwrap_or(NonZeroU64::MIN)
+}
+
+fn sources(keys: &[PathBuf]) -> Vec<Box<dyn KeySource>> {
+    keys.iter()
+        .map(|p| Box::new(LocalKeySource { path: p.clone() }) as Box<dyn KeySource>)
+        .collect()
+}
+
+fn metadata_dir(repo: &Path) -> PathBuf {
+    repo.join("metadata")
+}
+
+/// Sets `role`'s keys in `root`, adding the public keys to the key list.
+fn set_role(root: &mut Root, role: RoleType, spec: &RoleSpec) -> Result<()> {
+    if spec.threshold == 0 || spec.threshold > spec.keys.len() as u64 {
+        return Err(rerr(
+            &format!("the {role} role"),
+            format!(
+                "a threshold of {} needs at least that many keys ({} given)",
+                spec.threshold,
+                spec.keys.len()
+            ),
+        ));
+    }
+    let mut ids = Vec::new();
+    for path in &spec.keys {
+        let key = public_key(path)?;
+        let id = key
+            .key_id()
+            .map_err(Error::release("cannot compute a key id"))?;
+        root.keys.insert(id.clone(), key);
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    root.roles.insert(
+        role,
+        RoleKeys {
+            keyids: ids,
+            threshold: nz(spec.threshold),
+            _extra: HashMap::new(),
+        },
+    );
+    Ok(())
+}
+
+/// Drops keys no role uses any more.
+fn prune_keys(root: &mut Root) {
+    let used: Vec<Decoded<Hex>> = root
+        .roles
+        .values()
+        .flat_map(|r| r.keyids.iter().cloned())
+        .collect();
+    root.keys.retain(|id, _| used.contains(id));
+}
+
+/// The key ids of a role, as text (for the report of what was signed).
+fn role_ids(root: &Root, role: RoleType) -> Vec<String> {
+    root.roles
+        .get(&role)
+        .map(|r| r.keyids.iter().map(|id| hex(id)).collect())
+        .unwrap_or_default()
+}
+
+/// The keys for a new repository.
+#[derive(Clone, Debug)]
+pub struct InitSpec {
+    pub root: RoleSpec,
+    pub targets: RoleSpec,
+    pub snapshot: RoleSpec,
+    pub timestamp: RoleSpec,
+    pub lifetimes: Lifetimes,
+}
+
+/// Creates `repo/metadata` with root version 1 (signed by the root keys) and empty,
+/// signed targets, snapshot and timestamp. Refuses a directory that already has metadata.
+pub fn init(repo: &Path, spec: &InitSpec) -> Result<PathBuf> {
+    let dir = metadata_dir(repo);
+    if dir.join("1.root.json").exists() {
+        return Err(rerr(
+            &format!("cannot init {}", repo.display()),
+            "it already has a root (use rotate to change keys)",
+        ));
+    }
+    std::fs::create_dir_all(&dir).map_err(Error::io("cannot create", &dir))?;
+    let mut root = Root {
+        spec_version: SPEC_VERSION.into(),
+        consistent_snapshot: true,
+        version: NonZeroU64::MIN,
+        expires: expires_in(spec.lifetimes.root)?,
+        keys: HashMap::new(),
+        roles: HashMap::new(),
+        _extra: HashMap::new(),
+    };
+    set_role(&mut root, RoleType::Root, &spec.root)?;
+    set_role(&mut root, RoleType::Targets, &spec.targets)?;
+    set_role(&mut root, RoleType::Snapshot, &spec.snapshot)?;
+    set_role(&mut root, RoleType::Timestamp, &spec.timestamp)?;
+    let signed = sign_root(root, &spec.root.keys, None)?;
+    let root_path = dir.join("1.root.json");
+    crate::fsutil::write_atomic(&root_path, signed.buffer(), 0o644)?;
+
+    let mut keys = spec.targets.keys.clone();
+    keys.extend(spec.snapshot.keys.iter().cloned());
+    keys.extend(spec.timestamp.keys.iter().cloned());
+    crate::block_on(async {
+        let mut editor = RepositoryEditor::new(&root_path)
+            .await
+            .map_err(Error::release("cannot read the new root"))?;
+        set_versions(&mut editor, 1, 1, 1, &spec.lifetimes)?;
+        let signed = editor
+            .sign(&sources(&keys))
+            .await
+            .map_err(Error::release("cannot sign the first metadata"))?;
+        signed
+            .write(&dir)
+            .await
+            .map_err(Error::release("cannot write the metadata"))
+    })??;
+    Ok(root_path)
+}
+
+fn set_versions(
+    editor: &mut RepositoryEditor,
+    targets: u64,
+    snapshot: u64,
+    timestamp: u64,
+    l: &Lifetimes,
+) -> Result<()> {
+    editor
+        .targets_version(nz(targets))
+        .map_err(Error::release("targets version"))?
+        .targets_expires(expires_in(l.targets)?)
+        .map_err(Error::release("targets expiry"))?;
+    editor
+        .snapshot_version(nz(snapshot))
+        .snapshot_expires(expires_in(l.snapshot)?)
+        .timestamp_version(nz(timestamp))
+        .timestamp_expires(expires_in(l.timestamp)?);
+    Ok(())
+}
+
+/// Signs a root with the given key files. `previous`: the root it replaces, whose keys
+/// the new root must also satisfy (a client checks both thresholds).
+fn sign_root(root: Root, keys: &[PathBuf], previous: Option<&Root>) -> Result<SignedRole<Root>> {
+    let rng = SystemRandom::new();
+    let new_holder = KeyHolder::Root(root.clone());
+    let signed = crate::block_on(async {
+        let mut signed = SignedRole::new(root.clone(), &new_holder, &sources(keys), &rng)
+            .await
+            .map_err(Error::release("cannot sign the root"))?;
+        if let Some(prev) = previous {
+            // Keys of the old root that are not in the new one sign too.
+            let old_holder = KeyHolder::Root(prev.clone());
+            let by_old = SignedRole::new(root.clone(), &old_holder, &sources(keys), &rng)
+                .await
+                .map_err(Error::release(
+                    "cannot sign the root with the old root keys",
+                ))?;
+            let mut extra = Vec::new();
+            for s in &by_old.signed().signatures {
+                if !signed
+                    .signed()
+                    .signatures
+                    .iter()
+                    .any(|x| x.keyid == s.keyid)
+                {
+                    extra.push(s.clone());
+                }
+            }
+            signed = signed
+                .add_old_signatures(extra)
+                .map_err(Error::release("cannot combine the root signatures"))?;
+        }
+        Ok::<_, Error>(signed)
+    })??;
+    let s = signed.signed();
+    s.signed.verify_role(s).map_err(|e| {
+        rerr(
+            "the new root is not signed by its own threshold of root keys",
+            crate::chain(&e),
+        )
+    })?;
+    if let Some(prev) = previous {
+        prev.verify_role(s).map_err(|e| {
+            rerr(
+                "the new root is not signed by a threshold of the previous root's keys",
+                crate::chain(&e),
+            )
+        })?;
+    }
+    Ok(signed)
+}
+
+/// The repository as it stands (the release machine trusts its own first root and walks
+/// the chain; expiry is not enforced, so expired metadata can be refreshed).
+pub fn load(repo: &Path) -> Result<Repository> {
+    let dir = metadata_dir(repo);
+    let first = dir.join("1.root.json");
+    let root = std::fs::read(&first).map_err(Error::io("cannot read", &first))?;
+    let url = url::Url::from_directory_path(
+        std::fs::canonicalize(&dir).map_err(Error::io("cannot resolve", &dir))?,
+    )
+    .map_err(|()| rerr("bad repository path", dir.display()))?;
+    let scratch =
+        tempfile::tempdir().map_err(Error::io("cannot create a temporary directory", "/tmp"))?;
+    crate::block_on(
+        RepositoryLoader::new(&root, url.clone(), url)
+            .transport(FilesystemTransport)
+            .datastore(scratch.path())
+            .expiration_enforcement(ExpirationEnforcement::Unsafe)
+            .load(),
+    )?
+    .map_err(|e| Error::Release {
+        what: format!("cannot load the repository {}", repo.display()),
+        detail: crate::chain(&e),
+    })
+}
+
+fn latest_root_path(repo: &Path, r: &Repository) -> PathBuf {
+    metadata_dir(repo).join(format!("{}.root.json", r.root().signed.version))
+}
+
+/// One artifact to sign, with Tern's custom metadata.
+#[derive(Clone, Debug)]
+pub struct NewTarget {
+    pub file: PathBuf,
+    pub version: String,
+    pub os: String,
+    pub arch: String,
+    pub edition: Option<String>,
+}
+
+/// Adds (or replaces) targets and signs new targets, snapshot and timestamp with `keys`
+/// (a threshold of each role's keys). Returns the new targets version.
+pub fn add_targets(
+    repo: &Path,
+    targets: &[NewTarget],
+    keys: &[PathBuf],
+    l: &Lifetimes,
+) -> Result<u64> {
+    let r = load(repo)?;
+    let (tv, sv, ts) = versions(&r);
+    let root_path = latest_root_path(repo, &r);
+    let dir = metadata_dir(repo);
+    crate::block_on(async {
+        let mut editor = RepositoryEditor::from_repo(&root_path, r)
+            .await
+            .map_err(Error::release("cannot edit the repository"))?;
+        for t in targets {
+            let (name, mut target) = RepositoryEditor::build_target(&t.file)
+                .await
+                .map_err(Error::release(format!("cannot read {}", t.file.display())))?;
+            let mut custom = HashMap::new();
+            custom.insert("version".to_string(), t.version.clone().into());
+            custom.insert("os".to_string(), t.os.clone().into());
+            custom.insert("arch".to_string(), t.arch.clone().into());
+            if let Some(e) = &t.edition {
+                custom.insert("edition".to_string(), e.clone().into());
+            }
+            target.custom = custom;
+            editor
+                .add_target(name, target)
+                .map_err(Error::release("cannot add the target"))?;
+        }
+        set_versions(&mut editor, tv + 1, sv + 1, ts + 1, l)?;
+        let signed = editor.sign(&sources(keys)).await.map_err(Error::release(
+            "cannot sign (give a threshold of the targets, snapshot and timestamp keys)",
+        ))?;
+        signed
+            .write(&dir)
+            .await
+            .map_err(Error::release("cannot write the metadata"))
+    })??;
+    Ok(tv + 1)
+}
+
+/// Removes a target by name (and signs as [`add_targets`]).
+pub fn remove_target(repo: &Path, name: &str, keys: &[PathBuf], l: &Lifetimes) -> Result<u64> {
+    let r = load(repo)?;
+    let (tv, sv, ts) = versions(&r);
+    let root_path = latest_root_path(repo, &r);
+    let dir = metadata_dir(repo);
+    let name = TargetName::new(name).map_err(Error::release("bad target name"))?;
+    crate::block_on(async {
+        let mut editor = RepositoryEditor::from_repo(&root_path, r)
+            .await
+            .map_err(Error::release("cannot edit the repository"))?;
+        editor
+            .remove_target(&name)
+            .map_err(Error::release("cannot remove the target"))?;
+        set_versions(&mut editor, tv + 1, sv + 1, ts + 1, l)?;
+        let signed = editor
+            .sign(&sources(keys))
+            .await
+            .map_err(Error::release("cannot sign"))?;
+        signed
+            .write(&dir)
+            .await
+            .map_err(Error::release("cannot write the metadata"))
+    })??;
+    Ok(tv + 1)
+}
+
+fn versions(r: &Repository) -> (u64, u64, u64) {
+    (
+        r.targets().signed.version.get(),
+        r.snapshot().signed.version.get(),
+        r.timestamp().signed.version.get(),
+    )
+}
+
+/// Re-signs snapshot and timestamp with new versions and expiry, targets untouched: the
+/// routine job of the online keys. `keys`: the snapshot and timestamp keys.
+pub fn refresh(repo: &Path, keys: &[PathBuf], l: &Lifetimes) -> Result<u64> {
+    let r = load(repo)?;
+    let root = r.root().signed.clone();
+    let mut snapshot: Snapshot = r.snapshot().signed.clone();
+    snapshot.version = nz(snapshot.version.get() + 1);
+    snapshot.expires = expires_in(l.snapshot)?;
+    let ts_version = r.timestamp().signed.version.get() + 1;
+    let dir = metadata_dir(repo);
+    let rng = SystemRandom::new();
+    let holder = KeyHolder::Root(root.clone());
+    crate::block_on(async {
+        let keys = sources(keys);
+        let snap = SignedRole::new(snapshot, &holder, &keys, &rng)
+            .await
+            .map_err(Error::release(
+                "cannot sign the snapshot (give the snapshot keys)",
+            ))?;
+        let mut ts = TsRole::new(
+            SPEC_VERSION.into(),
+            nz(ts_version),
+            expires_in(l.timestamp)?,
+        );
+        ts.meta.insert(
+            "snapshot.json".into(),
+            tough::schema::Metafile {
+                hashes: Some(tough::schema::Hashes {
+                    sha256: snap.sha256().to_vec().into(),
+                    _extra: HashMap::new(),
+                }),
+                length: Some(*snap.length()),
+                version: snap.signed().signed.version,
+                _extra: HashMap::new(),
+            },
+        );
+        let ts = SignedRole::new(ts, &holder, &keys, &rng)
+            .await
+            .map_err(Error::release(
+                "cannot sign the timestamp (give the timestamp keys)",
+            ))?;
+        snap.write(&dir, root.consistent_snapshot)
+            .await
+            .map_err(Error::release("cannot write the snapshot"))?;
+        ts.write(&dir, root.consistent_snapshot)
+            .await
+            .map_err(Error::release("cannot write the timestamp"))
+    })??;
+    Ok(ts_version)
+}
+
+/// What a rotation changes; `None` keeps a role's keys.
+#[derive(Clone, Debug, Default)]
+pub struct Rotation {
+    pub root: Option<RoleSpec>,
+    pub targets: Option<RoleSpec>,
+    pub snapshot: Option<RoleSpec>,
+    pub timestamp: Option<RoleSpec>,
+}
+
+/// What a rotation did.
+#[derive(Clone, Debug)]
+pub struct Rotated {
+    pub root_version: u64,
+    pub root_keys: Vec<String>,
+}
+
+/// Writes root version N+1 with the new keys, signed by `signing` (a threshold of the
+/// old root keys and of the new ones). When a non-root role changed, the other metadata
+/// is re-signed by its new keys, also from `signing` — so `signing` holds every key the
+/// new metadata needs.
+pub fn rotate(
+    repo: &Path,
+    rotation: &Rotation,
+    signing: &[PathBuf],
+    l: &Lifetimes,
+) -> Result<Rotated> {
+    let r = load(repo)?;
+    let old = r.root().signed.clone();
+    let mut root = old.clone();
+    root.version = nz(old.version.get() + 1);
+    root.expires = expires_in(l.root)?;
+    for (role, spec) in [
+        (RoleType::Root, &rotation.root),
+        (RoleType::Targets, &rotation.targets),
+        (RoleType::Snapshot, &rotation.snapshot),
+        (RoleType::Timestamp, &rotation.timestamp),
+    ] {
+        if let Some(spec) = spec {
+            set_role(&mut root, role, spec)?;
+        }
+    }
+    prune_keys(&mut root);
+    let root_keys = role_ids(&root, RoleType::Root);
+    let signed = sign_root(root.clone(), signing, Some(&old))?;
+    let dir = metadata_dir(repo);
+    let path = dir.join(format!("{}.root.json", root.version));
+    crate::fsutil::write_atomic(&path, signed.buffer(), 0o644)?;
+
+    let others_changed =
+        rotation.targets.is_some() || rotation.snapshot.is_some() || rotation.timestamp.is_some();
+    if others_changed {
+        let (tv, sv, ts) = versions(&r);
+        crate::block_on(async {
+            let mut editor = RepositoryEditor::from_repo(&path, r)
+                .await
+                .map_err(Error::release("cannot edit the repository"))?;
+            set_versions(&mut editor, tv + 1, sv + 1, ts + 1, l)?;
+            let signed = editor
+                .sign(&sources(signing))
+                .await
+                .map_err(Error::release("cannot re-sign with the new keys"))?;
+            signed
+                .write(&dir)
+                .await
+                .map_err(Error::release("cannot write the metadata"))
+        })??;
+    }
+    Ok(Rotated {
+        root_version: root.version.get(),
+        root_keys,
+    })
+}
+
+/// Parses a signed role file (for tools and tests that inspect a repository).
+pub fn read_root(path: &Path) -> Result<Signed<Root>> {
+    let bytes = std::fs::read(path).map_err(Error::io("cannot read", path))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| rerr(&format!("{} is not a root", path.display()), e))
+}
+
+/// The signed targets of a repository.
+pub fn list(repo: &Path) -> Result<Vec<crate::SignedTarget>> {
+    let r = load(repo)?;
+    let mut t = crate::client::signed_targets(&r);
+    t.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(t)
+}

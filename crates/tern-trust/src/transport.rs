@@ -1,0 +1,91 @@
+//! tough's `Transport` over the caller's own blocking fetch, so a host fetches metadata
+//! with the HTTP client (TLS roots, timeouts, https-only) it already uses for artifacts.
+
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tough::{FilesystemTransport, Transport, TransportError, TransportErrorKind, TransportStream};
+use url::Url;
+
+/// What [`Fetch::open`] found at a URL.
+pub enum Opened {
+    /// The body, read as tough consumes it: tough stops reading once a file passes
+    /// the size its metadata (or its limits) allows, so an endless answer costs nothing.
+    Body(Box<dyn Read + Send>),
+    /// The server says there is no such file (HTTP 404): the end of the root chain.
+    NotFound,
+}
+
+/// A blocking GET the caller provides. Errors are reported as text (they become part of
+/// the refusal's message).
+pub trait Fetch: Send + Sync {
+    fn open(&self, url: &str) -> Result<Opened, String>;
+}
+
+/// `file://` URLs are read from disk; anything else goes to the caller's [`Fetch`].
+#[derive(Clone)]
+pub(crate) struct FetchTransport(pub(crate) Option<Arc<dyn Fetch>>);
+
+impl std::fmt::Debug for FetchTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FetchTransport")
+    }
+}
+
+const CHUNK: usize = 64 * 1024;
+
+#[async_trait]
+impl Transport for FetchTransport {
+    async fn fetch(&self, url: Url) -> Result<TransportStream, TransportError> {
+        if url.scheme() == "file" {
+            return FilesystemTransport.fetch(url).await;
+        }
+        let Some(fetch) = &self.0 else {
+            return Err(TransportError::new(
+                TransportErrorKind::UnsupportedUrlScheme,
+                url,
+            ));
+        };
+        match fetch.open(url.as_str()) {
+            Ok(Opened::NotFound) => Err(TransportError::new(TransportErrorKind::FileNotFound, url)),
+            Err(e) => Err(TransportError::new_with_cause(
+                TransportErrorKind::Other,
+                url,
+                e,
+            )),
+            Ok(Opened::Body(reader)) => {
+                // The Mutex only makes the stream Sync (tough's stream type demands it);
+                // nothing reads it concurrently.
+                let state = (Mutex::new(reader), url, false);
+                let stream = futures::stream::unfold(state, |(reader, url, failed)| async move {
+                    if failed {
+                        return None;
+                    }
+                    let mut buf = vec![0u8; CHUNK];
+                    let read = match reader.lock() {
+                        Ok(mut r) => r.read(&mut buf),
+                        Err(_) => Err(std::io::Error::other("reader poisoned")),
+                    };
+                    match read {
+                        Ok(0) => None,
+                        Ok(n) => {
+                            buf.truncate(n);
+                            Some((Ok(Bytes::from(buf)), (reader, url, false)))
+                        }
+                        Err(e) => {
+                            let err = TransportError::new_with_cause(
+                                TransportErrorKind::Other,
+                                url.clone(),
+                                e,
+                            );
+                            Some((Err(err), (reader, url, true)))
+                        }
+                    }
+                });
+                Ok(Box::pin(stream))
+            }
+        }
+    }
+}
