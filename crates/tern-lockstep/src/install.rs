@@ -76,7 +76,7 @@ pub(crate) fn install(
         let _ = std::fs::remove_file(&tarball);
         let client = tern_update::http::Client::new(insecure, Duration::from_secs(600), None);
         let (bytes, got) = client
-            .download(&artifact.url, &tarball, MAX_TARBALL)
+            .download(&artifact.url, &tarball, MAX_TARBALL, None)
             .map_err(|e| format!("downloading {}: {e}", artifact.url))?;
         if got != want {
             let _ = std::fs::remove_file(&tarball);
