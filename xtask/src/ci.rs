@@ -134,19 +134,24 @@ pub fn run() -> Result<(), String> {
     // The packages, from the binaries the tests just built (debug, stripped): dpkg-deb,
     // lintian, shellcheck and an install under a temporary root. Release binaries are
     // not built here (they would add most of CI's time); `cargo xtask dist` makes them.
-    // The binaries with the tests' features, as the test run built them, so this is
-    // quick; --workspace because the features name packages beyond the three.
+    // The binaries as the test run built them: the same targets and features, so cargo
+    // finds everything fresh (`--bins` alone would resolve features without the
+    // dev-dependencies, rebuild, and replace this very xtask binary while it runs).
     let mut bins = cargo();
     bins.args([
         "build",
         "--workspace",
-        "--bins",
+        "--all-targets",
         "--features",
         TEST_FEATURES,
     ]);
     run_cmd(bins)?;
-    let mut dist = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
-    dist.args(["dist", "--debug", "--check", "--out"])
-        .arg(crate::target_dir().join("dist-ci"));
-    run_cmd(dist)
+    // In process: this binary may have been rebuilt on disk meanwhile.
+    let out = crate::target_dir().join("dist-ci");
+    crate::dist::run(&[
+        "--debug".to_string(),
+        "--check".to_string(),
+        "--out".to_string(),
+        out.display().to_string(),
+    ])
 }
