@@ -29,6 +29,16 @@ pub mod kind {
     pub const ROLLBACK: &str = "rollback";
     /// A lock-step update (`tern-lockstep`) stopped: a server failed a step or timed out.
     pub const LOCKSTEP_STOPPED: &str = "lockstep_stopped";
+    /// The directive install loop stopped on its fault or churn limit (latched).
+    pub const DIRECTIVE_INSTALLS_PAUSED: &str = "directive_installs_paused";
+    /// The active directive's `stale_after` has passed.
+    pub const DIRECTIVE_STALE: &str = "directive_stale";
+    /// The notification controller flags hosts on versions a security advisory names.
+    pub const DIRECTIVE_VERSIONS_SECURITY: &str = "directive_versions_security";
+    /// … on versions at their end of life.
+    pub const DIRECTIVE_VERSIONS_END_OF_LIFE: &str = "directive_versions_end_of_life";
+    /// … not on the version their directive recommends.
+    pub const DIRECTIVE_VERSIONS_OUTDATED: &str = "directive_versions_outdated";
 }
 
 /// The alerts that hold for `groups` at `now`, each keeping the `since` of the same

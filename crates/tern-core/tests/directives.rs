@@ -701,6 +701,44 @@ mod passes {
             "2 hosts run versions with a security advisory: 1.0.0 (2 hosts, recommended 1.1.0: CVE-1)"
         );
         assert_eq!(summary(&n, NoticeKind::EndOfLife), None);
+        // The alerts: only the kinds asked for; a held alert keeps its `since`; a stale
+        // active directive adds its own.
+        let notification = Notification {
+            from: "advice".into(),
+            alert_on: vec![NoticeKind::Security, NoticeKind::EndOfLife],
+        };
+        let raised =
+            tern_core::directive::notice::alerts(Some(&notification), &n, None, &[], ts(0));
+        let kinds: Vec<&str> = raised.iter().map(|a| a.kind.as_str()).collect();
+        assert_eq!(kinds, ["directive_versions_security"]);
+        assert_eq!(raised[0].since, ts(0));
+        let later = tern_core::directive::notice::alerts(
+            Some(&notification),
+            &n,
+            Some(ts(50)),
+            &raised,
+            ts(100),
+        );
+        let kinds: Vec<(&str, Timestamp)> =
+            later.iter().map(|a| (a.kind.as_str(), a.since)).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("directive_stale", ts(100)),
+                ("directive_versions_security", ts(0))
+            ]
+        );
+        // Not stale yet, nothing flagged: nothing holds.
+        assert!(
+            tern_core::directive::notice::alerts(
+                Some(&notification),
+                &[],
+                Some(ts(200)),
+                &later,
+                ts(100)
+            )
+            .is_empty()
+        );
         // A hostile advisory never gets stored.
         d.spec.advisories[0].versions = "<1.1.0; rm -rf /".into();
         let err = d.validate().unwrap_err().to_string();
@@ -1058,6 +1096,36 @@ spec:
         assert!(notes.contains("v1.9.0+build.7"), "{notes}");
         assert!(notes.contains("no asset for arm64"), "{notes}");
         assert!(notes.contains("directive future"), "{notes}");
+    }
+
+    #[test]
+    fn the_draft_is_rewritten_only_when_it_changes_or_runs_out_of_freshness() {
+        let c = VersionControlConfig::from_text(CONTROL)
+            .unwrap()
+            .spec
+            .releases
+            .unwrap();
+        let listed = |tag: &str| vec![release(tag, vec![asset("amd64", Some(1), Some('a'))])];
+        let first = draft(&c, &listed("v1.2.0"), ts(0)).unwrap().directive.spec;
+        assert!(needs_write(&c, None, &first, ts(0)));
+        // Same content an hour later: kept (its stale_after is a day away).
+        let same = draft(&c, &listed("v1.2.0"), ts(3600))
+            .unwrap()
+            .directive
+            .spec;
+        assert!(!needs_write(&c, Some(&first), &same, ts(3600)));
+        // A new release: written.
+        let newer = draft(&c, &listed("v1.2.1"), ts(3600))
+            .unwrap()
+            .directive
+            .spec;
+        assert!(needs_write(&c, Some(&first), &newer, ts(3600)));
+        // Less than half a day of freshness left: refreshed.
+        let late = draft(&c, &listed("v1.2.0"), ts(13 * 3600))
+            .unwrap()
+            .directive
+            .spec;
+        assert!(needs_write(&c, Some(&first), &late, ts(13 * 3600)));
     }
 
     #[test]

@@ -1023,14 +1023,13 @@ fn dev(a: DevArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        DevCommand::Directives => {
-            let v: Value = c.post("/v1/dev/directives", &json!({}))?;
-            if !structured(g.output(), &v)? {
-                print!("{}", serde_yaml_ng::to_string(&v)?);
-            }
-        }
-        DevCommand::Controllers => {
-            let v: Value = c.post("/v1/dev/controllers", &json!({}))?;
+        cmd @ (DevCommand::Directives | DevCommand::Controllers) => {
+            let path = if matches!(cmd, DevCommand::Directives) {
+                "/v1/dev/directives"
+            } else {
+                "/v1/dev/controllers"
+            };
+            let v: Value = c.post(path, &json!({}))?;
             if !structured(g.output(), &v)? {
                 print!("{}", serde_yaml_ng::to_string(&v)?);
             }

@@ -62,16 +62,16 @@ pub(crate) async fn run_once(state: &AppState) -> ApiResult<RunResult> {
         ..RunResult::default()
     };
     match draft_now(state, &c, now).await {
-        Ok((wrote, promoted, targets, notes)) => {
+        Ok(d) => {
             status.last_success = Some(now);
             status.error = None;
-            status.targets = targets;
-            status.notes = notes;
-            if wrote {
+            status.targets = d.targets;
+            status.notes = d.notes;
+            if d.wrote {
                 status.draft_written = Some(now);
             }
-            out.wrote = wrote;
-            out.promoted = promoted;
+            out.wrote = d.wrote;
+            out.promoted = d.promoted;
         }
         Err(e) => {
             tracing::warn!(error = %e.message, "the releases controller failed; the draft is left as it was");
@@ -83,12 +83,14 @@ pub(crate) async fn run_once(state: &AppState) -> ApiResult<RunResult> {
     Ok(out)
 }
 
-type Drafted = (
-    bool,
-    bool,
-    std::collections::BTreeMap<String, String>,
-    Vec<String>,
-);
+/// What one run drafted.
+struct Drafted {
+    wrote: bool,
+    promoted: bool,
+    /// Each directive's target version.
+    targets: std::collections::BTreeMap<String, String>,
+    notes: Vec<String>,
+}
 
 async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> ApiResult<Drafted> {
     let listed = list(c).await?;
@@ -113,16 +115,14 @@ async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> 
         })
         .collect();
     let before = get::<VersionDirective>(state.store(), &keys::draft(RELEASES_DRAFT)).await?;
-    let unchanged = before.as_ref().is_some_and(|b| {
-        let b = &b.value.spec;
-        let fresh_enough = b.stale_after.is_some_and(|at| {
-            let half = releases::freshness(c) / 2;
-            at.duration_since(now) > half
+    let notes = drafted.notes;
+    if !releases::needs_write(c, before.as_ref().map(|b| &b.value.spec), &d.spec, now) {
+        return Ok(Drafted {
+            wrote: false,
+            promoted: false,
+            targets,
+            notes,
         });
-        b.directives == d.spec.directives && b.advisories == d.spec.advisories && fresh_enough
-    });
-    if unchanged {
-        return Ok((false, false, targets, drafted.notes));
     }
     if let Some(b) = &before {
         // Keep the description an operator may have set.
@@ -133,7 +133,12 @@ async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> 
         promoted,
         "the releases controller wrote the draft `releases`"
     );
-    Ok((true, promoted, targets, drafted.notes))
+    Ok(Drafted {
+        wrote: true,
+        promoted,
+        targets,
+        notes,
+    })
 }
 
 /// The source's listing, read off the async runtime (the client blocks).

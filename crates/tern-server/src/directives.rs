@@ -27,9 +27,6 @@ use crate::keys;
 use crate::notify::{Notice, NoticeEvent};
 use crate::state::AppState;
 
-/// The alert kind raised when the limits pause the installs.
-pub(crate) const PAUSED_ALERT: &str = "directive_installs_paused";
-
 /// A replica's loop state, kept between passes.
 #[derive(Debug, Default)]
 pub(crate) struct LoopState {
@@ -158,7 +155,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             drop(loop_state);
             // Alerts raised while directives were in use are cleared once.
             if loop_state_had_alerts(state) {
-                sync_alerts(state, BTreeMap::new(), now).await?;
+                sync_alerts(state, None, &[], None, now).await?;
             }
             return Ok(PassResult::default());
         }
@@ -209,17 +206,21 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         _ => 0,
     };
     // The notification controller's directive: a draft, or the active one.
-    let notify_spec = match &notification {
-        None => None,
-        Some(n) if n.from == "active" => res.active.as_ref().map(|a| a.value.spec.clone()),
-        Some(n) => get::<VersionDirective>(store, &keys::draft(&n.from))
+    let notify_draft = match &notification {
+        Some(n) if n.from != "active" => get::<VersionDirective>(store, &keys::draft(&n.from))
             .await?
             .map(|d| d.value.spec),
+        _ => None,
+    };
+    let notify_spec = match &notification {
+        Some(n) if n.from == "active" => res.active.as_ref().map(|a| &a.value.spec),
+        _ => notify_draft.as_ref(),
     };
     let (active, plan, dry_chosen, notices) = {
         let mut inv = state.inventory();
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
-        let active = inv.directive_pass(&PassInput {
+        // The active directive's pass; the plan's and the notification's vary it.
+        let base = PassInput {
             spec,
             installers: &res.installers,
             control: &control,
@@ -230,20 +231,16 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             record_states: true,
             dry_run: None,
             notices: false,
-        });
+        };
+        let active = inv.directive_pass(&base);
         let mut dry_chosen = Vec::new();
         let plan = res.pending.as_ref().map(|(p, draft)| {
             let e = inv.directive_pass(&PassInput {
                 spec: &draft.spec,
-                installers: &res.installers,
-                control: &control,
-                timings,
-                now,
                 budget: dry_budget,
-                elsewhere: &elsewhere,
                 record_states: false,
                 dry_run: dry_nonce.as_deref(),
-                notices: false,
+                ..base
             });
             dry_chosen = e.chosen;
             PlanEvaluation {
@@ -252,18 +249,13 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
                 dry_run: None,
             }
         });
-        let notices = notify_spec.as_ref().map_or_else(Vec::new, |spec| {
+        let notices = notify_spec.map_or_else(Vec::new, |spec| {
             inv.directive_pass(&PassInput {
                 spec,
-                installers: &res.installers,
-                control: &control,
-                timings,
-                now,
                 budget: 0,
-                elsewhere: &elsewhere,
                 record_states: false,
-                dry_run: None,
                 notices: true,
+                ..base
             })
             .notices
         });
@@ -346,37 +338,18 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             tern_core::directive::notice::push(&mut fleet_notices, n.clone());
         }
     }
-    let mut desired = BTreeMap::new();
-    if let Some(n) = &notification {
-        for kind in &n.alert_on {
-            if let Some(message) = tern_core::directive::notice::summary(&fleet_notices, *kind) {
-                desired.insert(notice_alert_kind(*kind), message);
-            }
-        }
-    }
-    if let Some(a) = &res.active
-        && let Some(at) = a.value.spec.stale_after
-        && at <= now
-    {
-        desired.insert(
-            STALE_ALERT.to_string(),
-            format!(
-                "the active directive went stale at {at}: its controller has not refreshed it; hosts still follow it"
-            ),
-        );
-    }
-    if !desired.is_empty() || loop_state_had_alerts(state) {
-        sync_alerts(state, desired, now).await?;
+    let stale_after = res.active.as_ref().and_then(|a| a.value.spec.stale_after);
+    if notification.is_some() || stale_after.is_some() || loop_state_had_alerts(state) {
+        sync_alerts(
+            state,
+            notification.as_ref(),
+            &fleet_notices,
+            stale_after,
+            now,
+        )
+        .await?;
     }
     Ok(result)
-}
-
-/// The alert kind raised when the active directive's `stale_after` has passed.
-pub(crate) const STALE_ALERT: &str = "directive_stale";
-
-/// The alert kind of a notification controller's flag.
-pub(crate) fn notice_alert_kind(kind: tern_core::directive::resource::NoticeKind) -> String {
-    format!("directive_versions_{}", kind.as_str().replace('-', "_"))
 }
 
 /// Whether this replica last saw directive alerts raised (so an empty set must be
@@ -387,48 +360,32 @@ fn loop_state_had_alerts(state: &AppState) -> bool {
         .load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Makes `/tern/directives/alerts` hold exactly `desired` (kind → message), by
-/// compare-and-swap: the replica whose write commits tells the notifiers what was
-/// raised and what cleared (a message that only changes is updated silently).
+/// Makes `/tern/directives/alerts` hold the directive alerts that hold now
+/// (`tern_core::directive::notice::alerts`), by compare-and-swap: the replica whose
+/// write commits sends the notices of the change (`notify::diff_alerts`: raised,
+/// cleared; a message that only changes sends nothing).
 async fn sync_alerts(
     state: &AppState,
-    desired: BTreeMap<String, String>,
+    notification: Option<&tern_core::directive::resource::Notification>,
+    fleet: &[tern_core::directive::notice::VersionNotice],
+    stale_after: Option<Timestamp>,
     now: Timestamp,
 ) -> ApiResult<()> {
     let store = state.store();
-    let current = get::<BTreeMap<String, Alert>>(store, keys::DIRECTIVE_ALERTS).await?;
+    let current = get::<Vec<Alert>>(store, keys::DIRECTIVE_ALERTS).await?;
     let before = current
         .as_ref()
         .map(|c| c.value.clone())
         .unwrap_or_default();
-    let after: BTreeMap<String, Alert> = desired
-        .into_iter()
-        .map(|(kind, message)| {
-            let since = before.get(&kind).map_or(now, |a| a.since);
-            let alert = Alert {
-                kind: kind.clone(),
-                group: None,
-                message,
-                since,
-            };
-            (kind, alert)
-        })
-        .collect();
+    let after =
+        tern_core::directive::notice::alerts(notification, fleet, stale_after, &before, now);
     state
         .directive_alerts_raised
         .store(!after.is_empty(), std::sync::atomic::Ordering::Relaxed);
     if before == after {
         return Ok(());
     }
-    let compare = match &current {
-        None => Compare::Absent {
-            key: keys::DIRECTIVE_ALERTS.to_string(),
-        },
-        Some(c) => Compare::ModRevision {
-            key: keys::DIRECTIVE_ALERTS.to_string(),
-            revision: c.revision,
-        },
-    };
+    let compare = compare_as_read(keys::DIRECTIVE_ALERTS, current.as_ref().map(|c| c.revision));
     let op = if after.is_empty() {
         Op::Delete {
             key: keys::DIRECTIVE_ALERTS.to_string(),
@@ -444,19 +401,25 @@ async fn sync_alerts(
         // Another replica wrote first; the next pass sees its set.
         return Ok(());
     }
-    for (kind, alert) in &after {
-        if !before.contains_key(kind) {
-            tracing::warn!(kind = %kind, message = %alert.message, "directive alert raised");
-            send_alert(state, NoticeEvent::Raised, alert.clone(), now);
-        }
-    }
-    for (kind, alert) in &before {
-        if !after.contains_key(kind) {
-            tracing::info!(kind = %kind, "directive alert cleared");
-            send_alert(state, NoticeEvent::Cleared, alert.clone(), now);
-        }
+    let server = state.notifiers.server_name();
+    for notice in crate::notify::diff_alerts(&before, &after, None, server, now) {
+        tracing::warn!(kind = %notice.alert.kind, event = ?notice.event, message = %notice.alert.message, "directive alert");
+        state.notifiers.send(notice);
     }
     Ok(())
+}
+
+/// The store condition "`key` is still as it was read": absent, or at `revision`.
+fn compare_as_read(key: &str, revision: Option<tern_store::Revision>) -> Compare {
+    match revision {
+        None => Compare::Absent {
+            key: key.to_string(),
+        },
+        Some(revision) => Compare::ModRevision {
+            key: key.to_string(),
+            revision,
+        },
+    }
 }
 
 fn send_alert(state: &AppState, event: NoticeEvent, alert: Alert, now: Timestamp) {
@@ -544,13 +507,7 @@ async fn trigger(
         from_version: chosen.from_version.clone(),
         target_version: chosen.target.version.clone(),
     };
-    let compare = match &existing {
-        None => Compare::Absent { key: key.clone() },
-        Some(kv) => Compare::ModRevision {
-            key: key.clone(),
-            revision: kv.mod_revision,
-        },
-    };
+    let compare = compare_as_read(&key, existing.as_ref().map(|kv| kv.mod_revision));
     // Past `recent` an attempt decides nothing: the store drops it a little later.
     let put = Op::Put {
         key: key.clone(),
@@ -615,13 +572,7 @@ async fn send_dry_run(
         target_version: chosen.target.version.clone(),
         installer: chosen.installer_name.clone(),
     };
-    let compare = match &existing {
-        None => Compare::Absent { key: key.clone() },
-        Some(kv) => Compare::ModRevision {
-            key: key.clone(),
-            revision: kv.mod_revision,
-        },
-    };
+    let compare = compare_as_read(&key, existing.as_ref().map(|kv| kv.mod_revision));
     // Kept until the plan expires (a minute at least), then the store drops it.
     let left = expires_at.duration_since(now);
     let ttl = if left.is_negative() {
@@ -700,7 +651,7 @@ fn send_pause_notice(
     now: Timestamp,
 ) {
     let alert = Alert {
-        kind: PAUSED_ALERT.to_string(),
+        kind: tern_core::alert::kind::DIRECTIVE_INSTALLS_PAUSED.to_string(),
         group: None,
         message: reason.to_string(),
         since,

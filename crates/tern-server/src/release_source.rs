@@ -356,7 +356,7 @@ fn origin(url: &str) -> &str {
 }
 
 /// The `rel="next"` target of a `Link` header (RFC 8288, as GitHub writes it).
-pub fn next_link(header: &str) -> Option<String> {
+pub(crate) fn next_link(header: &str) -> Option<String> {
     header.split(',').find_map(|part| {
         let mut pieces = part.split(';');
         let target = pieces.next()?.trim();

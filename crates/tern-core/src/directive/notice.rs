@@ -2,10 +2,13 @@
 //! are outdated) and which run a version an advisory flags (insecure, end of life),
 //! grouped by version. Nothing is installed; the server turns these into alerts.
 
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::pass::PassOutcome;
-use super::resource::{DirectiveSpec, NoticeKind};
+use super::resource::{DirectiveSpec, NoticeKind, Notification};
+use crate::alert::kind;
+use crate::resource::Alert;
 use crate::version::Version;
 
 /// Hosts on one version that the notification controller flags, and why.
@@ -87,6 +90,57 @@ pub fn hosts_of(notices: &[VersionNotice], kind: NoticeKind) -> u64 {
         .filter(|n| n.kind == kind)
         .map(|n| n.hosts)
         .sum()
+}
+
+/// The alert kind of a notice kind.
+pub fn alert_kind(k: NoticeKind) -> &'static str {
+    match k {
+        NoticeKind::Outdated => kind::DIRECTIVE_VERSIONS_OUTDATED,
+        NoticeKind::Security => kind::DIRECTIVE_VERSIONS_SECURITY,
+        NoticeKind::EndOfLife => kind::DIRECTIVE_VERSIONS_END_OF_LIFE,
+    }
+}
+
+/// The directive alerts that hold at `now`: one per kind `notification.alert_on` names
+/// that flags a host of the fleet (`fleet`: every replica's notices), and
+/// `directive_stale` once the active directive's `stale_after` has passed. Each keeps
+/// the `since` of the same alert in `previous`.
+pub fn alerts(
+    notification: Option<&Notification>,
+    fleet: &[VersionNotice],
+    active_stale_after: Option<Timestamp>,
+    previous: &[Alert],
+    now: Timestamp,
+) -> Vec<Alert> {
+    let mut held: Vec<(&str, String)> = Vec::new();
+    for k in notification.map_or(&[][..], |n| &n.alert_on[..]) {
+        if let Some(message) = summary(fleet, *k) {
+            held.push((alert_kind(*k), message));
+        }
+    }
+    if let Some(at) = active_stale_after
+        && at <= now
+    {
+        held.push((
+            kind::DIRECTIVE_STALE,
+            format!(
+                "the active directive went stale at {at}: its controller has not refreshed it; hosts still follow it"
+            ),
+        ));
+    }
+    held.sort();
+    held.dedup_by(|a, b| a.0 == b.0);
+    held.into_iter()
+        .map(|(k, message)| Alert {
+            kind: k.to_string(),
+            group: None,
+            since: previous
+                .iter()
+                .find(|a| a.kind == k)
+                .map_or(now, |a| a.since),
+            message,
+        })
+        .collect()
 }
 
 /// One line for an alert: how many hosts, on which versions.

@@ -62,6 +62,22 @@ pub fn freshness(c: &ReleasesController) -> SignedDuration {
     SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
+/// Whether the controller writes `new` over the stored draft `before`: when its
+/// directives or advisories changed, or when less than half of its freshness is left
+/// (rewriting only then keeps a pending plan of the draft valid between changes).
+pub fn needs_write(
+    c: &ReleasesController,
+    before: Option<&DirectiveSpec>,
+    new: &DirectiveSpec,
+    now: Timestamp,
+) -> bool {
+    let Some(b) = before else { return true };
+    let fresh = b
+        .stale_after
+        .is_some_and(|at| at.duration_since(now) > freshness(c) / 2);
+    !(fresh && b.directives == new.directives && b.advisories == new.advisories)
+}
+
 /// The draft `releases` from `releases`, at `now`.
 pub fn draft(
     c: &ReleasesController,
