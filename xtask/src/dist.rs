@@ -99,8 +99,10 @@ pub(crate) fn deb_version() -> String {
     format!("{}-1", env!("CARGO_PKG_VERSION"))
 }
 
-/// Debian's name of this machine's architecture (`amd64`, `arm64`), which is also the
-/// Go-style name the tarballs and the installer use.
+/// Debian's name of this machine's architecture (`amd64`, `arm64`, `i386`, `armhf`): the
+/// packages' `Architecture:` and file names only. The tarball and the installer's
+/// binaries use the Go-style name (`tern_e2e::release::go_arch`: `386`, `arm`), which
+/// ternd's `--downloads-dir` and `install.sh` expect.
 pub(crate) fn architecture() -> Result<String, String> {
     let out = Command::new("dpkg")
         .arg("--print-architecture")
@@ -120,8 +122,21 @@ fn build(args: &Args) -> Result<Vec<PathBuf>, String> {
     let version = deb_version();
     let out = &args.out;
     if out.exists() {
+        // Only a directory an earlier run made (or an empty one) is emptied: `--out .`
+        // must never delete a workspace.
+        let empty = std::fs::read_dir(out)
+            .map_err(|e| format!("cannot read {}: {e}", out.display()))?
+            .next()
+            .is_none();
+        if !empty && !out.join("SHA256SUMS").is_file() {
+            return Err(format!(
+                "--out {} holds other files (no SHA256SUMS of an earlier dist): give an empty or new directory",
+                out.display()
+            ));
+        }
         std::fs::remove_dir_all(out).map_err(|e| format!("cannot empty {}: {e}", out.display()))?;
     }
+    let go_arch = tern_e2e::release::go_arch();
     let stage = out.join("stage");
     mkdir(&stage)?;
     let mut made = Vec::new();
@@ -136,11 +151,11 @@ fn build(args: &Args) -> Result<Vec<PathBuf>, String> {
         run_quiet(cmd)?;
         made.push(deb);
     }
-    made.push(tarball(out, &stage, &version, &arch)?);
+    made.push(tarball(out, &stage, &version, go_arch)?);
     // What `ternd --downloads-dir` serves to the one-line installer.
     let downloads = out.join("downloads");
     mkdir(&downloads)?;
-    let raw = downloads.join(format!("tern-update-linux-{arch}"));
+    let raw = downloads.join(format!("tern-update-linux-{go_arch}"));
     copy_exe(&stage.join("tern-update/usr/bin/tern-update"), &raw)?;
     made.push(raw);
     std::fs::remove_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
@@ -158,7 +173,7 @@ fn binaries(debug: bool) -> Result<PathBuf, String> {
         for &(_, bin, _) in PACKAGES {
             if !dir.join(bin).is_file() {
                 return Err(format!(
-                    "{} lacks {bin}: build the binaries first (cargo build --bins -p tern-server -p tern-ctl -p tern-update)",
+                    "{} lacks {bin}: build the binaries first (cargo build -p tern-server -p tern-ctl -p tern-update --bins, or let `cargo xtask ci` do it)",
                     dir.display()
                 ));
             }
@@ -333,7 +348,10 @@ fn stage_package(
         // /usr/lib/tern/downloads` serves the one-liner with nothing else to copy.
         copy_exe(
             &bin_dir.join("tern-update"),
-            &tree.join(format!("usr/lib/tern/downloads/tern-update-linux-{arch}")),
+            &tree.join(format!(
+                "usr/lib/tern/downloads/tern-update-linux-{}",
+                tern_e2e::release::go_arch()
+            )),
         )?;
     }
     let debian = tree.join("DEBIAN");
@@ -537,9 +555,9 @@ fn checksums(out: &Path, files: &[PathBuf]) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// Signing hook. Nothing is signed yet: the release keys and their format come with
-/// the trust work (TUF-style metadata). When they land, sign `SHA256SUMS` here (one
-/// signature covers every file through its checksum) and have `dist_check` verify it.
+/// Signing hook: Tern's own packages are not signed yet (the agents' releases are, by
+/// `tern-release`). Sign `SHA256SUMS` here (one signature covers every file through
+/// its checksum) and have `dist_check` verify it.
 fn sign(_out: &Path) -> Result<(), String> {
     Ok(())
 }

@@ -23,7 +23,7 @@ pub fn run(out: &Path) -> Result<(), String> {
     let version = deb_version();
     let deb = |p: &str| out.join(format!("{p}_{version}_{arch}.deb"));
     let debs = [deb("ternd"), deb("ternctl"), deb("tern-update")];
-    contents(&debs, &arch)?;
+    contents(&debs)?;
     shellcheck()?;
     lintian(&debs)?;
     let tmp = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
@@ -56,7 +56,7 @@ fn output(cmd: &mut Command) -> Result<String, String> {
 
 /// `dpkg-deb --info` and `--contents`: the control fields and the files each package
 /// must have.
-fn contents(debs: &[PathBuf; 3], arch: &str) -> Result<(), String> {
+fn contents(debs: &[PathBuf; 3]) -> Result<(), String> {
     let common = |bin: &str| {
         vec![
             format!("./usr/bin/{bin}"),
@@ -77,7 +77,10 @@ fn contents(debs: &[PathBuf; 3], arch: &str) -> Result<(), String> {
         ]
         .map(String::from),
     );
-    ternd.push(format!("./usr/lib/tern/downloads/tern-update-linux-{arch}"));
+    ternd.push(format!(
+        "./usr/lib/tern/downloads/tern-update-linux-{}",
+        tern_e2e::release::go_arch()
+    ));
     let mut ternctl = common("ternctl");
     ternctl.push("./usr/share/man/man1/ternctl-agents-status.1.gz".into());
     let mut update = common("tern-update");
@@ -347,7 +350,7 @@ fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String>
             .arg(all[0])
             .arg(&unpacked),
     )?;
-    let next = version.replace("-1", "-2");
+    let next = format!("{}-2", env!("CARGO_PKG_VERSION"));
     let control = unpacked.join("DEBIAN/control");
     write(
         &control,
@@ -464,8 +467,12 @@ fn started(root: &Path, unit: &str) -> Result<(), String> {
         w => w.to_string(),
     });
     let program = words.next().ok_or_else(|| fail("ExecStart= is empty"))?;
+    // Also serving the installer from the packaged binaries: a file named for another
+    // architecture than install.sh asks for makes ternd refuse to start.
     let mut child = Command::new(&program)
         .args(words)
+        .arg("--downloads-dir")
+        .arg(root.join("usr/lib/tern/downloads"))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

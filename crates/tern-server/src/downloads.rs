@@ -93,7 +93,7 @@ impl Downloads {
                 path: path.clone(),
                 problem: e.to_string(),
             })?;
-            let sha256 = hex(&Sha256::digest(&bytes));
+            let sha256 = crate::auth::hex(&Sha256::digest(&bytes));
             binaries.insert(
                 arch,
                 Binary {
@@ -182,14 +182,6 @@ fn check_public_url(url: &str) -> Result<(), DownloadsError> {
         ));
     }
     Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 #[cfg(test)]

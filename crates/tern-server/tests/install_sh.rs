@@ -20,20 +20,11 @@ use sha2::{Digest, Sha256};
 
 /// Go's name of this machine's architecture, as the script maps `uname -m`.
 fn arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "x86" => "386",
-        "arm" => "arm",
-        other => other,
-    }
+    tern_e2e::release::go_arch()
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    tern_e2e::release::hex(&Sha256::digest(bytes))
 }
 
 struct Setup {
@@ -456,17 +447,29 @@ fn downloads_serve_named_architectures_only() {
         ]);
         assert_eq!(String::from_utf8_lossy(&out.stdout), "404", "{path}");
     }
-    // A Host header that is not a plain host never reaches the script.
-    let out = s.curl(&[
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "-H",
-        "Host: x'$(id)'",
-        &url("/install.sh"),
-    ]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "400");
+    // A Host header that is not a plain host never reaches the script, over HTTP/2
+    // (where curl sends it as the request's authority) and HTTP/1.1 (a Host header).
+    for version in ["--http2", "--http1.1"] {
+        let out = s.curl(&[
+            version,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-H",
+            "Host: x'$(id)'",
+            &url("/install.sh"),
+        ]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "400", "{version}");
+    }
+    // Over HTTP/1.1 the script is written for the Host the request named.
+    let out = s.curl(&["--http1.1", "-f", &url("/install.sh")]);
+    assert!(out.status.success(), "{out:?}");
+    let host = s.base.trim_start_matches("https://");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("https://{host}")),
+        "the script names the address it was fetched from"
+    );
 
     // A ternd without --downloads-dir serves no installer, and says why.
     let plain = Ternd::dev(&s.tmp.path().join("plain"));
