@@ -111,7 +111,8 @@ pub struct NewRolloutResponse {
 /// verifies against (`ternd start --trust-root`) signs a version.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReleaseSignedResponse {
-    /// False when ternd has no release repository configured (then `signed` is None).
+    /// False when no check was made (then `signed` is None): ternd has no release
+    /// repository configured, or could not refresh it (`detail` says why).
     pub verified: bool,
     pub signed: Option<bool>,
     /// The targets metadata version looked at, or why the check could not be made.

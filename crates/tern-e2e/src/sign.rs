@@ -110,10 +110,7 @@ pub fn tamper(fleet: &Fleet, version: &str) -> anyhow::Result<Tampered> {
     if let Some(b) = evil.last_mut() {
         *b ^= 0xff;
     }
-    let hex: String = Sha256::digest(&evil)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::release::hex(&Sha256::digest(&evil));
     std::fs::write(&path, &evil)?;
     std::fs::write(&sum, format!("{hex}  {}\n", artifact_name(version)))?;
     Ok(Tampered {

@@ -300,12 +300,7 @@ fn run(cli: Cli) -> Result<()> {
             if !state.exists() {
                 tern_trust::pin_root(&state, &root)?;
             }
-            let url = if metadata.contains("://") {
-                metadata
-            } else {
-                let abs = std::path::absolute(&metadata)?;
-                format!("file://{}/", abs.display())
-            };
+            let url = tern_trust::metadata_url(&metadata)?;
             let client = tern_trust::Client::new(&state, &url, None)?;
             let start = std::time::Instant::now();
             let v = client.refresh()?;

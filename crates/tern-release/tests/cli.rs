@@ -23,6 +23,15 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 fn p(path: &Path) -> String {
     path.display().to_string()
 }
@@ -44,6 +53,8 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
     // A key file is never overwritten.
     let again = run(&["keygen", &k("root1")]);
     assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("root1.pk8"), "{err}");
     let repo = p(&d.join("repo"));
     ok(&[
         "init",
@@ -103,6 +114,9 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
         &k("timestamp"),
     ]);
     assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot sign"), "{err}");
+    assert!(!d.join("repo/metadata/3.targets.json").exists());
     ok(&[
         "refresh",
         "--repo",
@@ -126,7 +140,30 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
         &k("new1"),
     ]);
     assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("previous root"), "{err}");
     assert!(!d.join("repo/metadata/2.root.json").exists());
+    // A new targets key whose file is not among the signing keys: the root would be
+    // signed, the targets cannot be. Nothing is published, not even the root, so hosts
+    // stay on a chain whose every role still verifies.
+    ok(&["keygen", &k("targets2")]);
+    let before = listing(&d.join("repo/metadata"));
+    let out = run(&[
+        "rotate",
+        "--repo",
+        &repo,
+        "--targets-key",
+        &k("targets2"),
+        "--sign-key",
+        &k("root1"),
+        "--sign-key",
+        &k("root2"),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("re-sign"), "{err}");
+    assert_eq!(listing(&d.join("repo/metadata")), before);
+    assert_eq!(listing(&d.join("repo")), vec!["metadata".to_string()]);
     let out = ok(&[
         "rotate",
         "--repo",

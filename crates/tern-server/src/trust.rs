@@ -51,15 +51,7 @@ impl ReleaseTrust {
     ) -> anyhow::Result<Self> {
         let state = data_dir.join("trust.json");
         tern_trust::pin_root(&state, root)?;
-        let url = if url.contains("://") {
-            url.to_string()
-        } else {
-            let abs = std::path::absolute(url)?;
-            format!(
-                "file://{}/",
-                abs.display().to_string().trim_end_matches('/')
-            )
-        };
+        let url = tern_trust::metadata_url(url)?;
         Ok(Self { state, url })
     }
 

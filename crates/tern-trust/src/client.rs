@@ -30,7 +30,7 @@ struct Saved {
 
 fn sha256_hex(bytes: &[u8]) -> String {
     let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes);
-    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::release::hex(d.as_ref())
 }
 
 fn read_saved(path: &Path) -> Result<Saved> {
@@ -241,7 +241,7 @@ pub(crate) fn signed_targets(repo: &tough::Repository) -> Vec<SignedTarget> {
         .map(|(name, t)| SignedTarget {
             name: name.raw().to_string(),
             length: t.length,
-            sha256: t.hashes.sha256.iter().map(|b| format!("{b:02x}")).collect(),
+            sha256: crate::release::hex(&t.hashes.sha256),
             version: custom(t, "version"),
             os: custom(t, "os"),
             arch: custom(t, "arch"),

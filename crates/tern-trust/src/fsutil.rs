@@ -14,12 +14,18 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    // One temp file per call: ternd runs checks concurrently in one process, and two
+    // writers sharing a name would truncate each other's file before its rename.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
+    // A file of this name can only be left by a killed process that had our pid; no
+    // live writer shares it, so removing it first is safe.
+    let _ = std::fs::remove_file(&tmp);
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(mode)
             .open(&tmp)
             .map_err(Error::io("cannot create", &tmp))?;

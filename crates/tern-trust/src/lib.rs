@@ -18,9 +18,9 @@ mod fsutil;
 pub mod release;
 mod transport;
 
-pub use client::{Client, SignedTarget, Verified, pin_root, pinned_root_info};
+pub use client::{Client, RootInfo, SignedTarget, Verified, pin_root, pinned_root_info};
 pub use error::{Error, Result};
-pub use transport::{Fetch, Opened};
+pub use transport::{Fetch, Opened, metadata_url};
 
 /// Runs a tough future to completion on a runtime made for it.
 pub(crate) fn block_on<F: std::future::Future>(f: F) -> Result<F::Output> {

@@ -82,8 +82,13 @@ pub fn key_id(path: &Path) -> Result<String> {
     Ok(hex(&id))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}"); // writing to a String cannot fail
+    }
+    s
 }
 
 /// The keys of one role and how many of them must sign.
@@ -132,6 +137,69 @@ fn sources(keys: &[PathBuf]) -> Vec<Box<dyn KeySource>> {
 
 fn metadata_dir(repo: &Path) -> PathBuf {
     repo.join("metadata")
+}
+
+/// A directory beside `metadata/` (same file system) where a change is written in full
+/// before any of it is published, so a failed signature leaves the repository as it was.
+fn staging(repo: &Path) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(".staging-")
+        .tempdir_in(repo)
+        .map_err(Error::io("cannot create a staging directory in", repo))
+}
+
+/// Moves every staged file into `metadata/`, each by an atomic write: versioned files
+/// first (the root before the others), `timestamp.json` last. A host that fetches in the
+/// middle sees the old timestamp, which names only files that still exist.
+fn publish(staged: &Path, repo: &Path) -> Result<()> {
+    let dir = metadata_dir(repo);
+    let mut names: Vec<String> = std::fs::read_dir(staged)
+        .map_err(Error::io("cannot read", staged))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let rank = |n: &str| match n {
+        n if n.ends_with(".root.json") => 0,
+        "timestamp.json" => 2,
+        _ => 1,
+    };
+    names.sort_by_key(|n| (rank(n), n.clone()));
+    for name in names {
+        let from = staged.join(&name);
+        let bytes = std::fs::read(&from).map_err(Error::io("cannot read", &from))?;
+        crate::fsutil::write_atomic(&dir.join(&name), &bytes, 0o644)?;
+    }
+    Ok(())
+}
+
+/// The change every editing command ends with: new targets, snapshot and timestamp
+/// versions (one past `r`'s), signed with `keys`, staged, then published.
+fn sign_next(
+    repo: &Path,
+    r: Repository,
+    root_path: &Path,
+    keys: &[PathBuf],
+    l: &Lifetimes,
+    edit: impl FnOnce(&mut RepositoryEditor) -> Result<()>,
+) -> Result<u64> {
+    let (tv, sv, ts) = versions(&r);
+    let stage = staging(repo)?;
+    crate::block_on(async {
+        let mut editor = RepositoryEditor::from_repo(root_path, r)
+            .await
+            .map_err(Error::release("cannot edit the repository"))?;
+        edit(&mut editor)?;
+        set_versions(&mut editor, tv + 1, sv + 1, ts + 1, l)?;
+        let signed = editor.sign(&sources(keys)).await.map_err(Error::release(
+            "cannot sign (give a threshold of the targets, snapshot and timestamp keys)",
+        ))?;
+        signed
+            .write(stage.path())
+            .await
+            .map_err(Error::release("cannot write the metadata"))
+    })??;
+    publish(stage.path(), repo)?;
+    Ok(tv + 1)
 }
 
 /// Sets `role`'s keys in `root`, adding the public keys to the key list.
@@ -221,14 +289,15 @@ pub fn init(repo: &Path, spec: &InitSpec) -> Result<PathBuf> {
     set_role(&mut root, RoleType::Snapshot, &spec.snapshot)?;
     set_role(&mut root, RoleType::Timestamp, &spec.timestamp)?;
     let signed = sign_root(root, &spec.root.keys, None)?;
-    let root_path = dir.join("1.root.json");
-    crate::fsutil::write_atomic(&root_path, signed.buffer(), 0o644)?;
+    let stage = staging(repo)?;
+    let staged_root = stage.path().join("1.root.json");
+    crate::fsutil::write_atomic(&staged_root, signed.buffer(), 0o644)?;
 
     let mut keys = spec.targets.keys.clone();
     keys.extend(spec.snapshot.keys.iter().cloned());
     keys.extend(spec.timestamp.keys.iter().cloned());
     crate::block_on(async {
-        let mut editor = RepositoryEditor::new(&root_path)
+        let mut editor = RepositoryEditor::new(&staged_root)
             .await
             .map_err(Error::release("cannot read the new root"))?;
         set_versions(&mut editor, 1, 1, 1, &spec.lifetimes)?;
@@ -237,10 +306,12 @@ pub fn init(repo: &Path, spec: &InitSpec) -> Result<PathBuf> {
             .await
             .map_err(Error::release("cannot sign the first metadata"))?;
         signed
-            .write(&dir)
+            .write(stage.path())
             .await
             .map_err(Error::release("cannot write the metadata"))
     })??;
+    publish(stage.path(), repo)?;
+    let root_path = dir.join("1.root.json");
     Ok(root_path)
 }
 
@@ -364,66 +435,42 @@ pub fn add_targets(
     l: &Lifetimes,
 ) -> Result<u64> {
     let r = load(repo)?;
-    let (tv, sv, ts) = versions(&r);
     let root_path = latest_root_path(repo, &r);
-    let dir = metadata_dir(repo);
-    crate::block_on(async {
-        let mut editor = RepositoryEditor::from_repo(&root_path, r)
-            .await
-            .map_err(Error::release("cannot edit the repository"))?;
-        for t in targets {
-            let (name, mut target) = RepositoryEditor::build_target(&t.file)
-                .await
-                .map_err(Error::release(format!("cannot read {}", t.file.display())))?;
-            let mut custom = HashMap::new();
-            custom.insert("version".to_string(), t.version.clone().into());
-            custom.insert("os".to_string(), t.os.clone().into());
-            custom.insert("arch".to_string(), t.arch.clone().into());
-            if let Some(e) = &t.edition {
-                custom.insert("edition".to_string(), e.clone().into());
-            }
-            target.custom = custom;
+    let mut built = Vec::with_capacity(targets.len());
+    for t in targets {
+        let (name, mut target) = crate::block_on(RepositoryEditor::build_target(&t.file))?
+            .map_err(Error::release(format!("cannot read {}", t.file.display())))?;
+        let mut custom = HashMap::new();
+        custom.insert("version".to_string(), t.version.clone().into());
+        custom.insert("os".to_string(), t.os.clone().into());
+        custom.insert("arch".to_string(), t.arch.clone().into());
+        if let Some(e) = &t.edition {
+            custom.insert("edition".to_string(), e.clone().into());
+        }
+        target.custom = custom;
+        built.push((name, target));
+    }
+    sign_next(repo, r, &root_path, keys, l, |editor| {
+        for (name, target) in built {
             editor
                 .add_target(name, target)
                 .map_err(Error::release("cannot add the target"))?;
         }
-        set_versions(&mut editor, tv + 1, sv + 1, ts + 1, l)?;
-        let signed = editor.sign(&sources(keys)).await.map_err(Error::release(
-            "cannot sign (give a threshold of the targets, snapshot and timestamp keys)",
-        ))?;
-        signed
-            .write(&dir)
-            .await
-            .map_err(Error::release("cannot write the metadata"))
-    })??;
-    Ok(tv + 1)
+        Ok(())
+    })
 }
 
 /// Removes a target by name (and signs as [`add_targets`]).
 pub fn remove_target(repo: &Path, name: &str, keys: &[PathBuf], l: &Lifetimes) -> Result<u64> {
-    let r = load(repo)?;
-    let (tv, sv, ts) = versions(&r);
-    let root_path = latest_root_path(repo, &r);
-    let dir = metadata_dir(repo);
     let name = TargetName::new(name).map_err(Error::release("bad target name"))?;
-    crate::block_on(async {
-        let mut editor = RepositoryEditor::from_repo(&root_path, r)
-            .await
-            .map_err(Error::release("cannot edit the repository"))?;
+    let r = load(repo)?;
+    let root_path = latest_root_path(repo, &r);
+    sign_next(repo, r, &root_path, keys, l, |editor| {
         editor
             .remove_target(&name)
             .map_err(Error::release("cannot remove the target"))?;
-        set_versions(&mut editor, tv + 1, sv + 1, ts + 1, l)?;
-        let signed = editor
-            .sign(&sources(keys))
-            .await
-            .map_err(Error::release("cannot sign"))?;
-        signed
-            .write(&dir)
-            .await
-            .map_err(Error::release("cannot write the metadata"))
-    })??;
-    Ok(tv + 1)
+        Ok(())
+    })
 }
 
 fn versions(r: &Repository) -> (u64, u64, u64) {
@@ -443,7 +490,7 @@ pub fn refresh(repo: &Path, keys: &[PathBuf], l: &Lifetimes) -> Result<u64> {
     snapshot.version = nz(snapshot.version.get() + 1);
     snapshot.expires = expires_in(l.snapshot)?;
     let ts_version = r.timestamp().signed.version.get() + 1;
-    let dir = metadata_dir(repo);
+    let stage = staging(repo)?;
     let rng = SystemRandom::new();
     let holder = KeyHolder::Root(root.clone());
     crate::block_on(async {
@@ -475,13 +522,14 @@ pub fn refresh(repo: &Path, keys: &[PathBuf], l: &Lifetimes) -> Result<u64> {
             .map_err(Error::release(
                 "cannot sign the timestamp (give the timestamp keys)",
             ))?;
-        snap.write(&dir, root.consistent_snapshot)
+        snap.write(stage.path(), root.consistent_snapshot)
             .await
             .map_err(Error::release("cannot write the snapshot"))?;
-        ts.write(&dir, root.consistent_snapshot)
+        ts.write(stage.path(), root.consistent_snapshot)
             .await
             .map_err(Error::release("cannot write the timestamp"))
     })??;
+    publish(stage.path(), repo)?;
     Ok(ts_version)
 }
 
@@ -529,28 +577,19 @@ pub fn rotate(
     prune_keys(&mut root);
     let root_keys = role_ids(&root, RoleType::Root);
     let signed = sign_root(root.clone(), signing, Some(&old))?;
-    let dir = metadata_dir(repo);
-    let path = dir.join(format!("{}.root.json", root.version));
+    let stage = staging(repo)?;
+    let path = stage.path().join(format!("{}.root.json", root.version));
     crate::fsutil::write_atomic(&path, signed.buffer(), 0o644)?;
 
     let others_changed =
         rotation.targets.is_some() || rotation.snapshot.is_some() || rotation.timestamp.is_some();
     if others_changed {
-        let (tv, sv, ts) = versions(&r);
-        crate::block_on(async {
-            let mut editor = RepositoryEditor::from_repo(&path, r)
-                .await
-                .map_err(Error::release("cannot edit the repository"))?;
-            set_versions(&mut editor, tv + 1, sv + 1, ts + 1, l)?;
-            let signed = editor
-                .sign(&sources(signing))
-                .await
-                .map_err(Error::release("cannot re-sign with the new keys"))?;
-            signed
-                .write(&dir)
-                .await
-                .map_err(Error::release("cannot write the metadata"))
-        })??;
+        // Re-signed from the staged root; the new root is published with them or not
+        // at all, so a refused key leaves hosts on the old, still valid, chain.
+        sign_next(repo, r, &path, signing, l, |_| Ok(()))
+            .map_err(|e| rerr("cannot re-sign with the new keys", e))?;
+    } else {
+        publish(stage.path(), repo)?;
     }
     Ok(Rotated {
         root_version: root.version.get(),

@@ -24,6 +24,24 @@ pub trait Fetch: Send + Sync {
     fn open(&self, url: &str) -> Result<Opened, String>;
 }
 
+/// The metadata location as a URL ending in `/`: an `http(s)://` or `file://` URL as
+/// given, or a directory path made absolute (and percent-encoded) as a `file://` URL.
+pub fn metadata_url(location: &str) -> crate::Result<String> {
+    if location.contains("://") {
+        return Ok(location.to_string());
+    }
+    let abs = std::path::absolute(location).map_err(crate::Error::io(
+        "cannot resolve the metadata directory",
+        location,
+    ))?;
+    Url::from_directory_path(&abs)
+        .map(String::from)
+        .map_err(|()| crate::Error::Release {
+            what: "bad metadata directory".into(),
+            detail: abs.display().to_string(),
+        })
+}
+
 /// `file://` URLs are read from disk; anything else goes to the caller's [`Fetch`].
 #[derive(Clone)]
 pub(crate) struct FetchTransport(pub(crate) Option<Arc<dyn Fetch>>);

@@ -34,7 +34,6 @@ enum Answer {
 struct Server {
     dir: PathBuf,
     overrides: Mutex<HashMap<String, Answer>>,
-    fetched: Mutex<Vec<String>>,
 }
 
 impl Server {
@@ -46,8 +45,9 @@ impl Server {
     }
 }
 
-struct Zeros;
-impl Read for Zeros {
+/// Spaces without end.
+struct Endless;
+impl Read for Endless {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         buf.fill(b' ');
         Ok(buf.len())
@@ -57,11 +57,10 @@ impl Read for Zeros {
 impl Fetch for Server {
     fn open(&self, url: &str) -> Result<Opened, String> {
         let file = url.strip_prefix(URL).ok_or("wrong host")?.to_string();
-        self.fetched.lock().unwrap().push(file.clone());
         if let Some(a) = self.overrides.lock().unwrap().get(&file) {
             return Ok(match a.clone() {
                 Answer::Bytes(b) => Opened::Body(Box::new(std::io::Cursor::new(b))),
-                Answer::Endless => Opened::Body(Box::new(Zeros)),
+                Answer::Endless => Opened::Body(Box::new(Endless)),
             });
         }
         match std::fs::read(self.dir.join(&file)) {
@@ -136,7 +135,6 @@ fn fixture(targets_threshold: u64) -> Fx {
     let server = Arc::new(Server {
         dir: repo.join("metadata"),
         overrides: Mutex::new(HashMap::new()),
-        fetched: Mutex::new(Vec::new()),
     });
     Fx {
         dir,
@@ -576,11 +574,14 @@ fn malicious_mirror_a_whole_repository_made_with_other_keys_is_refused() {
     let mirror = Arc::new(Server {
         dir: other.repo.join("metadata"),
         overrides: Mutex::new(HashMap::new()),
-        fetched: Mutex::new(Vec::new()),
     });
     let client = Client::new(&fx.state, URL, Some(mirror as Arc<dyn Fetch>)).unwrap();
     let msg = refused(client.refresh());
-    assert!(!msg.is_empty());
+    // The mirror's own keys sign nothing the pinned root accepts.
+    assert!(
+        msg.contains("timestamp") && msg.contains("threshold"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -155,12 +155,21 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     }
     // Trust: once a root is pinned, a later `enable` without the flag keeps it (a host
     // never drops back to unverified by accident).
+    // A metadata URL given before is kept unless a new one is given; one that was the
+    // default follows the artifact location, so a new --base-url moves it too.
+    let kept = file.spec.trust_url.as_ref().map(|old| {
+        if *old == crate::trust::default_url(&file.spec) {
+            crate::trust::default_url(&spec)
+        } else {
+            old.clone()
+        }
+    });
     spec.trust_url = match (&args.trust_root, args.trust_url) {
         (Some(_), Some(url)) => Some(url),
-        (Some(_), None) => Some(crate::trust::default_url(&spec)),
-        (None, Some(url)) if file.spec.trust_url.is_some() => Some(url),
+        (None, Some(url)) if kept.is_some() => Some(url),
         (None, Some(_)) => return Err(Error::TrustUrlWithoutRoot),
-        (None, None) => file.spec.trust_url.clone(),
+        (Some(_), None) => kept.or_else(|| Some(crate::trust::default_url(&spec))),
+        (None, None) => kept,
     };
     if spec.trust_url.is_some() {
         if spec.package.is_some() {
@@ -576,6 +585,7 @@ pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
         fsutil::remove_file_durable(&l.id_file())?;
         fsutil::remove_file_durable(&l.heartbeat_file())?;
         fsutil::remove_file_durable(&l.install_pending_file())?;
+        fsutil::remove_file_durable(&crate::trust::state_file(l))?;
         return Ok(Report::Done(format!(
             "tern-update no longer manages this host; the {} package {} stays installed and running (remove it with {} if you want)",
             p.manager.label(),
@@ -624,6 +634,9 @@ pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
     fsutil::remove_file_durable(&l.id_file())?;
     fsutil::remove_file_durable(&l.heartbeat_file())?;
     fsutil::remove_file_durable(&l.install_pending_file())?;
+    // The pinned root goes with the rest: uninstall then enable is how a host stops
+    // verifying (no `enable` flag drops a pinned root, so a typo never does).
+    fsutil::remove_file_durable(&crate::trust::state_file(l))?;
     Ok(Report::Done(msg))
 }
 

@@ -417,3 +417,100 @@ fn directives_on_a_pinned_host_install_only_signed_artifacts() {
             .contains("cannot be used on a host with a pinned release root")
     );
 }
+
+/// The metadata URL a host uses, as `status` prints it.
+fn metadata_url(host: &Host) -> String {
+    let status = host.ok(&["status"]);
+    let line = status
+        .lines()
+        .find(|l| l.contains("metadata "))
+        .unwrap_or_else(|| panic!("no metadata URL in status: {status}"));
+    let url = line.split("metadata ").nth(1).unwrap();
+    url.trim_end_matches(['\'', '"', ')']).to_string()
+}
+
+#[test]
+fn a_custom_metadata_url_survives_re_enabling_and_a_default_one_follows_the_base_url() {
+    let server = Server::start();
+    let rel = release_repo(&server);
+    publish(&server, "1.0.0");
+    rel.sign(&server, "1.0.0");
+    server.set_target("1.0.0", true);
+    let root = rel.root().to_string_lossy().into_owned();
+    // The same server under another name stands for a separate metadata mirror.
+    let mirror = format!(
+        "{}/tuf/metadata/",
+        server.base_url().replace("127.0.0.1", "localhost")
+    );
+    let host = Host::new();
+    let svc = host.service_config("");
+    let out = host.enable(
+        &server,
+        &svc,
+        &["--trust-root", &root, "--trust-url", &mirror],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(metadata_url(&host), mirror);
+    // Pinning the root again, or enabling with no trust flag, keeps the custom URL.
+    let out = host.enable(&server, &svc, &["--trust-root", &root]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(metadata_url(&host), mirror);
+    let out = host.enable(&server, &svc, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(metadata_url(&host), mirror);
+
+    // A host on the default URL: a new --base-url moves the metadata with the artifacts.
+    let host = enabled(&server, &rel);
+    assert_eq!(
+        metadata_url(&host),
+        format!("{}/tuf/metadata/", server.base_url())
+    );
+    let moved = server.base_url().replace("127.0.0.1", "localhost");
+    let out = host.run(&[
+        "enable",
+        "--server",
+        server.url.as_str(),
+        "--base-url",
+        &moved,
+        "--service-config",
+        &svc.to_string_lossy(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(metadata_url(&host), format!("{moved}/tuf/metadata/"));
+
+    // Unpinning is uninstall, then enable without a root.
+    host.ok(&["uninstall", "--force"]);
+    assert!(!host.ns().join("trust.json").exists());
+    let out = host.enable(&server, &svc, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = host.ok(&["status"]);
+    assert!(
+        status.contains("unverified: no release root is pinned"),
+        "{status}"
+    );
+}

@@ -117,7 +117,7 @@ pub(crate) async fn release_signed(
             detail: format!("not signed (targets version {targets_version})"),
         },
         Err(e) => R {
-            verified: true,
+            verified: false,
             signed: None,
             detail: e.message.clone(),
         },
