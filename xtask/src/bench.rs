@@ -63,9 +63,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// Where the benchmarked binaries are.
+struct Binaries {
+    release: PathBuf,
+    /// tern-update as it ships: the small `updater` profile (see the workspace's
+    /// Cargo.toml).
+    updater: PathBuf,
+}
+
 /// Builds the release binaries (into `target`, with symbols, when given); returns
 /// where they are.
-fn build(target: Option<PathBuf>) -> Result<PathBuf, String> {
+fn build(target: Option<PathBuf>) -> Result<Binaries, String> {
     let mut build = crate::cargo();
     build.args([
         "build",
@@ -79,18 +87,36 @@ fn build(target: Option<PathBuf>) -> Result<PathBuf, String> {
         "-p",
         "tern-release",
     ]);
+    let mut updater = crate::cargo();
+    updater.args([
+        "build",
+        "--profile",
+        "updater",
+        "-p",
+        "tern-update",
+        "--bin",
+        "tern-update",
+    ]);
     let dir = match target {
         Some(t) => {
             build
                 .env("CARGO_TARGET_DIR", &t)
                 .env("CARGO_PROFILE_RELEASE_STRIP", "none")
                 .env("CARGO_PROFILE_RELEASE_DEBUG", "line-tables-only");
+            updater
+                .env("CARGO_TARGET_DIR", &t)
+                .env("CARGO_PROFILE_UPDATER_STRIP", "none")
+                .env("CARGO_PROFILE_UPDATER_DEBUG", "line-tables-only");
             t
         }
         None => crate::target_dir(),
     };
     crate::run(build)?;
-    Ok(dir.join("release"))
+    crate::run(updater)?;
+    Ok(Binaries {
+        release: dir.join("release"),
+        updater: dir.join("updater").join("tern-update"),
+    })
 }
 
 /// tern-lockstep with its etcd backend, in a cargo run of its own: built together with
@@ -109,14 +135,15 @@ fn build_lockstep() -> Result<(), String> {
     crate::run(build)
 }
 
-fn bench(bin: &std::path::Path, name: &str, extra: &[String]) -> Result<(), String> {
+fn bench(bins: &Binaries, name: &str, extra: &[String]) -> Result<(), String> {
+    let bin = &bins.release;
     let mut cmd = Command::new(bin.join("tern-bench"));
     cmd.arg(name)
         .args(extra)
         .arg("--ternd")
         .arg(bin.join("ternd"))
         .arg("--tern-update")
-        .arg(bin.join("tern-update"))
+        .arg(&bins.updater)
         .arg("--tern-lockstep")
         .arg(bin.join("tern-lockstep"))
         .current_dir(crate::root());

@@ -117,7 +117,7 @@ pub(crate) fn architecture() -> Result<String, String> {
 
 /// Builds everything into `args.out` (emptied first); returns the files made.
 fn build(args: &Args) -> Result<Vec<PathBuf>, String> {
-    let bin_dir = binaries(args.debug)?;
+    let bins = binaries(args.debug)?;
     let arch = architecture()?;
     let version = deb_version();
     let out = &args.out;
@@ -142,7 +142,7 @@ fn build(args: &Args) -> Result<Vec<PathBuf>, String> {
     let mut made = Vec::new();
     for &(package, bin, summary) in PACKAGES {
         let tree = stage.join(package);
-        stage_package(&tree, &bin_dir, package, bin, summary, &version, &arch)?;
+        stage_package(&tree, &bins, package, bin, summary, &version, &arch)?;
         let deb = out.join(format!("{package}_{version}_{arch}.deb"));
         let mut cmd = Command::new("dpkg-deb");
         cmd.args(["--build", "--root-owner-group", "-Zxz"])
@@ -164,10 +164,33 @@ fn build(args: &Args) -> Result<Vec<PathBuf>, String> {
     Ok(made)
 }
 
-/// The directory of the binaries to package: release ones built now, or with `debug`
-/// the debug ones as they are (`cargo xtask ci` has just built them, with its
-/// features; building here without those features would rebuild the workspace).
-fn binaries(debug: bool) -> Result<PathBuf, String> {
+/// Where the binaries to package are.
+struct Binaries {
+    dir: PathBuf,
+    /// tern-update's directory: the `updater` profile's (small, see the workspace's
+    /// Cargo.toml) for release packages.
+    updater_dir: PathBuf,
+}
+
+impl Binaries {
+    /// The directory holding `bin` (its man pages are written by running it there).
+    fn dir_of(&self, bin: &str) -> &Path {
+        if bin == "tern-update" {
+            &self.updater_dir
+        } else {
+            &self.dir
+        }
+    }
+
+    fn path(&self, bin: &str) -> PathBuf {
+        self.dir_of(bin).join(bin)
+    }
+}
+
+/// The binaries to package: release ones built now, or with `debug` the debug ones as
+/// they are (`cargo xtask ci` has just built them, with its features; building here
+/// without those features would rebuild the workspace).
+fn binaries(debug: bool) -> Result<Binaries, String> {
     if debug {
         let dir = crate::target_dir().join("debug");
         for &(_, bin, _) in PACKAGES {
@@ -178,7 +201,10 @@ fn binaries(debug: bool) -> Result<PathBuf, String> {
                 ));
             }
         }
-        return Ok(dir);
+        return Ok(Binaries {
+            updater_dir: dir.clone(),
+            dir,
+        });
     }
     let mut build = cargo();
     build.args(["build", "--quiet", "--release", "--bins"]);
@@ -186,7 +212,22 @@ fn binaries(debug: bool) -> Result<PathBuf, String> {
         build.args(["-p", p]);
     }
     run_cmd(build)?;
-    Ok(crate::target_dir().join("release"))
+    let mut updater = cargo();
+    updater.args([
+        "build",
+        "--quiet",
+        "--profile",
+        "updater",
+        "-p",
+        "tern-update",
+        "--bin",
+        "tern-update",
+    ]);
+    run_cmd(updater)?;
+    Ok(Binaries {
+        dir: crate::target_dir().join("release"),
+        updater_dir: crate::target_dir().join("updater"),
+    })
 }
 
 fn mkdir(dir: &Path) -> Result<(), String> {
@@ -270,7 +311,7 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
 /// maintainer scripts of `packaging/deb/<package>/`, and DEBIAN/.
 fn stage_package(
     tree: &Path,
-    bin_dir: &Path,
+    bins: &Binaries,
     package: &str,
     bin: &str,
     summary: &str,
@@ -278,12 +319,12 @@ fn stage_package(
     arch: &str,
 ) -> Result<(), String> {
     let exe = tree.join("usr/bin").join(bin);
-    copy_exe(&bin_dir.join(bin), &exe)?;
+    copy_exe(&bins.path(bin), &exe)?;
 
     // Man pages, as the binary itself writes them, compressed as Debian wants.
     let man = tree.join("usr/share/man/man1");
     mkdir(&man)?;
-    crate::man::write_pages(bin_dir, &[bin], &man)?;
+    crate::man::write_pages(bins.dir_of(bin), &[bin], &man)?;
     let mut gzip = Command::new("gzip");
     gzip.args(["-9n", "--"]);
     for page in std::fs::read_dir(&man).map_err(|e| format!("{}: {e}", man.display()))? {
@@ -305,7 +346,7 @@ fn stage_package(
             format!("usr/share/fish/vendor_completions.d/{bin}.fish"),
         ),
     ] {
-        let mut cmd = Command::new(bin_dir.join(bin));
+        let mut cmd = Command::new(bins.path(bin));
         cmd.args(["completion", shell]);
         write(&tree.join(path), &output(cmd)?, 0o644)?;
     }
@@ -347,7 +388,7 @@ fn stage_package(
         // The installer's binary for this architecture, so that `--downloads-dir
         // /usr/lib/tern/downloads` serves the one-liner with nothing else to copy.
         copy_exe(
-            &bin_dir.join("tern-update"),
+            &bins.path("tern-update"),
             &tree.join(format!(
                 "usr/lib/tern/downloads/tern-update-linux-{}",
                 tern_e2e::release::go_arch()

@@ -42,8 +42,9 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
     drop(blob);
     eprintln!("artifact: {:.1} MB", artifact_bytes as f64 / 1e6);
 
-    // The signed repository beside the artifacts, made by the real tern-release.
-    let tool = opts.tern_update.with_file_name("tern-release");
+    // The signed repository beside the artifacts, made by the real tern-release (built
+    // with ternd; tern-update may come from the `updater` profile's directory).
+    let tool = opts.ternd.with_file_name("tern-release");
     let signing = Signing::init(&tool, work.path(), &art.join("tuf"))?;
     let manifest: Vec<(PathBuf, String)> = (0..=rounds)
         .map(|r| {

@@ -192,4 +192,25 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["root_version"], 2, "{out}");
     assert_eq!(v["targets"], 1, "{out}");
+
+    // Relative paths, as an operator types them in the repository's directory.
+    let out = Command::new(BIN)
+        .current_dir(d)
+        .args([
+            "verify",
+            "--root",
+            "repo/metadata/1.root.json",
+            "--metadata",
+            "repo/metadata",
+            "--state",
+            "here.json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(d.join("here.json").is_file());
 }

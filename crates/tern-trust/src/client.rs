@@ -281,7 +281,7 @@ impl Client {
     /// refusal the state is left as it was.
     pub fn refresh(&self) -> Result<Verified> {
         let saved = read_saved(&self.state)?;
-        let parent = self.state.parent().unwrap_or(Path::new("."));
+        let parent = crate::fsutil::dir_of(&self.state);
         // tough's datastore writes its files in place; it works on a scratch copy so a
         // kill mid-refresh never leaves a half-written state behind.
         remove_stale_scratch(parent);

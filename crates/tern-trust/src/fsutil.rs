@@ -7,9 +7,17 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
+/// The directory holding `path`: `.` for a bare file name (whose `parent()` is empty).
+pub(crate) fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = dir_of(path);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

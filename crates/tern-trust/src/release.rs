@@ -21,7 +21,7 @@ use tough::key_source::{KeySource, LocalKeySource};
 use tough::schema::decoded::{Decoded, Hex};
 use tough::schema::key::Key;
 use tough::schema::{KeyHolder, RoleKeys, RoleType, Root, Signed, Snapshot, Timestamp as TsRole};
-use tough::{ExpirationEnforcement, FilesystemTransport, Repository, RepositoryLoader, TargetName};
+use tough::{ExpirationEnforcement, Repository, RepositoryLoader, TargetName};
 
 use crate::error::{Error, Result};
 
@@ -401,7 +401,7 @@ pub fn load(repo: &Path) -> Result<Repository> {
         tempfile::tempdir().map_err(Error::io("cannot create a temporary directory", "/tmp"))?;
     crate::block_on(
         RepositoryLoader::new(&root, url.clone(), url)
-            .transport(FilesystemTransport)
+            .transport(crate::transport::FetchTransport(None))
             .datastore(scratch.path())
             .expiration_enforcement(ExpirationEnforcement::Unsafe)
             .load(),

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use tough::{FilesystemTransport, Transport, TransportError, TransportErrorKind, TransportStream};
+use tough::{Transport, TransportError, TransportErrorKind, TransportStream};
 use url::Url;
 
 /// What [`Fetch::open`] found at a URL.
@@ -54,19 +54,35 @@ impl std::fmt::Debug for FetchTransport {
 
 const CHUNK: usize = 64 * 1024;
 
+/// A `file://` URL read with blocking reads on the calling thread, as the HTTP path
+/// reads: tough's `FilesystemTransport` sends every read through tokio's blocking pool,
+/// and those thread hand-offs were most of a refresh's time on a busy machine.
+fn open_file(url: &Url) -> Result<Opened, String> {
+    let path = url
+        .to_file_path()
+        .map_err(|()| format!("{url} does not name a local file"))?;
+    match std::fs::File::open(&path) {
+        Ok(f) => Ok(Opened::Body(Box::new(f))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Opened::NotFound),
+        Err(e) => Err(format!("cannot open {}: {e}", path.display())),
+    }
+}
+
 #[async_trait]
 impl Transport for FetchTransport {
     async fn fetch(&self, url: Url) -> Result<TransportStream, TransportError> {
-        if url.scheme() == "file" {
-            return FilesystemTransport.fetch(url).await;
-        }
-        let Some(fetch) = &self.0 else {
-            return Err(TransportError::new(
-                TransportErrorKind::UnsupportedUrlScheme,
-                url,
-            ));
+        let opened = if url.scheme() == "file" {
+            open_file(&url)
+        } else {
+            let Some(fetch) = &self.0 else {
+                return Err(TransportError::new(
+                    TransportErrorKind::UnsupportedUrlScheme,
+                    url,
+                ));
+            };
+            fetch.open(url.as_str())
         };
-        match fetch.open(url.as_str()) {
+        match opened {
             Ok(Opened::NotFound) => Err(TransportError::new(TransportErrorKind::FileNotFound, url)),
             Err(e) => Err(TransportError::new_with_cause(
                 TransportErrorKind::Other,

@@ -86,7 +86,10 @@ impl Client {
     /// `insecure` allows plain http and unverified certificates (tests, labs);
     /// `roots` replaces the public web PKI (see [`roots_from_pem`]).
     pub fn new(insecure: bool, timeout: Duration, roots: Option<ureq::tls::RootCerts>) -> Self {
-        let mut tls = ureq::tls::TlsConfig::builder().disable_verification(insecure);
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut tls = ureq::tls::TlsConfig::builder()
+            .unversioned_rustls_crypto_provider(provider)
+            .disable_verification(insecure);
         if let Some(roots) = roots {
             tls = tls.root_certs(roots);
         }
