@@ -10,7 +10,8 @@ use tern_core::wire::{AgentSchedule, FindResponse};
 
 use crate::error::InputError;
 use crate::image::{ImageRef, PinnedImage, Resolved, check_tag, shorten};
-use crate::pods;
+use crate::pods::{self, Failure, StuckPod};
+use crate::policy::Policy;
 use crate::workload::{
     Counts, LastFailure, Mode, Pod, Settings, Workload, check_counts, check_pod,
 };
@@ -19,33 +20,6 @@ use crate::workload::{
 pub const MAX_PODS: usize = 10_000;
 /// How far in the future an update's start may lie (replicas' clocks differ a little).
 const CLOCK_SKEW: SignedDuration = SignedDuration::from_mins(1);
-
-/// The controller's timings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Policy {
-    /// How long a rollout may take to become available before it is rolled back.
-    pub health_timeout: SignedDuration,
-    /// How long no pod may be Ready before the agent counts as unhealthy and may update
-    /// outside its window (seed 001: an agent that cannot reach its control plane for
-    /// five minutes exits).
-    pub unhealthy_after: SignedDuration,
-    /// How long an old-revision pod may stay not Ready before it counts as blocking a
-    /// StatefulSet rollout, and how long a new pod may fail to pull its image.
-    pub stuck_after: SignedDuration,
-    /// Restarts of a new-version container that count as a crash loop.
-    pub crash_restarts: u32,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Self {
-            health_timeout: SignedDuration::from_mins(10),
-            unhealthy_after: SignedDuration::from_mins(5),
-            stuck_after: SignedDuration::from_mins(5),
-            crash_restarts: 3,
-        }
-    }
-}
 
 /// Where the version comes from: ternd's find (the rollout decides when the group
 /// updates) or a channel (seed 001: critical first, then an unhealthy agent, then the
@@ -73,26 +47,6 @@ pub struct Inputs<'a> {
     pub resolved: Option<&'a Resolved>,
     pub policy: &'a Policy,
     pub now: Timestamp,
-}
-
-/// Why an update (or its rollout) failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// Not available within the health timeout.
-    Timeout,
-    CrashLoop,
-    ImagePull,
-}
-
-impl Failure {
-    /// The word written into `tern.dev/last-failure`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::CrashLoop => "crash-loop",
-            Self::ImagePull => "image-pull",
-        }
-    }
 }
 
 /// Why nothing happens.
@@ -148,14 +102,6 @@ pub struct Rollback {
     pub to: ImageRef,
     pub failure: Failure,
     pub detail: String,
-}
-
-/// A pod to delete so a StatefulSet's rollout can go on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StuckPod {
-    pub name: String,
-    pub revision: String,
-    pub why: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

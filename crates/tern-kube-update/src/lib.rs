@@ -38,15 +38,15 @@ mod error;
 mod heartbeat;
 mod image;
 mod pods;
+mod policy;
 mod workload;
 
-pub use decide::{
-    Decision, Failure, Inputs, MAX_PODS, Policy, Rollback, Skip, Source, StuckPod, Update, Why,
-    decide,
-};
+pub use decide::{Decision, Inputs, MAX_PODS, Rollback, Skip, Source, Update, Why, decide};
 pub use error::InputError;
 pub use heartbeat::heartbeat;
 pub use image::{Digest, ImageRef, PinnedImage, Resolved};
+pub use pods::{Failure, StuckPod};
+pub use policy::Policy;
 pub use workload::{
     ContainerStatus, InProgress, Kind, LastFailure, MAX_SKIP_VERSIONS, Mode, Pod, PodManagement,
     ReadyCondition, RolloutStatus, Settings, Workload, annotation,

@@ -5,8 +5,36 @@
 use jiff::{SignedDuration, Timestamp};
 use tern_core::host_update::Health;
 
-use crate::decide::{Failure, Policy, StuckPod};
+use crate::policy::Policy;
 use crate::workload::{Counts, Kind, Pod, PodManagement, RolloutStatus};
+
+/// Why an update (or its rollout) failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Not available within the health timeout.
+    Timeout,
+    CrashLoop,
+    ImagePull,
+}
+
+impl Failure {
+    /// The word written into `tern.dev/last-failure`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::CrashLoop => "crash-loop",
+            Self::ImagePull => "image-pull",
+        }
+    }
+}
+
+/// A pod to delete so a StatefulSet's rollout can go on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StuckPod {
+    pub name: String,
+    pub revision: String,
+    pub why: String,
+}
 
 /// Waiting reasons that mean the container keeps exiting.
 const CRASH_LOOP: &[&str] = &["CrashLoopBackOff", "RunContainerError"];
