@@ -124,8 +124,8 @@ pub enum Decision {
         version: String,
         deadline: Timestamp,
     },
-    /// The rollout to `version` is available everywhere: remove `updating-to` and
-    /// `update-started`.
+    /// The rollout to `version` is available everywhere: remove `updating-to`,
+    /// `update-started` and `last-failure` (the last update did not fail).
     Completed {
         version: String,
     },

@@ -19,7 +19,7 @@ pub enum InputError {
         value: String,
         why: String,
     },
-    #[error("status.{field}: {value} is not a Kubernetes count (0 to 2147483647)")]
+    #[error("{field}: {value} is not a Kubernetes count (0 to 2147483647)")]
     Count { field: &'static str, value: i64 },
     #[error("pod {pod:?}: {why}")]
     Pod { pod: String, why: String },

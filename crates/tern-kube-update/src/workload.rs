@@ -351,8 +351,8 @@ pub(crate) fn check_counts(s: &RolloutStatus) -> Result<Counts, InputError> {
         u32::try_from(value).map_err(|_| InputError::Count { field, value })
     };
     for (field, value) in [
-        ("generation", s.generation),
-        ("observedGeneration", s.observed_generation),
+        ("metadata.generation", s.generation),
+        ("status.observedGeneration", s.observed_generation),
     ] {
         // Generations are int64 and start at 1; only a negative one is nonsense.
         if value < 0 {
@@ -360,8 +360,8 @@ pub(crate) fn check_counts(s: &RolloutStatus) -> Result<Counts, InputError> {
         }
     }
     for (field, value) in [
-        ("currentRevision", &s.current_revision),
-        ("updateRevision", &s.update_revision),
+        ("status.currentRevision", &s.current_revision),
+        ("status.updateRevision", &s.update_revision),
     ] {
         if value.len() > 253 || value.chars().any(char::is_control) {
             return Err(InputError::Field {
@@ -373,10 +373,10 @@ pub(crate) fn check_counts(s: &RolloutStatus) -> Result<Counts, InputError> {
     }
     Ok(Counts {
         desired: count("spec.replicas", s.desired_replicas)?,
-        replicas: count("replicas", s.replicas)?,
-        updated: count("updatedReplicas", s.updated_replicas)?,
-        ready: count("readyReplicas", s.ready_replicas)?,
-        available: count("availableReplicas", s.available_replicas)?,
+        replicas: count("status.replicas", s.replicas)?,
+        updated: count("status.updatedReplicas", s.updated_replicas)?,
+        ready: count("status.readyReplicas", s.ready_replicas)?,
+        available: count("status.availableReplicas", s.available_replicas)?,
         observed: s.observed_generation >= s.generation,
     })
 }
