@@ -13,7 +13,7 @@ use crate::image::{ImageRef, PinnedImage, Resolved, check_tag, shorten};
 use crate::pods::{self, Failure, StuckPod};
 use crate::policy::Policy;
 use crate::workload::{
-    Counts, LastFailure, Mode, Pod, Settings, Workload, check_counts, check_pod,
+    Counts, LastFailure, MAX_SKIP_VERSIONS, Mode, Pod, Settings, Workload, check_counts, check_pod,
 };
 
 /// More pods than any agent workload has; past it the list is refused, not walked.
@@ -410,5 +410,71 @@ fn nothing(why: Why, detail: &str) -> Decision {
     Decision::Nothing {
         why,
         detail: detail.to_string(),
+    }
+}
+
+/// One annotation change: set to a value, or remove (`None`).
+pub type AnnotationChange = (&'static str, Option<String>);
+
+impl Decision {
+    /// The annotation changes that go with this decision, in the same write as its image
+    /// change (if any), so the workload records what the next pass needs: what an update
+    /// replaced and when it started; after a failure, the version skipped and why.
+    /// `w` is the workload as read for this decision. Decisions that write nothing (or
+    /// only delete pods) change no annotation.
+    pub fn annotation_changes(
+        &self,
+        w: &Workload,
+        now: Timestamp,
+    ) -> Result<Vec<AnnotationChange>, InputError> {
+        use crate::workload::annotation::*;
+        let done = |version: &str, failure: Failure| -> Result<Vec<AnnotationChange>, InputError> {
+            let mut skip = w.settings()?.skip_versions;
+            if !skip.iter().any(|v| v == version) {
+                // A full list loses its oldest entry rather than refusing: refusing would
+                // leave the failed version free to be tried again.
+                if skip.len() >= MAX_SKIP_VERSIONS {
+                    skip.remove(0);
+                }
+                skip.push(version.to_string());
+            }
+            Ok(vec![
+                (SKIP_VERSIONS, Some(skip.join(","))),
+                (
+                    LAST_FAILURE,
+                    Some(format!("{version} {}", failure.as_str())),
+                ),
+                (UPDATING_TO, None),
+                (UPDATE_STARTED, None),
+            ])
+        };
+        Ok(match self {
+            Decision::Update(u) => {
+                let mut c = vec![
+                    (PREVIOUS_IMAGE, Some(u.previous.clone())),
+                    (UPDATING_TO, Some(u.version.clone())),
+                    (UPDATE_STARTED, Some(now.to_string())),
+                ];
+                if u.forced {
+                    c.push((FORCED_ATTEMPT, Some(now.to_string())));
+                }
+                c
+            }
+            Decision::Completed { .. } => vec![
+                (UPDATING_TO, None),
+                (UPDATE_STARTED, None),
+                (LAST_FAILURE, None),
+            ],
+            Decision::Rollback(r) => done(&r.version, r.failure)?,
+            Decision::MarkFailed {
+                version, failure, ..
+            } => done(version, *failure)?,
+            Decision::Nothing { .. }
+            | Decision::Skip(_)
+            | Decision::ResolveDigest { .. }
+            | Decision::Wait { .. }
+            | Decision::DeletePods(_)
+            | Decision::ReportOnly(_) => Vec::new(),
+        })
     }
 }

@@ -41,7 +41,9 @@ mod pods;
 mod policy;
 mod workload;
 
-pub use decide::{Decision, Inputs, MAX_PODS, Rollback, Skip, Source, Update, Why, decide};
+pub use decide::{
+    AnnotationChange, Decision, Inputs, MAX_PODS, Rollback, Skip, Source, Update, Why, decide,
+};
 pub use error::InputError;
 pub use heartbeat::heartbeat;
 pub use image::{Digest, ImageRef, PinnedImage, Resolved};
