@@ -7,7 +7,8 @@
 //! This crate is, for now, the pure part: [`decide`] takes the workload, its pods,
 //! the source's answer (find, or a channel's version, critical flag and schedule), a
 //! digest if one was resolved, the timings and the time, and returns one action
-//! ([`Decision`]); [`heartbeat`] builds what the workload reports. No I/O and no clock:
+//! ([`Decision`]), with the annotation changes that go into the same write
+//! ([`Decision::annotation_changes`]); [`heartbeat`] builds what the workload reports. No I/O and no clock:
 //! the Kubernetes client, the fake API server the tests run it against, and leader
 //! election with a `Lease` come next, around these functions.
 //!
