@@ -172,6 +172,23 @@ fn publish(staged: &Path, repo: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Signs the editor's metadata with `keys` and writes it into the staging directory.
+async fn sign_into(
+    editor: RepositoryEditor,
+    keys: &[PathBuf],
+    stage: &Path,
+    refused: &str,
+) -> Result<()> {
+    let signed = editor
+        .sign(&sources(keys))
+        .await
+        .map_err(Error::release(refused))?;
+    signed
+        .write(stage)
+        .await
+        .map_err(Error::release("cannot write the metadata"))
+}
+
 /// The change every editing command ends with: new targets, snapshot and timestamp
 /// versions (one past `r`'s), signed with `keys`, staged, then published.
 fn sign_next(
@@ -190,13 +207,13 @@ fn sign_next(
             .map_err(Error::release("cannot edit the repository"))?;
         edit(&mut editor)?;
         set_versions(&mut editor, tv + 1, sv + 1, ts + 1, l)?;
-        let signed = editor.sign(&sources(keys)).await.map_err(Error::release(
+        sign_into(
+            editor,
+            keys,
+            stage.path(),
             "cannot sign (give a threshold of the targets, snapshot and timestamp keys)",
-        ))?;
-        signed
-            .write(stage.path())
-            .await
-            .map_err(Error::release("cannot write the metadata"))
+        )
+        .await
     })??;
     publish(stage.path(), repo)?;
     Ok(tv + 1)
@@ -301,14 +318,13 @@ pub fn init(repo: &Path, spec: &InitSpec) -> Result<PathBuf> {
             .await
             .map_err(Error::release("cannot read the new root"))?;
         set_versions(&mut editor, 1, 1, 1, &spec.lifetimes)?;
-        let signed = editor
-            .sign(&sources(&keys))
-            .await
-            .map_err(Error::release("cannot sign the first metadata"))?;
-        signed
-            .write(stage.path())
-            .await
-            .map_err(Error::release("cannot write the metadata"))
+        sign_into(
+            editor,
+            &keys,
+            stage.path(),
+            "cannot sign the first metadata",
+        )
+        .await
     })??;
     publish(stage.path(), repo)?;
     let root_path = dir.join("1.root.json");

@@ -418,6 +418,15 @@ fn directives_on_a_pinned_host_install_only_signed_artifacts() {
     );
 }
 
+fn assert_ok(out: &std::process::Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The metadata URL a host uses, as `status` prints it.
 fn metadata_url(host: &Host) -> String {
     let status = host.ok(&["status"]);
@@ -449,29 +458,14 @@ fn a_custom_metadata_url_survives_re_enabling_and_a_default_one_follows_the_base
         &svc,
         &["--trust-root", &root, "--trust-url", &mirror],
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(metadata_url(&host), mirror);
     // Pinning the root again, or enabling with no trust flag, keeps the custom URL.
     let out = host.enable(&server, &svc, &["--trust-root", &root]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(metadata_url(&host), mirror);
     let out = host.enable(&server, &svc, &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(metadata_url(&host), mirror);
 
     // A host on the default URL: a new --base-url moves the metadata with the artifacts.
@@ -490,24 +484,14 @@ fn a_custom_metadata_url_survives_re_enabling_and_a_default_one_follows_the_base
         "--service-config",
         &svc.to_string_lossy(),
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(metadata_url(&host), format!("{moved}/tuf/metadata/"));
 
     // Unpinning is uninstall, then enable without a root.
     host.ok(&["uninstall", "--force"]);
     assert!(!host.ns().join("trust.json").exists());
     let out = host.enable(&server, &svc, &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let status = host.ok(&["status"]);
     assert!(
         status.contains("unverified: no release root is pinned"),
