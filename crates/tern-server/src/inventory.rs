@@ -396,6 +396,33 @@ pub struct AgentRef<'a> {
 }
 
 impl<'a> AgentRef<'a> {
+    /// Its hostname, for listing and filtering without building the whole entry.
+    pub(crate) fn hostname(&self) -> &'a str {
+        &self.entry.hostname
+    }
+
+    /// Its group, version and updater_id for as long as the inventory is borrowed
+    /// (`AgentView`'s borrow only as long as this reference).
+    pub(crate) fn group_name(&self) -> &'a str {
+        self.names.get(self.entry.group)
+    }
+
+    pub(crate) fn version_name(&self) -> &'a str {
+        self.names.get(self.entry.version)
+    }
+
+    pub(crate) fn updater_id_text(&self) -> Cow<'a, str> {
+        match &self.entry.updater_id {
+            Id::Text(s) => Cow::Borrowed(s),
+            id => Cow::Owned(id.to_string()),
+        }
+    }
+
+    /// Its last heartbeat said it runs unhealthy or rolled back.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.entry.rollback || !self.entry.healthy
+    }
+
     /// The agent in its plain form: its last heartbeat as sent, and when it was seen.
     pub(crate) fn to_inventory_agent(self) -> InventoryAgent {
         let e = self.entry;
