@@ -70,7 +70,9 @@
     }
     if (!r.ok) {
       const msg = (data && data.error && data.error.message) || r.statusText || ('HTTP ' + r.status);
-      if (r.status === 401) logout('ternd refused the token: ' + msg);
+      // Logged in and refused: the token was revoked or expired. (While logging in,
+      // the form shows the refusal itself.)
+      if (r.status === 401 && me) logout('ternd refused the token: ' + msg);
       throw new ApiError(r.status, msg);
     }
     return data;
@@ -202,7 +204,7 @@
           ? el('ul', { class: 'alerts', id: 'alerts' }, s.alerts.map((a) => el('li', { 'data-kind': a.kind },
             (a.group ? a.group + ': ' : '') + a.message + ' (since ' + when(a.since) + ')')))
           : el('p', { class: 'muted', id: 'alerts' }, 'No alerts.');
-        const version = el('input', { id: 'new-version', placeholder: '1.2.0', size: 8 });
+        const version = el('input', { id: 'new-version', placeholder: '1.2.0', size: 8, disabled: !(me && me.operator) });
         const actions = el('div', { class: 'actions' },
           writeButton('Suspend', 'suspend', {}, 'Suspend agent updates'),
           writeButton('Resume', 'resume', {}, 'Resume agent updates'),
@@ -219,7 +221,7 @@
         const groups = r ? el('table', { id: 'groups' },
           el('thead', {}, el('tr', {}, ['Group', 'State', 'Reason', 'Window', 'Progress', 'Canaries', ''].map((h) => el('th', {}, h)))),
           el('tbody', {}, s.groups.map(groupRow))) : el('p', { id: 'no-rollout' }, s.no_rollout_reason || 'no rollout');
-        box.replaceChildren(cards, why, el('h2', {}, 'Alerts'), alerts, el('h2', {}, 'Groups'), actions, groups);
+        box.replaceChildren(...[cards, why, el('h2', {}, 'Alerts'), alerts, el('h2', {}, 'Groups'), actions, groups].filter((n) => n));
       },
     },
     inventory: {
@@ -435,7 +437,7 @@
       try {
         me = await api('GET', '/v1/whoami');
       } catch (e) {
-        if (e.status !== 401) logout('ternd refused the token: ' + e.message);
+        logout('ternd refused the token: ' + e.message);
         return;
       }
     }
