@@ -11,7 +11,7 @@
 //! through [`AgentView`], which [`AgentRef`] implements over this form.
 
 pub mod directed;
-mod id;
+pub(crate) mod id;
 mod names;
 
 use std::borrow::Cow;
@@ -411,11 +411,9 @@ impl<'a> AgentRef<'a> {
         self.names.get(self.entry.version)
     }
 
-    pub(crate) fn updater_id_text(&self) -> Cow<'a, str> {
-        match &self.entry.updater_id {
-            Id::Text(s) => Cow::Borrowed(s),
-            id => Cow::Owned(id.to_string()),
-        }
+    /// Its updater_id as kept (ordered, compared and cloned without a string).
+    pub(crate) fn updater_id_key(&self) -> &'a Id {
+        &self.entry.updater_id
     }
 
     /// Its last heartbeat said it runs unhealthy or rolled back.

@@ -14,6 +14,7 @@ use tern_core::rollout::Groups;
 use tern_core::views;
 
 use crate::error::{ApiError, ApiResult};
+use crate::inventory::id::Id;
 use crate::resources;
 use crate::state::AppState;
 
@@ -132,7 +133,7 @@ fn parse_limit(limit: Option<&str>) -> Result<Option<usize>, ApiError> {
 }
 
 /// `GET /v1/inventory[?group=G&version=V&state=S&limit=N&cursor=C]`: the agents
-/// connected to this replica that match, in (group, hostname, updater_id) order; with
+/// connected to this replica that match, in (group, hostname, updater_id as kept) order; with
 /// `limit`, one page and the cursor of the next. Only the page's entries are built:
 /// the others are compared in place, so a page of 100k agents costs one pass.
 pub(crate) async fn inventory(
@@ -142,7 +143,12 @@ pub(crate) async fn inventory(
     let now = state.clock.now();
     let period = state.settings.report_period;
     let limit = parse_limit(q.limit.as_deref())?;
-    let cursor = q.cursor.as_deref().map(decode_cursor).transpose()?;
+    let cursor = q
+        .cursor
+        .as_deref()
+        .map(decode_cursor)
+        .transpose()?
+        .map(|(g, h, u)| (g, h, Id::parse(&u)));
     let filter_state = q.state.as_deref().map(StateFilter::parse).transpose()?;
     let groups = rollout_groups(&state);
     let target = state
@@ -171,9 +177,10 @@ pub(crate) async fn inventory(
                 continue;
             }
             matched += 1;
-            let key = (group, a.hostname(), a.updater_id_text());
+            // The id as kept, not as text: no string built per agent (100k per page).
+            let key = (group, a.hostname(), a.updater_id_key());
             if let Some((g, h, u)) = &cursor
-                && (key.0, key.1, key.2.as_ref()) <= (g.as_str(), h.as_str(), u.as_str())
+                && key <= (g.as_str(), h.as_str(), u)
             {
                 continue;
             }
@@ -187,7 +194,11 @@ pub(crate) async fn inventory(
         }
         keyed.sort_unstable_by(|x, y| x.0.cmp(&y.0));
         let next = more
-            .then(|| keyed.last().map(|(k, _)| encode_cursor((k.0, k.1, &k.2))))
+            .then(|| {
+                keyed
+                    .last()
+                    .map(|(k, _)| encode_cursor((k.0, k.1, &k.2.to_string())))
+            })
             .flatten();
         let agents: Vec<InventoryEntry> = keyed
             .iter()
