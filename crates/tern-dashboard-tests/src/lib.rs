@@ -7,6 +7,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -161,7 +162,10 @@ impl Browser {
             );
         }
         let port = free_port()?;
+        // Its own process group: chromium runs as chromedriver's child, and a killed
+        // chromedriver leaves it running; the group is killed whole (`stop_driver`).
         let mut driver = Command::new(CHROMEDRIVER)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -196,7 +200,7 @@ impl Browser {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(e) => {
-                    let _ = driver.kill();
+                    stop_driver(&mut driver);
                     bail!("no WebDriver session on {url}: {e}");
                 }
             }
@@ -251,15 +255,23 @@ impl Browser {
 
     pub async fn close(mut self) -> anyhow::Result<()> {
         let r = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        stop_driver(&mut self.driver);
         r.context("closing the WebDriver session")
     }
 }
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        stop_driver(&mut self.driver);
     }
+}
+
+/// Kills chromedriver's process group (chromedriver and the chromium it started, even
+/// when a test failed before closing its session), then reaps chromedriver.
+fn stop_driver(driver: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", driver.id())])
+        .status();
+    let _ = driver.kill();
+    let _ = driver.wait();
 }
