@@ -1,4 +1,4 @@
-//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|all|profile]
+//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|dashboard|all|profile]
 //! [--quick]`: builds the release binaries, then runs `tern-bench` (crates/tern-bench) for
 //! each benchmark. `profile` (not part of `all`: it needs valgrind and takes minutes) counts
 //! instructions under callgrind, with binaries built with symbols in `<target>/profile`.
@@ -7,7 +7,8 @@
 //! Needs nothing installed beyond Rust, plus `bash`, `curl` and `tar` for `apply`'s
 //! baseline pipeline, and for `lockstep` an `etcd` server binary (Debian: `etcd-server`;
 //! `--quick` falls back to SQLite without one) and `protoc` to build tern-lockstep's etcd
-//! backend.
+//! backend. `dashboard` (crates/tern-dashboard-tests) drives Debian's `chromium` through
+//! `chromedriver`, installed with apt-get when missing.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -21,7 +22,10 @@ const BENCHES: &[&str] = &[
     "converge",
     "lockstep",
     "directives",
+    "dashboard",
 ];
+/// Its own binary (the only one linking a WebDriver client), not tern-bench.
+const DASHBOARD: &str = "dashboard";
 const PROFILE: &str = "profile";
 
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -46,18 +50,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let profile = which.contains(&PROFILE);
     which.retain(|b| *b != PROFILE);
     if !which.is_empty() {
-        let bin = build(None)?;
+        let bin = build(None, which.contains(&DASHBOARD))?;
         if which.contains(&"lockstep") {
             build_lockstep()?;
         }
         for b in which {
-            bench(&bin, b, &extra)?;
+            if b == DASHBOARD {
+                dashboard(&bin.release, &extra)?;
+            } else {
+                bench(&bin, b, &extra)?;
+            }
         }
     }
     if profile {
         // Symbols for callgrind_annotate, in a target dir of their own so that the
         // stripped binaries measured by the other benchmarks stay as they are.
-        let bin = build(Some(crate::target_dir().join("profile")))?;
+        let bin = build(Some(crate::target_dir().join("profile")), false)?;
         bench(&bin, PROFILE, &extra)?;
     }
     Ok(())
@@ -73,7 +81,7 @@ struct Binaries {
 
 /// Builds the release binaries (into `target`, with symbols, when given); returns
 /// where they are.
-fn build(target: Option<PathBuf>) -> Result<Binaries, String> {
+fn build(target: Option<PathBuf>, dashboard: bool) -> Result<Binaries, String> {
     let mut build = crate::cargo();
     build.args([
         "build",
@@ -113,6 +121,20 @@ fn build(target: Option<PathBuf>) -> Result<Binaries, String> {
     };
     crate::run(build)?;
     crate::run(updater)?;
+    if dashboard {
+        // Only when asked, in a run of its own (`--bin` would narrow the one above):
+        // the other benchmarks need no WebDriver client built.
+        let mut build = crate::cargo();
+        build.args([
+            "build",
+            "--release",
+            "-p",
+            "tern-dashboard-tests",
+            "--bin",
+            "tern-dashboard-bench",
+        ]);
+        crate::run(build)?;
+    }
     Ok(Binaries {
         release: dir.join("release"),
         updater: dir.join("updater").join("tern-update"),
@@ -146,6 +168,18 @@ fn bench(bins: &Binaries, name: &str, extra: &[String]) -> Result<(), String> {
         .arg(&bins.updater)
         .arg("--tern-lockstep")
         .arg(bin.join("tern-lockstep"))
+        .current_dir(crate::root());
+    crate::run(cmd)
+}
+
+/// `dashboard`: first render of the dashboard's pages in headless Chromium with 100k
+/// agents, against the status JSON alone (`tern-dashboard-bench`).
+fn dashboard(bin: &std::path::Path, extra: &[String]) -> Result<(), String> {
+    crate::ci::ensure_packages(crate::ci::BROWSER_PACKAGES)?;
+    let mut cmd = Command::new(bin.join("tern-dashboard-bench"));
+    cmd.args(extra)
+        .arg("--ternd")
+        .arg(bin.join("ternd"))
         .current_dir(crate::root());
     crate::run(cmd)
 }

@@ -35,6 +35,9 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("strip", "binutils"),
     // The one-line installer's test pipes ternd's script from curl into sh.
     ("curl", "curl"),
+    // The dashboard's browser tests (crates/tern-dashboard-tests).
+    ("/usr/bin/chromium", "chromium"),
+    ("/usr/bin/chromedriver", "chromium-driver"),
     (
         "/usr/include/google/protobuf/descriptor.proto",
         "libprotobuf-dev",
@@ -51,9 +54,19 @@ fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Installs the missing system packages with apt-get (as root, or through sudo).
+/// What the dashboard's tests and benchmark drive (the paths its harness uses).
+pub(crate) const BROWSER_PACKAGES: &[(&str, &str)] = &[
+    ("/usr/bin/chromium", "chromium"),
+    ("/usr/bin/chromedriver", "chromium-driver"),
+];
+
 fn ensure_system_packages() -> Result<(), String> {
-    let missing: Vec<&str> = SYSTEM_PACKAGES
+    ensure_packages(SYSTEM_PACKAGES)
+}
+
+/// Installs the missing packages of `wanted` with apt-get (as root, or through sudo).
+pub(crate) fn ensure_packages(wanted: &[(&str, &str)]) -> Result<(), String> {
+    let missing: Vec<&str> = wanted
         .iter()
         .filter(|(program, _)| !have(program))
         .map(|(_, package)| *package)

@@ -86,6 +86,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     .map_err(|e| format!("{e:#}"))?;
     if !a.keep_running {
         println!("{}", summary.line);
+        println!(
+            "The dashboard was at {}/ (docs/dashboard.md); `cargo xtask demo --keep-running` keeps it up.",
+            fleet.ternd.url
+        );
         return Ok(());
     }
     println!("{}\n", summary.line);
@@ -122,6 +126,7 @@ fn print_how_to_poke(fleet: &Fleet, hosts: usize) -> Result<(), String> {
         "The fleet is still up (Ctrl-C stops it and removes {}).\n\
          Each host runs `tern-update update` every 30 s, as its timer would, then ternd reconciles.\n\
          \n\
+         \x20 dashboard   {url}/   log in with the operator token: cat {token}\n\
          \x20 ternd       {url}   metrics: {url}/metrics\n\
          \x20 find        curl '{url}/v1/webapi/find?group=dev&updater_id={id}'\n\
          \n\

@@ -39,7 +39,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
 }
 
 /// One heartbeat of every agent `0..n`, version `version`; returns (wall, ternd CPU).
-pub(crate) fn round(
+pub fn round(
     ternd: &Ternd,
     n: u64,
     version: &'static str,

@@ -256,6 +256,55 @@ pub struct InventoryResponse {
     /// Groups agents present that the rollout lacks, each with the catch-all group
     /// serving them instead.
     pub unknown_groups: BTreeMap<String, String>,
+    /// How many agents match the filters (all pages together).
+    pub matched: u64,
+    /// Pass as `cursor` for the next page; `None` on the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/inventory/{updater_id}`: one host and when it will update.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostResponse {
+    pub replica: String,
+    pub now: Timestamp,
+    pub agent: InventoryEntry,
+    pub forecast: crate::forecast::Forecast,
+}
+
+/// `GET /v1/whoami`: the token that asks, and what its role may do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WhoAmI {
+    pub token_id: String,
+    pub role: Role,
+    /// Status, inventory, resources.
+    pub read: bool,
+    /// Suspend, resume, the manual transitions, the config.
+    pub write: bool,
+    /// New-rollout, tokens, channels.
+    pub operator: bool,
+}
+
+/// `POST /v1/preview/{action}`: what the action would do now, computed by the same
+/// core functions the action runs, written nowhere.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewResponse {
+    pub action: String,
+    /// One line per effect, for people.
+    pub effects: Vec<String>,
+    /// Groups whose state would change (transitions).
+    pub groups: Vec<ChangedGroup>,
+    pub events: Vec<EventView>,
+    /// The modes after the action (suspend, resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<Modes>,
+    /// The versions the rollout would move between (new-rollout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_version: Option<String>,
+    /// False when the action would change nothing.
+    pub changes: bool,
 }
 
 /// What a token may do.

@@ -8,6 +8,7 @@
 //! - [`rollout`]: the vocabulary below them all (groups and the catch-all rule, the
 //!   desired spec, windows, rollout state, live reports, events).
 //! - [`alert`]: what needs a human, kept in the rollout's status while it holds.
+//! - [`forecast`]: when one host will update, from the same rollout and find.
 //! - [`window`], [`canary`], [`backpressure`], [`aggregate`]: the parts they use.
 //! - [`wire`]: the updater ↔ server contract.
 
@@ -22,6 +23,7 @@ pub mod duration;
 pub mod find;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod forecast;
 pub mod host_update;
 pub mod ids;
 pub mod inventory;

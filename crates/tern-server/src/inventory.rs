@@ -11,7 +11,7 @@
 //! through [`AgentView`], which [`AgentRef`] implements over this form.
 
 pub mod directed;
-mod id;
+pub(crate) mod id;
 mod names;
 
 use std::borrow::Cow;
@@ -396,6 +396,31 @@ pub struct AgentRef<'a> {
 }
 
 impl<'a> AgentRef<'a> {
+    /// Its hostname, for listing and filtering without building the whole entry.
+    pub(crate) fn hostname(&self) -> &'a str {
+        &self.entry.hostname
+    }
+
+    /// Its group, version and updater_id for as long as the inventory is borrowed
+    /// (`AgentView`'s borrow only as long as this reference).
+    pub(crate) fn group_name(&self) -> &'a str {
+        self.names.get(self.entry.group)
+    }
+
+    pub(crate) fn version_name(&self) -> &'a str {
+        self.names.get(self.entry.version)
+    }
+
+    /// Its updater_id as kept (ordered, compared and cloned without a string).
+    pub(crate) fn updater_id_key(&self) -> &'a Id {
+        &self.entry.updater_id
+    }
+
+    /// Its last heartbeat said it runs unhealthy or rolled back.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.entry.rollback || !self.entry.healthy
+    }
+
     /// The agent in its plain form: its last heartbeat as sent, and when it was seen.
     pub(crate) fn to_inventory_agent(self) -> InventoryAgent {
         let e = self.entry;

@@ -15,6 +15,7 @@ pub(crate) mod audit;
 pub mod auth;
 pub mod clock;
 pub(crate) mod controllers;
+pub(crate) mod dashboard;
 pub(crate) mod directives;
 pub mod downloads;
 pub mod error;

@@ -46,6 +46,8 @@ fn served_routes() -> Vec<RouteAccess> {
 fn every_route_has_the_access_level_of_the_table() {
     use Access::*;
     let expected: &[(&str, &str, Access)] = &[
+        ("GET", "/", Public),
+        ("GET", "/dashboard/{file}", Public),
         ("GET", "/healthz", Public),
         ("GET", "/readyz", Public),
         ("GET", "/metrics", Public),
@@ -68,7 +70,10 @@ fn every_route_has_the_access_level_of_the_table() {
         ("POST", "/v1/agents/new-rollout", Operator),
         ("POST", "/v1/agents/{action}", Write),
         ("GET", "/v1/inventory", Read),
+        ("GET", "/v1/inventory/{updater_id}", Read),
         ("DELETE", "/v1/inventory/{updater_id}", Operator),
+        ("GET", "/v1/whoami", Read),
+        ("POST", "/v1/preview/{action}", Read),
         ("GET", "/v1/tokens", Operator),
         ("POST", "/v1/tokens", Operator),
         ("DELETE", "/v1/tokens/{id}", Operator),

@@ -6,7 +6,7 @@ use std::fmt;
 
 use tern_core::backpressure::UpdaterNumeral;
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Id {
     Empty,
     /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, lower-case.

@@ -159,14 +159,20 @@ fn build(state: Arc<AppState>) -> Routes {
     if dev { dev_routes(r) } else { r }
 }
 
-/// No token: health, metrics, find, channels, the installer; and the agents' heartbeats.
+/// No token: the dashboard's files, health, metrics, find, channels, the installer;
+/// and the agents' heartbeats.
 fn public(r: Routes) -> Routes {
     use Access::{Agent, Join, Public};
     use Method as M;
     let heartbeat_state = Arc::clone(&r.state);
     let join_state = Arc::clone(&r.state);
     let download_state = Arc::clone(&r.state);
-    r.route("/healthz", vec![(M::GET, Public, get(public::healthz))])
+    r.route("/", vec![(M::GET, Public, get(crate::dashboard::index))])
+        .route(
+            "/dashboard/{file}",
+            vec![(M::GET, Public, get(crate::dashboard::file))],
+        )
+        .route("/healthz", vec![(M::GET, Public, get(public::healthz))])
         .route("/readyz", vec![(M::GET, Public, get(public::readyz))])
         .route("/metrics", vec![(M::GET, Public, get(public::metrics))])
         .route("/v1/webapi/find", vec![(M::GET, Public, get(public::find))])
@@ -268,7 +274,8 @@ fn resources(mut r: Routes) -> Routes {
     )
 }
 
-/// The admin API: status, transitions, modes, new-rollout, inventory, tokens, channels.
+/// The admin API: status, transitions (and their previews), modes, new-rollout,
+/// inventory, tokens, whoami, channels.
 fn admin(r: Routes) -> Routes {
     use Access::{Operator, Read, Write};
     use Method as M;
@@ -315,7 +322,15 @@ fn admin(r: Routes) -> Routes {
         )
         .route(
             "/v1/inventory/{updater_id}",
-            one(M::DELETE, Operator, delete(hosts::revoke)),
+            vec![
+                (M::GET, Read, get(status::host)),
+                (M::DELETE, Operator, delete(hosts::revoke)),
+            ],
+        )
+        .route("/v1/whoami", one(M::GET, Read, get(tokens::whoami)))
+        .route(
+            "/v1/preview/{action}",
+            one(M::POST, Read, post(transitions::preview)),
         )
         .route(
             "/v1/tokens",

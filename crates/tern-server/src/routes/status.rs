@@ -4,13 +4,17 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::State;
-use tern_core::api::{InventoryEntry, InventoryResponse, ReportResponse, StatusResponse};
+use axum::extract::{Path, Query, State};
+use tern_core::api::{
+    HostResponse, InventoryEntry, InventoryResponse, ReportResponse, StatusResponse,
+};
+use tern_core::inventory::AgentView;
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateVersion};
 use tern_core::rollout::Groups;
 use tern_core::views;
 
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
+use crate::inventory::id::Id;
 use crate::resources;
 use crate::state::AppState;
 
@@ -47,32 +51,224 @@ pub(crate) async fn report(State(state): State<Arc<AppState>>) -> ApiResult<Json
     )))
 }
 
-/// `GET /v1/inventory`: the agents connected to this replica.
+/// Most agents one page of `GET /v1/inventory` holds.
+pub(crate) const MAX_PAGE: usize = 1000;
+
+/// `GET /v1/inventory` parameters, all optional. Read as text so that a bad one gets
+/// an error naming it.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct InventoryQuery {
+    limit: Option<String>,
+    cursor: Option<String>,
+    group: Option<String>,
+    version: Option<String>,
+    state: Option<String>,
+}
+
+/// The `state` filter's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StateFilter {
+    /// Runs the rollout's target version.
+    UpToDate,
+    /// Runs another version.
+    Outdated,
+    /// Rolled back or unhealthy.
+    Failed,
+    /// Presents a group the rollout lacks.
+    UnknownGroup,
+}
+
+impl StateFilter {
+    fn parse(s: &str) -> Result<Self, ApiError> {
+        Ok(match s {
+            "up-to-date" => Self::UpToDate,
+            "outdated" => Self::Outdated,
+            "failed" => Self::Failed,
+            "unknown-group" => Self::UnknownGroup,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "state: {other:?} is not one of up-to-date, outdated, failed, unknown-group"
+                )));
+            }
+        })
+    }
+}
+
+/// Where a page starts: after the agent with this sort key (group, hostname,
+/// updater_id), written as hex so that it survives any URL.
+fn encode_cursor(key: (&str, &str, &str)) -> String {
+    crate::auth::hex(format!("{}\0{}\0{}", key.0, key.1, key.2).as_bytes())
+}
+
+fn decode_cursor(c: &str) -> Result<(String, String, String), ApiError> {
+    let bad = || {
+        ApiError::bad_request(
+            "cursor: not a cursor this ternd gave (pass next_cursor back as it came)",
+        )
+    };
+    if !c.len().is_multiple_of(2) || c.len() > 4096 {
+        return Err(bad());
+    }
+    let bytes = (0..c.len())
+        .step_by(2)
+        .map(|i| c.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(bad)?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let mut parts = text.splitn(3, '\0').map(str::to_string);
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(g), Some(h), Some(u)) => Ok((g, h, u)),
+        _ => Err(bad()),
+    }
+}
+
+fn parse_limit(limit: Option<&str>) -> Result<Option<usize>, ApiError> {
+    let Some(l) = limit else { return Ok(None) };
+    match l.parse::<usize>() {
+        Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(Some(n)),
+        _ => Err(ApiError::bad_request(format!(
+            "limit: {l:?} is not a page size (1 to {MAX_PAGE})"
+        ))),
+    }
+}
+
+/// `GET /v1/inventory[?group=G&version=V&state=S&limit=N&cursor=C]`: the agents
+/// connected to this replica that match, in (group, hostname, updater_id as kept) order; with
+/// `limit`, one page and the cursor of the next. Only the page's entries are built:
+/// the others are compared in place, so a page of 100k agents costs one pass.
 pub(crate) async fn inventory(
     State(state): State<Arc<AppState>>,
+    Query(q): Query<InventoryQuery>,
 ) -> ApiResult<Json<InventoryResponse>> {
     let now = state.clock.now();
     let period = state.settings.report_period;
-    let mut agents: Vec<InventoryEntry> = {
+    let limit = parse_limit(q.limit.as_deref())?;
+    let cursor = q
+        .cursor
+        .as_deref()
+        .map(decode_cursor)
+        .transpose()?
+        .map(|(g, h, u)| (g, h, Id::parse(&u)));
+    let filter_state = q.state.as_deref().map(StateFilter::parse).transpose()?;
+    let groups = rollout_groups(&state);
+    let target = state
+        .snapshot()
+        .rollout
+        .as_ref()
+        .map(|r| r.spec.target_version.to_string());
+    let (agents, matched, next_cursor, unknown_groups) = {
         let mut inv = state.inventory();
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
-        inv.agents()
-            .map(|a| InventoryEntry {
+        let mut presented = std::collections::BTreeSet::new();
+        let mut matched = 0u64;
+        let mut keyed = Vec::new();
+        for a in inv.agents() {
+            let (group, version) = (a.group_name(), a.version_name());
+            presented.insert(group);
+            let keep = q.group.as_deref().is_none_or(|g| g == group)
+                && q.version.as_deref().is_none_or(|v| v == version)
+                && filter_state.is_none_or(|f| match f {
+                    StateFilter::UpToDate => target.as_deref() == Some(version),
+                    StateFilter::Outdated => target.as_deref() != Some(version),
+                    StateFilter::Failed => a.is_failed(),
+                    StateFilter::UnknownGroup => groups.unknown(group).is_some(),
+                });
+            if !keep {
+                continue;
+            }
+            matched += 1;
+            // The id as kept, not as text: no string built per agent (100k per page).
+            let key = (group, a.hostname(), a.updater_id_key());
+            if let Some((g, h, u)) = &cursor
+                && key <= (g.as_str(), h.as_str(), u)
+            {
+                continue;
+            }
+            keyed.push((key, a));
+        }
+        let page = limit.unwrap_or(usize::MAX);
+        let more = keyed.len() > page;
+        if more {
+            keyed.select_nth_unstable_by(page, |x, y| x.0.cmp(&y.0));
+            keyed.truncate(page);
+        }
+        keyed.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+        let next = more
+            .then(|| {
+                keyed
+                    .last()
+                    .map(|(k, _)| encode_cursor((k.0, k.1, &k.2.to_string())))
+            })
+            .flatten();
+        let agents: Vec<InventoryEntry> = keyed
+            .iter()
+            .map(|(_, a)| InventoryEntry {
                 install_state: a.install_state(),
                 ..views::inventory_entry(a.to_inventory_agent(), now, period)
             })
-            .collect()
+            .collect();
+        let unknown = groups.unknown_among(presented);
+        (agents, matched, next, unknown)
     };
-    agents.sort_by(|a, b| {
-        (&a.group, &a.hostname, &a.updater_id).cmp(&(&b.group, &b.hostname, &b.updater_id))
-    });
-    let groups = rollout_groups(&state);
-    let unknown_groups = groups.unknown_among(agents.iter().map(|a| a.group.as_str()));
     Ok(Json(InventoryResponse {
         replica: state.settings.replica_id.clone(),
         now,
         agents,
         unknown_groups,
+        matched,
+        next_cursor,
+    }))
+}
+
+/// `GET /v1/inventory/{updater_id}`: one host as the inventory has it, and when it will
+/// update (`tern_core::forecast`, over the rollout find answers from and the
+/// backpressure numerals of the hosts its group serves here).
+pub(crate) async fn host(
+    State(state): State<Arc<AppState>>,
+    Path(updater_id): Path<String>,
+) -> ApiResult<Json<HostResponse>> {
+    let now = state.clock.now();
+    let period = state.settings.report_period;
+    let snapshot = state.snapshot();
+    let rollout = snapshot.rollout.as_ref();
+    let groups = rollout.map(Groups::of).unwrap_or_default();
+    let (agent, forecast) = {
+        let mut inv = state.inventory();
+        inv.expire(state.clock.monotonic(), state.settings.max_silence());
+        let Some(a) = inv.by_updater_id(&updater_id) else {
+            return Err(ApiError::not_found(format!(
+                "updater {updater_id:?} is not in this replica's inventory (it has not heartbeated here lately)"
+            )));
+        };
+        let serving = groups.serving(a.group()).map(str::to_string);
+        let peers = inv
+            .agents()
+            .filter(|b| {
+                b.has_updater_id()
+                    && serving
+                        .as_deref()
+                        .is_some_and(|s| groups.serves(s, b.group()))
+            })
+            .map(|b| b.updater_numeral());
+        let forecast = tern_core::forecast::forecast(
+            rollout,
+            a.group(),
+            &a.updater_id(),
+            a.version(),
+            peers,
+            now,
+        );
+        let agent = InventoryEntry {
+            install_state: a.install_state(),
+            ..views::inventory_entry(a.to_inventory_agent(), now, period)
+        };
+        (agent, forecast)
+    };
+    Ok(Json(HostResponse {
+        replica: state.settings.replica_id.clone(),
+        now,
+        agent,
+        forecast,
     }))
 }
 

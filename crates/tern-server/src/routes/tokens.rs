@@ -137,3 +137,18 @@ pub(crate) async fn delete(
     state.auth.forget(&id);
     Ok(Json(Deleted { deleted: id }))
 }
+
+/// `GET /v1/whoami`: the asking token's id and role, and what the role may do (the
+/// dashboard shows or hides its write buttons by it; ternd refuses regardless).
+pub(crate) async fn whoami(
+    axum::Extension(actor): axum::Extension<auth::Actor>,
+) -> Json<tern_core::api::WhoAmI> {
+    use auth::Access;
+    Json(tern_core::api::WhoAmI {
+        read: Access::Read.allows(actor.role),
+        write: Access::Write.allows(actor.role),
+        operator: Access::Operator.allows(actor.role),
+        token_id: actor.token_id,
+        role: actor.role,
+    })
+}

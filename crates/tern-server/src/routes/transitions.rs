@@ -8,8 +8,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tern_core::api::{
-    ChangedGroup, EventView, ModeResponse, NewRolloutBody, NewRolloutResponse, TransitionBody,
-    TransitionResponse,
+    ChangedGroup, EventView, ModeResponse, NewRolloutBody, NewRolloutResponse, PreviewResponse,
+    TransitionBody, TransitionResponse,
 };
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode};
 use tern_core::rollout::Event;
@@ -230,5 +230,161 @@ pub(crate) async fn new_rollout(
         changed,
         note,
         version,
+    }))
+}
+
+/// `POST /v1/preview/{action}` with the action's own body: what suspend, resume,
+/// start-update, mark-done, rollback, reset or new-rollout would do now, computed by
+/// the same core functions the action runs (`transition::apply`, `views::modes`,
+/// `views::new_rollout_version`) on the stored resources, and written nowhere. A
+/// refused action is refused here with the same error. new-rollout's signed-release
+/// check (`--trust-root`) is left to the action.
+pub(crate) async fn preview(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(action): axum::extract::Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<PreviewResponse>> {
+    match action.as_str() {
+        "suspend" => preview_mode(&state, &action, Mode::Suspended).await,
+        "resume" => preview_mode(&state, &action, Mode::Enabled).await,
+        "new-rollout" => preview_new_rollout(&state, &action, &body).await,
+        _ => {
+            let kind = action
+                .parse::<TransitionKind>()
+                .map_err(|e| ApiError::bad_request(format!("action: {e}")))?;
+            let b: TransitionBody = body::json(&body)?;
+            let t = Transition::new(kind, b.groups, b.force);
+            let rollout = resources::load::<AutoUpdateAgentRollout>(state.store())
+                .await?
+                .ok_or_else(no_rollout)?
+                .value;
+            let (_, events) =
+                transition::apply(&rollout, &t, state.clock.now()).map_err(transition_error)?;
+            let groups: Vec<ChangedGroup> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::GroupChanged {
+                        group, from, to, ..
+                    } => Some(ChangedGroup {
+                        name: group.clone(),
+                        from: *from,
+                        to: *to,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            let effects: Vec<String> = if events.is_empty() {
+                vec!["no group changes state".to_string()]
+            } else {
+                events.iter().map(ToString::to_string).collect()
+            };
+            Ok(Json(PreviewResponse {
+                action,
+                changes: !groups.is_empty(),
+                effects,
+                groups,
+                events: events.iter().map(EventView::from).collect(),
+                modes: None,
+                start_version: None,
+                target_version: None,
+            }))
+        }
+    }
+}
+
+async fn preview_mode(
+    state: &AppState,
+    action: &str,
+    mode: Mode,
+) -> ApiResult<Json<PreviewResponse>> {
+    let store = state.store();
+    let config = resources::load::<AutoUpdateConfig>(store)
+        .await?
+        .map(|s| s.value);
+    let version = resources::load::<AutoUpdateVersion>(store)
+        .await?
+        .map(|s| s.value);
+    let before = views::modes(config.as_ref(), version.as_ref());
+    let changes = config.as_ref().is_none_or(|c| c.mode() != Some(mode));
+    let mut next = config.unwrap_or_default();
+    next.spec.agents.get_or_insert_with(Default::default).mode = Some(mode);
+    let after = views::modes(Some(&next), version.as_ref());
+    let mut effects = vec![format!(
+        "the config's mode becomes {}; the mode in force goes from {} to {}",
+        mode.as_str(),
+        before.mode.as_str(),
+        after.mode.as_str()
+    )];
+    effects.extend(after.why_stopped.clone());
+    Ok(Json(PreviewResponse {
+        action: action.to_string(),
+        effects,
+        groups: Vec::new(),
+        events: Vec::new(),
+        modes: Some(after),
+        start_version: None,
+        target_version: None,
+        changes,
+    }))
+}
+
+async fn preview_new_rollout(
+    state: &AppState,
+    action: &str,
+    body: &[u8],
+) -> ApiResult<Json<PreviewResponse>> {
+    let b: NewRolloutBody = body::json(body)?;
+    if b.version.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "version: missing (the version to roll out)",
+        ));
+    }
+    let target = body::version("version", &b.version)?;
+    let given_start = b
+        .current_version
+        .as_deref()
+        .map(|s| body::version("current_version", s))
+        .transpose()?;
+    let store = state.store();
+    let rollout = resources::load::<AutoUpdateAgentRollout>(store).await?;
+    let current = resources::load::<AutoUpdateVersion>(store).await?;
+    let views::NewRollout { version, note } = views::new_rollout_version(
+        current.as_ref().map(|s| &s.value),
+        rollout.as_ref().map(|s| &s.value),
+        target,
+        given_start,
+    );
+    version
+        .validate()
+        .map_err(|e| ApiError::invalid_resource(format!("invalid autoupdate_version: {e}")))?;
+    let changes = current
+        .as_ref()
+        .is_none_or(|c| !resources::same(&c.value, &version));
+    let agents = version
+        .spec
+        .agents
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("new-rollout would store no spec.agents"))?;
+    let mut effects = vec![if changes {
+        format!(
+            "a new rollout from {} to {}: every group starts over from unstarted at the next reconcile",
+            agents.start_version, agents.target_version
+        )
+    } else {
+        format!(
+            "the rollout from {} to {} is already the one asked for: nothing changes",
+            agents.start_version, agents.target_version
+        )
+    }];
+    effects.extend(note);
+    Ok(Json(PreviewResponse {
+        action: action.to_string(),
+        effects,
+        groups: Vec::new(),
+        events: Vec::new(),
+        modes: None,
+        start_version: Some(agents.start_version.to_string()),
+        target_version: Some(agents.target_version.to_string()),
+        changes,
     }))
 }

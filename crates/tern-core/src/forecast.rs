@@ -1,0 +1,442 @@
+//! When will this host update? The dashboard's host page asks it of one host: the
+//! answer comes from the same rollout, the same [`find::decide`], the same windows and
+//! the same backpressure numeral the planner and ternd use, so a forecast never
+//! disagrees with what find will tell the host. Pure: the instant and the host's
+//! group peers are arguments.
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::backpressure::UpdaterNumeral;
+use crate::find;
+use crate::resource::{AutoUpdateAgentRollout, GroupState, Mode, RolloutGroup, Schedule, Strategy};
+use crate::rollout::{Groups, group_window};
+use crate::version::Version;
+
+/// How many windows ahead a forecast looks for one the group may start in.
+const WINDOWS_AHEAD: usize = 16;
+
+/// What a host should expect, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outlook {
+    /// No rollout exists: nothing will move.
+    NoRollout,
+    /// It runs the version find gives it, and nothing more is planned.
+    UpToDate,
+    /// find tells it to update now (within its jitter).
+    Now,
+    /// The mode in force is disabled or suspended: nothing moves until it is enabled.
+    Stopped,
+    /// Its group waits for earlier groups to finish (halt-on-error).
+    AfterEarlierGroups,
+    /// Its group starts at the next window it may start in (`starts_at`).
+    AtWindow,
+    /// Its group tests canaries and this host is not one: it follows once they pass.
+    AfterCanaries,
+    /// Its group is active but backpressure has not reached its place yet.
+    Backpressure,
+    /// Its group is done or rolled back and this host is not told to move.
+    Held,
+}
+
+/// A host's forecast.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Forecast {
+    pub outlook: Outlook,
+    /// One line for people.
+    pub summary: String,
+    /// The group serving it (the catch-all for an unknown or empty group).
+    pub serving_group: Option<String>,
+    /// It presents a group the rollout lacks (served by the catch-all).
+    pub unknown_group: bool,
+    pub group_state: Option<GroupState>,
+    pub mode: Option<Mode>,
+    /// The version find gives it now, and whether it is told to update now.
+    pub find_version: Option<String>,
+    pub find_update: bool,
+    pub target_version: Option<String>,
+    /// It is one of its group's canaries.
+    pub canary: bool,
+    /// Its place in the backpressure order: its numeral in [0, 1], against the group's
+    /// progress (admitted below it).
+    pub position: f64,
+    pub progress: Option<f64>,
+    /// Hosts of its group ahead of it in the backpressure order, and of how many
+    /// (`None` when no peers were given).
+    pub ahead: Option<u64>,
+    pub peers: Option<u64>,
+    /// The groups before its own that are not done yet (halt-on-error).
+    pub waiting_for: Vec<String>,
+    /// When its group can start at the earliest (a window opening), if known.
+    pub starts_at: Option<Timestamp>,
+    /// The next opening of its group's window after `now`.
+    pub next_window: Option<Timestamp>,
+    pub window_open: bool,
+}
+
+/// The forecast at `now` for a host presenting `group` and `updater_id` and running
+/// `version`. `peers` are the backpressure numerals of the hosts the same group serves
+/// (for its place in the backpressure order); pass an empty iterator when unknown.
+pub fn forecast(
+    rollout: Option<&AutoUpdateAgentRollout>,
+    group: &str,
+    updater_id: &str,
+    version: &str,
+    peers: impl IntoIterator<Item = UpdaterNumeral>,
+    now: Timestamp,
+) -> Forecast {
+    let position = UpdaterNumeral::of(updater_id).fraction();
+    let decision = find::decide(rollout, group, updater_id);
+    let mut f = Forecast {
+        outlook: Outlook::NoRollout,
+        summary: "no rollout: nothing is planned for this host".into(),
+        serving_group: None,
+        unknown_group: false,
+        group_state: None,
+        mode: None,
+        find_version: decision.version.as_ref().map(ToString::to_string),
+        find_update: decision.update,
+        target_version: None,
+        canary: false,
+        position,
+        progress: None,
+        ahead: None,
+        peers: None,
+        waiting_for: Vec::new(),
+        starts_at: None,
+        next_window: None,
+        window_open: false,
+    };
+    let Some(rollout) = rollout else {
+        return f;
+    };
+    let target = rollout.spec.target_version.to_string();
+    let mode = rollout.spec.autoupdate_mode;
+    f.target_version = Some(target.clone());
+    f.mode = Some(mode);
+    let groups = Groups::of(rollout);
+    f.unknown_group = groups.unknown(group).is_some();
+    let on = |v: &Option<String>| v.as_deref().is_some_and(|v| same_version(v, version));
+    let served = match rollout.spec.schedule {
+        Schedule::Immediate => None,
+        Schedule::Regular => rollout.serving_group(group),
+    };
+    let Some(g) = served else {
+        // The immediate schedule: everyone to the target as soon as the mode allows.
+        f.outlook = match (mode, on(&f.find_version)) {
+            (_, true) => Outlook::UpToDate,
+            (Mode::Enabled, false) => Outlook::Now,
+            _ => Outlook::Stopped,
+        };
+        f.summary = summary(&f, None);
+        return f;
+    };
+    f.serving_group = Some(g.name.clone());
+    f.group_state = Some(g.state);
+    f.canary = g.canaries.iter().any(|c| c.updater_id == updater_id);
+    let w = group_window(&rollout.spec, g);
+    f.window_open = w.is_open(now);
+    f.next_window = w.next_open(now);
+    if g.config_max_in_flight.is_some() {
+        f.progress = Some(g.progress);
+        let mut ahead = 0;
+        let mut all = 0;
+        let me = UpdaterNumeral::of(updater_id);
+        for p in peers {
+            all += 1;
+            if p < me {
+                ahead += 1;
+            }
+        }
+        if all > 0 {
+            f.ahead = Some(ahead);
+            f.peers = Some(all);
+        }
+    }
+    let index = rollout
+        .status
+        .groups
+        .iter()
+        .position(|x| x.name == g.name)
+        .unwrap_or(0);
+    let before = &rollout.status.groups[..index];
+    let runs_target = same_version(version, &target);
+    f.outlook = if f.find_update && !on(&f.find_version) {
+        Outlook::Now
+    } else if (runs_target && g.state != GroupState::Rolledback)
+        || (g.state == GroupState::Rolledback && on(&f.find_version))
+    {
+        Outlook::UpToDate
+    } else if mode != Mode::Enabled {
+        Outlook::Stopped
+    } else {
+        match g.state {
+            GroupState::Unstarted => {
+                let halt = rollout.spec.strategy == Strategy::HaltOnError;
+                f.waiting_for = before
+                    .iter()
+                    .filter(|b| halt && b.state != GroupState::Done)
+                    .map(|b| b.name.clone())
+                    .collect();
+                if f.waiting_for.is_empty() {
+                    f.starts_at = earliest_start(rollout, before, g, now);
+                    Outlook::AtWindow
+                } else {
+                    Outlook::AfterEarlierGroups
+                }
+            }
+            GroupState::Canary => Outlook::AfterCanaries,
+            GroupState::Active => Outlook::Backpressure,
+            GroupState::Done | GroupState::Rolledback => Outlook::Held,
+        }
+    };
+    f.summary = summary(&f, Some(g));
+    f
+}
+
+/// Versions as hosts send them may carry a `v`: compared as versions when both parse.
+fn same_version(a: &str, b: &str) -> bool {
+    match (a.parse::<Version>(), b.parse::<Version>()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// The first instant the unstarted group `g` may start at or after `now`, by the rule
+/// of `reconcile` for a halt-on-error group whose earlier groups are done: inside its
+/// window, a window that opened after the rollout started, and `wait_hours` after the
+/// previous group started. Time-based groups start when their window opens.
+fn earliest_start(
+    rollout: &AutoUpdateAgentRollout,
+    before: &[RolloutGroup],
+    g: &RolloutGroup,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let w = group_window(&rollout.spec, g);
+    let rollout_start = rollout.status.start_time.unwrap_or(Timestamp::MIN);
+    let not_before = match (
+        rollout.spec.strategy,
+        before.last().and_then(|p| p.start_time),
+    ) {
+        (Strategy::HaltOnError, Some(prev)) => {
+            let wait = SignedDuration::from_hours(g.config_wait_hours);
+            prev.saturating_add(wait).unwrap_or(prev).max(now)
+        }
+        _ => now,
+    };
+    w.upcoming(now, WINDOWS_AHEAD)
+        .into_iter()
+        .filter(|&(open, _)| open >= rollout_start)
+        .find_map(|(open, close)| {
+            let at = open.max(not_before);
+            (at < close).then_some(at)
+        })
+}
+
+fn summary(f: &Forecast, g: Option<&RolloutGroup>) -> String {
+    let target = f.target_version.as_deref().unwrap_or("?");
+    let group = g.map_or("", |g| g.name.as_str());
+    let when =
+        |t: Option<Timestamp>| t.map_or_else(|| "no window ahead".to_string(), |t| t.to_string());
+    match f.outlook {
+        Outlook::NoRollout => "no rollout: nothing is planned for this host".into(),
+        Outlook::UpToDate => format!(
+            "runs {}, the version find gives it: nothing is planned",
+            f.find_version.as_deref().unwrap_or("?")
+        ),
+        Outlook::Now => format!(
+            "told to update to {} now{}",
+            f.find_version.as_deref().unwrap_or(target),
+            if f.canary { " (it is a canary)" } else { "" }
+        ),
+        Outlook::Stopped => format!(
+            "updates are {}: nothing moves until the mode is enabled",
+            f.mode.map_or("disabled", Mode::as_str)
+        ),
+        Outlook::AfterEarlierGroups => format!(
+            "group {group} waits for {} to finish, then its next window (next opening {})",
+            f.waiting_for.join(", "),
+            when(f.next_window)
+        ),
+        Outlook::AtWindow => format!(
+            "group {group} may start at {} (canary: {})",
+            when(f.starts_at),
+            if g.is_some_and(|g| g.canary_count > 0) {
+                "the group first tests canaries"
+            } else {
+                "no"
+            }
+        ),
+        Outlook::AfterCanaries => format!(
+            "group {group} tests {} canaries; this host follows to {target} once they pass",
+            g.map_or(0, |g| g.canaries.len())
+        ),
+        Outlook::Backpressure => match (f.progress, f.ahead, f.peers) {
+            (Some(p), Some(a), Some(n)) => format!(
+                "backpressure: its place is {:.1}% ({a} of {n} hosts of {group} ahead), progress {:.1}%: it updates when progress passes its place",
+                f.position * 100.0,
+                p * 100.0
+            ),
+            (Some(p), _, _) => format!(
+                "backpressure: its place is {:.1}%, progress {:.1}%: it updates when progress passes its place",
+                f.position * 100.0,
+                p * 100.0
+            ),
+            _ => format!("group {group} is active: it updates at its next check"),
+        },
+        Outlook::Held => format!(
+            "group {group} is {}: it stays on {}",
+            g.map_or("?", |g| g.state.as_str()),
+            f.find_version.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::duration::Percent;
+    use crate::resource::{Canary, RolloutSpec, RolloutStatus};
+    use crate::window::Day;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn group(name: &str, hour: i64, state: GroupState) -> RolloutGroup {
+        RolloutGroup {
+            name: name.into(),
+            state,
+            config_days: vec![Day::parse("*").unwrap()],
+            config_start_hour: hour,
+            ..RolloutGroup::default()
+        }
+    }
+
+    fn rollout(groups: Vec<RolloutGroup>) -> AutoUpdateAgentRollout {
+        AutoUpdateAgentRollout::new(
+            RolloutSpec {
+                start_version: "1.0.0".parse().unwrap(),
+                target_version: "1.1.0".parse().unwrap(),
+                schedule: Schedule::Regular,
+                autoupdate_mode: Mode::Enabled,
+                strategy: Strategy::HaltOnError,
+                maintenance_window_duration: None,
+            },
+            RolloutStatus {
+                start_time: Some(at("2026-11-23T08:00:00Z")),
+                groups,
+                ..RolloutStatus::default()
+            },
+        )
+    }
+
+    const LOW: &str = "10000000-0000-4000-8000-000000000000";
+    const HIGH: &str = "e0000000-0000-4000-8000-000000000000";
+    const NOW: &str = "2026-11-23T09:00:00Z";
+
+    #[test]
+    fn no_rollout_plans_nothing() {
+        let f = forecast(None, "dev", LOW, "1.0.0", [], at(NOW));
+        assert_eq!(f.outlook, Outlook::NoRollout);
+    }
+
+    #[test]
+    fn a_later_group_waits_for_the_earlier_ones() {
+        let r = rollout(vec![
+            group("dev", 10, GroupState::Active),
+            group("prod", 14, GroupState::Unstarted),
+        ]);
+        let f = forecast(Some(&r), "prod", LOW, "1.0.0", [], at(NOW));
+        assert_eq!(f.outlook, Outlook::AfterEarlierGroups);
+        assert_eq!(f.waiting_for, vec!["dev".to_string()]);
+        assert_eq!(f.next_window, Some(at("2026-11-23T14:00:00Z")));
+        assert!(f.summary.contains("dev"), "{}", f.summary);
+    }
+
+    #[test]
+    fn the_first_group_starts_at_its_window_after_the_wait() {
+        let r = rollout(vec![group("dev", 10, GroupState::Unstarted)]);
+        let f = forecast(Some(&r), "dev", LOW, "1.0.0", [], at(NOW));
+        assert_eq!(f.outlook, Outlook::AtWindow);
+        assert_eq!(f.starts_at, Some(at("2026-11-23T10:00:00Z")));
+        // wait_hours after the previous group's start push it to a later window.
+        let mut dev = group("dev", 10, GroupState::Done);
+        dev.start_time = Some(at("2026-11-23T10:00:00Z"));
+        let mut prod = group("prod", 11, GroupState::Unstarted);
+        prod.config_wait_hours = 24;
+        let r = rollout(vec![dev, prod]);
+        let f = forecast(Some(&r), "prod", LOW, "1.0.0", [], at(NOW));
+        assert_eq!(f.outlook, Outlook::AtWindow);
+        assert_eq!(f.starts_at, Some(at("2026-11-24T11:00:00Z")));
+    }
+
+    #[test]
+    fn an_unknown_group_is_served_by_the_catch_all() {
+        let r = rollout(vec![
+            group("dev", 10, GroupState::Active),
+            group("prod", 14, GroupState::Unstarted),
+        ]);
+        let f = forecast(Some(&r), "prdo", LOW, "1.0.0", [], at(NOW));
+        assert!(f.unknown_group);
+        assert_eq!(f.serving_group.as_deref(), Some("prod"));
+    }
+
+    #[test]
+    fn canaries_update_first_and_the_rest_follow() {
+        let mut dev = group("dev", 8, GroupState::Canary);
+        dev.canary_count = 1;
+        dev.canaries = vec![Canary {
+            updater_id: LOW.into(),
+            ..Canary::default()
+        }];
+        let r = rollout(vec![dev]);
+        let canary = forecast(Some(&r), "dev", LOW, "1.0.0", [], at(NOW));
+        assert!(canary.canary);
+        assert_eq!(canary.outlook, Outlook::Now);
+        let other = forecast(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
+        assert!(!other.canary);
+        assert_eq!(other.outlook, Outlook::AfterCanaries);
+    }
+
+    #[test]
+    fn backpressure_places_the_host_among_its_peers() {
+        let mut dev = group("dev", 8, GroupState::Active);
+        dev.config_max_in_flight = Some(Percent::from_percent(10));
+        dev.progress = 0.5;
+        let r = rollout(vec![dev]);
+        let peers = [LOW, HIGH, "f0000000-0000-4000-8000-000000000000"].map(UpdaterNumeral::of);
+        let low = forecast(Some(&r), "dev", LOW, "1.0.0", peers, at(NOW));
+        assert_eq!(low.outlook, Outlook::Now, "find admits it under 0.5");
+        let high = forecast(Some(&r), "dev", HIGH, "1.0.0", peers, at(NOW));
+        assert_eq!(high.outlook, Outlook::Backpressure);
+        assert_eq!((high.ahead, high.peers), (Some(1), Some(3)));
+        assert!(high.position > 0.5 && high.progress == Some(0.5));
+    }
+
+    #[test]
+    fn the_forecast_agrees_with_find() {
+        let mut dev = group("dev", 8, GroupState::Active);
+        dev.config_max_in_flight = Some(Percent::from_percent(10));
+        dev.progress = 0.3;
+        let r = rollout(vec![dev, group("prod", 14, GroupState::Unstarted)]);
+        for id in [LOW, HIGH, "host-a", ""] {
+            for g in ["dev", "prod", "other", ""] {
+                let f = forecast(Some(&r), g, id, "1.0.0", [], at(NOW));
+                let d = find::decide(Some(&r), g, id);
+                assert_eq!(f.outlook == Outlook::Now, d.update, "{g} {id}: {f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_suspended_rollout_stops_everyone() {
+        let mut r = rollout(vec![group("dev", 8, GroupState::Active)]);
+        r.spec.autoupdate_mode = Mode::Suspended;
+        let f = forecast(Some(&r), "dev", LOW, "1.0.0", [], at(NOW));
+        assert_eq!(f.outlook, Outlook::Stopped);
+        let done = forecast(Some(&r), "dev", LOW, "1.1.0", [], at(NOW));
+        assert_eq!(done.outlook, Outlook::UpToDate);
+    }
+}

@@ -1,0 +1,152 @@
+//! `tern-dashboard-bench --ternd BIN [--quick]` (run by `cargo xtask bench dashboard`):
+//! a real ternd holding 100k agents (5k with `--quick`) heartbeated over its API, and
+//! headless Chromium loading the dashboard's rollout and inventory pages, each load a
+//! fresh navigation. Measured in the browser: time from navigation start to the page's
+//! first content (`window.ternFirstRender`, set by the page when it has drawn the
+//! data), against fetching `GET /v1/agents/status` alone from the same page (the
+//! baseline, same run); and the bytes the inventory page loads (document, script, style
+//! sheet, whoami and one page of hosts). Progress on stderr, the figures as one JSON
+//! object on the last line of stdout.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use tern_dashboard_tests::Browser;
+
+const USAGE: &str = "usage: tern-dashboard-bench --ternd BIN [--quick]";
+/// Loads of each page measured (after one warm-up load).
+const RUNS: usize = 9;
+
+fn main() -> anyhow::Result<()> {
+    let mut ternd_bin: Option<PathBuf> = None;
+    let mut quick = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--ternd" => ternd_bin = Some(args.next().context(USAGE)?.into()),
+            "--quick" => quick = true,
+            other => bail!("unknown argument {other:?}\n{USAGE}"),
+        }
+    }
+    let ternd_bin = ternd_bin.context(USAGE)?;
+    let agents: u64 = if quick { 5_000 } else { 100_000 };
+    eprintln!("dashboard: starting ternd and heartbeating {agents} agents");
+    let ternd = tern_bench::ternd::Ternd::start(&ternd_bin, &[])?;
+    tern_bench::heartbeat::round(&ternd, agents, "1.0.0", 16)?;
+    // Half of them on the target, then one report period so they are counted.
+    tern_bench::heartbeat::round(&ternd, agents / 2, "1.1.0", 16)?;
+    ternd.call(
+        "POST",
+        "/v1/dev/clock",
+        br#"{"set":"2026-11-23T12:07:00Z"}"#,
+    )?;
+    ternd.call("POST", "/v1/dev/reconcile", b"")?;
+    let url = format!("http://{}", ternd.server.addr);
+    let full = ternd.call("GET", "/v1/inventory", b"")?.len();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let figures = rt.block_on(measure(&url, &ternd.token, agents, full))?;
+    println!("{}", serde_json::to_string(&figures)?);
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// One fresh load of `hash`: (first render ms, bytes loaded up to it).
+async fn load(b: &Browser, url: &str, page: &str) -> anyhow::Result<(f64, f64)> {
+    b.client.goto("about:blank").await?;
+    b.client.goto(&format!("{url}/#/{page}")).await?;
+    let v = b
+        .wait_js(
+            page,
+            &format!(
+                "if (document.getElementById('main').dataset.page !== '{page}' || window.ternFirstRender === undefined) return null;
+                 const t = window.ternFirstRender;
+                 const all = performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'));
+                 const bytes = all.filter(e => e.responseEnd <= t + 1).reduce((s, e) => s + (e.encodedBodySize || 0), 0);
+                 return [t, bytes];"
+            ),
+            Duration::from_secs(60),
+        )
+        .await?;
+    let n = |i: usize| v[i].as_f64().context("not a number");
+    Ok((n(0)?, n(1)?))
+}
+
+async fn measure(
+    url: &str,
+    token: &str,
+    agents: u64,
+    full_inventory_bytes: usize,
+) -> anyhow::Result<Value> {
+    let b = Browser::start().await?;
+    // Log in once: the token in this tab's session storage, as the log-in form does.
+    b.client.goto(&format!("{url}/#/login")).await?;
+    b.client
+        .execute(
+            "sessionStorage.setItem('tern.token', arguments[0]);",
+            vec![json!(token)],
+        )
+        .await?;
+    let mut out = serde_json::Map::new();
+    let mut status_ms = Vec::new();
+    for _ in 0..RUNS {
+        let v = b
+            .client
+            .execute_async(
+                "const done = arguments[arguments.length - 1];
+                 const t0 = performance.now();
+                 fetch('/v1/agents/status', {cache: 'no-store', headers: {Authorization: 'Bearer ' + sessionStorage.getItem('tern.token')}})
+                   .then(r => r.json()).then(() => done(performance.now() - t0), e => done(-1));",
+                vec![],
+            )
+            .await?;
+        let ms = v.as_f64().context("status fetch")?;
+        if ms < 0.0 {
+            bail!("fetching the status from the page failed");
+        }
+        status_ms.push(ms);
+    }
+    let status = median(status_ms);
+    eprintln!("status JSON alone: {status:.1} ms (median of {RUNS})");
+    for page in ["rollout", "inventory"] {
+        let (_, cold_bytes) = load(&b, url, page).await?;
+        let mut times = Vec::new();
+        for _ in 0..RUNS {
+            times.push(load(&b, url, page).await?.0);
+        }
+        let first = median(times);
+        eprintln!(
+            "{page}: first render {first:.1} ms (median of {RUNS}), {:.1}x the status JSON; {:.1} KB loaded",
+            first / status,
+            cold_bytes / 1000.0
+        );
+        out.insert(
+            page.to_string(),
+            json!({
+                "first_render_ms": (first * 10.0).round() / 10.0,
+                "ratio_to_status_json": (first / status * 100.0).round() / 100.0,
+                "bytes_loaded": cold_bytes,
+            }),
+        );
+    }
+    b.close().await?;
+    Ok(json!({
+        "bench": "dashboard",
+        "agents": agents,
+        "runs": RUNS,
+        "status_json_ms": (status * 10.0).round() / 10.0,
+        "pages": out,
+        "first_render_target_ms": 300,
+        "inventory_page_target_bytes": 200_000,
+        "whole_inventory_json_bytes": full_inventory_bytes,
+        "loadavg": tern_bench::procs::loadavg(),
+    }))
+}

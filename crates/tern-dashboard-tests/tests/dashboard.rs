@@ -1,0 +1,479 @@
+//! The dashboard in headless Chromium against a real ternd (SQLite in a temp dir, a dev
+//! clock, plain HTTP on loopback). One test, one browser: starting Chromium is the
+//! slow part, so the story runs in one session: log in, every page (a screenshot of
+//! each), a change made through the API shows up without a reload, a rollback pressed
+//! in the page reaches the store, and a viewer gets no write button it can press.
+//! The hosts are stand-in heartbeats (no tern-update runs): the dashboard reads only
+//! what ternd keeps of them.
+//!
+//! Screenshots go to `<target>/tmp/dashboard-screenshots/`; with
+//! `TERN_DASHBOARD_SCREENSHOTS_TO_DOCS=1` they are also copied to `docs/images/`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tern_dashboard_tests::{Browser, Ternd, ternd_bin};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Hosts: dev 6 (two become canaries), staging 10, prod 50, and 2 presenting `prdo`,
+/// a typo the rollout lacks: 68, more than one page of 50.
+fn fleet() -> Vec<(String, &'static str)> {
+    let mut hosts = Vec::new();
+    for (group, n) in [("dev", 6), ("staging", 10), ("prod", 50), ("prdo", 2)] {
+        for i in 0..n {
+            // Ids spread over the backpressure order (hashed: not UUIDs).
+            let spread = (i as u32).wrapping_mul(0x0777_7777);
+            let id = format!("{spread:08x}-0000-4000-8000-{i:012x}");
+            hosts.push((format!("{group}-{id}"), group));
+        }
+    }
+    hosts
+}
+
+/// `prod-07.example` for the 8th host of prod.
+fn hostname(id: &str) -> String {
+    let (group, rest) = id.split_once('-').unwrap_or((id, ""));
+    let n = u64::from_str_radix(rest.rsplit('-').next().unwrap_or("0"), 16).unwrap_or(0);
+    format!("{group}-{n:02}.example")
+}
+
+fn beat(t: &Ternd, agent: &str, id: &str, group: &str, version: &str, extra: Value) {
+    let mut body = json!({
+        "updater_id": id, "host_id": format!("host-{id}"),
+        "hostname": hostname(id),
+        "group": group, "version": version,
+    });
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    let (s, v) = t
+        .call(
+            "POST",
+            "/v1/agents/heartbeat",
+            Some(agent),
+            Some(&body.to_string()),
+        )
+        .unwrap();
+    assert_eq!(s, 200, "heartbeat {id}: {v}");
+}
+
+fn group_state(t: &Ternd, group: &str) -> String {
+    let v = t.op("GET", "/v1/resources/rollout", None).unwrap();
+    v["status"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == group)
+        .map(|g| g["state"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no group {group}: {v}"))
+}
+
+/// A rollout 1.0.0 → 1.1.0 over dev (2 canaries), staging and prod, dev in canary with
+/// one canary healthy on the target.
+fn setup(t: &Ternd) -> Vec<(String, &'static str)> {
+    let config = tern_core::fixtures::halt_on_error(&[
+        ("dev", 10, 2, 0),
+        ("staging", 12, 0, 0),
+        ("prod", 14, 0, 0),
+    ]);
+    t.op("POST", "/v1/resources/config?force=true", Some(&config))
+        .unwrap();
+    let version = tern_core::fixtures::version("1.0.0", "1.1.0", "regular");
+    t.op("POST", "/v1/resources/version?force=true", Some(&version))
+        .unwrap();
+    t.op(
+        "PUT",
+        "/v1/channels/stable",
+        Some(r#"{"version": "1.1.0", "critical": false}"#),
+    )
+    .unwrap();
+    let agent = t.new_token("agent").unwrap();
+    let hosts = fleet();
+    let all = |t: &Ternd| {
+        for (id, group) in &hosts {
+            beat(t, &agent, id, group, "1.0.0", json!({}));
+        }
+    };
+    all(t);
+    t.op("POST", "/v1/dev/reconcile", None).unwrap();
+    t.op(
+        "POST",
+        "/v1/dev/clock",
+        Some(r#"{"set": "2026-11-23T10:05:00Z"}"#),
+    )
+    .unwrap();
+    all(t);
+    let r = t.op("POST", "/v1/dev/reconcile", None).unwrap();
+    let canaries = r["rollout"]["status"]["groups"][0]["canaries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("dev picked no canaries: {r}"))
+        .clone();
+    assert_eq!(canaries.len(), 2, "{r}");
+    let first = canaries[0]["updater_id"].as_str().unwrap();
+    beat(t, &agent, first, "dev", "1.1.0", json!({}));
+    t.op("POST", "/v1/dev/reconcile", None).unwrap();
+    assert_eq!(group_state(t, "dev"), "canary");
+    hosts
+}
+
+fn out_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn shot(b: &Browser, name: &str) {
+    let path = out_dir().join(format!("dashboard-{name}.png"));
+    b.screenshot(&path).await.unwrap();
+    if std::env::var_os("TERN_DASHBOARD_SCREENSHOTS_TO_DOCS").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/images");
+        std::fs::create_dir_all(&docs).unwrap();
+        std::fs::copy(&path, docs.join(format!("dashboard-{name}.png"))).unwrap();
+    }
+}
+
+/// Waits until the page shows `page` with content rendered after `after` updates.
+async fn page_shown(b: &Browser, page: &str) {
+    b.wait_js(
+        &format!("the {page} page"),
+        &format!(
+            "const m = document.getElementById('main'); return m.dataset.page === '{page}' && !document.getElementById('page-error');"
+        ),
+        WAIT,
+    )
+    .await
+    .unwrap();
+}
+
+async fn goto_hash(b: &Browser, hash: &str) {
+    b.client
+        .execute(&format!("location.hash = '{hash}';"), vec![])
+        .await
+        .unwrap();
+}
+
+async fn log_in(b: &Browser, t: &Ternd, token: &str) {
+    b.client.goto(&format!("{}/#/login", t.url)).await.unwrap();
+    b.wait_js(
+        "the log-in form",
+        "return !!document.getElementById('token');",
+        WAIT,
+    )
+    .await
+    .unwrap();
+    b.client
+        .execute(
+            "document.getElementById('token').value = arguments[0]; document.getElementById('login').click();",
+            vec![json!(token)],
+        )
+        .await
+        .unwrap();
+    page_shown(b, "rollout").await;
+    b.wait_js(
+        "the groups table",
+        "return document.querySelectorAll('#groups tr[data-group]').length === 3;",
+        WAIT,
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ternd");
+    let t = Ternd::start(
+        &ternd_bin().unwrap(),
+        &data,
+        &["--dev-clock", "2026-11-23T09:00:00Z"],
+    )
+    .unwrap();
+    let hosts = setup(&t);
+    let viewer = t.new_token("viewer").unwrap();
+    let b = Browser::start().await.unwrap();
+
+    // A wrong token is refused on the log-in page.
+    b.client.goto(&format!("{}/", t.url)).await.unwrap();
+    page_shown(&b, "login").await;
+    shot(&b, "login").await;
+    b.client
+        .execute(
+            "document.getElementById('token').value = 'tern_00_00'; document.getElementById('login').click();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    b.wait_js(
+        "the refusal",
+        "return document.getElementById('login-error').textContent;",
+        WAIT,
+    )
+    .await
+    .unwrap();
+
+    // The operator: the rollout page with dev's canaries and their health.
+    log_in(&b, &t, &t.token).await;
+    let dev = b
+        .wait_js(
+            "dev's canaries",
+            "const r = document.querySelector('tr[data-group=dev]'); return r && r.querySelectorAll('[data-canary]').length === 2 && r.textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let dev = dev.as_str().unwrap();
+    assert!(dev.contains("canary"), "{dev}");
+    assert!(
+        dev.contains("healthy on target") && dev.contains("pending"),
+        "{dev}"
+    );
+    let versions = b
+        .wait_js(
+            "versions",
+            "return document.getElementById('versions').textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(versions, "1.0.0 → 1.1.0");
+    let token_kept = b
+        .client
+        .execute(
+            "return [sessionStorage.getItem('tern.token'), window.localStorage.length];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        token_kept,
+        json!([t.token, 0]),
+        "the token lives in sessionStorage only"
+    );
+    shot(&b, "rollout").await;
+
+    // The inventory: one page of 50 of the 68 hosts, the typo flagged, filters.
+    goto_hash(&b, "#/inventory").await;
+    page_shown(&b, "inventory").await;
+    let rows = b
+        .wait_js(
+            "a page of hosts",
+            "return document.querySelectorAll('#inventory tbody tr').length;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows, json!(50));
+    let matched = b
+        .client
+        .execute(
+            "return document.getElementById('matched').textContent;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(matched, json!(format!("{} hosts match", hosts.len())));
+    let flagged = b
+        .client
+        .execute(
+            "return document.querySelectorAll('.unknown-group').length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    // Sorted by group: `prdo` comes after dev and before prod, on the first page.
+    assert_eq!(flagged, json!(2));
+    shot(&b, "inventory").await;
+    b.client
+        .execute("document.getElementById('next-page').click();", vec![])
+        .await
+        .unwrap();
+    b.wait_js(
+        "the second page",
+        "return location.hash.includes('cursor=') && document.querySelectorAll('#inventory tbody tr').length === 18;",
+        WAIT,
+    )
+    .await
+    .unwrap();
+    goto_hash(&b, "#/inventory?group=staging").await;
+    b.wait_js(
+        "the staging hosts only",
+        "const rows = [...document.querySelectorAll('#inventory tbody tr')]; return rows.length === 10 && rows.every(r => r.children[1].textContent.startsWith('staging'));",
+        WAIT,
+    )
+    .await
+    .unwrap();
+
+    // A prod host: it waits for dev and staging, then prod's window.
+    let (prod_host, _) = hosts.iter().find(|(_, g)| *g == "prod").unwrap();
+    goto_hash(&b, &format!("#/host/{prod_host}")).await;
+    page_shown(&b, "host").await;
+    let outlook = b
+        .wait_js(
+            "the forecast",
+            "const f = document.getElementById('forecast'); return f && f.dataset.outlook + ': ' + f.textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let outlook = outlook.as_str().unwrap();
+    assert!(
+        outlook.starts_with("after_earlier_groups: ") && outlook.contains("dev, staging"),
+        "{outlook}"
+    );
+    shot(&b, "host").await;
+
+    goto_hash(&b, "#/tokens").await;
+    page_shown(&b, "tokens").await;
+    let tokens = b
+        .wait_js(
+            "the tokens",
+            "const t = document.getElementById('tokens'); return t && t.textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let tokens = tokens.as_str().unwrap();
+    assert!(
+        tokens.contains("viewer") && tokens.contains("operator"),
+        "{tokens}"
+    );
+    let secret = viewer.rsplit('_').next().unwrap();
+    assert!(!tokens.contains(secret), "a token's secret is on the page");
+    shot(&b, "tokens").await;
+
+    goto_hash(&b, "#/channels").await;
+    page_shown(&b, "channels").await;
+    b.wait_js(
+        "the channel",
+        "const t = document.getElementById('channels'); return t && t.textContent.includes('stable') && t.textContent.includes('1.1.0');",
+        WAIT,
+    )
+    .await
+    .unwrap();
+    shot(&b, "channels").await;
+
+    // Live: a change made through the API shows up without reloading the page.
+    goto_hash(&b, "#/rollout").await;
+    page_shown(&b, "rollout").await;
+    b.client
+        .execute("window.ternSamePage = true;", vec![])
+        .await
+        .unwrap();
+    t.op(
+        "POST",
+        "/v1/agents/start-update",
+        Some(r#"{"groups": ["staging"], "force": true}"#),
+    )
+    .unwrap();
+    b.wait_js(
+        "staging started on the page",
+        "const r = document.querySelector('tr[data-group=staging]'); return r && r.dataset.state !== 'unstarted';",
+        WAIT,
+    )
+    .await
+    .unwrap();
+    let same = b
+        .client
+        .execute("return window.ternSamePage === true;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(same, json!(true), "the page reloaded");
+
+    // A rollback pressed in the page: the planner's preview first, then the store.
+    b.client
+        .execute(
+            "document.querySelector('button[data-action=rollback][data-group=dev]').click();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let preview = b
+        .wait_js(
+            "the rollback's preview",
+            "const d = document.getElementById('confirm'); const ok = document.getElementById('confirm-ok'); return d.open && !ok.disabled && document.getElementById('confirm-effects').textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let preview = preview.as_str().unwrap();
+    assert!(
+        preview.contains("dev") && preview.contains("rolledback"),
+        "{preview}"
+    );
+    assert_eq!(
+        group_state(&t, "dev"),
+        "canary",
+        "the preview wrote nothing"
+    );
+    shot(&b, "confirm").await;
+    b.client
+        .execute("document.getElementById('confirm-ok').click();", vec![])
+        .await
+        .unwrap();
+    let mut stored = String::new();
+    for _ in 0..200 {
+        stored = group_state(&t, "dev");
+        if stored == "rolledback" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(stored, "rolledback", "the rollback did not reach the store");
+    b.wait_js(
+        "dev rolled back on the page",
+        "const r = document.querySelector('tr[data-group=dev]'); return !document.getElementById('confirm').open && r && r.dataset.state === 'rolledback';",
+        WAIT,
+    )
+    .await
+    .unwrap();
+
+    // A viewer: every write button is there but disabled, and pressing one does nothing.
+    b.client
+        .execute("document.getElementById('logout').click();", vec![])
+        .await
+        .unwrap();
+    page_shown(&b, "login").await;
+    log_in(&b, &t, &viewer).await;
+    let buttons = b
+        .client
+        .execute(
+            "const bs = [...document.querySelectorAll('button[data-action]')]; return [bs.length, bs.filter(b => !b.disabled).length];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        buttons[1],
+        json!(0),
+        "a viewer has enabled write buttons: {buttons}"
+    );
+    assert!(buttons[0].as_u64().unwrap() >= 10, "{buttons}");
+    let before = t.op("GET", "/v1/resources/rollout", None).unwrap();
+    b.client
+        .execute(
+            "for (const b of document.querySelectorAll('button[data-action]')) b.click();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let open = b
+        .client
+        .execute("return document.getElementById('confirm').open;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(open, json!(false), "a viewer's click opened an action");
+    let after = t.op("GET", "/v1/resources/rollout", None).unwrap();
+    assert_eq!(before["status"]["groups"], after["status"]["groups"]);
+    let who = b
+        .client
+        .execute("return document.getElementById('who').textContent;", vec![])
+        .await
+        .unwrap();
+    assert!(who.as_str().unwrap().contains("viewer"), "{who}");
+    shot(&b, "viewer").await;
+    b.close().await.unwrap();
+}

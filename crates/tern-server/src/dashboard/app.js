@@ -1,0 +1,457 @@
+// Tern's dashboard: plain browser JavaScript over ternd's JSON API, no build step.
+// The token lives in sessionStorage only (gone when the tab closes) and travels as the
+// API's bearer header. Every decision shown (states, previews, forecasts) comes from
+// ternd, which computes it with tern-core: this file only lays it out.
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'tern.token';
+  const POLL_MS = 2000;
+  const PAGE_SIZE = 50;
+  const main = document.getElementById('main');
+  let me = null;
+  let timer = null;
+  let current = null;
+  let generation = 0;
+  let updates = 0;
+
+  // ---- helpers -------------------------------------------------------------
+
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') e.className = v;
+      else if (k === 'on') for (const [ev, f] of Object.entries(v)) e.addEventListener(ev, f);
+      else e.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const kid of kids.flat(Infinity)) {
+      if (kid === null || kid === undefined || kid === false) continue;
+      e.append(kid instanceof Node ? kid : String(kid));
+    }
+    return e;
+  }
+
+  function when(t) {
+    if (!t) return '—';
+    const d = new Date(t);
+    return isNaN(d) ? String(t) : d.toISOString().replace('T', ' ').replace(/:\d\d(\.\d+)?Z$/, ' UTC');
+  }
+
+  function pct(x) {
+    return (Math.round(x * 1000) / 10) + '%';
+  }
+
+  function badge(text, cls) {
+    return el('span', { class: 'badge ' + (cls || '') }, text);
+  }
+
+  class ApiError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  async function api(method, path, body) {
+    const headers = { Authorization: 'Bearer ' + (sessionStorage.getItem(TOKEN_KEY) || '') };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const r = await fetch(path, {
+      method,
+      headers,
+      cache: 'no-store',
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let data = null;
+    try {
+      data = await r.json();
+    } catch (_) {
+      data = null;
+    }
+    if (!r.ok) {
+      const msg = (data && data.error && data.error.message) || r.statusText || ('HTTP ' + r.status);
+      // Logged in and refused: the token was revoked or expired. (While logging in,
+      // the form shows the refusal itself.)
+      if (r.status === 401 && me) logout('ternd refused the token: ' + msg);
+      throw new ApiError(r.status, msg);
+    }
+    return data;
+  }
+
+  function rendered(page) {
+    updates += 1;
+    main.dataset.page = page;
+    main.dataset.updates = String(updates);
+    document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
+    // For the benchmark: milliseconds from navigation start to the first content.
+    if (window.ternFirstRender === undefined) {
+      window.ternFirstRender = performance.now();
+      performance.mark('tern-first-render');
+    }
+  }
+
+  // ---- log-in --------------------------------------------------------------
+
+  function logout(why) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    me = null;
+    location.hash = '#/login';
+    if (why) sessionStorage.setItem('tern.why', why);
+  }
+
+  function loginPage() {
+    const why = sessionStorage.getItem('tern.why');
+    sessionStorage.removeItem('tern.why');
+    const input = el('input', { id: 'token', type: 'password', autocomplete: 'off', placeholder: 'tern_…' });
+    const error = el('p', { id: 'login-error', class: 'error' }, why || '');
+    const form = el('form', { class: 'login', id: 'login-form' },
+      el('h1', {}, 'Log in'),
+      el('p', { class: 'muted' }, 'Paste an API token (operator, user or viewer). It is kept in this tab only.'),
+      input, error,
+      el('button', { type: 'submit', id: 'login' }, 'Log in'));
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+      try {
+        me = await api('GET', '/v1/whoami');
+        location.hash = '#/rollout';
+      } catch (e) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        sessionStorage.removeItem('tern.why');
+        error.textContent = e.status === 403
+          ? 'this token cannot read the dashboard (it needs an operator, user or viewer token)'
+          : 'log-in failed: ' + e.message;
+      }
+    });
+    main.replaceChildren(form);
+    rendered('login');
+  }
+
+  // ---- actions with the planner's preview ----------------------------------
+
+  const dialog = document.getElementById('confirm');
+  let pending = null;
+
+  async function act(action, body, title) {
+    const effects = document.getElementById('confirm-effects');
+    const error = document.getElementById('confirm-error');
+    const ok = document.getElementById('confirm-ok');
+    document.getElementById('confirm-title').textContent = title;
+    effects.replaceChildren(el('li', { class: 'muted' }, 'asking the planner…'));
+    error.textContent = '';
+    ok.disabled = true;
+    pending = { action, body };
+    dialog.showModal();
+    try {
+      const p = await api('POST', '/v1/preview/' + action, body);
+      effects.replaceChildren(...p.effects.map((e) => el('li', {}, e)));
+      ok.disabled = false;
+    } catch (e) {
+      effects.replaceChildren();
+      error.textContent = e.message;
+    }
+  }
+
+  document.getElementById('confirm-cancel').addEventListener('click', () => {
+    pending = null;
+    dialog.close();
+  });
+  document.getElementById('confirm-ok').addEventListener('click', async () => {
+    if (!pending) return;
+    const { action, body } = pending;
+    const ok = document.getElementById('confirm-ok');
+    ok.disabled = true;
+    try {
+      await api('POST', '/v1/agents/' + action, body);
+      pending = null;
+      dialog.close();
+      refresh();
+    } catch (e) {
+      document.getElementById('confirm-error').textContent = e.message;
+    }
+  });
+
+  // A write button: enabled only when the token's role may (ternd refuses anyway).
+  function writeButton(label, action, body, title, needs) {
+    const allowed = me && (needs === 'operator' ? me.operator : me.write);
+    return el('button', {
+      type: 'button',
+      'data-action': action,
+      'data-group': body && body.groups && body.groups.length === 1 ? body.groups[0] : null,
+      disabled: !allowed,
+      title: allowed ? null : 'needs ' + (needs === 'operator' ? 'an operator' : 'a user or operator') + ' token',
+      on: { click: () => allowed && act(action, body, title) },
+    }, label);
+  }
+
+  // ---- pages ---------------------------------------------------------------
+
+  const pages = {
+    rollout: {
+      mount() {
+        return el('section', {}, el('h1', {}, 'Rollout'), el('div', { id: 'content' }, el('p', { class: 'muted' }, 'loading…')));
+      },
+      async update(box) {
+        const s = await api('GET', '/v1/agents/status');
+        const r = s.rollout;
+        const cards = el('div', { class: 'cards' },
+          card('Versions', r ? r.spec.start_version + ' → ' + r.spec.target_version : '—', 'versions'),
+          card('Mode', s.mode, 'mode'),
+          card('Rollout', r ? (r.status.state || 'unstarted') : 'none', 'rollout-state'),
+          card('Hosts', s.up_to_date + ' / ' + s.present + ' on target' + (s.failed ? ', ' + s.failed + ' failed' : ''), 'hosts'));
+        const why = s.why_stopped ? el('p', { class: 'badge warn', id: 'why-stopped' }, s.why_stopped) : null;
+        const alerts = s.alerts.length
+          ? el('ul', { class: 'alerts', id: 'alerts' }, s.alerts.map((a) => el('li', { 'data-kind': a.kind },
+            (a.group ? a.group + ': ' : '') + a.message + ' (since ' + when(a.since) + ')')))
+          : el('p', { class: 'muted', id: 'alerts' }, 'No alerts.');
+        const version = el('input', { id: 'new-version', placeholder: '1.2.0', size: 8, disabled: !(me && me.operator) });
+        const actions = el('div', { class: 'actions' },
+          writeButton('Suspend', 'suspend', {}, 'Suspend agent updates'),
+          writeButton('Resume', 'resume', {}, 'Resume agent updates'),
+          writeButton('Roll back all', 'rollback', { groups: [] }, 'Roll back every group'),
+          el('span', { class: 'muted' }, '·'), version,
+          el('button', {
+            type: 'button', 'data-action': 'new-rollout', disabled: !(me && me.operator),
+            title: me && me.operator ? null : 'needs an operator token',
+            on: {
+              click: () => me && me.operator && act('new-rollout', { version: version.value.trim() },
+                'New rollout to ' + version.value.trim()),
+            },
+          }, 'New rollout…'));
+        const groups = r ? el('table', { id: 'groups' },
+          el('thead', {}, el('tr', {}, ['Group', 'State', 'Reason', 'Window', 'Progress', 'Canaries', ''].map((h) => el('th', {}, h)))),
+          el('tbody', {}, s.groups.map(groupRow))) : el('p', { id: 'no-rollout' }, s.no_rollout_reason || 'no rollout');
+        box.replaceChildren(...[cards, why, el('h2', {}, 'Alerts'), alerts, el('h2', {}, 'Groups'), actions, groups].filter((n) => n));
+      },
+    },
+    inventory: {
+      mount(params) {
+        const f = (name) => params.get(name) || '';
+        const state = el('select', { name: 'state' },
+          ['', 'up-to-date', 'outdated', 'failed', 'unknown-group'].map((v) => el('option', { value: v, selected: v === f('state') }, v || 'any')));
+        const form = el('form', { class: 'filters', id: 'filters' },
+          el('label', {}, 'group', el('input', { name: 'group', value: f('group'), size: 10 })),
+          el('label', {}, 'version', el('input', { name: 'version', value: f('version'), size: 8 })),
+          el('label', {}, 'state', state),
+          el('button', { type: 'submit' }, 'Filter'));
+        form.addEventListener('submit', (ev) => {
+          ev.preventDefault();
+          const q = new URLSearchParams();
+          for (const [k, v] of new FormData(form)) if (v) q.set(k, v);
+          location.hash = '#/inventory' + (q.toString() ? '?' + q : '');
+        });
+        return el('section', {}, el('h1', {}, 'Inventory'), form, el('div', { id: 'content' }, el('p', { class: 'muted' }, 'loading…')));
+      },
+      async update(box, params) {
+        const q = new URLSearchParams({ limit: String(PAGE_SIZE) });
+        for (const k of ['group', 'version', 'state', 'cursor']) if (params.get(k)) q.set(k, params.get(k));
+        const inv = await api('GET', '/v1/inventory?' + q);
+        const rows = inv.agents.map((a) => {
+          const unknown = inv.unknown_groups[a.group];
+          return el('tr', {
+            class: 'link', 'data-updater': a.updater_id,
+            on: { click: () => { location.hash = '#/host/' + encodeURIComponent(a.updater_id); } },
+          },
+          el('td', {}, el('a', { href: '#/host/' + encodeURIComponent(a.updater_id) }, a.hostname || a.updater_id)),
+          el('td', {}, a.group || el('span', { class: 'muted' }, '(none)'),
+            unknown ? [' ', badge('unknown group → ' + unknown, 'warn unknown-group')] : null),
+          el('td', {}, a.version),
+          el('td', {}, a.rollback ? badge('rolled back', 'bad') : a.healthy ? badge('healthy', 'ok') : badge('unhealthy', 'bad')),
+          el('td', {}, when(a.last_seen)));
+        });
+        const next = inv.next_cursor;
+        const pager = el('div', { class: 'pager' },
+          el('span', { id: 'matched' }, inv.matched + ' hosts match'),
+          params.get('cursor') ? el('button', { type: 'button', on: { click: () => go(params, null) } }, 'First page') : null,
+          next ? el('button', { type: 'button', id: 'next-page', on: { click: () => go(params, next) } }, 'Next page') : null);
+        box.replaceChildren(el('table', { id: 'inventory' },
+          el('thead', {}, el('tr', {}, ['Host', 'Group', 'Version', 'Health', 'Last seen'].map((h) => el('th', {}, h)))),
+          el('tbody', {}, rows)), pager);
+      },
+    },
+    host: {
+      mount(params, id) {
+        return el('section', {}, el('p', {}, el('a', { href: '#/inventory' }, '← inventory')),
+          el('h1', {}, 'Host ', id), el('div', { id: 'content' }, el('p', { class: 'muted' }, 'loading…')));
+      },
+      async update(box, params, id) {
+        const h = await api('GET', '/v1/inventory/' + encodeURIComponent(id));
+        const a = h.agent;
+        const f = h.forecast;
+        const dl = (pairs) => el('dl', {}, pairs.filter((p) => p).map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+        box.replaceChildren(
+          el('h2', {}, 'When will it update?'),
+          el('div', { class: 'forecast', id: 'forecast', 'data-outlook': f.outlook }, f.summary),
+          dl([
+            ['serving group', (f.serving_group || '—') + (f.unknown_group ? ' (its group ' + a.group + ' is unknown: the catch-all serves it)' : '')],
+            ['group state', f.group_state || '—'],
+            ['canary', f.canary ? 'yes' : 'no'],
+            ['find says', (f.find_version || '—') + (f.find_update ? ', update now' : ', hold')],
+            ['place in backpressure order', pct(f.position) + (f.progress !== null && f.progress !== undefined ? ' (progress ' + pct(f.progress) + ')' : ' (no backpressure)')
+              + (f.peers ? ', ' + f.ahead + ' of ' + f.peers + ' hosts ahead' : '')],
+            f.waiting_for.length ? ['waits for', f.waiting_for.join(', ')] : null,
+            ['may start at', when(f.starts_at)],
+            ['next window', when(f.next_window) + (f.window_open ? ' (open now)' : '')],
+          ]),
+          el('h2', {}, 'History'),
+          dl([
+            ['hostname', a.hostname], ['updater id', a.updater_id], ['host id', a.host_id],
+            ['group', a.group || '(none)'], ['version', a.version],
+            ['updater', (a.updater_version || '?') + ' (' + a.updater_status + ')'],
+            ['health', a.healthy ? 'healthy' : 'unhealthy'],
+            ['rolled back', a.rollback ? 'yes' + (a.failed_version ? ' (from ' + a.failed_version + ')' : '') : 'no'],
+            ['first seen', when(a.first_seen)], ['last seen', when(a.last_seen)],
+            a.install_result ? ['last install', JSON.stringify(a.install_result)] : null,
+            a.install_state ? ['install state', String(a.install_state)] : null,
+          ]));
+      },
+    },
+    tokens: {
+      mount() {
+        return el('section', {}, el('h1', {}, 'Tokens'),
+          el('p', { class: 'muted' }, 'Tokens are listed by id: ternd keeps only their hashes, so no secret is ever shown.'),
+          el('div', { id: 'content' }));
+      },
+      async update(box) {
+        let list;
+        try {
+          list = await api('GET', '/v1/tokens');
+        } catch (e) {
+          if (e.status !== 403) throw e;
+          box.replaceChildren(el('p', { id: 'tokens-denied' }, 'Listing tokens needs an operator token.'));
+          return;
+        }
+        box.replaceChildren(el('table', { id: 'tokens' },
+          el('thead', {}, el('tr', {}, ['Id', 'Role', 'Description', 'Created', 'Expires', 'Uses left', 'Host'].map((h) => el('th', {}, h)))),
+          el('tbody', {}, list.map((t) => el('tr', {},
+            el('td', {}, t.id), el('td', {}, t.role), el('td', {}, t.description || ''),
+            el('td', {}, when(t.created)), el('td', {}, when(t.expires)),
+            el('td', {}, t.uses_left === undefined ? '' : t.uses_left), el('td', {}, t.updater_id || ''))))));
+      },
+    },
+    channels: {
+      mount() {
+        return el('section', {}, el('h1', {}, 'Channels'), el('div', { id: 'content' }));
+      },
+      async update(box) {
+        const list = await api('GET', '/v1/channels');
+        box.replaceChildren(list.length ? el('table', { id: 'channels' },
+          el('thead', {}, el('tr', {}, ['Channel', 'Version', 'Critical', 'Updated'].map((h) => el('th', {}, h)))),
+          el('tbody', {}, list.map((c) => el('tr', {},
+            el('td', {}, c.name), el('td', {}, c.version),
+            el('td', {}, c.critical ? badge('critical', 'bad') : 'no'), el('td', {}, when(c.updated))))))
+          : el('p', { class: 'muted', id: 'channels' }, 'No channels.'));
+      },
+    },
+  };
+
+  function card(label, value, id) {
+    return el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value', id }, value));
+  }
+
+  function groupRow(g) {
+    const win = g.window_open_since
+      ? 'open until ' + when(g.window_closes)
+      : 'next ' + when(g.next_window);
+    const share = g.present ? g.up_to_date / g.present : 0;
+    const canaries = g.canaries && g.canaries.length
+      ? g.canaries.map((c) => el('div', { 'data-canary': c.updater_id },
+        (c.hostname || c.updater_id) + ' ',
+        c.failed ? badge('failed', 'bad') : c.success ? badge('healthy on target', 'ok') : badge('pending', 'warn')))
+      : (g.canary_count > 0 ? el('span', { class: 'muted' }, g.canary_count + ' to pick') : '—');
+    const one = { groups: [g.name] };
+    return el('tr', { 'data-group': g.name, 'data-state': g.state },
+      el('td', {}, g.name, g.catch_all ? el('span', { class: 'muted' }, ' (catch-all)') : null),
+      el('td', {}, badge(g.state, 'state-' + g.state)),
+      el('td', {}, g.last_update_reason || ''),
+      el('td', {}, win),
+      el('td', {},
+        el('span', { class: 'bar', title: pct(share) }, el('span', { 'data-width': pct(share) })),
+        ' ' + g.up_to_date + '/' + g.present,
+        g.failed ? [' ', badge(g.failed + ' failed', 'bad')] : null,
+        g.state === 'active' && g.progress < 1 ? el('div', { class: 'muted' }, 'backpressure ' + pct(g.progress)) : null),
+      el('td', {}, canaries),
+      el('td', {}, el('div', { class: 'actions' },
+        writeButton('Start', 'start-update', one, 'Start updating ' + g.name),
+        writeButton('Done', 'mark-done', one, 'Mark ' + g.name + ' done'),
+        writeButton('Roll back', 'rollback', one, 'Roll back ' + g.name))));
+  }
+
+  // The bars' widths are set from script: the CSP forbids inline style attributes.
+  function sizeBars(root) {
+    for (const s of root.querySelectorAll('[data-width]')) s.style.width = s.dataset.width;
+  }
+
+  function go(params, cursor) {
+    const q = new URLSearchParams(params);
+    if (cursor) q.set('cursor', cursor);
+    else q.delete('cursor');
+    location.hash = '#/inventory' + (q.toString() ? '?' + q : '');
+  }
+
+  // ---- routing and polling -------------------------------------------------
+
+  function parseHash() {
+    const h = location.hash.replace(/^#/, '') || '/rollout';
+    const [path, query] = h.split('?');
+    const parts = path.split('/').filter(Boolean);
+    return { page: parts[0] || 'rollout', id: parts[1] ? decodeURIComponent(parts[1]) : null, params: new URLSearchParams(query || '') };
+  }
+
+  async function refresh() {
+    clearTimeout(timer);
+    const mine = generation;
+    if (!current || !current.page.update) return;
+    if (!dialog.open) {
+      const box = document.getElementById('content');
+      try {
+        await current.page.update(box, current.params, current.id);
+        if (mine !== generation) return;
+        sizeBars(box);
+        rendered(current.name);
+      } catch (e) {
+        if (mine !== generation) return;
+        box.replaceChildren(el('p', { class: 'error', id: 'page-error' }, e.message));
+      }
+    }
+    if (mine === generation) timer = setTimeout(refresh, POLL_MS);
+  }
+
+  async function show() {
+    generation += 1;
+    clearTimeout(timer);
+    const { page, id, params } = parseHash();
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    const nav = document.getElementById('nav');
+    const out = document.getElementById('logout');
+    if (!token || page === 'login') {
+      current = null;
+      nav.hidden = true;
+      out.hidden = true;
+      document.getElementById('who').textContent = '';
+      if (token && page === 'login') sessionStorage.removeItem(TOKEN_KEY);
+      loginPage();
+      return;
+    }
+    if (!me) {
+      try {
+        me = await api('GET', '/v1/whoami');
+      } catch (e) {
+        logout('ternd refused the token: ' + e.message);
+        return;
+      }
+    }
+    nav.hidden = false;
+    out.hidden = false;
+    document.getElementById('who').textContent = me.role + ' · token ' + me.token_id + (me.write ? '' : ' · read only');
+    for (const a of nav.querySelectorAll('a')) a.classList.toggle('current', a.dataset.nav === (page === 'host' ? 'inventory' : page));
+    const p = pages[page] || pages.rollout;
+    current = { page: p, name: pages[page] ? page : 'rollout', id, params };
+    main.replaceChildren(p.mount(params, id));
+    refresh();
+  }
+
+  document.getElementById('logout').addEventListener('click', () => logout());
+  window.addEventListener('hashchange', show);
+  show();
+})();
