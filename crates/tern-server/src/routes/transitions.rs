@@ -63,6 +63,24 @@ fn transition_error(e: TransitionError) -> ApiError {
     }
 }
 
+/// The group state changes among a transition's events (what the action and its
+/// preview both answer).
+fn changed_groups(events: &[Event]) -> Vec<ChangedGroup> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::GroupChanged {
+                group, from, to, ..
+            } => Some(ChangedGroup {
+                name: group.clone(),
+                from: *from,
+                to: *to,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
 fn no_rollout() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -94,19 +112,7 @@ async fn run_transition(
     )
     .await?;
     let rollout = stored.ok_or_else(no_rollout)?.value;
-    let groups = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::GroupChanged {
-                group, from, to, ..
-            } => Some(ChangedGroup {
-                name: group.clone(),
-                from: *from,
-                to: *to,
-            }),
-            _ => None,
-        })
-        .collect();
+    let groups = changed_groups(&events);
     for e in &events {
         state.metrics.event(e.kind());
         tracing::info!(event = e.kind(), action = kind.as_str(), "{e}");
@@ -260,19 +266,7 @@ pub(crate) async fn preview(
                 .value;
             let (_, events) =
                 transition::apply(&rollout, &t, state.clock.now()).map_err(transition_error)?;
-            let groups: Vec<ChangedGroup> = events
-                .iter()
-                .filter_map(|e| match e {
-                    Event::GroupChanged {
-                        group, from, to, ..
-                    } => Some(ChangedGroup {
-                        name: group.clone(),
-                        from: *from,
-                        to: *to,
-                    }),
-                    _ => None,
-                })
-                .collect();
+            let groups = changed_groups(&events);
             let effects: Vec<String> = if events.is_empty() {
                 vec!["no group changes state".to_string()]
             } else {
