@@ -270,6 +270,12 @@ pub struct HostResponse {
     pub now: Timestamp,
     pub agent: InventoryEntry,
     pub forecast: crate::forecast::Forecast,
+    /// What changed on the host, newest first, as the replicas heard it (the newest
+    /// `history::MAX_EVENTS`).
+    pub history: Vec<crate::history::HostEvent>,
+    /// Why `history` could not be read (the store failed); the rest of the answer stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_error: Option<String>,
 }
 
 /// `GET /v1/whoami`: the token that asks, and what its role may do.

@@ -24,6 +24,7 @@ pub mod find;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod forecast;
+pub mod history;
 pub mod host_update;
 pub mod ids;
 pub mod inventory;

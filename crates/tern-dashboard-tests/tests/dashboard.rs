@@ -72,8 +72,8 @@ fn group_state(t: &Ternd, group: &str) -> String {
 }
 
 /// A rollout 1.0.0 → 1.1.0 over dev (2 canaries), staging and prod, dev in canary with
-/// one canary healthy on the target.
-fn setup(t: &Ternd) -> Vec<(String, &'static str)> {
+/// one canary healthy on the target. Returns the hosts and that canary.
+fn setup(t: &Ternd) -> (Vec<(String, &'static str)>, String) {
     let config = tern_core::fixtures::halt_on_error(&[
         ("dev", 10, 2, 0),
         ("staging", 12, 0, 0),
@@ -116,7 +116,7 @@ fn setup(t: &Ternd) -> Vec<(String, &'static str)> {
     beat(t, &agent, first, "dev", "1.1.0", json!({}));
     t.op("POST", "/v1/dev/reconcile", None).unwrap();
     assert_eq!(group_state(t, "dev"), "canary");
-    hosts
+    (hosts, first.to_string())
 }
 
 fn out_dir() -> PathBuf {
@@ -191,7 +191,7 @@ async fn the_dashboard_in_a_real_browser() {
         &["--dev-clock", "2026-11-23T09:00:00Z"],
     )
     .unwrap();
-    let hosts = setup(&t);
+    let (hosts, canary) = setup(&t);
     let viewer = t.new_token("viewer").unwrap();
     let b = Browser::start().await.unwrap();
 
@@ -323,7 +323,29 @@ async fn the_dashboard_in_a_real_browser() {
         outlook.starts_with("after_earlier_groups: ") && outlook.contains("dev, staging"),
         "{outlook}"
     );
+
+    // The canary that updated: its history, newest first.
+    goto_hash(&b, &format!("#/host/{canary}")).await;
+    page_shown(&b, "host").await;
+    let history = b
+        .wait_js(
+            "the canary's history",
+            "const t = document.getElementById('history'); return t && [...t.tBodies[0].rows].map((r) => r.dataset.kind + ': ' + r.cells[1].textContent);",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        history,
+        json!([
+            "updated: version 1.0.0 → 1.1.0",
+            "first_seen: first report: version 1.0.0 in group dev"
+        ]),
+    );
+    // Tall enough for the whole page: forecast, state and history in one picture.
+    b.client.set_window_size(1280, 1300).await.unwrap();
     shot(&b, "host").await;
+    b.client.set_window_size(1280, 900).await.unwrap();
 
     goto_hash(&b, "#/tokens").await;
     page_shown(&b, "tokens").await;

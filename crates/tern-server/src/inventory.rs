@@ -45,6 +45,17 @@ pub enum Refused {
     Full { max: usize },
 }
 
+/// What [`Inventory::heartbeat`] did.
+#[derive(Debug)]
+pub struct Recorded {
+    /// The install instruction the directives have for the host, if any (given again
+    /// with every heartbeat until the host reports a result for it).
+    pub install: Option<Box<InstallInstruction>>,
+    /// The host is new to this replica, or reports another state than before: its
+    /// history may have something to add.
+    pub changed: bool,
+}
+
 #[derive(Debug)]
 struct Entry {
     updater_id: Id,
@@ -176,15 +187,13 @@ impl Inventory {
 
     /// Records a heartbeat. The first heartbeat of a connection sets `first_seen`; later
     /// ones (even with another group or version) keep it while the agent is still
-    /// known, i.e. until [`Inventory::expire`] forgot it for a long silence. Returns the
-    /// install instruction the directives have for the host, if any (given again with
-    /// every heartbeat until the host reports a result for it).
+    /// known, i.e. until [`Inventory::expire`] forgot it for a long silence.
     pub fn heartbeat(
         &mut self,
         hb: &Heartbeat,
         now: Timestamp,
         at: Instant,
-    ) -> Result<Option<Box<InstallInstruction>>, Refused> {
+    ) -> Result<Recorded, Refused> {
         let updater_id = Id::parse(&hb.updater_id);
         let host_id = Id::parse(&hb.host_id);
         if updater_id.is_empty() && host_id.is_empty() {
@@ -208,6 +217,7 @@ impl Inventory {
             None => (None, None, false),
         };
         let instruction = directed::deliver(&mut directed, hb.install_result.as_ref());
+        let changed = found.is_none_or(|i| self.reports_changed(&self.entries[i], hb));
         let names = &mut self.names;
         let entry = Entry {
             updater_id,
@@ -239,7 +249,23 @@ impl Inventory {
                     .insert_unique(hash, i, |&j| hasher.hash_one(entries[j as usize].key()));
             }
         }
-        Ok(instruction)
+        Ok(Recorded {
+            install: instruction,
+            changed,
+        })
+    }
+
+    /// Whether `hb` reports another state than `e` holds in what a host's history
+    /// follows (`tern_core::history::HostState`).
+    fn reports_changed(&self, e: &Entry, hb: &Heartbeat) -> bool {
+        let name = |s: Sym| self.names.get(s);
+        name(e.group) != hb.group
+            || name(e.version) != hb.version
+            || e.updater_version.map(name) != hb.updater_version.as_deref()
+            || e.failed_version.map(name) != hb.failed_version.as_deref()
+            || e.updater_status != hb.updater_status
+            || e.rollback != hb.rollback
+            || e.healthy != hb.healthy
     }
 
     /// Forgets agents silent for longer than `max_silence`; returns how many.
@@ -555,8 +581,36 @@ mod tests {
         let mut inv = Inventory::default();
         let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
         let r = inv.heartbeat(&hb("", "dev", "1.0.0"), now, Instant::now());
-        assert_eq!(r, Err(Refused::Unidentified));
+        assert!(matches!(r, Err(Refused::Unidentified)), "{r:?}");
         assert!(inv.is_empty());
+    }
+
+    #[test]
+    fn a_heartbeat_says_whether_the_hosts_state_changed() {
+        let mut inv = Inventory::default();
+        let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+        let at = Instant::now();
+        let mut beat = |h: &Heartbeat| inv.heartbeat(h, now, at).unwrap().changed;
+        let h = hb("a", "dev", "1.0.0");
+        assert!(beat(&h), "new to this replica");
+        assert!(!beat(&h), "the same again");
+        let mut back = hb("a", "dev", "1.0.0");
+        back.rollback = true;
+        back.failed_version = Some("1.1.0".into());
+        assert!(beat(&back));
+        assert!(!beat(&back));
+        let mut sick = back.clone();
+        sick.healthy = false;
+        assert!(beat(&sick));
+        let mut newer_updater = sick.clone();
+        newer_updater.updater_version = Some("0.2.0".into());
+        assert!(beat(&newer_updater));
+        // Facts and the hostname are not what history follows.
+        let mut renamed = newer_updater.clone();
+        renamed.hostname = "other".into();
+        renamed.arch = "arm64".into();
+        assert!(!beat(&renamed));
+        assert!(beat(&hb("a", "prod", "1.0.0")));
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub(crate) const BOOTSTRAP: &str = "/tern/bootstrap";
 pub(crate) const DEV_CLOCK: &str = "/tern/dev/clock";
 /// `/tern/audit/<nanos>-<random>`: one record of the audit trail (`audit`).
 pub(crate) const AUDIT_PREFIX: &str = "/tern/audit/";
+/// `/tern/history/<updater_id>`: the host's history (`history`), with a TTL renewed by
+/// every write.
+pub(crate) const HISTORY_PREFIX: &str = "/tern/history/";
 /// `/tern/hosts/<updater_id>`: the token id of the host's credential.
 pub(crate) const HOSTS_PREFIX: &str = "/tern/hosts/";
 /// The modular upgrade system (`directives`): installers by name, the control config,

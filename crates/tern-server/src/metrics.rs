@@ -46,6 +46,11 @@ pub(crate) struct Metrics {
     pub(crate) report_entries_folded: AtomicU64,
     /// Reports not written for being over `MAX_REPORT_BYTES`.
     pub(crate) reports_too_large: AtomicU64,
+    /// Host history records written, observations dropped (the queue was full), and
+    /// batches whose write failed (`history`).
+    pub(crate) host_history_writes: AtomicU64,
+    pub(crate) host_history_dropped: AtomicU64,
+    pub(crate) host_history_errors: AtomicU64,
 }
 
 /// Reconcile duration buckets (seconds) for the histogram.
@@ -57,6 +62,10 @@ pub(crate) struct Histogram {
 }
 
 impl Metrics {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
     pub(crate) fn inc(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
     }
@@ -137,6 +146,24 @@ impl Metrics {
             "tern_heartbeats_shared_token_total",
             "heartbeats sent with a shared agent token instead of a host credential",
             get(&self.heartbeats_shared_token),
+        );
+        counter(
+            out,
+            "tern_host_history_writes_total",
+            "host history records written to the store",
+            get(&self.host_history_writes),
+        );
+        counter(
+            out,
+            "tern_host_history_dropped_total",
+            "host history observations dropped: the write queue was full",
+            get(&self.host_history_dropped),
+        );
+        counter(
+            out,
+            "tern_host_history_errors_total",
+            "host history writes that failed (those changes are missing from the history)",
+            get(&self.host_history_errors),
         );
         counter(
             out,

@@ -457,6 +457,7 @@ async fn start_background(state: &Arc<AppState>) {
     state.ready.store(true, Ordering::Relaxed);
     tokio::spawn(watch_loop(Arc::clone(state)));
     tokio::spawn(reconciler::campaign(Arc::clone(state)));
+    tokio::spawn(crate::history::run(Arc::clone(state)));
     if state.clock.as_dev().is_none() {
         tokio::spawn(reconciler::run(Arc::clone(state)));
         tokio::spawn(crate::directives::run(Arc::clone(state)));

@@ -102,6 +102,8 @@ pub struct AppState {
     pub(crate) downloads: std::sync::OnceLock<crate::downloads::Downloads>,
     /// Whether clients reach this replica over TLS (the scheme of the installer's URL).
     pub(crate) tls: AtomicBool,
+    /// Host history observations waiting for the store (`history`).
+    pub(crate) history: crate::history::Pending,
 }
 
 impl AppState {
@@ -145,6 +147,7 @@ impl AppState {
             directive_alerts_raised: AtomicBool::new(true),
             downloads: std::sync::OnceLock::new(),
             tls: AtomicBool::new(false),
+            history: crate::history::Pending::default(),
             notifiers,
         })
     }

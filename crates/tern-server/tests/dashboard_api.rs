@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Ternd, three_groups, version_yaml};
+use common::{Ternd, eventually, three_groups, version_yaml};
 use serde_json::json;
 
 #[test]
@@ -263,4 +263,85 @@ fn a_host_and_when_it_will_update() {
     assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), true));
     let (s, v) = t.call("GET", "/v1/inventory/nobody", Some(&t.token), None);
     assert_eq!(s, 404, "{v}");
+}
+
+fn history_kinds(v: &serde_json::Value) -> Vec<String> {
+    v["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A host's history is kept in the store: it continues across a restart, a `kill -9`
+/// with changes not yet written, and is written in the background without anyone
+/// reading it.
+#[test]
+fn a_hosts_history_survives_restarts_and_is_written_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ternd");
+    let mut t = Ternd::dev(&data);
+    let agent = t.new_token("agent");
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+    t.set_clock("2026-11-23T10:05:00Z");
+    t.heartbeat(&agent, "d1", "dev", "1.1.0");
+    t.set_clock("2026-11-23T10:10:00Z");
+    let rolled_back = json!({"rollback": true, "failed_version": "1.1.0", "healthy": false});
+    t.heartbeat_with(&agent, "d1", "dev", "1.0.0", rolled_back.clone());
+    let v = t.op("GET", "/v1/inventory/d1", None);
+    assert_eq!(
+        history_kinds(&v),
+        ["unhealthy", "rolled_back", "updated", "first_seen"],
+        "{v}"
+    );
+    let first = v["replica"].clone();
+    assert_eq!(
+        v["history"][1]["message"],
+        "rolled back from 1.1.0 to 1.0.0"
+    );
+    assert_eq!(v["history"][1]["time"], "2026-11-23T10:10:00Z");
+    assert_eq!(v["history"][2]["message"], "version 1.0.0 → 1.1.0");
+    assert_eq!(v["history"][2]["time"], "2026-11-23T10:05:00Z");
+    assert_eq!(v["history"][3]["replica"], first);
+
+    // Another host, never looked at: the background writer stores its history (d1's
+    // three changes were one write, made when its page was read).
+    let writes = |t: &Ternd| {
+        let (_, _, m) = t.raw("GET", "/metrics", None, None);
+        m.lines()
+            .find_map(|l| l.strip_prefix("tern_host_history_writes_total "))
+            .map(|n| n.trim().parse::<u64>().unwrap())
+    };
+    assert_eq!(writes(&t), Some(1));
+    t.heartbeat(&agent, "d2", "dev", "1.0.0");
+    eventually("d2's history is written", || writes(&t) == Some(2));
+
+    // A restart: the host reports what is stored already, so nothing is added (the
+    // new replica does not start the history again).
+    t.stop();
+    let mut t = Ternd::dev(&data);
+    t.heartbeat_with(&agent, "d1", "dev", "1.0.0", rolled_back.clone());
+    t.heartbeat(&agent, "d2", "dev", "1.0.0");
+    let v = t.op("GET", "/v1/inventory/d1", None);
+    assert_eq!(history_kinds(&v).len(), 4, "{v}");
+    let v2 = t.op("GET", "/v1/inventory/d2", None);
+    assert_eq!(history_kinds(&v2), ["first_seen"], "{v2}");
+
+    // A change heard just before a kill -9 may not be written; the next heartbeat to the
+    // restarted replica is compared with the stored state, so the change is kept.
+    t.set_clock("2026-11-23T10:20:00Z");
+    t.heartbeat(&agent, "d1", "dev", "1.1.1");
+    t.kill9();
+    let t = Ternd::dev(&data);
+    t.heartbeat(&agent, "d1", "dev", "1.1.1");
+    let v = t.op("GET", "/v1/inventory/d1", None);
+    assert_eq!(
+        history_kinds(&v)[..2],
+        ["healthy".to_string(), "updated".to_string()],
+        "{v}"
+    );
+    assert_eq!(v["history"][1]["message"], "version 1.0.0 → 1.1.1");
+    assert_eq!(v["history"].as_array().unwrap().len(), 6);
 }

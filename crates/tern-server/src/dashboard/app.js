@@ -291,9 +291,9 @@
               + (f.peers ? ', ' + f.ahead + ' of ' + f.peers + ' hosts ahead' : '')],
             f.waiting_for.length ? ['waits for', f.waiting_for.join(', ')] : null,
             ['may start at', when(f.starts_at)],
-            ['next window', when(f.next_window) + (f.window_open ? ' (open now)' : '')],
+            ['window', (f.window_open ? 'open now' : 'closed') + (f.next_window ? '; the next opens ' + when(f.next_window) : '')],
           ]),
-          el('h2', {}, 'History'),
+          el('h2', {}, 'Now'),
           dl([
             ['hostname', a.hostname], ['updater id', a.updater_id], ['host id', a.host_id],
             ['group', a.group || '(none)'], ['version', a.version],
@@ -303,7 +303,14 @@
             ['first seen', when(a.first_seen)], ['last seen', when(a.last_seen)],
             a.install_result ? ['last install', JSON.stringify(a.install_result)] : null,
             a.install_state ? ['install state', String(a.install_state)] : null,
-          ]));
+          ]),
+          el('h2', {}, 'History'),
+          h.history_error ? el('p', { class: 'error' }, h.history_error) : '',
+          h.history.length === 0 ? el('p', { class: 'muted' }, 'Nothing recorded yet.')
+            : el('table', { id: 'history' },
+              el('thead', {}, el('tr', {}, ['When', 'What', 'Heard by'].map((c) => el('th', {}, c)))),
+              el('tbody', {}, h.history.map((e) => el('tr', { 'data-kind': e.kind },
+                el('td', {}, when(e.time)), el('td', {}, e.message), el('td', { class: 'muted' }, e.replica))))));
       },
     },
     tokens: {

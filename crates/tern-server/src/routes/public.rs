@@ -264,7 +264,12 @@ pub(crate) async fn heartbeat(
     let now = state.clock.now();
     let recorded = state.inventory().heartbeat(&hb, now, at);
     let install = match recorded {
-        Ok(install) => install,
+        Ok(r) => {
+            if r.changed {
+                crate::history::observe(&state, &hb, now);
+            }
+            r.install
+        }
         Err(e @ Refused::Unidentified) => return Err(ApiError::bad_request(e.to_string())),
         Err(e @ Refused::Full { .. }) => {
             Metrics::inc(&state.metrics.heartbeats_inventory_full);

@@ -264,11 +264,20 @@ pub(crate) async fn host(
         };
         (agent, forecast)
     };
+    let (history, history_error) = match crate::history::read(&state, &updater_id).await {
+        Ok(h) => (h, None),
+        Err(e) => (
+            Vec::new(),
+            Some(format!("the host's history could not be read: {e}")),
+        ),
+    };
     Ok(Json(HostResponse {
         replica: state.settings.replica_id.clone(),
         now,
         agent,
         forecast,
+        history,
+        history_error,
     }))
 }
 
