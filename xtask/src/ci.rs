@@ -159,12 +159,56 @@ pub fn run() -> Result<(), String> {
         TEST_FEATURES,
     ]);
     run_cmd(bins)?;
+    // Signed too, as a release is: with throwaway keys in a repository made here by the
+    // real tern-release, so the check verifies real signatures over the real files.
+    let keys = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
+    let (repo, sign_keys) = throwaway_repository(keys.path())?;
     // In process: this binary may have been rebuilt on disk meanwhile.
     let out = crate::target_dir().join("dist-ci");
-    crate::dist::run(&[
+    let mut args = vec![
         "--debug".to_string(),
         "--check".to_string(),
         "--out".to_string(),
         out.display().to_string(),
-    ])
+        "--sign".to_string(),
+        repo.display().to_string(),
+    ];
+    for k in sign_keys {
+        args.extend(["--key".to_string(), k.display().to_string()]);
+    }
+    crate::dist::run(&args)
+}
+
+/// A tern-release repository under `dir` with fresh keys (one per role); returns it and
+/// the keys that sign targets.
+fn throwaway_repository(
+    dir: &std::path::Path,
+) -> Result<(std::path::PathBuf, Vec<std::path::PathBuf>), String> {
+    let bin = crate::target_dir().join("debug").join("tern-release");
+    let key = |role: &str| dir.join(format!("{role}.pk8"));
+    let run = |args: &mut Command| {
+        let out = args
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    let roles = ["root", "targets", "snapshot", "timestamp"];
+    run(Command::new(&bin)
+        .arg("keygen")
+        .args(roles.iter().map(|r| key(r))))?;
+    let repo = dir.join("repo");
+    let mut init = Command::new(&bin);
+    init.arg("init").arg("--repo").arg(&repo);
+    for r in roles {
+        init.arg(format!("--{r}-key")).arg(key(r));
+    }
+    run(&mut init)?;
+    Ok((repo, roles[1..].iter().map(|r| key(r)).collect()))
 }

@@ -1,6 +1,8 @@
 //! `cargo xtask dist`: the release binaries, a `.deb` for each of ternd, ternctl and
 //! tern-update, a release tarball, the raw tern-update binary that ternd's one-line
-//! installer serves, and `SHA256SUMS` over all of them (docs/install.md).
+//! installer serves, and `SHA256SUMS` over all of them (docs/install.md). With `--sign`,
+//! every one of those files is also signed as a target of a TUF repository by
+//! `tern-release`, and the signed metadata is copied next to them (`metadata/`).
 //!
 //! The packages are built here from a staged tree with `dpkg-deb --build
 //! --root-owner-group` rather than with cargo-deb: dpkg-deb is on every Debian
@@ -40,13 +42,21 @@ const PACKAGES: &[(&str, &str, &str)] = &[
 /// The cargo packages of the binaries.
 const CARGO_PACKAGES: &[&str] = &["tern-server", "tern-ctl", "tern-update"];
 
-const USAGE: &str = "usage: cargo xtask dist [--debug] [--out DIR] [--check]\n  --debug  package the debug binaries of the test build (for the package checks only)\n  --out    where the packages go (default target/dist)\n  --check  then check them: dpkg-deb, lintian, an install under a temporary root";
+const USAGE: &str = "usage: cargo xtask dist [--debug] [--out DIR] [--check] [--sign REPO --key KEY...]\n  --debug  package the debug binaries of the test build (for the package checks only)\n  --out    where the packages go (default target/dist)\n  --check  then check them: dpkg-deb, lintian, an install under a temporary root, and\n           with --sign each file against the signed metadata\n  --sign   sign every file as a target of this tern-release repository and copy its\n           metadata to DIR/metadata\n  --key    a key file for --sign: a threshold of the targets, snapshot and timestamp keys";
 
 #[derive(Debug, PartialEq, Eq)]
 struct Args {
     debug: bool,
     out: PathBuf,
     check: bool,
+    sign: Option<Signing>,
+}
+
+/// `--sign REPO --key KEY…`: the tern-release repository and the keys that sign in it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Signing {
+    pub(crate) repo: PathBuf,
+    pub(crate) keys: Vec<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -54,19 +64,30 @@ fn parse(args: &[String]) -> Result<Args, String> {
         debug: false,
         out: root().join("target").join("dist"),
         check: false,
+        sign: None,
     };
+    let (mut repo, mut keys) = (None, Vec::new());
     let mut it = args.iter();
+    let path = |it: &mut std::slice::Iter<'_, String>| {
+        let p = it.next().filter(|d| !d.is_empty()).ok_or(USAGE)?;
+        std::path::absolute(p).map_err(|e| format!("{p}: {e}"))
+    };
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--debug" => a.debug = true,
             "--check" => a.check = true,
-            "--out" => {
-                let dir = it.next().filter(|d| !d.is_empty()).ok_or(USAGE)?;
-                a.out = std::path::absolute(dir).map_err(|e| format!("{dir}: {e}"))?;
-            }
+            "--out" => a.out = path(&mut it)?,
+            "--sign" => repo = Some(path(&mut it)?),
+            "--key" => keys.push(path(&mut it)?),
             _ => return Err(USAGE.to_string()),
         }
     }
+    a.sign = match (repo, keys.is_empty()) {
+        (Some(repo), false) => Some(Signing { repo, keys }),
+        (None, true) => None,
+        (Some(_), true) => return Err(format!("--sign needs its keys (--key)\n{USAGE}")),
+        (None, false) => return Err(format!("--key is for --sign REPO\n{USAGE}")),
+    };
     Ok(a)
 }
 
@@ -86,6 +107,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if args.check {
         let started = std::time::Instant::now();
         crate::dist_check::run(&args.out)?;
+        if args.sign.is_some() {
+            crate::dist_check::signatures(&args.out, &built, &tern_release(args.debug))?;
+        }
         println!(
             "dist: packages checked ({:.1}s)",
             started.elapsed().as_secs_f64()
@@ -117,7 +141,7 @@ pub(crate) fn architecture() -> Result<String, String> {
 
 /// Builds everything into `args.out` (emptied first); returns the files made.
 fn build(args: &Args) -> Result<Vec<PathBuf>, String> {
-    let bins = binaries(args.debug)?;
+    let bins = binaries(args.debug, args.sign.is_some())?;
     let arch = architecture()?;
     let version = deb_version();
     let out = &args.out;
@@ -160,8 +184,16 @@ fn build(args: &Args) -> Result<Vec<PathBuf>, String> {
     made.push(raw);
     std::fs::remove_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
     made.push(checksums(out, &made)?);
-    sign(out)?;
+    if let Some(s) = &args.sign {
+        sign(out, &made, s, &bins.path("tern-release"), go_arch)?;
+    }
     Ok(made)
+}
+
+/// The tern-release binary `binaries` found or built.
+fn tern_release(debug: bool) -> PathBuf {
+    let profile = if debug { "debug" } else { "release" };
+    crate::target_dir().join(profile).join("tern-release")
 }
 
 /// Where the binaries to package are.
@@ -187,13 +219,18 @@ impl Binaries {
     }
 }
 
-/// The binaries to package: release ones built now, or with `debug` the debug ones as
-/// they are (`cargo xtask ci` has just built them, with its features; building here
-/// without those features would rebuild the workspace).
-fn binaries(debug: bool) -> Result<Binaries, String> {
+/// The binaries to package (and tern-release when `signing`): release ones built now,
+/// or with `debug` the debug ones as they are (`cargo xtask ci` has just built them,
+/// with its features; building here without those features would rebuild the
+/// workspace).
+fn binaries(debug: bool, signing: bool) -> Result<Binaries, String> {
+    let needed = PACKAGES
+        .iter()
+        .map(|&(_, bin, _)| bin)
+        .chain(signing.then_some("tern-release"));
     if debug {
         let dir = crate::target_dir().join("debug");
-        for &(_, bin, _) in PACKAGES {
+        for bin in needed {
             if !dir.join(bin).is_file() {
                 return Err(format!(
                     "{} lacks {bin}: build the binaries first (cargo build -p tern-server -p tern-ctl -p tern-update --bins, or let `cargo xtask ci` do it)",
@@ -210,6 +247,9 @@ fn binaries(debug: bool) -> Result<Binaries, String> {
     build.args(["build", "--quiet", "--release", "--bins"]);
     for p in CARGO_PACKAGES {
         build.args(["-p", p]);
+    }
+    if signing {
+        build.args(["-p", "tern-release"]);
     }
     run_cmd(build)?;
     let mut updater = cargo();
@@ -596,10 +636,51 @@ fn checksums(out: &Path, files: &[PathBuf]) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// Signing hook: Tern's own packages are not signed yet (the agents' releases are, by
-/// `tern-release`). Sign `SHA256SUMS` here (one signature covers every file through
-/// its checksum) and have `dist_check` verify it.
-fn sign(_out: &Path) -> Result<(), String> {
+/// Signs every file made (the packages, the tarball, the installer's binary and
+/// `SHA256SUMS`) as a target of the repository, in one new targets version, with
+/// `tern-release add --manifest`; then copies the repository's metadata to
+/// `out/metadata`, what is published with the files (docs/install.md).
+fn sign(
+    out: &Path,
+    made: &[PathBuf],
+    s: &Signing,
+    tern_release: &Path,
+    go_arch: &str,
+) -> Result<(), String> {
+    let version = env!("CARGO_PKG_VERSION");
+    let manifest: String = made
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(out).unwrap_or(f);
+            format!("{} {version} {go_arch} tern\n", rel.display())
+        })
+        .collect();
+    let list = out.join(".sign-manifest");
+    write(&list, manifest.as_bytes(), 0o644)?;
+    let mut cmd = Command::new(tern_release);
+    cmd.current_dir(out)
+        .arg("add")
+        .arg("--repo")
+        .arg(&s.repo)
+        .arg("--manifest")
+        .arg(&list);
+    for k in &s.keys {
+        cmd.arg("--key").arg(k);
+    }
+    let signed = run_quiet(cmd);
+    std::fs::remove_file(&list).map_err(|e| format!("{}: {e}", list.display()))?;
+    signed?;
+    let from = s.repo.join("metadata");
+    let to = out.join("metadata");
+    mkdir(&to)?;
+    for entry in std::fs::read_dir(&from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let entry = entry.map_err(|e| format!("{}: {e}", from.display()))?;
+        let name = entry.file_name();
+        if name.to_string_lossy().ends_with(".json") {
+            std::fs::copy(entry.path(), to.join(&name))
+                .map_err(|e| format!("copying {}: {e}", entry.path().display()))?;
+        }
+    }
     Ok(())
 }
 
@@ -619,10 +700,29 @@ mod tests {
         ])
         .unwrap();
         assert!(a.debug && a.check && a.out.is_absolute() && a.out.ends_with("x/y"));
-        for bad in [&["--out"][..], &["--release"], &["--out", ""]] {
+        for bad in [
+            &["--out"][..],
+            &["--release"],
+            &["--out", ""],
+            &["--sign", "repo"],
+            &["--key", "k.pk8"],
+            &["--sign"],
+        ] {
             let bad: Vec<String> = bad.iter().map(ToString::to_string).collect();
             assert!(parse(&bad).unwrap_err().contains("usage"), "{bad:?}");
         }
+        let a = parse(&[
+            "--sign".into(),
+            "repo".into(),
+            "--key".into(),
+            "t.pk8".into(),
+            "--key".into(),
+            "s.pk8".into(),
+        ])
+        .unwrap();
+        let s = a.sign.unwrap();
+        assert!(s.repo.is_absolute() && s.repo.ends_with("repo"));
+        assert_eq!(s.keys.len(), 2);
     }
 
     #[test]

@@ -34,6 +34,59 @@ pub fn run(out: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Every file of a signed dist checked against its signed metadata as a client would:
+/// `tern-release verify` from the first root in `metadata/`, each file by length and
+/// sha256 under its name. Then one file changed by a byte must be refused, so that the
+/// check is known to check.
+pub fn signatures(out: &Path, made: &[PathBuf], tern_release: &Path) -> Result<(), String> {
+    let tmp = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
+    let metadata = out.join("metadata");
+    let verify = |files: &[PathBuf]| {
+        let mut cmd = Command::new(tern_release);
+        cmd.arg("verify")
+            .arg("--root")
+            .arg(metadata.join("1.root.json"))
+            .arg("--metadata")
+            .arg(&metadata)
+            .arg("--state")
+            .arg(tmp.path().join("trust.json"));
+        for f in files {
+            cmd.arg("--file").arg(f);
+        }
+        output(&mut cmd)
+    };
+    verify(made)?;
+    let tampered = tmp.path().join(
+        made.first()
+            .and_then(|f| f.file_name())
+            .ok_or_else(|| fail("nothing was signed"))?,
+    );
+    let mut bytes =
+        std::fs::read(&made[0]).map_err(|e| fail(format!("{}: {e}", made[0].display())))?;
+    if let Some(b) = bytes.last_mut() {
+        *b ^= 1;
+    }
+    std::fs::write(&tampered, bytes).map_err(|e| fail(format!("{}: {e}", tampered.display())))?;
+    match verify(&[tampered]) {
+        Err(e) if e.contains("is not what was signed") => {}
+        Err(e) => {
+            return Err(fail(format!(
+                "a changed file was refused for another reason: {e}"
+            )));
+        }
+        Ok(_) => {
+            return Err(fail(
+                "a file changed by one byte passed the signature check",
+            ));
+        }
+    }
+    println!(
+        "dist check: {} files verified against their signed metadata; a changed one refused",
+        made.len()
+    );
+    Ok(())
+}
+
 fn fail(what: impl std::fmt::Display) -> String {
     format!("dist check: {what}")
 }

@@ -171,6 +171,11 @@ enum Cmd {
         /// One JSON line: {"refresh_ms":…,"targets":…,…}.
         #[arg(long)]
         json: bool,
+        /// Also check these files against the targets signed under their names (length
+        /// and sha256): a downloaded release, e.g. `--file tern_*.deb`. Any file not
+        /// signed, or not what was signed, fails the command.
+        #[arg(long = "file", value_name = "FILE")]
+        files: Vec<PathBuf>,
     },
     /// List the signed targets (what hosts may install).
     List {
@@ -296,6 +301,7 @@ fn run(cli: Cli) -> Result<()> {
             metadata,
             state,
             json,
+            files,
         } => {
             if !state.exists() {
                 tern_trust::pin_root(&state, &root)?;
@@ -321,6 +327,12 @@ fn run(cli: Cli) -> Result<()> {
                     v.targets_version,
                     v.targets.len()
                 );
+            }
+            for f in &files {
+                let t = v.check_file(f)?;
+                if !json {
+                    println!("{}: signed as {} ({} bytes)", f.display(), t.name, t.length);
+                }
             }
         }
         Cmd::Remove {

@@ -213,4 +213,45 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(d.join("here.json").is_file());
+
+    // A downloaded file checked against what was signed under its name.
+    let check = |file: &Path| {
+        run(&[
+            "verify",
+            "--root",
+            &p(&d.join("repo/metadata/1.root.json")),
+            "--metadata",
+            &p(&d.join("repo/metadata")),
+            "--state",
+            &state,
+            "--file",
+            &p(file),
+        ])
+    };
+    let out = check(&tarball);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("signed as tern-agent-v1.0.0-linux-amd64-bin.tar.gz (20 bytes)"),
+        "{said}"
+    );
+    let elsewhere = d.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let tampered = elsewhere.join("tern-agent-v1.0.0-linux-amd64-bin.tar.gz");
+    std::fs::write(&tampered, b"not really a tarbalL").unwrap();
+    let out = check(&tampered);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not what was signed under its name"),
+        "{err}"
+    );
+    let unsigned = d.join("host-trust.json");
+    let out = check(&unsigned);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not signed: no target") && err.contains("\"host-trust.json\""),
+        "{err}"
+    );
 }

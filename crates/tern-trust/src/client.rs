@@ -33,6 +33,24 @@ fn sha256_hex(bytes: &[u8]) -> String {
     crate::release::hex(d.as_ref())
 }
 
+/// Length and sha256 (hex) of a file, read in chunks.
+fn file_digest(path: &Path) -> Result<(u64, String)> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(Error::io("cannot open", path))?;
+    let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+    let mut buf = vec![0; 1 << 16];
+    let mut length = 0u64;
+    loop {
+        let n = f.read(&mut buf).map_err(Error::io("cannot read", path))?;
+        if n == 0 {
+            break;
+        }
+        ctx.update(&buf[..n]);
+        length += n as u64;
+    }
+    Ok((length, crate::release::hex(ctx.finish().as_ref())))
+}
+
 fn read_saved(path: &Path) -> Result<Saved> {
     let text = match std::fs::read(path) {
         Ok(t) => t,
@@ -213,6 +231,35 @@ impl Verified {
                 count: many.len(),
             }),
         }
+    }
+
+    /// The target signed under `file`'s name, when the file is exactly what it signs
+    /// (length and sha256): how a downloaded release file is checked.
+    pub fn check_file(&self, file: &Path) -> Result<&SignedTarget> {
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let target = self
+            .targets
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| Error::FileNotSigned {
+                path: file.to_path_buf(),
+                name: name.clone(),
+                targets_version: self.targets_version,
+            })?;
+        let (length, sha256) = file_digest(file)?;
+        if length != target.length || sha256 != target.sha256 {
+            return Err(Error::FileMismatch {
+                path: file.to_path_buf(),
+                length,
+                sha256,
+                signed_length: target.length,
+                signed_sha256: target.sha256.clone(),
+            });
+        }
+        Ok(target)
     }
 
     /// True when some target is signed for `version` (any OS, arch or edition).

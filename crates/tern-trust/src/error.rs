@@ -43,6 +43,26 @@ pub enum Error {
         arch: String,
         count: usize,
     },
+    #[error(
+        "{} is not signed: no target of the signed repository (targets version {targets_version}) is named {name:?}",
+        path.display()
+    )]
+    FileNotSigned {
+        path: PathBuf,
+        name: String,
+        targets_version: u64,
+    },
+    #[error(
+        "{} is not what was signed under its name: {length} bytes, sha256 {sha256}; signed: {signed_length} bytes, sha256 {signed_sha256}",
+        path.display()
+    )]
+    FileMismatch {
+        path: PathBuf,
+        length: u64,
+        sha256: String,
+        signed_length: u64,
+        signed_sha256: String,
+    },
     #[error("{what}: {detail}")]
     Release { what: String, detail: String },
 }
