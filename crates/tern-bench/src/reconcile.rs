@@ -178,6 +178,7 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
             reports: &reports,
             agents: &agents,
             report_period: period,
+            frozen: false,
         };
         reconcile::reconcile(now, &input, &mut ChaCha8Rng::seed_from_u64(1));
         core_all.push(ms(t.elapsed()));
@@ -188,6 +189,7 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
             config: Some(&config),
             version: Some(&version),
             rollout: rollout.as_ref(),
+            frozen: false,
         };
         reconcile::reconcile_reports(
             now,

@@ -27,6 +27,67 @@ pub struct Modes {
     pub version_mode: Option<Mode>,
     /// Why agent updates do not move, for people; `None` when they are enabled.
     pub why_stopped: Option<String>,
+    /// The global freeze, while one holds (`ternctl agents freeze`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen: Option<Freeze>,
+}
+
+/// The global kill switch (`ternctl agents freeze`): while it holds, find tells every
+/// host not to update, channels give no version, no directive install is triggered or
+/// handed out, and the rollout is held as if suspended. Lifted only by `unfreeze`: no
+/// resource write undoes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Freeze {
+    pub reason: String,
+    /// When the freeze began (a later freeze with another reason keeps it).
+    pub since: Timestamp,
+    /// The token id that froze.
+    pub by: String,
+}
+
+/// The body of `PUT /v1/freeze`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FreezeBody {
+    pub reason: String,
+}
+
+/// `GET|PUT|DELETE /v1/freeze`: the freeze now (`None`: none holds), and whether the
+/// request changed anything.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreezeResponse {
+    pub freeze: Option<Freeze>,
+    pub changed: bool,
+}
+
+impl Freeze {
+    /// The longest reason kept.
+    pub const MAX_REASON: usize = 512;
+
+    /// Checks a reason: said, one line, bounded.
+    pub fn check_reason(reason: &str) -> Result<&str, String> {
+        let r = reason.trim();
+        if r.is_empty() {
+            return Err(
+                "reason: say why updates are frozen (it is shown to everyone who asks)".into(),
+            );
+        }
+        if r.len() > Self::MAX_REASON || r.chars().any(char::is_control) {
+            return Err(format!(
+                "reason: one line of at most {} bytes, without control characters",
+                Self::MAX_REASON
+            ));
+        }
+        Ok(r)
+    }
+
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        format!(
+            "agent updates are frozen since {} by token {}: {} (ternctl agents unfreeze lifts it)",
+            self.since, self.by, self.reason
+        )
+    }
 }
 
 /// `POST /v1/agents/suspend|resume`.

@@ -34,6 +34,8 @@ pub struct ReconcileInput<'a> {
     /// Connected agents, to pick canaries from and to check them.
     pub agents: &'a [ConnectedAgent],
     pub report_period: SignedDuration,
+    /// A global freeze holds (`api::Freeze`): the rollout is held as if suspended.
+    pub frozen: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -105,7 +107,10 @@ pub fn reconcile<R: RngCore + ?Sized>(
         };
     };
     let desired = match desired_spec(input.config, version) {
-        Ok(spec) => spec,
+        Ok(mut spec) => {
+            spec.autoupdate_mode = rollout::frozen_mode(spec.autoupdate_mode, input.frozen);
+            spec
+        }
         Err(why) => return Outcome::NoRollout { why },
     };
     let mut events = Vec::new();
@@ -200,6 +205,7 @@ pub fn reconcile_reports<R: RngCore + ?Sized>(
         reports,
         agents: &agents,
         report_period,
+        frozen: resources.frozen,
     };
     reconcile(now, &input, rng)
 }
@@ -210,6 +216,8 @@ pub struct Resources<'a> {
     pub config: Option<&'a AutoUpdateConfig>,
     pub version: Option<&'a AutoUpdateVersion>,
     pub rollout: Option<&'a AutoUpdateAgentRollout>,
+    /// A global freeze holds ([`ReconcileInput::frozen`]).
+    pub frozen: bool,
 }
 
 /// What the coming reconciles of `rollout` need to find in the replicas' reports
@@ -647,6 +655,7 @@ mod tests {
             reports: &[],
             agents: &[],
             report_period: DEFAULT_REPORT_PERIOD,
+            frozen: false,
         };
         match reconcile(now, &input, &mut ChaCha8Rng::seed_from_u64(0)) {
             Outcome::Rollout { rollout, .. } => *rollout,
@@ -770,6 +779,7 @@ mod tests {
                     reports: &[],
                     agents: &agents,
                     report_period: DEFAULT_REPORT_PERIOD,
+                    frozen: false,
                 };
                 let seed = case * 100 + step;
                 let full = reconcile(now, &input, &mut ChaCha8Rng::seed_from_u64(seed));

@@ -130,6 +130,16 @@ pub fn mode_in_force(
     }
 }
 
+/// The mode in force under a global freeze: at least suspended (a disabled fleet stays
+/// disabled), so every rule that holds a suspended rollout holds a frozen one.
+pub fn frozen_mode(mode: Mode, frozen: bool) -> Mode {
+    if frozen {
+        mode.combine(Mode::Suspended)
+    } else {
+        mode
+    }
+}
+
 /// The rollout spec the config and version ask for, or why there is no agent rollout.
 pub fn desired_spec(
     config: Option<&AutoUpdateConfig>,

@@ -24,11 +24,16 @@ use crate::version::Version;
 
 /// The mode in force, each resource's own, and why updates do not move when they
 /// do not.
-pub fn modes(config: Option<&AutoUpdateConfig>, version: Option<&AutoUpdateVersion>) -> Modes {
-    let mode = mode_in_force(config, version);
+pub fn modes(
+    config: Option<&AutoUpdateConfig>,
+    version: Option<&AutoUpdateVersion>,
+    freeze: Option<&crate::api::Freeze>,
+) -> Modes {
+    let mode = rollout::frozen_mode(mode_in_force(config, version), freeze.is_some());
     let config_mode = config_mode(config);
     let version_mode = version_mode(version);
     let why_stopped = match mode {
+        _ if let Some(f) = freeze => Some(f.describe()),
         Mode::Enabled => None,
         _ if config_mode.is_none() && version_mode.is_none() => Some(
             "agent updates are disabled: no mode is set; set spec.agents.mode: enabled in \
@@ -62,6 +67,7 @@ pub fn modes(config: Option<&AutoUpdateConfig>, version: Option<&AutoUpdateVersi
         config_mode,
         version_mode,
         why_stopped,
+        frozen: freeze.cloned(),
     }
 }
 
@@ -439,7 +445,7 @@ mod tests {
 
     #[test]
     fn modes_unset_in_both_disable_set_in_one_hold_and_combine_to_the_most_restrictive() {
-        let m = modes(None, None);
+        let m = modes(None, None, None);
         assert_eq!(
             (m.mode, m.config_mode, m.version_mode),
             (Mode::Disabled, None, None)
@@ -456,14 +462,21 @@ mod tests {
             v
         };
         // A config with no mode and no version: still disabled.
-        assert_eq!(modes(Some(&with_mode(None)), None).mode, Mode::Disabled);
+        assert_eq!(
+            modes(Some(&with_mode(None)), None, None).mode,
+            Mode::Disabled
+        );
         // Set in one: that one holds, whichever it is.
-        let m = modes(Some(&with_mode(Some(Mode::Enabled))), None);
+        let m = modes(Some(&with_mode(Some(Mode::Enabled))), None, None);
         assert_eq!((m.mode, m.why_stopped), (Mode::Enabled, None));
         let v_enabled = version_with(Some(Mode::Enabled));
-        assert_eq!(modes(None, Some(&v_enabled)).mode, Mode::Enabled);
+        assert_eq!(modes(None, Some(&v_enabled), None).mode, Mode::Enabled);
         let v_unset = version_with(None);
-        let m = modes(Some(&with_mode(Some(Mode::Suspended))), Some(&v_unset));
+        let m = modes(
+            Some(&with_mode(Some(Mode::Suspended))),
+            Some(&v_unset),
+            None,
+        );
         assert_eq!(
             (m.mode, m.config_mode),
             (Mode::Suspended, Some(Mode::Suspended))
@@ -471,7 +484,11 @@ mod tests {
         assert!(m.why_stopped.unwrap().contains("ternctl agents resume"));
         // Both set: the most restrictive, and the reason names where it comes from.
         let v_disabled = version_with(Some(Mode::Disabled));
-        let m = modes(Some(&with_mode(Some(Mode::Enabled))), Some(&v_disabled));
+        let m = modes(
+            Some(&with_mode(Some(Mode::Enabled))),
+            Some(&v_disabled),
+            None,
+        );
         assert_eq!(m.mode, Mode::Disabled);
         assert_eq!(
             m.why_stopped.as_deref(),
@@ -518,13 +535,13 @@ mod tests {
     fn status_without_a_rollout_says_why() {
         let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
         let period = SignedDuration::from_secs(60);
-        let s = status(now, modes(None, None), None, false, &[], period);
+        let s = status(now, modes(None, None, None), None, false, &[], period);
         assert!(
             s.no_rollout_reason
                 .unwrap()
                 .contains("no autoupdate_version")
         );
-        let s = status(now, modes(None, None), None, true, &[], period);
+        let s = status(now, modes(None, None, None), None, true, &[], period);
         assert!(s.no_rollout_reason.unwrap().contains("next reconcile"));
         assert!(s.groups.is_empty());
     }

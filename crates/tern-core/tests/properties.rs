@@ -122,6 +122,7 @@ fn step(
         reports: &reports,
         agents,
         report_period: report_period(),
+        frozen: false,
     };
     match reconcile::reconcile(now, &input, rng) {
         Outcome::Rollout { rollout, .. } => *rollout,

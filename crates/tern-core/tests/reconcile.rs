@@ -37,6 +37,7 @@ fn no_version_or_no_agent_spec_means_no_rollout() {
         reports: &[],
         agents: &[],
         report_period: report_period(),
+        frozen: false,
     };
     let mut rng = rand_chacha::ChaCha8Rng::from_seed([0; 32]);
     use rand_core::SeedableRng;
@@ -53,6 +54,42 @@ fn no_version_or_no_agent_spec_means_no_rollout() {
         reconcile::reconcile(ts(MON_10), &input, &mut rng),
         Outcome::NoRollout { why } if why.contains("spec.agents")
     ));
+}
+
+#[test]
+fn a_freeze_holds_the_rollout_as_suspended_until_lifted() {
+    let mut w = three_groups();
+    w.reconcile(MON_10);
+    w.frozen = true;
+    let r = w.reconcile(MON_12);
+    assert_eq!(r.spec.autoupdate_mode, Mode::Suspended);
+    assert_eq!(
+        w.group("dev").state,
+        Unstarted,
+        "dev's window is open, but frozen"
+    );
+    assert!(
+        w.events.iter().any(|e| matches!(
+            e,
+            Event::ModeChanged {
+                from: Mode::Enabled,
+                to: Mode::Suspended
+            }
+        )),
+        "{:?}",
+        w.events
+    );
+    // A disabled fleet stays disabled under a freeze: the freeze never loosens a mode.
+    assert_eq!(rollout::frozen_mode(Mode::Disabled, true), Mode::Disabled);
+    assert_eq!(rollout::frozen_mode(Mode::Enabled, false), Mode::Enabled);
+    w.frozen = false;
+    let r = w.reconcile("2026-11-23T12:10:00Z");
+    assert_eq!(r.spec.autoupdate_mode, Mode::Enabled);
+    assert_ne!(
+        w.group("dev").state,
+        Unstarted,
+        "lifted: dev starts in its window"
+    );
 }
 
 #[test]

@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tern_core::api::{
     ChangedGroup, Channel, ChannelBody, ClockBody, ClockResponse, Deleted, DevReconcileResponse,
-    InventoryResponse, ModeResponse, NewRolloutBody, NewRolloutResponse, NewTokenResponse,
-    ReportResponse, Role, StatusResponse, TokenBody, TokenView, TransitionBody, TransitionResponse,
+    FreezeResponse, InventoryResponse, ModeResponse, NewRolloutBody, NewRolloutResponse,
+    NewTokenResponse, ReportResponse, Role, StatusResponse, TokenBody, TokenView, TransitionBody,
+    TransitionResponse,
 };
 use tern_core::duration::GoDuration;
 use tern_core::resource::{Metadata, Mode};
@@ -189,6 +190,16 @@ pub enum AgentsCommand {
     },
     /// Suspend automatic agent updates (sets the config's mode).
     Suspend,
+    /// Stop every update at once, whatever the resources say: find tells every host not
+    /// to update, channels give no version, no directive install starts, the rollout
+    /// holds. Lifted only by `agents unfreeze` (an operator token); audited.
+    Freeze {
+        /// Why: shown to everyone who asks (status, the dashboard, channel hosts' logs).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Lift the freeze (an operator token): updates go on as the resources say.
+    Unfreeze,
     /// Resume automatic agent updates (sets the config's mode).
     Resume,
     /// Roll out VERSION: from the current target (or --current-version) to VERSION.
@@ -647,6 +658,32 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
             let m: ModeResponse = c.post("/v1/agents/suspend", &json!({}))?;
             if !structured(out, &m)? {
                 print!("{}", suspended_text(&m));
+            }
+        }
+        AgentsCommand::Freeze { reason } => {
+            let f: FreezeResponse = c.put("/v1/freeze", &json!({ "reason": reason }))?;
+            if !structured(out, &f)? {
+                match (&f.freeze, f.changed) {
+                    (Some(z), true) => println!(
+                        "Agent updates frozen since {} by token {}: {}\nLift with `ternctl agents unfreeze`.",
+                        z.since, z.by, z.reason
+                    ),
+                    (Some(z), false) => println!(
+                        "Agent updates were already frozen, since {} by token {}: {}",
+                        z.since, z.by, z.reason
+                    ),
+                    (None, _) => bail!("ternd answered the freeze without a freeze"),
+                }
+            }
+        }
+        AgentsCommand::Unfreeze => {
+            let f: FreezeResponse = c.delete("/v1/freeze")?;
+            if !structured(out, &f)? {
+                if f.changed {
+                    println!("Freeze lifted: agent updates go on as the resources say.");
+                } else {
+                    println!("No freeze was in force: nothing changed.");
+                }
             }
         }
         AgentsCommand::Resume => {

@@ -245,6 +245,7 @@ fn plan_rollout(args: RolloutArgs, format: Format) -> anyhow::Result<ExitCode> {
         report_period: SignedDuration::from_secs(
             i64::try_from(args.report_period.as_secs()).context("--report-period is too long")?,
         ),
+        frozen: false,
     };
     let mut rng = match args.seed {
         Some(seed) => ChaCha8Rng::seed_from_u64(seed),

@@ -397,6 +397,7 @@ impl<'a> World<'a> {
             reports: std::slice::from_ref(&report),
             agents: &connected,
             report_period: DEFAULT_REPORT_PERIOD,
+            frozen: false,
         };
         match reconcile::reconcile(now, &input, &mut self.rng) {
             Outcome::NoRollout { why } => {

@@ -189,8 +189,12 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
     let mut loop_state = state.directive_loop.lock().await;
     let governed_before = loop_state.governed + elsewhere.governed;
     let rate = Rate::parse(&control.rolling_install.rate);
+    // A global freeze triggers nothing new, like a pause (the bucket does not fill).
+    let frozen = state.snapshot().freeze.is_some();
     let budget = match (&rate, &res.paused) {
-        (Some(rate), None) if control.enabled => loop_state.bucket.fill(rate, governed_before, now),
+        (Some(rate), None) if control.enabled && !frozen => {
+            loop_state.bucket.fill(rate, governed_before, now)
+        }
         _ => 0,
     };
     let dry_nonce = res

@@ -18,6 +18,8 @@ pub(crate) const BOOTSTRAP: &str = "/tern/bootstrap";
 pub(crate) const DEV_CLOCK: &str = "/tern/dev/clock";
 /// `/tern/audit/<nanos>-<random>`: one record of the audit trail (`audit`).
 pub(crate) const AUDIT_PREFIX: &str = "/tern/audit/";
+/// The global freeze (`tern_core::api::Freeze`), while one holds.
+pub(crate) const FREEZE: &str = "/tern/freeze";
 /// `/tern/history/<updater_id>`: the host's history (`history`), with a TTL renewed by
 /// every write.
 pub(crate) const HISTORY_PREFIX: &str = "/tern/history/";

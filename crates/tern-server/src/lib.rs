@@ -19,6 +19,7 @@ pub(crate) mod dashboard;
 pub(crate) mod directives;
 pub mod downloads;
 pub mod error;
+pub(crate) mod freeze;
 pub(crate) mod history;
 pub mod inventory;
 pub(crate) mod keys;

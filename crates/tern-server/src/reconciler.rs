@@ -294,10 +294,12 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
             let config = resources::load::<AutoUpdateConfig>(store).await?;
             let version = resources::load::<AutoUpdateVersion>(store).await?;
             let reports = resources::reports(store).await?;
+            let frozen = crate::freeze::load(store).await?.is_some();
             let resources = Resources {
                 config: config.as_ref().map(|s| &s.value),
                 version: version.as_ref().map(|s| &s.value),
                 rollout: current.as_ref().map(|s| &s.value),
+                frozen,
             };
             let mut rng = ChaCha8Rng::from_os_rng();
             let outcome = reconcile::reconcile_reports(

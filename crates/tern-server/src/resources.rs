@@ -143,9 +143,11 @@ pub(crate) fn parse_revision(s: &str) -> ApiResult<Revision> {
 pub(crate) async fn modes(store: &dyn Store) -> ApiResult<tern_core::api::Modes> {
     let config = load::<AutoUpdateConfig>(store).await?;
     let version = load::<AutoUpdateVersion>(store).await?;
+    let freeze = crate::freeze::load(store).await?;
     Ok(tern_core::views::modes(
         config.as_ref().map(|s| &s.value),
         version.as_ref().map(|s| &s.value),
+        freeze.as_ref(),
     ))
 }
 

@@ -318,7 +318,8 @@ async fn watch_loop(state: Arc<AppState>) {
                         Ok(ev) => {
                             let k = ev.key();
                             if (k.starts_with(keys::RESOURCES_PREFIX)
-                                || k.starts_with(keys::CHANNELS_PREFIX))
+                                || k.starts_with(keys::CHANNELS_PREFIX)
+                                || k == keys::FREEZE)
                                 && let Err(e) = state.refresh_snapshot().await
                             {
                                 tracing::warn!(error = %e, "refreshing the find snapshot failed");

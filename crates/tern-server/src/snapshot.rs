@@ -21,6 +21,9 @@ pub(crate) struct Snapshot {
     pub(crate) tools_version: String,
     pub(crate) tools_auto_update: bool,
     pub(crate) channels: BTreeMap<String, Channel>,
+    /// The global freeze, while one holds: the rollout's mode is then at least
+    /// suspended, channels give no version and directives no install.
+    pub(crate) freeze: Option<tern_core::api::Freeze>,
     /// The find answers already serialized for this snapshot, by decision.
     find_bodies: FindBodies,
 }
@@ -47,8 +50,12 @@ impl Snapshot {
         version: Option<&AutoUpdateVersion>,
         rollout: Option<&AutoUpdateAgentRollout>,
         channels: BTreeMap<String, Channel>,
+        freeze: Option<tern_core::api::Freeze>,
     ) -> Self {
-        let mode = tern_core::rollout::mode_in_force(config, version);
+        let mode = tern_core::rollout::frozen_mode(
+            tern_core::rollout::mode_in_force(config, version),
+            freeze.is_some(),
+        );
         let rollout = rollout.map(|r| {
             let mut r = r.clone();
             r.spec.autoupdate_mode = mode;
@@ -64,6 +71,7 @@ impl Snapshot {
             tools_version,
             tools_auto_update,
             channels,
+            freeze,
             find_bodies: FindBodies::default(),
         }
     }
@@ -160,7 +168,7 @@ mod tests {
     fn tools_default_to_the_agents_target() {
         let version = tern_core::fixtures::version("1.0.0", "1.1.0", "regular");
         let version = AutoUpdateVersion::from_text(&version).unwrap();
-        let snap = Snapshot::build(None, Some(&version), None, BTreeMap::new());
+        let snap = Snapshot::build(None, Some(&version), None, BTreeMap::new(), None);
         assert_eq!(snap.tools_version, "1.1.0");
     }
 

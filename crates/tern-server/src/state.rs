@@ -186,11 +186,13 @@ impl AppState {
                 Err(e) => tracing::warn!(key = %kv.key, error = %e, "skipping unreadable channel"),
             }
         }
+        let freeze = crate::freeze::load(store).await?;
         let snap = Snapshot::build(
             config.as_ref().map(|s: &Stored<_>| &s.value),
             version.as_ref().map(|s| &s.value),
             rollout.as_ref().map(|s| &s.value),
             channels,
+            freeze,
         );
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);
         Ok(())

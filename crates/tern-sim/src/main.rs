@@ -132,7 +132,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         replicas: cli.replicas,
         report_period_secs: cli.report_period,
     };
-    if let Some(why) = tern_core::views::modes(config.as_ref(), Some(&version)).why_stopped {
+    if let Some(why) = tern_core::views::modes(config.as_ref(), Some(&version), None).why_stopped {
         eprintln!("tern-sim: {why}; the simulated rollout will not move");
     }
     let wall = Instant::now();

@@ -769,6 +769,7 @@ impl Sim {
             config: self.config.as_ref(),
             version: Some(&self.version),
             rollout: self.rollout.as_ref(),
+            frozen: false,
         };
         let period = SignedDuration::from_secs(self.params.report_period_secs);
         match reconcile::reconcile_reports(

@@ -116,6 +116,8 @@ pub struct World {
     pub rng: ChaCha8Rng,
     /// Events of the last reconcile.
     pub events: Vec<Event>,
+    /// A global freeze holds.
+    pub frozen: bool,
 }
 
 impl World {
@@ -127,6 +129,7 @@ impl World {
             agents: Vec::new(),
             rng: ChaCha8Rng::seed_from_u64(42),
             events: Vec::new(),
+            frozen: false,
         }
     }
 
@@ -153,6 +156,7 @@ impl World {
             reports,
             agents: &self.agents,
             report_period: DEFAULT_REPORT_PERIOD,
+            frozen: self.frozen,
         };
         match reconcile::reconcile(now, &input, &mut self.rng) {
             Outcome::Rollout { rollout, events } => {

@@ -314,6 +314,16 @@ fn admin(r: Routes) -> Routes {
             "/v1/agents/new-rollout",
             one(M::POST, Operator, post(transitions::new_rollout)),
         )
+        // Stopping is the safe direction: any writer may freeze in an incident; only an
+        // operator lifts it.
+        .route(
+            "/v1/freeze",
+            vec![
+                (M::GET, Read, get(crate::freeze::get)),
+                (M::PUT, Write, put(crate::freeze::put)),
+                (M::DELETE, Operator, delete(crate::freeze::delete)),
+            ],
+        )
         .route("/v1/inventory", one(M::GET, Read, get(status::inventory)))
         .route("/v1/audit", one(M::GET, Read, get(audit_trail)))
         .route(

@@ -128,6 +128,15 @@ pub(crate) async fn channel_value(
     };
     Metrics::inc(&state.metrics.channel_requests);
     let body = match what.as_str() {
+        // Unavailable is what a channel host holds on (it never updates without a
+        // version), and it is not cached: the hosts act again once it is lifted.
+        "version" if let Some(f) = &snap.freeze => {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "frozen",
+                f.describe(),
+            ));
+        }
         "version" => ch.version.clone(),
         "critical" => if ch.critical { "yes" } else { "no" }.to_string(),
         _ => {
@@ -295,6 +304,9 @@ pub(crate) async fn heartbeat(
                 groups: groups.names().map(str::to_string).collect(),
             })
         });
+    // Frozen: the instruction is not handed out; it stays pending and is given again
+    // with the first heartbeat after the freeze is lifted.
+    let install = install.filter(|_| snapshot.freeze.is_none());
     Ok(Json(HeartbeatResponse {
         next_heartbeat_seconds: state.settings.heartbeat_interval.as_secs().max(1),
         unknown_group,

@@ -298,11 +298,12 @@ async fn preview_mode(
     let version = resources::load::<AutoUpdateVersion>(store)
         .await?
         .map(|s| s.value);
-    let before = views::modes(config.as_ref(), version.as_ref());
+    let freeze = crate::freeze::load(store).await?;
+    let before = views::modes(config.as_ref(), version.as_ref(), freeze.as_ref());
     let changes = config.as_ref().is_none_or(|c| c.mode() != Some(mode));
     let mut next = config.unwrap_or_default();
     next.spec.agents.get_or_insert_with(Default::default).mode = Some(mode);
-    let after = views::modes(Some(&next), version.as_ref());
+    let after = views::modes(Some(&next), version.as_ref(), freeze.as_ref());
     let mut effects = vec![format!(
         "the config's mode becomes {}; the mode in force goes from {} to {}",
         mode.as_str(),
