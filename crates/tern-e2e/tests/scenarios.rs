@@ -350,6 +350,43 @@ fn failure_mode_3_shadow_failure_suspend_rollback_resume() {
     assert_on(&f, &all, "1.0.0");
 }
 
+/// The kill switch on real hosts: frozen before dev's window, nobody moves through it,
+/// not even with the immediate schedule; lifted, the rollout goes on.
+#[test]
+fn a_freeze_holds_every_host_until_it_is_lifted() {
+    let f = fleet(
+        &halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 2), ("prod", 2)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    let out = f
+        .agents(&["freeze", "--reason", "incident 42: agents crash on start"])
+        .unwrap();
+    assert!(out.contains("frozen since"), "{out}");
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    let step = f.tick("10m").unwrap();
+    show(&f, &step);
+    let step = f.tick("10m").unwrap();
+    assert_eq!(step.status.state_of("dev"), "unstarted", "{}", f.describe());
+    let all: Vec<String> = f.hosts.iter().map(|h| h.name.clone()).collect();
+    assert_on(&f, &all, "1.0.0");
+    // Not even the immediate schedule moves a frozen fleet.
+    f.apply(&version("1.0.0", "1.1.0", "immediate")).unwrap();
+    let step = f.tick("5m").unwrap();
+    show(&f, &step);
+    assert_on(&f, &all, "1.0.0");
+    let status = f.agents(&["status"]).unwrap();
+    assert!(status.contains("incident 42"), "{status}");
+
+    let out = f.agents(&["unfreeze"]).unwrap();
+    assert!(out.contains("lifted"), "{out}");
+    let step = f.tick("5m").unwrap();
+    show(&f, &step);
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_on(&f, &all, "1.1.0");
+}
+
 #[test]
 fn immediate_schedule_updates_everyone_at_once() {
     let f = fleet(
