@@ -32,6 +32,65 @@ pub struct Modes {
     pub frozen: Option<Freeze>,
 }
 
+/// A server-side pin of one host (`ternctl inventory pin`): find never tells it to
+/// update before `until`; then it rejoins its group's rollout by itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostPin {
+    pub updater_id: String,
+    pub until: Timestamp,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// The token id that pinned, and when.
+    pub by: String,
+    pub since: Timestamp,
+}
+
+/// The body of `PUT /v1/inventory/{updater_id}/pin`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinBody {
+    /// An RFC 3339 instant, or a date (`2026-12-01`: the pin lifts at its start, 00:00
+    /// UTC).
+    pub until: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `GET /v1/pins`: every server-side pin, lifted ones included until they are cleaned
+/// up.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinsResponse {
+    pub now: Timestamp,
+    pub pins: Vec<HostPin>,
+}
+
+/// When a pin lifts, from what an operator typed: an RFC 3339 instant, or a date (its
+/// start, 00:00 UTC). It must be after `now`: a pin that has lifted already is a typo.
+pub fn parse_until(text: &str, now: Timestamp) -> Result<Timestamp, String> {
+    let t = text.trim();
+    let until = match t.parse::<Timestamp>() {
+        Ok(ts) => ts,
+        Err(_) => match t.parse::<jiff::civil::Date>() {
+            Ok(d) => d
+                .to_zoned(jiff::tz::TimeZone::UTC)
+                .map_err(|e| format!("until: {t:?}: {e}"))?
+                .timestamp(),
+            Err(_) => {
+                return Err(format!(
+                    "until: {:?} is neither a date (2026-12-01) nor an RFC 3339 instant (2026-12-01T08:00:00Z)",
+                    t.chars().take(64).collect::<String>()
+                ));
+            }
+        },
+    };
+    if until <= now {
+        return Err(format!(
+            "until: {until} is not in the future (now is {now}): the pin would lift at once"
+        ));
+    }
+    Ok(until)
+}
+
 /// The global kill switch (`ternctl agents freeze`): while it holds, find tells every
 /// host not to update, channels give no version, no directive install is triggered or
 /// handed out, and the rollout is held as if suspended. Lifted only by `unfreeze`: no
@@ -613,5 +672,35 @@ mod tests {
     fn request_bodies_refuse_unknown_fields() {
         let err = serde_json::from_str::<TransitionBody>(r#"{"group": ["dev"]}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field `group`"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod until_tests {
+    use super::*;
+
+    #[test]
+    fn until_is_an_instant_or_the_start_of_a_date_and_in_the_future() {
+        let now: Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
+        let ts = |s: &str| s.parse::<Timestamp>().unwrap();
+        assert_eq!(
+            parse_until("2026-12-01", now),
+            Ok(ts("2026-12-01T00:00:00Z"))
+        );
+        assert_eq!(
+            parse_until(" 2026-11-24T12:30:00+01:00 ", now),
+            Ok(ts("2026-11-24T11:30:00Z"))
+        );
+        let past = parse_until("2026-11-24T10:30:00+01:00", now).unwrap_err();
+        assert!(past.contains("not in the future"), "{past}");
+        assert!(
+            parse_until("2026-11-24", now).is_err(),
+            "today's start has passed"
+        );
+        let bad = parse_until("next tuesday", now).unwrap_err();
+        assert!(
+            bad.starts_with("until: \"next tuesday\" is neither"),
+            "{bad}"
+        );
     }
 }

@@ -32,6 +32,15 @@ impl AgentDecision {
         }
     }
 
+    /// Under a pin that lifts at `until` (`ternctl inventory pin`): the same version,
+    /// never told to update before `until`; from then on the group's decision again.
+    pub fn pinned(mut self, until: jiff::Timestamp, now: jiff::Timestamp) -> Self {
+        if now < until {
+            self.update = false;
+        }
+        self
+    }
+
     /// The agent half of the find response.
     pub fn settings(&self) -> AutoUpdateSettings {
         AutoUpdateSettings {

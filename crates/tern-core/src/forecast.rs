@@ -38,6 +38,9 @@ pub enum Outlook {
     Backpressure,
     /// Its group is done or rolled back and this host is not told to move.
     Held,
+    /// The server pins it (`ternctl inventory pin`) until `pinned_until`; `summary` says
+    /// what follows.
+    Pinned,
 }
 
 /// A host's forecast.
@@ -73,6 +76,24 @@ pub struct Forecast {
     /// The next opening of its group's window after `now`.
     pub next_window: Option<Timestamp>,
     pub window_open: bool,
+    /// A server-side pin holds it until then ([`under_pin`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_until: Option<Timestamp>,
+}
+
+/// The forecast of a host the server pins until `until`: what find tells it
+/// ([`crate::find::AgentDecision::pinned`]), and what follows once the pin lifts.
+pub fn under_pin(mut f: Forecast, until: Timestamp, now: Timestamp) -> Forecast {
+    if now >= until {
+        return f;
+    }
+    f.pinned_until = Some(until);
+    f.find_update = false;
+    if !matches!(f.outlook, Outlook::UpToDate | Outlook::NoRollout) {
+        f.outlook = Outlook::Pinned;
+        f.summary = format!("pinned by the server until {until}; then: {}", f.summary);
+    }
+    f
 }
 
 /// The forecast at `now` for a host presenting `group` and `updater_id` and running
@@ -107,6 +128,7 @@ pub fn forecast(
         starts_at: None,
         next_window: None,
         window_open: false,
+        pinned_until: None,
     };
     let Some(rollout) = rollout else {
         return f;
@@ -290,6 +312,7 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>) -> String {
             g.map_or("?", |g| g.state.as_str()),
             f.find_version.as_deref().unwrap_or("?")
         ),
+        Outlook::Pinned => format!("pinned by the server until {}", when(f.pinned_until)),
     }
 }
 
@@ -438,5 +461,33 @@ mod tests {
         assert_eq!(f.outlook, Outlook::Stopped);
         let done = forecast(Some(&r), "dev", LOW, "1.1.0", [], at(NOW));
         assert_eq!(done.outlook, Outlook::UpToDate);
+    }
+
+    #[test]
+    fn a_pinned_host_is_told_to_wait_until_the_pin_lifts() {
+        let r = rollout(vec![group("dev", 10, GroupState::Active)]);
+        let now = at("2026-11-23T10:30:00Z");
+        let free = forecast(Some(&r), "dev", LOW, "1.0.0", [], now);
+        assert_eq!(free.outlook, Outlook::Now);
+        let until = at("2026-12-01T00:00:00Z");
+        let f = under_pin(free.clone(), until, now);
+        assert_eq!(f.outlook, Outlook::Pinned);
+        assert!(!f.find_update);
+        assert_eq!(f.pinned_until, Some(until));
+        assert!(
+            f.summary.starts_with(
+                "pinned by the server until 2026-12-01T00:00:00Z; then: told to update"
+            ),
+            "{}",
+            f.summary
+        );
+        // Lifted: the group's forecast again; and a host on the target stays up to date.
+        assert_eq!(under_pin(free.clone(), until, until), free);
+        let done = forecast(Some(&r), "dev", LOW, "1.1.0", [], now);
+        assert_eq!(under_pin(done, until, now).outlook, Outlook::UpToDate);
+        let d = crate::find::decide(Some(&r), "dev", LOW);
+        assert!(d.update);
+        assert!(!d.clone().pinned(until, now).update);
+        assert!(d.clone().pinned(until, until).update);
     }
 }

@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tern_core::api::{
     ChangedGroup, Channel, ChannelBody, ClockBody, ClockResponse, Deleted, DevReconcileResponse,
-    FreezeResponse, InventoryResponse, ModeResponse, NewRolloutBody, NewRolloutResponse,
-    NewTokenResponse, ReportResponse, Role, StatusResponse, TokenBody, TokenView, TransitionBody,
-    TransitionResponse,
+    FreezeResponse, HostPin, InventoryResponse, ModeResponse, NewRolloutBody, NewRolloutResponse,
+    NewTokenResponse, PinsResponse, ReportResponse, Role, StatusResponse, TokenBody, TokenView,
+    TransitionBody, TransitionResponse,
 };
 use tern_core::duration::GoDuration;
 use tern_core::resource::{Metadata, Mode};
@@ -228,6 +228,23 @@ pub enum InventoryCommand {
         /// The host's updater id, as `inventory ls` shows it.
         updater_id: String,
     },
+    /// Hold one host on its version until a time: find never tells it to update before
+    /// then; afterwards it rejoins its group's rollout by itself.
+    Pin {
+        /// The host's updater id, as `inventory ls` shows it.
+        updater_id: String,
+        /// When the pin lifts: a date (2026-12-01, its start in UTC) or an RFC 3339
+        /// instant (2026-12-01T08:00:00Z).
+        #[arg(long)]
+        until: String,
+        /// Why (shown by `inventory pins`).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Lift a host's pin now.
+    Unpin { updater_id: String },
+    /// List the hosts the server pins.
+    Pins,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -781,6 +798,49 @@ fn transition(
 
 fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
     let c = g.client()?;
+    match &a.cmd {
+        InventoryCommand::Pin {
+            updater_id,
+            until,
+            reason,
+        } => {
+            let p: HostPin = c.put(
+                &format!("/v1/inventory/{}/pin", encode(updater_id)),
+                &json!({ "until": until, "reason": reason }),
+            )?;
+            if !structured(g.output(), &p)? {
+                println!(
+                    "host {updater_id}: pinned until {}; find tells it not to update until then",
+                    p.until
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        InventoryCommand::Unpin { updater_id } => {
+            let v: Deleted = c.delete(&format!("/v1/inventory/{}/pin", encode(updater_id)))?;
+            if !structured(g.output(), &v)? {
+                println!("host {updater_id}: unpinned; it follows its group's rollout again");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        InventoryCommand::Pins => {
+            let v: PinsResponse = c.get("/v1/pins")?;
+            if !structured(g.output(), &v)? {
+                if v.pins.is_empty() {
+                    println!("No host is pinned.");
+                }
+                for p in &v.pins {
+                    let state = if p.until > v.now { "pinned" } else { "lifted" };
+                    println!(
+                        "{}\t{state} until {}\tby {}\t{}",
+                        p.updater_id, p.until, p.by, p.reason
+                    );
+                }
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        InventoryCommand::Ls | InventoryCommand::Revoke { .. } => {}
+    }
     if let InventoryCommand::Revoke { updater_id } = &a.cmd {
         let v: Deleted = c.delete(&format!("/v1/inventory/{}", encode(updater_id)))?;
         if !structured(g.output(), &v)? {

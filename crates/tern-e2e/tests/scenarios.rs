@@ -387,6 +387,53 @@ fn a_freeze_holds_every_host_until_it_is_lifted() {
     assert_on(&f, &all, "1.1.0");
 }
 
+/// A server-side pin on a real host: its group updates around it, and when the pin
+/// lifts the host follows by itself, with no other command.
+#[test]
+fn a_pinned_host_waits_then_rejoins_its_group() {
+    let f = fleet(
+        &halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 3), ("prod", 1)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    let dev = names(&f, "dev");
+    let pinned = &dev[0];
+    let id = f.host(pinned).updater_id().unwrap();
+    let out = f
+        .ctl
+        .run(&[
+            "inventory",
+            "pin",
+            &id,
+            "--until",
+            &at(MON, "11:00"),
+            "--reason",
+            "demo",
+        ])
+        .unwrap();
+    assert!(out.contains("pinned until 2026-11-23T11:00:00Z"), "{out}");
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    let step = f.tick("10m").unwrap();
+    show(&f, &step);
+    let step = f.tick("10m").unwrap();
+    show(&f, &step);
+    assert_on(&f, &dev[1..], "1.1.0");
+    assert_on(&f, std::slice::from_ref(pinned), "1.0.0");
+    assert_eq!(step.status.state_of("dev"), "active", "{}", f.describe());
+
+    f.clock_set(&at(MON, "11:00")).unwrap();
+    let step = f.tick("5m").unwrap();
+    show(&f, &step);
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_on(&f, &dev, "1.1.0");
+    let pins = f.ctl.run(&["inventory", "pins"]).unwrap();
+    assert!(
+        pins.contains("No host is pinned"),
+        "the leader removed the lifted pin: {pins}"
+    );
+}
+
 #[test]
 fn immediate_schedule_updates_everyone_at_once() {
     let f = fleet(

@@ -20,6 +20,8 @@ pub(crate) const DEV_CLOCK: &str = "/tern/dev/clock";
 pub(crate) const AUDIT_PREFIX: &str = "/tern/audit/";
 /// The global freeze (`tern_core::api::Freeze`), while one holds.
 pub(crate) const FREEZE: &str = "/tern/freeze";
+/// `/tern/pins/<updater_id>`: a server-side pin of one host (`pins`).
+pub(crate) const PINS_PREFIX: &str = "/tern/pins/";
 /// `/tern/history/<updater_id>`: the host's history (`history`), with a TTL renewed by
 /// every write.
 pub(crate) const HISTORY_PREFIX: &str = "/tern/history/";

@@ -26,6 +26,7 @@ pub(crate) mod keys;
 pub(crate) mod listen;
 pub(crate) mod metrics;
 pub mod notify;
+pub(crate) mod pins;
 pub(crate) mod ratelimit;
 pub mod reconciler;
 pub mod release_source;

@@ -387,6 +387,11 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
             "rollout deleted"
         );
     }
+    match crate::pins::clean_up(store, state.clock.now()).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(pins = n, "removed host pins that have lifted"),
+        Err(e) => tracing::warn!(error = %e, "removing lifted host pins failed"),
+    }
     Ok(ReconcileResult {
         leader: true,
         rollout: stored.map(|s| s.value),

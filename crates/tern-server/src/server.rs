@@ -319,7 +319,8 @@ async fn watch_loop(state: Arc<AppState>) {
                             let k = ev.key();
                             if (k.starts_with(keys::RESOURCES_PREFIX)
                                 || k.starts_with(keys::CHANNELS_PREFIX)
-                                || k == keys::FREEZE)
+                                || k == keys::FREEZE
+                                || k.starts_with(keys::PINS_PREFIX))
                                 && let Err(e) = state.refresh_snapshot().await
                             {
                                 tracing::warn!(error = %e, "refreshing the find snapshot failed");

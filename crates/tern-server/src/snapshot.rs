@@ -24,6 +24,8 @@ pub(crate) struct Snapshot {
     /// The global freeze, while one holds: the rollout's mode is then at least
     /// suspended, channels give no version and directives no install.
     pub(crate) freeze: Option<tern_core::api::Freeze>,
+    /// Server-side pins: updater_id → when the pin lifts (`pins`).
+    pub(crate) pins: std::collections::HashMap<String, jiff::Timestamp>,
     /// The find answers already serialized for this snapshot, by decision.
     find_bodies: FindBodies,
 }
@@ -72,6 +74,7 @@ impl Snapshot {
             tools_auto_update,
             channels,
             freeze,
+            pins: std::collections::HashMap::new(),
             find_bodies: FindBodies::default(),
         }
     }

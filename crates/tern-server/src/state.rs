@@ -187,13 +187,15 @@ impl AppState {
             }
         }
         let freeze = crate::freeze::load(store).await?;
-        let snap = Snapshot::build(
+        let pins = crate::pins::by_updater(crate::pins::load_all(store).await?);
+        let mut snap = Snapshot::build(
             config.as_ref().map(|s: &Stored<_>| &s.value),
             version.as_ref().map(|s| &s.value),
             rollout.as_ref().map(|s| &s.value),
             channels,
             freeze,
         );
+        snap.pins = pins;
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);
         Ok(())
     }

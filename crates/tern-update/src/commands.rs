@@ -119,6 +119,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         enabled: true,
         pinned: false,
         pinned_version: None,
+        pinned_until: None,
         service_config: match args.service_config {
             Some(p) => Some(absolute(&p)?),
             None => file.spec.service_config.clone(),
@@ -351,8 +352,13 @@ pub fn disable(ctx: &Ctx) -> Result<Report> {
     ))
 }
 
-/// `pin [--force-version V]`: install V (if given) and stop following the server.
-pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
+/// `pin [--force-version V] [--until T]`: install V (if given) and stop following the
+/// server (until T, when given: then `update` lifts the pin by itself).
+pub fn pin(ctx: &Ctx, force_version: Option<String>, until: Option<String>) -> Result<Report> {
+    let until = until
+        .map(|u| tern_core::api::parse_until(&u, jiff::Timestamp::now()))
+        .transpose()
+        .map_err(Error::PinUntil)?;
     let _lock = interactive_lock(ctx)?;
     let Some(mut file) = load(ctx)? else {
         return Err(Error::NotEnabled);
@@ -379,13 +385,17 @@ pub fn pin(ctx: &Ctx, force_version: Option<String>) -> Result<Report> {
     };
     file.spec.pinned = true;
     file.spec.pinned_version = Some(version.clone());
+    file.spec.pinned_until = until;
     save(ctx, &file)?;
     update::heartbeat(ctx, &file);
     // Pinned now: an instruction the answers brought is refused (and reported).
     crate::directive::run_pending(ctx, &mut file);
-    Ok(Report::Done(format!(
-        "pinned to {version}; run `tern-update unpin` to follow the server again"
-    )))
+    Ok(Report::Done(match until {
+        Some(t) => format!(
+            "pinned to {version} until {t}; then `update` follows the server again (`tern-update unpin` lifts it sooner)"
+        ),
+        None => format!("pinned to {version}; run `tern-update unpin` to follow the server again"),
+    }))
 }
 
 /// `unpin`: follow the server again.
@@ -396,6 +406,7 @@ pub fn unpin(ctx: &Ctx) -> Result<Report> {
     };
     file.spec.pinned = false;
     file.spec.pinned_version = None;
+    file.spec.pinned_until = None;
     save(ctx, &file)?;
     Ok(Report::Done(
         "unpinned: the next `update` follows the server".into(),
@@ -424,6 +435,14 @@ pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
         };
         if file.spec.enabled && file.spec.server.is_empty() && file.spec.channel.is_none() {
             return Err(Error::NoServer);
+        }
+        if let Some(until) = file.spec.pinned_until
+            && file.spec.lift_expired_pin(jiff::Timestamp::now())
+        {
+            save(ctx, &file)?;
+            log::info(format!(
+                "the pin until {until} has lifted: following the server again"
+            ));
         }
         let result = update::run(ctx, &mut file, opts.clone());
         update::heartbeat(ctx, &file);

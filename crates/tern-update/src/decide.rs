@@ -95,9 +95,14 @@ pub(crate) fn decide_source(
             .as_deref()
             .or(status.active.as_deref())
             .unwrap_or("?");
-        return Decision::Refused(format!(
-            "the version is pinned to {v}; run `tern-update unpin` to follow the server again"
-        ));
+        return Decision::Refused(match spec.pinned_until {
+            Some(t) => format!(
+                "the version is pinned to {v} until {t}; then it follows the server again (`tern-update unpin` lifts it sooner)"
+            ),
+            None => format!(
+                "the version is pinned to {v}; run `tern-update unpin` to follow the server again"
+            ),
+        });
     }
     // The name the host installs it under (an install made under tern-update's
     // earlier naming keeps its name).

@@ -245,6 +245,8 @@ pub enum Error {
     NotEnabled,
     #[error("no version installed: use `pin --force-version V`")]
     NothingToPin,
+    #[error("pin --{0}; nothing was pinned")]
+    PinUntil(String),
     #[error("no package install in {}", dir.display())]
     NoPackage { dir: PathBuf },
     #[error(

@@ -195,6 +195,10 @@ enum Cmd {
     Pin {
         #[arg(long)]
         force_version: Option<String>,
+        /// Lift the pin by itself at this time: a date (2026-12-01, its start in UTC) or
+        /// an RFC 3339 instant; the next `update` after it follows the server again.
+        #[arg(long)]
+        until: Option<String>,
     },
     /// Follow the server again.
     Unpin,
@@ -489,7 +493,10 @@ fn execute(
             },
         )?,
         Cmd::Disable => commands::disable(ctx)?,
-        Cmd::Pin { force_version } => commands::pin(ctx, force_version)?,
+        Cmd::Pin {
+            force_version,
+            until,
+        } => commands::pin(ctx, force_version, until)?,
         Cmd::Unpin => commands::unpin(ctx)?,
         Cmd::Update { now } => update(ctx, now)?,
         Cmd::Heartbeat => match commands::heartbeat(ctx)? {

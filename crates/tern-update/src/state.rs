@@ -37,6 +37,9 @@ pub struct Spec {
     pub pinned: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pinned_version: Option<String>,
+    /// When the pin lifts by itself (`pin --until`); none: until `unpin`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned_until: Option<jiff::Timestamp>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_config: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,6 +84,7 @@ impl Default for Spec {
             enabled: false,
             pinned: false,
             pinned_version: None,
+            pinned_until: None,
             service_config: None,
             join_token_file: None,
             channel: None,
@@ -96,6 +100,20 @@ impl Default for Spec {
 }
 
 impl Spec {
+    /// Lifts a pin whose `pinned_until` has come (the next `update` follows the server
+    /// again); whether it did.
+    pub(crate) fn lift_expired_pin(&mut self, now: jiff::Timestamp) -> bool {
+        match self.pinned_until {
+            Some(until) if self.pinned && until <= now => {
+                self.pinned = false;
+                self.pinned_version = None;
+                self.pinned_until = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub(crate) fn updater_status(&self) -> UpdaterStatus {
         if !self.enabled {
             UpdaterStatus::Disabled

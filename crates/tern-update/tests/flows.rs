@@ -331,3 +331,55 @@ fn enable_warns_when_the_group_is_unknown() {
     let out = quiet.enable(&server, &svc, &["--group", "prod"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("not one of"));
 }
+
+/// `pin --until`: a time already past is refused and pins nothing; a pin that lifts
+/// soon holds the host until then, and the next `update` after it follows the server
+/// again with no other command.
+#[test]
+fn a_pin_with_an_end_lifts_itself() {
+    let (server, host, _svc) = enabled_on("1.0.0");
+    publish(&server, "1.1.0", Agent::Good);
+    let out = host.run(&["pin", "--until", "2020-01-01"]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not in the future") && err.contains("nothing was pinned"),
+        "{err}"
+    );
+    assert!(!host.update_yaml().spec.pinned);
+
+    let until = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3);
+    let until = until.round(jiff::Unit::Second).unwrap();
+    let out = host.ok(&["pin", "--until", &until.to_string()]);
+    assert!(
+        out.contains(&format!("pinned to 1.0.0 until {until}")),
+        "{out}"
+    );
+    assert_eq!(host.update_yaml().spec.pinned_until, Some(until));
+    server.set_target("1.1.0", true);
+    let out = host.run(&["update", "--now"]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains(&format!("pinned to 1.0.0 until {until}")),
+        "{said}"
+    );
+    assert_eq!(host.update_yaml().status.active.as_deref(), Some("1.0.0"));
+
+    // Past its end (a real wait: tern-update reads the system clock).
+    while jiff::Timestamp::now() <= until {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    host.ok(&["update", "--now"]);
+    let f = host.update_yaml();
+    assert!(
+        !f.spec.pinned && f.spec.pinned_until.is_none(),
+        "{:?}",
+        f.spec
+    );
+    assert_eq!(f.status.active.as_deref(), Some("1.1.0"));
+    assert!(host.wait_running("1.1.0"));
+}

@@ -330,6 +330,14 @@ fn admin(r: Routes) -> Routes {
             "/v1/releases/signed",
             one(M::GET, Read, get(status::release_signed)),
         )
+        .route("/v1/pins", one(M::GET, Read, get(crate::pins::list)))
+        .route(
+            "/v1/inventory/{updater_id}/pin",
+            vec![
+                (M::PUT, Write, put(crate::pins::put)),
+                (M::DELETE, Write, delete(crate::pins::delete)),
+            ],
+        )
         .route(
             "/v1/inventory/{updater_id}",
             vec![

@@ -95,6 +95,11 @@ pub(crate) async fn find(
     {
         decision = tern_core::find::AgentDecision::governed_by_directive();
     }
+    if !snapshot.pins.is_empty()
+        && let Some(until) = snapshot.pins.get::<str>(&updater_id)
+    {
+        decision = decision.pinned(*until, state.clock.now());
+    }
     if state.clock.as_dev().is_some() {
         // Under a dev clock time moves only when told: a real-time random wait before
         // updating would only slow tests and demos down.

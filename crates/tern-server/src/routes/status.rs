@@ -250,7 +250,7 @@ pub(crate) async fn host(
                         .is_some_and(|s| groups.serves(s, b.group()))
             })
             .map(|b| b.updater_numeral());
-        let forecast = tern_core::forecast::forecast(
+        let mut forecast = tern_core::forecast::forecast(
             rollout,
             a.group(),
             &a.updater_id(),
@@ -258,6 +258,9 @@ pub(crate) async fn host(
             peers,
             now,
         );
+        if let Some(until) = snapshot.pins.get(&updater_id) {
+            forecast = tern_core::forecast::under_pin(forecast, *until, now);
+        }
         let agent = InventoryEntry {
             install_state: a.install_state(),
             ..views::inventory_entry(a.to_inventory_agent(), now, period)
