@@ -242,7 +242,10 @@ pub enum InventoryCommand {
         reason: String,
     },
     /// Lift a host's pin now.
-    Unpin { updater_id: String },
+    Unpin {
+        /// The host's updater id, as `inventory pins` shows it.
+        updater_id: String,
+    },
     /// List the hosts the server pins.
     Pins,
 }
