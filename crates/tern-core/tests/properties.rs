@@ -41,11 +41,12 @@ fn arb_group(i: usize, time_based: bool) -> impl Strategy<Value = GroupConfig> {
             move |(days, star, start_hour, wait, canaries, mif)| GroupConfig {
                 name: format!("g{i}"),
                 days: if star { vec![Day::All] } else { days },
-                start_hour,
+                start_hour: Some(start_hour),
                 wait_hours: if time_based || i == 0 { 0 } else { wait },
                 canary_count: if time_based { 0 } else { canaries },
                 max_in_flight: mif.map(tern_core::duration::Percent::from_percent),
                 alert_after: None,
+                ..GroupConfig::default()
             },
         )
 }
