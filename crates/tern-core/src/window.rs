@@ -497,10 +497,11 @@ impl Calendar {
     /// schedule of seed 001 that hosts following a channel keep.
     pub fn upcoming(&self, now: Timestamp, count: usize) -> Vec<(Timestamp, Timestamp)> {
         let mut out = Vec::with_capacity(count.min(64));
+        // After the open one, openings after `now`: one that opened since and has
+        // closed already (a short window inside a long one) is past.
         let mut cursor = now;
         if let Some(o) = self.open_at(now) {
             out.push((o.opens, o.closes));
-            cursor = o.opens;
         }
         while out.len() < count {
             let Some(o) = self.next_opening(cursor) else {
