@@ -558,9 +558,9 @@ impl Ctx<'_> {
                 .then_some(group.last_update_time)
                 .flatten()
         };
-        // With several windows, "one window length" is the longest of them.
+        let length = rollout::group_window_length(self.spec, group);
         let started_by_hand = manual_since(reason::MANUAL_TRIGGER)
-            .and_then(|t| t.checked_add(window.longest()).ok())
+            .and_then(|t| t.checked_add(length).ok())
             .is_some_and(|until| self.eval_now < until);
         let done_by_hand_since = manual_since(reason::MANUAL_FORCED_DONE);
         match (group.state, opened) {

@@ -247,6 +247,16 @@ pub fn group_window(spec: &RolloutSpec, group: &RolloutGroup) -> Calendar {
     }
 }
 
+/// One window length of `group`: the strategy's length for a group on the old fields
+/// (whatever its days), the longest of its windows otherwise. A time-based
+/// start-update opens the group for this long.
+pub fn group_window_length(spec: &RolloutSpec, group: &RolloutGroup) -> SignedDuration {
+    match group_calendar_spec(group) {
+        Some(_) => group_window(spec, group).longest(),
+        None => default_window_duration(spec),
+    }
+}
+
 /// The exported maintenance schedule (seed 001) of the group that serves `group`
 /// (find's rule: an unknown group gets the last one), with `count` windows from `now`
 /// (the open one first). `None` when the rollout has no groups (the immediate
@@ -276,7 +286,8 @@ pub fn group_schedule(
         group: g.name.clone(),
         days: g.config_days.clone(),
         start_hour: u8::try_from(g.config_start_hour).unwrap_or(u8::MAX),
-        duration_seconds: u64::try_from(w.longest().as_secs()).unwrap_or(0),
+        duration_seconds: u64::try_from(group_window_length(&rollout.spec, g).as_secs())
+            .unwrap_or(0),
         on_calendar: on_calendar.first().cloned(),
         on_calendars: if calendar.is_some() {
             on_calendar
