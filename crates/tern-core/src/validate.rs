@@ -129,6 +129,16 @@ impl Errors {
                 ),
             );
         }
+        if g.blackouts.len() > crate::wire::MAX_BLACKOUTS {
+            self.push(
+                at("blackouts"),
+                format!("({} entries)", g.blackouts.len()),
+                &format!(
+                    "are too many, expected at most {} (use ranges)",
+                    crate::wire::MAX_BLACKOUTS
+                ),
+            );
+        }
         for (j, w) in g.windows.iter().enumerate() {
             if w.days.is_empty() {
                 self.push(

@@ -285,6 +285,8 @@ pub struct ScheduledWindow {
 pub const MAX_SCHEDULED_WINDOWS: usize = 64;
 /// The most windows a group's schedule may have.
 pub const MAX_CALENDAR_WINDOWS: usize = 32;
+/// The most blackout entries a group's schedule may have (a year of single dates).
+pub const MAX_BLACKOUTS: usize = 366;
 /// The longest window a host accepts from a schedule: a week.
 pub const MAX_WINDOW_SECONDS: u64 = 7 * 86_400;
 
@@ -299,6 +301,12 @@ impl AgentSchedule {
                 return Err(format!(
                     "{} windows is not 1 to {MAX_CALENDAR_WINDOWS}",
                     cal.windows.len()
+                ));
+            }
+            if cal.blackouts.len() > MAX_BLACKOUTS {
+                return Err(format!(
+                    "{} blackouts is more than {MAX_BLACKOUTS}",
+                    cal.blackouts.len()
                 ));
             }
             for w in &cal.windows {

@@ -443,7 +443,19 @@ fn invalid_schedules_name_the_field_and_the_value() {
             "spec.agents.schedules.regular[0].windows[0].start_hour: unknown field `start_hour`",
         ),
     ];
-    for (yaml, want) in cases {
+    let many: Vec<String> = (0..367)
+        .map(|d| {
+            let day = jiff::civil::date(2027, 1, 1)
+                .checked_add(jiff::Span::new().days(d))
+                .unwrap();
+            format!("'{day}'")
+        })
+        .collect();
+    let too_many = (
+        group(&format!("blackouts: [{}]", many.join(", "))),
+        "spec.agents.schedules.regular[0].blackouts: (367 entries) are too many, expected at most 366",
+    );
+    for (yaml, want) in cases.into_iter().chain([too_many]) {
         let err = config_error(&yaml);
         assert!(err.contains(want), "want {want:?}\n got {err:?}");
     }
