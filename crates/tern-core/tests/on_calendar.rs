@@ -134,3 +134,79 @@ fn a_window_that_never_opens_has_no_calendar() {
     let bad_hour = Calendar::hourly_utc(&[Day::All], 24, SignedDuration::from_hours(1));
     assert!(bad_hour.on_calendar().is_empty());
 }
+
+/// systemd's elapses of `spec` after `base` (`--base-time`, so the test can sit on a
+/// DST change).
+fn systemd_elapses_from(spec: &str, base: &str, n: usize) -> Vec<Timestamp> {
+    let out = std::process::Command::new("systemd-analyze")
+        .args([
+            "calendar",
+            &format!("--base-time={base}"),
+            &format!("--iterations={n}"),
+            spec,
+        ])
+        .env("TZ", "UTC")
+        .output()
+        .expect("systemd-analyze");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let rest = l.strip_prefix("Next elapse:").or_else(|| {
+                l.strip_prefix("Iter. #")
+                    .and_then(|r| r.split_once(':').map(|x| x.1))
+            })?;
+            let mut words = rest.split_whitespace().skip(1);
+            let (date, time) = (words.next()?, words.next()?);
+            Some(format!("{date}T{time}Z").parse::<Timestamp>().unwrap())
+        })
+        .collect()
+}
+
+/// Across DST changes (docs/rollouts.md): on the fall-back night systemd fires once, at
+/// the earlier 02:30, as the window opens; on the spring-forward night, where 02:30
+/// does not exist, the window opens at 03:00 but systemd skips the day. A host whose
+/// timer follows the exported calendar misses that one window; the next day agrees.
+#[test]
+fn systemd_and_the_calendar_across_dst_changes() {
+    let w = Calendar::new(
+        vec![Recurring {
+            days: vec![Day::All],
+            start: StartTime::new(2, 30).unwrap(),
+            duration: SignedDuration::from_hours(1),
+        }],
+        time_zone("Europe/Paris").unwrap(),
+        Vec::new(),
+    );
+    let spec = &w.on_calendar()[0];
+    let ts = |s: &str| s.parse::<Timestamp>().unwrap();
+    let opens = |from: &str| -> Vec<Timestamp> {
+        w.upcoming(ts(from), 3)
+            .into_iter()
+            .map(|(o, _)| o)
+            .collect()
+    };
+
+    let fall = systemd_elapses_from(spec, "2027-10-30 12:00:00 UTC", 3);
+    assert_eq!(fall, opens("2027-10-30T12:00:00Z"));
+    assert_eq!(
+        fall[0],
+        ts("2027-10-31T00:30:00Z"),
+        "02:30 CEST, the earlier"
+    );
+
+    let spring = systemd_elapses_from(spec, "2027-03-27 12:00:00 UTC", 2);
+    let ours = opens("2027-03-27T12:00:00Z");
+    assert_eq!(
+        ours[0],
+        ts("2027-03-28T01:00:00Z"),
+        "03:00 CEST, when the gap ends"
+    );
+    assert_eq!(
+        spring[0],
+        ts("2027-03-29T00:30:00Z"),
+        "systemd skips the night"
+    );
+    assert_eq!(spring[0], ours[1]);
+}
