@@ -244,7 +244,7 @@ impl AutoUpdateConfig {
                 (Strategy::HaltOnError, Some(d)) => e.push(
                     "spec.agents.maintenance_window_duration",
                     d,
-                    "is only valid with strategy time-based (halt-on-error windows last 1h)",
+                    "is only valid with strategy time-based (halt-on-error windows last 1h, or the duration a window in `windows` sets)",
                 ),
                 (Strategy::TimeBased, Some(d)) if d < MIN_WINDOW || d > MAX_WINDOW => e.push(
                     "spec.agents.maintenance_window_duration",
