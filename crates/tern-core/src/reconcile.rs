@@ -79,19 +79,30 @@ fn new_groups(
         .unwrap_or(&default_config)
         .groups()
         .into_iter()
-        .map(|g| RolloutGroup {
-            name: g.name,
-            state: GroupState::Unstarted,
-            start_time: None,
-            last_update_time: Some(now),
-            last_update_reason: reason::CREATED.to_string(),
-            config_days: g.days,
-            config_start_hour: g.start_hour,
-            config_wait_hours: g.wait_hours,
-            canary_count: g.canary_count,
-            config_max_in_flight: g.max_in_flight,
-            config_alert_after: g.alert_after,
-            ..RolloutGroup::default()
+        .map(|g| {
+            let calendar = g.calendar_spec();
+            let (config_days, config_start_hour) = match calendar {
+                Some(_) => (Vec::new(), 0),
+                None => (g.days, g.start_hour.unwrap_or(0)),
+            };
+            let calendar = calendar.unwrap_or_default();
+            RolloutGroup {
+                name: g.name,
+                state: GroupState::Unstarted,
+                start_time: None,
+                last_update_time: Some(now),
+                last_update_reason: reason::CREATED.to_string(),
+                config_days,
+                config_start_hour,
+                config_windows: calendar.windows,
+                config_timezone: calendar.timezone,
+                config_blackouts: calendar.blackouts,
+                config_wait_hours: g.wait_hours,
+                canary_count: g.canary_count,
+                config_max_in_flight: g.max_in_flight,
+                config_alert_after: g.alert_after,
+                ..RolloutGroup::default()
+            }
         })
         .collect()
 }
@@ -555,8 +566,9 @@ impl Ctx<'_> {
                 .then_some(group.last_update_time)
                 .flatten()
         };
+        let length = rollout::group_window_length(self.spec, group);
         let started_by_hand = manual_since(reason::MANUAL_TRIGGER)
-            .and_then(|t| t.checked_add(window.duration).ok())
+            .and_then(|t| t.checked_add(length).ok())
             .is_some_and(|until| self.eval_now < until);
         let done_by_hand_since = manual_since(reason::MANUAL_FORCED_DONE);
         match (group.state, opened) {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::{GoDuration, Percent};
 use crate::version::Version;
-use crate::window::Day;
+use crate::window::{Blackout, CalendarSpec, Day, StartTime, WindowSpec};
 use crate::wire::UpdaterStatus;
 
 pub const KIND_CONFIG: &str = "autoupdate_config";
@@ -218,10 +218,21 @@ pub struct Schedules {
 #[serde(deny_unknown_fields)]
 pub struct GroupConfig {
     pub name: String,
+    /// With `start_hour`, the one window of a group that sets no `windows`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub days: Vec<Day>,
-    #[serde(default)]
-    pub start_hour: i64,
+    /// The UTC (or `timezone`) hour that one window opens at; unset is 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_hour: Option<i64>,
+    /// Several windows instead of `days`/`start_hour` (never both).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<WindowSpec>,
+    /// The IANA zone the windows and blackouts are read in; unset is UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// Civil dates on which no window opens.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blackouts: Vec<Blackout>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub wait_hours: i64,
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -234,6 +245,42 @@ pub struct GroupConfig {
 
 fn is_zero(n: &i64) -> bool {
     *n == 0
+}
+
+impl GroupConfig {
+    /// The schedule in its new form when the group uses any part of it (`windows`,
+    /// `timezone`, `blackouts`); `days`/`start_hour` then become its one window.
+    /// `None` for a group written the old way, whose window stays what it always was.
+    pub fn calendar_spec(&self) -> Option<CalendarSpec> {
+        if self.windows.is_empty() && self.timezone.is_none() && self.blackouts.is_empty() {
+            return None;
+        }
+        let windows = if self.windows.is_empty() {
+            let days = if self.days.is_empty() {
+                Day::WORKWEEK.to_vec()
+            } else {
+                self.days.clone()
+            };
+            // An hour out of range is refused by validation; unvalidated, it never opens.
+            u8::try_from(self.start_hour.unwrap_or(0))
+                .ok()
+                .and_then(|h| StartTime::new(h, 0))
+                .map(|start| WindowSpec {
+                    days,
+                    start,
+                    duration: None,
+                })
+                .into_iter()
+                .collect()
+        } else {
+            self.windows.clone()
+        };
+        Some(CalendarSpec {
+            windows,
+            timezone: self.timezone.clone(),
+            blackouts: self.blackouts.clone(),
+        })
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -310,14 +357,14 @@ impl AutoUpdateConfig {
             return vec![GroupConfig {
                 name: DEFAULT_GROUP.to_string(),
                 days: Day::WORKWEEK.to_vec(),
-                start_hour: i64::from(DEFAULT_GROUP_START_HOUR),
+                start_hour: Some(i64::from(DEFAULT_GROUP_START_HOUR)),
                 ..GroupConfig::default()
             }];
         }
         configured
             .into_iter()
             .map(|mut g| {
-                if g.days.is_empty() {
+                if g.days.is_empty() && g.windows.is_empty() {
                     g.days = Day::WORKWEEK.to_vec();
                 }
                 g
@@ -458,6 +505,15 @@ pub struct RolloutGroup {
     pub config_days: Vec<Day>,
     #[serde(default)]
     pub config_start_hour: i64,
+    /// The group's schedule when its config used `windows`, `timezone` or
+    /// `blackouts` (then `config_days` is empty, so a replica that predates them sees
+    /// a window that never opens and holds the group rather than guess).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_windows: Vec<WindowSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_timezone: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_blackouts: Vec<Blackout>,
     #[serde(default)]
     pub config_wait_hours: i64,
     #[serde(default)]

@@ -13,7 +13,7 @@ use crate::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, GroupState,
     Mode, RolloutGroup, RolloutSpec, RolloutState, Strategy,
 };
-use crate::window::Window;
+use crate::window::{Calendar, CalendarSpec};
 
 /// halt-on-error windows last one hour.
 pub const HALT_ON_ERROR_WINDOW: SignedDuration = SignedDuration::from_hours(1);
@@ -219,18 +219,51 @@ pub fn rollout_state(groups: &[RolloutGroup]) -> RolloutState {
     }
 }
 
-/// The maintenance window of `group` under `spec`'s strategy.
-pub fn group_window<'a>(spec: &RolloutSpec, group: &'a RolloutGroup) -> Window<'a> {
-    let duration = match spec.strategy {
+/// The length of a window that sets none under `spec`'s strategy: 1h for
+/// halt-on-error, `maintenance_window_duration` for time-based.
+pub fn default_window_duration(spec: &RolloutSpec) -> SignedDuration {
+    match spec.strategy {
         Strategy::HaltOnError => HALT_ON_ERROR_WINDOW,
         Strategy::TimeBased => spec
             .maintenance_window_duration
             .map_or(HALT_ON_ERROR_WINDOW, GoDuration::as_signed),
-    };
-    Window {
-        days: &group.config_days,
-        start_hour: u8::try_from(group.config_start_hour).unwrap_or(u8::MAX),
-        duration,
+    }
+}
+
+/// The schedule `group` keeps in its new form (`windows`, `timezone`, `blackouts`),
+/// `None` for a group configured with `days`/`start_hour` alone.
+pub fn group_calendar_spec(group: &RolloutGroup) -> Option<CalendarSpec> {
+    (!group.config_windows.is_empty()).then(|| CalendarSpec {
+        windows: group.config_windows.clone(),
+        timezone: group.config_timezone.clone(),
+        blackouts: group.config_blackouts.clone(),
+    })
+}
+
+/// The maintenance windows of `group` under `spec`'s strategy: the one function every
+/// decision and view asks.
+pub fn group_window(spec: &RolloutSpec, group: &RolloutGroup) -> Calendar {
+    let duration = default_window_duration(spec);
+    match group_calendar_spec(group) {
+        // A zone this build does not know (validation refuses it in a config; a
+        // rollout written by another replica might carry one): never open, so the
+        // group holds rather than start at a guessed hour.
+        Some(cal) => cal.calendar(duration).unwrap_or_else(|_| Calendar::never()),
+        None => Calendar::hourly_utc(
+            &group.config_days,
+            u8::try_from(group.config_start_hour).unwrap_or(u8::MAX),
+            duration,
+        ),
+    }
+}
+
+/// One window length of `group`: the strategy's length for a group on the old fields
+/// (whatever its days), the longest of its windows otherwise. A time-based
+/// start-update opens the group for this long.
+pub fn group_window_length(spec: &RolloutSpec, group: &RolloutGroup) -> SignedDuration {
+    match group_calendar_spec(group) {
+        Some(_) => group_window(spec, group).longest(),
+        None => default_window_duration(spec),
     }
 }
 
@@ -247,12 +280,31 @@ pub fn group_schedule(
     let g = rollout.serving_group(group)?;
     let w = group_window(&rollout.spec, g);
     let count = count.min(crate::wire::MAX_SCHEDULED_WINDOWS);
+    // Hosts get the new form with every duration spelled out, so they need not know
+    // the strategy's default.
+    let default = default_window_duration(&rollout.spec);
+    let calendar = group_calendar_spec(g).map(|mut cal| {
+        for win in &mut cal.windows {
+            win.duration.get_or_insert(GoDuration::from_secs(
+                u64::try_from(default.as_secs()).unwrap_or(0),
+            ));
+        }
+        cal
+    });
+    let on_calendar = w.on_calendar();
     Some(crate::wire::AgentSchedule {
         group: g.name.clone(),
         days: g.config_days.clone(),
-        start_hour: w.start_hour,
-        duration_seconds: u64::try_from(w.duration.as_secs()).unwrap_or(0),
-        on_calendar: w.on_calendar(),
+        start_hour: u8::try_from(g.config_start_hour).unwrap_or(u8::MAX),
+        duration_seconds: u64::try_from(group_window_length(&rollout.spec, g).as_secs())
+            .unwrap_or(0),
+        on_calendar: on_calendar.first().cloned(),
+        on_calendars: if calendar.is_some() {
+            on_calendar
+        } else {
+            Vec::new()
+        },
+        calendar,
         windows: w
             .upcoming(now, count)
             .into_iter()

@@ -106,6 +106,66 @@ impl Errors {
         }
     }
 
+    /// `windows` against `days`/`start_hour`, each window, the zone, the blackouts.
+    fn group_schedule(&mut self, at: &dyn Fn(&str) -> String, g: &GroupConfig) {
+        if !g.windows.is_empty() {
+            const BOTH: &str =
+                "cannot be set with windows (a group sets either days and start_hour, or windows)";
+            if !g.days.is_empty() {
+                let days: Vec<&str> = g.days.iter().map(|d| d.as_str()).collect();
+                self.push(at("days"), format!("[{}]", days.join(", ")), BOTH);
+            }
+            if let Some(hour) = g.start_hour {
+                self.push(at("start_hour"), hour, BOTH);
+            }
+        }
+        if g.windows.len() > crate::wire::MAX_CALENDAR_WINDOWS {
+            self.push(
+                at("windows"),
+                format!("({} windows)", g.windows.len()),
+                &format!(
+                    "are too many, expected at most {}",
+                    crate::wire::MAX_CALENDAR_WINDOWS
+                ),
+            );
+        }
+        if g.blackouts.len() > crate::wire::MAX_BLACKOUTS {
+            self.push(
+                at("blackouts"),
+                format!("({} entries)", g.blackouts.len()),
+                &format!(
+                    "are too many, expected at most {} (use ranges)",
+                    crate::wire::MAX_BLACKOUTS
+                ),
+            );
+        }
+        for (j, w) in g.windows.iter().enumerate() {
+            if w.days.is_empty() {
+                self.push(
+                    at(&format!("windows[{j}].days")),
+                    "[]",
+                    "must name at least one day (or \"*\")",
+                );
+            }
+            if let Some(d) = w.duration.filter(|d| *d < MIN_WINDOW || *d > MAX_WINDOW) {
+                self.push(
+                    at(&format!("windows[{j}].duration")),
+                    d,
+                    "is out of range, expected 10m to 24h",
+                );
+            }
+        }
+        if let Some(zone) = &g.timezone
+            && crate::window::time_zone(zone).is_err()
+        {
+            self.push(
+                at("timezone"),
+                format!("{zone:?}"),
+                "is not an IANA time zone (e.g. Europe/Paris, America/New_York, UTC)",
+            );
+        }
+    }
+
     fn canary_count(&mut self, field: String, count: i64) -> bool {
         let ok = (0..=MAX_CANARY_COUNT).contains(&count);
         if !ok {
@@ -184,7 +244,7 @@ impl AutoUpdateConfig {
                 (Strategy::HaltOnError, Some(d)) => e.push(
                     "spec.agents.maintenance_window_duration",
                     d,
-                    "is only valid with strategy time-based (halt-on-error windows last 1h)",
+                    "is only valid with strategy time-based (halt-on-error windows last 1h, or the duration a window in `windows` sets)",
                 ),
                 (Strategy::TimeBased, Some(d)) if d < MIN_WINDOW || d > MAX_WINDOW => e.push(
                     "spec.agents.maintenance_window_duration",
@@ -202,7 +262,10 @@ impl AutoUpdateConfig {
             for (i, g) in groups.iter().enumerate() {
                 let at = |f: &str| format!("spec.agents.schedules.regular[{i}].{f}");
                 e.group_name(at("name"), &g.name, &mut seen);
-                e.start_hour(at("start_hour"), g.start_hour);
+                if let Some(hour) = g.start_hour {
+                    e.start_hour(at("start_hour"), hour);
+                }
+                e.group_schedule(&at, g);
                 if g.wait_hours < 0 {
                     e.push(at("wait_hours"), g.wait_hours, "is negative");
                 } else if g.wait_hours > 0 && !halt {
@@ -295,6 +358,15 @@ impl AutoUpdateAgentRollout {
             let at = |f: &str| format!("status.groups[{i}].{f}");
             e.group_name(at("name"), &g.name, &mut seen);
             e.start_hour(at("config_start_hour"), g.config_start_hour);
+            if let Some(zone) = &g.config_timezone
+                && crate::window::time_zone(zone).is_err()
+            {
+                e.push(
+                    at("config_timezone"),
+                    format!("{zone:?}"),
+                    "is not an IANA time zone",
+                );
+            }
             if g.config_wait_hours < 0 {
                 e.push(at("config_wait_hours"), g.config_wait_hours, "is negative");
             }

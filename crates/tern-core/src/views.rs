@@ -144,7 +144,7 @@ fn group_statuses(now: Timestamp, r: &AutoUpdateAgentRollout, agg: &Aggregate) -
         .map(|(i, g)| {
             let c = agg.group(&g.name);
             let w = group_window(&r.spec, g);
-            let open = w.open_since(now);
+            let open = w.open_at(now);
             GroupStatus {
                 name: g.name.clone(),
                 state: g.state,
@@ -159,8 +159,8 @@ fn group_statuses(now: Timestamp, r: &AutoUpdateAgentRollout, agg: &Aggregate) -
                 progress: g.progress,
                 canary_count: g.canary_count,
                 canaries: g.canaries.clone(),
-                window_open_since: open,
-                window_closes: open.and_then(|o| o.checked_add(w.duration).ok()),
+                window_open_since: open.map(|o| o.opens),
+                window_closes: open.map(|o| o.closes),
                 next_window: w.next_open(now),
             }
         })

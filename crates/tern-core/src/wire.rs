@@ -261,9 +261,18 @@ pub struct AgentSchedule {
     /// The UTC hour the window opens, 0–23.
     pub start_hour: u8,
     pub duration_seconds: u64,
-    /// `None` when the window never opens.
+    /// `None` when the window never opens; the first of `on_calendars` when the
+    /// group has several windows.
     pub on_calendar: Option<String>,
     pub windows: Vec<ScheduledWindow>,
+    /// The group's schedule when its config uses `windows`, `timezone` or `blackouts`
+    /// (every window's duration spelled out); `days` is then empty, so an updater that
+    /// predates it refuses the schedule and keeps its last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<crate::window::CalendarSpec>,
+    /// With `calendar`: one `OnCalendar=` value per window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_calendars: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -274,32 +283,63 @@ pub struct ScheduledWindow {
 
 /// The most windows a schedule lists (`count` is clamped to it).
 pub const MAX_SCHEDULED_WINDOWS: usize = 64;
+/// The most windows a group's schedule may have.
+pub const MAX_CALENDAR_WINDOWS: usize = 32;
+/// The most blackout entries a group's schedule may have (a year of single dates).
+pub const MAX_BLACKOUTS: usize = 366;
 /// The longest window a host accepts from a schedule: a week.
 pub const MAX_WINDOW_SECONDS: u64 = 7 * 86_400;
 
 impl AgentSchedule {
-    /// The window as tern-core computes with it, or why the schedule (which came over
-    /// the network) cannot be used.
-    pub fn window(&self) -> Result<crate::window::Window<'_>, String> {
+    /// The windows as tern-core computes with them, or why the schedule (which came
+    /// over the network) cannot be used.
+    pub fn window(&self) -> Result<crate::window::Calendar, String> {
+        let seconds_ok = |s: u64| s > 0 && s <= MAX_WINDOW_SECONDS;
+        let days_ok = |days: &[crate::window::Day]| !days.is_empty() && days.len() <= 8;
+        if let Some(cal) = &self.calendar {
+            if cal.windows.is_empty() || cal.windows.len() > MAX_CALENDAR_WINDOWS {
+                return Err(format!(
+                    "{} windows is not 1 to {MAX_CALENDAR_WINDOWS}",
+                    cal.windows.len()
+                ));
+            }
+            if cal.blackouts.len() > MAX_BLACKOUTS {
+                return Err(format!(
+                    "{} blackouts is more than {MAX_BLACKOUTS}",
+                    cal.blackouts.len()
+                ));
+            }
+            for w in &cal.windows {
+                match w.duration {
+                    Some(d) if seconds_ok(d.as_secs()) => {}
+                    _ => return Err("a window's duration is not between 1s and a week".into()),
+                }
+                if !days_ok(&w.days) {
+                    return Err(format!("{} days is not 1 to 8", w.days.len()));
+                }
+            }
+            // Every duration is set (checked above): the default is never used.
+            return cal.calendar(jiff::SignedDuration::ZERO);
+        }
         if self.start_hour > 23 {
             return Err(format!("start_hour {} is not an hour", self.start_hour));
         }
-        if self.duration_seconds == 0 || self.duration_seconds > MAX_WINDOW_SECONDS {
+        if !seconds_ok(self.duration_seconds) {
             return Err(format!(
                 "a window of {}s is not between 1s and a week",
                 self.duration_seconds
             ));
         }
-        if self.days.is_empty() || self.days.len() > 8 {
+        if !days_ok(&self.days) {
             return Err(format!("{} days is not 1 to 8", self.days.len()));
         }
-        Ok(crate::window::Window {
-            days: &self.days,
-            start_hour: self.start_hour,
+        Ok(crate::window::Calendar::hourly_utc(
+            &self.days,
+            self.start_hour,
             // At most a week, checked above.
-            duration: jiff::SignedDuration::from_secs(
+            jiff::SignedDuration::from_secs(
                 i64::try_from(self.duration_seconds).unwrap_or(i64::MAX),
             ),
-        })
+        ))
     }
 }

@@ -15,7 +15,7 @@ use tern_core::resource::{
     AutoUpdateVersion, ConnectedAgent, GroupConfig, GroupState, Mode, Schedules, Strategy as Plan,
 };
 use tern_core::rollout::group_window;
-use tern_core::window::Day;
+use tern_core::window::{Blackout, Day, StartTime, WindowSpec};
 
 fn arb_group(i: usize, time_based: bool) -> impl Strategy<Value = GroupConfig> {
     (
@@ -37,17 +37,63 @@ fn arb_group(i: usize, time_based: bool) -> impl Strategy<Value = GroupConfig> {
         0i64..=5,
         prop::option::of(prop::sample::select(vec![10u32, 20, 50])),
     )
+        .prop_flat_map(move |t| (Just(t), arb_schedule_form()))
         .prop_map(
-            move |(days, star, start_hour, wait, canaries, mif)| GroupConfig {
-                name: format!("g{i}"),
-                days: if star { vec![Day::All] } else { days },
-                start_hour,
-                wait_hours: if time_based || i == 0 { 0 } else { wait },
-                canary_count: if time_based { 0 } else { canaries },
-                max_in_flight: mif.map(tern_core::duration::Percent::from_percent),
-                alert_after: None,
+            move |((days, star, start_hour, wait, canaries, mif), (zone, minute, blackout))| {
+                let days = if star { vec![Day::All] } else { days };
+                // The new form: the same days and hour (plus minutes) as a window, in
+                // a zone, with a blackout; or the old fields, possibly in a zone.
+                let windows_form = minute.map(|m| {
+                    vec![WindowSpec {
+                        // What empty days mean in the old form.
+                        days: if days.is_empty() {
+                            Day::WORKWEEK.to_vec()
+                        } else {
+                            days.clone()
+                        },
+                        start: StartTime::new(u8::try_from(start_hour).unwrap(), m).unwrap(),
+                        duration: None,
+                    }]
+                });
+                GroupConfig {
+                    name: format!("g{i}"),
+                    days: if windows_form.is_some() {
+                        Vec::new()
+                    } else {
+                        days
+                    },
+                    start_hour: if windows_form.is_some() {
+                        None
+                    } else {
+                        Some(start_hour)
+                    },
+                    windows: windows_form.unwrap_or_default(),
+                    timezone: zone.map(str::to_string),
+                    blackouts: blackout.into_iter().collect(),
+                    wait_hours: if time_based || i == 0 { 0 } else { wait },
+                    canary_count: if time_based { 0 } else { canaries },
+                    max_in_flight: mif.map(tern_core::duration::Percent::from_percent),
+                    alert_after: None,
+                }
             },
         )
+}
+
+/// Mostly the old form in UTC; sometimes a zone, a window at minutes past the hour, a
+/// blackout day in the week the reconcile tests run (from 2026-11-23).
+fn arb_schedule_form() -> impl Strategy<Value = (Option<&'static str>, Option<u8>, Option<Blackout>)>
+{
+    prop_oneof![
+        2 => Just((None, None, None)),
+        1 => (
+            prop::option::of(prop::sample::select(vec!["Europe/Paris", "America/New_York", "UTC"])),
+            prop::option::of(prop::sample::select(vec![0u8, 30])),
+            prop::option::of((23i8..=29).prop_map(|d| {
+                let day = jiff::civil::date(2026, 11, d);
+                Blackout { first: day, last: day }
+            })),
+        ),
+    ]
 }
 
 fn arb_config() -> impl Strategy<Value = AutoUpdateConfig> {
@@ -274,6 +320,13 @@ fn arb_yaml(depth: u32) -> BoxedStrategy<String> {
         "canary",
         "2026-11-23T12:00:00Z",
         "\"\\u0000\"",
+        "'22:30'",
+        "'24:00'",
+        "Europe/Paris",
+        "Mars/Olympus",
+        "2026-12-24/2027-01-02",
+        "2027-01-02/2026-12-24",
+        "2026-02-30",
     ])
     .prop_map(str::to_string);
     let key = prop::sample::select(vec![
@@ -284,6 +337,14 @@ fn arb_yaml(depth: u32) -> BoxedStrategy<String> {
         "canary_count",
         "max_in_flight",
         "alert_after",
+        "windows",
+        "start",
+        "duration",
+        "timezone",
+        "blackouts",
+        "config_windows",
+        "config_timezone",
+        "config_blackouts",
         "mode",
         "strategy",
         "maintenance_window_duration",

@@ -576,7 +576,7 @@ fn reset_rules() {
         .as_mut()
         .unwrap()
         .regular[0]
-        .start_hour = 3;
+        .start_hour = Some(3);
     w.version
         .as_mut()
         .unwrap()

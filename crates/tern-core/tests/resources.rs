@@ -336,3 +336,145 @@ fn deeply_nested_texts_are_refused_before_parsing() {
         }
     }
 }
+
+const WINDOWS_CONFIG: &str = r#"
+kind: autoupdate_config
+spec:
+  agents:
+    mode: enabled
+    strategy: time-based
+    maintenance_window_duration: 2h
+    schedules:
+      regular:
+      - name: paris
+        timezone: Europe/Paris
+        windows:
+        - {days: [Mon, Tue], start: "22:30", duration: 3h}
+        - {days: ["*"], start: "06:00"}
+        blackouts: ["2026-12-24/2027-01-02", "2027-05-01"]
+      - name: legacy
+        days: [Wed]
+        start_hour: 4
+      - name: legacy-zoned
+        days: [Thu]
+        start_hour: 5
+        timezone: America/New_York
+"#;
+
+#[test]
+fn a_config_with_windows_a_zone_and_blackouts_reads_and_round_trips() {
+    let c = AutoUpdateConfig::from_text(WINDOWS_CONFIG).unwrap();
+    let groups = c.groups();
+    let paris = &groups[0];
+    assert_eq!(paris.timezone.as_deref(), Some("Europe/Paris"));
+    assert_eq!(paris.windows.len(), 2);
+    assert_eq!(paris.windows[0].start.to_string(), "22:30");
+    assert_eq!(paris.windows[0].duration.unwrap().to_string(), "3h");
+    assert_eq!(paris.windows[1].duration, None, "the strategy's length");
+    assert!(paris.days.is_empty(), "no workweek default next to windows");
+    assert_eq!(paris.blackouts[0].to_string(), "2026-12-24/2027-01-02");
+    assert_eq!(paris.blackouts[1].to_string(), "2027-05-01");
+    // The old form stays the old form; a zone on it makes it the new one.
+    assert_eq!(groups[1].calendar_spec(), None);
+    let zoned = groups[2].calendar_spec().unwrap();
+    assert_eq!(zoned.windows[0].start.to_string(), "05:00");
+    assert_eq!(zoned.timezone.as_deref(), Some("America/New_York"));
+    for format in [Format::Yaml, Format::Json] {
+        let text = codec::to_text(&c, format).unwrap();
+        assert_eq!(AutoUpdateConfig::from_text(&text).unwrap(), c, "{text}");
+    }
+    let yaml = codec::to_text(&c, Format::Yaml).unwrap();
+    assert!(
+        yaml.contains("start: 22:30") || yaml.contains("start: '22:30'"),
+        "{yaml}"
+    );
+    // An unquoted HH:MM reads the same (YAML 1.2 has no sexagesimal numbers).
+    let unquoted = WINDOWS_CONFIG.replace("\"22:30\"", "22:30");
+    assert_eq!(AutoUpdateConfig::from_text(&unquoted).unwrap(), c);
+}
+
+#[test]
+fn invalid_schedules_name_the_field_and_the_value() {
+    let group =
+        |fields: &str| format!("    schedules:\n      regular:\n      - {{name: dev, {fields}}}\n");
+    let cases = [
+        (
+            group("days: [Mon], windows: [{days: [Tue], start: '10:00'}]"),
+            "spec.agents.schedules.regular[0].days: [Mon] cannot be set with windows",
+        ),
+        (
+            group("start_hour: 4, windows: [{days: [Tue], start: '10:00'}]"),
+            "spec.agents.schedules.regular[0].start_hour: 4 cannot be set with windows",
+        ),
+        (
+            group("timezone: Europe/Pariss"),
+            "spec.agents.schedules.regular[0].timezone: \"Europe/Pariss\" is not an IANA time zone",
+        ),
+        (
+            group("blackouts: ['2027-01-02/2026-12-24']"),
+            "spec.agents.schedules.regular[0].blackouts[0]: \"2027-01-02/2026-12-24\" ends before it starts",
+        ),
+        (
+            group("blackouts: ['2026-12-24', 'Christmas']"),
+            "spec.agents.schedules.regular[0].blackouts[1]: \"Christmas\" is not a date or a range of dates",
+        ),
+        (
+            group("blackouts: ['2026-02-30']"),
+            "spec.agents.schedules.regular[0].blackouts[0]: \"2026-02-30\" names a day that does not exist",
+        ),
+        (
+            group("windows: [{days: [Tue], start: '25:00'}]"),
+            "spec.agents.schedules.regular[0].windows[0].start: \"25:00\" is not a time of day",
+        ),
+        (
+            group("windows: [{days: [Tue], start: '10:00', duration: 25h}]"),
+            "spec.agents.schedules.regular[0].windows[0].duration: 25h is out of range, expected 10m to 24h",
+        ),
+        (
+            group("windows: [{days: [], start: '10:00'}]"),
+            "spec.agents.schedules.regular[0].windows[0].days: [] must name at least one day",
+        ),
+        (
+            group("windows: [{days: [Tue]}]"),
+            "spec.agents.schedules.regular[0].windows[0]: missing field `start`",
+        ),
+        (
+            group("windows: [{days: [Tue], start: '10:00', start_hour: 3}]"),
+            "spec.agents.schedules.regular[0].windows[0].start_hour: unknown field `start_hour`",
+        ),
+    ];
+    let many: Vec<String> = (0..367)
+        .map(|d| {
+            let day = jiff::civil::date(2027, 1, 1)
+                .checked_add(jiff::Span::new().days(d))
+                .unwrap();
+            format!("'{day}'")
+        })
+        .collect();
+    let too_many = (
+        group(&format!("blackouts: [{}]", many.join(", "))),
+        "spec.agents.schedules.regular[0].blackouts: (367 entries) are too many, expected at most 366",
+    );
+    for (yaml, want) in cases.into_iter().chain([too_many]) {
+        let err = config_error(&yaml);
+        assert!(err.contains(want), "want {want:?}\n got {err:?}");
+    }
+}
+
+#[test]
+fn a_rollout_with_an_unknown_zone_is_refused_naming_it() {
+    let text = r#"
+kind: autoupdate_agent_rollout
+spec: {start_version: 1.0.0, target_version: 1.1.0}
+status:
+  groups:
+  - {name: dev, config_windows: [{days: [Mon], start: "10:00"}], config_timezone: Mars/Olympus}
+"#;
+    let err = AutoUpdateAgentRollout::from_text(text)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("status.groups[0].config_timezone: \"Mars/Olympus\" is not an IANA time zone"),
+        "{err}"
+    );
+}

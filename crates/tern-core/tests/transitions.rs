@@ -388,3 +388,33 @@ fn reconcile_after_a_manual_start_picks_the_canaries() {
     // dev is still unstarted: a forced start skips the order, as the operator asked.
     assert_eq!(w.state("dev").0, Unstarted);
 }
+
+/// A time-based group with several windows: start-update opens it for the longest of
+/// them (here 3h, longer than the config's 2h `maintenance_window_duration`).
+#[test]
+fn time_based_start_update_lasts_the_longest_window() {
+    let config_text = TIME_BASED.replace(
+        "{name: europe, days: [\"*\"], start_hour: 12}",
+        "{name: europe, timezone: Europe/Paris, windows: [{days: [Sat], start: \"06:00\", duration: 3h}, {days: [Sun], start: \"06:00\"}]}",
+    );
+    assert_ne!(config_text, TIME_BASED);
+    let mut w = World::new(Some(config(&config_text)), version("1.0.0", "1.1.0"));
+    w.agents.extend(fleet("europe", 4, "1.0.0"));
+    w.reconcile("2026-11-23T10:00:00Z");
+    assert_eq!(w.state("europe").0, Unstarted);
+    let t = Transition::StartUpdate {
+        groups: names(&["europe"]),
+        force: false,
+    };
+    let (next, _) = apply(w.rollout(), &t, ts("2026-11-24T16:00:00Z")).unwrap();
+    w.rollout = Some(next);
+    w.reconcile("2026-11-24T18:30:00Z");
+    assert_eq!(w.state("europe").0, Active, "2h30 in: still inside 3h");
+    w.reconcile("2026-11-24T19:00:00Z");
+    assert_eq!(w.state("europe"), (Done, reason::OUTSIDE_WINDOW.into()));
+    // Saturday 06:00 in Paris (05:00 UTC in winter) opens it again.
+    w.reconcile("2026-11-28T04:59:00Z");
+    assert_eq!(w.state("europe").0, Done);
+    w.reconcile("2026-11-28T05:00:00Z");
+    assert_eq!(w.state("europe"), (Active, reason::IN_WINDOW.into()));
+}

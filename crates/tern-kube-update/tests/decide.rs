@@ -112,6 +112,8 @@ fn schedule(start_hour: u8) -> AgentSchedule {
         duration_seconds: 3600,
         on_calendar: None,
         windows: Vec::new(),
+        calendar: None,
+        on_calendars: Vec::new(),
     }
 }
 

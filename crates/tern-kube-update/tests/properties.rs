@@ -198,6 +198,8 @@ fn world() -> impl Strategy<Value = World> {
                     duration_seconds: secs,
                     on_calendar: None,
                     windows: Vec::new(),
+                    calendar: None,
+                    on_calendars: Vec::new(),
                 }),
             }
         }),

@@ -351,3 +351,49 @@ fn running_in_steps_is_the_same_as_running_at_once() {
     }
     assert_eq!(sim.run_until(end), once);
 }
+
+const LOCAL_TIME: &str = "
+kind: autoupdate_config
+metadata: {name: autoupdate-config}
+spec:
+  agents:
+    mode: enabled
+    strategy: time-based
+    maintenance_window_duration: 2h
+    schedules:
+      regular:
+      - name: paris
+        timezone: Europe/Paris
+        windows: [{days: ['*'], start: '09:30', duration: 1h}]
+      - name: tokyo
+        timezone: Asia/Tokyo
+        days: ['*']
+        start_hour: 9
+        blackouts: ['2026-11-24']
+";
+
+/// Windows in local time through the simulator: paris opens at 09:30 CET (08:30 UTC)
+/// for its own hour; tokyo's 09:00 JST on Monday is 00:00 UTC, and Tuesday in Tokyo is
+/// blacked out, so it updates once, at the start of the run.
+#[test]
+fn local_time_windows_and_blackouts_in_the_simulator() {
+    let t = run(LOCAL_TIME, params(400, 5), 40);
+    let paris = t.group("paris").unwrap();
+    assert_eq!(paris.window_opened_at, Some(at("2026-11-23T08:30:00Z")));
+    assert_eq!(paris.active_at, Some(at("2026-11-23T08:30:00Z")));
+    assert_eq!(
+        paris.done_at,
+        Some(at("2026-11-23T09:30:00Z")),
+        "1h, not 2h"
+    );
+    let tokyo = t.group("tokyo").unwrap();
+    assert_eq!(tokyo.window_opened_at, Some(at("2026-11-23T00:00:00Z")));
+    assert_eq!(tokyo.done_at, Some(at("2026-11-23T02:00:00Z")));
+    // Tuesday 09:00 JST (00:00 UTC) is a blackout date in Tokyo: no second start.
+    let starts = t
+        .group_events("tokyo")
+        .filter(|e| e.to.as_deref() == Some("active"))
+        .count();
+    assert_eq!(starts, 1, "tokyo opened again on its blackout date");
+    assert_all_on_target(&t);
+}

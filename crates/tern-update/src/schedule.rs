@@ -24,22 +24,29 @@ pub(crate) fn override_path(layout: &Layout) -> PathBuf {
         .join("schedule.conf")
 }
 
-/// The drop-in's text: the monotonic triggers blanked, the calendar set.
-pub(crate) fn override_text(on_calendar: &str) -> String {
-    format!(
-        "# Written by `tern-update schedule sync`: the group's maintenance window.\n# Removed by `tern-update schedule clear` (the agent stopped, or a critical update).\n[Timer]\nOnActiveSec=\nOnUnitActiveSec=\nOnCalendar={on_calendar}\n"
-    )
+/// The drop-in's text: the monotonic triggers blanked, one `OnCalendar=` per window
+/// (systemd fires the timer at each).
+pub(crate) fn override_text(on_calendars: &[String]) -> String {
+    let mut text = String::from(
+        "# Written by `tern-update schedule sync`: the group's maintenance window.\n# Removed by `tern-update schedule clear` (the agent stopped, or a critical update).\n# Blackout dates have no systemd form: the timer fires then, and `update` holds.\n[Timer]\nOnActiveSec=\nOnUnitActiveSec=\n",
+    );
+    for cal in on_calendars {
+        text.push_str(&format!("OnCalendar={cal}\n"));
+    }
+    text
 }
 
 /// An `OnCalendar=` value from the network, checked before it goes into a unit file:
-/// what tern-core writes (day names, `*`, digits, `-`, `:`, `,`, spaces, `UTC`) and
-/// nothing that could end the line or start another directive.
+/// what tern-core writes (day names, `*`, digits, `-`, `:`, `,`, spaces, a zone name
+/// such as `UTC`, `Europe/Paris`, `America/Port-au-Prince` or `Etc/GMT+5`) and nothing
+/// that could end the line or start another directive.
 fn checked_calendar(value: &str) -> Result<&str> {
     let ok = !value.is_empty()
         && value.len() <= 128
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '*' | '-' | ':' | ',' | ' ' | '.'));
+        && value.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '*' | '-' | ':' | ',' | ' ' | '.' | '/' | '_' | '+')
+        });
     if ok {
         Ok(value)
     } else {
@@ -91,15 +98,25 @@ pub(crate) fn sync(ctx: &Ctx, file: &mut UpdateFile) -> Result<Done> {
             server: file.spec.server.clone(),
             problem,
         })?;
-    let Some(calendar) = schedule.on_calendar.clone() else {
+    // A schedule with several windows lists one value per window; an older ternd
+    // sends the one.
+    let calendars: Vec<String> = if schedule.on_calendars.is_empty() {
+        schedule.on_calendar.iter().cloned().collect()
+    } else {
+        schedule.on_calendars.clone()
+    };
+    if calendars.is_empty() {
         return Err(Error::UnusableSchedule {
             server: file.spec.server.clone(),
             problem: "the group's window never opens".into(),
         });
-    };
-    let calendar = checked_calendar(&calendar)?.to_string();
+    }
+    for cal in &calendars {
+        checked_calendar(cal)?;
+    }
+    let calendar = calendars.join("; ");
     let path = override_path(&ctx.layout);
-    let text = override_text(&calendar);
+    let text = override_text(&calendars);
     let unchanged = std::fs::read_to_string(&path).is_ok_and(|old| old == text);
     file.status.schedule = Some(schedule);
     if !unchanged {
@@ -155,7 +172,14 @@ mod tests {
 
     #[test]
     fn calendars_from_the_network_are_checked() {
-        for ok in ["Mon,Tue *-*-* 12:00:00 UTC", "*-*-* 00:00:00 UTC"] {
+        for ok in [
+            "Mon,Tue *-*-* 12:00:00 UTC",
+            "*-*-* 00:00:00 UTC",
+            "Mon,Tue *-*-* 22:30:00 Europe/Paris",
+            "Sat *-*-* 06:15:00 America/Port-au-Prince",
+            "*-*-* 06:15:00 America/New_York",
+            "*-*-* 06:15:00 Etc/GMT+5",
+        ] {
             assert!(checked_calendar(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -171,9 +195,17 @@ mod tests {
 
     #[test]
     fn the_override_blanks_the_monotonic_triggers() {
-        let t = override_text("Mon *-*-* 12:00:00 UTC");
+        let t = override_text(&["Mon *-*-* 12:00:00 UTC".to_string()]);
         assert!(t.contains(
             "\n[Timer]\nOnActiveSec=\nOnUnitActiveSec=\nOnCalendar=Mon *-*-* 12:00:00 UTC\n"
         ));
+        let two = override_text(&[
+            "Mon *-*-* 22:30:00 Europe/Paris".to_string(),
+            "Sat *-*-* 06:00:00 Europe/Paris".to_string(),
+        ]);
+        assert!(
+            two.ends_with("OnCalendar=Mon *-*-* 22:30:00 Europe/Paris\nOnCalendar=Sat *-*-* 06:00:00 Europe/Paris\n"),
+            "{two}"
+        );
     }
 }

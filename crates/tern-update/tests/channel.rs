@@ -360,3 +360,95 @@ fn an_agent_failing_its_health_url_moves_outside_its_window() {
     assert_eq!(host.active().as_deref(), Some("1.1.0"));
     assert!(host.wait_running("1.1.0"));
 }
+
+/// ternd's schedule in its new form: every day in Paris from 00:00 and from 12:00 for
+/// 24h each (so open whatever the hour, DST days included), minus `blackouts`.
+fn paris_schedule(server: &Server, blackouts: &[String]) {
+    let body = serde_json::json!({
+        "group": "default", "days": [], "start_hour": 0, "duration_seconds": 86_400,
+        "on_calendar": "*-*-* 00:00:00 Europe/Paris",
+        "on_calendars": ["*-*-* 00:00:00 Europe/Paris", "*-*-* 12:00:00 Europe/Paris"],
+        "calendar": {
+            "windows": [
+                {"days": ["*"], "start": "00:00", "duration": "24h"},
+                {"days": ["*"], "start": "12:00", "duration": "24h"},
+            ],
+            "timezone": "Europe/Paris",
+            "blackouts": blackouts,
+        },
+        "windows": [],
+    });
+    server.state.lock().unwrap().schedule = Some(body.to_string());
+}
+
+/// A group scheduled in local time with several windows: the host holds on a blackout
+/// date (in Paris) and updates once it is lifted; the timer override gets one
+/// `OnCalendar=` per window, in the zone, which systemd parses.
+#[test]
+fn a_zoned_schedule_with_several_windows_and_a_blackout_is_followed() {
+    let (server, mut host, _svc) = channel_host();
+    let calls = host.dir.path().join("systemctl.calls");
+    let systemctl = host.dir.path().join("systemctl");
+    support::write_exe(
+        &systemctl,
+        &format!("#!/bin/sh\necho \"$@\" >> {}\n", calls.display()),
+    );
+    host.env
+        .push(("TERN_SYSTEMCTL".into(), systemctl.display().to_string()));
+    let paris = jiff::tz::TimeZone::get("Europe/Paris").unwrap();
+    let today = jiff::Timestamp::now().to_zoned(paris).date();
+    let around_today = format!(
+        "{}/{}",
+        today.yesterday().unwrap(),
+        today.tomorrow().unwrap()
+    );
+    paris_schedule(&server, &[around_today]);
+
+    server.set_channel((200, "1.1.0"), (200, "no"));
+    host.ok(&["update"]);
+    assert_eq!(
+        host.active().as_deref(),
+        Some("1.0.0"),
+        "held on a blackout date"
+    );
+    let st = status(&host);
+    assert_eq!(st["server"]["in_window"], false);
+    let why = st["server"]["update_now"].as_str().unwrap();
+    assert!(why.contains("outside the maintenance window"), "{why}");
+
+    host.ok(&["setup", "--schedule-timers", "--agent-unit", "tern-agent"]);
+    let out = host.ok(&["schedule", "sync"]);
+    assert!(out.contains("fires in the window"), "{out}");
+    let dropin = host
+        .systemd
+        .join("tern-update.timer.d")
+        .join("schedule.conf");
+    let text = std::fs::read_to_string(&dropin).unwrap();
+    let calendars: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("OnCalendar="))
+        .collect();
+    assert_eq!(
+        calendars,
+        ["*-*-* 00:00:00 Europe/Paris", "*-*-* 12:00:00 Europe/Paris"]
+    );
+    for cal in calendars {
+        let parsed = std::process::Command::new("systemd-analyze")
+            .args(["calendar", cal])
+            .output()
+            .unwrap();
+        assert!(parsed.status.success(), "{parsed:?}");
+    }
+
+    // A blackout elsewhere in the year: the window is open, the host moves.
+    paris_schedule(
+        &server,
+        &[format!(
+            "{}",
+            today.checked_add(jiff::Span::new().days(30)).unwrap()
+        )],
+    );
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.1.0"));
+    assert!(host.wait_running("1.1.0"));
+}

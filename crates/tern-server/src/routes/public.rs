@@ -157,7 +157,7 @@ pub(crate) async fn channel_value(
 /// `GET /v1/agents/schedule?group=G[&count=N][&format=json|systemd]`: the group's
 /// maintenance window as seed 001 exports it, from memory like find. JSON (the rule,
 /// the `OnCalendar=` value and the next `count` windows, default 8, at most 64), or
-/// with `format=systemd` the bare `OnCalendar=` value.
+/// with `format=systemd` the bare `OnCalendar=` values, one per window and line.
 pub(crate) async fn schedule(
     State(state): State<Arc<AppState>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
@@ -194,7 +194,13 @@ pub(crate) async fn schedule(
     let resp = match format.as_str() {
         "json" => Json(schedule).into_response(),
         "systemd" => {
-            let Some(calendar) = schedule.on_calendar else {
+            // One value per line: a group with several windows has several.
+            let calendar = if schedule.on_calendars.is_empty() {
+                schedule.on_calendar
+            } else {
+                Some(schedule.on_calendars.join("\n"))
+            };
+            let Some(calendar) = calendar else {
                 return Err(ApiError::not_found(format!(
                     "group {:?} has no window that ever opens",
                     schedule.group
