@@ -346,6 +346,7 @@ mod tests {
                 autoupdate_mode: Mode::Enabled,
                 strategy: Strategy::HaltOnError,
                 maintenance_window_duration: None,
+                host_group: Default::default(),
             },
             RolloutStatus {
                 start_time: Some(at("2026-11-23T08:00:00Z")),

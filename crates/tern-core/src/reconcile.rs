@@ -97,6 +97,7 @@ fn new_groups(
                 config_windows: calendar.windows,
                 config_timezone: calendar.timezone,
                 config_blackouts: calendar.blackouts,
+                config_match_labels: g.match_labels,
                 config_wait_hours: g.wait_hours,
                 canary_count: g.canary_count,
                 config_max_in_flight: g.max_in_flight,

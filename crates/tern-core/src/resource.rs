@@ -203,6 +203,29 @@ pub struct AgentsConfig {
     pub maintenance_window_duration: Option<GoDuration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedules: Option<Schedules>,
+    /// Whether a host's own group (`tern-update enable --group`) wins over the groups'
+    /// `match_labels`; unset: `override`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_group: Option<HostGroup>,
+}
+
+/// Who places a host in a group when groups declare `match_labels`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostGroup {
+    /// A host presenting a group the rollout has stays in it; the labels place the
+    /// others (no group, or an unknown one).
+    #[default]
+    Override,
+    /// The labels place every host they match; a host's own group counts only when no
+    /// group's `match_labels` matches it.
+    Fallback,
+}
+
+impl HostGroup {
+    pub fn is_default(&self) -> bool {
+        *self == Self::Override
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -233,6 +256,10 @@ pub struct GroupConfig {
     /// Civil dates on which no window opens.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blackouts: Vec<Blackout>,
+    /// The server places hosts whose heartbeat labels include all of these in this
+    /// group (the first group that matches; see `spec.agents.host_group`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub wait_hours: i64,
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -322,6 +349,10 @@ impl AutoUpdateConfig {
 
     pub fn strategy(&self) -> Strategy {
         self.agents().and_then(|a| a.strategy).unwrap_or_default()
+    }
+
+    pub fn host_group(&self) -> HostGroup {
+        self.agents().and_then(|a| a.host_group).unwrap_or_default()
     }
 
     pub fn tools_mode(&self) -> ToolsMode {
@@ -460,6 +491,9 @@ pub struct RolloutSpec {
     pub strategy: Strategy,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_window_duration: Option<GoDuration>,
+    /// The config's `host_group` (for groups with `match_labels`).
+    #[serde(default, skip_serializing_if = "HostGroup::is_default")]
+    pub host_group: HostGroup,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -514,6 +548,9 @@ pub struct RolloutGroup {
     pub config_timezone: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub config_blackouts: Vec<Blackout>,
+    /// The config's `match_labels` for this group.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config_match_labels: BTreeMap<String, String>,
     #[serde(default)]
     pub config_wait_hours: i64,
     #[serde(default)]

@@ -159,7 +159,44 @@ pub fn desired_spec(
         autoupdate_mode: mode_in_force(Some(config), Some(version)),
         strategy: config.strategy(),
         maintenance_window_duration: config.maintenance_window_duration(),
+        host_group: config.host_group(),
     })
+}
+
+/// Whether some group of `rollout` places hosts by their labels.
+pub fn places_by_labels(rollout: &AutoUpdateAgentRollout) -> bool {
+    rollout
+        .status
+        .groups
+        .iter()
+        .any(|g| !g.config_match_labels.is_empty())
+}
+
+/// The group a host counts as presenting, given the group it presents and its labels:
+/// under `host_group: override` a group the rollout has wins; otherwise the first
+/// group whose `match_labels` the labels all hold; otherwise the presented group (the
+/// catch-all serves it when the rollout lacks it). Every server decision about the host
+/// (find, its report, canaries) starts from this.
+pub fn place<'a>(
+    rollout: &'a AutoUpdateAgentRollout,
+    presented: &'a str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> &'a str {
+    let known = rollout.group(presented).is_some();
+    if known && rollout.spec.host_group == crate::resource::HostGroup::Override {
+        return presented;
+    }
+    rollout
+        .status
+        .groups
+        .iter()
+        .find(|g| {
+            !g.config_match_labels.is_empty()
+                && g.config_match_labels
+                    .iter()
+                    .all(|(k, v)| labels.get(k) == Some(v))
+        })
+        .map_or(presented, |g| g.name.as_str())
 }
 
 /// Why `rollout`'s target counts as failed, or `None`: a group was rolled back, a

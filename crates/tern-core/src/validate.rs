@@ -216,6 +216,8 @@ pub(crate) fn read_singleton<T: serde::de::DeserializeOwned>(
 const MIN_WINDOW: GoDuration = GoDuration::from_minutes(10);
 const MAX_WINDOW: GoDuration = GoDuration::from_hours(24);
 pub const MAX_CANARY_COUNT: i64 = 5;
+/// Labels a group's `match_labels` may require at most.
+pub const MAX_MATCH_LABELS: usize = 16;
 
 impl AutoUpdateConfig {
     /// Reads and validates a config; an empty metadata name is taken as the singleton's.
@@ -266,6 +268,28 @@ impl AutoUpdateConfig {
                     e.start_hour(at("start_hour"), hour);
                 }
                 e.group_schedule(&at, g);
+                if g.match_labels.len() > MAX_MATCH_LABELS {
+                    e.push(
+                        at("match_labels"),
+                        g.match_labels.len(),
+                        &format!("labels; at most {MAX_MATCH_LABELS}"),
+                    );
+                }
+                for (k, v) in &g.match_labels {
+                    if !crate::wire::is_label_key(k) {
+                        e.push(
+                            at("match_labels"),
+                            format!("{k:?}"),
+                            "is not a label key (1-63 of letters, digits, '.', '-', '_', '/')",
+                        );
+                    } else if !crate::wire::is_label_value(v) {
+                        e.push(
+                            at(&format!("match_labels.{k}")),
+                            format!("{v:?}"),
+                            "is not a label value (at most 128 bytes, no control characters)",
+                        );
+                    }
+                }
                 if g.wait_hours < 0 {
                     e.push(at("wait_hours"), g.wait_hours, "is negative");
                 } else if g.wait_hours > 0 && !halt {

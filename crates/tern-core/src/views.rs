@@ -353,6 +353,7 @@ mod tests {
                 autoupdate_mode: Mode::Enabled,
                 strategy: Default::default(),
                 maintenance_window_duration: None,
+                host_group: Default::default(),
             },
             crate::resource::RolloutStatus {
                 groups: vec![dev],

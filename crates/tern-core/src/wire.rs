@@ -100,6 +100,16 @@ pub const MAX_LABELS: usize = 32;
 /// At most this many installer types per host.
 pub const MAX_INSTALLERS: usize = 8;
 
+/// A label key as heartbeats may carry it (and `match_labels` may name).
+pub fn is_label_key(k: &str) -> bool {
+    is_fact_token(k, 63)
+}
+
+/// A label value as heartbeats may carry it.
+pub fn is_label_value(v: &str) -> bool {
+    v.len() <= 128 && !v.chars().any(char::is_control)
+}
+
 fn is_fact_token(s: &str, max: usize) -> bool {
     !s.is_empty()
         && s.len() <= max
@@ -118,13 +128,13 @@ impl Heartbeat {
             ));
         }
         for (k, v) in &self.labels {
-            if !is_fact_token(k, 63) {
+            if !is_label_key(k) {
                 return Err(format!(
                     "labels: key {:?} is not 1-63 of letters, digits, '.', '-', '_', '/'",
                     k.chars().take(80).collect::<String>()
                 ));
             }
-            if v.len() > 128 || v.chars().any(char::is_control) {
+            if !is_label_value(v) {
                 return Err(format!(
                     "labels.{k}: the value is longer than 128 bytes or holds control characters"
                 ));

@@ -32,6 +32,7 @@ fn rollout(mode: Mode, strategy: Strategy, state: GroupState) -> AutoUpdateAgent
             autoupdate_mode: mode,
             strategy,
             maintenance_window_duration: None,
+            host_group: Default::default(),
         },
         RolloutStatus {
             groups: vec![group("dev"), group("prod")],

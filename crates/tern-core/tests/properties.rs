@@ -70,6 +70,7 @@ fn arb_group(i: usize, time_based: bool) -> impl Strategy<Value = GroupConfig> {
                     windows: windows_form.unwrap_or_default(),
                     timezone: zone.map(str::to_string),
                     blackouts: blackout.into_iter().collect(),
+                    match_labels: Default::default(),
                     wait_hours: if time_based || i == 0 { 0 } else { wait },
                     canary_count: if time_based { 0 } else { canaries },
                     max_in_flight: mif.map(tern_core::duration::Percent::from_percent),
@@ -111,6 +112,7 @@ fn arb_config() -> impl Strategy<Value = AutoUpdateConfig> {
                 maintenance_window_duration: time_based
                     .then(|| tern_core::duration::GoDuration::from_hours(window_h)),
                 schedules: Some(Schedules { regular }),
+                host_group: None,
             });
             c.validate().unwrap();
             c

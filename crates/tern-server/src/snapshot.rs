@@ -24,6 +24,9 @@ pub(crate) struct Snapshot {
     /// The global freeze, while one holds: the rollout's mode is then at least
     /// suspended, channels give no version and directives no install.
     pub(crate) freeze: Option<tern_core::api::Freeze>,
+    /// Some group of the rollout has `match_labels`: heartbeats are placed
+    /// (`rollout::place`) and find asks the inventory where a host was placed.
+    pub(crate) places_by_labels: bool,
     /// Server-side pins: updater_id → when the pin lifts (`pins`).
     pub(crate) pins: std::collections::HashMap<String, jiff::Timestamp>,
     /// The find answers already serialized for this snapshot, by decision.
@@ -69,6 +72,9 @@ impl Snapshot {
         let tools_auto_update = !tools_version.is_empty()
             && config.is_some_and(|c| c.tools_mode() == ToolsMode::Enabled);
         Self {
+            places_by_labels: rollout
+                .as_ref()
+                .is_some_and(tern_core::rollout::places_by_labels),
             rollout,
             tools_version,
             tools_auto_update,

@@ -81,7 +81,17 @@ pub(crate) async fn find(
     Metrics::inc(&state.metrics.find_requests);
     let snapshot = state.snapshot();
     let (group, updater_id) = find_query(query.as_deref());
-    let mut decision = snapshot.decide(&group, &updater_id);
+    // Groups placed by labels: the host counts in the group its last heartbeat was
+    // placed in (`rollout::place`); the inventory is asked only then.
+    let placed = if snapshot.places_by_labels && !updater_id.is_empty() {
+        state
+            .inventory()
+            .by_updater_id(&updater_id)
+            .map(|a| tern_core::inventory::AgentView::group(&a).to_string())
+    } else {
+        None
+    };
+    let mut decision = snapshot.decide(placed.as_deref().unwrap_or(&group), &updater_id);
     // Only while a directive is active is the inventory asked (find's hot path takes
     // no lock otherwise).
     if !updater_id.is_empty()
@@ -252,7 +262,7 @@ pub(crate) async fn heartbeat(
     body: Bytes,
 ) -> ApiResult<Json<HeartbeatResponse>> {
     let at = state.clock.monotonic();
-    let hb: Heartbeat = serde_json::from_slice(&body)
+    let mut hb: Heartbeat = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("the heartbeat is not valid JSON: {e}")))?;
     // A host credential speaks for its own updater only: one leaked credential cannot
     // invent hosts nor speak for others.
@@ -281,6 +291,17 @@ pub(crate) async fn heartbeat(
         }
     }
     hb.check_facts().map_err(ApiError::bad_request)?;
+    // Groups placed by labels: from here on the host counts in the group its labels
+    // (and the config's host_group) place it in: its report, canaries, history, find.
+    let snap = state.snapshot();
+    if snap.places_by_labels
+        && let Some(r) = snap.rollout.as_ref()
+    {
+        let placed = tern_core::rollout::place(r, &hb.group, &hb.labels);
+        if placed != hb.group {
+            hb.group = placed.to_string();
+        }
+    }
     let now = state.clock.now();
     let recorded = state.inventory().heartbeat(&hb, now, at);
     let install = match recorded {

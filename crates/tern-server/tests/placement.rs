@@ -1,0 +1,88 @@
+//! Groups assigned by the server on a real ternd: a host that heartbeats labels and no
+//! group is placed in the first group whose `match_labels` it holds, and find, the
+//! report and its page all count it there; a host's own group wins under `override`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Ternd, version_yaml};
+use serde_json::json;
+
+const CONFIG: &str = "kind: autoupdate_config
+version: v1
+metadata:
+  name: autoupdate-config
+spec:
+  agents:
+    mode: enabled
+    schedules:
+      regular:
+        - name: dev
+          days: ['*']
+          start_hour: 10
+          match_labels: {env: dev}
+        - name: prod
+          days: ['*']
+          start_hour: 14
+";
+
+#[test]
+fn hosts_are_placed_by_their_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(dir.path());
+    t.put_resource("config", CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    t.reconcile();
+    let agent = t.new_token("agent");
+    let beat = |id: &str, group: &str, labels: serde_json::Value| {
+        t.heartbeat_with(&agent, id, group, "1.0.0", json!({ "labels": labels }));
+    };
+    beat("labelled", "", json!({"env": "dev", "zone": "a"}));
+    beat("unlabelled", "", json!({}));
+    beat("own-group", "prod", json!({"env": "dev"}));
+    let group_of =
+        |id: &str| t.op("GET", &format!("/v1/inventory/{id}"), None)["agent"]["group"].clone();
+    assert_eq!(group_of("labelled"), "dev");
+    assert_eq!(group_of("unlabelled"), "");
+    assert_eq!(
+        group_of("own-group"),
+        "prod",
+        "its own known group wins by default"
+    );
+
+    // 10:05, dev's window: the labelled host is told to update although it asks find
+    // with no group; the others wait for prod (the catch-all).
+    t.set_clock("2026-11-23T10:05:00Z");
+    beat("labelled", "", json!({"env": "dev", "zone": "a"}));
+    beat("unlabelled", "", json!({}));
+    beat("own-group", "prod", json!({"env": "dev"}));
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "active");
+    assert_eq!(t.find("", "labelled"), ("1.1.0".into(), true));
+    assert!(!t.find("", "unlabelled").1);
+    assert!(!t.find("prod", "own-group").1);
+    let status = t.op("GET", "/v1/agents/status", None);
+    let present = |g: &str| {
+        status["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == g)
+            .unwrap()["present"]
+            .clone()
+    };
+    assert_eq!(
+        (present("dev"), present("prod")),
+        (json!(1), json!(2)),
+        "{status}"
+    );
+    let v = t.op("GET", "/v1/inventory/labelled", None);
+    assert_eq!(v["forecast"]["serving_group"], "dev", "{v}");
+    assert!(
+        v["history"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("group dev"),
+        "{v}"
+    );
+}
