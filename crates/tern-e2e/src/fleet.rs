@@ -305,6 +305,37 @@ impl Fleet {
         })
     }
 
+    /// Adds `n` hosts named `PREFIX-1`… that present no group and heartbeat `labels`
+    /// (`KEY=VALUE`): groups with `match_labels` place them (ternd's `rollout::place`).
+    pub fn add_labelled_hosts(
+        &mut self,
+        prefix: &str,
+        n: usize,
+        labels: &[&str],
+    ) -> anyhow::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for i in 1..=n {
+            let name = format!("{prefix}-{i}");
+            let host = self.new_host(&name, "")?;
+            let mut extra: Vec<&str> = self.enable_args.iter().map(String::as_str).collect();
+            for l in labels {
+                extra.extend(["--label", l]);
+            }
+            let out = host.enable_with(
+                &self.gateway.url,
+                &self.gateway.artifacts_url(),
+                &self.agent_token_file,
+                &extra,
+            )?;
+            if !out.ok() {
+                bail!("{name}: tern-update enable failed:\n{}", out.stderr.trim());
+            }
+            self.hosts.push(host);
+            names.push(name);
+        }
+        Ok(names)
+    }
+
     /// Where hosts read ternd's channel `name` (through the gateway).
     pub fn channel_url(&self, name: &str) -> String {
         format!("{}/v1/channels/{name}", self.gateway.url)

@@ -434,6 +434,35 @@ fn a_pinned_host_waits_then_rejoins_its_group() {
     );
 }
 
+/// Groups assigned by labels on real hosts: hosts enrolled with labels and no group
+/// update in the window of the group their labels match, the others with the
+/// catch-all.
+#[test]
+fn hosts_with_labels_update_with_the_group_that_matches_them() {
+    let config = halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]).replace(
+        "      - name: dev\n",
+        "      - name: dev\n        match_labels: {env: dev}\n",
+    );
+    assert!(config.contains("match_labels"), "{config}");
+    let mut f = fleet(&config, &[("prod", 1)]);
+    let labelled = f.add_labelled_hosts("web", 2, &["env=dev"]).unwrap();
+    let plain = f.add_labelled_hosts("db", 1, &["env=qa"]).unwrap();
+    f.tick("2m").unwrap();
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    let step = until(&f, "dev", "done", 3);
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_on(&f, &labelled, "1.1.0");
+    assert_on(&f, &plain, "1.0.0");
+    assert_on(&f, &names(&f, "prod"), "1.0.0");
+    assert_eq!(step.status.group("dev").present, 2, "{}", f.describe());
+    f.clock_set(&at(MON, "14:00")).unwrap();
+    let step = until(&f, "prod", "done", 3);
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_on(&f, &plain, "1.1.0");
+}
+
 #[test]
 fn immediate_schedule_updates_everyone_at_once() {
     let f = fleet(
