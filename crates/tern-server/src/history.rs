@@ -6,9 +6,11 @@
 //!
 //! Heartbeats never wait for the store: the queue is bounded ([`MAX_PENDING_HOSTS`] hosts,
 //! [`MAX_PENDING_PER_HOST`] observations each); past it observations are dropped and
-//! counted (`tern_host_history_dropped_total`), and the next change of that host is
-//! still worked out against the stored state, so a drop loses an intermediate step,
-//! never the current one.
+//! counted (`tern_host_history_dropped_total`), and the host is marked so that its
+//! next heartbeat queues it again (so does a failed write), worked out against the
+//! stored state: a drop loses an intermediate step, never the current one. The single
+//! writer also paces the store: after a restart every host is new to the replica and
+//! is read once, at the writer's pace, and written only if it changed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -79,13 +81,24 @@ pub(crate) fn key(updater_id: &str) -> String {
 }
 
 /// Queues what a heartbeat reported (it changed, see `Inventory::heartbeat`). Hosts
-/// without an updater_id have no host page and no history.
+/// without an updater_id have no host page and no history. Dropped (the queue is
+/// full), the host is marked so that its next heartbeat tries again.
 pub(crate) fn observe(state: &AppState, hb: &tern_core::wire::Heartbeat, now: Timestamp) {
     if hb.updater_id.is_empty() {
         return;
     }
     if !state.history.push(&hb.updater_id, now, HostState::of(hb)) {
         Metrics::inc(&state.metrics.host_history_dropped);
+        state.inventory().mark_history_unrecorded(&hb.updater_id);
+    }
+}
+
+/// A batch that could not be written: its hosts' next heartbeats queue them again.
+fn unrecorded(state: &AppState, hosts: &[(String, Vec<(Timestamp, HostState)>)]) {
+    Metrics::inc(&state.metrics.host_history_errors);
+    let mut inv = state.inventory();
+    for (updater_id, _) in hosts {
+        inv.mark_history_unrecorded(updater_id);
     }
 }
 
@@ -102,7 +115,7 @@ pub(crate) async fn flush_all(state: &AppState) {
     let queued: Vec<_> = state.history.take_all().into_iter().collect();
     for chunk in queued.chunks(BATCH) {
         if let Err(e) = write_batch(state, chunk).await {
-            Metrics::inc(&state.metrics.host_history_errors);
+            unrecorded(state, chunk);
             tracing::warn!(error = %e, hosts = chunk.len(), "writing host histories failed; those changes are not in their hosts' history");
         }
     }
@@ -113,11 +126,12 @@ pub(crate) async fn read(
     state: &AppState,
     updater_id: &str,
 ) -> Result<Vec<tern_core::history::HostEvent>, tern_store::Error> {
-    if let Some(queued) = state.history.take(updater_id)
-        && let Err(e) = write_batch(state, &[(updater_id.to_string(), queued)]).await
-    {
-        Metrics::inc(&state.metrics.host_history_errors);
-        tracing::warn!(error = %e, updater_id, "writing a host's history failed");
+    if let Some(queued) = state.history.take(updater_id) {
+        let hosts = [(updater_id.to_string(), queued)];
+        if let Err(e) = write_batch(state, &hosts).await {
+            unrecorded(state, &hosts);
+            tracing::warn!(error = %e, updater_id, "writing a host's history failed");
+        }
     }
     Ok(load(state.store.as_ref(), updater_id)
         .await?

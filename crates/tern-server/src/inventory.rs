@@ -82,6 +82,9 @@ struct Entry {
     /// The store's attempt record for the host was read since this replica first saw
     /// it (a restart, or a host moving from another replica, finds its attempt there).
     attempt_checked: bool,
+    /// Its last change never reached the store (the history queue was full, or the
+    /// write failed): the next heartbeat counts as a change, so it is queued again.
+    history_unrecorded: bool,
 }
 
 /// A host's labels, build and installer types, as its last heartbeat gave them
@@ -217,7 +220,9 @@ impl Inventory {
             None => (None, None, false),
         };
         let instruction = directed::deliver(&mut directed, hb.install_result.as_ref());
-        let changed = found.is_none_or(|i| self.reports_changed(&self.entries[i], hb));
+        let changed = found.is_none_or(|i| {
+            self.entries[i].history_unrecorded || self.reports_changed(&self.entries[i], hb)
+        });
         let names = &mut self.names;
         let entry = Entry {
             updater_id,
@@ -237,6 +242,7 @@ impl Inventory {
             install_state,
             directed,
             attempt_checked,
+            history_unrecorded: false,
         };
         match found {
             Some(i) => self.entries[i] = entry,
@@ -285,6 +291,15 @@ impl Inventory {
             self.clean_up_names();
         }
         removed
+    }
+
+    /// Marks the agent's last change as not in its history yet, so that its next
+    /// heartbeat queues it again (`history`).
+    pub(crate) fn mark_history_unrecorded(&mut self, updater_id: &str) {
+        let id = Id::parse(updater_id);
+        if let Some(i) = self.find(&Key::Updater(&id)) {
+            self.entries[i].history_unrecorded = true;
+        }
     }
 
     /// Forgets the agent with this updater_id (its credential was revoked); whether it
@@ -611,6 +626,12 @@ mod tests {
         renamed.arch = "arm64".into();
         assert!(!beat(&renamed));
         assert!(beat(&hb("a", "prod", "1.0.0")));
+        // A change that never reached the history is queued again by the next
+        // heartbeat, once.
+        inv.mark_history_unrecorded("a");
+        let mut beat = |h: &Heartbeat| inv.heartbeat(h, now, at).unwrap().changed;
+        assert!(beat(&hb("a", "prod", "1.0.0")));
+        assert!(!beat(&hb("a", "prod", "1.0.0")));
     }
 
     #[test]
