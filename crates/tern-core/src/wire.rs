@@ -208,6 +208,10 @@ pub struct HeartbeatResponse {
     /// presented, the catch-all group that serves it, and the groups that exist.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unknown_group: Option<UnknownGroup>,
+    /// Set when groups declare `match_labels` and the server counts this host in
+    /// another group than the one it presents (`rollout::place`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed_group: Option<String>,
     /// An install the server's directives ask of this host (checked by the host with
     /// [`InstallInstruction::check`] before anything runs).
     #[serde(skip_serializing_if = "Option::is_none")]

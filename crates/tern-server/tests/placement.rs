@@ -40,6 +40,28 @@ fn hosts_are_placed_by_their_labels() {
     beat("labelled", "", json!({"env": "dev", "zone": "a"}));
     beat("unlabelled", "", json!({}));
     beat("own-group", "prod", json!({"env": "dev"}));
+    // The answer tells a placed host where it counts; not one that keeps its group.
+    let answer = |id: &str, group: &str, labels: serde_json::Value| {
+        let body = json!({"updater_id": id, "host_id": format!("host-{id}"), "group": group,
+            "version": "1.0.0", "labels": labels});
+        let (s, v) = t.call(
+            "POST",
+            "/v1/agents/heartbeat",
+            Some(&agent),
+            Some(&body.to_string()),
+        );
+        assert_eq!(s, 200, "{v}");
+        v
+    };
+    assert_eq!(
+        answer("labelled", "", json!({"env": "dev", "zone": "a"}))["placed_group"],
+        "dev"
+    );
+    assert!(
+        answer("own-group", "prod", json!({"env": "dev"}))
+            .get("placed_group")
+            .is_none()
+    );
     let group_of =
         |id: &str| t.op("GET", &format!("/v1/inventory/{id}"), None)["agent"]["group"].clone();
     assert_eq!(group_of("labelled"), "dev");

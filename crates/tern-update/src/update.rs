@@ -1127,6 +1127,9 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
             if let Some(u) = answer.unknown_group {
                 log::warn(unknown_group_warning(&u));
             }
+            if let Some(g) = answer.placed_group {
+                log::info(placed_note(&g, &spec.group));
+            }
             // Sent with or without the lock: the instruction is only kept here, and
             // run by the next step that holds the lock (`directive::run_pending`).
             if let Some(instruction) = answer.install {
@@ -1233,18 +1236,34 @@ pub(crate) fn check_token(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
     Ok(())
 }
 
+/// A name from the network, for a log line: printable characters only, at most 64.
+fn clean(s: &str) -> String {
+    let kept: String = s.chars().filter(|c| !c.is_control()).take(64).collect();
+    if s.chars().count() > 64 {
+        format!("{kept}…")
+    } else {
+        kept
+    }
+}
+
+/// What the host is told when the server places it by its labels (the name comes from
+/// the network: cleaned as [`clean`] does).
+fn placed_note(placed: &str, presented: &str) -> String {
+    let presented = if presented.is_empty() {
+        "no group".to_string()
+    } else {
+        format!("group {:?}", clean(presented))
+    };
+    format!(
+        "ternd counts this host in group {:?} by its labels (it presents {presented})",
+        clean(placed)
+    )
+}
+
 /// The warning for a group the rollout lacks. The names come from the network: only
 /// printable characters are kept and each is bounded, so a hostile answer cannot
 /// forge log lines or flood them.
 fn unknown_group_warning(u: &tern_core::wire::UnknownGroup) -> String {
-    fn clean(s: &str) -> String {
-        let kept: String = s.chars().filter(|c| !c.is_control()).take(64).collect();
-        if s.chars().count() > 64 {
-            format!("{kept}…")
-        } else {
-            kept
-        }
-    }
     let mut groups: Vec<String> = u.groups.iter().take(20).map(|g| clean(g)).collect();
     if u.groups.len() > 20 {
         groups.push("…".into());
@@ -1260,6 +1279,19 @@ fn unknown_group_warning(u: &tern_core::wire::UnknownGroup) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_placement_note_keeps_hostile_names_harmless() {
+        assert_eq!(
+            placed_note("dev", ""),
+            "ternd counts this host in group \"dev\" by its labels (it presents no group)"
+        );
+        let note = placed_note(&format!("x\n{}", "y".repeat(200)), "prod");
+        assert!(
+            !note.contains('\n') && note.contains('…') && note.contains("group \"prod\""),
+            "{note}"
+        );
+    }
 
     #[test]
     fn the_unknown_group_warning_names_the_groups_and_keeps_hostile_names_harmless() {

@@ -294,12 +294,14 @@ pub(crate) async fn heartbeat(
     // Groups placed by labels: from here on the host counts in the group its labels
     // (and the config's host_group) place it in: its report, canaries, history, find.
     let snap = state.snapshot();
+    let mut placed_group = None;
     if snap.places_by_labels
         && let Some(r) = snap.rollout.as_ref()
     {
         let placed = tern_core::rollout::place(r, &hb.group, &hb.labels);
         if placed != hb.group {
             hb.group = placed.to_string();
+            placed_group = Some(hb.group.clone());
         }
     }
     let now = state.clock.now();
@@ -342,6 +344,7 @@ pub(crate) async fn heartbeat(
     Ok(Json(HeartbeatResponse {
         next_heartbeat_seconds: state.settings.heartbeat_interval.as_secs().max(1),
         unknown_group,
+        placed_group,
         install,
     }))
 }
