@@ -125,19 +125,12 @@ impl Freeze {
 
     /// Checks a reason: said, one line, bounded.
     pub fn check_reason(reason: &str) -> Result<&str, String> {
-        let r = reason.trim();
-        if r.is_empty() {
-            return Err(
-                "reason: say why updates are frozen (it is shown to everyone who asks)".into(),
-            );
-        }
-        if r.len() > Self::MAX_REASON || r.chars().any(char::is_control) {
-            return Err(format!(
-                "reason: one line of at most {} bytes, without control characters",
-                Self::MAX_REASON
-            ));
-        }
-        Ok(r)
+        crate::text::one_line(
+            "reason",
+            reason,
+            Self::MAX_REASON,
+            Some("say why updates are frozen (it is shown to everyone who asks)"),
+        )
     }
 
     /// One line for people.

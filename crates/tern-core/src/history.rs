@@ -113,15 +113,7 @@ impl HostHistory {
 }
 
 fn quoted(s: &str) -> String {
-    let mut q: String = s
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_QUOTED)
-        .collect();
-    if s.chars().count() > MAX_QUOTED {
-        q.push('…');
-    }
-    q
+    crate::text::excerpt(s, MAX_QUOTED)
 }
 
 fn group_name(g: &str) -> String {

@@ -10,7 +10,8 @@
 //! - [`alert`]: what needs a human, kept in the rollout's status while it holds.
 //! - [`forecast`]: when one host will update, from the same rollout and find.
 //! - [`window`], [`canary`], [`backpressure`], [`aggregate`]: the parts they use.
-//! - [`wire`]: the updater ↔ server contract.
+//! - [`wire`]: the updater ↔ server contract; [`text`]: free text checked or cut down
+//!   before it is kept or shown.
 
 pub mod aggregate;
 pub mod alert;
@@ -33,6 +34,7 @@ pub mod reason;
 pub mod reconcile;
 pub mod resource;
 pub mod rollout;
+pub mod text;
 pub mod transition;
 pub mod validate;
 pub mod version;

@@ -133,6 +133,8 @@ pub(crate) async fn read_resources(store: &dyn Store) -> ApiResult<Resources> {
 pub(crate) struct PassResult {
     pub(crate) triggered: Vec<String>,
     pub(crate) paused: Option<String>,
+    /// The global freeze held this pass: nothing was triggered for it.
+    pub(crate) frozen: bool,
 }
 
 /// One pass of this replica's loop.
@@ -265,7 +267,10 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         });
         (active, plan, dry_chosen, notices)
     };
-    let mut result = PassResult::default();
+    let mut result = PassResult {
+        frozen,
+        ..PassResult::default()
+    };
     if let Some(pause) = &active.paused {
         result.paused = Some(pause.to_string());
         if res.paused.is_none() {

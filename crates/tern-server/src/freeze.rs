@@ -10,7 +10,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Extension, State};
 use tern_core::api::{Freeze, FreezeBody, FreezeResponse};
-use tern_store::Store;
+use tern_store::{Revision, Store};
 
 use crate::auth::Actor;
 use crate::error::{ApiError, ApiResult};
@@ -18,20 +18,48 @@ use crate::keys;
 use crate::routes::body;
 use crate::state::AppState;
 
+/// The freeze record as stored: what `put` builds on. A record that does not decode
+/// still holds (a kill switch fails closed), but its start and author are unknown, so
+/// the next freeze starts afresh.
+enum Stored {
+    None,
+    Readable(Freeze, Revision),
+    Unreadable(Freeze, Revision),
+}
+
+impl Stored {
+    fn freeze(self) -> Option<Freeze> {
+        match self {
+            Self::None => None,
+            Self::Readable(f, _) | Self::Unreadable(f, _) => Some(f),
+        }
+    }
+}
+
+async fn read(store: &dyn Store) -> ApiResult<Stored> {
+    let Some(kv) = store.get(keys::FREEZE).await? else {
+        return Ok(Stored::None);
+    };
+    Ok(match serde_json::from_slice(&kv.value) {
+        Ok(f) => Stored::Readable(f, kv.mod_revision),
+        Err(e) => {
+            tracing::error!(error = %e, "the stored freeze is unreadable; treating updates as frozen until it is lifted");
+            Stored::Unreadable(
+                Freeze {
+                    reason: format!("the stored freeze record is unreadable ({e})"),
+                    since: jiff::Timestamp::UNIX_EPOCH,
+                    by: String::new(),
+                },
+                kv.mod_revision,
+            )
+        }
+    })
+}
+
 /// The freeze in the store, if one holds. An unreadable record counts as a freeze: a
 /// kill switch must fail closed.
 pub(crate) async fn load(store: &dyn Store) -> ApiResult<Option<Freeze>> {
-    let Some(kv) = store.get(keys::FREEZE).await? else {
-        return Ok(None);
-    };
-    Ok(Some(serde_json::from_slice(&kv.value).unwrap_or_else(|e| {
-        tracing::error!(error = %e, "the stored freeze is unreadable; treating updates as frozen until it is lifted");
-        Freeze {
-            reason: format!("the stored freeze record is unreadable ({e})"),
-            since: jiff::Timestamp::UNIX_EPOCH,
-            by: String::new(),
-        }
-    })))
+    Ok(read(store).await?.freeze())
 }
 
 /// `GET /v1/freeze`
@@ -52,30 +80,65 @@ pub(crate) async fn put(
     let b: FreezeBody = body::json(&bytes)?;
     let reason = Freeze::check_reason(&b.reason).map_err(ApiError::bad_request)?;
     let store = state.store();
-    let before = load(store).await?;
-    let freeze = match &before {
-        Some(f) if f.since != jiff::Timestamp::UNIX_EPOCH => Freeze {
-            reason: reason.to_string(),
-            ..f.clone()
-        },
-        _ => Freeze {
-            reason: reason.to_string(),
-            since: state.clock.now(),
-            by: actor.token_id.clone(),
-        },
-    };
-    let changed = before.as_ref() != Some(&freeze);
-    if changed {
+    // Two freezes at once: the one that loses the compare-and-swap reads again, so the
+    // record keeps the first freeze's start and author.
+    for _ in 0..CAS_ATTEMPTS {
+        let before = read(store).await?;
+        let (freeze, expected) = match &before {
+            Stored::Readable(f, rev) => (
+                Freeze {
+                    reason: reason.to_string(),
+                    ..f.clone()
+                },
+                Some(*rev),
+            ),
+            Stored::Unreadable(_, rev) => (fresh(reason, &state, &actor), Some(*rev)),
+            Stored::None => (fresh(reason, &state, &actor), None),
+        };
+        if matches!(&before, Stored::Readable(f, _) if *f == freeze) {
+            return Ok(Json(FreezeResponse {
+                freeze: Some(freeze),
+                changed: false,
+            }));
+        }
         let bytes = serde_json::to_vec(&freeze)
             .map_err(|e| ApiError::internal(format!("encoding the freeze: {e}")))?;
-        store.put(keys::FREEZE, bytes, None).await?;
-        tracing::warn!(reason = %freeze.reason, by = %freeze.by, "agent updates frozen");
-        state.after_write().await;
+        let written = match expected {
+            Some(rev) => store.compare_and_swap(keys::FREEZE, rev, bytes, None).await,
+            None => store.create(keys::FREEZE, bytes, None).await,
+        };
+        match written {
+            Ok(_) => {
+                tracing::warn!(reason = %freeze.reason, by = %freeze.by, "agent updates frozen");
+                state.after_write().await;
+                return Ok(Json(FreezeResponse {
+                    freeze: Some(freeze),
+                    changed: true,
+                }));
+            }
+            Err(
+                tern_store::Error::Conflict { .. }
+                | tern_store::Error::AlreadyExists { .. }
+                | tern_store::Error::NotFound { .. },
+            ) => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
-    Ok(Json(FreezeResponse {
-        freeze: Some(freeze),
-        changed,
-    }))
+    Err(ApiError::conflict(
+        "the freeze record kept changing while it was written; try again",
+    ))
+}
+
+/// Compare-and-swap rounds before a freeze write gives up: other writers would have to
+/// change the record this many times in a row.
+const CAS_ATTEMPTS: usize = 5;
+
+fn fresh(reason: &str, state: &AppState, actor: &Actor) -> Freeze {
+    Freeze {
+        reason: reason.to_string(),
+        since: state.clock.now(),
+        by: actor.token_id.clone(),
+    }
 }
 
 /// `DELETE /v1/freeze`: lifts the freeze (no error when none holds: `changed` says).

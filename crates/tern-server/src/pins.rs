@@ -81,12 +81,8 @@ pub(crate) async fn put(
     let b: PinBody = body::json(&bytes)?;
     let now = state.clock.now();
     let until = tern_core::api::parse_until(&b.until, now).map_err(ApiError::bad_request)?;
-    let reason = b.reason.trim();
-    if reason.len() > MAX_REASON || reason.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(format!(
-            "reason: one line of at most {MAX_REASON} bytes, without control characters"
-        )));
-    }
+    let reason = tern_core::text::one_line("reason", &b.reason, MAX_REASON, None)
+        .map_err(ApiError::bad_request)?;
     let pin = HostPin {
         updater_id: updater_id.clone(),
         until,

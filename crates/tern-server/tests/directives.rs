@@ -321,11 +321,43 @@ fn plan_apply_install_states_faults_and_one_trigger_per_host() {
     assert_eq!(f.a.find("default", "h0"), (String::new(), false));
     assert_eq!(f.b.find("default", "h7").0, "1.1.0");
 
-    // Settled: each replica starts at most 2 a minute (its bucket holds a minute's
-    // worth); each host is triggered once, whichever replica holds it.
+    // A global freeze holds the loop: settled hosts are not triggered while it holds,
+    // on either replica.
+    f.a.op("PUT", "/v1/freeze", Some(r#"{"reason": "incident 42"}"#));
+    eventually("both replicas hold the freeze", || {
+        f.pass(0)["frozen"] == true && f.pass(1)["frozen"] == true
+    });
+    f.advance("61s");
+    beat_all(&f, &none, &no_extra);
+    for r in [0, 1] {
+        let pass = f.pass(r);
+        assert_eq!(pass["triggered"], json!([]), "frozen: {pass}");
+    }
+    assert!(
+        f.states().values().all(|s| s == "NeedsInstall"),
+        "{:?}",
+        f.states()
+    );
+    f.a.op("DELETE", "/v1/freeze", None);
+
+    // Lifted: each replica starts at most 2 a minute (its bucket holds a minute's
+    // worth, and did not fill while frozen); each host is triggered once, whichever
+    // replica holds it. The passes that see the lift may already trigger.
     let mut triggered: Vec<String> = Vec::new();
-    for round in 0..5 {
-        f.advance(if round == 0 { "61s" } else { "60s" });
+    eventually("both replicas see the freeze lifted", || {
+        let mut lifted = true;
+        for r in [0, 1] {
+            let pass = f.pass(r);
+            lifted &= pass["frozen"] == false;
+            for h in pass["triggered"].as_array().unwrap() {
+                triggered.push(h.as_str().unwrap().to_string());
+            }
+        }
+        lifted
+    });
+    assert!(triggered.len() <= 4, "past the rate: {triggered:?}");
+    for _ in 0..5 {
+        f.advance("60s");
         beat_all(&f, &none, &no_extra);
         let mut this_round = 0;
         for r in [0, 1] {
@@ -363,6 +395,24 @@ fn plan_apply_install_states_faults_and_one_trigger_per_host() {
     );
     assert_eq!(i0["target"]["version"], "1.2.0");
     let attempt = |i: usize| answers[&i]["attempt_id"].as_str().unwrap().to_string();
+
+    // A freeze withholds the instructions already triggered; the lift hands them out
+    // again, the same attempts.
+    f.b.op("PUT", "/v1/freeze", Some(r#"{"reason": "incident 43"}"#));
+    eventually("both replicas hold the freeze", || {
+        f.pass(0)["frozen"] == true && f.pass(1)["frozen"] == true
+    });
+    let held = beat_all(&f, &none, &no_extra);
+    assert!(held.is_empty(), "an instruction while frozen: {held:?}");
+    f.b.op("DELETE", "/v1/freeze", None);
+    eventually("both replicas see the freeze lifted", || {
+        f.pass(0)["frozen"] == false && f.pass(1)["frozen"] == false
+    });
+    let again = beat_all(&f, &none, &no_extra);
+    assert_eq!(again.len(), 7, "{again:?}");
+    for (i, x) in &again {
+        assert_eq!(x["attempt_id"], answers[i]["attempt_id"], "host {i}");
+    }
 
     // Hosts 0, 4, 5: installed. Host 1: the script failed. Host 2: goes silent.
     let versions: BTreeMap<usize, &str> = [(0, "1.2.0"), (4, "1.2.0"), (5, "1.2.0")].into();

@@ -1238,12 +1238,7 @@ pub(crate) fn check_token(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
 
 /// A name from the network, for a log line: printable characters only, at most 64.
 fn clean(s: &str) -> String {
-    let kept: String = s.chars().filter(|c| !c.is_control()).take(64).collect();
-    if s.chars().count() > 64 {
-        format!("{kept}…")
-    } else {
-        kept
-    }
+    tern_core::text::excerpt(s, 64)
 }
 
 /// What the host is told when the server places it by its labels (the name comes from
