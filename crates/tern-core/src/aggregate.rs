@@ -8,7 +8,11 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::backpressure::UpdaterNumeral;
-use crate::resource::{AutoUpdateAgentReport, ConnectedAgent, Omitted};
+use crate::inventory::{Lowest, keep_lowest, tracked_values};
+use crate::resource::{
+    AutoUpdateAgentReport, ConnectedAgent, Omitted, TopologyAdmission, TopologyLimit,
+    TopologyReport,
+};
 use crate::rollout::{Groups, is_live};
 use crate::version::normalize;
 
@@ -33,6 +37,8 @@ pub struct Aggregate {
     pub live_reports: usize,
     /// Agents per group per version (normalized), for `agents report`.
     pub versions: BTreeMap<String, BTreeMap<String, u64>>,
+    /// The live reports' topology parts, per group (see [`topology_admissions`]).
+    pub topology: BTreeMap<String, Vec<Vec<TopologyReport>>>,
 }
 
 impl Aggregate {
@@ -55,6 +61,12 @@ impl Aggregate {
             agg.live_reports += 1;
             for o in &report.spec.omitted {
                 *omitted.entry(o.reason.clone()).or_default() += o.count;
+            }
+            for (group, limits) in &report.spec.topology {
+                agg.topology
+                    .entry(group.clone())
+                    .or_default()
+                    .push(limits.clone());
             }
             for (group, group_report) in &report.spec.groups {
                 let name = groups.serving(group).unwrap_or(group);
@@ -90,6 +102,57 @@ impl Aggregate {
     pub fn group(&self, name: &str) -> GroupCounts {
         self.groups.get(name).cloned().unwrap_or_default()
     }
+}
+
+/// Who `limits` admit in `group` from the live reports' topology parts: per limit,
+/// per value of its label (the first [`tracked_values`] by name), the `max_in_flight`
+/// lowest updater ids (backpressure order) not yet on the target over all replicas.
+/// A replica without hosts behind in the group sends nothing for it; a limit no
+/// report mentions admits nobody yet and counts nobody behind.
+pub fn topology_admissions(
+    agg: &Aggregate,
+    group: &str,
+    limits: &[TopologyLimit],
+) -> Vec<TopologyAdmission> {
+    let reports = agg
+        .topology
+        .get(group)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    limits
+        .iter()
+        .map(|limit| {
+            let mut values: BTreeMap<&str, (u64, Lowest)> = BTreeMap::new();
+            for report in reports {
+                let Some(r) = report.iter().find(|r| r.key == limit.key) else {
+                    continue;
+                };
+                for (value, v) in &r.values {
+                    let (behind, lowest) = values.entry(value.as_str()).or_default();
+                    *behind += v.behind;
+                    for id in &v.lowest {
+                        keep_lowest(lowest, UpdaterNumeral::of(id), id, limit.max_in_flight);
+                    }
+                }
+            }
+            let tracked = tracked_values(limit.max_in_flight);
+            let untracked_values = values.len().saturating_sub(tracked) as u64;
+            let mut admitted = Vec::new();
+            let mut behind = BTreeMap::new();
+            for (value, (n, lowest)) in values.into_iter().take(tracked) {
+                behind.insert(value.to_string(), n);
+                admitted.extend(lowest.into_iter().map(|(_, id)| id));
+            }
+            admitted.sort();
+            admitted.dedup();
+            TopologyAdmission {
+                key: limit.key.clone(),
+                admitted,
+                behind,
+                untracked_values,
+            }
+        })
+        .collect()
 }
 
 /// The connected agents a reconcile takes (`ReconcileInput::agents`), from every live

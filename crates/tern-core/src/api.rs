@@ -262,12 +262,92 @@ pub struct GroupStatus {
     pub window_closes: Option<Timestamp>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_window: Option<Timestamp>,
+    /// Its topology limits and how each label value stands (only with limits).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology: Vec<TopologyStatus>,
 }
 
 impl GroupStatus {
     /// How its canaries stand, for people: see [`crate::canary::summary`].
     pub fn canary_summary(&self) -> String {
         crate::canary::summary(&self.canaries, self.canary_count)
+    }
+}
+
+/// One topology limit of a group in `GET /v1/agents/status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyStatus {
+    pub key: String,
+    pub max_in_flight: u32,
+    /// Per label value ("" for hosts without the label): hosts not yet on the target,
+    /// and how many of them may update now.
+    pub values: BTreeMap<String, TopologyValueStatus>,
+    /// Values with hosts behind that wait until tracked values finish.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untracked_values: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyValueStatus {
+    pub behind: u64,
+    pub admitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl TopologyStatus {
+    /// From a group's limit and the leader's admission for it.
+    pub fn of(
+        limit: &crate::resource::TopologyLimit,
+        admission: Option<&crate::resource::TopologyAdmission>,
+    ) -> Self {
+        let values = admission
+            .map(|a| {
+                a.behind
+                    .iter()
+                    .map(|(v, &behind)| {
+                        let admitted = behind.min(u64::from(limit.max_in_flight));
+                        (v.clone(), TopologyValueStatus { behind, admitted })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        TopologyStatus {
+            key: limit.key.clone(),
+            max_in_flight: limit.max_in_flight,
+            values,
+            untracked_values: admission.map_or(0, |a| a.untracked_values),
+        }
+    }
+
+    /// One line for people: `zone, at most 2 at once: eu-1 2/5, eu-2 1/1`.
+    pub fn summary(&self) -> String {
+        let mut line = format!("{}, at most {} at once: ", self.key, self.max_in_flight);
+        if self.values.is_empty() {
+            line.push_str("no host behind");
+        }
+        let values: Vec<String> = self
+            .values
+            .iter()
+            .map(|(v, s)| {
+                let name = if v.is_empty() {
+                    "(no label)"
+                } else {
+                    v.as_str()
+                };
+                format!("{name} {}/{}", s.admitted, s.behind)
+            })
+            .collect();
+        line.push_str(&values.join(", "));
+        if self.untracked_values > 0 {
+            line.push_str(&format!(
+                "; {} more values wait for these to finish",
+                self.untracked_values
+            ));
+        }
+        line
     }
 }
 

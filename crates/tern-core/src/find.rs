@@ -3,6 +3,7 @@
 
 use crate::backpressure::UpdaterNumeral;
 use crate::resource::{AutoUpdateAgentRollout, GroupState, Mode, Schedule, Strategy};
+use crate::rollout;
 use crate::version::Version;
 use crate::wire::AutoUpdateSettings;
 
@@ -115,11 +116,18 @@ pub fn decide(
             } else {
                 UpdaterNumeral::of(updater_id).admitted(g.progress)
             };
-            decision(v2, admitted, jitter)
+            decision(
+                v2,
+                admitted && rollout::topology_admits(g, updater_id),
+                jitter,
+            )
         }
-        (Mode::Enabled, Done) => {
-            decision(v2, rollout.spec.strategy == Strategy::HaltOnError, jitter)
-        }
+        (Mode::Enabled, Done) => decision(
+            v2,
+            rollout.spec.strategy == Strategy::HaltOnError
+                && rollout::topology_admits(g, updater_id),
+            jitter,
+        ),
         (Mode::Enabled, Rolledback) => decision(v1, true, jitter),
     }
 }

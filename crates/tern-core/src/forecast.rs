@@ -38,6 +38,9 @@ pub enum Outlook {
     Backpressure,
     /// Its group is done or rolled back and this host is not told to move.
     Held,
+    /// A topology limit of its group holds it: as many hosts sharing its label value
+    /// (its zone, its rack) are updating as the limit lets through at once.
+    Topology,
     /// The server pins it (`ternctl inventory pin`) until `pinned_until`; `summary` says
     /// what follows.
     Pinned,
@@ -209,6 +212,16 @@ pub fn forecast(
                 }
             }
             GroupState::Canary => Outlook::AfterCanaries,
+            GroupState::Active | GroupState::Done
+                if !crate::rollout::topology_admits(g, updater_id)
+                    && ((g.state == GroupState::Done
+                        && rollout.spec.strategy == Strategy::HaltOnError)
+                        || (g.state == GroupState::Active && g.config_max_in_flight.is_none())
+                        || (g.state == GroupState::Active
+                            && UpdaterNumeral::of(updater_id).admitted(g.progress))) =>
+            {
+                Outlook::Topology
+            }
             GroupState::Active => Outlook::Backpressure,
             GroupState::Done | GroupState::Rolledback => Outlook::Held,
         }
@@ -313,6 +326,15 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>) -> String {
             f.find_version.as_deref().unwrap_or("?")
         ),
         Outlook::Pinned => format!("pinned by the server until {}", when(f.pinned_until)),
+        Outlook::Topology => format!(
+            "topology limit of group {group}: {}; it updates when its turn comes",
+            g.map_or_else(String::new, |g| g
+                .config_topology
+                .iter()
+                .map(|t| format!("at most {} per {} at once", t.max_in_flight, t.key))
+                .collect::<Vec<_>>()
+                .join(", "))
+        ),
     }
 }
 
@@ -437,6 +459,46 @@ mod tests {
         assert_eq!(high.outlook, Outlook::Backpressure);
         assert_eq!((high.ahead, high.peers), (Some(1), Some(3)));
         assert!(high.position > 0.5 && high.progress == Some(0.5));
+    }
+
+    #[test]
+    fn a_topology_limit_holding_the_host_is_named() {
+        use crate::resource::{TopologyAdmission, TopologyLimit};
+        let mut dev = group("dev", 8, GroupState::Active);
+        dev.config_max_in_flight = Some(Percent::from_percent(10));
+        dev.progress = 1.0;
+        dev.config_topology = vec![TopologyLimit {
+            key: "zone".into(),
+            max_in_flight: 1,
+        }];
+        dev.topology = vec![TopologyAdmission {
+            key: "zone".into(),
+            admitted: vec![LOW.into()],
+            ..TopologyAdmission::default()
+        }];
+        let r = rollout(vec![dev.clone()]);
+        assert_eq!(
+            forecast(Some(&r), "dev", LOW, "1.0.0", [], at(NOW)).outlook,
+            Outlook::Now
+        );
+        let high = forecast(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
+        assert_eq!(high.outlook, Outlook::Topology);
+        assert!(!high.find_update);
+        assert!(
+            high.summary.contains("at most 1 per zone at once"),
+            "{}",
+            high.summary
+        );
+        // Under progress it is backpressure that holds it, not the limit.
+        dev.progress = 0.0;
+        let r = rollout(vec![dev.clone()]);
+        let high = forecast(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
+        assert_eq!(high.outlook, Outlook::Backpressure);
+        // A done halt-on-error group still limits the hosts it tells to update.
+        dev.state = GroupState::Done;
+        let r = rollout(vec![dev]);
+        let high = forecast(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
+        assert_eq!(high.outlook, Outlook::Topology);
     }
 
     #[test]

@@ -10,7 +10,10 @@ use rand_core::RngCore;
 use crate::backpressure::UpdaterNumeral;
 use crate::canary;
 use crate::reconcile::Needs;
-use crate::resource::{ConnectedAgent, GroupReport, Omitted, ReportSpec, VersionReport};
+use crate::resource::{
+    ConnectedAgent, GroupReport, Omitted, ReportSpec, TopologyReport, TopologyValueReport,
+    VersionReport,
+};
 use crate::version::normalize;
 use crate::wire::{Heartbeat, UpdaterStatus};
 
@@ -59,6 +62,8 @@ pub trait AgentView {
     fn failed(&self) -> bool;
     fn first_seen(&self) -> Timestamp;
     fn connected(&self) -> ConnectedAgent;
+    /// The value of the host's label `key`, if its heartbeat carried it.
+    fn label(&self, key: &str) -> Option<&str>;
 
     /// Whether the agent counts: connected for at least one report period, so that an
     /// agent moving between replicas is not counted twice.
@@ -91,6 +96,9 @@ impl AgentView for InventoryAgent {
     }
     fn first_seen(&self) -> Timestamp {
         self.first_seen
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        self.heartbeat.labels.get(key).map(String::as_str)
     }
     fn connected(&self) -> ConnectedAgent {
         let hb = &self.heartbeat;
@@ -134,6 +142,9 @@ impl<T: AgentView + ?Sized> AgentView for &T {
     }
     fn connected(&self) -> ConnectedAgent {
         (**self).connected()
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        (**self).label(key)
     }
 }
 
@@ -236,22 +247,28 @@ pub fn build_report<A: AgentView>(
             .collect(),
         canary_candidates: BTreeMap::new(),
         canaries: Vec::new(),
+        topology: BTreeMap::new(),
     }
 }
 
 /// The whole report of one replica at `now`: the counts ([`build_report`]) and what
 /// the coming reconciles need from it ([`Needs`], none without a rollout): canary
 /// candidates and the canaries this replica sees. `lookup` finds an agent by
-/// updater_id. ternd writes its reports with this; the simulator keeps its counts
+/// updater_id; `pinned` tells a host a server-side pin holds now (it is not counted
+/// against its zone: it will not update). ternd writes its reports with this; the simulator keeps its counts
 /// incrementally and calls [`canary_candidates`] and [`canaries_seen`] itself.
 ///
 /// A canary candidate must have been heard from for `canary_tenure` (at least one
 /// report period): a host that has only just appeared, say one invented with a leaked
 /// token, is never picked to prove a version.
+// Each argument is a different input of the one report; bundling them would only
+// rename the list.
+#[allow(clippy::too_many_arguments)]
 pub fn replica_report<A, I, R>(
     now: Timestamp,
     agents: I,
     lookup: impl Fn(&str) -> Option<A>,
+    pinned: impl Fn(&str) -> bool,
     needs: Option<&Needs>,
     report_period: SignedDuration,
     canary_tenure: SignedDuration,
@@ -264,6 +281,7 @@ where
 {
     let mut spec = build_report(now, agents.clone(), report_period);
     if let Some(needs) = needs {
+        spec.topology = topology_report(agents.clone(), needs, now, report_period, pinned);
         spec.canary_candidates = canary_candidates(
             agents,
             needs,
@@ -275,6 +293,117 @@ where
         spec.canaries = canaries_seen(needs, lookup);
     }
     spec
+}
+
+/// At most this many values of one topology limit's label are reported by a replica
+/// and tracked by the leader (fewer for a large `max_in_flight`, see
+/// [`tracked_values`]), the first by name: hosts of the others wait until tracked
+/// values have no host behind. A flood of invented zones cannot grow the
+/// report or the rollout.
+pub const MAX_TOPOLOGY_VALUES: usize = 256;
+/// At most this many hosts one topology limit admits at once over all its values: a
+/// limit admitting `max_in_flight` per value tracks at most this many divided by it
+/// ([`tracked_values`]), so a report and the rollout stay small.
+pub const MAX_TOPOLOGY_ADMITTED: usize = 2048;
+
+/// How many values of a limit admitting `max_in_flight` per value are tracked.
+pub fn tracked_values(max_in_flight: u32) -> usize {
+    let per = usize::try_from(max_in_flight.max(1)).unwrap_or(usize::MAX);
+    (MAX_TOPOLOGY_ADMITTED / per).clamp(1, MAX_TOPOLOGY_VALUES)
+}
+
+/// This replica's part of the topology limits of [`Needs::topology`]: per group and
+/// limit, per value of the limit's label, the settled hosts with updates enabled and
+/// not `pinned` that are not yet healthy on the target: how many, and the lowest
+/// updater ids (as many as the limit admits). The leader merges these into who may
+/// update ([`crate::aggregate::topology_admissions`]). Empty, without looking at any
+/// agent, when no group has topology limits.
+pub fn topology_report<A: AgentView>(
+    agents: impl IntoIterator<Item = A>,
+    needs: &Needs,
+    now: Timestamp,
+    report_period: SignedDuration,
+    pinned: impl Fn(&str) -> bool,
+) -> BTreeMap<String, Vec<TopologyReport>> {
+    if needs.topology.is_empty() {
+        return BTreeMap::new();
+    }
+    let target = normalize(&needs.target);
+    // group → limit → value → (behind, lowest ascending)
+    let mut acc: Vec<Vec<BTreeMap<String, (u64, Lowest)>>> = needs
+        .topology
+        .iter()
+        .map(|(_, limits)| vec![BTreeMap::new(); limits.len()])
+        .collect();
+    for agent in agents {
+        if omitted_reason(&agent, now, report_period).is_some() {
+            continue;
+        }
+        if normalize(agent.version()) == target && !agent.failed() {
+            continue;
+        }
+        let id = agent.updater_id();
+        if pinned(&id) {
+            continue;
+        }
+        for (gi, (group, limits)) in needs.topology.iter().enumerate() {
+            if !needs.groups.serves(group, agent.group()) {
+                continue;
+            }
+            for (li, limit) in limits.iter().enumerate() {
+                let value = agent.label(&limit.key).unwrap_or("");
+                let (behind, lowest) = match acc[gi][li].get_mut(value) {
+                    Some(e) => e,
+                    None => acc[gi][li].entry(value.to_string()).or_default(),
+                };
+                *behind += 1;
+                keep_lowest(lowest, agent.updater_numeral(), &id, limit.max_in_flight);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for ((group, limits), per_limit) in needs.topology.iter().zip(acc) {
+        let reports: Vec<TopologyReport> = limits
+            .iter()
+            .zip(per_limit)
+            .map(|(limit, values)| TopologyReport {
+                key: limit.key.clone(),
+                values: values
+                    .into_iter()
+                    .take(tracked_values(limit.max_in_flight))
+                    .map(|(value, (behind, lowest))| {
+                        let lowest = lowest.into_iter().map(|(_, id)| id).collect();
+                        (value, TopologyValueReport { behind, lowest })
+                    })
+                    .collect(),
+            })
+            .collect();
+        if reports.iter().any(|r| !r.values.is_empty()) {
+            out.insert(group.clone(), reports);
+        }
+    }
+    out
+}
+
+/// The lowest hosts behind of one label value, by backpressure order.
+pub(crate) type Lowest = Vec<(UpdaterNumeral, String)>;
+
+/// Keeps `lowest` the `max` smallest (numeral, id) seen, ascending, without
+/// duplicates.
+pub(crate) fn keep_lowest(lowest: &mut Lowest, numeral: UpdaterNumeral, id: &str, max: u32) {
+    let max = usize::try_from(max).unwrap_or(usize::MAX);
+    if lowest.len() >= max && lowest.last().is_none_or(|(n, _)| numeral >= *n) {
+        return;
+    }
+    let at = lowest.partition_point(|(n, i)| (*n, i.as_str()) < (numeral, id));
+    if lowest
+        .get(at)
+        .is_some_and(|(n, i)| *n == numeral && i == id)
+    {
+        return;
+    }
+    lowest.insert(at, (numeral, id.to_string()));
+    lowest.truncate(max);
 }
 
 /// Bounds a report's size whatever its agents present: every group `known` to the

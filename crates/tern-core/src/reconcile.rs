@@ -98,6 +98,7 @@ fn new_groups(
                 config_timezone: calendar.timezone,
                 config_blackouts: calendar.blackouts,
                 config_match_labels: g.match_labels,
+                config_topology: g.topology,
                 config_wait_hours: g.wait_hours,
                 canary_count: g.canary_count,
                 config_max_in_flight: g.max_in_flight,
@@ -250,6 +251,10 @@ pub struct Needs {
     pub canaries: Vec<String>,
     /// The target version (candidates not yet on it are offered first).
     pub target: String,
+    /// Groups with topology limits (not rolled back), with their limits: replicas
+    /// report their hosts behind per label value so the leader can work out who the
+    /// limits admit ([`crate::inventory::topology_report`]).
+    pub topology: Vec<(String, Vec<TopologyLimit>)>,
 }
 
 /// What the coming reconciles of `rollout` need from the reports (see [`Needs`]).
@@ -280,11 +285,17 @@ pub fn needs(rollout: &AutoUpdateAgentRollout) -> Needs {
         .collect();
     canaries.sort();
     canaries.dedup();
+    let topology = groups
+        .iter()
+        .filter(|g| limits_topology(g))
+        .map(|g| (g.name.clone(), g.config_topology.clone()))
+        .collect();
     Needs {
         groups: Groups::of(rollout),
         canary_candidates,
         canaries,
         target: rollout.spec.target_version.to_string(),
+        topology,
     }
 }
 
@@ -300,6 +311,14 @@ fn halt_start_state(group: &RolloutGroup) -> GroupState {
     } else {
         GroupState::Active
     }
+}
+
+/// A group whose topology limits are tracked: it has some and is not rolled back. An
+/// unstarted group's admissions are ready when it goes active; a done group still
+/// limits the hosts it tells to update (those past its completion threshold, and
+/// late joiners).
+fn limits_topology(group: &RolloutGroup) -> bool {
+    !group.config_topology.is_empty() && group.state != GroupState::Rolledback
 }
 
 /// A group in canary picks its canaries while it has none.
@@ -361,6 +380,13 @@ impl Ctx<'_> {
         group.up_to_date_count = c.up_to_date;
         group.failed_count = c.failed;
         canary::refresh(&mut group.canaries, self.agents, self.target);
+        if !limits_topology(group) {
+            group.topology.clear();
+        } else if self.agg.live_reports > 0 {
+            // Without any live report who is behind is unknown: what was admitted stays.
+            group.topology =
+                aggregate::topology_admissions(self.agg, &group.name, &group.config_topology);
+        }
     }
 
     /// Hosts vanished past the group's budget, as far as live reports can tell.

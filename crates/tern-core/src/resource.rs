@@ -260,6 +260,10 @@ pub struct GroupConfig {
     /// group (the first group that matches; see `spec.agents.host_group`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub match_labels: BTreeMap<String, String>,
+    /// At most `max_in_flight` hosts per value of a host label (a zone, a rack) update
+    /// at once while the group is active, on top of `max_in_flight`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology: Vec<TopologyLimit>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub wait_hours: i64,
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -272,6 +276,15 @@ pub struct GroupConfig {
 
 fn is_zero(n: &i64) -> bool {
     *n == 0
+}
+
+/// One topology limit of a group: hosts whose label `key` has the same value (hosts
+/// without it share the value "") update at most `max_in_flight` at a time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyLimit {
+    pub key: String,
+    pub max_in_flight: u32,
 }
 
 impl GroupConfig {
@@ -551,6 +564,14 @@ pub struct RolloutGroup {
     /// The config's `match_labels` for this group.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub config_match_labels: BTreeMap<String, String>,
+    /// The config's `topology` limits for this group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_topology: Vec<TopologyLimit>,
+    /// Who the topology limits admit now, one entry per limit of `config_topology` (in
+    /// its order), worked out by the leader from the replicas' reports. A host not
+    /// admitted by every entry is not told to update while the group is active.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology: Vec<TopologyAdmission>,
     #[serde(default)]
     pub config_wait_hours: i64,
     #[serde(default)]
@@ -576,6 +597,33 @@ pub struct RolloutGroup {
     /// Share of the group's updater_id space allowed to update (backpressure).
     #[serde(default)]
     pub progress: f64,
+}
+
+/// Who one topology limit admits: for each value of its label, the `max_in_flight`
+/// hosts not yet on the target with the lowest updater ids (the backpressure order).
+/// A host is in flight from admission until it reports the target, so a host that
+/// failed on it keeps its place and its zone holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyAdmission {
+    pub key: String,
+    /// Admitted updater ids, sorted (find looks a host up by binary search).
+    #[serde(default)]
+    pub admitted: Vec<String>,
+    /// Per label value: how many hosts were reported not yet on the target.
+    #[serde(default)]
+    pub behind: BTreeMap<String, u64>,
+    /// Label values with hosts behind that are not tracked yet (past
+    /// `MAX_TOPOLOGY_VALUES`): their hosts wait until tracked values finish.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub untracked_values: u64,
+}
+
+impl TopologyAdmission {
+    pub fn admits(&self, updater_id: &str) -> bool {
+        self.admitted
+            .binary_search_by(|a| a.as_str().cmp(updater_id))
+            .is_ok()
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -651,6 +699,27 @@ pub struct ReportSpec {
     /// ([`crate::inventory::canaries_seen`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<ConnectedAgent>,
+    /// Per group with topology limits ([`crate::inventory::topology_report`]): this
+    /// replica's hosts not yet on the target, per limit and label value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub topology: BTreeMap<String, Vec<TopologyReport>>,
+}
+
+/// One topology limit of a group as a replica reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyReport {
+    pub key: String,
+    #[serde(default)]
+    pub values: BTreeMap<String, TopologyValueReport>,
+}
+
+/// The hosts of one label value not yet on the target: how many, and the lowest
+/// updater ids (at most the limit's `max_in_flight`), sorted by backpressure order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyValueReport {
+    pub behind: u64,
+    #[serde(default)]
+    pub lowest: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -470,6 +470,19 @@ impl fmt::Display for Event {
     }
 }
 
+/// Whether a group's topology limits let `updater_id` update now: every limit's
+/// admission names it. A group without limits admits everyone; one whose admissions
+/// are not worked out yet, or a host without an updater id (never reported, so never
+/// counted against a zone), is held.
+pub fn topology_admits(group: &RolloutGroup, updater_id: &str) -> bool {
+    if group.config_topology.is_empty() {
+        return true;
+    }
+    !updater_id.is_empty()
+        && group.topology.len() == group.config_topology.len()
+        && group.topology.iter().all(|t| t.admits(updater_id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -218,6 +218,10 @@ const MAX_WINDOW: GoDuration = GoDuration::from_hours(24);
 pub const MAX_CANARY_COUNT: i64 = 5;
 /// Labels a group's `match_labels` may require at most.
 pub const MAX_MATCH_LABELS: usize = 16;
+/// Topology limits a group may set at most.
+pub const MAX_TOPOLOGY_LIMITS: usize = 2;
+/// The most hosts per label value a topology limit may let update at once.
+pub const MAX_TOPOLOGY_IN_FLIGHT: u32 = 100;
 
 impl AutoUpdateConfig {
     /// Reads and validates a config; an empty metadata name is taken as the singleton's.
@@ -287,6 +291,35 @@ impl AutoUpdateConfig {
                             at(&format!("match_labels.{k}")),
                             format!("{v:?}"),
                             "is not a label value (at most 128 bytes, no control characters)",
+                        );
+                    }
+                }
+                if g.topology.len() > MAX_TOPOLOGY_LIMITS {
+                    e.push(
+                        at("topology"),
+                        g.topology.len(),
+                        &format!("limits; at most {MAX_TOPOLOGY_LIMITS}"),
+                    );
+                }
+                let mut keys = HashSet::new();
+                for (j, t) in g.topology.iter().enumerate() {
+                    let at = |f: &str| at(&format!("topology[{j}].{f}"));
+                    if !crate::wire::is_label_key(&t.key) {
+                        e.push(
+                            at("key"),
+                            format!("{:?}", t.key),
+                            "is not a label key (1-63 of letters, digits, '.', '-', '_', '/')",
+                        );
+                    } else if !keys.insert(t.key.as_str()) {
+                        e.push(at("key"), format!("{:?}", t.key), "is limited twice");
+                    }
+                    if t.max_in_flight == 0 || t.max_in_flight > MAX_TOPOLOGY_IN_FLIGHT {
+                        e.push(
+                            at("max_in_flight"),
+                            t.max_in_flight,
+                            &format!(
+                                "is out of range, expected 1 to {MAX_TOPOLOGY_IN_FLIGHT} hosts per value"
+                            ),
                         );
                     }
                 }

@@ -162,6 +162,14 @@ fn group_statuses(now: Timestamp, r: &AutoUpdateAgentRollout, agg: &Aggregate) -
                 window_open_since: open.map(|o| o.opens),
                 window_closes: open.map(|o| o.closes),
                 next_window: w.next_open(now),
+                topology: g
+                    .config_topology
+                    .iter()
+                    .map(|limit| {
+                        let admission = g.topology.iter().find(|t| t.key == limit.key);
+                        crate::api::TopologyStatus::of(limit, admission)
+                    })
+                    .collect(),
             }
         })
         .collect()

@@ -352,6 +352,7 @@ fn a_leader_picks_and_checks_canaries_connected_to_another_replica() {
             at,
             &inv,
             |id| by_id.get(id).copied(),
+            |_| false,
             needs.as_ref(),
             period,
             period,

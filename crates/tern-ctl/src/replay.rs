@@ -246,9 +246,13 @@ impl Fleet {
         }
     }
 
-    /// One report from a replica that has seen every host for a while, and the
-    /// agents it has connected.
-    fn report(&self, now: Timestamp) -> (AutoUpdateAgentReport, Vec<ConnectedAgent>) {
+    /// One report from a replica that has seen every host for a while (with the
+    /// topology part the `rollout`'s limits ask for), and the agents it has connected.
+    fn report(
+        &self,
+        now: Timestamp,
+        rollout: Option<&AutoUpdateAgentRollout>,
+    ) -> (AutoUpdateAgentReport, Vec<ConnectedAgent>) {
         let inventory: Vec<InventoryAgent> = self
             .agents
             .iter()
@@ -258,10 +262,14 @@ impl Fleet {
                 last_seen: now,
             })
             .collect();
-        let report = AutoUpdateAgentReport::new(
-            "replay",
-            inventory::build_report(now, &inventory, DEFAULT_REPORT_PERIOD),
-        );
+        let mut spec = inventory::build_report(now, &inventory, DEFAULT_REPORT_PERIOD);
+        if let Some(needs) = rollout.map(tern_core::reconcile::needs) {
+            spec.topology =
+                inventory::topology_report(&inventory, &needs, now, DEFAULT_REPORT_PERIOD, |_| {
+                    false
+                });
+        }
+        let report = AutoUpdateAgentReport::new("replay", spec);
         let connected = inventory.iter().map(InventoryAgent::connected).collect();
         (report, connected)
     }
@@ -389,7 +397,7 @@ impl<'a> World<'a> {
 
     /// One reconcile at `now`, as ternd's leader would run it on the fleet's report.
     fn reconcile(&mut self, now: Timestamp, out: &mut String) {
-        let (report, connected) = self.fleet.report(now);
+        let (report, connected) = self.fleet.report(now, self.rollout.as_ref());
         let input = ReconcileInput {
             config: self.config.as_ref(),
             version: self.version.as_ref(),

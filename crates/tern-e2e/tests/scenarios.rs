@@ -463,6 +463,57 @@ fn hosts_with_labels_update_with_the_group_that_matches_them() {
     assert_on(&f, &plain, "1.1.0");
 }
 
+/// Topology-aware backpressure on real hosts: six hosts in two zones, at most one
+/// host per zone updating at once. Each round updates at most one host of each zone
+/// (the next is admitted once the leader hears the previous one run the target), the
+/// limit is used in both zones at once, and every host ends on the target.
+#[test]
+fn a_topology_limit_updates_one_host_per_zone_at_a_time() {
+    let config = halt_on_error(&[("dev", 10, 0, 0)]).replace(
+        "      - name: dev\n",
+        "      - name: dev\n        topology: [{key: zone, max_in_flight: 1}]\n",
+    );
+    assert!(config.contains("topology"), "{config}");
+    let mut f = fleet(&config, &[]);
+    let zone_a = f.add_labelled_hosts("a", 3, &["zone=a"]).unwrap();
+    let zone_b = f.add_labelled_hosts("b", 3, &["zone=b"]).unwrap();
+    f.tick("2m").unwrap();
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    let on_target = |names: &[String]| {
+        names
+            .iter()
+            .filter(|n| f.host(n).linked_version().as_deref() == Some("1.1.0"))
+            .count()
+    };
+    let mut both_at_once = false;
+    for _ in 0..10 {
+        let before = (on_target(&zone_a), on_target(&zone_b));
+        let step = f.tick("1m").unwrap();
+        show(&f, &step);
+        assert!(step.failures().is_empty(), "{:?}", step.failures());
+        let after = (on_target(&zone_a), on_target(&zone_b));
+        assert!(
+            after.0 - before.0 <= 1 && after.1 - before.1 <= 1,
+            "more than one host of a zone updated in one round: {before:?} -> {after:?}\n{}",
+            f.describe()
+        );
+        both_at_once |= after.0 > before.0 && after.1 > before.1;
+        if after == (3, 3) {
+            break;
+        }
+    }
+    assert!(both_at_once, "the two zones never updated together");
+    assert_on(&f, &zone_a, "1.1.0");
+    assert_on(&f, &zone_b, "1.1.0");
+    let status = f.agents(&["status"]).unwrap();
+    assert!(
+        status.contains("Topology limits of dev") && status.contains("zone, at most 1 at once"),
+        "{status}"
+    );
+}
+
 #[test]
 fn immediate_schedule_updates_everyone_at_once() {
     let f = fleet(

@@ -396,6 +396,7 @@ impl Inventory {
         &self,
         now: Timestamp,
         period: SignedDuration,
+        pinned: impl Fn(&str) -> bool,
         needs: Option<&Needs>,
         canary_tenure: SignedDuration,
         rng: &mut R,
@@ -404,6 +405,7 @@ impl Inventory {
             now,
             self.agents(),
             |id| self.by_updater_id(id),
+            pinned,
             needs,
             period,
             canary_tenure,
@@ -414,16 +416,19 @@ impl Inventory {
     /// [`Inventory::report`] bounded in size whatever the agents present
     /// ([`tern_core::inventory::bound_report`]): the groups `known` to the rollout
     /// keep their entries. Returns how many entries were folded.
+    // The inputs of `tern_core::inventory::replica_report`, plus `known`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn bounded_report<R: rand_core::RngCore + ?Sized>(
         &self,
         now: Timestamp,
         period: SignedDuration,
+        pinned: impl Fn(&str) -> bool,
         needs: Option<&Needs>,
         canary_tenure: SignedDuration,
         known: impl Fn(&str) -> bool,
         rng: &mut R,
     ) -> (ReportSpec, usize) {
-        let mut spec = self.report(now, period, needs, canary_tenure, rng);
+        let mut spec = self.report(now, period, pinned, needs, canary_tenure, rng);
         let folded = tern_core::inventory::bound_report(&mut spec, known);
         (spec, folded)
     }
@@ -545,6 +550,14 @@ impl AgentView for AgentRef<'_> {
             healthy: e.healthy,
             failed_version: e.failed_version.map(|s| self.names.get(s).to_owned()),
         }
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        let facts = self.entry.facts.as_deref()?;
+        facts
+            .labels
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, v)| &**v)
     }
 }
 
@@ -779,7 +792,7 @@ mod tests {
                 prop_assert_eq!(&got, &want);
                 let now = t0 + SignedDuration::from_secs(elapsed as i64);
                 let mut rng = <rand_chacha::ChaCha8Rng as rand_core::SeedableRng>::seed_from_u64(0);
-                prop_assert_eq!(inv.report(now, period, None, period, &mut rng), tern_core::inventory::build_report(now, &want, period));
+                prop_assert_eq!(inv.report(now, period, |_| false, None, period, &mut rng), tern_core::inventory::build_report(now, &want, period));
                 for (uid, _) in IDS {
                     let got = inv.by_updater_id(uid).map(|a| a.to_inventory_agent());
                     let want = model.get(&format!("u:{uid}")).filter(|_| !uid.is_empty()).map(|(a, _)| a.clone());

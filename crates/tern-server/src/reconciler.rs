@@ -56,6 +56,7 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
         inv.bounded_report(
             now,
             state.settings.report_period,
+            |id| snapshot.pins.get(id).is_some_and(|until| now < *until),
             needs.as_ref(),
             state.settings.canary_tenure,
             |g| rollout.is_some_and(|r| r.group(g).is_some()),

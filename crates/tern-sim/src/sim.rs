@@ -27,7 +27,7 @@ use tern_core::reconcile::{self, Outcome, Resources};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
     ConnectedAgent, GroupReport, GroupState, Omitted, ReportSpec, RolloutGroup, RolloutSpec,
-    RolloutState, VersionReport,
+    RolloutState, TopologyReport, VersionReport,
 };
 use tern_core::rollout::{Event, Groups, group_window};
 use tern_core::version::normalize;
@@ -247,6 +247,10 @@ impl AgentView for AgentOf<'_> {
     fn settled(&self, _now: Timestamp, _report_period: SignedDuration) -> bool {
         self.agent().counted
     }
+    fn label(&self, _key: &str) -> Option<&str> {
+        // Simulated hosts carry no labels: a topology limit sees one value, "".
+        None
+    }
     fn connected(&self) -> ConnectedAgent {
         let a = self.agent();
         ConnectedAgent {
@@ -261,6 +265,14 @@ impl AgentView for AgentOf<'_> {
         }
     }
 }
+
+/// What a replica offers besides its counts: canary candidates, the canaries it sees
+/// and its topology part.
+type Offered = (
+    BTreeMap<String, Vec<ConnectedAgent>>,
+    Vec<ConnectedAgent>,
+    BTreeMap<String, Vec<TopologyReport>>,
+);
 
 /// A random UUID v4 from the seeded generator.
 fn uuid_v4(rng: &mut impl RngCore) -> String {
@@ -660,24 +672,25 @@ impl Sim {
         } else {
             Vec::new()
         };
-        let (canary_candidates, canaries) = self.offered(r);
+        let (canary_candidates, canaries, topology) = self.offered(r);
         ReportSpec {
             timestamp: self.ts(now),
             groups,
             omitted,
             canary_candidates,
             canaries,
+            topology,
         }
     }
 
     /// What replica `r` offers the leader in its report, as a ternd replica does: canary
-    /// candidates for the groups the rollout [`reconcile::needs`] them for, and the
-    /// canaries it is connected to. The counts above are kept incrementally instead
+    /// candidates for the groups the rollout [`reconcile::needs`] them for, the
+    /// canaries it is connected to, and its hosts behind in groups with topology limits. The counts above are kept incrementally instead
     /// of by [`tern_core::inventory::build_report`] (the same numbers, without walking
     /// 100k agents every minute); the candidates walk only the needed groups.
-    fn offered(&mut self, r: u16) -> (BTreeMap<String, Vec<ConnectedAgent>>, Vec<ConnectedAgent>) {
+    fn offered(&mut self, r: u16) -> Offered {
         let Some(needs) = self.rollout.as_ref().map(reconcile::needs) else {
-            return (BTreeMap::new(), Vec::new());
+            return (BTreeMap::new(), Vec::new(), BTreeMap::new());
         };
         let now = self.ts(self.now);
         let period = SignedDuration::from_secs(self.params.report_period_secs);
@@ -708,7 +721,16 @@ impl Sim {
         );
         let canaries =
             inventory::canaries_seen(&needs, |id| self.by_id.get(id).and_then(|&i| here(i)));
-        (candidates, canaries)
+        let limited: Vec<AgentOf<'_>> = needs
+            .topology
+            .iter()
+            .filter_map(|(g, _)| self.group_names.iter().position(|n| n == g))
+            .filter_map(|gi| self.members.get(gi))
+            .flat_map(|set| set.iter().map(|&(_, idx)| idx))
+            .filter_map(here)
+            .collect();
+        let topology = inventory::topology_report(limited, &needs, now, period, |_| false);
+        (candidates, canaries, topology)
     }
 
     /// Processes every event up to `until` (inclusive) and returns the timeline so far.

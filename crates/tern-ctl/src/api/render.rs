@@ -137,6 +137,7 @@ pub fn status(s: &StatusResponse) -> String {
     } else {
         out.push_str(&group_table(&s.groups));
         out.push_str(&canaries(&s.groups));
+        out.push_str(&topology(&s.groups));
     }
     if !s.alerts.is_empty() {
         let _ = writeln!(out, "\nAlerts:");
@@ -204,6 +205,23 @@ fn group_table(groups: &[GroupStatus]) -> String {
             "\n* {} is the catch-all group: it also serves agents with no group or an unknown group.",
             last.name
         );
+    }
+    out
+}
+
+/// Each group's topology limits: per label value, hosts that may update now of those
+/// not yet on the target.
+fn topology(groups: &[GroupStatus]) -> String {
+    let mut out = String::new();
+    for g in groups.iter().filter(|g| !g.topology.is_empty()) {
+        let _ = writeln!(
+            out,
+            "\nTopology limits of {} (may update now/behind):",
+            g.name
+        );
+        for t in &g.topology {
+            let _ = writeln!(out, "  {}", t.summary());
+        }
     }
     out
 }
@@ -342,7 +360,41 @@ mod tests {
             window_open_since: None,
             window_closes: None,
             next_window: None,
+            topology: vec![],
         }
+    }
+
+    #[test]
+    fn topology_limits_show_each_value_and_what_waits() {
+        use std::collections::BTreeMap;
+        use tern_core::api::{TopologyStatus, TopologyValueStatus};
+        let mut a = g(GroupState::Active);
+        assert_eq!(topology(&[a.clone()]), "");
+        a.topology = vec![TopologyStatus {
+            key: "zone".into(),
+            max_in_flight: 2,
+            values: BTreeMap::from([
+                (
+                    "".into(),
+                    TopologyValueStatus {
+                        behind: 1,
+                        admitted: 1,
+                    },
+                ),
+                (
+                    "eu-1".into(),
+                    TopologyValueStatus {
+                        behind: 5,
+                        admitted: 2,
+                    },
+                ),
+            ]),
+            untracked_values: 3,
+        }];
+        assert_eq!(
+            topology(&[a]),
+            "\nTopology limits of dev (may update now/behind):\n  zone, at most 2 at once: (no label) 1/1, eu-1 2/5; 3 more values wait for these to finish\n"
+        );
     }
 
     #[test]
