@@ -255,6 +255,9 @@ pub struct GroupStatus {
     /// Sent only when the group has canaries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<Canary>,
+    /// What its canaries cover of its `canary_cover`, and what they miss.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub canary_coverage: Vec<crate::resource::CanaryCoverage>,
     /// When the open window opened, if it is open now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window_open_since: Option<Timestamp>,
@@ -428,6 +431,8 @@ pub struct InventoryEntry {
     pub arch: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub os: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub os_version: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fips: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,12 +1,14 @@
-//! Canaries: a few connected agents of a group, picked at random, that update first.
-//! The group moves on only when every canary runs the target version and is healthy;
-//! a canary that rolled the target back, or runs it unhealthy, has failed.
+//! Canaries: a few connected agents of a group, picked at random (or, with
+//! `canary_cover`, to cover the distinct values of host attributes first), that
+//! update first. The group moves on only when every canary runs the target version
+//! and is healthy; a canary that rolled the target back, or runs it unhealthy, has
+//! failed.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use rand_core::RngCore;
 
-use crate::resource::{Canary, ConnectedAgent};
+use crate::resource::{Canary, CanaryCoverage, ConnectedAgent};
 use crate::rollout::Groups;
 use crate::version::normalize;
 use crate::wire::UpdaterStatus;
@@ -37,6 +39,170 @@ pub fn candidates<'a>(
     if behind.is_empty() { current } else { behind }
 }
 
+/// A host attribute canaries may be chosen to cover (`canary_cover`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attribute<'a> {
+    Arch,
+    Os,
+    /// `ID-VERSION_ID` of the host's os-release.
+    OsVersion,
+    /// `labels.KEY`: the host's label KEY.
+    Label(&'a str),
+}
+
+impl<'a> Attribute<'a> {
+    /// Reads `arch`, `os`, `os_version` or `labels.KEY`; `None` for anything else.
+    pub fn parse(name: &'a str) -> Option<Self> {
+        match name {
+            "arch" => Some(Self::Arch),
+            "os" => Some(Self::Os),
+            "os_version" => Some(Self::OsVersion),
+            _ => name
+                .strip_prefix("labels.")
+                .filter(|k| crate::wire::is_label_key(k))
+                .map(Self::Label),
+        }
+    }
+}
+
+/// Attributes a group's `canary_cover` may name at most.
+pub const MAX_COVER: usize = 4;
+/// Values of one attribute a coverage keeps at most (the first by name): what a
+/// status shows, not what a pick considers.
+pub const MAX_COVERAGE_VALUES: usize = 32;
+/// Candidates a replica offers per group for coverage, on top of its random sample:
+/// one per new attribute value it holds, at most this many.
+pub const COVER_OFFERS_PER_GROUP: usize = 64;
+
+/// The value `agent` has for each attribute of `cover` ("" when it does not say).
+fn values<'a>(
+    agent: &'a ConnectedAgent,
+    cover: &'a [String],
+) -> impl Iterator<Item = (usize, &'a str)> {
+    cover
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (i, agent.attributes.get(a).map_or("", String::as_str)))
+}
+
+/// Picks up to `count` of `candidates`: while some value of a `cover` attribute is not
+/// yet on a picked canary, the candidate bringing the most such values (ties at
+/// random); then uniformly at random. Without `cover`, [`pick`].
+pub fn pick_covering<R: RngCore + ?Sized>(
+    candidates: &[&ConnectedAgent],
+    count: usize,
+    cover: &[String],
+    rng: &mut R,
+) -> Vec<Canary> {
+    if cover.is_empty() {
+        return pick(candidates, count, rng);
+    }
+    let mut pool: Vec<&ConnectedAgent> = candidates.to_vec();
+    // A random order: the first of equal candidates is a random one, and what is left
+    // once everything is covered is a uniform sample.
+    let all = pool.len();
+    sample(&mut pool, all, rng);
+    let mut covered: HashSet<(usize, &str)> = HashSet::new();
+    let mut chosen: Vec<&ConnectedAgent> = Vec::new();
+    while chosen.len() < count && !pool.is_empty() {
+        let gain = |a: &ConnectedAgent| values(a, cover).filter(|p| !covered.contains(p)).count();
+        let (best, best_gain) = pool.iter().enumerate().fold((0, 0), |(bi, bg), (i, a)| {
+            let g = gain(a);
+            if g > bg { (i, g) } else { (bi, bg) }
+        });
+        if best_gain == 0 {
+            let rest = count - chosen.len();
+            chosen.extend(pool.iter().take(rest));
+            break;
+        }
+        let a = pool.remove(best);
+        covered.extend(values(a, cover));
+        chosen.push(a);
+    }
+    chosen.into_iter().map(canary_of).collect()
+}
+
+/// What `canaries` cover of each `cover` attribute, and what they miss, among the
+/// values `candidates` have (at most [`MAX_COVERAGE_VALUES`] per attribute).
+pub fn coverage(
+    canaries: &[Canary],
+    candidates: &[&ConnectedAgent],
+    cover: &[String],
+) -> Vec<CanaryCoverage> {
+    let picked: HashSet<&str> = canaries.iter().map(|c| c.updater_id.as_str()).collect();
+    let mut seen: Vec<BTreeMap<&str, bool>> = vec![BTreeMap::new(); cover.len()];
+    for a in candidates {
+        let on_canary = picked.contains(a.updater_id.as_str());
+        for (i, v) in values(a, cover) {
+            *seen[i].entry(v).or_default() |= on_canary;
+        }
+    }
+    cover
+        .iter()
+        .zip(seen)
+        .map(|(attribute, values)| {
+            let (covered, missed): (BTreeSet<&str>, BTreeSet<&str>) = values
+                .iter()
+                .take(MAX_COVERAGE_VALUES)
+                .map(|(v, c)| (*v, *c))
+                .fold(
+                    (BTreeSet::new(), BTreeSet::new()),
+                    |(mut c, mut m), (v, on)| {
+                        if on {
+                            c.insert(v);
+                        } else {
+                            m.insert(v);
+                        }
+                        (c, m)
+                    },
+                );
+            CanaryCoverage {
+                attribute: attribute.clone(),
+                covered: covered.into_iter().map(str::to_string).collect(),
+                missed: missed.into_iter().map(str::to_string).collect(),
+            }
+        })
+        .collect()
+}
+
+/// What a replica offers for a group with `cover`: from `pool` in a random order,
+/// every host that brings a value not yet offered (at most
+/// [`COVER_OFFERS_PER_GROUP`]), then up to `per_group` more at random.
+pub(crate) fn offer_covering<R: RngCore + ?Sized>(
+    pool: &mut Vec<&ConnectedAgent>,
+    cover: &[String],
+    per_group: usize,
+    rng: &mut R,
+) {
+    let all = pool.len();
+    sample(pool, all, rng);
+    let mut offered: HashSet<(usize, String)> = HashSet::new();
+    let (mut covering, mut rest) = (Vec::new(), Vec::new());
+    for a in pool.drain(..) {
+        let new = covering.len() < COVER_OFFERS_PER_GROUP
+            && values(a, cover).any(|(i, v)| !offered.contains(&(i, v.to_string())));
+        if new {
+            offered.extend(values(a, cover).map(|(i, v)| (i, v.to_string())));
+            covering.push(a);
+        } else {
+            rest.push(a);
+        }
+    }
+    rest.truncate(per_group);
+    covering.extend(rest);
+    *pool = covering;
+}
+
+fn canary_of(a: &ConnectedAgent) -> Canary {
+    Canary {
+        updater_id: a.updater_id.clone(),
+        host_id: a.host_id.clone(),
+        hostname: a.hostname.clone(),
+        success: false,
+        failed: false,
+    }
+}
+
 /// Picks up to `count` of `candidates` uniformly at random.
 pub fn pick<R: RngCore + ?Sized>(
     candidates: &[&ConnectedAgent],
@@ -45,15 +211,7 @@ pub fn pick<R: RngCore + ?Sized>(
 ) -> Vec<Canary> {
     let mut pool: Vec<&ConnectedAgent> = candidates.to_vec();
     sample(&mut pool, count, rng);
-    pool.into_iter()
-        .map(|a| Canary {
-            updater_id: a.updater_id.clone(),
-            host_id: a.host_id.clone(),
-            hostname: a.hostname.clone(),
-            success: false,
-            failed: false,
-        })
-        .collect()
+    pool.into_iter().map(canary_of).collect()
 }
 
 /// Keeps `count` of `pool` picked uniformly at random (a partial Fisher–Yates

@@ -124,6 +124,7 @@ pub fn connected_agent(updater_id: &str, group: &str, version: &str) -> Connecte
         updater_status: UpdaterStatus::Enabled,
         healthy: true,
         failed_version: None,
+        attributes: Default::default(),
     }
 }
 

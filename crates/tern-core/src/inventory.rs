@@ -8,7 +8,7 @@ use jiff::{SignedDuration, Timestamp};
 use rand_core::RngCore;
 
 use crate::backpressure::UpdaterNumeral;
-use crate::canary;
+use crate::canary::{self, Attribute};
 use crate::reconcile::Needs;
 use crate::resource::{
     ConnectedAgent, GroupReport, Omitted, ReportSpec, TopologyReport, TopologyValueReport,
@@ -64,6 +64,8 @@ pub trait AgentView {
     fn connected(&self) -> ConnectedAgent;
     /// The value of the host's label `key`, if its heartbeat carried it.
     fn label(&self, key: &str) -> Option<&str>;
+    /// An attribute canaries may cover, if the host's heartbeat said it.
+    fn fact(&self, attribute: &Attribute<'_>) -> Option<&str>;
 
     /// Whether the agent counts: connected for at least one report period, so that an
     /// agent moving between replicas is not counted twice.
@@ -100,6 +102,16 @@ impl AgentView for InventoryAgent {
     fn label(&self, key: &str) -> Option<&str> {
         self.heartbeat.labels.get(key).map(String::as_str)
     }
+    fn fact(&self, attribute: &Attribute<'_>) -> Option<&str> {
+        let hb = &self.heartbeat;
+        let v = match attribute {
+            Attribute::Arch => hb.arch.as_str(),
+            Attribute::Os => hb.os.as_str(),
+            Attribute::OsVersion => hb.os_version.as_str(),
+            Attribute::Label(key) => return self.label(key),
+        };
+        (!v.is_empty()).then_some(v)
+    }
     fn connected(&self) -> ConnectedAgent {
         let hb = &self.heartbeat;
         ConnectedAgent {
@@ -111,6 +123,7 @@ impl AgentView for InventoryAgent {
             updater_status: hb.updater_status,
             healthy: hb.healthy,
             failed_version: hb.failed_version.clone(),
+            attributes: Default::default(),
         }
     }
 }
@@ -145,6 +158,9 @@ impl<T: AgentView + ?Sized> AgentView for &T {
     }
     fn label(&self, key: &str) -> Option<&str> {
         (**self).label(key)
+    }
+    fn fact(&self, attribute: &Attribute<'_>) -> Option<&str> {
+        (**self).fact(attribute)
     }
 }
 
@@ -477,7 +493,9 @@ fn merge(into: &mut VersionReport, v: &VersionReport) {
 /// [`Needs::canary_candidates`], up to `per_group` agents picked uniformly at random
 /// among those [`canary::candidates`] would pick from (heard from for `min_presence`,
 /// with an updater id and updates enabled, served by the group, preferring agents not
-/// yet on the target).
+/// yet on the target). For a group with a `canary_cover` ([`Needs::canary_cover`]),
+/// each carries those attributes, and one agent per value this replica holds is
+/// offered besides ([`canary::COVER_OFFERS_PER_GROUP`] at most).
 /// Sorted by updater_id. Empty, without looking at any agent, when no group needs
 /// candidates.
 pub fn canary_candidates<A: AgentView, R: RngCore + ?Sized>(
@@ -500,13 +518,26 @@ pub fn canary_candidates<A: AgentView, R: RngCore + ?Sized>(
         }
         for g in wanted {
             if needs.groups.serves(g, agent.group()) {
-                members.entry(g).or_default().push(agent.connected());
+                let mut c = agent.connected();
+                if let Some(cover) = needs.canary_cover.get(g) {
+                    c.attributes = cover
+                        .iter()
+                        .filter_map(|name| {
+                            let v = agent.fact(&Attribute::parse(name)?)?;
+                            Some((name.clone(), v.to_string()))
+                        })
+                        .collect();
+                }
+                members.entry(g).or_default().push(c);
             }
         }
     }
     for (group, agents) in members {
         let mut pool = canary::candidates(&agents, group, &needs.groups, &needs.target);
-        canary::sample(&mut pool, per_group, rng);
+        match needs.canary_cover.get(group) {
+            Some(cover) => canary::offer_covering(&mut pool, cover, per_group, rng),
+            None => canary::sample(&mut pool, per_group, rng),
+        }
         let mut sample: Vec<ConnectedAgent> = pool.into_iter().cloned().collect();
         sample.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
         if !sample.is_empty() {

@@ -6,6 +6,8 @@
 //! each group is driven to a fixed point in one call, and a group cannot become done
 //! at the instant it started.
 
+use std::collections::BTreeMap;
+
 use jiff::{SignedDuration, Timestamp};
 use rand_core::RngCore;
 
@@ -101,6 +103,7 @@ fn new_groups(
                 config_topology: g.topology,
                 config_wait_hours: g.wait_hours,
                 canary_count: g.canary_count,
+                config_canary_cover: g.canary_cover,
                 config_max_in_flight: g.max_in_flight,
                 config_alert_after: g.alert_after,
                 ..RolloutGroup::default()
@@ -255,6 +258,9 @@ pub struct Needs {
     /// report their hosts behind per label value so the leader can work out who the
     /// limits admit ([`crate::inventory::topology_report`]).
     pub topology: Vec<(String, Vec<TopologyLimit>)>,
+    /// For groups of `canary_candidates` with a `canary_cover`: its attributes, which
+    /// replicas fill in on the candidates they offer, and offer hosts to cover.
+    pub canary_cover: BTreeMap<String, Vec<String>>,
 }
 
 /// What the coming reconciles of `rollout` need from the reports (see [`Needs`]).
@@ -290,12 +296,18 @@ pub fn needs(rollout: &AutoUpdateAgentRollout) -> Needs {
         .filter(|g| limits_topology(g))
         .map(|g| (g.name.clone(), g.config_topology.clone()))
         .collect();
+    let canary_cover = groups
+        .iter()
+        .filter(|g| !g.config_canary_cover.is_empty() && canary_candidates.contains(&g.name))
+        .map(|g| (g.name.clone(), g.config_canary_cover.clone()))
+        .collect();
     Needs {
         groups: Groups::of(rollout),
         canary_candidates,
         canaries,
         target: rollout.spec.target_version.to_string(),
         topology,
+        canary_cover,
     }
 }
 
@@ -415,6 +427,7 @@ impl Ctx<'_> {
         group.start_time = Some(self.now);
         group.initial_count = self.counts(group).present;
         group.canaries.clear();
+        group.canary_coverage.clear();
         group.progress = 0.0;
         self.set(group, state, reason);
     }
@@ -485,7 +498,9 @@ impl Ctx<'_> {
         if picks_canaries(group) {
             let candidates = canary::candidates(self.agents, &group.name, self.groups, self.target);
             let want = usize::try_from(group.canary_count).unwrap_or(0);
-            group.canaries = canary::pick(&candidates, want, rng);
+            let cover = &group.config_canary_cover;
+            group.canaries = canary::pick_covering(&candidates, want, cover, rng);
+            group.canary_coverage = canary::coverage(&group.canaries, &candidates, cover);
             canary::refresh(&mut group.canaries, self.agents, self.target);
             if group.canaries.is_empty() {
                 if self.vanished(group) {

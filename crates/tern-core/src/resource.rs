@@ -268,6 +268,10 @@ pub struct GroupConfig {
     pub wait_hours: i64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub canary_count: i64,
+    /// Host attributes whose distinct values the canaries cover first (`arch`, `os`,
+    /// `os_version`, `labels.KEY`), before the rest is picked at random.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub canary_cover: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<Percent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -576,6 +580,13 @@ pub struct RolloutGroup {
     pub config_wait_hours: i64,
     #[serde(default)]
     pub canary_count: i64,
+    /// The config's `canary_cover` for this group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_canary_cover: Vec<String>,
+    /// What the canaries picked cover of `config_canary_cover`, and what they miss,
+    /// among the candidates offered when they were picked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub canary_coverage: Vec<CanaryCoverage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_max_in_flight: Option<Percent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -623,6 +634,40 @@ impl TopologyAdmission {
         self.admitted
             .binary_search_by(|a| a.as_str().cmp(updater_id))
             .is_ok()
+    }
+}
+
+/// One attribute of a group's `canary_cover`: the values its canaries run on, and
+/// those the candidates had that no canary has ("" stands for hosts that do not say).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanaryCoverage {
+    pub attribute: String,
+    #[serde(default)]
+    pub covered: Vec<String>,
+    #[serde(default)]
+    pub missed: Vec<String>,
+}
+
+impl CanaryCoverage {
+    /// One line for people: `arch: covers amd64, arm64; misses riscv64`.
+    pub fn summary(&self) -> String {
+        let list = |v: &[String]| {
+            v.iter()
+                .map(|s| {
+                    if s.is_empty() {
+                        "(not said)"
+                    } else {
+                        s.as_str()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut line = format!("{}: covers {}", self.attribute, list(&self.covered));
+        if !self.missed.is_empty() {
+            line.push_str(&format!("; misses {}", list(&self.missed)));
+        }
+        line
     }
 }
 
@@ -781,6 +826,10 @@ pub struct ConnectedAgent {
     /// The version the host's updater tried and rolled back, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_version: Option<String>,
+    /// The attributes a group's `canary_cover` names, as this host has them (offered
+    /// canary candidates only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// An older report or a planner file that says nothing of health means healthy, as a

@@ -287,6 +287,7 @@ fn change(g: &mut RolloutGroup, t: &Transition, strategy: Strategy, now: Timesta
         Transition::Reset { .. } => {
             if g.state == GroupState::Canary {
                 g.canaries.clear();
+                g.canary_coverage.clear();
             } else {
                 g.initial_count = g.present_count;
             }
@@ -322,6 +323,7 @@ fn start(g: &mut RolloutGroup, force: bool, now: Timestamp) {
     };
     g.start_time = Some(now);
     g.canaries.clear();
+    g.canary_coverage.clear();
     g.initial_count = g.present_count;
     g.progress = match g.config_max_in_flight {
         None => 1.0,

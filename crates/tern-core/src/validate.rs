@@ -353,6 +353,36 @@ impl AutoUpdateConfig {
                         "is only valid with strategy halt-on-error",
                     );
                 }
+                if g.canary_cover.len() > crate::canary::MAX_COVER {
+                    e.push(
+                        at("canary_cover"),
+                        g.canary_cover.len(),
+                        &format!("attributes; at most {}", crate::canary::MAX_COVER),
+                    );
+                }
+                let mut named = HashSet::new();
+                for (j, a) in g.canary_cover.iter().enumerate() {
+                    if crate::canary::Attribute::parse(a).is_none() {
+                        e.push(
+                            at(&format!("canary_cover[{j}]")),
+                            format!("{a:?}"),
+                            "is not an attribute: arch, os, os_version or labels.KEY",
+                        );
+                    } else if !named.insert(a.as_str()) {
+                        e.push(
+                            at(&format!("canary_cover[{j}]")),
+                            format!("{a:?}"),
+                            "is named twice",
+                        );
+                    }
+                }
+                if !g.canary_cover.is_empty() && g.canary_count == 0 {
+                    e.push(
+                        at("canary_cover"),
+                        g.canary_cover.join(", "),
+                        "needs canary_count: the group has no canaries to cover anything",
+                    );
+                }
             }
         }
         e.finish()

@@ -86,6 +86,10 @@ pub struct Heartbeat {
     pub arch: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub os: String,
+    /// The distribution and its version (`ID-VERSION_ID` of os-release, `debian-13`):
+    /// what canaries may be chosen to cover.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub os_version: String,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub fips: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -140,11 +144,15 @@ impl Heartbeat {
                 ));
             }
         }
-        for (field, value) in [("arch", &self.arch), ("os", &self.os)] {
-            if !value.is_empty() && !is_fact_token(value, 32) {
+        for (field, value, max) in [
+            ("arch", &self.arch, 32),
+            ("os", &self.os, 32),
+            ("os_version", &self.os_version, 64),
+        ] {
+            if !value.is_empty() && !is_fact_token(value, max) {
                 return Err(format!(
-                    "{field}: {:?} is not 1-32 of letters, digits, '.', '-', '_'",
-                    value.chars().take(40).collect::<String>()
+                    "{field}: {:?} is not 1-{max} of letters, digits, '.', '-', '_'",
+                    value.chars().take(max + 8).collect::<String>()
                 ));
             }
         }
@@ -187,6 +195,7 @@ impl Default for Heartbeat {
             labels: BTreeMap::new(),
             arch: String::new(),
             os: String::new(),
+            os_version: String::new(),
             fips: false,
             installers: Vec::new(),
             install_result: None,

@@ -72,6 +72,7 @@ fn arb_group(i: usize, time_based: bool) -> impl Strategy<Value = GroupConfig> {
                     blackouts: blackout.into_iter().collect(),
                     match_labels: Default::default(),
                     topology: Vec::new(),
+                    canary_cover: Vec::new(),
                     wait_hours: if time_based || i == 0 { 0 } else { wait },
                     canary_count: if time_based { 0 } else { canaries },
                     max_in_flight: mif.map(tern_core::duration::Percent::from_percent),

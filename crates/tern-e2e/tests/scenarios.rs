@@ -514,6 +514,42 @@ fn a_topology_limit_updates_one_host_per_zone_at_a_time() {
     );
 }
 
+/// Canaries chosen for coverage on real hosts: web's two canaries cover both zones,
+/// although one zone holds a single host of five (a random pick would miss it three
+/// times in five); the status names what they cover, and web completes.
+#[test]
+fn canaries_cover_every_zone_of_their_group() {
+    let config = halt_on_error(&[("dev", 10, 0, 0), ("web", 14, 2, 0)]).replace(
+        "        canary_count: 2\n",
+        "        canary_count: 2\n        canary_cover: [labels.zone]\n",
+    );
+    assert!(config.contains("canary_cover"), "{config}");
+    let mut f = fleet(&config, &[("dev", 1)]);
+    let mut web = f.add_labelled_hosts("a", 4, &["zone=a"]).unwrap();
+    web.extend(f.add_labelled_hosts("b", 1, &["zone=b"]).unwrap());
+    f.tick("2m").unwrap();
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    until(&f, "dev", "done", 3);
+    // The reports offer web's candidates, with their zones, before its window.
+    f.tick("2m").unwrap();
+    let step = f.step_at(&at(MON, "14:00")).unwrap();
+    show(&f, &step);
+    let c = canaries(&f, &step, "web");
+    assert_eq!(c.len(), 2, "{}", f.describe());
+    assert!(c.contains(&"b-1".to_string()), "zone b uncovered: {c:?}");
+    let coverage = &step.status.group("web").canary_coverage;
+    assert_eq!(coverage.len(), 1, "{coverage:?}");
+    assert_eq!(coverage[0].covered, ["a", "b"], "{coverage:?}");
+    assert!(coverage[0].missed.is_empty(), "{coverage:?}");
+    let status = f.agents(&["status"]).unwrap();
+    assert!(status.contains("labels.zone: covers a, b"), "{status}");
+    let step = until(&f, "web", "done", 4);
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_on(&f, &web, "1.1.0");
+}
+
 #[test]
 fn immediate_schedule_updates_everyone_at_once() {
     let f = fleet(

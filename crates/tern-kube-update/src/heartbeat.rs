@@ -63,6 +63,7 @@ pub fn heartbeat(w: &Workload, updater_version: &str) -> Result<Heartbeat, Input
         labels,
         arch: String::new(),
         os: String::new(),
+        os_version: String::new(),
         fips: false,
         installers: Vec::new(),
         install_result: None,

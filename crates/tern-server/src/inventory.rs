@@ -94,6 +94,7 @@ struct Facts {
     labels: Box<[(Box<str>, Box<str>)]>,
     arch: Box<str>,
     os: Box<str>,
+    os_version: Box<str>,
     fips: bool,
     installers: Box<[Box<str>]>,
     install_result: Option<tern_core::directive::state::AttemptResult>,
@@ -104,6 +105,7 @@ impl Facts {
         let none = hb.labels.is_empty()
             && hb.arch.is_empty()
             && hb.os.is_empty()
+            && hb.os_version.is_empty()
             && !hb.fips
             && hb.installers.is_empty()
             && hb.install_result.is_none();
@@ -116,6 +118,7 @@ impl Facts {
                     .collect(),
                 arch: hb.arch.as_str().into(),
                 os: hb.os.as_str().into(),
+                os_version: hb.os_version.as_str().into(),
                 fips: hb.fips,
                 installers: hb.installers.iter().map(|i| i.as_str().into()).collect(),
                 install_result: hb.install_result.clone(),
@@ -503,6 +506,7 @@ fn facts_heartbeat(facts: Option<&Facts>) -> Heartbeat {
             .collect(),
         arch: f.arch.to_string(),
         os: f.os.to_string(),
+        os_version: f.os_version.to_string(),
         fips: f.fips,
         installers: f.installers.iter().map(ToString::to_string).collect(),
         install_result: f.install_result.clone(),
@@ -549,7 +553,19 @@ impl AgentView for AgentRef<'_> {
             updater_status: e.updater_status,
             healthy: e.healthy,
             failed_version: e.failed_version.map(|s| self.names.get(s).to_owned()),
+            attributes: Default::default(),
         }
+    }
+    fn fact(&self, attribute: &tern_core::canary::Attribute<'_>) -> Option<&str> {
+        use tern_core::canary::Attribute;
+        let facts = self.entry.facts.as_deref()?;
+        let v: &str = match attribute {
+            Attribute::Arch => &facts.arch,
+            Attribute::Os => &facts.os,
+            Attribute::OsVersion => &facts.os_version,
+            Attribute::Label(key) => return self.label(key),
+        };
+        (!v.is_empty()).then_some(v)
     }
     fn label(&self, key: &str) -> Option<&str> {
         let facts = self.entry.facts.as_deref()?;

@@ -251,6 +251,10 @@ impl AgentView for AgentOf<'_> {
         // Simulated hosts carry no labels: a topology limit sees one value, "".
         None
     }
+    fn fact(&self, _attribute: &tern_core::canary::Attribute<'_>) -> Option<&str> {
+        // Nor facts: canaries chosen for coverage see one value of each, "".
+        None
+    }
     fn connected(&self) -> ConnectedAgent {
         let a = self.agent();
         ConnectedAgent {
@@ -262,6 +266,7 @@ impl AgentView for AgentOf<'_> {
             updater_status: UpdaterStatus::Enabled,
             healthy: a.healthy,
             failed_version: a.skip.map(|v| self.fleet.versions[usize::from(v)].clone()),
+            attributes: Default::default(),
         }
     }
 }

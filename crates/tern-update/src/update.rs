@@ -998,6 +998,32 @@ pub(crate) fn cleanup(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
     Ok(())
 }
 
+/// `ID-VERSION_ID` of an os-release file (`debian-13`, `ubuntu-24.04`; `ID` alone
+/// without a version, as on a rolling release), kept to what a heartbeat accepts:
+/// letters, digits, '.', '-', '_', at most 64. Empty when the file names no ID.
+fn os_version(os_release: &str) -> String {
+    let field = |name: &str| {
+        os_release.lines().find_map(|l| {
+            let v = l.trim().strip_prefix(name)?.strip_prefix('=')?;
+            let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
+            Some(
+                v.chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+                    .collect::<String>(),
+            )
+        })
+    };
+    let Some(id) = field("ID").filter(|id| !id.is_empty()) else {
+        return String::new();
+    };
+    let mut out = match field("VERSION_ID").filter(|v| !v.is_empty()) {
+        Some(v) => format!("{id}-{v}"),
+        None => id,
+    };
+    out.truncate(64);
+    out
+}
+
 fn read_trimmed(path: &Path) -> Option<String> {
     let s = std::fs::read_to_string(path).ok()?;
     let s = s.trim();
@@ -1116,6 +1142,11 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
         labels: spec.labels.clone(),
         arch: crate::artifact::go_arch(std::env::consts::ARCH).to_string(),
         os: std::env::consts::OS.to_string(),
+        os_version: ["/etc/os-release", "/usr/lib/os-release"]
+            .iter()
+            .find_map(|p| std::fs::read_to_string(p).ok())
+            .map(|text| os_version(&text))
+            .unwrap_or_default(),
         fips: spec.fips,
         // The host's own installer, and those it opted in to (`enable --installer`).
         installers: crate::directive::advertised(spec),
@@ -1274,6 +1305,30 @@ fn unknown_group_warning(u: &tern_core::wire::UnknownGroup) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn os_version_reads_id_and_version_id_and_keeps_them_safe() {
+        let debian =
+            "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nVERSION_ID=\"12\"\nID=debian\n";
+        assert_eq!(os_version(debian), "debian-12");
+        assert_eq!(
+            os_version("ID=ubuntu\nVERSION_ID='24.04'\nID_LIKE=debian\n"),
+            "ubuntu-24.04"
+        );
+        // A rolling release has no VERSION_ID; ID_LIKE is not ID.
+        assert_eq!(os_version("ID_LIKE=arch\nID=arch\n"), "arch");
+        assert_eq!(os_version("NAME=nothing\n"), "");
+        // Hostile content is cut down to what a heartbeat accepts.
+        let hostile = format!("ID=\"a b;$(x)\"\nVERSION_ID={}\n", "9".repeat(100));
+        let v = os_version(&hostile);
+        assert!(v.starts_with("abx-999"), "{v}");
+        assert_eq!(v.len(), 64);
+        let hb = tern_core::wire::Heartbeat {
+            os_version: v,
+            ..tern_core::wire::Heartbeat::default()
+        };
+        assert_eq!(hb.check_facts(), Ok(()));
+    }
 
     #[test]
     fn the_placement_note_keeps_hostile_names_harmless() {

@@ -76,6 +76,7 @@ pub fn agent(group: &str, i: usize, version: &str) -> ConnectedAgent {
         updater_status: UpdaterStatus::Enabled,
         healthy: true,
         failed_version: None,
+        attributes: Default::default(),
     }
 }
 

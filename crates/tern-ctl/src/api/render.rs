@@ -137,6 +137,7 @@ pub fn status(s: &StatusResponse) -> String {
     } else {
         out.push_str(&group_table(&s.groups));
         out.push_str(&canaries(&s.groups));
+        out.push_str(&coverage(&s.groups));
         out.push_str(&topology(&s.groups));
     }
     if !s.alerts.is_empty() {
@@ -205,6 +206,20 @@ fn group_table(groups: &[GroupStatus]) -> String {
             "\n* {} is the catch-all group: it also serves agents with no group or an unknown group.",
             last.name
         );
+    }
+    out
+}
+
+/// What the canaries of each group in canary or active cover of its `canary_cover`.
+fn coverage(groups: &[GroupStatus]) -> String {
+    let mut out = String::new();
+    for g in groups.iter().filter(|g| {
+        matches!(g.state, GroupState::Canary | GroupState::Active) && !g.canary_coverage.is_empty()
+    }) {
+        let _ = writeln!(out, "\nWhat the canaries of {} cover:", g.name);
+        for c in &g.canary_coverage {
+            let _ = writeln!(out, "  {}", c.summary());
+        }
     }
     out
 }
@@ -357,11 +372,29 @@ mod tests {
             progress: 0.0,
             canary_count: 2,
             canaries: vec![],
+            canary_coverage: vec![],
             window_open_since: None,
             window_closes: None,
             next_window: None,
             topology: vec![],
         }
+    }
+
+    #[test]
+    fn canary_coverage_shows_while_it_matters() {
+        use tern_core::resource::CanaryCoverage;
+        let mut c = g(GroupState::Canary);
+        c.canary_coverage = vec![CanaryCoverage {
+            attribute: "arch".into(),
+            covered: vec!["amd64".into()],
+            missed: vec!["arm64".into(), "".into()],
+        }];
+        assert_eq!(
+            coverage(&[c.clone()]),
+            "\nWhat the canaries of dev cover:\n  arch: covers amd64; misses arm64, (not said)\n"
+        );
+        c.state = GroupState::Done;
+        assert_eq!(coverage(&[c]), "");
     }
 
     #[test]
