@@ -1,4 +1,4 @@
-//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|dashboard|all|profile]
+//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|dashboard|all|profile]
 //! [--quick]`: builds the release binaries, then runs `tern-bench` (crates/tern-bench) for
 //! each benchmark. `profile` (not part of `all`: it needs valgrind and takes minutes) counts
 //! instructions under callgrind, with binaries built with symbols in `<target>/profile`.
@@ -22,6 +22,8 @@ const BENCHES: &[&str] = &[
     "converge",
     "lockstep",
     "directives",
+    "coverage",
+    "topology",
     "dashboard",
 ];
 /// Its own binary (the only one linking a WebDriver client), not tern-bench.

@@ -1,5 +1,6 @@
 //! Tern's benchmarks, run by `cargo xtask bench
-//! [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives] [--quick]` (see
+//! [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology]
+//! [--quick]` (see
 //! `docs/benchmarks.md`). Every figure is a ratio to, or sits beside, a baseline measured
 //! in the same run; each benchmark prints one JSON object with its figures as its last
 //! line.
@@ -11,6 +12,7 @@ pub mod converge;
 pub mod directives;
 pub mod find;
 pub mod fleet;
+pub mod groups;
 pub mod heartbeat;
 pub mod load;
 pub mod lockstep;
@@ -49,6 +51,8 @@ pub const BENCHES: &[&str] = &[
     "converge",
     "lockstep",
     "directives",
+    "coverage",
+    "topology",
 ];
 
 /// Runs one benchmark; returns its figures.
@@ -62,6 +66,8 @@ pub fn run(name: &str, opts: &Opts) -> anyhow::Result<serde_json::Value> {
         "converge" => converge::run(opts),
         "lockstep" => lockstep::run(opts),
         "directives" => directives::run(opts),
+        "coverage" => groups::coverage(opts),
+        "topology" => groups::topology(opts),
         "profile" => profile::run(opts),
         other => anyhow::bail!("no benchmark named {other:?} (one of {BENCHES:?})"),
     }

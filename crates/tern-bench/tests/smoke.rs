@@ -1,5 +1,5 @@
-//! One cheap smoke test of the benchmarks (a few seconds): `converge --quick` and
-//! `directives --quick` always,
+//! One cheap smoke test of the benchmarks (a few seconds): `converge --quick`,
+//! `directives --quick`, `coverage --quick` and `topology --quick` always,
 //! `find --quick` against the `ternd` built beside this test, and `lockstep --quick` on
 //! SQLite against the `tern-lockstep` built beside it (as `cargo test --workspace` does;
 //! SQLite because that build may lack the etcd backend); each must print one JSON object
@@ -44,6 +44,20 @@ fn quick_benchmarks_print_their_figures_as_json() {
     ] {
         assert!(d[key].is_number(), "no {key}: {d}");
     }
+    let cov = last_json(&["coverage", "--quick"]);
+    assert_eq!(cov["bench"], "coverage");
+    for key in ["values_covered", "rare_values_covered"] {
+        let (c, r) = (&cov[key]["covering"], &cov[key]["random"]);
+        assert!(c.is_number() && r.is_number(), "{key}: {cov}");
+    }
+    let topo = last_json(&["topology", "--quick"]);
+    assert_eq!(topo["bench"], "topology");
+    let peak = &topo["rollout"]["most_installing_in_one_zone"];
+    assert!(
+        peak["limited"].as_u64().unwrap() <= peak["limit"].as_u64().unwrap(),
+        "{topo}"
+    );
+    assert!(topo["report"]["time_ratio"].is_number(), "{topo}");
     lockstep_quick();
     let ternd = PathBuf::from(BIN).with_file_name("ternd");
     if !ternd.is_file() {

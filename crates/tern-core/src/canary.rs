@@ -4,7 +4,7 @@
 //! and is healthy; a canary that rolled the target back, or runs it unhealthy, has
 //! failed.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use rand_core::RngCore;
 
@@ -85,37 +85,59 @@ fn values<'a>(
         .map(|(i, a)| (i, agent.attributes.get(a).map_or("", String::as_str)))
 }
 
-/// Picks up to `count` of `candidates`: while some value of a `cover` attribute is not
-/// yet on a picked canary, the candidate bringing the most such values (ties at
-/// random); then uniformly at random. Without `cover`, [`pick`].
+/// Picks up to `want` of `candidates`: while some value of a `cover` attribute is not
+/// yet on a picked canary, the candidate bringing the most such values, the rarest
+/// first among equals (ties at random); then uniformly at random. Without `cover`,
+/// [`pick`].
 pub fn pick_covering<R: RngCore + ?Sized>(
     candidates: &[&ConnectedAgent],
-    count: usize,
+    want: usize,
     cover: &[String],
     rng: &mut R,
 ) -> Vec<Canary> {
     if cover.is_empty() {
-        return pick(candidates, count, rng);
+        return pick(candidates, want, rng);
     }
     let mut pool: Vec<&ConnectedAgent> = candidates.to_vec();
     // A random order: the first of equal candidates is a random one, and what is left
     // once everything is covered is a uniform sample.
     let all = pool.len();
     sample(&mut pool, all, rng);
+    // How many candidates have each value: among hosts bringing as many new values,
+    // the one whose values are rarest goes first (a random pick misses those most).
+    let mut count: HashMap<(usize, &str), u32> = HashMap::new();
+    for a in &pool {
+        for v in values(a, cover) {
+            *count.entry(v).or_default() += 1;
+        }
+    }
     let mut covered: HashSet<(usize, &str)> = HashSet::new();
     let mut chosen: Vec<&ConnectedAgent> = Vec::new();
-    while chosen.len() < count && !pool.is_empty() {
-        let gain = |a: &ConnectedAgent| values(a, cover).filter(|p| !covered.contains(p)).count();
-        let (best, best_gain) = pool.iter().enumerate().fold((0, 0), |(bi, bg), (i, a)| {
+    while chosen.len() < want && !pool.is_empty() {
+        // (new values, their rarity: the sum of 1/candidates having each)
+        let gain = |a: &ConnectedAgent| {
+            values(a, cover)
+                .filter(|p| !covered.contains(p))
+                .fold((0usize, 0f64), |(n, r), p| {
+                    (
+                        n + 1,
+                        r + 1.0 / f64::from(count.get(&p).copied().unwrap_or(1)),
+                    )
+                })
+        };
+        let mut best = (0, (0usize, 0f64));
+        for (i, a) in pool.iter().enumerate() {
             let g = gain(a);
-            if g > bg { (i, g) } else { (bi, bg) }
-        });
-        if best_gain == 0 {
-            let rest = count - chosen.len();
+            if g.0 > best.1.0 || (g.0 == best.1.0 && g.0 > 0 && g.1 > best.1.1) {
+                best = (i, g);
+            }
+        }
+        if best.1.0 == 0 {
+            let rest = want - chosen.len();
             chosen.extend(pool.iter().take(rest));
             break;
         }
-        let a = pool.remove(best);
+        let a = pool.remove(best.0);
         covered.extend(values(a, cover));
         chosen.push(a);
     }
