@@ -74,11 +74,24 @@ fn group_state(t: &Ternd, group: &str) -> String {
 /// A rollout 1.0.0 → 1.1.0 over dev (2 canaries), staging and prod, dev in canary with
 /// one canary healthy on the target. Returns the hosts and that canary.
 fn setup(t: &Ternd) -> (Vec<(String, &'static str)>, String) {
+    // dev's canaries cover every arch; staging lets one host per zone update at once.
     let config = tern_core::fixtures::halt_on_error(&[
         ("dev", 10, 2, 0),
         ("staging", 12, 0, 0),
         ("prod", 14, 0, 0),
-    ]);
+    ])
+    .replace(
+        "        canary_count: 2\n",
+        "        canary_count: 2\n        canary_cover: [arch]\n",
+    )
+    .replace(
+        "      - name: staging\n",
+        "      - name: staging\n        topology: [{key: zone, max_in_flight: 1}]\n",
+    );
+    assert!(
+        config.contains("canary_cover") && config.contains("topology"),
+        "{config}"
+    );
     t.op("POST", "/v1/resources/config?force=true", Some(&config))
         .unwrap();
     let version = tern_core::fixtures::version("1.0.0", "1.1.0", "regular");
@@ -93,8 +106,10 @@ fn setup(t: &Ternd) -> (Vec<(String, &'static str)>, String) {
     let agent = t.new_token("agent").unwrap();
     let hosts = fleet();
     let all = |t: &Ternd| {
-        for (id, group) in &hosts {
-            beat(t, &agent, id, group, "1.0.0", json!({}));
+        for (i, (id, group)) in hosts.iter().enumerate() {
+            let arch = if i % 3 == 0 { "arm64" } else { "amd64" };
+            let facts = json!({"arch": arch, "labels": {"zone": format!("z{}", i % 2)}});
+            beat(t, &agent, id, group, "1.0.0", facts);
         }
     };
     all(t);
@@ -230,6 +245,28 @@ async fn the_dashboard_in_a_real_browser() {
         dev.contains("healthy on target") && dev.contains("pending"),
         "{dev}"
     );
+    // What the canaries cover, and staging's topology limit, from the status.
+    let cover = b
+        .wait_js(
+            "dev's canary coverage",
+            "const c = document.querySelector('tr[data-group=dev] [data-coverage=arch]'); return c && c.textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert!(
+        cover.as_str().unwrap().starts_with("arch: covers "),
+        "{cover}"
+    );
+    let zone = b
+        .wait_js(
+            "staging's topology limit",
+            "const c = document.querySelector('tr[data-group=staging] [data-topology=zone]'); return c && c.textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert!(zone.as_str().unwrap().starts_with("zone ≤1 at once: "), "{zone}");
     let versions = b
         .wait_js(
             "versions",

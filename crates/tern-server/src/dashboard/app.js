@@ -366,6 +366,17 @@
         (c.hostname || c.updater_id) + ' ',
         c.failed ? badge('failed', 'bad') : c.success ? badge('healthy on target', 'ok') : badge('pending', 'warn')))
       : (g.canary_count > 0 ? el('span', { class: 'muted' }, g.canary_count + ' to pick') : '—');
+    const named = (v) => v === '' ? '(not said)' : v;
+    const coverage = (g.canary_coverage || []).map((c) => el('div', { class: 'muted', 'data-coverage': c.attribute },
+      c.attribute + ': covers ' + c.covered.map(named).join(', '),
+      c.missed.length ? '; misses ' + c.missed.map(named).join(', ') : ''));
+    const topology = (g.topology || []).map((t) => el('div', {
+      class: 'muted', 'data-topology': t.key,
+      title: 'per ' + t.key + ': hosts that may update now / hosts not yet on the target',
+    },
+      t.key + ' ≤' + t.max_in_flight + ' at once: ',
+      Object.entries(t.values).map(([v, x]) => (v === '' ? '(no label)' : v) + ' ' + x.admitted + '/' + x.behind).join(', ') || 'no host behind',
+      t.untracked_values ? '; ' + t.untracked_values + ' more values wait' : ''));
     const one = { groups: [g.name] };
     return el('tr', { 'data-group': g.name, 'data-state': g.state },
       el('td', {}, g.name, g.catch_all ? el('span', { class: 'muted' }, ' (catch-all)') : null),
@@ -376,8 +387,9 @@
         el('span', { class: 'bar', title: pct(share) }, el('span', { 'data-width': pct(share) })),
         ' ' + g.up_to_date + '/' + g.present,
         g.failed ? [' ', badge(g.failed + ' failed', 'bad')] : null,
-        g.state === 'active' && g.progress < 1 ? el('div', { class: 'muted' }, 'backpressure ' + pct(g.progress)) : null),
-      el('td', {}, canaries),
+        g.state === 'active' && g.progress < 1 ? el('div', { class: 'muted' }, 'backpressure ' + pct(g.progress)) : null,
+        topology),
+      el('td', {}, canaries, coverage),
       el('td', {}, el('div', { class: 'actions' },
         writeButton('Start', 'start-update', one, 'Start updating ' + g.name),
         writeButton('Done', 'mark-done', one, 'Mark ' + g.name + ' done'),
