@@ -157,8 +157,13 @@ impl Trigger {
 pub enum Decision {
     /// Install `target` (the source's version, normalized) now.
     Update { target: String, trigger: Trigger },
-    /// Nothing to do now; the string says why.
+    /// Nothing to do; the string says why (already on the target, no usable version,
+    /// a version that failed here before).
     Hold(String),
+    /// The target is due but not now (the group is not updating, the window is
+    /// closed, a forced try was made recently); the string says why. A person may
+    /// override it, which is the caller's to say how.
+    Wait(String),
     /// The source asks for something this host must not do; the string says what.
     Refused(String),
 }
@@ -252,22 +257,20 @@ pub fn decide(i: &Inputs<'_>) -> Decision {
             .filter(|&next| next > i.now);
         return match next {
             None => update(Trigger::Unhealthy(how.clone())),
-            Some(next) => Decision::Hold(format!(
+            Some(next) => Decision::Wait(format!(
                 "the agent is unhealthy ({how}) but an update outside the window was tried at {}; the next try is after {next}",
                 i.last_forced_attempt
                     .map_or_else(String::new, |t| t.to_string())
             )),
         };
     }
-    Decision::Hold(match (channel, window) {
-        (false, _) => format!(
-            "the server wants {target} but this group is not updating now (use `update --now` to update anyway)"
-        ),
+    Decision::Wait(match (channel, window) {
+        (false, _) => format!("the server wants {target} but this group is not updating now"),
         (true, WindowState::Closed { next: Some(next) }) => format!(
-            "the channel wants {target}, not critical; outside the maintenance window, which opens at {next} (use `update --now` to update anyway)"
+            "the channel wants {target}, not critical; outside the maintenance window, which opens at {next}"
         ),
-        (true, _) => format!(
-            "the channel wants {target}, not critical; outside the maintenance window (use `update --now` to update anyway)"
-        ),
+        (true, _) => {
+            format!("the channel wants {target}, not critical; outside the maintenance window")
+        }
     })
 }

@@ -81,15 +81,14 @@ fn the_channel_decision_table() {
                             assert_eq!(target, "1.1.0", "{case}");
                             assert_eq!(t, trigger, "{case}");
                         }
-                        (None, Decision::Hold(why)) => {
-                            if *vn != "ok" {
-                                assert!(why.contains("no update is attempted"), "{case}: {why}");
-                            } else {
-                                assert!(
-                                    why.contains("outside the maintenance window"),
-                                    "{case}: {why}"
-                                );
-                            }
+                        (None, Decision::Hold(why)) if *vn != "ok" => {
+                            assert!(why.contains("no update is attempted"), "{case}: {why}");
+                        }
+                        (None, Decision::Wait(why)) if *vn == "ok" => {
+                            assert!(
+                                why.contains("outside the maintenance window"),
+                                "{case}: {why}"
+                            );
                         }
                         (want, got) => panic!("{case}: want {want:?}, got {got:?}"),
                     }
@@ -189,7 +188,7 @@ fn hosts_outside_the_compatibility_window_update_at_once() {
                 "{active}"
             );
         } else {
-            let Decision::Hold(why) = got else {
+            let Decision::Wait(why) = got else {
                 panic!("{active}: {got:?}")
             };
             assert!(why.contains("not updating now"), "{why}");
@@ -228,7 +227,7 @@ fn an_unhealthy_agent_is_retried_outside_the_window_at_most_every_half_hour() {
     );
     assert!(matches!(decide(&i), Decision::Update { .. }));
     i.last_forced_attempt = Some(now() - SignedDuration::from_mins(10));
-    let Decision::Hold(why) = decide(&i) else {
+    let Decision::Wait(why) = decide(&i) else {
         panic!()
     };
     assert!(
@@ -246,7 +245,7 @@ fn an_unhealthy_agent_is_retried_outside_the_window_at_most_every_half_hour() {
     // Healthy and outside: the next window is named.
     i.skip = None;
     i.health = Health::Healthy;
-    let Decision::Hold(why) = decide(&i) else {
+    let Decision::Wait(why) = decide(&i) else {
         panic!()
     };
     assert!(why.contains("opens at 2026-11-24T12:00:00Z"), "{why}");

@@ -266,7 +266,10 @@ async fn the_dashboard_in_a_real_browser() {
         )
         .await
         .unwrap();
-    assert!(zone.as_str().unwrap().starts_with("zone ≤1 at once: "), "{zone}");
+    assert!(
+        zone.as_str().unwrap().starts_with("zone ≤1 at once: "),
+        "{zone}"
+    );
     let versions = b
         .wait_js(
             "versions",

@@ -388,7 +388,9 @@ fn version_decision(
                 },
             }
         }
-        host_update::Decision::Hold(why) => nothing(Why::NotNow, &why),
+        host_update::Decision::Hold(why) | host_update::Decision::Wait(why) => {
+            nothing(Why::NotNow, &why)
+        }
         host_update::Decision::Refused(why) => nothing(Why::Refused, &why),
     })
 }

@@ -135,6 +135,10 @@ pub(crate) fn decide_source(
             trigger,
         },
         host_update::Decision::Hold(why) => Decision::Nothing(why),
+        // The shared decision says why; how to override it is this program's own.
+        host_update::Decision::Wait(why) => {
+            Decision::Nothing(format!("{why} (use `update --now` to update anyway)"))
+        }
         host_update::Decision::Refused(why) => Decision::Refused(why),
     }
 }

@@ -66,11 +66,10 @@ fn install_upgrade_status_heartbeat_and_keep() {
     assert_eq!(status["server"]["in_window"], false);
     assert_eq!(status["spec"]["group"], "staging");
     assert_eq!(status["status"]["active"], "1.0.0");
+    let why = status["server"]["update_now"].as_str().unwrap();
     assert!(
-        status["server"]["update_now"]
-            .as_str()
-            .unwrap()
-            .contains("not updating now")
+        why.contains("not updating now") && why.ends_with("(use `update --now` to update anyway)"),
+        "{why}"
     );
     let yaml = String::from_utf8(host.run(&["status"]).stdout).unwrap();
     assert!(yaml.contains("target_version: 2.0.0"), "{yaml}");
