@@ -25,6 +25,23 @@ use tern_sim::{GroupSummary, Params, Sim};
 use crate::ternd::{CONFIG, Ternd, VERSION};
 use crate::{Opts, median, procs, quantile};
 
+/// The whole fleet in one group, with backpressure.
+const ONE_GROUP: &str = "kind: autoupdate_config
+version: v1
+metadata:
+  name: autoupdate-config
+spec:
+  agents:
+    mode: enabled
+    strategy: halt-on-error
+    schedules:
+      regular:
+      - name: fleet
+        days: [\"*\"]
+        start_hour: 12
+        max_in_flight: 10%
+";
+
 /// ternd's default `--long-poll-jitter`.
 const RELEASE_JITTER_SECS: i64 = 3;
 
@@ -71,26 +88,29 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
         ("staging".to_string(), 0.2),
         ("prod".to_string(), 0.7),
     ];
-    let sim = |config: &str, m: Model| -> anyhow::Result<Vec<GroupSummary>> {
-        let config = AutoUpdateConfig::from_text(config).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let version = AutoUpdateVersion::from_text(VERSION).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let params = Params {
-            agents,
-            seed: 1,
-            groups: groups.clone(),
-            poll_secs: m.poll_secs,
-            jitter_secs: m.jitter_secs,
-            long_poll_jitter_secs: m.long_poll,
-            report_period_secs: m.report_period_secs,
-            ..Params::default()
+    let sim_in =
+        |config: &str, groups: &[(String, f64)], m: Model| -> anyhow::Result<Vec<GroupSummary>> {
+            let config = AutoUpdateConfig::from_text(config).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let version =
+                AutoUpdateVersion::from_text(VERSION).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let params = Params {
+                agents,
+                seed: 1,
+                groups: groups.to_vec(),
+                poll_secs: m.poll_secs,
+                jitter_secs: m.jitter_secs,
+                long_poll_jitter_secs: m.long_poll,
+                report_period_secs: m.report_period_secs,
+                ..Params::default()
+            };
+            let until = params
+                .start
+                .saturating_add(SignedDuration::from_hours(72))
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut s = Sim::new(params, Some(config), version)?;
+            Ok(s.run_until(until).groups)
         };
-        let until = params
-            .start
-            .saturating_add(SignedDuration::from_hours(72))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut s = Sim::new(params, Some(config), version)?;
-        Ok(s.run_until(until).groups)
-    };
+    let sim = |config: &str, m: Model| sim_in(config, &groups, m);
     let tern = sim(CONFIG, TIMER)?;
     let long_poll = sim(CONFIG, LONG_POLL)?;
     let seeds = sim(CONFIG, SEEDS)?;
@@ -164,6 +184,27 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
         secs(bt),
         secs(bl)
     );
+    // The whole fleet in one group with backpressure (max_in_flight 10%).
+    let fleet = [("fleet".to_string(), 1.0)];
+    let one = |m: Model| -> anyhow::Result<(Option<i64>, Option<i64>)> {
+        let g = sim_in(ONE_GROUP, &fleet, m)?;
+        let g = g.first().context("no group")?;
+        Ok((g.window_to_done_secs, g.window_to_all_updated_secs))
+    };
+    let (ot, ol, ol10) = (
+        one(TIMER)?,
+        one(LONG_POLL)?,
+        one(Model {
+            report_period_secs: 10,
+            ..LONG_POLL
+        })?,
+    );
+    eprintln!(
+        "one group of {agents}, max_in_flight 10%: window→done timer {}  long poll {}  (long poll, 10 s reports: {})",
+        secs(ot.0),
+        secs(ol.0),
+        secs(ol10.0)
+    );
     let real = if opts.ternd.is_file() {
         Some(real_fleet(opts)?)
     } else {
@@ -187,6 +228,15 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
             "tern_secs": bt,
             "long_poll_secs": bl,
             "long_poll_ratio": ratio(bl, bt),
+        },
+        "one_group_backpressure_window_to_done": {
+            "agents": agents,
+            "max_in_flight": "10%",
+            "tern_secs": ot.0,
+            "long_poll_secs": ol.0,
+            "long_poll_ratio": ratio(ol.0, ot.0),
+            "long_poll_10s_reports_secs": ol10.0,
+            "long_poll_10s_reports_ratio": ratio(ol10.0, ot.0),
         },
         "real": real,
         "loadavg": procs::loadavg(),
