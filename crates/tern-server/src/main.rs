@@ -167,8 +167,9 @@ struct StartArgs {
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
     directive_period: GoDuration,
     /// Long-poll find: the longest a find with `wait=` is held waiting for the host's
-    /// answer to change, whatever the host asks. With --long-poll-jitter, shorter than
-    /// --request-timeout.
+    /// answer to change, whatever the host asks. Held finds are answered within
+    /// --request-timeout: with --long-poll-jitter and a second to spare, a longer hold
+    /// is shortened to fit.
     #[arg(long, default_value = "50s", value_name = "DURATION", value_parser = parse_duration)]
     long_poll_max_hold: GoDuration,
     /// Long-poll finds this replica holds at once; past it they are answered at once,
@@ -256,10 +257,17 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
             "--max-connections, --max-connections-per-ip and --max-agents must be at least 1"
         );
     }
-    if a.long_poll_max_hold.as_secs() + a.long_poll_jitter.as_secs() >= a.request_timeout.as_secs()
-    {
-        anyhow::bail!(
-            "--long-poll-max-hold {}s plus --long-poll-jitter {}s must be shorter than --request-timeout {}s: a held find would be cut off with 408",
+    // A held find must be answered before --request-timeout cuts it off with a 408:
+    // a shorter request timeout shortens the holds (0: none held).
+    let hold_room = a
+        .request_timeout
+        .as_secs()
+        .saturating_sub(a.long_poll_jitter.as_secs())
+        .saturating_sub(1);
+    let long_poll_max_hold = a.long_poll_max_hold.as_secs().min(hold_room);
+    if long_poll_max_hold < a.long_poll_max_hold.as_secs() {
+        tracing::warn!(
+            "--long-poll-max-hold {}s plus --long-poll-jitter {}s does not fit in --request-timeout {}s: finds are held at most {long_poll_max_hold}s",
             a.long_poll_max_hold.as_secs(),
             a.long_poll_jitter.as_secs(),
             a.request_timeout.as_secs()
@@ -325,7 +333,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
             .max(std::time::Duration::from_millis(100)),
         release_trust,
         long_poll: tern_server::longpoll::LongPollSettings {
-            max_hold: Duration::from_secs(a.long_poll_max_hold.as_secs()),
+            max_hold: Duration::from_secs(long_poll_max_hold),
             max_held: a.long_poll_max_held,
             release_jitter: Duration::from_secs(a.long_poll_jitter.as_secs()),
         },
