@@ -118,6 +118,45 @@ fn a_held_find_answers_when_the_group_goes_active_and_not_before() {
 }
 
 #[test]
+fn a_held_find_answers_when_the_hosts_pin_lifts() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(dir.path());
+    unstarted_dev(&t);
+    t.set_clock("2026-11-23T10:05:00Z");
+    let agent = t.new_token("agent");
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "active");
+    let user = t.new_token("user");
+    let (s, v) = t.call(
+        "PUT",
+        "/v1/inventory/d1/pin",
+        Some(&user),
+        Some(r#"{"until": "2026-11-23T12:00:00Z"}"#),
+    );
+    assert_eq!(s, 200, "{v}");
+    let pinned = find(&t, "group=dev&updater_id=d1");
+    assert_eq!(pinned.body["auto_update"]["agent_auto_update"], false);
+
+    let held = find_in_background(
+        &t,
+        format!("group=dev&updater_id=d1&wait=50&seen={}", enc(&pinned.etag)),
+    );
+    eventually("the find to be held", || {
+        metric(&t, "tern_find_long_poll_held") == 1
+    });
+    t.set_clock("2026-11-23T11:00:00Z");
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+    assert!(held.try_recv().is_err(), "answered while still pinned");
+
+    // The pin lifts at 12:00 with no write: the clock's move wakes the hold.
+    t.set_clock("2026-11-23T12:00:00Z");
+    let after = held.recv().unwrap();
+    assert_eq!(after.how.as_deref(), Some("changed"), "{after:?}");
+    assert_eq!(after.body["auto_update"]["agent_auto_update"], true);
+}
+
+#[test]
 fn holds_end_with_the_same_answer_and_bad_waits_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let t = Ternd::dev(dir.path());
