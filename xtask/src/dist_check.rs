@@ -448,12 +448,13 @@ fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String>
         .arg(root.join("usr/local/bin"))
         .arg("--unit-dir")
         .arg(root.join("usr/local/lib/systemd/system"))
-        .args(["setup", "--agent-unit", "agent"])
+        .args(["setup", "--agent-unit", "agent", "--watch"])
         .env("TERN_SYSTEMCTL", "true");
     output(&mut setup)?;
     let ours = [
         systemd.join("tern-update.service"),
         systemd.join("tern-update.timer"),
+        systemd.join("tern-update-watch.service"),
         systemd.join("agent.service.d/tern-update.conf"),
     ];
     for f in &ours {

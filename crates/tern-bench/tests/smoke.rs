@@ -1,5 +1,6 @@
-//! One cheap smoke test of the benchmarks (a few seconds): `converge --quick`,
-//! `directives --quick`, `coverage --quick` and `topology --quick` always,
+//! One cheap smoke test of the benchmarks (a few seconds): `converge --quick` (with
+//! its real-ternd part when a `ternd` is built beside this test), `directives --quick`,
+//! `coverage --quick` and `topology --quick` always,
 //! `find --quick` against the `ternd` built beside this test, and `lockstep --quick` on
 //! SQLite against the `tern-lockstep` built beside it (as `cargo test --workspace` does;
 //! SQLite because that build may lack the etcd backend); each must print one JSON object
@@ -32,6 +33,22 @@ fn quick_benchmarks_print_their_figures_as_json() {
     for g in ["dev", "staging", "prod"] {
         assert!(c["window_to_done"][g]["tern_secs"].is_number(), "{g}: {c}");
         assert!(c["window_to_done"][g]["seeds_secs"].is_number(), "{g}: {c}");
+        assert!(
+            c["window_to_done"][g]["long_poll_secs"].is_number(),
+            "{g}: {c}"
+        );
+        assert!(
+            c["start_to_install"][g]["first_install_long_poll_secs"].is_number(),
+            "{g}: {c}"
+        );
+    }
+    assert!(
+        c["start_to_install"]["staging"]["canaries_installing_long_poll_secs"].is_number(),
+        "{c}"
+    );
+    if PathBuf::from(BIN).with_file_name("ternd").is_file() {
+        assert!(c["real"]["long_poll_median_ms"].is_number(), "{c}");
+        assert!(c["real"]["timer_median_ms"].is_number(), "{c}");
     }
     let d = last_json(&["directives", "--quick"]);
     assert_eq!(d["bench"], "directives");

@@ -842,3 +842,104 @@ fn walk(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
     }
     None
 }
+
+/// `GET /metrics` of the fleet's ternd: the value of the series `name`.
+fn metric(f: &Fleet, name: &str) -> Option<u64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(f.ternd.addr).ok()?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: ternd\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn watching_hosts_update_in_the_window_without_a_timer_run() {
+    let f = fleet(&halt_on_error(&[("dev", 10, 0, 0)]), &[("dev", 3)]);
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.reconcile().unwrap();
+    // Each host runs the watcher (`setup --watch`'s service); no timer runs from now on.
+    let mut watchers: Vec<std::process::Child> = f
+        .hosts
+        .iter()
+        .map(|h| {
+            let log = std::fs::File::create(h.root.join("watch.log")).unwrap();
+            h.command(&["watch", "--hold", "30"])
+                .stdout(std::process::Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while metric(&f, "tern_find_long_poll_held") != Some(3) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watchers' finds were never all held"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_on(&f, &names(&f, "dev"), "1.0.0");
+
+    // 10:00 dev's window opens: one reconcile, and the held finds answer.
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    f.reconcile().unwrap();
+    let late: Vec<String> = f
+        .hosts
+        .iter()
+        .filter(|h| !h.wait_running("1.1.0", std::time::Duration::from_secs(60)))
+        .map(|h| {
+            format!(
+                "{}: {}",
+                h.name,
+                std::fs::read_to_string(h.root.join("watch.log")).unwrap_or_default()
+            )
+        })
+        .collect();
+    assert!(late.is_empty(), "{late:?}\n{}", f.describe());
+    assert!(metric(&f, "tern_find_long_poll_changed_total").unwrap() >= 3);
+    // Each update ends with its heartbeat (after the health watch).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !f
+        .inventory()
+        .unwrap()
+        .iter()
+        .all(|e| e.version == "1.1.0" && e.healthy)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ternd never heard 1.1.0 from every host: {:?}",
+            f.inventory().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for w in &mut watchers {
+        // The processes this test started, by their handles.
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    // The updates' own heartbeats told ternd: dev completes at a later reconcile,
+    // still with no timer run.
+    for _ in 0..3 {
+        if f.status().unwrap().state_of("dev") == "done" {
+            break;
+        }
+        f.clock_advance("1m").unwrap();
+        f.reconcile().unwrap();
+    }
+    let status = f.status().unwrap();
+    assert_eq!(
+        status.state_of("dev"),
+        "done",
+        "{:?}\n{}",
+        status.group("dev"),
+        f.describe()
+    );
+}

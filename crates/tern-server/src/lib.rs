@@ -5,7 +5,8 @@
 //! - [`server::serve`]: start everything (used by the `ternd` binary).
 //! - [`routes`]: the HTTP API (see `docs/api.md`); `listen`: the accept loop and its
 //!   bounds (connection caps, header and idle timeouts).
-//! - [`reconciler`]: reports and reconciles; [`snapshot`]: what find answers from.
+//! - [`reconciler`]: reports and reconciles; [`snapshot`]: what find answers from;
+//!   [`longpoll`]: find held until the host's answer changes.
 //! - [`auth`], [`inventory`], [`ratelimit`], [`metrics`], [`clock`]: the parts;
 //!   `notify`: alert notices to webhooks and Slack (see `docs/alerts.md`);
 //!   [`release_source`]: releases listed by GitHub or an index (tern-lockstep and the
@@ -24,6 +25,7 @@ pub(crate) mod history;
 pub mod inventory;
 pub(crate) mod keys;
 pub(crate) mod listen;
+pub mod longpoll;
 pub(crate) mod metrics;
 pub mod notify;
 pub(crate) mod pins;

@@ -33,6 +33,11 @@ fn parse_duration(s: &str) -> Result<GoDuration, String> {
     GoDuration::parse_positive(s).map_err(|e| e.to_string())
 }
 
+/// A duration that may be zero (`0`, `0s`: none).
+fn parse_duration_or_zero(s: &str) -> Result<GoDuration, String> {
+    GoDuration::parse(s).map_err(|e| e.to_string())
+}
+
 fn parse_time(s: &str) -> Result<Timestamp, String> {
     s.parse::<Timestamp>()
         .map_err(|e| format!("{s:?} is not an RFC 3339 instant (e.g. 2026-11-23T11:00:00Z): {e}"))
@@ -161,6 +166,21 @@ struct StartArgs {
     /// that enables it).
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
     directive_period: GoDuration,
+    /// Long-poll find: the longest a find with `wait=` is held waiting for the host's
+    /// answer to change, whatever the host asks. Held finds are answered within
+    /// --request-timeout: with --long-poll-jitter and a second to spare, a longer hold
+    /// is shortened to fit.
+    #[arg(long, default_value = "50s", value_name = "DURATION", value_parser = parse_duration)]
+    long_poll_max_hold: GoDuration,
+    /// Long-poll finds this replica holds at once; past it they are answered at once,
+    /// like a plain find (`tern_find_long_poll_refused_total`). 0: never hold.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    long_poll_max_held: usize,
+    /// A held find released by a change waits a random time up to this first, so that
+    /// the hosts one change releases do not all download at once (0: no wait; none
+    /// under --dev-clock).
+    #[arg(long, default_value = "3s", value_name = "DURATION", value_parser = parse_duration_or_zero)]
+    long_poll_jitter: GoDuration,
     /// Log filter (RUST_LOG syntax).
     #[arg(long, env = "TERN_LOG", default_value = "info")]
     log: String,
@@ -237,6 +257,22 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
             "--max-connections, --max-connections-per-ip and --max-agents must be at least 1"
         );
     }
+    // A held find must be answered before --request-timeout cuts it off with a 408:
+    // a shorter request timeout shortens the holds (0: none held).
+    let hold_room = a
+        .request_timeout
+        .as_secs()
+        .saturating_sub(a.long_poll_jitter.as_secs())
+        .saturating_sub(1);
+    let long_poll_max_hold = a.long_poll_max_hold.as_secs().min(hold_room);
+    if long_poll_max_hold < a.long_poll_max_hold.as_secs() {
+        tracing::warn!(
+            "--long-poll-max-hold {}s plus --long-poll-jitter {}s does not fit in --request-timeout {}s: finds are held at most {long_poll_max_hold}s",
+            a.long_poll_max_hold.as_secs(),
+            a.long_poll_jitter.as_secs(),
+            a.request_timeout.as_secs()
+        );
+    }
     let budget = server::descriptor_budget();
     let max_connections = match (a.max_connections, budget) {
         (Some(n), Some(b)) if n > b => {
@@ -296,6 +332,11 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         directive_period: std::time::Duration::from_secs(a.directive_period.as_secs())
             .max(std::time::Duration::from_millis(100)),
         release_trust,
+        long_poll: tern_server::longpoll::LongPollSettings {
+            max_hold: Duration::from_secs(long_poll_max_hold),
+            max_held: a.long_poll_max_held,
+            release_jitter: Duration::from_secs(a.long_poll_jitter.as_secs()),
+        },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -587,6 +587,7 @@ mod tests {
             canary_tenure: jiff::SignedDuration::from_mins(10),
             directive_period: std::time::Duration::from_secs(10),
             release_trust: None,
+            long_poll: Default::default(),
         };
         let clock = Arc::new(DevClock::new("2026-11-23T09:00:00Z".parse().unwrap()));
         let config = AutoUpdateConfig::from_text(&fixtures::dev_staging_prod(0)).unwrap();

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use axum::body::Bytes;
+use axum::http::HeaderValue;
 use tern_core::find::{self, AgentDecision};
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, ToolsMode};
 use tern_core::views;
@@ -38,7 +39,14 @@ pub(crate) struct Snapshot {
 /// of a find's instructions (profiled), so each is serialized once. Derived data: a
 /// clone starts empty.
 #[derive(Debug, Default)]
-struct FindBodies(Mutex<Vec<(AgentDecision, String, Bytes)>>);
+struct FindBodies(Mutex<Vec<(AgentDecision, String, FindBody)>>);
+
+/// A serialized find answer and its ETag (what a long-polling host sends back).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FindBody {
+    pub(crate) body: Bytes,
+    pub(crate) etag: HeaderValue,
+}
 
 impl Clone for FindBodies {
     fn clone(&self) -> Self {
@@ -90,9 +98,9 @@ impl Snapshot {
         find::decide(self.rollout.as_ref(), group, updater_id)
     }
 
-    /// The JSON of [`response`](Self::response) for `decision`, serialized once per
-    /// snapshot.
-    pub(crate) fn find_body(&self, decision: &AgentDecision, edition: &str) -> Bytes {
+    /// The JSON of [`response`](Self::response) for `decision` and its ETag,
+    /// serialized once per snapshot.
+    pub(crate) fn find_body(&self, decision: &AgentDecision, edition: &str) -> FindBody {
         let mut bodies = self.find_bodies.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, _, body)) = bodies
             .iter()
@@ -103,10 +111,16 @@ impl Snapshot {
         // Serializing plain structs of strings, numbers and booleans cannot fail.
         let body =
             Bytes::from(serde_json::to_vec(&self.response(decision, edition)).unwrap_or_default());
+        let etag = crate::longpoll::etag_of(&body);
+        let found = FindBody {
+            // Quotes and hex digits: always a valid header value.
+            etag: HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"\"")),
+            body,
+        };
         if bodies.len() < MAX_FIND_BODIES {
-            bodies.push((decision.clone(), edition.to_owned(), body.clone()));
+            bodies.push((decision.clone(), edition.to_owned(), found.clone()));
         }
-        body
+        found
     }
 
     fn response(&self, decision: &AgentDecision, edition: &str) -> FindResponse {
@@ -153,7 +167,7 @@ mod tests {
             let mut seen = Vec::new();
             for d in &decisions {
                 for edition in ["community", "enterprise"] {
-                    let body = snap.find_body(d, edition);
+                    let body = snap.find_body(d, edition).body;
                     let want = serde_json::to_vec(&snap.response(d, edition)).unwrap();
                     assert_eq!(
                         body.as_ref(),
@@ -186,7 +200,7 @@ mod tests {
         let snap = Snapshot::default();
         for jitter in 0..(2 * MAX_FIND_BODIES as u64) {
             let d = decision(Some("1.0.0"), true, jitter);
-            let body = snap.find_body(&d, "community");
+            let body = snap.find_body(&d, "community").body;
             assert_eq!(
                 body.as_ref(),
                 serde_json::to_vec(&snap.response(&d, "community")).unwrap()

@@ -51,6 +51,8 @@ pub struct Settings {
     /// The signed release repository target versions are checked against
     /// (`--trust-root`); `None`: versions are not checked.
     pub release_trust: Option<crate::trust::ReleaseTrust>,
+    /// Long-poll find's bounds (`--long-poll-…`).
+    pub long_poll: crate::longpoll::LongPollSettings,
 }
 
 impl Settings {
@@ -104,6 +106,8 @@ pub struct AppState {
     pub(crate) tls: AtomicBool,
     /// Host history observations waiting for the store (`history`).
     pub(crate) history: crate::history::Pending,
+    /// Find requests held until the host's answer changes.
+    pub(crate) long_poll: crate::longpoll::LongPoll,
 }
 
 impl AppState {
@@ -118,6 +122,7 @@ impl AppState {
         notifiers: Notifiers,
     ) -> Arc<Self> {
         let max_agents = settings.max_agents;
+        let long_poll = crate::longpoll::LongPoll::new(settings.long_poll);
         Arc::new(Self {
             find_limiter: RateLimiter::new(settings.find_rate, settings.find_burst),
             heartbeat_limiter: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
@@ -148,6 +153,7 @@ impl AppState {
             downloads: std::sync::OnceLock::new(),
             tls: AtomicBool::new(false),
             history: crate::history::Pending::default(),
+            long_poll,
             notifiers,
         })
     }
@@ -197,6 +203,7 @@ impl AppState {
         );
         snap.pins = pins;
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);
+        self.long_poll.snapshot_changed();
         Ok(())
     }
 
@@ -207,6 +214,8 @@ impl AppState {
         {
             dev.set(now);
             tracing::info!(%now, "dev clock moved (shared)");
+            // A pin lifts at a time: held finds look again.
+            self.long_poll.snapshot_changed();
         }
     }
 

@@ -64,6 +64,11 @@ struct Cli {
     /// (agent_update_jitter_seconds: 60s, 10s under backpressure).
     #[arg(long, value_parser = params::parse_duration)]
     jitter: Option<i64>,
+    /// Agents also long-poll find (`tern-update watch`): released by a change, they
+    /// ask again within this bound (ternd's --long-poll-jitter) and skip find's jitter.
+    /// The timer still runs.
+    #[arg(long, value_name = "JITTER", value_parser = params::parse_duration)]
+    long_poll: Option<i64>,
     /// Time from the end of the jitter to the new version running (download, install,
     /// restart, health check).
     #[arg(long, default_value = "20s", value_parser = params::parse_duration)]
@@ -126,6 +131,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         from_version: cli.from,
         poll_secs: cli.poll,
         jitter_secs: cli.jitter,
+        long_poll_jitter_secs: cli.long_poll,
         install_secs: cli.install,
         fail: cli.fail.into_iter().collect(),
         churn_per_hour: cli.churn,

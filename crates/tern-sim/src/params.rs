@@ -42,6 +42,11 @@ pub struct Params {
     /// Overrides the jitter bound find answers (`agent_update_jitter_seconds`);
     /// `None`: use what find says (60 s, 10 s under backpressure).
     pub jitter_secs: Option<i64>,
+    /// Agents also long-poll find (`tern-update watch`): when a reconcile changes what
+    /// find tells an agent, it asks again after a random wait up to this bound
+    /// (ternd's `--long-poll-jitter`) and then skips find's jitter, instead of waiting
+    /// for its timer. `None`: the timer alone. The timer runs in both.
+    pub long_poll_jitter_secs: Option<i64>,
     /// Seconds from the end of the jitter to the new version running (download,
     /// install, restart, health check).
     pub install_secs: i64,
@@ -69,6 +74,7 @@ impl Default for Params {
             from_version: None,
             poll_secs: 60,
             jitter_secs: None,
+            long_poll_jitter_secs: None,
             install_secs: 20,
             fail: BTreeMap::new(),
             churn_per_hour: 0.0,
@@ -87,8 +93,13 @@ impl Params {
         if self.report_period_secs <= 0 {
             return Err(err("report period: must be at least 1s"));
         }
-        if self.install_secs < 0 || self.jitter_secs.is_some_and(|j| j < 0) {
-            return Err(err("install and jitter durations cannot be negative"));
+        if self.install_secs < 0
+            || self.jitter_secs.is_some_and(|j| j < 0)
+            || self.long_poll_jitter_secs.is_some_and(|j| j < 0)
+        {
+            return Err(err(
+                "install, jitter and long-poll jitter durations cannot be negative",
+            ));
         }
         if self.replicas == 0 {
             return Err(err("replicas: at least one ternd replica is needed"));

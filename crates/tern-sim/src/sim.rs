@@ -78,6 +78,9 @@ struct Agent {
     /// Offset of its timer in [0, poll).
     phase: i64,
     activity: Activity,
+    /// Its next run was brought forward by a long poll released on a change: ternd
+    /// spread it already, so the run waits no jitter of its own.
+    released: bool,
 }
 
 impl Agent {
@@ -139,6 +142,10 @@ struct GroupStats {
     max_updating: u64,
     first_update_at: Option<i64>,
     last_update_at: Option<i64>,
+    /// When the first agent began installing (its jitter over), and when the last
+    /// canary did (installs begun while the group was in canary).
+    first_install_at: Option<i64>,
+    last_canary_install_at: Option<i64>,
 }
 
 /// A simulated fleet, its replicas and its leader, at some instant.
@@ -584,6 +591,7 @@ impl Sim {
             counted: false,
             phase,
             activity: Activity::Idle,
+            released: false,
         });
         self.by_id.insert(updater_id, idx);
         self.members[served as usize].insert((frac_bits, idx));
@@ -1082,11 +1090,21 @@ impl Sim {
                     }
                 }
             };
+            let long_poll = self.params.long_poll_jitter_secs;
             for idx in candidates {
-                if self.agents[idx as usize].activity == Activity::Idle
-                    && self.wants_update(idx).is_some()
-                {
-                    self.schedule_poll(idx);
+                let activity = self.agents[idx as usize].activity;
+                // A long-polling agent is released whether its timer run was due or
+                // not; the timer's run, if it comes first, finds the work done.
+                let wakes = match long_poll {
+                    Some(_) => matches!(activity, Activity::Idle | Activity::PollScheduled),
+                    None => activity == Activity::Idle,
+                };
+                if !wakes || self.wants_update(idx).is_none() {
+                    continue;
+                }
+                match long_poll {
+                    Some(j) => self.schedule_release(idx, j),
+                    None => self.schedule_poll(idx),
                 }
             }
         }
@@ -1124,23 +1142,55 @@ impl Sim {
         self.push(next, Kind::Poll(idx));
     }
 
+    /// A long poll released by a change: the agent asks again after ternd's release
+    /// jitter (up to `jitter` seconds), and acts without a jitter of its own.
+    fn schedule_release(&mut self, idx: u32, jitter: i64) {
+        let wait = below(&mut self.rng, u64::try_from(jitter).unwrap_or(0) + 1) as i64;
+        let a = &mut self.agents[idx as usize];
+        a.activity = Activity::PollScheduled;
+        a.released = true;
+        self.push(self.now + wait, Kind::Poll(idx));
+    }
+
     fn poll(&mut self, idx: u32) {
         let a = &self.agents[idx as usize];
         if !a.live || a.activity != Activity::PollScheduled {
             return;
         }
-        self.agents[idx as usize].activity = Activity::Idle;
+        let released = a.released;
+        let a = &mut self.agents[idx as usize];
+        a.activity = Activity::Idle;
+        a.released = false;
         let Some((target, find_jitter)) = self.wants_update(idx) else {
             return;
         };
-        let bound = self
-            .params
-            .jitter_secs
-            .map_or(find_jitter, |j| u64::try_from(j).unwrap_or(0));
+        let bound = if released {
+            0
+        } else {
+            self.params
+                .jitter_secs
+                .map_or(find_jitter, |j| u64::try_from(j).unwrap_or(0))
+        };
         let wait = below(&mut self.rng, bound) as i64;
         self.agents[idx as usize].activity = Activity::Updating { target };
         let served = self.agents[idx as usize].served as usize;
+        let in_canary = self
+            .rollout
+            .as_ref()
+            .and_then(|r| r.group(&self.group_names[served]))
+            .is_some_and(|g| g.state == GroupState::Canary);
+        let install_at = self.now + wait;
         let st = &mut self.stats[served];
+        st.first_install_at = Some(
+            st.first_install_at
+                .map_or(install_at, |t| t.min(install_at)),
+        );
+        if in_canary {
+            st.last_canary_install_at = Some(
+                st.last_canary_install_at
+                    .map_or(install_at, |t| t.max(install_at)),
+            );
+        }
         st.updating += 1;
         st.max_updating = st.max_updating.max(st.updating);
         self.updating += 1;
@@ -1344,6 +1394,14 @@ impl Sim {
             max_updating: st.max_updating,
             first_update_at: st.first_update_at.map(|t| self.ts(t)),
             last_update_at: st.last_update_at.map(|t| self.ts(t)),
+            started_to_first_install_secs: st
+                .started_at
+                .zip(st.first_install_at)
+                .map(|(s, i)| i - s),
+            started_to_canaries_installing_secs: st
+                .started_at
+                .zip(st.last_canary_install_at)
+                .map(|(s, i)| i - s),
         }
     }
 }

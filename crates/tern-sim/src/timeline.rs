@@ -115,6 +115,10 @@ pub struct GroupSummary {
     pub max_updating: u64,
     pub first_update_at: Option<Timestamp>,
     pub last_update_at: Option<Timestamp>,
+    /// From the group's start to the first agent beginning its install (download).
+    pub started_to_first_install_secs: Option<i64>,
+    /// From the group's start to the last of its canaries beginning its install.
+    pub started_to_canaries_installing_secs: Option<i64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -397,3 +397,43 @@ fn local_time_windows_and_blackouts_in_the_simulator() {
     assert_eq!(starts, 1, "tokyo opened again on its blackout date");
     assert_all_on_target(&t);
 }
+
+#[test]
+fn long_polling_agents_start_within_the_release_jitter_and_finish_no_later() {
+    let timer = run(&halt3(), params(2_000, 3), 30);
+    let long_poll = run(
+        &halt3(),
+        Params {
+            long_poll_jitter_secs: Some(3),
+            ..params(2_000, 3)
+        },
+        30,
+    );
+    assert_all_on_target(&timer);
+    assert_all_on_target(&long_poll);
+    for (t, l) in timer.groups.iter().zip(&long_poll.groups) {
+        // Released by the reconcile that starts the group, within ternd's jitter.
+        let first = l.started_to_first_install_secs.unwrap();
+        assert!(first <= 3, "{}: {first}s", l.name);
+        // The timer waits for its next run (up to 60 s) and then find's jitter.
+        assert!(
+            t.started_to_first_install_secs.unwrap() >= first,
+            "{}: {t:?}",
+            t.name
+        );
+        assert!(
+            l.window_to_done_secs.unwrap() <= t.window_to_done_secs.unwrap(),
+            "{}: long poll {:?} vs timer {:?}",
+            l.name,
+            l.window_to_done_secs,
+            t.window_to_done_secs
+        );
+    }
+    let staging = &long_poll.groups[1];
+    let canaries = staging.started_to_canaries_installing_secs.unwrap();
+    assert!(canaries <= 3, "staging's canaries began after {canaries}s");
+    assert_eq!(
+        long_poll.groups[0].started_to_canaries_installing_secs, None,
+        "dev has no canaries"
+    );
+}

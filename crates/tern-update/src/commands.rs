@@ -416,7 +416,11 @@ pub fn unpin(ctx: &Ctx) -> Result<Report> {
 /// `update [--now]`. Without `--now` (the timer) it waits for the lock and applies
 /// jitter: the wait holds no lock (an operator's `pin` or `update --now` goes ahead), and
 /// afterwards everything is decided again from update.yaml and a fresh find.
-pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
+///
+/// `released` (the watcher's runs after ternd released a long poll on a change): ternd
+/// already spread the hosts that change released, so this run waits no jitter of its
+/// own.
+pub fn update(ctx: &Ctx, now: bool, released: bool) -> Result<Report> {
     let wait = if now {
         Wait::Timeout(INTERACTIVE_LOCK_TIMEOUT)
     } else {
@@ -424,6 +428,7 @@ pub fn update(ctx: &Ctx, now: bool) -> Result<Report> {
     };
     let mut opts = Opts {
         now,
+        jitter_done: released,
         ..Opts::default()
     };
     loop {

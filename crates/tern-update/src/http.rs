@@ -51,6 +51,17 @@ pub enum ChecksumProblem {
     NotAChecksum,
 }
 
+/// A long-poll find's answer.
+#[derive(Clone, Debug)]
+pub(crate) struct Polled {
+    pub(crate) find: FindResponse,
+    /// The answer's ETag; `None` from a ternd that does not long-poll.
+    pub(crate) etag: Option<String>,
+    /// ternd held the request and answered because this host's answer changed (it
+    /// then spread the hosts it released: `--long-poll-jitter`).
+    pub(crate) released: bool,
+}
+
 #[derive(Clone)]
 pub struct Client {
     agent: ureq::Agent,
@@ -145,6 +156,62 @@ impl Client {
             &[("group", group), ("updater_id", updater_id)],
             |url, source| Error::BadFindResponse { url, source },
         )
+    }
+
+    /// `GET {server}/v1/webapi/find?…&wait=HOLD&seen=ETAG`: find held by ternd until
+    /// this host's answer differs from the one whose ETag is `seen`, or for `hold`.
+    /// This one request may take `hold` plus `grace` (ternd's release jitter); past
+    /// that it fails, whatever the server does.
+    pub(crate) fn find_long_poll(
+        &self,
+        server: &str,
+        group: &str,
+        updater_id: &str,
+        hold: Duration,
+        grace: Duration,
+        seen: Option<&str>,
+    ) -> Result<Polled> {
+        let url = format!("{}/v1/webapi/find", server.trim_end_matches('/'));
+        self.check_url(&url)?;
+        let wait = hold.as_secs().to_string();
+        let mut req = self
+            .agent
+            .get(&url)
+            .query("group", group)
+            .query("updater_id", updater_id)
+            .query("wait", &wait);
+        if let Some(seen) = seen {
+            req = req.query("seen", seen);
+        }
+        let mut resp = req
+            .config()
+            .timeout_global(Some(hold.saturating_add(grace)))
+            .build()
+            .call()
+            .map_err(Self::request_err(&url))?;
+        Self::expect_success(Method::GET, &url, resp.status())?;
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        // From the network: an ETag is only kept when it looks like one (and is short),
+        // so a hostile one cannot grow the next request without bound.
+        let etag = header("etag")
+            .filter(|e| !e.is_empty() && e.len() <= 128 && e.bytes().all(|b| b.is_ascii_graphic()));
+        let released = header("tern-long-poll").as_deref() == Some("changed");
+        let find = resp
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024)
+            .read_json::<FindResponse>()
+            .map_err(|source| Error::BadFindResponse { url, source })?;
+        Ok(Polled {
+            find,
+            etag,
+            released,
+        })
     }
 
     /// A small JSON answer of ternd (at most 64 KiB: ureq's default limit is 10 MB);

@@ -32,6 +32,7 @@ pub mod setup;
 pub mod state;
 mod trust;
 pub mod update;
+pub mod watch;
 
 pub use error::{Error, Result};
 pub use extract::unpack_checked;

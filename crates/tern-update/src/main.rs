@@ -207,6 +207,20 @@ enum Cmd {
         /// Act now: no jitter, even outside the group's window.
         #[arg(long)]
         now: bool,
+        /// Run by `watch` after ternd released its long poll on a change: ternd spread
+        /// the hosts it released, so no jitter of this run's own.
+        #[arg(long, hide = true, conflicts_with = "now")]
+        released: bool,
+    },
+    /// Between the timer's runs, long-poll ternd's find and run `update` as soon as the
+    /// answer says to update (run by the `-watch` service of `setup --watch`; the timer
+    /// stays). Runs until stopped.
+    Watch {
+        /// Seconds ternd may hold each request (it caps them at its
+        /// --long-poll-max-hold).
+        #[arg(long, default_value_t = 50, value_name = "SECONDS",
+              value_parser = clap::value_parser!(u64).range(1..=tern_update::watch::MAX_HOLD_SECONDS))]
+        hold: u64,
     },
     /// Tell the server what this host runs now, without updating (every run ends with
     /// one).
@@ -238,6 +252,11 @@ enum Cmd {
         /// for a critical channel update; the agent's unit lifts it when it stops.
         #[arg(long)]
         schedule_timers: bool,
+        /// Also install and start the watcher (`tern-update watch` as a service of its
+        /// own): it long-polls ternd and updates as soon as the answer says so, instead
+        /// of at the timer's next run. The timer stays.
+        #[arg(long)]
+        watch: bool,
     },
     /// The updater timer's schedule override (with `setup --schedule-timers`).
     Schedule {
@@ -325,7 +344,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let resolved = settings::resolve(&given, &saved, enable)?;
     let layout = Layout::new(install_dir, &cli.install_suffix, &resolved);
     let current_exe = std::env::current_exe().context("current executable")?;
-    if !matches!(cli.command, Cmd::Setup { .. })
+    // `watch` runs for as long as the host does: the `update`s it starts are the ones
+    // handed to the active version's updater.
+    if !matches!(cli.command, Cmd::Setup { .. } | Cmd::Watch { .. })
         && let Some(code) = run_active_updater(
             &layout,
             &current_exe,
@@ -336,7 +357,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let settings = layout.fill(&resolved);
     let transport = transport_flags(&settings, cli.log_format);
+    let update_command = update_command(&current_exe, &layout, &settings, cli.log_format);
     let ctx = context_of(&cli, layout, settings)?;
+    if let Cmd::Watch { hold } = cli.command {
+        tern_update::watch::run(
+            &ctx,
+            &tern_update::watch::WatchArgs {
+                hold: Duration::from_secs(hold),
+                update_command,
+            },
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
     execute(&ctx, cli.command, current_exe, &transport)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -393,6 +425,28 @@ fn transport_flags(settings: &Settings, log_format: LogFormat) -> Vec<String> {
         transport.push("--log-format=json".into());
     }
     transport
+}
+
+/// The command line of the `update` the watcher runs: this binary with everything
+/// this invocation was given or resolved, as the timer's unit gives it.
+fn update_command(
+    exe: &Path,
+    layout: &Layout,
+    settings: &Settings,
+    log_format: LogFormat,
+) -> Vec<std::ffi::OsString> {
+    let mut argv: Vec<std::ffi::OsString> = vec![
+        exe.into(),
+        "--install-dir".into(),
+        layout.install_dir.clone().into(),
+        "--install-suffix".into(),
+        layout.suffix.clone().into(),
+    ];
+    argv.extend(settings.flags().into_iter().map(Into::into));
+    if matches!(log_format, LogFormat::Json) {
+        argv.push("--log-format=json".into());
+    }
+    argv
 }
 
 fn context_of(cli: &Cli, layout: Layout, settings: Settings) -> anyhow::Result<Ctx> {
@@ -498,7 +552,9 @@ fn execute(
             until,
         } => commands::pin(ctx, force_version, until)?,
         Cmd::Unpin => commands::unpin(ctx)?,
-        Cmd::Update { now } => update(ctx, now)?,
+        Cmd::Update { now, released } => update(ctx, now, released)?,
+        // run answers it before execute.
+        Cmd::Watch { .. } => return Ok(()),
         Cmd::Heartbeat => match commands::heartbeat(ctx)? {
             Report::Refused(why) => anyhow::bail!(why),
             sent => sent,
@@ -521,14 +577,18 @@ fn execute(
             dry_run,
             agent_unit,
             schedule_timers,
+            watch,
         } => {
             return print_setup(
                 ctx,
                 current_exe,
                 agent_unit.as_deref(),
                 transport,
-                dry_run,
-                schedule_timers,
+                SetupFlags {
+                    dry_run,
+                    schedule_timers,
+                    watch,
+                },
             );
         }
     };
@@ -539,8 +599,8 @@ fn execute(
     Ok(())
 }
 
-fn update(ctx: &Ctx, now: bool) -> anyhow::Result<Report> {
-    let report = commands::update(ctx, now)?;
+fn update(ctx: &Ctx, now: bool, released: bool) -> anyhow::Result<Report> {
+    let report = commands::update(ctx, now, released)?;
     // The timer's run is not an error when the operator disabled or pinned
     // updates; an explicit `update --now` that cannot act is.
     if let (Report::Refused(why), true) = (&report, now) {
@@ -559,14 +619,20 @@ fn print_status(ctx: &Ctx, output: OutputFormat) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `setup`'s switches.
+struct SetupFlags {
+    dry_run: bool,
+    schedule_timers: bool,
+    watch: bool,
+}
+
 /// `setup` writes units that run the linked updater when there is one, else this binary.
 fn print_setup(
     ctx: &Ctx,
     current_exe: PathBuf,
     agent_unit: Option<&str>,
     transport: &[String],
-    dry_run: bool,
-    schedule_timers: bool,
+    flags: SetupFlags,
 ) -> anyhow::Result<()> {
     let exe = ctx.layout.link_dir.join("tern-update");
     let exe = if exe.exists() { exe } else { current_exe };
@@ -577,8 +643,9 @@ fn print_setup(
             &exe.to_string_lossy(),
             agent_unit,
             transport,
-            dry_run,
-            schedule_timers
+            flags.dry_run,
+            flags.schedule_timers,
+            flags.watch,
         )?
     );
     Ok(())

@@ -22,6 +22,7 @@ pub(crate) fn units(
     agent_unit: Option<&str>,
     transport: &[String],
     schedule_timers: bool,
+    watch: bool,
 ) -> Vec<UnitFile> {
     let stem = layout.updater_unit_stem();
     let mut args: Vec<String> = vec![
@@ -83,6 +84,16 @@ pub(crate) fn units(
             ),
         });
     }
+    if watch {
+        // Beside the timer, not instead of it: the timer is the safety net when the
+        // watcher or the server's long poll is missing.
+        out.push(UnitFile {
+            path: layout.systemd_dir.join(format!("{stem}-watch.service")),
+            content: format!(
+                "# Written by `tern-update setup --watch`.\n[Unit]\nDescription=Tern agent updater ({ns}): update as soon as ternd says so (long poll)\nAfter=network-online.target\nWants=network-online.target\n\n[Service]\nType=simple\nExecStart={exe} {flags} watch\nRestart=always\nRestartSec=10\n\n[Install]\nWantedBy=multi-user.target\n"
+            ),
+        });
+    }
     if let Some(unit) = agent_unit {
         let unit = if unit.ends_with(".service") {
             unit.to_string()
@@ -122,8 +133,9 @@ pub fn run(
     transport: &[String],
     dry_run: bool,
     schedule_timers: bool,
+    watch: bool,
 ) -> Result<String> {
-    let files = units(layout, exe, agent_unit, transport, schedule_timers);
+    let files = units(layout, exe, agent_unit, transport, schedule_timers, watch);
     let mut report = String::new();
     for f in &files {
         if dry_run {
@@ -149,6 +161,10 @@ pub fn run(
     if schedule_timers {
         commands.push(vec!["enable", "--now", check.as_str()]);
     }
+    let watcher = format!("{}-watch.service", layout.updater_unit_stem());
+    if watch {
+        commands.push(vec!["enable", "--now", watcher.as_str()]);
+    }
     for args in commands {
         let program = systemctl_path();
         let owned = || args.iter().map(|a| a.to_string()).collect();
@@ -167,6 +183,9 @@ pub fn run(
     report.push_str(&format!("enabled {timer}\n"));
     if schedule_timers {
         report.push_str(&format!("enabled {check}\n"));
+    }
+    if watch {
+        report.push_str(&format!("enabled {watcher}\n"));
     }
     Ok(report)
 }
@@ -195,6 +214,7 @@ mod tests {
             Some("agent"),
             &transport,
             false,
+            false,
         );
         assert_eq!(u.len(), 3);
         assert_eq!(
@@ -212,12 +232,19 @@ mod tests {
             u[2].path,
             PathBuf::from("/etc/systemd/system/agent.service.d/tern-update-blue.conf")
         );
-        assert_eq!(units(&l, "x", None, &[], false).len(), 2);
+        assert_eq!(units(&l, "x", None, &[], false, false).len(), 2);
         assert!(!u[2].content.contains("ExecStopPost"));
 
         // The seed's timer pair: a 30-minute timer synced to the window, a check timer,
         // and the agent's stop lifting the window.
-        let u = units(&l, "/usr/local/bin/tern-update", Some("agent"), &[], true);
+        let u = units(
+            &l,
+            "/usr/local/bin/tern-update",
+            Some("agent"),
+            &[],
+            true,
+            false,
+        );
         let names: Vec<String> = u
             .iter()
             .map(|f| f.path.file_name().unwrap().to_string_lossy().into_owned())
@@ -244,5 +271,30 @@ mod tests {
                 .contains("ExecStopPost=/usr/local/bin/tern-update --install-dir /opt/tern")
         );
         assert!(u[4].content.ends_with(" schedule clear\n"));
+
+        // --watch: the watcher's service beside the timer, with the same flags.
+        let u = units(
+            &l,
+            "/usr/local/bin/tern-update",
+            None,
+            &transport,
+            false,
+            true,
+        );
+        assert_eq!(u.len(), 3);
+        assert_eq!(
+            u[2].path,
+            PathBuf::from("/etc/systemd/system/tern-update-blue-watch.service")
+        );
+        assert!(u[2].content.starts_with("# Written by `tern-update setup"));
+        assert!(
+            u[2].content
+                .contains("--ca-cert \"/etc/my ca.pem\" watch\n")
+        );
+        assert!(u[2].content.contains("Restart=always"));
+        assert!(
+            u[1].content.contains("OnUnitActiveSec=60s"),
+            "the timer stays"
+        );
     }
 }

@@ -154,7 +154,7 @@ fn new_uuid() -> Result<String> {
 }
 
 /// A random number in `0..=n`.
-fn random_up_to(n: u64) -> u64 {
+pub(crate) fn random_up_to(n: u64) -> u64 {
     let mut b = [0u8; 8];
     if n == 0 || getrandom::fill(&mut b).is_err() {
         return 0;

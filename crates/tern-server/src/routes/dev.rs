@@ -69,6 +69,8 @@ pub(crate) async fn set_clock(
         })?;
     clock.set(now);
     tracing::info!(%now, "dev clock moved");
+    // A pin lifts at a time: held finds look again.
+    state.long_poll.snapshot_changed();
     Ok(Json(ClockResponse { now }))
 }
 

@@ -19,35 +19,52 @@ use tern_core::wire::{Heartbeat, HeartbeatResponse, UnknownGroup};
 use crate::auth::Actor;
 use crate::error::{ApiError, ApiResult};
 use crate::inventory::Refused;
+use crate::longpoll::Release;
 use crate::metrics::{Metrics, bounded_agent_series, escape};
 use crate::state::AppState;
 
-/// The find query's `group` and updater id (each may be absent; other parameters are
-/// ignored), decoded in place: a typed `Query` extractor cost an eighth of a find's
-/// instructions (profiled). The id is `updater_id=`, or `host=` as seed 000's updaters
-/// send it; `updater_id` wins when both are given.
-fn find_query(raw: Option<&str>) -> (Cow<'_, str>, Cow<'_, str>) {
+/// The find query: `group` and updater id (each may be absent), and for a long poll
+/// `wait` and `seen`; other parameters are ignored. Decoded in place: a typed `Query`
+/// extractor cost an eighth of a find's instructions (profiled). The id is
+/// `updater_id=`, or `host=` as seed 000's updaters send it; `updater_id` wins when
+/// both are given.
+struct FindQuery<'a> {
+    group: Cow<'a, str>,
+    updater_id: Cow<'a, str>,
+    wait: Option<Cow<'a, str>>,
+    seen: Option<Cow<'a, str>>,
+}
+
+fn find_query(raw: Option<&str>) -> FindQuery<'_> {
     let (mut group, mut updater_id, mut host) =
         (Cow::Borrowed(""), Cow::Borrowed(""), Cow::Borrowed(""));
+    let (mut wait, mut seen) = (None, None);
     for (k, v) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match k.as_ref() {
             "group" => group = v,
             "updater_id" => updater_id = v,
             "host" => host = v,
+            "wait" => wait = Some(v),
+            "seen" => seen = Some(v),
             _ => {}
         }
     }
     if updater_id.is_empty() {
         updater_id = host;
     }
-    (group, updater_id)
+    FindQuery {
+        group,
+        updater_id,
+        wait,
+        seen,
+    }
 }
 
 /// The fuzzing entry for [`find_query`]: the decoded group and updater id.
 #[cfg(feature = "fuzzing")]
 pub fn fuzz_find_query(raw: &str) -> (String, String) {
-    let (g, u) = find_query(Some(raw));
-    (g.into_owned(), u.into_owned())
+    let q = find_query(Some(raw));
+    (q.group.into_owned(), q.updater_id.into_owned())
 }
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
@@ -71,27 +88,141 @@ fn limit_public(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
         })
 }
 
-/// `GET /v1/webapi/find?group=G&updater_id=U`
+/// `GET /v1/webapi/find?group=G&updater_id=U[&wait=SECONDS&seen=ETAG]`. With `wait`
+/// and the ETag of the answer the host holds, the request is held until the host's
+/// answer differs (then released after a random part of `--long-poll-jitter`) or
+/// `wait` (capped at `--long-poll-max-hold`) has passed; `tern-long-poll` says which.
 pub(crate) async fn find(
     State(state): State<Arc<AppState>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
     limit_ready(&state, addr)?;
+    let q = find_query(query.as_deref());
+    let long_poll = &state.long_poll;
+    let wait = q
+        .wait
+        .as_deref()
+        .map(|w| crate::longpoll::parse_wait(w, long_poll.settings.max_hold))
+        .transpose()
+        .map_err(ApiError::bad_request)?;
     Metrics::inc(&state.metrics.find_requests);
+    let Some(wait) = wait else {
+        let answer = find_answer(&state, &q.group, &q.updater_id);
+        return Ok(cacheable(&state, find_response(answer, None)));
+    };
+    // Subscribed before the answer is worked out: a change in between wakes the hold.
+    let mut changes = long_poll.subscribe();
+    let answer = find_answer(&state, &q.group, &q.updater_id);
+    let seen = q.seen.as_deref().unwrap_or_default();
+    let etag = answer.etag.to_str().unwrap_or_default();
+    if wait.is_zero() || !crate::longpoll::is_seen(seen, etag) {
+        return Ok(find_response(answer, Some(POLL_IMMEDIATE)));
+    }
+    let Some(_permit) = long_poll.admit() else {
+        return Ok(find_response(answer, Some(POLL_BUSY)));
+    };
+    let deadline = tokio::time::Instant::now() + wait;
+    // A pin lifts at its time, with no change to the snapshot: the hold looks again
+    // then (once). A dev clock's moves wake it instead.
+    let mut pin_lifts = pin_lifts_within(&state, &q.updater_id, wait);
+    let stopped = long_poll.stopped();
+    tokio::pin!(stopped);
+    let release = loop {
+        let look_again = tokio::select! {
+            changed = changes.changed() => {
+                // The sender lives as long as the state: an error only at its end.
+                if changed.is_err() {
+                    break Release::Expired;
+                }
+                true
+            }
+            () = tokio::time::sleep_until(pin_lifts.unwrap_or(deadline)), if pin_lifts.is_some() => {
+                pin_lifts = None;
+                true
+            }
+            () = tokio::time::sleep_until(deadline) => break Release::Expired,
+            () = &mut stopped => break Release::Expired,
+        };
+        if look_again && find_answer(&state, &q.group, &q.updater_id).etag != answer.etag {
+            break Release::Changed;
+        }
+    };
+    long_poll.count(release);
+    if release == Release::Changed {
+        // Under a dev clock time moves only when told, as for find's own jitter.
+        let bound = if state.clock.as_dev().is_some() {
+            std::time::Duration::ZERO
+        } else {
+            long_poll.settings.release_jitter
+        };
+        tokio::select! {
+            () = tokio::time::sleep(long_poll.jitter(bound)) => {}
+            () = &mut stopped => {}
+        }
+    }
+    // The answer as it is now: another change may have come during the jitter.
+    let answer = find_answer(&state, &q.group, &q.updater_id);
+    let how = match release {
+        Release::Changed => POLL_CHANGED,
+        Release::Expired => POLL_EXPIRED,
+    };
+    Ok(find_response(answer, Some(how)))
+}
+
+/// When, within `wait`, the pin of this host lifts (system clock only).
+fn pin_lifts_within(
+    state: &AppState,
+    updater_id: &str,
+    wait: std::time::Duration,
+) -> Option<tokio::time::Instant> {
+    if state.clock.as_dev().is_some() || updater_id.is_empty() {
+        return None;
+    }
+    let until = *state.snapshot().pins.get(updater_id)?;
+    let left = std::time::Duration::try_from(until.duration_since(state.clock.now())).ok()?;
+    // A moment past the instant, so that the pin has lifted when the answer is asked.
+    let left = left + std::time::Duration::from_millis(10);
+    (left < wait).then(|| tokio::time::Instant::now() + left)
+}
+
+/// How a long poll was answered (`tern-long-poll`): its answer had changed, its hold
+/// expired (or the replica is stopping), the replica holds too many, or the host's
+/// answer already differed from `seen` (or `wait` was 0).
+const POLL_CHANGED: HeaderValue = HeaderValue::from_static("changed");
+const POLL_EXPIRED: HeaderValue = HeaderValue::from_static("expired");
+const POLL_BUSY: HeaderValue = HeaderValue::from_static("busy");
+const POLL_IMMEDIATE: HeaderValue = HeaderValue::from_static("immediate");
+const LONG_POLL_HEADER: header::HeaderName = header::HeaderName::from_static("tern-long-poll");
+const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
+
+fn find_response(answer: crate::snapshot::FindBody, long_poll: Option<HeaderValue>) -> Response {
+    let mut resp = ([(header::CONTENT_TYPE, JSON.clone())], answer.body).into_response();
+    let headers = resp.headers_mut();
+    headers.insert(header::ETAG, answer.etag);
+    if let Some(how) = long_poll {
+        headers.insert(LONG_POLL_HEADER, how);
+        // A held answer depends on when it was asked: no cache may keep it.
+        headers.insert(header::CACHE_CONTROL, NO_STORE);
+    }
+    resp
+}
+
+/// What find tells this host now: `tern_core::find::decide` over the snapshot, with
+/// the host's placement, a directive governing it, a pin, as each applies.
+fn find_answer(state: &AppState, group: &str, updater_id: &str) -> crate::snapshot::FindBody {
     let snapshot = state.snapshot();
-    let (group, updater_id) = find_query(query.as_deref());
     // Groups placed by labels: the host counts in the group its last heartbeat was
     // placed in (`rollout::place`); the inventory is asked only then.
     let placed = if snapshot.places_by_labels && !updater_id.is_empty() {
         state
             .inventory()
-            .by_updater_id(&updater_id)
+            .by_updater_id(updater_id)
             .map(|a| tern_core::inventory::AgentView::group(&a).to_string())
     } else {
         None
     };
-    let mut decision = snapshot.decide(placed.as_deref().unwrap_or(&group), &updater_id);
+    let mut decision = snapshot.decide(placed.as_deref().unwrap_or(group), updater_id);
     // Only while a directive is active is the inventory asked (find's hot path takes
     // no lock otherwise).
     if !updater_id.is_empty()
@@ -100,13 +231,13 @@ pub(crate) async fn find(
             .load(std::sync::atomic::Ordering::Relaxed)
         && state
             .inventory()
-            .by_updater_id(&updater_id)
+            .by_updater_id(updater_id)
             .is_some_and(|a| a.install_state().is_some())
     {
         decision = tern_core::find::AgentDecision::governed_by_directive();
     }
     if !snapshot.pins.is_empty()
-        && let Some(until) = snapshot.pins.get::<str>(&updater_id)
+        && let Some(until) = snapshot.pins.get::<str>(updater_id)
     {
         decision = decision.pinned(*until, state.clock.now());
     }
@@ -115,9 +246,7 @@ pub(crate) async fn find(
         // updating would only slow tests and demos down.
         decision.jitter_seconds = 0;
     }
-    let body = snapshot.find_body(&decision, &state.settings.edition);
-    let resp = ([(header::CONTENT_TYPE, JSON.clone())], body).into_response();
-    Ok(cacheable(&state, resp))
+    snapshot.find_body(&decision, &state.settings.edition)
 }
 
 /// The public rate limit, then readiness: what find and the schedule answer from needs
@@ -369,6 +498,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .metrics
         .render_counters(&state.reconcile_hist, &mut out);
     crate::listen::render(&state.metrics, &mut out);
+    state.long_poll.render(&mut out);
     state.notifiers.render_metrics(&mut out);
     {
         let dl = state.directive_loop.lock().await;
@@ -528,10 +658,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn find_query_decodes_its_two_parameters() {
+    fn find_query_decodes_its_parameters() {
         let q = |raw: Option<&str>| {
-            let (g, u) = find_query(raw);
-            (g.into_owned(), u.into_owned())
+            let q = find_query(raw);
+            (q.group.into_owned(), q.updater_id.into_owned())
         };
         assert_eq!(q(None), (String::new(), String::new()));
         assert_eq!(
@@ -546,5 +676,10 @@ mod tests {
             ("dev".into(), "3f1d".into())
         );
         assert_eq!(q(Some("host=h&updater_id=u")), (String::new(), "u".into()));
+        let long = find_query(Some("group=dev&wait=30&seen=%22ab%22"));
+        assert_eq!(long.wait.as_deref(), Some("30"));
+        assert_eq!(long.seen.as_deref(), Some("\"ab\""));
+        let plain = find_query(Some("group=dev"));
+        assert!(plain.wait.is_none() && plain.seen.is_none());
     }
 }

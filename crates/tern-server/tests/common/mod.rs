@@ -116,6 +116,18 @@ impl Ternd {
         panic!("ternd never became ready");
     }
 
+    /// A handle on the ternd at `url` that owns no process (to call it from another
+    /// thread).
+    pub fn probe(url: &str) -> Self {
+        Ternd {
+            child: None,
+            url: url.to_string(),
+            dir: PathBuf::new(),
+            token: String::new(),
+            stdout: Vec::new(),
+        }
+    }
+
     /// Stops ternd with SIGTERM (it releases the leader lease) and waits for it.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

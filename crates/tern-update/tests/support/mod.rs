@@ -45,6 +45,13 @@ pub struct ServerState {
     /// Install instructions (version directives) for the next heartbeat answers: each
     /// answer (when `heartbeat_answer` is unset) carries the first, taken off the queue.
     pub install_queue: std::collections::VecDeque<InstallInstruction>,
+    /// Long-poll find as ternd does it (`wait` and `seen`, an ETag on every answer);
+    /// off, find answers at once without an ETag, as an older ternd.
+    pub long_poll: bool,
+    /// Finds being held now.
+    pub held: usize,
+    /// The query of every find, in order.
+    pub find_queries: Vec<String>,
 }
 
 /// A loopback HTTP/1.1 server, one thread per connection.
@@ -197,6 +204,50 @@ fn respond(
     conn.flush()
 }
 
+/// A find as ternd answers it with `wait` and `seen`: held while the answer's ETag
+/// is `seen`, for at most `wait` seconds.
+fn long_poll_find(
+    conn: &mut TcpStream,
+    st: &Mutex<ServerState>,
+    query: &str,
+    mut body: Vec<u8>,
+) -> std::io::Result<()> {
+    let etag = |b: &[u8]| format!("\"{}\"", &hex(&Sha256::digest(b))[..16]);
+    let params: HashMap<String, String> = query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.replace("%22", "\"")))
+        .collect();
+    let wait: Option<u64> = params.get("wait").and_then(|w| w.parse().ok());
+    let seen = params.get("seen").cloned().unwrap_or_default();
+    let mut how = "immediate";
+    if let Some(wait) = wait
+        && seen == etag(&body)
+    {
+        st.lock().unwrap().held += 1;
+        let deadline = Instant::now() + Duration::from_secs(wait);
+        how = "expired";
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = serde_json::to_vec(&st.lock().unwrap().find).unwrap();
+            if etag(&now) != seen {
+                body = now;
+                how = "changed";
+                break;
+            }
+        }
+        st.lock().unwrap().held -= 1;
+    }
+    write!(
+        conn,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nETag: {}\r\nTern-Long-Poll: {how}\r\nConnection: close\r\n\r\n",
+        body.len(),
+        etag(&body)
+    )?;
+    conn.write_all(&body)?;
+    conn.flush()
+}
+
 fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut line = String::new();
@@ -226,12 +277,16 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
     st.lock().unwrap().requests.push(format!("{method} {path}"));
     let head = method == "HEAD";
     if path == "/v1/webapi/find" {
-        let body = {
+        let (body, long_poll) = {
             let mut s = st.lock().unwrap();
             s.find_count += 1;
-            serde_json::to_vec(&s.find).unwrap()
+            s.find_queries.push(query.to_string());
+            (serde_json::to_vec(&s.find).unwrap(), s.long_poll)
         };
-        return respond(&mut conn, 200, "application/json", &body, head);
+        if !long_poll {
+            return respond(&mut conn, 200, "application/json", &body, head);
+        }
+        return long_poll_find(&mut conn, st, query, body);
     }
     if path == "/v1/agents/heartbeat" && method == "POST" {
         let hb: Heartbeat = serde_json::from_slice(&body).unwrap_or_default();

@@ -1,0 +1,247 @@
+//! Long-poll find on a real ternd (real HTTP over loopback, a real SQLite store): a
+//! held find is answered when the host's answer changes and not before, a hold with
+//! no change ends with the same answer, the held-request cap answers at once and is
+//! counted, a bad `wait` is refused naming it, and shutdown answers what it holds.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::mpsc;
+
+use common::{Ternd, eventually, three_groups, version_yaml};
+use serde_json::Value;
+
+/// A find's status, `tern-long-poll` header, ETag and body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    how: Option<String>,
+    etag: String,
+    body: Value,
+}
+
+fn find(t: &Ternd, query: &str) -> Answer {
+    let (status, headers, text) = t.raw("GET", &format!("/v1/webapi/find?{query}"), None, None);
+    let header = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_string());
+    Answer {
+        status,
+        how: header("tern-long-poll"),
+        etag: header("etag").unwrap_or_default(),
+        body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    }
+}
+
+/// The same find from another thread: its answer arrives on the channel.
+fn find_in_background(t: &Ternd, query: String) -> mpsc::Receiver<Answer> {
+    let (tx, rx) = mpsc::channel();
+    let probe = Ternd::probe(&t.url);
+    std::thread::spawn(move || {
+        let _ = tx.send(find(&probe, &query));
+    });
+    rx
+}
+
+fn metric(t: &Ternd, name: &str) -> u64 {
+    let (_, _, text) = t.raw("GET", "/metrics", None, None);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn enc(etag: &str) -> String {
+    form_urlencoded::byte_serialize(etag.as_bytes()).collect()
+}
+
+/// A rollout whose dev group is unstarted at 09:00 (its window opens at 10:00).
+fn unstarted_dev(t: &Ternd) {
+    t.put_resource("config", &three_groups());
+    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    t.reconcile();
+}
+
+#[test]
+fn a_held_find_answers_when_the_group_goes_active_and_not_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(dir.path());
+    unstarted_dev(&t);
+    let agent = t.new_token("agent");
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+
+    let before = find(&t, "group=dev&updater_id=d1");
+    assert_eq!(before.status, 200);
+    assert_eq!(before.how, None, "a plain find is not a long poll");
+    assert_eq!(
+        before.body["auto_update"]["agent_auto_update"], false,
+        "{:?}",
+        before.body
+    );
+    assert!(!before.etag.is_empty(), "every find answer has an ETag");
+
+    let held = find_in_background(
+        &t,
+        format!("group=dev&updater_id=d1&wait=50&seen={}", enc(&before.etag)),
+    );
+    eventually("the find to be held", || {
+        metric(&t, "tern_find_long_poll_held") == 1
+    });
+    // Time moves (a snapshot change) but the host's answer does not: still held.
+    t.set_clock("2026-11-23T10:05:00Z");
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+    assert!(
+        held.try_recv().is_err(),
+        "answered before the group went active"
+    );
+    assert_eq!(metric(&t, "tern_find_long_poll_held"), 1);
+
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "active");
+    let after = held.recv().unwrap();
+    assert_eq!(after.status, 200, "{after:?}");
+    assert_eq!(after.how.as_deref(), Some("changed"));
+    assert_eq!(
+        after.body["auto_update"]["agent_version"], "1.1.0",
+        "{after:?}"
+    );
+    assert_eq!(
+        after.body["auto_update"]["agent_auto_update"], true,
+        "{after:?}"
+    );
+    assert_ne!(after.etag, before.etag);
+    // The same answer a plain find gives now, and its ETag.
+    let plain = find(&t, "group=dev&updater_id=d1");
+    assert_eq!((plain.body, plain.etag), (after.body, after.etag));
+    assert_eq!(metric(&t, "tern_find_long_poll_changed_total"), 1);
+    assert_eq!(metric(&t, "tern_find_long_poll_held"), 0);
+}
+
+#[test]
+fn a_held_find_answers_when_the_hosts_pin_lifts() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(dir.path());
+    unstarted_dev(&t);
+    t.set_clock("2026-11-23T10:05:00Z");
+    let agent = t.new_token("agent");
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "active");
+    let user = t.new_token("user");
+    let (s, v) = t.call(
+        "PUT",
+        "/v1/inventory/d1/pin",
+        Some(&user),
+        Some(r#"{"until": "2026-11-23T12:00:00Z"}"#),
+    );
+    assert_eq!(s, 200, "{v}");
+    let pinned = find(&t, "group=dev&updater_id=d1");
+    assert_eq!(pinned.body["auto_update"]["agent_auto_update"], false);
+
+    let held = find_in_background(
+        &t,
+        format!("group=dev&updater_id=d1&wait=50&seen={}", enc(&pinned.etag)),
+    );
+    eventually("the find to be held", || {
+        metric(&t, "tern_find_long_poll_held") == 1
+    });
+    t.set_clock("2026-11-23T11:00:00Z");
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+    assert!(held.try_recv().is_err(), "answered while still pinned");
+
+    // The pin lifts at 12:00 with no write: the clock's move wakes the hold.
+    t.set_clock("2026-11-23T12:00:00Z");
+    let after = held.recv().unwrap();
+    assert_eq!(after.how.as_deref(), Some("changed"), "{after:?}");
+    assert_eq!(after.body["auto_update"]["agent_auto_update"], true);
+}
+
+#[test]
+fn holds_end_with_the_same_answer_and_bad_waits_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(dir.path());
+    unstarted_dev(&t);
+    let first = find(&t, "group=dev&updater_id=d1");
+
+    // Nothing changes: after the (one second) hold, the same answer.
+    let same = find(
+        &t,
+        &format!("group=dev&updater_id=d1&wait=1&seen={}", enc(&first.etag)),
+    );
+    assert_eq!(same.status, 200);
+    assert_eq!(same.how.as_deref(), Some("expired"));
+    assert_eq!((&same.body, &same.etag), (&first.body, &first.etag));
+    assert_eq!(metric(&t, "tern_find_long_poll_expired_total"), 1);
+
+    // A host holding another answer (or none) is answered at once.
+    let other = find(&t, "group=dev&updater_id=d1&wait=50&seen=%22feed%22");
+    assert_eq!(other.how.as_deref(), Some("immediate"));
+    assert_eq!(other.etag, first.etag);
+    let unseen = find(&t, "group=dev&updater_id=d1&wait=50");
+    assert_eq!(unseen.how.as_deref(), Some("immediate"));
+
+    for bad in ["soon", "-1", "1.5", ""] {
+        let a = find(&t, &format!("group=dev&updater_id=d1&wait={bad}"));
+        assert_eq!(a.status, 400, "wait={bad}: {a:?}");
+        let msg = a.body["error"]["message"].as_str().unwrap();
+        assert!(msg.starts_with(&format!("wait: {bad:?}")), "{msg}");
+        assert!(msg.contains("whole number of seconds"), "{msg}");
+    }
+    assert_eq!(metric(&t, "tern_find_long_poll_changed_total"), 0);
+}
+
+#[test]
+fn over_the_cap_a_long_poll_is_answered_at_once_and_shutdown_answers_the_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = Ternd::start(
+        dir.path(),
+        &["--dev-clock", common::T0, "--long-poll-max-held", "1"],
+    );
+    unstarted_dev(&t);
+    let first = find(&t, "group=dev&updater_id=d1");
+    let query = format!("group=dev&updater_id=d1&wait=50&seen={}", enc(&first.etag));
+    let held = find_in_background(&t, query.clone());
+    eventually("the find to be held", || {
+        metric(&t, "tern_find_long_poll_held") == 1
+    });
+
+    let refused = find(&t, &query);
+    assert_eq!(refused.status, 200);
+    assert_eq!(refused.how.as_deref(), Some("busy"));
+    assert_eq!((&refused.body, &refused.etag), (&first.body, &first.etag));
+    assert_eq!(metric(&t, "tern_find_long_poll_refused_total"), 1);
+    assert!(held.try_recv().is_err(), "the first is still held");
+
+    // SIGTERM: the held find is answered (unchanged), not cut off.
+    t.stop();
+    let last = held.recv().unwrap();
+    assert_eq!(last.status, 200, "{last:?}");
+    assert_eq!(last.how.as_deref(), Some("expired"));
+    assert_eq!(last.etag, first.etag);
+}
+
+#[test]
+fn holds_are_shortened_to_end_within_the_request_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        dir.path(),
+        &[
+            "--dev-clock",
+            common::T0,
+            "--request-timeout",
+            "3s",
+            "--long-poll-jitter",
+            "0s",
+        ],
+    );
+    unstarted_dev(&t);
+    let first = find(&t, "group=dev&updater_id=d1");
+    // Asked for 50 s, held at most 2 s: answered, not cut off with a 408.
+    let same = find(
+        &t,
+        &format!("group=dev&updater_id=d1&wait=50&seen={}", enc(&first.etag)),
+    );
+    assert_eq!(same.status, 200, "{same:?}");
+    assert_eq!(same.how.as_deref(), Some("expired"));
+    assert_eq!(same.etag, first.etag);
+}
