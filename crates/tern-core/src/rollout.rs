@@ -483,6 +483,18 @@ pub fn topology_admits(group: &RolloutGroup, updater_id: &str) -> bool {
         && group.topology.iter().all(|t| t.admits(updater_id))
 }
 
+/// Whether the rollout is moving: updates are enabled and a group tests canaries or
+/// is active. Replicas report (and the leader reconciles) more often then, so that a
+/// group moves on as soon as its hosts finish rather than at the next quiet period.
+pub fn in_motion(rollout: &AutoUpdateAgentRollout) -> bool {
+    rollout.spec.autoupdate_mode == Mode::Enabled
+        && rollout
+            .status
+            .groups
+            .iter()
+            .any(|g| matches!(g.state, GroupState::Canary | GroupState::Active))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

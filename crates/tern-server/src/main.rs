@@ -77,6 +77,10 @@ struct StartArgs {
     /// How often this replica writes its report and reconciles.
     #[arg(long, default_value = "1m", value_name = "DURATION", value_parser = parse_duration)]
     report_period: GoDuration,
+    /// How often instead while a group tests canaries or is active, so a group moves on
+    /// as soon as its hosts finish (0: the report period throughout).
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
+    active_report_period: GoDuration,
     /// The heartbeat interval updaters are told; silent for three, an agent is forgotten.
     #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
     heartbeat_interval: GoDuration,
@@ -319,6 +323,8 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         data_dir: a.data_dir,
         replica_id,
         report_period: a.report_period.as_signed(),
+        active_report_period: (a.active_report_period.as_secs() > 0)
+            .then(|| Duration::from_secs(a.active_report_period.as_secs())),
         heartbeat_interval: Duration::from_secs(a.heartbeat_interval.as_secs()),
         find_rate: a.find_rate,
         find_burst: a.find_burst,

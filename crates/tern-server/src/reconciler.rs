@@ -412,25 +412,50 @@ pub(crate) async fn tick(state: &AppState) -> ApiResult<ReconcileResult> {
     reconcile_once(state).await
 }
 
-/// The background loop (system clock only): a tick every report period, or sooner when
-/// kicked by an admin write.
+/// The background loop (system clock only): a tick every report period (every active
+/// report period while the rollout is moving), or a reconcile sooner when kicked by an
+/// admin write.
 pub(crate) async fn run(state: Arc<AppState>) {
-    let period = state
-        .settings
-        .report_period
-        .unsigned_abs()
-        .max(std::time::Duration::from_millis(100));
-    let mut interval = tokio::time::interval(period);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let floor = std::time::Duration::from_millis(100);
+    let quiet = state.settings.report_period.unsigned_abs().max(floor);
+    // The period for the rollout as this replica sees it now.
+    let period = |state: &AppState| {
+        let moving = state
+            .snapshot()
+            .rollout
+            .as_ref()
+            .is_some_and(tern_core::rollout::in_motion);
+        match state.settings.active_report_period {
+            Some(active) if moving => active.max(floor).min(quiet),
+            _ => quiet,
+        }
+    };
+    // Every new snapshot: a rollout another replica's leader set moving shortens the
+    // wait here too.
+    let mut snapshots = state.long_poll.subscribe();
     loop {
-        tokio::select! {
-            _ = interval.tick() => {
-                let _ = tick(&state).await;
-            }
-            () = state.kick.notified() => {
-                // Coalesce a burst of writes.
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                let _ = reconcile_once(&state).await;
+        let _ = tick(&state).await;
+        let next = tokio::time::sleep(period(&state));
+        tokio::pin!(next);
+        loop {
+            tokio::select! {
+                () = &mut next => break,
+                Ok(()) = snapshots.changed() => {
+                    let sooner = tokio::time::Instant::now() + period(&state);
+                    if sooner < next.deadline() {
+                        next.as_mut().reset(sooner);
+                    }
+                }
+                () = state.kick.notified() => {
+                    // Coalesce a burst of writes.
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    let _ = reconcile_once(&state).await;
+                    // A write that set the rollout moving shortens the wait at once.
+                    let sooner = tokio::time::Instant::now() + period(&state);
+                    if sooner < next.deadline() {
+                        next.as_mut().reset(sooner);
+                    }
+                }
             }
         }
     }
@@ -575,6 +600,7 @@ mod tests {
             data_dir: dir,
             replica_id: "a".into(),
             report_period: jiff::SignedDuration::from_secs(60),
+            active_report_period: None,
             heartbeat_interval: Duration::from_secs(60),
             find_rate: 0.0,
             find_burst: 1,

@@ -29,6 +29,9 @@ pub struct Settings {
     pub replica_id: String,
     /// How often reports are written and the rollout reconciled.
     pub report_period: SignedDuration,
+    /// How often instead while the rollout is moving (`rollout::in_motion`); `None`:
+    /// the report period throughout.
+    pub active_report_period: Option<Duration>,
     /// What updaters are told in `next_heartbeat_seconds`; agents silent for three
     /// intervals are forgotten.
     pub heartbeat_interval: Duration,

@@ -24,6 +24,7 @@ fn served_routes() -> Vec<RouteAccess> {
         data_dir: dir.path().to_path_buf(),
         replica_id: "table".into(),
         report_period: jiff::SignedDuration::from_secs(60),
+        active_report_period: None,
         heartbeat_interval: Duration::from_secs(60),
         find_rate: 0.0,
         find_burst: 1,

@@ -106,3 +106,54 @@ fn two_replicas_share_the_store_with_one_leader() {
         a.find("dev", "x") == ("2.0.0".into(), false)
     });
 }
+
+/// While a group is active the loop reports and reconciles at `--active-report-period`,
+/// not at the (here hour-long) report period; once nothing moves, at the report period.
+#[test]
+fn a_moving_rollout_is_reported_at_the_active_period() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--report-period", "1h", "--active-report-period", "1s"],
+    );
+    // time-based: a group started by hand stays active for a window's length.
+    t.put_resource(
+        "config",
+        &tern_core::fixtures::time_based("1h", &[("all", 3)]),
+    );
+    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "regular"));
+    let report_time = || {
+        let reports = t.op("GET", "/v1/resources/reports", None);
+        reports[0]["spec"]["timestamp"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let state = || {
+        let (s, v) = t.call("GET", "/v1/resources/rollout", Some(&t.token), None);
+        let state = v["status"]["groups"][0]["state"].as_str().unwrap_or("");
+        if s == 200 {
+            state.to_string()
+        } else {
+            String::new()
+        }
+    };
+    eventually("the rollout", || state() == "unstarted");
+    let quiet = report_time();
+    t.op(
+        "POST",
+        "/v1/agents/start-update",
+        Some(r#"{"groups": ["all"]}"#),
+    );
+    eventually("the group active", || state() == "active");
+    // Reports follow each other a second apart now (the report period is an hour).
+    let first = {
+        let mut seen = quiet.clone();
+        eventually("a report while active", || {
+            seen = report_time();
+            seen != quiet
+        });
+        seen
+    };
+    eventually("the next report a period later", || report_time() > first);
+}

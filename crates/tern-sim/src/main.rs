@@ -86,6 +86,10 @@ struct Cli {
     /// Report period of each replica, and reconcile period of the leader.
     #[arg(long, default_value = "60s", value_parser = params::parse_duration)]
     report_period: i64,
+    /// Report and reconcile period while a group tests canaries or is active, as
+    /// ternd's --active-report-period (unset: the report period throughout).
+    #[arg(long, value_parser = params::parse_duration)]
+    active_report_period: Option<i64>,
     /// Output: text for people, json for programs (one object, on the last line).
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     output: Format,
@@ -137,6 +141,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         churn_per_hour: cli.churn,
         replicas: cli.replicas,
         report_period_secs: cli.report_period,
+        active_report_period_secs: cli.active_report_period,
     };
     if let Some(why) = tern_core::views::modes(config.as_ref(), Some(&version), None).why_stopped {
         eprintln!("tern-sim: {why}; the simulated rollout will not move");

@@ -58,6 +58,10 @@ pub struct Params {
     pub replicas: u16,
     /// Seconds between two reports of a replica, and between two reconciles.
     pub report_period_secs: i64,
+    /// Seconds between two reports and reconciles while the rollout is moving
+    /// (`rollout::in_motion`), as ternd's `--active-report-period`; `None`: the
+    /// report period throughout.
+    pub active_report_period_secs: Option<i64>,
 }
 
 /// Monday 2026-11-23 00:00 UTC: a start before every window of a typical week.
@@ -80,6 +84,7 @@ impl Default for Params {
             churn_per_hour: 0.0,
             replicas: 1,
             report_period_secs: 60,
+            active_report_period_secs: None,
         }
     }
 }
@@ -92,6 +97,9 @@ impl Params {
         }
         if self.report_period_secs <= 0 {
             return Err(err("report period: must be at least 1s"));
+        }
+        if self.active_report_period_secs.is_some_and(|p| p <= 0) {
+            return Err(err("active report period: must be at least 1s"));
         }
         if self.install_secs < 0
             || self.jitter_secs.is_some_and(|j| j < 0)

@@ -791,8 +791,15 @@ impl Sim {
         if r == 0 {
             self.reconcile();
         }
-        let next = self.now + self.params.report_period_secs;
-        self.push(next, Kind::Tick(r));
+        let moving = self
+            .rollout
+            .as_ref()
+            .is_some_and(tern_core::rollout::in_motion);
+        let period = match self.params.active_report_period_secs {
+            Some(p) if moving => p,
+            _ => self.params.report_period_secs,
+        };
+        self.push(self.now + period, Kind::Tick(r));
     }
 
     /// The leader's reconcile, from every replica's report, as ternd's
