@@ -351,11 +351,21 @@ pub fn topology_report<A: AgentView>(
         .iter()
         .map(|(_, limits)| vec![BTreeMap::new(); limits.len()])
         .collect();
+    // Whether a raw version is the target, worked out once per distinct string: this
+    // runs over every agent of the replica every period.
+    let mut on_target: HashMap<String, bool> = HashMap::new();
     for agent in agents {
         if omitted_reason(&agent, now, report_period).is_some() {
             continue;
         }
-        if normalize(agent.version()) == target && !agent.failed() {
+        let raw = agent.version();
+        let is_target = match on_target.get(raw) {
+            Some(t) => *t,
+            None => *on_target
+                .entry(raw.to_owned())
+                .or_insert(normalize(raw) == target),
+        };
+        if is_target && !agent.failed() {
             continue;
         }
         let id = agent.updater_id();
