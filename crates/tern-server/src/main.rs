@@ -77,9 +77,10 @@ struct StartArgs {
     /// How often this replica writes its report and reconciles.
     #[arg(long, default_value = "1m", value_name = "DURATION", value_parser = parse_duration)]
     report_period: GoDuration,
-    /// How often instead while a group tests canaries or is active, so a group moves on
-    /// as soon as its hosts finish (0: the report period throughout).
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
+    /// How often this replica writes its report and reconciles while a group tests
+    /// canaries or is active, so that the group moves on soon after its hosts finish
+    /// (0: --report-period throughout).
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration_or_zero)]
     active_report_period: GoDuration,
     /// The heartbeat interval updaters are told; silent for three, an agent is forgotten.
     #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]

@@ -11,7 +11,15 @@ fn system_clock_reports_reconciles_and_forgets() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::start(
         &tmp.path().join("data"),
-        &["--report-period", "1s", "--heartbeat-interval", "1s"],
+        &[
+            "--report-period",
+            "1s",
+            "--heartbeat-interval",
+            "1s",
+            // 0: the report period throughout.
+            "--active-report-period",
+            "0",
+        ],
     );
     // A write triggers a reconcile without waiting for the period.
     t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "immediate"));
