@@ -495,6 +495,20 @@ pub fn in_motion(rollout: &AutoUpdateAgentRollout) -> bool {
             .any(|g| matches!(g.state, GroupState::Canary | GroupState::Active))
 }
 
+/// How long until the next report and reconcile: `active` (never longer than `quiet`)
+/// while `rollout` is [`in_motion`], `quiet` otherwise. ternd's loop and the simulator
+/// both ask this.
+pub fn report_period<T: Ord>(
+    rollout: Option<&AutoUpdateAgentRollout>,
+    quiet: T,
+    active: Option<T>,
+) -> T {
+    match active {
+        Some(active) if rollout.is_some_and(in_motion) => active.min(quiet),
+        _ => quiet,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -888,3 +888,39 @@ fn an_active_group_whose_hosts_vanish_does_not_complete_until_reset() {
     w.reconcile("2026-11-23T12:12:00Z");
     assert_eq!(w.state("dev"), (Done, reason::UPDATE_COMPLETE.into()));
 }
+
+/// The report period ternd and the simulator ask for: the active one only while a
+/// group tests canaries or is active with updates enabled, and never longer than the
+/// quiet one.
+#[test]
+fn the_active_report_period_holds_while_the_rollout_moves() {
+    use tern_core::rollout::{in_motion, report_period};
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
+    let mut r = w.reconcile("2026-11-23T09:00:00Z").clone();
+    assert!(!in_motion(&r), "nothing started");
+    assert_eq!(report_period(Some(&r), 60, Some(10)), 60);
+    assert_eq!(report_period(None, 60, Some(10)), 60);
+    for state in [GroupState::Canary, GroupState::Active] {
+        r.status.groups[1].state = state;
+        assert!(in_motion(&r), "{state:?}");
+        assert_eq!(report_period(Some(&r), 60, Some(10)), 10);
+        assert_eq!(
+            report_period(Some(&r), 60, None),
+            60,
+            "no active period set"
+        );
+        assert_eq!(
+            report_period(Some(&r), 5, Some(10)),
+            5,
+            "never slower than quiet"
+        );
+    }
+    r.spec.autoupdate_mode = Mode::Suspended;
+    assert!(!in_motion(&r), "a suspended rollout does not move");
+    r.spec.autoupdate_mode = Mode::Enabled;
+    r.status.groups[1].state = GroupState::Done;
+    assert!(!in_motion(&r), "done groups do not move");
+}

@@ -6,6 +6,11 @@
 //! What a held request costs the replica is bounded: a hold never exceeds
 //! `max_hold`, at most `max_held` requests are held at once (past it a request is
 //! answered at once, like a plain find), and shutdown releases every one.
+//!
+//! Only a new snapshot (and a pin's lift) wakes held requests. The parts of an answer
+//! read from the inventory (a host's placement by labels, a directive governing it)
+//! change with heartbeats, which wake nobody: such a change reaches a held host when
+//! its hold ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,7 +65,9 @@ pub(crate) struct LongPoll {
 }
 
 impl LongPoll {
-    pub(crate) fn new(settings: LongPollSettings) -> Self {
+    pub(crate) fn new(mut settings: LongPollSettings) -> Self {
+        // Tokio's semaphore has a ceiling (and panics past it); no replica holds more.
+        settings.max_held = settings.max_held.min(Semaphore::MAX_PERMITS);
         let mut seed = [0u8; 32];
         // The jitter spreads load; it protects no secret. Without the OS's randomness
         // (it does not fail on Linux) a fixed seed still spreads hosts apart.
@@ -195,9 +202,10 @@ pub(crate) fn etag_of(body: &[u8]) -> String {
     format!("\"{h:016x}\"")
 }
 
-/// Whether `seen` (as the host sends it back, quoted or not) names `etag`.
+/// Whether `seen` (as the host sends it back: quoted or not, or marked weak with `W/`
+/// by a proxy that compressed the body) names `etag`.
 pub(crate) fn is_seen(seen: &str, etag: &str) -> bool {
-    seen.trim_matches('"') == etag.trim_matches('"')
+    seen.trim_start_matches("W/").trim_matches('"') == etag.trim_matches('"')
 }
 
 #[cfg(test)]
@@ -225,7 +233,24 @@ mod tests {
         assert_ne!(a, etag_of(br#"{"agent_version":"1.1.0"}"#));
         assert!(is_seen(&a, &a));
         assert!(is_seen(a.trim_matches('"'), &a));
+        assert!(
+            is_seen(&format!("W/{a}"), &a),
+            "a proxy's weak tag still names it"
+        );
         assert!(!is_seen("", &a));
+        assert!(!is_seen("W/", &a));
+    }
+
+    #[test]
+    fn a_huge_cap_is_held_to_what_a_semaphore_can_count() {
+        let lp = LongPoll::new(LongPollSettings {
+            max_held: usize::MAX,
+            ..LongPollSettings::default()
+        });
+        assert_eq!(lp.settings.max_held, Semaphore::MAX_PERMITS);
+        assert_eq!(lp.held(), 0);
+        assert!(lp.admit().is_some());
+        assert_eq!(lp.held(), 0, "the permit was dropped at once");
     }
 
     #[test]

@@ -419,16 +419,9 @@ pub(crate) async fn run(state: Arc<AppState>) {
     let floor = std::time::Duration::from_millis(100);
     let quiet = state.settings.report_period.unsigned_abs().max(floor);
     // The period for the rollout as this replica sees it now.
+    let active = state.settings.active_report_period.map(|a| a.max(floor));
     let period = |state: &AppState| {
-        let moving = state
-            .snapshot()
-            .rollout
-            .as_ref()
-            .is_some_and(tern_core::rollout::in_motion);
-        match state.settings.active_report_period {
-            Some(active) if moving => active.max(floor).min(quiet),
-            _ => quiet,
-        }
+        tern_core::rollout::report_period(state.snapshot().rollout.as_ref(), quiet, active)
     };
     // Every new snapshot: a rollout another replica's leader set moving shortens the
     // wait here too.

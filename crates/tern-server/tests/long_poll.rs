@@ -156,6 +156,51 @@ fn a_held_find_answers_when_the_hosts_pin_lifts() {
     assert_eq!(after.body["auto_update"]["agent_auto_update"], true);
 }
 
+/// On the system clock nothing moves the time: the held find of a pinned host sets
+/// its own timer for the instant the pin lifts, and is answered `changed` then, long
+/// before its hold (or the hour-long report period) would end it.
+#[test]
+fn on_the_system_clock_a_held_find_answers_when_the_pin_lifts() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        dir.path(),
+        &["--report-period", "1h", "--long-poll-jitter", "0"],
+    );
+    // The immediate schedule: every host is told to update now, unless pinned.
+    t.put_resource(
+        "version",
+        &common::enabled_version("1.0.0", "1.1.0", "immediate"),
+    );
+    eventually("find to serve the rollout", || {
+        find(&t, "group=dev&updater_id=d1").body["auto_update"]["agent_auto_update"] == true
+    });
+    let until = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3);
+    let user = t.new_token("user");
+    let (s, v) = t.call(
+        "PUT",
+        "/v1/inventory/d1/pin",
+        Some(&user),
+        Some(&format!(r#"{{"until": "{until}"}}"#)),
+    );
+    assert_eq!(s, 200, "{v}");
+    let mut pinned = find(&t, "group=dev&updater_id=d1");
+    eventually("find to hold the pinned host", || {
+        pinned = find(&t, "group=dev&updater_id=d1");
+        pinned.body["auto_update"]["agent_auto_update"] == false
+    });
+    assert!(
+        jiff::Timestamp::now() < until,
+        "the test machine is too slow for this test"
+    );
+    let after = find(
+        &t,
+        &format!("group=dev&updater_id=d1&wait=50&seen={}", enc(&pinned.etag)),
+    );
+    assert_eq!(after.how.as_deref(), Some("changed"), "{after:?}");
+    assert_eq!(after.body["auto_update"]["agent_auto_update"], true);
+    assert!(jiff::Timestamp::now() >= until);
+}
+
 #[test]
 fn holds_end_with_the_same_answer_and_bad_waits_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -791,14 +791,11 @@ impl Sim {
         if r == 0 {
             self.reconcile();
         }
-        let moving = self
-            .rollout
-            .as_ref()
-            .is_some_and(tern_core::rollout::in_motion);
-        let period = match self.params.active_report_period_secs {
-            Some(p) if moving => p,
-            _ => self.params.report_period_secs,
-        };
+        let period = tern_core::rollout::report_period(
+            self.rollout.as_ref(),
+            self.params.report_period_secs,
+            self.params.active_report_period_secs,
+        );
         self.push(self.now + period, Kind::Tick(r));
     }
 

@@ -122,7 +122,10 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
     let mut said_no_long_poll = false;
     loop {
         let file = state::load(&ctx.layout.update_yaml())?;
-        if let Some(why) = idle_reason(file.as_ref()) {
+        // `idle_reason` is `None` only for a file that is there.
+        let idle = idle_reason(file.as_ref());
+        let (None, Some(file)) = (idle, file) else {
+            let why = idle.unwrap_or("not enabled (no update.yaml)");
             if said_idle != Some(why) {
                 log::info(format!(
                     "watch: nothing to watch: {why}; looking again every {}s",
@@ -133,9 +136,8 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
             }
             std::thread::sleep(IDLE_RECHECK);
             continue;
-        }
+        };
         said_idle = None;
-        let Some(file) = file else { continue };
         let (server, group) = (&file.spec.server, &file.spec.group);
         if !said_watching {
             log::info(format!(
@@ -182,7 +184,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         if changed && a.agent_auto_update {
             log::info(format!(
                 "watch: ternd says update to {} now{}: running `update`",
-                clean(&a.agent_version),
+                tern_core::text::excerpt(&a.agent_version, 64),
                 if polled.released {
                     " (released by a change, already spread by ternd)"
                 } else {
@@ -193,11 +195,6 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         }
         pause(pacer.after_answer(took, hold));
     }
-}
-
-/// The version as ternd sent it, made harmless to log.
-fn clean(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 
 /// `tern-update … update` as a child, as the timer runs it. `released`: ternd spread
