@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use crate::{cargo, run as run_cmd};
+use crate::run as run_cmd;
 
 fn has_nextest() -> bool {
     cargo()
@@ -106,6 +106,19 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
+/// cargo for a one-shot build: incremental caches only help a rebuild, and on a fresh
+/// clone they would add a quarter to the target dir's size.
+fn cargo() -> Command {
+    one_shot(crate::cargo())
+}
+
+fn one_shot(mut cargo: Command) -> Command {
+    if std::env::var_os("CARGO_INCREMENTAL").is_none() {
+        cargo.env("CARGO_INCREMENTAL", "0");
+    }
+    cargo
+}
+
 pub fn run() -> Result<(), String> {
     ensure_system_packages()?;
     let mut fmt = cargo();
@@ -128,7 +141,7 @@ pub fn run() -> Result<(), String> {
     run_cmd(clippy)?;
 
     // The fuzzing corpus (seeds, fixed crashes) through every harness: a short run.
-    run_cmd(crate::fuzz::corpus_replay())?;
+    run_cmd(one_shot(crate::fuzz::corpus_replay()))?;
 
     // Doc tests first, so the run closes on the main test runner's summary.
     let mut doc = cargo();
