@@ -54,6 +54,10 @@ struct Model {
     report_period_secs: i64,
     /// ternd's `--active-report-period` (default 10 s), absent before it existed.
     active_report_period_secs: Option<i64>,
+    /// ternd's `--report-after-change` (default 2 s), absent before it existed.
+    report_after_change_secs: Option<i64>,
+    /// How long a host's install takes (download, swap, restart, health check).
+    install_secs: i64,
 }
 
 const TIMER: Model = Model {
@@ -62,21 +66,36 @@ const TIMER: Model = Model {
     long_poll: None,
     report_period_secs: 60,
     active_report_period_secs: None,
+    report_after_change_secs: None,
+    install_secs: INSTALL_SECS,
 };
-/// Tern now: the watcher's long poll, and reports every 10 s while a group moves.
+/// Tern now: the watcher's long poll, reports every 10 s while a group moves, and 2 s
+/// after a host finishes.
 const LONG_POLL: Model = Model {
     long_poll: Some(RELEASE_JITTER_SECS),
     active_report_period_secs: Some(ACTIVE_REPORT_PERIOD_SECS),
+    report_after_change_secs: Some(REPORT_AFTER_CHANGE_SECS),
     ..TIMER
 };
 /// The long poll alone, reports every 60 s throughout: what each part brings.
 const LONG_POLL_ONLY: Model = Model {
     active_report_period_secs: None,
+    report_after_change_secs: None,
+    ..LONG_POLL
+};
+/// The long poll and the active period, without the report after a change.
+const LONG_POLL_ACTIVE_PERIOD: Model = Model {
+    report_after_change_secs: None,
     ..LONG_POLL
 };
 
 /// ternd's default `--active-report-period`.
 const ACTIVE_REPORT_PERIOD_SECS: i64 = 10;
+/// ternd's default `--report-after-change`.
+const REPORT_AFTER_CHANGE_SECS: i64 = 2;
+/// The simulator's default install time; the one-group case also runs a fast one.
+const INSTALL_SECS: i64 = 20;
+const FAST_INSTALL_SECS: i64 = 5;
 const SEEDS: Model = Model {
     poll_secs: 600,
     jitter_secs: Some(60),
@@ -115,6 +134,8 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
                 long_poll_jitter_secs: m.long_poll,
                 report_period_secs: m.report_period_secs,
                 active_report_period_secs: m.active_report_period_secs,
+                report_after_change_secs: m.report_after_change_secs,
+                install_secs: m.install_secs,
                 ..Params::default()
             };
             let until = params
@@ -199,12 +220,30 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
         let g = g.first().context("no group")?;
         Ok((g.window_to_done_secs, g.window_to_all_updated_secs))
     };
-    let (ot, ol, ol10) = (one(TIMER)?, one(LONG_POLL)?, one(LONG_POLL_ONLY)?);
+    let (ot, ol, ol10, ola) = (
+        one(TIMER)?,
+        one(LONG_POLL)?,
+        one(LONG_POLL_ONLY)?,
+        one(LONG_POLL_ACTIVE_PERIOD)?,
+    );
     eprintln!(
-        "one group of {agents}, max_in_flight 10%: window→done timer {}  long poll {}  (long poll, 60 s reports throughout: {})",
+        "one group of {agents}, max_in_flight 10%: window→done timer {}  long poll {}  (long poll, 60 s reports throughout: {}; with 10 s reports, none after a change: {})",
         secs(ot.0),
         secs(ol.0),
-        secs(ol10.0)
+        secs(ol10.0),
+        secs(ola.0)
+    );
+    // The same with 5 s installs (a nearby mirror, a small agent): the floor that
+    // backpressure sets (10 waves of one install) is then far lower.
+    let fast = |m: Model| Model {
+        install_secs: FAST_INSTALL_SECS,
+        ..m
+    };
+    let (ft, fl) = (one(fast(TIMER))?, one(fast(LONG_POLL))?);
+    eprintln!(
+        "the same, {FAST_INSTALL_SECS} s installs: window→done timer {}  long poll {}",
+        secs(ft.0),
+        secs(fl.0)
     );
     let real = if opts.ternd.is_file() {
         Some(real_fleet(opts)?)
@@ -220,7 +259,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
         "quick": opts.quick,
         "agents": agents,
         "tern": {"poll_secs": 60, "jitter": "find (60s)"},
-        "long_poll": {"poll_secs": 60, "release_jitter_secs": RELEASE_JITTER_SECS, "active_report_period_secs": ACTIVE_REPORT_PERIOD_SECS},
+        "long_poll": {"poll_secs": 60, "release_jitter_secs": RELEASE_JITTER_SECS, "active_report_period_secs": ACTIVE_REPORT_PERIOD_SECS, "report_after_change_secs": REPORT_AFTER_CHANGE_SECS},
         "seeds": {"poll_secs": 600, "jitter_secs": 60},
         "window_to_done": per,
         "start_to_install": starts,
@@ -238,6 +277,17 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
             "long_poll_ratio": ratio(ol.0, ot.0),
             "long_poll_only_secs": ol10.0,
             "long_poll_only_ratio": ratio(ol10.0, ot.0),
+            "long_poll_no_report_after_change_secs": ola.0,
+            "long_poll_no_report_after_change_ratio": ratio(ola.0, ot.0),
+            "install_secs": INSTALL_SECS,
+        },
+        "one_group_backpressure_fast_install_window_to_done": {
+            "agents": agents,
+            "max_in_flight": "10%",
+            "install_secs": FAST_INSTALL_SECS,
+            "tern_secs": ft.0,
+            "long_poll_secs": fl.0,
+            "long_poll_ratio": ratio(fl.0, ft.0),
         },
         "real": real,
         "loadavg": procs::loadavg(),

@@ -93,6 +93,7 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
         replica_id: "bench".into(),
         report_period: jiff::SignedDuration::from_secs(60),
         active_report_period: None,
+        report_after_change: None,
         heartbeat_interval: Duration::from_secs(3600),
         find_rate: 0.0,
         find_burst: 1,

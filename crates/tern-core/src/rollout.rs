@@ -509,6 +509,44 @@ pub fn report_period<T: Ord>(
     }
 }
 
+/// How often a replica reports (and the leader reconciles): `D` is a duration type,
+/// whichever clock the caller counts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportPeriods<D> {
+    /// While nothing moves.
+    pub quiet: D,
+    /// While the rollout is [`in_motion`] (never longer than `quiet`).
+    pub active: Option<D>,
+    /// While the rollout is in motion, a replica whose hosts changed (a host finished
+    /// an update, rolled back, joined) reports this long after the first change, and
+    /// never sooner than this long after its last report: a group's progress follows
+    /// its hosts within seconds, and a replica writes at most one report per this
+    /// long however fast its hosts change.
+    pub after_change: Option<D>,
+}
+
+/// When a replica that last reported at `last` reports next, given the first change
+/// among its hosts since then (`changed`). ternd's loop and the simulator both ask
+/// this.
+pub fn next_report<T, D>(
+    rollout: Option<&AutoUpdateAgentRollout>,
+    periods: &ReportPeriods<D>,
+    last: T,
+    changed: Option<T>,
+) -> T
+where
+    T: Ord + Copy + std::ops::Add<D, Output = T>,
+    D: Ord + Copy,
+{
+    let regular = last + report_period(rollout, periods.quiet, periods.active);
+    match (periods.after_change, changed) {
+        (Some(delay), Some(changed)) if rollout.is_some_and(in_motion) => {
+            regular.min((changed + delay).max(last + delay))
+        }
+        _ => regular,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

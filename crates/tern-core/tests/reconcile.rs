@@ -924,3 +924,57 @@ fn the_active_report_period_holds_while_the_rollout_moves() {
     r.status.groups[1].state = GroupState::Done;
     assert!(!in_motion(&r), "done groups do not move");
 }
+
+/// A change among a replica's hosts brings its next report forward while the rollout
+/// moves: `after_change` after the change, never sooner than `after_change` after the
+/// last report, never later than the regular period.
+#[test]
+fn a_change_brings_the_next_report_forward_only_while_the_rollout_moves() {
+    use tern_core::rollout::{ReportPeriods, next_report};
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
+    let mut r = w.reconcile("2026-11-23T09:00:00Z").clone();
+    let periods = ReportPeriods {
+        quiet: 60,
+        active: Some(10),
+        after_change: Some(2),
+    };
+    let last = 100;
+    assert_eq!(
+        next_report(Some(&r), &periods, last, Some(101)),
+        160,
+        "nothing moves: a change waits for the quiet period"
+    );
+    assert_eq!(next_report(None, &periods, last, Some(101)), 160);
+    r.status.groups[1].state = GroupState::Active;
+    assert_eq!(next_report(Some(&r), &periods, last, None), 110);
+    assert_eq!(
+        next_report(Some(&r), &periods, last, Some(105)),
+        107,
+        "two seconds after the change"
+    );
+    assert_eq!(
+        next_report(Some(&r), &periods, last, Some(100)),
+        102,
+        "a change at the report itself"
+    );
+    assert_eq!(
+        next_report(Some(&r), &periods, last, Some(109)),
+        110,
+        "never later than the active period"
+    );
+    assert_eq!(
+        next_report(Some(&r), &periods, last, Some(99)),
+        102,
+        "at most one report per two seconds, even for a change before the last report"
+    );
+    let off = ReportPeriods {
+        after_change: None,
+        ..periods
+    };
+    assert_eq!(next_report(Some(&r), &off, last, Some(105)), 110);
+    r.spec.autoupdate_mode = Mode::Suspended;
+    assert_eq!(next_report(Some(&r), &periods, last, Some(105)), 160);
+}

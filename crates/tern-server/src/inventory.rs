@@ -54,6 +54,9 @@ pub struct Recorded {
     /// The host is new to this replica, or reports another state than before: its
     /// history may have something to add.
     pub changed: bool,
+    /// A host this replica knew reports another version, group or health: what its
+    /// report counts may have moved. (A new host counts only once settled.)
+    pub moved: bool,
 }
 
 #[derive(Debug)]
@@ -223,9 +226,8 @@ impl Inventory {
             None => (None, None, false),
         };
         let instruction = directed::deliver(&mut directed, hb.install_result.as_ref());
-        let changed = found.is_none_or(|i| {
-            self.entries[i].history_unrecorded || self.reports_changed(&self.entries[i], hb)
-        });
+        let moved = found.is_some_and(|i| self.reports_changed(&self.entries[i], hb));
+        let changed = moved || found.is_none_or(|i| self.entries[i].history_unrecorded);
         let names = &mut self.names;
         let entry = Entry {
             updater_id,
@@ -261,6 +263,7 @@ impl Inventory {
         Ok(Recorded {
             install: instruction,
             changed,
+            moved,
         })
     }
 
@@ -661,6 +664,27 @@ mod tests {
         let mut beat = |h: &Heartbeat| inv.heartbeat(h, now, at).unwrap().changed;
         assert!(beat(&hb("a", "prod", "1.0.0")));
         assert!(!beat(&hb("a", "prod", "1.0.0")));
+    }
+
+    /// What brings a report forward: a known host's counted state moving, not a new
+    /// host (counted once settled) nor a re-queued history entry.
+    #[test]
+    fn a_heartbeat_says_whether_what_the_report_counts_moved() {
+        let mut inv = Inventory::default();
+        let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+        let at = Instant::now();
+        let mut beat = |h: &Heartbeat| inv.heartbeat(h, now, at).unwrap().moved;
+        assert!(!beat(&hb("a", "dev", "1.0.0")), "new: not counted yet");
+        assert!(!beat(&hb("a", "dev", "1.0.0")));
+        assert!(beat(&hb("a", "dev", "1.1.0")), "updated");
+        let mut back = hb("a", "dev", "1.0.0");
+        back.rollback = true;
+        assert!(beat(&back), "rolled back");
+        let mut facts = back.clone();
+        facts.arch = "arm64".into();
+        assert!(!beat(&facts), "facts are not counted");
+        inv.mark_history_unrecorded("a");
+        assert!(!inv.heartbeat(&facts, now, at).unwrap().moved);
     }
 
     #[test]

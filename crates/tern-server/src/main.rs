@@ -82,6 +82,12 @@ struct StartArgs {
     /// (0: --report-period throughout).
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration_or_zero)]
     active_report_period: GoDuration,
+    /// While a group tests canaries or is active, report (and reconcile) this long after
+    /// a host of this replica finishes an update, rolls back or joins, at most once per
+    /// this long, so that the group moves on within seconds (0: only every
+    /// --active-report-period).
+    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = parse_duration_or_zero)]
+    report_after_change: GoDuration,
     /// The heartbeat interval updaters are told; silent for three, an agent is forgotten.
     #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
     heartbeat_interval: GoDuration,
@@ -326,6 +332,8 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         report_period: a.report_period.as_signed(),
         active_report_period: (a.active_report_period.as_secs() > 0)
             .then(|| Duration::from_secs(a.active_report_period.as_secs())),
+        report_after_change: (a.report_after_change.as_secs() > 0)
+            .then(|| Duration::from_secs(a.report_after_change.as_secs())),
         heartbeat_interval: Duration::from_secs(a.heartbeat_interval.as_secs()),
         find_rate: a.find_rate,
         find_burst: a.find_burst,

@@ -413,41 +413,40 @@ pub(crate) async fn tick(state: &AppState) -> ApiResult<ReconcileResult> {
 }
 
 /// The background loop (system clock only): a tick every report period (every active
-/// report period while the rollout is moving), or a reconcile sooner when kicked by an
-/// admin write.
+/// report period while the rollout is moving, and soon after a change among this
+/// replica's hosts then), or a reconcile sooner when kicked by an admin write. When is
+/// tern-core's call ([`tern_core::rollout::next_report`]), as in the simulator.
 pub(crate) async fn run(state: Arc<AppState>) {
     let floor = std::time::Duration::from_millis(100);
-    let quiet = state.settings.report_period.unsigned_abs().max(floor);
-    // The period for the rollout as this replica sees it now.
-    let active = state.settings.active_report_period.map(|a| a.max(floor));
-    let period = |state: &AppState| {
-        tern_core::rollout::report_period(state.snapshot().rollout.as_ref(), quiet, active)
+    let periods = tern_core::rollout::ReportPeriods {
+        quiet: state.settings.report_period.unsigned_abs().max(floor),
+        active: state.settings.active_report_period.map(|a| a.max(floor)),
+        after_change: state.settings.report_after_change.map(|a| a.max(floor)),
     };
     // Every new snapshot: a rollout another replica's leader set moving shortens the
     // wait here too.
     let mut snapshots = state.long_poll.subscribe();
     loop {
         let _ = tick(&state).await;
-        let next = tokio::time::sleep(period(&state));
-        tokio::pin!(next);
+        let last = tokio::time::Instant::now();
+        let mut changed = None;
         loop {
+            let due = tern_core::rollout::next_report(
+                state.snapshot().rollout.as_ref(),
+                &periods,
+                last,
+                changed,
+            );
             tokio::select! {
-                () = &mut next => break,
-                Ok(()) = snapshots.changed() => {
-                    let sooner = tokio::time::Instant::now() + period(&state);
-                    if sooner < next.deadline() {
-                        next.as_mut().reset(sooner);
-                    }
+                () = tokio::time::sleep_until(due) => break,
+                Ok(()) = snapshots.changed() => {}
+                () = state.hosts_changed.notified() => {
+                    changed.get_or_insert_with(tokio::time::Instant::now);
                 }
                 () = state.kick.notified() => {
                     // Coalesce a burst of writes.
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                     let _ = reconcile_once(&state).await;
-                    // A write that set the rollout moving shortens the wait at once.
-                    let sooner = tokio::time::Instant::now() + period(&state);
-                    if sooner < next.deadline() {
-                        next.as_mut().reset(sooner);
-                    }
                 }
             }
         }
@@ -594,6 +593,7 @@ mod tests {
             replica_id: "a".into(),
             report_period: jiff::SignedDuration::from_secs(60),
             active_report_period: None,
+            report_after_change: None,
             heartbeat_interval: Duration::from_secs(60),
             find_rate: 0.0,
             find_burst: 1,

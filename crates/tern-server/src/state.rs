@@ -32,6 +32,9 @@ pub struct Settings {
     /// How often instead while the rollout is moving (`rollout::in_motion`); `None`:
     /// the report period throughout.
     pub active_report_period: Option<Duration>,
+    /// While the rollout moves, the report after a change among this replica's hosts
+    /// (`rollout::ReportPeriods::after_change`); `None`: no early report.
+    pub report_after_change: Option<Duration>,
     /// What updaters are told in `next_heartbeat_seconds`; agents silent for three
     /// intervals are forgotten.
     pub heartbeat_interval: Duration,
@@ -91,6 +94,9 @@ pub struct AppState {
     pub(crate) reconcile_lock: tokio::sync::Mutex<()>,
     /// Asks the background loop for a reconcile soon (after an admin write).
     pub(crate) kick: Notify,
+    /// A heartbeat changed what this replica's report counts (a version, health, a new
+    /// host): the background loop may report sooner (`--report-after-change`).
+    pub(crate) hosts_changed: Notify,
     /// Alert notices to the `--notify-…` receivers. Only the leader sends (its
     /// reconcile, right after writing the rollout); every replica has them configured
     /// so that whichever leads can.
@@ -149,6 +155,7 @@ impl AppState {
             leader_acquire: tokio::sync::Mutex::new(()),
             reconcile_lock: tokio::sync::Mutex::new(()),
             kick: Notify::new(),
+            hosts_changed: Notify::new(),
             directive_loop: tokio::sync::Mutex::default(),
             directives_active: AtomicBool::new(false),
             // Unknown after a start: the first pass reads the record once.

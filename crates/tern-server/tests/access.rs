@@ -25,6 +25,7 @@ fn served_routes() -> Vec<RouteAccess> {
         replica_id: "table".into(),
         report_period: jiff::SignedDuration::from_secs(60),
         active_report_period: None,
+        report_after_change: None,
         heartbeat_interval: Duration::from_secs(60),
         find_rate: 0.0,
         find_burst: 1,

@@ -167,3 +167,59 @@ fn a_moving_rollout_is_reported_at_the_active_period() {
     };
     eventually("the next report a period later", || report_time() > first);
 }
+
+/// While a group is active, a host that finishes its update brings the replica's next
+/// report (and reconcile) forward to `--report-after-change`, where the periods (here
+/// an hour) would wait; a host that merely appears does not.
+#[test]
+fn a_host_finishing_brings_the_report_forward_while_the_rollout_moves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &[
+            "--report-period",
+            "1h",
+            "--active-report-period",
+            "1h",
+            "--report-after-change",
+            "1s",
+        ],
+    );
+    t.put_resource(
+        "config",
+        &tern_core::fixtures::time_based("1h", &[("all", 3)]),
+    );
+    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "regular"));
+    let report_time = || -> jiff::Timestamp {
+        let reports = t.op("GET", "/v1/resources/reports", None);
+        reports[0]["spec"]["timestamp"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let state = || {
+        let (s, v) = t.call("GET", "/v1/resources/rollout", Some(&t.token), None);
+        let state = v["status"]["groups"][0]["state"].as_str().unwrap_or("");
+        if s == 200 {
+            state.to_string()
+        } else {
+            String::new()
+        }
+    };
+    eventually("the rollout", || state() == "unstarted");
+    t.op(
+        "POST",
+        "/v1/agents/start-update",
+        Some(r#"{"groups": ["all"]}"#),
+    );
+    eventually("the group active", || state() == "active");
+    let agent = t.new_token("agent");
+    t.heartbeat(&agent, "h1", "all", "1.0.0");
+    let before = report_time();
+    // A new host is counted only once settled: no report for it. (Twice the delay.)
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(report_time(), before, "a new host brought a report forward");
+    t.heartbeat(&agent, "h1", "all", "1.1.0");
+    eventually("a report after the host updated", || report_time() > before);
+}

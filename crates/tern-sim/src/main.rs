@@ -90,6 +90,10 @@ struct Cli {
     /// ternd's --active-report-period (unset: the report period throughout).
     #[arg(long, value_parser = params::parse_duration)]
     active_report_period: Option<i64>,
+    /// While a group moves, a replica reports this long after a change among its hosts,
+    /// at most once per this long, as ternd's --report-after-change (unset: never early).
+    #[arg(long, value_parser = params::parse_duration)]
+    report_after_change: Option<i64>,
     /// Output: text for people, json for programs (one object, on the last line).
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     output: Format,
@@ -142,6 +146,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         replicas: cli.replicas,
         report_period_secs: cli.report_period,
         active_report_period_secs: cli.active_report_period,
+        report_after_change_secs: cli.report_after_change,
     };
     if let Some(why) = tern_core::views::modes(config.as_ref(), Some(&version), None).why_stopped {
         eprintln!("tern-sim: {why}; the simulated rollout will not move");

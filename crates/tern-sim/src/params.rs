@@ -62,6 +62,10 @@ pub struct Params {
     /// (`rollout::in_motion`), as ternd's `--active-report-period`; `None`: the
     /// report period throughout.
     pub active_report_period_secs: Option<i64>,
+    /// While the rollout moves, a replica reports this long after a change among its
+    /// hosts (an update done, a rollback, a join), at most once per this long, as
+    /// ternd's `--report-after-change`; `None`: no early report.
+    pub report_after_change_secs: Option<i64>,
 }
 
 /// Monday 2026-11-23 00:00 UTC: a start before every window of a typical week.
@@ -85,6 +89,7 @@ impl Default for Params {
             replicas: 1,
             report_period_secs: 60,
             active_report_period_secs: None,
+            report_after_change_secs: None,
         }
     }
 }
@@ -100,6 +105,9 @@ impl Params {
         }
         if self.active_report_period_secs.is_some_and(|p| p <= 0) {
             return Err(err("active report period: must be at least 1s"));
+        }
+        if self.report_after_change_secs.is_some_and(|p| p <= 0) {
+            return Err(err("report after change: must be at least 1s"));
         }
         if self.install_secs < 0
             || self.jitter_secs.is_some_and(|j| j < 0)

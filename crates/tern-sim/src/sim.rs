@@ -103,6 +103,12 @@ struct Replica {
     unsettled: u64,
     /// (presented group, version) → counts.
     buckets: BTreeMap<(u16, u16), Bucket>,
+    /// When it last reported, and when it reports next (a `Tick` for another instant
+    /// was superseded).
+    last_tick: i64,
+    next_tick: i64,
+    /// The first change among its agents since its last report.
+    changed: Option<i64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -454,6 +460,9 @@ impl Sim {
                 pending: VecDeque::new(),
                 unsettled: 0,
                 buckets: BTreeMap::new(),
+                last_tick: 0,
+                next_tick: 0,
+                changed: None,
             })
             .collect();
         Sim {
@@ -527,6 +536,9 @@ impl Sim {
             } else {
                 below(&mut self.rng, period as u64) as i64
             };
+            let replica = &mut self.replicas[r as usize];
+            replica.last_tick = phase - period;
+            replica.next_tick = phase;
             self.push(phase, Kind::Tick(r));
         }
     }
@@ -785,18 +797,54 @@ impl Sim {
     }
 
     fn tick(&mut self, r: u16) {
+        if self.replicas[r as usize].next_tick != self.now {
+            return; // brought forward since
+        }
         let spec = self.build_report(r);
-        let name = self.replicas[r as usize].name.clone();
+        let replica = &mut self.replicas[r as usize];
+        replica.last_tick = self.now;
+        replica.changed = None;
+        let name = replica.name.clone();
         self.reports[r as usize] = AutoUpdateAgentReport::new(&name, spec);
+        self.replicas[r as usize].next_tick = i64::MAX;
         if r == 0 {
             self.reconcile();
+            // Every replica sees the new rollout (ternd: its snapshot): one set moving
+            // reports sooner.
+            for other in 1..self.params.replicas {
+                self.schedule_tick(other);
+            }
         }
-        let period = tern_core::rollout::report_period(
+        self.schedule_tick(r);
+    }
+
+    /// Schedules replica `r`'s next report where tern-core puts it, when that is
+    /// sooner than the one scheduled.
+    fn schedule_tick(&mut self, r: u16) {
+        let periods = tern_core::rollout::ReportPeriods {
+            quiet: self.params.report_period_secs,
+            active: self.params.active_report_period_secs,
+            after_change: self.params.report_after_change_secs,
+        };
+        let replica = &self.replicas[r as usize];
+        let due = tern_core::rollout::next_report(
             self.rollout.as_ref(),
-            self.params.report_period_secs,
-            self.params.active_report_period_secs,
-        );
-        self.push(self.now + period, Kind::Tick(r));
+            &periods,
+            replica.last_tick,
+            replica.changed,
+        )
+        .max(self.now);
+        if due < replica.next_tick {
+            self.replicas[r as usize].next_tick = due;
+            self.push(due, Kind::Tick(r));
+        }
+    }
+
+    /// What replica `r` counts changed (ternd: a heartbeat with another version or
+    /// health, or a new host).
+    fn hosts_changed(&mut self, r: u16) {
+        self.replicas[r as usize].changed.get_or_insert(self.now);
+        self.schedule_tick(r);
     }
 
     /// The leader's reconcile, from every replica's report, as ternd's
@@ -1234,6 +1282,8 @@ impl Sim {
             st.last_update_at = Some(self.now);
         }
         self.count(idx, true);
+        let replica = self.agents[idx as usize].replica;
+        self.hosts_changed(replica);
         if self.wants_update(idx).is_some() {
             self.schedule_poll(idx);
         }

@@ -437,3 +437,45 @@ fn long_polling_agents_start_within_the_release_jitter_and_finish_no_later() {
         "dev has no canaries"
     );
 }
+
+/// A report soon after hosts finish lets a backpressured group move on as they do,
+/// without more hosts in flight than `max_in_flight` allows; with several replicas
+/// too (each brings its own next report forward).
+#[test]
+fn reporting_after_a_change_speeds_a_backpressured_group_within_its_bound() {
+    let n = 2000u32;
+    let config = ONE_GROUP.replace("start_hour: 12}", "start_hour: 12, max_in_flight: 10%}");
+    let moving = |replicas: u16, after_change: Option<i64>| Params {
+        long_poll_jitter_secs: Some(3),
+        active_report_period_secs: Some(10),
+        report_after_change_secs: after_change,
+        replicas,
+        ..params(n, 5)
+    };
+    let bound = (0.10 * f64::from(n) + 3.0 * f64::from(n).sqrt()) as u64;
+    for replicas in [1, 3] {
+        let periodic = run(&config, moving(replicas, None), 24);
+        let eager = run(&config, moving(replicas, Some(2)), 24);
+        for t in [&periodic, &eager] {
+            assert_eq!(t.overall.rollout_state, "done", "{}", t.render_text());
+            assert_all_on_target(t);
+            let g = t.group("prod").unwrap();
+            assert!(g.max_updating <= bound, "{} > {bound}", g.max_updating);
+        }
+        let (p, e) = (
+            periodic.group("prod").unwrap().window_to_done_secs.unwrap(),
+            eager.group("prod").unwrap().window_to_done_secs.unwrap(),
+        );
+        assert!(
+            e < p,
+            "{replicas} replicas: {e}s after a change vs {p}s every 10 s"
+        );
+        // Every host updated: ten waves of 20 s installs, at least.
+        let all = eager
+            .group("prod")
+            .unwrap()
+            .window_to_all_updated_secs
+            .unwrap();
+        assert!(all >= 200, "{all}s: faster than backpressure allows");
+    }
+}

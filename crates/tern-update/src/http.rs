@@ -60,6 +60,8 @@ pub(crate) struct Polled {
     /// ternd held the request and answered because this host's answer changed (it
     /// then spread the hosts it released: `--long-poll-jitter`).
     pub(crate) released: bool,
+    /// ternd held the request for its whole hold (which it may cap below ours).
+    pub(crate) expired: bool,
 }
 
 #[derive(Clone)]
@@ -200,7 +202,9 @@ impl Client {
         // so a hostile one cannot grow the next request without bound.
         let etag = header("etag")
             .filter(|e| !e.is_empty() && e.len() <= 128 && e.bytes().all(|b| b.is_ascii_graphic()));
-        let released = header("tern-long-poll").as_deref() == Some("changed");
+        let label = header("tern-long-poll");
+        let released = label.as_deref() == Some("changed");
+        let expired = label.as_deref() == Some("expired");
         let find = resp
             .body_mut()
             .with_config()
@@ -211,6 +215,7 @@ impl Client {
             find,
             etag,
             released,
+            expired,
         })
     }
 

@@ -31,6 +31,11 @@ const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// A ternd that sends no ETag does not long-poll: asked again this rarely (it may be
 /// upgraded meanwhile); the timer keeps the host updated.
 const NO_LONG_POLL_RECHECK: Duration = Duration::from_secs(300);
+/// A hold the server says ran out (`expired`) after at least this long counts as a
+/// hold, even when shorter than half ours: ternd caps holds (`--long-poll-max-hold`,
+/// 50 s by default) and a host may ask for more. Shorter, it is paced as an answer
+/// that came back at once, so a server cannot make the host ask in a loop.
+const SHORTEST_SERVER_HOLD: Duration = Duration::from_secs(10);
 /// How often an idle watcher (not enabled, channel mode) reads update.yaml again.
 const IDLE_RECHECK: Duration = Duration::from_secs(60);
 
@@ -51,11 +56,17 @@ impl Pacer {
     }
 
     /// After an answer that took `took` for a hold of `hold`: at once when it was held
-    /// (half the hold or more); otherwise, however the server labelled it, a pause
-    /// that doubles with each answer in a row that came back early.
-    pub(crate) fn after_answer(&mut self, took: Duration, hold: Duration) -> Duration {
+    /// (half the hold or more, or a hold the server `expired` after at least
+    /// [`SHORTEST_SERVER_HOLD`]); otherwise a pause that doubles with each answer in a
+    /// row that came back early.
+    pub(crate) fn after_answer(
+        &mut self,
+        took: Duration,
+        hold: Duration,
+        expired: bool,
+    ) -> Duration {
         self.failures = 0;
-        if took >= hold / 2 {
+        if took >= hold / 2 || (expired && took >= SHORTEST_SERVER_HOLD) {
             self.quick = 0;
             return Duration::ZERO;
         }
@@ -193,7 +204,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
             ));
             run_update(&args.update_command, polled.released);
         }
-        pause(pacer.after_answer(took, hold));
+        pause(pacer.after_answer(took, hold, polled.expired));
     }
 }
 
@@ -235,7 +246,7 @@ mod tests {
             assert_eq!(p.after_error(), ERROR_BACKOFF_CAP, "no overflow");
         }
         // An answer ends it.
-        assert_eq!(p.after_answer(HOLD, HOLD), Duration::ZERO);
+        assert_eq!(p.after_answer(HOLD, HOLD, true), Duration::ZERO);
         assert_eq!(p.after_error().as_secs(), 1);
     }
 
@@ -244,12 +255,36 @@ mod tests {
         let mut p = Pacer::default();
         let quick = Duration::from_millis(3);
         let waits: Vec<u64> = (0..9)
-            .map(|_| p.after_answer(quick, HOLD).as_secs())
+            .map(|_| p.after_answer(quick, HOLD, false).as_secs())
             .collect();
         assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
         // A held answer (a change late in the hold, or the hold's end): at once again.
-        assert_eq!(p.after_answer(HOLD / 2, HOLD), Duration::ZERO);
-        assert_eq!(p.after_answer(quick, HOLD).as_secs(), 1);
+        assert_eq!(p.after_answer(HOLD / 2, HOLD, false), Duration::ZERO);
+        assert_eq!(p.after_answer(quick, HOLD, false).as_secs(), 1);
+    }
+
+    /// ternd caps holds below what a host may ask: a hold it ends after 50 s of our 300
+    /// is a hold, not an answer that came back early; an `expired` at once is not.
+    #[test]
+    fn a_hold_the_server_capped_is_asked_again_at_once() {
+        let mut p = Pacer::default();
+        let ours = Duration::from_secs(300);
+        for _ in 0..5 {
+            assert_eq!(p.after_answer(HOLD, ours, true), Duration::ZERO);
+        }
+        assert_eq!(
+            p.after_answer(HOLD, ours, false).as_secs(),
+            1,
+            "not labelled"
+        );
+        let waits: Vec<u64> = (0..4)
+            .map(|_| p.after_answer(Duration::from_secs(2), ours, true).as_secs())
+            .collect();
+        assert_eq!(waits, [2, 4, 8, 16], "`expired` at once is paced");
+        assert_eq!(
+            p.after_answer(SHORTEST_SERVER_HOLD, ours, true),
+            Duration::ZERO
+        );
     }
 
     #[test]

@@ -440,6 +440,9 @@ pub(crate) async fn heartbeat(
             if r.changed {
                 crate::history::observe(&state, &hb, now);
             }
+            if r.moved {
+                state.hosts_changed.notify_one();
+            }
             r.install
         }
         Err(e @ Refused::Unidentified) => return Err(ApiError::bad_request(e.to_string())),
