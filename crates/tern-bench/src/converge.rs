@@ -4,8 +4,9 @@
 //!
 //! - the time from each group's window opening to the group done: Tern's defaults
 //!   (60 s timer, find's jitter), the same hosts also long-polling find
-//!   (`tern-update watch`, ternd's default 3 s release jitter), and the seeds' timer
-//!   model (10-minute poll plus 60 s jitter);
+//!   (`tern-update watch`, ternd's default 3 s release jitter, reports every 10 s
+//!   while a group moves and 2 s after a host finishes), and the seeds' timer model
+//!   (10-minute poll plus 60 s jitter);
 //! - the time from a group's start to its first hosts, and its canaries, beginning to
 //!   install, long poll against the 60 s timer;
 //!
