@@ -39,12 +39,19 @@ use crate::timeline::{Counts, EventKind, GroupSummary, Overall, Timeline, Timeli
 /// Why a simulation cannot be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    // Not a `source`: the message says it all, and a printed chain would repeat it.
     #[error("invalid parameter: {0}")]
-    Param(#[from] ParamError),
+    Param(ParamError),
     #[error("the autoupdate_version has no spec.agents: there is no agent rollout to simulate")]
     NoAgentRollout,
-    #[error("{0}")]
+    #[error(transparent)]
     Version(#[from] tern_core::version::VersionError),
+}
+
+impl From<ParamError> for SimError {
+    fn from(e: ParamError) -> Self {
+        Self::Param(e)
+    }
 }
 
 /// What an agent's updater is doing.

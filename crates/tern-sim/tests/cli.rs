@@ -59,4 +59,25 @@ fn bad_flags_and_files_are_refused_clearly() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("churn rate"));
+    // A parameter the simulation refuses is named once.
+    let version = write(
+        "cli-enabled-version.yaml",
+        "kind: autoupdate_version\nspec: {agents: {start_version: 1.0.0, target_version: 1.1.0, schedule: regular, mode: enabled}}\n",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tern-sim"))
+        .args([
+            "--version",
+            version.to_str().unwrap(),
+            "--report-after-change",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.matches("report after change: must be at least 1s").count(),
+        1,
+        "{stderr}"
+    );
 }
