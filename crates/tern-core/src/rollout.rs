@@ -518,7 +518,7 @@ pub struct ReportPeriods<D> {
     /// While the rollout is [`in_motion`] (never longer than `quiet`).
     pub active: Option<D>,
     /// While the rollout is in motion, a replica whose hosts changed (a host finished
-    /// an update, rolled back, joined) reports this long after the first change, and
+    /// an update, rolled back, changed its health) reports this long after the first change, and
     /// never sooner than this long after its last report: a group's progress follows
     /// its hosts within seconds, and a replica writes at most one report per this
     /// long however fast its hosts change.

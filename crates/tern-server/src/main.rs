@@ -83,7 +83,7 @@ struct StartArgs {
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration_or_zero)]
     active_report_period: GoDuration,
     /// While a group tests canaries or is active, report (and reconcile) this long after
-    /// a host of this replica finishes an update, rolls back or joins, at most once per
+    /// a host of this replica finishes an update, rolls back or changes its health, at most once per
     /// this long, so that the group moves on within seconds (0: only every
     /// --active-report-period).
     #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = parse_duration_or_zero)]

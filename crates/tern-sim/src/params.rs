@@ -63,7 +63,7 @@ pub struct Params {
     /// report period throughout.
     pub active_report_period_secs: Option<i64>,
     /// While the rollout moves, a replica reports this long after a change among its
-    /// hosts (an update done, a rollback, a join), at most once per this long, as
+    /// hosts (an update done, a rollback), at most once per this long, as
     /// ternd's `--report-after-change`; `None`: no early report.
     pub report_after_change_secs: Option<i64>,
 }

@@ -76,7 +76,9 @@ fn bad_flags_and_files_are_refused_clearly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(
-        stderr.matches("report after change: must be at least 1s").count(),
+        stderr
+            .matches("report after change: must be at least 1s")
+            .count(),
         1,
         "{stderr}"
     );
