@@ -3,9 +3,11 @@
 //! this crate compiles the Kubernetes client, so the rest of the workspace does not.
 //!
 //! For now: leader election on a `coordination.k8s.io/v1` Lease ([`Elector`]), so that
-//! of several controller replicas only one writes to workloads. Reading workloads and
-//! pods, heartbeats and find, and applying decisions come next, on top of it.
+//! of several controller replicas only one writes to workloads, and the reading of
+//! Deployments, StatefulSets and pods into the decision's inputs ([`read`]).
+//! Heartbeats and find, and applying decisions come next, on top of them.
 
 mod lease;
+pub mod read;
 
 pub use lease::{Elector, LeaseError, LeaseSettings, Observed, Step, step};
