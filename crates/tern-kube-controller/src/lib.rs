@@ -7,7 +7,15 @@
 //! Deployments, StatefulSets and pods into the decision's inputs ([`read`]).
 //! Heartbeats and find, and applying decisions come next, on top of them.
 
+mod controller;
+mod digests;
+#[cfg(feature = "fake-apiserver")]
+pub mod fake_apiserver;
+mod fleet;
 mod lease;
 pub mod read;
 
+pub use controller::{Controller, Outcome, Written};
+pub use digests::{DigestError, DigestFile, DigestSource};
+pub use fleet::{Fleet, FleetError, Ternd};
 pub use lease::{Elector, LeaseError, LeaseSettings, Observed, Step, step};

@@ -1,4 +1,4 @@
-//! Leader election against the stand-in API server (tests/fake_apiserver: no real
+//! Leader election against the stand-in API server (`fake_apiserver`: no real
 //! Kubernetes API server can run here): one replica holds the Lease and renews it,
 //! the others follow; a replica that stops renewing is replaced once the Lease has
 //! been unchanged for its duration; a lost compare-and-swap leaves a replica not the
@@ -6,12 +6,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod fake_apiserver;
-
 use std::time::Duration;
 
-use fake_apiserver::FakeApiServer;
 use futures::future::join_all;
+use tern_kube_controller::fake_apiserver::FakeApiServer;
 use tern_kube_controller::{Elector, LeaseSettings};
 
 const NS: &str = "tern-system";

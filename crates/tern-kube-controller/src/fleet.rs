@@ -1,0 +1,128 @@
+//! ternd as the controller talks to it: each workload heartbeats like a host and asks
+//! find, over HTTP (blocking `ureq`, run off the async runtime by the caller). Every
+//! answer is untrusted: bodies are read up to a bound and parsed into the wire types,
+//! errors name the URL and ternd's reason made harmless to print.
+
+use std::time::Duration;
+
+use tern_core::wire::{FindResponse, Heartbeat};
+
+/// A find answer is small; a heartbeat's may carry an install instruction.
+const FIND_LIMIT: u64 = 64 * 1024;
+const ERROR_LIMIT: u64 = 16 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("{url}: {reason}")]
+    Request { url: String, reason: String },
+    #[error("{url}: ternd answered {status}: {reason}")]
+    Refused {
+        url: String,
+        status: u16,
+        reason: String,
+    },
+    #[error("{url}: the answer is not a find answer: {reason}")]
+    BadAnswer { url: String, reason: String },
+}
+
+/// The fleet's control plane, as the controller needs it.
+pub trait Fleet: Send + Sync {
+    fn heartbeat(&self, hb: &Heartbeat) -> Result<(), FleetError>;
+    fn find(&self, group: &str, updater_id: &str) -> Result<FindResponse, FleetError>;
+}
+
+/// ternd at `server` (`https://…`, or `http://` where it listens in plain HTTP), with
+/// the agent token heartbeats carry.
+pub struct Ternd {
+    server: String,
+    token: Option<String>,
+    agent: ureq::Agent,
+}
+
+impl Ternd {
+    pub fn new(server: &str, token: Option<String>) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .http_status_as_error(false)
+            .build()
+            .new_agent();
+        Self {
+            server: server.trim_end_matches('/').to_string(),
+            token,
+            agent,
+        }
+    }
+}
+
+fn harmless(s: &str) -> String {
+    tern_core::text::excerpt(s, 200)
+}
+
+fn reason_of(resp: &mut ureq::http::Response<ureq::Body>) -> String {
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(ERROR_LIMIT)
+        .read_to_string()
+        .unwrap_or_default();
+    let message = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| {
+            // ternd's `{"error": {"code", "message"}}`; a bare `{"message"}` elsewhere.
+            let m = v["error"]["message"].as_str().or(v["message"].as_str());
+            m.map(str::to_string)
+        })
+        .unwrap_or(body);
+    harmless(&message)
+}
+
+impl Fleet for Ternd {
+    fn heartbeat(&self, hb: &Heartbeat) -> Result<(), FleetError> {
+        let url = format!("{}/v1/agents/heartbeat", self.server);
+        let mut req = self.agent.post(&url);
+        if let Some(t) = &self.token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let mut resp = req.send_json(hb).map_err(|e| FleetError::Request {
+            url: url.clone(),
+            reason: harmless(&e.to_string()),
+        })?;
+        if !resp.status().is_success() {
+            return Err(FleetError::Refused {
+                status: resp.status().as_u16(),
+                reason: reason_of(&mut resp),
+                url,
+            });
+        }
+        Ok(())
+    }
+
+    fn find(&self, group: &str, updater_id: &str) -> Result<FindResponse, FleetError> {
+        let url = format!("{}/v1/webapi/find", self.server);
+        let mut resp = self
+            .agent
+            .get(&url)
+            .query("group", group)
+            .query("updater_id", updater_id)
+            .call()
+            .map_err(|e| FleetError::Request {
+                url: url.clone(),
+                reason: harmless(&e.to_string()),
+            })?;
+        if !resp.status().is_success() {
+            return Err(FleetError::Refused {
+                status: resp.status().as_u16(),
+                reason: reason_of(&mut resp),
+                url,
+            });
+        }
+        resp.body_mut()
+            .with_config()
+            .limit(FIND_LIMIT)
+            .read_json::<FindResponse>()
+            .map_err(|e| FleetError::BadAnswer {
+                url,
+                reason: harmless(&e.to_string()),
+            })
+    }
+}
