@@ -35,6 +35,9 @@ pub struct Aggregate {
     pub omitted: Vec<Omitted>,
     /// How many reports were live (not expired).
     pub live_reports: usize,
+    /// How many live reports come from a replica still warming up
+    /// (`ReportSpec::warming_up`): their counts are not all their hosts yet.
+    pub warming_up: usize,
     /// Agents per group per version (normalized), for `agents report`.
     pub versions: BTreeMap<String, BTreeMap<String, u64>>,
     /// The live reports' topology parts, per group (see [`topology_admissions`]).
@@ -59,6 +62,7 @@ impl Aggregate {
                 continue;
             }
             agg.live_reports += 1;
+            agg.warming_up += usize::from(report.spec.warming_up);
             for o in &report.spec.omitted {
                 *omitted.entry(o.reason.clone()).or_default() += o.count;
             }

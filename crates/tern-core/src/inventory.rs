@@ -264,6 +264,7 @@ pub fn build_report<A: AgentView>(
         canary_candidates: BTreeMap::new(),
         canaries: Vec::new(),
         topology: BTreeMap::new(),
+        warming_up: false,
     }
 }
 

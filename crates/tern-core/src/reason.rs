@@ -25,6 +25,11 @@ pub const RECONCILER_ERROR: &str = "reconciler_error";
 pub const WAIT_HOURS_NOT_ELAPSED: &str = "wait_hours_not_elapsed";
 /// A canary group with no connected agent at all: nothing to test, so it goes active.
 pub const NO_CANARY_CANDIDATES: &str = "no_canary_candidates";
+/// A group that could start waits: a replica started so recently that its report does
+/// not count all its hosts yet (after a restart, every host reconnects within a
+/// heartbeat interval and settles within a report period). Starting then would take
+/// too small an initial count for backpressure, or find no canary and skip canaries.
+pub const WAITING_FOR_REPORTS: &str = "waiting_for_reports";
 /// An operator reset the group: new canaries are picked, or the initial count is
 /// taken again.
 pub const MANUAL_RESET: &str = "manual_reset";

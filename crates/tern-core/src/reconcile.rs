@@ -489,6 +489,9 @@ impl Ctx<'_> {
                 return Some(reason::WAIT_HOURS_NOT_ELAPSED);
             }
         }
+        if self.agg.warming_up > 0 {
+            return Some(reason::WAITING_FOR_REPORTS);
+        }
         None
     }
 
@@ -507,7 +510,7 @@ impl Ctx<'_> {
                     self.set(group, GroupState::Canary, reason::AGENTS_VANISHED);
                     return false;
                 }
-                if self.counts(group).present == 0 {
+                if self.counts(group).present == 0 && self.agg.warming_up == 0 {
                     self.set(group, GroupState::Active, reason::NO_CANARY_CANDIDATES);
                     return true;
                 }
@@ -622,6 +625,11 @@ impl Ctx<'_> {
                     GroupState::Unstarted,
                     reason::ROLLOUT_CHANGED_DURING_WINDOW,
                 );
+            }
+            (state @ (GroupState::Unstarted | GroupState::Done), Some(_))
+                if self.agg.warming_up > 0 =>
+            {
+                self.set(group, state, reason::WAITING_FOR_REPORTS);
             }
             (GroupState::Unstarted | GroupState::Done, Some(_)) => {
                 self.start(group, GroupState::Active, reason::IN_WINDOW);

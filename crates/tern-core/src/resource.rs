@@ -748,6 +748,16 @@ pub struct ReportSpec {
     /// replica's hosts not yet on the target, per limit and label value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub topology: BTreeMap<String, Vec<TopologyReport>>,
+    /// The replica started too recently for every host connected to it to have
+    /// heartbeated and settled (a heartbeat interval plus a report period): its counts
+    /// are not yet all of its hosts, so no group starts on them
+    /// ([`crate::reason::WAITING_FOR_REPORTS`]).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub warming_up: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One topology limit of a group as a replica reports it.

@@ -509,7 +509,7 @@ impl FakeApiServer {
     /// A client of this server, as the controller makes one from a kubeconfig.
     pub fn client(&self) -> kube::Client {
         let config = kube::Config::new(format!("http://{}", self.addr).parse().unwrap());
-        kube::Client::try_from(config).unwrap()
+        crate::client(config).unwrap()
     }
 
     pub fn get(&self, kind: Kind, ns: &str, name: &str) -> Option<Value> {

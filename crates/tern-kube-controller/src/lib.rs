@@ -16,6 +16,14 @@ mod lease;
 pub mod read;
 
 pub use controller::{Controller, Outcome, Written};
+
+/// A Kubernetes client for `config`, with ring as the process's TLS provider (installed
+/// once; a provider already installed is kept).
+pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
+    // Err only when one is installed already, which is what is wanted.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    kube::Client::try_from(config)
+}
 pub use digests::{DigestError, DigestFile, DigestSource};
 pub use fleet::{Fleet, FleetError, Ternd};
 pub use lease::{Elector, LeaseError, LeaseSettings, Observed, Step, step};

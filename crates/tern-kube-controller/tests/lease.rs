@@ -128,7 +128,7 @@ async fn an_unreachable_api_server_is_an_error_naming_the_lease() {
     drop(closed);
     let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
     let mut b = Elector::new(
-        kube::Client::try_from(config).unwrap(),
+        tern_kube_controller::client(config).unwrap(),
         LeaseSettings {
             namespace: NS.into(),
             name: NAME.into(),

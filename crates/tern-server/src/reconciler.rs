@@ -69,6 +69,12 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
             .report_entries_folded
             .fetch_add(folded as u64, std::sync::atomic::Ordering::Relaxed);
     }
+    let mut spec = spec;
+    spec.warming_up = state
+        .clock
+        .monotonic()
+        .saturating_duration_since(state.started)
+        < state.settings.warm_up();
     let report = AutoUpdateAgentReport::new(&state.settings.replica_id, spec);
     let bytes = serde_json::to_vec(&report)
         .map_err(|e| ApiError::internal(format!("encoding the report: {e}")))?;

@@ -69,6 +69,13 @@ impl Settings {
     pub(crate) fn report_ttl(&self) -> Duration {
         Duration::from_secs(3600)
     }
+
+    /// How long after it starts this replica's reports say it is warming up: long
+    /// enough for every connected host to heartbeat once and settle.
+    pub fn warm_up(&self) -> Duration {
+        self.heartbeat_interval
+            .saturating_add(self.report_period.unsigned_abs())
+    }
 }
 
 pub struct AppState {
@@ -94,6 +101,9 @@ pub struct AppState {
     pub(crate) reconcile_lock: tokio::sync::Mutex<()>,
     /// Asks the background loop for a reconcile soon (after an admin write).
     pub(crate) kick: Notify,
+    /// When this replica started, on the clock silences are measured with (real
+    /// monotonic time; dev time under `--dev-clock`).
+    pub(crate) started: std::time::Instant,
     /// A heartbeat changed what this replica's report counts (a version, health, a new
     /// host): the background loop may report sooner (`--report-after-change`).
     pub(crate) hosts_changed: Notify,
@@ -131,6 +141,7 @@ impl AppState {
         notifiers: Notifiers,
     ) -> Arc<Self> {
         let max_agents = settings.max_agents;
+        let started = clock.monotonic();
         let long_poll = crate::longpoll::LongPoll::new(settings.long_poll);
         Arc::new(Self {
             find_limiter: RateLimiter::new(settings.find_rate, settings.find_burst),
@@ -154,6 +165,7 @@ impl AppState {
             leader: tokio::sync::Mutex::new(None),
             leader_acquire: tokio::sync::Mutex::new(()),
             reconcile_lock: tokio::sync::Mutex::new(()),
+            started,
             kick: Notify::new(),
             hosts_changed: Notify::new(),
             directive_loop: tokio::sync::Mutex::default(),

@@ -712,6 +712,8 @@ impl Sim {
             canary_candidates,
             canaries,
             topology,
+            // Every simulated replica has been running long before the start.
+            warming_up: false,
         }
     }
 
