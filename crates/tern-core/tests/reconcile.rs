@@ -978,3 +978,124 @@ fn a_change_brings_the_next_report_forward_only_while_the_rollout_moves() {
     r.spec.autoupdate_mode = Mode::Suspended;
     assert_eq!(next_report(Some(&r), &periods, last, Some(105)), 160);
 }
+
+/// Reports of `agents` at `now`, the first one from a replica still warming up (just
+/// restarted: its hosts have not all heartbeated and settled yet).
+fn warming(now: &str, agents: &[ConnectedAgent]) -> Vec<AutoUpdateAgentReport> {
+    let mut r = report_of(ts(now), agents);
+    r.spec.warming_up = true;
+    vec![r]
+}
+
+/// A replica that just started counts too few hosts: no group starts on its counts
+/// (the initial count backpressure protects, the canaries picked), and a canary group
+/// with nobody counted yet does not skip its canaries. Once it has warmed up, the
+/// group starts as it would have.
+#[test]
+fn no_group_starts_on_the_counts_of_a_replica_warming_up() {
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
+    w.reconcile(MON_10);
+    // Just restarted: nobody counted yet, but hosts are reconnecting.
+    w.reconcile_with(ts(MON_12), &warming(MON_12, &[]));
+    assert_eq!(
+        w.state("dev"),
+        (Unstarted, reason::WAITING_FOR_REPORTS.into())
+    );
+    assert_eq!(w.group("dev").start_time, None);
+    // Warmed up, the hosts counted: dev starts with its real initial count.
+    w.agents.extend(fleet("dev", 5, "1.0.0"));
+    w.agents.extend(fleet("staging", 5, "1.0.0"));
+    w.reconcile("2026-11-23T12:07:00Z");
+    assert_eq!(w.state("dev").0, Active);
+    assert_eq!(w.group("dev").initial_count, 5);
+    w.set_versions("dev", 5, "1.1.0");
+    w.reconcile("2026-11-23T12:30:00Z");
+    assert_eq!(w.state("dev").0, Done);
+    // staging (2 canaries) opens at 14:00 while a replica restarted again and counts
+    // nobody yet: it neither starts nor, once started, skips its canaries.
+    let at = "2026-11-23T14:00:00Z";
+    let dev_only: Vec<ConnectedAgent> = w
+        .agents
+        .iter()
+        .filter(|a| a.group == "dev")
+        .cloned()
+        .collect();
+    w.reconcile_with(ts(at), &warming(at, &dev_only));
+    assert_eq!(
+        w.state("staging"),
+        (Unstarted, reason::WAITING_FOR_REPORTS.into())
+    );
+    w.reconcile("2026-11-23T14:02:00Z");
+    assert_eq!(w.state("staging").0, Canary);
+    assert_eq!(w.group("staging").canaries.len(), 2);
+}
+
+/// The same for a group in canary that has not picked its canaries yet (as after an
+/// operator's reset), and for a time-based group whose window opens.
+#[test]
+fn a_replica_warming_up_holds_canary_picks_and_time_based_starts() {
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
+    w.agents.extend(fleet("dev", 3, "1.0.0"));
+    w.agents.extend(fleet("staging", 4, "1.0.0"));
+    w.reconcile(MON_10);
+    w.reconcile(MON_12);
+    w.set_versions("dev", 3, "1.1.0");
+    w.reconcile("2026-11-23T12:30:00Z");
+    w.reconcile("2026-11-23T14:00:00Z");
+    assert_eq!(w.state("staging").0, Canary);
+    // Its canaries cleared, and the only report from a replica that counts no staging
+    // host yet.
+    let dev_only: Vec<ConnectedAgent> = w
+        .agents
+        .iter()
+        .filter(|a| a.group == "dev")
+        .cloned()
+        .collect();
+    let cleared = {
+        let mut r = w.rollout().clone();
+        r.status.groups[1].canaries.clear();
+        // As in a rollout just created: no peak yet, so the vanished-hosts rule does
+        // not hold it.
+        r.status.groups[1].peak_count = 0;
+        r
+    };
+    let at = ts("2026-11-23T14:05:00Z");
+    let everyone = std::mem::replace(&mut w.agents, dev_only.clone());
+    w.rollout = Some(cleared.clone());
+    let mut reports = warming("2026-11-23T14:05:00Z", &dev_only);
+    w.reconcile_with(at, &reports);
+    assert_eq!(
+        w.state("staging"),
+        (Canary, reason::WAITING_FOR_CANARIES.into()),
+        "no canary group goes active for want of counted hosts while a replica warms up"
+    );
+    // The same counts from a replica that has warmed up: nobody there, it goes active.
+    w.rollout = Some(cleared);
+    reports[0].spec.warming_up = false;
+    w.reconcile_with(at, &reports);
+    assert_eq!(
+        w.state("staging"),
+        (Active, reason::UPDATE_IN_PROGRESS.into())
+    );
+    w.agents = everyone;
+
+    let mut t = World::new(Some(config(TIME_BASED)), version("1.0.0", "1.1.0"));
+    t.agents.extend(fleet("europe", 4, "1.0.0"));
+    t.reconcile("2026-11-23T10:00:00Z");
+    let at = "2026-11-23T12:00:00Z";
+    let agents = t.agents.clone();
+    t.reconcile_with(ts(at), &warming(at, &agents));
+    assert_eq!(
+        t.state("europe"),
+        (Unstarted, reason::WAITING_FOR_REPORTS.into())
+    );
+    t.reconcile("2026-11-23T12:02:00Z");
+    assert_eq!(t.state("europe"), (Active, reason::IN_WINDOW.into()));
+    assert_eq!(t.group("europe").initial_count, 4);
+}

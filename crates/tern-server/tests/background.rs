@@ -223,3 +223,21 @@ fn a_host_finishing_brings_the_report_forward_while_the_rollout_moves() {
     t.heartbeat(&agent, "h1", "all", "1.1.0");
     eventually("a report after the host updated", || report_time() > before);
 }
+
+/// A replica that just started says so in its reports for a heartbeat interval plus a
+/// report period, so that no group starts on counts that miss its reconnecting hosts.
+#[test]
+fn a_replica_reports_it_is_warming_up_after_it_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--report-period", "1s", "--heartbeat-interval", "1s"],
+    );
+    let warming = || {
+        let reports = t.op("GET", "/v1/resources/reports", None);
+        reports[0]["spec"]["warming_up"].as_bool().unwrap_or(false)
+    };
+    // The first report, written at start.
+    eventually("a report saying the replica is warming up", warming);
+    eventually("the replica warmed up (2 s)", || !warming());
+}
