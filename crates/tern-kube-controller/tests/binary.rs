@@ -1,0 +1,164 @@
+//! The `tern-kube-update` binary as an operator runs it: a child process with a
+//! kubeconfig, a token file and a digests file, against a real ternd (dev clock) and
+//! the stand-in API server (`fake_apiserver`: no real Kubernetes API server can run
+//! here). It takes the Lease, updates an opted-in Deployment when find says so
+//! (pinned by digest), leaves one that did not opt in alone, and stops on SIGTERM.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tern_e2e::bins::Bins;
+use tern_e2e::ternd::{Ctl, Ternd};
+use tern_kube_controller::fake_apiserver::{FakeApiServer, Kind};
+
+const REPO: &str = "registry.example/tern/agent";
+
+fn deployment(name: &str, opted_in: bool) -> serde_json::Value {
+    let annotations = if opted_in {
+        json!({"tern.dev/update": "true"})
+    } else {
+        json!({})
+    };
+    json!({
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "agent", "image": format!("{REPO}:1.0.0")}]}
+            }
+        }
+    })
+}
+
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[test]
+fn the_binary_updates_an_opted_in_deployment_and_stops_on_sigterm() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FakeApiServer::start());
+    server.create(Kind::Deployment, "edge", deployment("agent", true));
+    server.create(Kind::Deployment, "edge", deployment("other", false));
+    server.settle(jiff::Timestamp::now());
+
+    let tmp = tempfile::tempdir().unwrap();
+    let bins = Bins::locate().unwrap();
+    let ternd = Ternd::start(
+        &bins.ternd,
+        &tmp.path().join("ternd"),
+        "2026-11-23T09:00:00Z",
+        &[],
+    )
+    .unwrap();
+    let ctl = Ctl {
+        bin: bins.ternctl.clone(),
+        server: ternd.url.clone(),
+        token_file: ternd.token_file.clone(),
+    };
+    let version = tmp.path().join("version.yaml");
+    std::fs::write(
+        &version,
+        tern_core::fixtures::enabled_version("1.0.0", "1.1.0", "immediate"),
+    )
+    .unwrap();
+    ctl.run(&["create", "--force", "-f", version.to_str().unwrap()])
+        .unwrap();
+    ctl.run(&["dev", "reconcile"]).unwrap();
+    let token = ctl
+        .run(&[
+            "tokens",
+            "create",
+            "--role",
+            "agent",
+            "--description",
+            "kubernetes",
+        ])
+        .unwrap();
+    let token_file = tmp.path().join("agent.token");
+    std::fs::write(&token_file, token.trim()).unwrap();
+    let digests = tmp.path().join("digests.json");
+    let digest = format!("sha256:{}", "a".repeat(64));
+    std::fs::write(
+        &digests,
+        json!({format!("{REPO}:1.1.0"): digest}).to_string(),
+    )
+    .unwrap();
+    let kubeconfig = tmp.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
+            server.addr
+        ),
+    )
+    .unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern-kube-update"))
+        .args([
+            "run",
+            "--server",
+            &ternd.url,
+            "--period",
+            "1s",
+            "--lease-duration",
+            "3s",
+        ])
+        .arg("--token-file")
+        .arg(&token_file)
+        .arg("--digests")
+        .arg(&digests)
+        .args(["--identity", "controller-0", "--namespace", "edge"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+
+    let image = |name: &str| {
+        server.get(Kind::Deployment, "edge", name).unwrap()["spec"]["template"]["spec"]["containers"]
+            [0]["image"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    eventually("the Lease taken", || {
+        server
+            .lease("tern-system", "tern-kube-update")
+            .is_some_and(|l| l["spec"]["holderIdentity"] == "controller-0")
+    });
+    eventually("the opted-in Deployment updated", || {
+        image("agent") == format!("{REPO}:1.1.0@{digest}")
+    });
+    assert_eq!(image("other"), format!("{REPO}:1.0.0"), "not opted in");
+    // ternd counts it: its heartbeats carry the workload's uid.
+    let uid = server.get(Kind::Deployment, "edge", "agent").unwrap()["metadata"]["uid"].clone();
+    let inventory = ctl.run(&["inventory", "ls", "-o", "json"]).unwrap();
+    assert!(inventory.contains(uid.as_str().unwrap()), "{inventory}");
+
+    terminate(&child);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "SIGTERM ends it cleanly: {status}");
+}
+
+fn terminate(child: &std::process::Child) {
+    // SIGTERM, as Kubernetes stops a pod.
+    let pid = child.id();
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+}
