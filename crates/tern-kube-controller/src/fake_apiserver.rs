@@ -118,16 +118,16 @@ impl Objects {
     }
 
     /// Stores `obj` as created now.
-    pub fn create(&mut self, kind: Kind, ns: &str, mut obj: Value) -> Result<Value, Response> {
+    pub fn create(&mut self, kind: Kind, ns: &str, mut obj: Value) -> Result<Value, Box<Response>> {
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
         let key = (kind, ns.to_string(), name.clone());
         if self.stored.contains_key(&key) {
             self.conflicts += 1;
-            return Err(status(
+            return Err(Box::new(status(
                 StatusCode::CONFLICT,
                 "AlreadyExists",
                 format!("{} \"{name}\" already exists", kind.plural()),
-            ));
+            )));
         }
         let rv = self.bump();
         obj["apiVersion"] = json!(kind.api_version());
@@ -149,22 +149,22 @@ impl Objects {
         ns: &str,
         name: &str,
         mut obj: Value,
-    ) -> Result<Value, Response> {
+    ) -> Result<Value, Box<Response>> {
         let key = (kind, ns.to_string(), name.to_string());
         let Some(stored) = self.stored.get(&key).cloned() else {
-            return Err(not_found(kind, name));
+            return Err(Box::new(not_found(kind, name)));
         };
         let conflict = std::mem::take(&mut self.conflict_next_replace);
         if conflict || obj["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"] {
             self.conflicts += 1;
-            return Err(status(
+            return Err(Box::new(status(
                 StatusCode::CONFLICT,
                 "Conflict",
                 format!(
                     "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
                     kind.plural()
                 ),
-            ));
+            )));
         }
         let rv = self.bump();
         let generation = stored["metadata"]["generation"].as_i64().unwrap_or(1);
@@ -408,7 +408,7 @@ async fn create(
             o.writes.push((kind, name, v.clone()));
             (StatusCode::CREATED, Json(v)).into_response()
         }
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -419,7 +419,7 @@ async fn replace(
 ) -> Response {
     match o.lock().unwrap().replace(kind, &ns, &name, body) {
         Ok(v) => Json(v).into_response(),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
