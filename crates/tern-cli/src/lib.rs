@@ -110,6 +110,25 @@ pub fn man_pages_if_asked(cmd: impl FnOnce() -> clap::Command) -> Option<ExitCod
     })
 }
 
+/// Sends tracing's events to stderr, filtered by `filter` (tracing's EnvFilter syntax)
+/// and written as `format` says; colours only on a terminal. A filter that does not
+/// parse is an error, and nothing is set up.
+#[cfg(feature = "logs")]
+pub fn init_logs(filter: &str, format: LogFormat) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .map_err(|e| format!("the log filter {filter:?}: {e}"))?;
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr);
+    match format {
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&io::stderr()))
+            .init(),
+        LogFormat::Json => logs.json().init(),
+    }
+    Ok(())
+}
+
 /// `--log-format`: how a binary writes its logs to stderr.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {

@@ -76,6 +76,26 @@ fn reason_of(resp: &mut ureq::http::Response<ureq::Body>) -> String {
     harmless(&message)
 }
 
+/// The answer when the request went through and ternd said yes; the error naming
+/// `url` otherwise.
+fn answered(
+    url: &str,
+    sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<ureq::http::Response<ureq::Body>, FleetError> {
+    let mut resp = sent.map_err(|e| FleetError::Request {
+        url: url.to_string(),
+        reason: harmless(&e.to_string()),
+    })?;
+    if !resp.status().is_success() {
+        return Err(FleetError::Refused {
+            status: resp.status().as_u16(),
+            reason: reason_of(&mut resp),
+            url: url.to_string(),
+        });
+    }
+    Ok(resp)
+}
+
 impl Fleet for Ternd {
     fn heartbeat(&self, hb: &Heartbeat) -> Result<(), FleetError> {
         let url = format!("{}/v1/agents/heartbeat", self.server);
@@ -83,40 +103,19 @@ impl Fleet for Ternd {
         if let Some(t) = &self.token {
             req = req.header("Authorization", format!("Bearer {t}"));
         }
-        let mut resp = req.send_json(hb).map_err(|e| FleetError::Request {
-            url: url.clone(),
-            reason: harmless(&e.to_string()),
-        })?;
-        if !resp.status().is_success() {
-            return Err(FleetError::Refused {
-                status: resp.status().as_u16(),
-                reason: reason_of(&mut resp),
-                url,
-            });
-        }
-        Ok(())
+        answered(&url, req.send_json(hb)).map(drop)
     }
 
     fn find(&self, group: &str, updater_id: &str) -> Result<FindResponse, FleetError> {
         let url = format!("{}/v1/webapi/find", self.server);
-        let mut resp = self
+        let sent = self
             .agent
             .get(&url)
             .query("group", group)
             .query("updater_id", updater_id)
-            .call()
-            .map_err(|e| FleetError::Request {
-                url: url.clone(),
-                reason: harmless(&e.to_string()),
-            })?;
-        if !resp.status().is_success() {
-            return Err(FleetError::Refused {
-                status: resp.status().as_u16(),
-                reason: reason_of(&mut resp),
-                url,
-            });
-        }
-        resp.body_mut()
+            .call();
+        answered(&url, sent)?
+            .body_mut()
             .with_config()
             .limit(FIND_LIMIT)
             .read_json::<FindResponse>()

@@ -106,17 +106,9 @@ fn main() -> ExitCode {
         }
         Command::Run(a) => a,
     };
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&cli.log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        LogFormat::Text => logs
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => logs.json().init(),
+    if let Err(e) = tern_cli::init_logs(&cli.log, cli.log_format) {
+        eprintln!("tern-kube-update: error: {e}");
+        return ExitCode::from(2);
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

@@ -229,17 +229,9 @@ fn main() -> ExitCode {
             }
         };
     }
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&cli.log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        LogFormat::Text => logs
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => logs.json().init(),
+    // A filter that does not parse falls back to `info` rather than stopping a worker.
+    if tern_cli::init_logs(&cli.log, cli.log_format).is_err() {
+        let _ = tern_cli::init_logs("info", cli.log_format);
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

@@ -237,15 +237,7 @@ fn main() -> ExitCode {
 }
 
 fn run(a: StartArgs) -> anyhow::Result<()> {
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&a.log)?)
-        .with_writer(std::io::stderr);
-    match a.log_format {
-        LogFormat::Text => logs
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => logs.json().init(),
-    }
+    tern_cli::init_logs(&a.log, a.log_format).map_err(anyhow::Error::msg)?;
     // Every flag and file is checked, and the port taken, before anything is created:
     // a bad start leaves no data dir, store or operator token behind.
     let transport = server::transport(a.tls_cert, a.tls_key, a.insecure_http)?;

@@ -115,30 +115,25 @@ fn two_replicas_share_the_store_with_one_leader() {
     });
 }
 
-/// While a group is active the loop reports and reconciles at `--active-report-period`,
-/// not at the (here hour-long) report period.
-#[test]
-fn a_moving_rollout_is_reported_at_the_active_period() {
-    let tmp = tempfile::tempdir().unwrap();
-    let t = Ternd::start(
-        &tmp.path().join("data"),
-        &["--report-period", "1h", "--active-report-period", "1s"],
-    );
-    // time-based: a group started by hand stays active for a window's length.
+/// The time of this replica's report, as an instant (RFC 3339 strings with trimmed
+/// fractions do not sort).
+fn report_time(t: &Ternd) -> jiff::Timestamp {
+    let reports = t.op("GET", "/v1/resources/reports", None);
+    reports[0]["spec"]["timestamp"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A time-based rollout of one group `all`, started by hand (it then stays active for a
+/// window's length); returns the time of the report before it started.
+fn start_one_group(t: &Ternd) -> jiff::Timestamp {
     t.put_resource(
         "config",
         &tern_core::fixtures::time_based("1h", &[("all", 3)]),
     );
     t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "regular"));
-    // Compared as instants: RFC 3339 strings with trimmed fractions do not sort.
-    let report_time = || -> jiff::Timestamp {
-        let reports = t.op("GET", "/v1/resources/reports", None);
-        reports[0]["spec"]["timestamp"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
     let state = || {
         let (s, v) = t.call("GET", "/v1/resources/rollout", Some(&t.token), None);
         let state = v["status"]["groups"][0]["state"].as_str().unwrap_or("");
@@ -149,13 +144,27 @@ fn a_moving_rollout_is_reported_at_the_active_period() {
         }
     };
     eventually("the rollout", || state() == "unstarted");
-    let quiet = report_time();
+    let before = report_time(t);
     t.op(
         "POST",
         "/v1/agents/start-update",
         Some(r#"{"groups": ["all"]}"#),
     );
     eventually("the group active", || state() == "active");
+    before
+}
+
+/// While a group is active the loop reports and reconciles at `--active-report-period`,
+/// not at the (here hour-long) report period.
+#[test]
+fn a_moving_rollout_is_reported_at_the_active_period() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--report-period", "1h", "--active-report-period", "1s"],
+    );
+    let quiet = start_one_group(&t);
+    let report_time = || report_time(&t);
     // Reports follow each other a second apart now (the report period is an hour).
     let first = {
         let mut seen = quiet;
@@ -185,35 +194,8 @@ fn a_host_finishing_brings_the_report_forward_while_the_rollout_moves() {
             "1s",
         ],
     );
-    t.put_resource(
-        "config",
-        &tern_core::fixtures::time_based("1h", &[("all", 3)]),
-    );
-    t.put_resource("version", &enabled_version("1.0.0", "1.1.0", "regular"));
-    let report_time = || -> jiff::Timestamp {
-        let reports = t.op("GET", "/v1/resources/reports", None);
-        reports[0]["spec"]["timestamp"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    let state = || {
-        let (s, v) = t.call("GET", "/v1/resources/rollout", Some(&t.token), None);
-        let state = v["status"]["groups"][0]["state"].as_str().unwrap_or("");
-        if s == 200 {
-            state.to_string()
-        } else {
-            String::new()
-        }
-    };
-    eventually("the rollout", || state() == "unstarted");
-    t.op(
-        "POST",
-        "/v1/agents/start-update",
-        Some(r#"{"groups": ["all"]}"#),
-    );
-    eventually("the group active", || state() == "active");
+    start_one_group(&t);
+    let report_time = || report_time(&t);
     let agent = t.new_token("agent");
     t.heartbeat(&agent, "h1", "all", "1.0.0");
     let before = report_time();
