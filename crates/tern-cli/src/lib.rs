@@ -129,6 +129,17 @@ pub fn init_logs(filter: &str, format: LogFormat) -> Result<(), String> {
     Ok(())
 }
 
+/// This machine's host name (Linux), or `fallback`: a default name for a replica in a
+/// lease or a server in a report.
+pub fn host_name(fallback: &str) -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .map(|s| s.trim().to_string())
+        .find(|s| !s.is_empty())
+        .unwrap_or_else(|| fallback.to_string())
+}
+
 /// `--log-format`: how a binary writes its logs to stderr.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {

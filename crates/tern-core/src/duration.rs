@@ -51,6 +51,16 @@ impl GoDuration {
     pub fn as_signed(self) -> jiff::SignedDuration {
         jiff::SignedDuration::from_secs(i64::try_from(self.secs).unwrap_or(i64::MAX))
     }
+    pub const fn as_std(self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.secs)
+    }
+
+    /// A positive duration flag (`--period 30s`) as clap's value parser wants it.
+    pub fn parse_positive_std(input: &str) -> Result<std::time::Duration, String> {
+        Self::parse_positive(input)
+            .map(Self::as_std)
+            .map_err(|e| e.to_string())
+    }
 
     pub fn parse(input: &str) -> Result<Self, DurationError> {
         let err = || DurationError {

@@ -78,15 +78,11 @@ struct RunArgs {
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
-    GoDuration::parse_positive(s)
-        .map(|d| Duration::from_secs(d.as_secs()))
-        .map_err(|e| e.to_string())
+    GoDuration::parse_positive_std(s)
 }
 
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
+    tern_cli::host_name("localhost")
 }
 
 fn main() -> ExitCode {

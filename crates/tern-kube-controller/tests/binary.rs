@@ -10,11 +10,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tern_e2e::bins::Bins;
-use tern_e2e::ternd::{Ctl, Ternd};
+use support::{Env, REPO, digest};
 use tern_kube_controller::fake_apiserver::{FakeApiServer, Kind};
 
-const REPO: &str = "registry.example/tern/agent";
+mod support;
 
 fn deployment(name: &str, opted_in: bool) -> serde_json::Value {
     let annotations = if opted_in {
@@ -54,48 +53,9 @@ fn the_binary_updates_an_opted_in_deployment_and_stops_on_sigterm() {
     server.create(Kind::Deployment, "edge", deployment("other", false));
     server.settle(jiff::Timestamp::now());
 
-    let tmp = tempfile::tempdir().unwrap();
-    let bins = Bins::locate().unwrap();
-    let ternd = Ternd::start(
-        &bins.ternd,
-        &tmp.path().join("ternd"),
-        "2026-11-23T09:00:00Z",
-        &[],
-    )
-    .unwrap();
-    let ctl = Ctl {
-        bin: bins.ternctl.clone(),
-        server: ternd.url.clone(),
-        token_file: ternd.token_file.clone(),
-    };
-    let version = tmp.path().join("version.yaml");
-    std::fs::write(
-        &version,
-        tern_core::fixtures::enabled_version("1.0.0", "1.1.0", "immediate"),
-    )
-    .unwrap();
-    ctl.run(&["create", "--force", "-f", version.to_str().unwrap()])
-        .unwrap();
-    ctl.run(&["dev", "reconcile"]).unwrap();
-    let token = ctl
-        .run(&[
-            "tokens",
-            "create",
-            "--role",
-            "agent",
-            "--description",
-            "kubernetes",
-        ])
-        .unwrap();
-    let token_file = tmp.path().join("agent.token");
-    std::fs::write(&token_file, token.trim()).unwrap();
-    let digests = tmp.path().join("digests.json");
-    let digest = format!("sha256:{}", "a".repeat(64));
-    std::fs::write(
-        &digests,
-        json!({format!("{REPO}:1.1.0"): digest}).to_string(),
-    )
-    .unwrap();
+    let env = Env::start();
+    let (ternd, ctl, tmp) = (&env.ternd, &env.ctl, &env.tmp);
+    let (token_file, digests, digest) = (&env.token_file, &env.digests, digest());
     let kubeconfig = tmp.path().join("kubeconfig");
     std::fs::write(
         &kubeconfig,

@@ -334,12 +334,7 @@ fn read_token(path: &Path) -> Result<String, NotifyConfigError> {
 
 /// This machine's host name (Linux), or `ternd`.
 fn host_name() -> String {
-    ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .map(|s| s.trim().to_string())
-        .find(|s| !s.is_empty())
-        .unwrap_or_else(|| "ternd".to_string())
+    tern_cli::host_name("ternd")
 }
 
 /// How deliveries are paced; tests shorten it.

@@ -1,0 +1,156 @@
+//! The controller's writes, in process, against a real ternd and the stand-in API
+//! server (`fake_apiserver`: no real Kubernetes API server can run here): a StatefulSet
+//! stuck behind a crash-looping pod of its old revision has that pod deleted; a
+//! workload edited between the read and the write is not written (409), and the next
+//! pass decides again; a follower writes nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use serde_json::json;
+use support::{Env, REPO, digest};
+use tern_kube_controller::fake_apiserver::{FakeApiServer, Kind};
+use tern_kube_controller::{Controller, DigestFile, Ternd, Written};
+use tern_kube_update::Decision;
+
+mod support;
+
+fn controller(server: &FakeApiServer, env: &Env) -> Controller {
+    Controller {
+        client: server.client(),
+        namespaces: vec!["db".into()],
+        fleet: Arc::new(Ternd::new(&env.ternd.url, Some(env.token.clone()))),
+        digests: Arc::new(DigestFile {
+            path: env.digests.clone(),
+        }),
+        policy: tern_kube_update::Policy::default(),
+        version: "0.1.0".into(),
+    }
+}
+
+fn stateful_set(image: &str) -> serde_json::Value {
+    json!({
+        "metadata": {"name": "agent", "annotations": {"tern.dev/update": "true"}},
+        "spec": {
+            "serviceName": "agent",
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "agent", "image": image}]}
+            }
+        },
+        "status": {
+            "observedGeneration": 1, "replicas": 2, "readyReplicas": 1, "updatedReplicas": 1,
+            "currentRevision": "agent-old", "updateRevision": "agent-new"
+        }
+    })
+}
+
+fn pod(name: &str, revision: &str, image: &str, ready: bool) -> serde_json::Value {
+    let state = if ready {
+        json!({"running": {}})
+    } else {
+        json!({"waiting": {"reason": "CrashLoopBackOff"}})
+    };
+    json!({
+        "metadata": {"name": name, "labels": {"app": "agent", "controller-revision-hash": revision},
+                     "creationTimestamp": "2026-11-23T08:00:00Z"},
+        "spec": {"containers": [{"name": "agent", "image": image}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
+                            "lastTransitionTime": "2026-11-23T08:01:00Z"}],
+            "containerStatuses": [{"name": "agent", "image": image, "imageID": "", "ready": ready,
+                                   "restartCount": if ready { 0 } else { 12 }, "state": state}]
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_stateful_set_pod_of_the_old_revision_is_deleted() {
+    let env = tokio::task::spawn_blocking(Env::start).await.unwrap();
+    let server = FakeApiServer::start().await;
+    let current = format!("{REPO}:1.1.0@{}", digest());
+    server.create(Kind::StatefulSet, "db", stateful_set(&current));
+    // agent-0 runs the old revision and crash-loops: an ordered rollout waits for it
+    // forever. agent-1 runs the update revision, Ready.
+    server.create(
+        Kind::Pod,
+        "db",
+        pod("agent-0", "agent-old", &format!("{REPO}:1.0.0"), false),
+    );
+    server.create(Kind::Pod, "db", pod("agent-1", "agent-new", &current, true));
+    let c = controller(&server, &env);
+    let now: jiff::Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
+
+    // A follower decides alike and deletes nothing.
+    let outcomes = c.pass(now, &|| false).await;
+    assert!(
+        matches!(outcomes[0].decision, Ok(Decision::DeletePods(ref p)) if p[0].name == "agent-0"),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[0].written, None);
+    assert!(server.get(Kind::Pod, "db", "agent-0").is_some());
+
+    let outcomes = c.pass(now, &|| true).await;
+    assert_eq!(
+        outcomes[0].written,
+        Some(Written::DeletedPods(vec!["agent-0".into()])),
+        "{outcomes:?}"
+    );
+    assert!(server.get(Kind::Pod, "db", "agent-0").is_none());
+    assert!(
+        server.get(Kind::Pod, "db", "agent-1").is_some(),
+        "the update revision's pod stays"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_edited_meanwhile_is_not_written_and_decided_again() {
+    let env = tokio::task::spawn_blocking(Env::start).await.unwrap();
+    let server = FakeApiServer::start().await;
+    server.create(
+        Kind::Deployment,
+        "db",
+        json!({
+            "metadata": {"name": "agent", "annotations": {"tern.dev/update": "true"}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"metadata": {"labels": {"app": "agent"}},
+                             "spec": {"containers": [{"name": "agent", "image": format!("{REPO}:1.0.0")}]}}
+            }
+        }),
+    );
+    let now = jiff::Timestamp::now();
+    server.settle(now);
+    let c = controller(&server, &env);
+    // Another writer wins the race for this replace.
+    server.objects.lock().unwrap().conflict_next_replace = true;
+    let outcomes = c.pass(now, &|| true).await;
+    assert!(
+        matches!(outcomes[0].decision, Ok(Decision::Update(_))),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[0].written, None);
+    assert!(
+        outcomes[0].write_error.as_deref().unwrap().contains("409"),
+        "{outcomes:?}"
+    );
+    let image = |s: &FakeApiServer| {
+        s.get(Kind::Deployment, "db", "agent").unwrap()["spec"]["template"]["spec"]["containers"][0]
+            ["image"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(image(&server), format!("{REPO}:1.0.0"));
+    // The next pass reads again and writes.
+    let outcomes = c.pass(now, &|| true).await;
+    assert!(
+        matches!(outcomes[0].written, Some(Written::Workload { .. })),
+        "{outcomes:?}"
+    );
+    assert_eq!(image(&server), format!("{REPO}:1.1.0@{}", digest()));
+}
