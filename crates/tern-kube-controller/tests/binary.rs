@@ -77,9 +77,9 @@ fn the_binary_updates_an_opted_in_deployment_and_stops_on_sigterm() {
             "3s",
         ])
         .arg("--token-file")
-        .arg(&token_file)
+        .arg(token_file)
         .arg("--digests")
-        .arg(&digests)
+        .arg(digests)
         .args(["--identity", "controller-0", "--namespace", "edge"])
         .env("KUBECONFIG", &kubeconfig)
         .env_remove("KUBERNETES_SERVICE_HOST")
