@@ -170,12 +170,34 @@ impl Controller {
         let hb = tern_kube_update::heartbeat(w, &self.version);
         let group = w.settings().map(|s| s.group).unwrap_or_default();
         let id = w.uid.clone();
-        let (heartbeat, find) = match tokio::task::spawn_blocking(move || {
+        let channel = match channel_of(w) {
+            Ok(c) => c,
+            Err(e) => {
+                outcome.decision = Err(e);
+                return Some(outcome);
+            }
+        };
+        let (heartbeat, source) = match tokio::task::spawn_blocking(move || {
             let sent = match hb {
                 Ok(hb) => fleet.heartbeat(&hb).map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             };
-            (sent, fleet.find(&group, &id).map_err(|e| e.to_string()))
+            let source = match channel {
+                // Seed 001: the channel's answers; the window is the group's schedule.
+                Some(url) => {
+                    let (version, critical) = fleet.channel(&url);
+                    Ok(Source::Channel {
+                        version,
+                        critical,
+                        schedule: fleet.schedule(&group).ok(),
+                    })
+                }
+                None => fleet
+                    .find(&group, &id)
+                    .map(Source::Find)
+                    .map_err(|e| format!("find: {e}")),
+            };
+            (sent, source)
         })
         .await
         {
@@ -183,10 +205,10 @@ impl Controller {
             Err(e) => (Err(e.to_string()), Err(e.to_string())),
         };
         outcome.heartbeat_error = heartbeat.err();
-        let source = match find {
-            Ok(f) => Source::Find(f),
+        let source = match source {
+            Ok(s) => s,
             Err(e) => {
-                outcome.decision = Err(format!("find: {e}"));
+                outcome.decision = Err(e);
                 return Some(outcome);
             }
         };
@@ -344,6 +366,32 @@ impl Controller {
         }
         Ok(Written::DeletedPods(deleted))
     }
+}
+
+/// The channel a workload follows (`tern.dev/channel`), checked: an http(s) URL of at
+/// most 512 bytes without spaces or control characters. Whoever may annotate the
+/// workload chooses it, so the version it names is still installed only with a digest
+/// from the digests file.
+fn channel_of(w: &tern_kube_update::Workload) -> Result<Option<String>, String> {
+    let Some(url) = w
+        .annotations
+        .get(tern_kube_update::annotation::CHANNEL)
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+    else {
+        return Ok(None);
+    };
+    let ok = (url.starts_with("https://") || url.starts_with("http://"))
+        && url.len() <= 512
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !ok {
+        return Err(format!(
+            "annotation {}: {:?} is not an http(s) URL of a channel",
+            tern_kube_update::annotation::CHANNEL,
+            tern_core::text::excerpt(url, 80)
+        ));
+    }
+    Ok(Some(url.to_string()))
 }
 
 fn api<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>

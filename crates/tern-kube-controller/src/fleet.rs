@@ -5,10 +5,12 @@
 
 use std::time::Duration;
 
-use tern_core::wire::{FindResponse, Heartbeat};
+use tern_core::host_update::{CriticalAnswer, VersionAnswer};
+use tern_core::wire::{AgentSchedule, FindResponse, Heartbeat};
 
-/// A find answer is small; a heartbeat's may carry an install instruction.
+/// A find answer or a schedule is small; a channel's answers are one word.
 const FIND_LIMIT: u64 = 64 * 1024;
+const CHANNEL_LIMIT: u64 = 1024;
 const ERROR_LIMIT: u64 = 16 * 1024;
 
 #[derive(Debug, thiserror::Error)]
@@ -21,7 +23,7 @@ pub enum FleetError {
         status: u16,
         reason: String,
     },
-    #[error("{url}: the answer is not a find answer: {reason}")]
+    #[error("{url}: the answer is not what was asked for: {reason}")]
     BadAnswer { url: String, reason: String },
 }
 
@@ -29,6 +31,12 @@ pub enum FleetError {
 pub trait Fleet: Send + Sync {
     fn heartbeat(&self, hb: &Heartbeat) -> Result<(), FleetError>;
     fn find(&self, group: &str, updater_id: &str) -> Result<FindResponse, FleetError>;
+    /// A channel's `version` and `critical` (seed 001: an unreachable `critical` is
+    /// not critical; an unreachable `version` is no target).
+    fn channel(&self, url: &str) -> (VersionAnswer, CriticalAnswer);
+    /// The group's maintenance schedule from ternd (`None`: none usable; the window
+    /// then stays closed).
+    fn schedule(&self, group: &str) -> Result<AgentSchedule, FleetError>;
 }
 
 /// ternd at `server` (`https://…`, or `http://` where it listens in plain HTTP), with
@@ -119,6 +127,43 @@ impl Fleet for Ternd {
             .with_config()
             .limit(FIND_LIMIT)
             .read_json::<FindResponse>()
+            .map_err(|e| FleetError::BadAnswer {
+                url,
+                reason: harmless(&e.to_string()),
+            })
+    }
+
+    fn channel(&self, url: &str) -> (VersionAnswer, CriticalAnswer) {
+        let base = url.trim_end_matches('/');
+        let get = |what: &str| -> Result<String, String> {
+            let url = format!("{base}/{what}");
+            let mut resp =
+                answered(&url, self.agent.get(&url).call()).map_err(|e| e.to_string())?;
+            resp.body_mut()
+                .with_config()
+                .limit(CHANNEL_LIMIT)
+                .read_to_string()
+                .map_err(|e| harmless(&format!("{url}: {e}")))
+        };
+        let version = match get("version") {
+            Ok(body) => VersionAnswer::from_body(&body),
+            Err(e) => VersionAnswer::Unreachable(e),
+        };
+        let critical = match get("critical") {
+            Ok(body) => CriticalAnswer::from_body(&body),
+            Err(e) => CriticalAnswer::Unreachable(e),
+        };
+        (version, critical)
+    }
+
+    fn schedule(&self, group: &str) -> Result<AgentSchedule, FleetError> {
+        let url = format!("{}/v1/agents/schedule", self.server);
+        let sent = self.agent.get(&url).query("group", group).call();
+        answered(&url, sent)?
+            .body_mut()
+            .with_config()
+            .limit(FIND_LIMIT)
+            .read_json::<AgentSchedule>()
             .map_err(|e| FleetError::BadAnswer {
                 url,
                 reason: harmless(&e.to_string()),

@@ -154,3 +154,81 @@ async fn a_workload_edited_meanwhile_is_not_written_and_decided_again() {
     );
     assert_eq!(image(&server), format!("{REPO}:1.1.0@{}", digest()));
 }
+
+/// A workload annotated `tern.dev/channel` follows the channel (seed 001), not find:
+/// outside its group's window a new version waits, a critical one goes at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_following_a_channel_takes_a_critical_version_outside_its_window() {
+    let env = tokio::task::spawn_blocking(Env::start).await.unwrap();
+    let ctl = env.ctl.clone();
+    let set = move |args: &'static [&'static str]| {
+        let ctl = ctl.clone();
+        async move {
+            tokio::task::spawn_blocking(move || ctl.run(args).unwrap())
+                .await
+                .unwrap()
+        }
+    };
+    set(&["channels", "set", "edge", "1.1.0"]).await;
+    let server = FakeApiServer::start().await;
+    let channel = format!("{}/v1/channels/edge", env.ternd.url);
+    server.create(
+        Kind::Deployment,
+        "db",
+        json!({
+            "metadata": {"name": "agent", "annotations": {"tern.dev/update": "true", "tern.dev/channel": channel}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"metadata": {"labels": {"app": "agent"}},
+                             "spec": {"containers": [{"name": "agent", "image": format!("{REPO}:1.0.0")}]}}
+            }
+        }),
+    );
+    // Sunday 03:00 UTC: outside every default window.
+    let now: jiff::Timestamp = "2026-11-29T03:00:00Z".parse().unwrap();
+    server.settle(now);
+    let c = controller(&server, &env);
+    let outcomes = c.pass(now, &|| true).await;
+    assert!(
+        matches!(
+            outcomes[0].decision,
+            Ok(Decision::Nothing {
+                why: tern_kube_update::Why::NotNow,
+                ..
+            })
+        ),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[0].written, None);
+    set(&["channels", "set", "edge", "1.1.0", "--critical"]).await;
+    let outcomes = c.pass(now, &|| true).await;
+    assert!(
+        matches!(outcomes[0].decision, Ok(Decision::Update(_))),
+        "{outcomes:?}"
+    );
+    let d = server.get(Kind::Deployment, "db", "agent").unwrap();
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        json!(format!("{REPO}:1.1.0@{}", digest()))
+    );
+
+    // A channel annotation that is no URL is refused, and nothing is written.
+    let mut bad = d.clone();
+    bad["metadata"]["annotations"]["tern.dev/channel"] = json!("file:///etc/passwd");
+    bad["metadata"]["name"] = json!("odd");
+    bad["metadata"]["resourceVersion"] = serde_json::Value::Null;
+    server.create(Kind::Deployment, "db", bad);
+    let outcomes = c.pass(now, &|| true).await;
+    let odd = outcomes
+        .iter()
+        .find(|o| o.workload.ends_with("/odd"))
+        .unwrap();
+    assert!(
+        odd.decision
+            .as_ref()
+            .unwrap_err()
+            .contains("tern.dev/channel"),
+        "{odd:?}"
+    );
+}

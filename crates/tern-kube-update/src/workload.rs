@@ -17,6 +17,10 @@ pub mod annotation {
     pub const UPDATE: &str = "tern.dev/update";
     /// The update group (empty or absent: the catch-all group).
     pub const GROUP: &str = "tern.dev/group";
+    /// A channel to follow instead of find (seed 001: `https://…/channels/NAME`, whose
+    /// `version` and `critical` the controller reads; the window is the group's
+    /// schedule from ternd).
+    pub const CHANNEL: &str = "tern.dev/channel";
     /// `true`: the controller neither writes nor deletes anything for this workload.
     pub const SKIP_RECONCILE: &str = "tern.dev/skip-reconcile";
     /// Comma-separated versions never installed automatically (operators add some; a
