@@ -33,18 +33,27 @@ impl Ternd {
         dev_clock: &str,
         extra: &[&str],
     ) -> anyhow::Result<Self> {
+        Self::start_serving(bin, data_dir, dev_clock, &["--insecure-http"], extra)
+    }
+
+    /// [`Ternd::start`] serving as `serving` says: `--insecure-http`, or `--tls-cert F
+    /// --tls-key F` (then `url` is `https://…`, and readiness is the port accepting
+    /// connections: the caller's TLS client checks the rest).
+    pub fn start_serving(
+        bin: &Path,
+        data_dir: &Path,
+        dev_clock: &str,
+        serving: &[&str],
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(data_dir)?;
         let log = data_dir.with_extension("log");
         let log_file = std::fs::File::create(&log)
             .with_context(|| format!("cannot create {}", log.display()))?;
         let mut child = Command::new(bin)
-            .args([
-                "start",
-                "--insecure-http",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-            ])
+            .arg("start")
+            .args(serving)
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(["--dev-clock", dev_clock])
             .args(extra)
@@ -85,13 +94,20 @@ impl Ternd {
                 break;
             }
         }
+        let tls = t.url.starts_with("https://");
         t.addr = t
             .url
             .trim_start_matches("http://")
+            .trim_start_matches("https://")
             .parse()
             .with_context(|| format!("ternd printed an odd address: {}", t.url))?;
         for _ in 0..400 {
-            if ready(t.addr) {
+            let up = if tls {
+                std::net::TcpStream::connect_timeout(&t.addr, Duration::from_millis(500)).is_ok()
+            } else {
+                ready(t.addr)
+            };
+            if up {
                 return Ok(t);
             }
             std::thread::sleep(Duration::from_millis(25));

@@ -78,7 +78,11 @@ impl Kube {
                 let controller = Controller {
                     client: server.client(),
                     namespaces: vec![NS.into()],
-                    fleet: Arc::new(Ternd::new(&f.ternd.url, Some(token.trim().to_string()))),
+                    fleet: Arc::new(Ternd::new(
+                        &f.ternd.url,
+                        Some(token.trim().to_string()),
+                        None,
+                    )),
                     digests: Arc::new(DigestFile {
                         path: digests.clone(),
                     }),

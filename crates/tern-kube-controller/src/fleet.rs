@@ -3,6 +3,8 @@
 //! answer is untrusted: bodies are read up to a bound and parsed into the wire types,
 //! errors name the URL and ternd's reason made harmless to print.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tern_core::host_update::{CriticalAnswer, VersionAnswer};
@@ -47,11 +49,39 @@ pub struct Ternd {
     agent: ureq::Agent,
 }
 
+/// The certificates of a PEM bundle, to trust instead of the public web PKI (a ternd
+/// behind a private CA).
+pub fn roots_from_pem(path: &Path) -> Result<ureq::tls::RootCerts, String> {
+    let shown = path.display();
+    let pem = std::fs::read(path).map_err(|e| format!("reading the CA bundle {shown}: {e}"))?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c.to_owned()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("the CA bundle {shown}: {e}")),
+        }
+    }
+    if certs.is_empty() {
+        return Err(format!("the CA bundle {shown} holds no certificate"));
+    }
+    Ok(ureq::tls::RootCerts::new_with_certs(&certs))
+}
+
 impl Ternd {
-    pub fn new(server: &str, token: Option<String>) -> Self {
+    /// `roots`: the certificates to trust for ternd and channels ([`roots_from_pem`]);
+    /// `None`: the public web PKI.
+    pub fn new(server: &str, token: Option<String>, roots: Option<ureq::tls::RootCerts>) -> Self {
+        // ring, named here: the workspace's build enables rustls' aws-lc-rs as well.
+        let mut tls = ureq::tls::TlsConfig::builder()
+            .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
+        if let Some(roots) = roots {
+            tls = tls.root_certs(roots);
+        }
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(30)))
             .http_status_as_error(false)
+            .tls_config(tls.build())
             .build()
             .new_agent();
         Self {

@@ -25,5 +25,5 @@ pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
     kube::Client::try_from(config)
 }
 pub use digests::{DigestError, DigestFile, DigestSource};
-pub use fleet::{Fleet, FleetError, Ternd};
+pub use fleet::{Fleet, FleetError, Ternd, roots_from_pem};
 pub use lease::{Elector, LeaseError, LeaseSettings, Observed, Step, step};

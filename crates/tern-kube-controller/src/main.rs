@@ -49,6 +49,10 @@ struct RunArgs {
     /// controller heartbeats for every workload it manages.
     #[arg(long, env = "TERN_TOKEN_FILE", value_name = "FILE")]
     token_file: PathBuf,
+    /// A PEM bundle of the CA(s) to trust for ternd and channels, instead of the public
+    /// web PKI (a ternd with a private certificate).
+    #[arg(long, env = "TERN_CA_CERT", value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
     /// The image digests file: a JSON object of "repository:tag" to "sha256:…"
     /// (updates are written pinned by digest only). Read at each lookup.
     #[arg(long, value_name = "FILE")]
@@ -131,6 +135,12 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         "the token file {} is empty",
         a.token_file.display()
     );
+    let roots = a
+        .ca_cert
+        .as_deref()
+        .map(tern_kube_controller::roots_from_pem)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let (lease_ns, lease_name) = a
         .lease
         .split_once('/')
@@ -158,7 +168,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
     let controller = Controller {
         client,
         namespaces: a.namespaces,
-        fleet: Arc::new(Ternd::new(&a.server, Some(token))),
+        fleet: Arc::new(Ternd::new(&a.server, Some(token), roots)),
         digests: Arc::new(DigestFile { path: a.digests }),
         policy,
         version: env!("CARGO_PKG_VERSION").to_string(),

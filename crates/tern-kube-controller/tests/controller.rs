@@ -20,7 +20,7 @@ fn controller(server: &FakeApiServer, env: &Env) -> Controller {
     Controller {
         client: server.client(),
         namespaces: vec!["db".into()],
-        fleet: Arc::new(Ternd::new(&env.ternd.url, Some(env.token.clone()))),
+        fleet: Arc::new(Ternd::new(&env.ternd.url, Some(env.token.clone()), None)),
         digests: Arc::new(DigestFile {
             path: env.digests.clone(),
         }),
@@ -231,4 +231,113 @@ async fn a_workload_following_a_channel_takes_a_critical_version_outside_its_win
             .contains("tern.dev/channel"),
         "{odd:?}"
     );
+}
+
+/// A ternd with a certificate no public CA signed: refused, with the reason, until the
+/// controller is given the CA (`--ca-cert`); then it heartbeats and updates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ternd_behind_a_private_ca_is_trusted_only_with_its_ca() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert_file, key_file) = (tmp.path().join("tls.crt"), tmp.path().join("tls.key"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    let (c, k) = (cert_file.clone(), key_file.clone());
+    let dir = tmp.path().join("ternd");
+    let (ternd, token) = tokio::task::spawn_blocking(move || {
+        let bins = tern_e2e::bins::Bins::locate().unwrap();
+        let ternd = tern_e2e::ternd::Ternd::start_serving(
+            &bins.ternd,
+            &dir,
+            "2026-11-23T09:00:00Z",
+            &[
+                "--tls-cert",
+                c.to_str().unwrap(),
+                "--tls-key",
+                k.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .unwrap();
+        let ctl = tern_e2e::ternd::Ctl {
+            bin: bins.ternctl,
+            server: ternd.url.replace("127.0.0.1", "localhost"),
+            token_file: ternd.token_file.clone(),
+        };
+        let run = |args: &[&str]| {
+            let out = ctl.command(args).env("TERN_CA_CERT", &c).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        let version = dir.with_extension("version.yaml");
+        std::fs::write(
+            &version,
+            tern_core::fixtures::enabled_version("1.0.0", "1.1.0", "immediate"),
+        )
+        .unwrap();
+        run(&["create", "--force", "-f", version.to_str().unwrap()]);
+        run(&["dev", "reconcile"]);
+        let token = run(&["tokens", "create", "--role", "agent"]);
+        (ternd, token)
+    })
+    .await
+    .unwrap();
+    let url = ternd.url.replace("127.0.0.1", "localhost");
+    let server = FakeApiServer::start().await;
+    server.create(
+        Kind::Deployment,
+        "db",
+        json!({
+            "metadata": {"name": "agent", "annotations": {"tern.dev/update": "true"}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"metadata": {"labels": {"app": "agent"}},
+                             "spec": {"containers": [{"name": "agent", "image": format!("{REPO}:1.0.0")}]}}
+            }
+        }),
+    );
+    let now = jiff::Timestamp::now();
+    server.settle(now);
+    let digests = tmp.path().join("digests.json");
+    std::fs::write(
+        &digests,
+        json!({format!("{REPO}:1.1.0"): digest()}).to_string(),
+    )
+    .unwrap();
+    let with_roots = |roots| Controller {
+        client: server.client(),
+        namespaces: vec!["db".into()],
+        fleet: Arc::new(Ternd::new(&url, Some(token.clone()), roots)),
+        digests: Arc::new(DigestFile {
+            path: digests.clone(),
+        }),
+        policy: tern_kube_update::Policy::default(),
+        version: "0.1.0".into(),
+    };
+    let outcomes = with_roots(None).pass(now, &|| true).await;
+    let err = outcomes[0].decision.as_ref().unwrap_err();
+    assert!(
+        err.contains(&url) && err.to_lowercase().contains("certificate"),
+        "{err}"
+    );
+    assert!(outcomes[0].heartbeat_error.is_some());
+    assert_eq!(outcomes[0].written, None);
+
+    let roots = tern_kube_controller::roots_from_pem(&cert_file).unwrap();
+    let outcomes = with_roots(Some(roots)).pass(now, &|| true).await;
+    assert!(outcomes[0].heartbeat_error.is_none(), "{outcomes:?}");
+    assert!(
+        matches!(outcomes[0].decision, Ok(Decision::Update(_))),
+        "{outcomes:?}"
+    );
+    // A file that holds no certificate is refused by name.
+    let err = tern_kube_controller::roots_from_pem(&key_file)
+        .err()
+        .unwrap();
+    assert!(err.contains("holds no certificate"), "{err}");
 }
