@@ -35,7 +35,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the controller until stopped (SIGTERM, SIGINT).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the shell completion script (see docs/cli.md).
     Completion(tern_cli::CompletionArgs),
 }
@@ -117,7 +117,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    match runtime.block_on(run(*args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tern-kube-update: error: {e:#}");
