@@ -83,6 +83,10 @@ pub struct Objects {
     pub conflicts: u32,
     /// Image tags whose containers crash at start (the kubelet's verdict).
     pub crashing_tags: BTreeSet<String>,
+    /// When set, each read of one object waits here before it is answered: the test
+    /// makes several clients read the same state before any of them writes (a race
+    /// it could not time otherwise).
+    pub gate_reads: Option<Arc<tokio::sync::Barrier>>,
 }
 
 pub struct FakeApiServer {
@@ -367,9 +371,18 @@ async fn get_one(
     State((o, kind)): State<(Shared, Kind)>,
     Path((ns, name)): Path<(String, String)>,
 ) -> Response {
-    let o = o.lock().unwrap();
-    match o.stored.get(&(kind, ns, name.clone())) {
-        Some(v) => Json(v.clone()).into_response(),
+    // Read first, then wait at the gate: every gated reader answers with the state
+    // before any of them could write.
+    let (found, gate) = {
+        let o = o.lock().unwrap();
+        let found = o.stored.get(&(kind, ns, name.clone())).cloned();
+        (found, o.gate_reads.clone())
+    };
+    if let Some(gate) = gate {
+        gate.wait().await;
+    }
+    match found {
+        Some(v) => Json(v).into_response(),
         None => not_found(kind, &name),
     }
 }
