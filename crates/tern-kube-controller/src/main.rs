@@ -61,7 +61,7 @@ struct RunArgs {
     #[arg(long = "namespace", value_name = "NAME")]
     namespaces: Vec<String>,
     /// How often every workload is looked at.
-    #[arg(long, default_value = "30s", value_parser = duration, value_name = "DURATION")]
+    #[arg(long, default_value = "30s", value_parser = GoDuration::parse_positive_std, value_name = "DURATION")]
     period: Duration,
     /// The Lease replicas elect a writer with: NAMESPACE/NAME.
     #[arg(
@@ -71,22 +71,14 @@ struct RunArgs {
     )]
     lease: String,
     /// How long a Lease write holds it (renewed every third of it).
-    #[arg(long, default_value = "15s", value_parser = duration, value_name = "DURATION")]
+    #[arg(long, default_value = "15s", value_parser = GoDuration::parse_positive_std, value_name = "DURATION")]
     lease_duration: Duration,
     /// This replica's name in the Lease (default: $POD_NAME, else the host name).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// How long an update may take to become available before it is rolled back.
-    #[arg(long, default_value = "10m", value_parser = duration, value_name = "DURATION")]
+    #[arg(long, default_value = "10m", value_parser = GoDuration::parse_positive_std, value_name = "DURATION")]
     health_timeout: Duration,
-}
-
-fn duration(s: &str) -> Result<Duration, String> {
-    GoDuration::parse_positive_std(s)
-}
-
-fn host_name() -> String {
-    tern_cli::host_name("localhost")
 }
 
 fn main() -> ExitCode {
@@ -150,7 +142,9 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         .await
         .context("finding the cluster (in-cluster service account, or KUBECONFIG)")?;
     let client = tern_kube_controller::client(config).context("making the Kubernetes client")?;
-    let identity = a.identity.unwrap_or_else(host_name);
+    let identity = a
+        .identity
+        .unwrap_or_else(|| tern_cli::host_name("localhost"));
     let mut elector = Elector::new(
         client.clone(),
         LeaseSettings {

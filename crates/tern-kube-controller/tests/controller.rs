@@ -29,6 +29,19 @@ fn controller(server: &FakeApiServer, env: &Env) -> Controller {
     }
 }
 
+/// The Deployment `agent` (one replica) on 1.0.0, with these annotations.
+fn deployment_on_1_0_0(annotations: serde_json::Value) -> serde_json::Value {
+    json!({
+        "metadata": {"name": "agent", "annotations": annotations},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {"metadata": {"labels": {"app": "agent"}},
+                         "spec": {"containers": [{"name": "agent", "image": format!("{REPO}:1.0.0")}]}}
+        }
+    })
+}
+
 fn stateful_set(image: &str) -> serde_json::Value {
     json!({
         "metadata": {"name": "agent", "annotations": {"tern.dev/update": "true"}},
@@ -113,15 +126,7 @@ async fn a_workload_edited_meanwhile_is_not_written_and_decided_again() {
     server.create(
         Kind::Deployment,
         "db",
-        json!({
-            "metadata": {"name": "agent", "annotations": {"tern.dev/update": "true"}},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "agent"}},
-                "template": {"metadata": {"labels": {"app": "agent"}},
-                             "spec": {"containers": [{"name": "agent", "image": format!("{REPO}:1.0.0")}]}}
-            }
-        }),
+        deployment_on_1_0_0(json!({"tern.dev/update": "true"})),
     );
     let now = jiff::Timestamp::now();
     server.settle(now);
@@ -175,15 +180,7 @@ async fn a_workload_following_a_channel_takes_a_critical_version_outside_its_win
     server.create(
         Kind::Deployment,
         "db",
-        json!({
-            "metadata": {"name": "agent", "annotations": {"tern.dev/update": "true", "tern.dev/channel": channel}},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "agent"}},
-                "template": {"metadata": {"labels": {"app": "agent"}},
-                             "spec": {"containers": [{"name": "agent", "image": format!("{REPO}:1.0.0")}]}}
-            }
-        }),
+        deployment_on_1_0_0(json!({"tern.dev/update": "true", "tern.dev/channel": channel})),
     );
     // Sunday 03:00 UTC: outside every default window.
     let now: jiff::Timestamp = "2026-11-29T03:00:00Z".parse().unwrap();
@@ -291,15 +288,7 @@ async fn a_ternd_behind_a_private_ca_is_trusted_only_with_its_ca() {
     server.create(
         Kind::Deployment,
         "db",
-        json!({
-            "metadata": {"name": "agent", "annotations": {"tern.dev/update": "true"}},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "agent"}},
-                "template": {"metadata": {"labels": {"app": "agent"}},
-                             "spec": {"containers": [{"name": "agent", "image": format!("{REPO}:1.0.0")}]}}
-            }
-        }),
+        deployment_on_1_0_0(json!({"tern.dev/update": "true"})),
     );
     let now = jiff::Timestamp::now();
     server.settle(now);
