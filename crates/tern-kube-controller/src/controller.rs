@@ -132,13 +132,10 @@ impl Controller {
             Object::Deployment(d) => (&d.metadata, "Deployment"),
             Object::StatefulSet(s) => (&s.metadata, "StatefulSet"),
         };
-        let opted_in = meta
-            .annotations
+        // Not opted in (absent, `false`, anything else): not looked at, not heartbeated.
+        meta.annotations
             .as_ref()
-            .is_some_and(|a| a.contains_key(tern_kube_update::annotation::UPDATE));
-        if !opted_in {
-            return None;
-        }
+            .and_then(tern_kube_update::Mode::of)?;
         let name = format!(
             "{kind} {}/{}",
             meta.namespace.as_deref().unwrap_or(""),

@@ -128,12 +128,31 @@ async fn a_workload_edited_meanwhile_is_not_written_and_decided_again() {
         "db",
         deployment_on_1_0_0(json!({"tern.dev/update": "true"})),
     );
+    // Opted out in words: neither looked at nor heartbeated.
+    let mut opted_out = deployment_on_1_0_0(json!({"tern.dev/update": "false"}));
+    opted_out["metadata"]["name"] = json!("opted-out");
+    server.create(Kind::Deployment, "db", opted_out);
     let now = jiff::Timestamp::now();
     server.settle(now);
     let c = controller(&server, &env);
     // Another writer wins the race for this replace.
     server.objects.lock().unwrap().conflict_next_replace = true;
     let outcomes = c.pass(now, &|| true).await;
+    assert_eq!(
+        outcomes.len(),
+        1,
+        "only the opted-in workload: {outcomes:?}"
+    );
+    let uid = server.get(Kind::Deployment, "db", "opted-out").unwrap()["metadata"]["uid"].clone();
+    let ctl = env.ctl.clone();
+    let inventory =
+        tokio::task::spawn_blocking(move || ctl.run(&["inventory", "ls", "-o", "json"]).unwrap())
+            .await
+            .unwrap();
+    assert!(
+        !inventory.contains(uid.as_str().unwrap()),
+        "never heartbeated: {inventory}"
+    );
     assert!(
         matches!(outcomes[0].decision, Ok(Decision::Update(_))),
         "{outcomes:?}"

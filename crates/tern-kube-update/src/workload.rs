@@ -130,6 +130,19 @@ pub enum Mode {
     ReportOnly,
 }
 
+impl Mode {
+    /// The opt-in that `annotations` hold (`tern.dev/update`): `true`, `report-only`, or
+    /// none (absent, `false`, anything else). The controller asks it before reading the
+    /// rest of a workload, so a workload that did not opt in is never heartbeated.
+    pub fn of(annotations: &BTreeMap<String, String>) -> Option<Self> {
+        match annotations.get(annotation::UPDATE).map(|s| s.trim()) {
+            Some("true") => Some(Mode::Manage),
+            Some("report-only") => Some(Mode::ReportOnly),
+            _ => None,
+        }
+    }
+}
+
 /// An update the controller started and has not finished or undone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InProgress {
@@ -160,11 +173,7 @@ impl Workload {
     /// The opt-in, before anything else is read: a workload that did not opt in is not
     /// the controller's business, whatever its other annotations hold.
     pub fn mode(&self) -> Option<Mode> {
-        match self.annotations.get(annotation::UPDATE).map(|s| s.trim()) {
-            Some("true") => Some(Mode::Manage),
-            Some("report-only") => Some(Mode::ReportOnly),
-            _ => None,
-        }
+        Mode::of(&self.annotations)
     }
 
     /// Whether the operator asked the controller to keep its hands off. A value that is
