@@ -100,7 +100,7 @@ impl Fleet {
             .tempdir()
             .context("cannot create a temp dir")?;
         let artifacts = dir.path().join("artifacts");
-        let cache = bins.dir.join("tern-e2e-agents");
+        let cache = release::agent_cache(&bins);
         for r in &opts.releases {
             let agent = release::build_agent(&cache, r)?;
             release::publish(&artifacts, &r.version, &agent)?;

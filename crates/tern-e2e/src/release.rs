@@ -105,6 +105,25 @@ pub fn build_agent(cache: &Path, r: &Release) -> anyhow::Result<PathBuf> {
     Ok(out)
 }
 
+/// The agent program of `r`, built (once, while the source is unchanged) in the same
+/// cache as the fleets' releases: what a test runs without a fleet, e.g. as the
+/// program of a container image.
+pub fn agent_program(r: &Release) -> anyhow::Result<PathBuf> {
+    let bins = crate::bins::Bins::locate()?;
+    build_agent(&agent_cache(&bins), r)
+}
+
+/// Where the agent builds are kept: beside the binaries under test.
+pub(crate) fn agent_cache(bins: &crate::bins::Bins) -> PathBuf {
+    bins.dir.join("tern-e2e-agents")
+}
+
+/// The sha256 of a file, as `sha256:HEX` (an image digest's form).
+pub fn sha256_digest(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(format!("sha256:{}", hex(&Sha256::digest(&bytes))))
+}
+
 /// Go's name for this machine's architecture, as in artifact URLs.
 pub fn go_arch() -> &'static str {
     match std::env::consts::ARCH {

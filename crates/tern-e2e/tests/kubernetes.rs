@@ -4,10 +4,12 @@
 //!
 //! The Kubernetes API server is a stand-in (`tern_kube_controller::fake_apiserver`):
 //! none can run on these machines. It serves the REST subset the controller uses with
-//! resourceVersion conflicts, and plays the cluster's controllers and kubelet in
-//! process: pods run well, or crash-loop when their image's tag is one the test names
-//! (1.2.0, as the demo release 1.2.0 crashes on the VM hosts). The pods are simulated,
-//! not processes.
+//! resourceVersion conflicts, and plays the cluster's controllers and kubelet. Its
+//! kubelet runs each pod's container as a real process: the demo agent release its
+//! image's tag names, pulled only when its digest is the one pinned (the registry is a
+//! stand-in too: image `REPO:VERSION` is that release's program, its digest the
+//! program's sha256). So 1.0.0 and 1.1.0 become Ready, and 1.2.0, which panics on
+//! start, crash-loops, as on the VM hosts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,13 +28,13 @@ use tern_kube_update::Decision;
 const REPO: &str = "registry.example/tern/agent";
 const NS: &str = "edge";
 
+/// The digest of `REPO:version`: its program's sha256.
 fn digest(version: &str) -> String {
-    let c = match version {
-        "1.1.0" => "a",
-        "1.2.0" => "b",
-        _ => "c",
-    };
-    format!("sha256:{}", c.repeat(64))
+    let r = release::standard()
+        .into_iter()
+        .find(|r| r.version == version)
+        .unwrap();
+    release::sha256_digest(&release::agent_program(&r).unwrap()).unwrap()
 }
 
 struct Kube {
@@ -49,7 +51,12 @@ impl Kube {
     fn start(f: &Fleet, controllers: usize) -> Self {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let server = rt.block_on(FakeApiServer::start());
-        server.crashing_tags(&["1.2.0"]);
+        server.run_images(f.releases.iter().map(|r| {
+            (
+                format!("{REPO}:{}", r.version),
+                release::agent_program(r).unwrap(),
+            )
+        }));
         let digests = f.path().join("digests.json");
         std::fs::write(
             &digests,
@@ -273,6 +280,19 @@ fn workloads_update_with_the_fleet_and_a_crashing_canary_is_reverted_and_halts_i
     until(&f, &mut k, "kube", "done", 8);
     for name in ["agent-a", "agent-b"] {
         assert_eq!(k.image(name), format!("{REPO}:1.1.0@{}", digest("1.1.0")));
+        // Its pods run the 1.1.0 program, as processes.
+        let pods = k.server.pods_of(NS, name);
+        assert_eq!(pods.len(), 2, "{pods:?}");
+        for pod in pods {
+            assert_eq!(
+                k.server
+                    .running_versions(NS, &pod)
+                    .get("agent")
+                    .map(String::as_str),
+                Some("1.1.0"),
+                "{pod}"
+            );
+        }
         assert_eq!(
             k.annotation(name, "tern.dev/previous-image"),
             Some(format!("{REPO}:1.0.0"))
@@ -323,6 +343,17 @@ fn workloads_update_with_the_fleet_and_a_crashing_canary_is_reverted_and_halts_i
             .unwrap()
             .contains("1.2.0")
     );
+    // Its pods run the 1.1.0 program again.
+    for pod in k.server.pods_of(NS, name) {
+        assert_eq!(
+            k.server
+                .running_versions(NS, &pod)
+                .get("agent")
+                .map(String::as_str),
+            Some("1.1.0"),
+            "{pod}"
+        );
+    }
     // Halted: later groups never start, their hosts stay on 1.1.0.
     let step = round(&f, &mut k, "4h");
     assert_eq!(step.status.state_of("dev"), "unstarted", "{}", f.describe());

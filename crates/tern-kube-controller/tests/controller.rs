@@ -349,3 +349,88 @@ async fn a_ternd_behind_a_private_ca_is_trusted_only_with_its_ca() {
         .unwrap();
     assert!(err.contains("holds no certificate"), "{err}");
 }
+
+/// With a kubelet of real processes (the demo agent releases as images): the digest
+/// the controller pins is one the registry's image does not have (the tag was pushed
+/// again, or the digests source is wrong), so no pod ever runs it. It cannot be pulled,
+/// and after `stuck_after` the update is rolled back to the previous image, whose
+/// program runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_whose_digest_is_not_the_pinned_one_never_runs_and_is_rolled_back() {
+    let env = tokio::task::spawn_blocking(Env::start).await.unwrap();
+    let server = FakeApiServer::start().await;
+    let programs = tokio::task::spawn_blocking(|| {
+        ["1.0.0", "1.1.0"].map(|v| {
+            let r = tern_e2e::release::Release::good(v);
+            (
+                format!("{REPO}:{v}"),
+                tern_e2e::release::agent_program(&r).unwrap(),
+            )
+        })
+    })
+    .await
+    .unwrap();
+    let real = tern_e2e::release::sha256_digest(&programs[1].1).unwrap();
+    assert_ne!(real, digest(), "the digests file pins another digest");
+    server.run_images(programs);
+    server.create(
+        Kind::Deployment,
+        "db",
+        deployment_on_1_0_0(json!({"tern.dev/update": "true"})),
+    );
+    let t0: jiff::Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
+    server.settle(t0);
+    let running = |server: &FakeApiServer| {
+        let pods = server.pods_of("db", "agent");
+        assert_eq!(pods.len(), 1, "{pods:?}");
+        server
+            .running_versions("db", &pods[0])
+            .get("agent")
+            .cloned()
+    };
+    assert_eq!(running(&server).as_deref(), Some("1.0.0"));
+    let c = controller(&server, &env);
+    let outcomes = c.pass(t0, &|| true).await;
+    assert!(
+        matches!(outcomes[0].decision, Ok(Decision::Update(_))),
+        "{outcomes:?}"
+    );
+    server.settle(t0);
+    let pod = server.pods_of("db", "agent").pop().unwrap();
+    let status = &server.get(Kind::Pod, "db", &pod).unwrap()["status"]["containerStatuses"][0];
+    assert_eq!(status["state"]["waiting"]["reason"], json!("ErrImagePull"));
+    assert!(
+        status["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&real),
+        "{status}"
+    );
+    assert_eq!(running(&server), None, "nothing runs");
+
+    // Within stuck_after a pull error may be the registry's hiccup: wait.
+    let t1 = t0 + jiff::SignedDuration::from_mins(2);
+    server.settle(t1);
+    let outcomes = c.pass(t1, &|| true).await;
+    assert!(
+        matches!(outcomes[0].decision, Ok(Decision::Wait { .. })),
+        "{outcomes:?}"
+    );
+    let t2 = t0 + jiff::SignedDuration::from_mins(6);
+    server.settle(t2);
+    let outcomes = c.pass(t2, &|| true).await;
+    assert!(
+        matches!(
+            &outcomes[0].decision,
+            Ok(Decision::Rollback(r)) if r.failure == tern_kube_update::Failure::ImagePull
+        ),
+        "{outcomes:?}"
+    );
+    server.settle(t2);
+    let d = server.get(Kind::Deployment, "db", "agent").unwrap();
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        json!(format!("{REPO}:1.0.0"))
+    );
+    assert_eq!(running(&server).as_deref(), Some("1.0.0"));
+}

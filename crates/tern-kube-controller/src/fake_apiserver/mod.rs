@@ -13,14 +13,21 @@
 //!
 //! [`FakeApiServer::settle`] plays the cluster's own controllers and kubelet, in
 //! process: a workload whose template changed gets new pods (all at once) running its
-//! image; a pod runs well or crash-loops by its image's tag, as the test says
-//! ([`FakeApiServer::crashing_tags`]); the workload's status counts them. Times are
-//! the test's (`now`), so they agree with a ternd on a dev clock.
+//! image, and the workload's status counts them. Given a registry of images
+//! ([`FakeApiServer::run_images`]), its kubelet runs each container as a real process,
+//! the program of its image, and the pod is Ready when it runs, crash-loops when it
+//! exits, and cannot start when its image or pinned digest is not in the registry
+//! ([`kubelet`]). Without one, every container counts as running and Ready (for tests
+//! about other things). Times are the test's (`now`), so they agree with a ternd on a
+//! dev clock.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, BTreeSet};
+mod kubelet;
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
@@ -31,6 +38,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use jiff::Timestamp;
 use serde_json::{Value, json};
+
+use kubelet::{Kubelet, Seen};
 
 /// A resource type the stand-in serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -81,8 +90,9 @@ pub struct Objects {
     pub conflict_next_replace: bool,
     /// Writes answered 409.
     pub conflicts: u32,
-    /// Image tags whose containers crash at start (the kubelet's verdict).
-    pub crashing_tags: BTreeSet<String>,
+    /// The kubelet of real processes ([`FakeApiServer::run_images`]); without one,
+    /// every container counts as running and Ready.
+    kubelet: Option<Kubelet>,
     /// When set, each read of one object waits here before it is answered: the test
     /// makes several clients read the same state before any of them writes (a race
     /// it could not time otherwise).
@@ -230,6 +240,28 @@ impl Objects {
         for key in workloads {
             self.settle_workload(&key, now);
         }
+        // Processes of pods deleted meanwhile (by the controller, or above) go.
+        let live: Vec<(String, String, String)> = self
+            .stored
+            .iter()
+            .filter(|(k, _)| k.0 == Kind::Pod)
+            .flat_map(|(k, pod)| {
+                let containers = pod["spec"]["containers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                containers.into_iter().map(move |c| {
+                    (
+                        k.1.clone(),
+                        k.2.clone(),
+                        c["name"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+            })
+            .collect();
+        if let Some(kubelet) = &mut self.kubelet {
+            kubelet.keep_only(&live);
+        }
     }
 
     fn settle_workload(&mut self, key: &Key, now: Timestamp) {
@@ -285,34 +317,41 @@ impl Objects {
             });
             let _ = self.create(Kind::Pod, &ns, pod);
         }
-        // The kubelet: each pod runs well, or crash-loops, by its agent's image tag.
+        // The kubelet: each container runs (a real process, when the test gave a
+        // registry), or crash-loops, or cannot be pulled.
         let mut ready = 0;
-        for (k, pod) in self.stored.iter_mut() {
-            if k.0 != Kind::Pod || k.1 != ns || !mine(pod) {
-                continue;
-            }
+        let pods: Vec<Key> = self
+            .stored
+            .iter()
+            .filter(|(k, v)| k.0 == Kind::Pod && k.1 == ns && mine(v))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in pods {
+            let pod = &self.stored[&k];
             let containers = pod["spec"]["containers"]
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            let crashing: Vec<&Value> = containers
+            let seen: Vec<Seen> = containers
                 .iter()
-                .filter(|c| {
-                    let image = c["image"].as_str().unwrap_or("");
-                    let tag = image
-                        .split('@')
-                        .next()
-                        .unwrap_or("")
-                        .rsplit_once(':')
-                        .map(|(_, t)| t);
-                    tag.is_some_and(|t| self.crashing_tags.contains(t))
+                .map(|c| match &mut self.kubelet {
+                    Some(kubelet) => kubelet.sync(
+                        (
+                            ns.clone(),
+                            k.2.clone(),
+                            c["name"].as_str().unwrap_or("").to_string(),
+                        ),
+                        c["image"].as_str().unwrap_or(""),
+                    ),
+                    None => Seen::Up,
                 })
                 .collect();
+            let pod = self.stored.get_mut(&k).unwrap();
             let created: Timestamp = pod["metadata"]["creationTimestamp"]
                 .as_str()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(now);
-            let up = crashing.is_empty();
+            let up = seen.iter().all(|s| matches!(s, Seen::Up));
             let was = pod["status"]["conditions"][0]["status"].as_str()
                 == Some(if up { "True" } else { "False" });
             let since = if was {
@@ -320,20 +359,28 @@ impl Objects {
             } else {
                 json!(now.to_string())
             };
-            let restarts = (now.duration_since(created).as_secs() / 20).max(0);
             let statuses: Vec<Value> = containers
                 .iter()
-                .map(|c| {
-                    let crashes = crashing.iter().any(|x| x["name"] == c["name"]);
-                    json!({
-                        "name": c["name"], "image": c["image"], "imageID": "", "ready": !crashes,
-                        "restartCount": if crashes { restarts } else { 0 },
-                        "state": if crashes && restarts > 0 {
-                            json!({"waiting": {"reason": "CrashLoopBackOff"}})
-                        } else {
-                            json!({"running": {"startedAt": created.to_string()}})
-                        },
-                    })
+                .zip(&seen)
+                .map(|(c, seen)| {
+                    let mut st = json!({
+                        "name": c["name"], "image": c["image"], "imageID": "",
+                        "ready": matches!(seen, Seen::Up), "restartCount": 0,
+                        "state": {"running": {"startedAt": created.to_string()}},
+                    });
+                    match seen {
+                        Seen::Up => {}
+                        Seen::Crashing { restarts, exit } => {
+                            st["restartCount"] = json!(restarts);
+                            st["state"] = json!({"waiting": {"reason": "CrashLoopBackOff"}});
+                            st["lastState"] = json!({"terminated": {"exitCode": exit}});
+                        }
+                        Seen::PullFailed { why } => {
+                            st["state"] =
+                                json!({"waiting": {"reason": "ErrImagePull", "message": why}});
+                        }
+                    }
+                    st
                 })
                 .collect();
             pod["status"] = json!({
@@ -553,8 +600,46 @@ impl FakeApiServer {
         self.objects.lock().unwrap().settle(now);
     }
 
-    /// Containers of images with these tags crash at start.
-    pub fn crashing_tags(&self, tags: &[&str]) {
-        self.objects.lock().unwrap().crashing_tags = tags.iter().map(|t| t.to_string()).collect();
+    /// What the programs of `pod`'s containers say they run (`running_version` in
+    /// their state directories), by container name; empty without a registry.
+    pub fn running_versions(&self, ns: &str, pod: &str) -> BTreeMap<String, String> {
+        let o = self.objects.lock().unwrap();
+        let (Some(kubelet), Some(p)) = (
+            &o.kubelet,
+            o.stored.get(&(Kind::Pod, ns.into(), pod.into())),
+        ) else {
+            return BTreeMap::new();
+        };
+        let containers = p["spec"]["containers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        containers
+            .iter()
+            .filter_map(|c| {
+                let name = c["name"].as_str()?;
+                let dir = kubelet.state_dir(ns, pod, name);
+                let v = std::fs::read_to_string(dir.join("running_version")).ok()?;
+                Some((name.to_string(), v.trim().to_string()))
+            })
+            .collect()
+    }
+
+    /// The pods of namespace `ns` whose labels include `app=name`.
+    pub fn pods_of(&self, ns: &str, app: &str) -> Vec<String> {
+        let o = self.objects.lock().unwrap();
+        o.stored
+            .iter()
+            .filter(|((k, n, _), v)| {
+                *k == Kind::Pod && n == ns && v["metadata"]["labels"]["app"] == json!(app)
+            })
+            .map(|((_, _, name), _)| name.clone())
+            .collect()
+    }
+
+    /// From now on, the kubelet runs each container as a real process: `images` is the
+    /// registry, `repository:tag` → the program its image runs (see [`kubelet`]).
+    pub fn run_images(&self, images: impl IntoIterator<Item = (String, PathBuf)>) {
+        self.objects.lock().unwrap().kubelet = Some(Kubelet::new(images.into_iter().collect()));
     }
 }
