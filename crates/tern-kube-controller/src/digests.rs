@@ -1,12 +1,18 @@
 //! Where the digest of an image tag comes from: updates are only written pinned by
 //! digest (`repository:tag@sha256:…`), so a tag moved in the registry afterwards
-//! changes nothing. The source is pluggable ([`DigestSource`]); the one shipped is a
-//! file the release pipeline writes ([`DigestFile`]), read again at each lookup so a
-//! new release needs no restart. Verification against signed metadata (the TUF
-//! targets of `tern-release`) plugs in here too.
+//! changes nothing. The source is pluggable ([`DigestSource`]). Two are shipped:
+//!
+//! - [`SignedDigests`]: the signed release repository (TUF) that hosts verify their
+//!   tarballs against; the release owners sign each image's manifest
+//!   (`tern-release add-image`), so a digest is pinned only when a threshold of the
+//!   targets keys signed it, and a compromised registry or pipeline cannot slip an
+//!   image in;
+//! - [`DigestFile`]: a file the release pipeline writes, read again at each lookup so a
+//!   new release needs no restart (trusted as the file's writer is).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tern_kube_update::Digest;
 
@@ -18,6 +24,9 @@ pub enum DigestError {
     Unknown { image: String, path: String },
     #[error("{image}: {why}")]
     Bad { image: String, why: String },
+    /// The signed metadata could not be verified, or does not sign this image.
+    #[error("{0}")]
+    NotSigned(String),
 }
 
 pub trait DigestSource: Send + Sync {
@@ -54,6 +63,87 @@ impl DigestSource for DigestFile {
             path: path.clone(),
         })?;
         Digest::parse(digest).map_err(|e| DigestError::Bad {
+            image,
+            why: e.to_string(),
+        })
+    }
+}
+
+/// Digests the release keys signed: each lookup refreshes the TUF metadata (root chain,
+/// timestamp, snapshot, targets, with TUF's checks of signatures, thresholds, expiry and
+/// rollback) from the trusted state, and answers the sha256 of the manifest signed as
+/// `repository:tag`.
+#[derive(Clone)]
+pub struct SignedDigests {
+    client: Arc<tern_trust::Client>,
+    url: String,
+}
+
+struct UreqFetch(ureq::Agent);
+
+impl tern_trust::Fetch for UreqFetch {
+    fn open(&self, url: &str) -> Result<tern_trust::Opened, String> {
+        let resp = self.0.get(url).call().map_err(|e| e.to_string())?;
+        if resp.status() == 404 {
+            return Ok(tern_trust::Opened::NotFound);
+        }
+        if !resp.status().is_success() {
+            return Err(format!("status {}", resp.status()));
+        }
+        Ok(tern_trust::Opened::Body(Box::new(
+            resp.into_body().into_reader(),
+        )))
+    }
+}
+
+impl SignedDigests {
+    /// `state`: the trust state file (created from `root` when missing; a root pinned
+    /// before is kept with what was learned since, so rollback protection survives
+    /// restarts when the file does). `url`: the metadata directory (http(s), `file://`
+    /// or a path). `roots`: as for ternd.
+    pub fn pin(
+        state: &Path,
+        root: &Path,
+        url: &str,
+        roots: Option<ureq::tls::RootCerts>,
+    ) -> Result<Self, DigestError> {
+        let err = |e: tern_trust::Error| DigestError::NotSigned(e.to_string());
+        tern_trust::pin_root(state, root).map_err(err)?;
+        let url = tern_trust::metadata_url(url).map_err(err)?;
+        let fetch: Arc<dyn tern_trust::Fetch> =
+            Arc::new(UreqFetch(crate::fleet::http_agent(roots)));
+        let client = tern_trust::Client::new(state, &url, Some(fetch)).map_err(err)?;
+        Ok(Self {
+            client: Arc::new(client),
+            url,
+        })
+    }
+
+    /// Refreshes the metadata now: how many images it signs.
+    pub fn check(&self) -> Result<usize, DigestError> {
+        let verified = self
+            .client
+            .refresh()
+            .map_err(|e| DigestError::NotSigned(e.to_string()))?;
+        Ok(verified
+            .targets
+            .iter()
+            .filter(|t| t.image.is_some())
+            .count())
+    }
+}
+
+impl DigestSource for SignedDigests {
+    fn resolve(&self, repository: &str, tag: &str) -> Result<Digest, DigestError> {
+        let image = format!("{repository}:{tag}");
+        let verified = self
+            .client
+            .refresh()
+            .map_err(|e| DigestError::NotSigned(format!("{image}: {e}")))?;
+        let target = verified
+            .image(&image)
+            .map_err(|e| DigestError::NotSigned(format!("{e} (metadata at {})", self.url)))?;
+        Digest::parse(&format!("sha256:{}", target.sha256)).map_err(|e| DigestError::Bad {
             image,
             why: e.to_string(),
         })

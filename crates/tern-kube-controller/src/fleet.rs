@@ -72,24 +72,29 @@ impl Ternd {
     /// `roots`: the certificates to trust for ternd and channels ([`roots_from_pem`]);
     /// `None`: the public web PKI.
     pub fn new(server: &str, token: Option<String>, roots: Option<ureq::tls::RootCerts>) -> Self {
-        // ring, named here: the workspace's build enables rustls' aws-lc-rs as well.
-        let mut tls = ureq::tls::TlsConfig::builder()
-            .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
-        if let Some(roots) = roots {
-            tls = tls.root_certs(roots);
-        }
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(30)))
-            .http_status_as_error(false)
-            .tls_config(tls.build())
-            .build()
-            .new_agent();
         Self {
             server: server.trim_end_matches('/').to_string(),
             token,
-            agent,
+            agent: http_agent(roots),
         }
     }
+}
+
+/// The HTTP client for Tern's own endpoints (ternd, channels, signed metadata): 30 s
+/// per request, TLS on ring, trusting `roots` (`None`: the public web PKI).
+pub(crate) fn http_agent(roots: Option<ureq::tls::RootCerts>) -> ureq::Agent {
+    // ring, named here: the workspace's build enables rustls' aws-lc-rs as well.
+    let mut tls = ureq::tls::TlsConfig::builder()
+        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
+    if let Some(roots) = roots {
+        tls = tls.root_certs(roots);
+    }
+    ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(30)))
+        .http_status_as_error(false)
+        .tls_config(tls.build())
+        .build()
+        .new_agent()
 }
 
 fn harmless(s: &str) -> String {

@@ -24,6 +24,6 @@ pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     kube::Client::try_from(config)
 }
-pub use digests::{DigestError, DigestFile, DigestSource};
+pub use digests::{DigestError, DigestFile, DigestSource, SignedDigests};
 pub use fleet::{Fleet, FleetError, Ternd, roots_from_pem};
 pub use lease::{Elector, LeaseError, LeaseSettings, Observed, Step, step};

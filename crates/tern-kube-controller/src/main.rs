@@ -12,7 +12,9 @@ use anyhow::Context as _;
 use clap::{CommandFactory, Parser, Subcommand};
 use tern_cli::LogFormat;
 use tern_core::duration::GoDuration;
-use tern_kube_controller::{Controller, DigestFile, Elector, LeaseSettings, Ternd};
+use tern_kube_controller::{
+    Controller, DigestFile, DigestSource, Elector, LeaseSettings, SignedDigests, Ternd,
+};
 use tern_kube_update::Policy;
 
 #[derive(Parser)]
@@ -41,6 +43,7 @@ enum Command {
 }
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("digest_source").required(true).args(["digests", "trust_root"])))]
 struct RunArgs {
     /// ternd's URL.
     #[arg(long, env = "TERN_SERVER", value_name = "URL")]
@@ -54,9 +57,25 @@ struct RunArgs {
     #[arg(long, env = "TERN_CA_CERT", value_name = "FILE")]
     ca_cert: Option<PathBuf>,
     /// The image digests file: a JSON object of "repository:tag" to "sha256:…"
-    /// (updates are written pinned by digest only). Read at each lookup.
+    /// (updates are written pinned by digest only). Read at each lookup. Give this or
+    /// --trust-root.
     #[arg(long, value_name = "FILE")]
-    digests: PathBuf,
+    digests: Option<PathBuf>,
+    /// Pin images only at digests the release keys signed: the TUF root to start from
+    /// (the root.json hosts pin); images are signed with `tern-release add-image`.
+    #[arg(long, value_name = "FILE", requires = "trust_url")]
+    trust_root: Option<PathBuf>,
+    /// Where the signed metadata is: an http(s) URL, file:// URL or directory.
+    #[arg(long, value_name = "URL", requires = "trust_root")]
+    trust_url: Option<String>,
+    /// Where what was trusted is kept between runs (TUF's rollback protection lasts as
+    /// long as this file: put it on a persistent volume).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/var/lib/tern-kube-update/trust.json"
+    )]
+    trust_state: PathBuf,
     /// A namespace to manage (repeat; default: every namespace the role may read).
     #[arg(long = "namespace", value_name = "NAME")]
     namespaces: Vec<String>,
@@ -133,6 +152,27 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         .map(tern_kube_controller::roots_from_pem)
         .transpose()
         .map_err(anyhow::Error::msg)?;
+    let digests: Arc<dyn DigestSource> = match (&a.digests, &a.trust_root, &a.trust_url) {
+        (Some(path), ..) => Arc::new(DigestFile { path: path.clone() }),
+        (None, Some(root), Some(url)) => {
+            if let Some(dir) = a.trust_state.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            let signed = SignedDigests::pin(&a.trust_state, root, url, roots.clone())
+                .with_context(|| format!("pinning the TUF root {}", root.display()))?;
+            // A first look now, so a wrong URL shows at start; not fatal (the
+            // repository may be down for a moment), every update looks again.
+            let check = signed.clone();
+            match tokio::task::spawn_blocking(move || check.check()).await {
+                Ok(Ok(images)) => tracing::info!(url = %url, images, "signed metadata verified"),
+                Ok(Err(e)) => tracing::warn!("the signed metadata cannot be verified yet: {e}"),
+                Err(e) => tracing::warn!("the signed metadata check did not finish: {e}"),
+            }
+            Arc::new(signed)
+        }
+        _ => anyhow::bail!("give --digests FILE, or --trust-root FILE with --trust-url URL"),
+    };
     let (lease_ns, lease_name) = a
         .lease
         .split_once('/')
@@ -163,7 +203,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         client,
         namespaces: a.namespaces,
         fleet: Arc::new(Ternd::new(&a.server, Some(token), roots)),
-        digests: Arc::new(DigestFile { path: a.digests }),
+        digests,
         policy,
         version: env!("CARGO_PKG_VERSION").to_string(),
     };

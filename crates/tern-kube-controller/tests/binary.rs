@@ -122,3 +122,54 @@ fn terminate(child: &std::process::Child) {
         .status()
         .unwrap();
 }
+
+/// Where image digests come from is a choice the operator must make, once; a root that
+/// cannot be pinned stops the controller at start, naming the file.
+#[test]
+fn the_digest_source_is_required_once_and_a_bad_trust_root_stops_it_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let token = tmp.path().join("token");
+    std::fs::write(&token, "t0ken").unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tern-kube-update"))
+            .args(["run", "--server", "http://127.0.0.1:9", "--token-file"])
+            .arg(&token)
+            .args(extra)
+            .env("KUBECONFIG", tmp.path().join("no-kubeconfig"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&[]);
+    assert!(
+        err.contains("--digests") && err.contains("--trust-root"),
+        "{err}"
+    );
+    let err = run(&[
+        "--digests",
+        "d.json",
+        "--trust-root",
+        "r.json",
+        "--trust-url",
+        "u",
+    ]);
+    assert!(err.contains("cannot be used with"), "{err}");
+    let err = run(&["--trust-root", "r.json"]);
+    assert!(err.contains("--trust-url"), "{err}");
+    let root = tmp.path().join("root.json");
+    std::fs::write(&root, "{\"not\": \"a root\"}").unwrap();
+    let state = tmp.path().join("state/trust.json");
+    let err = run(&[
+        "--trust-root",
+        root.to_str().unwrap(),
+        "--trust-url",
+        tmp.path().to_str().unwrap(),
+        "--trust-state",
+        state.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("pinning the TUF root") && err.contains("root.json"),
+        "{err}"
+    );
+}

@@ -31,12 +31,17 @@ fn controller(server: &FakeApiServer, env: &Env) -> Controller {
 
 /// The Deployment `agent` (one replica) on 1.0.0, with these annotations.
 fn deployment_on_1_0_0(annotations: serde_json::Value) -> serde_json::Value {
+    named_deployment_on_1_0_0("agent", annotations)
+}
+
+/// The same, named `name` (and selecting pods labelled `app: name`).
+fn named_deployment_on_1_0_0(name: &str, annotations: serde_json::Value) -> serde_json::Value {
     json!({
-        "metadata": {"name": "agent", "annotations": annotations},
+        "metadata": {"name": name, "annotations": annotations},
         "spec": {
             "replicas": 1,
-            "selector": {"matchLabels": {"app": "agent"}},
-            "template": {"metadata": {"labels": {"app": "agent"}},
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
                          "spec": {"containers": [{"name": "agent", "image": format!("{REPO}:1.0.0")}]}}
         }
     })
@@ -433,4 +438,162 @@ async fn an_image_whose_digest_is_not_the_pinned_one_never_runs_and_is_rolled_ba
         json!(format!("{REPO}:1.0.0"))
     );
     assert_eq!(running(&server).as_deref(), Some("1.0.0"));
+}
+
+/// With `SignedDigests`, an image is pinned only at the digest the release keys signed
+/// for it (TUF, `tern-release add-image`): the signed image updates and its program
+/// runs; an image of a repository nobody signed, or signed metadata altered after
+/// signing, is refused with the reason, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_digests_the_release_keys_signed_are_pinned() {
+    let env = tokio::task::spawn_blocking(Env::start).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let programs = tokio::task::spawn_blocking(|| {
+        ["1.0.0", "1.1.0"].map(|v| {
+            let r = tern_e2e::release::Release::good(v);
+            tern_e2e::release::agent_program(&r).unwrap()
+        })
+    })
+    .await
+    .unwrap();
+    // The release owners sign the 1.1.0 image: its manifest is, in this stand-in
+    // registry, the program itself (the kubelet checks the program's sha256).
+    let (dir, manifest) = (tmp.path().to_path_buf(), programs[1].clone());
+    let repo = tokio::task::spawn_blocking(move || signed_repository(&dir, &manifest))
+        .await
+        .unwrap();
+    let metadata = repo.join("metadata");
+    let signed = tern_kube_controller::SignedDigests::pin(
+        &tmp.path().join("state/trust.json"),
+        &metadata.join("1.root.json"),
+        metadata.to_str().unwrap(),
+        None,
+    )
+    .err()
+    .map(|e| e.to_string());
+    assert!(
+        signed.as_deref().is_some_and(|e| e.contains("trust.json")),
+        "the state's directory must exist: {signed:?}"
+    );
+    std::fs::create_dir(tmp.path().join("state")).unwrap();
+    let signed = tern_kube_controller::SignedDigests::pin(
+        &tmp.path().join("state/trust.json"),
+        &metadata.join("1.root.json"),
+        metadata.to_str().unwrap(),
+        None,
+    )
+    .unwrap();
+
+    let server = FakeApiServer::start().await;
+    server.run_images([
+        (format!("{REPO}:1.0.0"), programs[0].clone()),
+        (format!("{REPO}:1.1.0"), programs[1].clone()),
+    ]);
+    server.create(
+        Kind::Deployment,
+        "db",
+        deployment_on_1_0_0(json!({"tern.dev/update": "true"})),
+    );
+    // A workload of another repository: nobody signed its images.
+    let mut other = named_deployment_on_1_0_0("other", json!({"tern.dev/update": "true"}));
+    other["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!("registry.example/someone/else:1.0.0");
+    server.create(Kind::Deployment, "db", other);
+    let now: jiff::Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
+    server.settle(now);
+    let mut c = controller(&server, &env);
+    c.digests = Arc::new(signed);
+    let outcomes = c.pass(now, &|| true).await;
+    let of = |name: &str| {
+        outcomes
+            .iter()
+            .find(|o| o.workload.ends_with(&format!("/{name}")))
+            .unwrap()
+    };
+    assert!(
+        matches!(of("agent").decision, Ok(Decision::Update(_))),
+        "{outcomes:?}"
+    );
+    let pinned = tern_e2e::release::sha256_digest(&programs[1]).unwrap();
+    let d = server.get(Kind::Deployment, "db", "agent").unwrap();
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        json!(format!("{REPO}:1.1.0@{pinned}"))
+    );
+    let err = of("other").decision.as_ref().unwrap_err();
+    assert!(
+        err.contains("registry.example/someone/else:1.1.0 is not signed"),
+        "{err}"
+    );
+    assert_eq!(of("other").written, None);
+    server.settle(now);
+    let pod = server.pods_of("db", "agent").pop().unwrap();
+    assert_eq!(
+        server
+            .running_versions("db", &pod)
+            .get("agent")
+            .map(String::as_str),
+        Some("1.1.0")
+    );
+
+    // An attacker with write access to the metadata (not the keys) points the image
+    // at another digest: the targets' signature no longer verifies; nothing is pinned.
+    let targets = std::fs::read_dir(&metadata)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".targets.json"))
+        .max()
+        .unwrap();
+    let text = std::fs::read_to_string(&targets).unwrap();
+    let sha = pinned.trim_start_matches("sha256:");
+    assert!(text.contains(sha));
+    std::fs::write(&targets, text.replace(sha, &"e".repeat(64))).unwrap();
+    server.create(
+        Kind::Deployment,
+        "db",
+        named_deployment_on_1_0_0("again", json!({"tern.dev/update": "true"})),
+    );
+    let outcomes = c.pass(now, &|| true).await;
+    let again = outcomes
+        .iter()
+        .find(|o| o.workload.ends_with("/again"))
+        .unwrap();
+    let err = again.decision.as_ref().unwrap_err();
+    assert!(err.contains("refused"), "{err}");
+    assert_eq!(again.written, None);
+}
+
+/// A TUF repository (one key for every role) signing `manifest` as `REPO:1.1.0`.
+fn signed_repository(dir: &std::path::Path, manifest: &std::path::Path) -> std::path::PathBuf {
+    use tern_trust::release::{self, InitSpec, Lifetimes, NewImage, RoleSpec};
+    let key = dir.join("key.pk8");
+    release::generate_key(&key).unwrap();
+    let repo = dir.join("tuf");
+    let one = || RoleSpec {
+        keys: vec![key.clone()],
+        threshold: 1,
+    };
+    release::init(
+        &repo,
+        &InitSpec {
+            root: one(),
+            targets: one(),
+            snapshot: one(),
+            timestamp: one(),
+            lifetimes: Lifetimes::default(),
+        },
+    )
+    .unwrap();
+    release::add_images(
+        &repo,
+        &[NewImage {
+            manifest: manifest.to_path_buf(),
+            image: format!("{REPO}:1.1.0"),
+            version: "1.1.0".into(),
+        }],
+        std::slice::from_ref(&key),
+        &Lifetimes::default(),
+    )
+    .unwrap();
+    repo
 }

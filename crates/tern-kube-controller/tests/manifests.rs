@@ -131,10 +131,9 @@ fn the_controller_deployment_runs_the_binary_with_flags_it_accepts() {
         .map(|m| m.mount_path.as_str())
         .collect();
     for a in c.args.iter().flatten() {
-        if let Some((_, path)) = a
-            .split_once('=')
-            .filter(|(k, _)| k.ends_with("-file") || *k == "--digests")
-        {
+        if let Some((_, path)) = a.split_once('=').filter(|(k, _)| {
+            k.ends_with("-file") || ["--digests", "--trust-root", "--trust-state"].contains(k)
+        }) {
             assert!(
                 mounts.iter().any(|m| path.starts_with(&format!("{m}/"))),
                 "{a}: not under {mounts:?}"

@@ -110,6 +110,28 @@ enum Cmd {
         #[command(flatten)]
         life: Life,
     },
+    /// Sign a container image of the agent (for tern-kube-update): its manifest, whose
+    /// sha256 is the image's digest, under `images/REPOSITORY:TAG`; signs as `add`.
+    /// Get the manifest with `crane manifest IMAGE` or `docker buildx imagetools
+    /// inspect --raw IMAGE`: the bytes the registry serves, unchanged.
+    AddImage {
+        #[arg(long)]
+        repo: PathBuf,
+        /// The image's reference, `REPOSITORY:TAG` (e.g. ghcr.io/acme/agent:1.4.0).
+        #[arg(long)]
+        image: String,
+        /// The manifest (or image index) file.
+        #[arg(long = "manifest-file")]
+        manifest_file: PathBuf,
+        /// The agent version the image runs.
+        #[arg(long)]
+        version: String,
+        /// A threshold of the targets, snapshot and timestamp keys.
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        #[command(flatten)]
+        life: Life,
+    },
     /// Remove a target by name; signs as `add`.
     Remove {
         #[arg(long)]
@@ -296,6 +318,36 @@ fn run(cli: Cli) -> Result<()> {
             }
             println!("targets version {v}");
         }
+        Cmd::AddImage {
+            repo,
+            image,
+            manifest_file,
+            version,
+            keys,
+            life,
+        } => {
+            let new = release::NewImage {
+                manifest: manifest_file,
+                image,
+                version,
+            };
+            let v =
+                release::add_images(&repo, std::slice::from_ref(&new), &keys, &life.lifetimes())
+                    .with_context(|| format!("cannot sign into {}", repo.display()))?;
+            let name = release::image_target_name(&new.image);
+            let digest = release::list(&repo)?
+                .into_iter()
+                .find(|t| t.name == name)
+                .map(|t| t.sha256)
+                .context("the signed image is not listed")?;
+            println!(
+                "signed {} as {} (version {}, digest sha256:{digest})",
+                new.manifest.display(),
+                new.image,
+                new.version
+            );
+            println!("targets version {v}");
+        }
         Cmd::Verify {
             root,
             metadata,
@@ -376,6 +428,16 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::List { repo } => {
             for t in release::list(&repo)? {
+                if let Some(image) = &t.image {
+                    println!(
+                        "{}\t{}\timage {image}\t{} bytes\tdigest sha256:{}",
+                        t.name,
+                        t.version.as_deref().unwrap_or("-"),
+                        t.length,
+                        t.sha256
+                    );
+                    continue;
+                }
                 println!(
                     "{}\t{}\t{}/{}\t{}\t{} bytes\tsha256 {}",
                     t.name,

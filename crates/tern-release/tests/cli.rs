@@ -97,6 +97,36 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
         list.contains("tern-agent-v1.0.0-linux-amd64-bin.tar.gz\t1.0.0\tlinux/amd64"),
         "{list}"
     );
+    // An image, signed as its manifest: `list` shows its digest.
+    let manifest = d.join("agent.manifest.json");
+    std::fs::write(&manifest, br#"{"schemaVersion":2}"#).unwrap();
+    let out = ok(&[
+        "add-image",
+        "--repo",
+        &repo,
+        "--image",
+        "registry.example/tern/agent:1.0.0",
+        "--manifest-file",
+        &p(&manifest),
+        "--version",
+        "1.0.0",
+        "--key",
+        &k("targets"),
+        "--key",
+        &k("snapshot"),
+        "--key",
+        &k("timestamp"),
+    ]);
+    // sha256 of `{"schemaVersion":2}`, computed with sha256sum.
+    let digest = "sha256:".to_string() + &sha256sum(&manifest);
+    assert!(out.contains(&digest), "{out}");
+    let list = ok(&["list", "--repo", &repo]);
+    assert!(
+        list.contains(&format!(
+            "images/registry.example/tern/agent:1.0.0\t1.0.0\timage registry.example/tern/agent:1.0.0\t19 bytes\tdigest {digest}"
+        )),
+        "{list}"
+    );
     // Without the targets key, nothing is signed.
     let out = run(&[
         "add",
@@ -116,7 +146,7 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot sign"), "{err}");
-    assert!(!d.join("repo/metadata/3.targets.json").exists());
+    assert!(!d.join("repo/metadata/4.targets.json").exists());
     ok(&[
         "refresh",
         "--repo",
@@ -191,7 +221,7 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
     ]);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["root_version"], 2, "{out}");
-    assert_eq!(v["targets"], 1, "{out}");
+    assert_eq!(v["targets"], 2, "the tarball and the image: {out}");
 
     // Relative paths, as an operator types them in the repository's directory.
     let out = Command::new(BIN)
@@ -254,4 +284,9 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
         err.contains("is not signed: no target") && err.contains("\"host-trust.json\""),
         "{err}"
     );
+}
+
+fn sha256sum(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)[..64].to_string()
 }

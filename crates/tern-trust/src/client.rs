@@ -170,6 +170,9 @@ pub struct SignedTarget {
     pub os: Option<String>,
     pub arch: Option<String>,
     pub edition: Option<String>,
+    /// For a container image's manifest: its reference `repository:tag` (the sha256 is
+    /// then the image's digest).
+    pub image: Option<String>,
 }
 
 /// What a refresh verified.
@@ -262,11 +265,24 @@ impl Verified {
         Ok(target)
     }
 
-    /// True when some target is signed for `version` (any OS, arch or edition).
+    /// The image manifest signed for `image` (`repository:tag`): its sha256 is the
+    /// digest to pin.
+    pub fn image(&self, image: &str) -> Result<&SignedTarget> {
+        self.targets
+            .iter()
+            .find(|t| t.image.as_deref() == Some(image))
+            .ok_or_else(|| Error::ImageNotSigned {
+                image: image.into(),
+                targets_version: self.targets_version,
+            })
+    }
+
+    /// True when some host artifact is signed for `version` (any OS, arch or edition;
+    /// an image alone does not count: hosts cannot install it).
     pub fn has_version(&self, version: &str) -> bool {
         self.targets
             .iter()
-            .any(|t| t.version.as_deref() == Some(version))
+            .any(|t| t.image.is_none() && t.version.as_deref() == Some(version))
     }
 }
 
@@ -293,6 +309,7 @@ pub(crate) fn signed_targets(repo: &tough::Repository) -> Vec<SignedTarget> {
             os: custom(t, "os"),
             arch: custom(t, "arch"),
             edition: custom(t, "edition"),
+            image: custom(t, "image"),
         })
         .collect()
 }

@@ -44,6 +44,10 @@ pub enum Error {
         count: usize,
     },
     #[error(
+        "image {image} is not signed by the release keys: no target of the signed repository (targets version {targets_version}) is its manifest"
+    )]
+    ImageNotSigned { image: String, targets_version: u64 },
+    #[error(
         "{} is not signed: no target of the signed repository (targets version {targets_version}) is named {name:?}",
         path.display()
     )]

@@ -476,6 +476,81 @@ pub fn add_targets(
     })
 }
 
+/// A container image to sign: its manifest (the bytes whose sha256 is the image's
+/// digest, as `crane manifest` or `docker buildx imagetools inspect --raw` print them)
+/// under its reference `repository:tag`.
+#[derive(Clone, Debug)]
+pub struct NewImage {
+    pub manifest: PathBuf,
+    pub image: String,
+    pub version: String,
+}
+
+/// The target name an image is signed under: `images/REPOSITORY:TAG`.
+pub fn image_target_name(image: &str) -> String {
+    format!("images/{image}")
+}
+
+/// Checks that `image` is `repository:tag`, no digest, no blanks.
+fn check_image_ref(image: &str) -> Result<()> {
+    let tag = image
+        .rsplit_once('/')
+        .map_or(image, |(_, last)| last)
+        .split_once(':')
+        .map(|(_, t)| t);
+    let ok = tag.is_some_and(|t| !t.is_empty())
+        && !image.starts_with(':')
+        && !image.contains('@')
+        && !image.chars().any(|c| c.is_whitespace() || c.is_control());
+    if ok {
+        Ok(())
+    } else {
+        Err(rerr(
+            "bad image reference",
+            format!(
+                "{image:?}: expected REPOSITORY:TAG (no digest: it is computed from the manifest)"
+            ),
+        ))
+    }
+}
+
+/// Adds (or replaces) image targets: each image's manifest length and sha256 (its
+/// digest) under [`image_target_name`], with custom `image` and `version`. Signs as
+/// [`add_targets`]; returns the new targets version.
+pub fn add_images(
+    repo: &Path,
+    images: &[NewImage],
+    keys: &[PathBuf],
+    l: &Lifetimes,
+) -> Result<u64> {
+    let r = load(repo)?;
+    let root_path = latest_root_path(repo, &r);
+    let mut built = Vec::with_capacity(images.len());
+    for i in images {
+        check_image_ref(&i.image)?;
+        let (_, mut target) =
+            crate::block_on(RepositoryEditor::build_target(&i.manifest))?.map_err(
+                Error::release(format!("cannot read {}", i.manifest.display())),
+            )?;
+        let mut custom = HashMap::new();
+        custom.insert("version".to_string(), i.version.clone().into());
+        custom.insert("image".to_string(), i.image.clone().into());
+        target.custom = custom;
+        let name = TargetName::new(image_target_name(&i.image)).map_err(Error::release(
+            format!("{}: not a valid target name", i.image),
+        ))?;
+        built.push((name, target));
+    }
+    sign_next(repo, r, &root_path, keys, l, |editor| {
+        for (name, target) in built {
+            editor
+                .add_target(name, target)
+                .map_err(Error::release("cannot add the target"))?;
+        }
+        Ok(())
+    })
+}
+
 /// Removes a target by name (and signs as [`add_targets`]).
 pub fn remove_target(repo: &Path, name: &str, keys: &[PathBuf], l: &Lifetimes) -> Result<u64> {
     let name = TargetName::new(name).map_err(Error::release("bad target name"))?;

@@ -735,3 +735,78 @@ fn a_repository_made_by_the_release_cli_functions_lists_its_targets() {
     ));
     assert!(v.has_version("1.1.0"));
 }
+
+/// A container image is signed as its manifest: the host (tern-kube-update) finds it by
+/// its reference, and its sha256 is the digest to pin. An image not signed is refused
+/// by name; a reference that is not `REPOSITORY:TAG` is refused at signing; the image
+/// never answers a tarball lookup.
+#[test]
+fn an_image_manifest_is_signed_under_its_reference_with_its_digest() {
+    let fx = fixture(1);
+    fx.add("1.0.0");
+    let manifest = fx.tarball("manifest.json", br#"{"schemaVersion":2,"layers":[]}"#);
+    release::add_images(
+        &fx.repo,
+        &[release::NewImage {
+            manifest: manifest.clone(),
+            image: "registry.example:5000/tern/agent:1.1.0".into(),
+            version: "1.1.0".into(),
+        }],
+        &fx.all_keys(),
+        &Lifetimes::default(),
+    )
+    .unwrap();
+    let v = fx.client().refresh().unwrap();
+    let t = v.image("registry.example:5000/tern/agent:1.1.0").unwrap();
+    // sha256 of the manifest bytes above, computed independently (sha256sum).
+    let bytes = std::fs::read(&manifest).unwrap();
+    assert_eq!(t.length, bytes.len() as u64);
+    assert_eq!(t.sha256, sha256_hex(&bytes));
+    assert_eq!(t.name, "images/registry.example:5000/tern/agent:1.1.0");
+    assert_eq!(t.version.as_deref(), Some("1.1.0"));
+    let e = v
+        .image("registry.example:5000/tern/agent:1.2.0")
+        .unwrap_err();
+    assert!(matches!(e, Error::ImageNotSigned { .. }), "{e}");
+    assert!(e.to_string().contains("agent:1.2.0 is not signed"), "{e}");
+    assert!(matches!(
+        v.find("1.1.0", "linux", "amd64", ""),
+        Err(Error::NotSigned { .. })
+    ));
+    assert!(!v.has_version("1.1.0"), "no host can install an image");
+    assert!(v.has_version("1.0.0"));
+    for bad in [
+        "registry.example/tern/agent",
+        "registry.example:5000/tern/agent",
+        "agent:",
+        "agent:1.1.0@sha256:00",
+        "agent:1.1 .0",
+    ] {
+        let e = release::add_images(
+            &fx.repo,
+            &[release::NewImage {
+                manifest: manifest.clone(),
+                image: bad.into(),
+                version: "1.1.0".into(),
+            }],
+            &fx.all_keys(),
+            &Lifetimes::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("bad image reference"), "{bad}: {e}");
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(bytes)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
