@@ -54,47 +54,10 @@ fn the_binary_updates_an_opted_in_deployment_and_stops_on_sigterm() {
     server.settle(jiff::Timestamp::now());
 
     let env = Env::start();
-    let (ternd, ctl, tmp) = (&env.ternd, &env.ctl, &env.tmp);
-    let (token_file, digests, digest) = (&env.token_file, &env.digests, digest());
-    let kubeconfig = tmp.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
-            server.addr
-        ),
-    )
-    .unwrap();
-
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tern-kube-update"))
-        .args([
-            "run",
-            "--server",
-            &ternd.url,
-            "--period",
-            "1s",
-            "--lease-duration",
-            "3s",
-        ])
-        .arg("--token-file")
-        .arg(token_file)
-        .arg("--digests")
-        .arg(digests)
-        .args(["--identity", "controller-0", "--namespace", "edge"])
-        .env("KUBECONFIG", &kubeconfig)
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-
-    let image = |name: &str| {
-        server.get(Kind::Deployment, "edge", name).unwrap()["spec"]["template"]["spec"]["containers"]
-            [0]["image"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let digests = env.digests.to_str().unwrap();
+    let mut child = spawn(&env, &server, &["--digests", digests]);
+    let (ctl, digest) = (&env.ctl, digest());
+    let image = |name: &str| image(&server, name);
     eventually("the Lease taken", || {
         server
             .lease("tern-system", "tern-kube-update")
@@ -112,6 +75,140 @@ fn the_binary_updates_an_opted_in_deployment_and_stops_on_sigterm() {
     terminate(&child);
     let status = child.wait().unwrap();
     assert!(status.success(), "SIGTERM ends it cleanly: {status}");
+}
+
+/// The binary, against ternd and `server` (through a kubeconfig), with `extra` flags
+/// for the digests.
+fn spawn(env: &Env, server: &FakeApiServer, extra: &[&str]) -> std::process::Child {
+    let kubeconfig = env.tmp.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
+            server.addr
+        ),
+    )
+    .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_tern-kube-update"))
+        .args([
+            "run",
+            "--server",
+            &env.ternd.url,
+            "--period",
+            "1s",
+            "--lease-duration",
+            "3s",
+        ])
+        .arg("--token-file")
+        .arg(&env.token_file)
+        .args(extra)
+        .args(["--identity", "controller-0", "--namespace", "edge"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+fn image(server: &FakeApiServer, name: &str) -> String {
+    server.get(Kind::Deployment, "edge", name).unwrap()["spec"]["template"]["spec"]["containers"][0]
+        ["image"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The signed path as release owners and operators run it: `tern-release` signs the
+/// 1.1.0 image's manifest, the metadata is served over HTTP, and the controller,
+/// started with `--trust-root` and `--trust-url`, pins the digest `tern-release`
+/// printed, keeping what it trusted in `--trust-state`.
+#[test]
+fn the_binary_pins_the_digest_tern_release_signed_served_over_http() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FakeApiServer::start());
+    server.create(Kind::Deployment, "edge", deployment("agent", true));
+    server.settle(jiff::Timestamp::now());
+    let env = Env::start();
+    let d = env.tmp.path();
+    let release = tern_e2e::bins::Bins::locate()
+        .unwrap()
+        .tern_release()
+        .unwrap();
+    let tern_release = |args: &[&str]| {
+        let out = Command::new(&release).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "tern-release {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let key = d.join("release.pk8");
+    let key = key.to_str().unwrap();
+    tern_release(&["keygen", key]);
+    let repo = d.join("artifacts/tuf");
+    let repo = repo.to_str().unwrap();
+    tern_release(&[
+        "init",
+        "--repo",
+        repo,
+        "--root-key",
+        key,
+        "--targets-key",
+        key,
+        "--snapshot-key",
+        key,
+        "--timestamp-key",
+        key,
+    ]);
+    let manifest = d.join("agent-1.1.0.manifest.json");
+    std::fs::write(
+        &manifest,
+        br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json"}"#,
+    )
+    .unwrap();
+    let out = tern_release(&[
+        "add-image",
+        "--repo",
+        repo,
+        "--image",
+        &format!("{REPO}:1.1.0"),
+        "--manifest-file",
+        manifest.to_str().unwrap(),
+        "--version",
+        "1.1.0",
+        "--key",
+        key,
+    ]);
+    let signed = out
+        .split_once("digest ")
+        .and_then(|(_, rest)| rest.split(')').next())
+        .unwrap()
+        .to_string();
+    assert!(signed.starts_with("sha256:") && signed.len() == 71, "{out}");
+    let gateway = tern_e2e::gateway::Gateway::start(&d.join("artifacts"), env.ternd.addr).unwrap();
+    let state = d.join("state/trust.json");
+    let root = format!("{repo}/metadata/1.root.json");
+    let url = format!("{}/artifacts/tuf/metadata/", gateway.url);
+    let mut child = spawn(
+        &env,
+        &server,
+        &[
+            "--trust-root",
+            &root,
+            "--trust-url",
+            &url,
+            "--trust-state",
+            state.to_str().unwrap(),
+        ],
+    );
+    eventually("the Deployment pinned at the signed digest", || {
+        image(&server, "agent") == format!("{REPO}:1.1.0@{signed}")
+    });
+    assert!(state.is_file(), "what was trusted is kept");
+    terminate(&child);
+    assert!(child.wait().unwrap().success());
 }
 
 fn terminate(child: &std::process::Child) {

@@ -141,3 +141,52 @@ fn the_controller_deployment_runs_the_binary_with_flags_it_accepts() {
         }
     }
 }
+
+/// The image the Deployment runs is built by deploy/kubernetes/Dockerfile (no container
+/// builder runs here, so it is read, not built): it builds this crate's binary, starts
+/// it as the entrypoint (the Deployment's args begin with `run`), as the user the
+/// Deployment's securityContext requires.
+#[test]
+fn the_dockerfile_builds_the_binary_the_deployment_runs_as_its_user() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes/Dockerfile");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let build = text
+        .lines()
+        .find(|l| l.starts_with("RUN cargo build"))
+        .unwrap();
+    assert!(
+        build.contains(&format!("-p {}", env!("CARGO_PKG_NAME")))
+            && build.contains("--bin tern-kube-update"),
+        "{build}"
+    );
+    let entry = text.lines().find(|l| l.starts_with("ENTRYPOINT")).unwrap();
+    let bin = entry.split('"').nth(1).unwrap();
+    assert!(bin.ends_with("/tern-kube-update"), "{entry}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("COPY --from=build") && l.ends_with(&format!(" {bin}"))),
+        "the entrypoint is the binary copied in"
+    );
+    let user = text
+        .lines()
+        .find_map(|l| l.strip_prefix("USER "))
+        .unwrap()
+        .split(':')
+        .next()
+        .unwrap()
+        .parse::<i64>()
+        .unwrap();
+    let deployments: Vec<Deployment> = of_kind(&manifest("controller.yaml"), "Deployment");
+    let pod = deployments[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    let run_as = pod.security_context.as_ref().unwrap().run_as_user.unwrap();
+    assert_eq!(user, run_as);
+    let args = pod.containers[0].args.clone().unwrap();
+    assert_eq!(args[0], "run");
+}
