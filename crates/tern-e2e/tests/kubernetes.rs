@@ -176,6 +176,20 @@ impl Kube {
             .to_string()
     }
 
+    /// Each of the Deployment's two pods runs the `version` program, as a process.
+    fn assert_pods_run(&self, name: &str, version: &str) {
+        let pods = self.server.pods_of(NS, name);
+        assert_eq!(pods.len(), 2, "{pods:?}");
+        for pod in pods {
+            let running = self.server.running_versions(NS, &pod);
+            assert_eq!(
+                running.get("agent").map(String::as_str),
+                Some(version),
+                "{pod}"
+            );
+        }
+    }
+
     fn annotation(&self, name: &str, key: &str) -> Option<String> {
         let d = self.server.get(Kind::Deployment, NS, name).unwrap();
         d["metadata"]["annotations"][key]
@@ -280,19 +294,7 @@ fn workloads_update_with_the_fleet_and_a_crashing_canary_is_reverted_and_halts_i
     until(&f, &mut k, "kube", "done", 8);
     for name in ["agent-a", "agent-b"] {
         assert_eq!(k.image(name), format!("{REPO}:1.1.0@{}", digest("1.1.0")));
-        // Its pods run the 1.1.0 program, as processes.
-        let pods = k.server.pods_of(NS, name);
-        assert_eq!(pods.len(), 2, "{pods:?}");
-        for pod in pods {
-            assert_eq!(
-                k.server
-                    .running_versions(NS, &pod)
-                    .get("agent")
-                    .map(String::as_str),
-                Some("1.1.0"),
-                "{pod}"
-            );
-        }
+        k.assert_pods_run(name, "1.1.0");
         assert_eq!(
             k.annotation(name, "tern.dev/previous-image"),
             Some(format!("{REPO}:1.0.0"))
@@ -344,16 +346,7 @@ fn workloads_update_with_the_fleet_and_a_crashing_canary_is_reverted_and_halts_i
             .contains("1.2.0")
     );
     // Its pods run the 1.1.0 program again.
-    for pod in k.server.pods_of(NS, name) {
-        assert_eq!(
-            k.server
-                .running_versions(NS, &pod)
-                .get("agent")
-                .map(String::as_str),
-            Some("1.1.0"),
-            "{pod}"
-        );
-    }
+    k.assert_pods_run(name, "1.1.0");
     // Halted: later groups never start, their hosts stay on 1.1.0.
     let step = round(&f, &mut k, "4h");
     assert_eq!(step.status.state_of("dev"), "unstarted", "{}", f.describe());

@@ -79,23 +79,6 @@ pub struct SignedDigests {
     url: String,
 }
 
-struct UreqFetch(ureq::Agent);
-
-impl tern_trust::Fetch for UreqFetch {
-    fn open(&self, url: &str) -> Result<tern_trust::Opened, String> {
-        let resp = self.0.get(url).call().map_err(|e| e.to_string())?;
-        if resp.status() == 404 {
-            return Ok(tern_trust::Opened::NotFound);
-        }
-        if !resp.status().is_success() {
-            return Err(format!("status {}", resp.status()));
-        }
-        Ok(tern_trust::Opened::Body(Box::new(
-            resp.into_body().into_reader(),
-        )))
-    }
-}
-
 impl SignedDigests {
     /// `state`: the trust state file (created from `root` when missing; a root pinned
     /// before is kept with what was learned since, so rollback protection survives
@@ -111,7 +94,7 @@ impl SignedDigests {
         tern_trust::pin_root(state, root).map_err(err)?;
         let url = tern_trust::metadata_url(url).map_err(err)?;
         let fetch: Arc<dyn tern_trust::Fetch> =
-            Arc::new(UreqFetch(crate::fleet::http_agent(roots)));
+            Arc::new(tern_trust::UreqFetch(crate::fleet::http_agent(roots)));
         let client = tern_trust::Client::new(state, &url, Some(fetch)).map_err(err)?;
         Ok(Self {
             client: Arc::new(client),

@@ -24,23 +24,6 @@ pub(crate) enum Signed {
     No { targets_version: u64 },
 }
 
-struct UreqFetch(ureq::Agent);
-
-impl tern_trust::Fetch for UreqFetch {
-    fn open(&self, url: &str) -> Result<tern_trust::Opened, String> {
-        let resp = self.0.get(url).call().map_err(|e| e.to_string())?;
-        if resp.status() == 404 {
-            return Ok(tern_trust::Opened::NotFound);
-        }
-        if !resp.status().is_success() {
-            return Err(format!("status {}", resp.status()));
-        }
-        Ok(tern_trust::Opened::Body(Box::new(
-            resp.into_body().into_reader(),
-        )))
-    }
-}
-
 impl ReleaseTrust {
     /// Pins `root` in `DATA_DIR/trust.json` (keeping what was learned if it is the root
     /// pinned before). `url`: http(s), `file://`, or a directory.
@@ -64,7 +47,7 @@ impl ReleaseTrust {
                 .http_status_as_error(false)
                 .build()
                 .into();
-            let fetch: Arc<dyn tern_trust::Fetch> = Arc::new(UreqFetch(agent));
+            let fetch: Arc<dyn tern_trust::Fetch> = Arc::new(tern_trust::UreqFetch(agent));
             let client = tern_trust::Client::new(&state, &url, Some(fetch))
                 .map_err(|e| unverifiable(&e.to_string()))?;
             let v = client.refresh().map_err(|e| unverifiable(&e.to_string()))?;

@@ -20,6 +20,8 @@ mod transport;
 
 pub use client::{Client, RootInfo, SignedTarget, Verified, pin_root, pinned_root_info};
 pub use error::{Error, Result};
+#[cfg(feature = "ureq")]
+pub use transport::UreqFetch;
 pub use transport::{Fetch, Opened, metadata_url};
 
 /// Runs a tough future to completion on a runtime made for it.

@@ -450,22 +450,51 @@ pub fn add_targets(
     keys: &[PathBuf],
     l: &Lifetimes,
 ) -> Result<u64> {
-    let r = load(repo)?;
-    let root_path = latest_root_path(repo, &r);
     let mut built = Vec::with_capacity(targets.len());
     for t in targets {
-        let (name, mut target) = crate::block_on(RepositoryEditor::build_target(&t.file))?
-            .map_err(Error::release(format!("cannot read {}", t.file.display())))?;
-        let mut custom = HashMap::new();
-        custom.insert("version".to_string(), t.version.clone().into());
-        custom.insert("os".to_string(), t.os.clone().into());
-        custom.insert("arch".to_string(), t.arch.clone().into());
+        let mut custom = vec![
+            ("version", t.version.clone()),
+            ("os", t.os.clone()),
+            ("arch", t.arch.clone()),
+        ];
         if let Some(e) = &t.edition {
-            custom.insert("edition".to_string(), e.clone().into());
+            custom.push(("edition", e.clone()));
         }
-        target.custom = custom;
-        built.push((name, target));
+        built.push(build_target(&t.file, None, &custom)?);
     }
+    sign_targets(repo, built, keys, l)
+}
+
+/// A target for `file` (its length and sha256), named `name` (default: the file's
+/// name), with Tern's custom metadata.
+fn build_target(
+    file: &Path,
+    name: Option<String>,
+    custom: &[(&str, String)],
+) -> Result<(TargetName, tough::schema::Target)> {
+    let (file_name, mut target) = crate::block_on(RepositoryEditor::build_target(file))?
+        .map_err(Error::release(format!("cannot read {}", file.display())))?;
+    target.custom = custom
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone().into()))
+        .collect();
+    let name = match name {
+        Some(n) => TargetName::new(n.clone())
+            .map_err(Error::release(format!("{n}: not a valid target name")))?,
+        None => file_name,
+    };
+    Ok((name, target))
+}
+
+/// Adds `built` to the targets and signs as [`add_targets`].
+fn sign_targets(
+    repo: &Path,
+    built: Vec<(TargetName, tough::schema::Target)>,
+    keys: &[PathBuf],
+    l: &Lifetimes,
+) -> Result<u64> {
+    let r = load(repo)?;
+    let root_path = latest_root_path(repo, &r);
     sign_next(repo, r, &root_path, keys, l, |editor| {
         for (name, target) in built {
             editor
@@ -523,32 +552,17 @@ pub fn add_images(
     keys: &[PathBuf],
     l: &Lifetimes,
 ) -> Result<u64> {
-    let r = load(repo)?;
-    let root_path = latest_root_path(repo, &r);
     let mut built = Vec::with_capacity(images.len());
     for i in images {
         check_image_ref(&i.image)?;
-        let (_, mut target) =
-            crate::block_on(RepositoryEditor::build_target(&i.manifest))?.map_err(
-                Error::release(format!("cannot read {}", i.manifest.display())),
-            )?;
-        let mut custom = HashMap::new();
-        custom.insert("version".to_string(), i.version.clone().into());
-        custom.insert("image".to_string(), i.image.clone().into());
-        target.custom = custom;
-        let name = TargetName::new(image_target_name(&i.image)).map_err(Error::release(
-            format!("{}: not a valid target name", i.image),
-        ))?;
-        built.push((name, target));
+        let custom = [("version", i.version.clone()), ("image", i.image.clone())];
+        built.push(build_target(
+            &i.manifest,
+            Some(image_target_name(&i.image)),
+            &custom,
+        )?);
     }
-    sign_next(repo, r, &root_path, keys, l, |editor| {
-        for (name, target) in built {
-            editor
-                .add_target(name, target)
-                .map_err(Error::release("cannot add the target"))?;
-        }
-        Ok(())
-    })
+    sign_targets(repo, built, keys, l)
 }
 
 /// Removes a target by name (and signs as [`add_targets`]).

@@ -24,6 +24,26 @@ pub trait Fetch: Send + Sync {
     fn open(&self, url: &str) -> Result<Opened, String>;
 }
 
+/// [`Fetch`] over a ureq agent (feature `ureq`), as configured by the caller (TLS roots,
+/// timeouts). The agent must answer non-2xx statuses as responses
+/// (`http_status_as_error(false)`), so that 404 ends the root chain.
+#[cfg(feature = "ureq")]
+pub struct UreqFetch(pub ureq::Agent);
+
+#[cfg(feature = "ureq")]
+impl Fetch for UreqFetch {
+    fn open(&self, url: &str) -> Result<Opened, String> {
+        let resp = self.0.get(url).call().map_err(|e| e.to_string())?;
+        if resp.status() == 404 {
+            return Ok(Opened::NotFound);
+        }
+        if !resp.status().is_success() {
+            return Err(format!("status {}", resp.status()));
+        }
+        Ok(Opened::Body(Box::new(resp.into_body().into_reader())))
+    }
+}
+
 /// The metadata location as a URL ending in `/`: an `http(s)://` or `file://` URL as
 /// given, or a directory path made absolute (and percent-encoded) as a `file://` URL.
 pub fn metadata_url(location: &str) -> crate::Result<String> {
