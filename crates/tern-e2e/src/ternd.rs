@@ -193,6 +193,20 @@ impl Ctl {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// A new `agent` token (trimmed): what a program that heartbeats for many agents
+    /// (the Kubernetes controller) is given.
+    pub fn agent_token(&self, description: &str) -> anyhow::Result<String> {
+        let out = self.run(&[
+            "tokens",
+            "create",
+            "--role",
+            "agent",
+            "--description",
+            description,
+        ])?;
+        Ok(out.trim().to_string())
+    }
+
     /// Runs ternctl with `-o json` and parses what it prints.
     pub fn json(&self, args: &[&str]) -> anyhow::Result<Value> {
         let mut a = args.to_vec();

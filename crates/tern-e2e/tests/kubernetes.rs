@@ -68,28 +68,14 @@ impl Kube {
         )
         .unwrap();
         // The controller heartbeats for many workloads: a shared agent token.
-        let token = f
-            .ctl
-            .run(&[
-                "tokens",
-                "create",
-                "--role",
-                "agent",
-                "--description",
-                "kubernetes controller",
-            ])
-            .unwrap();
+        let token = f.ctl.agent_token("kubernetes controller").unwrap();
         let controllers: Vec<(Controller, Elector)> = (0..controllers)
             .map(|i| {
                 let _guard = rt.enter();
                 let controller = Controller {
                     client: server.client(),
                     namespaces: vec![NS.into()],
-                    fleet: Arc::new(Ternd::new(
-                        &f.ternd.url,
-                        Some(token.trim().to_string()),
-                        None,
-                    )),
+                    fleet: Arc::new(Ternd::new(&f.ternd.url, Some(token.clone()), None)),
                     digests: Arc::new(DigestFile {
                         path: digests.clone(),
                     }),

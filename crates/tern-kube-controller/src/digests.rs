@@ -24,9 +24,10 @@ pub enum DigestError {
     Unknown { image: String, path: String },
     #[error("{image}: {why}")]
     Bad { image: String, why: String },
-    /// The signed metadata could not be verified, or does not sign this image.
+    /// The signed metadata could not be fetched or verified, or does not sign this
+    /// image: no digest is trusted.
     #[error("{0}")]
-    NotSigned(String),
+    Unverified(String),
 }
 
 pub trait DigestSource: Send + Sync {
@@ -90,7 +91,7 @@ impl SignedDigests {
         url: &str,
         roots: Option<ureq::tls::RootCerts>,
     ) -> Result<Self, DigestError> {
-        let err = |e: tern_trust::Error| DigestError::NotSigned(e.to_string());
+        let err = |e: tern_trust::Error| DigestError::Unverified(e.to_string());
         tern_trust::pin_root(state, root).map_err(err)?;
         let url = tern_trust::metadata_url(url).map_err(err)?;
         let fetch: Arc<dyn tern_trust::Fetch> =
@@ -107,7 +108,7 @@ impl SignedDigests {
         let verified = self
             .client
             .refresh()
-            .map_err(|e| DigestError::NotSigned(e.to_string()))?;
+            .map_err(|e| DigestError::Unverified(e.to_string()))?;
         Ok(verified
             .targets
             .iter()
@@ -122,10 +123,10 @@ impl DigestSource for SignedDigests {
         let verified = self
             .client
             .refresh()
-            .map_err(|e| DigestError::NotSigned(format!("{image}: {e}")))?;
+            .map_err(|e| DigestError::Unverified(format!("{image}: {e}")))?;
         let target = verified
             .image(&image)
-            .map_err(|e| DigestError::NotSigned(format!("{e} (metadata at {})", self.url)))?;
+            .map_err(|e| DigestError::Unverified(format!("{e} (metadata at {})", self.url)))?;
         Digest::parse(&format!("sha256:{}", target.sha256)).map_err(|e| DigestError::Bad {
             image,
             why: e.to_string(),

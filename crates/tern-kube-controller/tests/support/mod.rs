@@ -50,18 +50,7 @@ impl Env {
         ctl.run(&["create", "--force", "-f", version.to_str().unwrap()])
             .unwrap();
         ctl.run(&["dev", "reconcile"]).unwrap();
-        let token = ctl
-            .run(&[
-                "tokens",
-                "create",
-                "--role",
-                "agent",
-                "--description",
-                "kubernetes",
-            ])
-            .unwrap()
-            .trim()
-            .to_string();
+        let token = ctl.agent_token("kubernetes").unwrap();
         let token_file = tmp.path().join("agent.token");
         std::fs::write(&token_file, &token).unwrap();
         let digests = tmp.path().join("digests.json");
