@@ -275,7 +275,7 @@ fn drive(config: &AutoUpdateConfig, hosts: usize, zones: usize) -> anyhow::Resul
                 }
                 Some(_) => {}
                 None if a.heartbeat.version != target
-                    && find::decide(Some(&rollout), "prod", &a.heartbeat.updater_id).update =>
+                    && find::decide(Some(&rollout), "prod", &a.heartbeat.updater_id).update() =>
                 {
                     installing[i] = Some(step);
                 }

@@ -1,14 +1,18 @@
-//! When will this host update? The dashboard's host page asks it of one host: the
-//! answer comes from the same rollout, the same [`find::decide`], the same windows and
-//! the same backpressure numeral the planner and ternd use, so a forecast never
-//! disagrees with what find will tell the host. Pure: the instant and the host's
-//! group peers are arguments.
+//! When will this host update? The dashboard's host page asks it of one host. The
+//! answer starts from find's whole answer for the host ([`find::answer`]: the rollout,
+//! the mode, a freeze, a directive, a pin) and from what the host itself would do with
+//! it ([`host_update::decide`]: a version it failed before is skipped), then adds what
+//! people want to know: the group's state, its window, the earliest start `reconcile`
+//! would allow, and the host's place in the backpressure order among its group's
+//! peers. So a forecast never disagrees with find or with the host. Pure: the instant
+//! and the peers are arguments.
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::backpressure::UpdaterNumeral;
-use crate::find;
+use crate::find::{self, FindInputs, Hold};
+use crate::host_update;
 use crate::resource::{AutoUpdateAgentRollout, GroupState, Mode, RolloutGroup, Schedule, Strategy};
 use crate::rollout::{Groups, group_window};
 use crate::version::Version;
@@ -28,16 +32,21 @@ pub enum Outlook {
     Now,
     /// The mode in force is disabled or suspended: nothing moves until it is enabled.
     Stopped,
+    /// The fleet is frozen: nothing moves until the freeze is lifted.
+    Frozen,
+    /// A version directive governs it: the rollout gives it no version.
+    Directive,
+    /// It failed the version find names and rolled it back: it does not retry it.
+    Skipped,
     /// Its group waits for earlier groups to finish (halt-on-error).
     AfterEarlierGroups,
-    /// Its group starts at the next window it may start in (`starts_at`).
+    /// Its group starts (or, time-based, opens again) at the next window it may start
+    /// in (`starts_at`).
     AtWindow,
     /// Its group tests canaries and this host is not one: it follows once they pass.
     AfterCanaries,
     /// Its group is active but backpressure has not reached its place yet.
     Backpressure,
-    /// Its group is done or rolled back and this host is not told to move.
-    Held,
     /// A topology limit of its group holds it: as many hosts sharing its label value
     /// (its zone, its rack) are updating as the limit lets through at once.
     Topology,
@@ -46,12 +55,38 @@ pub enum Outlook {
     Pinned,
 }
 
+/// What the host does with find's answer, in three words: the forecast's outlook and
+/// find's answer always give the same one (property-tested).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// It installs another version at its next run.
+    UpdateNow,
+    /// It has nothing to install: it runs what it should, or no version is named.
+    Stays,
+    /// A hold keeps it where it is until the hold lifts.
+    Held,
+}
+
+impl Outlook {
+    pub fn verdict(self) -> Verdict {
+        match self {
+            Outlook::Now => Verdict::UpdateNow,
+            Outlook::NoRollout | Outlook::UpToDate | Outlook::Directive => Verdict::Stays,
+            _ => Verdict::Held,
+        }
+    }
+}
+
 /// A host's forecast.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Forecast {
     pub outlook: Outlook,
     /// One line for people.
     pub summary: String,
+    /// find's hold for this host ([`Hold::code`]), when it is not told to update now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
     /// The group serving it (the catch-all for an unknown or empty group).
     pub serving_group: Option<String>,
     /// It presents a group the rollout lacks (served by the catch-all).
@@ -79,48 +114,62 @@ pub struct Forecast {
     /// The next opening of its group's window after `now`.
     pub next_window: Option<Timestamp>,
     pub window_open: bool,
-    /// A server-side pin holds it until then ([`under_pin`]).
+    /// A server-side pin holds it until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned_until: Option<Timestamp>,
 }
 
-/// The forecast of a host the server pins until `until`: what find tells it
-/// ([`crate::find::AgentDecision::pinned`]), and what follows once the pin lifts.
-pub fn under_pin(mut f: Forecast, until: Timestamp, now: Timestamp) -> Forecast {
-    if now >= until {
-        return f;
-    }
-    f.pinned_until = Some(until);
-    f.find_update = false;
-    if !matches!(f.outlook, Outlook::UpToDate | Outlook::NoRollout) {
-        f.outlook = Outlook::Pinned;
-        f.summary = format!("pinned by the server until {until}; then: {}", f.summary);
-    }
-    f
+/// What the server knows of the host itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostState<'a> {
+    /// The version it runs.
+    pub version: &'a str,
+    /// The version it tried, failed and rolled back (it skips it), if any.
+    pub failed_version: Option<&'a str>,
 }
 
-/// The forecast at `now` for a host presenting `group` and `updater_id` and running
-/// `version`. `peers` are the backpressure numerals of the hosts the same group serves
-/// (for its place in the backpressure order); pass an empty iterator when unknown.
+/// The forecast for the host find's `inputs` describe (the instant is theirs), running
+/// what `host` says. `peers` are the backpressure numerals of the hosts the same group
+/// serves (for its place in the backpressure order); pass an empty iterator when
+/// unknown.
 pub fn forecast(
-    rollout: Option<&AutoUpdateAgentRollout>,
-    group: &str,
-    updater_id: &str,
-    version: &str,
+    inputs: &FindInputs<'_>,
+    host: HostState<'_>,
     peers: impl IntoIterator<Item = UpdaterNumeral>,
-    now: Timestamp,
 ) -> Forecast {
+    let now = inputs.now;
+    let decision = find::answer(inputs);
+    if let (Some(Hold::Pinned), Some(until)) = (decision.hold, inputs.pinned_until) {
+        // What follows the pin: the forecast without it.
+        let mut f = forecast(
+            &FindInputs {
+                pinned_until: None,
+                ..*inputs
+            },
+            host,
+            peers,
+        );
+        f.pinned_until = Some(until);
+        f.find_update = false;
+        f.hold = Some(Hold::Pinned.code().to_string());
+        if !matches!(f.outlook, Outlook::UpToDate | Outlook::NoRollout) {
+            f.outlook = Outlook::Pinned;
+            f.summary = format!("pinned by the server until {until}; then: {}", f.summary);
+        }
+        return f;
+    }
+    let (rollout, group, updater_id) = (inputs.rollout, inputs.group, inputs.updater_id);
     let position = UpdaterNumeral::of(updater_id).fraction();
-    let decision = find::decide(rollout, group, updater_id);
     let mut f = Forecast {
         outlook: Outlook::NoRollout,
-        summary: "no rollout: nothing is planned for this host".into(),
+        summary: String::new(),
+        hold: decision.hold.map(|h| h.code().to_string()),
         serving_group: None,
         unknown_group: false,
         group_state: None,
         mode: None,
         find_version: decision.version.as_ref().map(ToString::to_string),
-        find_update: decision.update,
+        find_update: decision.update(),
         target_version: None,
         canary: false,
         position,
@@ -133,30 +182,32 @@ pub fn forecast(
         window_open: false,
         pinned_until: None,
     };
-    let Some(rollout) = rollout else {
-        return f;
-    };
-    let target = rollout.spec.target_version.to_string();
-    let mode = rollout.spec.autoupdate_mode;
-    f.target_version = Some(target.clone());
-    f.mode = Some(mode);
-    let groups = Groups::of(rollout);
-    f.unknown_group = groups.unknown(group).is_some();
-    let on = |v: &Option<String>| v.as_deref().is_some_and(|v| same_version(v, version));
-    let served = match rollout.spec.schedule {
+    let served = rollout.and_then(|r| match r.spec.schedule {
         Schedule::Immediate => None,
-        Schedule::Regular => rollout.serving_group(group),
-    };
-    let Some(g) = served else {
-        // The immediate schedule: everyone to the target as soon as the mode allows.
-        f.outlook = match (mode, on(&f.find_version)) {
-            (_, true) => Outlook::UpToDate,
-            (Mode::Enabled, false) => Outlook::Now,
-            _ => Outlook::Stopped,
-        };
-        f.summary = summary(&f, None);
-        return f;
-    };
+        Schedule::Regular => r.serving_group(group),
+    });
+    if let Some(rollout) = rollout {
+        f.target_version = Some(rollout.spec.target_version.to_string());
+        f.mode = Some(rollout.spec.autoupdate_mode);
+        f.unknown_group = Groups::of(rollout).unknown(group).is_some();
+    }
+    if let (Some(rollout), Some(g)) = (rollout, served) {
+        describe_group(&mut f, rollout, g, updater_id, peers, now);
+    }
+    f.outlook = outlook(&f, &decision, host, inputs);
+    f.summary = summary(&f, rollout.zip(served).map(|(_, g)| g));
+    f
+}
+
+/// The group part of a forecast: its state, window, canaries and backpressure place.
+fn describe_group(
+    f: &mut Forecast,
+    rollout: &AutoUpdateAgentRollout,
+    g: &RolloutGroup,
+    updater_id: &str,
+    peers: impl IntoIterator<Item = UpdaterNumeral>,
+    now: Timestamp,
+) {
     f.serving_group = Some(g.name.clone());
     f.group_state = Some(g.state);
     f.canary = g.canaries.iter().any(|c| c.updater_id == updater_id);
@@ -165,9 +216,8 @@ pub fn forecast(
     f.next_window = w.next_open(now);
     if g.config_max_in_flight.is_some() {
         f.progress = Some(g.progress);
-        let mut ahead = 0;
-        let mut all = 0;
         let me = UpdaterNumeral::of(updater_id);
+        let (mut ahead, mut all) = (0, 0);
         for p in peers {
             all += 1;
             if p < me {
@@ -179,55 +229,79 @@ pub fn forecast(
             f.peers = Some(all);
         }
     }
-    let index = rollout
-        .status
-        .groups
-        .iter()
-        .position(|x| x.name == g.name)
-        .unwrap_or(0);
-    let before = &rollout.status.groups[..index];
-    let runs_target = same_version(version, &target);
-    f.outlook = if f.find_update && !on(&f.find_version) {
-        Outlook::Now
-    } else if (runs_target && g.state != GroupState::Rolledback)
-        || (g.state == GroupState::Rolledback && on(&f.find_version))
-    {
-        Outlook::UpToDate
-    } else if mode != Mode::Enabled {
-        Outlook::Stopped
-    } else {
-        match g.state {
-            GroupState::Unstarted => {
-                let halt = rollout.spec.strategy == Strategy::HaltOnError;
-                f.waiting_for = before
-                    .iter()
-                    .filter(|b| halt && b.state != GroupState::Done)
-                    .map(|b| b.name.clone())
-                    .collect();
-                if f.waiting_for.is_empty() {
-                    f.starts_at = earliest_start(rollout, before, g, now);
-                    Outlook::AtWindow
-                } else {
-                    Outlook::AfterEarlierGroups
-                }
-            }
-            GroupState::Canary => Outlook::AfterCanaries,
-            GroupState::Active | GroupState::Done
-                if !crate::rollout::topology_admits(g, updater_id)
-                    && ((g.state == GroupState::Done
-                        && rollout.spec.strategy == Strategy::HaltOnError)
-                        || (g.state == GroupState::Active && g.config_max_in_flight.is_none())
-                        || (g.state == GroupState::Active
-                            && UpdaterNumeral::of(updater_id).admitted(g.progress))) =>
-            {
-                Outlook::Topology
-            }
-            GroupState::Active => Outlook::Backpressure,
-            GroupState::Done | GroupState::Rolledback => Outlook::Held,
+    if g.state == GroupState::Unstarted {
+        let index = rollout
+            .status
+            .groups
+            .iter()
+            .position(|x| x.name == g.name)
+            .unwrap_or(0);
+        let before = &rollout.status.groups[..index];
+        let halt = rollout.spec.strategy == Strategy::HaltOnError;
+        f.waiting_for = before
+            .iter()
+            .filter(|b| halt && b.state != GroupState::Done)
+            .map(|b| b.name.clone())
+            .collect();
+        if f.waiting_for.is_empty() {
+            f.starts_at = earliest_start(rollout, before, g, now);
         }
+    } else if g.state == GroupState::Done && rollout.spec.strategy == Strategy::TimeBased {
+        f.starts_at = f.next_window;
+    }
+}
+
+/// The outlook: what the host does with find's answer (the host's own rule), then the
+/// hold that keeps it.
+fn outlook(
+    f: &Forecast,
+    decision: &find::AgentDecision,
+    host: HostState<'_>,
+    inputs: &FindInputs<'_>,
+) -> Outlook {
+    if decision.hold == Some(Hold::Directive) {
+        return Outlook::Directive;
+    }
+    let Some(version) = &decision.version else {
+        return Outlook::NoRollout;
     };
-    f.summary = summary(&f, Some(g));
-    f
+    let runs_target = f
+        .target_version
+        .as_deref()
+        .is_some_and(|t| same_version(host.version, t));
+    let rolled_back = f.group_state == Some(GroupState::Rolledback);
+    let on_find_version = same_version(host.version, &version.to_string());
+    // On the target it is done (unless its group rolled back); on the version find
+    // names it is done when nothing more is planned for its group.
+    if (runs_target && !rolled_back)
+        || (on_find_version
+            && (decision.hold.is_none() || rolled_back || f.serving_group.is_none()))
+    {
+        return Outlook::UpToDate;
+    }
+    let host_says = host_update::on_find(
+        decision,
+        (!host.version.is_empty()).then_some(host.version),
+        host.failed_version,
+        host_update::Health::Unknown,
+        inputs.now,
+    );
+    match (host_says, decision.hold) {
+        (host_update::Decision::Update { .. }, _) => Outlook::Now,
+        (_, None) => Outlook::Skipped,
+        (_, Some(hold)) => match hold {
+            Hold::NoRollout => Outlook::NoRollout,
+            Hold::ModeDisabled | Hold::ModeSuspended => Outlook::Stopped,
+            Hold::Frozen => Outlook::Frozen,
+            Hold::Directive => Outlook::Directive,
+            Hold::Pinned => Outlook::Pinned,
+            Hold::GroupNotStarted if !f.waiting_for.is_empty() => Outlook::AfterEarlierGroups,
+            Hold::GroupNotStarted | Hold::OutsideWindow => Outlook::AtWindow,
+            Hold::NotACanary => Outlook::AfterCanaries,
+            Hold::AwaitingTurn => Outlook::Backpressure,
+            Hold::TopologyLimit => Outlook::Topology,
+        },
+    }
 }
 
 /// Versions as hosts send them may carry a `v`: compared as versions when both parse.
@@ -289,10 +363,24 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>) -> String {
             "updates are {}: nothing moves until the mode is enabled",
             f.mode.map_or("disabled", Mode::as_str)
         ),
+        Outlook::Frozen => {
+            "the fleet is frozen: nothing moves until the freeze is lifted".to_string()
+        }
+        Outlook::Directive => {
+            "a version directive governs this host: the rollout gives it no version".to_string()
+        }
+        Outlook::Skipped => format!(
+            "{} failed on this host and was rolled back: it does not retry it (publish a fix, or `tern-update pin --force-version` on the host)",
+            f.find_version.as_deref().unwrap_or(target)
+        ),
         Outlook::AfterEarlierGroups => format!(
             "group {group} waits for {} to finish, then its next window (next opening {})",
             f.waiting_for.join(", "),
             when(f.next_window)
+        ),
+        Outlook::AtWindow if f.group_state == Some(GroupState::Done) => format!(
+            "group {group} is outside its window: it updates when the window opens again at {}",
+            when(f.starts_at)
         ),
         Outlook::AtWindow => format!(
             "group {group} may start at {} (canary: {})",
@@ -320,11 +408,6 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>) -> String {
             ),
             _ => format!("group {group} is active: it updates at its next check"),
         },
-        Outlook::Held => format!(
-            "group {group} is {}: it stays on {}",
-            g.map_or("?", |g| g.state.as_str()),
-            f.find_version.as_deref().unwrap_or("?")
-        ),
         Outlook::Pinned => format!("pinned by the server until {}", when(f.pinned_until)),
         Outlook::Topology => format!(
             "topology limit of group {group}: {}; it updates when its turn comes",
@@ -378,13 +461,40 @@ mod tests {
         )
     }
 
+    /// The forecast of a host with no pin, directive or freeze.
+    fn fc(
+        r: Option<&AutoUpdateAgentRollout>,
+        group: &str,
+        updater_id: &str,
+        version: &str,
+        peers: impl IntoIterator<Item = UpdaterNumeral>,
+        now: Timestamp,
+    ) -> Forecast {
+        forecast(
+            &FindInputs {
+                rollout: r,
+                frozen: false,
+                group,
+                updater_id,
+                governed_by_directive: false,
+                pinned_until: None,
+                now,
+            },
+            HostState {
+                version,
+                failed_version: None,
+            },
+            peers,
+        )
+    }
+
     const LOW: &str = "10000000-0000-4000-8000-000000000000";
     const HIGH: &str = "e0000000-0000-4000-8000-000000000000";
     const NOW: &str = "2026-11-23T09:00:00Z";
 
     #[test]
     fn no_rollout_plans_nothing() {
-        let f = forecast(None, "dev", LOW, "1.0.0", [], at(NOW));
+        let f = fc(None, "dev", LOW, "1.0.0", [], at(NOW));
         assert_eq!(f.outlook, Outlook::NoRollout);
     }
 
@@ -394,7 +504,7 @@ mod tests {
             group("dev", 10, GroupState::Active),
             group("prod", 14, GroupState::Unstarted),
         ]);
-        let f = forecast(Some(&r), "prod", LOW, "1.0.0", [], at(NOW));
+        let f = fc(Some(&r), "prod", LOW, "1.0.0", [], at(NOW));
         assert_eq!(f.outlook, Outlook::AfterEarlierGroups);
         assert_eq!(f.waiting_for, vec!["dev".to_string()]);
         assert_eq!(f.next_window, Some(at("2026-11-23T14:00:00Z")));
@@ -404,7 +514,7 @@ mod tests {
     #[test]
     fn the_first_group_starts_at_its_window_after_the_wait() {
         let r = rollout(vec![group("dev", 10, GroupState::Unstarted)]);
-        let f = forecast(Some(&r), "dev", LOW, "1.0.0", [], at(NOW));
+        let f = fc(Some(&r), "dev", LOW, "1.0.0", [], at(NOW));
         assert_eq!(f.outlook, Outlook::AtWindow);
         assert_eq!(f.starts_at, Some(at("2026-11-23T10:00:00Z")));
         // wait_hours after the previous group's start push it to a later window.
@@ -413,7 +523,7 @@ mod tests {
         let mut prod = group("prod", 11, GroupState::Unstarted);
         prod.config_wait_hours = 24;
         let r = rollout(vec![dev, prod]);
-        let f = forecast(Some(&r), "prod", LOW, "1.0.0", [], at(NOW));
+        let f = fc(Some(&r), "prod", LOW, "1.0.0", [], at(NOW));
         assert_eq!(f.outlook, Outlook::AtWindow);
         assert_eq!(f.starts_at, Some(at("2026-11-24T11:00:00Z")));
     }
@@ -424,7 +534,7 @@ mod tests {
             group("dev", 10, GroupState::Active),
             group("prod", 14, GroupState::Unstarted),
         ]);
-        let f = forecast(Some(&r), "prdo", LOW, "1.0.0", [], at(NOW));
+        let f = fc(Some(&r), "prdo", LOW, "1.0.0", [], at(NOW));
         assert!(f.unknown_group);
         assert_eq!(f.serving_group.as_deref(), Some("prod"));
     }
@@ -438,10 +548,10 @@ mod tests {
             ..Canary::default()
         }];
         let r = rollout(vec![dev]);
-        let canary = forecast(Some(&r), "dev", LOW, "1.0.0", [], at(NOW));
+        let canary = fc(Some(&r), "dev", LOW, "1.0.0", [], at(NOW));
         assert!(canary.canary);
         assert_eq!(canary.outlook, Outlook::Now);
-        let other = forecast(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
+        let other = fc(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
         assert!(!other.canary);
         assert_eq!(other.outlook, Outlook::AfterCanaries);
     }
@@ -453,9 +563,9 @@ mod tests {
         dev.progress = 0.5;
         let r = rollout(vec![dev]);
         let peers = [LOW, HIGH, "f0000000-0000-4000-8000-000000000000"].map(UpdaterNumeral::of);
-        let low = forecast(Some(&r), "dev", LOW, "1.0.0", peers, at(NOW));
+        let low = fc(Some(&r), "dev", LOW, "1.0.0", peers, at(NOW));
         assert_eq!(low.outlook, Outlook::Now, "find admits it under 0.5");
-        let high = forecast(Some(&r), "dev", HIGH, "1.0.0", peers, at(NOW));
+        let high = fc(Some(&r), "dev", HIGH, "1.0.0", peers, at(NOW));
         assert_eq!(high.outlook, Outlook::Backpressure);
         assert_eq!((high.ahead, high.peers), (Some(1), Some(3)));
         assert!(high.position > 0.5 && high.progress == Some(0.5));
@@ -478,10 +588,10 @@ mod tests {
         }];
         let r = rollout(vec![dev.clone()]);
         assert_eq!(
-            forecast(Some(&r), "dev", LOW, "1.0.0", [], at(NOW)).outlook,
+            fc(Some(&r), "dev", LOW, "1.0.0", [], at(NOW)).outlook,
             Outlook::Now
         );
-        let high = forecast(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
+        let high = fc(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
         assert_eq!(high.outlook, Outlook::Topology);
         assert!(!high.find_update);
         assert!(
@@ -492,12 +602,12 @@ mod tests {
         // Under progress it is backpressure that holds it, not the limit.
         dev.progress = 0.0;
         let r = rollout(vec![dev.clone()]);
-        let high = forecast(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
+        let high = fc(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
         assert_eq!(high.outlook, Outlook::Backpressure);
         // A done halt-on-error group still limits the hosts it tells to update.
         dev.state = GroupState::Done;
         let r = rollout(vec![dev]);
-        let high = forecast(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
+        let high = fc(Some(&r), "dev", HIGH, "1.0.0", [], at(NOW));
         assert_eq!(high.outlook, Outlook::Topology);
     }
 
@@ -509,9 +619,9 @@ mod tests {
         let r = rollout(vec![dev, group("prod", 14, GroupState::Unstarted)]);
         for id in [LOW, HIGH, "host-a", ""] {
             for g in ["dev", "prod", "other", ""] {
-                let f = forecast(Some(&r), g, id, "1.0.0", [], at(NOW));
+                let f = fc(Some(&r), g, id, "1.0.0", [], at(NOW));
                 let d = find::decide(Some(&r), g, id);
-                assert_eq!(f.outlook == Outlook::Now, d.update, "{g} {id}: {f:?}");
+                assert_eq!(f.outlook == Outlook::Now, d.update(), "{g} {id}: {f:?}");
             }
         }
     }
@@ -520,22 +630,58 @@ mod tests {
     fn a_suspended_rollout_stops_everyone() {
         let mut r = rollout(vec![group("dev", 8, GroupState::Active)]);
         r.spec.autoupdate_mode = Mode::Suspended;
-        let f = forecast(Some(&r), "dev", LOW, "1.0.0", [], at(NOW));
+        let f = fc(Some(&r), "dev", LOW, "1.0.0", [], at(NOW));
         assert_eq!(f.outlook, Outlook::Stopped);
-        let done = forecast(Some(&r), "dev", LOW, "1.1.0", [], at(NOW));
+        let done = fc(Some(&r), "dev", LOW, "1.1.0", [], at(NOW));
         assert_eq!(done.outlook, Outlook::UpToDate);
+    }
+
+    fn with(
+        r: &AutoUpdateAgentRollout,
+        updater_id: &str,
+        version: &str,
+        failed_version: Option<&str>,
+        change: impl FnOnce(&mut FindInputs<'_>),
+        now: Timestamp,
+    ) -> Forecast {
+        let mut inputs = FindInputs {
+            rollout: Some(r),
+            frozen: false,
+            group: "dev",
+            updater_id,
+            governed_by_directive: false,
+            pinned_until: None,
+            now,
+        };
+        change(&mut inputs);
+        forecast(
+            &inputs,
+            HostState {
+                version,
+                failed_version,
+            },
+            [],
+        )
     }
 
     #[test]
     fn a_pinned_host_is_told_to_wait_until_the_pin_lifts() {
         let r = rollout(vec![group("dev", 10, GroupState::Active)]);
         let now = at("2026-11-23T10:30:00Z");
-        let free = forecast(Some(&r), "dev", LOW, "1.0.0", [], now);
+        let free = fc(Some(&r), "dev", LOW, "1.0.0", [], now);
         assert_eq!(free.outlook, Outlook::Now);
         let until = at("2026-12-01T00:00:00Z");
-        let f = under_pin(free.clone(), until, now);
+        let f = with(
+            &r,
+            LOW,
+            "1.0.0",
+            None,
+            |i| i.pinned_until = Some(until),
+            now,
+        );
         assert_eq!(f.outlook, Outlook::Pinned);
         assert!(!f.find_update);
+        assert_eq!(f.hold.as_deref(), Some("pinned"));
         assert_eq!(f.pinned_until, Some(until));
         assert!(
             f.summary.starts_with(
@@ -545,12 +691,66 @@ mod tests {
             f.summary
         );
         // Lifted: the group's forecast again; and a host on the target stays up to date.
-        assert_eq!(under_pin(free.clone(), until, until), free);
-        let done = forecast(Some(&r), "dev", LOW, "1.1.0", [], now);
-        assert_eq!(under_pin(done, until, now).outlook, Outlook::UpToDate);
-        let d = crate::find::decide(Some(&r), "dev", LOW);
-        assert!(d.update);
-        assert!(!d.clone().pinned(until, now).update);
-        assert!(d.clone().pinned(until, until).update);
+        assert_eq!(
+            with(
+                &r,
+                LOW,
+                "1.0.0",
+                None,
+                |i| i.pinned_until = Some(until),
+                until
+            ),
+            fc(Some(&r), "dev", LOW, "1.0.0", [], until)
+        );
+        let done = with(
+            &r,
+            LOW,
+            "1.1.0",
+            None,
+            |i| i.pinned_until = Some(until),
+            now,
+        );
+        assert_eq!(done.outlook, Outlook::UpToDate);
+    }
+
+    #[test]
+    fn a_directive_a_freeze_and_a_failed_canary_are_what_find_and_the_host_say() {
+        let mut dev = group("dev", 8, GroupState::Canary);
+        dev.canary_count = 1;
+        dev.canaries = vec![Canary {
+            updater_id: LOW.into(),
+            ..Canary::default()
+        }];
+        let r = rollout(vec![dev]);
+        let now = at(NOW);
+        let governed = with(
+            &r,
+            LOW,
+            "1.0.0",
+            None,
+            |i| i.governed_by_directive = true,
+            now,
+        );
+        assert_eq!(governed.outlook, Outlook::Directive);
+        assert_eq!(governed.find_version, None);
+        assert!(
+            !governed.summary.contains("update now"),
+            "{}",
+            governed.summary
+        );
+        let mut frozen_r = r.clone();
+        frozen_r.spec.autoupdate_mode = Mode::Suspended;
+        let frozen = with(&frozen_r, LOW, "1.0.0", None, |i| i.frozen = true, now);
+        assert_eq!(frozen.outlook, Outlook::Frozen);
+        assert_eq!(frozen.hold.as_deref(), Some("frozen"));
+        // The canary rolled 1.1.0 back: find still names it, the host skips it.
+        let failed = with(&r, LOW, "1.0.0", Some("1.1.0"), |_| {}, now);
+        assert_eq!(failed.outlook, Outlook::Skipped);
+        assert!(
+            failed.summary.contains("does not retry"),
+            "{}",
+            failed.summary
+        );
+        assert!(!failed.summary.contains("now"), "{}", failed.summary);
     }
 }

@@ -1,7 +1,7 @@
 //! What a host does with the version it is told to run, whichever way it is told:
 //! by find (the rollout decides when the group updates) or by a channel (seed 001: the
 //! host updates in its maintenance window, or at once when the channel says the update
-//! is critical). Both modes share the rules that let a host act outside its window:
+//! is critical). Both modes share the rules that let a host act before its turn:
 //! - a host behind and outside the compatibility window of the version it should run
 //!   (seed 000: "if you are not within your compat. window attempt to upgrade right
 //!   away");
@@ -9,13 +9,22 @@
 //!   maintenance window in an attempt to become healthy"), at most once per
 //!   [`FORCED_ATTEMPT_INTERVAL`] (the seed's one to two attempts an hour).
 //!
+//! Under find these shortcuts never go through the server's hold: a stop (no rollout,
+//! mode not enabled, freeze, server pin, directive) is final for every path, and a
+//! schedule hold is final for the shortcuts but one: while its group tests canaries a
+//! host may be repaired to the group's start version ([`crate::find::Hold`]). A
+//! person on the host (`update --now`) may jump a schedule hold, never a stop.
+//!
 //! A channel adds seed 001's answers (`version`, `critical`) and one refusal: never a
-//! major-version downgrade. tern-update gathers the inputs (HTTP, the service's state,
-//! the clock); this module decides.
+//! major-version downgrade; with no maintenance window known it holds all but a
+//! critical version. tern-update gathers the inputs (HTTP, the service's state, the
+//! clock); this module decides.
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::find::{AgentDecision, Hold};
 use crate::version::{Version, is_compatible};
+use crate::wire::AutoUpdateSettings;
 
 /// The shortest time between two updates started outside the window because the agent
 /// is unhealthy: with a run every minute, one to two attempts an hour (seed 001).
@@ -87,6 +96,62 @@ pub enum WindowState {
     Closed {
         next: Option<Timestamp>,
     },
+    /// No window is known (no schedule received yet): as closed, with no opening.
+    Unknown,
+}
+
+/// What find's answer lets the host do with the version it names, read from the
+/// wire (`agent_auto_update`, `agent_hold`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FindGate {
+    /// Update now.
+    Now,
+    /// Not now, and why.
+    Held(Hold),
+    /// Not now, with a reason this host does not know (a newer server): taken as a
+    /// stop.
+    UnknownHold(String),
+    /// Not now, no reason given (Teleport's find, a ternd that predates holds): no
+    /// shortcut; a person on the host may still ask for it.
+    Unspecified,
+}
+
+impl FindGate {
+    pub fn of(settings: &AutoUpdateSettings) -> Self {
+        if settings.agent_auto_update {
+            return FindGate::Now;
+        }
+        let code = settings.agent_hold.trim();
+        if code.is_empty() {
+            return FindGate::Unspecified;
+        }
+        match Hold::from_code(code) {
+            Some(h) => FindGate::Held(h),
+            None => FindGate::UnknownHold(code.chars().take(64).collect()),
+        }
+    }
+
+    /// Whether nothing of this host's may install against it.
+    fn stops(&self) -> bool {
+        match self {
+            FindGate::Held(h) => h.is_stop(),
+            FindGate::UnknownHold(_) => true,
+            FindGate::Now | FindGate::Unspecified => false,
+        }
+    }
+
+    fn allows_repair(&self) -> bool {
+        matches!(self, FindGate::Held(h) if h.allows_repair())
+    }
+
+    fn why(&self) -> String {
+        match self {
+            FindGate::Now => "the server says update now".into(),
+            FindGate::Held(h) => format!("{} [{}]", h.describe(), h.code()),
+            FindGate::UnknownHold(code) => format!("the server holds it ({code})"),
+            FindGate::Unspecified => "the server says not now".into(),
+        }
+    }
 }
 
 /// What the host's updater observed of the agent.
@@ -102,8 +167,9 @@ pub enum Health {
 /// Where the version comes from, and what the source says about timing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
-    /// find: the version (may be empty: no rollout) and whether the group updates now.
-    Find { version: String, update_now: bool },
+    /// find: the version (may be empty: no rollout, or a directive governs the host)
+    /// and what the answer lets the host do with it.
+    Find { version: String, gate: FindGate },
     /// A channel: its two answers, and the host's own maintenance window.
     Channel {
         version: VersionAnswer,
@@ -123,6 +189,9 @@ pub struct Inputs<'a> {
     /// When this host last started an update outside its window because the agent was
     /// unhealthy.
     pub last_forced_attempt: Option<Timestamp>,
+    /// A person on the host asked to update now (`update --now`): a closed window or
+    /// a schedule hold does not wait; a stop still holds.
+    pub asked_now: bool,
     pub now: Timestamp,
 }
 
@@ -143,6 +212,8 @@ pub enum Trigger {
     Incompatible,
     /// Someone on the host asked for this version (`pin --force-version`).
     Forced,
+    /// Someone on the host asked to update now (`update --now`).
+    AskedNow,
 }
 
 impl Trigger {
@@ -168,23 +239,50 @@ pub enum Decision {
     Refused(String),
 }
 
+/// What a host following find does with `answer` when nobody on the host asks for
+/// anything: tern-update's decision, for those who stand in for hosts (the simulator,
+/// the planner's replay, the forecast of a host's page).
+pub fn on_find(
+    answer: &AgentDecision,
+    active: Option<&str>,
+    skip: Option<&str>,
+    health: Health,
+    now: Timestamp,
+) -> Decision {
+    let settings = answer.settings();
+    decide(&Inputs {
+        source: Source::Find {
+            gate: FindGate::of(&settings),
+            version: settings.agent_version,
+        },
+        active,
+        skip,
+        health,
+        last_forced_attempt: None,
+        asked_now: false,
+        now,
+    })
+}
+
 /// The decision. Versions are compared after [`crate::version::normalize`]; the
 /// caller maps the target to the name it installs under.
 pub fn decide(i: &Inputs<'_>) -> Decision {
     let (target, critical, window) = match &i.source {
-        Source::Find {
-            version,
-            update_now,
-        } => {
+        Source::Find { version, gate } => {
             if version.trim().is_empty() {
-                return Decision::Hold("the server gives no agent version for this host (its group has none, or a version directive governs it)".into());
+                let why = match gate {
+                    FindGate::Held(h) => format!(" ({})", h.describe()),
+                    _ => String::new(),
+                };
+                return Decision::Hold(format!(
+                    "the server gives no agent version for this host{why}"
+                ));
             }
-            let w = if *update_now {
-                WindowState::Open
-            } else {
-                WindowState::Closed { next: None }
-            };
-            (crate::version::normalize(version), false, w)
+            (
+                crate::version::normalize(version),
+                false,
+                WindowState::Unknown,
+            )
         }
         Source::Channel {
             version,
@@ -206,6 +304,7 @@ pub fn decide(i: &Inputs<'_>) -> Decision {
     };
     let channel = matches!(i.source, Source::Channel { .. });
     let Some(active) = i.active.map(crate::version::normalize) else {
+        // A first install (enrolling the host) takes the version the source names.
         return Decision::Update {
             target,
             trigger: Trigger::NotInstalled,
@@ -232,45 +331,116 @@ pub fn decide(i: &Inputs<'_>) -> Decision {
         target: target.clone(),
         trigger,
     };
+    // Seed 000 says "upgrade": a host behind, too far to work with its group. One
+    // ahead of its group waits for it (a downgrade across majors is an operator's call).
+    let incompatible = matches!(&parsed, (Some(a), Some(t)) if t > a && !is_compatible(a, t, true));
+    if let Source::Find { gate, .. } = &i.source {
+        return find_decision(i, gate, &target, &active, incompatible, update);
+    }
     if critical {
         return update(Trigger::Critical);
     }
-    // Seed 000 says "upgrade": a host behind, too far to work with its group. One
-    // ahead of its group waits for it (a downgrade across majors is an operator's call).
-    if let (Some(a), Some(t)) = &parsed
-        && t > a
-        && !is_compatible(a, t, true)
-    {
+    if incompatible {
         return update(Trigger::Incompatible);
     }
     if window == WindowState::Open {
-        return update(if channel {
-            Trigger::Window
-        } else {
-            Trigger::Rollout
-        });
+        return update(Trigger::Window);
+    }
+    if i.asked_now {
+        return update(Trigger::AskedNow);
+    }
+    if window == WindowState::Unknown {
+        // Seed 001: the window is the cluster's; with none known only a critical
+        // version goes (and nothing on an unhealthy agent's account: repairing it is
+        // an update outside a window nobody has given).
+        return Decision::Wait(format!(
+            "the channel wants {target}, not critical; no maintenance window is known (ternd has not sent this host's schedule): only a critical version installs until it does"
+        ));
+    }
+    if let Some(wait) = unhealthy_retry_wait(i) {
+        return wait;
     }
     if let Health::Unhealthy(how) = &i.health {
-        let next = i
-            .last_forced_attempt
-            .and_then(|t| t.checked_add(FORCED_ATTEMPT_INTERVAL).ok())
-            .filter(|&next| next > i.now);
-        return match next {
-            None => update(Trigger::Unhealthy(how.clone())),
-            Some(next) => Decision::Wait(format!(
-                "the agent is unhealthy ({how}) but an update outside the window was tried at {}; the next try is after {next}",
-                i.last_forced_attempt
-                    .map_or_else(String::new, |t| t.to_string())
-            )),
-        };
+        return update(Trigger::Unhealthy(how.clone()));
     }
-    Decision::Wait(match (channel, window) {
-        (false, _) => format!("the server wants {target} but this group is not updating now"),
-        (true, WindowState::Closed { next: Some(next) }) => format!(
+    Decision::Wait(match window {
+        WindowState::Closed { next: Some(next) } => format!(
             "the channel wants {target}, not critical; outside the maintenance window, which opens at {next}"
         ),
-        (true, _) => {
-            format!("the channel wants {target}, not critical; outside the maintenance window")
-        }
+        _ => format!("the channel wants {target}, not critical; outside the maintenance window"),
     })
+}
+
+/// A find host that is not told to update now: the server's hold decides what its
+/// shortcuts may do.
+fn find_decision(
+    i: &Inputs<'_>,
+    gate: &FindGate,
+    target: &str,
+    active: &str,
+    incompatible: bool,
+    update: impl Fn(Trigger) -> Decision,
+) -> Decision {
+    if *gate == FindGate::Now {
+        return update(Trigger::Rollout);
+    }
+    let why = gate.why();
+    let unhealthy = match &i.health {
+        Health::Unhealthy(how) => {
+            format!("; the agent is unhealthy ({how}), but nothing installs through this hold")
+        }
+        _ => String::new(),
+    };
+    if gate.stops() {
+        let operator = if incompatible {
+            format!(
+                "; {active} is outside the compatibility window of {target}: it needs an operator"
+            )
+        } else {
+            String::new()
+        };
+        return Decision::Hold(format!(
+            "the server holds this host on {active} instead of {target}: {why}{unhealthy}{operator}"
+        ));
+    }
+    if i.asked_now {
+        return update(Trigger::AskedNow);
+    }
+    if gate.allows_repair() {
+        if incompatible {
+            return update(Trigger::Incompatible);
+        }
+        if let Some(wait) = unhealthy_retry_wait(i) {
+            return wait;
+        }
+        if let Health::Unhealthy(how) = &i.health {
+            return update(Trigger::Unhealthy(how.clone()));
+        }
+    }
+    let shortcut = match (&i.health, incompatible) {
+        (_, true) if !gate.allows_repair() => format!(
+            "; {active} is outside the compatibility window of {target}, but the server holds it: it needs an operator (`tern-update update --now`)"
+        ),
+        (Health::Unhealthy(_), _) if !gate.allows_repair() => unhealthy,
+        _ => String::new(),
+    };
+    Decision::Wait(format!(
+        "the server wants {target} but not now: {why}{shortcut}"
+    ))
+}
+
+/// When an unhealthy agent's update outside its turn was tried too recently: the
+/// wait, saying when the next try is.
+fn unhealthy_retry_wait(i: &Inputs<'_>) -> Option<Decision> {
+    let Health::Unhealthy(how) = &i.health else {
+        return None;
+    };
+    let last = i.last_forced_attempt?;
+    let next = last
+        .checked_add(FORCED_ATTEMPT_INTERVAL)
+        .ok()
+        .filter(|&next| next > i.now)?;
+    Some(Decision::Wait(format!(
+        "the agent is unhealthy ({how}) but an update outside the window was tried at {last}; the next try is after {next}"
+    )))
 }

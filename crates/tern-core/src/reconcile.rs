@@ -112,6 +112,43 @@ fn new_groups(
         .collect()
 }
 
+/// The maintenance schedule exported to a host presenting `group` (seed 001: the
+/// cluster's window, whether or not a rollout exists): from the rollout's groups when
+/// a rollout with groups exists (what find follows), else from the config's groups as
+/// a new rollout would take them (a missing config is one `default` group).
+pub fn maintenance_schedule(
+    config: Option<&AutoUpdateConfig>,
+    rollout: Option<&AutoUpdateAgentRollout>,
+    group: &str,
+    now: Timestamp,
+    count: usize,
+) -> Option<crate::wire::AgentSchedule> {
+    if let Some(r) = rollout.filter(|r| !r.status.groups.is_empty()) {
+        return rollout::group_schedule(r, group, now, count);
+    }
+    let default_config = AutoUpdateConfig::default();
+    let config = config.unwrap_or(&default_config);
+    // The versions and mode play no part in a schedule.
+    let spec = RolloutSpec {
+        start_version: crate::version::Version(semver::Version::new(0, 0, 0)),
+        target_version: crate::version::Version(semver::Version::new(0, 0, 0)),
+        schedule: Schedule::Regular,
+        autoupdate_mode: Mode::Disabled,
+        strategy: config.strategy(),
+        maintenance_window_duration: config.maintenance_window_duration(),
+        host_group: config.host_group(),
+    };
+    let groups = new_groups(Some(config), Schedule::Regular, now);
+    let skeleton = AutoUpdateAgentRollout::new(
+        spec,
+        RolloutStatus {
+            groups,
+            ..RolloutStatus::default()
+        },
+    );
+    rollout::group_schedule(&skeleton, group, now, count)
+}
+
 pub fn reconcile<R: RngCore + ?Sized>(
     now: Timestamp,
     input: &ReconcileInput<'_>,

@@ -30,6 +30,11 @@ pub struct AutoUpdateSettings {
     pub agent_auto_update: bool,
     /// Upper bound of the random delay an updater waits before acting.
     pub agent_update_jitter_seconds: u64,
+    /// Why the host is not told to update now ([`crate::find::Hold::code`]); empty
+    /// when it is, and from servers that predate it (Teleport's, older ternd), which
+    /// the host then reads as "not now, no reason given": no shortcut of its own.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub agent_hold: String,
     pub tools_version: String,
     pub tools_auto_update: bool,
 }

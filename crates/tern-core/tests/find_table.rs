@@ -43,7 +43,10 @@ fn rollout(mode: Mode, strategy: Strategy, state: GroupState) -> AutoUpdateAgent
 
 fn ask(r: &AutoUpdateAgentRollout, group: &str, id: &str) -> (String, bool) {
     let d = find::decide(Some(r), group, id);
-    (d.version.unwrap().to_string(), d.update)
+    {
+        let u = d.update();
+        (d.version.unwrap().to_string(), u)
+    }
 }
 
 #[test]
@@ -161,7 +164,7 @@ fn the_immediate_schedule_sends_everyone_to_the_target() {
 fn no_rollout_means_no_version_and_no_update() {
     let d = find::decide(None, "dev", HIGH_ID);
     assert_eq!(d.version, None);
-    assert!(!d.update);
+    assert!(!d.update());
     let s = d.settings();
     assert_eq!(s.agent_version, "");
     assert_eq!(s.agent_update_jitter_seconds, DEFAULT_JITTER_SECONDS);

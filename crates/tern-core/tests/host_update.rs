@@ -2,8 +2,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use jiff::{SignedDuration, Timestamp};
+use tern_core::find::Hold;
 use tern_core::host_update::{
-    CriticalAnswer, Decision, FORCED_ATTEMPT_INTERVAL, Health, Inputs, Source, Trigger,
+    CriticalAnswer, Decision, FORCED_ATTEMPT_INTERVAL, FindGate, Health, Inputs, Source, Trigger,
     VersionAnswer, WindowState, decide,
 };
 
@@ -28,6 +29,7 @@ fn channel<'a>(
         skip: None,
         health,
         last_forced_attempt: None,
+        asked_now: false,
         now: now(),
     }
 }
@@ -156,19 +158,21 @@ fn never_a_major_downgrade_through_a_channel_but_a_minor_one_is_fine() {
 }
 
 /// Seed 000: a host within the compatibility window of its group's version waits for
-/// the group; one behind and outside it (two majors behind) updates at once, in either
+/// the group; one behind and outside it (two majors behind) updates at once while its
+/// group updates (the repair find allows: a canary group's start version), in either
 /// mode. One ahead of its group waits for the group.
 #[test]
 fn hosts_outside_the_compatibility_window_update_at_once() {
     let find = |active: &'static str| Inputs {
         source: Source::Find {
             version: "v3.1.0".into(),
-            update_now: false,
+            gate: FindGate::Held(Hold::NotACanary),
         },
         active: Some(active),
         skip: None,
         health: Health::Healthy,
         last_forced_attempt: None,
+        asked_now: false,
         now: now(),
     };
     for (active, incompatible) in [
@@ -191,7 +195,7 @@ fn hosts_outside_the_compatibility_window_update_at_once() {
             let Decision::Wait(why) = got else {
                 panic!("{active}: {got:?}")
             };
-            assert!(why.contains("not updating now"), "{why}");
+            assert!(why.contains("not now"), "{why}");
         }
     }
     // Channel mode: the same rule (a host three majors behind catches up at once).
@@ -212,6 +216,139 @@ fn hosts_outside_the_compatibility_window_update_at_once() {
         ),
         "{got:?}"
     );
+}
+
+/// The one gate: under every hold find can give, for every health and compatibility
+/// of the host, the host installs only where the hold allows it. A stop holds
+/// everything but a first install, `update --now` included; a schedule hold lets
+/// `update --now` through and no shortcut, but for a canary group's start version.
+#[test]
+fn no_shortcut_goes_through_a_hold() {
+    let gates: Vec<FindGate> = Hold::ALL
+        .into_iter()
+        .map(FindGate::Held)
+        .chain([
+            FindGate::UnknownHold("from_the_future".into()),
+            FindGate::Unspecified,
+        ])
+        .collect();
+    let healths = [
+        Health::Healthy,
+        Health::Unknown,
+        Health::Unhealthy("the agent's service is not running".into()),
+    ];
+    for gate in &gates {
+        for health in &healths {
+            // 3.0.0 is compatible with 3.1.0; 1.0.0 is two majors behind.
+            for active in ["3.0.0", "1.0.0"] {
+                for asked_now in [false, true] {
+                    for last_forced_attempt in [None, Some(now() - FORCED_ATTEMPT_INTERVAL)] {
+                        let i = Inputs {
+                            source: Source::Find {
+                                version: "3.1.0".into(),
+                                gate: gate.clone(),
+                            },
+                            active: Some(active),
+                            skip: None,
+                            health: health.clone(),
+                            last_forced_attempt,
+                            asked_now,
+                            now: now(),
+                        };
+                        let got = decide(&i);
+                        let stop = match gate {
+                            FindGate::Held(h) => h.is_stop(),
+                            FindGate::UnknownHold(_) => true,
+                            _ => false,
+                        };
+                        let repair = matches!(gate, FindGate::Held(h) if h.allows_repair());
+                        let shortcut = active == "1.0.0" || matches!(health, Health::Unhealthy(_));
+                        let may = !stop && (asked_now || (repair && shortcut));
+                        let case = format!(
+                            "{gate:?} {health:?} on {active} now={asked_now} tried={last_forced_attempt:?}"
+                        );
+                        match &got {
+                            Decision::Update { trigger, .. } => {
+                                assert!(may, "{case}: installs ({trigger:?})");
+                            }
+                            Decision::Hold(why) | Decision::Wait(why) => {
+                                assert!(!may, "{case}: holds ({why})");
+                                if stop && active == "1.0.0" {
+                                    assert!(why.contains("needs an operator"), "{case}: {why}");
+                                }
+                            }
+                            Decision::Refused(why) => panic!("{case}: refused {why}"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // A first install (enrolling a host) takes the version named, whatever the hold.
+    for gate in gates {
+        let i = Inputs {
+            source: Source::Find {
+                version: "3.1.0".into(),
+                gate,
+            },
+            active: None,
+            skip: None,
+            health: Health::Unknown,
+            last_forced_attempt: None,
+            asked_now: false,
+            now: now(),
+        };
+        assert!(matches!(
+            decide(&i),
+            Decision::Update {
+                trigger: Trigger::NotInstalled,
+                ..
+            }
+        ));
+    }
+}
+
+/// Seed 001 with no window known: a channel host holds all but a critical version,
+/// even with an unhealthy agent; a person on the host may still ask.
+#[test]
+fn a_channel_host_with_no_window_known_holds_non_critical_versions() {
+    for health in [
+        Health::Healthy,
+        Health::Unhealthy("restarted 3 times".into()),
+    ] {
+        let mut i = channel(
+            VersionAnswer::from_body("1.1.0"),
+            CriticalAnswer::from_body("no"),
+            WindowState::Unknown,
+            health,
+            Some("1.0.0"),
+        );
+        let Decision::Wait(why) = decide(&i) else {
+            panic!("{:?}", decide(&i))
+        };
+        assert!(why.contains("no maintenance window is known"), "{why}");
+        i.asked_now = true;
+        assert!(matches!(
+            decide(&i),
+            Decision::Update {
+                trigger: Trigger::AskedNow,
+                ..
+            }
+        ));
+        i.asked_now = false;
+        i.source = Source::Channel {
+            version: VersionAnswer::from_body("1.1.0"),
+            critical: CriticalAnswer::from_body("yes"),
+            window: WindowState::Unknown,
+        };
+        assert!(matches!(
+            decide(&i),
+            Decision::Update {
+                trigger: Trigger::Critical,
+                ..
+            }
+        ));
+    }
 }
 
 #[test]
@@ -256,17 +393,31 @@ fn find_mode_keeps_its_answers() {
     let find = |version: &str, update_now: bool, active: Option<&'static str>| Inputs {
         source: Source::Find {
             version: version.into(),
-            update_now,
+            gate: if update_now {
+                FindGate::Now
+            } else {
+                FindGate::Held(Hold::GroupNotStarted)
+            },
         },
         active,
         skip: None,
         health: Health::Unknown,
         last_forced_attempt: None,
+        asked_now: false,
         now: now(),
     };
     assert_eq!(
-        decide(&find("", true, Some("1.0.0"))),
-        Decision::Hold("the server gives no agent version for this host (its group has none, or a version directive governs it)".into())
+        decide(&Inputs {
+            source: Source::Find {
+                version: String::new(),
+                gate: FindGate::Held(Hold::Directive),
+            },
+            ..find("", true, Some("1.0.0"))
+        }),
+        Decision::Hold(format!(
+            "the server gives no agent version for this host ({})",
+            Hold::Directive.describe()
+        ))
     );
     assert_eq!(
         decide(&find("1.1.0", false, None)),

@@ -767,7 +767,10 @@ fn the_immediate_schedule_has_no_groups() {
     assert_eq!(w.rollout().status.state, RolloutState::Unspecified);
     let d = tern_core::find::decide(w.rollout.as_ref(), "dev", "x");
     assert_eq!(
-        (d.version.unwrap().to_string(), d.update),
+        {
+            let u = d.update();
+            (d.version.unwrap().to_string(), u)
+        },
         ("1.1.0".into(), true)
     );
 }

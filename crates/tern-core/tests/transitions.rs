@@ -251,7 +251,10 @@ fn time_based_groups_can_be_rolled_back_started_and_marked_done() {
     assert_eq!(w.state("europe").0, Active);
     let find = |w: &World, group: &str| {
         let d = tern_core::find::decide(w.rollout.as_ref(), group, &uid(group, 0));
-        (d.version.unwrap().to_string(), d.update)
+        {
+            let u = d.update();
+            (d.version.unwrap().to_string(), u)
+        }
     };
     assert_eq!(find(&w, "europe"), ("1.1.0".into(), true));
 

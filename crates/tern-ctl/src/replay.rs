@@ -17,6 +17,7 @@ use rand_core::SeedableRng;
 use serde::Deserialize;
 use tern_core::codec;
 use tern_core::find;
+use tern_core::host_update;
 use tern_core::inventory::{self, AgentView, InventoryAgent};
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
 use tern_core::resource::{
@@ -327,6 +328,7 @@ impl<'a> World<'a> {
                 self.rollout.as_ref(),
                 &mut self.fleet.agents,
                 &self.broken,
+                step.at,
             );
         }
         Ok(failures)
@@ -607,8 +609,11 @@ fn find_mismatches(
         };
         let d = find::decide(rollout, &f.group, &id);
         let got = (
-            d.version.map(|v| v.to_string()).unwrap_or_default(),
-            d.update,
+            d.version
+                .as_ref()
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            d.update(),
         );
         let want = (normalize(&f.version), f.update);
         if got != want {
@@ -637,6 +642,7 @@ fn act(
     rollout: Option<&AutoUpdateAgentRollout>,
     agents: &mut [Agent],
     broken: &[String],
+    now: Timestamp,
 ) {
     let mut moved: BTreeMap<String, usize> = BTreeMap::new();
     let mut failed: BTreeMap<String, usize> = BTreeMap::new();
@@ -644,13 +650,30 @@ fn act(
         .iter_mut()
         .filter(|a| a.hb.updater_status == UpdaterStatus::Enabled)
     {
-        let d = find::decide(rollout, &a.hb.group, &a.hb.updater_id);
-        let Some(v) = d.version.map(|v| v.to_string()) else {
+        // find's answer and what tern-update does with it (the same two functions).
+        let d = find::answer(&find::FindInputs {
+            rollout,
+            frozen: false,
+            group: &a.hb.group,
+            updater_id: &a.hb.updater_id,
+            governed_by_directive: false,
+            pinned_until: None,
+            now,
+        });
+        let health = if a.hb.healthy {
+            host_update::Health::Healthy
+        } else {
+            host_update::Health::Unhealthy("the replayed agent is unhealthy".into())
+        };
+        let host_update::Decision::Update { target: v, .. } = host_update::on_find(
+            &d,
+            (!a.hb.version.is_empty()).then_some(a.hb.version.as_str()),
+            a.skip.as_deref(),
+            health,
+            now,
+        ) else {
             continue;
         };
-        if !d.update || v == a.hb.version || a.skip.as_deref() == Some(v.as_str()) {
-            continue;
-        }
         if broken.contains(&v) {
             a.hb.rollback = true;
             a.hb.failed_version = Some(v.clone());

@@ -303,7 +303,7 @@ fn version_decision(
             (
                 host_update::Source::Find {
                     version: target.clone(),
-                    update_now: f.auto_update.agent_auto_update,
+                    gate: host_update::FindGate::of(&f.auto_update),
                 },
                 target,
             )
@@ -327,7 +327,9 @@ fn version_decision(
                 Some(Ok(win)) => WindowState::Closed {
                     next: win.next_open(i.now),
                 },
-                _ => WindowState::Closed { next: None },
+                // No schedule from ternd yet: no window is known (the same rule as a
+                // host's: only a critical version goes).
+                _ => WindowState::Unknown,
             };
             (
                 host_update::Source::Channel {
@@ -361,6 +363,7 @@ fn version_decision(
         skip: None,
         health,
         last_forced_attempt: settings.forced_attempt,
+        asked_now: false,
         now: i.now,
     });
     Ok(match d {

@@ -147,6 +147,19 @@ fn find(version: &str, now: bool) -> Source {
     })
 }
 
+/// find's answer "not now", with the hold it gives.
+fn find_held(version: &str, hold: &str) -> Source {
+    Source::Find(FindResponse {
+        auto_update: AutoUpdateSettings {
+            agent_version: version.into(),
+            agent_auto_update: false,
+            agent_hold: hold.into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+}
+
 fn base() -> Case {
     let img = image("1.1.0", 'a');
     Case {
@@ -322,12 +335,36 @@ fn find_and_channel_triggers() {
             |d| is_nothing(d, Why::UpToDate),
         ),
         (
-            "find: not now, but no Ready pod for 6 minutes (as hosts do)",
+            "find: not a canary, but no Ready pod for 6 minutes (the repair hosts may do)",
+            |c| {
+                c.source = find_held("1.2.0", "not_a_canary");
+                c.none_ready_for(6);
+            },
+            |d| matches!(d, Ok(Decision::Update(u)) if u.forced && matches!(u.trigger, Trigger::Unhealthy(_))),
+        ),
+        (
+            "find: frozen, no Ready pod for 6 minutes: the freeze holds",
+            |c| {
+                c.source = find_held("1.2.0", "frozen");
+                c.none_ready_for(6);
+            },
+            |d| is_nothing(d, Why::NotNow),
+        ),
+        (
+            "find: group not started, no Ready pod for 6 minutes: no repair before its turn",
+            |c| {
+                c.source = find_held("1.2.0", "group_not_started");
+                c.none_ready_for(6);
+            },
+            |d| is_nothing(d, Why::NotNow),
+        ),
+        (
+            "find: not now without a reason (an older ternd), no Ready pod: no shortcut",
             |c| {
                 c.source = find("1.2.0", false);
                 c.none_ready_for(6);
             },
-            |d| matches!(d, Ok(Decision::Update(u)) if u.forced && matches!(u.trigger, Trigger::Unhealthy(_))),
+            |d| is_nothing(d, Why::NotNow),
         ),
         (
             "channel: window closed, critical",

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use axum::body::Bytes;
 use axum::http::HeaderValue;
-use tern_core::find::{self, AgentDecision};
+use tern_core::find::AgentDecision;
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, ToolsMode};
 use tern_core::views;
 use tern_core::wire::{AutoUpdateSettings, FindResponse};
@@ -19,6 +19,9 @@ pub(crate) struct Snapshot {
     /// The rollout, its `autoupdate_mode` replaced by the mode config and version ask
     /// for now, so that suspend takes effect at once rather than at the next reconcile.
     pub(crate) rollout: Option<AutoUpdateAgentRollout>,
+    /// The config, for what is the cluster's whether or not a rollout exists (the
+    /// maintenance schedule channel hosts follow).
+    pub(crate) config: Option<AutoUpdateConfig>,
     pub(crate) tools_version: String,
     pub(crate) tools_auto_update: bool,
     pub(crate) channels: BTreeMap<String, Channel>,
@@ -84,6 +87,7 @@ impl Snapshot {
                 .as_ref()
                 .is_some_and(tern_core::rollout::places_by_labels),
             rollout,
+            config: config.cloned(),
             tools_version,
             tools_auto_update,
             channels,
@@ -91,11 +95,6 @@ impl Snapshot {
             pins: std::collections::HashMap::new(),
             find_bodies: FindBodies::default(),
         }
-    }
-
-    /// What find tells a host presenting `group` and `updater_id`.
-    pub(crate) fn decide(&self, group: &str, updater_id: &str) -> AgentDecision {
-        find::decide(self.rollout.as_ref(), group, updater_id)
     }
 
     /// The JSON of [`response`](Self::response) for `decision` and its ETag,
@@ -145,7 +144,7 @@ mod tests {
     fn decision(version: Option<&str>, update: bool, jitter_seconds: u64) -> AgentDecision {
         AgentDecision {
             version: version.map(|v| tern_core::version::Version::parse(v).unwrap()),
-            update,
+            hold: (!update).then_some(tern_core::find::Hold::GroupNotStarted),
             jitter_seconds,
         }
     }

@@ -12,21 +12,28 @@ use tern_core::fixtures;
 fn a_groups_schedule_is_exported_as_json_and_as_a_systemd_calendar() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
-    // No rollout yet: nothing to export, and the answer says why.
+    // No config, no version: the cluster's window is the default group's (a missing
+    // config is one `default` group, Mon–Thu at 12:00 UTC).
     let (status, v) = t.call("GET", "/v1/agents/schedule?group=dev", None, None);
-    assert_eq!(status, 404, "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("no rollout"),
-        "{v}"
-    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["group"], "default");
+    assert_eq!(v["start_hour"], 12);
 
+    // A config and no version (so no rollout): the schedule is the config's already
+    // (seed 001: the window is the cluster's, whether or not a rollout exists).
     t.put_resource(
         "config",
         &fixtures::time_based("2h", &[("dev", 10), ("prod", 14)]),
     );
+    let (status, v) = t.call("GET", "/v1/agents/schedule?group=prod&count=1", None, None);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["group"], "prod");
+    assert_eq!(v["duration_seconds"], 7200);
+    assert_eq!(
+        v["windows"],
+        json!([{"start": "2026-11-23T14:00:00Z", "stop": "2026-11-23T16:00:00Z"}])
+    );
+
     t.put_resource("version", &fixtures::version("1.0.0", "1.1.0", "regular"));
     t.reconcile();
 
@@ -96,18 +103,14 @@ fn a_groups_schedule_is_exported_as_json_and_as_a_systemd_calendar() {
         );
     }
 
-    // The immediate schedule has no windows to export.
+    // An immediate rollout has no groups, but the cluster still has its windows:
+    // channel hosts keep following the config's.
     t.put_resource("version", &fixtures::version("1.0.0", "1.2.0", "immediate"));
     t.reconcile();
     let (status, v) = t.call("GET", "/v1/agents/schedule?group=dev", None, None);
-    assert_eq!(status, 404, "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("immediate"),
-        "{v}"
-    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["group"], "dev");
+    assert_eq!(v["start_hour"], 10);
 }
 
 #[test]

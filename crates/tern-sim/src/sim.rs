@@ -21,6 +21,7 @@ use std::borrow::Cow;
 use tern_core::backpressure::UpdaterNumeral;
 
 use tern_core::find;
+use tern_core::host_update;
 use tern_core::inventory::OMITTED_TOO_NEW;
 use tern_core::inventory::{self, AgentView};
 use tern_core::reconcile::{self, Outcome, Resources};
@@ -30,7 +31,6 @@ use tern_core::resource::{
     RolloutState, TopologyReport, VersionReport,
 };
 use tern_core::rollout::{Event, Groups, group_window};
-use tern_core::version::normalize;
 use tern_core::wire::UpdaterStatus;
 
 use crate::params::{ParamError, Params};
@@ -1171,24 +1171,41 @@ impl Sim {
         }
     }
 
-    /// What find tells this agent, if it should act on it: the version to install.
+    /// What find tells this agent and what the host's own rule does with it (the same
+    /// two functions ternd and tern-update call): the version to install, if any.
     fn wants_update(&mut self, idx: u32) -> Option<(u16, u64)> {
         let a = &self.agents[idx as usize];
         if !a.live {
             return None;
         }
-        let d = find::decide(
-            self.rollout.as_ref(),
-            &self.presented[a.group as usize],
-            &a.updater_id,
+        let now = self.ts(self.now);
+        let d = find::answer(&find::FindInputs {
+            rollout: self.rollout.as_ref(),
+            frozen: false,
+            group: &self.presented[a.group as usize],
+            updater_id: &a.updater_id,
+            governed_by_directive: false,
+            pinned_until: None,
+            now,
+        });
+        let health = if a.healthy {
+            host_update::Health::Healthy
+        } else {
+            host_update::Health::Unhealthy("the simulated agent is unhealthy".into())
+        };
+        let decision = host_update::on_find(
+            &d,
+            Some(&self.versions[a.version as usize]),
+            a.skip.map(|s| self.versions[s as usize].as_str()),
+            health,
+            now,
         );
-        let v = d.version?;
-        if !d.update {
-            return None;
+        match decision {
+            host_update::Decision::Update { target, .. } => {
+                Some((self.intern(&target), d.jitter_seconds))
+            }
+            _ => None,
         }
-        let (current, skip) = (a.version, a.skip);
-        let vi = self.intern(&normalize(&v.to_string()));
-        (vi != current && Some(vi) != skip).then_some((vi, d.jitter_seconds))
     }
 
     fn schedule_poll(&mut self, idx: u32) {

@@ -27,11 +27,7 @@ pub(crate) fn decide(
     let (version, critical) = answers(ctx, &channel);
     refresh_schedule(ctx, file);
     let clock = Timestamp::now();
-    let window = if now_flag {
-        WindowState::Open
-    } else {
-        window_state(file, clock)
-    };
+    let window = window_state(file, clock);
     let health = update::agent_health(ctx, file);
     let decision = decide::decide_source(
         &file.spec,
@@ -43,6 +39,7 @@ pub(crate) fn decide(
         },
         health,
         clock,
+        now_flag,
     );
     file.status.channel = Some(ChannelSeen {
         time: clock,
@@ -59,6 +56,7 @@ pub(crate) fn decide(
             }
         },
         in_window: window == WindowState::Open,
+        window_known: window != WindowState::Unknown,
         decision: match &decision {
             Decision::Update { target, trigger } => format!("update to {target} ({trigger:?})"),
             Decision::Nothing(why) | Decision::Refused(why) => why.clone(),
@@ -87,32 +85,37 @@ fn refresh_schedule(ctx: &Ctx, file: &mut UpdateFile) {
     if file.spec.server.is_empty() {
         return;
     }
+    let kept = if file.status.schedule.is_some() {
+        "keeping the last one"
+    } else {
+        "none is known yet: only a critical version installs"
+    };
     match ctx.http.schedule(&file.spec.server, &file.spec.group) {
         Ok(s) => match s.window() {
             Ok(_) => file.status.schedule = Some(s),
             Err(why) => log::warn(format!(
-                "ternd's maintenance schedule is not usable ({why}); keeping the last one"
+                "ternd's maintenance schedule is not usable ({why}); {kept}"
             )),
         },
         Err(e) => log::warn(format!(
-            "cannot refresh the maintenance schedule ({e}); keeping the last one"
+            "cannot refresh the maintenance schedule ({e}); {kept}"
         )),
     }
 }
 
 /// Inside or outside the maintenance window at `now`. A host that never had a schedule
-/// (a channel without ternd) may update at any time, as the seed's timer does before
-/// an agent exports one.
+/// (ternd has not sent one, or the channel has no ternd) knows no window: it holds all
+/// but a critical version (seed 001: the window is the cluster's, never assumed).
 fn window_state(file: &UpdateFile, now: Timestamp) -> WindowState {
     let Some(schedule) = &file.status.schedule else {
-        return WindowState::Open;
+        return WindowState::Unknown;
     };
     match schedule.window() {
         Ok(w) if w.is_open(now) => WindowState::Open,
         Ok(w) => WindowState::Closed {
             next: w.next_open(now),
         },
-        // Checked when it was stored; a hand-edited update.yaml: any time.
-        Err(_) => WindowState::Open,
+        // Checked when it was stored; a hand-edited update.yaml is no window.
+        Err(_) => WindowState::Unknown,
     }
 }

@@ -560,7 +560,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
                 server.edition = f.edition;
                 let source = tern_core::host_update::Source::Find {
                     version: f.auto_update.agent_version.clone(),
-                    update_now: f.auto_update.agent_auto_update,
+                    gate: tern_core::host_update::FindGate::of(&f.auto_update),
                 };
                 let health = update::agent_health(ctx, &file);
                 server.update_now = match crate::decide::decide_source(
@@ -569,6 +569,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
                     source,
                     health,
                     jiff::Timestamp::now(),
+                    false,
                 ) {
                     crate::decide::Decision::Update { target, .. } => {
                         crate::decide::backing_off(&file.status, jiff::Timestamp::now(), false)

@@ -70,19 +70,21 @@ pub(crate) fn decide(
 ) -> Decision {
     let source = Source::Find {
         version: find.agent_version.clone(),
-        update_now: find.agent_auto_update || now,
+        gate: host_update::FindGate::of(find),
     };
-    decide_source(spec, status, source, Health::Unknown, Timestamp::now())
+    decide_source(spec, status, source, Health::Unknown, Timestamp::now(), now)
 }
 
 /// The decision for either mode: the host's own switches first (disabled, pinned),
-/// then tern-core's rules for the version the source names.
+/// then tern-core's rules for the version the source names. `asked_now` is
+/// `update --now`: a person on the host asks not to wait for the window or the turn.
 pub(crate) fn decide_source(
     spec: &Spec,
     status: &Status,
     source: Source,
     health: Health,
     clock: Timestamp,
+    asked_now: bool,
 ) -> Decision {
     if !spec.enabled {
         return Decision::Refused(
@@ -115,9 +117,9 @@ pub(crate) fn decide_source(
         Source::Channel { .. } => String::new(),
     };
     let source = match source {
-        Source::Find { update_now, .. } => Source::Find {
+        Source::Find { gate, .. } => Source::Find {
             version: named.clone(),
-            update_now,
+            gate,
         },
         channel => channel,
     };
@@ -127,6 +129,7 @@ pub(crate) fn decide_source(
         skip: status.skip.as_deref(),
         health,
         last_forced_attempt: status.last_forced_attempt,
+        asked_now,
         now: clock,
     };
     match host_update::decide(&inputs) {
@@ -136,9 +139,10 @@ pub(crate) fn decide_source(
         },
         host_update::Decision::Hold(why) => Decision::Nothing(why),
         // The shared decision says why; how to override it is this program's own.
-        host_update::Decision::Wait(why) => {
+        host_update::Decision::Wait(why) if !asked_now => {
             Decision::Nothing(format!("{why} (use `update --now` to update anyway)"))
         }
+        host_update::Decision::Wait(why) => Decision::Nothing(why),
         host_update::Decision::Refused(why) => Decision::Refused(why),
     }
 }
@@ -291,7 +295,7 @@ mod tests {
                 status(Some("1.0.0"), None),
                 find("2.0.0", false),
                 false,
-                "not updating now",
+                "but not now",
                 None,
             ),
             (

@@ -189,8 +189,17 @@ pub struct ChannelSeen {
     pub critical: String,
     /// Whether the host was inside its maintenance window.
     pub in_window: bool,
+    /// Whether it knew its window at all (ternd had sent its schedule).
+    #[serde(default = "known")]
+    pub window_known: bool,
     /// What the run decided.
     pub decision: String,
+}
+
+/// A `ChannelSeen` written before `window_known` existed came from a run that
+/// treated a missing schedule as open: say known, as it acted.
+fn known() -> bool {
+    true
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

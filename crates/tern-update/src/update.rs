@@ -272,10 +272,11 @@ fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
 /// The version to install: the forced one, else what the server's answer decides.
 fn decide_target(ctx: &Ctx, file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Decision {
     let Some(forced) = &opts.force_version else {
-        // Seed 000: an unhealthy agent goes to its group's version without waiting.
+        // What find's answer allows (its hold decides what the host's shortcuts may
+        // do: tern_core::host_update).
         let source = tern_core::host_update::Source::Find {
             version: find.auto_update.agent_version.clone(),
-            update_now: find.auto_update.agent_auto_update || opts.now,
+            gate: tern_core::host_update::FindGate::of(&find.auto_update),
         };
         return decide::decide_source(
             &file.spec,
@@ -283,6 +284,7 @@ fn decide_target(ctx: &Ctx, file: &UpdateFile, opts: &Opts, find: &FindResponse)
             source,
             agent_health(ctx, file),
             Timestamp::now(),
+            opts.now,
         );
     };
     let v = layout::version_name(forced, &file.status);

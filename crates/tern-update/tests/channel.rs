@@ -153,8 +153,9 @@ fn an_unhealthy_agent_updates_outside_its_window_at_most_every_half_hour() {
 }
 
 #[test]
-fn a_channel_without_ternd_updates_at_any_time_and_a_dead_channel_is_refused_at_enable() {
-    let server = publishing(&["1.0.0", "1.1.0"]);
+fn a_channel_without_ternd_holds_all_but_critical_versions_and_a_dead_channel_is_refused_at_enable()
+{
+    let server = publishing(&["1.0.0", "1.1.0", "1.1.1"]);
     let host = Host::new();
     let svc = host.service_config("");
     let svc = svc.to_str().unwrap();
@@ -181,12 +182,20 @@ fn a_channel_without_ternd_updates_at_any_time_and_a_dead_channel_is_refused_at_
     server.set_channel((200, "1.0.0"), (200, "no"));
     host.ok(&enable);
     assert_eq!(host.active().as_deref(), Some("1.0.0"));
-    // No ternd, so no schedule: like the seed's timer before an agent exports one,
-    // any time is in the window.
+    // No ternd, so no schedule: no window is known, and only a critical version
+    // installs by itself (seed 001: the window is the cluster's, never assumed).
     server.set_channel((200, "1.1.0"), (200, "no"));
-    host.ok(&["update"]);
+    let out = host.ok(&["update"]);
+    assert!(out.contains("no maintenance window is known"), "{out}");
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    // A person on the host may still ask for it.
+    host.ok(&["update", "--now"]);
     assert_eq!(host.active().as_deref(), Some("1.1.0"));
     assert!(host.wait_running("1.1.0"));
+    // A critical version goes at once.
+    server.set_channel((200, "1.1.1"), (200, "yes"));
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.1.1"));
     assert!(
         server.heartbeats().is_empty(),
         "no server: nothing to heartbeat to"

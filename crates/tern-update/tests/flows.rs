@@ -68,7 +68,7 @@ fn install_upgrade_status_heartbeat_and_keep() {
     assert_eq!(status["status"]["active"], "1.0.0");
     let why = status["server"]["update_now"].as_str().unwrap();
     assert!(
-        why.contains("not updating now") && why.ends_with("(use `update --now` to update anyway)"),
+        why.contains("but not now") && why.ends_with("(use `update --now` to update anyway)"),
         "{why}"
     );
     let yaml = String::from_utf8(host.run(&["status"]).stdout).unwrap();

@@ -187,7 +187,7 @@ impl World {
         let rollout = self.rollout.clone().unwrap();
         for a in self.agents.iter_mut().filter(|a| a.group == group) {
             let d = tern_core::find::decide(Some(&rollout), &a.group, &a.updater_id);
-            if d.update {
+            if d.update() {
                 a.version = d.version.unwrap().to_string();
             }
         }

@@ -208,8 +208,9 @@ fn find_response(answer: crate::snapshot::FindBody, long_poll: Option<HeaderValu
     resp
 }
 
-/// What find tells this host now: `tern_core::find::decide` over the snapshot, with
-/// the host's placement, a directive governing it, a pin, as each applies.
+/// What find tells this host now: `tern_core::find::answer` over the snapshot and
+/// what this replica knows of the host (where labels place it, whether a directive
+/// governs it, a pin).
 fn find_answer(state: &AppState, group: &str, updater_id: &str) -> crate::snapshot::FindBody {
     let snapshot = state.snapshot();
     // Groups placed by labels: the host counts in the group its last heartbeat was
@@ -222,25 +223,30 @@ fn find_answer(state: &AppState, group: &str, updater_id: &str) -> crate::snapsh
     } else {
         None
     };
-    let mut decision = snapshot.decide(placed.as_deref().unwrap_or(group), updater_id);
     // Only while a directive is active is the inventory asked (find's hot path takes
     // no lock otherwise).
-    if !updater_id.is_empty()
+    let governed_by_directive = !updater_id.is_empty()
         && state
             .directives_active
             .load(std::sync::atomic::Ordering::Relaxed)
         && state
             .inventory()
             .by_updater_id(updater_id)
-            .is_some_and(|a| a.install_state().is_some())
-    {
-        decision = tern_core::find::AgentDecision::governed_by_directive();
-    }
-    if !snapshot.pins.is_empty()
-        && let Some(until) = snapshot.pins.get::<str>(updater_id)
-    {
-        decision = decision.pinned(*until, state.clock.now());
-    }
+            .is_some_and(|a| a.install_state().is_some());
+    let pinned_until = if snapshot.pins.is_empty() {
+        None
+    } else {
+        snapshot.pins.get::<str>(updater_id).copied()
+    };
+    let mut decision = tern_core::find::answer(&tern_core::find::FindInputs {
+        rollout: snapshot.rollout.as_ref(),
+        frozen: snapshot.freeze.is_some(),
+        group: placed.as_deref().unwrap_or(group),
+        updater_id,
+        governed_by_directive,
+        pinned_until,
+        now: state.clock.now(),
+    });
     if state.clock.as_dev().is_some() {
         // Under a dev clock time moves only when told: a real-time random wait before
         // updating would only slow tests and demos down.
@@ -318,16 +324,16 @@ pub(crate) async fn schedule(
         }
     }
     let snapshot = state.snapshot();
-    let Some(rollout) = snapshot.rollout.as_ref() else {
+    // The cluster's window, from the config alone when no rollout exists (seed 001).
+    let Some(schedule) = tern_core::reconcile::maintenance_schedule(
+        snapshot.config.as_ref(),
+        snapshot.rollout.as_ref(),
+        &group,
+        state.clock.now(),
+        count,
+    ) else {
         return Err(ApiError::not_found(
-            "no rollout yet (put a config and a version): no maintenance schedule",
-        ));
-    };
-    let Some(schedule) =
-        tern_core::rollout::group_schedule(rollout, &group, state.clock.now(), count)
-    else {
-        return Err(ApiError::not_found(
-            "the rollout's schedule is immediate: it has no maintenance windows",
+            "the config has no group with a maintenance window",
         ));
     };
     let resp = match format.as_str() {

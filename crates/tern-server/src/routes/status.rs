@@ -250,20 +250,30 @@ pub(crate) async fn host(
                         .is_some_and(|s| groups.serves(s, b.group()))
             })
             .map(|b| b.updater_numeral());
-        let mut forecast = tern_core::forecast::forecast(
-            rollout,
-            a.group(),
-            &a.updater_id(),
-            a.version(),
+        let host = a.to_inventory_agent();
+        let governed_by_directive = state
+            .directives_active
+            .load(std::sync::atomic::Ordering::Relaxed)
+            && a.install_state().is_some();
+        let forecast = tern_core::forecast::forecast(
+            &tern_core::find::FindInputs {
+                rollout,
+                frozen: snapshot.freeze.is_some(),
+                group: a.group(),
+                updater_id: &updater_id,
+                governed_by_directive,
+                pinned_until: snapshot.pins.get(&updater_id).copied(),
+                now,
+            },
+            tern_core::forecast::HostState {
+                version: &host.heartbeat.version,
+                failed_version: host.heartbeat.failed_version.as_deref(),
+            },
             peers,
-            now,
         );
-        if let Some(until) = snapshot.pins.get(&updater_id) {
-            forecast = tern_core::forecast::under_pin(forecast, *until, now);
-        }
         let agent = InventoryEntry {
             install_state: a.install_state(),
-            ..views::inventory_entry(a.to_inventory_agent(), now, period)
+            ..views::inventory_entry(host, now, period)
         };
         (agent, forecast)
     };
