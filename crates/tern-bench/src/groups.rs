@@ -72,8 +72,9 @@ fn candidate(rng: &mut ChaCha8Rng, i: usize) -> ConnectedAgent {
         group: "staging".into(),
         version: "1.0.0".into(),
         updater_status: tern_core::wire::UpdaterStatus::Enabled,
-        healthy: true,
+        healthy: Some(true),
         failed_version: None,
+        refused_version: None,
         attributes: BTreeMap::from([
             ("arch".to_string(), arch.to_string()),
             ("os_version".to_string(), os.to_string()),

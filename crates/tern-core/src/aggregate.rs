@@ -27,6 +27,16 @@ pub struct GroupCounts {
     pub failed: u64,
     /// Lowest updater_id among agents not on the target version.
     pub lowest_not_updated: Option<UpdaterNumeral>,
+    /// Connected agents whose install of the target failed before the switch, per
+    /// kind of failure.
+    pub refused: BTreeMap<String, u64>,
+}
+
+impl GroupCounts {
+    /// Connected agents whose install of the target failed before the switch.
+    pub fn refused_total(&self) -> u64 {
+        self.refused.values().sum()
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -75,6 +85,13 @@ impl Aggregate {
             for (group, group_report) in &report.spec.groups {
                 let name = groups.serving(group).unwrap_or(group);
                 let counts = agg.groups.entry(name.to_string()).or_default();
+                for (version, kinds) in &group_report.refused {
+                    if normalize(version) == target {
+                        for (kind, n) in kinds {
+                            *counts.refused.entry(kind.clone()).or_default() += n;
+                        }
+                    }
+                }
                 for (version, v) in &group_report.versions {
                     let version = normalize(version);
                     counts.present += v.count;

@@ -25,6 +25,9 @@ pub mod kind {
     pub const GROUP_HALTED: &str = "group_halted";
     /// A group's agents vanished past its budget before it finished.
     pub const AGENTS_VANISHED: &str = "agents_vanished";
+    /// Hosts of a group could not install the target (not signed, not as published,
+    /// missing, no disk…): a canary's refusal, or as many as `max_in_flight` allows.
+    pub const INSTALL_REFUSED: &str = "install_refused";
     /// A group was rolled back: its hosts return to the start version.
     pub const ROLLBACK: &str = "rollback";
     /// A lock-step update (`tern-lockstep`) stopped: a server failed a step or timed out.
@@ -98,11 +101,34 @@ fn group_alerts(g: &RolloutGroup, now: Timestamp) -> Vec<(&'static str, String)>
                 }
             })
             .collect();
+        let how = if g.refused_count > 0 {
+            format!(
+                "rolled back, unhealthy on the target, or could not install it: {}",
+                rollout::refused_kinds(g)
+            )
+        } else {
+            "rolled back or unhealthy on the target".to_string()
+        };
         out.push((
             kind::CANARY_FAILED,
             format!(
-                "group {name}: canary failed on {} (rolled back or unhealthy on the target); the group holds",
+                "group {name}: canary failed on {} ({how}); the group holds",
                 who.join(", ")
+            ),
+        ));
+    }
+    let refusing = match g.state {
+        GroupState::Canary => g.refused_count > 0,
+        GroupState::Active | GroupState::Done => rollout::refused_over_budget(g),
+        GroupState::Unstarted | GroupState::Rolledback => false,
+    };
+    if refusing {
+        out.push((
+            kind::INSTALL_REFUSED,
+            format!(
+                "group {name}: {} hosts could not install the target ({}); see `ternctl inventory ls` for each host's error",
+                g.refused_count,
+                rollout::refused_kinds(g)
             ),
         ));
     }

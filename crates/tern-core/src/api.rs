@@ -248,6 +248,10 @@ pub struct GroupStatus {
     pub present: u64,
     pub up_to_date: u64,
     pub failed: u64,
+    /// Agents whose install of the target failed before the switch, per kind
+    /// (`wire::INSTALL_FAILURE_KINDS`); empty when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused: BTreeMap<String, u64>,
     /// Agents when the group started.
     pub initial: u64,
     pub progress: f64,
@@ -414,10 +418,18 @@ pub struct InventoryEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updater_version: Option<String>,
     pub updater_status: UpdaterStatus,
-    pub healthy: bool,
+    /// `None`: its updater cannot tell.
+    #[serde(default)]
+    pub healthy: Option<bool>,
+    /// Which way it is told its version: rollout, channel or directive.
+    #[serde(default)]
+    pub model: crate::inventory::Model,
     pub rollback: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_version: Option<String>,
+    /// Its last install that failed before the switch, until one succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_failure: Option<crate::wire::InstallFailure>,
     pub first_seen: Timestamp,
     pub last_seen: Timestamp,
     /// Connected for one report period.

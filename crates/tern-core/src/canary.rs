@@ -257,11 +257,10 @@ pub(crate) fn sample<T, R: RngCore + ?Sized>(pool: &mut Vec<T>, count: usize, rn
 pub fn refresh(canaries: &mut [Canary], agents: &[ConnectedAgent], target: &str) {
     let target = normalize(target);
     let target = target.as_str();
-    let rejected_target = |a: &ConnectedAgent| {
-        a.failed_version
-            .as_deref()
-            .is_some_and(|v| normalize(v) == target)
-    };
+    let is_target = |v: &Option<String>| v.as_deref().is_some_and(|v| normalize(v) == target);
+    // Rolled the target back, or could not even install it (not signed, missing…).
+    let rejected_target =
+        |a: &ConnectedAgent| is_target(&a.failed_version) || is_target(&a.refused_version);
     for c in canaries.iter_mut().filter(|c| !c.success) {
         let mut seen = agents
             .iter()
@@ -273,8 +272,10 @@ pub fn refresh(canaries: &mut [Canary], agents: &[ConnectedAgent], target: &str)
         let (mut ok, mut failed) = (false, false);
         for a in seen {
             let on_target = normalize(&a.version) == target;
-            ok |= on_target && a.healthy && !rejected_target(a);
-            failed |= rejected_target(a) || (on_target && !a.healthy);
+            // Only a known healthy proves the target: a host that cannot tell its
+            // agent's health (an absent `healthy`) proves nothing.
+            ok |= on_target && a.healthy == Some(true) && !rejected_target(a);
+            failed |= rejected_target(a) || (on_target && a.healthy == Some(false));
         }
         c.success = ok;
         c.failed = failed && !ok;
@@ -372,7 +373,7 @@ mod tests {
         assert_eq!((c[0].success, c[0].failed), (false, false));
         // On the target but unhealthy: failed, not a success.
         let mut sick = agent("a", "dev", "2.0.0");
-        sick.healthy = false;
+        sick.healthy = Some(false);
         refresh(&mut c, &[sick], "2.0.0");
         assert_eq!((c[0].success, c[0].failed), (false, true));
         // Rolled the target back: failed, whatever its health on the old version.

@@ -113,7 +113,8 @@ pub fn enabled_version(start: &str, target: &str, schedule: &str) -> String {
     format!("{}    mode: enabled\n", version(start, target, schedule))
 }
 
-/// A connected agent with updates enabled, its host named after its updater id.
+/// A connected agent with updates enabled and known healthy, its host named after its
+/// updater id.
 pub fn connected_agent(updater_id: &str, group: &str, version: &str) -> ConnectedAgent {
     ConnectedAgent {
         updater_id: updater_id.into(),
@@ -122,8 +123,9 @@ pub fn connected_agent(updater_id: &str, group: &str, version: &str) -> Connecte
         group: group.into(),
         version: version.into(),
         updater_status: UpdaterStatus::Enabled,
-        healthy: true,
+        healthy: Some(true),
         failed_version: None,
+        refused_version: None,
         attributes: Default::default(),
     }
 }

@@ -39,7 +39,8 @@ impl HostState {
             updater_status: hb.updater_status,
             rollback: hb.rollback,
             failed_version: hb.failed_version.clone(),
-            healthy: hb.healthy,
+            // History records what was seen: unknown health is no unhealthy event.
+            healthy: hb.healthy != Some(false),
         }
     }
 }

@@ -22,6 +22,40 @@ pub const OMITTED_DISABLED: &str = "updates disabled";
 pub const OMITTED_PINNED: &str = "version is pinned";
 pub const OMITTED_NO_UPDATER_ID: &str = "no updater id";
 pub const OMITTED_TOO_NEW: &str = "connected for less than one report period";
+pub const OMITTED_CHANNEL: &str = "follows a channel, not the rollout";
+pub const OMITTED_DIRECTIVE: &str = "governed by a version directive, not the rollout";
+
+/// Which way a host is told its version, as a replica knows it: the host says rollout
+/// or channel ([`crate::wire::Follows`]); the replica knows when a version directive
+/// governs it. Only rollout hosts count in the rollout's groups.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    #[default]
+    Rollout,
+    Channel,
+    Directive,
+}
+
+impl Model {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Model::Rollout => "rollout",
+            Model::Channel => "channel",
+            Model::Directive => "directive",
+        }
+    }
+
+    pub fn of(follows: crate::wire::Follows, governed_by_directive: bool) -> Self {
+        match (follows, governed_by_directive) {
+            (_, true) => Model::Directive,
+            (crate::wire::Follows::Channel, false) => Model::Channel,
+            (crate::wire::Follows::Rollout, false) => Model::Rollout,
+        }
+    }
+}
 
 /// A report keeps every group of the rollout, and at most this many others (agents
 /// presenting a group the rollout lacks, served by its catch-all): the rest are counted
@@ -34,6 +68,11 @@ pub const MAX_VERSIONS_IN_REPORT: usize = 64;
 /// group name nor a version, so it never equals one; a folded group is served by the
 /// catch-all like any group the rollout lacks.
 pub const FOLDED: &str = "(other)";
+
+/// A report keeps install failures of at most this many versions per group (the most
+/// common): the target's is what counts, and a host reporting a stale version must not
+/// grow the report.
+pub const MAX_REFUSED_VERSIONS_IN_REPORT: usize = 4;
 
 /// How many canary candidates a replica offers per group in its report.
 pub const CANARY_CANDIDATES_PER_GROUP: usize = 10;
@@ -58,8 +97,16 @@ pub trait AgentView {
     /// The version as the agent reported it (not normalized).
     fn version(&self) -> &str;
     fn updater_status(&self) -> UpdaterStatus;
-    /// Counted as failed: rolled back, or not healthy.
+    /// Counted as failed: rolled back, or known unhealthy.
     fn failed(&self) -> bool;
+    /// Which way the host is told its version.
+    fn model(&self) -> Model {
+        Model::Rollout
+    }
+    /// The version whose install failed before the switch, and the kind of failure.
+    fn install_failure(&self) -> Option<(&str, &str)> {
+        None
+    }
     fn first_seen(&self) -> Timestamp;
     fn connected(&self) -> ConnectedAgent;
     /// The value of the host's label `key`, if its heartbeat carried it.
@@ -94,7 +141,14 @@ impl AgentView for InventoryAgent {
         self.heartbeat.updater_status
     }
     fn failed(&self) -> bool {
-        self.heartbeat.rollback || !self.heartbeat.healthy
+        self.heartbeat.rollback || self.heartbeat.healthy == Some(false)
+    }
+    fn model(&self) -> Model {
+        Model::of(self.heartbeat.follows, false)
+    }
+    fn install_failure(&self) -> Option<(&str, &str)> {
+        let f = self.heartbeat.install_failure.as_ref()?;
+        Some((f.version.as_str(), f.kind.as_str()))
     }
     fn first_seen(&self) -> Timestamp {
         self.first_seen
@@ -123,6 +177,7 @@ impl AgentView for InventoryAgent {
             updater_status: hb.updater_status,
             healthy: hb.healthy,
             failed_version: hb.failed_version.clone(),
+            refused_version: hb.install_failure.as_ref().map(|f| f.version.clone()),
             attributes: Default::default(),
         }
     }
@@ -150,6 +205,12 @@ impl<T: AgentView + ?Sized> AgentView for &T {
     fn failed(&self) -> bool {
         (**self).failed()
     }
+    fn model(&self) -> Model {
+        (**self).model()
+    }
+    fn install_failure(&self) -> Option<(&str, &str)> {
+        (**self).install_failure()
+    }
     fn first_seen(&self) -> Timestamp {
         (**self).first_seen()
     }
@@ -174,7 +235,8 @@ struct Tally {
 }
 
 /// Why `agent` is left out of its replica's report (counted under `omitted`), or
-/// `None` when it counts: settled, with an updater id, updates enabled.
+/// `None` when it counts: settled, with an updater id, following the rollout, updates
+/// enabled.
 pub fn omitted_reason<A: AgentView>(
     agent: &A,
     now: Timestamp,
@@ -183,6 +245,10 @@ pub fn omitted_reason<A: AgentView>(
     let status = agent.updater_status();
     if !agent.has_updater_id() {
         Some(OMITTED_NO_UPDATER_ID)
+    } else if agent.model() == Model::Channel {
+        Some(OMITTED_CHANNEL)
+    } else if agent.model() == Model::Directive {
+        Some(OMITTED_DIRECTIVE)
     } else if status == UpdaterStatus::Disabled {
         Some(OMITTED_DISABLED)
     } else if status == UpdaterStatus::Pinned {
@@ -204,6 +270,7 @@ pub fn build_report<A: AgentView>(
     // Per agent this only looks strings up (no allocation): a report covers every agent
     // of the replica every period, a million of them on a big one.
     let mut tallies: BTreeMap<String, BTreeMap<String, Tally>> = BTreeMap::new();
+    let mut refused: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> = BTreeMap::new();
     let mut normalized: HashMap<String, String> = HashMap::new();
     let mut omitted: BTreeMap<&'static str, u64> = BTreeMap::new();
     for agent in agents {
@@ -233,6 +300,15 @@ pub fn build_report<A: AgentView>(
         if tally.lowest.as_ref().is_none_or(|(n, _)| numeral < *n) {
             tally.lowest = Some((numeral, agent.updater_id().into_owned()));
         }
+        if let Some((version, kind)) = agent.install_failure() {
+            *refused
+                .entry(group.to_owned())
+                .or_default()
+                .entry(normalize(version))
+                .or_default()
+                .entry(kind.to_owned())
+                .or_default() += 1;
+        }
     }
     let groups = tallies
         .into_iter()
@@ -248,7 +324,8 @@ pub fn build_report<A: AgentView>(
                     (version, report)
                 })
                 .collect();
-            (group, GroupReport { versions })
+            let refused = most_common(refused.remove(&group).unwrap_or_default());
+            (group, GroupReport { versions, refused })
         })
         .collect();
     ReportSpec {
@@ -266,6 +343,29 @@ pub fn build_report<A: AgentView>(
         topology: BTreeMap::new(),
         warming_up: false,
     }
+}
+
+/// The [`MAX_REFUSED_VERSIONS_IN_REPORT`] versions most hosts failed to install.
+fn most_common(
+    refused: BTreeMap<String, BTreeMap<String, u64>>,
+) -> BTreeMap<String, BTreeMap<String, u64>> {
+    if refused.len() <= MAX_REFUSED_VERSIONS_IN_REPORT {
+        return refused;
+    }
+    let mut by_count: Vec<(u64, String)> = refused
+        .iter()
+        .map(|(v, kinds)| (kinds.values().sum(), v.clone()))
+        .collect();
+    sort_largest_first(&mut by_count);
+    let keep: Vec<String> = by_count
+        .into_iter()
+        .take(MAX_REFUSED_VERSIONS_IN_REPORT)
+        .map(|(_, v)| v)
+        .collect();
+    refused
+        .into_iter()
+        .filter(|(v, _)| keep.contains(v))
+        .collect()
 }
 
 /// The whole report of one replica at `now`: the counts ([`build_report`]) and what
@@ -456,6 +556,13 @@ pub fn bound_report(spec: &mut ReportSpec, known: impl Fn(&str) -> bool) -> usiz
                 for (version, v) in group.versions {
                     merge(into.versions.entry(version).or_default(), &v);
                 }
+                for (version, kinds) in group.refused {
+                    let to = into.refused.entry(version).or_default();
+                    for (kind, n) in kinds {
+                        *to.entry(kind).or_default() += n;
+                    }
+                }
+                into.refused = most_common(std::mem::take(&mut into.refused));
                 folded += 1;
             }
         }
@@ -524,7 +631,7 @@ pub fn canary_candidates<A: AgentView, R: RngCore + ?Sized>(
     }
     let mut members: BTreeMap<&str, Vec<ConnectedAgent>> = BTreeMap::new();
     for agent in agents {
-        if !agent.settled(now, min_presence) {
+        if !agent.settled(now, min_presence) || agent.model() != Model::Rollout {
             continue;
         }
         for g in wanted {

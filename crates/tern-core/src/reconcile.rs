@@ -428,6 +428,8 @@ impl Ctx<'_> {
         }
         group.up_to_date_count = c.up_to_date;
         group.failed_count = c.failed;
+        group.refused_count = c.refused_total();
+        group.refused_kinds = c.refused;
         canary::refresh(&mut group.canaries, self.agents, self.target);
         if !limits_topology(group) {
             group.topology.clear();
@@ -692,20 +694,18 @@ impl Ctx<'_> {
     }
 }
 
-/// The success criteria of an active halt-on-error group: at least `1 - mif` of the
-/// initial agents are still present, and at least `1 - mif` of those present run the
-/// target version.
+/// The success criteria of an active halt-on-error group (seed 002): at least `1 -
+/// mif` of the agents it started with run the target version, healthy (90% with the
+/// default `max_in_flight`), and so do at least `1 - mif` of those present now (a group
+/// that grew is held to its new size). A large downscale during the update so never
+/// completes by itself: the missing agents need an operator's `mark-done`.
 pub fn group_complete(initial: u64, c: &GroupCounts, mif: f64) -> bool {
     let keep = 1.0 - mif;
     // Compare in integers scaled by 10_000 to avoid float edge cases at the threshold.
     let keep_bp = (keep * 10_000.0).round() as u128;
-    let present_ok = u128::from(c.present) * 10_000 >= u128::from(initial) * keep_bp;
-    let updated_ok = if c.present == 0 {
-        initial == 0
-    } else {
-        u128::from(c.up_to_date) * 10_000 >= u128::from(c.present) * keep_bp
-    };
-    present_ok && updated_ok
+    let of_initial = u128::from(c.up_to_date) * 10_000 >= u128::from(initial) * keep_bp;
+    let of_present = u128::from(c.up_to_date) * 10_000 >= u128::from(c.present) * keep_bp;
+    of_initial && of_present
 }
 
 #[cfg(test)]
@@ -760,6 +760,27 @@ mod tests {
             Outcome::Rollout { rollout, .. } => *rollout,
             Outcome::NoRollout { why } => panic!("{why}"),
         }
+    }
+
+    /// Seed 002: done at 90% of the agents the group started with on the target.
+    /// 90 of 100 still present with 81 updated used to pass (90% of 90% of them).
+    #[test]
+    fn a_group_completes_at_ninety_percent_of_its_initial_agents() {
+        let c = |present, up_to_date| GroupCounts {
+            present,
+            up_to_date,
+            ..GroupCounts::default()
+        };
+        assert!(!group_complete(100, &c(90, 81), 0.1));
+        assert!(!group_complete(100, &c(90, 89), 0.1));
+        assert!(group_complete(100, &c(90, 90), 0.1));
+        assert!(group_complete(100, &c(100, 90), 0.1));
+        // A group that grew is held to its new size too.
+        assert!(!group_complete(100, &c(200, 100), 0.1));
+        assert!(group_complete(100, &c(200, 180), 0.1));
+        // An empty group is done; a group whose hosts all left is not.
+        assert!(group_complete(0, &c(0, 0), 0.1));
+        assert!(!group_complete(10, &c(0, 0), 0.1));
     }
 
     #[test]

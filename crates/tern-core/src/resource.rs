@@ -605,6 +605,12 @@ pub struct RolloutGroup {
     pub up_to_date_count: u64,
     #[serde(default)]
     pub failed_count: u64,
+    /// Hosts of the group whose install of the target failed before the switch, and
+    /// how many per kind of failure (`wire::INSTALL_FAILURE_KINDS`).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub refused_count: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused_kinds: BTreeMap<String, u64>,
     /// Share of the group's updater_id space allowed to update (backpressure).
     #[serde(default)]
     pub progress: f64,
@@ -781,6 +787,10 @@ pub struct TopologyValueReport {
 pub struct GroupReport {
     #[serde(default)]
     pub versions: BTreeMap<String, VersionReport>,
+    /// Hosts whose install of a version failed before the switch, per version, per
+    /// kind of failure (`wire::INSTALL_FAILURE_KINDS`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -830,20 +840,19 @@ pub struct ConnectedAgent {
     pub version: String,
     #[serde(default)]
     pub updater_status: UpdaterStatus,
-    /// False when the agent is not running or fails its health check.
-    #[serde(default = "healthy_unless_told")]
-    pub healthy: bool,
+    /// Whether the agent runs and passes its health check; `None` when its updater
+    /// could not tell (a canary passes only on a known healthy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
     /// The version the host's updater tried and rolled back, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_version: Option<String>,
+    /// The version whose install failed on the host before the switch (not signed,
+    /// not as published, missing, no disk…), if any: for a canary, a failed canary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_version: Option<String>,
     /// The attributes a group's `canary_cover` names, as this host has them (offered
     /// canary candidates only).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attributes: BTreeMap<String, String>,
-}
-
-/// An older report or a planner file that says nothing of health means healthy, as a
-/// heartbeat does.
-fn healthy_unless_told() -> bool {
-    true
 }

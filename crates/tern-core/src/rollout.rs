@@ -213,6 +213,13 @@ pub fn target_failed(rollout: &AutoUpdateAgentRollout) -> Option<String> {
                 "{} agents of group {} failed, more than its max_in_flight allows",
                 g.failed_count, g.name
             ))
+        } else if refused_over_budget(g) {
+            Some(format!(
+                "{} agents of group {} could not install it ({})",
+                g.refused_count,
+                g.name,
+                refused_kinds(g)
+            ))
         } else {
             None
         }
@@ -228,6 +235,27 @@ pub fn failed_over_budget(g: &RolloutGroup) -> bool {
         .fraction()
         * g.initial_count as f64;
     g.failed_count > 0 && g.failed_count as f64 > budget
+}
+
+/// Whether `g`'s hosts that could not install the target (not signed, missing, …) are
+/// enough to say so: at least one, and at least its `max_in_flight` share of the
+/// agents it started with.
+pub fn refused_over_budget(g: &RolloutGroup) -> bool {
+    let budget = g
+        .config_max_in_flight
+        .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
+        .fraction()
+        * g.initial_count as f64;
+    g.refused_count > 0 && g.refused_count as f64 >= budget
+}
+
+/// `g`'s install failures by kind, for people: `2 not_signed, 1 artifact_missing`.
+pub fn refused_kinds(g: &RolloutGroup) -> String {
+    g.refused_kinds
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Whether `g`'s hosts vanished: fewer are present than its peak in this rollout

@@ -155,6 +155,7 @@ fn group_statuses(now: Timestamp, r: &AutoUpdateAgentRollout, agg: &Aggregate) -
                 present: c.present,
                 up_to_date: c.up_to_date,
                 failed: c.failed,
+                refused: c.refused,
                 initial: g.initial_count,
                 progress: g.progress,
                 canary_count: g.canary_count,
@@ -223,6 +224,7 @@ pub fn inventory_entry(
 ) -> InventoryEntry {
     let settled = agent.settled(now, report_period);
     let counted = omitted_reason(&agent, now, report_period).is_none();
+    let model = agent.model();
     let hb = agent.heartbeat;
     InventoryEntry {
         updater_id: hb.updater_id,
@@ -233,8 +235,10 @@ pub fn inventory_entry(
         updater_version: hb.updater_version,
         updater_status: hb.updater_status,
         healthy: hb.healthy,
+        model,
         rollback: hb.rollback,
         failed_version: hb.failed_version,
+        install_failure: hb.install_failure,
         first_seen: agent.first_seen,
         last_seen: agent.last_seen,
         settled,

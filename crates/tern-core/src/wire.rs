@@ -61,6 +61,59 @@ impl UpdaterStatus {
     }
 }
 
+/// Which way a host is told its version: by find (the rollout) or by a channel.
+/// Only rollout hosts are counted in the rollout's groups (its reports, canaries,
+/// failures and alerts); ternd shows a third model, `directive`, for hosts a version
+/// directive governs (it knows that itself).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Follows {
+    #[default]
+    Rollout,
+    Channel,
+}
+
+impl Follows {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rollout => "rollout",
+            Self::Channel => "channel",
+        }
+    }
+
+    pub fn is_rollout(&self) -> bool {
+        *self == Self::Rollout
+    }
+}
+
+/// An install that failed before the switch (nothing changed on the host): the
+/// version, what kind of failure ([`INSTALL_FAILURE_KINDS`]), and the error. Reported
+/// with every heartbeat until an install succeeds, so the server can count it as a
+/// failure of that version (a canary's is a failed canary) and say why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InstallFailure {
+    pub version: String,
+    pub kind: String,
+    pub error: String,
+}
+
+/// The kinds of [`InstallFailure`]: the release is not signed by the keys this host
+/// pins, the artifact is not what its checksum or signature says, the artifact or its
+/// checksum is not published, the download failed, the host lacks disk space, the
+/// tarball was refused as hostile, or anything else.
+pub const INSTALL_FAILURE_KINDS: [&str; 7] = [
+    "not_signed",
+    "digest_mismatch",
+    "artifact_missing",
+    "download",
+    "disk",
+    "hostile_artifact",
+    "other",
+];
+
 /// `POST /v1/agents/heartbeat` request body, sent by `tern-update` after every run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -80,8 +133,17 @@ pub struct Heartbeat {
     /// The version that failed and was rolled back, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_version: Option<String>,
-    /// False when the agent is not running or failed its health check.
-    pub healthy: bool,
+    /// Whether the agent runs and passes its health check (its `health_url` when one
+    /// is configured); absent when the updater cannot tell (nothing to observe), and
+    /// then never taken as healthy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
+    /// Which way the host is told its version (absent: the rollout).
+    #[serde(skip_serializing_if = "Follows::is_rollout")]
+    pub follows: Follows,
+    /// The last install that failed before the switch, until one succeeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub install_failure: Option<InstallFailure>,
     /// What directives select on (the modular upgrade system): the host's labels,
     /// build (arch, OS, FIPS) and the installer types it accepts. Absent from updaters
     /// that predate them; bounded by [`Heartbeat::check_facts`].
@@ -173,6 +235,24 @@ impl Heartbeat {
                 i.chars().take(40).collect::<String>()
             ));
         }
+        if let Some(f) = &self.install_failure {
+            if f.version.len() > 128 || f.version.chars().any(char::is_control) {
+                return Err(
+                    "install_failure.version: longer than 128 bytes or holds control characters"
+                        .into(),
+                );
+            }
+            if !INSTALL_FAILURE_KINDS.contains(&f.kind.as_str()) {
+                return Err(format!(
+                    "install_failure.kind: {:?} is not one of {}",
+                    f.kind.chars().take(40).collect::<String>(),
+                    INSTALL_FAILURE_KINDS.join(", ")
+                ));
+            }
+            if f.error.len() > 4096 {
+                return Err("install_failure.error: longer than 4096 bytes".into());
+            }
+        }
         if let Some(r) = &self.install_result
             && (r.attempt_id.len() > 64 || r.error.len() > 4096)
         {
@@ -196,7 +276,9 @@ impl Default for Heartbeat {
             updater_status: UpdaterStatus::Enabled,
             rollback: false,
             failed_version: None,
-            healthy: true,
+            healthy: None,
+            follows: Follows::Rollout,
+            install_failure: None,
             labels: BTreeMap::new(),
             arch: String::new(),
             os: String::new(),
@@ -253,8 +335,41 @@ mod tests {
         .unwrap();
         assert_eq!(hb.updater_id, "u1");
         assert_eq!(hb.updater_status, UpdaterStatus::Enabled);
-        assert!(hb.healthy, "healthy defaults to true");
+        assert_eq!(
+            hb.healthy, None,
+            "a heartbeat that says nothing of health is unknown"
+        );
+        assert_eq!(hb.follows, Follows::Rollout);
         assert!(!hb.rollback);
+        let hb: Heartbeat =
+            serde_json::from_str(r#"{"updater_id":"u1","healthy":true,"follows":"channel"}"#)
+                .unwrap();
+        assert_eq!((hb.healthy, hb.follows), (Some(true), Follows::Channel));
+    }
+
+    #[test]
+    fn install_failures_are_bounded() {
+        let hb = |kind: &str, error: String| Heartbeat {
+            install_failure: Some(InstallFailure {
+                version: "1.2.0".into(),
+                kind: kind.into(),
+                error,
+            }),
+            ..Heartbeat::default()
+        };
+        assert_eq!(hb("not_signed", "x".into()).check_facts(), Ok(()));
+        assert!(
+            hb("made_up", "x".into())
+                .check_facts()
+                .unwrap_err()
+                .contains("install_failure.kind")
+        );
+        assert!(
+            hb("download", "x".repeat(5000))
+                .check_facts()
+                .unwrap_err()
+                .contains("install_failure.error")
+        );
     }
 
     #[test]

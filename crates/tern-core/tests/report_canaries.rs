@@ -33,6 +33,7 @@ fn inv(a: &ConnectedAgent, first_seen: &str) -> InventoryAgent {
             group: a.group.clone(),
             version: a.version.clone(),
             updater_status: a.updater_status,
+            healthy: a.healthy,
             ..Heartbeat::default()
         },
         first_seen: ts(first_seen),

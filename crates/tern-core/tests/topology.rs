@@ -73,7 +73,7 @@ impl Host {
                 group: "prod".into(),
                 version: self.version.clone(),
                 updater_status: UpdaterStatus::Enabled,
-                healthy: true,
+                healthy: Some(true),
                 rollback: self.rolled_back,
                 failed_version: self.rolled_back.then(|| "1.1.0".to_string()),
                 labels,
@@ -299,7 +299,7 @@ fn a_replica_reports_settled_enabled_unpinned_hosts_not_yet_healthy_on_the_targe
     // 2: its updater is disabled; 3: pinned by the server; 4: heard from only now.
     inv[0].heartbeat.version = "v1.1.0".into();
     inv[1].heartbeat.version = "1.1.0".into();
-    inv[1].heartbeat.healthy = false;
+    inv[1].heartbeat.healthy = Some(false);
     inv[2].heartbeat.updater_status = UpdaterStatus::Disabled;
     inv[4].first_seen = ts(T0);
     let pinned = inv[3].heartbeat.updater_id.clone();

@@ -861,12 +861,15 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
         .agents
         .iter()
         .map(|a| {
-            let health = if a.rollback {
-                "rolled back"
-            } else if !a.healthy {
-                "unhealthy"
-            } else {
-                "healthy"
+            let health = match (a.rollback, a.healthy) {
+                (true, _) => "rolled back".to_string(),
+                (false, Some(false)) => "unhealthy".to_string(),
+                (false, Some(true)) => "healthy".to_string(),
+                (false, None) => "unknown".to_string(),
+            };
+            let health = match &a.install_failure {
+                Some(f) => format!("{health}; {} failed: {}", f.version, f.kind),
+                None => health,
             };
             let group = match v.unknown_groups.get(&a.group) {
                 Some(served_by) => format!("{} (unknown → {served_by})", a.group),
@@ -878,7 +881,8 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 group,
                 a.version.clone(),
                 a.updater_status.as_str().to_string(),
-                health.to_string(),
+                a.model.as_str().to_string(),
+                health,
                 if a.counted { "yes" } else { "no" }.to_string(),
                 a.install_state
                     .map_or_else(|| "-".to_string(), |s| s.to_string()),
@@ -900,6 +904,7 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 "Group",
                 "Version",
                 "Updater",
+                "Follows",
                 "Health",
                 "Counted",
                 "Install state",

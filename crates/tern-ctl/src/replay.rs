@@ -230,6 +230,8 @@ impl Fleet {
                     group: hosts.group.clone(),
                     version: normalize(&hosts.version),
                     updater_status: hosts.status,
+                    // A replayed host runs its version healthy unless it is broken.
+                    healthy: Some(true),
                     ..Heartbeat::default()
                 },
                 skip: None,
@@ -660,7 +662,7 @@ fn act(
             pinned_until: None,
             now,
         });
-        let health = if a.hb.healthy {
+        let health = if a.hb.healthy != Some(false) {
             host_update::Health::Healthy
         } else {
             host_update::Health::Unhealthy("the replayed agent is unhealthy".into())

@@ -45,6 +45,8 @@ fn beat(t: &Ternd, agent: &str, id: &str, group: &str, version: &str, extra: Val
         "updater_id": id, "host_id": format!("host-{id}"),
         "hostname": hostname(id),
         "group": group, "version": version,
+        // As tern-update reports a host whose agent runs and passes its check.
+        "healthy": true,
     });
     if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
         b.extend(e.clone());

@@ -286,7 +286,7 @@ impl Story<'_> {
             .fleet
             .inventory()?
             .into_iter()
-            .filter(|a| !a.healthy)
+            .filter(|a| a.healthy == Some(false))
             .map(|a| a.updater_id)
             .collect();
         self.expect(unhealthy.is_empty(), "every agent healthy")?;

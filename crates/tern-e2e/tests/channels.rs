@@ -88,7 +88,7 @@ fn a_critical_channel_update_reaches_every_host_outside_its_window() {
     assert!(
         inv.iter()
             .filter(|e| e.group == "prod")
-            .all(|e| e.version == "1.1.0" && e.healthy),
+            .all(|e| e.version == "1.1.0" && e.healthy == Some(true)),
         "{inv:?}"
     );
 
@@ -144,7 +144,7 @@ fn a_crash_looping_host_and_one_cut_off_from_ternd_move_outside_their_window() {
     // ternd hears that it is down.
     f.host(cut).heartbeat().unwrap();
     let entry = f.inventory_of(cut).unwrap().unwrap();
-    assert!(!entry.healthy, "{entry:?}");
+    assert_eq!(entry.healthy, Some(false), "{entry:?}");
     // The new version reaches its server (the host's network was fixed, or the release
     // fixes what cut it off).
     f.host(cut)

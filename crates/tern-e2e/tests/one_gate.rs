@@ -246,3 +246,95 @@ fn channel_hosts_follow_the_configs_window_before_any_rollout_exists() {
         f.describe()
     );
 }
+
+/// A canary that cannot install the target (its artifact is not published: 404) is a
+/// failed canary, not a canary "pending" for hours: ternd says why, in the group, the
+/// host's inventory entry and an `install_refused` alert, and the next group never
+/// starts.
+#[test]
+fn a_canary_that_cannot_install_the_target_fails_and_ternd_says_why() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.apply(&halt_on_error(&[("dev", 10, 1, 0), ("prod", 11, 0, 0)]))
+        .unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    f.add_hosts("dev", 2).unwrap();
+    f.add_hosts("prod", 2).unwrap();
+    let step = f.tick("2m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    // The canary tenure (ten minutes by default) passes before the window.
+    f.clock_set(&at("09:30")).unwrap();
+    // 1.3.0 was never published: its .sha256 and tarball answer 404.
+    f.new_rollout("1.3.0").unwrap();
+    let mut step = f.step_at(&at("10:05")).unwrap();
+    for _ in 0..3 {
+        if step.status.group("dev").canaries.iter().any(|c| c.failed) {
+            break;
+        }
+        step = f.tick("5m").unwrap();
+    }
+    let dev = step.status.group("dev");
+    assert!(
+        dev.canaries.iter().any(|c| c.failed),
+        "the canary failed: {}",
+        f.describe()
+    );
+    assert_eq!(dev.last_update_reason, "canary_failed");
+    assert_eq!(dev.refused.get("artifact_missing"), Some(&1), "{dev:?}");
+    let alerts = &step.status.rollout.as_ref().unwrap().status.alerts;
+    let refused = alerts
+        .iter()
+        .find(|a| a.kind == "install_refused")
+        .unwrap_or_else(|| panic!("no install_refused alert: {alerts:?}"));
+    assert!(
+        refused.message.contains("artifact_missing"),
+        "{}",
+        refused.message
+    );
+    let canary = &dev.canaries[0].updater_id;
+    let name = f.host_by_updater_id(canary).unwrap().name.clone();
+    let entry = f.inventory_of(&name).unwrap().unwrap();
+    let failure = entry
+        .install_failure
+        .expect("the inventory shows the failure");
+    assert_eq!(
+        (failure.version.as_str(), failure.kind.as_str()),
+        ("1.3.0", "artifact_missing")
+    );
+    // `agents status` says it in the group's row.
+    let text = f.agents(&["status"]).unwrap();
+    assert!(
+        text.contains("could not install: 1 artifact_missing"),
+        "{text}"
+    );
+
+    // prod's window comes and goes: it never starts, and nobody runs 1.3.0.
+    let step = f.step_at(&at("11:05")).unwrap();
+    assert_eq!(step.status.state_of("prod"), "unstarted");
+    all_linked(&f, "1.0.0");
+}
+
+/// Hosts following a channel with `--group prod` (for prod's window) are not counted
+/// in the rollout's prod: an unhealthy one neither fails prod nor raises an alert, and
+/// the inventory says which way each host follows.
+#[test]
+fn channel_hosts_are_not_counted_in_the_rollout_group_they_name() {
+    let mut f = fleet();
+    f.ctl.run(&["channels", "set", "stable", "1.0.0"]).unwrap();
+    let channel = f.add_channel_hosts("prod", 1, "stable").unwrap();
+    let step = f.tick("2m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    f.host(&channel[0]).kill_agent();
+    f.heartbeat_all();
+    let step = f.tick("2m").unwrap();
+    let prod = step.status.group("prod");
+    assert_eq!((prod.present, prod.failed), (2, 0), "{prod:?}");
+    let entry = f.inventory_of(&channel[0]).unwrap().unwrap();
+    assert_eq!(entry.model.as_str(), "channel");
+    assert_eq!(entry.healthy, Some(false));
+    assert!(!entry.counted);
+    let out = f.new_rollout("1.1.0").unwrap();
+    assert!(!out.contains("failed"), "{out}");
+    let step = f.tick("2m").unwrap();
+    let alerts = &step.status.rollout.as_ref().unwrap().status.alerts;
+    assert!(alerts.is_empty(), "{alerts:?}");
+}

@@ -197,7 +197,7 @@ fn failure_mode_1_broken_version_stops_at_the_canaries() {
         let inv = f.inventory_of(name).unwrap().unwrap();
         assert!(inv.rollback, "{name}: {inv:?}");
         assert_eq!(inv.failed_version.as_deref(), Some("1.2.0"));
-        assert!(inv.healthy);
+        assert_eq!(inv.healthy, Some(true));
         assert_eq!(inv.version, "1.0.0");
     }
     let text = f.agents(&["status"]).unwrap();
@@ -298,7 +298,7 @@ fn failure_mode_2_old_version_cannot_start_either() {
     assert_eq!(f.host(&canary).running_version(), None, "no agent runs");
 
     let inv = f.inventory_of(&canary).unwrap().unwrap();
-    assert!(!inv.healthy, "{inv:?}");
+    assert_eq!(inv.healthy, Some(false), "{inv:?}");
     let step = f.tick("10m").unwrap();
     let step2 = f.step_at(&at(MON, "14:05")).unwrap();
     show(&f, &step2);
@@ -911,7 +911,7 @@ fn watching_hosts_update_in_the_window_without_a_timer_run() {
         .inventory()
         .unwrap()
         .iter()
-        .all(|e| e.version == "1.1.0" && e.healthy)
+        .all(|e| e.version == "1.1.0" && e.healthy == Some(true))
     {
         assert!(
             std::time::Instant::now() < deadline,

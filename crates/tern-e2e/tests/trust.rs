@@ -64,6 +64,30 @@ fn a_real_ternd_rolling_out_an_unsigned_version_cannot_make_a_pinned_host_instal
         "{}",
         status.stdout
     );
+    // The refusal is not only in the host's log: ternd counts it against 1.1.0, shows
+    // it in the host's entry and raises install_refused (1 of 2 hosts: over the 10%
+    // budget).
+    let step = f.tick("2m").unwrap();
+    let dev = step.status.group("dev");
+    assert_eq!(dev.refused.get("not_signed"), Some(&1), "{dev:?}");
+    let entry = f.inventory_of("signed-1").unwrap().unwrap();
+    let failure = entry.install_failure.expect("ternd shows the refusal");
+    assert_eq!(
+        (failure.version.as_str(), failure.kind.as_str()),
+        ("1.1.0", "not_signed")
+    );
+    assert!(
+        failure.error.contains("is not signed by the release keys"),
+        "{failure:?}"
+    );
+    let alerts = &step.status.rollout.as_ref().unwrap().status.alerts;
+    assert!(
+        alerts
+            .iter()
+            .any(|a| a.kind == "install_refused" && a.message.contains("1 not_signed")),
+        "{alerts:?}"
+    );
+    assert_eq!(step.status.state_of("dev"), "active", "it cannot complete");
 }
 
 #[test]

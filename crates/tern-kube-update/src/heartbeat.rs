@@ -59,7 +59,16 @@ pub fn heartbeat(w: &Workload, updater_version: &str) -> Result<Heartbeat, Input
         updater_status,
         rollback: failed.is_some(),
         failed_version: failed,
-        healthy: counts.desired > 0 && pods::rollout_complete(&w.kind, &w.status, &counts),
+        healthy: Some(counts.desired > 0 && pods::rollout_complete(&w.kind, &w.status, &counts)),
+        follows: if w
+            .annotations
+            .contains_key(crate::workload::annotation::CHANNEL)
+        {
+            tern_core::wire::Follows::Channel
+        } else {
+            tern_core::wire::Follows::Rollout
+        },
+        install_failure: None,
         labels,
         arch: String::new(),
         os: String::new(),

@@ -1036,7 +1036,7 @@ fn heartbeat_of_a_workload() {
     assert_eq!(hb.group, "dev");
     assert_eq!(hb.version, "1.1.0");
     assert_eq!(hb.updater_status, UpdaterStatus::Enabled);
-    assert!(hb.healthy);
+    assert_eq!(hb.healthy, Some(true));
     assert!(!hb.rollback);
     assert_eq!(hb.labels["kubernetes.kind"], "deployment");
     hb.check_facts().unwrap();
@@ -1046,7 +1046,7 @@ fn heartbeat_of_a_workload() {
     c.updating(3);
     let hb = heartbeat(&c.workload, "0.1.0").unwrap();
     assert_eq!(hb.version, "1.2.0");
-    assert!(!hb.healthy);
+    assert_eq!(hb.healthy, Some(false));
 
     // After a rollback: the failed version is reported as rolled back.
     let mut c = base();
@@ -1067,7 +1067,11 @@ fn heartbeat_of_a_workload() {
     c.statefulset(PodManagement::OrderedReady);
     c.workload.status.desired_replicas = 0;
     let hb = heartbeat(&c.workload, "0.1.0").unwrap();
-    assert!(!hb.healthy, "a workload scaled to zero runs no agent");
+    assert_eq!(
+        hb.healthy,
+        Some(false),
+        "a workload scaled to zero runs no agent"
+    );
     assert_eq!(hb.labels["kubernetes.kind"], "statefulset");
 
     let mut c = base();

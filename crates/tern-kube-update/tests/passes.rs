@@ -202,7 +202,11 @@ fn a_good_version_rolls_out_and_completes() {
         c.w.annotations[annotation::PREVIOUS_IMAGE],
         format!("{REPO}:1.1.0@{}", digest_of("1.1.0"))
     );
-    assert!(!heartbeat(&c.w, "0.1.0").unwrap().healthy, "mid-rollout");
+    assert_eq!(
+        heartbeat(&c.w, "0.1.0").unwrap().healthy,
+        Some(false),
+        "mid-rollout"
+    );
 
     assert!(matches!(c.pass("1.2.0"), Decision::Wait { .. }));
     assert!(matches!(c.pass("1.2.0"), Decision::Completed { .. }));
@@ -212,7 +216,7 @@ fn a_good_version_rolls_out_and_completes() {
     let hb = heartbeat(&c.w, "0.1.0").unwrap();
     assert_eq!(
         (hb.version.as_str(), hb.healthy, hb.rollback),
-        ("1.2.0", true, false)
+        ("1.2.0", Some(true), false)
     );
 }
 
@@ -240,7 +244,7 @@ fn a_broken_version_is_rolled_back_once_and_never_retried() {
     }
     let hb = heartbeat(&c.w, "0.1.0").unwrap();
     assert_eq!(hb.version, "1.1.0");
-    assert!(hb.healthy && hb.rollback);
+    assert!(hb.healthy == Some(true) && hb.rollback);
     assert_eq!(hb.failed_version.as_deref(), Some("1.2.0"));
 
     // A fixed release goes through, and the workload is no longer reported rolled back.

@@ -74,8 +74,10 @@ struct Entry {
     failed_version: Option<Sym>,
     updater_status: UpdaterStatus,
     rollback: bool,
-    healthy: bool,
-    /// What directives select on; `None` (8 bytes) for updaters that send none.
+    healthy: Option<bool>,
+    follows: tern_core::wire::Follows,
+    /// What directives select on, and a failed install; `None` (8 bytes) for updaters
+    /// that send none.
     facts: Option<Box<Facts>>,
     /// Its install state after the last directive pass; `None` when ungoverned.
     install_state: Option<tern_core::directive::state::InstallState>,
@@ -101,6 +103,7 @@ struct Facts {
     fips: bool,
     installers: Box<[Box<str>]>,
     install_result: Option<tern_core::directive::state::AttemptResult>,
+    install_failure: Option<tern_core::wire::InstallFailure>,
 }
 
 impl Facts {
@@ -111,7 +114,8 @@ impl Facts {
             && hb.os_version.is_empty()
             && !hb.fips
             && hb.installers.is_empty()
-            && hb.install_result.is_none();
+            && hb.install_result.is_none()
+            && hb.install_failure.is_none();
         (!none).then(|| {
             Box::new(Facts {
                 labels: hb
@@ -125,6 +129,7 @@ impl Facts {
                 fips: hb.fips,
                 installers: hb.installers.iter().map(|i| i.as_str().into()).collect(),
                 install_result: hb.install_result.clone(),
+                install_failure: hb.install_failure.clone(),
             })
         })
     }
@@ -243,6 +248,7 @@ impl Inventory {
             updater_status: hb.updater_status,
             rollback: hb.rollback,
             healthy: hb.healthy,
+            follows: hb.follows,
             facts: Facts::of(hb),
             install_state,
             directed,
@@ -278,6 +284,9 @@ impl Inventory {
             || e.updater_status != hb.updater_status
             || e.rollback != hb.rollback
             || e.healthy != hb.healthy
+            || e.follows != hb.follows
+            || e.facts.as_ref().and_then(|f| f.install_failure.as_ref())
+                != hb.install_failure.as_ref()
     }
 
     /// Forgets agents silent for longer than `max_silence`; returns how many.
@@ -470,7 +479,7 @@ impl<'a> AgentRef<'a> {
 
     /// Its last heartbeat said it runs unhealthy or rolled back.
     pub(crate) fn is_failed(&self) -> bool {
-        self.entry.rollback || !self.entry.healthy
+        self.entry.rollback || self.entry.healthy == Some(false)
     }
 
     /// The agent in its plain form: its last heartbeat as sent, and when it was seen.
@@ -488,6 +497,7 @@ impl<'a> AgentRef<'a> {
                 rollback: e.rollback,
                 failed_version: e.failed_version.map(|s| self.names.get(s).to_owned()),
                 healthy: e.healthy,
+                follows: e.follows,
                 ..facts_heartbeat(e.facts.as_deref())
             },
             first_seen: e.first_seen,
@@ -513,6 +523,7 @@ fn facts_heartbeat(facts: Option<&Facts>) -> Heartbeat {
         fips: f.fips,
         installers: f.installers.iter().map(ToString::to_string).collect(),
         install_result: f.install_result.clone(),
+        install_failure: f.install_failure.clone(),
         ..Heartbeat::default()
     }
 }
@@ -540,7 +551,15 @@ impl AgentView for AgentRef<'_> {
         self.entry.updater_status
     }
     fn failed(&self) -> bool {
-        self.entry.rollback || !self.entry.healthy
+        self.entry.rollback || self.entry.healthy == Some(false)
+    }
+    fn model(&self) -> tern_core::inventory::Model {
+        // The install state is kept only while a directive is active.
+        tern_core::inventory::Model::of(self.entry.follows, self.entry.install_state.is_some())
+    }
+    fn install_failure(&self) -> Option<(&str, &str)> {
+        let f = self.entry.facts.as_deref()?.install_failure.as_ref()?;
+        Some((f.version.as_str(), f.kind.as_str()))
     }
     fn first_seen(&self) -> Timestamp {
         self.entry.first_seen
@@ -556,6 +575,7 @@ impl AgentView for AgentRef<'_> {
             updater_status: e.updater_status,
             healthy: e.healthy,
             failed_version: e.failed_version.map(|s| self.names.get(s).to_owned()),
+            refused_version: self.install_failure().map(|(v, _)| v.to_owned()),
             attributes: Default::default(),
         }
     }
@@ -647,7 +667,7 @@ mod tests {
         assert!(beat(&back));
         assert!(!beat(&back));
         let mut sick = back.clone();
-        sick.healthy = false;
+        sick.healthy = Some(false);
         assert!(beat(&sick));
         let mut newer_updater = sick.clone();
         newer_updater.updater_version = Some("0.2.0".into());
@@ -718,7 +738,7 @@ mod tests {
             group: usize,
             version: usize,
             status: UpdaterStatus,
-            healthy: bool,
+            healthy: Option<bool>,
             rollback: bool,
             failed_version: Option<usize>,
         },
@@ -755,7 +775,7 @@ mod tests {
                     Just(UpdaterStatus::Disabled),
                     Just(UpdaterStatus::Pinned)
                 ],
-                any::<bool>(),
+                proptest::option::of(any::<bool>()),
                 any::<bool>(),
                 proptest::option::of(0..VERSIONS.len()),
             )

@@ -229,6 +229,15 @@ fn canary_group_waits_for_its_canary() {
         "canary_failed"
     );
 
+    // A minimal heartbeat on the target that says nothing of health proves nothing:
+    // the canary is not failed any more, but the group still waits.
+    t.heartbeat_with(&agent, &canary, "dev", "2.0.0", json!({"healthy": null}));
+    t.advance("1m");
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["state"], "canary", "{r}");
+    assert_eq!(dev["last_update_reason"], "waiting_for_canaries", "{r}");
+
     // The canary runs the target healthy: the group goes active, everyone may update.
     t.heartbeat(&agent, &canary, "dev", "2.0.0");
     t.advance("1m");

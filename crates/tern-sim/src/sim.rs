@@ -284,8 +284,9 @@ impl AgentView for AgentOf<'_> {
             group: self.group().to_string(),
             version: self.version().to_string(),
             updater_status: UpdaterStatus::Enabled,
-            healthy: a.healthy,
+            healthy: Some(a.healthy),
             failed_version: a.skip.map(|v| self.fleet.versions[usize::from(v)].clone()),
+            refused_version: None,
             attributes: Default::default(),
         }
     }

@@ -475,6 +475,9 @@ pub struct StatusView {
     /// When the last heartbeat was sent and whether ternd took it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_heartbeat: Option<state::LastHeartbeat>,
+    /// The last install that failed before the switch, reported with every heartbeat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) install_failure: Option<tern_core::wire::InstallFailure>,
     pub(crate) server: ServerView,
     /// Whether installs are held to signed release metadata.
     pub(crate) trust: String,
@@ -590,6 +593,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
         spec: file.spec,
         status: file.status,
         last_heartbeat: state::load_heartbeat(&ctx.layout.heartbeat_file()),
+        install_failure: state::load_install_failure(&ctx.layout.install_failure_file()),
         server,
     })
 }

@@ -367,6 +367,27 @@ impl Error {
             source,
         }
     }
+
+    /// What kind of install failure this is, as heartbeats report it
+    /// (`tern_core::wire::INSTALL_FAILURE_KINDS`).
+    pub fn install_failure_kind(&self) -> &'static str {
+        match self {
+            Self::Trust { .. } | Self::LargerThanSigned { .. } | Self::NotAsSigned { .. } => {
+                "not_signed"
+            }
+            Self::ChecksumMismatch { .. } | Self::InstructionMismatch { .. } => "digest_mismatch",
+            Self::MissingChecksum { .. } => "artifact_missing",
+            Self::HttpStatus { status, .. } if status.as_u16() == 404 || status.as_u16() == 410 => {
+                "artifact_missing"
+            }
+            Self::HttpRequest { .. } | Self::HttpStatus { .. } | Self::HttpBody { .. } => {
+                "download"
+            }
+            Self::NoSpace { .. } | Self::Io { .. } => "disk",
+            Self::Hostile { .. } | Self::EmptyArchive => "hostile_artifact",
+            _ => "other",
+        }
+    }
 }
 
 /// Adds a context to an I/O result.

@@ -261,6 +261,34 @@ pub(crate) fn save_heartbeat(path: &Path, hb: &LastHeartbeat) {
     }
 }
 
+/// Records the last install that failed before the switch (not signed, not as
+/// published, missing, download, disk), or clears it (`None`). Kept apart from
+/// `update.yaml`, which a refused install leaves untouched: it is only what the
+/// heartbeats report, so ternd counts it as a failure of that version.
+pub(crate) fn save_install_failure(path: &Path, failure: Option<&tern_core::wire::InstallFailure>) {
+    let written = match failure {
+        None => match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("remove", e)),
+            _ => Ok(()),
+        },
+        Some(f) => serde_yaml_ng::to_string(f)
+            .map_err(|source| Error::StateSerialize {
+                path: path.to_path_buf(),
+                source,
+            })
+            .and_then(|text| fsutil::write_atomic(path, text.as_bytes(), 0o644)),
+    };
+    if let Err(e) = written {
+        crate::log::warn(format!("could not record the failed install: {e}"));
+    }
+}
+
+/// The last install that failed before the switch, if one is recorded (an unreadable
+/// record is none: it only feeds heartbeats).
+pub(crate) fn load_install_failure(path: &Path) -> Option<tern_core::wire::InstallFailure> {
+    serde_yaml_ng::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
 /// The last heartbeat recorded; `None` when none was (or the record is unreadable:
 /// it is only shown).
 pub(crate) fn load_heartbeat(path: &Path) -> Option<LastHeartbeat> {

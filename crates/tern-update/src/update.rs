@@ -244,10 +244,25 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     if let Some(package) = file.spec.package.clone() {
         crate::package::update(ctx, file, &package, from.clone(), &target)?;
     } else {
-        install(ctx, &file.spec, &find.edition, &target)?;
+        if let Err(e) = install(ctx, &file.spec, &find.edition, &target) {
+            record_install_failure(ctx, &target, &e);
+            return Err(e);
+        }
         switch(ctx, file, from.clone(), &target)?;
     }
     Ok(Outcome::Updated { from, to: target })
+}
+
+/// Keeps, for the heartbeats, an install of `target` that failed before the switch
+/// (the host is unchanged). The error is cut to what a heartbeat carries.
+pub(crate) fn record_install_failure(ctx: &Ctx, target: &str, e: &Error) {
+    let error: String = e.to_string().chars().take(1024).collect();
+    let failure = tern_core::wire::InstallFailure {
+        version: target.to_string(),
+        kind: e.install_failure_kind().to_string(),
+        error,
+    };
+    state::save_install_failure(&ctx.layout.install_failure_file(), Some(&failure));
 }
 
 /// The server's answer: the caller's, else a fresh one. A forced version does not need
@@ -678,6 +693,7 @@ pub(crate) fn commit(
     });
     st.in_progress = None;
     save(ctx, file)?;
+    state::save_install_failure(&ctx.layout.install_failure_file(), None);
     kill_point("committed");
     log::info(format!("now running {to}"));
     Ok(())
@@ -1100,20 +1116,20 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
         Ok(t) => t,
         Err(e) => return Sent::Failed(e),
     };
-    let active_dir = file
-        .status
-        .active
-        .as_deref()
-        .map(|v| ctx.layout.version_dir(v));
     // After an environment failure the running version failed its health check, and
     // nothing has checked it since: the host is not healthy, though no version is blamed
-    // (no rollback, no failed version) until an update succeeds.
-    let healthy = file.status.environment_failure.is_none()
-        && match service_for(spec, active_dir.as_deref()) {
-            Ok(Some(svc)) => svc.is_active(),
-            Ok(None) => file.status.active.is_some(),
-            Err(_) => false,
-        };
+    // (no rollback, no failed version) until an update succeeds. Otherwise what the
+    // host sees: the service running and its health URL answering, when one is set;
+    // nothing to observe is unknown, never healthy.
+    let healthy = if file.status.environment_failure.is_some() {
+        Some(false)
+    } else {
+        match agent_health(ctx, file) {
+            tern_core::host_update::Health::Healthy => Some(true),
+            tern_core::host_update::Health::Unhealthy(_) => Some(false),
+            tern_core::host_update::Health::Unknown => None,
+        }
+    };
     let hb = Heartbeat {
         updater_id: id,
         host_id: ctx
@@ -1141,6 +1157,12 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
         rollback: file.status.rollback,
         failed_version: file.status.skip.clone(),
         healthy,
+        follows: if spec.channel.is_some() {
+            tern_core::wire::Follows::Channel
+        } else {
+            tern_core::wire::Follows::Rollout
+        },
+        install_failure: state::load_install_failure(&ctx.layout.install_failure_file()),
         labels: spec.labels.clone(),
         arch: crate::artifact::go_arch(std::env::consts::ARCH).to_string(),
         os: std::env::consts::OS.to_string(),

@@ -112,7 +112,7 @@ fn install_upgrade_status_heartbeat_and_keep() {
     assert_eq!(last.version, "3.0.0");
     assert_eq!(last.group, "staging");
     assert_eq!(last.updater_id, id.trim());
-    assert!(last.healthy);
+    assert_eq!(last.healthy, Some(true));
 }
 
 fn rollback_case(kind: Agent, extra_cfg: &str, want: &str) {

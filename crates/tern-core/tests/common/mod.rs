@@ -74,8 +74,9 @@ pub fn agent(group: &str, i: usize, version: &str) -> ConnectedAgent {
         group: group.to_string(),
         version: version.to_string(),
         updater_status: UpdaterStatus::Enabled,
-        healthy: true,
+        healthy: Some(true),
         failed_version: None,
+        refused_version: None,
         attributes: Default::default(),
     }
 }

@@ -182,7 +182,7 @@ fn group_table(groups: &[GroupStatus]) -> String {
                 g.last_update_reason.clone(),
                 g.present.to_string(),
                 g.up_to_date.to_string(),
-                g.failed.to_string(),
+                failed_updates(g),
                 window,
             ]
         })
@@ -208,6 +208,21 @@ fn group_table(groups: &[GroupStatus]) -> String {
         );
     }
     out
+}
+
+/// Failed updates, and the hosts that could not even install the target (`3, 2 could
+/// not install: 2 not_signed`).
+fn failed_updates(g: &GroupStatus) -> String {
+    let refused: u64 = g.refused.values().sum();
+    if refused == 0 {
+        return g.failed.to_string();
+    }
+    let kinds: Vec<String> = g.refused.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    format!(
+        "{}, {refused} could not install: {}",
+        g.failed,
+        kinds.join(", ")
+    )
 }
 
 /// What the canaries of each group in canary or active cover of its `canary_cover`.
@@ -368,6 +383,7 @@ mod tests {
             present: 20,
             up_to_date: 10,
             failed: 0,
+            refused: Default::default(),
             initial: 19,
             progress: 0.0,
             canary_count: 2,

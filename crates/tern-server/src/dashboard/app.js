@@ -256,7 +256,9 @@
           el('td', {}, a.group || el('span', { class: 'muted' }, '(none)'),
             unknown ? [' ', badge('unknown group → ' + unknown, 'warn unknown-group')] : null),
           el('td', {}, a.version),
-          el('td', {}, a.rollback ? badge('rolled back', 'bad') : a.healthy ? badge('healthy', 'ok') : badge('unhealthy', 'bad')),
+          el('td', {}, a.rollback ? badge('rolled back', 'bad') : a.healthy === true ? badge('healthy', 'ok') : a.healthy === false ? badge('unhealthy', 'bad') : badge('unknown', 'warn'),
+            a.install_failure ? [' ', badge(a.install_failure.version + ' failed: ' + a.install_failure.kind, 'bad')] : null,
+            a.model && a.model !== 'rollout' ? [' ', badge(a.model, 'muted')] : null),
           el('td', {}, when(a.last_seen)));
         });
         const next = inv.next_cursor;
@@ -298,7 +300,9 @@
             ['hostname', a.hostname], ['updater id', a.updater_id], ['host id', a.host_id],
             ['group', a.group || '(none)'], ['version', a.version],
             ['updater', (a.updater_version || '?') + ' (' + a.updater_status + ')'],
-            ['health', a.healthy ? 'healthy' : 'unhealthy'],
+            ['health', a.healthy === true ? 'healthy' : a.healthy === false ? 'unhealthy' : 'unknown (its updater cannot tell)'],
+            ['follows', a.model || 'rollout'],
+            a.install_failure ? ['failed install', a.install_failure.version + ': ' + a.install_failure.kind + ' (' + a.install_failure.error + ')'] : null,
             ['rolled back', a.rollback ? 'yes' + (a.failed_version ? ' (from ' + a.failed_version + ')' : '') : 'no'],
             ['first seen', when(a.first_seen)], ['last seen', when(a.last_seen)],
             a.install_result ? ['last install', JSON.stringify(a.install_result)] : null,
@@ -387,6 +391,7 @@
         el('span', { class: 'bar', title: pct(share) }, el('span', { 'data-width': pct(share) })),
         ' ' + g.up_to_date + '/' + g.present,
         g.failed ? [' ', badge(g.failed + ' failed', 'bad')] : null,
+        g.refused ? Object.keys(g.refused).map((k) => [' ', badge(g.refused[k] + ' could not install (' + k + ')', 'bad')]) : null,
         g.state === 'active' && g.progress < 1 ? el('div', { class: 'muted' }, 'backpressure ' + pct(g.progress)) : null,
         topology),
       el('td', {}, canaries, coverage),

@@ -247,7 +247,9 @@ impl Ternd {
         self.heartbeat_with(token, id, group, version, json!({}));
     }
 
-    /// A heartbeat with `extra` fields (`healthy`, `rollback`, `failed_version`, …).
+    /// A heartbeat as tern-update sends it for a host whose agent runs and passes its
+    /// health check (`"healthy": true`), with `extra` fields (`healthy`, `rollback`,
+    /// `failed_version`, …) replacing or adding to it; `"healthy": null` leaves it out.
     pub fn heartbeat_with(
         &self,
         token: &str,
@@ -258,10 +260,11 @@ impl Ternd {
     ) {
         let mut body = json!({
             "updater_id": id, "host_id": format!("host-{id}"), "hostname": format!("{id}.example"),
-            "group": group, "version": version,
+            "group": group, "version": version, "healthy": true,
         });
         if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
             b.extend(e.clone());
+            b.retain(|_, v| !v.is_null());
         }
         let (s, v) = self.call(
             "POST",
