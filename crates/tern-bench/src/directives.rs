@@ -93,6 +93,11 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
             record_states: record,
             dry_run: None,
             notices: false,
+            // The pass as ternd runs it; no rollout here, so nothing is released.
+            release_to: record.then_some(tern_server::inventory::directed::ReleaseTo {
+                rollout: None,
+                frozen: false,
+            }),
         }
     };
     let empty: &'static DirectiveSpec = Box::leak(Box::new(empty));

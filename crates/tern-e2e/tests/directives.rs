@@ -564,6 +564,39 @@ fn directives_on_two_replicas_with_real_hosts() {
         runs, want,
         "one run per triggered live host, none elsewhere"
     );
+
+    // A rollout to 1.1.0 exists: deactivating the directive would hand the hosts on
+    // 1.2.0 back to it, a downgrade. ternctl says so and asks for --yes.
+    // (No host runs meanwhile: those no directive governs would try a 1.1.0 that is
+    // not published here.)
+    w.fleet.set_version("1.1.0", "1.1.0", "regular").unwrap();
+    w.advance("1m");
+    w.passes();
+    let out = w
+        .ctl(0)
+        .command(&["version-control", "deactivate"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("will downgrade")
+            && err.contains("from 1.2.0 to 1.1.0")
+            && err.contains("--yes"),
+        "{err}"
+    );
+    let status = w.op(0, "GET", "/v1/directives", "");
+    assert!(
+        status["active"].is_object(),
+        "nothing was deactivated: {status}"
+    );
+    let out = w
+        .ctl(1)
+        .run(&["version-control", "deactivate", "--yes"])
+        .unwrap();
+    assert!(out.contains("from 1.2.0 to 1.1.0"), "{out}");
+    let status = w.op(0, "GET", "/v1/directives", "");
+    assert!(status["active"].is_null(), "{status}");
 }
 
 /// The first value under `key` anywhere in `v`.

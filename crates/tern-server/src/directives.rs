@@ -222,6 +222,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         Some(n) if n.from == "active" => res.active.as_ref().map(|a| &a.value.spec),
         _ => notify_draft.as_ref(),
     };
+    let snapshot = state.snapshot();
     let (active, plan, dry_chosen, notices) = {
         let mut inv = state.inventory();
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
@@ -237,6 +238,10 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             record_states: true,
             dry_run: None,
             notices: false,
+            release_to: Some(crate::inventory::directed::ReleaseTo {
+                rollout: snapshot.rollout.as_ref(),
+                frozen: snapshot.freeze.is_some(),
+            }),
         };
         let active = inv.directive_pass(&base);
         let mut dry_chosen = Vec::new();
@@ -246,6 +251,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
                 budget: dry_budget,
                 record_states: false,
                 dry_run: dry_nonce.as_deref(),
+                release_to: None,
                 ..base
             });
             dry_chosen = e.chosen;
@@ -261,6 +267,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
                 budget: 0,
                 record_states: false,
                 notices: true,
+                release_to: None,
                 ..base
             })
             .notices

@@ -39,6 +39,32 @@ pub struct Evaluation {
     pub moves: Vec<MoveCount>,
     /// Hosts that need an install and could be triggered now (settled), before the rate.
     pub eligible: u64,
+    /// The governed hosts the rollout would move if the directive stopped governing
+    /// them (deactivated): from the version they run to the one find would name.
+    pub released: Vec<ReleasedMove>,
+}
+
+/// Governed hosts on `from` that the rollout names `to` for: where they go once no
+/// directive governs them.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ReleasedMove {
+    pub from: String,
+    pub to: String,
+    pub hosts: u64,
+}
+
+impl ReleasedMove {
+    /// Whether the move is to an older version (compared as versions; as text when
+    /// either is not one).
+    pub fn is_downgrade(&self) -> bool {
+        match (
+            crate::version::Version::parse(&self.from),
+            crate::version::Version::parse(&self.to),
+        ) {
+            (Ok(f), Ok(t)) => t < f,
+            _ => false,
+        }
+    }
 }
 
 /// At most this many hosts no target fits are shown with their reasons.
@@ -76,6 +102,17 @@ impl Evaluation {
             ))
         });
         self.eligible += other.eligible;
+        for m in &other.released {
+            match self
+                .released
+                .iter_mut()
+                .find(|x| (&x.from, &x.to) == (&m.from, &m.to))
+            {
+                Some(x) => x.hosts += m.hosts,
+                None => self.released.push(m.clone()),
+            }
+        }
+        self.released.sort();
     }
 
     /// Hosts that should move.

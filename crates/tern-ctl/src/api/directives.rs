@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use tern_core::api::Deleted;
 use tern_core::directive::report::{
     ApplyBody, ApplyResponse, DirectivesStatus, Evaluation, Pending, PlanBody, PlanResponse,
+    ReleasedMove,
 };
 use tern_core::directive::resource::{Installer, VersionControlConfig, VersionDirective};
 
@@ -76,14 +77,34 @@ pub enum VcCommand {
     Apply {
         /// The nonce the plan printed.
         nonce: String,
+        /// Apply even though the plan moves hosts to an older version than they run.
+        #[arg(long)]
+        yes: bool,
     },
     /// Drop the pending plan.
     Cancel,
     /// Stop the active directive: from the next pass no host is governed by one, and
-    /// the hosts follow the rollout again.
-    Deactivate,
+    /// the hosts follow the rollout again. Says where they go; asks for `--yes` when
+    /// that is an older version than some of them run.
+    Deactivate {
+        /// Deactivate even though hosts will downgrade to the rollout's version.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Lift the pause the fault or churn limit set.
     Resume,
+}
+
+/// Whether version `a` is older than `b` (compared as versions; never when either is
+/// not one).
+fn is_older(a: &str, b: &str) -> bool {
+    match (
+        tern_core::version::Version::parse(a),
+        tern_core::version::Version::parse(b),
+    ) {
+        (Ok(a), Ok(b)) => a < b,
+        _ => false,
+    }
 }
 
 fn read(file: &PathBuf) -> anyhow::Result<String> {
@@ -157,7 +178,21 @@ pub fn run(a: VersionControlArgs, g: &Global) -> anyhow::Result<ExitCode> {
             wait,
             dry_run,
         } => plan(&c, g, draft, dry_run, Duration::from_secs(wait.as_secs())),
-        VcCommand::Apply { nonce } => {
+        VcCommand::Apply { nonce, yes } => {
+            let plan: PlanResponse = c.get("/v1/directives/plan")?;
+            let downgrades: Vec<String> = plan
+                .evaluation
+                .moves
+                .iter()
+                .filter(|m| is_older(&m.to, &m.from))
+                .map(|m| format!("{} from {} to {}", m.hosts, m.from, m.to))
+                .collect();
+            if !downgrades.is_empty() && !yes && plan.pending.nonce == nonce {
+                anyhow::bail!(
+                    "this plan moves hosts to an older version than they run ({}); run `ternctl version-control apply {nonce} --yes` to apply it anyway",
+                    downgrades.join(", ")
+                );
+            }
             let v: ApplyResponse = c.post("/v1/directives/apply", &ApplyBody { nonce })?;
             if !structured(g.output(), &v)? {
                 println!("{}", v.message);
@@ -171,10 +206,36 @@ pub fn run(a: VersionControlArgs, g: &Global) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        VcCommand::Deactivate => {
+        VcCommand::Deactivate { yes } => {
+            let st: DirectivesStatus = c.get("/v1/directives")?;
+            let released = &st.fleet.released;
+            let downgrades: Vec<&ReleasedMove> =
+                released.iter().filter(|m| m.is_downgrade()).collect();
+            let said = |moves: &[&ReleasedMove]| {
+                moves
+                    .iter()
+                    .map(|m| format!("{} from {} to {}", m.hosts, m.from, m.to))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            if !downgrades.is_empty() && !yes {
+                let n: u64 = downgrades.iter().map(|m| m.hosts).sum();
+                anyhow::bail!(
+                    "deactivating hands the hosts back to the rollout, and {n} of them will downgrade ({}) at their group's next turn; run `ternctl version-control deactivate --yes` to deactivate anyway, or activate a directive that keeps them",
+                    said(&downgrades)
+                );
+            }
             let v: Deleted = c.delete("/v1/directives/active")?;
             if !structured(g.output(), &v)? {
-                println!("no directive is active any more: the hosts follow the rollout again");
+                let all: Vec<&ReleasedMove> = released.iter().collect();
+                if all.is_empty() {
+                    println!("no directive is active any more: the hosts follow the rollout again");
+                } else {
+                    println!(
+                        "no directive is active any more: the hosts follow the rollout again; it moves {} at their group's next turn",
+                        said(&all)
+                    );
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

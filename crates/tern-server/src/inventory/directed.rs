@@ -76,6 +76,16 @@ pub struct PassInput<'r> {
     pub dry_run: Option<&'r str>,
     /// Work out the notification controller's flags (`tern_core::directive::notice`).
     pub notices: bool,
+    /// The rollout find serves (the active pass only): where the governed hosts would
+    /// go if no directive governed them (`Evaluation::released`).
+    pub release_to: Option<ReleaseTo<'r>>,
+}
+
+/// What find answers a host no directive governs, for [`PassInput::release_to`].
+#[derive(Clone, Copy)]
+pub struct ReleaseTo<'r> {
+    pub rollout: Option<&'r tern_core::resource::AutoUpdateAgentRollout>,
+    pub frozen: bool,
 }
 
 /// An install the pass chose, owned (the store write happens without the lock).
@@ -129,6 +139,50 @@ fn pass_host<'a>(e: &'a Entry, names: &'a super::Names, dry_run: Option<&str>) -
 }
 
 impl Inventory {
+    /// The hosts `states` says a directive governs, by the version they run and the
+    /// one find would name them once released.
+    fn released(
+        &self,
+        states: &[Option<InstallState>],
+        to: ReleaseTo<'_>,
+        now: Timestamp,
+    ) -> Vec<tern_core::directive::report::ReleasedMove> {
+        let mut moves: BTreeMap<(&str, String), u64> = BTreeMap::new();
+        for (e, _) in self
+            .entries
+            .iter()
+            .zip(states)
+            .filter(|(_, state)| state.is_some())
+        {
+            let updater_id = e.updater_id.to_string();
+            let answer = tern_core::find::answer(&tern_core::find::FindInputs {
+                rollout: to.rollout,
+                frozen: to.frozen,
+                group: self.names.get(e.group),
+                updater_id: &updater_id,
+                governed_by_directive: false,
+                pinned_until: None,
+                now,
+            });
+            let from = self.names.get(e.version);
+            if let Some(v) = answer.version.map(|v| v.to_string())
+                && tern_core::version::normalize(from) != v
+            {
+                *moves.entry((from, v)).or_default() += 1;
+            }
+        }
+        moves
+            .into_iter()
+            .map(
+                |((from, to), hosts)| tern_core::directive::report::ReleasedMove {
+                    from: from.to_string(),
+                    to,
+                    hosts,
+                },
+            )
+            .collect()
+    }
+
     /// One directive pass over this replica's hosts (`tern_core::directive::pass`).
     pub fn directive_pass(&mut self, input: &PassInput<'_>) -> PassSummary {
         let names = &self.names;
@@ -171,6 +225,10 @@ impl Inventory {
                 })
                 .collect(),
             eligible: out.eligible,
+            released: match input.release_to {
+                Some(to) => self.released(&out.host_states, to, input.now),
+                None => Vec::new(),
+            },
         };
         let summary = PassSummary {
             notices: if input.notices {
