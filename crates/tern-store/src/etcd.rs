@@ -118,7 +118,7 @@ impl Default for EtcdOptions {
 /// the same clients (connections).
 #[derive(Clone)]
 pub struct EtcdStore {
-    clients: Arc<Clients>,
+    pub(crate) clients: Arc<Clients>,
     /// `PREFIX kv/`: prepended to every store key.
     kv_prefix: String,
     /// `PREFIX lease/`: prepended to lease names.
@@ -128,13 +128,13 @@ pub struct EtcdStore {
 
 /// One client per endpoint, and the one in use: requests stick to one member and move to
 /// the next when it fails or stops answering (as etcd's own Go client pins an endpoint).
-struct Clients {
+pub(crate) struct Clients {
     clients: Vec<Client>,
     current: AtomicUsize,
 }
 
 impl Clients {
-    fn pick(&self) -> (usize, Client) {
+    pub(crate) fn pick(&self) -> (usize, Client) {
         let i = self.current.load(Ordering::Relaxed) % self.clients.len();
         (i, self.clients[i].clone())
     }
@@ -176,7 +176,11 @@ impl EtcdStore {
             // of serving stale data or hanging.
             .with_require_leader(true);
         if let Some((user, password)) = &opts.credentials {
-            connect = connect.with_user(user.clone(), password.clone());
+            // etcd's tokens expire (5 minutes by default): fetch a new one when told so
+            // rather than fail every request after that.
+            connect = connect
+                .with_user(user.clone(), password.clone())
+                .with_auto_token_refresh(true);
         }
         let what = format!("connecting to etcd at {}", endpoints.join(","));
         let mut clients = Vec::new();
@@ -215,11 +219,11 @@ impl EtcdStore {
         Ok(store)
     }
 
-    fn kv_key(&self, key: &str) -> String {
+    pub(crate) fn kv_key(&self, key: &str) -> String {
         format!("{}{key}", self.kv_prefix)
     }
 
-    fn lease_key(&self, name: &str) -> String {
+    pub(crate) fn lease_key(&self, name: &str) -> String {
         format!("{}{name}", self.lease_prefix)
     }
 
@@ -1055,7 +1059,7 @@ impl EtcdStore {
 }
 
 /// Maps an etcd client error; `what` names the operation and key.
-fn map_err(what: &str, e: etcd_client::Error) -> Error {
+pub(crate) fn map_err(what: &str, e: etcd_client::Error) -> Error {
     if is_unavailable(&e) {
         Error::Unavailable(format!("{what}: {e}"))
     } else {
