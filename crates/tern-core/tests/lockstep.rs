@@ -552,6 +552,18 @@ fn a_status_counts_only_when_its_server_signed_it() {
         ),
         other => panic!("{other:?}"),
     }
+    // A server removed mid-update cannot have its status checked any more: that stops the
+    // update too, saying why.
+    let removed = UpdaterView {
+        registered: &[1, 3],
+        ..up.clone()
+    };
+    match updater_next(&removed) {
+        UpdaterAction::Stop { reason } => {
+            assert!(reason.contains("server 2 was unregistered"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
 
     // What is signed names the server and the update, so a status cannot be moved to
     // another server's key nor replayed into a later update of the same version.

@@ -335,10 +335,12 @@ pub(crate) fn render_status(snap: &Snapshot, leader: Option<&str>) -> String {
             }
             for id in &r.servers {
                 if snap.untrusted.contains(id) {
-                    let _ = writeln!(
-                        out,
-                        "  server {id}: status IGNORED: not signed by server {id}'s registered key"
-                    );
+                    let why = if snap.servers.contains_key(id) {
+                        format!("not signed by server {id}'s registered key")
+                    } else {
+                        format!("server {id} is no longer registered")
+                    };
+                    let _ = writeln!(out, "  server {id}: status IGNORED: {why}");
                     continue;
                 }
                 let line = match snap.statuses.get(id).filter(|s| s.version == r.version) {

@@ -420,11 +420,17 @@ pub fn updater_next(v: &UpdaterView<'_>) -> UpdaterAction {
             return UpdaterAction::Idle(UpdaterIdle::Halted);
         }
         if let Some(id) = v.untrusted.iter().find(|id| req.servers.contains(id)) {
-            return UpdaterAction::Stop {
-                reason: format!(
+            let reason = if v.registered.contains(id) {
+                format!(
                     "the status of server {id} is not signed by server {id}'s registered key: another identity wrote it (a second worker claiming id {id}, or a write by hand); find out who before `tern-lockstep recover`"
-                ),
+                )
+            } else {
+                format!(
+                    "server {id} was unregistered during the update to {}: `tern-lockstep recover` runs it again without it",
+                    req.version
+                )
             };
+            return UpdaterAction::Stop { reason };
         }
         let of = |id: &ServerId| v.statuses.get(id).filter(|s| s.version == req.version);
         if let Some((id, s)) = req
