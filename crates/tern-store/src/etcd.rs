@@ -123,7 +123,7 @@ pub struct EtcdStore {
     kv_prefix: String,
     /// `PREFIX lease/`: prepended to lease names.
     lease_prefix: String,
-    opts: EtcdOptions,
+    pub(crate) opts: EtcdOptions,
 }
 
 /// One client per endpoint, and the one in use: requests stick to one member and move to

@@ -9,6 +9,8 @@
 //! attached to it. Managing users and roles, and enabling authentication, need the `root`
 //! role.
 
+use std::future::Future;
+
 use etcd_client::{Permission, PermissionType};
 
 use crate::etcd::map_err;
@@ -57,6 +59,23 @@ fn is_present(e: &etcd_client::Error) -> bool {
 }
 
 impl EtcdStore {
+    /// One auth request under the request deadline.
+    async fn auth_call<T>(
+        &self,
+        what: impl Fn() -> String,
+        fut: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
+    ) -> Result<std::result::Result<T, etcd_client::Error>> {
+        tokio::time::timeout(self.opts.request_timeout, fut)
+            .await
+            .map_err(|_| {
+                Error::Unavailable(format!(
+                    "{}: etcd did not answer within {:?}",
+                    what(),
+                    self.opts.request_timeout
+                ))
+            })
+    }
+
     fn etcd_range(&self, range: &EtcdRange) -> (Vec<u8>, Option<Vec<u8>>) {
         let (key, prefix) = match range {
             EtcdRange::Key(k) => (self.kv_key(k), false),
@@ -82,18 +101,24 @@ impl EtcdStore {
         let (_, client) = self.clients.pick();
         let mut auth = client.auth_client();
         let what = |w: &str| format!("{w} etcd user {name:?}");
-        match auth.user_delete(name).await {
+        match self
+            .auth_call(|| what("removing the old"), auth.user_delete(name))
+            .await?
+        {
             Ok(_) => {}
             Err(e) if is_absent(&e) => {}
             Err(e) => return Err(map_err(&what("removing the old"), e)),
         }
-        match auth.role_delete(name).await {
+        match self
+            .auth_call(|| what("removing the old role of"), auth.role_delete(name))
+            .await?
+        {
             Ok(_) => {}
             Err(e) if is_absent(&e) => {}
             Err(e) => return Err(map_err(&what("removing the old role of"), e)),
         }
-        auth.role_add(name)
-            .await
+        self.auth_call(|| what("adding the role of"), auth.role_add(name))
+            .await?
             .map_err(|e| map_err(&what("adding the role of"), e))?;
         let root = self.kv_key("").into_bytes();
         let mut perms = vec![Permission::read(root)];
@@ -111,16 +136,18 @@ impl EtcdStore {
             perms.push(p);
         }
         for p in perms {
-            auth.role_grant_permission(name, p)
-                .await
-                .map_err(|e| map_err(&what("granting a permission to the role of"), e))?;
+            let w = || what("granting a permission to the role of");
+            self.auth_call(w, auth.role_grant_permission(name, p))
+                .await?
+                .map_err(|e| map_err(&w(), e))?;
         }
-        auth.user_add(name, password, None)
-            .await
+        self.auth_call(|| what("adding"), auth.user_add(name, password, None))
+            .await?
             .map_err(|e| map_err(&what("adding"), e))?;
-        auth.user_grant_role(name, name)
-            .await
-            .map_err(|e| map_err(&what("granting its role to"), e))?;
+        let w = || what("granting its role to");
+        self.auth_call(w, auth.user_grant_role(name, name))
+            .await?
+            .map_err(|e| map_err(&w(), e))?;
         Ok(())
     }
 
@@ -128,12 +155,14 @@ impl EtcdStore {
     pub async fn remove_user(&self, name: &str) -> Result<bool> {
         let (_, client) = self.clients.pick();
         let mut auth = client.auth_client();
-        let existed = match auth.user_delete(name).await {
+        let what = || format!("removing etcd user {name:?}");
+        let existed = match self.auth_call(what, auth.user_delete(name)).await? {
             Ok(_) => true,
             Err(e) if is_absent(&e) => false,
-            Err(e) => return Err(map_err(&format!("removing etcd user {name:?}"), e)),
+            Err(e) => return Err(map_err(&what(), e)),
         };
-        match auth.role_delete(name).await {
+        let what = || format!("removing etcd role {name:?}");
+        match self.auth_call(what, auth.role_delete(name)).await? {
             Ok(_) => {}
             Err(e) if is_absent(&e) => {}
             Err(e) => return Err(map_err(&format!("removing etcd role {name:?}"), e)),
@@ -147,17 +176,23 @@ impl EtcdStore {
     pub async fn enable_auth(&self, root_password: &str) -> Result<()> {
         let (_, client) = self.clients.pick();
         let mut auth = client.auth_client();
-        match auth.user_add("root", root_password, None).await {
+        let what = || "adding etcd user root".to_string();
+        match self
+            .auth_call(what, auth.user_add("root", root_password, None))
+            .await?
+        {
             Ok(_) => {}
             Err(e) if is_present(&e) => {}
-            Err(e) => return Err(map_err("adding etcd user root", e)),
+            Err(e) => return Err(map_err(&what(), e)),
         }
-        auth.user_grant_role("root", "root")
-            .await
-            .map_err(|e| map_err("granting etcd's root role to user root", e))?;
-        auth.auth_enable()
-            .await
-            .map_err(|e| map_err("enabling etcd's authentication", e))?;
+        let what = || "granting etcd's root role to user root".to_string();
+        self.auth_call(what, auth.user_grant_role("root", "root"))
+            .await?
+            .map_err(|e| map_err(&what(), e))?;
+        let what = || "enabling etcd's authentication".to_string();
+        self.auth_call(what, auth.auth_enable())
+            .await?
+            .map_err(|e| map_err(&what(), e))?;
         Ok(())
     }
 }
