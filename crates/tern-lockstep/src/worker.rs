@@ -22,7 +22,7 @@ use tern_core::lockstep::protocol::{
     LeaderOnlyRecord, ServerId, ServerStatus, UpdateRequest, WorkerAction, WorkerView, after_run,
     may_go_on, status_message, worker_next,
 };
-use tern_store::{Compare, Lease, LeaseKeeper, Op, Store, TxnOutcome};
+use tern_store::{Compare, Lease, LeaseKeeper, Op, Revision, Store, TxnOutcome};
 use tokio::time::Instant;
 
 use crate::changes::Changes;
@@ -117,6 +117,9 @@ struct Worker {
     changes: Changes,
     /// This server's worker lease, kept alive.
     keeper: LeaseKeeper,
+    /// The request as last read and its revision: a write for that update tries it
+    /// first, and reads the request again only when it changed.
+    last_request: std::sync::Mutex<Option<(UpdateRequest, Revision)>>,
 }
 
 /// How a step's commands ended.
@@ -141,6 +144,7 @@ pub(crate) async fn run(store: Arc<dyn Store>, cfg: WorkerConfig) -> anyhow::Res
         cfg,
         changes,
         keeper,
+        last_request: std::sync::Mutex::new(None),
     };
     w.run().await
 }
@@ -197,6 +201,7 @@ impl Worker {
                     continue;
                 }
             };
+            self.remember(&snap);
             let request = snap.request().cloned();
             let inst = installed
                 .as_ref()
@@ -322,14 +327,31 @@ impl Worker {
     /// Asks the core again whether this server may go on with `step` of `inst`: `Err`
     /// says why not (a stop, a peer's error, another update).
     async fn may_go_on(&self, inst: &Installed, step: u32) -> Result<(), String> {
-        let snap = records::read(&*self.store)
-            .await
-            .map_err(|e| format!("cannot read the cluster's records: {e}"))?;
+        // A store that does not answer for a moment is no reason to give up a step.
+        let mut tries = 0;
+        let snap = loop {
+            match records::read(&*self.store).await {
+                Ok(s) => break s,
+                Err(e) if tries < 30 => {
+                    tries += 1;
+                    tracing::warn!(error = %e, "cannot read the cluster's records; retrying before going on");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(format!("cannot read the cluster's records: {e}")),
+            }
+        };
+        self.remember(&snap);
         let served = snap.request().filter(|r| inst.serves(r)).map(|_| inst);
         may_go_on(&self.view(&snap, served, Duration::ZERO), step).map_err(|a| match a {
             WorkerAction::Halted(h) => format!("{h:?}"),
             other => format!("the update moved on ({other:?})"),
         })
+    }
+
+    fn remember(&self, snap: &Snapshot) {
+        if let Ok(mut last) = self.last_request.lock() {
+            *last = snap.request.clone();
+        }
     }
 
     /// Replaces this process with the release's own worker (same arguments, and
@@ -385,23 +407,35 @@ impl Worker {
         value: Vec<u8>,
         lease: &Lease,
     ) -> Result<(), String> {
+        // The request as last read, when it is this update: usually still current.
+        let mut known = self.last_request.lock().ok().and_then(|l| {
+            l.as_ref()
+                .filter(|(r, _)| r.same_update(req))
+                .map(|(_, rev)| *rev)
+        });
         for _ in 0..20 {
-            let current = match self.store.get(keys::CURRENT).await {
-                Ok(kv) => kv,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the request; will retry");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
+            let rev = match known.take() {
+                Some(rev) => rev,
+                None => {
+                    let current = match self.store.get(keys::CURRENT).await {
+                        Ok(kv) => kv,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot read the request; will retry");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            continue;
+                        }
+                    };
+                    let rev = current.and_then(|kv| {
+                        serde_json::from_slice::<UpdateRequest>(&kv.value)
+                            .ok()
+                            .filter(|r| r.same_update(req))
+                            .map(|_| kv.mod_revision)
+                    });
+                    let Some(rev) = rev else {
+                        return Err("the update was recovered or replaced meanwhile".into());
+                    };
+                    rev
                 }
-            };
-            let rev = current.and_then(|kv| {
-                serde_json::from_slice::<UpdateRequest>(&kv.value)
-                    .ok()
-                    .filter(|r| r.same_update(req))
-                    .map(|_| kv.mod_revision)
-            });
-            let Some(rev) = rev else {
-                return Err("the update was recovered or replaced meanwhile".into());
             };
             let compares = [
                 Compare::mod_revision(keys::CURRENT, rev),
@@ -439,7 +473,7 @@ impl Worker {
         let timeout = inst.plan.timeout(step.component);
         let outcome = match step.action {
             Action::StopEverywhere | Action::StartEverywhere | Action::Each => {
-                self.run_commands(inst, step, &env, timeout).await
+                self.run_commands(inst, step, &env, timeout, true).await
             }
             Action::Rolling => {
                 let name = keys::rolling_lease(&component.name);
@@ -448,7 +482,7 @@ impl Worker {
                     Ok(lease) => {
                         let keeper = LeaseKeeper::spawn(Arc::clone(&self.store), lease);
                         tracing::info!(server = cfg.id, component = %component.name, "holding the rolling lease");
-                        let outcome = self.run_commands(inst, step, &env, timeout).await;
+                        let outcome = self.run_commands(inst, step, &env, timeout, true).await;
                         self.record(req, inst, step, steps, outcome).await;
                         if let Err(e) = keeper.release().await {
                             tracing::warn!(error = %e, lease = %name, "releasing the rolling lease failed; it expires by itself");
@@ -501,16 +535,22 @@ impl Worker {
         self.write_status(req, status).await;
     }
 
+    /// Runs the step's commands, asking `may_go_on` before each; before the first only
+    /// unless `checked` (the caller decided on records read just before: the decision to
+    /// run, or the check right after taking the step's lease).
     async fn run_commands(
         &self,
         inst: &Installed,
         step: &Step,
         env: &Env<'_>,
         timeout: Duration,
+        checked: bool,
     ) -> Outcome {
         let mut ran = Vec::new();
-        for (what, argv) in inst.plan.commands(step) {
-            if let Err(why) = self.may_go_on(inst, step.number).await {
+        for (i, (what, argv)) in inst.plan.commands(step).into_iter().enumerate() {
+            if (i > 0 || !checked)
+                && let Err(why) = self.may_go_on(inst, step.number).await
+            {
                 return Outcome::Held { why, ran };
             }
             let label = format!("step {} ({} {what})", step.number, env.component);
@@ -629,7 +669,7 @@ impl Worker {
                     Ok(Some(done)) => done,
                     Ok(None) => {
                         tracing::info!(server = cfg.id, component = %name, "running the leader-only component");
-                        let outcome = self.run_commands(inst, step, env, timeout).await;
+                        let outcome = self.run_commands(inst, step, env, timeout, false).await;
                         let (success, message) = match &outcome {
                             Outcome::Ok => (true, String::new()),
                             Outcome::Failed(m) => (false, m.clone()),
