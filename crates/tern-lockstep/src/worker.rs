@@ -5,8 +5,9 @@
 //! itself with it), record a step, wait at the barrier, run the step (under a lease for
 //! rolling and leader-only components), record the result.
 //!
-//! Before it takes a step's lease, while it waits for one, and before each command it asks
-//! [`may_go_on`](tern_core::lockstep::protocol::may_go_on) again: a stop or a peer's error
+//! Before it takes a step's lease, while it waits for one, once it holds it, and before each
+//! command but the first of a step without a lease (which runs on the decision just made)
+//! it asks [`may_go_on`](tern_core::lockstep::protocol::may_go_on) again: a stop or a peer's error
 //! holds it there. Its statuses are signed, written only while it holds the worker lease,
 //! and only into the update they belong to (`same_update`): a result is recorded even
 //! after `stop` was set, never into a later update.

@@ -294,7 +294,8 @@ pub fn worker_next(v: &WorkerView<'_>) -> WorkerAction {
 }
 
 /// Whether a worker that decided to run `step` may still go on: asked again before it
-/// takes a step's lease, while it waits for one, and before each command. Anything but
+/// takes a step's lease, while it waits for one, once it holds it, and before each
+/// further command. Anything but
 /// the same `Run` (a stop, a peer's error, a new update) holds it, so one failure never
 /// lets another server start the step.
 pub fn may_go_on(v: &WorkerView<'_>, step: u32) -> Result<(), WorkerAction> {
