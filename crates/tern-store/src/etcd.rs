@@ -52,6 +52,9 @@
 //!   connection and etcd's "no leader"/"timed out"/"too many requests" map to
 //!   [`Error::Unavailable`]. A write that timed out may still have been applied: a CAS
 //!   retried after it fails with `Conflict` (the caller rereads, as after any conflict).
+//! * With credentials, the client logs in again when etcd says its token expired, or that
+//!   users or roles changed while a request was in flight ("revision of auth store is
+//!   old", refused before anything is applied); the request is then sent again.
 //! * Requests stick to one endpoint (one etcd client per endpoint) and move to the next when
 //!   it fails as unavailable or does not answer in time. A request that failed while
 //!   connecting never reached etcd and is retried at once on the next endpoint, so a dead
@@ -258,6 +261,19 @@ impl EtcdStore {
             };
             let e = match timeout_at(attempt_deadline, f(client)).await {
                 Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if is_old_auth_revision(&e) && attempt < attempts => {
+                    // Users or roles changed since this client's token was issued; etcd
+                    // refuses such a request before applying it, so even a write may be
+                    // sent again once the client has logged in again.
+                    let client = self.clients.clients[i].clone();
+                    if let Err(re) = client.refresh_token().await {
+                        return Err(map_err(
+                            &format!("{}: logging in to etcd again", what()),
+                            re,
+                        ));
+                    }
+                    e.to_string()
+                }
                 Ok(Err(e)) => {
                     if is_unavailable(&e) {
                         self.clients.failed(i);
@@ -1089,6 +1105,13 @@ fn is_unavailable(e: &etcd_client::Error) -> bool {
         E::TransportError(_) | E::IoError(_) => true,
         _ => false,
     }
+}
+
+/// etcd's "revision of auth store is old": the client's token predates a change of users
+/// or roles (another client ran `user add`, `role grant-permission`…).
+fn is_old_auth_revision(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s)
+        if s.code() == Code::InvalidArgument && s.message().contains("revision of auth store is old"))
 }
 
 /// True if the request failed while connecting, so it never reached etcd.

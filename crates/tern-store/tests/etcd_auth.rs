@@ -70,6 +70,29 @@ async fn a_user_writes_what_its_grants_name_and_nothing_else() {
     }
     assert_eq!(root.get("shared/a").await.unwrap().unwrap().value, b"1");
 
+    // Users added meanwhile change etcd's auth store: a request in flight across such a
+    // change is refused ("revision of auth store is old") before it is applied; the
+    // store logs in again and sends it again, so a user never sees it.
+    let busy = {
+        let u1 = u1.clone();
+        tokio::spawn(async move {
+            for i in 0..300u32 {
+                u1.get("shared/a").await?;
+                if i % 3 == 0 {
+                    u1.put("shared/mine", i.to_string().into_bytes(), None)
+                        .await?;
+                }
+            }
+            Ok::<_, tern_store::Error>(())
+        })
+    };
+    for n in 0..8 {
+        root.set_user(&format!("other{n}"), "pw", &grants[..1])
+            .await
+            .unwrap();
+    }
+    busy.await.unwrap().unwrap();
+
     // Set again with fewer grants: the old ones are gone, not added to.
     root.set_user("u1", "pw2", &grants[..1]).await.unwrap();
     assert!(
