@@ -352,6 +352,7 @@ fn updater_table() {
         statuses,
         untrusted: &[],
         registered: &[3, 1, 2],
+        running: &[3, 1, 2],
         completed,
         completed_servers: None,
         latest,
@@ -537,6 +538,7 @@ fn a_status_counts_only_when_its_server_signed_it() {
         statuses: &good,
         untrusted: &untrusted,
         registered: &[1, 2, 3],
+        running: &[1, 2, 3],
         completed: None,
         completed_servers: None,
         latest: None,
@@ -602,6 +604,7 @@ fn a_barrier_stalled_past_a_fraction_of_the_timeout_alerts_naming_who_is_missing
         statuses: &st,
         untrusted: &[],
         registered: &[1, 2, 3],
+        running: &[1, 2, 3],
         completed: None,
         completed_servers: None,
         latest: None,
@@ -645,6 +648,7 @@ fn a_server_that_missed_the_completed_version_catches_up_alone() {
             statuses,
             untrusted: &[],
             registered,
+            running: registered,
             completed: Some(&v14),
             completed_servers: done,
             latest,
@@ -667,6 +671,14 @@ fn a_server_that_missed_the_completed_version_catches_up_alone() {
         updater_next(&base(None, &none, &[1, 2, 3], Some(&[1, 2]), None)),
         UpdaterAction::Start { catch_up: true, .. }
     ));
+    // Server 3 is registered but its worker does not run (added ahead of its machine):
+    // nobody is caught up, nothing waits for it.
+    let mut not_running = base(None, &none, &[1, 2, 3], Some(&[1, 2]), Some(&latest));
+    not_running.running = &[1, 2];
+    assert_eq!(
+        updater_next(&not_running),
+        UpdaterAction::Idle(UpdaterIdle::UpToDate)
+    );
     // A record from before catch-ups existed names nobody: nothing is guessed.
     assert_eq!(
         updater_next(&base(None, &none, &[1, 2, 3], None, Some(&latest))),
@@ -991,6 +1003,7 @@ proptest! {
                         statuses: &statuses,
                         untrusted: &untrusted,
                         registered: &ids,
+                        running: &ids,
                         completed: completed.as_ref(),
                         completed_servers: completed_servers.as_deref(),
                         latest: Some(&latest),

@@ -234,7 +234,7 @@ pub(crate) async fn recover(store: &dyn Store) -> anyhow::Result<String> {
         if !behind.is_empty() {
             let _ = write!(
                 out,
-                "; server(s) {} did not finish it and catch up automatically (see `tern-lockstep status`)",
+                "; server(s) {} did not finish it: each is caught up while its worker runs (see `tern-lockstep status`)",
                 list(&behind)
             );
         }
@@ -363,7 +363,7 @@ pub(crate) fn render_status(snap: &Snapshot, leader: Option<&str>) -> String {
     if snap.request().is_some_and(|r| !r.catch_up) && !waiting.is_empty() {
         let _ = writeln!(
             out,
-            "  not in this update (registered after it began, or returning): {} (they catch up once it completes)",
+            "  not in this update (registered after it began, or returning): {} (each is caught up once it completes, while its worker runs)",
             list(&waiting)
         );
     }

@@ -99,11 +99,13 @@ pub(crate) async fn run(store: Arc<dyn Store>, cfg: UpdaterConfig) -> anyhow::Re
         let candidate = latest.as_ref().and_then(|l| l.release.as_ref());
         let completed = snap.completed_version();
         let registered = snap.registered();
+        let running = running_workers(&*store, &snap).await;
         let action = updater_next(&UpdaterView {
             request: snap.request(),
             statuses: &snap.statuses,
             untrusted: &snap.untrusted,
             registered: &registered,
+            running: &running,
             completed: completed.as_ref(),
             completed_servers: snap.completed_servers(),
             latest: candidate.map(|(c, _)| c),
@@ -234,6 +236,29 @@ pub(crate) async fn run(store: Arc<dyn Store>, cfg: UpdaterConfig) -> anyhow::Re
             }
         }
     }
+}
+
+/// The registered servers that missed the completed version and whose worker runs (holds
+/// its worker lease): the ones a catch-up may list. Only they are asked about.
+async fn running_workers(store: &dyn Store, snap: &Snapshot) -> Vec<ServerId> {
+    let Some(done) = snap.completed_servers() else {
+        return Vec::new();
+    };
+    let mut running = Vec::new();
+    for id in snap
+        .registered()
+        .into_iter()
+        .filter(|id| !done.contains(id))
+    {
+        match store.lease_info(&keys::worker_lease(id)).await {
+            Ok(Some(_)) => running.push(id),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(server = id, error = %e, "cannot tell whether its worker runs")
+            }
+        }
+    }
+    running
 }
 
 fn notice(notifiers: &Notifiers, event: NoticeEvent, alert: Alert) -> Notice {

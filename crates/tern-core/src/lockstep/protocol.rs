@@ -328,6 +328,9 @@ pub struct UpdaterView<'a> {
     pub untrusted: &'a [ServerId],
     /// The servers registered now.
     pub registered: &'a [ServerId],
+    /// The registered servers whose worker runs (holds its worker lease): only those are
+    /// caught up, so a server registered ahead of its machine is not waited for.
+    pub running: &'a [ServerId],
     /// The last version the whole cluster finished.
     pub completed: Option<&'a ReleaseVersion>,
     /// The servers that finished `completed` (`None`: not known, as in records written
@@ -396,14 +399,15 @@ fn sorted(mut ids: Vec<ServerId>) -> Vec<ServerId> {
     ids
 }
 
-/// The registered servers that did not finish the completed version.
+/// The registered servers that did not finish the completed version and whose worker
+/// runs.
 fn behind_completed(v: &UpdaterView<'_>) -> Vec<ServerId> {
     match (v.completed, v.completed_servers) {
         (Some(_), Some(done)) => sorted(
             v.registered
                 .iter()
                 .copied()
-                .filter(|id| !done.contains(id))
+                .filter(|id| !done.contains(id) && v.running.contains(id))
                 .collect(),
         ),
         _ => Vec::new(),
