@@ -32,6 +32,9 @@ pub mod kind {
     pub const ROLLBACK: &str = "rollback";
     /// A lock-step update (`tern-lockstep`) stopped: a server failed a step or timed out.
     pub const LOCKSTEP_STOPPED: &str = "lockstep_stopped";
+    /// Lock-step servers have waited at a barrier for a fraction of their barrier timeout:
+    /// the servers not arrived are named (cleared when the barrier passes).
+    pub const LOCKSTEP_STALLED: &str = "lockstep_stalled";
     /// The directive install loop stopped on its fault or churn limit (latched).
     pub const DIRECTIVE_INSTALLS_PAUSED: &str = "directive_installs_paused";
     /// The active directive's `stale_after` has passed.

@@ -182,6 +182,7 @@ fn request(servers: &[ServerId]) -> UpdateRequest {
         started_at: Some(Timestamp::UNIX_EPOCH),
         reason: None,
         leader: None,
+        catch_up: false,
     }
 }
 
@@ -207,6 +208,7 @@ fn view<'a>(
         steps: 4,
         waited: Duration::ZERO,
         barrier_timeout: Duration::from_secs(60),
+        untrusted: &[],
     }
 }
 
@@ -348,17 +350,23 @@ fn updater_table() {
     let base = |request, statuses, completed, latest| UpdaterView {
         request,
         statuses,
+        untrusted: &[],
         registered: &[3, 1, 2],
+        running: &[3, 1, 2],
         completed,
+        completed_servers: None,
         latest,
+        alert: None,
         now,
         stall_timeout: Duration::from_secs(600),
+        stalled_after: 0.2,
     };
     assert_eq!(
         updater_next(&base(None, &none, Some(&v100), Some(&latest))),
         UpdaterAction::Start {
             version: "1.1.0".into(),
-            servers: vec![1, 2, 3]
+            servers: vec![1, 2, 3],
+            catch_up: false
         }
     );
     assert_eq!(
@@ -422,7 +430,8 @@ fn updater_table() {
     assert_eq!(
         updater_next(&base(Some(&req), &done, Some(&v100), Some(&latest))),
         UpdaterAction::Complete {
-            version: "1.1.0".into()
+            version: "1.1.0".into(),
+            servers: vec![1, 2]
         }
     );
     let newer = candidate("1.2.0");
@@ -430,7 +439,8 @@ fn updater_table() {
         updater_next(&base(Some(&req), &done, Some(&v110), Some(&newer))),
         UpdaterAction::Start {
             version: "1.2.0".into(),
-            servers: vec![1, 2, 3]
+            servers: vec![1, 2, 3],
+            catch_up: false
         }
     );
     let stopped = UpdateRequest {
@@ -448,126 +458,606 @@ fn updater_table() {
     );
 }
 
+#[test]
+fn a_worker_holds_before_each_command_once_anyone_failed_or_stop_is_set() {
+    let req = request(&[1, 2, 3]);
+    let st: BTreeMap<_, _> = [(1, status(3)), (2, status(3)), (3, status(3))].into();
+    // Server 1 was told to run step 3 (a rolling component): it may, until something
+    // changes.
+    assert_eq!(may_go_on(&view(1, Some(&req), &st, true), 3), Ok(()));
+    // Server 2 failed step 3 (its check): server 1, waiting for the lease or between two
+    // commands, holds.
+    let mut failed = st.clone();
+    failed.insert(
+        2,
+        ServerStatus {
+            error: true,
+            ..status(3)
+        },
+    );
+    assert_eq!(
+        may_go_on(&view(1, Some(&req), &failed, true), 3),
+        Err(WorkerAction::Halted(Halt::OtherFailed(2)))
+    );
+    let stopped = UpdateRequest {
+        stop: true,
+        ..req.clone()
+    };
+    assert_eq!(
+        may_go_on(&view(1, Some(&stopped), &st, true), 3),
+        Err(WorkerAction::Halted(Halt::Stopped))
+    );
+    // A result is recorded against the update it ran for even once it is stopped, never
+    // against a later request for the same version (recover, a catch-up).
+    assert!(stopped.same_update(&req));
+    let again = UpdateRequest {
+        started_at: Some(Timestamp::UNIX_EPOCH + Duration::from_secs(5)),
+        ..req.clone()
+    };
+    assert!(!again.same_update(&req));
+    let catch_up = UpdateRequest {
+        catch_up: true,
+        ..req.clone()
+    };
+    assert!(!catch_up.same_update(&req));
+}
+
+#[test]
+fn a_status_counts_only_when_its_server_signed_it() {
+    let signed = |id, by, step| {
+        (
+            id,
+            StatusRecord {
+                status: status(step),
+                signed_by: by,
+            },
+        )
+    };
+    // Server 2's record was written by someone else (unsigned, or signed by server 1).
+    let records: BTreeMap<_, _> = [
+        signed(1, Some(1), 2),
+        signed(2, None, 2),
+        signed(3, Some(1), 2),
+    ]
+    .into();
+    let (good, untrusted) = trusted(&records);
+    assert_eq!(good.keys().copied().collect::<Vec<_>>(), vec![1]);
+    assert_eq!(untrusted, vec![2, 3]);
+    let req = request(&[1, 2, 3]);
+    let mut v = view(1, Some(&req), &good, true);
+    v.untrusted = &untrusted;
+    assert_eq!(worker_next(&v), WorkerAction::Halted(Halt::Untrusted(2)));
+    // A server outside the update is not looked at.
+    let alone = request(&[1]);
+    let mut v = view(1, Some(&alone), &good, true);
+    v.untrusted = &untrusted;
+    assert_eq!(worker_next(&v), WorkerAction::Run { step: 2 });
+
+    let up = UpdaterView {
+        request: Some(&req),
+        statuses: &good,
+        untrusted: &untrusted,
+        registered: &[1, 2, 3],
+        running: &[1, 2, 3],
+        completed: None,
+        completed_servers: None,
+        latest: None,
+        alert: None,
+        now: Timestamp::UNIX_EPOCH,
+        stall_timeout: Duration::from_secs(600),
+        stalled_after: 0.2,
+    };
+    match updater_next(&up) {
+        UpdaterAction::Stop { reason } => assert!(
+            reason.contains("status of server 2 is not signed by server 2"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // A server removed mid-update cannot have its status checked any more: that stops the
+    // update too, saying why.
+    let removed = UpdaterView {
+        registered: &[1, 3],
+        ..up.clone()
+    };
+    match updater_next(&removed) {
+        UpdaterAction::Stop { reason } => {
+            assert!(reason.contains("server 2 was unregistered"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // What is signed names the server and the update, so a status cannot be moved to
+    // another server's key nor replayed into a later update of the same version.
+    let s = status(2);
+    let m = status_message(1, &req, &s);
+    assert_ne!(m, status_message(2, &req, &s));
+    let later = UpdateRequest {
+        started_at: Some(Timestamp::UNIX_EPOCH + Duration::from_secs(1)),
+        ..req.clone()
+    };
+    assert_ne!(m, status_message(1, &later, &s));
+    let finished = ServerStatus {
+        finished: true,
+        ..s.clone()
+    };
+    assert_ne!(m, status_message(1, &req, &finished));
+}
+
+#[test]
+fn a_barrier_stalled_past_a_fraction_of_the_timeout_alerts_naming_who_is_missing() {
+    let t0 = Timestamp::UNIX_EPOCH + Duration::from_secs(1000);
+    let req = UpdateRequest {
+        started_at: Some(t0),
+        ..request(&[1, 2, 3])
+    };
+    // Servers 1 and 2 stopped A and wait at step 2 (start A) since t0; server 3 never
+    // recorded step 2 (its worker died while stopping A).
+    let waiting = |step| ServerStatus {
+        at: Some(t0),
+        barrier_timeout: Some(100),
+        ..status(step)
+    };
+    let st: BTreeMap<_, _> = [(1, waiting(2)), (2, waiting(2)), (3, waiting(1))].into();
+    let at = |secs: u64, alert| UpdaterView {
+        request: Some(&req),
+        statuses: &st,
+        untrusted: &[],
+        registered: &[1, 2, 3],
+        running: &[1, 2, 3],
+        completed: None,
+        completed_servers: None,
+        latest: None,
+        alert,
+        now: t0 + Duration::from_secs(secs),
+        stall_timeout: Duration::from_secs(3600),
+        stalled_after: 0.2,
+    };
+    assert_eq!(
+        updater_next(&at(19, None)),
+        UpdaterAction::Idle(UpdaterIdle::InProgress)
+    );
+    match updater_next(&at(20, None)) {
+        UpdaterAction::AlertStalled { message } => assert!(
+            message.contains("server(s) 3 have not reached step 2 of 1.1.0")
+                && message.contains("server(s) 1, 2 have waited 20s of their 100s"),
+            "{message}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Raised once; nothing stops until the workers' own barrier timeout.
+    assert_eq!(
+        updater_next(&at(90, Some("lockstep_stalled"))),
+        UpdaterAction::Idle(UpdaterIdle::InProgress)
+    );
+    // Server 3 arrives: the alert clears.
+    let arrived: BTreeMap<_, _> = [(1, waiting(2)), (2, waiting(2)), (3, waiting(2))].into();
+    let mut v = at(30, Some("lockstep_stalled"));
+    v.statuses = &arrived;
+    assert_eq!(updater_next(&v), UpdaterAction::ClearStalled);
+}
+
+#[test]
+fn a_server_that_missed_the_completed_version_catches_up_alone() {
+    let v14 = ReleaseVersion::parse("1.4.0").unwrap();
+    let latest = candidate("1.4.0");
+    let none = BTreeMap::new();
+    let base =
+        |request, statuses, registered, done: Option<&'static [ServerId]>, latest| UpdaterView {
+            request,
+            statuses,
+            untrusted: &[],
+            registered,
+            running: registered,
+            completed: Some(&v14),
+            completed_servers: done,
+            latest,
+            alert: None,
+            now: Timestamp::UNIX_EPOCH,
+            stall_timeout: Duration::from_secs(3600),
+            stalled_after: 0.2,
+        };
+    // 1.4.0 completed on 1 and 2 (3 was removed, dead); 3 is back.
+    assert_eq!(
+        updater_next(&base(None, &none, &[1, 2, 3], Some(&[1, 2]), Some(&latest))),
+        UpdaterAction::Start {
+            version: "1.4.0".into(),
+            servers: vec![3],
+            catch_up: true
+        }
+    );
+    // Without the source too: it needs no release listing.
+    assert!(matches!(
+        updater_next(&base(None, &none, &[1, 2, 3], Some(&[1, 2]), None)),
+        UpdaterAction::Start { catch_up: true, .. }
+    ));
+    // Server 3 is registered but its worker does not run (added ahead of its machine):
+    // nobody is caught up, nothing waits for it.
+    let mut not_running = base(None, &none, &[1, 2, 3], Some(&[1, 2]), Some(&latest));
+    not_running.running = &[1, 2];
+    assert_eq!(
+        updater_next(&not_running),
+        UpdaterAction::Idle(UpdaterIdle::UpToDate)
+    );
+    // A record from before catch-ups existed names nobody: nothing is guessed.
+    assert_eq!(
+        updater_next(&base(None, &none, &[1, 2, 3], None, Some(&latest))),
+        UpdaterAction::Idle(UpdaterIdle::UpToDate)
+    );
+    // The catch-up finishes: 3 joins those who completed 1.4.0.
+    let req = UpdateRequest {
+        version: "1.4.0".into(),
+        catch_up: true,
+        ..request(&[3])
+    };
+    let fin: BTreeMap<_, _> = [(
+        3,
+        ServerStatus {
+            version: "1.4.0".into(),
+            finished: true,
+            ..status(6)
+        },
+    )]
+    .into();
+    assert_eq!(
+        updater_next(&base(
+            Some(&req),
+            &fin,
+            &[1, 2, 3],
+            Some(&[1, 2]),
+            Some(&latest)
+        )),
+        UpdaterAction::Complete {
+            version: "1.4.0".into(),
+            servers: vec![1, 2, 3]
+        }
+    );
+    assert_eq!(
+        updater_next(&base(
+            Some(&req),
+            &fin,
+            &[1, 2, 3],
+            Some(&[1, 2, 3]),
+            Some(&latest)
+        )),
+        UpdaterAction::Idle(UpdaterIdle::UpToDate)
+    );
+    // A newer release does not wait for a catch-up: every registered server takes it.
+    let newer = candidate("1.5.0");
+    assert_eq!(
+        updater_next(&base(
+            Some(&req),
+            &none,
+            &[1, 2, 3],
+            Some(&[1, 2]),
+            Some(&newer)
+        )),
+        UpdaterAction::Start {
+            version: "1.5.0".into(),
+            servers: vec![1, 2, 3],
+            catch_up: false
+        }
+    );
+    // The caught-up server is removed again: the catch-up is withdrawn.
+    assert!(matches!(
+        updater_next(&base(
+            Some(&req),
+            &none,
+            &[1, 2],
+            Some(&[1, 2]),
+            Some(&latest)
+        )),
+        UpdaterAction::Withdraw { .. }
+    ));
+    // A catch-up that fails stops like any update.
+    let failed: BTreeMap<_, _> = [(
+        3,
+        ServerStatus {
+            version: "1.4.0".into(),
+            error: true,
+            ..status(2)
+        },
+    )]
+    .into();
+    assert!(matches!(
+        updater_next(&base(
+            Some(&req),
+            &failed,
+            &[1, 2, 3],
+            Some(&[1, 2]),
+            Some(&newer)
+        )),
+        UpdaterAction::Stop { .. }
+    ));
+}
+
+#[test]
+fn a_release_may_ship_its_own_worker() {
+    let plan = Plan::from_text(
+        "worker: bin/tern-lockstep\ncomponents:\n  - name: a\n    kind: each\n    start: [bin/a]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        plan.worker_to_exec(None, "1.1.0@abc"),
+        Some("bin/tern-lockstep")
+    );
+    assert_eq!(
+        plan.worker_to_exec(Some("1.0.0@def"), "1.1.0@abc"),
+        Some("bin/tern-lockstep")
+    );
+    assert_eq!(plan.worker_to_exec(Some("1.1.0@abc"), "1.1.0@abc"), None);
+    for bad in ["/usr/bin/x", "../x", "bin/../../x", "", "bin//x"] {
+        let text = format!(
+            "worker: {bad:?}\ncomponents:\n  - name: a\n    kind: each\n    start: [bin/a]\n"
+        );
+        let e = Plan::from_text(&text).unwrap_err().to_string();
+        assert!(e.contains("worker"), "{bad}: {e}");
+    }
+}
+
 /// One move of the random interleaving.
 #[derive(Clone, Debug)]
 enum Move {
+    /// A worker does its next thing: decide, or take a step's lease, or run one command.
     Worker(usize),
+    /// The next command this server runs fails.
     Fail(usize),
+    /// Someone other than the server writes its status (unsigned, or signed for an earlier
+    /// update): a step, finished or not.
+    Forge(usize, u32, bool),
     Updater,
+    /// An operator's `stop`.
+    Stop,
     Recover,
 }
 
 fn moves(servers: usize) -> impl Strategy<Value = Vec<Move>> {
     prop::collection::vec(
         prop_oneof![
-            20 => (0..servers).prop_map(Move::Worker),
+            30 => (0..servers).prop_map(Move::Worker),
             1 => (0..servers).prop_map(Move::Fail),
+            2 => (0..servers, 0u32..7, any::<bool>()).prop_map(|(i, s, f)| Move::Forge(i, s, f)),
             4 => Just(Move::Updater),
+            1 => Just(Move::Stop),
             1 => Just(Move::Recover),
         ],
-        1..400,
+        1..500,
     )
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+/// Where a worker is inside a step: every step is modelled as rolling (a lease, then
+/// `COMMANDS` commands), the kind where one failure must stop the others.
+#[derive(Clone, Debug)]
+struct Running {
+    step: u32,
+    /// Holds the step's lease.
+    leased: bool,
+    /// Commands run so far.
+    done: usize,
+    /// The request it runs for.
+    request: UpdateRequest,
+}
 
-    /// Random interleavings of workers, failures, the updater and recover: nobody runs
-    /// step k + 1 before every listed server finished step k; `stop` stays set until
-    /// recover; an update that completes ran every step on every listed server.
+const COMMANDS: usize = 3;
+
+/// The store as the model sees it: each server's record and whose signature it bears.
+#[derive(Default)]
+struct World {
+    request: Option<UpdateRequest>,
+    records: BTreeMap<ServerId, StatusRecord>,
+}
+
+impl World {
+    /// A worker's write, guarded as the edge guards it: recorded when the request is still
+    /// the same update (stopped or not), never into a later one.
+    fn write(&mut self, me: ServerId, for_request: &UpdateRequest, status: ServerStatus) -> bool {
+        if self
+            .request
+            .as_ref()
+            .is_some_and(|r| r.same_update(for_request))
+        {
+            self.records.insert(
+                me,
+                StatusRecord {
+                    status,
+                    signed_by: Some(me),
+                },
+            );
+            true
+        } else {
+            false
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Random interleavings of workers (each step under a lease, a command at a time),
+    /// failing commands, forged statuses, the updater, an operator's stop and recover:
+    /// - nobody runs step k + 1 before every listed server finished step k;
+    /// - once a failure is recorded or `stop` is set, no command runs until recover (a
+    ///   worker waiting for the lease or between two commands holds);
+    /// - a failed command is always recorded, even after `stop`;
+    /// - a forged status never moves a barrier nor completes an update;
+    /// - `stop` stays set until recover; a completed update ran every step on every
+    ///   listed server.
     #[test]
-    fn the_barrier_holds_and_stop_sticks(servers in 1usize..5, steps in 1u32..6, script in moves(5)) {
+    fn the_barrier_holds_a_failure_stops_everyone_and_forgeries_count_for_nothing(
+        servers in 1usize..5, steps in 1u32..5, script in moves(5)
+    ) {
         let ids: Vec<ServerId> = (1..=servers as u32).collect();
         let latest = candidate("2.0.0");
-        let mut request: Option<UpdateRequest> = None;
-        let mut statuses: BTreeMap<ServerId, ServerStatus> = BTreeMap::new();
+        let mut w = World::default();
         let mut installed = vec![false; servers];
+        let mut running: Vec<Option<Running>> = vec![None; servers];
+        let mut starts = 0u64;
+        let mut fail_next = vec![false; servers];
+        let mut lease: Option<ServerId> = None;
         let mut completed: Option<ReleaseVersion> = None;
+        let mut completed_servers: Option<Vec<ServerId>> = None;
+        let mut alert: Option<&'static str> = None;
+        // Steps each server really finished in this update, and whether a failure was
+        // recorded in it.
         let mut ran: BTreeMap<ServerId, u32> = BTreeMap::new();
+        let mut failed = false;
         let now = Timestamp::UNIX_EPOCH;
         for m in script {
-            let was_stopped = request.as_ref().is_some_and(|r| r.stop);
+            let was_stopped = w.request.as_ref().is_some_and(|r| r.stop);
             let mut recovered = false;
             match m {
                 Move::Worker(i) if i < servers => {
                     let me = ids[i];
-                    let action = worker_next(&WorkerView {
+                    let (statuses, untrusted) = trusted(&w.records);
+                    let view = WorkerView {
                         me,
-                        request: request.as_ref(),
+                        request: w.request.as_ref(),
                         statuses: &statuses,
                         installed: installed[i],
                         steps,
                         waited: Duration::ZERO,
                         barrier_timeout: Duration::from_secs(60),
-                    });
-                    let req = request.clone();
+                        untrusted: &untrusted,
+                    };
+                    if let Some(r) = running[i].clone() {
+                        // Before taking the lease, while waiting for it and before each
+                        // command: may it still go on?
+                        if let Err(why) = may_go_on(&view, r.step) {
+                            if r.leased { lease = None; }
+                            if r.done > 0 {
+                                let st = ServerStatus { version: r.request.version.clone(), step: r.step, error: true, message: format!("held by {why:?} after a command ran"), ..ServerStatus::default() };
+                                if w.write(me, &r.request, st) { failed = true; }
+                            }
+                            running[i] = None;
+                            continue;
+                        }
+                        prop_assert!(
+                            !failed && w.request.as_ref().is_some_and(|q| !q.stop && q.same_update(&r.request)),
+                            "server {me} goes on with step {} after a failure, a stop or recover", r.step
+                        );
+                        if !r.leased {
+                            if lease.is_none() {
+                                lease = Some(me);
+                                running[i] = Some(Running { leased: true, ..r });
+                            }
+                            continue;
+                        }
+                        prop_assert_eq!(lease, Some(me), "two servers in a rolling step at once");
+                        // Run one command.
+                        if std::mem::take(&mut fail_next[i]) {
+                            let st = ServerStatus { version: r.request.version.clone(), step: r.step, error: true, message: "check failed".into(), ..ServerStatus::default() };
+                            // Recorded before the lease is let go, so the next holder sees it.
+                            let recorded = w.write(me, &r.request, st);
+                            prop_assert!(recorded, "a failure of the update in force was not recorded");
+                            failed = true;
+                            lease = None;
+                            running[i] = None;
+                        } else if r.done + 1 == COMMANDS {
+                            let st = after_run(&r.request.version, r.step, steps, now);
+                            if w.write(me, &r.request, st) {
+                                prop_assert_eq!(ran.get(&me).copied().unwrap_or(0) + 1, r.step, "steps run in order");
+                                ran.insert(me, r.step);
+                            }
+                            lease = None;
+                            running[i] = None;
+                        } else {
+                            running[i] = Some(Running { done: r.done + 1, ..r });
+                        }
+                        continue;
+                    }
+                    let action = worker_next(&view);
+                    let req = w.request.clone();
                     match action {
                         WorkerAction::Install { .. } => installed[i] = true,
                         WorkerAction::Record { step } => {
                             let req = req.unwrap();
-                            statuses.insert(me, ServerStatus { version: req.version.clone(), step, ..ServerStatus::default() });
+                            let st = ServerStatus { version: req.version.clone(), step, ..ServerStatus::default() };
+                            w.write(me, &req, st);
                         }
                         WorkerAction::Run { step } => {
                             let req = req.unwrap();
-                            // Every listed server finished step - 1: it recorded `step` or later.
+                            // Every listed server really finished step - 1, whatever the
+                            // forged records say.
                             for id in &req.servers {
-                                let s = statuses.get(id).unwrap();
-                                prop_assert!(s.version == req.version && (s.finished || s.step >= step),
-                                    "server {me} runs step {step} while {id} is at {s:?}");
+                                let real = ran.get(id).copied().unwrap_or(0);
+                                prop_assert!(real + 1 >= step,
+                                    "server {me} starts step {step} while {id} finished only step {real}");
                             }
-                            prop_assert_eq!(ran.get(&me).copied().unwrap_or(0) + 1, step, "steps run in order");
-                            ran.insert(me, step);
-                            statuses.insert(me, after_run(&req.version, step, steps, now));
+                            running[i] = Some(Running { step, leased: false, done: 0, request: req });
                         }
                         _ => {}
                     }
                 }
-                Move::Fail(i) if i < servers => {
-                    if let (Some(req), Some(s)) = (&request, statuses.get_mut(&ids[i]))
-                        && s.version == req.version && !s.finished {
-                        s.error = true;
+                Move::Fail(i) if i < servers => fail_next[i] = true,
+                Move::Forge(i, step, finished) if i < servers => {
+                    if let Some(req) = &w.request {
+                        let forged = ServerStatus { version: req.version.clone(), step, finished, ..ServerStatus::default() };
+                        w.records.insert(ids[i], StatusRecord { status: forged, signed_by: None });
                     }
                 }
                 Move::Updater => {
                     let completed_before = completed.clone();
+                    let (statuses, untrusted) = trusted(&w.records);
                     let action = updater_next(&UpdaterView {
-                        request: request.as_ref(),
+                        request: w.request.as_ref(),
                         statuses: &statuses,
+                        untrusted: &untrusted,
                         registered: &ids,
+                        running: &ids,
                         completed: completed.as_ref(),
+                        completed_servers: completed_servers.as_deref(),
                         latest: Some(&latest),
+                        alert,
                         now,
                         stall_timeout: Duration::from_secs(3600),
+                        stalled_after: 0.2,
                     });
                     match action {
-                        UpdaterAction::Start { version, servers: listed } => {
-                            prop_assert!(request.as_ref().is_none_or(|r| !r.stop), "a stopped update is never replaced");
-                            request = Some(UpdateRequest { version, servers: listed, stop: false, artifact: None, started_at: Some(now), reason: None, leader: None });
+                        UpdaterAction::Start { version, servers: listed, catch_up } => {
+                            prop_assert!(w.request.as_ref().is_none_or(|r| !r.stop), "a stopped update is never replaced");
+                            prop_assert!(!catch_up, "every server is registered and took part");
+                            w.request = Some(UpdateRequest { version, servers: listed, stop: false, artifact: None, started_at: Some(now + Duration::from_secs({ starts += 1; starts })), reason: None, leader: None, catch_up });
+                            w.records.clear();
                             installed = vec![false; servers];
                             ran.clear();
+                            failed = false;
                         }
-                        UpdaterAction::Stop { .. } => request.as_mut().unwrap().stop = true,
-                        UpdaterAction::Complete { version } => {
-                            let req = request.as_ref().unwrap();
+                        UpdaterAction::Stop { .. } => {
+                            w.request.as_mut().unwrap().stop = true;
+                            alert = Some("lockstep_stopped");
+                        }
+                        UpdaterAction::Complete { version, servers: done } => {
+                            let req = w.request.as_ref().unwrap();
                             for id in &req.servers {
                                 prop_assert_eq!(ran.get(id).copied(), Some(steps), "server {} did not run every step", id);
                             }
+                            prop_assert!(!failed, "an update with a failure completed");
                             completed = Some(ReleaseVersion::parse(&version).unwrap());
+                            completed_servers = Some(done);
                             prop_assert!(completed != completed_before);
+                            alert = None;
                         }
+                        UpdaterAction::AlertStalled { .. } => alert = Some("lockstep_stalled"),
+                        UpdaterAction::ClearStalled => alert = None,
+                        UpdaterAction::Withdraw { .. } => prop_assert!(false, "nothing to withdraw"),
                         UpdaterAction::Idle(_) => {}
                     }
                 }
-                Move::Recover => {
-                    request = None;
-                    statuses.clear();
+                Move::Stop => {
+                    if let Some(r) = w.request.as_mut() { r.stop = true; }
+                }
+                // Workers still inside a step write nothing into the next update.
+                Move::Recover if w.request.is_some() => {
+                    w.request = None;
+                    w.records.clear();
                     ran.clear();
+                    failed = false;
                     recovered = true;
                 }
                 _ => {}
             }
             if was_stopped && !recovered {
-                prop_assert!(request.as_ref().is_some_and(|r| r.stop), "stop was cleared without recover");
+                prop_assert!(w.request.as_ref().is_some_and(|r| r.stop), "stop was cleared without recover");
             }
         }
     }

@@ -3,6 +3,7 @@
 //! etcd), each write a compare-and-swap or a transaction.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use jiff::Timestamp;
@@ -10,27 +11,136 @@ use tern_core::lockstep::protocol::ServerId;
 use tern_core::lockstep::release::Environment;
 use tern_store::{Compare, Op, Store, TxnOutcome};
 
+use crate::identity::{self, Identity};
 use crate::keys;
 use crate::records::{self, Registration, Snapshot, to_json};
 
+/// The etcd administration `servers add` and `servers rm --revoke` need (the `etcd`
+/// feature); absent on SQLite.
+#[cfg(feature = "etcd")]
+pub(crate) struct EtcdAdmin(pub(crate) tern_store::EtcdStore);
+
+#[cfg(not(feature = "etcd"))]
+pub(crate) enum EtcdAdmin {}
+
+#[cfg(feature = "etcd")]
+impl EtcdAdmin {
+    /// Server `id`'s etcd user: read everything under `lockstep/` and the leases; write
+    /// its own registration, status and worker lease, and the records every worker
+    /// shares (the rolling and leader-only leases and results).
+    pub(crate) async fn set_server_user(
+        &self,
+        id: ServerId,
+        user: &str,
+        password: &str,
+    ) -> anyhow::Result<()> {
+        use tern_store::{EtcdGrant as G, EtcdRange as R};
+        let grants = [
+            G::read(R::Prefix(keys::ROOT.into())),
+            G::read(R::LeasePrefix(String::new())),
+            G::read_write(R::Key(keys::server(id))),
+            G::read_write(R::Key(keys::server_status(id))),
+            G::read_write(R::Lease(keys::worker_lease(id))),
+            G::read_write(R::Prefix(keys::CONTENTS.into())),
+            G::read_write(R::LeasePrefix(keys::rolling_lease(""))),
+            G::read_write(R::LeasePrefix(keys::leader_only_lease(""))),
+        ];
+        self.0
+            .set_user(user, password, &grants)
+            .await
+            .with_context(|| format!("creating etcd user {user} (this needs etcd's root role)"))
+    }
+
+    pub(crate) async fn remove_server_user(&self, id: ServerId) -> anyhow::Result<bool> {
+        let user = identity::etcd_user(id);
+        self.0
+            .remove_user(&user)
+            .await
+            .with_context(|| format!("removing etcd user {user}"))
+    }
+
+    pub(crate) async fn enable_auth(&self, root_password: &str) -> anyhow::Result<()> {
+        self.0
+            .enable_auth(root_password)
+            .await
+            .context("enabling etcd's authentication")
+    }
+}
+
+#[cfg(not(feature = "etcd"))]
+impl EtcdAdmin {
+    pub(crate) async fn set_server_user(
+        &self,
+        _: ServerId,
+        _: &str,
+        _: &str,
+    ) -> anyhow::Result<()> {
+        match *self {}
+    }
+
+    pub(crate) async fn remove_server_user(&self, _: ServerId) -> anyhow::Result<bool> {
+        match *self {}
+    }
+
+    pub(crate) async fn enable_auth(&self, _: &str) -> anyhow::Result<()> {
+        match *self {}
+    }
+}
+
+/// Registers server `id`. With `credentials_out`, also gives it its identity: a new
+/// signing key (its public half in the registration) and, on etcd, its own etcd user
+/// whose role may write this server's keys only; both go into that file (created, mode
+/// 0600) for the operator to copy to the server.
 pub(crate) async fn server_add(
     store: &dyn Store,
+    etcd: Option<&EtcdAdmin>,
     id: ServerId,
     name: &str,
+    credentials_out: Option<&Path>,
 ) -> anyhow::Result<String> {
-    let reg = Registration {
+    if store.get(&keys::server(id)).await?.is_some() {
+        bail!("server {id} is already registered");
+    }
+    let mut reg = Registration {
         id,
         name: name.to_string(),
         registered_at: Timestamp::now(),
+        key: None,
     };
+    let mut out = format!("registered server {id}");
+    if let Some(path) = credentials_out {
+        let etcd_login = match etcd {
+            Some(_) => Some((identity::etcd_user(id), identity::random_secret()?)),
+            None => None,
+        };
+        let (ident, creds) = Identity::generate(id, etcd_login.clone())?;
+        identity::write_credentials(path, &creds)?;
+        if let (Some(admin), Some((user, password))) = (etcd, &etcd_login) {
+            admin.set_server_user(id, user, password).await?;
+            let _ = write!(out, " with etcd user {user}");
+        }
+        reg.key = Some(ident.public_hex());
+        let _ = write!(
+            out,
+            "; its credentials are in {} (copy it to the server, readable by the worker only, and start `tern-lockstep worker --id {id} --credentials FILE`)",
+            path.display()
+        );
+    } else {
+        out.push_str("; the first worker that starts as this server records its signing key");
+    }
     match store.create(&keys::server(id), to_json(&reg), None).await {
-        Ok(_) => Ok(format!("registered server {id}")),
+        Ok(_) => Ok(out),
         Err(tern_store::Error::AlreadyExists { .. }) => bail!("server {id} is already registered"),
         Err(e) => Err(e).context("registering the server"),
     }
 }
 
-pub(crate) async fn server_rm(store: &dyn Store, id: ServerId) -> anyhow::Result<String> {
+pub(crate) async fn server_rm(
+    store: &dyn Store,
+    etcd: Option<&EtcdAdmin>,
+    id: ServerId,
+    revoke: bool,
+) -> anyhow::Result<String> {
     let snap = records::read(store).await?;
     if !snap.servers.contains_key(&id) {
         bail!(
@@ -40,6 +150,21 @@ pub(crate) async fn server_rm(store: &dyn Store, id: ServerId) -> anyhow::Result
     }
     store.delete(&keys::server(id), None).await?;
     let mut out = format!("removed server {id}");
+    if revoke {
+        match etcd {
+            Some(admin) => {
+                if admin.remove_server_user(id).await? {
+                    let _ = write!(out, "; revoked etcd user {}", identity::etcd_user(id));
+                }
+            }
+            None => out.push_str("; no etcd user to revoke on this store"),
+        }
+    } else {
+        let _ = write!(
+            out,
+            "; if it comes back, its worker registers it again with the same credentials and it catches up"
+        );
+    }
     if snap.request().is_some_and(|r| r.servers.contains(&id)) {
         out.push_str(
             "; the current update still lists it: run `tern-lockstep recover` to retry the update on the remaining servers",
@@ -81,6 +206,40 @@ pub(crate) async fn recover(store: &dyn Store) -> anyhow::Result<String> {
     let Some((req, rev)) = &snap.request else {
         return Ok("nothing to recover: no update is recorded".into());
     };
+    let completed = snap
+        .completed
+        .as_ref()
+        .is_some_and(|(c, _)| c.version == req.version);
+    let finished = !req.stop
+        && completed
+        && req.servers.iter().all(|id| {
+            snap.statuses
+                .get(id)
+                .is_some_and(|s| s.version == req.version && s.finished)
+        });
+    if finished {
+        let behind: Vec<ServerId> = snap
+            .registered()
+            .into_iter()
+            .filter(|id| {
+                snap.completed_servers()
+                    .is_some_and(|done| !done.contains(id))
+            })
+            .collect();
+        let mut out = format!(
+            "nothing to recover: the update to {} completed on servers {}",
+            req.version,
+            list(snap.completed_servers().unwrap_or(&req.servers))
+        );
+        if !behind.is_empty() {
+            let _ = write!(
+                out,
+                "; server(s) {} did not finish it: each is caught up while its worker runs (see `tern-lockstep status`)",
+                list(&behind)
+            );
+        }
+        return Ok(out);
+    }
     let outcome = store
         .txn(
             &[Compare::mod_revision(keys::CURRENT, *rev)],
@@ -99,11 +258,18 @@ pub(crate) async fn recover(store: &dyn Store) -> anyhow::Result<String> {
         .copied()
         .filter(|id| !snap.servers.contains_key(id))
         .collect();
-    let mut out = format!(
-        "removed the records of the update to {}; the leading updater starts it again with servers {}",
-        req.version,
-        list(&snap.registered())
-    );
+    let mut out = if req.catch_up {
+        format!(
+            "removed the records of the catch-up to {}; the leading updater catches up the registered servers that did not finish it",
+            req.version
+        )
+    } else {
+        format!(
+            "removed the records of the update to {}; the leading updater starts it again with servers {}",
+            req.version,
+            list(&snap.registered())
+        )
+    };
     if !gone.is_empty() {
         let _ = write!(out, " (no longer registered: {})", list(&gone));
     }
@@ -130,11 +296,14 @@ pub(crate) fn render_status(snap: &Snapshot, leader: Option<&str>) -> String {
         "completed: {}",
         snap.completed
             .as_ref()
-            .map_or("none".to_string(), |(c, _)| format!(
-                "{} at {}",
-                c.version, c.at
-            ))
+            .map_or("none".to_string(), |(c, _)| match &c.servers {
+                Some(s) => format!("{} at {} by servers {}", c.version, c.at, list(s)),
+                None => format!("{} at {}", c.version, c.at),
+            })
     );
+    if let Some((a, _)) = &snap.alert {
+        let _ = writeln!(out, "alert: {} since {}: {}", a.kind, a.since, a.message);
+    }
     match snap.request() {
         None => {
             let _ = writeln!(out, "update: none");
@@ -150,9 +319,10 @@ pub(crate) fn render_status(snap: &Snapshot, leader: Option<&str>) -> String {
                 (false, true) => "finished",
                 (false, false) => "running",
             };
+            let what = if r.catch_up { "catch-up" } else { "update" };
             let _ = writeln!(
                 out,
-                "update: {} ({state}), servers {}",
+                "{what}: {} ({state}), servers {}",
                 r.version,
                 list(&r.servers)
             );
@@ -164,6 +334,15 @@ pub(crate) fn render_status(snap: &Snapshot, leader: Option<&str>) -> String {
                 );
             }
             for id in &r.servers {
+                if snap.untrusted.contains(id) {
+                    let why = if snap.servers.contains_key(id) {
+                        format!("not signed by server {id}'s registered key")
+                    } else {
+                        format!("server {id} is no longer registered")
+                    };
+                    let _ = writeln!(out, "  server {id}: status IGNORED: {why}");
+                    continue;
+                }
                 let line = match snap.statuses.get(id).filter(|s| s.version == r.version) {
                     None => "not started".to_string(),
                     Some(s) if s.error => format!("FAILED at step {}: {}", s.step, s.message),
@@ -181,10 +360,10 @@ pub(crate) fn render_status(snap: &Snapshot, leader: Option<&str>) -> String {
         .filter(|id| snap.request().is_none_or(|r| !r.servers.contains(id)))
         .collect();
     let _ = writeln!(out, "registered: {}", list(&snap.registered()));
-    if snap.request().is_some() && !waiting.is_empty() {
+    if snap.request().is_some_and(|r| !r.catch_up) && !waiting.is_empty() {
         let _ = writeln!(
             out,
-            "  not in this update (registered after it began): {}",
+            "  not in this update (registered after it began, or returning): {} (each is caught up once it completes, while its worker runs)",
             list(&waiting)
         );
     }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tern_core::lockstep::plan::{PLAN_FILE, Plan};
-use tern_core::lockstep::protocol::Artifact;
+use tern_core::lockstep::protocol::{Artifact, UpdateRequest};
 use tern_core::lockstep::release::ReleaseVersion;
 
 /// Written last into a version's directory: the digest it was unpacked from.
@@ -27,6 +27,22 @@ pub(crate) struct Installed {
     pub(crate) sha256: String,
     pub(crate) dir: PathBuf,
     pub(crate) plan: Plan,
+}
+
+impl Installed {
+    /// It is what `req` asks for: its version, from its artifact's digest.
+    pub(crate) fn serves(&self, req: &UpdateRequest) -> bool {
+        req.version == self.version
+            && req
+                .artifact
+                .as_ref()
+                .is_some_and(|a| a.sha256.eq_ignore_ascii_case(&self.sha256))
+    }
+
+    /// `<version>@<sha256>`: names this release to a worker exec'd for it.
+    pub(crate) fn release_id(&self) -> String {
+        format!("{}@{}", self.version, self.sha256)
+    }
 }
 
 pub(crate) fn version_dir(root: &Path, version: &str) -> Result<PathBuf, String> {

@@ -37,3 +37,8 @@ pub(crate) fn rolling_lease(component: &str) -> String {
 pub(crate) fn leader_only_lease(component: &str) -> String {
     format!("lockstep-leader-only-{component}")
 }
+
+/// Held by the one worker acting as server `id`.
+pub(crate) fn worker_lease(id: ServerId) -> String {
+    format!("lockstep-worker-{id}")
+}

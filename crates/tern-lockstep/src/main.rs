@@ -12,6 +12,7 @@
 mod admin;
 mod changes;
 mod command;
+mod identity;
 mod install;
 mod keys;
 mod records;
@@ -49,6 +50,23 @@ struct Cli {
         default_value = "/tern/"
     )]
     etcd_prefix: String,
+    /// etcd user to connect as, once etcd's authentication is on (`root` for the
+    /// updater and the operator's commands; a worker takes its own from --credentials).
+    #[arg(
+        long,
+        global = true,
+        env = "TERN_LOCKSTEP_ETCD_USER",
+        requires = "etcd_password_file"
+    )]
+    etcd_user: Option<String>,
+    /// File holding that user's password.
+    #[arg(
+        long,
+        global = true,
+        env = "TERN_LOCKSTEP_ETCD_PASSWORD_FILE",
+        value_name = "FILE"
+    )]
+    etcd_password_file: Option<PathBuf>,
     /// Log filter (tracing's EnvFilter syntax).
     #[arg(long, global = true, env = "TERN_LOCKSTEP_LOG", default_value = "info")]
     log: String,
@@ -90,9 +108,24 @@ enum Command {
     /// Remove the update's status records so the leader starts it again with the
     /// servers registered now (after fixing the cause of a stop).
     Recover,
+    /// etcd's authentication (per-server users need it on).
+    #[command(subcommand)]
+    Auth(AuthCmd),
     /// Print the shell completion script (see docs/cli.md), e.g.
     /// `tern-lockstep completion bash > /etc/bash_completion.d/tern-lockstep`.
     Completion(tern_cli::CompletionArgs),
+}
+
+#[derive(Subcommand)]
+enum AuthCmd {
+    /// Create etcd's root user and turn authentication on: from then on every client
+    /// needs credentials (--etcd-user root --etcd-password-file F for the updaters and
+    /// these commands; each worker its own, from `servers add --credentials-out`).
+    Enable {
+        /// File holding the password to give etcd's root user.
+        #[arg(long, value_name = "FILE")]
+        root_password_file: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -102,9 +135,20 @@ enum ServersCmd {
         id: ServerId,
         #[arg(long, default_value = "")]
         name: String,
+        /// Give the server its own identity, written to this new file (mode 0600): a
+        /// signing key and, on etcd, an etcd user that may write this server's keys only.
+        /// Copy it to the server and start its worker with --credentials FILE.
+        #[arg(long, value_name = "FILE")]
+        credentials_out: Option<PathBuf>,
     },
-    /// Unregister a server (a dead one, before `recover`).
-    Rm { id: ServerId },
+    /// Unregister a server (a dead one, before `recover`). If it comes back, its worker
+    /// registers it again and it catches up.
+    Rm {
+        id: ServerId,
+        /// Also delete its etcd user (a server gone for good, or whose credentials leaked).
+        #[arg(long)]
+        revoke: bool,
+    },
     /// List the registered servers.
     Ls,
 }
@@ -153,6 +197,10 @@ struct UpdaterArgs {
     /// Stop an update when no listed server moves for this long.
     #[arg(long, default_value = "30m", value_parser = duration)]
     stall_timeout: Duration,
+    /// Alert `lockstep_stalled` when servers have waited at a barrier this fraction of
+    /// their --barrier-timeout, naming the servers that have not arrived.
+    #[arg(long, default_value = "0.2", value_parser = fraction, value_name = "FRACTION")]
+    stalled_after: f64,
     /// The updater lease's TTL: another updater takes over this long after a leader dies.
     #[arg(long, default_value = "10s", value_parser = duration)]
     lease_ttl: Duration,
@@ -196,6 +244,20 @@ struct WorkerArgs {
     /// Allow plain http:// for artifacts (labs, tests).
     #[arg(long)]
     insecure_http: bool,
+    /// This server's credentials file (`servers add --credentials-out`): its signing key
+    /// and, on etcd, its etcd user. Without it the worker keeps a key of its own in
+    /// <root>/identity.json and registers it when it first starts.
+    #[arg(long, value_name = "FILE")]
+    credentials: Option<PathBuf>,
+}
+
+fn fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!(
+            "{s:?} is not a fraction in (0, 1], e.g. 0.2 for a fifth of the barrier timeout"
+        )),
+    }
 }
 
 fn parse_env(s: &str) -> Result<Environment, String> {
@@ -250,23 +312,120 @@ fn main() -> ExitCode {
     }
 }
 
-async fn open(cli: &Cli) -> anyhow::Result<Arc<dyn Store>> {
+/// The store, and on etcd the handle `servers add`/`rm --revoke` and `auth enable` use.
+async fn open(
+    cli: &Cli,
+    login: Option<(String, String)>,
+) -> anyhow::Result<(Arc<dyn Store>, Option<admin::EtcdAdmin>)> {
     let Some(backend) = &cli.store else {
         anyhow::bail!(
             "give the store: --store sqlite:PATH or --store etcd:URL[,URL…] (or TERN_LOCKSTEP_STORE)"
         );
     };
-    // A barrier waits for other processes' writes: on SQLite they are seen by polling,
-    // so poll often (a small indexed query); etcd pushes them.
-    let sqlite = SqliteOptions {
-        poll_interval: Duration::from_millis(20),
-        ..SqliteOptions::default()
+    match backend {
+        // A barrier waits for other processes' writes: on SQLite they are seen by
+        // polling, so poll often (a small indexed query); etcd pushes them.
+        Backend::Sqlite(_) => {
+            if login.is_some() {
+                anyhow::bail!(
+                    "etcd credentials were given but the store is SQLite: there every process that can open the file is trusted"
+                );
+            }
+            let sqlite = SqliteOptions {
+                poll_interval: Duration::from_millis(20),
+                ..SqliteOptions::default()
+            };
+            Ok((backend.open_with(&cli.etcd_prefix, sqlite).await?, None))
+        }
+        Backend::Etcd(urls) => open_etcd(urls, &cli.etcd_prefix, login).await,
+    }
+}
+
+#[cfg(feature = "etcd")]
+async fn open_etcd(
+    urls: &[String],
+    prefix: &str,
+    login: Option<(String, String)>,
+) -> anyhow::Result<(Arc<dyn Store>, Option<admin::EtcdAdmin>)> {
+    use tern_store::{EtcdOptions, EtcdStore};
+    if prefix.is_empty() {
+        anyhow::bail!("--etcd-prefix must not be empty (e.g. /tern/)");
+    }
+    let opts = EtcdOptions {
+        credentials: login,
+        ..EtcdOptions::default()
     };
-    backend.open_with(&cli.etcd_prefix, sqlite).await
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match EtcdStore::connect(urls, prefix, opts.clone()).await {
+            Ok(store) => {
+                tracing::info!(endpoints = ?urls, prefix, "connected to etcd");
+                let admin = admin::EtcdAdmin(store.clone());
+                return Ok((Arc::new(store), Some(admin)));
+            }
+            Err(tern_store::Error::Unavailable(e)) => {
+                tracing::warn!(endpoints = ?urls, error = %e, "etcd does not answer yet; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => anyhow::bail!("connecting to etcd at {urls:?}: {e}"),
+        }
+    }
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn open_etcd(
+    _: &[String],
+    _: &str,
+    _: Option<(String, String)>,
+) -> anyhow::Result<(Arc<dyn Store>, Option<admin::EtcdAdmin>)> {
+    anyhow::bail!("this tern-lockstep was built without etcd support (cargo feature `etcd`)")
+}
+
+fn read_secret(path: &std::path::Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let secret = text.trim().to_string();
+    if secret.is_empty() {
+        anyhow::bail!("{} is empty", path.display());
+    }
+    Ok(secret)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<String> {
-    let store = open(&cli).await?;
+    let mut login = match (&cli.etcd_user, &cli.etcd_password_file) {
+        (Some(u), Some(p)) => Some((u.clone(), read_secret(p)?)),
+        _ => None,
+    };
+    // A worker is who its credentials say; it logs in to etcd as that server.
+    let identity = match &cli.command {
+        Command::Worker(a) => {
+            let id = match &a.credentials {
+                Some(path) => identity::Identity::load(path)?,
+                None => identity::Identity::load_or_create(&a.root, a.id)?,
+            };
+            if id.server != a.id {
+                anyhow::bail!(
+                    "the credentials are server {}'s, not server {}'s: a worker acts only as the server its credentials name",
+                    id.server,
+                    a.id
+                );
+            }
+            if let Some(own) = &id.etcd {
+                if login.as_ref().is_some_and(|(u, _)| *u != own.0) {
+                    anyhow::bail!(
+                        "--etcd-user {} differs from the credentials' etcd user {}: a worker logs in as its own server",
+                        login.as_ref().map_or("", |(u, _)| u.as_str()),
+                        own.0
+                    );
+                }
+                login = Some(own.clone());
+            }
+            Some(id)
+        }
+        _ => None,
+    };
+    let (store, etcd) = open(&cli, login).await?;
     match cli.command {
         Command::Updater(a) => {
             let a = *a;
@@ -308,6 +467,7 @@ async fn run(cli: Cli) -> anyhow::Result<String> {
                     .map_or(TagPrefix::FirstHyphen, TagPrefix::Exact),
                 poll: a.poll,
                 stall_timeout: a.stall_timeout,
+                stalled_after: a.stalled_after,
                 lease_ttl: a.lease_ttl,
                 insecure: a.insecure_http,
                 notify,
@@ -325,16 +485,42 @@ async fn run(cli: Cli) -> anyhow::Result<String> {
                 barrier_timeout: a.barrier_timeout,
                 insecure: a.insecure_http,
                 lease_ttl: a.lease_ttl,
+                identity: identity.context("the worker's identity")?,
             };
             tokio::select! {
                 r = worker::run(store, cfg) => r.map(|()| String::new()),
                 _ = tokio::signal::ctrl_c() => Ok(String::new()),
             }
         }
-        Command::Servers(ServersCmd::Add { id, name }) => {
-            admin::server_add(&*store, id, &name).await
+        Command::Servers(ServersCmd::Add {
+            id,
+            name,
+            credentials_out,
+        }) => {
+            admin::server_add(
+                &*store,
+                etcd.as_ref(),
+                id,
+                &name,
+                credentials_out.as_deref(),
+            )
+            .await
         }
-        Command::Servers(ServersCmd::Rm { id }) => admin::server_rm(&*store, id).await,
+        Command::Servers(ServersCmd::Rm { id, revoke }) => {
+            admin::server_rm(&*store, etcd.as_ref(), id, revoke).await
+        }
+        Command::Auth(AuthCmd::Enable { root_password_file }) => {
+            let password = read_secret(&root_password_file)?;
+            match &etcd {
+                Some(admin) => {
+                    admin.enable_auth(&password).await?;
+                    Ok("etcd's authentication is on: connect with --etcd-user root --etcd-password-file FILE; workers with their --credentials".into())
+                }
+                None => anyhow::bail!(
+                    "the store is SQLite: it has no users; every process that can open the file is trusted"
+                ),
+            }
+        }
         Command::Servers(ServersCmd::Ls) => {
             let snap = records::read(&*store).await?;
             let mut out = String::new();

@@ -1,16 +1,21 @@
 //! The cluster's records, read from the store in one listing and parsed. A record that
 //! does not parse is reported by key and treated as absent: a worker then waits (and
-//! times out naming the server), it never acts on a value it cannot read.
+//! times out naming the server), it never acts on a value it cannot read. A status
+//! counts only when its server's registered key signed it (`identity`).
 
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use tern_core::lockstep::protocol::{LeaderOnlyRecord, ServerId, ServerStatus, UpdateRequest};
+use tern_core::lockstep::protocol::{
+    Artifact, LeaderOnlyRecord, ServerId, ServerStatus, StatusRecord, UpdateRequest,
+    status_message, trusted,
+};
 use tern_core::lockstep::release::{Environment, ReleaseVersion};
 use tern_core::resource::Alert;
 use tern_store::{Revision, Store};
 
+use crate::identity;
 use crate::keys;
 
 /// `lockstep/servers/<id>`: a registered server.
@@ -20,6 +25,20 @@ pub(crate) struct Registration {
     #[serde(default)]
     pub(crate) name: String,
     pub(crate) registered_at: Timestamp,
+    /// The server's Ed25519 public key (hex); set by `servers add --credentials-out`, or
+    /// by the first worker that starts as this server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) key: Option<String>,
+}
+
+/// `lockstep/status/servers/<id>`: a status and its server's signature of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SignedStatus {
+    #[serde(flatten)]
+    pub(crate) status: ServerStatus,
+    /// Hex Ed25519 signature of `status_message(server, request, status)`.
+    #[serde(default)]
+    pub(crate) sig: String,
 }
 
 /// `lockstep/completed`.
@@ -27,6 +46,12 @@ pub(crate) struct Registration {
 pub(crate) struct Completed {
     pub(crate) version: String,
     pub(crate) at: Timestamp,
+    /// The servers that finished it (a registered server not among them catches up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) servers: Option<Vec<ServerId>>,
+    /// What they installed: a catch-up installs the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) artifact: Option<Artifact>,
 }
 
 /// Everything under `lockstep/` at one store revision.
@@ -36,7 +61,10 @@ pub(crate) struct Snapshot {
     pub(crate) servers: BTreeMap<ServerId, Registration>,
     /// The request and its `mod_revision` (what a guarded write compares).
     pub(crate) request: Option<(UpdateRequest, Revision)>,
+    /// The statuses signed by their server.
     pub(crate) statuses: BTreeMap<ServerId, ServerStatus>,
+    /// Servers whose status record is not signed by their registered key.
+    pub(crate) untrusted: Vec<ServerId>,
     pub(crate) contents: BTreeMap<String, LeaderOnlyRecord>,
     pub(crate) completed: Option<(Completed, Revision)>,
     pub(crate) alert: Option<(Alert, Revision)>,
@@ -57,6 +85,12 @@ impl Snapshot {
 
     pub(crate) fn registered(&self) -> Vec<ServerId> {
         self.servers.keys().copied().collect()
+    }
+
+    pub(crate) fn completed_servers(&self) -> Option<&[ServerId]> {
+        self.completed
+            .as_ref()
+            .and_then(|(c, _)| c.servers.as_deref())
     }
 }
 
@@ -84,6 +118,7 @@ pub(crate) async fn read(store: &dyn Store) -> tern_store::Result<Snapshot> {
     let listing = store.list(keys::ROOT).await?;
     let mut s = Snapshot::default();
     let mut bad = Vec::new();
+    let mut signed: BTreeMap<ServerId, SignedStatus> = BTreeMap::new();
     for kv in &listing.kvs {
         let key = kv.key.as_str();
         let v = kv.value.as_slice();
@@ -104,7 +139,7 @@ pub(crate) async fn read(store: &dyn Store) -> tern_store::Result<Snapshot> {
         } else if let Some(id) = id_of(key, keys::SERVER_STATUS)
             && let Some(st) = parse(key, v, &mut bad)
         {
-            s.statuses.insert(id, st);
+            signed.insert(id, st);
         } else if let Some(id) = id_of(key, keys::SERVERS)
             && let Some(r) = parse(key, v, &mut bad)
         {
@@ -116,6 +151,27 @@ pub(crate) async fn read(store: &dyn Store) -> tern_store::Result<Snapshot> {
         }
     }
     s.unreadable = bad;
+    let records = signed
+        .into_iter()
+        .map(|(id, st)| {
+            let by = match (
+                s.request(),
+                s.servers.get(&id).and_then(|r| r.key.as_deref()),
+            ) {
+                (Some(req), Some(public)) => {
+                    identity::verify(public, &status_message(id, req, &st.status), &st.sig)
+                        .then_some(id)
+                }
+                _ => None,
+            };
+            let rec = StatusRecord {
+                status: st.status,
+                signed_by: by,
+            };
+            (id, rec)
+        })
+        .collect();
+    (s.statuses, s.untrusted) = trusted(&records);
     Ok(s)
 }
 

@@ -1,7 +1,8 @@
 //! The updater: every replica campaigns for one lease; the holder polls the release
 //! source, asks [`updater_next`](tern_core::lockstep::protocol::updater_next) what to do
-//! and does it: start an update, set `stop` (and alert), or record a completed update
-//! (and clear the alert).
+//! and does it: start an update (or a catch-up of servers that missed the completed
+//! version), set `stop` (and alert), raise or clear `lockstep_stalled`, or record a
+//! completed update (and clear the alert).
 //!
 //! Every write is one `Store::txn` guarded by `LeaseHeld` on the leader lease (and the
 //! request's revision): a former leader that was paused or cut off writes nothing, even
@@ -14,7 +15,7 @@ use anyhow::Context as _;
 use jiff::Timestamp;
 use tern_core::alert::kind;
 use tern_core::lockstep::protocol::{
-    Artifact, UpdateRequest, UpdaterAction, UpdaterIdle, UpdaterView, updater_next,
+    Artifact, ServerId, UpdateRequest, UpdaterAction, UpdaterIdle, UpdaterView, updater_next,
 };
 use tern_core::lockstep::release::{Candidate, Environment, TagPrefix, pick};
 use tern_core::resource::Alert;
@@ -33,6 +34,8 @@ pub(crate) struct UpdaterConfig {
     pub(crate) prefix: TagPrefix,
     pub(crate) poll: Duration,
     pub(crate) stall_timeout: Duration,
+    /// Alert `lockstep_stalled` at this fraction of the waiting workers' barrier timeout.
+    pub(crate) stalled_after: f64,
     pub(crate) lease_ttl: Duration,
     pub(crate) insecure: bool,
     pub(crate) notify: NotifySettings,
@@ -51,6 +54,7 @@ pub(crate) async fn run(store: Arc<dyn Store>, cfg: UpdaterConfig) -> anyhow::Re
     let fetcher = Fetcher::new(cfg.insecure, Duration::from_secs(30));
     let mut keeper: Option<LeaseKeeper> = None;
     let mut latest: Option<Latest> = None;
+    let mut said_untrusted: Vec<tern_core::lockstep::protocol::ServerId> = Vec::new();
     loop {
         let Some(lease) = keeper.as_ref().and_then(LeaseKeeper::lease) else {
             if keeper.take().is_some() {
@@ -86,17 +90,29 @@ pub(crate) async fn run(store: Arc<dyn Store>, cfg: UpdaterConfig) -> anyhow::Re
         if due {
             latest = Some(fetch_latest(&fetcher, &cfg, snap.env).await);
         }
+        if snap.untrusted != said_untrusted {
+            if !snap.untrusted.is_empty() {
+                tracing::error!(servers = ?snap.untrusted, "status records not signed by their server's registered key: ignored");
+            }
+            said_untrusted = snap.untrusted.clone();
+        }
         let candidate = latest.as_ref().and_then(|l| l.release.as_ref());
         let completed = snap.completed_version();
         let registered = snap.registered();
+        let running = running_workers(&*store, &snap).await;
         let action = updater_next(&UpdaterView {
             request: snap.request(),
             statuses: &snap.statuses,
+            untrusted: &snap.untrusted,
             registered: &registered,
+            running: &running,
             completed: completed.as_ref(),
+            completed_servers: snap.completed_servers(),
             latest: candidate.map(|(c, _)| c),
+            alert: snap.alert.as_ref().map(|(a, _)| a.kind.as_str()),
             now: Timestamp::now(),
             stall_timeout: cfg.stall_timeout,
+            stalled_after: cfg.stalled_after,
         });
         match action {
             UpdaterAction::Idle(why) => {
@@ -105,11 +121,37 @@ pub(crate) async fn run(store: Arc<dyn Store>, cfg: UpdaterConfig) -> anyhow::Re
                 }
                 changes.wait(Duration::from_secs(1)).await;
             }
-            UpdaterAction::Start { version, servers } => {
-                let Some((_, release)) = candidate else {
-                    continue;
+            UpdaterAction::Start {
+                version,
+                servers,
+                catch_up,
+            } => {
+                let artifact = if catch_up {
+                    // The version every other server runs, from the same tarball.
+                    match snap
+                        .completed
+                        .as_ref()
+                        .and_then(|(c, _)| c.artifact.clone())
+                    {
+                        Some(a) => Ok(a),
+                        None => match candidate {
+                            Some((c, release)) if c.version.to_string() == version => {
+                                artifact(cfg.insecure, &cfg.source, release, &version).await
+                            }
+                            _ => Err(anyhow::anyhow!(
+                                "the completed record of {version} names no artifact and the source no longer lists it"
+                            )),
+                        },
+                    }
+                } else {
+                    match candidate {
+                        Some((_, release)) => {
+                            artifact(cfg.insecure, &cfg.source, release, &version).await
+                        }
+                        None => continue,
+                    }
                 };
-                match artifact(cfg.insecure, &cfg.source, release, &version).await {
+                match artifact {
                     Ok(artifact) => {
                         let req = UpdateRequest {
                             version: version.clone(),
@@ -119,9 +161,14 @@ pub(crate) async fn run(store: Arc<dyn Store>, cfg: UpdaterConfig) -> anyhow::Re
                             started_at: Some(Timestamp::now()),
                             reason: None,
                             leader: Some(cfg.holder.clone()),
+                            catch_up,
                         };
                         if write_start(&*store, &lease, &snap, &req).await? {
-                            tracing::info!(%version, ?servers, "started the update");
+                            if catch_up {
+                                tracing::info!(%version, ?servers, "started a catch-up: these servers did not finish the version the others run");
+                            } else {
+                                tracing::info!(%version, ?servers, "started the update");
+                            }
                         }
                     }
                     Err(e) => {
@@ -139,19 +186,79 @@ pub(crate) async fn run(store: Arc<dyn Store>, cfg: UpdaterConfig) -> anyhow::Re
                 };
                 if write_stop(&*store, &lease, &snap, &reason, &alert, &cfg.holder).await? {
                     tracing::error!(%reason, "stopped the update; nothing moves until `tern-lockstep recover`");
+                    // The stop's alert replaces a stalled barrier's.
+                    if let Some((old, _)) = &snap.alert
+                        && old.kind == kind::LOCKSTEP_STALLED
+                    {
+                        notifiers.send(notice(&notifiers, NoticeEvent::Cleared, old.clone()));
+                    }
                     notifiers.send(notice(&notifiers, NoticeEvent::Raised, alert));
                 }
             }
-            UpdaterAction::Complete { version } => {
-                if write_complete(&*store, &lease, &snap, &version).await? {
-                    tracing::info!(%version, "every listed server finished the update");
+            UpdaterAction::Complete { version, servers } => {
+                if write_complete(&*store, &lease, &snap, &version, &servers).await? {
+                    tracing::info!(%version, ?servers, "every listed server finished the update");
                     if let Some((alert, _)) = &snap.alert {
                         notifiers.send(notice(&notifiers, NoticeEvent::Cleared, alert.clone()));
                     }
                 }
             }
+            UpdaterAction::AlertStalled { message } => {
+                let alert = Alert {
+                    kind: kind::LOCKSTEP_STALLED.to_string(),
+                    group: None,
+                    message: message.clone(),
+                    since: Timestamp::now(),
+                };
+                let ops = [Op::put(keys::ALERT, to_json(&alert), None)];
+                if fenced(&*store, &lease, &snap, &ops).await? {
+                    tracing::warn!(%message, "a barrier is stalled");
+                    notifiers.send(notice(&notifiers, NoticeEvent::Raised, alert));
+                }
+            }
+            UpdaterAction::ClearStalled => {
+                let ops = [Op::delete(keys::ALERT)];
+                if fenced(&*store, &lease, &snap, &ops).await?
+                    && let Some((alert, _)) = &snap.alert
+                {
+                    tracing::info!("the stalled barrier passed");
+                    notifiers.send(notice(&notifiers, NoticeEvent::Cleared, alert.clone()));
+                }
+            }
+            UpdaterAction::Withdraw { reason } => {
+                let ops = [
+                    Op::delete_prefix(keys::SERVER_STATUS),
+                    Op::delete(keys::CURRENT),
+                ];
+                if fenced(&*store, &lease, &snap, &ops).await? {
+                    tracing::info!(%reason, "withdrew a catch-up");
+                }
+            }
         }
     }
+}
+
+/// The registered servers that missed the completed version and whose worker runs (holds
+/// its worker lease): the ones a catch-up may list. Only they are asked about.
+async fn running_workers(store: &dyn Store, snap: &Snapshot) -> Vec<ServerId> {
+    let Some(done) = snap.completed_servers() else {
+        return Vec::new();
+    };
+    let mut running = Vec::new();
+    for id in snap
+        .registered()
+        .into_iter()
+        .filter(|id| !done.contains(id))
+    {
+        match store.lease_info(&keys::worker_lease(id)).await {
+            Ok(Some(_)) => running.push(id),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(server = id, error = %e, "cannot tell whether its worker runs")
+            }
+        }
+    }
+    running
 }
 
 fn notice(notifiers: &Notifiers, event: NoticeEvent, alert: Alert) -> Notice {
@@ -301,10 +408,13 @@ async fn write_complete(
     lease: &Lease,
     snap: &Snapshot,
     version: &str,
+    servers: &[ServerId],
 ) -> anyhow::Result<bool> {
     let completed = Completed {
         version: version.to_string(),
         at: Timestamp::now(),
+        servers: Some(servers.to_vec()),
+        artifact: snap.request().and_then(|r| r.artifact.clone()),
     };
     let mut ops = vec![Op::put(keys::COMPLETED, to_json(&completed), None)];
     if snap.alert.is_some() {
@@ -327,6 +437,7 @@ mod tests {
             started_at: None,
             reason: None,
             leader: Some(leader.into()),
+            catch_up: false,
         }
     }
 
@@ -378,7 +489,7 @@ mod tests {
                 .unwrap()
         );
         assert!(
-            !write_complete(&store, &stale, &snap_a, "1.1.0")
+            !write_complete(&store, &stale, &snap_a, "1.1.0", &[1, 2])
                 .await
                 .unwrap()
         );
@@ -392,7 +503,7 @@ mod tests {
         // The holder itself can write.
         let snap_b = records::read(&store).await.unwrap();
         assert!(
-            write_complete(&store, &new, &snap_b, "1.1.0")
+            write_complete(&store, &new, &snap_b, "1.1.0", &[1, 2])
                 .await
                 .unwrap()
         );

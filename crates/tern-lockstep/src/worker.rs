@@ -1,29 +1,41 @@
-//! The worker on each server: registers the server, then asks
+//! The worker on each server: registers the server (with its signing key), holds the
+//! server's worker lease, then asks
 //! [`worker_next`](tern_core::lockstep::protocol::worker_next) what to do and does it:
-//! install the request's version, record a step, wait at the barrier, run the step
-//! (under a lease for rolling and leader-only components), record the result.
+//! install the request's version (and, when the release ships its own worker, replace
+//! itself with it), record a step, wait at the barrier, run the step (under a lease for
+//! rolling and leader-only components), record the result.
 //!
-//! Every status write is guarded by the request's revision, so a worker acting on an
-//! update that was stopped, recovered or replaced meanwhile writes nothing.
+//! Before it takes a step's lease, while it waits for one, once it holds it, and before each
+//! command but the first of a step without a lease (which runs on the decision just made)
+//! it asks [`may_go_on`](tern_core::lockstep::protocol::may_go_on) again: a stop or a peer's error
+//! holds it there. Its statuses are signed, written only while it holds the worker lease,
+//! and only into the update they belong to (`same_update`): a result is recorded even
+//! after `stop` was set, never into a later update.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
 use jiff::Timestamp;
 use tern_core::lockstep::plan::{Action, Step};
 use tern_core::lockstep::protocol::{
-    LeaderOnlyRecord, ServerId, ServerStatus, WorkerAction, WorkerView, after_run, worker_next,
+    LeaderOnlyRecord, ServerId, ServerStatus, UpdateRequest, WorkerAction, WorkerView, after_run,
+    may_go_on, status_message, worker_next,
 };
 use tern_store::{Compare, Lease, LeaseKeeper, Op, Revision, Store, TxnOutcome};
 use tokio::time::Instant;
 
 use crate::changes::Changes;
 use crate::command::{self, Env};
+use crate::identity::Identity;
 use crate::install::{self, Installed};
 use crate::keys;
-use crate::records::{self, Registration, to_json};
+use crate::records::{self, Registration, SignedStatus, Snapshot, to_json};
+
+/// Set by a worker that execs a release's own worker: `<version>@<sha256>` of that
+/// release, so the new process does not exec it again.
+pub(crate) const WORKER_RELEASE_ENV: &str = "TERN_LOCKSTEP_WORKER_RELEASE";
 
 pub(crate) struct WorkerConfig {
     pub(crate) id: ServerId,
@@ -32,152 +44,677 @@ pub(crate) struct WorkerConfig {
     pub(crate) barrier_timeout: Duration,
     pub(crate) insecure: bool,
     pub(crate) lease_ttl: Duration,
+    pub(crate) identity: Identity,
 }
 
-/// Registers this server unless it already is (an operator's `servers add` or an earlier
-/// start); the update request lists the servers registered when it began.
-pub(crate) async fn register(store: &dyn Store, id: ServerId, name: &str) -> anyhow::Result<()> {
-    let reg = Registration {
-        id,
-        name: name.to_string(),
-        registered_at: Timestamp::now(),
-    };
-    match store.create(&keys::server(id), to_json(&reg), None).await {
-        Ok(_) => {
-            tracing::info!(server = id, "registered this server");
-            Ok(())
+/// Registers this server with its public key unless it already is. A registration
+/// without a key (`servers add` without credentials) takes this worker's; one with
+/// another key is another server's identity: refused.
+pub(crate) async fn register(
+    store: &dyn Store,
+    id: ServerId,
+    name: &str,
+    identity: &Identity,
+) -> anyhow::Result<()> {
+    let key = keys::server(id);
+    let mine = identity.public_hex();
+    for _ in 0..10 {
+        let Some(kv) = store
+            .get(&key)
+            .await
+            .context("reading this server's registration")?
+        else {
+            let reg = Registration {
+                id,
+                name: name.to_string(),
+                registered_at: Timestamp::now(),
+                key: Some(mine.clone()),
+            };
+            match store.create(&key, to_json(&reg), None).await {
+                Ok(_) => {
+                    tracing::info!(server = id, "registered this server");
+                    return Ok(());
+                }
+                Err(tern_store::Error::AlreadyExists { .. }) => continue,
+                Err(e) => return Err(e).context("registering this server"),
+            }
+        };
+        let mut reg: Registration = serde_json::from_slice(&kv.value)
+            .with_context(|| format!("the registration {key} does not parse"))?;
+        match &reg.key {
+            Some(k) if *k == mine => return Ok(()),
+            Some(k) => bail!(
+                "server {id} is registered with another signing key ({}…) than this worker's ({}…): \
+                 another machine is server {id}. Start this worker with server {id}'s credentials \
+                 (--credentials FILE from `tern-lockstep servers add {id} --credentials-out FILE`), \
+                 or give it its own id; to replace a server that is gone for good, \
+                 `tern-lockstep servers rm {id}` first",
+                &k[..k.len().min(16)],
+                &mine[..16]
+            ),
+            None => {
+                reg.key = Some(mine.clone());
+                match store
+                    .compare_and_swap(&key, kv.mod_revision, to_json(&reg), None)
+                    .await
+                {
+                    Ok(_) => {
+                        tracing::info!(server = id, "recorded this server's signing key");
+                        return Ok(());
+                    }
+                    Err(tern_store::Error::Conflict { .. }) => continue,
+                    Err(e) => return Err(e).context("recording this server's signing key"),
+                }
+            }
         }
-        Err(tern_store::Error::AlreadyExists { .. }) => Ok(()),
-        Err(e) => Err(e).context("registering this server"),
     }
+    bail!("this server's registration kept changing; try again")
+}
+
+/// What a worker carries from step to step.
+struct Worker {
+    store: Arc<dyn Store>,
+    cfg: WorkerConfig,
+    changes: Changes,
+    /// This server's worker lease, kept alive.
+    keeper: LeaseKeeper,
+    /// The request as last read and its revision: a write for that update tries it
+    /// first, and reads the request again only when it changed.
+    last_request: std::sync::Mutex<Option<(UpdateRequest, Revision)>>,
+}
+
+/// How a step's commands ended.
+enum Outcome {
+    Ok,
+    Failed(String),
+    /// A stop or a peer's error held this server before a command; `ran` lists the
+    /// commands that had run.
+    Held {
+        why: String,
+        ran: Vec<&'static str>,
+    },
 }
 
 pub(crate) async fn run(store: Arc<dyn Store>, cfg: WorkerConfig) -> anyhow::Result<()> {
-    register(&*store, cfg.id, &cfg.name).await?;
+    register(&*store, cfg.id, &cfg.name, &cfg.identity).await?;
     let changes = Changes::watch(Arc::clone(&store));
-    let mut installed: Option<Installed> = None;
-    // (version, step) this worker waits at, and since when.
-    let mut waiting: Option<(String, u32, Instant)> = None;
-    let mut last_said = String::new();
+    let lease = worker_lease(&store, &cfg, &changes).await?;
+    let keeper = LeaseKeeper::spawn(Arc::clone(&store), lease);
+    let w = Worker {
+        store,
+        cfg,
+        changes,
+        keeper,
+        last_request: std::sync::Mutex::new(None),
+    };
+    w.run().await
+}
+
+/// Waits until this process holds server `id`'s worker lease: one worker per server.
+async fn worker_lease(
+    store: &Arc<dyn Store>,
+    cfg: &WorkerConfig,
+    changes: &Changes,
+) -> anyhow::Result<Lease> {
+    let name = keys::worker_lease(cfg.id);
+    let holder = format!("{}-{}", cfg.name, std::process::id());
+    let mut said = false;
     loop {
-        let snap = match records::read(&*store).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the cluster's records; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+        match store.lease_acquire(&name, &holder, cfg.lease_ttl).await {
+            Ok(Some(lease)) => return Ok(lease),
+            Ok(None) => {
+                if !said {
+                    let by = store.lease_info(&name).await.ok().flatten();
+                    tracing::error!(
+                        server = cfg.id,
+                        holder = ?by.map(|i| i.holder),
+                        "another worker runs as server {}: waiting for it to stop (two workers of one server never act at once)",
+                        cfg.id
+                    );
+                    said = true;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot ask for the worker lease; retrying"),
+        }
+        changes.wait(cfg.lease_ttl / 4).await;
+    }
+}
+
+impl Worker {
+    async fn run(self) -> anyhow::Result<()> {
+        let cfg = &self.cfg;
+        let mut installed: Option<Installed> = None;
+        // (version, step) this worker waits at, and since when.
+        let mut waiting: Option<(String, u32, Instant)> = None;
+        let mut last_said = String::new();
+        loop {
+            if self.keeper.lease().is_none() {
+                bail!(
+                    "lost server {}'s worker lease (the store was out of reach longer than --lease-ttl, or another worker took it): exiting so that one worker acts",
+                    cfg.id
+                );
+            }
+            let snap = match records::read(&*self.store).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the cluster's records; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            self.remember(&snap);
+            let request = snap.request().cloned();
+            let inst = installed
+                .as_ref()
+                .filter(|i| request.as_ref().is_some_and(|r| i.serves(r)));
+            let mine = request.as_ref().and_then(|r| {
+                snap.statuses
+                    .get(&cfg.id)
+                    .filter(|s| s.version == r.version)
+                    .map(|s| (r.version.clone(), s.step))
+            });
+            let waited = match (&mine, &waiting) {
+                (Some((v, s)), Some((wv, ws, since))) if v == wv && s == ws => since.elapsed(),
+                (Some((v, s)), _) => {
+                    waiting = Some((v.clone(), *s, Instant::now()));
+                    Duration::ZERO
+                }
+                (None, _) => {
+                    waiting = None;
+                    Duration::ZERO
+                }
+            };
+            let steps = inst.map_or(0, |i| i.plan.steps().len() as u32);
+            let action = worker_next(&self.view(&snap, inst, waited));
+            let said = format!("{action:?}");
+            if said != last_said {
+                tracing::info!(server = cfg.id, action = %said, "next");
+                last_said = said;
+            }
+            let Some(req) = request else {
+                self.changes.wait(Duration::from_secs(5)).await;
                 continue;
+            };
+            let version = req.version.clone();
+            match action {
+                WorkerAction::Idle(_) | WorkerAction::Halted(_) => {
+                    self.changes.wait(Duration::from_secs(5)).await;
+                }
+                WorkerAction::Wait { .. } => {
+                    let left = cfg.barrier_timeout.saturating_sub(waited);
+                    self.changes.wait(left.min(Duration::from_secs(1))).await;
+                }
+                WorkerAction::Install { version } => {
+                    let root = cfg.root.clone();
+                    let artifact = req.artifact.clone();
+                    let insecure = cfg.insecure;
+                    let v = version.clone();
+                    let done = tokio::task::spawn_blocking(move || {
+                        install::install(&root, &v, artifact.as_ref(), insecure)
+                    })
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the install task failed: {e}")));
+                    match done {
+                        Ok(i) => {
+                            tracing::info!(server = cfg.id, version = %i.version, dir = %i.dir.display(), steps = i.plan.steps().len(), "installed");
+                            let release = i.release_id();
+                            let running = std::env::var(WORKER_RELEASE_ENV).ok();
+                            if let Some(path) = i.plan.worker_to_exec(running.as_deref(), &release)
+                            {
+                                let path = i.dir.join(path);
+                                let e = self.exec_release_worker(&path, &release).await;
+                                let message = format!(
+                                    "cannot run the release's own worker {}: {e}",
+                                    path.display()
+                                );
+                                tracing::error!(server = cfg.id, %version, %message);
+                                self.write_status(&req, failed(&version, 0, message)).await;
+                                return Err(e).context("exec of the release's worker");
+                            }
+                            installed = Some(i);
+                        }
+                        Err(message) => {
+                            tracing::error!(server = cfg.id, %version, %message, "install failed");
+                            self.write_status(&req, failed(&version, 0, message)).await;
+                        }
+                    }
+                }
+                WorkerAction::Record { step } => {
+                    let status = ServerStatus {
+                        version,
+                        step,
+                        at: Some(Timestamp::now()),
+                        ..ServerStatus::default()
+                    };
+                    self.write_status(&req, status).await;
+                }
+                WorkerAction::Run { step } => {
+                    let Some(inst) = inst.cloned() else { continue };
+                    let Some(s) = inst.plan.steps().into_iter().nth(step as usize - 1) else {
+                        let message = format!("the plan of {version} has no step {step}");
+                        self.write_status(&req, failed(&version, step, message))
+                            .await;
+                        continue;
+                    };
+                    self.run_step(&inst, &s, &req, steps).await;
+                }
+                WorkerAction::Fail { step, message } => {
+                    tracing::error!(server = cfg.id, %version, step, %message, "barrier timed out");
+                    self.write_status(&req, failed(&version, step, message))
+                        .await;
+                }
             }
-        };
-        let (request, req_rev) = match &snap.request {
-            Some((r, rev)) => (Some(r), *rev),
-            None => (None, 0),
-        };
-        let inst = installed.as_ref().filter(|i| {
-            request.is_some_and(|r| {
-                r.version == i.version
-                    && r.artifact
-                        .as_ref()
-                        .is_some_and(|a| a.sha256.eq_ignore_ascii_case(&i.sha256))
-            })
-        });
-        let mine = request.and_then(|r| {
-            snap.statuses
-                .get(&cfg.id)
-                .filter(|s| s.version == r.version)
-                .map(|s| (r.version.clone(), s.step))
-        });
-        let waited = match (&mine, &waiting) {
-            (Some((v, s)), Some((wv, ws, since))) if v == wv && s == ws => since.elapsed(),
-            (Some((v, s)), _) => {
-                waiting = Some((v.clone(), *s, Instant::now()));
-                Duration::ZERO
-            }
-            (None, _) => {
-                waiting = None;
-                Duration::ZERO
-            }
-        };
-        let steps = inst.map_or(0, |i| i.plan.steps().len() as u32);
-        let action = worker_next(&WorkerView {
-            me: cfg.id,
-            request,
+        }
+    }
+
+    fn view<'a>(
+        &'a self,
+        snap: &'a Snapshot,
+        inst: Option<&Installed>,
+        waited: Duration,
+    ) -> WorkerView<'a> {
+        WorkerView {
+            me: self.cfg.id,
+            request: snap.request(),
             statuses: &snap.statuses,
             installed: inst.is_some(),
-            steps,
+            steps: inst.map_or(0, |i| i.plan.steps().len() as u32),
             waited,
-            barrier_timeout: cfg.barrier_timeout,
-        });
-        let said = format!("{action:?}");
-        if said != last_said {
-            tracing::info!(server = cfg.id, action = %said, "next");
-            last_said = said;
+            barrier_timeout: self.cfg.barrier_timeout,
+            untrusted: &snap.untrusted,
         }
-        let version = request.map(|r| r.version.clone()).unwrap_or_default();
-        match action {
-            WorkerAction::Idle(_) | WorkerAction::Halted(_) => {
-                changes.wait(Duration::from_secs(5)).await;
+    }
+
+    /// Asks the core again whether this server may go on with `step` of `inst`: `Err`
+    /// says why not (a stop, a peer's error, another update).
+    async fn may_go_on(&self, inst: &Installed, step: u32) -> Result<(), String> {
+        // A store that does not answer for a moment is no reason to give up a step.
+        let mut tries = 0;
+        let snap = loop {
+            match records::read(&*self.store).await {
+                Ok(s) => break s,
+                Err(e) if tries < 30 => {
+                    tries += 1;
+                    tracing::warn!(error = %e, "cannot read the cluster's records; retrying before going on");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(format!("cannot read the cluster's records: {e}")),
             }
-            WorkerAction::Wait { .. } => {
-                let left = cfg.barrier_timeout.saturating_sub(waited);
-                changes.wait(left.min(Duration::from_secs(1))).await;
+        };
+        self.remember(&snap);
+        let served = snap.request().filter(|r| inst.serves(r)).map(|_| inst);
+        may_go_on(&self.view(&snap, served, Duration::ZERO), step).map_err(|a| match a {
+            WorkerAction::Halted(h) => format!("{h:?}"),
+            other => format!("the update moved on ({other:?})"),
+        })
+    }
+
+    fn remember(&self, snap: &Snapshot) {
+        if let Ok(mut last) = self.last_request.lock() {
+            *last = snap.request.clone();
+        }
+    }
+
+    /// Replaces this process with the release's own worker (same arguments, and
+    /// [`WORKER_RELEASE_ENV`] naming the release). Returns only if that fails.
+    async fn exec_release_worker(&self, path: &Path, release: &str) -> std::io::Error {
+        use std::os::unix::process::CommandExt as _;
+        tracing::info!(server = self.cfg.id, worker = %path.display(), "the release ships its own worker: running it for this release's steps");
+        // The new process takes the worker lease again at once.
+        if let Some(lease) = self.keeper.lease()
+            && let Err(e) = self.store.lease_release(&lease).await
+        {
+            tracing::warn!(error = %e, "releasing the worker lease before exec failed; the new worker waits for it to expire");
+        }
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        std::process::Command::new(path)
+            .args(args)
+            .env(WORKER_RELEASE_ENV, release)
+            .exec()
+    }
+
+    /// Signs `status` and writes it if the request is still the update it belongs to
+    /// (stopped since or not) and this process still holds the worker lease. False when
+    /// not written.
+    async fn write_status(&self, req: &UpdateRequest, mut status: ServerStatus) -> bool {
+        let id = self.cfg.id;
+        status.barrier_timeout = Some(self.cfg.barrier_timeout.as_secs());
+        let signed = SignedStatus {
+            sig: self.cfg.identity.sign(&status_message(id, req, &status)),
+            status,
+        };
+        let Some(lease) = self.keeper.lease() else {
+            tracing::warn!(server = id, "the worker lease is lost: not recording");
+            return false;
+        };
+        match self
+            .put_for(req, &keys::server_status(id), to_json(&signed), &lease)
+            .await
+        {
+            Ok(()) => true,
+            Err(why) => {
+                tracing::warn!(server = id, %why, "not recording this status");
+                false
             }
-            WorkerAction::Install { version } => {
-                let root = cfg.root.clone();
-                let artifact = request.and_then(|r| r.artifact.clone());
-                let insecure = cfg.insecure;
-                let v = version.clone();
-                let done = tokio::task::spawn_blocking(move || {
-                    install::install(&root, &v, artifact.as_ref(), insecure)
-                })
+        }
+    }
+
+    /// Puts `key` if the request is still `req`'s update (stopped since or not) and
+    /// `lease` is held; retried when another write of the request raced it.
+    async fn put_for(
+        &self,
+        req: &UpdateRequest,
+        key: &str,
+        value: Vec<u8>,
+        lease: &Lease,
+    ) -> Result<(), String> {
+        // The request as last read, when it is this update: usually still current.
+        let mut known = self.last_request.lock().ok().and_then(|l| {
+            l.as_ref()
+                .filter(|(r, _)| r.same_update(req))
+                .map(|(_, rev)| *rev)
+        });
+        for _ in 0..20 {
+            let rev = match known.take() {
+                Some(rev) => rev,
+                None => {
+                    let current = match self.store.get(keys::CURRENT).await {
+                        Ok(kv) => kv,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot read the request; will retry");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            continue;
+                        }
+                    };
+                    let rev = current.and_then(|kv| {
+                        serde_json::from_slice::<UpdateRequest>(&kv.value)
+                            .ok()
+                            .filter(|r| r.same_update(req))
+                            .map(|_| kv.mod_revision)
+                    });
+                    let Some(rev) = rev else {
+                        return Err("the update was recovered or replaced meanwhile".into());
+                    };
+                    rev
+                }
+            };
+            let compares = [
+                Compare::mod_revision(keys::CURRENT, rev),
+                Compare::lease_held(lease),
+            ];
+            match self
+                .store
+                .txn(&compares, &[Op::put(key, value.clone(), None)])
                 .await
-                .unwrap_or_else(|e| Err(format!("the install task failed: {e}")));
-                match done {
-                    Ok(i) => {
-                        tracing::info!(server = cfg.id, version = %i.version, dir = %i.dir.display(), steps = i.plan.steps().len(), "installed");
-                        installed = Some(i);
-                    }
-                    Err(message) => {
-                        tracing::error!(server = cfg.id, %version, %message, "install failed");
-                        let status = failed(&version, 0, message);
-                        write_status(&*store, cfg.id, req_rev, &status).await;
+            {
+                Ok(TxnOutcome::Committed { .. }) => return Ok(()),
+                Ok(TxnOutcome::Failed { index: 0, .. }) => continue,
+                Ok(TxnOutcome::Failed { reason, .. }) => return Err(reason),
+                Err(e) => {
+                    tracing::warn!(error = %e, key, "cannot write; will retry");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+        Err("the request kept changing".into())
+    }
+
+    /// Runs one step on this server and records its result (for a step under a lease,
+    /// before letting the lease go, so the next holder sees a failure).
+    async fn run_step(&self, inst: &Installed, step: &Step, req: &UpdateRequest, steps: u32) {
+        let cfg = &self.cfg;
+        let component = &inst.plan.components[step.component];
+        let env = Env {
+            version: &inst.version,
+            server: cfg.id,
+            step: step.number,
+            component: &component.name,
+            release_dir: &inst.dir,
+        };
+        let timeout = inst.plan.timeout(step.component);
+        let outcome = match step.action {
+            Action::StopEverywhere | Action::StartEverywhere | Action::Each => {
+                self.run_commands(inst, step, &env, timeout, true).await
+            }
+            Action::Rolling => {
+                let name = keys::rolling_lease(&component.name);
+                match self.acquire(inst, step, &name).await {
+                    Err(outcome) => outcome,
+                    Ok(lease) => {
+                        let keeper = LeaseKeeper::spawn(Arc::clone(&self.store), lease);
+                        tracing::info!(server = cfg.id, component = %component.name, "holding the rolling lease");
+                        let outcome = self.run_commands(inst, step, &env, timeout, true).await;
+                        self.record(req, inst, step, steps, outcome).await;
+                        if let Err(e) = keeper.release().await {
+                            tracing::warn!(error = %e, lease = %name, "releasing the rolling lease failed; it expires by itself");
+                        }
+                        return;
                     }
                 }
             }
-            WorkerAction::Record { step } => {
-                let status = ServerStatus {
-                    version,
-                    step,
-                    at: Some(Timestamp::now()),
-                    ..ServerStatus::default()
-                };
-                write_status(&*store, cfg.id, req_rev, &status).await;
+            Action::LeaderOnly => {
+                return self
+                    .leader_only(inst, step, &env, timeout, req, steps)
+                    .await;
             }
-            WorkerAction::Run { step } => {
-                let Some(inst) = inst.cloned() else { continue };
-                let Some(s) = inst.plan.steps().into_iter().nth(step as usize - 1) else {
-                    let status = failed(
-                        &version,
-                        step,
-                        format!("the plan of {version} has no step {step}"),
-                    );
-                    write_status(&*store, cfg.id, req_rev, &status).await;
-                    continue;
+        };
+        self.record(req, inst, step, steps, outcome).await;
+    }
+
+    /// Records how `step` ended. A server held before any command ran records nothing
+    /// (it did nothing); held after some ran, it says what is left stopped.
+    async fn record(
+        &self,
+        req: &UpdateRequest,
+        inst: &Installed,
+        step: &Step,
+        steps: u32,
+        outcome: Outcome,
+    ) {
+        let version = &inst.version;
+        let n = step.number;
+        let status = match outcome {
+            Outcome::Ok => after_run(version, n, steps, Timestamp::now()),
+            Outcome::Failed(message) => {
+                tracing::error!(server = self.cfg.id, %version, step = n, %message, "step failed");
+                failed(version, n, message)
+            }
+            Outcome::Held { why, ran } if ran.is_empty() => {
+                tracing::warn!(server = self.cfg.id, %version, step = n, %why, "held before the step's first command: it did not run here");
+                return;
+            }
+            Outcome::Held { why, ran } => {
+                let component = &inst.plan.components[step.component].name;
+                let message = format!(
+                    "held ({why}) after {} of {component} ran on this server: {component} may be stopped here until `tern-lockstep recover`",
+                    ran.join(", ")
+                );
+                tracing::error!(server = self.cfg.id, %version, step = n, %message);
+                failed(version, n, message)
+            }
+        };
+        self.write_status(req, status).await;
+    }
+
+    /// Runs the step's commands, asking `may_go_on` before each; before the first only
+    /// unless `checked` (the caller decided on records read just before: the decision to
+    /// run, or the check right after taking the step's lease).
+    async fn run_commands(
+        &self,
+        inst: &Installed,
+        step: &Step,
+        env: &Env<'_>,
+        timeout: Duration,
+        checked: bool,
+    ) -> Outcome {
+        let mut ran = Vec::new();
+        for (i, (what, argv)) in inst.plan.commands(step).into_iter().enumerate() {
+            if (i > 0 || !checked)
+                && let Err(why) = self.may_go_on(inst, step.number).await
+            {
+                return Outcome::Held { why, ran };
+            }
+            let label = format!("step {} ({} {what})", step.number, env.component);
+            if let Err(message) = command::run(&label, argv, env, timeout).await {
+                return Outcome::Failed(message);
+            }
+            ran.push(what);
+        }
+        Outcome::Ok
+    }
+
+    /// Takes lease `name` for `step`, waiting for its holder at most the barrier timeout,
+    /// and asking before each try whether this server may still go on.
+    async fn acquire(&self, inst: &Installed, step: &Step, name: &str) -> Result<Lease, Outcome> {
+        let cfg = &self.cfg;
+        let holder = format!("server-{}", cfg.id);
+        let deadline = Instant::now() + cfg.barrier_timeout;
+        loop {
+            if let Err(why) = self.may_go_on(inst, step.number).await {
+                return Err(Outcome::Held {
+                    why,
+                    ran: Vec::new(),
+                });
+            }
+            match self.store.lease_acquire(name, &holder, cfg.lease_ttl).await {
+                Ok(Some(lease)) => {
+                    // A failure recorded by the holder before it let go is seen here.
+                    if let Err(why) = self.may_go_on(inst, step.number).await {
+                        let _ = self.store.lease_release(&lease).await;
+                        return Err(Outcome::Held {
+                            why,
+                            ran: Vec::new(),
+                        });
+                    }
+                    return Ok(lease);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, lease = name, "cannot ask for the lease; retrying")
+                }
+            }
+            if Instant::now() >= deadline {
+                let by = self
+                    .store
+                    .lease_info(name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map_or_else(|| "someone".to_string(), |i| i.holder);
+                return Err(Outcome::Failed(format!(
+                    "timed out after {}s waiting for lease {name} (held by {by})",
+                    cfg.barrier_timeout.as_secs()
+                )));
+            }
+            // Leases are not under lockstep/: poll, waking early on other changes.
+            self.changes.wait(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A leader-only component: the server that takes its lease and finds no record for
+    /// this version runs it and writes `{version, success}`; every other server waits for
+    /// that record. A recorded failure fails the step everywhere.
+    async fn leader_only(
+        &self,
+        inst: &Installed,
+        step: &Step,
+        env: &Env<'_>,
+        timeout: Duration,
+        req: &UpdateRequest,
+        steps: u32,
+    ) {
+        let cfg = &self.cfg;
+        let store = &self.store;
+        let name = &inst.plan.components[step.component].name;
+        let key = keys::contents(name);
+        let lease_name = keys::leader_only_lease(name);
+        let holder = format!("server-{}", cfg.id);
+        let deadline = Instant::now() + cfg.barrier_timeout;
+        let recorded = |kv: Option<tern_store::KeyValue>| -> Option<Outcome> {
+            let rec: LeaderOnlyRecord = serde_json::from_slice(&kv?.value).ok()?;
+            (rec.version == inst.version).then(|| {
+                if rec.success {
+                    Outcome::Ok
+                } else {
+                    Outcome::Failed(format!(
+                        "leader-only {name} failed for {} on server {}: {}",
+                        rec.version,
+                        rec.server.map_or_else(|| "?".into(), |s| s.to_string()),
+                        rec.message
+                    ))
+                }
+            })
+        };
+        let outcome = loop {
+            if let Err(why) = self.may_go_on(inst, step.number).await {
+                break Outcome::Held {
+                    why,
+                    ran: Vec::new(),
                 };
-                let result = run_step(&store, &cfg, &inst, &s, req_rev, &changes).await;
-                let status = match result {
-                    Ok(()) => after_run(&version, step, steps, Timestamp::now()),
-                    Err(message) => {
-                        tracing::error!(server = cfg.id, %version, step, %message, "step failed");
-                        failed(&version, step, message)
+            }
+            let kv = match store.get(&key).await {
+                Ok(kv) => kv,
+                Err(e) => break Outcome::Failed(e.to_string()),
+            };
+            if let Some(done) = recorded(kv) {
+                break done;
+            }
+            if let Ok(Some(lease)) = store
+                .lease_acquire(&lease_name, &holder, cfg.lease_ttl)
+                .await
+            {
+                let keeper = LeaseKeeper::spawn(Arc::clone(store), lease);
+                // Someone may have finished between the read and the lease.
+                let outcome = match store.get(&key).await.map(recorded) {
+                    Err(e) => Outcome::Failed(e.to_string()),
+                    Ok(Some(done)) => done,
+                    Ok(None) => {
+                        tracing::info!(server = cfg.id, component = %name, "running the leader-only component");
+                        let outcome = self.run_commands(inst, step, env, timeout, false).await;
+                        let (success, message) = match &outcome {
+                            Outcome::Ok => (true, String::new()),
+                            Outcome::Failed(m) => (false, m.clone()),
+                            Outcome::Held { ran, .. } if ran.is_empty() => {
+                                let _ = keeper.release().await;
+                                break outcome;
+                            }
+                            Outcome::Held { why, ran } => {
+                                (false, format!("held ({why}) after {}", ran.join(", ")))
+                            }
+                        };
+                        let rec = LeaderOnlyRecord {
+                            version: inst.version.clone(),
+                            success,
+                            server: Some(cfg.id),
+                            message,
+                        };
+                        let written = match keeper.lease() {
+                            Some(lease) => self.put_for(req, &key, to_json(&rec), &lease).await,
+                            None => Err("the lease was lost while it ran".to_string()),
+                        };
+                        match written {
+                            Ok(()) => outcome,
+                            Err(why) => Outcome::Failed(format!(
+                                "leader-only {name} ran but its record was not written: {why}"
+                            )),
+                        }
                     }
                 };
-                write_status(&*store, cfg.id, req_rev, &status).await;
+                self.record(req, inst, step, steps, outcome).await;
+                if let Err(e) = keeper.release().await {
+                    tracing::warn!(error = %e, lease = %lease_name, "releasing the leader-only lease failed");
+                }
+                return;
             }
-            WorkerAction::Fail { step, message } => {
-                tracing::error!(server = cfg.id, %version, step, %message, "barrier timed out");
-                write_status(&*store, cfg.id, req_rev, &failed(&version, step, message)).await;
+            if Instant::now() >= deadline {
+                break Outcome::Failed(format!(
+                    "timed out after {}s waiting for leader-only {name} to be recorded",
+                    cfg.barrier_timeout.as_secs()
+                ));
             }
-        }
+            self.changes.wait(Duration::from_millis(200)).await;
+        };
+        self.record(req, inst, step, steps, outcome).await;
     }
 }
 
@@ -189,207 +726,6 @@ fn failed(version: &str, step: u32, message: String) -> ServerStatus {
         error: true,
         message,
         at: Some(Timestamp::now()),
-    }
-}
-
-/// Writes this server's status if the request is still the one acted on.
-async fn write_status(store: &dyn Store, id: ServerId, req_rev: Revision, status: &ServerStatus) {
-    let compares = [Compare::mod_revision(keys::CURRENT, req_rev)];
-    let ops = [Op::put(keys::server_status(id), to_json(status), None)];
-    match store.txn(&compares, &ops).await {
-        Ok(TxnOutcome::Committed { .. }) => {}
-        Ok(TxnOutcome::Failed { .. }) => {
-            tracing::info!(
-                server = id,
-                "the update changed meanwhile; not recording this status"
-            );
-        }
-        Err(e) => {
-            tracing::warn!(server = id, error = %e, "cannot record this server's status; will retry")
-        }
-    }
-}
-
-/// Runs one step on this server.
-async fn run_step(
-    store: &Arc<dyn Store>,
-    cfg: &WorkerConfig,
-    inst: &Installed,
-    step: &Step,
-    req_rev: Revision,
-    changes: &Changes,
-) -> Result<(), String> {
-    let component = &inst.plan.components[step.component];
-    let env = Env {
-        version: &inst.version,
-        server: cfg.id,
-        step: step.number,
-        component: &component.name,
-        release_dir: &inst.dir,
-    };
-    let timeout = inst.plan.timeout(step.component);
-    let holder = format!("server-{}", cfg.id);
-    match step.action {
-        Action::StopEverywhere | Action::StartEverywhere | Action::Each => {
-            run_commands(inst, step, &env, timeout).await
-        }
-        Action::Rolling => {
-            let name = keys::rolling_lease(&component.name);
-            let lease = acquire(store, &name, &holder, cfg, changes).await?;
-            let keeper = LeaseKeeper::spawn(Arc::clone(store), lease);
-            tracing::info!(server = cfg.id, component = %component.name, "holding the rolling lease");
-            let result = run_commands(inst, step, &env, timeout).await;
-            if let Err(e) = keeper.release().await {
-                tracing::warn!(error = %e, lease = %name, "releasing the rolling lease failed; it expires by itself");
-            }
-            result
-        }
-        Action::LeaderOnly => {
-            leader_only(store, cfg, inst, step, &env, timeout, req_rev, changes).await
-        }
-    }
-}
-
-async fn run_commands(
-    inst: &Installed,
-    step: &Step,
-    env: &Env<'_>,
-    timeout: Duration,
-) -> Result<(), String> {
-    for (what, argv) in inst.plan.commands(step) {
-        let what = format!("step {} ({} {what})", step.number, env.component);
-        command::run(&what, argv, env, timeout).await?;
-    }
-    Ok(())
-}
-
-/// Takes lease `name`, waiting for its holder at most the barrier timeout.
-async fn acquire(
-    store: &Arc<dyn Store>,
-    name: &str,
-    holder: &str,
-    cfg: &WorkerConfig,
-    changes: &Changes,
-) -> Result<Lease, String> {
-    let deadline = Instant::now() + cfg.barrier_timeout;
-    loop {
-        match store.lease_acquire(name, holder, cfg.lease_ttl).await {
-            Ok(Some(lease)) => return Ok(lease),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, lease = name, "cannot ask for the lease; retrying")
-            }
-        }
-        if Instant::now() >= deadline {
-            let by = store
-                .lease_info(name)
-                .await
-                .ok()
-                .flatten()
-                .map_or_else(|| "someone".to_string(), |i| i.holder);
-            return Err(format!(
-                "timed out after {}s waiting for lease {name} (held by {by})",
-                cfg.barrier_timeout.as_secs()
-            ));
-        }
-        // Leases are not under lockstep/: poll, waking early on other changes.
-        changes.wait(Duration::from_millis(100)).await;
-    }
-}
-
-/// A leader-only component: the server that takes its lease and finds no record for this
-/// version runs it and writes `{version, success}`; every other server waits for that
-/// record. A recorded failure fails the step everywhere.
-#[allow(clippy::too_many_arguments)]
-async fn leader_only(
-    store: &Arc<dyn Store>,
-    cfg: &WorkerConfig,
-    inst: &Installed,
-    step: &Step,
-    env: &Env<'_>,
-    timeout: Duration,
-    req_rev: Revision,
-    changes: &Changes,
-) -> Result<(), String> {
-    let name = &inst.plan.components[step.component].name;
-    let key = keys::contents(name);
-    let lease_name = keys::leader_only_lease(name);
-    let holder = format!("server-{}", cfg.id);
-    let deadline = Instant::now() + cfg.barrier_timeout;
-    let recorded = |kv: Option<tern_store::KeyValue>| -> Option<Result<(), String>> {
-        let rec: LeaderOnlyRecord = serde_json::from_slice(&kv?.value).ok()?;
-        (rec.version == inst.version).then(|| {
-            if rec.success {
-                Ok(())
-            } else {
-                Err(format!(
-                    "leader-only {name} failed for {} on server {}: {}",
-                    rec.version,
-                    rec.server.map_or_else(|| "?".into(), |s| s.to_string()),
-                    rec.message
-                ))
-            }
-        })
-    };
-    loop {
-        let kv = store.get(&key).await.map_err(|e| e.to_string())?;
-        if let Some(done) = recorded(kv) {
-            return done;
-        }
-        if let Ok(Some(lease)) = store
-            .lease_acquire(&lease_name, &holder, cfg.lease_ttl)
-            .await
-        {
-            let keeper = LeaseKeeper::spawn(Arc::clone(store), lease);
-            // Someone may have finished between the read and the lease.
-            let kv = store.get(&key).await.map_err(|e| e.to_string())?;
-            let result = match recorded(kv) {
-                Some(done) => done,
-                None => {
-                    tracing::info!(server = cfg.id, component = %name, "running the leader-only component");
-                    let result = run_commands(inst, step, env, timeout).await;
-                    let rec = LeaderOnlyRecord {
-                        version: inst.version.clone(),
-                        success: result.is_ok(),
-                        server: Some(cfg.id),
-                        message: result.as_ref().err().cloned().unwrap_or_default(),
-                    };
-                    let written = match keeper.lease() {
-                        Some(lease) => store
-                            .txn(
-                                &[
-                                    Compare::lease_held(&lease),
-                                    Compare::mod_revision(keys::CURRENT, req_rev),
-                                ],
-                                &[Op::put(&key, to_json(&rec), None)],
-                            )
-                            .await
-                            .map_err(|e| e.to_string())
-                            .and_then(|o| match o {
-                                TxnOutcome::Committed { .. } => Ok(()),
-                                TxnOutcome::Failed { reason, .. } => Err(reason),
-                            }),
-                        None => Err("the lease was lost while it ran".to_string()),
-                    };
-                    match written {
-                        Ok(()) => result,
-                        Err(why) => Err(format!(
-                            "leader-only {name} ran but its record was not written: {why}"
-                        )),
-                    }
-                }
-            };
-            if let Err(e) = keeper.release().await {
-                tracing::warn!(error = %e, lease = %lease_name, "releasing the leader-only lease failed");
-            }
-            return result;
-        }
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "timed out after {}s waiting for leader-only {name} to be recorded",
-                cfg.barrier_timeout.as_secs()
-            ));
-        }
-        changes.wait(Duration::from_millis(200)).await;
+        barrier_timeout: None,
     }
 }

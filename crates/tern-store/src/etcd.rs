@@ -52,6 +52,9 @@
 //!   connection and etcd's "no leader"/"timed out"/"too many requests" map to
 //!   [`Error::Unavailable`]. A write that timed out may still have been applied: a CAS
 //!   retried after it fails with `Conflict` (the caller rereads, as after any conflict).
+//! * With credentials, the client logs in again when etcd says its token expired, or that
+//!   users or roles changed while a request was in flight ("revision of auth store is
+//!   old", refused before anything is applied); the request is then sent again.
 //! * Requests stick to one endpoint (one etcd client per endpoint) and move to the next when
 //!   it fails as unavailable or does not answer in time. A request that failed while
 //!   connecting never reached etcd and is retried at once on the next endpoint, so a dead
@@ -118,23 +121,23 @@ impl Default for EtcdOptions {
 /// the same clients (connections).
 #[derive(Clone)]
 pub struct EtcdStore {
-    clients: Arc<Clients>,
+    pub(crate) clients: Arc<Clients>,
     /// `PREFIX kv/`: prepended to every store key.
     kv_prefix: String,
     /// `PREFIX lease/`: prepended to lease names.
     lease_prefix: String,
-    opts: EtcdOptions,
+    pub(crate) opts: EtcdOptions,
 }
 
 /// One client per endpoint, and the one in use: requests stick to one member and move to
 /// the next when it fails or stops answering (as etcd's own Go client pins an endpoint).
-struct Clients {
+pub(crate) struct Clients {
     clients: Vec<Client>,
     current: AtomicUsize,
 }
 
 impl Clients {
-    fn pick(&self) -> (usize, Client) {
+    pub(crate) fn pick(&self) -> (usize, Client) {
         let i = self.current.load(Ordering::Relaxed) % self.clients.len();
         (i, self.clients[i].clone())
     }
@@ -176,7 +179,11 @@ impl EtcdStore {
             // of serving stale data or hanging.
             .with_require_leader(true);
         if let Some((user, password)) = &opts.credentials {
-            connect = connect.with_user(user.clone(), password.clone());
+            // etcd's tokens expire (5 minutes by default): fetch a new one when told so
+            // rather than fail every request after that.
+            connect = connect
+                .with_user(user.clone(), password.clone())
+                .with_auto_token_refresh(true);
         }
         let what = format!("connecting to etcd at {}", endpoints.join(","));
         let mut clients = Vec::new();
@@ -215,11 +222,11 @@ impl EtcdStore {
         Ok(store)
     }
 
-    fn kv_key(&self, key: &str) -> String {
+    pub(crate) fn kv_key(&self, key: &str) -> String {
         format!("{}{key}", self.kv_prefix)
     }
 
-    fn lease_key(&self, name: &str) -> String {
+    pub(crate) fn lease_key(&self, name: &str) -> String {
         format!("{}{name}", self.lease_prefix)
     }
 
@@ -254,6 +261,19 @@ impl EtcdStore {
             };
             let e = match timeout_at(attempt_deadline, f(client)).await {
                 Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if is_old_auth_revision(&e) && attempt < attempts => {
+                    // Users or roles changed since this client's token was issued; etcd
+                    // refuses such a request before applying it, so even a write may be
+                    // sent again once the client has logged in again.
+                    let client = self.clients.clients[i].clone();
+                    if let Err(re) = client.refresh_token().await {
+                        return Err(map_err(
+                            &format!("{}: logging in to etcd again", what()),
+                            re,
+                        ));
+                    }
+                    e.to_string()
+                }
                 Ok(Err(e)) => {
                     if is_unavailable(&e) {
                         self.clients.failed(i);
@@ -1055,7 +1075,7 @@ impl EtcdStore {
 }
 
 /// Maps an etcd client error; `what` names the operation and key.
-fn map_err(what: &str, e: etcd_client::Error) -> Error {
+pub(crate) fn map_err(what: &str, e: etcd_client::Error) -> Error {
     if is_unavailable(&e) {
         Error::Unavailable(format!("{what}: {e}"))
     } else {
@@ -1085,6 +1105,13 @@ fn is_unavailable(e: &etcd_client::Error) -> bool {
         E::TransportError(_) | E::IoError(_) => true,
         _ => false,
     }
+}
+
+/// etcd's "revision of auth store is old": the client's token predates a change of users
+/// or roles (another client ran `user add`, `role grant-permission`…).
+fn is_old_auth_revision(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s)
+        if s.code() == Code::InvalidArgument && s.message().contains("revision of auth store is old"))
 }
 
 /// True if the request failed while connecting, so it never reached etcd.

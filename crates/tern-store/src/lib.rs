@@ -84,6 +84,8 @@
 mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
+#[cfg(feature = "etcd")]
+mod etcd_auth;
 mod lease;
 mod memory;
 mod sqlite;
@@ -100,6 +102,8 @@ use tokio::time::Instant;
 pub use error::{Error, Result};
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdOptions, EtcdStore};
+#[cfg(feature = "etcd")]
+pub use etcd_auth::{EtcdGrant, EtcdRange};
 pub use lease::LeaseKeeper;
 pub use memory::MemoryStore;
 pub use sqlite::{SqliteOptions, SqliteStore};

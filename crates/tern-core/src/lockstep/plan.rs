@@ -18,6 +18,10 @@
 //! ```
 //!
 //! Commands are argument vectors (no shell), run in the release's directory.
+//!
+//! A release may ship its own worker (`worker: bin/tern-lockstep`): the worker that
+//! installed it replaces itself with that program before the first step, so the new
+//! release's steps are run by the new release's worker ([`Plan::worker_to_exec`]).
 
 use std::collections::HashSet;
 
@@ -39,6 +43,10 @@ pub const DEFAULT_COMMAND_TIMEOUT: &str = "5m";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {
+    /// The release's own `tern-lockstep` (a path inside the release): the worker execs it
+    /// before the first step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
     pub components: Vec<Component>,
 }
 
@@ -146,6 +154,15 @@ impl Plan {
                 &format!("components are too many (at most {MAX_COMPONENTS})"),
             );
         }
+        if let Some(w) = &self.worker
+            && !is_inside_release(w)
+        {
+            push(
+                "worker".into(),
+                format!("{w:?}"),
+                "is not a path inside the release (e.g. bin/tern-lockstep)",
+            );
+        }
         let mut seen = HashSet::new();
         for (i, c) in self.components.iter().enumerate() {
             let at = |f: &str| format!("components[{i}].{f}");
@@ -220,6 +237,15 @@ impl Plan {
         }
     }
 
+    /// The release's worker to exec before the first step, unless this process already is
+    /// it: `running` is what the process that exec'd it said it ran
+    /// (`TERN_LOCKSTEP_WORKER_RELEASE`), `release` names this release the same way
+    /// (version and digest), so a worker never execs the same release twice.
+    pub fn worker_to_exec(&self, running: Option<&str>, release: &str) -> Option<&str> {
+        let w = self.worker.as_deref()?;
+        (running != Some(release)).then_some(w)
+    }
+
     /// The numbered steps: two for a stop-everywhere component, one for any other.
     pub fn steps(&self) -> Vec<Step> {
         let mut steps = Vec::new();
@@ -274,6 +300,14 @@ impl Plan {
             .map(|d| std::time::Duration::from_secs(d.as_secs()))
             .unwrap_or(std::time::Duration::from_secs(300))
     }
+}
+
+/// A relative path that stays inside the release (no `..`, not absolute, not empty).
+fn is_inside_release(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\0')
+        && path.split('/').all(|part| part != ".." && !part.is_empty())
 }
 
 /// A component name: a DNS label (it names a lease and a store key).

@@ -4,7 +4,8 @@
 //! Records (JSON under the cluster's prefix; the key layout is the binary's):
 //! - the update request `{version, servers, stop}` (one, written by the leader),
 //! - each listed server's status `{version, step, finished, error, message}` (written by
-//!   that server's worker only),
+//!   that server's worker only, and signed by it: [`status_message`] is what it signs,
+//!   [`trusted`] what counts),
 //! - a leader-only component's `{version, success}` record.
 //!
 //! A worker records step *k* before it runs it and then waits until every listed server
@@ -18,6 +19,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::release::{Candidate, ReleaseVersion, is_newer};
+use crate::alert::kind;
 
 /// A server of the cluster (the seed's LRN).
 pub type ServerId = u32;
@@ -49,6 +51,27 @@ pub struct UpdateRequest {
     /// The updater that last wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<String>,
+    /// A catch-up: the version the cluster already completed, run on the listed servers
+    /// only (registered since, or returning after they were removed).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub catch_up: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl UpdateRequest {
+    /// The same update as `other`: the same request, perhaps stopped since (not a later
+    /// request for the same version, as `recover` and a catch-up write). A worker's
+    /// result is recorded against the update it ran for, even after `stop` was set, and
+    /// never against a later one.
+    pub fn same_update(&self, other: &UpdateRequest) -> bool {
+        self.version == other.version
+            && self.started_at == other.started_at
+            && self.servers == other.servers
+            && self.catch_up == other.catch_up
+    }
 }
 
 /// `<prefix>/status/servers/<id>`: where one server is.
@@ -62,6 +85,58 @@ pub struct ServerStatus {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<Timestamp>,
+    /// The writer's barrier timeout in seconds: how long it waits for the others before it
+    /// fails the step (the updater alerts at a fraction of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub barrier_timeout: Option<u64>,
+}
+
+/// What a worker signs for its status: the server, the update it belongs to (so a
+/// status cannot be replayed into a later update of the same version) and every field.
+/// The message comes last, so the fixed-format lines before it cannot be forged by it.
+pub fn status_message(server: ServerId, request: &UpdateRequest, status: &ServerStatus) -> Vec<u8> {
+    let at = |t: Option<Timestamp>| t.map_or_else(|| "-".to_string(), |t| t.to_string());
+    format!(
+        "tern-lockstep status v1\nserver {server}\nupdate {} {} {}\nversion {}\nstep {}\nfinished {}\nerror {}\nat {}\nbarrier-timeout {}\nmessage {}",
+        request.version,
+        at(request.started_at),
+        request.catch_up,
+        status.version,
+        status.step,
+        status.finished,
+        status.error,
+        at(status.at),
+        status.barrier_timeout.map_or_else(|| "-".to_string(), |t| t.to_string()),
+        status.message,
+    )
+    .into_bytes()
+}
+
+/// A status as read from the store, with whose key verified its signature (none: no
+/// signature, a bad one, or no key registered for its server).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusRecord {
+    pub status: ServerStatus,
+    pub signed_by: Option<ServerId>,
+}
+
+/// The statuses that count: each signed by the server whose status it is. Any other (a
+/// second worker claiming a server's id, a raw write to the store, a status of an earlier
+/// update replayed) never moves a barrier nor completes an update: its server is returned
+/// apart, and a listed server's untrusted status holds every worker and stops the update.
+pub fn trusted(
+    records: &BTreeMap<ServerId, StatusRecord>,
+) -> (BTreeMap<ServerId, ServerStatus>, Vec<ServerId>) {
+    let mut good = BTreeMap::new();
+    let mut ignored = Vec::new();
+    for (&id, r) in records {
+        if r.signed_by == Some(id) {
+            good.insert(id, r.status.clone());
+        } else {
+            ignored.push(id);
+        }
+    }
+    (good, ignored)
 }
 
 /// `<prefix>/contents/<component>`: a leader-only component's result for a version.
@@ -88,6 +163,8 @@ pub struct WorkerView<'a> {
     /// How long this worker has been waiting at its current barrier.
     pub waited: Duration,
     pub barrier_timeout: Duration,
+    /// Servers whose status record is not signed by them ([`trusted`] dropped it).
+    pub untrusted: &'a [ServerId],
 }
 
 /// Why a worker has nothing to do.
@@ -109,6 +186,8 @@ pub enum Halt {
     OwnError,
     /// Another listed server recorded an error.
     OtherFailed(ServerId),
+    /// A listed server's status record is not signed by that server.
+    Untrusted(ServerId),
 }
 
 /// A worker's next move.
@@ -156,6 +235,11 @@ pub fn worker_next(v: &WorkerView<'_>) -> WorkerAction {
     }
     if req.stop {
         return WorkerAction::Halted(Halt::Stopped);
+    }
+    // A listed server's status that its server did not sign may hide anything (a
+    // failure overwritten, a step never reached): nobody goes on; the updater stops.
+    if let Some(&id) = v.untrusted.iter().find(|id| req.servers.contains(id)) {
+        return WorkerAction::Halted(Halt::Untrusted(id));
     }
     let mine = v.statuses.get(&v.me).filter(|s| s.version == req.version);
     if let Some(s) = mine {
@@ -209,6 +293,18 @@ pub fn worker_next(v: &WorkerView<'_>) -> WorkerAction {
     WorkerAction::Wait { step, missing }
 }
 
+/// Whether a worker that decided to run `step` may still go on: asked again before it
+/// takes a step's lease, while it waits for one, once it holds it, and before each
+/// further command. Anything but
+/// the same `Run` (a stop, a peer's error, a new update) holds it, so one failure never
+/// lets another server start the step.
+pub fn may_go_on(v: &WorkerView<'_>, step: u32) -> Result<(), WorkerAction> {
+    match worker_next(v) {
+        WorkerAction::Run { step: s } if s == step => Ok(()),
+        other => Err(other),
+    }
+}
+
 /// What a worker records once it ran `step` of a plan of `steps` steps.
 pub fn after_run(version: &str, step: u32, steps: u32, at: Timestamp) -> ServerStatus {
     ServerStatus {
@@ -218,6 +314,7 @@ pub fn after_run(version: &str, step: u32, steps: u32, at: Timestamp) -> ServerS
         error: false,
         message: String::new(),
         at: Some(at),
+        barrier_timeout: None,
     }
 }
 
@@ -225,16 +322,30 @@ pub fn after_run(version: &str, step: u32, steps: u32, at: Timestamp) -> ServerS
 #[derive(Clone, Debug)]
 pub struct UpdaterView<'a> {
     pub request: Option<&'a UpdateRequest>,
+    /// The trusted statuses ([`trusted`]).
     pub statuses: &'a BTreeMap<ServerId, ServerStatus>,
+    /// Servers whose status record is not signed by them.
+    pub untrusted: &'a [ServerId],
     /// The servers registered now.
     pub registered: &'a [ServerId],
+    /// The registered servers whose worker runs (holds its worker lease): only those are
+    /// caught up, so a server registered ahead of its machine is not waited for.
+    pub running: &'a [ServerId],
     /// The last version the whole cluster finished.
     pub completed: Option<&'a ReleaseVersion>,
+    /// The servers that finished `completed` (`None`: not known, as in records written
+    /// before catch-ups existed; nobody is caught up then).
+    pub completed_servers: Option<&'a [ServerId]>,
     /// The newest release the environment takes, if the source answered.
     pub latest: Option<&'a Candidate>,
+    /// The kind of the alert raised now, if any.
+    pub alert: Option<&'a str>,
     pub now: Timestamp,
     /// Stop an update when no listed server's status changed for this long.
     pub stall_timeout: Duration,
+    /// Alert `lockstep_stalled` when servers have waited at a barrier this fraction of
+    /// their barrier timeout (0 < f ≤ 1).
+    pub stalled_after: f64,
 }
 
 /// Why the updater has nothing to do.
@@ -252,26 +363,79 @@ pub enum UpdaterIdle {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpdaterAction {
     Idle(UpdaterIdle),
-    /// Write a new request for `version` listing `servers` (the registered ones, now).
+    /// Write a new request for `version` listing `servers`: every server registered now,
+    /// or (a catch-up) the registered servers that did not finish the completed version.
     Start {
         version: String,
         servers: Vec<ServerId>,
+        catch_up: bool,
     },
     /// Set `stop` with `reason`, and alert.
     Stop {
         reason: String,
     },
-    /// Every listed server finished `version`: remember it, clear the alert.
+    /// Every listed server finished `version`: remember it and who finished it (`servers`,
+    /// with those of an earlier run of the same version), clear the alert.
     Complete {
         version: String,
+        servers: Vec<ServerId>,
     },
+    /// Servers have waited at a barrier long enough to worry: raise `lockstep_stalled`
+    /// (nothing stops; the workers' barrier timeout still decides).
+    AlertStalled {
+        message: String,
+    },
+    /// The stalled barrier passed: clear `lockstep_stalled`.
+    ClearStalled,
+    /// Remove a catch-up none of whose servers still needs it (they were unregistered).
+    Withdraw {
+        reason: String,
+    },
+}
+
+fn sorted(mut ids: Vec<ServerId>) -> Vec<ServerId> {
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// The registered servers that did not finish the completed version and whose worker
+/// runs.
+fn behind_completed(v: &UpdaterView<'_>) -> Vec<ServerId> {
+    match (v.completed, v.completed_servers) {
+        (Some(_), Some(done)) => sorted(
+            v.registered
+                .iter()
+                .copied()
+                .filter(|id| !done.contains(id) && v.running.contains(id))
+                .collect(),
+        ),
+        _ => Vec::new(),
+    }
 }
 
 /// The updater's next move. Pure: the runtime does it (fenced by the leader lease) and asks again.
 pub fn updater_next(v: &UpdaterView<'_>) -> UpdaterAction {
+    let stalled_alert = v.alert == Some(kind::LOCKSTEP_STALLED);
+    let newer = v
+        .latest
+        .filter(|l| is_newer(&l.version, v.completed) && !v.registered.is_empty());
     if let Some(req) = v.request {
         if req.stop {
             return UpdaterAction::Idle(UpdaterIdle::Halted);
+        }
+        if let Some(id) = v.untrusted.iter().find(|id| req.servers.contains(id)) {
+            let reason = if v.registered.contains(id) {
+                format!(
+                    "the status of server {id} is not signed by server {id}'s registered key: another identity wrote it (a second worker claiming id {id}, or a write by hand); find out who before `tern-lockstep recover`"
+                )
+            } else {
+                format!(
+                    "server {id} was unregistered during the update to {}: `tern-lockstep recover` runs it again without it",
+                    req.version
+                )
+            };
+            return UpdaterAction::Stop { reason };
         }
         let of = |id: &ServerId| v.statuses.get(id).filter(|s| s.version == req.version);
         if let Some((id, s)) = req
@@ -285,6 +449,34 @@ pub fn updater_next(v: &UpdaterView<'_>) -> UpdaterAction {
                     s.step, req.version, s.message
                 ),
             };
+        }
+        if req.catch_up {
+            // A catch-up never holds back a newer release: that update lists every
+            // registered server, the caught-up ones too.
+            if let Some(latest) = newer {
+                return UpdaterAction::Start {
+                    version: latest.version.to_string(),
+                    servers: sorted(v.registered.to_vec()),
+                    catch_up: false,
+                };
+            }
+            if req.servers.iter().any(|id| !v.registered.contains(id)) {
+                let behind = behind_completed(v);
+                return match v.completed {
+                    Some(c) if !behind.is_empty() => UpdaterAction::Start {
+                        version: c.to_string(),
+                        servers: behind,
+                        catch_up: true,
+                    },
+                    _ => UpdaterAction::Withdraw {
+                        reason: format!(
+                            "the catch-up of server(s) {} to {}: no longer registered",
+                            list(&req.servers),
+                            req.version
+                        ),
+                    },
+                };
+            }
         }
         let done = req
             .servers
@@ -310,32 +502,126 @@ pub fn updater_next(v: &UpdaterView<'_>) -> UpdaterAction {
                     };
                 }
             }
-            return UpdaterAction::Idle(UpdaterIdle::InProgress);
+            match barrier_stall(req, v.statuses, v.now, v.stalled_after) {
+                Some(message) if !stalled_alert => {
+                    return UpdaterAction::AlertStalled { message };
+                }
+                None if stalled_alert => return UpdaterAction::ClearStalled,
+                _ => return UpdaterAction::Idle(UpdaterIdle::InProgress),
+            }
         }
         let current = ReleaseVersion::parse(&req.version).ok();
-        let completed_here = current.as_ref().is_some_and(|c| Some(c) == v.completed);
-        if !completed_here {
+        let same = current.as_ref().is_some_and(|c| Some(c) == v.completed);
+        let recorded = v
+            .completed_servers
+            .is_some_and(|done| req.servers.iter().all(|id| done.contains(id)));
+        if !(same && (recorded || (v.completed_servers.is_none() && !req.catch_up))) {
+            let mut servers = req.servers.clone();
+            if same {
+                servers.extend(v.completed_servers.unwrap_or_default());
+            }
             return UpdaterAction::Complete {
                 version: req.version.clone(),
+                servers: sorted(servers),
             };
         }
     }
-    let Some(latest) = v.latest else {
-        return UpdaterAction::Idle(UpdaterIdle::NoRelease);
-    };
-    if !is_newer(&latest.version, v.completed) {
-        return UpdaterAction::Idle(UpdaterIdle::UpToDate);
+    if stalled_alert {
+        return UpdaterAction::ClearStalled;
     }
-    if v.registered.is_empty() {
+    if let Some(latest) = newer {
+        return UpdaterAction::Start {
+            version: latest.version.to_string(),
+            servers: sorted(v.registered.to_vec()),
+            catch_up: false,
+        };
+    }
+    if v.latest.is_some_and(|l| is_newer(&l.version, v.completed)) {
         return UpdaterAction::Idle(UpdaterIdle::NoServers);
     }
-    let mut servers = v.registered.to_vec();
-    servers.sort_unstable();
-    servers.dedup();
-    UpdaterAction::Start {
-        version: latest.version.to_string(),
-        servers,
+    let behind = behind_completed(v);
+    if let (Some(c), false) = (v.completed, behind.is_empty()) {
+        return UpdaterAction::Start {
+            version: c.to_string(),
+            servers: behind,
+            catch_up: true,
+        };
     }
+    if v.latest.is_none() {
+        return UpdaterAction::Idle(UpdaterIdle::NoRelease);
+    }
+    UpdaterAction::Idle(UpdaterIdle::UpToDate)
+}
+
+/// Servers waiting at a barrier for at least `fraction` of their barrier timeout, and
+/// the servers they wait for: the message of a `lockstep_stalled` alert.
+fn barrier_stall(
+    req: &UpdateRequest,
+    statuses: &BTreeMap<ServerId, ServerStatus>,
+    now: Timestamp,
+    fraction: f64,
+) -> Option<String> {
+    let of = |id: &ServerId| {
+        statuses
+            .get(id)
+            .filter(|s| s.version == req.version && !s.error)
+    };
+    // The furthest barrier anyone waits at: a server that recorded step k waits until
+    // every listed server recorded k.
+    let top = req
+        .servers
+        .iter()
+        .filter_map(of)
+        .filter(|s| !s.finished)
+        .map(|s| s.step)
+        .max()?;
+    let missing: Vec<ServerId> = req
+        .servers
+        .iter()
+        .copied()
+        .filter(|id| !reached(statuses.get(id), &req.version, top))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let waiting: Vec<(ServerId, &ServerStatus)> = req
+        .servers
+        .iter()
+        .filter_map(|id| {
+            of(id)
+                .filter(|s| !s.finished && s.step == top)
+                .map(|s| (*id, s))
+        })
+        .collect();
+    let since = waiting.iter().filter_map(|(_, s)| s.at).min()?;
+    let timeout = waiting
+        .iter()
+        .filter_map(|(_, s)| s.barrier_timeout)
+        .min()?;
+    let waited = now.duration_since(since);
+    if waited.as_secs() < 0 {
+        return None;
+    }
+    let waited = waited.unsigned_abs();
+    let limit = Duration::from_secs_f64(timeout as f64 * fraction.clamp(0.0, 1.0));
+    if waited < limit {
+        return None;
+    }
+    let ids: Vec<ServerId> = waiting.iter().map(|(id, _)| *id).collect();
+    Some(format!(
+        "server(s) {} have not reached step {top} of {}: server(s) {} have waited {}s of their {timeout}s barrier timeout there",
+        list(&missing),
+        req.version,
+        list(&ids),
+        waited.as_secs()
+    ))
+}
+
+fn list(ids: &[ServerId]) -> String {
+    ids.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Which listed servers are furthest behind, for a stall message.

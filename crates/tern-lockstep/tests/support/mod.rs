@@ -271,19 +271,38 @@ pub const PLAN: &str = r#"components:
 "#;
 
 /// One script for the three components; each logs what it does to `$LOCKSTEP_TEST_LOG`
-/// (one `echo >>` is one append, whole). `b check` fails while
-/// `$LOCKSTEP_TEST_DIR/fail-b-<server>` exists.
+/// (one `echo >>` is one append, whole). Switches, files in `$LOCKSTEP_TEST_DIR`:
+/// - `fail-b-<server>`: `b check` fails there;
+/// - `fail-b-first`: the first server to run `b check` fails it (it marks
+///   `b-checking-<server>`, and while `hold-b-check` exists it waits before failing);
+/// - `hang-a-<server>`: `a stop` there hangs until the file is removed (at most a minute).
+///
+/// `a start` also leaves `worker-release-<server>-<version>` holding the worker's
+/// `TERN_LOCKSTEP_WORKER_RELEASE`, when set: which release's worker ran the step.
 pub const COMPONENT: &str = r#"#!/bin/sh
 set -e
 log="$LOCKSTEP_TEST_LOG"
+d="$LOCKSTEP_TEST_DIR"
 s="$TERN_LOCKSTEP_SERVER"
 v="$TERN_LOCKSTEP_VERSION"
 case "$1 $2" in
-  "a stop")  echo "a stop $s" >> "$log" ;;
-  "a start") echo "a start $s $v" >> "$log" ;;
+  "a stop")
+    echo "a stop $s" >> "$log"
+    n=0
+    while [ -e "$d/hang-a-$s" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done ;;
+  "a start")
+    echo "a start $s $v" >> "$log"
+    if [ -n "$TERN_LOCKSTEP_WORKER_RELEASE" ]; then echo "$TERN_LOCKSTEP_WORKER_RELEASE" > "$d/worker-release-$s-$v"; fi ;;
   "b stop")  echo "b begin $s $v" >> "$log"; sleep 0.3 ;;
   "b start") sleep 0.2; echo "b end $s $v" >> "$log" ;;
-  "b check") if [ -e "$LOCKSTEP_TEST_DIR/fail-b-$s" ]; then echo "b is unhealthy on $s" >&2; exit 3; fi ;;
+  "b check")
+    if [ -e "$d/fail-b-$s" ]; then echo "b is unhealthy on $s" >&2; exit 3; fi
+    if [ -e "$d/fail-b-first" ] && mkdir "$d/fail-b-first.taken" 2>/dev/null; then
+      touch "$d/b-checking-$s"
+      n=0
+      while [ -e "$d/hold-b-check" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done
+      echo "b is unhealthy on $s, the first to check" >&2; exit 3
+    fi ;;
   "d start") echo "d run $s $v" >> "$log" ;;
   *) echo "unknown: $*" >&2; exit 2 ;;
 esac
@@ -296,6 +315,16 @@ pub fn build_release(dir: &Path, version: &str) -> Vec<String> {
 
 /// [`build_release`] with another plan.
 pub fn build_release_with(dir: &Path, version: &str, plan: &str) -> Vec<String> {
+    build_release_files(dir, version, plan, &[])
+}
+
+/// [`build_release_with`] plus more files (path, mode, bytes).
+pub fn build_release_files(
+    dir: &Path,
+    version: &str,
+    plan: &str,
+    extra: &[(&str, u32, &[u8])],
+) -> Vec<String> {
     let name = format!("app-{version}.tar.gz");
     let path = dir.join(&name);
     let file = std::fs::File::create(&path).unwrap();
@@ -311,6 +340,9 @@ pub fn build_release_with(dir: &Path, version: &str, plan: &str) -> Vec<String> 
     };
     add("lockstep.yaml", 0o644, plan.as_bytes());
     add("bin/component", 0o755, COMPONENT.as_bytes());
+    for (p, mode, data) in extra {
+        add(p, *mode, data);
+    }
     tar.into_inner().unwrap().finish().unwrap();
     let digest = Sha256::digest(std::fs::read(&path).unwrap());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
@@ -364,6 +396,10 @@ pub struct Bench {
     pub github: FakeGitHub,
     pub webhook: Webhook,
     pub log: PathBuf,
+    /// etcd's root password file, once [`Bench::enable_etcd_auth`] turned authentication
+    /// on: the updaters and the operator's commands log in as root, each worker as its
+    /// own server (credentials from `servers add --credentials-out`).
+    pub root_login: Option<PathBuf>,
 }
 
 impl Bench {
@@ -382,6 +418,57 @@ impl Bench {
             github,
             webhook: Webhook::start(),
             log,
+            root_login: None,
+        }
+    }
+
+    /// Turns etcd's authentication on (`tern-lockstep auth enable`).
+    pub fn enable_etcd_auth(&mut self) {
+        let file = self.dir.path().join("root-password");
+        std::fs::write(&file, "root-secret-for-tests\n").unwrap();
+        let (ok, out) = self.ctl(&[
+            "auth",
+            "enable",
+            "--root-password-file",
+            file.to_str().unwrap(),
+        ]);
+        assert!(ok, "{out}");
+        self.root_login = Some(file);
+        // Without credentials, etcd now refuses.
+        let out = Command::new(env!("CARGO_BIN_EXE_tern-lockstep"))
+            .arg("status")
+            .env("TERN_LOCKSTEP_STORE", &self.store)
+            .env("TERN_LOCKSTEP_LOG", "warn")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "etcd answered without credentials");
+    }
+
+    /// Server `id`'s credentials file (`servers add --credentials-out`).
+    pub fn credentials(&self, id: u32) -> PathBuf {
+        self.dir.path().join(format!("server-{id}.credentials"))
+    }
+
+    /// Registers server `id` with its own identity (and, with etcd's authentication on,
+    /// its own etcd user); its workers then start with `--credentials`.
+    pub fn add_server(&self, id: u32) {
+        let file = self.credentials(id);
+        let (ok, out) = self.ctl(&[
+            "servers",
+            "add",
+            &id.to_string(),
+            "--name",
+            &format!("s{id}"),
+            "--credentials-out",
+            file.to_str().unwrap(),
+        ]);
+        assert!(ok, "{out}");
+    }
+
+    fn login_env(&self, cmd: &mut Command) {
+        if let Some(f) = &self.root_login {
+            cmd.env("TERN_LOCKSTEP_ETCD_USER", "root")
+                .env("TERN_LOCKSTEP_ETCD_PASSWORD_FILE", f);
         }
     }
 
@@ -395,10 +482,20 @@ impl Bench {
         });
     }
 
-    fn spawn(&self, name: &str, args: &[String]) -> Proc {
+    /// Starts `tern-lockstep ARGS` named `name` (its output in `<name>.log`), logged in as
+    /// etcd's root when `as_root` and authentication is on.
+    pub fn spawn(&self, name: &str, args: &[String], as_root: bool) -> Proc {
         let log = self.dir.path().join(format!("{name}.log"));
-        let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_tern-lockstep"))
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-lockstep"));
+        if as_root {
+            self.login_env(&mut cmd);
+        }
+        let child = cmd
             .args(args)
             .env("TERN_LOCKSTEP_STORE", &self.store)
             .env("TERN_LOCKSTEP_LOG", "info,tern_lockstep=debug")
@@ -416,34 +513,60 @@ impl Bench {
         }
     }
 
+    /// The worker of server `id`. With etcd's authentication on, the server is added
+    /// first (once) and its worker runs with its credentials; otherwise it registers
+    /// itself, keeping its key in its root.
     pub fn worker(&self, id: u32, barrier_timeout: &str) -> Proc {
+        let creds = self.credentials(id);
+        if self.root_login.is_some() && !creds.exists() {
+            self.add_server(id);
+        }
+        self.worker_as(&format!("worker-{id}"), id, barrier_timeout, &[])
+    }
+
+    /// A worker process named `name` claiming id `id`, with more flags (`--root` among
+    /// them replaces the default). Runs with server `id`'s credentials when they exist
+    /// and no `--credentials` is given.
+    pub fn worker_as(&self, name: &str, id: u32, barrier_timeout: &str, more: &[String]) -> Proc {
         let root = self.dir.path().join(format!("server-{id}"));
-        self.spawn(
-            &format!("worker-{id}"),
-            &[
-                "worker".into(),
-                "--id".into(),
-                id.to_string(),
-                "--root".into(),
-                root.display().to_string(),
-                "--barrier-timeout".into(),
-                barrier_timeout.into(),
-                "--lease-ttl".into(),
-                "3s".into(),
-                "--insecure-http".into(),
-            ],
-        )
+        let mut args: Vec<String> = vec![
+            "worker".into(),
+            "--id".into(),
+            id.to_string(),
+            "--barrier-timeout".into(),
+            barrier_timeout.into(),
+            "--lease-ttl".into(),
+            "3s".into(),
+            "--insecure-http".into(),
+        ];
+        if !more.iter().any(|a| a == "--root") {
+            args.extend(["--root".into(), root.display().to_string()]);
+        }
+        let creds = self.credentials(id);
+        if creds.exists() && !more.iter().any(|a| a == "--credentials") {
+            args.extend(["--credentials".into(), creds.display().to_string()]);
+        }
+        args.extend_from_slice(more);
+        self.spawn(name, &args, false)
     }
 
     pub fn updater(&self, name: &str) -> Proc {
-        let source = [
-            "--github".into(),
-            self.github.server.url.clone(),
-            "--repo".into(),
-            "o/r".into(),
-            "--asset".into(),
-            "app-{version}.tar.gz".into(),
-        ];
+        self.updater_with(name, &[])
+    }
+
+    /// An updater following the fake GitHub, with more flags.
+    pub fn updater_with(&self, name: &str, more: &[&str]) -> Proc {
+        let mut source: Vec<String> = [
+            "--github",
+            &self.github.server.url,
+            "--repo",
+            "o/r",
+            "--asset",
+            "app-{version}.tar.gz",
+        ]
+        .map(String::from)
+        .to_vec();
+        source.extend(more.iter().map(|s| s.to_string()));
         self.updater_from(name, &source)
     }
 
@@ -468,12 +591,14 @@ impl Bench {
             ]
             .map(String::from),
         );
-        self.spawn(name, &args)
+        self.spawn(name, &args, true)
     }
 
     /// Runs an operator command; returns (success, stdout + stderr).
     pub fn ctl(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_tern-lockstep"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-lockstep"));
+        self.login_env(&mut cmd);
+        let out = cmd
             .args(args)
             .env("TERN_LOCKSTEP_STORE", &self.store)
             .env("TERN_LOCKSTEP_LOG", "warn")
@@ -490,7 +615,9 @@ impl Bench {
     /// `status`'s stdout: the records. Its stderr (a store's warning as the process
     /// exits, say) is not part of them.
     pub fn status(&self) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_tern-lockstep"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-lockstep"));
+        self.login_env(&mut cmd);
+        let out = cmd
             .arg("status")
             .env("TERN_LOCKSTEP_STORE", &self.store)
             .env("TERN_LOCKSTEP_LOG", "warn")
