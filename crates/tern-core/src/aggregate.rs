@@ -52,6 +52,10 @@ pub struct Aggregate {
     pub versions: BTreeMap<String, BTreeMap<String, u64>>,
     /// The live reports' topology parts, per group (see [`topology_admissions`]).
     pub topology: BTreeMap<String, Vec<Vec<TopologyReport>>>,
+    /// Per group, the hosts counted by reports still stored but no longer live: a
+    /// replica that stopped reporting (dead, cut off, or failing to write) whose hosts
+    /// may still be connected to it, unseen.
+    pub stale: BTreeMap<String, u64>,
 }
 
 impl Aggregate {
@@ -69,6 +73,11 @@ impl Aggregate {
         let mut omitted: BTreeMap<String, u64> = BTreeMap::new();
         for report in reports {
             if !is_live(report, now, report_period) {
+                for (group, group_report) in &report.spec.groups {
+                    let name = groups.serving(group).unwrap_or(group);
+                    let n: u64 = group_report.versions.values().map(|v| v.count).sum();
+                    *agg.stale.entry(name.to_string()).or_default() += n;
+                }
                 continue;
             }
             agg.live_reports += 1;

@@ -28,6 +28,9 @@ pub mod kind {
     /// Hosts of a group could not install the target (not signed, not as published,
     /// missing, no disk…): a canary's refusal, or as many as `max_in_flight` allows.
     pub const INSTALL_REFUSED: &str = "install_refused";
+    /// A group cannot move because the evidence it needs is missing: no live report,
+    /// or a replica that counted its hosts stopped reporting.
+    pub const REPORTS_MISSING: &str = "reports_missing";
     /// A group was rolled back: its hosts return to the start version.
     pub const ROLLBACK: &str = "rollback";
     /// A lock-step update (`tern-lockstep`) stopped: a server failed a step or timed out.
@@ -154,12 +157,21 @@ fn group_alerts(g: &RolloutGroup, now: Timestamp) -> Vec<(&'static str, String)>
             ));
         }
     }
+    if g.last_update_reason == reason::REPORTS_MISSING {
+        out.push((
+            kind::REPORTS_MISSING,
+            format!(
+                "group {name}: the replicas' reports cannot tell what it holds (none is live, or a replica that counted its hosts stopped reporting); it holds ({}) until they are back",
+                g.state.as_str()
+            ),
+        ));
+    }
     if g.last_update_reason == reason::AGENTS_VANISHED {
         out.push((
             kind::AGENTS_VANISHED,
             format!(
-                "group {name}: {} of its {} agents are connected; it holds until they return or an operator resets it",
-                g.present_count, g.initial_count
+                "group {name}: {} of the {} agents it was seen with are connected; it holds until they return or an operator resets it",
+                g.present_count, g.peak_count
             ),
         ));
     }

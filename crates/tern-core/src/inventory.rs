@@ -342,6 +342,7 @@ pub fn build_report<A: AgentView>(
         canaries: Vec::new(),
         topology: BTreeMap::new(),
         warming_up: false,
+        shrunk: Vec::new(),
     }
 }
 
@@ -556,13 +557,7 @@ pub fn bound_report(spec: &mut ReportSpec, known: impl Fn(&str) -> bool) -> usiz
                 for (version, v) in group.versions {
                     merge(into.versions.entry(version).or_default(), &v);
                 }
-                for (version, kinds) in group.refused {
-                    let to = into.refused.entry(version).or_default();
-                    for (kind, n) in kinds {
-                        *to.entry(kind).or_default() += n;
-                    }
-                }
-                into.refused = most_common(std::mem::take(&mut into.refused));
+                merge_refused(&mut into.refused, group.refused);
                 folded += 1;
             }
         }
@@ -593,6 +588,20 @@ pub fn bound_report(spec: &mut ReportSpec, known: impl Fn(&str) -> bool) -> usiz
 /// folding the rest: largest count first, ties by name, so every replica folds alike.
 pub fn sort_largest_first<N: Ord>(entries: &mut [(u64, N)]) {
     entries.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+}
+
+/// Adds `from`'s install failures to `into`, keeping the most common versions.
+fn merge_refused(
+    into: &mut BTreeMap<String, BTreeMap<String, u64>>,
+    from: BTreeMap<String, BTreeMap<String, u64>>,
+) {
+    for (version, kinds) in from {
+        let to = into.entry(version).or_default();
+        for (kind, n) in kinds {
+            *to.entry(kind).or_default() += n;
+        }
+    }
+    *into = most_common(std::mem::take(into));
 }
 
 fn merge(into: &mut VersionReport, v: &VersionReport) {
@@ -680,4 +689,140 @@ pub fn canaries_seen<A: AgentView>(
         .filter_map(|id| lookup(id))
         .map(|a| a.connected())
         .collect()
+}
+
+/// Makes `spec` fit (`fits`) by cutting, in this order, what the leader can do
+/// without, and records each cut in `spec.shrunk`: the canary candidates' details
+/// (hostnames, host ids, cover attributes), candidates beyond two per group, the
+/// topology limits' tracked values beyond 16 per limit, versions beyond 8 per group and
+/// groups the rollout lacks beyond 4 (counted together under [`FOLDED`], as
+/// [`bound_report`] does), and last the canary candidates altogether (the leader then
+/// waits for candidates). Counts are never dropped: a host folded away still counts as
+/// present and not up to date. Returns whether it fits.
+pub fn shrink_report(
+    spec: &mut ReportSpec,
+    known: impl Fn(&str) -> bool,
+    fits: impl Fn(&ReportSpec) -> bool,
+) -> bool {
+    type Cut<'a> = (&'static str, Box<dyn Fn(&mut ReportSpec) + 'a>);
+    let cuts: [Cut<'_>; 6] = [
+        (
+            "canary candidates' details",
+            Box::new(|s: &mut ReportSpec| {
+                for c in s.canary_candidates.values_mut().flatten() {
+                    c.hostname.clear();
+                    c.host_id.clear();
+                    c.attributes.clear();
+                }
+            }),
+        ),
+        (
+            "canary candidates beyond 2 per group",
+            Box::new(|s: &mut ReportSpec| {
+                for v in s.canary_candidates.values_mut() {
+                    v.truncate(2);
+                }
+            }),
+        ),
+        (
+            "topology values beyond 16 per limit",
+            Box::new(|s: &mut ReportSpec| {
+                for r in s.topology.values_mut().flatten() {
+                    let keep: Vec<String> = r.values.keys().take(16).cloned().collect();
+                    r.values.retain(|k, _| keep.contains(k));
+                }
+            }),
+        ),
+        (
+            "versions beyond 8 per group, groups the rollout lacks beyond 4",
+            Box::new(|s: &mut ReportSpec| fold_to(s, &known, 4, 8)),
+        ),
+        (
+            "every canary candidate",
+            Box::new(|s: &mut ReportSpec| s.canary_candidates.clear()),
+        ),
+        (
+            "every group the rollout lacks",
+            Box::new(|s: &mut ReportSpec| fold_to(s, &known, 0, 2)),
+        ),
+    ];
+    for (what, cut) in cuts {
+        if fits(spec) {
+            return true;
+        }
+        cut(spec);
+        spec.shrunk.push(what.to_string());
+    }
+    fits(spec)
+}
+
+/// [`bound_report`] with smaller bounds: at most `groups` groups the rollout lacks and
+/// `versions` versions per group, the rest counted under [`FOLDED`].
+fn fold_to(spec: &mut ReportSpec, known: &impl Fn(&str) -> bool, groups: usize, versions: usize) {
+    let mut unknown: Vec<(u64, String)> = spec
+        .groups
+        .iter()
+        .filter(|(name, _)| !known(name) && name.as_str() != FOLDED)
+        .map(|(name, g)| (g.versions.values().map(|v| v.count).sum(), name.clone()))
+        .collect();
+    sort_largest_first(&mut unknown);
+    for (_, name) in unknown.into_iter().skip(groups) {
+        if let Some(group) = spec.groups.remove(&name) {
+            let into = spec.groups.entry(FOLDED.to_string()).or_default();
+            for (version, v) in group.versions {
+                merge(into.versions.entry(version).or_default(), &v);
+            }
+            merge_refused(&mut into.refused, group.refused);
+        }
+    }
+    for group in spec.groups.values_mut() {
+        if group.versions.len() <= versions {
+            continue;
+        }
+        let mut by_count: Vec<(u64, String)> = group
+            .versions
+            .iter()
+            .filter(|(v, _)| v.as_str() != FOLDED)
+            .map(|(v, r)| (r.count, v.clone()))
+            .collect();
+        sort_largest_first(&mut by_count);
+        for (_, version) in by_count.into_iter().skip(versions.saturating_sub(1)) {
+            if let Some(v) = group.versions.remove(&version) {
+                merge(group.versions.entry(FOLDED.to_string()).or_default(), &v);
+            }
+        }
+        group.refused = most_common(std::mem::take(&mut group.refused));
+    }
+}
+
+/// The report one live replica holding `agents` (settled, heard from at `now`) writes:
+/// what the offline planner and tests take as the fleet when they are given agents
+/// rather than reports.
+pub fn report_of_agents(
+    now: Timestamp,
+    agents: &[ConnectedAgent],
+) -> crate::resource::AutoUpdateAgentReport {
+    let inventory: Vec<InventoryAgent> = agents
+        .iter()
+        .map(|a| InventoryAgent {
+            heartbeat: Heartbeat {
+                updater_id: a.updater_id.clone(),
+                host_id: a.host_id.clone(),
+                hostname: a.hostname.clone(),
+                group: a.group.clone(),
+                version: a.version.clone(),
+                updater_status: a.updater_status,
+                healthy: a.healthy,
+                failed_version: a.failed_version.clone(),
+                rollback: a.failed_version.is_some(),
+                ..Heartbeat::default()
+            },
+            first_seen: Timestamp::UNIX_EPOCH,
+            last_seen: now,
+        })
+        .collect();
+    crate::resource::AutoUpdateAgentReport::new(
+        "planner",
+        build_report(now, &inventory, crate::rollout::DEFAULT_REPORT_PERIOD),
+    )
 }

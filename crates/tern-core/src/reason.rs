@@ -41,3 +41,8 @@ pub const CANARY_FAILED: &str = "canary_failed";
 pub const AGENTS_VANISHED: &str = "agents_vanished";
 /// Growth is halted: more than `max_in_flight` of the initial agents dropped off.
 pub const TOO_MANY_AGENTS_MISSING: &str = "too_many_agents_missing";
+/// The live reports cannot tell what the group holds: no replica's report is live, or a
+/// replica that counted hosts of the group stopped reporting while they are not seen
+/// elsewhere. The group holds (it neither starts, skips its canaries, nor completes)
+/// until the reports are back: no evidence is not zero hosts.
+pub const REPORTS_MISSING: &str = "reports_missing";

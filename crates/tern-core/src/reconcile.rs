@@ -21,7 +21,9 @@ use crate::rollout::{
     self, DEFAULT_MAX_IN_FLIGHT, Event, Groups, desired_spec, group_window, rollout_state,
 };
 
-/// With no report at all, a started group is taken as done after this long.
+/// A started group that live reports say has no host at all (and had none when it
+/// started) is taken as done after this long (seed 002's "no data" rule, applied only
+/// to evidence of an empty group, never to missing reports).
 pub const DONE_WITHOUT_REPORTS_AFTER: SignedDuration = SignedDuration::from_hours(1);
 
 /// Everything one reconcile reads.
@@ -180,7 +182,11 @@ pub fn reconcile<R: RngCore + ?Sized>(
                 r.spec = desired;
                 r
             }
-            Some(why) => fresh(input.config, desired, now, why, &mut events),
+            Some(why) => {
+                let mut next = fresh(input.config, desired, now, why, &mut events);
+                inherit_peaks(&mut next, current);
+                next
+            }
         },
         None => fresh(
             input.config,
@@ -375,6 +381,18 @@ fn picks_canaries(group: &RolloutGroup) -> bool {
     group.state == GroupState::Canary && group.canaries.is_empty()
 }
 
+/// A new rollout's groups start from the hosts the previous rollout's groups of the
+/// same name were seen with: a rollout created while hosts are silent (a partition, an
+/// expired token) then knows they are missing, and neither skips its canaries nor
+/// completes for want of them.
+fn inherit_peaks(next: &mut AutoUpdateAgentRollout, previous: &AutoUpdateAgentRollout) {
+    for g in &mut next.status.groups {
+        if let Some(p) = previous.group(&g.name) {
+            g.peak_count = g.peak_count.max(p.peak_count);
+        }
+    }
+}
+
 fn fresh(
     config: Option<&AutoUpdateConfig>,
     spec: RolloutSpec,
@@ -443,6 +461,18 @@ impl Ctx<'_> {
     /// Hosts vanished past the group's budget, as far as live reports can tell.
     fn vanished(&self, group: &RolloutGroup) -> bool {
         self.agg.live_reports > 0 && rollout::agents_vanished(group)
+    }
+
+    /// The live reports cannot be taken as all of `group`: none is live, or a replica
+    /// that counted its hosts stopped reporting and they are not seen elsewhere (fewer
+    /// present than it or the group's peak said). Then nothing may move on the
+    /// group's counts ([`reason::REPORTS_MISSING`]).
+    fn evidence_missing(&self, group: &RolloutGroup) -> bool {
+        if self.agg.live_reports == 0 {
+            return true;
+        }
+        let stale = self.agg.stale.get(&group.name).copied().unwrap_or(0);
+        stale > 0 && self.counts(group).present < group.peak_count.max(stale)
     }
 
     fn set(&mut self, group: &mut RolloutGroup, state: GroupState, reason: &'static str) {
@@ -531,6 +561,13 @@ impl Ctx<'_> {
         if self.agg.warming_up > 0 {
             return Some(reason::WAITING_FOR_REPORTS);
         }
+        if self.evidence_missing(group) {
+            return Some(reason::REPORTS_MISSING);
+        }
+        if self.vanished(group) {
+            // Its hosts are not here: the count it would start from is not the group.
+            return Some(reason::AGENTS_VANISHED);
+        }
         None
     }
 
@@ -547,6 +584,10 @@ impl Ctx<'_> {
             if group.canaries.is_empty() {
                 if self.vanished(group) {
                     self.set(group, GroupState::Canary, reason::AGENTS_VANISHED);
+                    return false;
+                }
+                if self.evidence_missing(group) {
+                    self.set(group, GroupState::Canary, reason::REPORTS_MISSING);
                     return false;
                 }
                 if self.counts(group).present == 0 && self.agg.warming_up == 0 {
@@ -615,8 +656,11 @@ impl Ctx<'_> {
             return;
         }
         let started = group.start_time.unwrap_or(self.now);
+        let missing = self.evidence_missing(group);
         let done = started < self.now
-            && if self.agg.live_reports == 0 {
+            && !missing
+            && if c.present == 0 && group.initial_count == 0 {
+                // Live reports say the group is empty, and was when it started.
                 self.now
                     >= started
                         .saturating_add(DONE_WITHOUT_REPORTS_AFTER)
@@ -635,6 +679,8 @@ impl Ctx<'_> {
             self.set(group, GroupState::Active, reason::TOO_MANY_AGENTS_MISSING);
         } else if vanished {
             self.set(group, GroupState::Active, reason::AGENTS_VANISHED);
+        } else if missing {
+            self.set(group, GroupState::Active, reason::REPORTS_MISSING);
         } else {
             self.set(group, GroupState::Active, reason::UPDATE_IN_PROGRESS);
         }
@@ -670,6 +716,12 @@ impl Ctx<'_> {
             {
                 self.set(group, state, reason::WAITING_FOR_REPORTS);
             }
+            (state @ (GroupState::Unstarted | GroupState::Done), Some(_))
+                if self.evidence_missing(group) =>
+            {
+                self.set(group, state, reason::REPORTS_MISSING);
+            }
+
             (GroupState::Unstarted | GroupState::Done, Some(_)) => {
                 self.start(group, GroupState::Active, reason::IN_WINDOW);
                 self.active(group);

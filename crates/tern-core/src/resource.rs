@@ -760,6 +760,10 @@ pub struct ReportSpec {
     /// ([`crate::reason::WAITING_FOR_REPORTS`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub warming_up: bool,
+    /// What was cut so that the report fits its bound (`inventory::shrink_report`):
+    /// never counts, only details the leader can do without.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shrunk: Vec<String>,
 }
 
 fn is_false(b: &bool) -> bool {

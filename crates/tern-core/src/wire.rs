@@ -39,6 +39,87 @@ pub struct AutoUpdateSettings {
     pub tools_auto_update: bool,
 }
 
+/// What a host tells find about itself besides its group and updater id, so that any
+/// replica, right after a restart too, answers it as its heartbeats would have it
+/// answered: the groups' `match_labels` place it by its labels, and a version directive
+/// governs it by these facts. Sent as query parameters: `version`, one `label=KEY=VALUE`
+/// per label, `arch`, `os`, `fips=1`, one `installer` per installer type. Bounded like
+/// a heartbeat's facts ([`Heartbeat::check_facts`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FindFacts {
+    pub version: String,
+    pub labels: BTreeMap<String, String>,
+    pub arch: String,
+    pub os: String,
+    pub fips: bool,
+    pub installers: Vec<String>,
+}
+
+impl FindFacts {
+    /// The query parameters that carry them.
+    pub fn query(&self) -> Vec<(&'static str, String)> {
+        let mut q = vec![("version", self.version.clone())];
+        for (k, v) in &self.labels {
+            q.push(("label", format!("{k}={v}")));
+        }
+        if !self.arch.is_empty() {
+            q.push(("arch", self.arch.clone()));
+        }
+        if !self.os.is_empty() {
+            q.push(("os", self.os.clone()));
+        }
+        if self.fips {
+            q.push(("fips", "1".into()));
+        }
+        for i in &self.installers {
+            q.push(("installer", i.clone()));
+        }
+        q
+    }
+
+    /// Whether `key` is a query parameter of the facts.
+    pub fn is_key(key: &str) -> bool {
+        matches!(
+            key,
+            "version" | "label" | "arch" | "os" | "fips" | "installer"
+        )
+    }
+
+    /// Adds one query parameter to what was read so far; false when it is not one of
+    /// the facts.
+    pub fn read(&mut self, key: &str, value: &str) -> bool {
+        match key {
+            "version" => self.version = value.to_string(),
+            "label" => {
+                let (k, v) = value.split_once('=').unwrap_or((value, ""));
+                self.labels.insert(k.to_string(), v.to_string());
+            }
+            "arch" => self.arch = value.to_string(),
+            "os" => self.os = value.to_string(),
+            "fips" => self.fips = value == "1" || value == "true",
+            "installer" => self.installers.push(value.to_string()),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Refuses facts past a heartbeat's bounds, naming the field.
+    pub fn check(&self) -> Result<(), String> {
+        if self.version.len() > 128 || self.version.chars().any(char::is_control) {
+            return Err("version: longer than 128 bytes or holds control characters".into());
+        }
+        Heartbeat {
+            labels: self.labels.clone(),
+            arch: self.arch.clone(),
+            os: self.os.clone(),
+            fips: self.fips,
+            installers: self.installers.clone(),
+            ..Heartbeat::default()
+        }
+        .check_facts()
+    }
+}
+
 /// What the updater says about itself on the host.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,

@@ -190,15 +190,30 @@ fn the_90_percent_rule_also_needs_90_percent_still_present() {
     // Operators can force it (seed 002: mark-done after a large downscale).
 }
 
+/// No live report is no evidence, not zero hosts: the group holds with
+/// `reports_missing` (and an alert). Only live reports saying the group has no host at
+/// all let it finish, an hour after it started.
 #[test]
-fn a_group_with_no_reports_at_all_is_done_an_hour_after_it_started() {
+fn a_group_without_live_reports_holds_and_one_reported_empty_is_done_an_hour_after_it_started() {
     let mut w = World::new(
         Some(config(&three_groups_config())),
         version("1.0.0", "1.1.0"),
     );
-    w.reconcile(MON_10);
+    w.reconcile_with(ts(MON_10), &[]);
+    w.reconcile_with(ts(MON_12), &[]);
+    assert_eq!(w.state("dev"), (Unstarted, reason::REPORTS_MISSING.into()));
+    let alerts = &w.rollout().status.alerts;
+    assert!(
+        alerts.iter().any(|a| a.kind == "reports_missing"),
+        "{alerts:?}"
+    );
+    // A live replica that holds no host: the evidence of an empty group.
     w.reconcile(MON_12);
     assert_eq!(w.state("dev").0, Active);
+    assert!(w.rollout().status.alerts.is_empty());
+    // Its reports stop: dev neither completes nor moves on.
+    w.reconcile_with(ts("2026-11-23T12:30:00Z"), &[]);
+    assert_eq!(w.state("dev"), (Active, reason::REPORTS_MISSING.into()));
     w.reconcile("2026-11-23T13:04:59Z");
     assert_eq!(w.state("dev").0, Active);
     w.reconcile("2026-11-23T13:05:00Z");

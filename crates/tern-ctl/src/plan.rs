@@ -236,6 +236,14 @@ fn plan_rollout(args: RolloutArgs, format: Format) -> anyhow::Result<ExitCode> {
         Some(p) => load_agents(p)?,
         None => Vec::new(),
     };
+    // Without reports, the agents given (or none) are what one live replica reports:
+    // the planner's fleet. (A reconcile with no live report holds every group: no
+    // evidence is not an empty fleet.)
+    let reports = if args.reports.is_some() {
+        reports
+    } else {
+        vec![tern_core::inventory::report_of_agents(args.now, &agents)]
+    };
     let input = ReconcileInput {
         config: config.as_ref(),
         version: version.as_ref(),

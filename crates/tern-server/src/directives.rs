@@ -128,6 +128,24 @@ pub(crate) async fn read_resources(store: &dyn Store) -> ApiResult<Resources> {
     })
 }
 
+/// The active directive and every installer, for find's snapshot; `None` without one.
+pub(crate) async fn active_directive(
+    store: &dyn Store,
+) -> ApiResult<Option<crate::snapshot::ActiveDirective>> {
+    let Some(active) = get::<VersionDirective>(store, keys::ACTIVE_DIRECTIVE).await? else {
+        return Ok(None);
+    };
+    let installers = list::<Installer>(store, keys::INSTALLERS_PREFIX)
+        .await?
+        .into_iter()
+        .map(|(name, r)| (name, r.value))
+        .collect();
+    Ok(Some(crate::snapshot::ActiveDirective {
+        spec: active.value.spec,
+        installers,
+    }))
+}
+
 /// What one pass did (for the dev route and the tests).
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct PassResult {

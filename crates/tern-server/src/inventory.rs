@@ -43,6 +43,13 @@ pub enum Refused {
         "this replica already tracks its maximum of {max} agents (ternd start --max-agents): heartbeats from new hosts are refused until some go silent"
     )]
     Full { max: usize },
+    /// A new agent through a shared agent token (one that may speak for any host), and
+    /// this replica already holds its maximum of those: one credential cannot invent
+    /// hosts without bound (a flood that would swell the report).
+    #[error(
+        "this replica already tracks its maximum of {max} hosts that heartbeat with a shared agent token (ternd start --max-shared-token-hosts): enroll hosts with a join token, which gives each its own credential"
+    )]
+    SharedTokenFull { max: usize },
 }
 
 /// What [`Inventory::heartbeat`] did.
@@ -90,6 +97,8 @@ struct Entry {
     /// Its last change never reached the store (the history queue was full, or the
     /// write failed): the next heartbeat counts as a change, so it is queued again.
     history_unrecorded: bool,
+    /// It heartbeats with a shared agent token, not a credential of its own.
+    shared: bool,
 }
 
 /// A host's labels, build and installer types, as its last heartbeat gave them
@@ -169,6 +178,11 @@ pub struct Inventory {
     epoch: Option<Instant>,
     /// At most this many agents (`--max-agents`); `None`: no bound.
     max_agents: Option<usize>,
+    /// At most this many agents heartbeating with a shared agent token
+    /// (`--max-shared-token-hosts`); `None`: no bound.
+    max_shared: Option<usize>,
+    /// How many agents heartbeat with a shared agent token.
+    shared: usize,
 }
 
 /// Below this many interned names, unused ones are not worth cleaning up.
@@ -181,6 +195,13 @@ impl Inventory {
             max_agents: Some(max),
             ..Self::default()
         }
+    }
+
+    /// Refuses new agents through a shared agent token past `max`
+    /// ([`Refused::SharedTokenFull`]).
+    pub fn with_max_shared(mut self, max: usize) -> Self {
+        self.max_shared = Some(max);
+        self
     }
 
     fn hash(&self, key: &Key<'_>) -> u64 {
@@ -208,6 +229,17 @@ impl Inventory {
         now: Timestamp,
         at: Instant,
     ) -> Result<Recorded, Refused> {
+        self.heartbeat_via(hb, now, at, false)
+    }
+
+    /// [`Inventory::heartbeat`], saying whether it came with a shared agent token.
+    pub fn heartbeat_via(
+        &mut self,
+        hb: &Heartbeat,
+        now: Timestamp,
+        at: Instant,
+        shared: bool,
+    ) -> Result<Recorded, Refused> {
         let updater_id = Id::parse(&hb.updater_id);
         let host_id = Id::parse(&hb.host_id);
         if updater_id.is_empty() && host_id.is_empty() {
@@ -219,6 +251,19 @@ impl Inventory {
             && self.entries.len() >= max
         {
             return Err(Refused::Full { max });
+        }
+        let was_shared = found.is_some_and(|i| self.entries[i].shared);
+        if shared
+            && !was_shared
+            && let Some(max) = self.max_shared
+            && self.shared >= max
+        {
+            return Err(Refused::SharedTokenFull { max });
+        }
+        match (was_shared, shared) {
+            (false, true) => self.shared += 1,
+            (true, false) => self.shared -= 1,
+            _ => {}
         }
         let heard = self.millis_since_epoch(at);
         let first_seen = found.map_or(now, |i| self.entries[i].first_seen);
@@ -254,6 +299,7 @@ impl Inventory {
             directed,
             attempt_checked,
             history_unrecorded: false,
+            shared,
         };
         match found {
             Some(i) => self.entries[i] = entry,
@@ -332,6 +378,9 @@ impl Inventory {
 
     /// Removes entry `i`, moving the last entry into its place.
     fn remove(&mut self, i: usize) {
+        if self.entries[i].shared {
+            self.shared -= 1;
+        }
         let hash = self.hash(&self.entries[i].key());
         if let Ok(slot) = self.index.find_entry(hash, |&j| j as usize == i) {
             slot.remove();

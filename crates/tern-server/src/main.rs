@@ -167,6 +167,12 @@ struct StartArgs {
     /// already tracked go on.
     #[arg(long, default_value_t = 2_000_000, value_name = "N")]
     max_agents: usize,
+    /// Hosts this replica tracks that heartbeat with a shared agent token (a token of
+    /// role agent, which may speak for any host) rather than a credential of their
+    /// own. Past it, new such hosts are refused (503 shared_token_full): one leaked
+    /// token cannot invent hosts without bound. Enroll hosts with a join token.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    max_shared_token_hosts: usize,
     /// How long a host must have been heard from (by this replica) before it may be
     /// picked as a canary: a host that just appeared, for instance one invented with a
     /// leaked token, never proves a version. At least one report period.
@@ -335,6 +341,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         edition: a.edition,
         public_max_age: 5,
         max_agents: a.max_agents,
+        max_shared_token_hosts: a.max_shared_token_hosts,
         canary_tenure: a.canary_tenure.as_signed(),
         directive_period: std::time::Duration::from_secs(a.directive_period.as_secs())
             .max(std::time::Duration::from_millis(100)),

@@ -44,8 +44,10 @@ pub(crate) struct Metrics {
     pub(crate) heartbeats_shared_token: AtomicU64,
     /// Report entries counted under `(other)` (too many groups or versions).
     pub(crate) report_entries_folded: AtomicU64,
-    /// Reports not written for being over `MAX_REPORT_BYTES`.
+    /// Reports not written for being over `MAX_REPORT_BYTES` even shrunk.
     pub(crate) reports_too_large: AtomicU64,
+    /// Reports shrunk to fit `MAX_REPORT_BYTES` (`tern_core::inventory::shrink_report`).
+    pub(crate) reports_shrunk: AtomicU64,
     /// Host history records written, observations dropped (the queue was full), and
     /// batches whose write failed (`history`).
     pub(crate) host_history_writes: AtomicU64,
@@ -174,8 +176,14 @@ impl Metrics {
         counter(
             out,
             "tern_reports_too_large_total",
-            "reports not written for being over the size bound",
+            "reports not written for being over the size bound even shrunk",
             get(&self.reports_too_large),
+        );
+        counter(
+            out,
+            "tern_reports_shrunk_total",
+            "reports shrunk to fit the size bound (canary candidates' details and the like cut, never a count)",
+            get(&self.reports_shrunk),
         );
         counter(
             out,

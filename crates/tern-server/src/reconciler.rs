@@ -41,6 +41,8 @@ use crate::state::AppState;
 
 /// The largest report a replica writes.
 pub(crate) const MAX_REPORT_BYTES: usize = 1024 * 1024;
+/// Room for the report's metadata around its spec.
+const REPORT_ENVELOPE: usize = 4 * 1024;
 
 /// Writes this replica's report (TTL 1h), with its canary candidates and the canaries it
 /// sees for the rollout find serves (the watched snapshot).
@@ -75,15 +77,29 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
         .monotonic()
         .saturating_duration_since(state.started)
         < state.settings.warm_up();
+    // The bound: a store (etcd: 1.5 MiB per request) must never be handed more. A
+    // report over it is shrunk by the documented rule (details the leader can do
+    // without, never a count) rather than dropped: a replica whose report is not
+    // written would hide its hosts from the leader.
+    let encoded_len =
+        |s: &tern_core::resource::ReportSpec| serde_json::to_vec(s).map_or(usize::MAX, |b| b.len());
+    if encoded_len(&spec) > MAX_REPORT_BYTES - REPORT_ENVELOPE {
+        crate::metrics::Metrics::inc(&state.metrics.reports_shrunk);
+        let known = |g: &str| rollout.is_some_and(|r| r.group(g).is_some());
+        if !tern_core::inventory::shrink_report(&mut spec, known, |s| {
+            encoded_len(s) <= MAX_REPORT_BYTES - REPORT_ENVELOPE
+        }) {
+            crate::metrics::Metrics::inc(&state.metrics.reports_too_large);
+        }
+        tracing::warn!(cut = ?spec.shrunk, "this replica's report was over its bound: shrunk");
+    }
     let report = AutoUpdateAgentReport::new(&state.settings.replica_id, spec);
     let bytes = serde_json::to_vec(&report)
         .map_err(|e| ApiError::internal(format!("encoding the report: {e}")))?;
-    // The backstop: folding keeps reports far smaller; a store (etcd: 1.5 MiB per
-    // request) must never be handed more.
     if bytes.len() > MAX_REPORT_BYTES {
         crate::metrics::Metrics::inc(&state.metrics.reports_too_large);
         return Err(ApiError::internal(format!(
-            "this replica's report is {} bytes, over the {MAX_REPORT_BYTES}-byte bound: not written",
+            "this replica's report is {} bytes even shrunk, over the {MAX_REPORT_BYTES}-byte bound: not written",
             bytes.len()
         )));
     }
@@ -609,6 +625,7 @@ mod tests {
             edition: "community".into(),
             public_max_age: 5,
             max_agents: 1_000,
+            max_shared_token_hosts: 10_000,
             canary_tenure: jiff::SignedDuration::from_mins(10),
             directive_period: std::time::Duration::from_secs(10),
             release_trust: None,
@@ -678,6 +695,9 @@ mod tests {
         assert!(held_lease(&state).await.is_none(), "it stopped leading");
 
         store.lease_release(&usurper).await.unwrap();
+        // Its report (no host) is the evidence dev may start on: reconciles hold
+        // without a live report.
+        write_report(&state).await.unwrap();
         let written = reconcile_once(&state).await.unwrap();
         assert!(written.leader, "{written:?}");
         assert_eq!(

@@ -320,7 +320,9 @@ async fn watch_loop(state: Arc<AppState>) {
                             if (k.starts_with(keys::RESOURCES_PREFIX)
                                 || k.starts_with(keys::CHANNELS_PREFIX)
                                 || k == keys::FREEZE
-                                || k.starts_with(keys::PINS_PREFIX))
+                                || k.starts_with(keys::PINS_PREFIX)
+                                || k == keys::ACTIVE_DIRECTIVE
+                                || k.starts_with(keys::INSTALLERS_PREFIX))
                                 && let Err(e) = state.refresh_snapshot().await
                             {
                                 tracing::warn!(error = %e, "refreshing the find snapshot failed");

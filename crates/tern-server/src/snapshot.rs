@@ -3,7 +3,7 @@
 //! after every local write and on every change seen by a watch of the store.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::http::HeaderValue;
@@ -13,6 +13,24 @@ use tern_core::views;
 use tern_core::wire::{AutoUpdateSettings, FindResponse};
 
 pub(crate) use tern_core::api::Channel;
+
+/// The active directive with its installers (`Snapshot::directive`).
+#[derive(Debug)]
+pub(crate) struct ActiveDirective {
+    pub(crate) spec: tern_core::directive::resource::DirectiveSpec,
+    pub(crate) installers: BTreeMap<String, tern_core::directive::resource::Installer>,
+}
+
+impl ActiveDirective {
+    /// Whether it governs a host with these facts (any selection but none: at its
+    /// target, to install, or no target fitting).
+    pub(crate) fn governs(&self, facts: &tern_core::directive::select::HostFacts<'_>) -> bool {
+        !matches!(
+            tern_core::directive::select::select(&self.spec, &self.installers, facts),
+            tern_core::directive::select::Selection::Unmatched
+        )
+    }
+}
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Snapshot {
@@ -33,6 +51,10 @@ pub(crate) struct Snapshot {
     pub(crate) places_by_labels: bool,
     /// Server-side pins: updater_id → when the pin lifts (`pins`).
     pub(crate) pins: std::collections::HashMap<String, jiff::Timestamp>,
+    /// The active version directive and the installers it may name, as the store holds
+    /// them: find tells from the facts a host sends whether it governs the host, the
+    /// same on every replica and right after a restart.
+    pub(crate) directive: Option<Arc<ActiveDirective>>,
     /// The find answers already serialized for this snapshot, by decision.
     find_bodies: FindBodies,
 }
@@ -93,6 +115,7 @@ impl Snapshot {
             channels,
             freeze,
             pins: std::collections::HashMap::new(),
+            directive: None,
             find_bodies: FindBodies::default(),
         }
     }

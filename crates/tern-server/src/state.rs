@@ -48,6 +48,9 @@ pub struct Settings {
     pub public_max_age: u64,
     /// Agents tracked in memory at most (`--max-agents`).
     pub max_agents: usize,
+    /// Of those, agents heartbeating with a shared agent token at most
+    /// (`--max-shared-token-hosts`).
+    pub max_shared_token_hosts: usize,
     /// How long a host must have been heard from to be offered as a canary
     /// (`--canary-tenure`).
     pub canary_tenure: SignedDuration,
@@ -141,6 +144,7 @@ impl AppState {
         notifiers: Notifiers,
     ) -> Arc<Self> {
         let max_agents = settings.max_agents;
+        let max_shared = settings.max_shared_token_hosts;
         let started = clock.monotonic();
         let long_poll = crate::longpoll::LongPoll::new(settings.long_poll);
         Arc::new(Self {
@@ -156,7 +160,9 @@ impl AppState {
             clock,
             settings,
             auth: Authenticator::new(),
-            inventory: Mutex::new(Inventory::with_max_agents(max_agents)),
+            inventory: Mutex::new(
+                Inventory::with_max_agents(max_agents).with_max_shared(max_shared),
+            ),
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
             refresh_lock: tokio::sync::Mutex::new(()),
             metrics: Metrics::default(),
@@ -224,6 +230,9 @@ impl AppState {
             freeze,
         );
         snap.pins = pins;
+        snap.directive = crate::directives::active_directive(store)
+            .await?
+            .map(Arc::new);
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);
         self.long_poll.snapshot_changed();
         Ok(())

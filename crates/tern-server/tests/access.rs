@@ -35,6 +35,7 @@ fn served_routes() -> Vec<RouteAccess> {
         edition: "community".into(),
         public_max_age: 5,
         max_agents: 1_000,
+        max_shared_token_hosts: 10_000,
         canary_tenure: jiff::SignedDuration::from_mins(10),
         directive_period: std::time::Duration::from_secs(10),
         release_trust: None,

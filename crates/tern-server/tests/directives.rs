@@ -1001,3 +1001,71 @@ fn a_restart_with_many_hosts_in_flight_reads_their_attempts_in_one_listing() {
         .collect();
     assert_eq!(states, BTreeSet::from(["InstallTriggered"]), "{inv}");
 }
+
+/// find tells a host a directive governs "no version, held by a directive" on every
+/// replica and right after a restart, from the facts the host sends with find (the
+/// replica's snapshot holds the active directive): it no longer depends on one
+/// replica's memory of the host's heartbeats.
+#[test]
+fn find_tells_a_governed_host_so_right_after_a_restart_by_its_facts() {
+    let mut f = Fleet::start();
+    f.a.put_resource(
+        "version",
+        &common::version_yaml("1.0.0", "1.1.0", "regular"),
+    );
+    f.a.reconcile();
+    let none: BTreeMap<usize, &str> = BTreeMap::new();
+    let no_extra: BTreeMap<usize, Value> = BTreeMap::new();
+    beat_all(&f, &none, &no_extra);
+    f.a.op("PUT", "/v1/directives/installers/script", Some(SCRIPT));
+    f.a.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
+    f.a.op("PUT", "/v1/directives/config", Some(CONFIG));
+    f.a.op("PUT", "/v1/directives/drafts/static", Some(&draft("1.2.0")));
+    let pending = f.a.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    f.a.op(
+        "POST",
+        "/v1/directives/apply",
+        Some(&json!({"nonce": pending["nonce"]}).to_string()),
+    );
+    let facts = |labels: &str| {
+        format!(
+            "version=1.1.0&arch=amd64&os=linux&installer=tern-update&installer=local-script{labels}"
+        )
+    };
+    let find = |t: &Ternd, id: &str, facts: &str| {
+        let (s, v) = t.call(
+            "GET",
+            &format!("/v1/webapi/find?group=default&updater_id={id}&{facts}"),
+            None,
+            None,
+        );
+        assert_eq!(s, 200, "{v}");
+        (
+            v["auto_update"]["agent_version"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            v["auto_update"]["agent_hold"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        )
+    };
+    let governed = (String::new(), "directive".to_string());
+    // h5 (env=prod) heartbeats to b only; a never heard of it: a answers it as b would.
+    assert_eq!(find(&f.a, "h5", &facts("&label=env%3Dprod")), governed);
+    eventually("b's snapshot has the directive", || {
+        find(&f.b, "h5", &facts("&label=env%3Dprod")) == governed
+    });
+    // Restarted with an empty inventory, before any heartbeat: the same answer.
+    f.restart_a();
+    assert_eq!(find(&f.a, "h0", &facts("&label=env%3Dstaging")), governed);
+    // A host no directive selects follows the rollout.
+    let (version, hold) = find(&f.a, "h7", &facts(""));
+    assert!(!version.is_empty());
+    assert_ne!(hold, "directive");
+}

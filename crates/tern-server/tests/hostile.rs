@@ -775,3 +775,43 @@ fn host_facts_are_bounded_and_shown_in_the_inventory() {
         "{plain}"
     );
 }
+
+/// One shared agent token cannot invent hosts without bound: past
+/// `--max-shared-token-hosts` new hosts through it are refused with a message saying
+/// what to do; hosts it already speaks for, and hosts with their own credential, go on.
+#[test]
+fn a_shared_agent_token_cannot_invent_hosts_past_its_cap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--dev-clock", common::T0, "--max-shared-token-hosts", "5"],
+    );
+    let shared = t.new_token("agent");
+    for i in 0..5 {
+        t.heartbeat(&shared, &format!("invented-{i}"), "dev", "1.0.0");
+    }
+    let (s, v) = t.call(
+        "POST",
+        "/v1/agents/heartbeat",
+        Some(&shared),
+        Some(r#"{"updater_id":"invented-5","group":"dev","version":"1.0.0"}"#),
+    );
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(v["error"]["code"], "shared_token_full", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("join token"),
+        "{v}"
+    );
+    // The five it speaks for go on; a host with its own credential joins.
+    t.heartbeat(&shared, "invented-0", "dev", "1.1.0");
+    let join_token = t.op("POST", "/v1/tokens", Some(r#"{"role":"join"}"#));
+    let (s, v) = join(&t, join_token["token"].as_str().unwrap(), "real-1");
+    assert_eq!(s, 201, "{v}");
+    let cred = v["token"].as_str().unwrap().to_string();
+    t.heartbeat(&cred, "real-1", "dev", "1.0.0");
+    let inv = t.op("GET", "/v1/inventory", None);
+    assert_eq!(inv["agents"].as_array().unwrap().len(), 6, "{inv}");
+}

@@ -108,3 +108,55 @@ fn hosts_are_placed_by_their_labels() {
         "{v}"
     );
 }
+
+/// find answers a host placed by its labels the same right after a restart (or on a
+/// replica it never heartbeated to): from the labels it sends with find, not from one
+/// replica's memory of its heartbeats. An updater that sends none is placed as its last
+/// heartbeat here placed it (and, before any, by the group it presents).
+#[test]
+fn find_places_a_host_by_the_labels_it_sends_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut t = Ternd::dev(&data);
+    t.put_resource("config", CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    t.reconcile();
+    let agent = t.new_token("agent");
+    // A host that presents no group; its labels place it in dev.
+    t.heartbeat_with(&agent, "d1", "", "1.0.0", json!({"labels": {"env": "dev"}}));
+    t.set_clock("2026-11-23T10:05:00Z");
+    t.heartbeat_with(&agent, "d1", "", "1.0.0", json!({"labels": {"env": "dev"}}));
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "active");
+    let find = |t: &Ternd, query: &str| {
+        let (s, v) = t.call("GET", &format!("/v1/webapi/find?{query}"), None, None);
+        assert_eq!(s, 200, "{v}");
+        (
+            v["auto_update"]["agent_auto_update"].as_bool().unwrap(),
+            v["auto_update"]["agent_hold"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        )
+    };
+    let with_facts = "group=&updater_id=d1&version=1.0.0&label=env%3Ddev";
+    let without = "group=&updater_id=d1";
+    assert_eq!(find(&t, with_facts), (true, String::new()));
+    assert_eq!(
+        find(&t, without),
+        (true, String::new()),
+        "by its heartbeats here"
+    );
+
+    // Restarted: nothing in memory. With its labels the host is still placed in dev.
+    t.kill9();
+    let token = t.token.clone();
+    let mut t = Ternd::dev(&data);
+    t.token = token;
+    assert_eq!(find(&t, with_facts), (true, String::new()));
+    // Without facts and before its first heartbeat: the catch-all (prod), not dev.
+    assert_eq!(find(&t, without), (false, "group_not_started".into()));
+    // Facts past their bounds are not taken: a label key that is not one.
+    let bad = "group=&updater_id=d1&version=1.0.0&label=%20bad%20key%3Ddev";
+    assert_eq!(find(&t, bad), (false, "group_not_started".into()));
+}

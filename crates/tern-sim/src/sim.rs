@@ -715,6 +715,7 @@ impl Sim {
             topology,
             // Every simulated replica has been running long before the start.
             warming_up: false,
+            shrunk: Vec::new(),
         }
     }
 

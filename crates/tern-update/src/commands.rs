@@ -241,7 +241,12 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             }
             None
         }
-        None => match ctx.http.find(&spec.server, &spec.group, &id) {
+        None => match ctx.http.find(
+            &spec.server,
+            &spec.group,
+            &id,
+            &update::host_facts(&spec, &state::Status::default()),
+        ) {
             Ok(f) => Some(f),
             Err(e) if args.force_version.is_some() => {
                 log::warn(format!(
@@ -550,6 +555,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
             &file.spec.server,
             &file.spec.group,
             id.as_deref().unwrap_or(""),
+            &update::host_facts(&file.spec, &file.status),
         ) {
             Ok(f) => {
                 server.reachable = true;

@@ -337,7 +337,12 @@ fn edition(ctx: &Ctx, file: &UpdateFile) -> String {
         return String::new();
     }
     let id = update::updater_id(&ctx.layout).unwrap_or_default();
-    match ctx.http.find(&file.spec.server, &file.spec.group, &id) {
+    match ctx.http.find(
+        &file.spec.server,
+        &file.spec.group,
+        &id,
+        &update::host_facts(&file.spec, &file.status),
+    ) {
         Ok(f) => f.edition,
         Err(e) => {
             log::warn(format!(

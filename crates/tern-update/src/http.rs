@@ -151,24 +151,34 @@ impl Client {
     }
 
     /// `GET {server}/v1/webapi/find?group=G&updater_id=U`.
-    pub(crate) fn find(&self, server: &str, group: &str, updater_id: &str) -> Result<FindResponse> {
+    pub(crate) fn find(
+        &self,
+        server: &str,
+        group: &str,
+        updater_id: &str,
+        facts: &tern_core::wire::FindFacts,
+    ) -> Result<FindResponse> {
         let url = format!("{}/v1/webapi/find", server.trim_end_matches('/'));
-        self.get_json(
+        let facts = facts.query();
+        let mut query = vec![("group", group), ("updater_id", updater_id)];
+        query.extend(facts.iter().map(|(k, v)| (*k, v.as_str())));
+        self.get_json(url, &query, |url, source| Error::BadFindResponse {
             url,
-            &[("group", group), ("updater_id", updater_id)],
-            |url, source| Error::BadFindResponse { url, source },
-        )
+            source,
+        })
     }
 
     /// `GET {server}/v1/webapi/find?…&wait=HOLD&seen=ETAG`: find held by ternd until
     /// this host's answer differs from the one whose ETag is `seen`, or for `hold`.
     /// This one request may take `hold` plus `grace` (ternd's release jitter); past
     /// that it fails, whatever the server does.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn find_long_poll(
         &self,
         server: &str,
         group: &str,
         updater_id: &str,
+        facts: &tern_core::wire::FindFacts,
         hold: Duration,
         grace: Duration,
         seen: Option<&str>,
@@ -182,6 +192,9 @@ impl Client {
             .query("group", group)
             .query("updater_id", updater_id)
             .query("wait", &wait);
+        for (k, v) in facts.query() {
+            req = req.query(k, &v);
+        }
         if let Some(seen) = seen {
             req = req.query("seen", seen);
         }

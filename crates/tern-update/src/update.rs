@@ -272,7 +272,12 @@ fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
         return Ok(f.clone());
     }
     let id = updater_id(&ctx.layout)?;
-    match ctx.http.find(&file.spec.server, &file.spec.group, &id) {
+    match ctx.http.find(
+        &file.spec.server,
+        &file.spec.group,
+        &id,
+        &host_facts(&file.spec, &file.status),
+    ) {
         Ok(f) => Ok(f),
         Err(e) if opts.force_version.is_some() => {
             log::warn(format!(
@@ -281,6 +286,24 @@ fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
             Ok(FindResponse::default())
         }
         Err(e) => Err(e),
+    }
+}
+
+/// What this host tells ternd about itself, with find and with its heartbeats alike:
+/// the version it runs (what tern-update installed, else what a local-script install
+/// put in place), its labels, build and installer types.
+pub(crate) fn host_facts(spec: &Spec, status: &state::Status) -> tern_core::wire::FindFacts {
+    tern_core::wire::FindFacts {
+        version: status
+            .active
+            .clone()
+            .or_else(|| status.script_version.clone())
+            .unwrap_or_default(),
+        labels: spec.labels.clone(),
+        arch: crate::artifact::go_arch(std::env::consts::ARCH).to_string(),
+        os: std::env::consts::OS.to_string(),
+        fips: spec.fips,
+        installers: crate::directive::advertised(spec),
     }
 }
 
@@ -1130,6 +1153,7 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
             tern_core::host_update::Health::Unknown => None,
         }
     };
+    let facts = host_facts(&file.spec, &file.status);
     let hb = Heartbeat {
         updater_id: id,
         host_id: ctx
@@ -1145,13 +1169,7 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
                 .into_owned()
         }),
         group: spec.group.clone(),
-        // What tern-update installed; else what a local-script install put in place.
-        version: file
-            .status
-            .active
-            .clone()
-            .or_else(|| file.status.script_version.clone())
-            .unwrap_or_default(),
+        version: facts.version,
         updater_version: Some(env!("CARGO_PKG_VERSION").to_string()),
         updater_status: spec.updater_status(),
         rollback: file.status.rollback,
@@ -1163,17 +1181,17 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
             tern_core::wire::Follows::Rollout
         },
         install_failure: state::load_install_failure(&ctx.layout.install_failure_file()),
-        labels: spec.labels.clone(),
-        arch: crate::artifact::go_arch(std::env::consts::ARCH).to_string(),
-        os: std::env::consts::OS.to_string(),
+        labels: facts.labels,
+        arch: facts.arch,
+        os: facts.os,
         os_version: ["/etc/os-release", "/usr/lib/os-release"]
             .iter()
             .find_map(|p| std::fs::read_to_string(p).ok())
             .map(|text| os_version(&text))
             .unwrap_or_default(),
-        fips: spec.fips,
+        fips: facts.fips,
         // The host's own installer, and those it opted in to (`enable --installer`).
-        installers: crate::directive::advertised(spec),
+        installers: facts.installers,
         install_result: file.status.install_result.clone(),
     };
     match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {

@@ -159,22 +159,27 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         }
         let id = update::updater_id(&ctx.layout)?;
         let asked = Instant::now();
-        let polled =
-            match ctx
-                .http
-                .find_long_poll(server, group, &id, hold, HOLD_GRACE, seen.as_deref())
-            {
-                Ok(p) => p,
-                Err(e) => {
-                    let wait = pacer.after_error();
-                    log::warn(format!(
-                        "watch: find failed ({e}); asking again in up to {}s",
-                        wait.as_secs()
-                    ));
-                    pause(wait);
-                    continue;
-                }
-            };
+        let facts = update::host_facts(&file.spec, &file.status);
+        let polled = match ctx.http.find_long_poll(
+            server,
+            group,
+            &id,
+            &facts,
+            hold,
+            HOLD_GRACE,
+            seen.as_deref(),
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                let wait = pacer.after_error();
+                log::warn(format!(
+                    "watch: find failed ({e}); asking again in up to {}s",
+                    wait.as_secs()
+                ));
+                pause(wait);
+                continue;
+            }
+        };
         let took = asked.elapsed();
         let Some(etag) = polled.etag else {
             if !said_no_long_poll {

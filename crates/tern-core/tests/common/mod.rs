@@ -135,14 +135,11 @@ impl World {
         }
     }
 
-    /// One reconcile at `now`, with a fresh report of the current agents.
+    /// One reconcile at `now`, with a fresh report of the current agents (a live
+    /// replica's: with no agent, it says there is none).
     pub fn reconcile(&mut self, now: &str) -> &AutoUpdateAgentRollout {
         let now = ts(now);
-        let reports = if self.agents.is_empty() {
-            Vec::new()
-        } else {
-            vec![report_of(now, &self.agents)]
-        };
+        let reports = vec![report_of(now, &self.agents)];
         self.reconcile_with(now, &reports)
     }
 

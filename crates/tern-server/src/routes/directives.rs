@@ -95,7 +95,16 @@ pub(crate) async fn put_installer(
         .store()
         .put(&keys::installer(&name), stored_form(&i)?, None)
         .await?;
+    refresh_find(&state).await;
     get_installer(State(state), Path(name)).await
+}
+
+/// find's snapshot holds the active directive and the installers: refreshed at once
+/// after a write of either here (the store watch brings it to the other replicas).
+async fn refresh_find(state: &AppState) {
+    if let Err(e) = state.refresh_snapshot().await {
+        tracing::warn!(error = %e, "refreshing the find snapshot failed");
+    }
 }
 
 /// `DELETE /v1/directives/installers/{name}`
@@ -113,9 +122,12 @@ pub(crate) async fn delete_installer(
 
 async fn delete_key(state: &AppState, key: &str, what: &str) -> ApiResult<Json<Deleted>> {
     match state.store().delete(key, None).await {
-        Ok(_) => Ok(Json(Deleted {
-            deleted: what.to_string(),
-        })),
+        Ok(_) => {
+            refresh_find(state).await;
+            Ok(Json(Deleted {
+                deleted: what.to_string(),
+            }))
+        }
         Err(tern_store::Error::NotFound { .. }) => {
             Err(ApiError::not_found(format!("no {what} exists")))
         }
@@ -211,6 +223,7 @@ pub(crate) async fn write_draft(state: &AppState, d: &VersionDirective) -> ApiRe
     if automatic {
         store.put(keys::ACTIVE_DIRECTIVE, bytes, None).await?;
         tracing::info!(draft = %name, "draft promoted at once (promotion.strategy automatic)");
+        refresh_find(state).await;
     }
     Ok(automatic)
 }
@@ -408,6 +421,7 @@ pub(crate) async fn apply(
     }
     let message = if done {
         tracing::info!(draft = %pending.draft, by = %actor.token_id, "directive applied");
+        refresh_find(&state).await;
         format!("draft {} is now the active directive", pending.draft)
     } else {
         format!(

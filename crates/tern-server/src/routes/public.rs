@@ -33,12 +33,17 @@ struct FindQuery<'a> {
     updater_id: Cow<'a, str>,
     wait: Option<Cow<'a, str>>,
     seen: Option<Cow<'a, str>>,
+    /// What the host says of itself (`tern_core::wire::FindFacts`), when it says it
+    /// (an updater that predates them sends none).
+    facts: Option<tern_core::wire::FindFacts>,
 }
 
 fn find_query(raw: Option<&str>) -> FindQuery<'_> {
     let (mut group, mut updater_id, mut host) =
         (Cow::Borrowed(""), Cow::Borrowed(""), Cow::Borrowed(""));
     let (mut wait, mut seen) = (None, None);
+    let mut facts: Option<tern_core::wire::FindFacts> = None;
+    let mut said_version = false;
     for (k, v) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match k.as_ref() {
             "group" => group = v,
@@ -46,9 +51,17 @@ fn find_query(raw: Option<&str>) -> FindQuery<'_> {
             "host" => host = v,
             "wait" => wait = Some(v),
             "seen" => seen = Some(v),
+            key if tern_core::wire::FindFacts::is_key(key) => {
+                said_version |= key == "version";
+                facts.get_or_insert_with(Default::default).read(key, &v);
+            }
             _ => {}
         }
     }
+    // Facts count when the host said its version (every updater that sends facts does,
+    // empty when nothing is installed) and they are within a heartbeat's bounds; else
+    // the replica goes by what the host's heartbeats told it.
+    let facts = facts.filter(|f| said_version && f.check().is_ok());
     if updater_id.is_empty() {
         updater_id = host;
     }
@@ -57,6 +70,7 @@ fn find_query(raw: Option<&str>) -> FindQuery<'_> {
         updater_id,
         wait,
         seen,
+        facts,
     }
 }
 
@@ -108,12 +122,12 @@ pub(crate) async fn find(
         .map_err(ApiError::bad_request)?;
     Metrics::inc(&state.metrics.find_requests);
     let Some(wait) = wait else {
-        let answer = find_answer(&state, &q.group, &q.updater_id);
+        let answer = find_answer(&state, &q);
         return Ok(cacheable(&state, find_response(answer, None)));
     };
     // Subscribed before the answer is worked out: a change in between wakes the hold.
     let mut changes = long_poll.subscribe();
-    let answer = find_answer(&state, &q.group, &q.updater_id);
+    let answer = find_answer(&state, &q);
     let seen = q.seen.as_deref().unwrap_or_default();
     let etag = answer.etag.to_str().unwrap_or_default();
     if wait.is_zero() || !crate::longpoll::is_seen(seen, etag) {
@@ -144,7 +158,7 @@ pub(crate) async fn find(
             () = tokio::time::sleep_until(deadline) => break Release::Expired,
             () = &mut stopped => break Release::Expired,
         };
-        if look_again && find_answer(&state, &q.group, &q.updater_id).etag != answer.etag {
+        if look_again && find_answer(&state, &q).etag != answer.etag {
             break Release::Changed;
         }
     };
@@ -162,7 +176,7 @@ pub(crate) async fn find(
         }
     }
     // The answer as it is now: another change may have come during the jitter.
-    let answer = find_answer(&state, &q.group, &q.updater_id);
+    let answer = find_answer(&state, &q);
     let how = match release {
         Release::Changed => POLL_CHANGED,
         Release::Expired => POLL_EXPIRED,
@@ -211,28 +225,45 @@ fn find_response(answer: crate::snapshot::FindBody, long_poll: Option<HeaderValu
 /// What find tells this host now: `tern_core::find::answer` over the snapshot and
 /// what this replica knows of the host (where labels place it, whether a directive
 /// governs it, a pin).
-fn find_answer(state: &AppState, group: &str, updater_id: &str) -> crate::snapshot::FindBody {
+fn find_answer(state: &AppState, q: &FindQuery<'_>) -> crate::snapshot::FindBody {
+    let (group, updater_id): (&str, &str) = (&q.group, &q.updater_id);
     let snapshot = state.snapshot();
-    // Groups placed by labels: the host counts in the group its last heartbeat was
-    // placed in (`rollout::place`); the inventory is asked only then.
-    let placed = if snapshot.places_by_labels && !updater_id.is_empty() {
-        state
+    // Groups placed by labels (`rollout::place`): by the labels the host sends with
+    // find, so that every replica places it alike, before its first heartbeat to it
+    // too; from an updater that sends none, where its last heartbeat here placed it.
+    let placed = match (&snapshot.rollout, &q.facts) {
+        (Some(r), Some(f)) if snapshot.places_by_labels => {
+            Some(tern_core::rollout::place(r, group, &f.labels).to_string())
+        }
+        _ if snapshot.places_by_labels && !updater_id.is_empty() => state
             .inventory()
             .by_updater_id(updater_id)
-            .map(|a| tern_core::inventory::AgentView::group(&a).to_string())
-    } else {
-        None
+            .map(|a| tern_core::inventory::AgentView::group(&a).to_string()),
+        _ => None,
     };
-    // Only while a directive is active is the inventory asked (find's hot path takes
-    // no lock otherwise).
-    let governed_by_directive = !updater_id.is_empty()
-        && state
-            .directives_active
-            .load(std::sync::atomic::Ordering::Relaxed)
-        && state
-            .inventory()
-            .by_updater_id(updater_id)
-            .is_some_and(|a| a.install_state().is_some());
+    // A version directive governs the host: by its facts, as every replica's snapshot
+    // holds the active directive; from an updater that sends none, by this replica's
+    // last pass over it. Without an active directive nothing is asked (find's hot path
+    // takes no lock).
+    let governed_by_directive = match (&snapshot.directive, &q.facts) {
+        (None, _) => false,
+        (Some(d), Some(f)) => d.governs(&tern_core::directive::select::HostFacts {
+            labels: tern_core::directive::select::Labels::Map(&f.labels),
+            group: placed.as_deref().unwrap_or(group),
+            version: &f.version,
+            arch: &f.arch,
+            os: &f.os,
+            fips: f.fips,
+            installers: tern_core::directive::select::Names::Strings(&f.installers),
+        }),
+        (Some(_), None) => {
+            !updater_id.is_empty()
+                && state
+                    .inventory()
+                    .by_updater_id(updater_id)
+                    .is_some_and(|a| a.install_state().is_some())
+        }
+    };
     let pinned_until = if snapshot.pins.is_empty() {
         None
     } else {
@@ -409,7 +440,8 @@ pub(crate) async fn heartbeat(
             hb.updater_id.chars().take(64).collect::<String>()
         )));
     }
-    if actor.bound_to.is_none() && actor.role == tern_core::api::Role::Agent {
+    let shared = actor.bound_to.is_none() && actor.role == tern_core::api::Role::Agent;
+    if shared {
         Metrics::inc(&state.metrics.heartbeats_shared_token);
     }
     for (field, value) in [
@@ -440,7 +472,7 @@ pub(crate) async fn heartbeat(
         }
     }
     let now = state.clock.now();
-    let recorded = state.inventory().heartbeat(&hb, now, at);
+    let recorded = state.inventory().heartbeat_via(&hb, now, at, shared);
     let install = match recorded {
         Ok(r) => {
             if r.changed {
@@ -457,6 +489,14 @@ pub(crate) async fn heartbeat(
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "inventory_full",
+                e.to_string(),
+            ));
+        }
+        Err(e @ Refused::SharedTokenFull { .. }) => {
+            Metrics::inc(&state.metrics.heartbeats_inventory_full);
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shared_token_full",
                 e.to_string(),
             ));
         }

@@ -1,0 +1,178 @@
+//! When evidence is missing the rollout holds: silent hosts do not make a group empty,
+//! and a replica that stopped reporting does not make its hosts disappear.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use tern_core::reason;
+use tern_core::resource::GroupState::*;
+use tern_core::resource::*;
+
+/// dev (12:00, no canary), staging (14:00, 2 canaries), prod: every host goes silent
+/// (a partition, an expired token), then an operator rolls out 1.2.0. The replicas
+/// are up and report no host. staging must not go active with no canary, nor any
+/// group complete: the previous rollout saw their hosts.
+#[test]
+fn silent_hosts_do_not_complete_a_rollout_created_during_the_outage() {
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
+    w.agents = fleet("dev", 4, "1.0.0");
+    w.agents.extend(fleet("staging", 4, "1.0.0"));
+    w.agents.extend(fleet("prod", 4, "1.0.0"));
+    // 1.1.0 goes through dev and staging on Monday.
+    w.reconcile("2026-11-23T09:00:00Z");
+    w.reconcile("2026-11-23T12:05:00Z");
+    w.agents_follow_find("dev");
+    w.reconcile("2026-11-23T12:10:00Z");
+    assert_eq!(w.state("dev").0, Done);
+    assert_eq!(w.group("staging").peak_count, 4);
+
+    // Every host goes silent; 1.2.0 is rolled out during the outage (Tuesday).
+    w.agents.clear();
+    w.version = Some(version("1.1.0", "1.2.0"));
+    w.reconcile("2026-11-24T09:00:00Z");
+    assert_eq!(
+        w.group("staging").peak_count,
+        4,
+        "the new rollout knows staging had 4"
+    );
+    w.reconcile("2026-11-24T12:05:00Z");
+    assert_eq!(
+        w.state("dev"),
+        (Unstarted, reason::AGENTS_VANISHED.into()),
+        "dev does not start from an empty count"
+    );
+    assert!(
+        w.rollout()
+            .status
+            .alerts
+            .iter()
+            .any(|a| a.kind == "agents_vanished"),
+        "{:?}",
+        w.rollout().status.alerts
+    );
+    for t in [
+        "2026-11-24T13:30:00Z",
+        "2026-11-24T14:05:00Z",
+        "2026-11-24T15:30:00Z",
+    ] {
+        w.reconcile(t);
+    }
+    assert_eq!(w.state("dev").0, Unstarted);
+    assert_eq!(w.state("staging").0, Unstarted);
+    assert_eq!(w.state("prod").0, Unstarted);
+    // The hosts come back: dev starts in its next window, staging tests its canaries.
+    w.agents = fleet("dev", 4, "1.1.0");
+    w.agents.extend(fleet("staging", 4, "1.1.0"));
+    w.agents.extend(fleet("prod", 4, "1.0.0"));
+    w.reconcile("2026-11-25T12:05:00Z");
+    assert_eq!(w.state("dev").0, Active);
+    assert_eq!(w.group("dev").initial_count, 4);
+}
+
+/// Two replicas; replica-2 holds the staging hosts and stops writing its reports (its
+/// store writes fail, or it is cut off): its last report goes stale. staging neither
+/// skips its canaries nor completes on replica-1's counts alone; once replica-2
+/// reports again it moves.
+#[test]
+fn a_replica_that_stopped_reporting_holds_the_groups_whose_hosts_it_counted() {
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
+    let devs = fleet("dev", 2, "1.1.0");
+    let stagings = fleet("staging", 3, "1.0.0");
+    let at = |s: &str| ts(s);
+    let two = |w: &mut World, t: &str, second_at: &str| {
+        let r1 = report_of(at(t), &devs);
+        let mut r2 = report_of(at(second_at), &stagings);
+        r2.metadata.name = "replica-2".into();
+        w.reconcile_with(at(t), &[r1, r2]).clone()
+    };
+    two(&mut w, "2026-11-23T09:00:00Z", "2026-11-23T09:00:00Z");
+    two(&mut w, "2026-11-23T12:05:00Z", "2026-11-23T12:05:00Z");
+    two(&mut w, "2026-11-23T12:10:00Z", "2026-11-23T12:10:00Z");
+    assert_eq!(w.state("dev").0, Done);
+    // replica-2's last report is from 12:10; at 14:05 it is long stale.
+    let r = two(&mut w, "2026-11-23T14:05:00Z", "2026-11-23T12:10:00Z");
+    let staging = r.group("staging").unwrap();
+    assert_eq!(
+        (staging.state, staging.last_update_reason.as_str()),
+        (Unstarted, reason::REPORTS_MISSING),
+        "{staging:?}"
+    );
+    assert!(r.status.alerts.iter().any(|a| a.kind == "reports_missing"));
+    // Back: staging starts and picks its canaries from replica-2's hosts.
+    w.agents = stagings.clone();
+    let r = two(&mut w, "2026-11-23T14:10:00Z", "2026-11-23T14:10:00Z");
+    let staging = r.group("staging").unwrap();
+    assert_eq!(staging.state, Canary, "{staging:?}");
+    assert_eq!(staging.canaries.len(), 2);
+}
+
+/// A flood of invented hosts (random groups, versions, long hostnames) makes a report
+/// too big for its bound: it is shrunk by the documented rule and still written, with
+/// every host counted and what was cut named, never dropped.
+#[test]
+fn a_report_over_its_bound_is_shrunk_and_keeps_every_count() {
+    use tern_core::inventory::{FOLDED, InventoryAgent, bound_report, build_report, shrink_report};
+    use tern_core::wire::Heartbeat;
+    let now = ts("2026-11-23T10:00:00Z");
+    let mut inv = Vec::new();
+    for i in 0..3000 {
+        inv.push(InventoryAgent {
+            heartbeat: Heartbeat {
+                updater_id: format!("{i:08x}-0000-4000-8000-{i:012x}"),
+                host_id: format!("host-{i}"),
+                hostname: format!("{}-{i}", "x".repeat(200)),
+                group: if i % 2 == 0 {
+                    "dev".into()
+                } else {
+                    format!("invented-{}", i % 97)
+                },
+                version: format!("1.{}.0", i % 150),
+                healthy: Some(true),
+                ..Heartbeat::default()
+            },
+            first_seen: ts("2026-11-23T08:00:00Z"),
+            last_seen: now,
+        });
+    }
+    let mut spec = build_report(now, &inv, tern_core::rollout::DEFAULT_REPORT_PERIOD);
+    // As a replica offers them: up to 10 candidates for dev, with their details.
+    spec.canary_candidates.insert(
+        "dev".into(),
+        inv.iter()
+            .take(10)
+            .map(|a| {
+                use tern_core::inventory::AgentView;
+                a.connected()
+            })
+            .collect(),
+    );
+    let known = |g: &str| g == "dev";
+    bound_report(&mut spec, known);
+    let total = |s: &ReportSpec| -> u64 {
+        s.groups
+            .values()
+            .flat_map(|g| g.versions.values())
+            .map(|v| v.count)
+            .sum()
+    };
+    assert_eq!(total(&spec), 3000);
+    let size = |s: &ReportSpec| serde_json::to_vec(s).unwrap().len();
+    let bound = 8 * 1024;
+    assert!(
+        size(&spec) > bound,
+        "the flood is over the bound: {}",
+        size(&spec)
+    );
+    assert!(shrink_report(&mut spec, known, |s| size(s) <= bound));
+    assert!(size(&spec) <= bound);
+    assert_eq!(total(&spec), 3000, "no host is dropped");
+    assert!(!spec.shrunk.is_empty());
+    assert!(spec.groups.contains_key("dev") && spec.groups.contains_key(FOLDED));
+}
