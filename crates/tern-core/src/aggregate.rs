@@ -30,9 +30,16 @@ pub struct GroupCounts {
     /// Connected agents whose install of the target failed before the switch, per
     /// kind of failure.
     pub refused: BTreeMap<String, u64>,
+    /// Connected agents not counted (pinned, disabled, settling).
+    pub uncounted: u64,
 }
 
 impl GroupCounts {
+    /// Connected agents, counted or not: what vanishing is measured on.
+    pub fn connected(&self) -> u64 {
+        self.present + self.uncounted
+    }
+
     /// Connected agents whose install of the target failed before the switch.
     pub fn refused_total(&self) -> u64 {
         self.refused.values().sum()
@@ -75,7 +82,8 @@ impl Aggregate {
             if !is_live(report, now, report_period) {
                 for (group, group_report) in &report.spec.groups {
                     let name = groups.serving(group).unwrap_or(group);
-                    let n: u64 = group_report.versions.values().map(|v| v.count).sum();
+                    let n: u64 = group_report.versions.values().map(|v| v.count).sum::<u64>()
+                        + group_report.uncounted;
                     *agg.stale.entry(name.to_string()).or_default() += n;
                 }
                 continue;
@@ -94,6 +102,7 @@ impl Aggregate {
             for (group, group_report) in &report.spec.groups {
                 let name = groups.serving(group).unwrap_or(group);
                 let counts = agg.groups.entry(name.to_string()).or_default();
+                counts.uncounted += group_report.uncounted;
                 for (version, kinds) in &group_report.refused {
                     if normalize(version) == target {
                         for (kind, n) in kinds {

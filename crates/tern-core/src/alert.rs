@@ -171,7 +171,7 @@ fn group_alerts(g: &RolloutGroup, now: Timestamp) -> Vec<(&'static str, String)>
             kind::AGENTS_VANISHED,
             format!(
                 "group {name}: {} of the {} agents it was seen with are connected; it holds until they return or an operator resets it",
-                g.present_count, g.peak_count
+                g.connected_count, g.peak_count
             ),
         ));
     }

@@ -273,9 +273,13 @@ pub fn build_report<A: AgentView>(
     let mut refused: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> = BTreeMap::new();
     let mut normalized: HashMap<String, String> = HashMap::new();
     let mut omitted: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut uncounted: BTreeMap<String, u64> = BTreeMap::new();
     for agent in agents {
         if let Some(reason) = omitted_reason(&agent, now, report_period) {
             *omitted.entry(reason).or_default() += 1;
+            if matches!(reason, OMITTED_PINNED | OMITTED_DISABLED | OMITTED_TOO_NEW) {
+                *uncounted.entry(agent.group().to_owned()).or_default() += 1;
+            }
             continue;
         }
         let raw = agent.version();
@@ -310,6 +314,9 @@ pub fn build_report<A: AgentView>(
                 .or_default() += 1;
         }
     }
+    for group in uncounted.keys() {
+        tallies.entry(group.clone()).or_default();
+    }
     let groups = tallies
         .into_iter()
         .map(|(group, versions)| {
@@ -325,7 +332,15 @@ pub fn build_report<A: AgentView>(
                 })
                 .collect();
             let refused = most_common(refused.remove(&group).unwrap_or_default());
-            (group, GroupReport { versions, refused })
+            let uncounted = uncounted.get(&group).copied().unwrap_or(0);
+            (
+                group,
+                GroupReport {
+                    versions,
+                    refused,
+                    uncounted,
+                },
+            )
         })
         .collect();
     ReportSpec {
@@ -558,6 +573,7 @@ pub fn bound_report(spec: &mut ReportSpec, known: impl Fn(&str) -> bool) -> usiz
                     merge(into.versions.entry(version).or_default(), &v);
                 }
                 merge_refused(&mut into.refused, group.refused);
+                into.uncounted += group.uncounted;
                 folded += 1;
             }
         }
@@ -773,6 +789,7 @@ fn fold_to(spec: &mut ReportSpec, known: &impl Fn(&str) -> bool, groups: usize, 
                 merge(into.versions.entry(version).or_default(), &v);
             }
             merge_refused(&mut into.refused, group.refused);
+            into.uncounted += group.uncounted;
         }
     }
     for group in spec.groups.values_mut() {

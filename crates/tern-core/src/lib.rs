@@ -8,6 +8,7 @@
 //! - [`rollout`]: the vocabulary below them all (groups and the catch-all rule, the
 //!   desired spec, windows, rollout state, live reports, events).
 //! - [`alert`]: what needs a human, kept in the rollout's status while it holds.
+//! - [`invariant`]: the fleet-safety invariant, checked over a trace of what happened.
 //! - [`forecast`]: when one host will update, from the same rollout and find.
 //! - [`window`], [`canary`], [`backpressure`], [`aggregate`]: the parts they use.
 //! - [`wire`]: the updater ↔ server contract; [`text`]: free text checked or cut down
@@ -28,6 +29,7 @@ pub mod forecast;
 pub mod history;
 pub mod host_update;
 pub mod ids;
+pub mod invariant;
 pub mod inventory;
 pub mod lockstep;
 pub mod reason;

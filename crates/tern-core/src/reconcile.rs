@@ -442,7 +442,8 @@ impl Ctx<'_> {
         group.present_count = c.present;
         // Without any report the counts are unknown, not zero.
         if self.agg.live_reports > 0 {
-            group.peak_count = group.peak_count.max(c.present);
+            group.connected_count = c.connected();
+            group.peak_count = group.peak_count.max(c.connected());
         }
         group.up_to_date_count = c.up_to_date;
         group.failed_count = c.failed;
@@ -472,7 +473,7 @@ impl Ctx<'_> {
             return true;
         }
         let stale = self.agg.stale.get(&group.name).copied().unwrap_or(0);
-        stale > 0 && self.counts(group).present < group.peak_count.max(stale)
+        stale > 0 && self.counts(group).connected() < group.peak_count.max(stale)
     }
 
     fn set(&mut self, group: &mut RolloutGroup, state: GroupState, reason: &'static str) {
@@ -563,10 +564,6 @@ impl Ctx<'_> {
         }
         if self.evidence_missing(group) {
             return Some(reason::REPORTS_MISSING);
-        }
-        if self.vanished(group) {
-            // Its hosts are not here: the count it would start from is not the group.
-            return Some(reason::AGENTS_VANISHED);
         }
         None
     }

@@ -593,10 +593,14 @@ pub struct RolloutGroup {
     pub config_alert_after: Option<GoDuration>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<Canary>,
-    /// The most agents seen present in the group during this rollout: what the group
-    /// "was", against which vanished hosts are measured.
+    /// The most agents seen connected in the group (counted or not: pinned, disabled,
+    /// settling) during this rollout, or the one before it: what the group "was",
+    /// against which vanished hosts are measured.
     #[serde(default)]
     pub peak_count: u64,
+    /// Agents of the group connected now, counted or not ([`GroupReport::uncounted`]).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub connected_count: u64,
     #[serde(default)]
     pub initial_count: u64,
     #[serde(default)]
@@ -795,6 +799,10 @@ pub struct GroupReport {
     /// kind of failure (`wire::INSTALL_FAILURE_KINDS`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub refused: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Hosts of the group connected but not counted in `versions` (pinned, disabled,
+    /// not settled yet): they have not vanished.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub uncounted: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

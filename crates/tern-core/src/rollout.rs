@@ -258,7 +258,7 @@ pub fn refused_kinds(g: &RolloutGroup) -> String {
         .join(", ")
 }
 
-/// Whether `g`'s hosts vanished: fewer are present than its peak in this rollout
+/// Whether `g`'s hosts vanished: fewer are connected (counted or not) than its peak
 /// allows, losing more than its `max_in_flight` share. Then the group must neither
 /// skip its canaries for want of candidates nor complete.
 pub fn agents_vanished(g: &RolloutGroup) -> bool {
@@ -266,7 +266,7 @@ pub fn agents_vanished(g: &RolloutGroup) -> bool {
         - g.config_max_in_flight
             .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
             .fraction();
-    g.peak_count > 0 && (g.present_count as f64) < keep * g.peak_count as f64
+    g.peak_count > 0 && (g.connected_count as f64) < keep * g.peak_count as f64
 }
 
 /// A rollout's state, from its groups.

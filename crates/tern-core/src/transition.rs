@@ -292,7 +292,7 @@ fn change(g: &mut RolloutGroup, t: &Transition, strategy: Strategy, now: Timesta
                 g.initial_count = g.present_count;
             }
             // The operator accepts the group as it is now: vanished hosts no longer hold it.
-            g.peak_count = g.present_count;
+            g.peak_count = g.connected_count;
             reason::MANUAL_RESET
         }
         Transition::MarkDone { .. } => {

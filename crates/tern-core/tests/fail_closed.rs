@@ -40,11 +40,8 @@ fn silent_hosts_do_not_complete_a_rollout_created_during_the_outage() {
         "the new rollout knows staging had 4"
     );
     w.reconcile("2026-11-24T12:05:00Z");
-    assert_eq!(
-        w.state("dev"),
-        (Unstarted, reason::AGENTS_VANISHED.into()),
-        "dev does not start from an empty count"
-    );
+    // dev (no canary) starts in its window, from nobody: it holds, and never completes.
+    assert_eq!(w.state("dev"), (Active, reason::AGENTS_VANISHED.into()));
     assert!(
         w.rollout()
             .status
@@ -61,16 +58,22 @@ fn silent_hosts_do_not_complete_a_rollout_created_during_the_outage() {
     ] {
         w.reconcile(t);
     }
-    assert_eq!(w.state("dev").0, Unstarted);
-    assert_eq!(w.state("staging").0, Unstarted);
+    assert_eq!(w.state("dev"), (Active, reason::AGENTS_VANISHED.into()));
+    assert_eq!(w.state("staging").0, Unstarted, "nothing after dev moves");
     assert_eq!(w.state("prod").0, Unstarted);
-    // The hosts come back: dev starts in its next window, staging tests its canaries.
+    // The hosts come back: dev's hosts are told the new version, and dev completes
+    // only once they run it; then staging starts with its canaries.
     w.agents = fleet("dev", 4, "1.1.0");
     w.agents.extend(fleet("staging", 4, "1.1.0"));
     w.agents.extend(fleet("prod", 4, "1.0.0"));
     w.reconcile("2026-11-25T12:05:00Z");
-    assert_eq!(w.state("dev").0, Active);
-    assert_eq!(w.group("dev").initial_count, 4);
+    assert_eq!(w.state("dev"), (Active, reason::UPDATE_IN_PROGRESS.into()));
+    w.agents_follow_find("dev");
+    w.reconcile("2026-11-25T12:10:00Z");
+    assert_eq!(w.state("dev").0, Done);
+    w.reconcile("2026-11-25T14:05:00Z");
+    assert_eq!(w.state("staging").0, Canary);
+    assert_eq!(w.group("staging").canaries.len(), 2);
 }
 
 /// Two replicas; replica-2 holds the staging hosts and stops writing its reports (its

@@ -85,15 +85,31 @@ pub struct Fleet {
     pub artifacts: PathBuf,
     pub releases: Vec<Release>,
     resources: std::sync::atomic::AtomicU32,
+    /// What happened, for the fleet-safety invariant checked when the fleet ends
+    /// ([`Fleet::check_invariant`]).
+    recorder: std::sync::Mutex<Recorder>,
     pub dir: tempfile::TempDir,
+}
+
+/// The trace a fleet keeps of what ternd said and what its hosts installed.
+#[derive(Default)]
+struct Recorder {
+    trace: tern_core::invariant::Trace,
+    /// Each host's linked version when last looked at.
+    linked: std::collections::HashMap<String, Option<String>>,
+    /// ternd's instant at the last recorded state.
+    now: Option<jiff::Timestamp>,
 }
 
 impl Fleet {
     /// Builds the releases, starts ternd and the gateway, mints the agent token.
     pub fn start(opts: FleetOptions) -> anyhow::Result<Self> {
-        let bins = match &opts.bin_dir {
-            Some(d) => Bins::in_dir(d)?,
-            None => Bins::locate()?,
+        // TERN_E2E_BIN_DIR runs a scenario against other builds (an older release, to
+        // show what the invariant checker makes of its behaviour).
+        let bins = match (&opts.bin_dir, std::env::var_os("TERN_E2E_BIN_DIR")) {
+            (Some(d), _) => Bins::in_dir(d)?,
+            (None, Some(d)) => Bins::in_dir(Path::new(&d))?,
+            (None, None) => Bins::locate()?,
         };
         let dir = tempfile::Builder::new()
             .prefix("tern-e2e-")
@@ -139,6 +155,7 @@ impl Fleet {
             releases: opts.releases,
             resources: std::sync::atomic::AtomicU32::new(0),
             enable_args: Vec::new(),
+            recorder: std::sync::Mutex::new(Recorder::default()),
             dir,
         })
     }
@@ -194,7 +211,8 @@ impl Fleet {
         server: &str,
         extra: &[&str],
     ) -> anyhow::Result<&Host> {
-        let host = self.new_host(name, group)?;
+        let mut host = self.new_host(name, group)?;
+        host.note_enable_args(extra);
         let out = host.enable_with(
             server,
             &self.gateway.artifacts_url(),
@@ -281,7 +299,7 @@ impl Fleet {
 
     /// Adds `n` hosts named `GROUP-1`… (continuing the numbering), enrolled in parallel.
     pub fn add_hosts(&mut self, group: &str, n: usize) -> anyhow::Result<Vec<String>> {
-        self.add_hosts_with(group, n, |fleet, h| fleet.enroll(h))
+        self.add_hosts_with(group, n, false, |fleet, h| fleet.enroll(h))
     }
 
     /// As [`Fleet::add_hosts`], following ternd's channel `channel` (seed 001) instead
@@ -293,7 +311,7 @@ impl Fleet {
         channel: &str,
     ) -> anyhow::Result<Vec<String>> {
         let url = self.channel_url(channel);
-        self.add_hosts_with(group, n, |fleet, h| {
+        self.add_hosts_with(group, n, true, |fleet, h| {
             let mut extra: Vec<&str> = vec!["--channel", &url];
             extra.extend(fleet.enable_args.iter().map(String::as_str));
             h.enable_with(
@@ -316,7 +334,10 @@ impl Fleet {
         let mut names = Vec::new();
         for i in 1..=n {
             let name = format!("{prefix}-{i}");
-            let host = self.new_host(&name, "")?;
+            let mut host = self.new_host(&name, "")?;
+            for l in labels {
+                host.note_enable_args(&["--label", l]);
+            }
             let mut extra: Vec<&str> = self.enable_args.iter().map(String::as_str).collect();
             for l in labels {
                 extra.extend(["--label", l]);
@@ -345,12 +366,15 @@ impl Fleet {
         &mut self,
         group: &str,
         n: usize,
+        channel: bool,
         enroll: impl Fn(&Self, &Host) -> anyhow::Result<RunOutcome> + Sync,
     ) -> anyhow::Result<Vec<String>> {
         let already = self.hosts.iter().filter(|h| h.group == group).count();
         let mut new = Vec::new();
         for i in 0..n {
-            new.push(self.new_host(&format!("{group}-{}", already + i + 1), group)?);
+            let mut host = self.new_host(&format!("{group}-{}", already + i + 1), group)?;
+            host.follows_channel = channel;
+            new.push(host);
         }
         let results: Vec<anyhow::Result<RunOutcome>> = std::thread::scope(|s| {
             let (enroll, fleet) = (&enroll, &*self);
@@ -390,12 +414,15 @@ impl Fleet {
         if self.hosts.iter().any(|h| h.name == name) {
             bail!("there is already a host {name}");
         }
-        Host::new(
+        let mut host = Host::new(
             &self.path().join("hosts").join(name),
             name,
             group,
             &self.bins.tern_update,
-        )
+        )?;
+        let args: Vec<&str> = self.enable_args.iter().map(String::as_str).collect();
+        host.note_enable_args(&args);
+        Ok(host)
     }
 
     fn enroll(&self, h: &Host) -> anyhow::Result<RunOutcome> {
@@ -502,6 +529,16 @@ impl Fleet {
     }
 
     pub fn update_all(&self) -> Vec<(String, RunOutcome)> {
+        // What ternd says now, and what changed on the hosts since the last look (a
+        // host enrolled, or a test's own command on a host): the trace's evidence.
+        self.record_state();
+        self.record_installs(tern_core::invariant::InstallKind::Forced);
+        let runs = self.run_updates();
+        self.record_installs(tern_core::invariant::InstallKind::Scheduled);
+        runs
+    }
+
+    fn run_updates(&self) -> Vec<(String, RunOutcome)> {
         std::thread::scope(|s| {
             let handles: Vec<_> = self
                 .hosts
@@ -558,6 +595,101 @@ impl Fleet {
         self.step()
     }
 
+    /// Records what ternd says now: the rollout find serves (the mode in force, with a
+    /// freeze), and the server pins. A failure to read is left out (the next look
+    /// records it), never taken as an empty fleet.
+    fn record_state(&self) {
+        let Ok(status) = self.status() else { return };
+        let pins = self
+            .ctl
+            .json(&["inventory", "pins"])
+            .ok()
+            .and_then(|v| v["pins"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    p["updater_id"].as_str()?.to_string(),
+                    p["until"].as_str()?.parse().ok()?,
+                ))
+            })
+            .collect();
+        let frozen = status.modes.frozen.is_some();
+        let mode = tern_core::rollout::frozen_mode(status.modes.mode, frozen);
+        let rollout = status.0.rollout.clone().map(|mut r| {
+            r.spec.autoupdate_mode = mode;
+            Box::new(r)
+        });
+        let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
+        rec.now = Some(status.now);
+        rec.trace
+            .events
+            .push(tern_core::invariant::TraceEvent::State {
+                at: status.now,
+                rollout,
+                frozen,
+                pins,
+            });
+    }
+
+    /// Records, for every host following the rollout, an install when its linked
+    /// version changed since the last look: `kind` says why (a first one is always a
+    /// first install).
+    fn record_installs(&self, kind: tern_core::invariant::InstallKind) {
+        let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(at) = rec.now else { return };
+        for h in self.hosts.iter().filter(|h| !h.follows_channel) {
+            let now = h.linked_version();
+            let before = rec.linked.insert(h.name.clone(), now.clone()).flatten();
+            let (Some(to), true) = (now.clone(), now != before) else {
+                continue;
+            };
+            let kind = if before.is_none() {
+                tern_core::invariant::InstallKind::FirstInstall
+            } else {
+                kind
+            };
+            rec.trace
+                .events
+                .push(tern_core::invariant::TraceEvent::Install {
+                    at,
+                    host: h.updater_id().unwrap_or_default(),
+                    group: h.group.clone(),
+                    labels: h.labels.clone(),
+                    from: before,
+                    to,
+                    kind,
+                    signed: None,
+                    pinned_root: h.pinned_root,
+                });
+        }
+    }
+
+    /// The fleet-safety invariant over everything this fleet did so far
+    /// (`tern_core::invariant::check`); the trace is written to `trace.json` in the
+    /// fleet's directory.
+    pub fn check_invariant(&self) -> anyhow::Result<()> {
+        let rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
+        let trace = serde_json::to_vec_pretty(&rec.trace)?;
+        std::fs::write(self.path().join("trace.json"), &trace)?;
+        tern_core::invariant::check(&rec.trace).map_err(|v| {
+            // The fleet's directory goes with it: the trace is kept beside it.
+            let file = std::env::temp_dir().join(format!(
+                "{}-trace.json",
+                self.path()
+                    .file_name()
+                    .map_or_else(|| "tern-e2e".into(), |n| n.to_string_lossy())
+            ));
+            let _ = std::fs::write(&file, &trace);
+            anyhow::anyhow!(
+                "{v}\nevent: {}\n(trace of {} events in {})",
+                serde_json::to_string(&rec.trace.events[v.index]).unwrap_or_default(),
+                rec.trace.events.len(),
+                file.display()
+            )
+        })
+    }
+
     /// (host, version its live agent runs, or None when no agent runs).
     pub fn running(&self) -> Vec<(String, Option<String>)> {
         self.hosts
@@ -591,5 +723,19 @@ impl Fleet {
             ));
         }
         s
+    }
+}
+
+/// Every fleet ends by checking the fleet-safety invariant over what it did: a test
+/// that passed its own assertions still fails if a host installed what the rules
+/// forbid. (Not while a test is already failing: its own message says more.)
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if let Err(e) = self.check_invariant() {
+            panic!("{e:#}");
+        }
     }
 }

@@ -89,6 +89,13 @@ pub struct Host {
     /// Offline hosts are skipped by the fleet: their timer does not run (their agent
     /// keeps running).
     pub online: bool,
+    /// Enrolled to follow a channel (`--channel`), not the rollout.
+    pub follows_channel: bool,
+    /// The labels it was enrolled with (`--label KEY=VALUE`): where groups'
+    /// `match_labels` place it.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Enrolled with a pinned release root (`--trust-root`).
+    pub pinned_root: bool,
 }
 
 impl Host {
@@ -110,7 +117,27 @@ impl Host {
             service_config,
             tern_update: tern_update.to_path_buf(),
             online: true,
+            follows_channel: false,
+            labels: Default::default(),
+            pinned_root: false,
         })
+    }
+
+    /// Notes what `enable`'s flags say of the host: a channel, labels, a pinned root.
+    pub fn note_enable_args(&mut self, args: &[&str]) {
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match *a {
+                "--channel" => self.follows_channel = true,
+                "--trust-root" => self.pinned_root = true,
+                "--label" => {
+                    if let Some((k, v)) = it.next().and_then(|l| l.split_once('=')) {
+                        self.labels.insert(k.to_string(), v.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// The global flags that put this host in its own directories.
