@@ -1,4 +1,4 @@
-//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|dashboard|all|profile]
+//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|dashboard|faults|all|profile]
 //! [--quick]`: builds the release binaries, then runs `tern-bench` (crates/tern-bench) for
 //! each benchmark. `profile` (not part of `all`: it needs valgrind and takes minutes) counts
 //! instructions under callgrind, with binaries built with symbols in `<target>/profile`.
@@ -25,9 +25,12 @@ const BENCHES: &[&str] = &[
     "coverage",
     "topology",
     "dashboard",
+    "faults",
 ];
 /// Its own binary (the only one linking a WebDriver client), not tern-bench.
 const DASHBOARD: &str = "dashboard";
+/// The simulator under seeded faults (tern-sim), not tern-bench.
+const FAULTS: &str = "faults";
 const PROFILE: &str = "profile";
 
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -51,6 +54,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let profile = which.contains(&PROFILE);
     which.retain(|b| *b != PROFILE);
+    if which.contains(&FAULTS) {
+        faults(&extra)?;
+        which.retain(|b| *b != FAULTS);
+    }
     if !which.is_empty() {
         let bin = build(None, which.contains(&DASHBOARD))?;
         if which.contains(&"lockstep") {
@@ -71,6 +78,21 @@ pub fn run(args: &[String]) -> Result<(), String> {
         bench(&bin, PROFILE, &extra)?;
     }
     Ok(())
+}
+
+/// `faults`: many seeds of the control plane under faults (`tern-sim --faults`), each
+/// checked against the fleet-safety invariant; reports the simulated fleet-hours per
+/// second of wall time. Fails if a seed breaks the invariant.
+fn faults(extra: &[String]) -> Result<(), String> {
+    let seeds = if extra.iter().any(|a| a == "--quick") {
+        "100"
+    } else {
+        "2000"
+    };
+    let mut cmd = crate::cargo();
+    cmd.args(["run", "--quiet", "--release", "-p", "tern-sim", "--"])
+        .args(["--faults", "--seeds", seeds, "--hours", "72"]);
+    crate::run(cmd)
 }
 
 /// Where the benchmarked binaries are.

@@ -104,6 +104,7 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
         public_max_age: 5,
         max_agents: usize::MAX,
         max_shared_token_hosts: usize::MAX,
+        store_contact_bound: std::time::Duration::from_secs(30),
         canary_tenure: jiff::SignedDuration::from_secs(60),
         directive_period: std::time::Duration::from_secs(10),
         release_trust: None,

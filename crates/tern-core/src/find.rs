@@ -35,6 +35,7 @@ pub enum Hold {
     Frozen,
     Pinned,
     Directive,
+    CutOff,
     GroupNotStarted,
     NotACanary,
     AwaitingTurn,
@@ -43,13 +44,14 @@ pub enum Hold {
 }
 
 impl Hold {
-    pub const ALL: [Hold; 11] = [
+    pub const ALL: [Hold; 12] = [
         Hold::NoRollout,
         Hold::ModeDisabled,
         Hold::ModeSuspended,
         Hold::Frozen,
         Hold::Pinned,
         Hold::Directive,
+        Hold::CutOff,
         Hold::GroupNotStarted,
         Hold::NotACanary,
         Hold::AwaitingTurn,
@@ -66,6 +68,7 @@ impl Hold {
             Hold::Frozen => "frozen",
             Hold::Pinned => "pinned",
             Hold::Directive => "directive",
+            Hold::CutOff => "replica_cut_off",
             Hold::GroupNotStarted => "group_not_started",
             Hold::NotACanary => "not_a_canary",
             Hold::AwaitingTurn => "awaiting_turn",
@@ -88,6 +91,7 @@ impl Hold {
                 | Hold::Frozen
                 | Hold::Pinned
                 | Hold::Directive
+                | Hold::CutOff
         )
     }
 
@@ -107,6 +111,9 @@ impl Hold {
             Hold::Frozen => "the fleet is frozen: no host updates until the freeze is lifted",
             Hold::Pinned => "the server pins this host to its version",
             Hold::Directive => "a version directive governs this host, not the rollout",
+            Hold::CutOff => {
+                "the replica answering has lost its store: it cannot tell whether the fleet may still move, so nothing does"
+            }
             Hold::GroupNotStarted => "its group has not started",
             Hold::NotACanary => {
                 "its group is testing its canaries and this host is not one: it follows once they pass"
@@ -183,8 +190,15 @@ pub struct FindInputs<'a> {
     /// A version directive governs the host: the rollout gives it no version, so it
     /// never undoes (or races) what the directive installs.
     pub governed_by_directive: bool,
-    /// A server-side pin (`ternctl inventory pin`) until then.
+    /// A server-side pin (`ternctl inventory pin`), with when it lifts. It holds while
+    /// it exists: the leader lifts it (deletes it from the store) once its time has
+    /// come by the leader's clock, so every replica answers alike whatever its own
+    /// clock says.
     pub pinned_until: Option<Timestamp>,
+    /// The replica answering has not reached its store for longer than it may serve
+    /// from memory: a freeze, a suspend or a pin written meanwhile would not be in its
+    /// answer, so it tells nobody to update.
+    pub cut_off: bool,
     pub now: Timestamp,
 }
 
@@ -210,10 +224,11 @@ pub fn answer(i: &FindInputs<'_>) -> AgentDecision {
             },
         };
     }
-    if let Some(until) = i.pinned_until
-        && i.now < until
-    {
+    if i.pinned_until.is_some() {
         d = d.held_by(Hold::Pinned);
+    }
+    if i.cut_off {
+        d = d.held_by(Hold::CutOff);
     }
     d
 }

@@ -34,6 +34,8 @@ pub enum Outlook {
     Stopped,
     /// The fleet is frozen: nothing moves until the freeze is lifted.
     Frozen,
+    /// The replica answering has lost its store: nothing moves until it is back.
+    CutOff,
     /// A version directive governs it: the rollout gives it no version.
     Directive,
     /// It failed the version find names and rolled it back: it does not retry it.
@@ -293,6 +295,7 @@ fn outlook(
             Hold::NoRollout => Outlook::NoRollout,
             Hold::ModeDisabled | Hold::ModeSuspended => Outlook::Stopped,
             Hold::Frozen => Outlook::Frozen,
+            Hold::CutOff => Outlook::CutOff,
             Hold::Directive => Outlook::Directive,
             Hold::Pinned => Outlook::Pinned,
             Hold::GroupNotStarted if !f.waiting_for.is_empty() => Outlook::AfterEarlierGroups,
@@ -365,6 +368,10 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>) -> String {
         ),
         Outlook::Frozen => {
             "the fleet is frozen: nothing moves until the freeze is lifted".to_string()
+        }
+        Outlook::CutOff => {
+            "this replica has lost its store: it tells no host to update until it is back"
+                .to_string()
         }
         Outlook::Directive => {
             "a version directive governs this host: the rollout gives it no version".to_string()
@@ -478,6 +485,7 @@ mod tests {
                 updater_id,
                 governed_by_directive: false,
                 pinned_until: None,
+                cut_off: false,
                 now,
             },
             HostState {
@@ -651,6 +659,7 @@ mod tests {
             updater_id,
             governed_by_directive: false,
             pinned_until: None,
+            cut_off: false,
             now,
         };
         change(&mut inputs);
@@ -690,16 +699,10 @@ mod tests {
             "{}",
             f.summary
         );
-        // Lifted: the group's forecast again; and a host on the target stays up to date.
+        // Lifted (the leader deleted it): the group's forecast again, whatever the
+        // time; and a host on the target stays up to date.
         assert_eq!(
-            with(
-                &r,
-                LOW,
-                "1.0.0",
-                None,
-                |i| i.pinned_until = Some(until),
-                until
-            ),
+            with(&r, LOW, "1.0.0", None, |i| i.pinned_until = None, until),
             fc(Some(&r), "dev", LOW, "1.0.0", [], until)
         );
         let done = with(

@@ -18,6 +18,10 @@
 //! 3. **Group order.** Under halt-on-error no group is in canary, active or done while
 //!    an earlier group is not done, unless an operator started it by hand.
 //! 4. **Trust.** A host that pins a release root never installs an unsigned version.
+//! 5. **Canaries first.** In a halt-on-error group with canaries, at most
+//!    `canary_count` hosts install the target before its canaries succeeded (or an
+//!    operator moved the group by hand): a group never skips its canaries while it has
+//!    hosts.
 //!
 //! First installs (enrolling a host) and an operator's explicit override on the host
 //! (`pin --force-version`) are recorded but not held to rules 1 and 2.
@@ -93,6 +97,11 @@ impl TraceEvent {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
     pub events: Vec<TraceEvent>,
+    /// How long what the control plane says may take to reach the replica answering a
+    /// host (its store-contact bound; 0 where every answer is exact): an install is
+    /// within the gate when a state of the last `grace_seconds` allowed it.
+    #[serde(default)]
+    pub grace_seconds: i64,
 }
 
 /// The first event that broke the invariant.
@@ -130,11 +139,17 @@ pub fn check(trace: &Trace) -> Result<(), Violation> {
         &'t BTreeMap<String, Timestamp>,
     );
     let mut state: Option<Said<'_>> = None;
+    // Every state said, with when: the gate may take one of the last `grace_seconds`.
+    let mut said: Vec<(Timestamp, Said<'_>)> = Vec::new();
     // version → (group name → containment)
     let mut contained: BTreeMap<String, BTreeMap<String, Contained>> = BTreeMap::new();
     // Installs of each version per group, before or after a failure was seen.
     let mut installs: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     let mut previous: Option<&AutoUpdateAgentRollout> = None;
+    // Per (rollout, group): whether its canaries passed, and who installed the target
+    // before they did.
+    let mut vetted: BTreeMap<(Option<Timestamp>, String), bool> = BTreeMap::new();
+    let mut unvetted: BTreeMap<(Option<Timestamp>, String), BTreeSet<String>> = BTreeMap::new();
     for (index, event) in trace.events.iter().enumerate() {
         let violation = |rule, message: String| Violation {
             index,
@@ -153,11 +168,26 @@ pub fn check(trace: &Trace) -> Result<(), Violation> {
                         return Err(violation("group_order", message));
                     }
                     failed_canaries(r, &mut contained);
+                    for g in &r.status.groups {
+                        let passed = (!g.canaries.is_empty()
+                            && g.canaries.iter().all(|c| c.success))
+                            || matches!(
+                                g.last_update_reason.as_str(),
+                                reason::MANUAL_TRIGGER
+                                    | reason::MANUAL_RESET
+                                    | reason::MANUAL_FORCED_DONE
+                            );
+                        let v = vetted
+                            .entry((r.status.start_time, g.name.clone()))
+                            .or_insert(false);
+                        *v |= passed;
+                    }
                     previous = Some(r);
                 } else {
                     previous = None;
                 }
                 state = Some((rollout.as_deref(), *frozen, pins));
+                said.push((event.at(), (rollout.as_deref(), *frozen, pins)));
             }
             TraceEvent::Install {
                 at,
@@ -182,44 +212,46 @@ pub fn check(trace: &Trace) -> Result<(), Violation> {
                     continue;
                 }
                 let empty = BTreeMap::new();
-                let (rollout, frozen, pins) = state.unwrap_or((None, false, &empty));
+                let (rollout, _, _) = state.unwrap_or((None, false, &empty));
+                let since = at
+                    .checked_sub(jiff::SignedDuration::from_secs(trace.grace_seconds))
+                    .unwrap_or(*at);
+                // The states that may still be what the host was told: the last one
+                // before `since`, and every one after it.
+                let first = said.iter().rposition(|(t, _)| *t <= since).unwrap_or(0);
+                let candidates: Vec<Said<'_>> = if said.is_empty() {
+                    vec![(None, false, &empty)]
+                } else {
+                    said[first..].iter().map(|(_, s)| *s).collect()
+                };
+                let mut refusal = None;
+                for (r, frozen, pins) in candidates {
+                    match gate(r, frozen, pins, group, labels, host, to, *kind, *at) {
+                        Ok(()) => {
+                            refusal = None;
+                            break;
+                        }
+                        Err(why) => refusal = Some(why),
+                    }
+                }
+                if let Some(why) = refusal {
+                    return Err(violation(
+                        "gate",
+                        format!(
+                            "host {host} (group {group:?}) started installing {to} (from {}) on its own ({kind:?}), but {why}",
+                            from.as_deref().unwrap_or("nothing"),
+                        ),
+                    ));
+                }
                 let group = match rollout {
                     Some(r) if crate::rollout::places_by_labels(r) => {
                         crate::rollout::place(r, group, labels).to_string()
                     }
                     _ => group.clone(),
                 };
-                let group = &group;
-                let answer = find::answer(&FindInputs {
-                    rollout,
-                    frozen,
-                    group,
-                    updater_id: host,
-                    governed_by_directive: false,
-                    pinned_until: pins.get(host).copied(),
-                    now: *at,
-                });
-                let named = answer.version.as_ref().map(ToString::to_string);
                 let to_n = normalize(to);
-                let allowed = named.as_deref() == Some(to_n.as_str())
-                    && match answer.hold {
-                        None => true,
-                        Some(h) if h.allows_repair() => true,
-                        Some(h) => *kind == InstallKind::AskedNow && !h.is_stop(),
-                    };
-                if !allowed {
-                    return Err(violation(
-                        "gate",
-                        format!(
-                            "host {host} (group {group:?}) started installing {to} (from {}) on its own ({kind:?}), but find said {} with hold {}",
-                            from.as_deref().unwrap_or("nothing"),
-                            named.as_deref().unwrap_or("no version"),
-                            answer.hold.map_or("none", |h| h.code())
-                        ),
-                    ));
-                }
                 let serving = rollout
-                    .and_then(|r| r.serving_group(group))
+                    .and_then(|r| r.serving_group(&group))
                     .map_or_else(|| group.clone(), |g| g.name.clone());
                 installs
                     .entry((to_n.clone(), serving.clone()))
@@ -237,10 +269,78 @@ pub fn check(trace: &Trace) -> Result<(), Violation> {
                 {
                     return Err(violation("canary_containment", message));
                 }
+                if let Some(r) = rollout
+                    && r.spec.strategy == Strategy::HaltOnError
+                    && r.spec.schedule == Schedule::Regular
+                    && normalize(&r.spec.target_version.to_string()) == to_n
+                    && let Some(g) = r.group(&serving)
+                    && g.canary_count > 0
+                {
+                    let key = (r.status.start_time, serving.clone());
+                    if !vetted.get(&key).copied().unwrap_or(false) {
+                        let hosts = unvetted.entry(key).or_default();
+                        hosts.insert(host.clone());
+                        let n = hosts.len() as u64;
+                        let max = u64::try_from(g.canary_count.max(0)).unwrap_or(0);
+                        if n > max {
+                            return Err(violation(
+                                "canaries_first",
+                                format!(
+                                    "{n} hosts of group {serving} installed {to} before its canaries passed (canary_count {max}): the group skipped its canaries"
+                                ),
+                            ));
+                        }
+                    }
+                }
             }
         }
     }
     Ok(())
+}
+
+/// Rule 1 for one install against one state: `Err` says what find answered.
+#[allow(clippy::too_many_arguments)]
+fn gate(
+    rollout: Option<&AutoUpdateAgentRollout>,
+    frozen: bool,
+    pins: &BTreeMap<String, Timestamp>,
+    group: &str,
+    labels: &BTreeMap<String, String>,
+    host: &str,
+    to: &str,
+    kind: InstallKind,
+    at: Timestamp,
+) -> Result<(), String> {
+    let group = match rollout {
+        Some(r) if crate::rollout::places_by_labels(r) => crate::rollout::place(r, group, labels),
+        _ => group,
+    };
+    let answer = find::answer(&FindInputs {
+        rollout,
+        frozen,
+        group,
+        updater_id: host,
+        governed_by_directive: false,
+        pinned_until: pins.get(host).copied(),
+        cut_off: false,
+        now: at,
+    });
+    let named = answer.version.as_ref().map(ToString::to_string);
+    let allowed = named.as_deref() == Some(normalize(to).as_str())
+        && match answer.hold {
+            None => true,
+            Some(h) if h.allows_repair() => true,
+            Some(h) => kind == InstallKind::AskedNow && !h.is_stop(),
+        };
+    if allowed {
+        Ok(())
+    } else {
+        Err(format!(
+            "find said {} with hold {}",
+            named.as_deref().unwrap_or("no version"),
+            answer.hold.map_or("none", |h| h.code())
+        ))
+    }
 }
 
 /// Records the versions the rollout's canaries failed on.
@@ -401,6 +501,7 @@ mod tests {
     #[test]
     fn installs_where_find_allows_them_hold() {
         let t = Trace {
+            grace_seconds: 0,
             events: vec![
                 state(
                     rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled),
@@ -420,6 +521,7 @@ mod tests {
     #[test]
     fn an_install_through_a_freeze_or_an_unstarted_group_is_caught() {
         let frozen = Trace {
+            grace_seconds: 0,
             events: vec![
                 state(
                     rollout(GroupState::Active, GroupState::Unstarted, Mode::Suspended),
@@ -437,6 +539,7 @@ mod tests {
         now.events[1] = install("a", "dev", "1.1.0", InstallKind::AskedNow, 2);
         assert_eq!(check(&now).unwrap_err().rule, "gate");
         let unstarted = Trace {
+            grace_seconds: 0,
             events: vec![
                 state(
                     rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled),
@@ -465,6 +568,7 @@ mod tests {
         let mut canary = failed.clone();
         canary.status.groups[0].canaries[0].failed = false;
         let ok = Trace {
+            grace_seconds: 0,
             events: vec![
                 state(canary.clone(), false, 1),
                 install("a", "dev", "1.1.0", InstallKind::Scheduled, 2),
@@ -500,8 +604,37 @@ mod tests {
     }
 
     #[test]
+    fn a_group_that_skips_its_canaries_is_caught() {
+        // dev (canary_count 1) goes active with no canary (as for want of
+        // candidates) and two of its hosts install the target.
+        let mut skipped = rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled);
+        skipped.status.groups[0].last_update_reason = reason::NO_CANARY_CANDIDATES.into();
+        let t = Trace {
+            grace_seconds: 0,
+            events: vec![
+                state(skipped, false, 1),
+                install("a", "dev", "1.1.0", InstallKind::Scheduled, 2),
+                install("b", "dev", "1.1.0", InstallKind::Scheduled, 3),
+            ],
+        };
+        let v = check(&t).unwrap_err();
+        assert_eq!((v.index, v.rule), (2, "canaries_first"), "{v}");
+        // After a canary that passed: fine.
+        let mut vetted = rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled);
+        vetted.status.groups[0].canaries = vec![Canary {
+            updater_id: "c".into(),
+            success: true,
+            ..Canary::default()
+        }];
+        let mut ok = t.clone();
+        ok.events[0] = state(vetted, false, 1);
+        assert_eq!(check(&ok), Ok(()));
+    }
+
+    #[test]
     fn a_group_started_before_the_previous_is_done_is_caught() {
         let t = Trace {
+            grace_seconds: 0,
             events: vec![
                 state(
                     rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled),
@@ -522,6 +655,7 @@ mod tests {
     #[test]
     fn a_pinned_host_never_installs_an_unsigned_version() {
         let mut t = Trace {
+            grace_seconds: 0,
             events: vec![
                 state(
                     rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled),

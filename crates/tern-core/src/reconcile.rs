@@ -496,6 +496,11 @@ impl Ctx<'_> {
     fn start(&mut self, group: &mut RolloutGroup, state: GroupState, reason: &'static str) {
         group.start_time = Some(self.now);
         group.initial_count = self.counts(group).present;
+        if self.vanished(group) {
+            // Hosts are missing: the group is measured against what it was, so that
+            // backpressure and completion count them when they return.
+            group.initial_count = group.initial_count.max(group.peak_count);
+        }
         group.canaries.clear();
         group.canary_coverage.clear();
         group.progress = 0.0;
@@ -565,6 +570,10 @@ impl Ctx<'_> {
         if self.evidence_missing(group) {
             return Some(reason::REPORTS_MISSING);
         }
+        if group.peak_count > 0 && self.counts(group).connected() == 0 {
+            // Every host it was seen with is gone: nothing to start from.
+            return Some(reason::AGENTS_VANISHED);
+        }
         None
     }
 
@@ -587,7 +596,9 @@ impl Ctx<'_> {
                     self.set(group, GroupState::Canary, reason::REPORTS_MISSING);
                     return false;
                 }
-                if self.counts(group).present == 0 && self.agg.warming_up == 0 {
+                // Only a group with no host connected at all, counted or not, has
+                // nothing to test: hosts that are back but not settled yet are hosts.
+                if self.counts(group).connected() == 0 && self.agg.warming_up == 0 {
                     self.set(group, GroupState::Active, reason::NO_CANARY_CANDIDATES);
                     return true;
                 }
@@ -656,7 +667,7 @@ impl Ctx<'_> {
         let missing = self.evidence_missing(group);
         let done = started < self.now
             && !missing
-            && if c.present == 0 && group.initial_count == 0 {
+            && if c.connected() == 0 && group.initial_count == 0 {
                 // Live reports say the group is empty, and was when it started.
                 self.now
                     >= started

@@ -126,6 +126,7 @@ proptest! {
             updater_id: IDS[id],
             governed_by_directive: governed,
             pinned_until: pinned.then(|| now.checked_add(jiff::SignedDuration::from_hours(1)).unwrap()),
+            cut_off: false,
             now,
         };
         let host = HostState {

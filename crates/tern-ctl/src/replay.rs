@@ -660,6 +660,7 @@ fn act(
             updater_id: &a.hb.updater_id,
             governed_by_directive: false,
             pinned_until: None,
+            cut_off: false,
             now,
         });
         let health = if a.hb.healthy != Some(false) {

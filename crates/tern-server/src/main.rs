@@ -173,6 +173,12 @@ struct StartArgs {
     /// token cannot invent hosts without bound. Enroll hosts with a join token.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     max_shared_token_hosts: usize,
+    /// How long this replica may go without reaching its store (etcd, the SQLite file)
+    /// and still tell hosts to update. Past it, find tells every host to hold
+    /// (`agent_hold: replica_cut_off`): a freeze, a suspend or a pin written meanwhile
+    /// by the other replicas would not be in its answers. `0s`: never hold.
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_duration)]
+    store_contact_bound: GoDuration,
     /// How long a host must have been heard from (by this replica) before it may be
     /// picked as a canary: a host that just appeared, for instance one invented with a
     /// leaked token, never proves a version. At least one report period.
@@ -342,6 +348,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         public_max_age: 5,
         max_agents: a.max_agents,
         max_shared_token_hosts: a.max_shared_token_hosts,
+        store_contact_bound: Duration::from_secs(a.store_contact_bound.as_secs()),
         canary_tenure: a.canary_tenure.as_signed(),
         directive_period: std::time::Duration::from_secs(a.directive_period.as_secs())
             .max(std::time::Duration::from_millis(100)),

@@ -111,6 +111,7 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
             Some(state.settings.report_ttl()),
         )
         .await?;
+    state.touch_store();
     Ok(())
 }
 
@@ -609,8 +610,15 @@ mod tests {
     /// One replica, "a", on `store` with the dev clock at Monday 09:00 and the three
     /// groups' config and a version in place (dev's window opens at 10:00).
     async fn replica(store: Arc<dyn Store>) -> Arc<AppState> {
+        replica_with(store, |_| {}).await
+    }
+
+    async fn replica_with(
+        store: Arc<dyn Store>,
+        change: impl FnOnce(&mut Settings),
+    ) -> Arc<AppState> {
         let dir = std::env::temp_dir();
-        let settings = Settings {
+        let mut settings = Settings {
             data_dir: dir,
             replica_id: "a".into(),
             report_period: jiff::SignedDuration::from_secs(60),
@@ -626,11 +634,13 @@ mod tests {
             public_max_age: 5,
             max_agents: 1_000,
             max_shared_token_hosts: 10_000,
+            store_contact_bound: Duration::from_secs(30),
             canary_tenure: jiff::SignedDuration::from_mins(10),
             directive_period: std::time::Duration::from_secs(10),
             release_trust: None,
             long_poll: Default::default(),
         };
+        change(&mut settings);
         let clock = Arc::new(DevClock::new("2026-11-23T09:00:00Z".parse().unwrap()));
         let config = AutoUpdateConfig::from_text(&fixtures::dev_staging_prod(0)).unwrap();
         let version =
@@ -650,6 +660,30 @@ mod tests {
 
     fn set_clock(state: &AppState, at: &str) {
         state.clock.as_dev().unwrap().set(at.parse().unwrap());
+    }
+
+    /// A replica that has not reached its store for longer than its bound counts itself
+    /// cut off (find then holds every host); reaching it again ends that. Real time,
+    /// whatever the dev clock.
+    #[tokio::test]
+    async fn a_replica_that_lost_its_store_past_its_bound_is_cut_off() {
+        let store = Arc::new(MemoryStore::new());
+        let state = replica_with(store, |s| {
+            s.store_contact_bound = Duration::from_millis(100);
+        })
+        .await;
+        state.touch_store();
+        assert!(!state.cut_off());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert!(state.cut_off(), "no contact for longer than the bound");
+        write_report(&state).await.unwrap();
+        assert!(!state.cut_off(), "a report written is contact");
+        let never = replica_with(Arc::new(MemoryStore::new()), |s| {
+            s.store_contact_bound = Duration::ZERO;
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!never.cut_off(), "a bound of zero never holds");
     }
 
     /// The lease taken over in the store while the leader's keeper still counts it held

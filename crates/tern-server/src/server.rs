@@ -311,6 +311,9 @@ async fn watch_loop(state: Arc<AppState>) {
         match state.store().watch("/tern/", rev + 1).await {
             Ok(mut w) => {
                 while let Some(ev) = w.next().await {
+                    if ev.is_ok() {
+                        state.touch_store();
+                    }
                     match ev {
                         Ok(tern_store::WatchEvent::Put(kv)) if kv.key == keys::DEV_CLOCK => {
                             state.adopt_dev_clock(&kv.value);
@@ -338,6 +341,23 @@ async fn watch_loop(state: Arc<AppState>) {
             Err(e) => tracing::warn!(error = %e, "watching the store failed"),
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Checks the store answers, a few times per `--store-contact-bound`, so that a quiet
+/// store (no change to watch) is not mistaken for a lost one, and a lost one is noticed
+/// within the bound (real time, whatever the dev clock).
+async fn store_contact(state: Arc<AppState>) {
+    let bound = state.settings.store_contact_bound;
+    if bound.is_zero() {
+        return;
+    }
+    let every = (bound / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
+    loop {
+        if let Ok(Ok(_)) = tokio::time::timeout(every, state.store().revision()).await {
+            state.touch_store();
+        }
+        tokio::time::sleep(every).await;
     }
 }
 
@@ -460,6 +480,7 @@ async fn start_background(state: &Arc<AppState>) {
     }
     state.ready.store(true, Ordering::Relaxed);
     tokio::spawn(watch_loop(Arc::clone(state)));
+    tokio::spawn(store_contact(Arc::clone(state)));
     tokio::spawn(reconciler::campaign(Arc::clone(state)));
     tokio::spawn(crate::history::run(Arc::clone(state)));
     if state.clock.as_dev().is_none() {

@@ -51,6 +51,9 @@ pub struct Settings {
     /// Of those, agents heartbeating with a shared agent token at most
     /// (`--max-shared-token-hosts`).
     pub max_shared_token_hosts: usize,
+    /// How long this replica may go without reaching its store and still tell hosts
+    /// to update (`--store-contact-bound`; zero: forever).
+    pub store_contact_bound: Duration,
     /// How long a host must have been heard from to be offered as a canary
     /// (`--canary-tenure`).
     pub canary_tenure: SignedDuration,
@@ -107,6 +110,12 @@ pub struct AppState {
     /// When this replica started, on the clock silences are measured with (real
     /// monotonic time; dev time under `--dev-clock`).
     pub(crate) started: std::time::Instant,
+    /// Real time at start, what [`AppState::store_contact`] counts from.
+    real_start: std::time::Instant,
+    /// When this replica last reached its store (milliseconds since `real_start`):
+    /// past `--store-contact-bound` it tells no host to update, since a freeze, a
+    /// suspend or a pin written meanwhile would not be in its answer.
+    store_contact: std::sync::atomic::AtomicU64,
     /// A heartbeat changed what this replica's report counts (a version, health, a new
     /// host): the background loop may report sooner (`--report-after-change`).
     pub(crate) hosts_changed: Notify,
@@ -172,6 +181,8 @@ impl AppState {
             leader_acquire: tokio::sync::Mutex::new(()),
             reconcile_lock: tokio::sync::Mutex::new(()),
             started,
+            real_start: std::time::Instant::now(),
+            store_contact: std::sync::atomic::AtomicU64::new(0),
             kick: Notify::new(),
             hosts_changed: Notify::new(),
             directive_loop: tokio::sync::Mutex::default(),
@@ -188,6 +199,27 @@ impl AppState {
 
     pub fn store(&self) -> &dyn Store {
         self.store.as_ref()
+    }
+
+    /// This replica just reached its store.
+    pub(crate) fn touch_store(&self) {
+        let ms = u64::try_from(self.real_start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.store_contact
+            .fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether this replica has not reached its store for longer than
+    /// `--store-contact-bound` (never with a bound of zero).
+    pub(crate) fn cut_off(&self) -> bool {
+        let bound = self.settings.store_contact_bound;
+        if bound.is_zero() {
+            return false;
+        }
+        let last = std::time::Duration::from_millis(
+            self.store_contact
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        self.real_start.elapsed().saturating_sub(last) > bound
     }
 
     pub fn inventory(&self) -> std::sync::MutexGuard<'_, Inventory> {

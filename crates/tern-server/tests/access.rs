@@ -36,6 +36,7 @@ fn served_routes() -> Vec<RouteAccess> {
         public_max_age: 5,
         max_agents: 1_000,
         max_shared_token_hosts: 10_000,
+        store_contact_bound: std::time::Duration::from_secs(30),
         canary_tenure: jiff::SignedDuration::from_mins(10),
         directive_period: std::time::Duration::from_secs(10),
         release_trust: None,

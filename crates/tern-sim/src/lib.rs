@@ -16,8 +16,13 @@
 //! # Ok(()) }
 //! ```
 //!
+//! [`faults`] runs the control plane itself under seeded faults (replica crashes,
+//! failed and late reports, store outages, partitions, clock jumps, silent and lying
+//! hosts) and checks the fleet-safety invariant on every seed.
+//!
 //! The model is described in `docs/simulator.md`.
 
+pub mod faults;
 pub mod params;
 pub mod sim;
 pub mod timeline;

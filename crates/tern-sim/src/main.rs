@@ -28,9 +28,28 @@ struct Cli {
     /// then set spec.agents.mode: enabled, since a mode set nowhere means disabled.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// The autoupdate_version (YAML or JSON).
-    #[arg(long, value_name = "FILE")]
-    version: PathBuf,
+    /// The autoupdate_version (YAML or JSON). Not with --faults.
+    #[arg(long, value_name = "FILE", required_unless_present = "faults")]
+    version: Option<PathBuf>,
+    /// Simulate the control plane under seeded faults instead (replica crashes, failed
+    /// and late reports, store outages, partitions, clock jumps, silent and lying
+    /// hosts, an operator's freezes and pins) and check the fleet-safety invariant on
+    /// each seed (docs/simulator.md). Exits 1 if any seed breaks it, printing the
+    /// command that replays it.
+    #[arg(long)]
+    faults: bool,
+    /// With --faults: how many seeds to run, from --seed.
+    #[arg(long, default_value_t = 1, requires = "faults")]
+    seeds: u64,
+    /// With --faults: hosts of the simulated fleet.
+    #[arg(long, default_value_t = 24, requires = "faults")]
+    hosts: usize,
+    /// With --faults: simulated hours per seed.
+    #[arg(long, default_value_t = 72, requires = "faults")]
+    hours: i64,
+    /// With --faults and one seed: print its faults and the trace's last events.
+    #[arg(long, requires = "faults")]
+    verbose: bool,
     /// Agents at the start.
     #[arg(long, default_value_t = 1000)]
     agents: u32,
@@ -81,8 +100,9 @@ struct Cli {
     #[arg(long, default_value = "0/h", value_parser = params::parse_churn)]
     churn: f64,
     /// ternd replicas (replica 0 leads); agents are spread over them at random.
-    #[arg(long, default_value_t = 1)]
-    replicas: u16,
+    /// Default: 1, and 3 with --faults.
+    #[arg(long)]
+    replicas: Option<u16>,
     /// Report period of each replica, and reconcile period of the leader.
     #[arg(long, default_value = "60s", value_parser = params::parse_duration)]
     report_period: i64,
@@ -109,14 +129,82 @@ fn read<T>(
     parse(&text).map_err(|e| anyhow::anyhow!("{}: invalid {what}: {e}", path.display()))
 }
 
+/// `--faults`: the seeds, the invariant on each, and the rate of simulated fleet-hours.
+fn faults(cli: &Cli) -> anyhow::Result<()> {
+    let base = tern_sim::faults::FaultParams {
+        seed: cli.seed,
+        hosts: cli.hosts.max(3),
+        replicas: usize::from(cli.replicas.unwrap_or(3).max(1)),
+        hours: cli.hours.max(2),
+    };
+    let wall = Instant::now();
+    if cli.seeds == 1 {
+        let run = tern_sim::faults::run(base);
+        if cli.verbose {
+            for line in &run.log {
+                println!("{line}");
+            }
+        }
+        println!(
+            "seed {}: target {}, reached {:?}, rollout: {}",
+            cli.seed,
+            if run.broken_target { "broken" } else { "good" },
+            run.reached,
+            run.final_state
+        );
+        if let Some(v) = &run.violation {
+            if cli.verbose {
+                let from = v.index.saturating_sub(5);
+                for e in &run.trace.events[from..=v.index] {
+                    println!("  {}", serde_json::to_string(e)?);
+                }
+            }
+            bail!("{v}\nreplay: {}", run.replay_command());
+        }
+        println!("the fleet-safety invariant held");
+        return Ok(());
+    }
+    let (failed, hours) = tern_sim::faults::run_many(cli.seed, cli.seeds, base);
+    let secs = wall.elapsed().as_secs_f64();
+    println!(
+        "{} seeds, {} of them broke the invariant; {:.0} simulated fleet-hours ({} hosts, {} replicas) in {secs:.1}s: {:.0} fleet-hours per second",
+        cli.seeds,
+        failed.len(),
+        hours,
+        base.hosts,
+        base.replicas,
+        hours / secs.max(1e-9)
+    );
+    for run in &failed {
+        if let Some(v) = &run.violation {
+            println!(
+                "seed {}: {v}\n  replay: {}",
+                run.params.seed,
+                run.replay_command()
+            );
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        bail!("{} seeds broke the fleet-safety invariant", failed.len())
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if cli.faults {
+        return faults(&cli);
+    }
+    let Some(version_file) = cli.version.clone() else {
+        bail!("--version is required");
+    };
     let config = cli
         .config
         .as_ref()
         .map(|p| read(p, "autoupdate_config", AutoUpdateConfig::from_text))
         .transpose()?;
     let version = read(
-        &cli.version,
+        &version_file,
         "autoupdate_version",
         AutoUpdateVersion::from_text,
     )?;
@@ -143,7 +231,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         install_secs: cli.install,
         fail: cli.fail.into_iter().collect(),
         churn_per_hour: cli.churn,
-        replicas: cli.replicas,
+        replicas: cli.replicas.unwrap_or(1),
         report_period_secs: cli.report_period,
         active_report_period_secs: cli.active_report_period,
         report_after_change_secs: cli.report_after_change,

@@ -1188,6 +1188,7 @@ impl Sim {
             updater_id: &a.updater_id,
             governed_by_directive: false,
             pinned_until: None,
+            cut_off: false,
             now,
         });
         let health = if a.healthy {

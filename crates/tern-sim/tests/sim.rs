@@ -479,3 +479,65 @@ fn reporting_after_a_change_speeds_a_backpressured_group_within_its_bound() {
         assert!(all >= 200, "{all}s: faster than backpressure allows");
     }
 }
+
+/// The control plane under seeded faults (`tern_sim::faults`): on every seed the
+/// fleet-safety invariant holds. A failing seed names the command that replays it.
+/// CI runs this many; `cargo xtask sim --faults --seeds N` runs more.
+#[test]
+fn the_invariant_holds_under_seeded_faults() {
+    let base = tern_sim::faults::FaultParams {
+        hours: 36,
+        ..tern_sim::faults::FaultParams::default()
+    };
+    let (failed, _) = tern_sim::faults::run_many(0, 300, base);
+    let report: Vec<String> = failed
+        .iter()
+        .map(|r| {
+            format!(
+                "seed {}: {}\n  replay: {}",
+                r.params.seed,
+                r.violation
+                    .as_ref()
+                    .map_or(String::new(), ToString::to_string),
+                r.replay_command()
+            )
+        })
+        .collect();
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+/// The faults bite: over a few seeds, broken targets are contained at their canaries
+/// and the fleet is not simply idle (some hosts install the good target).
+#[test]
+fn seeded_faults_exercise_the_rollout() {
+    let mut reached_good = 0;
+    let mut broken_runs = 0;
+    for seed in 0..20 {
+        let run = tern_sim::faults::run(tern_sim::faults::FaultParams {
+            seed,
+            hours: 36,
+            ..tern_sim::faults::FaultParams::default()
+        });
+        assert!(!run.log.is_empty(), "seed {seed}: no fault at all");
+        if run.broken_target {
+            broken_runs += 1;
+            assert!(
+                run.reached.get("dev").copied().unwrap_or(0) <= 1,
+                "seed {seed}: {:?}",
+                run.reached
+            );
+            assert_eq!(
+                run.reached.get("prod"),
+                None,
+                "seed {seed}: {:?}",
+                run.reached
+            );
+        } else {
+            reached_good += run.reached.values().sum::<usize>();
+        }
+    }
+    assert!(
+        broken_runs > 0 && reached_good > 0,
+        "{broken_runs} {reached_good}"
+    );
+}

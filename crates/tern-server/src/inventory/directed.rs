@@ -162,6 +162,7 @@ impl Inventory {
                 updater_id: &updater_id,
                 governed_by_directive: false,
                 pinned_until: None,
+                cut_off: false,
                 now,
             });
             let from = self.names.get(e.version);

@@ -137,9 +137,7 @@ pub(crate) async fn find(
         return Ok(find_response(answer, Some(POLL_BUSY)));
     };
     let deadline = tokio::time::Instant::now() + wait;
-    // A pin lifts at its time, with no change to the snapshot: the hold looks again
-    // then (once). A dev clock's moves wake it instead.
-    let mut pin_lifts = pin_lifts_within(&state, &q.updater_id, wait);
+    // A pin lifts when the leader deletes it: a change of the snapshot like any other.
     let stopped = long_poll.stopped();
     tokio::pin!(stopped);
     let release = loop {
@@ -149,10 +147,6 @@ pub(crate) async fn find(
                 if changed.is_err() {
                     break Release::Expired;
                 }
-                true
-            }
-            () = tokio::time::sleep_until(pin_lifts.unwrap_or(deadline)), if pin_lifts.is_some() => {
-                pin_lifts = None;
                 true
             }
             () = tokio::time::sleep_until(deadline) => break Release::Expired,
@@ -182,22 +176,6 @@ pub(crate) async fn find(
         Release::Expired => POLL_EXPIRED,
     };
     Ok(find_response(answer, Some(how)))
-}
-
-/// When, within `wait`, the pin of this host lifts (system clock only).
-fn pin_lifts_within(
-    state: &AppState,
-    updater_id: &str,
-    wait: std::time::Duration,
-) -> Option<tokio::time::Instant> {
-    if state.clock.as_dev().is_some() || updater_id.is_empty() {
-        return None;
-    }
-    let until = *state.snapshot().pins.get(updater_id)?;
-    let left = std::time::Duration::try_from(until.duration_since(state.clock.now())).ok()?;
-    // A moment past the instant, so that the pin has lifted when the answer is asked.
-    let left = left + std::time::Duration::from_millis(10);
-    (left < wait).then(|| tokio::time::Instant::now() + left)
 }
 
 /// How a long poll was answered (`tern-long-poll`): its answer had changed, its hold
@@ -276,6 +254,7 @@ fn find_answer(state: &AppState, q: &FindQuery<'_>) -> crate::snapshot::FindBody
         updater_id,
         governed_by_directive,
         pinned_until,
+        cut_off: state.cut_off(),
         now: state.clock.now(),
     });
     if state.clock.as_dev().is_some() {

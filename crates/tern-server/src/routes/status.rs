@@ -263,6 +263,7 @@ pub(crate) async fn host(
                 updater_id: &updater_id,
                 governed_by_directive,
                 pinned_until: snapshot.pins.get(&updater_id).copied(),
+                cut_off: state.cut_off(),
                 now,
             },
             tern_core::forecast::HostState {

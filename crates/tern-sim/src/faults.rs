@@ -1,0 +1,755 @@
+//! The control plane under faults, seeded and replayable (FoundationDB-style
+//! deterministic simulation): a small fleet, several ternd replicas with their own
+//! memory, a store, a leader, and an operator, all driven through the same core
+//! functions ternd and tern-update call (`inventory::replica_report`,
+//! `reconcile::reconcile_reports`, `find::answer`, `host_update::on_find`), while a
+//! seeded schedule injects faults:
+//!
+//! - a replica crashes and restarts (its memory of the hosts is gone; it warms up);
+//! - a replica's report writes fail, or its reports come late;
+//! - the store is unavailable to everyone for a while;
+//! - a replica is cut off from the store (it can neither report, lead, nor learn what
+//!   changed; past its store-contact bound it tells nobody to update);
+//! - some hosts are cut off from some replicas (they heartbeat and ask elsewhere, or
+//!   nowhere);
+//! - a replica's clock jumps;
+//! - hosts vanish and return;
+//! - hosts lie within what their own credential allows (a rolled-back host says it
+//!   runs the target, healthy);
+//! - and, interleaved, an operator's freezes, suspends and server pins.
+//!
+//! The target version is broken on some seeds (it fails on every host that installs
+//! it). Every run records a [`Trace`] and ends with [`invariant::check`]: a failing
+//! seed prints the command that replays it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::{SignedDuration, Timestamp};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use tern_core::find::{self, FindInputs};
+use tern_core::host_update::{self, Health};
+use tern_core::invariant::{self, InstallKind, Trace, TraceEvent, Violation};
+use tern_core::inventory::{self, InventoryAgent};
+use tern_core::reconcile::{self, Outcome, Resources};
+use tern_core::resource::{
+    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
+};
+use tern_core::wire::{Heartbeat, UpdaterStatus};
+
+/// Seconds between two steps of the simulation.
+const STEP: i64 = 10;
+/// A replica's report period, and the leader's reconcile period.
+const REPORT_PERIOD: i64 = 60;
+/// A host's updater timer.
+const POLL: i64 = 60;
+/// A replica forgets a host silent this long (three missed heartbeats).
+const SILENCE: i64 = 180;
+/// A replica that has not reached its store for this long tells nobody to update
+/// (ternd's `--store-contact-bound`).
+pub const CUT_OFF_AFTER: i64 = 30;
+/// How long a canary candidate must have been heard from.
+const CANARY_TENURE: i64 = 600;
+
+/// One run's knobs: the seed decides everything else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultParams {
+    pub seed: u64,
+    pub hosts: usize,
+    pub replicas: usize,
+    /// Simulated hours.
+    pub hours: i64,
+}
+
+impl Default for FaultParams {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            hosts: 24,
+            replicas: 3,
+            hours: 72,
+        }
+    }
+}
+
+/// What one run did.
+#[derive(Debug)]
+pub struct FaultRun {
+    pub params: FaultParams,
+    /// The target fails on every host on this seed.
+    pub broken_target: bool,
+    /// The faults and operator actions, in order, for people.
+    pub log: Vec<String>,
+    pub trace: Trace,
+    /// The first violation of the fleet-safety invariant, if any.
+    pub violation: Option<Violation>,
+    /// Per group, how many hosts ever installed the target on their own.
+    pub reached: BTreeMap<String, usize>,
+    /// The rollout's state at the end.
+    pub final_state: String,
+}
+
+impl FaultRun {
+    /// The command that replays this run.
+    pub fn replay_command(&self) -> String {
+        format!(
+            "cargo xtask sim --faults --seed {} --hosts {} --replicas {} --hours {}",
+            self.params.seed, self.params.hosts, self.params.replicas, self.params.hours
+        )
+    }
+}
+
+const GROUPS: [(&str, u8, u8); 3] = [("dev", 10, 1), ("staging", 12, 2), ("prod", 14, 0)];
+
+fn config(mode: &str) -> AutoUpdateConfig {
+    let mut text = format!(
+        "kind: autoupdate_config\nversion: v1\nmetadata:\n  name: autoupdate-config\nspec:\n  agents:\n    mode: {mode}\n    strategy: halt-on-error\n    schedules:\n      regular:\n"
+    );
+    for (name, hour, canaries) in GROUPS {
+        text.push_str(&format!(
+            "      - name: {name}\n        days: ['*']\n        start_hour: {hour}\n        canary_count: {canaries}\n"
+        ));
+    }
+    // Built from constants: always valid.
+    AutoUpdateConfig::from_text(&text).unwrap_or_default()
+}
+
+fn version(target: &str) -> Option<AutoUpdateVersion> {
+    AutoUpdateVersion::from_text(&format!(
+        "kind: autoupdate_version\nversion: v1\nmetadata:\n  name: autoupdate-version\nspec:\n  agents:\n    start_version: 1.0.0\n    target_version: {target}\n    schedule: regular\n"
+    ))
+    .ok()
+}
+
+struct Host {
+    id: String,
+    group: &'static str,
+    version: String,
+    skip: Option<String>,
+    rollback: bool,
+    phase: i64,
+    /// Replica it prefers (the load balancer's choice while it is reachable).
+    home: usize,
+    liar: bool,
+    online: bool,
+}
+
+struct Replica {
+    alive: bool,
+    started: i64,
+    /// Its hosts: updater id → what it heard.
+    inventory: BTreeMap<String, InventoryAgent>,
+    /// What it serves find from: the rollout (mode in force), a freeze, the pins.
+    rollout: Option<AutoUpdateAgentRollout>,
+    frozen: bool,
+    pins: BTreeMap<String, Timestamp>,
+    /// When it last reached the store.
+    contact: i64,
+    /// The store revision its snapshot is from.
+    seen: u64,
+    clock_skew: i64,
+}
+
+#[derive(Default)]
+struct Faults {
+    /// Until when, per replica.
+    crashed: BTreeMap<usize, i64>,
+    write_fails: BTreeMap<usize, i64>,
+    late: BTreeMap<usize, i64>,
+    cut_off: BTreeMap<usize, i64>,
+    store_down_until: i64,
+    /// (host, replica) pairs that cannot talk, until.
+    host_partitions: BTreeMap<(usize, usize), i64>,
+    vanished: BTreeMap<usize, i64>,
+}
+
+struct Store {
+    /// Bumped at every change of what find serves from (the replicas' watch).
+    revision: u64,
+    reports: BTreeMap<String, (i64, AutoUpdateAgentReport)>,
+    rollout: Option<AutoUpdateAgentRollout>,
+    frozen: bool,
+    suspended: bool,
+    pins: BTreeMap<String, Timestamp>,
+}
+
+struct World {
+    p: FaultParams,
+    rng: ChaCha8Rng,
+    start: Timestamp,
+    now: i64,
+    hosts: Vec<Host>,
+    replicas: Vec<Replica>,
+    store: Store,
+    faults: Faults,
+    enabled: AutoUpdateConfig,
+    suspended: AutoUpdateConfig,
+    version: Option<AutoUpdateVersion>,
+    target: String,
+    broken: bool,
+    trace: Trace,
+    log: Vec<String>,
+    reached: BTreeMap<String, BTreeSet<String>>,
+}
+
+fn below(rng: &mut ChaCha8Rng, n: u64) -> u64 {
+    if n == 0 { 0 } else { rng.next_u64() % n }
+}
+
+fn chance(rng: &mut ChaCha8Rng, p: f64) -> bool {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+}
+
+impl World {
+    fn new(p: FaultParams) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
+        let broken = chance(&mut rng, 0.6);
+        let target = if broken { "1.2.0" } else { "1.1.0" }.to_string();
+        let hosts = (0..p.hosts)
+            .map(|i| {
+                let mut b = [0u8; 16];
+                rng.fill_bytes(&mut b);
+                Host {
+                    id: tern_core::ids::uuid_v4(b),
+                    group: GROUPS[i % GROUPS.len()].0,
+                    version: "1.0.0".into(),
+                    skip: None,
+                    rollback: false,
+                    phase: i64::try_from(below(&mut rng, POLL as u64)).unwrap_or(0),
+                    home: i % p.replicas.max(1),
+                    liar: chance(&mut rng, 0.05),
+                    online: true,
+                }
+            })
+            .collect();
+        let replicas = (0..p.replicas.max(1))
+            .map(|_| Replica {
+                alive: true,
+                started: -86_400,
+                inventory: BTreeMap::new(),
+                rollout: None,
+                frozen: false,
+                pins: BTreeMap::new(),
+                contact: 0,
+                seen: 0,
+                clock_skew: 0,
+            })
+            .collect();
+        // Monday 06:00 UTC: before every group's window.
+        let start = Timestamp::from_second(1_795_413_600).unwrap_or(Timestamp::UNIX_EPOCH);
+        World {
+            p,
+            rng,
+            start,
+            now: 0,
+            hosts,
+            replicas,
+            store: Store {
+                revision: 1,
+                reports: BTreeMap::new(),
+                rollout: None,
+                frozen: false,
+                suspended: false,
+                pins: BTreeMap::new(),
+            },
+            faults: Faults::default(),
+            enabled: config("enabled"),
+            suspended: config("suspended"),
+            version: version("1.0.0"),
+            target,
+            broken,
+            trace: Trace {
+                events: Vec::new(),
+                grace_seconds: CUT_OFF_AFTER + STEP,
+            },
+            log: Vec::new(),
+            reached: BTreeMap::new(),
+        }
+    }
+
+    fn ts(&self, t: i64) -> Timestamp {
+        self.start
+            .checked_add(SignedDuration::from_secs(t))
+            .unwrap_or(self.start)
+    }
+
+    fn say(&mut self, what: String) {
+        let at = self.ts(self.now);
+        self.log.push(format!("{at} {what}"));
+    }
+
+    fn active<K: Ord>(map: &BTreeMap<K, i64>, k: K, now: i64) -> bool {
+        map.get(&k).is_some_and(|until| now < *until)
+    }
+
+    fn store_up(&self) -> bool {
+        self.now >= self.faults.store_down_until
+    }
+
+    fn reaches_store(&self, r: usize) -> bool {
+        self.replicas[r].alive
+            && self.store_up()
+            && !Self::active(&self.faults.cut_off, r, self.now)
+    }
+
+    /// The seeded schedule: each step, maybe one more fault or operator action.
+    fn inject(&mut self) {
+        let n = self.p.replicas;
+        let hosts = self.hosts.len();
+        if !chance(&mut self.rng, 0.012) {
+            return;
+        }
+        let lasting = |rng: &mut ChaCha8Rng, min: i64, max: i64| {
+            min + i64::try_from(below(rng, u64::try_from(max - min).unwrap_or(1))).unwrap_or(0)
+        };
+        let now = self.now;
+        match below(&mut self.rng, 12) {
+            0 => {
+                let r = usize::try_from(below(&mut self.rng, n as u64)).unwrap_or(0);
+                let d = lasting(&mut self.rng, 30, 900);
+                self.faults.crashed.insert(r, now + d);
+                self.replicas[r].alive = false;
+                self.replicas[r].inventory.clear();
+                self.say(format!("replica {r} crashes for {d}s"));
+            }
+            1 => {
+                let r = usize::try_from(below(&mut self.rng, n as u64)).unwrap_or(0);
+                let d = lasting(&mut self.rng, 60, 1800);
+                self.faults.write_fails.insert(r, now + d);
+                self.say(format!("replica {r}'s report writes fail for {d}s"));
+            }
+            2 => {
+                let r = usize::try_from(below(&mut self.rng, n as u64)).unwrap_or(0);
+                let d = lasting(&mut self.rng, 120, 1800);
+                self.faults.late.insert(r, now + d);
+                self.say(format!("replica {r}'s reports are late for {d}s"));
+            }
+            3 => {
+                let d = lasting(&mut self.rng, 30, 600);
+                self.faults.store_down_until = now + d;
+                self.say(format!("the store is unavailable for {d}s"));
+            }
+            4 => {
+                let r = usize::try_from(below(&mut self.rng, n as u64)).unwrap_or(0);
+                let d = lasting(&mut self.rng, 30, 1200);
+                self.faults.cut_off.insert(r, now + d);
+                self.say(format!("replica {r} is cut off from the store for {d}s"));
+            }
+            5 => {
+                let d = lasting(&mut self.rng, 60, 3600);
+                let r = usize::try_from(below(&mut self.rng, n as u64)).unwrap_or(0);
+                let k = 1 + usize::try_from(below(&mut self.rng, (hosts / 2) as u64)).unwrap_or(0);
+                for _ in 0..k {
+                    let h = usize::try_from(below(&mut self.rng, hosts as u64)).unwrap_or(0);
+                    self.faults.host_partitions.insert((h, r), now + d);
+                }
+                self.say(format!("{k} hosts are cut off from replica {r} for {d}s"));
+            }
+            6 => {
+                let r = usize::try_from(below(&mut self.rng, n as u64)).unwrap_or(0);
+                let jump = lasting(&mut self.rng, -3600, 3600);
+                self.replicas[r].clock_skew = jump;
+                self.say(format!("replica {r}'s clock jumps {jump:+}s"));
+            }
+            7 => {
+                let d = lasting(&mut self.rng, 300, 7200);
+                let all = chance(&mut self.rng, 0.3);
+                let k = if all {
+                    hosts
+                } else {
+                    1 + usize::try_from(below(&mut self.rng, (hosts / 3) as u64)).unwrap_or(0)
+                };
+                for i in 0..k {
+                    let h = if all {
+                        i
+                    } else {
+                        usize::try_from(below(&mut self.rng, hosts as u64)).unwrap_or(0)
+                    };
+                    self.faults.vanished.insert(h, now + d);
+                }
+                self.say(format!("{k} hosts go silent for {d}s"));
+            }
+            8 => {
+                // The operator's write fails while the store is down.
+                if self.store_up() {
+                    self.store.frozen = !self.store.frozen;
+                    let what = if self.store.frozen {
+                        "freezes"
+                    } else {
+                        "unfreezes"
+                    };
+                    self.say(format!("the operator {what} the fleet"));
+                }
+            }
+            9 => {
+                if self.store_up() {
+                    self.store.suspended = !self.store.suspended;
+                    let what = if self.store.suspended {
+                        "suspends"
+                    } else {
+                        "resumes"
+                    };
+                    self.say(format!("the operator {what} the rollout"));
+                }
+            }
+            10 => {
+                if self.store_up() {
+                    let h = usize::try_from(below(&mut self.rng, hosts as u64)).unwrap_or(0);
+                    let hours = 1 + i64::try_from(below(&mut self.rng, 6)).unwrap_or(0);
+                    let until = self.ts(now + hours * 3600);
+                    let id = self.hosts[h].id.clone();
+                    self.store.pins.insert(id, until);
+                    self.say(format!("the operator pins host {h} for {hours}h"));
+                }
+            }
+            _ => {
+                // The operator rolls out the target (again, after a freeze or a halt).
+                if self.store_up()
+                    && self.version.as_ref().is_some_and(|v| {
+                        v.spec
+                            .agents
+                            .as_ref()
+                            .is_some_and(|a| a.target_version.to_string() != self.target)
+                    })
+                {
+                    self.version = version(&self.target);
+                    self.say(format!("the operator rolls out {}", self.target));
+                }
+            }
+        }
+        self.record_state();
+    }
+
+    /// Faults that ended come back to normal.
+    fn heal(&mut self) {
+        let now = self.now;
+        let ended: Vec<usize> = self
+            .faults
+            .crashed
+            .iter()
+            .filter(|(_, until)| now >= **until)
+            .map(|(r, _)| *r)
+            .collect();
+        for r in ended {
+            self.faults.crashed.remove(&r);
+            let rep = &mut self.replicas[r];
+            rep.alive = true;
+            rep.started = now;
+            rep.inventory.clear();
+            rep.contact = now;
+            rep.seen = 0;
+            self.say(format!("replica {r} restarts with an empty memory"));
+        }
+        for (h, until) in self.faults.vanished.clone() {
+            if now >= until {
+                self.faults.vanished.remove(&h);
+            }
+        }
+        for (i, h) in self.hosts.iter_mut().enumerate() {
+            h.online = !Self::active(&self.faults.vanished, i, now);
+        }
+    }
+
+    /// What the store says now, for the trace (and the replicas' watch).
+    fn record_state(&mut self) {
+        self.store.revision += 1;
+        let frozen = self.store.frozen;
+        let mode = tern_core::rollout::frozen_mode(
+            tern_core::rollout::mode_in_force(Some(self.config()), self.version.as_ref()),
+            frozen,
+        );
+        let rollout = self.store.rollout.clone().map(|mut r| {
+            r.spec.autoupdate_mode = mode;
+            Box::new(r)
+        });
+        self.trace.events.push(TraceEvent::State {
+            at: self.ts(self.now),
+            rollout,
+            frozen,
+            pins: self.store.pins.clone(),
+        });
+    }
+
+    fn config(&self) -> &AutoUpdateConfig {
+        if self.store.suspended {
+            &self.suspended
+        } else {
+            &self.enabled
+        }
+    }
+
+    /// Replicas that reach the store learn what it says (their watch).
+    fn sync(&mut self) {
+        let frozen = self.store.frozen;
+        let mode = tern_core::rollout::frozen_mode(
+            tern_core::rollout::mode_in_force(Some(self.config()), self.version.as_ref()),
+            frozen,
+        );
+        for r in 0..self.replicas.len() {
+            if !self.reaches_store(r) {
+                continue;
+            }
+            let rep = &mut self.replicas[r];
+            rep.contact = self.now;
+            if rep.seen == self.store.revision {
+                continue;
+            }
+            rep.seen = self.store.revision;
+            rep.rollout = self.store.rollout.clone().map(|mut ro| {
+                ro.spec.autoupdate_mode = mode;
+                ro
+            });
+            rep.frozen = frozen;
+            rep.pins = self.store.pins.clone();
+        }
+    }
+
+    /// Hosts whose timer runs now ask find (of a replica they reach) and act.
+    fn hosts_act(&mut self) {
+        for i in 0..self.hosts.len() {
+            let h = &self.hosts[i];
+            if !h.online || (self.now + h.phase) % POLL >= STEP {
+                continue;
+            }
+            let reachable = |r: usize| {
+                self.replicas[r].alive
+                    && !Self::active(&self.faults.host_partitions, (i, r), self.now)
+            };
+            let n = self.replicas.len();
+            let Some(r) = (0..n).map(|k| (h.home + k) % n).find(|r| reachable(*r)) else {
+                continue;
+            };
+            let rep = &self.replicas[r];
+            let replica_now = self.ts(self.now + rep.clock_skew);
+            let answer = find::answer(&FindInputs {
+                rollout: rep.rollout.as_ref(),
+                frozen: rep.frozen,
+                group: h.group,
+                updater_id: &h.id,
+                governed_by_directive: false,
+                pinned_until: rep.pins.get(&h.id).copied(),
+                cut_off: self.now - rep.contact > CUT_OFF_AFTER,
+                now: replica_now,
+            });
+            let decision = host_update::on_find(
+                &answer,
+                Some(&h.version),
+                h.skip.as_deref(),
+                Health::Healthy,
+                self.ts(self.now),
+            );
+            if let host_update::Decision::Update { target, .. } = decision {
+                self.trace.events.push(TraceEvent::Install {
+                    at: self.ts(self.now),
+                    host: h.id.clone(),
+                    group: h.group.to_string(),
+                    labels: BTreeMap::new(),
+                    from: Some(h.version.clone()),
+                    to: target.clone(),
+                    kind: InstallKind::Scheduled,
+                    signed: None,
+                    pinned_root: false,
+                });
+                if target == self.target {
+                    self.reached
+                        .entry(h.group.to_string())
+                        .or_default()
+                        .insert(h.id.clone());
+                }
+                let host = &mut self.hosts[i];
+                if self.broken && target == self.target {
+                    // It crashes on start: rolled back, skipped from now on.
+                    host.skip = Some(target);
+                    host.rollback = true;
+                } else {
+                    host.version = target;
+                    host.rollback = false;
+                }
+            }
+            self.heartbeat(i, r);
+        }
+    }
+
+    fn heartbeat(&mut self, i: usize, r: usize) {
+        let h = &self.hosts[i];
+        let lying = h.liar && h.rollback;
+        let hb = Heartbeat {
+            updater_id: h.id.clone(),
+            host_id: format!("host-{i}"),
+            hostname: format!("host-{i}.sim"),
+            group: h.group.to_string(),
+            version: if lying {
+                self.target.clone()
+            } else {
+                h.version.clone()
+            },
+            updater_status: UpdaterStatus::Enabled,
+            rollback: h.rollback && !lying,
+            failed_version: if lying { None } else { h.skip.clone() },
+            healthy: Some(true),
+            ..Heartbeat::default()
+        };
+        let now = self.ts(self.now + self.replicas[r].clock_skew);
+        let rep = &mut self.replicas[r];
+        let first_seen = rep
+            .inventory
+            .get(&hb.updater_id)
+            .map_or(now, |a| a.first_seen);
+        rep.inventory.insert(
+            hb.updater_id.clone(),
+            InventoryAgent {
+                heartbeat: hb,
+                first_seen,
+                last_seen: now,
+            },
+        );
+    }
+
+    /// Every report period: replicas report, the leader reconciles.
+    fn report_and_reconcile(&mut self) {
+        if self.now % REPORT_PERIOD != 0 {
+            return;
+        }
+        let period = SignedDuration::from_secs(REPORT_PERIOD);
+        for r in 0..self.replicas.len() {
+            if !self.replicas[r].alive {
+                continue;
+            }
+            let skew = self.replicas[r].clock_skew;
+            let now = self.ts(self.now + skew);
+            let silence = self.ts(self.now + skew - SILENCE);
+            self.replicas[r]
+                .inventory
+                .retain(|_, a| a.last_seen >= silence);
+            let late =
+                Self::active(&self.faults.late, r, self.now) && (self.now / REPORT_PERIOD) % 3 != 0;
+            if !self.reaches_store(r) || Self::active(&self.faults.write_fails, r, self.now) || late
+            {
+                continue;
+            }
+            let rep = &self.replicas[r];
+            let needs = rep.rollout.as_ref().map(reconcile::needs);
+            let agents: Vec<&InventoryAgent> = rep.inventory.values().collect();
+            let mut spec = inventory::replica_report(
+                now,
+                agents.iter().copied(),
+                |id| rep.inventory.get(id),
+                |id| rep.pins.get(id).is_some_and(|until| now < *until),
+                needs.as_ref(),
+                period,
+                SignedDuration::from_secs(CANARY_TENURE),
+                &mut self.rng,
+            );
+            spec.warming_up = self.now - rep.started < POLL + REPORT_PERIOD;
+            let name = format!("replica-{r}");
+            self.store.reports.insert(
+                name.clone(),
+                (self.now, AutoUpdateAgentReport::new(&name, spec)),
+            );
+        }
+        // Reports expire from the store after an hour.
+        let now = self.now;
+        self.store.reports.retain(|_, (at, _)| now - *at < 3600);
+        let Some(leader) = (0..self.replicas.len()).find(|r| self.reaches_store(*r)) else {
+            return;
+        };
+        let reports: Vec<AutoUpdateAgentReport> = self
+            .store
+            .reports
+            .values()
+            .map(|(_, r)| r.clone())
+            .collect();
+        let leader_now = self.ts(self.now + self.replicas[leader].clock_skew);
+        let config = self.config().clone();
+        let outcome = reconcile::reconcile_reports(
+            leader_now,
+            Resources {
+                config: Some(&config),
+                version: self.version.as_ref(),
+                rollout: self.store.rollout.as_ref(),
+                frozen: self.store.frozen,
+            },
+            &reports,
+            period,
+            &mut self.rng,
+        );
+        let next = match outcome {
+            Outcome::Rollout { rollout, .. } => Some(*rollout),
+            Outcome::NoRollout { .. } => None,
+        };
+        // The leader lifts the pins whose time has come, by its clock.
+        let pins = self.store.pins.len();
+        self.store.pins.retain(|_, until| leader_now < *until);
+        if next != self.store.rollout || pins != self.store.pins.len() {
+            self.store.rollout = next;
+            self.record_state();
+        }
+    }
+
+    fn step(&mut self) {
+        self.heal();
+        self.inject();
+        self.sync();
+        self.report_and_reconcile();
+        self.sync();
+        self.hosts_act();
+        self.now += STEP;
+    }
+}
+
+/// One seeded run: the fleet through the rollout of its target (broken on some seeds)
+/// under that seed's faults, checked against the fleet-safety invariant.
+pub fn run(p: FaultParams) -> FaultRun {
+    let mut w = World::new(p);
+    w.record_state();
+    // The fleet settles on 1.0.0 for an hour, then the target is rolled out.
+    let settle = 3600;
+    let end = p.hours.max(2) * 3600;
+    while w.now < end {
+        if w.now == settle {
+            w.version = version(&w.target);
+            let target = w.target.clone();
+            w.say(format!("the operator rolls out {target}"));
+            w.record_state();
+        }
+        w.step();
+    }
+    let violation = invariant::check(&w.trace).err();
+    let final_state = w
+        .store
+        .rollout
+        .as_ref()
+        .map(|r: &AutoUpdateAgentRollout| {
+            r.status
+                .groups
+                .iter()
+                .map(|g| format!("{} {}", g.name, g.state.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_else(|| "no rollout".into());
+    FaultRun {
+        params: p,
+        broken_target: w.broken,
+        log: w.log,
+        trace: w.trace,
+        violation,
+        reached: w.reached.into_iter().map(|(g, s)| (g, s.len())).collect(),
+        final_state,
+    }
+}
+
+/// Runs `seeds` seeds from `first`; the runs that broke the invariant, and how many
+/// simulated fleet-hours went by.
+pub fn run_many(first: u64, seeds: u64, base: FaultParams) -> (Vec<FaultRun>, f64) {
+    let mut failed = Vec::new();
+    let mut hours = 0.0;
+    for seed in first..first.saturating_add(seeds) {
+        let run = run(FaultParams { seed, ..base });
+        hours += run.params.hours as f64;
+        if run.violation.is_some() {
+            failed.push(run);
+        }
+    }
+    (failed, hours)
+}
