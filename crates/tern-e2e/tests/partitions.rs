@@ -901,6 +901,48 @@ impl Cluster {
         }
     }
 
+    /// 09:00: the config and version (1.0.0 everywhere), every host enrolled, then
+    /// 09:02: every host counted in the reports.
+    fn settle_fleet(&mut self) {
+        for (name, yaml) in [
+            ("config", config()),
+            (
+                "version",
+                tern_core::fixtures::version("1.0.0", "1.0.0", "regular"),
+            ),
+        ] {
+            let f = self.dir.path().join(format!("{name}.yaml"));
+            std::fs::write(&f, yaml).unwrap();
+            let f = f.display().to_string();
+            self.ctl(0)
+                .run(&["create", "--force", "-f", f.as_str()])
+                .unwrap();
+        }
+        self.reconcile();
+        self.add_hosts();
+        let s = self.status();
+        self.rec.state(&s);
+        self.rec.installs(&self.hosts, InstallKind::FirstInstall);
+        self.clock("advance", "2m");
+        let (s, runs) = self.step();
+        assert!(failed(&runs).is_empty(), "{runs:?}");
+        assert_eq!(s.present, 12, "every host counted: {s:?}");
+        assert_eq!(s.live_reports, 3);
+    }
+
+    /// Cuts every host of `group` from every replica (or heals it); their indexes.
+    fn cut_group(&self, group: &str, cut: bool) -> Vec<usize> {
+        let hosts: Vec<usize> = (0..self.hosts.len())
+            .filter(|h| self.hosts[*h].host.group == group)
+            .collect();
+        for h in &hosts {
+            for r in 0..3 {
+                self.cut_host(*h, r, cut);
+            }
+        }
+        hosts
+    }
+
     fn door_url(&self, replica: usize) -> String {
         format!("http://{}", self.doors[replica].addr)
     }
@@ -1172,31 +1214,7 @@ fn partitions_and_a_killed_leader_never_let_a_broken_version_spread() {
     let mut c = Cluster::start();
     let prefix = c.net.prefix().to_string();
 
-    // 09:00: the config, everyone on 1.0.0, settled in the reports.
-    for (name, yaml) in [
-        ("config", config()),
-        (
-            "version",
-            tern_core::fixtures::version("1.0.0", "1.0.0", "regular"),
-        ),
-    ] {
-        let f = c.dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&f, yaml).unwrap();
-        let f = f.display().to_string();
-        c.ctl(0)
-            .run(&["create", "--force", "-f", f.as_str()])
-            .unwrap();
-    }
-    c.reconcile();
-    c.add_hosts();
-    let s = c.status();
-    c.rec.state(&s);
-    c.rec.installs(&c.hosts, InstallKind::FirstInstall);
-    c.clock("advance", "2m");
-    let (s, runs) = c.step();
-    assert!(failed(&runs).is_empty(), "{runs:?}");
-    assert_eq!(s.present, 12, "every host counted: {s:?}");
-    assert_eq!(s.live_reports, 3);
+    c.settle_fleet();
 
     // ---- A, 09:20: the leader cut from etcd (its etcd port dark: packets dropped).
     // Its last report, just written, counts its dev hosts.
@@ -1227,14 +1245,7 @@ fn partitions_and_a_killed_leader_never_let_a_broken_version_spread() {
     // ---- B, 09:21: every dev host cut from every replica (unreachable routes in
     // their namespaces): they go silent.
     c.clock("set", &at(MON, "09:21"));
-    let dev_hosts: Vec<usize> = (0..c.hosts.len())
-        .filter(|h| c.hosts[*h].host.group == "dev")
-        .collect();
-    for h in &dev_hosts {
-        for r in 0..3 {
-            c.cut_host(*h, r, true);
-        }
-    }
+    let dev_hosts = c.cut_group("dev", true);
     let silent: BTreeSet<String> = c.names_in("dev").into_iter().collect();
     eprintln!(
         "[{:>5.1}s] B: dev's {} hosts cut from every replica",
@@ -1309,11 +1320,7 @@ fn partitions_and_a_killed_leader_never_let_a_broken_version_spread() {
 
     // Heal B: the dev hosts heartbeat again; dev moves on to waiting for canaries (a
     // host is a canary candidate only after the canary tenure, 10 minutes).
-    for h in &dev_hosts {
-        for r in 0..3 {
-            c.cut_host(*h, r, false);
-        }
-    }
+    c.cut_group("dev", false);
     c.clock("set", &at(MON, "10:08"));
     c.clock("set", &at(MON, "10:10"));
     let (s, runs) = c.step();
@@ -1531,4 +1538,45 @@ fn partitions_and_a_killed_leader_never_let_a_broken_version_spread() {
     drop(c);
     let left = Network::leftovers(&prefix);
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Found by the test above's scenario, stepped at the moment dev's hosts come back
+/// (10:08) rather than a report period later (10:10): it fails on today's ternd, so it
+/// is ignored until the bug is fixed (`--run-ignored only` runs it).
+///
+/// Returning hosts count as connected at once but as present (settled) only a report
+/// period later. For that period the group is neither "vanished" (connected = peak) nor
+/// has it a present host, so the reconcile takes it for an empty group: canary → active
+/// with `no_canary_candidates`, and every returning host installs the target at once,
+/// canaries skipped. With a broken target, all of dev runs it instead of 2 canaries.
+#[test]
+#[ignore = "fails today: ternd skips a group's canaries while its returning hosts settle (see the doc comment)"]
+fn hosts_returning_from_a_partition_do_not_skip_the_canaries() {
+    let mut c = Cluster::start();
+    c.settle_fleet();
+    c.clock("set", &at(MON, "09:21"));
+    let silent: BTreeSet<String> = c.names_in("dev").into_iter().collect();
+    c.cut_group("dev", true);
+    c.clock("set", &at(MON, "09:30"));
+    c.ctl(0).run(&["agents", "new-rollout", "1.2.0"]).unwrap();
+    c.step();
+    c.clock("set", &at(MON, "10:06"));
+    let (s, runs) = c.step();
+    assert_eq!(failed(&runs), silent, "{runs:?}");
+    assert_eq!(s.group("dev").last_update_reason, "agents_vanished");
+    // The hosts come back; the next reconciles run within a report period.
+    c.cut_group("dev", false);
+    c.clock("set", &at(MON, "10:08"));
+    let (s, _) = c.step();
+    let dev = s.group("dev");
+    let tried = c.rec.started.get("1.2.0").cloned().unwrap_or_default();
+    assert!(
+        dev.state.as_str() == "canary" && tried.len() <= DEV_CANARIES,
+        "dev is {} ({}) with {} canaries; {} hosts ran 1.2.0: {tried:?}\ntrace: {}",
+        dev.state.as_str(),
+        dev.last_update_reason,
+        dev.canaries.len(),
+        tried.len(),
+        c.save_trace().display()
+    );
 }
