@@ -161,10 +161,14 @@ impl Network {
         format!("{}{kind}{}", self.prefix, self.next_link)
     }
 
-    /// A new bridge with a /24 no interface of this machine uses yet (`10.x.y.0/24`,
-    /// the root namespace at `.1`); its index in [`Network::lans`].
+    /// A new bridge with a /24 that no address or route of this machine names yet
+    /// (`10.x.y.0/24`, the root namespace at `.1`); its index in [`Network::lans`].
     pub fn add_lan(&mut self) -> anyhow::Result<usize> {
-        let used = ip_output(&["-o", "-4", "addr", "show"])?;
+        let used = ip_output(&["-o", "-4", "addr", "show"])?
+            + &ip_output(&["-4", "route", "show", "table", "all"])?
+                .lines()
+                .map(|l| format!(" {l}\n"))
+                .collect::<String>();
         let pid = std::process::id();
         let second = 100 + (pid % 100) as u8;
         let net = (0..=255u8)
