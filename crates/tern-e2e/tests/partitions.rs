@@ -29,6 +29,14 @@
 //! asserting the fleet-safety invariant (`tern_core::invariant::check`) over it, besides
 //! its own assertions.
 //!
+//! Why the replicas and etcd have namespaces too, not only the hosts: a replica is cut
+//! from etcd by turning its port on the etcd LAN dark, which leaves it reachable on the
+//! front LAN by its hosts and by `ternctl` (so the test sees what it does while cut),
+//! and etcd is reachable only over that LAN. Hosts reach a replica through its front
+//! door, an address of the root namespace where the harness's gateway (artifacts, no
+//! update jitter) is relayed; a host is cut from a replica by unreachable routes to
+//! both the door and the replica's own address, in the host's namespace.
+//!
 //! Needs root (namespaces), `ip` (iproute2), `etcd` (Debian: etcd-server) and a
 //! `ternd` built with etcd support (`cargo build -p tern-server --features etcd`; CI
 //! builds the workspace with `tern-server/etcd`). When one is missing the test fails
