@@ -24,6 +24,7 @@ pub mod demo;
 pub mod fleet;
 pub mod gateway;
 pub mod host;
+pub mod netns;
 pub mod release;
 pub mod render;
 pub mod sign;
