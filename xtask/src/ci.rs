@@ -33,6 +33,9 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     ("lintian", "lintian"),
     ("shellcheck", "shellcheck"),
     ("strip", "binutils"),
+    // The partition test (crates/tern-e2e/tests/partitions.rs) makes hosts with their
+    // own network namespaces.
+    ("ip", "iproute2"),
     // The one-line installer's test pipes ternd's script from curl into sh.
     ("curl", "curl"),
     // The dashboard's browser tests (crates/tern-dashboard-tests).

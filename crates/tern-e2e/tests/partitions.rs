@@ -1302,7 +1302,7 @@ fn partitions_and_a_killed_leader_never_let_a_broken_version_spread() {
     });
     eprintln!("[{:>5.1}s] A healed", c.began.elapsed().as_secs_f64());
     // 10:06: every report is live again, and none has a dev host: dev must neither
-    // take "no hosts" for "no canaries needed" nor for "done".
+    // start from nobody, take "no hosts" for "no canaries needed", nor for "done".
     c.clock("set", &at(MON, "10:06"));
     let (s, runs) = c.step();
     assert_eq!(failed(&runs), silent, "{runs:?}");
@@ -1314,8 +1314,8 @@ fn partitions_and_a_killed_leader_never_let_a_broken_version_spread() {
             dev.last_update_reason.as_str(),
             dev.canaries.len()
         ),
-        ("canary", "agents_vanished", 0),
-        "dev's hosts vanished: no canaries, and no moving on\n{}",
+        ("unstarted", "agents_vanished", 0),
+        "dev's hosts vanished: it does not start, pick canaries or move on\n{}",
         c.logs()
     );
     assert_eq!(dev.present, 0);
@@ -1549,16 +1549,15 @@ fn partitions_and_a_killed_leader_never_let_a_broken_version_spread() {
 }
 
 /// Found by the test above's scenario, stepped at the moment dev's hosts come back
-/// (10:08) rather than a report period later (10:10): it fails on today's ternd, so it
-/// is ignored until the bug is fixed (`--run-ignored only` runs it).
+/// (10:08) rather than a report period later (10:10).
 ///
 /// Returning hosts count as connected at once but as present (settled) only a report
-/// period later. For that period the group is neither "vanished" (connected = peak) nor
-/// has it a present host, so the reconcile takes it for an empty group: canary → active
-/// with `no_canary_candidates`, and every returning host installs the target at once,
-/// canaries skipped. With a broken target, all of dev runs it instead of 2 canaries.
+/// period later. For that period the group was neither "vanished" (connected = peak)
+/// nor had it a present host, so the reconcile took it for an empty group: canary →
+/// active with `no_canary_candidates`, and every returning host installed the target at
+/// once, canaries skipped. A group now skips its canaries only with no host connected
+/// at all.
 #[test]
-#[ignore = "fails today: ternd skips a group's canaries while its returning hosts settle (see the doc comment)"]
 fn hosts_returning_from_a_partition_do_not_skip_the_canaries() {
     let mut c = Cluster::start();
     c.settle_fleet();

@@ -149,22 +149,28 @@ fn a_held_find_answers_when_the_hosts_pin_lifts() {
     t.heartbeat(&agent, "d1", "dev", "1.0.0");
     assert!(held.try_recv().is_err(), "answered while still pinned");
 
-    // The pin lifts at 12:00 with no write: the clock's move wakes the hold.
+    // 12:00: the time alone lifts nothing; the leader's reconcile deletes the pin, a
+    // change of the snapshot, which wakes the hold.
     t.set_clock("2026-11-23T12:00:00Z");
+    assert!(
+        held.try_recv().is_err(),
+        "answered before the leader lifted the pin"
+    );
+    t.reconcile();
     let after = held.recv().unwrap();
     assert_eq!(after.how.as_deref(), Some("changed"), "{after:?}");
     assert_eq!(after.body["auto_update"]["agent_auto_update"], true);
 }
 
-/// On the system clock nothing moves the time: the held find of a pinned host sets
-/// its own timer for the instant the pin lifts, and is answered `changed` then, long
-/// before its hold (or the hour-long report period) would end it.
+/// On the system clock the leader lifts a pin at its first reconcile at or after the
+/// pin's time: the held find of the pinned host is answered `changed` then, long before
+/// its hold would end it.
 #[test]
 fn on_the_system_clock_a_held_find_answers_when_the_pin_lifts() {
     let dir = tempfile::tempdir().unwrap();
     let t = Ternd::start(
         dir.path(),
-        &["--report-period", "1h", "--long-poll-jitter", "0"],
+        &["--report-period", "2s", "--long-poll-jitter", "0"],
     );
     // The immediate schedule: every host is told to update now, unless pinned.
     t.put_resource(

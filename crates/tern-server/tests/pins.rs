@@ -10,7 +10,7 @@ use common::{Ternd, three_groups, version_yaml};
 use serde_json::json;
 
 #[test]
-fn a_pin_holds_one_host_until_it_lifts_by_itself() {
+fn a_pin_holds_one_host_until_the_leader_lifts_it() {
     let dir = tempfile::tempdir().unwrap();
     let t = Ternd::dev(dir.path());
     t.put_resource("config", &three_groups());
@@ -67,13 +67,15 @@ fn a_pin_holds_one_host_until_it_lifts_by_itself() {
     assert_eq!(pins["pins"].as_array().unwrap().len(), 1, "{pins}");
     assert_eq!(pins["pins"][0]["reason"], "customer demo");
 
-    // 12:00: the pin lifts by itself; the leader then removes it.
+    // 12:00: its time has come; it holds until the leader lifts it (deletes it, by the
+    // leader's clock), at its next reconcile: every replica answers alike.
     t.set_clock("2026-11-23T12:00:00Z");
-    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), true));
+    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), false));
     t.heartbeat(&agent, "d1", "dev", "1.0.0");
     t.heartbeat(&agent, "d2", "dev", "1.1.0");
     t.reconcile();
     assert_eq!(t.op("GET", "/v1/pins", None)["pins"], json!([]));
+    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), true));
 
     // Unpinning by hand, and unpinning what is not pinned.
     pin(&user, "d2", r#"{"until": "2026-12-01"}"#);
