@@ -176,6 +176,20 @@ fn public(r: Routes) -> Routes {
         .route("/readyz", vec![(M::GET, Public, get(public::readyz))])
         .route("/metrics", vec![(M::GET, Public, get(public::metrics))])
         .route("/v1/webapi/find", vec![(M::GET, Public, get(public::find))])
+        // Teleport's clients: `webclient.Find` and `Ping` ask without `/v1` (the ping
+        // answer is find's: its `auto_update` part is what an updater reads), the RFD
+        // 109 upgraders ask the version server's paths.
+        .route("/webapi/find", vec![(M::GET, Public, get(public::find))])
+        .route("/webapi/ping", vec![(M::GET, Public, get(public::find))])
+        .route("/v1/webapi/ping", vec![(M::GET, Public, get(public::find))])
+        .route(
+            "/v1/webapi/automaticupgrades/channel/{*request}",
+            vec![(M::GET, Public, get(public::teleport_channel))],
+        )
+        .route(
+            "/webapi/automaticupgrades/channel/{*request}",
+            vec![(M::GET, Public, get(public::teleport_channel))],
+        )
         .route(
             "/v1/channels/{name}/{what}",
             vec![(M::GET, Public, get(public::channel_value))],

@@ -204,8 +204,19 @@ fn find_response(answer: crate::snapshot::FindBody, long_poll: Option<HeaderValu
 /// what this replica knows of the host (where labels place it, whether a directive
 /// governs it, a pin).
 fn find_answer(state: &AppState, q: &FindQuery<'_>) -> crate::snapshot::FindBody {
-    let (group, updater_id): (&str, &str) = (&q.group, &q.updater_id);
     let snapshot = state.snapshot();
+    let decision = find_decision(state, &snapshot, q);
+    snapshot.find_body(&decision, &state.settings.edition)
+}
+
+/// find's decision for the host `q` describes: what [`find`] serializes, and what
+/// Teleport's channel paths ([`teleport_channel`]) answer from.
+fn find_decision(
+    state: &AppState,
+    snapshot: &crate::snapshot::Snapshot,
+    q: &FindQuery<'_>,
+) -> tern_core::find::AgentDecision {
+    let (group, updater_id): (&str, &str) = (&q.group, &q.updater_id);
     // Groups placed by labels (`rollout::place`): by the labels the host sends with
     // find, so that every replica places it alike, before its first heartbeat to it
     // too; from an updater that sends none, where its last heartbeat here placed it.
@@ -262,7 +273,7 @@ fn find_answer(state: &AppState, q: &FindQuery<'_>) -> crate::snapshot::FindBody
         // updating would only slow tests and demos down.
         decision.jitter_seconds = 0;
     }
-    snapshot.find_body(&decision, &state.settings.edition)
+    decision
 }
 
 /// The public rate limit, then readiness: what find and the schedule answer from needs
@@ -308,6 +319,77 @@ pub(crate) async fn channel_value(
     let resp = ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response();
     Ok(cacheable(&state, resp))
 }
+
+/// Teleport's version server (RFD 109), for Teleport's own upgraders (the Kubernetes
+/// agent updater, `teleport-upgrade`): `GET /v1/webapi/automaticupgrades/channel/
+/// {channel}/version` and `/critical`, also without `/v1`, plain text. The channel may
+/// hold `/`. A channel set on ternd answers its version and criticality; any other name
+/// is a rollout group, answered as find answers a host of that group without an
+/// updater id. Such an upgrader installs `version` in a maintenance window of its own,
+/// so it is told a version only when find would tell the host to update now: under
+/// any hold (a freeze, a pin, a mode, a group not started, not a canary, outside its
+/// window) it gets Teleport's `none`, with the hold's code in `tern-hold`.
+pub(crate) async fn teleport_channel(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    Path(request): Path<String>,
+) -> ApiResult<Response> {
+    limit_ready(&state, addr)?;
+    let Some((name, what)) = request
+        .trim_matches('/')
+        .rsplit_once('/')
+        .filter(|(name, _)| !name.is_empty())
+    else {
+        return Err(ApiError::bad_request(
+            "path format should be /v1/webapi/automaticupgrades/channel/<channel>/{version,critical}",
+        ));
+    };
+    if what != "version" && what != "critical" {
+        return Err(ApiError::bad_request(format!(
+            "{what:?}: the path must end with version or critical"
+        )));
+    }
+    let snapshot = state.snapshot();
+    let (version, critical, hold) = if let Some(ch) = snapshot.channels.get(name) {
+        Metrics::inc(&state.metrics.channel_requests);
+        match &snapshot.freeze {
+            Some(_) => (None, false, Some(tern_core::find::Hold::Frozen)),
+            None => (Some(ch.version.to_string()), ch.critical, None),
+        }
+    } else {
+        Metrics::inc(&state.metrics.find_requests);
+        let q = FindQuery {
+            group: Cow::Borrowed(name),
+            updater_id: Cow::Borrowed(""),
+            wait: None,
+            seen: None,
+            facts: None,
+        };
+        let d = find_decision(&state, &snapshot, &q);
+        match (d.version, d.hold) {
+            (Some(v), None) => (Some(v.to_string()), true, None),
+            (_, hold) => (None, false, hold),
+        }
+    };
+    let body = match what {
+        // RFD 109's versions carry the leading `v`; `none` means "do not update".
+        "version" => version.map_or_else(
+            || TELEPORT_NO_VERSION.to_string(),
+            |v| format!("v{}", v.trim_start_matches('v')),
+        ),
+        _ => if critical { "yes" } else { "no" }.to_string(),
+    };
+    let mut resp = ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response();
+    if let Some(hold) = hold {
+        resp.headers_mut()
+            .insert(HOLD_HEADER, HeaderValue::from_static(hold.code()));
+    }
+    Ok(cacheable(&state, resp))
+}
+
+/// What Teleport's version server answers when there is no version to move to.
+const TELEPORT_NO_VERSION: &str = "none";
+const HOLD_HEADER: header::HeaderName = header::HeaderName::from_static("tern-hold");
 
 /// `GET /v1/agents/schedule?group=G[&count=N][&format=json|systemd]`: the group's
 /// maintenance window as seed 001 exports it, from memory like find. JSON (the rule,
