@@ -16,6 +16,9 @@
 //! - hosts vanish and return;
 //! - hosts lie within what their own credential allows (a rolled-back host says it
 //!   runs the target, healthy);
+//! - (always) half the hosts of the label-placed groups present another group, so that
+//!   a replica that answers by what it remembers of a host, rather than by the labels
+//!   the host sends, answers for the wrong group after a restart or a partition;
 //! - and, interleaved, an operator's freezes, suspends and server pins.
 //!
 //! The target version is broken on some seeds (it fails on every host that installs
@@ -99,16 +102,24 @@ impl FaultRun {
     }
 }
 
+/// (name, start hour, canaries). staging and prod place their hosts by the label
+/// `ring` (`match_labels`, with `host_group: fallback`: the labels win over the group a
+/// host presents), so that a host presenting another group counts where its labels
+/// say, on every replica, after a restart too.
 const GROUPS: [(&str, u8, u8); 3] = [("dev", 10, 1), ("staging", 12, 2), ("prod", 14, 0)];
+const PLACED_BY_LABEL: [&str; 2] = ["staging", "prod"];
 
 fn config(mode: &str) -> AutoUpdateConfig {
     let mut text = format!(
-        "kind: autoupdate_config\nversion: v1\nmetadata:\n  name: autoupdate-config\nspec:\n  agents:\n    mode: {mode}\n    strategy: halt-on-error\n    schedules:\n      regular:\n"
+        "kind: autoupdate_config\nversion: v1\nmetadata:\n  name: autoupdate-config\nspec:\n  agents:\n    mode: {mode}\n    strategy: halt-on-error\n    host_group: fallback\n    schedules:\n      regular:\n"
     );
     for (name, hour, canaries) in GROUPS {
         text.push_str(&format!(
             "      - name: {name}\n        days: ['*']\n        start_hour: {hour}\n        canary_count: {canaries}\n"
         ));
+        if PLACED_BY_LABEL.contains(&name) {
+            text.push_str(&format!("        match_labels: {{ring: {name}}}\n"));
+        }
     }
     // Built from constants: always valid.
     AutoUpdateConfig::from_text(&text).unwrap_or_default()
@@ -123,7 +134,12 @@ fn version(target: &str) -> Option<AutoUpdateVersion> {
 
 struct Host {
     id: String,
+    /// The group it belongs in (its labels place it there).
     group: &'static str,
+    /// The group it presents: its own, or (for half the hosts of label-placed groups)
+    /// the first group, as an image baked with a default group would.
+    presented: &'static str,
+    labels: BTreeMap<String, String>,
     version: String,
     skip: Option<String>,
     rollback: bool,
@@ -209,9 +225,21 @@ impl World {
             .map(|i| {
                 let mut b = [0u8; 16];
                 rng.fill_bytes(&mut b);
+                let group = GROUPS[i % GROUPS.len()].0;
+                let by_label = PLACED_BY_LABEL.contains(&group);
                 Host {
                     id: tern_core::ids::uuid_v4(b),
-                    group: GROUPS[i % GROUPS.len()].0,
+                    group,
+                    presented: if by_label && (i / GROUPS.len()) % 2 == 1 {
+                        GROUPS[0].0
+                    } else {
+                        group
+                    },
+                    labels: if by_label {
+                        BTreeMap::from([("ring".to_string(), group.to_string())])
+                    } else {
+                        BTreeMap::new()
+                    },
                     version: "1.0.0".into(),
                     skip: None,
                     rollback: false,
@@ -521,10 +549,18 @@ impl World {
             };
             let rep = &self.replicas[r];
             let replica_now = self.ts(self.now + rep.clock_skew);
+            // As ternd: placed by the labels the host sends with find, never by what
+            // this replica remembers of it.
+            let group = match rep.rollout.as_ref() {
+                Some(ro) if tern_core::rollout::places_by_labels(ro) => {
+                    tern_core::rollout::place(ro, h.presented, &h.labels)
+                }
+                _ => h.presented,
+            };
             let answer = find::answer(&FindInputs {
                 rollout: rep.rollout.as_ref(),
                 frozen: rep.frozen,
-                group: h.group,
+                group,
                 updater_id: &h.id,
                 governed_by_directive: false,
                 pinned_until: rep.pins.get(&h.id).copied(),
@@ -542,8 +578,8 @@ impl World {
                 self.trace.events.push(TraceEvent::Install {
                     at: self.ts(self.now),
                     host: h.id.clone(),
-                    group: h.group.to_string(),
-                    labels: BTreeMap::new(),
+                    group: h.presented.to_string(),
+                    labels: h.labels.clone(),
                     from: Some(h.version.clone()),
                     to: target.clone(),
                     kind: InstallKind::Scheduled,
@@ -573,11 +609,20 @@ impl World {
     fn heartbeat(&mut self, i: usize, r: usize) {
         let h = &self.hosts[i];
         let lying = h.liar && h.rollback;
+        // As ternd: the heartbeat counts in the group its labels place it in.
+        let group = match self.replicas[r].rollout.as_ref() {
+            Some(ro) if tern_core::rollout::places_by_labels(ro) => {
+                tern_core::rollout::place(ro, h.presented, &h.labels)
+            }
+            _ => h.presented,
+        }
+        .to_string();
         let hb = Heartbeat {
             updater_id: h.id.clone(),
             host_id: format!("host-{i}"),
             hostname: format!("host-{i}.sim"),
-            group: h.group.to_string(),
+            group,
+            labels: h.labels.clone(),
             version: if lying {
                 self.target.clone()
             } else {
