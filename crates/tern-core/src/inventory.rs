@@ -557,47 +557,13 @@ pub(crate) fn keep_lowest(lowest: &mut Lowest, numeral: UpdaterNumeral, id: &str
 /// up to date, and the lowest updater id among folded ones is kept for backpressure.
 /// Returns how many groups and versions were folded.
 pub fn bound_report(spec: &mut ReportSpec, known: impl Fn(&str) -> bool) -> usize {
-    let mut folded = 0;
-    let mut unknown: Vec<(u64, String)> = spec
-        .groups
-        .iter()
-        .filter(|(name, _)| !known(name) && name.as_str() != FOLDED)
-        .map(|(name, g)| (g.versions.values().map(|v| v.count).sum(), name.clone()))
-        .collect();
-    if unknown.len() > MAX_UNKNOWN_GROUPS_IN_REPORT {
-        sort_largest_first(&mut unknown);
-        for (_, name) in unknown.split_off(MAX_UNKNOWN_GROUPS_IN_REPORT) {
-            if let Some(group) = spec.groups.remove(&name) {
-                let into = spec.groups.entry(FOLDED.to_string()).or_default();
-                for (version, v) in group.versions {
-                    merge(into.versions.entry(version).or_default(), &v);
-                }
-                merge_refused(&mut into.refused, group.refused);
-                into.uncounted += group.uncounted;
-                folded += 1;
-            }
-        }
-    }
-    for group in spec.groups.values_mut() {
-        if group.versions.len() <= MAX_VERSIONS_IN_REPORT {
-            continue;
-        }
-        let mut by_count: Vec<(u64, String)> = group
-            .versions
-            .iter()
-            .filter(|(v, _)| v.as_str() != FOLDED)
-            .map(|(v, r)| (r.count, v.clone()))
-            .collect();
-        sort_largest_first(&mut by_count);
-        // One place is left for the folded entry itself.
-        for (_, version) in by_count.split_off(MAX_VERSIONS_IN_REPORT - 1) {
-            if let Some(v) = group.versions.remove(&version) {
-                merge(group.versions.entry(FOLDED.to_string()).or_default(), &v);
-                folded += 1;
-            }
-        }
-    }
-    folded
+    fold_to(
+        spec,
+        &known,
+        MAX_UNKNOWN_GROUPS_IN_REPORT,
+        MAX_VERSIONS_IN_REPORT,
+        false,
+    )
 }
 
 /// The order in which bounded views (the report, ternd's metrics) keep entries before
@@ -751,7 +717,9 @@ pub fn shrink_report(
         ),
         (
             "versions beyond 8 per group, groups the rollout lacks beyond 4",
-            Box::new(|s: &mut ReportSpec| fold_to(s, &known, 4, 8)),
+            Box::new(|s: &mut ReportSpec| {
+                fold_to(s, &known, 4, 8, true);
+            }),
         ),
         (
             "every canary candidate",
@@ -759,7 +727,9 @@ pub fn shrink_report(
         ),
         (
             "every group the rollout lacks",
-            Box::new(|s: &mut ReportSpec| fold_to(s, &known, 0, 2)),
+            Box::new(|s: &mut ReportSpec| {
+                fold_to(s, &known, 0, 2, true);
+            }),
         ),
     ];
     for (what, cut) in cuts {
@@ -772,9 +742,19 @@ pub fn shrink_report(
     fits(spec)
 }
 
-/// [`bound_report`] with smaller bounds: at most `groups` groups the rollout lacks and
-/// `versions` versions per group, the rest counted under [`FOLDED`].
-fn fold_to(spec: &mut ReportSpec, known: &impl Fn(&str) -> bool, groups: usize, versions: usize) {
+/// Keeps at most `groups` groups the rollout lacks (the largest) and `versions`
+/// versions per group (the most common; one place goes to the folded entry itself),
+/// counting the rest under [`FOLDED`]; with `trim_refused`, a group whose versions were
+/// folded keeps only its most common install failures too. Returns how many groups and
+/// versions were folded.
+fn fold_to(
+    spec: &mut ReportSpec,
+    known: &impl Fn(&str) -> bool,
+    groups: usize,
+    versions: usize,
+    trim_refused: bool,
+) -> usize {
+    let mut folded = 0;
     let mut unknown: Vec<(u64, String)> = spec
         .groups
         .iter()
@@ -790,6 +770,7 @@ fn fold_to(spec: &mut ReportSpec, known: &impl Fn(&str) -> bool, groups: usize, 
             }
             merge_refused(&mut into.refused, group.refused);
             into.uncounted += group.uncounted;
+            folded += 1;
         }
     }
     for group in spec.groups.values_mut() {
@@ -806,10 +787,14 @@ fn fold_to(spec: &mut ReportSpec, known: &impl Fn(&str) -> bool, groups: usize, 
         for (_, version) in by_count.into_iter().skip(versions.saturating_sub(1)) {
             if let Some(v) = group.versions.remove(&version) {
                 merge(group.versions.entry(FOLDED.to_string()).or_default(), &v);
+                folded += 1;
             }
         }
-        group.refused = most_common(std::mem::take(&mut group.refused));
+        if trim_refused {
+            group.refused = most_common(std::mem::take(&mut group.refused));
+        }
     }
+    folded
 }
 
 /// The report one live replica holding `agents` (settled, heard from at `now`) writes:
