@@ -30,8 +30,8 @@ use tern_cli::LogFormat;
 use tern_core::duration::GoDuration;
 use tern_core::lockstep::protocol::ServerId;
 use tern_core::lockstep::release::{Environment, TagPrefix};
-use tern_server::notify::{NotifySettings, parse_notify_url};
-use tern_server::server::Backend;
+use tern_outbound::notify::{NotifySettings, parse_notify_url};
+use tern_store::Backend;
 use tern_store::{SqliteOptions, Store};
 
 /// Lock-step updates of a server cluster: every server reaches each step before any goes
@@ -430,7 +430,7 @@ async fn run(cli: Cli) -> anyhow::Result<String> {
         Command::Updater(a) => {
             let a = *a;
             let source = match (&a.github, &a.index) {
-                (Some(api), _) => tern_server::release_source::Source::GitHub {
+                (Some(api), _) => tern_outbound::release_source::Source::GitHub {
                     api: api.clone(),
                     repo: a.repo.clone().unwrap_or_default(),
                     token: match &a.github_token_file {
@@ -445,7 +445,7 @@ async fn run(cli: Cli) -> anyhow::Result<String> {
                     asset: a.asset.clone().unwrap_or_default(),
                 },
                 (None, Some(url)) => {
-                    tern_server::release_source::Source::Index { url: url.clone() }
+                    tern_outbound::release_source::Source::Index { url: url.clone() }
                 }
                 (None, None) => anyhow::bail!(
                     "give --github URL --repo OWNER/NAME --asset NAME, or --index URL"

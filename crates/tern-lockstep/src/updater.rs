@@ -19,14 +19,14 @@ use tern_core::lockstep::protocol::{
 };
 use tern_core::lockstep::release::{Candidate, Environment, TagPrefix, pick};
 use tern_core::resource::Alert;
-use tern_server::notify::{Notice, NoticeEvent, Notifiers, NotifySettings};
+use tern_outbound::notify::{Notice, NoticeEvent, Notifiers, NotifySettings};
 use tern_store::{Compare, Lease, LeaseKeeper, Op, Store, TxnOutcome};
 use tokio::time::Instant;
 
 use crate::changes::Changes;
 use crate::keys;
 use crate::records::{self, Completed, Snapshot, to_json};
-use tern_server::release_source::{self as source, Fetcher, Source, SourceRelease};
+use tern_outbound::release_source::{self as source, Fetcher, Source, SourceRelease};
 
 pub(crate) struct UpdaterConfig {
     pub(crate) holder: String,

@@ -8,9 +8,8 @@
 //! - [`reconciler`]: reports and reconciles; [`snapshot`]: what find answers from;
 //!   [`longpoll`]: find held until the host's answer changes.
 //! - [`auth`], [`inventory`], [`ratelimit`], [`metrics`], [`clock`]: the parts;
-//!   `notify`: alert notices to webhooks and Slack (see `docs/alerts.md`);
-//!   [`release_source`]: releases listed by GitHub or an index (tern-lockstep and the
-//!   `releases` version controller).
+//!   alert notices and release sources are tern-outbound's (`notify`,
+//!   `release_source`, re-exported here for ternd's modules).
 
 pub(crate) mod audit;
 pub mod auth;
@@ -27,17 +26,17 @@ pub(crate) mod keys;
 pub(crate) mod listen;
 pub mod longpoll;
 pub(crate) mod metrics;
-pub mod notify;
 pub(crate) mod pins;
 pub(crate) mod ratelimit;
 pub mod reconciler;
-pub mod release_source;
 pub mod resources;
 pub mod routes;
 pub mod server;
 pub(crate) mod snapshot;
 pub mod state;
 pub mod trust;
+
+pub(crate) use tern_outbound::{notify, release_source};
 
 /// Entry points for the fuzzers of `fuzz/` (cargo feature `fuzzing`).
 #[cfg(feature = "fuzzing")]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use jiff::Timestamp;
-use tern_store::{Error as StoreError, SqliteOptions, SqliteStore, Store};
+use tern_store::{Error as StoreError, Store};
 
 use crate::auth::Role;
 use crate::clock::{Clock, DevClock, SystemClock};
@@ -48,118 +48,17 @@ pub struct ServeOptions {
     pub downloads: Option<crate::downloads::Downloads>,
 }
 
-/// Where the shared state lives (`ternd start --backend`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// `sqlite:PATH`: one file; several ternd on one machine may share it.
-    Sqlite(PathBuf),
-    /// `etcd:URL[,URL…]`: an etcd cluster (cargo feature `etcd`).
-    Etcd(Vec<String>),
-}
-
-impl Backend {
-    /// Parses `sqlite:PATH` or `etcd:URL[,URL…]`.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        if let Some(path) = s.strip_prefix("sqlite:") {
-            if path.is_empty() {
-                return Err("sqlite: needs a file path, e.g. sqlite:/var/lib/tern/tern.db".into());
-            }
-            return Ok(Backend::Sqlite(PathBuf::from(path)));
-        }
-        if let Some(urls) = s.strip_prefix("etcd:") {
-            let urls: Vec<String> = urls
-                .split(',')
-                .map(str::trim)
-                .filter(|u| !u.is_empty())
-                .map(str::to_string)
-                .collect();
-            if urls.is_empty() {
-                return Err(
-                    "etcd: needs at least one endpoint, e.g. etcd:http://10.0.0.1:2379,http://10.0.0.2:2379"
-                        .into(),
-                );
-            }
-            return Ok(Backend::Etcd(urls));
-        }
-        Err(format!(
-            "{s:?} is not a backend: give sqlite:PATH or etcd:URL[,URL…]"
-        ))
-    }
-
-    /// Opens the store. etcd is waited for (with a warning every attempt) so that
-    /// replicas may start before their cluster.
-    pub async fn open(&self, etcd_prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
-        self.open_with(etcd_prefix, SqliteOptions::default()).await
-    }
-
-    /// [`Backend::open`] with SQLite options (tern-lockstep's barriers poll other
-    /// processes' writes more often than ternd needs to).
-    pub async fn open_with(
-        &self,
-        etcd_prefix: &str,
-        sqlite: SqliteOptions,
-    ) -> anyhow::Result<Arc<dyn Store>> {
-        match self {
-            Backend::Sqlite(path) => {
-                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    create_data_dir(parent)?;
-                }
-                let store = SqliteStore::open_with(path, sqlite)
-                    .await
-                    .with_context(|| format!("opening the store {}", path.display()))?;
-                Ok(Arc::new(store))
-            }
-            Backend::Etcd(urls) => open_etcd(urls, etcd_prefix).await,
-        }
-    }
-}
-
-#[cfg(feature = "etcd")]
-async fn open_etcd(urls: &[String], prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
-    use tern_store::{EtcdOptions, EtcdStore};
-    if prefix.is_empty() {
-        bail!("--etcd-prefix must not be empty (e.g. /tern/)");
-    }
-    let mut delay = Duration::from_millis(200);
-    loop {
-        match EtcdStore::connect(urls, prefix, EtcdOptions::default()).await {
-            Ok(store) => {
-                tracing::info!(endpoints = ?urls, prefix, "connected to etcd");
-                return Ok(Arc::new(store));
-            }
-            Err(StoreError::Unavailable(e)) => {
-                tracing::warn!(endpoints = ?urls, error = %e, "etcd does not answer yet; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
-            Err(e) => return Err(anyhow::anyhow!("connecting to etcd at {urls:?}: {e}")),
-        }
-    }
-}
-
-#[cfg(not(feature = "etcd"))]
-async fn open_etcd(_urls: &[String], _prefix: &str) -> anyhow::Result<Arc<dyn Store>> {
-    bail!(
-        "this program was built without etcd support: use sqlite:PATH, or rebuild it with its \
-         `etcd` feature (`cargo build --release -p tern-server --features etcd`, or \
-         `-p tern-lockstep --features etcd`; needs protoc)"
-    )
-}
+/// Where the shared state lives (`ternd start --backend`): tern-store parses and
+/// opens it, as for tern-lockstep.
+pub use tern_store::Backend;
 
 pub(crate) const OPERATOR_TOKEN_FILE: &str = "operator.token";
 pub const DATABASE_FILE: &str = "tern.db";
 
 /// Creates the data dir, readable by its owner only.
 pub fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if !dir.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("creating the data dir {}", dir.display()))?;
-    }
-    Ok(())
+    tern_store::create_private_dir(dir)
+        .with_context(|| format!("creating the data dir {}", dir.display()))
 }
 
 /// The replica id: given, or kept in `DIR/replica.id` (created on first start).

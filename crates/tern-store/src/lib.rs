@@ -81,6 +81,7 @@
 //! [`Error::Unavailable`] means the store cannot be reached or is busy (HTTP 503; retry
 //! later); [`Error::Backend`] is anything else unexpected. Messages name the key.
 
+mod backend;
 mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
@@ -99,6 +100,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+pub use backend::{Backend, OpenError, create_private_dir};
 pub use error::{Error, Result};
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdOptions, EtcdStore};

@@ -27,8 +27,6 @@ use jiff::Timestamp;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::metrics::escape;
-
 /// An active alert, as the rollout's status keeps it.
 pub use tern_core::resource::Alert as AlertView;
 
@@ -107,7 +105,7 @@ fn slack_escape(s: &str) -> String {
 /// `raised` for each alert of `after` not in `before`. An alert whose `since` changed
 /// was cleared and raised again (both are sent); one whose message alone changed (a
 /// count going up) sends nothing. A key repeated in one list counts once (its first).
-pub(crate) fn diff_alerts(
+pub fn diff_alerts(
     before: &[AlertView],
     after: &[AlertView],
     rollout: Option<&RolloutVersions>,
@@ -403,7 +401,7 @@ pub struct Notifiers {
 
 impl Notifiers {
     /// No receivers.
-    pub(crate) const fn none() -> Self {
+    pub const fn none() -> Self {
         Self {
             server: String::new(),
             receivers: Vec::new(),
@@ -486,7 +484,7 @@ impl Notifiers {
 
     /// The notices between `before` and `after` ([`diff_alerts`], named after this
     /// installation), sent; returns how many. The one call a leader's reconcile makes.
-    pub(crate) fn notify_changes(
+    pub fn notify_changes(
         &self,
         before: &[AlertView],
         after: &[AlertView],
@@ -505,7 +503,7 @@ impl Notifiers {
     }
 
     /// The `tern_notify_*` counters, one line per receiver (Prometheus text).
-    pub(crate) fn render_metrics(&self, out: &mut String) {
+    pub fn render_metrics(&self, out: &mut String) {
         type Counter = fn(&Stats) -> &AtomicU64;
         let families: [(&str, &str, Counter); 4] = [
             (
@@ -648,6 +646,13 @@ fn post(agent: &ureq::Agent, receiver: &ReceiverConfig, body: &[u8]) -> Result<(
         status,
         body: text.chars().take(200).collect(),
     })
+}
+
+/// A Prometheus label value, escaped as the text format asks.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
