@@ -8,6 +8,7 @@ use tough::schema::{Root, Signed};
 use tough::{ExpirationEnforcement, RepositoryLoader};
 use url::Url;
 
+use crate::digest::{file_digest, hex, sha256_hex};
 use crate::error::{Error, Result};
 use crate::fsutil::write_atomic;
 use crate::transport::{Fetch, FetchTransport};
@@ -26,29 +27,6 @@ struct Saved {
     root: String,
     #[serde(default)]
     files: std::collections::BTreeMap<String, String>,
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes);
-    crate::release::hex(d.as_ref())
-}
-
-/// Length and sha256 (hex) of a file, read in chunks.
-fn file_digest(path: &Path) -> Result<(u64, String)> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(Error::io("cannot open", path))?;
-    let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
-    let mut buf = vec![0; 1 << 16];
-    let mut length = 0u64;
-    loop {
-        let n = f.read(&mut buf).map_err(Error::io("cannot read", path))?;
-        if n == 0 {
-            break;
-        }
-        ctx.update(&buf[..n]);
-        length += n as u64;
-    }
-    Ok((length, crate::release::hex(ctx.finish().as_ref())))
 }
 
 fn read_saved(path: &Path) -> Result<Saved> {
@@ -304,7 +282,7 @@ pub(crate) fn signed_targets(repo: &tough::Repository) -> Vec<SignedTarget> {
         .map(|(name, t)| SignedTarget {
             name: name.raw().to_string(),
             length: t.length,
-            sha256: crate::release::hex(&t.hashes.sha256),
+            sha256: hex(&t.hashes.sha256),
             version: custom(t, "version"),
             os: custom(t, "os"),
             arch: custom(t, "arch"),

@@ -13,6 +13,7 @@
 //! runtime made for the call, so callers stay synchronous and pull in no executor of their own.
 
 mod client;
+mod digest;
 mod error;
 mod fsutil;
 pub mod release;

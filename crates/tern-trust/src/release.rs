@@ -23,6 +23,7 @@ use tough::schema::key::Key;
 use tough::schema::{KeyHolder, RoleKeys, RoleType, Root, Signed, Snapshot, Timestamp as TsRole};
 use tough::{ExpirationEnforcement, Repository, RepositoryLoader, TargetName};
 
+use crate::digest::hex;
 use crate::error::{Error, Result};
 
 const SPEC_VERSION: &str = "1.0.0";
@@ -80,15 +81,6 @@ pub fn key_id(path: &Path) -> Result<String> {
         .key_id()
         .map_err(Error::release("cannot compute a key id"))?;
     Ok(hex(&id))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}"); // writing to a String cannot fail
-    }
-    s
 }
 
 /// The keys of one role and how many of them must sign.
