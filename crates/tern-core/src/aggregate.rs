@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::backpressure::UpdaterNumeral;
-use crate::inventory::{Lowest, keep_lowest, tracked_values};
+use crate::backpressure::{Lowest, keep_lowest, tracked_values};
 use crate::resource::{
     AutoUpdateAgentReport, ConnectedAgent, Omitted, TopologyAdmission, TopologyLimit,
     TopologyReport,

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use jiff::{SignedDuration, Timestamp};
 use rand_core::RngCore;
 
-use crate::backpressure::UpdaterNumeral;
+use crate::backpressure::{Lowest, UpdaterNumeral, keep_lowest};
 use crate::canary::{self, Attribute};
 use crate::reconcile::Needs;
 use crate::resource::{
@@ -428,22 +428,7 @@ where
     spec
 }
 
-/// At most this many values of one topology limit's label are reported by a replica
-/// and tracked by the leader (fewer for a large `max_in_flight`, see
-/// [`tracked_values`]), the first by name: hosts of the others wait until tracked
-/// values have no host behind. A flood of invented zones cannot grow the
-/// report or the rollout.
-pub const MAX_TOPOLOGY_VALUES: usize = 256;
-/// At most this many hosts one topology limit admits at once over all its values: a
-/// limit admitting `max_in_flight` per value tracks at most this many divided by it
-/// ([`tracked_values`]), so a report and the rollout stay small.
-pub const MAX_TOPOLOGY_ADMITTED: usize = 2048;
-
-/// How many values of a limit admitting `max_in_flight` per value are tracked.
-pub fn tracked_values(max_in_flight: u32) -> usize {
-    let per = usize::try_from(max_in_flight.max(1)).unwrap_or(usize::MAX);
-    (MAX_TOPOLOGY_ADMITTED / per).clamp(1, MAX_TOPOLOGY_VALUES)
-}
+pub use crate::backpressure::{MAX_TOPOLOGY_ADMITTED, MAX_TOPOLOGY_VALUES, tracked_values};
 
 /// This replica's part of the topology limits of [`Needs::topology`]: per group and
 /// limit, per value of the limit's label, the settled hosts with updates enabled and
@@ -526,27 +511,6 @@ pub fn topology_report<A: AgentView>(
         }
     }
     out
-}
-
-/// The lowest hosts behind of one label value, by backpressure order.
-pub(crate) type Lowest = Vec<(UpdaterNumeral, String)>;
-
-/// Keeps `lowest` the `max` smallest (numeral, id) seen, ascending, without
-/// duplicates.
-pub(crate) fn keep_lowest(lowest: &mut Lowest, numeral: UpdaterNumeral, id: &str, max: u32) {
-    let max = usize::try_from(max).unwrap_or(usize::MAX);
-    if lowest.len() >= max && lowest.last().is_none_or(|(n, _)| numeral >= *n) {
-        return;
-    }
-    let at = lowest.partition_point(|(n, i)| (*n, i.as_str()) < (numeral, id));
-    if lowest
-        .get(at)
-        .is_some_and(|(n, i)| *n == numeral && i == id)
-    {
-        return;
-    }
-    lowest.insert(at, (numeral, id.to_string()));
-    lowest.truncate(max);
 }
 
 /// Bounds a report's size whatever its agents present: every group `known` to the
