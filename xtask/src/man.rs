@@ -22,7 +22,7 @@ const BINARIES: &[(&str, &str)] = &[
     ("tern-update", "tern-update"),
     ("tern-lockstep", "tern-lockstep"),
     ("tern-release", "tern-release"),
-    ("tern-kube-controller", "tern-kube-update"),
+    ("tern-kube-update", "tern-kube-update"),
 ];
 
 const USAGE: &str = "usage: cargo xtask man [DIR]   (default DIR: target/man)";

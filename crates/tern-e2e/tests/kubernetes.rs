@@ -1,8 +1,8 @@
 //! A fleet of VM hosts and Kubernetes workloads as one fleet: a real ternd (dev clock),
 //! real hosts running tern-update and the demo agent, and two Deployments managed by
-//! the Kubernetes controller (`tern-kube-controller`, its real code and client).
+//! the Kubernetes controller (`tern-kube-update`, its real code and client).
 //!
-//! The Kubernetes API server is a stand-in (`tern_kube_controller::fake_apiserver`):
+//! The Kubernetes API server is a stand-in (`tern_kube_update::fake_apiserver`):
 //! none can run on these machines. It serves the REST subset the controller uses with
 //! resourceVersion conflicts, and plays the cluster's controllers and kubelet. Its
 //! kubelet runs each pod's container as a real process: the demo agent release its
@@ -19,11 +19,9 @@ use serde_json::json;
 use tern_core::fixtures::halt_on_error;
 use tern_e2e::release;
 use tern_e2e::{Fleet, FleetOptions, Step};
-use tern_kube_controller::fake_apiserver::{FakeApiServer, Kind};
-use tern_kube_controller::{
-    Controller, DigestFile, Elector, LeaseSettings, Outcome, Ternd, Written,
-};
-use tern_kube_update::Decision;
+use tern_kube_rules::Decision;
+use tern_kube_update::fake_apiserver::{FakeApiServer, Kind};
+use tern_kube_update::{Controller, DigestFile, Elector, LeaseSettings, Outcome, Ternd, Written};
 
 const REPO: &str = "registry.example/tern/agent";
 const NS: &str = "edge";
@@ -79,7 +77,7 @@ impl Kube {
                     digests: Arc::new(DigestFile {
                         path: digests.clone(),
                     }),
-                    policy: tern_kube_update::Policy::default(),
+                    policy: tern_kube_rules::Policy::default(),
                     version: "0.1.0".into(),
                 };
                 let elector = Elector::new(

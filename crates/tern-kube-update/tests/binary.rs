@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::{Env, REPO, digest};
-use tern_kube_controller::fake_apiserver::{FakeApiServer, Kind};
+use tern_kube_update::fake_apiserver::{FakeApiServer, Kind};
 
 mod support;
 

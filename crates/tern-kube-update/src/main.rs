@@ -12,10 +12,10 @@ use anyhow::Context as _;
 use clap::{CommandFactory, Parser, Subcommand};
 use tern_cli::LogFormat;
 use tern_core::duration::GoDuration;
-use tern_kube_controller::{
+use tern_kube_rules::Policy;
+use tern_kube_update::{
     Controller, DigestFile, DigestSource, Elector, LeaseSettings, SignedDigests, Ternd,
 };
-use tern_kube_update::Policy;
 
 #[derive(Parser)]
 #[command(
@@ -149,7 +149,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
     let roots = a
         .ca_cert
         .as_deref()
-        .map(tern_kube_controller::roots_from_pem)
+        .map(tern_kube_update::roots_from_pem)
         .transpose()
         .map_err(anyhow::Error::msg)?;
     let digests: Arc<dyn DigestSource> = match (&a.digests, &a.trust_root, &a.trust_url) {
@@ -181,7 +181,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
     let config = kube::Config::infer()
         .await
         .context("finding the cluster (in-cluster service account, or KUBECONFIG)")?;
-    let client = tern_kube_controller::client(config).context("making the Kubernetes client")?;
+    let client = tern_kube_update::client(config).context("making the Kubernetes client")?;
     let identity = a
         .identity
         .unwrap_or_else(|| tern_cli::host_name("localhost"));
@@ -241,7 +241,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn log_outcome(o: &tern_kube_controller::Outcome) {
+fn log_outcome(o: &tern_kube_update::Outcome) {
     match &o.decision {
         Ok(d) => {
             tracing::info!(workload = %o.workload, decision = ?d, written = ?o.written, "pass")

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use tern_core::host_update::{CriticalAnswer, VersionAnswer};
 use tern_core::window::Day;
 use tern_core::wire::{AgentSchedule, AutoUpdateSettings, FindResponse};
-use tern_kube_update::{
+use tern_kube_rules::{
     ContainerStatus, Decision, Digest, Inputs, Kind, Pod, PodManagement, Policy, ReadyCondition,
     Resolved, RolloutStatus, Source, Workload, annotation, decide, heartbeat,
 };

@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use futures::future::join_all;
-use tern_kube_controller::fake_apiserver::FakeApiServer;
-use tern_kube_controller::{Elector, LeaseSettings};
+use tern_kube_update::fake_apiserver::FakeApiServer;
+use tern_kube_update::{Elector, LeaseSettings};
 
 const NS: &str = "tern-system";
 const NAME: &str = "tern-kube-update";
@@ -136,7 +136,7 @@ async fn an_unreachable_api_server_is_an_error_naming_the_lease() {
     drop(closed);
     let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
     let mut b = Elector::new(
-        tern_kube_controller::client(config).unwrap(),
+        tern_kube_update::client(config).unwrap(),
         LeaseSettings {
             namespace: NS.into(),
             name: NAME.into(),

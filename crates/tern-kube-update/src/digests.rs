@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tern_kube_update::Digest;
+use tern_kube_rules::Digest;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DigestError {

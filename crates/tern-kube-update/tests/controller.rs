@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 use support::{Env, REPO, digest};
-use tern_kube_controller::fake_apiserver::{FakeApiServer, Kind};
-use tern_kube_controller::{Controller, DigestFile, Ternd, Written};
-use tern_kube_update::Decision;
+use tern_kube_rules::Decision;
+use tern_kube_update::fake_apiserver::{FakeApiServer, Kind};
+use tern_kube_update::{Controller, DigestFile, Ternd, Written};
 
 mod support;
 
@@ -24,7 +24,7 @@ fn controller(server: &FakeApiServer, env: &Env) -> Controller {
         digests: Arc::new(DigestFile {
             path: env.digests.clone(),
         }),
-        policy: tern_kube_update::Policy::default(),
+        policy: tern_kube_rules::Policy::default(),
         version: "0.1.0".into(),
     }
 }
@@ -215,7 +215,7 @@ async fn a_workload_following_a_channel_takes_a_critical_version_outside_its_win
         matches!(
             outcomes[0].decision,
             Ok(Decision::Nothing {
-                why: tern_kube_update::Why::NotNow,
+                why: tern_kube_rules::Why::NotNow,
                 ..
             })
         ),
@@ -329,7 +329,7 @@ async fn a_ternd_behind_a_private_ca_is_trusted_only_with_its_ca() {
         digests: Arc::new(DigestFile {
             path: digests.clone(),
         }),
-        policy: tern_kube_update::Policy::default(),
+        policy: tern_kube_rules::Policy::default(),
         version: "0.1.0".into(),
     };
     let outcomes = with_roots(None).pass(now, &|| true).await;
@@ -341,7 +341,7 @@ async fn a_ternd_behind_a_private_ca_is_trusted_only_with_its_ca() {
     assert!(outcomes[0].heartbeat_error.is_some());
     assert_eq!(outcomes[0].written, None);
 
-    let roots = tern_kube_controller::roots_from_pem(&cert_file).unwrap();
+    let roots = tern_kube_update::roots_from_pem(&cert_file).unwrap();
     let outcomes = with_roots(Some(roots)).pass(now, &|| true).await;
     assert!(outcomes[0].heartbeat_error.is_none(), "{outcomes:?}");
     assert!(
@@ -349,9 +349,7 @@ async fn a_ternd_behind_a_private_ca_is_trusted_only_with_its_ca() {
         "{outcomes:?}"
     );
     // A file that holds no certificate is refused by name.
-    let err = tern_kube_controller::roots_from_pem(&key_file)
-        .err()
-        .unwrap();
+    let err = tern_kube_update::roots_from_pem(&key_file).err().unwrap();
     assert!(err.contains("holds no certificate"), "{err}");
 }
 
@@ -427,7 +425,7 @@ async fn an_image_whose_digest_is_not_the_pinned_one_never_runs_and_is_rolled_ba
     assert!(
         matches!(
             &outcomes[0].decision,
-            Ok(Decision::Rollback(r)) if r.failure == tern_kube_update::Failure::ImagePull
+            Ok(Decision::Rollback(r)) if r.failure == tern_kube_rules::Failure::ImagePull
         ),
         "{outcomes:?}"
     );
@@ -463,7 +461,7 @@ async fn only_digests_the_release_keys_signed_are_pinned() {
         .await
         .unwrap();
     let metadata = repo.join("metadata");
-    let signed = tern_kube_controller::SignedDigests::pin(
+    let signed = tern_kube_update::SignedDigests::pin(
         &tmp.path().join("state/trust.json"),
         &metadata.join("1.root.json"),
         metadata.to_str().unwrap(),
@@ -476,7 +474,7 @@ async fn only_digests_the_release_keys_signed_are_pinned() {
         "the state's directory must exist: {signed:?}"
     );
     std::fs::create_dir(tmp.path().join("state")).unwrap();
-    let signed = tern_kube_controller::SignedDigests::pin(
+    let signed = tern_kube_update::SignedDigests::pin(
         &tmp.path().join("state/trust.json"),
         &metadata.join("1.root.json"),
         metadata.to_str().unwrap(),

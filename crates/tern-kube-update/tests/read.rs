@@ -6,8 +6,8 @@
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
-use tern_kube_controller::read;
-use tern_kube_update::{Kind, PodManagement};
+use tern_kube_rules::{Kind, PodManagement};
+use tern_kube_update::read;
 
 fn deployment(extra: serde_json::Value) -> Deployment {
     let mut d = json!({

@@ -9,7 +9,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 use tern_core::wire::{AutoUpdateSettings, FindResponse};
-use tern_kube_update::{
+use tern_kube_rules::{
     ContainerStatus, Decision, Digest, Failure, Inputs, Kind, MAX_SKIP_VERSIONS, Pod, Policy,
     ReadyCondition, Resolved, RolloutStatus, Skip, Source, Workload, annotation, decide, heartbeat,
 };

@@ -15,7 +15,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1 as core;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
-use tern_kube_update::{AnnotationChange, Decision, Inputs, Policy, Resolved, Source, decide};
+use tern_kube_rules::{AnnotationChange, Decision, Inputs, Policy, Resolved, Source, decide};
 
 use crate::digests::DigestSource;
 use crate::fleet::Fleet;
@@ -135,7 +135,7 @@ impl Controller {
         // Not opted in (absent, `false`, anything else): not looked at, not heartbeated.
         meta.annotations
             .as_ref()
-            .and_then(tern_kube_update::Mode::of)?;
+            .and_then(tern_kube_rules::Mode::of)?;
         let name = format!(
             "{kind} {}/{}",
             meta.namespace.as_deref().unwrap_or(""),
@@ -164,7 +164,7 @@ impl Controller {
         };
         let w = &read.workload;
         let fleet = Arc::clone(&self.fleet);
-        let hb = tern_kube_update::heartbeat(w, &self.version);
+        let hb = tern_kube_rules::heartbeat(w, &self.version);
         let group = w.settings().map(|s| s.group).unwrap_or_default();
         let id = w.uid.clone();
         let channel = match channel_of(w) {
@@ -226,7 +226,7 @@ impl Controller {
         Some(outcome)
     }
 
-    async fn pods(&self, r: &ReadWorkload) -> Result<Vec<tern_kube_update::Pod>, String> {
+    async fn pods(&self, r: &ReadWorkload) -> Result<Vec<tern_kube_rules::Pod>, String> {
         let ns = r.workload.namespace.as_str();
         let list = api::<core::Pod>(&self.client, Some(ns))
             .list(&ListParams::default().labels(&r.selector))
@@ -242,7 +242,7 @@ impl Controller {
     async fn decide(
         &self,
         r: &ReadWorkload,
-        pods: &[tern_kube_update::Pod],
+        pods: &[tern_kube_rules::Pod],
         source: &Source,
         now: Timestamp,
     ) -> Result<Decision, String> {
@@ -337,7 +337,7 @@ impl Controller {
     async fn delete_pods(
         &self,
         r: &ReadWorkload,
-        stuck: &[tern_kube_update::StuckPod],
+        stuck: &[tern_kube_rules::StuckPod],
     ) -> Result<Written, String> {
         let pods = api::<core::Pod>(&self.client, Some(&r.workload.namespace));
         let mut deleted = Vec::new();
@@ -369,10 +369,10 @@ impl Controller {
 /// most 512 bytes without spaces or control characters. Whoever may annotate the
 /// workload chooses it, so the version it names is still installed only with a digest
 /// from the digests file.
-fn channel_of(w: &tern_kube_update::Workload) -> Result<Option<String>, String> {
+fn channel_of(w: &tern_kube_rules::Workload) -> Result<Option<String>, String> {
     let Some(url) = w
         .annotations
-        .get(tern_kube_update::annotation::CHANNEL)
+        .get(tern_kube_rules::annotation::CHANNEL)
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
     else {
@@ -384,7 +384,7 @@ fn channel_of(w: &tern_kube_update::Workload) -> Result<Option<String>, String> 
     if !ok {
         return Err(format!(
             "annotation {}: {:?} is not an http(s) URL of a channel",
-            tern_kube_update::annotation::CHANNEL,
+            tern_kube_rules::annotation::CHANNEL,
             tern_core::text::excerpt(url, 80)
         ));
     }

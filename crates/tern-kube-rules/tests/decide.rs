@@ -9,7 +9,7 @@ use tern_core::host_update::{CriticalAnswer, Trigger, VersionAnswer};
 use tern_core::version::Version;
 use tern_core::window::Day;
 use tern_core::wire::{AgentSchedule, AutoUpdateSettings, FindResponse, UpdaterStatus};
-use tern_kube_update::{
+use tern_kube_rules::{
     ContainerStatus, Decision, Digest, Failure, InputError, Inputs, Kind, Pod, PodManagement,
     Policy, ReadyCondition, Resolved, RolloutStatus, Skip, Source, Why, Workload, annotation,
     decide, heartbeat,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use tern_kube_update::{
+use tern_kube_rules::{
     ContainerStatus, Kind, Pod, PodManagement, ReadyCondition, RolloutStatus, Workload,
 };
 
