@@ -77,8 +77,8 @@ fn quick_benchmarks_print_their_figures_as_json() {
     assert!(topo["report"]["time_ratio"].is_number(), "{topo}");
     lockstep_quick();
     let ternd = PathBuf::from(BIN).with_file_name("ternd");
-    if !ternd.is_file() {
-        eprintln!("no ternd beside {BIN}: find --quick not run (cargo test --workspace builds it)");
+    let why = format!("no ternd beside {BIN} (cargo test --workspace builds it)");
+    if !tern_testing::runs_here("find --quick", ternd.is_file(), &why) {
         return;
     }
     let f = last_json(&["find", "--quick", "--ternd", ternd.to_str().unwrap()]);
@@ -92,10 +92,8 @@ fn quick_benchmarks_print_their_figures_as_json() {
 
 fn lockstep_quick() {
     let bin = PathBuf::from(BIN).with_file_name("tern-lockstep");
-    if !bin.is_file() {
-        eprintln!(
-            "no tern-lockstep beside {BIN}: lockstep --quick not run (cargo test --workspace builds it)"
-        );
+    let why = format!("no tern-lockstep beside {BIN} (cargo test --workspace builds it)");
+    if !tern_testing::runs_here("lockstep --quick", bin.is_file(), &why) {
         return;
     }
     let l = last_json(&[

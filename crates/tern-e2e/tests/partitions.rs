@@ -92,19 +92,7 @@ fn at(day: &str, hm: &str) -> String {
 const MON: &str = "2026-11-23";
 const TUE: &str = "2026-11-24";
 
-/// Polls `f` every 50 ms until it holds; panics naming `what` after `patience`.
-fn eventually(what: &str, patience: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + patience;
-    loop {
-        if f() {
-            return;
-        }
-        if Instant::now() >= deadline {
-            panic!("timed out after {patience:?} waiting for {what}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use tern_testing::eventually_within as eventually;
 
 /// One plain HTTP/1.1 request (Connection: close); the status and the body.
 fn http(

@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::{Env, REPO, digest};
@@ -34,16 +33,7 @@ fn deployment(name: &str, opted_in: bool) -> serde_json::Value {
     })
 }
 
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
-}
+use tern_testing::eventually;
 
 #[test]
 fn the_binary_updates_an_opted_in_deployment_and_stops_on_sigterm() {

@@ -27,16 +27,7 @@ fn config() -> String {
     tern_core::fixtures::dev_staging_prod(2)
 }
 
-fn eventually(what: &str, patience: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + patience;
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out after {patience:?} waiting for {what}");
-}
+use tern_testing::eventually_within as eventually;
 
 /// One host: which replica it heartbeats to, its group and version.
 #[derive(Clone, Debug)]

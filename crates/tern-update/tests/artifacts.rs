@@ -154,12 +154,11 @@ fn archive_without_files_is_refused() {
     refused(tarball(&vec![]), "no files", None);
 }
 
-/// Mounts a 2 MiB tmpfs as the install dir (needs root), else skips with the reason.
+/// Mounts a 2 MiB tmpfs as the install dir (needs root: CI runs as root).
 #[test]
 fn disk_too_small() {
     let is_root = rustix::process::geteuid().is_root();
-    if !is_root {
-        eprintln!("SKIPPED disk_too_small: needs root to mount a tmpfs");
+    if !tern_testing::runs_here("disk_too_small", is_root, "it needs root to mount a tmpfs") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -169,8 +168,12 @@ fn disk_too_small() {
         .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
         .arg(&mnt)
         .status();
-    if !matches!(status, Ok(s) if s.success()) {
-        eprintln!("SKIPPED disk_too_small: mount -t tmpfs failed ({status:?})");
+    let mounted = matches!(status, Ok(s) if s.success());
+    if !tern_testing::runs_here(
+        "disk_too_small",
+        mounted,
+        &format!("mount -t tmpfs failed ({status:?})"),
+    ) {
         return;
     }
     struct Unmount(std::path::PathBuf);

@@ -15,17 +15,7 @@ fn publish(server: &Server, version: &str) {
     server.publish(version, &tarball(&release_files(version, Agent::Good)));
 }
 
-/// Polls `f` for at most 30 s.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::time::Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out waiting for {what}");
-}
+use tern_testing::eventually;
 
 #[test]
 fn the_watcher_installs_as_soon_as_the_answer_changes() {

@@ -344,17 +344,8 @@ pub fn three_groups() -> String {
     tern_core::fixtures::dev_staging_prod(0)
 }
 
-/// Polls `f` until it holds, for at most 20 s; panics naming `what` otherwise.
-pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::time::Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out waiting for {what}");
-}
+#[allow(unused_imports)] // each test binary uses its own share of the helpers
+pub use tern_testing::eventually;
 
 /// A tiny HTTP receiver on loopback: every POST body it gets, in order.
 pub fn receiver() -> (String, std::sync::mpsc::Receiver<serde_json::Value>) {
