@@ -12,6 +12,7 @@
 //!   [`release_source`]: releases listed by GitHub or an index (tern-lockstep and the
 //!   `releases` version controller).
 
+pub mod analysis;
 pub(crate) mod audit;
 pub mod auth;
 pub mod clock;
