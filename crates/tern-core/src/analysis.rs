@@ -1,7 +1,7 @@
 //! Canary analysis: a group may declare Prometheus queries its canaries must pass,
 //! besides running the target healthy, before it goes active (`analysis` in a group of
-//! `autoupdate_config`). Pure: the core says which queries are due ([`requests`], with
-//! the placeholders filled in), ternd fetches their values and feeds them back to the
+//! `autoupdate_config`). Pure: the core says which queries are due
+//! (`reconcile::analysis_requests`, with the placeholders filled in), ternd fetches their values and feeds them back to the
 //! reconcile ([`Measured`]), which judges them ([`judge`]) and counts the passes
 //! ([`record`]).
 //!
@@ -13,10 +13,72 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::resource::{
-    AnalysisQuery, AnalysisSpec, AnalysisStatus, AutoUpdateAgentRollout, Canary, GroupState, Mode,
-    RolloutGroup, Strategy,
-};
+use serde::{Deserialize, Serialize};
+
+use crate::duration::GoDuration;
+
+/// A group's canary analysis: every query passes `passes` times in a row, one
+/// evaluation per `interval`, once every canary runs the target healthy.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnalysisSpec {
+    pub queries: Vec<AnalysisQuery>,
+    /// Between two evaluations; unset: 1m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<GoDuration>,
+    /// Consecutive passing evaluations needed; unset: 1. Signed so that a negative
+    /// value reaches validation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passes: Option<i64>,
+}
+
+/// One query of an analysis: a PromQL expression (with `{{placeholders}}`) that must
+/// come back as one number, judged by a threshold (`max`, `min`) or against the same
+/// measure of the hosts still on the start version (`baseline`, `max_ratio`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnalysisQuery {
+    /// Names the query in reasons and alerts.
+    pub name: String,
+    pub query: String,
+    /// The canaries' value must be at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// The canaries' value must be at least this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// The same measure for the hosts still on the start version: the canaries' value
+    /// must be at most `baseline × max_ratio + tolerance`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ratio: Option<f64>,
+    /// Absolute slack on top of the ratio (a baseline of 0 would refuse any error);
+    /// unset: 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<f64>,
+}
+
+/// Where a group's canary analysis stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnalysisStatus {
+    /// Consecutive passing evaluations.
+    #[serde(default)]
+    pub passes: u32,
+    /// When the last evaluation was fed in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluated_at: Option<Timestamp>,
+    /// The last evaluation could not judge (Prometheus unreachable, a query error, no
+    /// data): the group holds until one can.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
+    /// A query failed: latched until the group is reset, rolled back or restarted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+    /// The last evaluation in words: each query with its values, or why it held.
+    #[serde(default)]
+    pub message: String,
+}
 
 /// Between two evaluations when `interval` is unset.
 pub const DEFAULT_INTERVAL: SignedDuration = SignedDuration::from_mins(1);
@@ -71,22 +133,6 @@ pub struct Vars {
     pub canary_hosts: Vec<String>,
     pub canary_host_ids: Vec<String>,
     pub canary_updater_ids: Vec<String>,
-}
-
-impl Vars {
-    pub fn of(rollout: &AutoUpdateAgentRollout, group: &RolloutGroup) -> Self {
-        let pick = |f: fn(&Canary) -> &String| -> Vec<String> {
-            group.canaries.iter().map(|c| f(c).clone()).collect()
-        };
-        Self {
-            group: group.name.clone(),
-            version: rollout.spec.target_version.to_string(),
-            start_version: rollout.spec.start_version.to_string(),
-            canary_hosts: pick(|c| &c.hostname),
-            canary_host_ids: pick(|c| &c.host_id),
-            canary_updater_ids: pick(|c| &c.updater_id),
-        }
-    }
 }
 
 /// Escapes `s` for the inside of a PromQL double-quoted string.
@@ -193,55 +239,6 @@ pub fn passes_needed(spec: &AnalysisSpec) -> u32 {
         .and_then(|p| u32::try_from(p).ok())
         .unwrap_or(1)
         .max(1)
-}
-
-/// Whether `group` is being analysed: in canary, every canary on the target healthy,
-/// analysis declared and not failed.
-fn analysing(group: &RolloutGroup) -> Option<&AnalysisSpec> {
-    let spec = group.config_analysis.as_ref()?;
-    let ready = group.state == GroupState::Canary
-        && !group.canaries.is_empty()
-        && group.canaries.iter().all(|c| c.success)
-        && !group.analysis.as_ref().is_some_and(|a| a.failed);
-    ready.then_some(spec)
-}
-
-/// The analyses due at `now`: for each group being analysed whose last evaluation is
-/// at least its interval old, its queries rendered. The leader runs them and feeds
-/// the values to the reconcile at the same instant ([`Measured`]).
-pub fn requests(rollout: &AutoUpdateAgentRollout, now: Timestamp) -> Vec<Request> {
-    if rollout.spec.autoupdate_mode != Mode::Enabled
-        || rollout.spec.strategy != Strategy::HaltOnError
-    {
-        return Vec::new();
-    }
-    rollout
-        .status
-        .groups
-        .iter()
-        .filter_map(|g| {
-            let spec = analysing(g)?;
-            let last = g.analysis.as_ref().and_then(|a| a.evaluated_at);
-            let due = last.is_none_or(|t| now >= t.saturating_add(interval(spec)).unwrap_or(t));
-            if !due {
-                return None;
-            }
-            let vars = Vars::of(rollout, g);
-            let queries = spec
-                .queries
-                .iter()
-                .map(|q| RenderedQuery {
-                    name: q.name.clone(),
-                    query: render(&q.query, &vars),
-                    baseline: q.baseline.as_deref().map(|b| render(b, &vars)),
-                })
-                .collect();
-            Some(Request {
-                group: g.name.clone(),
-                queries,
-            })
-        })
-        .collect()
 }
 
 /// A value fetched for a query, or why there is none (unreachable, an error, not one

@@ -382,6 +382,75 @@ pub fn needs(rollout: &AutoUpdateAgentRollout) -> Needs {
     }
 }
 
+/// What the placeholders of `group`'s analysis queries are filled with.
+pub fn analysis_vars(rollout: &AutoUpdateAgentRollout, group: &RolloutGroup) -> analysis::Vars {
+    let pick = |f: fn(&Canary) -> &String| -> Vec<String> {
+        group.canaries.iter().map(|c| f(c).clone()).collect()
+    };
+    analysis::Vars {
+        group: group.name.clone(),
+        version: rollout.spec.target_version.to_string(),
+        start_version: rollout.spec.start_version.to_string(),
+        canary_hosts: pick(|c| &c.hostname),
+        canary_host_ids: pick(|c| &c.host_id),
+        canary_updater_ids: pick(|c| &c.updater_id),
+    }
+}
+
+/// Whether `group` is being analysed: in canary, every canary on the target healthy,
+/// analysis declared and not failed.
+fn analysing(group: &RolloutGroup) -> Option<&AnalysisSpec> {
+    let spec = group.config_analysis.as_ref()?;
+    let ready = group.state == GroupState::Canary
+        && !group.canaries.is_empty()
+        && group.canaries.iter().all(|c| c.success)
+        && !group.analysis.as_ref().is_some_and(|a| a.failed);
+    ready.then_some(spec)
+}
+
+/// The analyses due at `now`: for each group being analysed whose last evaluation is
+/// at least its interval old, its queries rendered. The leader runs them and feeds
+/// the values to the reconcile at the same instant ([`analysis::Measured`],
+/// [`reconcile_measured`]).
+pub fn analysis_requests(
+    rollout: &AutoUpdateAgentRollout,
+    now: Timestamp,
+) -> Vec<analysis::Request> {
+    if rollout.spec.autoupdate_mode != Mode::Enabled
+        || rollout.spec.strategy != Strategy::HaltOnError
+    {
+        return Vec::new();
+    }
+    rollout
+        .status
+        .groups
+        .iter()
+        .filter_map(|g| {
+            let spec = analysing(g)?;
+            let last = g.analysis.as_ref().and_then(|a| a.evaluated_at);
+            let due =
+                last.is_none_or(|t| now >= t.saturating_add(analysis::interval(spec)).unwrap_or(t));
+            if !due {
+                return None;
+            }
+            let vars = analysis_vars(rollout, g);
+            let queries = spec
+                .queries
+                .iter()
+                .map(|q| analysis::RenderedQuery {
+                    name: q.name.clone(),
+                    query: analysis::render(&q.query, &vars),
+                    baseline: q.baseline.as_deref().map(|b| analysis::render(b, &vars)),
+                })
+                .collect();
+            Some(analysis::Request {
+                group: g.name.clone(),
+                queries,
+            })
+        })
+        .collect()
+}
+
 /// halt-on-error order: a group starts only once every group before it is done.
 fn earlier_groups_done(before: &[RolloutGroup]) -> bool {
     before.iter().all(|g| g.state == GroupState::Done)

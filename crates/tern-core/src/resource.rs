@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+pub use crate::analysis::{AnalysisQuery, AnalysisSpec, AnalysisStatus};
 use crate::duration::{GoDuration, Percent};
 use crate::version::Version;
 use crate::window::{Blackout, CalendarSpec, Day, StartTime, WindowSpec};
@@ -280,48 +281,6 @@ pub struct GroupConfig {
     /// before the group goes active ([`crate::analysis`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisSpec>,
-}
-
-/// A group's canary analysis: every query passes `passes` times in a row, one
-/// evaluation per `interval`, once every canary runs the target healthy.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AnalysisSpec {
-    pub queries: Vec<AnalysisQuery>,
-    /// Between two evaluations; unset: 1m.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interval: Option<GoDuration>,
-    /// Consecutive passing evaluations needed; unset: 1. Signed so that a negative
-    /// value reaches validation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub passes: Option<i64>,
-}
-
-/// One query of an analysis: a PromQL expression (with `{{placeholders}}`) that must
-/// come back as one number, judged by a threshold (`max`, `min`) or against the same
-/// measure of the hosts still on the start version (`baseline`, `max_ratio`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AnalysisQuery {
-    /// Names the query in reasons and alerts.
-    pub name: String,
-    pub query: String,
-    /// The canaries' value must be at most this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max: Option<f64>,
-    /// The canaries' value must be at least this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min: Option<f64>,
-    /// The same measure for the hosts still on the start version: the canaries' value
-    /// must be at most `baseline × max_ratio + tolerance`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_ratio: Option<f64>,
-    /// Absolute slack on top of the ratio (a baseline of 0 would refuse any error);
-    /// unset: 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tolerance: Option<f64>,
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -671,27 +630,6 @@ pub struct RolloutGroup {
     /// Share of the group's updater_id space allowed to update (backpressure).
     #[serde(default)]
     pub progress: f64,
-}
-
-/// Where a group's canary analysis stands.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AnalysisStatus {
-    /// Consecutive passing evaluations.
-    #[serde(default)]
-    pub passes: u32,
-    /// When the last evaluation was fed in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evaluated_at: Option<Timestamp>,
-    /// The last evaluation could not judge (Prometheus unreachable, a query error, no
-    /// data): the group holds until one can.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub held: bool,
-    /// A query failed: latched until the group is reset, rolled back or restarted.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub failed: bool,
-    /// The last evaluation in words: each query with its values, or why it held.
-    #[serde(default)]
-    pub message: String,
 }
 
 /// Who one topology limit admits: for each value of its label, the `max_in_flight`

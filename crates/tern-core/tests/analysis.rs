@@ -10,7 +10,7 @@ use common::*;
 use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
-use tern_core::analysis::{self, Measured, QueryValues, Sample};
+use tern_core::analysis::{Measured, QueryValues, Sample};
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
 use tern_core::resource::*;
 use tern_core::rollout::{DEFAULT_REPORT_PERIOD, Event};
@@ -137,7 +137,7 @@ fn the_group_waits_for_the_passes_it_needs_then_goes_active() {
     );
     assert_eq!(others_told_to_update(&w), 0);
     // What the leader is asked to run, with the canaries' hostnames filled in.
-    let req = analysis::requests(w.rollout(), at(1));
+    let req = reconcile::analysis_requests(w.rollout(), at(1));
     assert_eq!(req.len(), 1);
     let q = req[0].queries[0].query.as_ref().unwrap();
     for c in &w.group("prod").canaries {
@@ -162,8 +162,10 @@ fn the_group_waits_for_the_passes_it_needs_then_goes_active() {
     );
     assert_eq!(w.state("prod").1, reason::ANALYSIS_PENDING);
     // Not due again before its interval.
-    assert!(analysis::requests(w.rollout(), at(1) + SignedDuration::from_secs(30)).is_empty());
-    assert_eq!(analysis::requests(w.rollout(), at(2)).len(), 1);
+    assert!(
+        reconcile::analysis_requests(w.rollout(), at(1) + SignedDuration::from_secs(30)).is_empty()
+    );
+    assert_eq!(reconcile::analysis_requests(w.rollout(), at(2)).len(), 1);
     measured(&mut w, at(2), &good());
     assert_eq!(w.state("prod").0, GroupState::Active);
     assert!(
@@ -173,7 +175,7 @@ fn the_group_waits_for_the_passes_it_needs_then_goes_active() {
     );
     assert!(others_told_to_update(&w) > 0);
     // Active: nothing more to run.
-    assert!(analysis::requests(w.rollout(), at(3)).is_empty());
+    assert!(reconcile::analysis_requests(w.rollout(), at(3)).is_empty());
 }
 
 #[test]
@@ -208,7 +210,7 @@ fn a_failed_query_holds_the_group_at_its_canaries_until_an_operator_acts() {
     }
     assert_eq!(others_told_to_update(&w), 0);
     // Latched: good values later change nothing, and nothing more is asked.
-    assert!(analysis::requests(w.rollout(), at(10)).is_empty());
+    assert!(reconcile::analysis_requests(w.rollout(), at(10)).is_empty());
     for m in 3..8 {
         measured(&mut w, at(m), &good());
         assert_eq!(w.state("prod").1, reason::ANALYSIS_FAILED);

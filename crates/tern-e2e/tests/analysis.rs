@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tern_core::analysis::{Vars, render};
+use tern_core::analysis::render;
+use tern_core::reconcile::analysis_vars;
 use tern_e2e::prometheus::{self, Prometheus, Target};
 use tern_e2e::release::Release;
 use tern_e2e::{Fleet, FleetOptions, Step, render as show};
@@ -87,7 +88,7 @@ fn others_on(f: &Fleet, canaries: &[String], version: &str) -> usize {
 /// analysis will ask for them.
 fn wait_for_data(f: &Fleet, step: &Step, prom: &Prometheus) {
     let rollout = step.status.rollout.as_ref().unwrap();
-    let vars = Vars::of(rollout, rollout.group("prod").unwrap());
+    let vars = analysis_vars(rollout, rollout.group("prod").unwrap());
     let config = tern_core::resource::AutoUpdateConfig::from_text(CONFIG).unwrap();
     let group = &config
         .spec

@@ -1,5 +1,5 @@
 //! Canary analysis, ternd's part: run the queries the core says are due
-//! (`tern_core::analysis::requests`) against Prometheus' HTTP API and hand the values
+//! (`tern_core::reconcile::analysis_requests`) against Prometheus' HTTP API and hand the values
 //! back to the reconcile. Nothing here judges: every failure to get one number
 //! (unreachable, an HTTP or query error, no series, several, an answer too large or
 //! not Prometheus') becomes the reason the core holds the group with.

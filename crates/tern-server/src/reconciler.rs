@@ -328,7 +328,7 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
             // The canary analyses due: fetched now, judged by the reconcile.
             let due = current
                 .as_ref()
-                .map(|s| tern_core::analysis::requests(&s.value, now))
+                .map(|s| tern_core::reconcile::analysis_requests(&s.value, now))
                 .unwrap_or_default();
             let measured = crate::analysis::measure(state.settings.prometheus.clone(), due).await;
             let mut rng = ChaCha8Rng::from_os_rng();

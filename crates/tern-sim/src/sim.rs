@@ -901,7 +901,8 @@ impl Sim {
     /// the start version's. It cannot run PromQL; what it shows is what an analysis
     /// that measures the error ratio buys.
     fn measure(&self, now: Timestamp) -> Vec<tern_core::analysis::Measured> {
-        use tern_core::analysis::{Measured, QueryValues, requests};
+        use tern_core::analysis::{Measured, QueryValues};
+        use tern_core::reconcile::analysis_requests as requests;
         let Some(rollout) = self.rollout.as_ref() else {
             return Vec::new();
         };
