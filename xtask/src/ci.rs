@@ -36,6 +36,9 @@ const SYSTEM_PACKAGES: &[(&str, &str)] = &[
     // The partition test (crates/tern-e2e/tests/partitions.rs) makes hosts with their
     // own network namespaces.
     ("ip", "iproute2"),
+    // The canary-analysis test (crates/tern-e2e/tests/analysis.rs) and the demo's
+    // analysis chapter run a real Prometheus scraping the demo agents.
+    ("prometheus", "prometheus"),
     // The one-line installer's test pipes ternd's script from curl into sh.
     ("curl", "curl"),
     // The dashboard's browser tests (crates/tern-dashboard-tests).

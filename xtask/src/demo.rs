@@ -1,7 +1,8 @@
 //! `cargo xtask demo`: the main job. Builds ternd, ternctl and tern-update, starts a
 //! real local fleet (tern-e2e), and plays a rollout story on it: 1.0.0 → 1.1.0 through
 //! three halt-on-error groups, then a broken 1.2.0 halted at its canary, then a
-//! rollback. The releases are signed at start (tern-release) and every host pins the
+//! rollback; then, with Debian's prometheus installed, 1.3.0 (healthy, twice the errors)
+//! held at its canary by canary analysis. The releases are signed at start (tern-release) and every host pins the
 //! root; the story ends with a tampered artifact refused. `--keep-running` leaves the fleet up for you to poke at.
 
 use std::path::PathBuf;

@@ -20,6 +20,12 @@ pub mod kind {
     pub const GROUP_OVERDUE: &str = "group_overdue";
     /// A canary rolled the target back or runs it unhealthy.
     pub const CANARY_FAILED: &str = "canary_failed";
+    /// A query of a group's canary analysis is past its limit (the message names it and
+    /// its values).
+    pub const ANALYSIS_FAILED: &str = "analysis_failed";
+    /// A group's canary analysis cannot judge (Prometheus unreachable, a query error,
+    /// no data): the group holds.
+    pub const ANALYSIS_HELD: &str = "analysis_held";
     /// An active group cannot finish: too many of its initial agents are gone
     /// (backpressure halted), or more of its agents failed than `max_in_flight` allows.
     pub const GROUP_HALTED: &str = "group_halted";
@@ -122,6 +128,27 @@ fn group_alerts(g: &RolloutGroup, now: Timestamp) -> Vec<(&'static str, String)>
                 who.join(", ")
             ),
         ));
+    }
+    if g.state == GroupState::Canary
+        && let Some(a) = &g.analysis
+    {
+        if a.failed {
+            out.push((
+                kind::ANALYSIS_FAILED,
+                format!(
+                    "group {name}: canary analysis failed ({}); the group holds at its canaries: roll it back or reset it",
+                    a.message
+                ),
+            ));
+        } else if a.held {
+            out.push((
+                kind::ANALYSIS_HELD,
+                format!(
+                    "group {name}: canary analysis cannot judge ({}); the group holds until it can",
+                    a.message
+                ),
+            ));
+        }
     }
     let refusing = match g.state {
         GroupState::Canary => g.refused_count > 0,

@@ -16,6 +16,7 @@
 
 pub mod aggregate;
 pub mod alert;
+pub mod analysis;
 pub mod api;
 pub mod backpressure;
 pub mod canary;

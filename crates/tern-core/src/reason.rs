@@ -46,3 +46,14 @@ pub const TOO_MANY_AGENTS_MISSING: &str = "too_many_agents_missing";
 /// elsewhere. The group holds (it neither starts, skips its canaries, nor completes)
 /// until the reports are back: no evidence is not zero hosts.
 pub const REPORTS_MISSING: &str = "reports_missing";
+/// Every canary runs the target healthy and the group's analysis has not yet passed
+/// as many times in a row as it needs: the group waits in canary.
+pub const ANALYSIS_PENDING: &str = "analysis_pending";
+/// The canary analysis passed as many times in a row as it needs: the group goes active.
+pub const ANALYSIS_PASSED: &str = "analysis_passed";
+/// A query of the canary analysis is past its limit: a failed canary. The group holds
+/// in canary until an operator rolls it back or resets it.
+pub const ANALYSIS_FAILED: &str = "analysis_failed";
+/// The canary analysis could not judge (Prometheus unreachable, a query error, no
+/// data): the group holds in canary until it can (fail closed).
+pub const ANALYSIS_HELD: &str = "analysis_held";

@@ -13,6 +13,7 @@ use rand_core::RngCore;
 
 use crate::aggregate::{self, Aggregate, GroupCounts};
 use crate::alert;
+use crate::analysis;
 use crate::backpressure::{self, ProgressInput};
 use crate::canary;
 use crate::reason;
@@ -108,6 +109,7 @@ fn new_groups(
                 config_canary_cover: g.canary_cover,
                 config_max_in_flight: g.max_in_flight,
                 config_alert_after: g.alert_after,
+                config_analysis: g.analysis,
                 ..RolloutGroup::default()
             }
         })
@@ -154,6 +156,18 @@ pub fn maintenance_schedule(
 pub fn reconcile<R: RngCore + ?Sized>(
     now: Timestamp,
     input: &ReconcileInput<'_>,
+    rng: &mut R,
+) -> Outcome {
+    reconcile_measured(now, input, &[], rng)
+}
+
+/// [`reconcile`] with the canary analyses the caller measured at `now` for the
+/// rollout's [`analysis::requests`]. A group being analysed moves on only on what
+/// `measured` holds for it; with nothing for it, it waits.
+pub fn reconcile_measured<R: RngCore + ?Sized>(
+    now: Timestamp,
+    input: &ReconcileInput<'_>,
+    measured: &[analysis::Measured],
     rng: &mut R,
 ) -> Outcome {
     let Some(version) = input.version else {
@@ -213,6 +227,7 @@ pub fn reconcile<R: RngCore + ?Sized>(
         target: &target,
         started_one: false,
         events: &mut events,
+        analysis_input: measured,
     };
     let groups = &mut rollout.status.groups;
     for i in 0..groups.len() {
@@ -256,6 +271,19 @@ pub fn reconcile_reports<R: RngCore + ?Sized>(
     report_period: SignedDuration,
     rng: &mut R,
 ) -> Outcome {
+    reconcile_reports_measured(now, resources, reports, report_period, &[], rng)
+}
+
+/// [`reconcile_reports`] with the canary analyses measured at `now`
+/// ([`reconcile_measured`]).
+pub fn reconcile_reports_measured<R: RngCore + ?Sized>(
+    now: Timestamp,
+    resources: Resources<'_>,
+    reports: &[AutoUpdateAgentReport],
+    report_period: SignedDuration,
+    measured: &[analysis::Measured],
+    rng: &mut R,
+) -> Outcome {
     let agents = aggregate::connected_agents(reports, now, report_period);
     let input = ReconcileInput {
         config: resources.config,
@@ -266,7 +294,7 @@ pub fn reconcile_reports<R: RngCore + ?Sized>(
         report_period,
         frozen: resources.frozen,
     };
-    reconcile(now, &input, rng)
+    reconcile_measured(now, &input, measured, rng)
 }
 
 /// The stored resources a reconcile reads.
@@ -354,6 +382,75 @@ pub fn needs(rollout: &AutoUpdateAgentRollout) -> Needs {
     }
 }
 
+/// What the placeholders of `group`'s analysis queries are filled with.
+pub fn analysis_vars(rollout: &AutoUpdateAgentRollout, group: &RolloutGroup) -> analysis::Vars {
+    let pick = |f: fn(&Canary) -> &String| -> Vec<String> {
+        group.canaries.iter().map(|c| f(c).clone()).collect()
+    };
+    analysis::Vars {
+        group: group.name.clone(),
+        version: rollout.spec.target_version.to_string(),
+        start_version: rollout.spec.start_version.to_string(),
+        canary_hosts: pick(|c| &c.hostname),
+        canary_host_ids: pick(|c| &c.host_id),
+        canary_updater_ids: pick(|c| &c.updater_id),
+    }
+}
+
+/// Whether `group` is being analysed: in canary, every canary on the target healthy,
+/// analysis declared and not failed.
+fn analysing(group: &RolloutGroup) -> Option<&AnalysisSpec> {
+    let spec = group.config_analysis.as_ref()?;
+    let ready = group.state == GroupState::Canary
+        && !group.canaries.is_empty()
+        && group.canaries.iter().all(|c| c.success)
+        && !group.analysis.as_ref().is_some_and(|a| a.failed);
+    ready.then_some(spec)
+}
+
+/// The analyses due at `now`: for each group being analysed whose last evaluation is
+/// at least its interval old, its queries rendered. The leader runs them and feeds
+/// the values to the reconcile at the same instant ([`analysis::Measured`],
+/// [`reconcile_measured`]).
+pub fn analysis_requests(
+    rollout: &AutoUpdateAgentRollout,
+    now: Timestamp,
+) -> Vec<analysis::Request> {
+    if rollout.spec.autoupdate_mode != Mode::Enabled
+        || rollout.spec.strategy != Strategy::HaltOnError
+    {
+        return Vec::new();
+    }
+    rollout
+        .status
+        .groups
+        .iter()
+        .filter_map(|g| {
+            let spec = analysing(g)?;
+            let last = g.analysis.as_ref().and_then(|a| a.evaluated_at);
+            let due =
+                last.is_none_or(|t| now >= t.saturating_add(analysis::interval(spec)).unwrap_or(t));
+            if !due {
+                return None;
+            }
+            let vars = analysis_vars(rollout, g);
+            let queries = spec
+                .queries
+                .iter()
+                .map(|q| analysis::RenderedQuery {
+                    name: q.name.clone(),
+                    query: analysis::render(&q.query, &vars),
+                    baseline: q.baseline.as_deref().map(|b| analysis::render(b, &vars)),
+                })
+                .collect();
+            Some(analysis::Request {
+                group: g.name.clone(),
+                queries,
+            })
+        })
+        .collect()
+}
+
 /// halt-on-error order: a group starts only once every group before it is done.
 fn earlier_groups_done(before: &[RolloutGroup]) -> bool {
     before.iter().all(|g| g.state == GroupState::Done)
@@ -430,6 +527,8 @@ struct Ctx<'a> {
     target: &'a str,
     started_one: bool,
     events: &'a mut Vec<Event>,
+    /// The canary analyses measured for this reconcile ([`analysis::requests`]).
+    analysis_input: &'a [analysis::Measured],
 }
 
 impl Ctx<'_> {
@@ -503,6 +602,7 @@ impl Ctx<'_> {
         }
         group.canaries.clear();
         group.canary_coverage.clear();
+        group.analysis = None;
         group.progress = 0.0;
         self.set(group, state, reason);
     }
@@ -615,6 +715,9 @@ impl Ctx<'_> {
             });
         }
         if group.canaries.iter().all(|c| c.success) {
+            if group.config_analysis.is_some() {
+                return self.analysis(group);
+            }
             self.set(group, GroupState::Active, reason::CANARIES_ARE_ALIVE);
             true
         } else if group.canaries.iter().any(|c| c.failed) {
@@ -635,6 +738,42 @@ impl Ctx<'_> {
             self.set(group, GroupState::Canary, reason::WAITING_FOR_CANARIES);
             false
         }
+    }
+
+    /// A canary group whose canaries all run the target healthy, with an analysis:
+    /// records what was measured for it at this instant, if anything, and moves it to
+    /// active once the analysis passed as many times in a row as it needs. True when
+    /// it moved.
+    fn analysis(&mut self, group: &mut RolloutGroup) -> bool {
+        let Some(spec) = group.config_analysis.as_ref() else {
+            return true;
+        };
+        let status = group.analysis.get_or_insert_with(Default::default);
+        if !status.failed
+            && let Some(m) = self.analysis_input.iter().find(|m| m.group == group.name)
+        {
+            let verdict = analysis::judge(spec, &m.values);
+            if let analysis::Verdict::Fail { message, .. } = &verdict {
+                self.events.push(Event::AnalysisFailed {
+                    group: group.name.clone(),
+                    message: message.clone(),
+                });
+            }
+            analysis::record(status, verdict, self.now);
+        }
+        let (passes, needed) = (status.passes, analysis::passes_needed(spec));
+        let reason = if status.failed {
+            reason::ANALYSIS_FAILED
+        } else if status.held {
+            reason::ANALYSIS_HELD
+        } else if passes >= needed {
+            self.set(group, GroupState::Active, reason::ANALYSIS_PASSED);
+            return true;
+        } else {
+            reason::ANALYSIS_PENDING
+        };
+        self.set(group, GroupState::Canary, reason);
+        false
     }
 
     /// Evaluates an active group: progress, and whether it is done.

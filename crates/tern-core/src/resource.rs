@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+pub use crate::analysis::{AnalysisQuery, AnalysisSpec, AnalysisStatus};
 use crate::duration::{GoDuration, Percent};
 use crate::version::Version;
 use crate::window::{Blackout, CalendarSpec, Day, StartTime, WindowSpec};
@@ -276,6 +277,10 @@ pub struct GroupConfig {
     pub max_in_flight: Option<Percent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_after: Option<GoDuration>,
+    /// Prometheus queries the canaries must pass, besides running the target healthy,
+    /// before the group goes active ([`crate::analysis`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisSpec>,
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -593,6 +598,13 @@ pub struct RolloutGroup {
     pub config_alert_after: Option<GoDuration>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<Canary>,
+    /// The config's `analysis` for this group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_analysis: Option<AnalysisSpec>,
+    /// Where the canary analysis stands ([`crate::analysis`]); none before the first
+    /// evaluation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisStatus>,
     /// The most agents seen connected in the group (counted or not: pinned, disabled,
     /// settling) during this rollout, or the one before it: what the group "was",
     /// against which vanished hosts are measured.

@@ -415,6 +415,11 @@ pub enum Event {
         group: String,
         updater_ids: Vec<String>,
     },
+    /// A query of a group's canary analysis is past its limit.
+    AnalysisFailed {
+        group: String,
+        message: String,
+    },
     /// A group has been in canary or active longer than its `alert_after`.
     GroupOverdue {
         group: String,
@@ -435,6 +440,7 @@ impl Event {
             Self::GroupChanged { .. } => "group_changed",
             Self::CanariesPicked { .. } => "canaries_picked",
             Self::CanariesFailed { .. } => "canaries_failed",
+            Self::AnalysisFailed { .. } => "analysis_failed",
             Self::GroupOverdue { .. } => "group_overdue",
             Self::ProgressHalted { .. } => "progress_halted",
         }
@@ -481,6 +487,10 @@ impl fmt::Display for Event {
                     updater_ids.join(", ")
                 )
             }
+            Self::AnalysisFailed { group, message } => write!(
+                f,
+                "group {group}: canary analysis failed, the group holds: {message}"
+            ),
             Self::GroupOverdue {
                 group,
                 state,

@@ -288,6 +288,8 @@ fn change(g: &mut RolloutGroup, t: &Transition, strategy: Strategy, now: Timesta
             if g.state == GroupState::Canary {
                 g.canaries.clear();
                 g.canary_coverage.clear();
+                // New canaries, a new analysis: a failed one no longer holds the group.
+                g.analysis = None;
             } else {
                 g.initial_count = g.present_count;
             }
@@ -324,6 +326,7 @@ fn start(g: &mut RolloutGroup, force: bool, now: Timestamp) {
     g.start_time = Some(now);
     g.canaries.clear();
     g.canary_coverage.clear();
+    g.analysis = None;
     g.initial_count = g.present_count;
     g.progress = match g.config_max_in_flight {
         None => 1.0,

@@ -383,9 +383,149 @@ impl AutoUpdateConfig {
                         "needs canary_count: the group has no canaries to cover anything",
                     );
                 }
+                if let Some(a) = &g.analysis {
+                    validate_analysis(&mut e, &at("analysis"), a);
+                    if g.canary_count == 0 {
+                        e.push(
+                            at("analysis"),
+                            format!("{} queries", a.queries.len()),
+                            "needs canary_count: the analysis judges the group's canaries",
+                        );
+                    }
+                }
             }
         }
         e.finish()
+    }
+}
+
+/// A query's name: what reasons and alerts call it.
+fn is_query_name(s: &str) -> bool {
+    (1..=63).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A group's `analysis` (`at` is its field path).
+fn validate_analysis(e: &mut Errors, at: &str, a: &AnalysisSpec) {
+    use crate::analysis::{MAX_PASSES, MAX_QUERIES, MAX_QUERY_BYTES, MIN_INTERVAL_SECS};
+    if a.queries.is_empty() || a.queries.len() > MAX_QUERIES {
+        e.push(
+            format!("{at}.queries"),
+            a.queries.len(),
+            &format!("queries; expected 1 to {MAX_QUERIES}"),
+        );
+    }
+    if let Some(i) = a.interval.filter(|i| i.as_secs() < MIN_INTERVAL_SECS) {
+        e.push(
+            format!("{at}.interval"),
+            i,
+            &format!("is shorter than {MIN_INTERVAL_SECS}s"),
+        );
+    }
+    if let Some(p) = a.passes.filter(|p| !(1..=MAX_PASSES).contains(p)) {
+        e.push(
+            format!("{at}.passes"),
+            p,
+            &format!("is out of range, expected 1 to {MAX_PASSES}"),
+        );
+    }
+    let mut names = HashSet::new();
+    for (j, q) in a.queries.iter().enumerate() {
+        let here = format!("{at}.queries[{j}]");
+        let at = |f: &str| format!("{here}.{f}");
+        if !is_query_name(&q.name) {
+            e.push(
+                at("name"),
+                format!("{:?}", q.name),
+                "is not a query name (1-63 of letters, digits, '_', '-')",
+            );
+        } else if !names.insert(q.name.as_str()) {
+            e.push(at("name"), format!("{:?}", q.name), "is used twice");
+        }
+        for (field, text) in std::iter::once(("query", Some(&q.query)))
+            .chain(std::iter::once(("baseline", q.baseline.as_ref())))
+        {
+            let Some(text) = text else { continue };
+            if text.trim().is_empty() {
+                e.push(at(field), "\"\"", "is empty");
+            } else if text.len() > MAX_QUERY_BYTES {
+                e.push(
+                    at(field),
+                    format!("{} bytes", text.len()),
+                    &format!("is too long; at most {MAX_QUERY_BYTES}"),
+                );
+            }
+            for p in crate::analysis::unknown_placeholders(text) {
+                e.push(
+                    at(field),
+                    p,
+                    &format!(
+                        "is not a placeholder; known: {}",
+                        crate::analysis::PLACEHOLDERS
+                            .iter()
+                            .map(|p| format!("{{{{{p}}}}}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                );
+            }
+        }
+        for (field, v) in [
+            ("max", q.max),
+            ("min", q.min),
+            ("max_ratio", q.max_ratio),
+            ("tolerance", q.tolerance),
+        ] {
+            if v.is_some_and(|v| !v.is_finite()) {
+                e.push(at(field), v.unwrap_or_default(), "is not a finite number");
+            }
+        }
+        if let (Some(min), Some(max)) = (q.min, q.max)
+            && min > max
+        {
+            e.push(
+                at("min"),
+                min,
+                &format!("is above max ({max}): nothing passes"),
+            );
+        }
+        if q.max_ratio.is_some_and(|r| r <= 0.0) {
+            e.push(
+                at("max_ratio"),
+                q.max_ratio.unwrap_or_default(),
+                "must be above 0",
+            );
+        }
+        if q.tolerance.is_some_and(|t| t < 0.0) {
+            e.push(
+                at("tolerance"),
+                q.tolerance.unwrap_or_default(),
+                "is negative",
+            );
+        }
+        let compares = q.baseline.is_some();
+        if compares && q.max_ratio.is_none() {
+            e.push(
+                at("max_ratio"),
+                "unset",
+                "is needed with a baseline: how far above it the canaries may go",
+            );
+        }
+        if !compares && (q.max_ratio.is_some() || q.tolerance.is_some()) {
+            e.push(
+                at("baseline"),
+                "unset",
+                "is needed with max_ratio or tolerance: they compare against it",
+            );
+        }
+        if !compares && q.max.is_none() && q.min.is_none() {
+            e.push(
+                here.clone(),
+                format!("{:?}", q.name),
+                "judges nothing: set max, min, or baseline with max_ratio",
+            );
+        }
     }
 }
 

@@ -77,6 +77,7 @@ fn arb_group(i: usize, time_based: bool) -> impl Strategy<Value = GroupConfig> {
                     canary_count: if time_based { 0 } else { canaries },
                     max_in_flight: mif.map(tern_core::duration::Percent::from_percent),
                     alert_after: None,
+                    analysis: None,
                 }
             },
         )

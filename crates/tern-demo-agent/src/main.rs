@@ -4,7 +4,14 @@
 //! `rustc` (the e2e harness compiles one binary per release with `rustc` directly):
 //!
 //! - `TERN_DEMO_AGENT_VERSION`: the version it announces (default `0.0.0-dev`);
-//! - `TERN_DEMO_AGENT_BROKEN=1`: the release is broken: it panics on start, always.
+//! - `TERN_DEMO_AGENT_BROKEN=1`: the release is broken: it panics on start, always;
+//! - `TERN_DEMO_AGENT_ERRORS_PER_MILLE`: of the requests it stands for handling, how many
+//!   in a thousand fail (default 10): a release can raise its error rate and stay healthy.
+//!
+//! When `STATE_DIR/metrics-port` holds a port (it is looked for until found), it serves
+//! `GET /metrics` on `127.0.0.1:PORT` in Prometheus' text format:
+//! `tern_demo_requests_total` (100 a second since it started) and
+//! `tern_demo_errors_total` (that many per mille of them), labelled with its version.
 //!
 //! On start it reads `STATE_DIR/crash-on` (whitespace-separated versions, or `*`): when
 //! its version is listed it exits at once, which stands for a host-specific problem (a
@@ -33,6 +40,54 @@ const VERSION: &str = match option_env!("TERN_DEMO_AGENT_VERSION") {
 
 /// `TERN_DEMO_AGENT_BROKEN` as it was when this binary was compiled.
 const BROKEN: Option<&str> = option_env!("TERN_DEMO_AGENT_BROKEN");
+
+/// `TERN_DEMO_AGENT_ERRORS_PER_MILLE` as it was when this binary was compiled.
+const ERRORS_PER_MILLE: Option<&str> = option_env!("TERN_DEMO_AGENT_ERRORS_PER_MILLE");
+
+/// Requests it stands for handling per second.
+const REQUESTS_PER_SECOND: u64 = 100;
+
+fn errors_per_mille() -> u64 {
+    ERRORS_PER_MILLE.and_then(|s| s.parse().ok()).unwrap_or(10)
+}
+
+/// Serves `/metrics` on `127.0.0.1:port` in a thread of its own; false when the port
+/// cannot be taken (tried again later: the previous version may still hold it).
+fn serve_metrics(port: u16, started: Instant) -> bool {
+    use std::io::Read;
+    let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) else {
+        return false;
+    };
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 1024];
+            let n = conn.read(&mut buf).unwrap_or(0);
+            let requests = started.elapsed().as_millis() as u64 * REQUESTS_PER_SECOND / 1000;
+            let errors = requests * errors_per_mille() / 1000;
+            let (status, body) = if buf[..n].starts_with(b"GET /metrics") {
+                (
+                    "200 OK",
+                    format!(
+                        "# TYPE tern_demo_requests_total counter\n\
+                         tern_demo_requests_total{{version=\"{VERSION}\"}} {requests}\n\
+                         # TYPE tern_demo_errors_total counter\n\
+                         tern_demo_errors_total{{version=\"{VERSION}\"}} {errors}\n"
+                    ),
+                )
+            } else {
+                ("404 Not Found", "not found\n".to_string())
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    true
+}
 
 fn log(state: &Path, line: &str) {
     if let Ok(mut f) = std::fs::OpenOptions::new()
@@ -97,7 +152,15 @@ fn main() -> ExitCode {
         .map(|p| PathBuf::from(format!("/proc/{p}")));
     let mut reached = Instant::now();
     let mut last_probe: Option<Instant> = None;
+    let started = Instant::now();
+    let mut metrics = false;
     while state.is_dir() && watched.as_ref().is_none_or(|p| p.exists()) {
+        if !metrics
+            && let Some(port) =
+                read_trimmed(&state.join("metrics-port")).and_then(|p| p.parse::<u16>().ok())
+        {
+            metrics = serve_metrics(port, started);
+        }
         if last_probe.is_none_or(|t| t.elapsed() >= PROBE_EVERY) {
             last_probe = Some(Instant::now());
             if let Some(server) = read_trimmed(&state.join("server")) {

@@ -1,8 +1,9 @@
 //! The story `cargo xtask demo` tells, on a real local fleet: roll 1.0.0 → 1.1.0
 //! through three halt-on-error groups (canaries, windows, `wait_hours`), then roll the
 //! broken 1.2.0 and watch it stop at the first canary while every host stays healthy
-//! on 1.1.0, then roll back. It checks what it shows and fails loudly if the fleet does
-//! not behave.
+//! on 1.1.0, then roll back; last, with a real Prometheus when one is installed, hold
+//! 1.3.0, healthy but failing twice the requests, at its canary by canary analysis. It
+//! checks what it shows and fails loudly if the fleet does not behave.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -22,6 +23,39 @@ pub const GROUPS: [(&str, u8, u8, u32); 3] = [
     ("staging", 12, 2, 0),
     ("prod", 14, 0, 24),
 ];
+
+/// The demo config with an analysis on dev (chapter 6): its canary's error ratio on the
+/// target against every host still on the start version (dev may have no other host).
+fn analysis_config() -> anyhow::Result<String> {
+    let mut config = tern_core::resource::AutoUpdateConfig::from_text(
+        &tern_core::fixtures::halt_on_error(&GROUPS),
+    )?;
+    let ratio = |hosts: &str, version: &str| {
+        format!(
+            "sum(rate(tern_demo_errors_total{{{hosts},version=\"{{{{{version}}}}}\"}}[15s])) / sum(rate(tern_demo_requests_total{{{hosts},version=\"{{{{{version}}}}}\"}}[15s]))"
+        )
+    };
+    let dev = config
+        .spec
+        .agents
+        .as_mut()
+        .and_then(|a| a.schedules.as_mut())
+        .and_then(|s| s.regular.first_mut())
+        .context("the demo config has groups")?;
+    dev.analysis = Some(tern_core::resource::AnalysisSpec {
+        interval: Some(tern_core::duration::GoDuration::from_minutes(1)),
+        passes: Some(2),
+        queries: vec![tern_core::resource::AnalysisQuery {
+            name: "error_ratio_vs_start".into(),
+            query: ratio("updater_id=~\"{{canary_updater_ids}}\"", "version"),
+            baseline: Some(ratio("job=\"agents\"", "start_version")),
+            max_ratio: Some(1.5),
+            ..Default::default()
+        }],
+    });
+    config.validate()?;
+    Ok(serde_json::to_string(&config)?)
+}
 
 /// How many hosts go in each group for a fleet of `n` (at least 3).
 pub fn split(n: usize) -> [usize; 3] {
@@ -126,8 +160,19 @@ pub fn run(opts: DemoOptions, out: &mut dyn Write) -> anyhow::Result<(Fleet, Sum
         last_table: String::new(),
         cancel: opts.cancel,
     };
+    // Chapter 6 needs a Prometheus; without one it is skipped with a note.
+    let prometheus_port = match crate::prometheus::binary() {
+        Some(_) => Some(crate::prometheus::free_port()?),
+        None => None,
+    };
+    let mut releases = crate::release::standard();
+    releases.push(crate::release::Release::erroring("1.3.0", 20));
     let fleet = Fleet::start(FleetOptions {
         bin_dir: opts.bin_dir,
+        releases,
+        ternd_args: prometheus_port
+            .map(|p| vec!["--prometheus-url".into(), format!("http://127.0.0.1:{p}")])
+            .unwrap_or_default(),
         ..FleetOptions::default()
     })
     .context("starting the fleet")?;
@@ -141,17 +186,23 @@ pub fn run(opts: DemoOptions, out: &mut dyn Write) -> anyhow::Result<(Fleet, Sum
     story.roll_back()?;
     let channel_hosts = story.critical_through_a_channel()?;
     story.tampered_artifact()?;
-    let summary = story.summary(started.elapsed().as_secs_f64(), &canaries, channel_hosts);
+    let analysed = story.canary_analysis(prometheus_port)?;
+    let summary = story.summary(
+        started.elapsed().as_secs_f64(),
+        &canaries,
+        channel_hosts,
+        analysed.as_deref(),
+    );
     Ok((story.fleet, summary))
 }
 
 impl Story<'_> {
-    /// Chapter 0: the release owners sign 1.0.0, 1.1.0 and 1.2.0 (TUF, with
+    /// Chapter 0: the release owners sign 1.0.0 to 1.3.0 (TUF, with
     /// tern-release); every host enrolls with the root pinned and installs only those.
     fn sign_releases(&mut self) -> anyhow::Result<()> {
         let root = crate::sign::sign_all(&self.fleet)?;
         self.show.say(&format!(
-            "0. Signing the releases: tern-release keygen, init, add 1.0.0 1.1.0 1.2.0 (keys in {}; metadata at {}/tuf/metadata/)\n   \
+            "0. Signing the releases: tern-release keygen, init, add 1.0.0 1.1.0 1.2.0 1.3.0 (keys in {}; metadata at {}/tuf/metadata/)\n   \
              every host enrolls with --trust-root {} and installs only what those keys signed\n",
             self.fleet.path().join("keys").display(),
             self.fleet.gateway.artifacts_url(),
@@ -192,7 +243,7 @@ impl Story<'_> {
         self.show.say(&format!(
             "Tern demo: {} hosts, each with its own tern-update and a real tern-demo-agent process\n\
              \x20 ternd       {}  (dev clock at {}; the demo moves it)\n\
-             \x20 artifacts   {}  tern-demo-agent 1.0.0, 1.1.0, and 1.2.0 which panics on start\n\
+             \x20 artifacts   {}  tern-demo-agent 1.0.0, 1.1.0, 1.2.0 which panics on start, and 1.3.0 which fails 2% of its requests instead of 1%\n\
              \x20 config      halt-on-error: dev {}:00 ({} canary) → staging {}:00 ({} canaries) → prod {}:00 (waits {}h after staging)\n",
             nd + ns + np,
             fleet.ternd.url,
@@ -359,6 +410,97 @@ impl Story<'_> {
         Ok(N)
     }
 
+    /// Chapter 6: 1.3.0 runs and is healthy, but fails twice the requests 1.1.0 does.
+    /// dev now judges its canary by its error ratio against the hosts still on the start
+    /// version (a real Prometheus scraping every agent's `/metrics`): the analysis fails
+    /// at the canary and nobody else gets 1.3.0. Returns the canary's name, or `None`
+    /// when there is no Prometheus to run it with (the chapter is skipped).
+    fn canary_analysis(&mut self, port: Option<u16>) -> anyhow::Result<Option<String>> {
+        let Some(port) = port else {
+            self.show.say(
+                "6. Canary analysis: skipped, Prometheus is not installed (Debian: apt-get install prometheus)\n",
+            )?;
+            return Ok(None);
+        };
+        self.show.say(
+            "6. A release that runs, is healthy, and fails twice as many requests: 1.3.0 (2% of requests instead of 1%)\n   \
+             every agent serves /metrics; a real Prometheus scrapes them every second; dev gains an analysis:\n   \
+             its canary's error ratio on 1.3.0 at most 1.5 times that of the hosts still on the start version",
+        )?;
+        let mut targets = Vec::new();
+        for h in &self.fleet.hosts {
+            let metrics = crate::prometheus::free_port()?;
+            std::fs::write(h.state.join("metrics-port"), metrics.to_string())?;
+            targets.push(crate::prometheus::Target {
+                port: metrics,
+                labels: [
+                    ("host".to_string(), h.name.clone()),
+                    ("group".to_string(), h.group.clone()),
+                    ("updater_id".to_string(), h.updater_id().unwrap_or_default()),
+                ]
+                .into(),
+            });
+        }
+        let prometheus = crate::prometheus::Prometheus::start(port, &targets)?;
+        self.show.say(&format!(
+            "   Prometheus at {} scrapes {} agents",
+            prometheus.url,
+            targets.len()
+        ))?;
+        self.fleet.prometheus = Some(prometheus);
+        self.fleet.apply(&analysis_config()?)?;
+        self.new_rollout("2026-11-25T15:30:00Z", "1.3.0")?;
+        let step = self.fleet.step_at("2026-11-26T10:00:00Z")?;
+        self.show.step(&self.fleet, &step)?;
+        self.show.say(
+            "   The canary runs 1.3.0, healthy. Prometheus needs a few scrapes of it before the analysis can judge:",
+        )?;
+        std::thread::sleep(std::time::Duration::from_secs(20));
+        let mut step = self.fleet.tick("1m")?;
+        for _ in 0..6 {
+            if step.status.group("dev").last_update_reason == "analysis_failed" {
+                break;
+            }
+            self.show.step(&self.fleet, &step)?;
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            step = self.fleet.tick("1m")?;
+        }
+        self.show.full(&self.fleet, &step)?;
+        let dev = step.status.group("dev");
+        self.expect(
+            dev.state == GroupState::Canary && dev.last_update_reason == "analysis_failed",
+            "the analysis to fail at dev's canary",
+        )?;
+        let canary = dev
+            .canaries
+            .iter()
+            .filter_map(|c| self.fleet.host_by_updater_id(&c.updater_id))
+            .map(|h| h.name.clone())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let on_target = self
+            .fleet
+            .running()
+            .iter()
+            .filter(|(_, v)| v.as_deref() == Some("1.3.0"))
+            .count();
+        self.expect(
+            on_target == dev.canaries.len(),
+            &format!("1.3.0 on the canary alone ({on_target} hosts run it)"),
+        )?;
+        self.show.say(&format!(
+            "   1.3.0 reached {on_target} of {} hosts (without an analysis its healthy canary would pass: docs/benchmarks.md).\n   \
+             $ ternctl agents rollback",
+            self.fleet.hosts.len()
+        ))?;
+        self.fleet.agents(&["rollback"])?;
+        let s = self.fleet.tick("10m")?;
+        self.show.step(&self.fleet, &s)?;
+        self.expect_all_on("1.1.0")?;
+        self.show.say("")?;
+        Ok(Some(canary))
+    }
+
     /// One timer run on each of `names`, with what each decided.
     fn run_channel_hosts(&mut self, names: &[String]) -> anyhow::Result<()> {
         for name in names {
@@ -368,12 +510,24 @@ impl Story<'_> {
         Ok(())
     }
 
-    fn summary(&self, seconds: f64, canaries: &[String], channel_hosts: usize) -> Summary {
+    fn summary(
+        &self,
+        seconds: f64,
+        canaries: &[String],
+        channel_hosts: usize,
+        analysed: Option<&str>,
+    ) -> Summary {
         let n = self.fleet.hosts.len();
+        let analysis = match analysed {
+            Some(canary) => format!(
+                "1.3.0, healthy but failing twice the requests, was held by the canary analysis at its canary ({canary}) and rolled back; "
+            ),
+            None => "the canary-analysis chapter was skipped (no Prometheus); ".into(),
+        };
         let line = format!(
             "demo: OK in {seconds:.0}s: {} real hosts went 1.0.0 → 1.1.0 through dev, staging (canaries) and prod (24h later); \
              1.2.0 crashed on its canary ({}), was rolled back there, and halted the rollout; \
-             {channel_hosts} hosts following a channel took 1.1.0 when it was published as critical; all {n} hosts run 1.1.0, healthy; \
+             {channel_hosts} hosts following a channel took 1.1.0 when it was published as critical; {analysis}all {n} hosts run 1.1.0, healthy; \
              every release was signed and a tampered 1.1.0 tarball was refused",
             n - channel_hosts,
             canaries.join(", ")

@@ -70,6 +70,9 @@ pub struct Fleet {
     // Fields drop in order: agents first, then the extra replicas, then the gateway,
     // then ternd, then the dir.
     pub hosts: Vec<Host>,
+    /// A Prometheus scraping the agents, when a test or the demo started one for the
+    /// fleet's canary analysis (stopped with the fleet).
+    pub prometheus: Option<crate::prometheus::Prometheus>,
     /// Replicas besides `ternd` (none unless [`Fleet::add_replica`] started some).
     pub replicas: Vec<Replica>,
     pub gateway: Gateway,
@@ -145,6 +148,7 @@ impl Fleet {
         std::fs::write(&agent_token_file, token.trim())?;
         Ok(Self {
             hosts: Vec::new(),
+            prometheus: None,
             replicas: Vec::new(),
             gateway,
             ternd,

@@ -25,6 +25,7 @@ pub mod fleet;
 pub mod gateway;
 pub mod host;
 pub mod netns;
+pub mod prometheus;
 pub mod release;
 pub mod render;
 pub mod sign;

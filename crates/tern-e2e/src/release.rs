@@ -17,6 +17,9 @@ pub struct Release {
     pub version: String,
     /// Panics on start, on every host.
     pub broken: bool,
+    /// Of the requests the agent stands for handling, how many in a thousand fail
+    /// (its `/metrics`); 10 unless raised.
+    pub errors_per_mille: u32,
 }
 
 impl Release {
@@ -24,6 +27,15 @@ impl Release {
         Self {
             version: version.into(),
             broken: false,
+            errors_per_mille: 10,
+        }
+    }
+
+    /// Runs and is healthy, but fails `errors_per_mille` of its requests.
+    pub fn erroring(version: &str, errors_per_mille: u32) -> Self {
+        Self {
+            errors_per_mille,
+            ..Self::good(version)
         }
     }
 
@@ -31,6 +43,7 @@ impl Release {
         Self {
             version: version.into(),
             broken: true,
+            errors_per_mille: 10,
         }
     }
 }
@@ -61,9 +74,10 @@ pub fn build_agent(cache: &Path, r: &Release) -> anyhow::Result<PathBuf> {
     let src = agent_source();
     let text = std::fs::read(&src).with_context(|| format!("cannot read {}", src.display()))?;
     let key = format!(
-        "{}{}-{:016x}",
+        "{}{}-e{}-{:016x}",
         r.version,
         if r.broken { "-broken" } else { "" },
+        r.errors_per_mille,
         fnv(&text)
     );
     let out = cache.join(&key).join("tern-demo-agent");
@@ -90,7 +104,11 @@ pub fn build_agent(cache: &Path, r: &Release) -> anyhow::Result<PathBuf> {
         .arg(&tmp)
         .arg(&src)
         .env("TERN_DEMO_AGENT_VERSION", &r.version)
-        .env("TERN_DEMO_AGENT_BROKEN", if r.broken { "1" } else { "0" });
+        .env("TERN_DEMO_AGENT_BROKEN", if r.broken { "1" } else { "0" })
+        .env(
+            "TERN_DEMO_AGENT_ERRORS_PER_MILLE",
+            r.errors_per_mille.to_string(),
+        );
     let output = cmd
         .output()
         .with_context(|| format!("cannot run {cmd:?} (is rustc on PATH?)"))?;

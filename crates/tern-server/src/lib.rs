@@ -11,6 +11,7 @@
 //!   alert notices and release sources are tern-outbound's (`notify`,
 //!   `release_source`, re-exported here for ternd's modules).
 
+pub mod analysis;
 pub(crate) mod audit;
 pub mod auth;
 pub mod clock;

@@ -134,6 +134,14 @@ struct StartArgs {
     /// host name). Give every replica the same.
     #[arg(long, env = "TERN_NOTIFY_SERVER_NAME", value_name = "NAME")]
     notify_server_name: Option<String>,
+    /// Prometheus' base URL (http or https): the leader runs groups' canary analyses
+    /// there (docs/analysis.md). Without it, a group with an analysis holds at its
+    /// canaries.
+    #[arg(long, env = "TERN_PROMETHEUS_URL", value_name = "URL", value_parser = server::parse_notify_url)]
+    prometheus_url: Option<String>,
+    /// How long one Prometheus query may take before the analysis holds the group.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
+    prometheus_timeout: GoDuration,
     /// The release repository's root.json (from the release owners): a target_version
     /// that its targets do not sign is refused (new-rollout, version resources). The
     /// hosts verify on their own (`tern-update enable --trust-root`).
@@ -358,6 +366,12 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
             max_held: a.long_poll_max_held,
             release_jitter: Duration::from_secs(a.long_poll_jitter.as_secs()),
         },
+        prometheus: a.prometheus_url.as_deref().map(|url| {
+            std::sync::Arc::new(tern_server::analysis::Prometheus::new(
+                url,
+                Duration::from_secs(a.prometheus_timeout.as_secs().max(1)),
+            ))
+        }),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

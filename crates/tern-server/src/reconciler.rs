@@ -325,12 +325,19 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
                 rollout: current.as_ref().map(|s| &s.value),
                 frozen,
             };
+            // The canary analyses due: fetched now, judged by the reconcile.
+            let due = current
+                .as_ref()
+                .map(|s| tern_core::reconcile::analysis_requests(&s.value, now))
+                .unwrap_or_default();
+            let measured = crate::analysis::measure(state.settings.prometheus.clone(), due).await;
             let mut rng = ChaCha8Rng::from_os_rng();
-            let outcome = reconcile::reconcile_reports(
+            let outcome = reconcile::reconcile_reports_measured(
                 now,
                 resources,
                 &reports,
                 state.settings.report_period,
+                &measured,
                 &mut rng,
             );
             let (next, events, no_rollout_reason) = match outcome {
@@ -639,6 +646,7 @@ mod tests {
             directive_period: std::time::Duration::from_secs(10),
             release_trust: None,
             long_poll: Default::default(),
+            prometheus: None,
         };
         change(&mut settings);
         let clock = Arc::new(DevClock::new("2026-11-23T09:00:00Z".parse().unwrap()));

@@ -65,6 +65,9 @@ pub struct Settings {
     pub release_trust: Option<crate::trust::ReleaseTrust>,
     /// Long-poll find's bounds (`--long-poll-…`).
     pub long_poll: crate::longpoll::LongPollSettings,
+    /// Where the leader runs groups' canary analyses (`--prometheus-url`); `None`: a
+    /// group with an analysis holds at its canaries.
+    pub prometheus: Option<std::sync::Arc<crate::analysis::Prometheus>>,
 }
 
 impl Settings {

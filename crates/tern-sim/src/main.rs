@@ -96,6 +96,11 @@ struct Cli {
     /// 1.2.0=0.3 (repeat).
     #[arg(long = "fail", value_name = "VERSION=P", value_parser = params::parse_fail)]
     fail: Vec<(String, f64)>,
+    /// Share of its requests a version fails while running healthy, like 1.3.0=2%
+    /// (repeat; unlisted versions: 1%). A group's canary analysis sees it: every query
+    /// is answered with the canaries' share, every baseline with the start version's.
+    #[arg(long = "errors", value_name = "VERSION=RATIO", value_parser = params::parse_fail)]
+    errors: Vec<(String, f64)>,
     /// Agents leaving per agent and unit of time, like 0.01/h or 5%/d; as many join.
     #[arg(long, default_value = "0/h", value_parser = params::parse_churn)]
     churn: f64,
@@ -230,6 +235,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         long_poll_jitter_secs: cli.long_poll,
         install_secs: cli.install,
         fail: cli.fail.into_iter().collect(),
+        errors: cli.errors.into_iter().collect(),
         churn_per_hour: cli.churn,
         replicas: cli.replicas.unwrap_or(1),
         report_period_secs: cli.report_period,

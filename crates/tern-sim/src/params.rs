@@ -52,6 +52,10 @@ pub struct Params {
     pub install_secs: i64,
     /// Probability that installing a version fails (normalized version → p in [0, 1]).
     pub fail: BTreeMap<String, f64>,
+    /// Share of its requests a version fails while running healthy (normalized version
+    /// → ratio in [0, 1]); unlisted: [`DEFAULT_ERROR_RATIO`]. The simulated Prometheus
+    /// answers a group's canary analysis with it (see `Sim`'s `measure`).
+    pub errors: BTreeMap<String, f64>,
     /// Agents leaving per agent per hour; as many join (on average) as leave.
     pub churn_per_hour: f64,
     /// ternd replicas; replica 0 is the leader. Agents are spread evenly at random.
@@ -67,6 +71,9 @@ pub struct Params {
     /// ternd's `--report-after-change`; `None`: no early report.
     pub report_after_change_secs: Option<i64>,
 }
+
+/// The share of requests a version fails unless `Params::errors` says otherwise.
+pub const DEFAULT_ERROR_RATIO: f64 = 0.01;
 
 /// Monday 2026-11-23 00:00 UTC: a start before every window of a typical week.
 pub const DEFAULT_START: &str = "2026-11-23T00:00:00Z";
@@ -85,6 +92,7 @@ impl Default for Params {
             long_poll_jitter_secs: None,
             install_secs: 20,
             fail: BTreeMap::new(),
+            errors: BTreeMap::new(),
             churn_per_hour: 0.0,
             replicas: 1,
             report_period_secs: 60,
@@ -140,6 +148,11 @@ impl Params {
         for (v, p) in &self.fail {
             if !(0.0..=1.0).contains(p) {
                 return Err(err(format!("fail {v}: {p} is not a probability in [0, 1]")));
+            }
+        }
+        for (v, r) in &self.errors {
+            if !(0.0..=1.0).contains(r) {
+                return Err(err(format!("errors {v}: {r} is not a ratio in [0, 1]")));
             }
         }
         Ok(())

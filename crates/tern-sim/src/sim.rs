@@ -870,11 +870,13 @@ impl Sim {
             frozen: false,
         };
         let period = SignedDuration::from_secs(self.params.report_period_secs);
-        match reconcile::reconcile_reports(
+        let measured = self.measure(now);
+        match reconcile::reconcile_reports_measured(
             now,
             resources,
             &self.reports,
             period,
+            &measured,
             &mut self.reconcile_rng,
         ) {
             Outcome::NoRollout { why } => {
@@ -891,6 +893,58 @@ impl Sim {
                 self.wake_changed();
             }
         }
+    }
+
+    /// The simulated Prometheus: the canary analyses due now, answered from the one
+    /// measure the simulation has, each version's error ratio (`Params::errors`): every
+    /// query with the mean over the canaries' running versions, every baseline with
+    /// the start version's. It cannot run PromQL; what it shows is what an analysis
+    /// that measures the error ratio buys.
+    fn measure(&self, now: Timestamp) -> Vec<tern_core::analysis::Measured> {
+        use tern_core::analysis::{Measured, QueryValues};
+        use tern_core::reconcile::analysis_requests as requests;
+        let Some(rollout) = self.rollout.as_ref() else {
+            return Vec::new();
+        };
+        let ratio = |v: &str| {
+            let v = tern_core::version::normalize(v);
+            self.params
+                .errors
+                .get(&v)
+                .copied()
+                .unwrap_or(crate::params::DEFAULT_ERROR_RATIO)
+        };
+        requests(rollout, now)
+            .into_iter()
+            .map(|req| {
+                let canaries: Vec<f64> = rollout
+                    .group(&req.group)
+                    .map(|g| g.canaries.as_slice())
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|c| self.by_id.get(&c.updater_id))
+                    .map(|&i| ratio(&self.versions[self.agents[i as usize].version as usize]))
+                    .collect();
+                let canary = if canaries.is_empty() {
+                    Err("no canary is connected".to_string())
+                } else {
+                    Ok(canaries.iter().sum::<f64>() / canaries.len() as f64)
+                };
+                let baseline = ratio(&rollout.spec.start_version.to_string());
+                Measured {
+                    group: req.group,
+                    values: req
+                        .queries
+                        .into_iter()
+                        .map(|q| QueryValues {
+                            name: q.name,
+                            canary: canary.clone(),
+                            baseline: q.baseline.map(|_| Ok(baseline)),
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
     }
 
     fn group_index(&self, name: &str) -> Option<usize> {
@@ -997,6 +1051,16 @@ impl Sim {
                         EventKind::CanariesFailed,
                         None,
                         Some(updater_ids.len().to_string()),
+                    );
+                }
+            }
+            Event::AnalysisFailed { group, message } => {
+                if let Some(g) = rollout.group(group) {
+                    self.event(
+                        Some(g),
+                        EventKind::AnalysisFailed,
+                        None,
+                        Some(message.clone()),
                     );
                 }
             }

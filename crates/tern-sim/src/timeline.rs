@@ -38,6 +38,8 @@ pub enum EventKind {
     CanariesPicked,
     /// Canaries rolled the target back or run it unhealthy (`detail`: how many).
     CanariesFailed,
+    /// The canary analysis failed (`detail`: the queries and values).
+    AnalysisFailed,
     /// The number of canaries running the target changed (`detail`: `alive/picked`).
     CanariesAlive,
     /// First time every present agent of a started group is up to date.
@@ -58,6 +60,7 @@ impl EventKind {
             Self::State => "state",
             Self::CanariesPicked => "canaries_picked",
             Self::CanariesFailed => "canaries_failed",
+            Self::AnalysisFailed => "analysis_failed",
             Self::CanariesAlive => "canaries_alive",
             Self::AllUpdated => "all_updated",
             Self::Overdue => "overdue",
