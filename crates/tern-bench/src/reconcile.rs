@@ -109,6 +109,7 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
         directive_period: std::time::Duration::from_secs(10),
         release_trust: None,
         long_poll: Default::default(),
+        security: Default::default(),
     };
     let state = AppState::new(store, clock.clone(), settings);
     let config = AutoUpdateConfig::from_text(CONFIG).map_err(|e| anyhow::anyhow!("{e}"))?;

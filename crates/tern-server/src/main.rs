@@ -226,6 +226,28 @@ struct StartArgs {
     /// balancer's); by default the scheme and Host of the request for the script.
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
+    /// An environment variable of ternd that a controller's configuration may name as a
+    /// secret to send (e.g. the releases controller's `github.token_env`); repeatable.
+    /// No other variable of ternd's environment can be named through the API.
+    #[arg(long, value_name = "NAME", value_parser = parse_secret_env)]
+    controller_secret_env: Vec<String>,
+}
+
+fn parse_secret_env(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+        && !s.as_bytes()[0].is_ascii_digit();
+    if !ok {
+        return Err(format!(
+            "{s:?} is not an environment variable's name (letters, digits and _)"
+        ));
+    }
+    if s.starts_with("TERN_") {
+        return Err(format!(
+            "{s}: ternd's own TERN_ variables (its Slack URL, data dir, …) are never handed to a controller"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 fn main() -> ExitCode {
@@ -357,6 +379,9 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
             max_hold: Duration::from_secs(long_poll_max_hold),
             max_held: a.long_poll_max_held,
             release_jitter: Duration::from_secs(a.long_poll_jitter.as_secs()),
+        },
+        security: tern_server::state::SecuritySettings {
+            controller_secret_env: a.controller_secret_env,
         },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -639,6 +639,7 @@ mod tests {
             directive_period: std::time::Duration::from_secs(10),
             release_trust: None,
             long_poll: Default::default(),
+            security: Default::default(),
         };
         change(&mut settings);
         let clock = Arc::new(DevClock::new("2026-11-23T09:00:00Z".parse().unwrap()));

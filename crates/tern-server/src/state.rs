@@ -65,6 +65,24 @@ pub struct Settings {
     pub release_trust: Option<crate::trust::ReleaseTrust>,
     /// Long-poll find's bounds (`--long-poll-…`).
     pub long_poll: crate::longpoll::LongPollSettings,
+    /// What the API may reach of ternd's own secrets, and admin rate limits.
+    pub security: SecuritySettings,
+}
+
+/// The security settings of `ternd start` (docs/security.md).
+#[derive(Clone, Debug, Default)]
+pub struct SecuritySettings {
+    /// The environment variables of ternd that a controller's configuration may name
+    /// as a secret to send (`--controller-secret-env`); any other name is refused, so
+    /// that an API token cannot have ternd send its other secrets elsewhere.
+    pub controller_secret_env: Vec<String>,
+}
+
+impl SecuritySettings {
+    /// Whether a controller may read the variable `name`.
+    pub(crate) fn secret_env_allowed(&self, name: &str) -> bool {
+        self.controller_secret_env.iter().any(|n| n == name)
+    }
 }
 
 impl Settings {

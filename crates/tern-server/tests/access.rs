@@ -41,6 +41,7 @@ fn served_routes() -> Vec<RouteAccess> {
         directive_period: std::time::Duration::from_secs(10),
         release_trust: None,
         long_poll: Default::default(),
+        security: Default::default(),
     };
     let clock = Arc::new(DevClock::new("2026-11-23T10:00:00Z".parse().unwrap()));
     let state = AppState::new(Arc::new(MemoryStore::new()), clock, settings);

@@ -79,3 +79,120 @@ fn racing_joins_of_one_host_spend_one_use() {
     let (s, v) = join(&t, &join_token, "other-3");
     assert_eq!(s, 401, "{v}");
 }
+
+/// A GitHub-like API on loopback: answers `[]` and keeps every request's
+/// `Authorization` header (empty when none was sent).
+fn fake_github() -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut auth = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if line.to_ascii_lowercase().starts_with("authorization:") {
+                    auth = line["authorization:".len()..].trim().to_string();
+                }
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n[]",
+            );
+            if tx.send(auth).is_err() {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+fn releases_config(api: &str, token_env: &str) -> String {
+    format!(
+        r#"kind: version_control_config
+version: v1
+metadata: {{name: version-control-config}}
+spec:
+  enabled: true
+  releases:
+    github: {{repo: acme/agent, api: "{api}", asset: "agent-{{version}}.tar.gz", token_env: {token_env}}}
+    allow_http: true
+    period: 10m
+    directives:
+      - {{name: prod, version: "1.*", selectors: [{{labels: {{env: prod}}}}], installers: [native]}}
+"#
+    )
+}
+
+/// An operator token once configured the releases controller with `token_env:
+/// DB_PASSWORD` and an API URL of its choosing: ternd sent its database password there
+/// as a bearer token. Now only the variables `--controller-secret-env` names can be
+/// named; a configuration naming another is refused when written, and a stored one
+/// (written under other flags) fails its run without reading the variable.
+#[test]
+fn token_env_reads_only_the_variables_ternds_flags_allow() {
+    let (api, requests) = fake_github();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let env = ["env", "DB_PASSWORD=hunter2", "GITHUB_TOKEN=ghp_allowed"];
+    let plain = ["--insecure-http", "--dev-clock", common::T0];
+    let mut t = Ternd::spawn_via(&env, &dir, &plain);
+    let (s, v) = t.call(
+        "PUT",
+        "/v1/directives/config",
+        Some(&t.token),
+        Some(&releases_config(&api, "DB_PASSWORD")),
+    );
+    assert_eq!(s, 400, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("DB_PASSWORD") && msg.contains("--controller-secret-env"),
+        "{v}"
+    );
+    let (s, v) = t.call("GET", "/v1/directives/config", Some(&t.token), None);
+    assert_eq!(s, 404, "nothing was stored: {v}");
+    t.op("POST", "/v1/dev/controllers", None);
+    assert!(
+        requests
+            .recv_timeout(std::time::Duration::from_millis(500))
+            .is_err(),
+        "no request went to the API"
+    );
+    t.stop();
+
+    let mut allowed = plain.to_vec();
+    allowed.extend(["--controller-secret-env", "GITHUB_TOKEN"]);
+    let mut t = Ternd::spawn_via(&env, &dir, &allowed);
+    // The variable the flag names is sent.
+    t.op(
+        "PUT",
+        "/v1/directives/config",
+        Some(&releases_config(&api, "GITHUB_TOKEN")),
+    );
+    t.op("POST", "/v1/dev/controllers", None);
+    let auth = requests
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap();
+    assert!(auth.contains("ghp_allowed"), "{auth:?}");
+
+    // Restarted without the flag: the stored configuration's run fails, nothing sent.
+    t.stop();
+    let t = Ternd::spawn_via(&env, &dir, &plain);
+    let run = t.op("POST", "/v1/dev/controllers", None);
+    let err = run["status"]["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("--controller-secret-env GITHUB_TOKEN"),
+        "{run}"
+    );
+    assert!(
+        requests
+            .recv_timeout(std::time::Duration::from_millis(500))
+            .is_err(),
+        "no request went to the API"
+    );
+}

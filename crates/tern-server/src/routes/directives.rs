@@ -155,6 +155,7 @@ pub(crate) async fn put_config(
 ) -> ApiResult<Json<Value>> {
     let c = VersionControlConfig::from_text(text(&body)?)
         .map_err(|e| ApiError::invalid_resource(e.to_string()))?;
+    crate::controllers::check_secret_env(&state, &c)?;
     state
         .store()
         .put(keys::DIRECTIVE_CONFIG, stored_form(&c)?, None)
