@@ -231,6 +231,13 @@ struct StartArgs {
     /// No other variable of ternd's environment can be named through the API.
     #[arg(long, value_name = "NAME", value_parser = parse_secret_env)]
     controller_secret_env: Vec<String>,
+    /// Admin API requests (reads and writes) per second per bearer token (0: no
+    /// limit); past it 429. Bounds what one leaked token can write to the audit trail.
+    #[arg(long, default_value_t = 50.0)]
+    admin_rate: f64,
+    /// Admin requests one token may make at once before --admin-rate applies.
+    #[arg(long, default_value_t = 500)]
+    admin_burst: u32,
 }
 
 fn parse_secret_env(s: &str) -> Result<String, String> {
@@ -284,6 +291,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
     for (flag, rate) in [
         ("--find-rate", a.find_rate),
         ("--heartbeat-rate", a.heartbeat_rate),
+        ("--admin-rate", a.admin_rate),
     ] {
         if !rate.is_finite() || rate < 0.0 {
             anyhow::bail!("{flag} {rate}: give a number of requests per second, 0 or more");
@@ -382,6 +390,8 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         },
         security: tern_server::state::SecuritySettings {
             controller_secret_env: a.controller_secret_env,
+            admin_rate: a.admin_rate,
+            admin_burst: a.admin_burst,
         },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

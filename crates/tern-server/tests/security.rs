@@ -196,3 +196,80 @@ fn token_env_reads_only_the_variables_ternds_flags_allow() {
         "no request went to the API"
     );
 }
+
+/// A viewer token sent 1,150 refused POSTs in about a second; the audit trail then
+/// held only those, and none of a user's suspend and resume before them. Now refused
+/// attempts are kept apart from accepted actions (each the newest 1,000), and admin
+/// requests are rate-limited per token (`--admin-rate`): the flood is cut off with 429
+/// while other tokens go on.
+#[test]
+fn refused_requests_cannot_push_accepted_actions_out_of_the_audit_trail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let user = t.new_token("user");
+    let viewer = t.new_token("viewer");
+    for path in ["/v1/agents/suspend", "/v1/agents/resume"] {
+        let (s, v) = t.call("POST", path, Some(&user), None);
+        assert_eq!(s, 200, "{path}: {v}");
+    }
+    let (mut refused, mut limited) = (0, 0);
+    for _ in 0..1150 {
+        let (s, headers, body) = t.raw("POST", "/v1/agents/suspend", Some(&viewer), None);
+        match s {
+            403 => refused += 1,
+            429 => {
+                limited += 1;
+                assert!(headers.get("retry-after").is_some(), "{body}");
+                assert!(body.contains("--admin-rate"), "{body}");
+            }
+            _ => panic!("{s} {body}"),
+        }
+    }
+    assert!(refused >= 500, "the burst is let through: {refused}");
+    assert!(
+        limited > 0,
+        "the flood is cut off: {refused} refused, {limited} limited"
+    );
+    // Another token is not limited by the viewer's flood.
+    let (s, v) = t.call("GET", "/v1/tokens", Some(&t.token), None);
+    assert_eq!(s, 200, "{v}");
+
+    let (s, trail) = t.call("GET", "/v1/audit?limit=1000", Some(&t.token), None);
+    assert_eq!(s, 200, "{trail}");
+    let rows = trail.as_array().unwrap();
+    let accepted: Vec<(&str, &str, u64)> = rows
+        .iter()
+        .filter(|r| r["status"].as_u64().unwrap() < 400)
+        .map(|r| {
+            (
+                r["role"].as_str().unwrap(),
+                r["path"].as_str().unwrap(),
+                r["status"].as_u64().unwrap(),
+            )
+        })
+        .filter(|(role, _, _)| *role == "user")
+        .collect();
+    assert_eq!(
+        accepted,
+        vec![
+            ("user", "/v1/agents/suspend", 200),
+            ("user", "/v1/agents/resume", 200)
+        ],
+        "the user's actions are still in the trail"
+    );
+    let viewer_rows = rows
+        .iter()
+        .filter(|r| r["role"] == "viewer" && r["status"] == 403)
+        .count();
+    assert_eq!(
+        viewer_rows,
+        refused.min(1000),
+        "the refusals are kept too, within their own bound"
+    );
+    let (_, _, metrics) = t.raw("GET", "/metrics", None, None);
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("tern_admin_rate_limited_total"))
+        .unwrap_or_default();
+    assert_eq!(line, format!("tern_admin_rate_limited_total {limited}"));
+}

@@ -102,6 +102,33 @@ async fn authorize(
         Ok(actor) => actor,
         Err(e) => return e.into_response(),
     };
+    // Per token, so that one leaked token cannot flood the store (and the audit
+    // trail) while the others go on. Not stored: a flood past the limit would write
+    // as much as the one it stops; it is logged and counted instead.
+    if matches!(access, Access::Read | Access::Write | Access::Operator)
+        && let Err(wait) = state
+            .admin_limiter
+            .check(actor.token_id.clone(), std::time::Instant::now())
+    {
+        crate::metrics::Metrics::inc(&state.metrics.admin_rate_limited);
+        tracing::info!(
+            target: "tern::audit",
+            token_id = %actor.token_id,
+            role = %actor.role,
+            method = %request.method(),
+            path = %request.uri().path(),
+            status = 429,
+            "admin request over --admin-rate"
+        );
+        return ApiError::rate_limited(
+            wait,
+            format!(
+                "token {} is sending admin requests faster than --admin-rate allows: retry in {wait}s",
+                actor.token_id
+            ),
+        )
+        .into_response();
+    }
     // Heartbeats (the hot path) and reads are not audited: nothing is copied for them.
     let audited = (access != Access::Agent
         && !matches!(*request.method(), Method::GET | Method::HEAD))
@@ -453,7 +480,7 @@ struct AuditQuery {
 }
 
 /// `GET /v1/audit[?limit=N]`: the newest N (default 100, at most the kept 1000) admin
-/// writes and token changes, oldest first.
+/// writes and token changes that were accepted, and the newest N refused, oldest first.
 async fn audit_trail(
     State(state): State<Arc<AppState>>,
     Query(q): Query<AuditQuery>,
