@@ -295,6 +295,11 @@ pub enum TokensCommand {
         /// default 24h; other tokens: until revoked).
         #[arg(long, value_name = "DURATION")]
         ttl: Option<String>,
+        /// Who the token is for: a person or system (default: the principal of the
+        /// token minting it). Two approvals of a plan need two principals, and a token
+        /// never counts as a second approver of what its minter approved.
+        #[arg(long, value_name = "NAME")]
+        principal: Option<String>,
     },
     /// List the tokens: id, role, expiry, joins left.
     Ls {
@@ -953,6 +958,7 @@ fn tokens(a: TokensArgs, g: &Global) -> anyhow::Result<ExitCode> {
             description,
             uses,
             ttl,
+            principal,
         } => {
             let role = match role {
                 RoleArg::Operator => Role::Operator,
@@ -966,6 +972,7 @@ fn tokens(a: TokensArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 description,
                 uses,
                 ttl,
+                principal,
             };
             let v: NewTokenResponse = c.post("/v1/tokens", &body)?;
             if !structured(g.output(), &v)? {

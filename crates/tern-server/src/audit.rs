@@ -155,6 +155,8 @@ mod tests {
             token_id: "abc".into(),
             role: Role::User,
             bound_to: None,
+            principal: "alice".into(),
+            minted_by: Vec::new(),
         };
         let t0: Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
         let n = KEEP + PRUNE_SLACK + 50;

@@ -273,3 +273,135 @@ fn refused_requests_cannot_push_accepted_actions_out_of_the_audit_trail() {
         .unwrap_or_default();
     assert_eq!(line, format!("tern_admin_rate_limited_total {limited}"));
 }
+
+const TWO_APPROVALS: &str = r#"kind: version_control_config
+version: v1
+metadata: {name: version-control-config}
+spec:
+  enabled: true
+  promotion: {strategy: manual, approvals: 2, pending_ttl: 1h}
+"#;
+
+const NATIVE: &str =
+    "kind: installer\nversion: v1\nmetadata: {name: native}\nspec: {type: tern-update}\n";
+
+const DRAFT: &str = r#"kind: version_directive
+version: v1
+metadata: {name: static}
+spec:
+  directives:
+    - name: prod
+      selectors: [{labels: {env: prod}}]
+      targets: [{version: "1.2.0"}]
+      installers: [native]
+"#;
+
+/// Mints a token as `by`; (token, id).
+fn mint(t: &Ternd, by: &str, body: Value) -> (String, String) {
+    let (s, v) = t.call("POST", "/v1/tokens", Some(by), Some(&body.to_string()));
+    assert_eq!(s, 201, "{v}");
+    (
+        v["token"].as_str().unwrap().to_string(),
+        v["id"].as_str().unwrap().to_string(),
+    )
+}
+
+fn apply(t: &Ternd, token: &str, nonce: &str) -> (u16, Value) {
+    t.call(
+        "POST",
+        "/v1/directives/apply",
+        Some(token),
+        Some(&json!({ "nonce": nonce }).to_string()),
+    )
+}
+
+/// With `approvals: 2`, an operator applied with token A, minted operator token B and
+/// applied again: the plan was applied on one person's word. Now a token carries the
+/// principal it was minted for and who minted it; a second approval must come from
+/// another principal, with a token that neither minted nor was minted by the first.
+#[test]
+fn a_second_approval_must_come_from_another_principal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let who = t.op("GET", "/v1/whoami", None);
+    assert_eq!(who["principal"], "bootstrap", "{who}");
+    let (alice, alice_id) = mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "alice"}),
+    );
+    let (bob, _) = mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "bob"}),
+    );
+    let (alice2, _) = mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "alice"}),
+    );
+    // Alice mints a token for "mallory": it still speaks for her.
+    let (minted, minted_id) = mint(
+        &t,
+        &alice,
+        json!({"role": "operator", "principal": "mallory"}),
+    );
+    // Without a principal, a token is its minter's.
+    let (own, _) = mint(&t, &alice, json!({"role": "operator"}));
+    let tokens = t.op("GET", "/v1/tokens", None);
+    let row = |id: &str| {
+        tokens
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row(&minted_id)["principal"], "mallory", "{tokens}");
+    assert_eq!(row(&minted_id)["minted_by"], alice_id.as_str(), "{tokens}");
+    let (s, v) = t.call(
+        "POST",
+        "/v1/tokens",
+        Some(&t.token),
+        Some(r#"{"role":"user","principal":"token:abc"}"#),
+    );
+    assert_eq!(
+        s, 400,
+        "no principal can pass for a token of earlier releases: {v}"
+    );
+
+    t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
+    t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
+    t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
+    let pending = t.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    let nonce = pending["nonce"].as_str().unwrap().to_string();
+    let (s, v) = apply(&t, &alice, &nonce);
+    assert_eq!((s, &v["applied"]), (200, &json!(false)), "{v}");
+    for (token, why) in [
+        (&minted, "was minted by token"),
+        (&own, "principal alice already approved"),
+        (&alice2, "principal alice already approved"),
+        (&alice, "already approved"),
+    ] {
+        let (s, v) = apply(&t, token, &nonce);
+        assert_eq!(s, 409, "{why}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains(why) && msg.contains("distinct principals"),
+            "{msg}"
+        );
+    }
+    let (s, v) = t.call("GET", "/v1/directives/active", Some(&t.token), None);
+    assert_eq!(s, 404, "still not applied: {v}");
+    let (s, v) = apply(&t, &bob, &nonce);
+    assert_eq!(
+        (s, &v["applied"]),
+        (200, &json!(true)),
+        "bob is another person: {v}"
+    );
+}
