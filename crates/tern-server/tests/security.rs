@@ -405,3 +405,107 @@ fn a_second_approval_must_come_from_another_principal() {
         "bob is another person: {v}"
     );
 }
+
+/// Authenticated answers (tokens, inventory, audit trail) once carried no
+/// `Cache-Control`: a shared proxy or a browser could keep one token's view and serve
+/// it to the next caller. Now every answer to a token says `no-store`; public answers
+/// keep their short `max-age`.
+#[test]
+fn authenticated_answers_are_not_stored_by_caches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    t.put_resource(
+        "version",
+        &common::enabled_version("1.0.0", "1.1.0", "immediate"),
+    );
+    t.reconcile();
+    let agent = t.new_token("agent");
+    let viewer = t.new_token("viewer");
+    for (method, path, token) in [
+        ("GET", "/v1/whoami", &viewer),
+        ("GET", "/v1/tokens", &t.token),
+        ("GET", "/v1/inventory", &viewer),
+        ("GET", "/v1/audit", &viewer),
+        ("GET", "/v1/resources/version", &viewer),
+        ("POST", "/v1/agents/suspend", &viewer),
+    ] {
+        let (s, headers, body) = t.raw(method, path, Some(token), None);
+        assert!(s == 200 || s == 403, "{method} {path}: {s} {body}");
+        assert_eq!(
+            headers.get("cache-control").map(|v| v.to_str().unwrap()),
+            Some("no-store"),
+            "{method} {path}"
+        );
+    }
+    let beat = json!({"updater_id": "h1", "group": "default", "version": "1.0.0"});
+    let (s, headers, body) = t.raw(
+        "POST",
+        "/v1/agents/heartbeat",
+        Some(&agent),
+        Some(&beat.to_string()),
+    );
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(headers.get("cache-control").unwrap(), "no-store");
+    let (s, headers, _) = t.raw(
+        "GET",
+        "/v1/webapi/find?group=default&updater_id=h1",
+        None,
+        None,
+    );
+    assert_eq!(s, 200);
+    assert!(
+        headers
+            .get("cache-control")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .contains("max-age"),
+        "public answers keep their max-age"
+    );
+}
+
+/// A local-script installer with `env: {LD_PRELOAD: …}` (or PATH, BASH_ENV, TERN_…)
+/// was stored and offered to hosts, which refused it only at install time, host by
+/// host. Now it is refused when the installer is written, naming the field.
+#[test]
+fn reserved_environment_names_are_refused_when_the_installer_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    for name in [
+        "PATH",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "BASH_ENV",
+        "TERN_TARGET_VERSION",
+        "IFS",
+    ] {
+        let installer = format!(
+            "kind: installer\nversion: v1\nmetadata: {{name: script}}\nspec:\n  type: local-script\n  local_script:\n    env: {{{name}: /tmp/x.so}}\n    script: 'true'\n"
+        );
+        let (s, v) = t.call(
+            "PUT",
+            "/v1/directives/installers/script",
+            Some(&t.token),
+            Some(&installer),
+        );
+        assert_eq!(s, 400, "{name}: {v}");
+        let msg = v.to_string();
+        assert!(
+            msg.contains(&format!("spec.local_script.env.{name}")) && msg.contains("reserved"),
+            "{msg}"
+        );
+    }
+    let (s, v) = t.call(
+        "GET",
+        "/v1/directives/installers/script",
+        Some(&t.token),
+        None,
+    );
+    assert_eq!(s, 404, "nothing was stored: {v}");
+    // A name of the installer's own is still fine.
+    t.op(
+        "PUT",
+        "/v1/directives/installers/script",
+        Some("kind: installer\nversion: v1\nmetadata: {name: script}\nspec:\n  type: local-script\n  local_script:\n    env: {AGENT_VERSION: '{target.version}'}\n    script: 'true'\n"),
+    );
+}

@@ -139,7 +139,7 @@ async fn authorize(
             .map_or_else(|| uri.path().to_string(), ToString::to_string);
         (request.method().clone(), path)
     });
-    let (response, actor) = match access.check(actor.role) {
+    let (mut response, actor) = match access.check(actor.role) {
         Ok(()) => {
             let kept = audited.as_ref().map(|_| actor.clone());
             request.extensions_mut().insert(actor);
@@ -147,6 +147,12 @@ async fn authorize(
         }
         Err(e) => (e.into_response(), Some(actor)),
     };
+    // An answer to a token is for that token only: no cache, shared or the browser's,
+    // keeps it (a proxy would serve one operator's view to the next caller).
+    response.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
     if let (Some((method, path)), Some(actor)) = (audited, actor) {
         crate::audit::record(
             state.store(),
