@@ -455,6 +455,10 @@ pub struct InventoryEntry {
     /// The outcome of the last install a directive asked of it, as the host reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_result: Option<crate::directive::state::AttemptResult>,
+    /// Whether it pins a release root, and which version (`None`: its updater does
+    /// not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<crate::wire::HostTrust>,
 }
 
 /// `GET /v1/inventory`: the agents connected to one replica.

@@ -238,6 +238,12 @@ struct StartArgs {
     /// Admin requests one token may make at once before --admin-rate applies.
     #[arg(long, default_value_t = 500)]
     admin_burst: u32,
+    /// Serve only hosts that pin the release root (`tern-update enable --trust-root`):
+    /// heartbeats and find of hosts that do not (or whose tern-update does not say)
+    /// are refused with 403 trust_required. What a host says of itself: this catches
+    /// hosts enrolled without the root, not a compromised host.
+    #[arg(long)]
+    require_trust: bool,
 }
 
 fn parse_secret_env(s: &str) -> Result<String, String> {
@@ -392,6 +398,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
             controller_secret_env: a.controller_secret_env,
             admin_rate: a.admin_rate,
             admin_burst: a.admin_burst,
+            require_trust: a.require_trust,
         },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

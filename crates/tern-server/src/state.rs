@@ -80,6 +80,9 @@ pub struct SecuritySettings {
     pub admin_rate: f64,
     /// Admin requests a token may make at once before `admin_rate` applies.
     pub admin_burst: u32,
+    /// Refuse heartbeats and find of hosts that pin no release root
+    /// (`--require-trust`).
+    pub require_trust: bool,
 }
 
 impl Default for SecuritySettings {
@@ -88,6 +91,7 @@ impl Default for SecuritySettings {
             controller_secret_env: Vec::new(),
             admin_rate: 50.0,
             admin_burst: 500,
+            require_trust: false,
         }
     }
 }

@@ -509,3 +509,80 @@ fn reserved_environment_names_are_refused_when_the_installer_is_written() {
         Some("kind: installer\nversion: v1\nmetadata: {name: script}\nspec:\n  type: local-script\n  local_script:\n    env: {AGENT_VERSION: '{target.version}'}\n    script: 'true'\n"),
     );
 }
+
+/// Heartbeats once said nothing of a host's trust: an operator could not list the hosts
+/// that install unsigned releases. Now a heartbeat says whether the host pins a release
+/// root and which version, the inventory shows it, and `--require-trust` refuses the
+/// heartbeats and finds of hosts that pin none (or do not say) with a clear error.
+#[test]
+fn the_inventory_shows_which_hosts_pin_a_root_and_require_trust_refuses_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let mut t = Ternd::dev(&dir);
+    t.put_resource(
+        "version",
+        &common::enabled_version("1.0.0", "1.1.0", "immediate"),
+    );
+    t.reconcile();
+    let agent = t.new_token("agent");
+    let pinned = json!({"trust": {"pinned": true, "root_version": 2}});
+    let unpinned = json!({"trust": {"pinned": false}});
+    t.heartbeat_with(&agent, "pinned", "default", "1.0.0", pinned.clone());
+    t.heartbeat_with(&agent, "unpinned", "default", "1.0.0", unpinned.clone());
+    t.heartbeat_with(&agent, "silent", "default", "1.0.0", json!({}));
+    let inv = t.op("GET", "/v1/inventory", None);
+    let trust = |id: &str| {
+        inv["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["updater_id"] == id)
+            .unwrap()["trust"]
+            .clone()
+    };
+    assert_eq!(
+        trust("pinned"),
+        json!({"pinned": true, "root_version": 2}),
+        "{inv}"
+    );
+    assert_eq!(trust("unpinned"), json!({"pinned": false}), "{inv}");
+    assert_eq!(trust("silent"), Value::Null, "unknown: {inv}");
+    t.stop();
+
+    let t = Ternd::start(&dir, &["--dev-clock", common::T0, "--require-trust"]);
+    for (id, extra, why) in [
+        ("unpinned", unpinned, "pins no release root"),
+        ("silent", json!({}), "does not say"),
+    ] {
+        let mut body = json!({"updater_id": id, "group": "default", "version": "1.0.0"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let (s, v) = t.call(
+            "POST",
+            "/v1/agents/heartbeat",
+            Some(&agent),
+            Some(&body.to_string()),
+        );
+        assert_eq!(s, 403, "{id}: {v}");
+        assert_eq!(v["error"]["code"], "trust_required", "{v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(why) && msg.contains("--trust-root"), "{msg}");
+    }
+    t.heartbeat_with(&agent, "pinned", "default", "1.0.0", pinned);
+    let (s, v) = t.call(
+        "GET",
+        "/v1/webapi/find?group=default&updater_id=unpinned&version=1.0.0",
+        None,
+        None,
+    );
+    assert_eq!(s, 403, "{v}");
+    assert_eq!(v["error"]["code"], "trust_required", "{v}");
+    let (s, v) = t.call(
+        "GET",
+        "/v1/webapi/find?group=default&updater_id=pinned&version=1.0.0&trust_root=2",
+        None,
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+}
