@@ -225,11 +225,6 @@ fn refused_requests_cannot_push_accepted_actions_out_of_the_audit_trail() {
             _ => panic!("{s} {body}"),
         }
     }
-    assert!(refused >= 500, "the burst is let through: {refused}");
-    assert!(
-        limited > 0,
-        "the flood is cut off: {refused} refused, {limited} limited"
-    );
     // Another token is not limited by the viewer's flood.
     let (s, v) = t.call("GET", "/v1/tokens", Some(&t.token), None);
     assert_eq!(s, 200, "{v}");
@@ -256,6 +251,11 @@ fn refused_requests_cannot_push_accepted_actions_out_of_the_audit_trail() {
             ("user", "/v1/agents/resume", 200)
         ],
         "the user's actions are still in the trail"
+    );
+    assert!(refused >= 500, "the burst is let through: {refused}");
+    assert!(
+        limited > 0,
+        "the flood is cut off: {refused} refused, {limited} limited"
     );
     let viewer_rows = rows
         .iter()
@@ -315,6 +315,30 @@ fn apply(t: &Ternd, token: &str, nonce: &str) -> (u16, Value) {
     )
 }
 
+/// The attack as reported: with `approvals: 2`, an operator applied with its token,
+/// minted another operator token (no principal given) and applied again with it.
+#[test]
+fn a_token_minted_by_the_first_approver_is_not_a_second_approver() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
+    t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
+    t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
+    let pending = t.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    let nonce = pending["nonce"].as_str().unwrap().to_string();
+    let (s, v) = apply(&t, &t.token, &nonce);
+    assert_eq!((s, &v["applied"]), (200, &json!(false)), "{v}");
+    let (b, _) = mint(&t, &t.token, json!({"role": "operator"}));
+    let (s, v) = apply(&t, &b, &nonce);
+    assert_eq!(s, 409, "the same person, with a second token: {v}");
+    let (s, v) = t.call("GET", "/v1/directives/active", Some(&t.token), None);
+    assert_eq!(s, 404, "not applied: {v}");
+}
+
 /// With `approvals: 2`, an operator applied with token A, minted operator token B and
 /// applied again: the plan was applied on one person's word. Now a token carries the
 /// principal it was minted for and who minted it; a second approval must come from
@@ -323,8 +347,6 @@ fn apply(t: &Ternd, token: &str, nonce: &str) -> (u16, Value) {
 fn a_second_approval_must_come_from_another_principal() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
-    let who = t.op("GET", "/v1/whoami", None);
-    assert_eq!(who["principal"], "bootstrap", "{who}");
     let (alice, alice_id) = mint(
         &t,
         &t.token,
@@ -348,29 +370,6 @@ fn a_second_approval_must_come_from_another_principal() {
     );
     // Without a principal, a token is its minter's.
     let (own, _) = mint(&t, &alice, json!({"role": "operator"}));
-    let tokens = t.op("GET", "/v1/tokens", None);
-    let row = |id: &str| {
-        tokens
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["id"] == id)
-            .unwrap()
-            .clone()
-    };
-    assert_eq!(row(&minted_id)["principal"], "mallory", "{tokens}");
-    assert_eq!(row(&minted_id)["minted_by"], alice_id.as_str(), "{tokens}");
-    let (s, v) = t.call(
-        "POST",
-        "/v1/tokens",
-        Some(&t.token),
-        Some(r#"{"role":"user","principal":"token:abc"}"#),
-    );
-    assert_eq!(
-        s, 400,
-        "no principal can pass for a token of earlier releases: {v}"
-    );
-
     t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
     t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
     t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
@@ -403,6 +402,30 @@ fn a_second_approval_must_come_from_another_principal() {
         (s, &v["applied"]),
         (200, &json!(true)),
         "bob is another person: {v}"
+    );
+    let who = t.op("GET", "/v1/whoami", None);
+    assert_eq!(who["principal"], "bootstrap", "{who}");
+    let tokens = t.op("GET", "/v1/tokens", None);
+    let row = |id: &str| {
+        tokens
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row(&minted_id)["principal"], "mallory", "{tokens}");
+    assert_eq!(row(&minted_id)["minted_by"], alice_id.as_str(), "{tokens}");
+    let (s, v) = t.call(
+        "POST",
+        "/v1/tokens",
+        Some(&t.token),
+        Some(r#"{"role":"user","principal":"token:abc"}"#),
+    );
+    assert_eq!(
+        s, 400,
+        "no principal can pass for a token of earlier releases: {v}"
     );
 }
 
@@ -480,7 +503,7 @@ fn reserved_environment_names_are_refused_when_the_installer_is_written() {
         "IFS",
     ] {
         let installer = format!(
-            "kind: installer\nversion: v1\nmetadata: {{name: script}}\nspec:\n  type: local-script\n  local_script:\n    env: {{{name}: /tmp/x.so}}\n    script: 'true'\n"
+            "kind: installer\nversion: v1\nmetadata: {{name: script}}\nspec:\n  type: local-script\n  local_script:\n    env: {{{name}: evil.so}}\n    script: 'true'\n"
         );
         let (s, v) = t.call(
             "PUT",
