@@ -455,6 +455,10 @@ pub struct InventoryEntry {
     /// The outcome of the last install a directive asked of it, as the host reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_result: Option<crate::directive::state::AttemptResult>,
+    /// Whether it pins a release root, and which version (`None`: its updater does
+    /// not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<crate::wire::HostTrust>,
 }
 
 /// `GET /v1/inventory`: the agents connected to one replica.
@@ -493,6 +497,9 @@ pub struct HostResponse {
 pub struct WhoAmI {
     pub token_id: String,
     pub role: Role,
+    /// Who the token is for (docs/security.md, "Principals").
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub principal: String,
     /// Status, inventory, resources.
     pub read: bool,
     /// Suspend, resume, the manual transitions, the config.
@@ -597,6 +604,10 @@ pub struct TokenBody {
     /// How long it is valid, e.g. `24h` (join tokens: default 24h; others: forever).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<String>,
+    /// The person or system it is for (docs/security.md, "Principals"); default: the
+    /// minting token's own principal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
 }
 
 /// The body of `POST /v1/agents/join`: who is joining.
@@ -635,6 +646,13 @@ pub struct TokenView {
     /// Sent only when there is one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+    /// Who the token is for, set when it was minted (tokens of earlier releases:
+    /// `token:<id>`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub principal: String,
+    /// The token that minted it (none for the bootstrap token and earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minted_by: Option<String>,
 }
 
 /// One admin write (or refused attempt) in the audit trail (`GET /v1/audit`).

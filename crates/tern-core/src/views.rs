@@ -251,6 +251,7 @@ pub fn inventory_entry(
         installers: hb.installers,
         install_state: None,
         install_result: hb.install_result,
+        trust: hb.trust,
     }
 }
 

@@ -53,6 +53,9 @@ pub struct FindFacts {
     pub os: String,
     pub fips: bool,
     pub installers: Vec<String>,
+    /// The version of the release root the host pins (`enable --trust-root`); 0: it
+    /// pins none and installs what it is told unverified.
+    pub trust_root: u64,
 }
 
 impl FindFacts {
@@ -74,6 +77,9 @@ impl FindFacts {
         for i in &self.installers {
             q.push(("installer", i.clone()));
         }
+        if self.trust_root > 0 {
+            q.push(("trust_root", self.trust_root.to_string()));
+        }
         q
     }
 
@@ -81,7 +87,7 @@ impl FindFacts {
     pub fn is_key(key: &str) -> bool {
         matches!(
             key,
-            "version" | "label" | "arch" | "os" | "fips" | "installer"
+            "version" | "label" | "arch" | "os" | "fips" | "installer" | "trust_root"
         )
     }
 
@@ -98,6 +104,8 @@ impl FindFacts {
             "os" => self.os = value.to_string(),
             "fips" => self.fips = value == "1" || value == "true",
             "installer" => self.installers.push(value.to_string()),
+            // Not a number: no root is claimed.
+            "trust_root" => self.trust_root = value.parse().unwrap_or(0),
             _ => return false,
         }
         true
@@ -245,6 +253,25 @@ pub struct Heartbeat {
     /// The outcome of the last install the server asked this host for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub install_result: Option<AttemptResult>,
+    /// Whether the host pins a release root (installs only signed releases), and
+    /// which root version. Absent from updaters that predate it: unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trust: Option<HostTrust>,
+}
+
+/// A host's trust posture, as its heartbeat states it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HostTrust {
+    /// The host pins a release root (`tern-update enable --trust-root`).
+    pub pinned: bool,
+    /// The version of the newest root it trusts (0 when none is pinned).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub root_version: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// At most this many labels per host.
@@ -367,6 +394,7 @@ impl Default for Heartbeat {
             fips: false,
             installers: Vec::new(),
             install_result: None,
+            trust: None,
         }
     }
 }

@@ -295,6 +295,11 @@ pub enum TokensCommand {
         /// default 24h; other tokens: until revoked).
         #[arg(long, value_name = "DURATION")]
         ttl: Option<String>,
+        /// Who the token is for: a person or system (default: the principal of the
+        /// token minting it). Two approvals of a plan need two principals, and a token
+        /// never counts as a second approver of what its minter approved.
+        #[arg(long, value_name = "NAME")]
+        principal: Option<String>,
     },
     /// List the tokens: id, role, expiry, joins left.
     Ls {
@@ -881,6 +886,11 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 group,
                 a.version.clone(),
                 a.updater_status.as_str().to_string(),
+                match a.trust {
+                    Some(t) if t.pinned => format!("root v{}", t.root_version),
+                    Some(_) => "unpinned".to_string(),
+                    None => "unknown".to_string(),
+                },
                 a.model.as_str().to_string(),
                 health,
                 if a.counted { "yes" } else { "no" }.to_string(),
@@ -904,6 +914,7 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 "Group",
                 "Version",
                 "Updater",
+                "Trust",
                 "Follows",
                 "Health",
                 "Counted",
@@ -953,6 +964,7 @@ fn tokens(a: TokensArgs, g: &Global) -> anyhow::Result<ExitCode> {
             description,
             uses,
             ttl,
+            principal,
         } => {
             let role = match role {
                 RoleArg::Operator => Role::Operator,
@@ -966,6 +978,7 @@ fn tokens(a: TokensArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 description,
                 uses,
                 ttl,
+                principal,
             };
             let v: NewTokenResponse = c.post("/v1/tokens", &body)?;
             if !structured(g.output(), &v)? {

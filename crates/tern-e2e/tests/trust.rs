@@ -71,6 +71,22 @@ fn a_real_ternd_rolling_out_an_unsigned_version_cannot_make_a_pinned_host_instal
     let dev = step.status.group("dev");
     assert_eq!(dev.refused.get("not_signed"), Some(&1), "{dev:?}");
     let entry = f.inventory_of("signed-1").unwrap().unwrap();
+    // Its heartbeats say it pins root v1; the plain host's that it pins none.
+    assert_eq!(
+        entry.trust,
+        Some(tern_core::wire::HostTrust {
+            pinned: true,
+            root_version: 1
+        })
+    );
+    let plain_entry = f.inventory_of(&plain[0]).unwrap().unwrap();
+    assert_eq!(
+        plain_entry.trust,
+        Some(tern_core::wire::HostTrust {
+            pinned: false,
+            root_version: 0
+        })
+    );
     let failure = entry.install_failure.expect("ternd shows the refusal");
     assert_eq!(
         (failure.version.as_str(), failure.kind.as_str()),

@@ -76,5 +76,8 @@ pub fn heartbeat(w: &Workload, updater_version: &str) -> Result<Heartbeat, Input
         fips: false,
         installers: Vec::new(),
         install_result: None,
+        // Workloads pin image digests, not a release root: their trust is not stated
+        // (`ternd start --require-trust` serves hosts of tern-update only).
+        trust: None,
     })
 }

@@ -1,6 +1,9 @@
 //! The audit trail: every admin write and token change, done or refused, with the
-//! token that asked (id and role), kept in the store under `/tern/audit/` (the newest
-//! [`KEEP`] records; older ones are pruned) and logged. Read with `GET /v1/audit`
+//! token that asked (id and role), logged, and kept in the store in two trails: the
+//! accepted actions (answered below 400) under `/tern/audit/`, the refused attempts
+//! under `/tern/audit-refused/`, each the newest [`KEEP`] records (older ones are
+//! pruned). Apart, so that a token that may only read cannot push the actions of
+//! others out of the trail by sending refused requests. Read with `GET /v1/audit`
 //! (`ternctl events`).
 
 use jiff::Timestamp;
@@ -44,21 +47,40 @@ pub(crate) async fn record(
         status,
         "admin request"
     );
-    if let Err(e) = write(store, &record).await {
+    let trail = if status < 400 { &ACCEPTED } else { &REFUSED };
+    if let Err(e) = write(store, trail, &record).await {
         tracing::warn!(error = %e, "writing the audit record failed");
     }
 }
 
-async fn write(store: &dyn Store, record: &AuditRecord) -> ApiResult<()> {
+/// One of the two trails: its prefix and this process's count of writes to it (when
+/// to prune).
+struct Trail {
+    prefix: &'static str,
+    writes: std::sync::atomic::AtomicU64,
+}
+
+static ACCEPTED: Trail = Trail {
+    prefix: keys::AUDIT_PREFIX,
+    writes: std::sync::atomic::AtomicU64::new(0),
+};
+static REFUSED: Trail = Trail {
+    prefix: keys::AUDIT_REFUSED_PREFIX,
+    writes: std::sync::atomic::AtomicU64::new(0),
+};
+
+/// This process's sequence over both trails, so that they merge in order.
+static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+async fn write(store: &dyn Store, trail: &Trail, record: &AuditRecord) -> ApiResult<()> {
     let bytes = serde_json::to_vec(record)
         .map_err(|e| ApiError::internal(format!("encoding an audit record: {e}")))?;
     // Sorted by time, then by this process's sequence (a dev clock stands still), then
     // a random suffix so that replicas never collide.
-    static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let seq = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let key = format!(
         "{}{:020}-{seq:016}-{}",
-        keys::AUDIT_PREFIX,
+        trail.prefix,
         record.time.as_nanosecond().max(0),
         crate::auth::random_hex(4)?
     );
@@ -66,10 +88,13 @@ async fn write(store: &dyn Store, record: &AuditRecord) -> ApiResult<()> {
     // The trail is listed every PRUNE_SLACK writes of this replica, not at each: a
     // flood of admin requests must not cost a listing each. Every replica prunes, so
     // the trail holds at most KEEP plus PRUNE_SLACK per replica.
-    if seq % PRUNE_SLACK as u64 != PRUNE_SLACK as u64 - 1 {
+    let writes = trail
+        .writes
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if writes % PRUNE_SLACK as u64 != PRUNE_SLACK as u64 - 1 {
         return Ok(());
     }
-    let listing = store.list(keys::AUDIT_PREFIX).await?;
+    let listing = store.list(trail.prefix).await?;
     if listing.kvs.len() > KEEP {
         let mut keys: Vec<&str> = listing.kvs.iter().map(|kv| kv.key.as_str()).collect();
         keys.sort_unstable();
@@ -84,17 +109,33 @@ async fn write(store: &dyn Store, record: &AuditRecord) -> ApiResult<()> {
     Ok(())
 }
 
-/// The newest `limit` records, oldest first.
+/// The newest `limit` accepted actions and the newest `limit` refused attempts,
+/// together, oldest first.
 pub(crate) async fn list(store: &dyn Store, limit: usize) -> ApiResult<Vec<AuditRecord>> {
-    let listing = store.list(keys::AUDIT_PREFIX).await?;
+    let mut all = newest(store, keys::AUDIT_PREFIX, limit).await?;
+    all.extend(newest(store, keys::AUDIT_REFUSED_PREFIX, limit).await?);
+    // The keys (less their prefix) sort by time, then by the writing process's sequence.
+    all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Ok(all.into_iter().map(|(_, r)| r).collect())
+}
+
+/// The newest `limit` records under `prefix` with their keys, oldest first.
+async fn newest(
+    store: &dyn Store,
+    prefix: &str,
+    limit: usize,
+) -> ApiResult<Vec<(String, AuditRecord)>> {
+    let listing = store.list(prefix).await?;
     let mut kvs = listing.kvs;
     kvs.sort_unstable_by(|a, b| a.key.cmp(&b.key));
     let skip = kvs.len().saturating_sub(limit);
     kvs[skip..]
         .iter()
         .map(|kv| {
-            serde_json::from_slice(&kv.value)
-                .map_err(|e| ApiError::internal(format!("audit record {}: {e}", kv.key)))
+            let r = serde_json::from_slice(&kv.value)
+                .map_err(|e| ApiError::internal(format!("audit record {}: {e}", kv.key)))?;
+            // The key without its trail's prefix: time, then sequence.
+            Ok((kv.key[prefix.len()..].to_string(), r))
         })
         .collect()
 }
@@ -114,6 +155,8 @@ mod tests {
             token_id: "abc".into(),
             role: Role::User,
             bound_to: None,
+            principal: "alice".into(),
+            minted_by: Vec::new(),
         };
         let t0: Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
         let n = KEEP + PRUNE_SLACK + 50;

@@ -79,6 +79,44 @@ pub(crate) struct TokenRecord {
     /// A host credential: heartbeats only for this updater_id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) updater_id: Option<String>,
+    /// The person or system the token is for, set by its minter (no route changes it).
+    /// Empty in tokens of earlier releases: see [`TokenRecord::principal`].
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) principal: String,
+    /// The tokens that minted it, nearest first (at most [`MAX_LINEAGE`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) minted_by: Vec<String>,
+}
+
+/// Minters remembered per token: deeper chains keep their nearest links.
+pub(crate) const MAX_LINEAGE: usize = 32;
+
+impl TokenRecord {
+    /// The principal, or `token:<id>` for a token minted before principals existed
+    /// (each its own principal, as approvals counted tokens then).
+    pub(crate) fn principal(&self) -> String {
+        if self.principal.is_empty() {
+            format!("token:{}", self.id)
+        } else {
+            self.principal.clone()
+        }
+    }
+}
+
+/// Checks a principal's name: 1 to 64 letters, digits and `. _ - @ +` (an e-mail
+/// address, a team, a CI job). No `:`, so that no name is taken for `token:<id>`.
+pub(crate) fn check_principal(p: &str) -> ApiResult<()> {
+    let ok = !p.is_empty()
+        && p.len() <= 64
+        && p.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-' | b'@' | b'+'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "principal {p:?}: give a name of 1 to 64 letters, digits and . _ - @ +"
+        )))
+    }
 }
 
 /// A freshly minted token: the clear text is shown once.
@@ -125,6 +163,8 @@ pub(crate) fn mint(role: Role, description: &str, now: Timestamp) -> ApiResult<N
             expires: None,
             uses_left: None,
             updater_id: None,
+            principal: String::new(),
+            minted_by: Vec::new(),
         },
         token,
     })
@@ -246,9 +286,11 @@ impl Authenticator {
             )));
         }
         Ok(Actor {
+            principal: record.principal(),
             token_id: record.id,
             role: record.role,
             bound_to: record.updater_id,
+            minted_by: record.minted_by,
         })
     }
 }
@@ -260,6 +302,10 @@ pub(crate) struct Actor {
     pub(crate) role: Role,
     /// A host credential's updater_id.
     pub(crate) bound_to: Option<String>,
+    /// Who the token is for ([`TokenRecord::principal`]).
+    pub(crate) principal: String,
+    /// The tokens that minted it, nearest first.
+    pub(crate) minted_by: Vec<String>,
 }
 
 impl Access {

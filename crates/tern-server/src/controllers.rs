@@ -93,7 +93,7 @@ struct Drafted {
 }
 
 async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> ApiResult<Drafted> {
-    let listed = list(c).await?;
+    let listed = list(state, c).await?;
     let infos: Vec<ReleaseInfo> = listed.iter().map(info).collect();
     let drafted = releases::draft(c, &infos, now)
         .map_err(|e| ApiError::bad_gateway(format!("releases: {e}")))?;
@@ -141,14 +141,46 @@ async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> 
     })
 }
 
+/// Refuses a configuration naming a variable of ternd's environment that
+/// `--controller-secret-env` does not allow: the API must not reach ternd's other
+/// secrets (its database password, its Slack URL) by having them sent to a URL of the
+/// caller's choosing.
+pub(crate) fn check_secret_env(state: &AppState, c: &VersionControlConfig) -> ApiResult<()> {
+    let named = c
+        .spec
+        .releases
+        .as_ref()
+        .and_then(|r| r.github.as_ref())
+        .and_then(|g| g.token_env.as_deref());
+    match named {
+        Some(name) => secret_env(state, name).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
+/// The value of `name` if `--controller-secret-env` allows it.
+fn secret_env(state: &AppState, name: &str) -> ApiResult<Option<String>> {
+    if !state.settings.security.secret_env_allowed(name) {
+        return Err(ApiError::invalid_resource(format!(
+            "spec.releases.github.token_env: {name:?} is not a variable ternd may hand to a controller: start ternd with --controller-secret-env {name} to allow it"
+        )));
+    }
+    Ok(std::env::var(name).ok())
+}
+
 /// The source's listing, read off the async runtime (the client blocks).
-async fn list(c: &ReleasesController) -> ApiResult<Vec<SourceRelease>> {
+async fn list(state: &AppState, c: &ReleasesController) -> ApiResult<Vec<SourceRelease>> {
     let source = match (&c.index, &c.github) {
         (Some(url), _) => Source::Index { url: url.clone() },
         (None, Some(g)) => Source::GitHub {
             api: g.api.clone(),
             repo: g.repo.clone(),
-            token: g.token_env.as_ref().and_then(|v| std::env::var(v).ok()),
+            // Checked again here: the configuration may have been written by a replica
+            // started with other flags, or before this check existed.
+            token: match &g.token_env {
+                Some(name) => secret_env(state, name)?,
+                None => None,
+            },
             asset: g.asset.clone(),
         },
         (None, None) => return Err(ApiError::bad_gateway("releases: no source configured")),

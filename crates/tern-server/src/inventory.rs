@@ -113,6 +113,7 @@ struct Facts {
     installers: Box<[Box<str>]>,
     install_result: Option<tern_core::directive::state::AttemptResult>,
     install_failure: Option<tern_core::wire::InstallFailure>,
+    trust: Option<tern_core::wire::HostTrust>,
 }
 
 impl Facts {
@@ -124,7 +125,8 @@ impl Facts {
             && !hb.fips
             && hb.installers.is_empty()
             && hb.install_result.is_none()
-            && hb.install_failure.is_none();
+            && hb.install_failure.is_none()
+            && hb.trust.is_none();
         (!none).then(|| {
             Box::new(Facts {
                 labels: hb
@@ -139,6 +141,7 @@ impl Facts {
                 installers: hb.installers.iter().map(|i| i.as_str().into()).collect(),
                 install_result: hb.install_result.clone(),
                 install_failure: hb.install_failure.clone(),
+                trust: hb.trust,
             })
         })
     }
@@ -573,6 +576,7 @@ fn facts_heartbeat(facts: Option<&Facts>) -> Heartbeat {
         installers: f.installers.iter().map(ToString::to_string).collect(),
         install_result: f.install_result.clone(),
         install_failure: f.install_failure.clone(),
+        trust: f.trust,
         ..Heartbeat::default()
     }
 }

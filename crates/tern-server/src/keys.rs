@@ -18,6 +18,9 @@ pub(crate) const BOOTSTRAP: &str = "/tern/bootstrap";
 pub(crate) const DEV_CLOCK: &str = "/tern/dev/clock";
 /// `/tern/audit/<nanos>-<random>`: one record of the audit trail (`audit`).
 pub(crate) const AUDIT_PREFIX: &str = "/tern/audit/";
+/// Refused admin attempts: a trail of their own, so that a flood of them cannot push
+/// the accepted actions out of [`AUDIT_PREFIX`].
+pub(crate) const AUDIT_REFUSED_PREFIX: &str = "/tern/audit-refused/";
 /// The global freeze (`tern_core::api::Freeze`), while one holds.
 pub(crate) const FREEZE: &str = "/tern/freeze";
 /// `/tern/pins/<updater_id>`: a server-side pin of one host (`pins`).

@@ -234,6 +234,41 @@ struct StartArgs {
     /// balancer's); by default the scheme and Host of the request for the script.
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
+    /// An environment variable of ternd that a controller's configuration may name as a
+    /// secret to send (e.g. the releases controller's `github.token_env`); repeatable.
+    /// No other variable of ternd's environment can be named through the API.
+    #[arg(long, value_name = "NAME", value_parser = parse_secret_env)]
+    controller_secret_env: Vec<String>,
+    /// Admin API requests (reads and writes) per second per bearer token (0: no
+    /// limit); past it 429. Bounds what one leaked token can write to the audit trail.
+    #[arg(long, default_value_t = 50.0)]
+    admin_rate: f64,
+    /// Admin requests one token may make at once before --admin-rate applies.
+    #[arg(long, default_value_t = 500)]
+    admin_burst: u32,
+    /// Serve only hosts that pin the release root (`tern-update enable --trust-root`):
+    /// heartbeats and find of hosts that do not (or whose tern-update does not say)
+    /// are refused with 403 trust_required. What a host says of itself: this catches
+    /// hosts enrolled without the root, not a compromised host.
+    #[arg(long)]
+    require_trust: bool,
+}
+
+fn parse_secret_env(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+        && !s.as_bytes()[0].is_ascii_digit();
+    if !ok {
+        return Err(format!(
+            "{s:?} is not an environment variable's name (letters, digits and _)"
+        ));
+    }
+    if s.starts_with("TERN_") {
+        return Err(format!(
+            "{s}: ternd's own TERN_ variables (its Slack URL, data dir, …) are never handed to a controller"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 fn main() -> ExitCode {
@@ -270,6 +305,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
     for (flag, rate) in [
         ("--find-rate", a.find_rate),
         ("--heartbeat-rate", a.heartbeat_rate),
+        ("--admin-rate", a.admin_rate),
     ] {
         if !rate.is_finite() || rate < 0.0 {
             anyhow::bail!("{flag} {rate}: give a number of requests per second, 0 or more");
@@ -372,6 +408,12 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
                 Duration::from_secs(a.prometheus_timeout.as_secs().max(1)),
             ))
         }),
+        security: tern_server::state::SecuritySettings {
+            controller_secret_env: a.controller_secret_env,
+            admin_rate: a.admin_rate,
+            admin_burst: a.admin_burst,
+            require_trust: a.require_trust,
+        },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

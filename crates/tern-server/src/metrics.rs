@@ -42,6 +42,8 @@ pub(crate) struct Metrics {
     /// Heartbeats sent with the shared agent token of earlier releases (no host
     /// credential): 0 once every host has joined.
     pub(crate) heartbeats_shared_token: AtomicU64,
+    /// Admin requests refused with 429 (`--admin-rate`, per token).
+    pub(crate) admin_rate_limited: AtomicU64,
     /// Report entries counted under `(other)` (too many groups or versions).
     pub(crate) report_entries_folded: AtomicU64,
     /// Reports not written for being over `MAX_REPORT_BYTES` even shrunk.
@@ -148,6 +150,12 @@ impl Metrics {
             "tern_heartbeats_shared_token_total",
             "heartbeats sent with a shared agent token instead of a host credential",
             get(&self.heartbeats_shared_token),
+        );
+        counter(
+            out,
+            "tern_admin_rate_limited_total",
+            "admin requests refused with 429: one token past --admin-rate",
+            get(&self.admin_rate_limited),
         );
         counter(
             out,

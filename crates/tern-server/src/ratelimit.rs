@@ -1,7 +1,9 @@
-//! A per-client-address token bucket. ternd keeps one for the public endpoints (find,
-//! channels) and a separate one for heartbeats, so a heartbeat flood cannot starve find.
+//! A token bucket per client address (or per token). ternd keeps one for the public
+//! endpoints (find, channels), a separate one for heartbeats, so a heartbeat flood
+//! cannot starve find, and one per bearer token for the admin API.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -13,17 +15,17 @@ struct Bucket {
 }
 
 #[derive(Debug)]
-pub(crate) struct RateLimiter {
+pub(crate) struct RateLimiter<K = IpAddr> {
     /// Tokens per second.
     rate: f64,
     burst: f64,
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    buckets: Mutex<HashMap<K, Bucket>>,
 }
 
 /// Past this many tracked addresses, idle (full) buckets are dropped.
 const MAX_TRACKED: usize = 100_000;
 
-impl RateLimiter {
+impl<K: Hash + Eq> RateLimiter<K> {
     /// `rate` requests per second per address, bursts of `burst`. A rate of 0 disables
     /// limiting.
     pub(crate) fn new(rate: f64, burst: u32) -> Self {
@@ -35,7 +37,7 @@ impl RateLimiter {
     }
 
     /// Takes one token for `ip`; `Err(seconds to wait)` when the bucket is empty.
-    pub(crate) fn check(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
+    pub(crate) fn check(&self, ip: K, now: Instant) -> Result<(), u64> {
         if self.rate <= 0.0 {
             return Ok(());
         }

@@ -647,6 +647,7 @@ mod tests {
             release_trust: None,
             long_poll: Default::default(),
             prometheus: None,
+            security: Default::default(),
         };
         change(&mut settings);
         let clock = Arc::new(DevClock::new("2026-11-23T09:00:00Z".parse().unwrap()));

@@ -53,6 +53,8 @@ pub struct ServeOptions {
 pub use tern_store::Backend;
 
 pub(crate) const OPERATOR_TOKEN_FILE: &str = "operator.token";
+/// The principal of the operator token ternd writes at its first start.
+pub(crate) const BOOTSTRAP_PRINCIPAL: &str = "bootstrap";
 pub const DATABASE_FILE: &str = "tern.db";
 
 /// Creates the data dir, readable by its owner only.
@@ -139,7 +141,10 @@ async fn bootstrap_operator_token(
         }
         Err(e) => return Err(e.into()),
     }
-    let t = tokens::store_new_token(store, Role::Operator, "bootstrap operator token", now)
+    let mut t = crate::auth::mint(Role::Operator, "bootstrap operator token", now)
+        .map_err(|e| anyhow::anyhow!("creating the operator token: {}", e.message))?;
+    t.record.principal = BOOTSTRAP_PRINCIPAL.into();
+    let t = tokens::store_token(store, t)
         .await
         .map_err(|e| anyhow::anyhow!("creating the operator token: {}", e.message))?;
     let path = dir.join(OPERATOR_TOKEN_FILE);

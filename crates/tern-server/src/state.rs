@@ -68,6 +68,42 @@ pub struct Settings {
     /// Where the leader runs groups' canary analyses (`--prometheus-url`); `None`: a
     /// group with an analysis holds at its canaries.
     pub prometheus: Option<std::sync::Arc<crate::analysis::Prometheus>>,
+    /// What the API may reach of ternd's own secrets, and admin rate limits.
+    pub security: SecuritySettings,
+}
+
+/// The security settings of `ternd start` (docs/security.md).
+#[derive(Clone, Debug)]
+pub struct SecuritySettings {
+    /// The environment variables of ternd that a controller's configuration may name
+    /// as a secret to send (`--controller-secret-env`); any other name is refused, so
+    /// that an API token cannot have ternd send its other secrets elsewhere.
+    pub controller_secret_env: Vec<String>,
+    /// Admin requests per second per token (`--admin-rate`; 0: no limit).
+    pub admin_rate: f64,
+    /// Admin requests a token may make at once before `admin_rate` applies.
+    pub admin_burst: u32,
+    /// Refuse heartbeats and find of hosts that pin no release root
+    /// (`--require-trust`).
+    pub require_trust: bool,
+}
+
+impl Default for SecuritySettings {
+    fn default() -> Self {
+        Self {
+            controller_secret_env: Vec::new(),
+            admin_rate: 50.0,
+            admin_burst: 500,
+            require_trust: false,
+        }
+    }
+}
+
+impl SecuritySettings {
+    /// Whether a controller may read the variable `name`.
+    pub(crate) fn secret_env_allowed(&self, name: &str) -> bool {
+        self.controller_secret_env.iter().any(|n| n == name)
+    }
 }
 
 impl Settings {
@@ -99,6 +135,8 @@ pub struct AppState {
     pub(crate) reconcile_hist: Histogram,
     pub(crate) find_limiter: RateLimiter,
     pub(crate) heartbeat_limiter: RateLimiter,
+    /// Admin requests per bearer token (`--admin-rate`).
+    pub(crate) admin_limiter: RateLimiter<String>,
     /// `Cache-Control` of the public endpoints (`--public-max-age`), made once.
     pub(crate) public_cache_control: axum::http::HeaderValue,
     pub(crate) ready: AtomicBool,
@@ -162,6 +200,10 @@ impl AppState {
         Arc::new(Self {
             find_limiter: RateLimiter::new(settings.find_rate, settings.find_burst),
             heartbeat_limiter: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
+            admin_limiter: RateLimiter::new(
+                settings.security.admin_rate,
+                settings.security.admin_burst,
+            ),
             // ASCII letters and digits: always a valid header value.
             public_cache_control: axum::http::HeaderValue::from_str(&format!(
                 "public, max-age={}",

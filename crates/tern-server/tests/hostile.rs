@@ -523,9 +523,11 @@ fn admin_writes_and_token_changes_are_audited_with_their_actor() {
         ),
     ];
     assert_eq!(rows, want);
+    // The newest accepted action and the newest refused attempt (two trails).
     let (_, last) = t.call("GET", "/v1/audit?limit=1", Some(&t.token), None);
-    assert_eq!(last.as_array().unwrap().len(), 1);
-    assert!(last[0]["path"].as_str().unwrap().starts_with("/v1/tokens/"));
+    assert_eq!(last.as_array().unwrap().len(), 2, "{last}");
+    assert_eq!(last[0]["status"], 403, "{last}");
+    assert!(last[1]["path"].as_str().unwrap().starts_with("/v1/tokens/"));
 }
 
 const CANARY_CONFIG: &str = "kind: autoupdate_config

@@ -245,7 +245,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             &spec.server,
             &spec.group,
             &id,
-            &update::host_facts(&spec, &state::Status::default()),
+            &update::host_facts(&ctx.layout, &spec, &state::Status::default()),
         ) {
             Ok(f) => Some(f),
             Err(e) if args.force_version.is_some() => {
@@ -555,7 +555,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
             &file.spec.server,
             &file.spec.group,
             id.as_deref().unwrap_or(""),
-            &update::host_facts(&file.spec, &file.status),
+            &update::host_facts(&ctx.layout, &file.spec, &file.status),
         ) {
             Ok(f) => {
                 server.reachable = true;

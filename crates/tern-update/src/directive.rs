@@ -341,7 +341,7 @@ fn edition(ctx: &Ctx, file: &UpdateFile) -> String {
         &file.spec.server,
         &file.spec.group,
         &id,
-        &update::host_facts(&file.spec, &file.status),
+        &update::host_facts(&ctx.layout, &file.spec, &file.status),
     ) {
         Ok(f) => f.edition,
         Err(e) => {

@@ -87,6 +87,14 @@ pub(crate) fn signed_artifact(
     }))
 }
 
+/// The version of the root this host pins, if it pins one and its trust state is
+/// usable (what heartbeats and find report; an unusable state refuses installs, so it
+/// is not reported as pinned).
+pub(crate) fn pinned_root(layout: &Layout, spec: &Spec) -> Option<u64> {
+    spec.trust_url.as_ref()?;
+    tern_trust::pinned_root_info(&state_file(layout)).ok()
+}
+
 /// `status`'s line about trust.
 pub(crate) fn describe(layout: &Layout, spec: &Spec) -> String {
     match &spec.trust_url {

@@ -276,7 +276,7 @@ fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
         &file.spec.server,
         &file.spec.group,
         &id,
-        &host_facts(&file.spec, &file.status),
+        &host_facts(&ctx.layout, &file.spec, &file.status),
     ) {
         Ok(f) => Ok(f),
         Err(e) if opts.force_version.is_some() => {
@@ -292,8 +292,13 @@ fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
 /// What this host tells ternd about itself, with find and with its heartbeats alike:
 /// the version it runs (what tern-update installed, else what a local-script install
 /// put in place), its labels, build and installer types.
-pub(crate) fn host_facts(spec: &Spec, status: &state::Status) -> tern_core::wire::FindFacts {
+pub(crate) fn host_facts(
+    layout: &crate::layout::Layout,
+    spec: &Spec,
+    status: &state::Status,
+) -> tern_core::wire::FindFacts {
     tern_core::wire::FindFacts {
+        trust_root: crate::trust::pinned_root(layout, spec).unwrap_or(0),
         version: status
             .active
             .clone()
@@ -1153,7 +1158,7 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
             tern_core::host_update::Health::Unknown => None,
         }
     };
-    let facts = host_facts(&file.spec, &file.status);
+    let facts = host_facts(&ctx.layout, &file.spec, &file.status);
     let hb = Heartbeat {
         updater_id: id,
         host_id: ctx
@@ -1193,6 +1198,10 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
         // The host's own installer, and those it opted in to (`enable --installer`).
         installers: facts.installers,
         install_result: file.status.install_result.clone(),
+        trust: Some(tern_core::wire::HostTrust {
+            pinned: facts.trust_root > 0,
+            root_version: facts.trust_root,
+        }),
     };
     match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
         Err(e) => Sent::Failed(e),

@@ -159,7 +159,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         }
         let id = update::updater_id(&ctx.layout)?;
         let asked = Instant::now();
-        let facts = update::host_facts(&file.spec, &file.status);
+        let facts = update::host_facts(&ctx.layout, &file.spec, &file.status);
         let polled = match ctx.http.find_long_poll(
             server,
             group,

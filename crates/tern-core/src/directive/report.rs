@@ -212,6 +212,12 @@ pub struct Approval {
     /// The token that applied (a second approver must use another token).
     pub token_id: String,
     pub at: Timestamp,
+    /// Its principal: a second approver must be another principal.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub principal: String,
+    /// The tokens that minted it, nearest first: none of them can be a second approver.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub minted_by: Vec<String>,
 }
 
 /// `/tern/directives/pending`: a draft planned for promotion.

@@ -230,6 +230,14 @@ impl Installer {
                                 format!("{k:?}"),
                                 "is not an environment variable name (A-Z, 0-9, _)",
                             );
+                        } else if !super::instruct::is_allowed_env_name(k) {
+                            // Hosts refuse these at install time; refused here, when the
+                            // installer is written, so that no rollout starts with it.
+                            e.push(
+                                &field,
+                                format!("{k:?}"),
+                                "is reserved: PATH, HOME, IFS, ENV, BASH_ENV, SHELLOPTS, BASHOPTS, PS4, CDPATH, GLOBIGNORE, LD_* and TERN_* change how the shell, the loader or tern-update runs the script",
+                            );
                         }
                         if let Err(why) = check_env_template(v) {
                             e.push(field, format!("{v:?}"), &why);

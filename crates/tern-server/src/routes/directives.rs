@@ -155,6 +155,7 @@ pub(crate) async fn put_config(
 ) -> ApiResult<Json<Value>> {
     let c = VersionControlConfig::from_text(text(&body)?)
         .map_err(|e| ApiError::invalid_resource(e.to_string()))?;
+    crate::controllers::check_secret_env(&state, &c)?;
     state
         .store()
         .put(keys::DIRECTIVE_CONFIG, stored_form(&c)?, None)
@@ -325,8 +326,41 @@ pub(crate) async fn cancel_plan(State(state): State<Arc<AppState>>) -> ApiResult
     delete_key(&state, keys::PENDING_DIRECTIVE, "pending directive").await
 }
 
+/// Why `actor` cannot approve after `a`, if it cannot: the same token, the same
+/// principal, or a token that minted the other (directly or down a chain). A token
+/// minted by an approver speaks for that approver, whatever principal it was given.
+fn same_approver(a: &Approval, actor: &Actor) -> Option<String> {
+    // Approvals of earlier releases carry no principal: their token is one.
+    let earlier = format!("token:{}", a.token_id);
+    let principal = if a.principal.is_empty() {
+        &earlier
+    } else {
+        &a.principal
+    };
+    if a.token_id == actor.token_id {
+        Some(format!("token {} already approved this plan", a.token_id))
+    } else if *principal == actor.principal {
+        Some(format!(
+            "principal {principal} already approved this plan (token {})",
+            a.token_id
+        ))
+    } else if actor.minted_by.contains(&a.token_id) {
+        Some(format!(
+            "token {} was minted by token {}, which already approved this plan",
+            actor.token_id, a.token_id
+        ))
+    } else if a.minted_by.contains(&actor.token_id) {
+        Some(format!(
+            "token {} minted token {}, which already approved this plan",
+            actor.token_id, a.token_id
+        ))
+    } else {
+        None
+    }
+}
+
 /// `POST /v1/directives/apply` `{"nonce"}`: one approval of the pending directive;
-/// with enough approvals (from distinct tokens) the draft, as planned, becomes the
+/// with enough approvals (from distinct principals) the draft, as planned, becomes the
 /// active directive, in one transaction that fails if the plan or the draft changed.
 pub(crate) async fn apply(
     State(state): State<Arc<AppState>>,
@@ -366,19 +400,21 @@ pub(crate) async fn apply(
             pending.draft, pending.draft_revision, draft.mod_revision
         )));
     }
-    if pending
+    if let Some(why) = pending
         .approvals
         .iter()
-        .any(|a| a.token_id == actor.token_id)
+        .find_map(|a| same_approver(a, &actor))
     {
         return Err(ApiError::conflict(format!(
-            "token {} already approved this plan: {} approvals are needed, from distinct tokens",
-            actor.token_id, pending.approvals_needed
+            "{why}: {} approvals are needed, from distinct principals (docs/security.md, \"Principals\")",
+            pending.approvals_needed
         )));
     }
     pending.approvals.push(Approval {
         token_id: actor.token_id.clone(),
         at: now,
+        principal: actor.principal.clone(),
+        minted_by: actor.minted_by.clone(),
     });
     let approvals = u8::try_from(pending.approvals.len()).unwrap_or(u8::MAX);
     let done = approvals >= pending.approvals_needed;
@@ -425,7 +461,7 @@ pub(crate) async fn apply(
         format!("draft {} is now the active directive", pending.draft)
     } else {
         format!(
-            "approval {approvals} of {} recorded: another operator (another token) applies nonce {} to promote draft {}",
+            "approval {approvals} of {} recorded: another principal, with a token not minted by this one, applies nonce {} to promote draft {}",
             pending.approvals_needed, pending.nonce, pending.draft
         )
     };

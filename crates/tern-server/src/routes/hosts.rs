@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use tern_core::api::{Deleted, JoinBody, JoinResponse, Role};
-use tern_store::Error as StoreError;
+use tern_store::{Compare, Error as StoreError, Op, Revision, TxnOutcome};
 
 use super::body;
 use crate::auth::{self, Actor, TokenRecord};
@@ -52,12 +52,6 @@ pub(crate) async fn join(
     }
     let store = state.store();
     let host_key = keys::host(&b.updater_id);
-    if store.get(&host_key).await?.is_some() {
-        return Err(already_joined(&b.updater_id));
-    }
-    if actor.role == Role::Join {
-        spend_one_use(&state, &actor.token_id).await?;
-    }
     let now = state.clock.now();
     let hostname: String = b
         .hostname
@@ -71,19 +65,53 @@ pub(crate) async fn join(
         token_id: t.record.id.clone(),
     })
     .map_err(|e| ApiError::internal(format!("encoding a host record: {e}")))?;
-    // The index first: of two hosts joining with one updater_id at once, one wins.
-    match store.create(&host_key, index, None).await {
-        Ok(_) => {}
-        Err(StoreError::AlreadyExists { .. }) => return Err(already_joined(&b.updater_id)),
-        Err(e) => return Err(e.into()),
-    }
-    let t = match super::tokens::store_token(store, t).await {
-        Ok(t) => t,
-        Err(e) => {
-            let _ = store.delete(&host_key, None).await;
-            return Err(e);
+    let credential = serde_json::to_vec(&t.record)
+        .map_err(|e| ApiError::internal(format!("encoding a token record: {e}")))?;
+    // The host's record, its credential and the join token's spent use are one
+    // transaction: of many joins of one updater_id at once, one wins and spends one use;
+    // the others spend nothing (they once each spent a use before losing the create).
+    let mut committed = false;
+    for _ in 0..16 {
+        if store.get(&host_key).await?.is_some() {
+            return Err(already_joined(&b.updater_id));
         }
-    };
+        let mut compares = vec![
+            Compare::absent(host_key.clone()),
+            Compare::absent(keys::token(&t.record.id)),
+        ];
+        let mut ops = vec![
+            Op::put(host_key.clone(), index.clone(), None),
+            Op::put(keys::token(&t.record.id), credential.clone(), None),
+        ];
+        if actor.role == Role::Join {
+            let (revision, spent) = one_use_spent(&state, &actor.token_id).await?;
+            compares.push(Compare::mod_revision(
+                keys::token(&actor.token_id),
+                revision,
+            ));
+            ops.push(Op::put(keys::token(&actor.token_id), spent, None));
+        }
+        match store.txn(&compares, &ops).await? {
+            TxnOutcome::Committed { .. } => {
+                committed = true;
+                break;
+            }
+            // The host joined meanwhile: answered at the top of the next round.
+            TxnOutcome::Failed { index: 0, .. } => continue,
+            TxnOutcome::Failed { index: 1, .. } => {
+                return Err(ApiError::internal(
+                    "a freshly minted token id is taken: retry",
+                ));
+            }
+            // Another host spent a use of the join token meanwhile.
+            TxnOutcome::Failed { .. } => continue,
+        }
+    }
+    if !committed {
+        return Err(ApiError::unavailable(
+            "the join token is being spent by many hosts at once: retry",
+        ));
+    }
     tracing::info!(updater_id = %b.updater_id, token = %t.record.id, via = %actor.token_id, "host joined");
     Ok((
         StatusCode::CREATED,
@@ -101,38 +129,25 @@ fn already_joined(updater_id: &str) -> ApiError {
     ))
 }
 
-/// Takes one use of a join token (compare-and-swap on its record: two hosts joining at
-/// once cannot both spend the last use).
-async fn spend_one_use(state: &AppState, token_id: &str) -> ApiResult<()> {
-    let store = state.store();
+/// The join token's record with one use fewer, and the revision it was read at (the
+/// caller's transaction compares it, so two joins cannot both spend the last use).
+async fn one_use_spent(state: &AppState, token_id: &str) -> ApiResult<(Revision, Vec<u8>)> {
     let key = keys::token(token_id);
-    for _ in 0..16 {
-        let Some(kv) = store.get(&key).await? else {
-            return Err(ApiError::unauthenticated("invalid or revoked token"));
-        };
-        let mut record: TokenRecord = serde_json::from_slice(&kv.value)
-            .map_err(|e| ApiError::internal(format!("token record {token_id}: {e}")))?;
-        let left = record.uses_left.unwrap_or(0);
-        if left == 0 {
-            return Err(ApiError::unauthenticated(format!(
-                "join token {token_id} is used up: create another (ternctl tokens create --role join --uses N)"
-            )));
-        }
-        record.uses_left = Some(left - 1);
-        let bytes = serde_json::to_vec(&record)
-            .map_err(|e| ApiError::internal(format!("encoding a token record: {e}")))?;
-        match store
-            .compare_and_swap(&key, kv.mod_revision, bytes, None)
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        }
+    let Some(kv) = state.store().get(&key).await? else {
+        return Err(ApiError::unauthenticated("invalid or revoked token"));
+    };
+    let mut record: TokenRecord = serde_json::from_slice(&kv.value)
+        .map_err(|e| ApiError::internal(format!("token record {token_id}: {e}")))?;
+    let left = record.uses_left.unwrap_or(0);
+    if left == 0 {
+        return Err(ApiError::unauthenticated(format!(
+            "join token {token_id} is used up: create another (ternctl tokens create --role join --uses N)"
+        )));
     }
-    Err(ApiError::unavailable(
-        "the join token is being spent by many hosts at once: retry",
-    ))
+    record.uses_left = Some(left - 1);
+    let bytes = serde_json::to_vec(&record)
+        .map_err(|e| ApiError::internal(format!("encoding a token record: {e}")))?;
+    Ok((kv.mod_revision, bytes))
 }
 
 /// `DELETE /v1/inventory/{updater_id}` (operator): revokes the host's credential and

@@ -102,6 +102,33 @@ async fn authorize(
         Ok(actor) => actor,
         Err(e) => return e.into_response(),
     };
+    // Per token, so that one leaked token cannot flood the store (and the audit
+    // trail) while the others go on. Not stored: a flood past the limit would write
+    // as much as the one it stops; it is logged and counted instead.
+    if matches!(access, Access::Read | Access::Write | Access::Operator)
+        && let Err(wait) = state
+            .admin_limiter
+            .check(actor.token_id.clone(), std::time::Instant::now())
+    {
+        crate::metrics::Metrics::inc(&state.metrics.admin_rate_limited);
+        tracing::info!(
+            target: "tern::audit",
+            token_id = %actor.token_id,
+            role = %actor.role,
+            method = %request.method(),
+            path = %request.uri().path(),
+            status = 429,
+            "admin request over --admin-rate"
+        );
+        return ApiError::rate_limited(
+            wait,
+            format!(
+                "token {} is sending admin requests faster than --admin-rate allows: retry in {wait}s",
+                actor.token_id
+            ),
+        )
+        .into_response();
+    }
     // Heartbeats (the hot path) and reads are not audited: nothing is copied for them.
     let audited = (access != Access::Agent
         && !matches!(*request.method(), Method::GET | Method::HEAD))
@@ -112,7 +139,7 @@ async fn authorize(
             .map_or_else(|| uri.path().to_string(), ToString::to_string);
         (request.method().clone(), path)
     });
-    let (response, actor) = match access.check(actor.role) {
+    let (mut response, actor) = match access.check(actor.role) {
         Ok(()) => {
             let kept = audited.as_ref().map(|_| actor.clone());
             request.extensions_mut().insert(actor);
@@ -120,6 +147,12 @@ async fn authorize(
         }
         Err(e) => (e.into_response(), Some(actor)),
     };
+    // An answer to a token is for that token only: no cache, shared or the browser's,
+    // keeps it (a proxy would serve one operator's view to the next caller).
+    response.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
     if let (Some((method, path)), Some(actor)) = (audited, actor) {
         crate::audit::record(
             state.store(),
@@ -467,7 +500,7 @@ struct AuditQuery {
 }
 
 /// `GET /v1/audit[?limit=N]`: the newest N (default 100, at most the kept 1000) admin
-/// writes and token changes, oldest first.
+/// writes and token changes that were accepted, and the newest N refused, oldest first.
 async fn audit_trail(
     State(state): State<Arc<AppState>>,
     Query(q): Query<AuditQuery>,

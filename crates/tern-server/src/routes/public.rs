@@ -113,6 +113,12 @@ pub(crate) async fn find(
 ) -> ApiResult<Response> {
     limit_ready(&state, addr)?;
     let q = find_query(query.as_deref());
+    if state.settings.security.require_trust && q.facts.as_ref().is_none_or(|f| f.trust_root == 0) {
+        return Err(trust_required(
+            &q.updater_id,
+            "its find does not name a pinned root",
+        ));
+    }
     let long_poll = &state.long_poll;
     let wait = q
         .wait
@@ -482,6 +488,19 @@ pub(crate) async fn heartbeat_guard(
     response
 }
 
+/// 403 `trust_required` (`ternd start --require-trust`): the host does not pin the
+/// release root, so it would install whatever it is told, signed or not.
+fn trust_required(updater_id: &str, why: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "trust_required",
+        format!(
+            "updater {:?} is refused: this ternd serves only hosts that pin the release root (--require-trust), and {why}; on the host: tern-update enable --trust-root root.json",
+            updater_id.chars().take(64).collect::<String>()
+        ),
+    )
+}
+
 /// `POST /v1/agents/heartbeat` (an agent token, checked by the router)
 pub(crate) async fn heartbeat(
     State(state): State<Arc<AppState>>,
@@ -519,6 +538,18 @@ pub(crate) async fn heartbeat(
         }
     }
     hb.check_facts().map_err(ApiError::bad_request)?;
+    if state.settings.security.require_trust {
+        match hb.trust {
+            Some(t) if t.pinned => {}
+            Some(_) => return Err(trust_required(&hb.updater_id, "it pins no release root")),
+            None => {
+                return Err(trust_required(
+                    &hb.updater_id,
+                    "its tern-update does not say whether it pins a release root (upgrade it)",
+                ));
+            }
+        }
+    }
     // Groups placed by labels: from here on the host counts in the group its labels
     // (and the config's host_group) place it in: its report, canaries, history, find.
     let snap = state.snapshot();

@@ -6,7 +6,6 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use jiff::Timestamp;
 use tern_core::api::{Deleted, NewTokenResponse, Role, TokenBody, TokenView};
 
 use super::body;
@@ -17,12 +16,15 @@ use crate::resources;
 use crate::state::AppState;
 
 pub(crate) fn view(r: TokenRecord) -> TokenView {
+    let principal = r.principal();
     TokenView {
         id: r.id,
         role: r.role,
         created: r.created,
         expires: r.expires,
         uses_left: r.uses_left,
+        principal,
+        minted_by: r.minted_by.first().cloned(),
         updater_id: r.updater_id,
         description: r.description,
     }
@@ -30,16 +32,6 @@ pub(crate) fn view(r: TokenRecord) -> TokenView {
 
 /// Seconds a join token is valid unless told otherwise: a day.
 const JOIN_DEFAULT_TTL_SECS: i64 = 24 * 3600;
-
-/// Stores a new token of `role`; returns it in clear (the only time).
-pub(crate) async fn store_new_token(
-    store: &dyn tern_store::Store,
-    role: Role,
-    description: &str,
-    now: Timestamp,
-) -> ApiResult<auth::NewToken> {
-    store_token(store, auth::mint(role, description, now)?).await
-}
 
 /// Stores a minted token (its record may carry limits or a binding).
 pub(crate) async fn store_token(
@@ -54,12 +46,22 @@ pub(crate) async fn store_token(
     Ok(t)
 }
 
-/// `POST /v1/tokens` `{"role", "description"}`
+/// `POST /v1/tokens` `{"role", "description", "principal"}`: the new token is for
+/// `principal` (default: the minter's own) and remembers who minted it, so that it
+/// cannot be a second approver of what its minter approved.
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
+    axum::Extension(actor): axum::Extension<auth::Actor>,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<NewTokenResponse>)> {
     let b: TokenBody = body::json(&body)?;
+    let principal = match b.principal {
+        Some(p) => {
+            auth::check_principal(&p)?;
+            p
+        }
+        None => actor.principal.clone(),
+    };
     let role: Role = b
         .role
         .parse()
@@ -88,6 +90,11 @@ pub(crate) async fn create(
         }
     };
     let mut t = auth::mint(role, &b.description, now)?;
+    t.record.principal = principal;
+    t.record.minted_by = std::iter::once(actor.token_id.clone())
+        .chain(actor.minted_by.iter().cloned())
+        .take(auth::MAX_LINEAGE)
+        .collect();
     t.record.uses_left = uses;
     t.record.expires =
         ttl.and_then(|secs| now.checked_add(jiff::SignedDuration::from_secs(secs)).ok());
@@ -150,5 +157,6 @@ pub(crate) async fn whoami(
         operator: Access::Operator.allows(actor.role),
         token_id: actor.token_id,
         role: actor.role,
+        principal: actor.principal,
     })
 }

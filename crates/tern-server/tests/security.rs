@@ -1,0 +1,611 @@
+//! The security follow-ups of issue 35, each against the real ternd over loopback: an
+//! attack that once worked, and the check that it no longer does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::Ternd;
+use serde_json::{Value, json};
+
+fn join(t: &Ternd, token: &str, updater_id: &str) -> (u16, Value) {
+    let body = json!({"updater_id": updater_id, "hostname": format!("{updater_id}.example")});
+    t.call(
+        "POST",
+        "/v1/agents/join",
+        Some(token),
+        Some(&body.to_string()),
+    )
+}
+
+fn uses_left(t: &Ternd, token_id: &str) -> Value {
+    t.op("GET", "/v1/tokens", None)
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == token_id)
+        .unwrap()["uses_left"]
+        .clone()
+}
+
+/// Ten parallel joins of one updater_id once spent all three uses of a join token on
+/// one host: the use was spent before the host's record was created and not given back
+/// when another join had won. Now the use, the host record and the credential are one
+/// transaction: one join wins and spends one use; the others are told the host has a
+/// credential and spend nothing.
+#[test]
+fn racing_joins_of_one_host_spend_one_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let created = t.op(
+        "POST",
+        "/v1/tokens",
+        Some(r#"{"role":"join","uses":3,"ttl":"1h"}"#),
+    );
+    let join_token = created["token"].as_str().unwrap().to_string();
+    let join_id = created["id"].as_str().unwrap().to_string();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(10));
+    let handles: Vec<_> = (0..10)
+        .map(|_| {
+            let probe = Ternd::probe(&t.url);
+            let token = join_token.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                join(&probe, &token, "same-host")
+            })
+        })
+        .collect();
+    let answers: Vec<(u16, Value)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let won = answers.iter().filter(|(s, _)| *s == 201).count();
+    assert_eq!(won, 1, "one join wins: {answers:?}");
+    for (s, v) in answers.iter().filter(|(s, _)| *s != 201) {
+        assert_eq!(
+            *s, 409,
+            "the others are told the host has a credential: {v}"
+        );
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("already has a host credential"),
+            "{v}"
+        );
+    }
+    assert_eq!(uses_left(&t, &join_id), 2, "one use spent");
+    for id in ["other-1", "other-2"] {
+        let (s, v) = join(&t, &join_token, id);
+        assert_eq!(s, 201, "the two uses left still join hosts: {v}");
+    }
+    let (s, v) = join(&t, &join_token, "other-3");
+    assert_eq!(s, 401, "{v}");
+}
+
+/// A GitHub-like API on loopback: answers `[]` and keeps every request's
+/// `Authorization` header (empty when none was sent).
+fn fake_github() -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut auth = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if line.to_ascii_lowercase().starts_with("authorization:") {
+                    auth = line["authorization:".len()..].trim().to_string();
+                }
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n[]",
+            );
+            if tx.send(auth).is_err() {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+fn releases_config(api: &str, token_env: &str) -> String {
+    format!(
+        r#"kind: version_control_config
+version: v1
+metadata: {{name: version-control-config}}
+spec:
+  enabled: true
+  releases:
+    github: {{repo: acme/agent, api: "{api}", asset: "agent-{{version}}.tar.gz", token_env: {token_env}}}
+    allow_http: true
+    period: 10m
+    directives:
+      - {{name: prod, version: "1.*", selectors: [{{labels: {{env: prod}}}}], installers: [native]}}
+"#
+    )
+}
+
+/// An operator token once configured the releases controller with `token_env:
+/// DB_PASSWORD` and an API URL of its choosing: ternd sent its database password there
+/// as a bearer token. Now only the variables `--controller-secret-env` names can be
+/// named; a configuration naming another is refused when written, and a stored one
+/// (written under other flags) fails its run without reading the variable.
+#[test]
+fn token_env_reads_only_the_variables_ternds_flags_allow() {
+    let (api, requests) = fake_github();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let env = ["env", "DB_PASSWORD=hunter2", "GITHUB_TOKEN=ghp_allowed"];
+    let plain = ["--insecure-http", "--dev-clock", common::T0];
+    let mut t = Ternd::spawn_via(&env, &dir, &plain);
+    let (s, v) = t.call(
+        "PUT",
+        "/v1/directives/config",
+        Some(&t.token),
+        Some(&releases_config(&api, "DB_PASSWORD")),
+    );
+    assert_eq!(s, 400, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("DB_PASSWORD") && msg.contains("--controller-secret-env"),
+        "{v}"
+    );
+    let (s, v) = t.call("GET", "/v1/directives/config", Some(&t.token), None);
+    assert_eq!(s, 404, "nothing was stored: {v}");
+    t.op("POST", "/v1/dev/controllers", None);
+    assert!(
+        requests
+            .recv_timeout(std::time::Duration::from_millis(500))
+            .is_err(),
+        "no request went to the API"
+    );
+    t.stop();
+
+    let mut allowed = plain.to_vec();
+    allowed.extend(["--controller-secret-env", "GITHUB_TOKEN"]);
+    let mut t = Ternd::spawn_via(&env, &dir, &allowed);
+    // The variable the flag names is sent.
+    t.op(
+        "PUT",
+        "/v1/directives/config",
+        Some(&releases_config(&api, "GITHUB_TOKEN")),
+    );
+    t.op("POST", "/v1/dev/controllers", None);
+    let auth = requests
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap();
+    assert!(auth.contains("ghp_allowed"), "{auth:?}");
+
+    // Restarted without the flag: the stored configuration's run fails, nothing sent.
+    t.stop();
+    let t = Ternd::spawn_via(&env, &dir, &plain);
+    let run = t.op("POST", "/v1/dev/controllers", None);
+    let err = run["status"]["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("--controller-secret-env GITHUB_TOKEN"),
+        "{run}"
+    );
+    assert!(
+        requests
+            .recv_timeout(std::time::Duration::from_millis(500))
+            .is_err(),
+        "no request went to the API"
+    );
+}
+
+/// A viewer token sent 1,150 refused POSTs in about a second; the audit trail then
+/// held only those, and none of a user's suspend and resume before them. Now refused
+/// attempts are kept apart from accepted actions (each the newest 1,000), and admin
+/// requests are rate-limited per token (`--admin-rate`): the flood is cut off with 429
+/// while other tokens go on.
+#[test]
+fn refused_requests_cannot_push_accepted_actions_out_of_the_audit_trail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let user = t.new_token("user");
+    let viewer = t.new_token("viewer");
+    for path in ["/v1/agents/suspend", "/v1/agents/resume"] {
+        let (s, v) = t.call("POST", path, Some(&user), None);
+        assert_eq!(s, 200, "{path}: {v}");
+    }
+    let (mut refused, mut limited) = (0, 0);
+    for _ in 0..1150 {
+        let (s, headers, body) = t.raw("POST", "/v1/agents/suspend", Some(&viewer), None);
+        match s {
+            403 => refused += 1,
+            429 => {
+                limited += 1;
+                assert!(headers.get("retry-after").is_some(), "{body}");
+                assert!(body.contains("--admin-rate"), "{body}");
+            }
+            _ => panic!("{s} {body}"),
+        }
+    }
+    // Another token is not limited by the viewer's flood.
+    let (s, v) = t.call("GET", "/v1/tokens", Some(&t.token), None);
+    assert_eq!(s, 200, "{v}");
+
+    let (s, trail) = t.call("GET", "/v1/audit?limit=1000", Some(&t.token), None);
+    assert_eq!(s, 200, "{trail}");
+    let rows = trail.as_array().unwrap();
+    let accepted: Vec<(&str, &str, u64)> = rows
+        .iter()
+        .filter(|r| r["status"].as_u64().unwrap() < 400)
+        .map(|r| {
+            (
+                r["role"].as_str().unwrap(),
+                r["path"].as_str().unwrap(),
+                r["status"].as_u64().unwrap(),
+            )
+        })
+        .filter(|(role, _, _)| *role == "user")
+        .collect();
+    assert_eq!(
+        accepted,
+        vec![
+            ("user", "/v1/agents/suspend", 200),
+            ("user", "/v1/agents/resume", 200)
+        ],
+        "the user's actions are still in the trail"
+    );
+    assert!(refused >= 500, "the burst is let through: {refused}");
+    assert!(
+        limited > 0,
+        "the flood is cut off: {refused} refused, {limited} limited"
+    );
+    let viewer_rows = rows
+        .iter()
+        .filter(|r| r["role"] == "viewer" && r["status"] == 403)
+        .count();
+    assert_eq!(
+        viewer_rows,
+        refused.min(1000),
+        "the refusals are kept too, within their own bound"
+    );
+    let (_, _, metrics) = t.raw("GET", "/metrics", None, None);
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("tern_admin_rate_limited_total"))
+        .unwrap_or_default();
+    assert_eq!(line, format!("tern_admin_rate_limited_total {limited}"));
+}
+
+const TWO_APPROVALS: &str = r#"kind: version_control_config
+version: v1
+metadata: {name: version-control-config}
+spec:
+  enabled: true
+  promotion: {strategy: manual, approvals: 2, pending_ttl: 1h}
+"#;
+
+const NATIVE: &str =
+    "kind: installer\nversion: v1\nmetadata: {name: native}\nspec: {type: tern-update}\n";
+
+const DRAFT: &str = r#"kind: version_directive
+version: v1
+metadata: {name: static}
+spec:
+  directives:
+    - name: prod
+      selectors: [{labels: {env: prod}}]
+      targets: [{version: "1.2.0"}]
+      installers: [native]
+"#;
+
+/// Mints a token as `by`; (token, id).
+fn mint(t: &Ternd, by: &str, body: Value) -> (String, String) {
+    let (s, v) = t.call("POST", "/v1/tokens", Some(by), Some(&body.to_string()));
+    assert_eq!(s, 201, "{v}");
+    (
+        v["token"].as_str().unwrap().to_string(),
+        v["id"].as_str().unwrap().to_string(),
+    )
+}
+
+fn apply(t: &Ternd, token: &str, nonce: &str) -> (u16, Value) {
+    t.call(
+        "POST",
+        "/v1/directives/apply",
+        Some(token),
+        Some(&json!({ "nonce": nonce }).to_string()),
+    )
+}
+
+/// The attack as reported: with `approvals: 2`, an operator applied with its token,
+/// minted another operator token (no principal given) and applied again with it.
+#[test]
+fn a_token_minted_by_the_first_approver_is_not_a_second_approver() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
+    t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
+    t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
+    let pending = t.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    let nonce = pending["nonce"].as_str().unwrap().to_string();
+    let (s, v) = apply(&t, &t.token, &nonce);
+    assert_eq!((s, &v["applied"]), (200, &json!(false)), "{v}");
+    let (b, _) = mint(&t, &t.token, json!({"role": "operator"}));
+    let (s, v) = apply(&t, &b, &nonce);
+    assert_eq!(s, 409, "the same person, with a second token: {v}");
+    let (s, v) = t.call("GET", "/v1/directives/active", Some(&t.token), None);
+    assert_eq!(s, 404, "not applied: {v}");
+}
+
+/// With `approvals: 2`, an operator applied with token A, minted operator token B and
+/// applied again: the plan was applied on one person's word. Now a token carries the
+/// principal it was minted for and who minted it; a second approval must come from
+/// another principal, with a token that neither minted nor was minted by the first.
+#[test]
+fn a_second_approval_must_come_from_another_principal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let (alice, alice_id) = mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "alice"}),
+    );
+    let (bob, _) = mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "bob"}),
+    );
+    let (alice2, _) = mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "alice"}),
+    );
+    // Alice mints a token for "mallory": it still speaks for her.
+    let (minted, minted_id) = mint(
+        &t,
+        &alice,
+        json!({"role": "operator", "principal": "mallory"}),
+    );
+    // Without a principal, a token is its minter's.
+    let (own, _) = mint(&t, &alice, json!({"role": "operator"}));
+    t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
+    t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
+    t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
+    let pending = t.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    let nonce = pending["nonce"].as_str().unwrap().to_string();
+    let (s, v) = apply(&t, &alice, &nonce);
+    assert_eq!((s, &v["applied"]), (200, &json!(false)), "{v}");
+    for (token, why) in [
+        (&minted, "was minted by token"),
+        (&own, "principal alice already approved"),
+        (&alice2, "principal alice already approved"),
+        (&alice, "already approved"),
+    ] {
+        let (s, v) = apply(&t, token, &nonce);
+        assert_eq!(s, 409, "{why}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains(why) && msg.contains("distinct principals"),
+            "{msg}"
+        );
+    }
+    let (s, v) = t.call("GET", "/v1/directives/active", Some(&t.token), None);
+    assert_eq!(s, 404, "still not applied: {v}");
+    let (s, v) = apply(&t, &bob, &nonce);
+    assert_eq!(
+        (s, &v["applied"]),
+        (200, &json!(true)),
+        "bob is another person: {v}"
+    );
+    let who = t.op("GET", "/v1/whoami", None);
+    assert_eq!(who["principal"], "bootstrap", "{who}");
+    let tokens = t.op("GET", "/v1/tokens", None);
+    let row = |id: &str| {
+        tokens
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row(&minted_id)["principal"], "mallory", "{tokens}");
+    assert_eq!(row(&minted_id)["minted_by"], alice_id.as_str(), "{tokens}");
+    let (s, v) = t.call(
+        "POST",
+        "/v1/tokens",
+        Some(&t.token),
+        Some(r#"{"role":"user","principal":"token:abc"}"#),
+    );
+    assert_eq!(
+        s, 400,
+        "no principal can pass for a token of earlier releases: {v}"
+    );
+}
+
+/// Authenticated answers (tokens, inventory, audit trail) once carried no
+/// `Cache-Control`: a shared proxy or a browser could keep one token's view and serve
+/// it to the next caller. Now every answer to a token says `no-store`; public answers
+/// keep their short `max-age`.
+#[test]
+fn authenticated_answers_are_not_stored_by_caches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    t.put_resource(
+        "version",
+        &common::enabled_version("1.0.0", "1.1.0", "immediate"),
+    );
+    t.reconcile();
+    let agent = t.new_token("agent");
+    let viewer = t.new_token("viewer");
+    for (method, path, token) in [
+        ("GET", "/v1/whoami", &viewer),
+        ("GET", "/v1/tokens", &t.token),
+        ("GET", "/v1/inventory", &viewer),
+        ("GET", "/v1/audit", &viewer),
+        ("GET", "/v1/resources/version", &viewer),
+        ("POST", "/v1/agents/suspend", &viewer),
+    ] {
+        let (s, headers, body) = t.raw(method, path, Some(token), None);
+        assert!(s == 200 || s == 403, "{method} {path}: {s} {body}");
+        assert_eq!(
+            headers.get("cache-control").map(|v| v.to_str().unwrap()),
+            Some("no-store"),
+            "{method} {path}"
+        );
+    }
+    let beat = json!({"updater_id": "h1", "group": "default", "version": "1.0.0"});
+    let (s, headers, body) = t.raw(
+        "POST",
+        "/v1/agents/heartbeat",
+        Some(&agent),
+        Some(&beat.to_string()),
+    );
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(headers.get("cache-control").unwrap(), "no-store");
+    let (s, headers, _) = t.raw(
+        "GET",
+        "/v1/webapi/find?group=default&updater_id=h1",
+        None,
+        None,
+    );
+    assert_eq!(s, 200);
+    assert!(
+        headers
+            .get("cache-control")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .contains("max-age"),
+        "public answers keep their max-age"
+    );
+}
+
+/// A local-script installer with `env: {LD_PRELOAD: …}` (or PATH, BASH_ENV, TERN_…)
+/// was stored and offered to hosts, which refused it only at install time, host by
+/// host. Now it is refused when the installer is written, naming the field.
+#[test]
+fn reserved_environment_names_are_refused_when_the_installer_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    for name in [
+        "PATH",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "BASH_ENV",
+        "TERN_TARGET_VERSION",
+        "IFS",
+    ] {
+        let installer = format!(
+            "kind: installer\nversion: v1\nmetadata: {{name: script}}\nspec:\n  type: local-script\n  local_script:\n    env: {{{name}: evil.so}}\n    script: 'true'\n"
+        );
+        let (s, v) = t.call(
+            "PUT",
+            "/v1/directives/installers/script",
+            Some(&t.token),
+            Some(&installer),
+        );
+        assert_eq!(s, 400, "{name}: {v}");
+        let msg = v.to_string();
+        assert!(
+            msg.contains(&format!("spec.local_script.env.{name}")) && msg.contains("reserved"),
+            "{msg}"
+        );
+    }
+    let (s, v) = t.call(
+        "GET",
+        "/v1/directives/installers/script",
+        Some(&t.token),
+        None,
+    );
+    assert_eq!(s, 404, "nothing was stored: {v}");
+    // A name of the installer's own is still fine.
+    t.op(
+        "PUT",
+        "/v1/directives/installers/script",
+        Some("kind: installer\nversion: v1\nmetadata: {name: script}\nspec:\n  type: local-script\n  local_script:\n    env: {AGENT_VERSION: '{target.version}'}\n    script: 'true'\n"),
+    );
+}
+
+/// Heartbeats once said nothing of a host's trust: an operator could not list the hosts
+/// that install unsigned releases. Now a heartbeat says whether the host pins a release
+/// root and which version, the inventory shows it, and `--require-trust` refuses the
+/// heartbeats and finds of hosts that pin none (or do not say) with a clear error.
+#[test]
+fn the_inventory_shows_which_hosts_pin_a_root_and_require_trust_refuses_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let mut t = Ternd::dev(&dir);
+    t.put_resource(
+        "version",
+        &common::enabled_version("1.0.0", "1.1.0", "immediate"),
+    );
+    t.reconcile();
+    let agent = t.new_token("agent");
+    let pinned = json!({"trust": {"pinned": true, "root_version": 2}});
+    let unpinned = json!({"trust": {"pinned": false}});
+    t.heartbeat_with(&agent, "pinned", "default", "1.0.0", pinned.clone());
+    t.heartbeat_with(&agent, "unpinned", "default", "1.0.0", unpinned.clone());
+    t.heartbeat_with(&agent, "silent", "default", "1.0.0", json!({}));
+    let inv = t.op("GET", "/v1/inventory", None);
+    let trust = |id: &str| {
+        inv["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["updater_id"] == id)
+            .unwrap()["trust"]
+            .clone()
+    };
+    assert_eq!(
+        trust("pinned"),
+        json!({"pinned": true, "root_version": 2}),
+        "{inv}"
+    );
+    assert_eq!(trust("unpinned"), json!({"pinned": false}), "{inv}");
+    assert_eq!(trust("silent"), Value::Null, "unknown: {inv}");
+    t.stop();
+
+    let t = Ternd::start(&dir, &["--dev-clock", common::T0, "--require-trust"]);
+    for (id, extra, why) in [
+        ("unpinned", unpinned, "pins no release root"),
+        ("silent", json!({}), "does not say"),
+    ] {
+        let mut body = json!({"updater_id": id, "group": "default", "version": "1.0.0"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let (s, v) = t.call(
+            "POST",
+            "/v1/agents/heartbeat",
+            Some(&agent),
+            Some(&body.to_string()),
+        );
+        assert_eq!(s, 403, "{id}: {v}");
+        assert_eq!(v["error"]["code"], "trust_required", "{v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(why) && msg.contains("--trust-root"), "{msg}");
+    }
+    t.heartbeat_with(&agent, "pinned", "default", "1.0.0", pinned);
+    let (s, v) = t.call(
+        "GET",
+        "/v1/webapi/find?group=default&updater_id=unpinned&version=1.0.0",
+        None,
+        None,
+    );
+    assert_eq!(s, 403, "{v}");
+    assert_eq!(v["error"]["code"], "trust_required", "{v}");
+    let (s, v) = t.call(
+        "GET",
+        "/v1/webapi/find?group=default&updater_id=pinned&version=1.0.0&trust_root=2",
+        None,
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+}
