@@ -710,6 +710,61 @@ fn hosts_that_vanish_do_not_remove_the_canary_gate() {
     assert_eq!(st["alerts"][0]["kind"], "agents_vanished", "{st}");
 }
 
+/// A restart is not a vanished fleet: right after ternd restarts its report has seen
+/// none of the hosts yet, and no alert is raised from that (before, `agents_vanished`
+/// fired and paged at once). Once it has warmed up, hosts that really are gone raise
+/// it as before.
+#[test]
+fn a_restart_raises_no_alert_before_the_hosts_are_observed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut t = Ternd::dev(&data);
+    let agent = t.new_token("agent");
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
+    let beat = |t: &Ternd| {
+        for id in ["c1", "c2", "c3"] {
+            t.heartbeat(&agent, id, "dev", "1.0.0");
+        }
+    };
+    beat(&t);
+    t.reconcile();
+    t.advance("2m");
+    beat(&t);
+    t.reconcile();
+    let v = t.op(
+        "POST",
+        "/v1/agents/start-update",
+        Some(&json!({"groups": ["dev"], "force": true}).to_string()),
+    );
+    assert_eq!(v["groups"][0]["to"], "active", "{v}");
+    t.advance("1m");
+    beat(&t);
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["peak_count"], 3, "{r}");
+    let now = t.advance("0s");
+
+    t.stop();
+    let t = Ternd::start(&data, &["--dev-clock", &now]);
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["state"], "active", "{r}");
+    assert_eq!(dev["last_update_reason"], "waiting_for_reports", "{r}");
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(
+        st["alerts"],
+        json!([]),
+        "no alert from unobserved hosts: {st}"
+    );
+
+    // Warmed up (a heartbeat interval and a report period later), nobody came back.
+    t.advance("5m");
+    t.reconcile();
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["alerts"][0]["kind"], "agents_vanished", "{st}");
+}
+
 /// Host typos are not silent: a heartbeat presenting a group the rollout lacks is told
 /// so (with the catch-all serving it), inventory and report flag it, and a metric
 /// counts such agents. An empty group is "no group", not a typo.
