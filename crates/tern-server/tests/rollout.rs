@@ -765,6 +765,53 @@ fn a_restart_raises_no_alert_before_the_hosts_are_observed() {
     assert_eq!(st["alerts"][0]["kind"], "agents_vanished", "{st}");
 }
 
+/// A group that waits for canaries says why and until when: its only host is known
+/// since 09:55, so with the default 10-minute canary tenure it becomes a candidate at
+/// 10:05; the status shows "0 eligible canaries; host-a eligible at 10:05" (ternctl
+/// renders `canary_wait`). At 10:05 it is picked.
+#[test]
+fn a_group_waiting_for_canaries_says_when_a_host_becomes_eligible() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let agent = t.new_token("agent");
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
+    t.set_clock("2026-11-23T09:55:00Z");
+    let beat = || t.heartbeat_with(&agent, "a1", "dev", "1.0.0", json!({"hostname": "host-a"}));
+    beat();
+    for _ in 0..5 {
+        t.advance("1m");
+        beat();
+        t.reconcile();
+    }
+    let st = t.op("GET", "/v1/agents/status", None);
+    let dev = &st["groups"][0];
+    assert_eq!(dev["state"], "canary", "{st}");
+    assert_eq!(dev["last_update_reason"], "waiting_for_canaries", "{st}");
+    assert_eq!(dev["eligible_canaries"], 0, "{st}");
+    assert_eq!(dev["canary_eligible"]["hostname"], "host-a", "{st}");
+    assert_eq!(dev["canary_eligible"]["at"], "2026-11-23T10:05:00Z", "{st}");
+    // In words, as ternctl prints it and the dashboard shows it.
+    assert!(
+        dev["canary_wait"]
+            .as_str()
+            .unwrap()
+            .starts_with("0 eligible canaries; host-a eligible at 10:05 UTC"),
+        "{st}"
+    );
+    // 10:05: a candidate now, picked.
+    for _ in 0..5 {
+        t.advance("1m");
+        beat();
+        t.reconcile();
+    }
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["canaries"][0]["updater_id"], "a1", "{r}");
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert!(st["groups"][0].get("canary_eligible").is_none(), "{st}");
+}
+
 /// Host typos are not silent: a heartbeat presenting a group the rollout lacks is told
 /// so (with the catch-all serving it), inventory and report flag it, and a metric
 /// counts such agents. An empty group is "no group", not a typo.

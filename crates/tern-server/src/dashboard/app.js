@@ -369,7 +369,8 @@
       ? g.canaries.map((c) => el('div', { 'data-canary': c.updater_id },
         (c.hostname || c.updater_id) + ' ',
         c.failed ? badge('failed', 'bad') : c.success ? badge('healthy on target', 'ok') : badge('pending', 'warn')))
-      : (g.canary_count > 0 ? el('span', { class: 'muted' }, g.canary_count + ' to pick') : '—');
+      : g.canary_wait ? el('span', { class: 'muted', 'data-canary-wait': g.name }, g.canary_count + ' to pick: ' + g.canary_wait)
+        : (g.canary_count > 0 ? el('span', { class: 'muted' }, g.canary_count + ' to pick') : '—');
     const named = (v) => v === '' ? '(not said)' : v;
     const coverage = (g.canary_coverage || []).map((c) => el('div', { class: 'muted', 'data-coverage': c.attribute },
       c.attribute + ': covers ' + c.covered.map(named).join(', '),
