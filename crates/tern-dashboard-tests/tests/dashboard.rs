@@ -365,6 +365,16 @@ async fn the_dashboard_in_a_real_browser() {
         outlook.starts_with("after_earlier_groups: ") && outlook.contains("dev, staging"),
         "{outlook}"
     );
+    // Titled by its hostname, not its updater id.
+    let title = b
+        .wait_js(
+            "the host's title",
+            "const t = document.getElementById('host-title'); return t && !t.textContent.startsWith('Host ') && t.textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(title, json!(hostname(prod_host)));
 
     // The canary that updated: its history, newest first.
     goto_hash(&b, &format!("#/host/{canary}")).await;

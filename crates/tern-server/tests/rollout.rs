@@ -799,6 +799,14 @@ fn a_group_waiting_for_canaries_says_when_a_host_becomes_eligible() {
             .starts_with("0 eligible canaries; host-a eligible at 10:05 UTC"),
         "{st}"
     );
+    // The host page's forecast says the same for the host itself.
+    let host = t.op("GET", "/v1/inventory/a1", None);
+    let summary = host["forecast"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("waits for canary candidates (none picked yet)")
+            && summary.contains("this host may be picked from 2026-11-23 10:05 UTC"),
+        "{host}"
+    );
     // 10:05: a candidate now, picked.
     for _ in 0..5 {
         t.advance("1m");

@@ -274,11 +274,16 @@
     host: {
       mount(params, id) {
         return el('section', {}, el('p', {}, el('a', { href: '#/inventory' }, '← inventory')),
-          el('h1', {}, 'Host ', id), el('div', { id: 'content' }, el('p', { class: 'muted' }, 'loading…')));
+          el('h1', { id: 'host-title' }, 'Host ', id), el('div', { id: 'content' }, el('p', { class: 'muted' }, 'loading…')));
       },
       async update(box, params, id) {
         const h = await api('GET', '/v1/inventory/' + encodeURIComponent(id));
         const a = h.agent;
+        // Titled by what people call the host; the updater id stays below (and in the URL).
+        const title = document.getElementById('host-title');
+        if (title && a.hostname) {
+          title.textContent = a.hostname;
+        }
         const f = h.forecast;
         const dl = (pairs) => el('dl', {}, pairs.filter((p) => p).map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
         box.replaceChildren(
