@@ -105,6 +105,10 @@ pub struct ApplyArgs {
     /// input); any metadata.revision in it is ignored.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     file: PathBuf,
+    /// Apply a config even though it removes groups the current one has (without it,
+    /// apply names them and writes nothing).
+    #[arg(long)]
+    yes: bool,
 }
 
 #[derive(Args)]
@@ -375,7 +379,7 @@ pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {
     match cmd {
         ApiCommand::Get(a) => get(a, g),
         ApiCommand::Create(a) => create(a, g),
-        ApiCommand::Apply(a) => apply::apply(&a.file, g),
+        ApiCommand::Apply(a) => apply::apply(&a.file, a.yes, g),
         ApiCommand::Edit(a) => match a.kind {
             WritableKind::Config => apply::edit("autoupdate_config", "/v1/resources/config", g),
             WritableKind::Version => apply::edit("autoupdate_version", "/v1/resources/version", g),

@@ -725,6 +725,57 @@ fn apply_creates_or_updates_without_revisions() {
     );
 }
 
+/// `apply -f` of a config that drops groups says which and writes nothing without
+/// `--yes` (issue 37: staging and prod vanished silently); a mistake in the file is
+/// refused before any write, pointing at its YAML line as `create -f` does.
+#[test]
+fn apply_names_the_groups_it_removes_and_points_at_yaml_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let file = tmp.path().join("config.yaml");
+    std::fs::write(&file, config()).unwrap();
+    let f = file.to_str().unwrap();
+    ok(&s, &["apply", "-f", f]);
+    let before = revision(&s);
+
+    // Only dev left: staging and prod would go.
+    let full = config();
+    let dev_only: String = {
+        let cut = full.find("- name: staging").unwrap();
+        full[..cut].trim_end().to_string() + "\n"
+    };
+    std::fs::write(&file, &dev_only).unwrap();
+    let o = ctl(&s, &["apply", "-f", f]);
+    assert!(!o.ok, "{}", o.stdout);
+    assert!(
+        o.stderr.contains("removes the groups staging, prod") && o.stderr.contains("--yes"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(revision(&s), before, "nothing written");
+    let out = ok(&s, &["apply", "-f", f, "--yes"]);
+    assert!(out.starts_with("autoupdate_config updated"), "{out}");
+    assert!(!ok(&s, &["get", "config"]).contains("staging"));
+
+    // A typo'd field: refused before writing, with its line.
+    let broken = config().replace("start_hour: 12", "start_hur: 12");
+    let line = broken
+        .lines()
+        .position(|l| l.contains("start_hur"))
+        .unwrap()
+        + 1;
+    std::fs::write(&file, &broken).unwrap();
+    let o = ctl(&s, &["apply", "-f", f, "--yes"]);
+    assert!(!o.ok);
+    assert!(
+        o.stderr.contains("start_hur") && o.stderr.contains(&format!("line {line}")),
+        "{}",
+        o.stderr
+    );
+    let c = ctl(&s, &["create", "-f", f]);
+    assert!(!c.ok && c.stderr.contains(&format!("line {line}")), "create -f: {}", c.stderr);
+}
+
 #[test]
 fn edit_applies_the_edited_resource_at_the_revision_it_read() {
     let tmp = tempfile::tempdir().unwrap();
