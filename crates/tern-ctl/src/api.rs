@@ -208,6 +208,9 @@ pub enum AgentsCommand {
     Resume,
     /// Roll out VERSION: from the current target (or --current-version) to VERSION.
     NewRollout {
+        /// The version to roll out (semver, e.g. 1.1.0): the new target. Hosts install
+        /// it group by group, in their windows, canaries first; with a trust root
+        /// ternd checks it is signed.
         #[arg(value_name = "VERSION")]
         version: String,
         /// The version agents run now (default: the current target).

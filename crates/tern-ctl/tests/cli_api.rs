@@ -773,7 +773,11 @@ fn apply_names_the_groups_it_removes_and_points_at_yaml_lines() {
         o.stderr
     );
     let c = ctl(&s, &["create", "-f", f]);
-    assert!(!c.ok && c.stderr.contains(&format!("line {line}")), "create -f: {}", c.stderr);
+    assert!(
+        !c.ok && c.stderr.contains(&format!("line {line}")),
+        "create -f: {}",
+        c.stderr
+    );
 }
 
 #[test]

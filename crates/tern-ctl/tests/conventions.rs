@@ -31,6 +31,11 @@ fn man_pages_cover_every_level_of_subcommand() {
             ("ternctl-agents.1", "The agent rollout: status, report"),
             ("ternctl.1", "admin CLI and offline rollout planner"),
             ("ternctl-agents-start-update.1", "Start groups now"),
+            // VERSION had no help at all (issue 37).
+            (
+                "ternctl-agents-new-rollout.1",
+                "The version to roll out (semver",
+            ),
             ("ternctl-plan.1", "Run the rollout logic offline on files"),
             (
                 "ternctl-tokens-create.1",
