@@ -547,6 +547,42 @@ fn connection_errors_say_what_to_try() {
     );
     assert!(o.ok, "{}", o.stderr);
 
+    // ternd serving a CA certificate as its own (what a bare `openssl req -x509`
+    // makes): rustls refuses it as CaUsedAsEndEntity, and the hint says what to do.
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let ca_cert = params.self_signed(&key).unwrap();
+    let (ca_file, ca_key) = (tmp.path().join("ca.crt"), tmp.path().join("ca.key"));
+    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    std::fs::write(&ca_key, key.serialize_pem()).unwrap();
+    let (ca_file, ca_key) = (ca_file.to_str().unwrap(), ca_key.to_str().unwrap());
+    let wrong = start_with(
+        &tmp.path().join("ca-as-server"),
+        &["--tls-cert", ca_file, "--tls-key", ca_key],
+    );
+    let port = wrong.url.rsplit(':').next().unwrap().to_string();
+    let o = bare(
+        &[
+            "--server",
+            &format!("https://localhost:{port}"),
+            "agents",
+            "status",
+        ],
+        &[
+            ("TERN_TOKEN_FILE", wrong.token_file.to_str().unwrap()),
+            ("TERN_CA_CERT", ca_file),
+        ],
+    );
+    assert!(
+        !o.ok
+            && o.stderr.contains("CaUsedAsEndEntity")
+            && o.stderr.contains("is a CA certificate")
+            && o.stderr.contains("quickstart.md, 2.2"),
+        "{}",
+        o.stderr
+    );
+
     // https:// to a ternd serving plain HTTP.
     let plain = start(&tmp.path().join("plain"));
     let err = fails(
