@@ -47,3 +47,31 @@ fn man_pages_cover_every_level_of_subcommand() {
         ],
     );
 }
+
+/// `ternctl man DIR`: the pages from the binary one has, no xtask needed (visible in
+/// the help, not only the hidden `__man`).
+#[test]
+fn man_writes_the_pages_into_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(ternctl())
+        .arg("man")
+        .arg(dir.path().join("man1"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for page in ["ternctl.1", "ternctl-agents-status.1", "ternctl-man.1"] {
+        assert!(dir.path().join("man1").join(page).is_file(), "{page}");
+    }
+    let help = std::process::Command::new(ternctl())
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("man "),
+        "man is listed in the help"
+    );
+}
