@@ -242,6 +242,9 @@ pub struct GroupStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Timestamp>,
     pub last_update_reason: String,
+    /// `last_update_reason` in a sentence ([`crate::reason::sentence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_reason_text: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Timestamp>,
     /// Connected agents now (from the live reports).

@@ -188,6 +188,8 @@ fn group_statuses(
                 catch_all: i == last,
                 start_time: g.start_time,
                 last_update_reason: g.last_update_reason.clone(),
+                last_update_reason_text: crate::reason::sentence(&g.last_update_reason)
+                    .map(str::to_string),
                 last_update_time: g.last_update_time,
                 present: c.present,
                 up_to_date: c.up_to_date,

@@ -247,6 +247,12 @@ async fn the_dashboard_in_a_real_browser() {
         dev.contains("healthy on target") && dev.contains("pending"),
         "{dev}"
     );
+    // The reason code comes with its sentence.
+    assert!(
+        dev.contains("waiting_for_canaries")
+            && dev.contains("its canaries have not all reported the target healthy yet"),
+        "{dev}"
+    );
     // What the canaries cover, and staging's topology limit, from the status.
     let cover = b
         .wait_js(

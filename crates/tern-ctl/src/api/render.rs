@@ -386,6 +386,7 @@ mod tests {
             catch_all: false,
             start_time: None,
             last_update_reason: String::new(),
+            last_update_reason_text: None,
             last_update_time: None,
             present: 20,
             up_to_date: 10,
