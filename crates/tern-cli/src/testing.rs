@@ -65,7 +65,9 @@ pub fn check_completions(bin: &Path, prefix: &[&str], subcommands: &[&str]) {
         for sub in subcommands {
             assert!(words.contains(sub), "{shell}: {sub} is not offered");
         }
-        assert!(!script.contains(crate::MAN_ARG), "{shell}: offers __man");
+        // As a word of its own: a visible `man` subcommand is spelled `BIN__man` in
+        // clap_complete's function names, which offers nothing.
+        assert!(!words.contains(&crate::MAN_ARG), "{shell}: offers __man");
         let file = dir.path().join(format!("{name}.{shell}"));
         std::fs::write(&file, &script).unwrap();
         syntax_check(shell, &file);

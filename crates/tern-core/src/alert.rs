@@ -56,12 +56,45 @@ pub mod kind {
     pub const DIRECTIVE_VERSIONS_OUTDATED: &str = "directive_versions_outdated";
 }
 
+/// The kinds whose condition is read from the hosts' reports (counts, canaries):
+/// while a replica warms up after a start its reports do not hold all its hosts yet,
+/// so these are neither raised nor cleared then.
+const OBSERVED: [&str; 5] = [
+    kind::CANARY_FAILED,
+    kind::INSTALL_REFUSED,
+    kind::GROUP_HALTED,
+    kind::AGENTS_VANISHED,
+    kind::REPORTS_MISSING,
+];
+
 /// The alerts that hold for `groups` at `now`, each keeping the `since` of the same
-/// alert (kind and group) in `previous`.
-pub fn evaluate(groups: &[RolloutGroup], previous: &[Alert], now: Timestamp) -> Vec<Alert> {
+/// alert (kind and group) in `previous`. `warming_up`: some live report comes from a
+/// replica that has not observed all its hosts yet (just started); then an alert read
+/// from the reports stays as it was in `previous`, never raised from state nobody has
+/// observed (a restart must not page "agents vanished") nor cleared on partial counts.
+pub fn evaluate(
+    groups: &[RolloutGroup],
+    previous: &[Alert],
+    now: Timestamp,
+    warming_up: bool,
+) -> Vec<Alert> {
     let mut alerts = Vec::new();
     for g in groups {
+        if warming_up {
+            alerts.extend(
+                previous
+                    .iter()
+                    .filter(|a| {
+                        a.group.as_deref() == Some(g.name.as_str())
+                            && OBSERVED.contains(&a.kind.as_str())
+                    })
+                    .cloned(),
+            );
+        }
         for (kind, message) in group_alerts(g, now) {
+            if warming_up && OBSERVED.contains(&kind) {
+                continue;
+            }
             let since = previous
                 .iter()
                 .find(|a| a.kind == kind && a.group.as_deref() == Some(g.name.as_str()))
@@ -255,7 +288,7 @@ mod tests {
     #[test]
     fn each_condition_raises_its_alert_and_clears_when_it_ends() {
         let at = ts("2026-11-23T13:00:00Z");
-        assert!(evaluate(&[group(GroupState::Active)], &[], at).is_empty());
+        assert!(evaluate(&[group(GroupState::Active)], &[], at, false).is_empty());
 
         let mut canary = group(GroupState::Canary);
         canary.canaries = vec![Canary {
@@ -264,27 +297,33 @@ mod tests {
             failed: true,
             ..Canary::default()
         }];
-        let raised = evaluate(std::slice::from_ref(&canary), &[], at);
+        let raised = evaluate(std::slice::from_ref(&canary), &[], at, false);
         assert_eq!(kinds(&raised), [kind::CANARY_FAILED]);
         assert!(raised[0].message.contains("web-1"), "{}", raised[0].message);
         // The canary recovers: the alert is gone (cleared).
         canary.canaries[0].failed = false;
-        assert!(evaluate(&[canary], &raised, at).is_empty());
+        assert!(evaluate(&[canary], &raised, at, false).is_empty());
 
         let mut failing = group(GroupState::Active);
         failing.failed_count = 3; // above 10% of 20
-        assert_eq!(kinds(&evaluate(&[failing], &[], at)), [kind::GROUP_HALTED]);
+        assert_eq!(
+            kinds(&evaluate(&[failing], &[], at, false)),
+            [kind::GROUP_HALTED]
+        );
         let mut halted = group(GroupState::Active);
         halted.last_update_reason = reason::TOO_MANY_AGENTS_MISSING.into();
-        assert_eq!(kinds(&evaluate(&[halted], &[], at)), [kind::GROUP_HALTED]);
+        assert_eq!(
+            kinds(&evaluate(&[halted], &[], at, false)),
+            [kind::GROUP_HALTED]
+        );
         let mut vanished = group(GroupState::Canary);
         vanished.last_update_reason = reason::AGENTS_VANISHED.into();
         assert_eq!(
-            kinds(&evaluate(&[vanished], &[], at)),
+            kinds(&evaluate(&[vanished], &[], at, false)),
             [kind::AGENTS_VANISHED]
         );
         assert_eq!(
-            kinds(&evaluate(&[group(GroupState::Rolledback)], &[], at)),
+            kinds(&evaluate(&[group(GroupState::Rolledback)], &[], at, false)),
             [kind::ROLLBACK]
         );
     }
@@ -292,11 +331,29 @@ mod tests {
     #[test]
     fn overdue_after_alert_after_keeping_since_while_it_holds() {
         let g = group(GroupState::Active);
-        assert!(evaluate(std::slice::from_ref(&g), &[], ts("2026-11-23T15:59:00Z")).is_empty());
-        let first = evaluate(std::slice::from_ref(&g), &[], ts("2026-11-23T16:00:00Z"));
+        assert!(
+            evaluate(
+                std::slice::from_ref(&g),
+                &[],
+                ts("2026-11-23T15:59:00Z"),
+                false
+            )
+            .is_empty()
+        );
+        let first = evaluate(
+            std::slice::from_ref(&g),
+            &[],
+            ts("2026-11-23T16:00:00Z"),
+            false,
+        );
         assert_eq!(kinds(&first), [kind::GROUP_OVERDUE]);
         assert_eq!(first[0].since, ts("2026-11-23T16:00:00Z"));
-        let later = evaluate(std::slice::from_ref(&g), &first, ts("2026-11-23T17:00:00Z"));
+        let later = evaluate(
+            std::slice::from_ref(&g),
+            &first,
+            ts("2026-11-23T17:00:00Z"),
+            false,
+        );
         assert_eq!(later, first, "the same alert, raised at the same instant");
         assert!(newly_raised(&first, &later).is_empty());
         assert_eq!(newly_raised(&[], &later).len(), 1);
@@ -305,7 +362,8 @@ mod tests {
             evaluate(
                 &[group(GroupState::Done)],
                 &later,
-                ts("2026-11-23T18:00:00Z")
+                ts("2026-11-23T18:00:00Z"),
+                false
             )
             .is_empty()
         );

@@ -242,6 +242,9 @@ pub struct GroupStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Timestamp>,
     pub last_update_reason: String,
+    /// `last_update_reason` in a sentence ([`crate::reason::sentence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_reason_text: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Timestamp>,
     /// Connected agents now (from the live reports).
@@ -272,9 +275,45 @@ pub struct GroupStatus {
     /// Its topology limits and how each label value stands (only with limits).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub topology: Vec<TopologyStatus>,
+    /// While it waits for canaries (in canary, none picked yet): how many hosts the
+    /// live reports offer as candidates (each replica offers at most a sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eligible_canaries: Option<u64>,
+    /// With no candidate: the host that becomes one first, once known for the
+    /// canary tenure (`ternd start --canary-tenure`), and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_eligible: Option<crate::resource::CanaryEligible>,
+    /// The two above in words ([`GroupStatus::canary_wait`]), as ternctl prints them,
+    /// for the dashboard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_wait: Option<String>,
 }
 
 impl GroupStatus {
+    /// Why a group in canary has picked none yet, for people: "0 eligible canaries;
+    /// host-a eligible at 09:53 UTC", or `None` when it is not waiting for candidates.
+    pub fn canary_wait(&self) -> Option<String> {
+        let n = self.eligible_canaries?;
+        if n > 0 {
+            return Some(format!(
+                "{n} eligible canar{}; picked at the next reconcile",
+                if n == 1 { "y" } else { "ies" }
+            ));
+        }
+        Some(match &self.canary_eligible {
+            Some(e) => format!(
+                "0 eligible canaries; {} eligible at {} UTC (a host must be known for the canary tenure, `ternd start --canary-tenure`, before it may be a canary)",
+                if e.hostname.is_empty() {
+                    &e.updater_id
+                } else {
+                    &e.hostname
+                },
+                e.at.strftime("%H:%M")
+            ),
+            None => "0 eligible canaries: no enabled host of the group is connected".to_string(),
+        })
+    }
+
     /// How its canaries stand, for people: see [`crate::canary::summary`].
     pub fn canary_summary(&self) -> String {
         crate::canary::summary(&self.canaries, self.canary_count)

@@ -128,6 +128,9 @@ pub struct HostState<'a> {
     pub version: &'a str,
     /// The version it tried, failed and rolled back (it skips it), if any.
     pub failed_version: Option<&'a str>,
+    /// When it may first be picked as a canary (the server has known it for the canary
+    /// tenure), if that is still ahead.
+    pub canary_eligible_at: Option<Timestamp>,
 }
 
 /// The forecast for the host find's `inputs` describe (the instant is theirs), running
@@ -197,7 +200,7 @@ pub fn forecast(
         describe_group(&mut f, rollout, g, updater_id, peers, now);
     }
     f.outlook = outlook(&f, &decision, host, inputs);
-    f.summary = summary(&f, rollout.zip(served).map(|(_, g)| g));
+    f.summary = summary(&f, rollout.zip(served).map(|(_, g)| g), host);
     f
 }
 
@@ -346,7 +349,7 @@ fn earliest_start(
         })
 }
 
-fn summary(f: &Forecast, g: Option<&RolloutGroup>) -> String {
+fn summary(f: &Forecast, g: Option<&RolloutGroup>, host: HostState<'_>) -> String {
     let target = f.target_version.as_deref().unwrap_or("?");
     let group = g.map_or("", |g| g.name.as_str());
     let when =
@@ -396,6 +399,16 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>) -> String {
                 "the group first tests canaries"
             } else {
                 "no"
+            }
+        ),
+        Outlook::AfterCanaries if g.is_some_and(|g| g.canaries.is_empty()) => format!(
+            "group {group} waits for canary candidates (none picked yet){}; this host follows to {target} once they pass",
+            match host.canary_eligible_at {
+                Some(at) => format!(
+                    "; this host may be picked from {} UTC, once ternd has known it for the canary tenure",
+                    at.strftime("%Y-%m-%d %H:%M")
+                ),
+                None => String::new(),
             }
         ),
         Outlook::AfterCanaries => format!(
@@ -491,6 +504,7 @@ mod tests {
             HostState {
                 version,
                 failed_version: None,
+                canary_eligible_at: None,
             },
             peers,
         )
@@ -668,6 +682,7 @@ mod tests {
             HostState {
                 version,
                 failed_version,
+                canary_eligible_at: None,
             },
             [],
         )

@@ -11,8 +11,8 @@ use crate::backpressure::{Lowest, UpdaterNumeral, keep_lowest};
 use crate::canary::{self, Attribute};
 use crate::reconcile::Needs;
 use crate::resource::{
-    ConnectedAgent, GroupReport, Omitted, ReportSpec, TopologyReport, TopologyValueReport,
-    VersionReport,
+    CanaryEligible, ConnectedAgent, GroupReport, Omitted, ReportSpec, TopologyReport,
+    TopologyValueReport, VersionReport,
 };
 use crate::version::normalize;
 use crate::wire::{Heartbeat, UpdaterStatus};
@@ -354,6 +354,7 @@ pub fn build_report<A: AgentView>(
             })
             .collect(),
         canary_candidates: BTreeMap::new(),
+        canary_eligible: BTreeMap::new(),
         canaries: Vec::new(),
         topology: BTreeMap::new(),
         warming_up: false,
@@ -415,14 +416,19 @@ where
     let mut spec = build_report(now, agents.clone(), report_period);
     if let Some(needs) = needs {
         spec.topology = topology_report(agents.clone(), needs, now, report_period, pinned);
+        let tenure = report_period.max(canary_tenure);
         spec.canary_candidates = canary_candidates(
-            agents,
+            agents.clone(),
             needs,
             now,
-            report_period.max(canary_tenure),
+            tenure,
             CANARY_CANDIDATES_PER_GROUP,
             rng,
         );
+        spec.canary_eligible = canary_eligible(agents, needs, now, tenure)
+            .into_iter()
+            .filter(|(g, _)| !spec.canary_candidates.contains_key(g))
+            .collect();
         spec.canaries = canaries_seen(needs, lookup);
     }
     spec
@@ -615,6 +621,55 @@ pub fn canary_candidates<A: AgentView, R: RngCore + ?Sized>(
         sample.sort_by(|a, b| a.updater_id.cmp(&b.updater_id));
         if !sample.is_empty() {
             out.insert(group.to_string(), sample);
+        }
+    }
+    out
+}
+
+/// Per group of [`Needs::canary_candidates`], the host that would be a candidate but
+/// for its tenure (known for less than `min_presence`) and becomes one first: when.
+/// The operator sees it while a group waits for canaries. Pinned and disabled hosts
+/// never become candidates by waiting and are left out.
+pub fn canary_eligible<A: AgentView>(
+    agents: impl IntoIterator<Item = A>,
+    needs: &Needs,
+    now: Timestamp,
+    min_presence: SignedDuration,
+) -> BTreeMap<String, CanaryEligible> {
+    let mut out: BTreeMap<String, CanaryEligible> = BTreeMap::new();
+    if needs.canary_candidates.is_empty() {
+        return out;
+    }
+    for agent in agents {
+        if agent.settled(now, min_presence) || agent.model() != Model::Rollout {
+            continue;
+        }
+        for g in &needs.canary_candidates {
+            if !needs.groups.serves(g, agent.group()) {
+                continue;
+            }
+            let one = [agent.connected()];
+            if canary::candidates(&one, g, &needs.groups, &needs.target).is_empty() {
+                continue;
+            }
+            let at = agent
+                .first_seen()
+                .saturating_add(min_presence)
+                .unwrap_or(now);
+            let [c] = one;
+            let sooner = out
+                .get(g)
+                .is_none_or(|e| (at, c.updater_id.as_str()) < (e.at, e.updater_id.as_str()));
+            if sooner {
+                out.insert(
+                    g.clone(),
+                    CanaryEligible {
+                        updater_id: c.updater_id,
+                        hostname: c.hostname,
+                        at,
+                    },
+                );
+            }
         }
     }
     out

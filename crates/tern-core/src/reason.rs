@@ -57,3 +57,101 @@ pub const ANALYSIS_FAILED: &str = "analysis_failed";
 /// The canary analysis could not judge (Prometheus unreachable, a query error, no
 /// data): the group holds in canary until it can (fail closed).
 pub const ANALYSIS_HELD: &str = "analysis_held";
+
+/// What a reason code means, in one sentence for people (the dashboard shows it beside
+/// the code, and the status JSON carries it as `last_update_reason_text`). `None` for a
+/// code this version does not know.
+pub fn sentence(code: &str) -> Option<&'static str> {
+    Some(match code {
+        CREATED => "the rollout was just created",
+        CAN_START => "it may start, but another group started in the same pass",
+        CANNOT_START => "its window is closed: it waits for the next one",
+        PREVIOUS_GROUPS_NOT_DONE => "it waits for the groups before it to be done",
+        ROLLOUT_CHANGED_DURING_WINDOW => {
+            "the rollout was created or changed while its window was open: it waits for the next window (start-update starts it now)"
+        }
+        UPDATE_COMPLETE => "enough of its hosts run the target healthy: done",
+        UPDATE_IN_PROGRESS => "its hosts are updating",
+        WAITING_FOR_CANARIES => {
+            "its canaries have not all reported the target healthy yet (or none could be picked yet)"
+        }
+        CANARIES_ARE_ALIVE => "its canaries run the target healthy: the rest of the group follows",
+        IN_WINDOW => "its window is open",
+        OUTSIDE_WINDOW => "its window is closed",
+        MANUAL_TRIGGER => "an operator started it",
+        MANUAL_FORCED_DONE => "an operator marked it done",
+        MANUAL_ROLLBACK => "an operator rolled it back: its hosts return to the start version",
+        RECONCILER_ERROR => "the reconciler failed on it: see ternd's log",
+        WAIT_HOURS_NOT_ELAPSED => {
+            "its window is open, but wait_hours have not passed since the previous group started"
+        }
+        NO_CANARY_CANDIDATES => "no host of the group is connected: nothing to test, it went on",
+        WAITING_FOR_REPORTS => {
+            "ternd started moments ago and has not heard from all its hosts yet: it waits"
+        }
+        MANUAL_RESET => "an operator reset it: new canaries, or a new initial count",
+        CANARY_FAILED => {
+            "a canary rolled the target back, runs it unhealthy or could not install it: the group holds"
+        }
+        AGENTS_VANISHED => {
+            "more of its hosts disappeared than max_in_flight allows: it holds until they return or an operator resets it"
+        }
+        TOO_MANY_AGENTS_MISSING => {
+            "growth halted: more than max_in_flight of the hosts it started with dropped off"
+        }
+        REPORTS_MISSING => {
+            "the replicas' reports cannot tell what it holds: it holds until they are back"
+        }
+        ANALYSIS_PENDING => {
+            "its canaries run the target healthy; the canary analysis has not passed often enough yet"
+        }
+        ANALYSIS_PASSED => "the canary analysis passed: the rest of the group follows",
+        ANALYSIS_FAILED => {
+            "a query of the canary analysis is past its limit: a failed canary, the group holds"
+        }
+        ANALYSIS_HELD => {
+            "the canary analysis cannot judge (Prometheus unreachable, a query error, no data): the group holds"
+        }
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_code_has_a_sentence() {
+        use super::*;
+        for code in [
+            CREATED,
+            CAN_START,
+            CANNOT_START,
+            PREVIOUS_GROUPS_NOT_DONE,
+            ROLLOUT_CHANGED_DURING_WINDOW,
+            UPDATE_COMPLETE,
+            UPDATE_IN_PROGRESS,
+            WAITING_FOR_CANARIES,
+            CANARIES_ARE_ALIVE,
+            IN_WINDOW,
+            OUTSIDE_WINDOW,
+            MANUAL_TRIGGER,
+            MANUAL_FORCED_DONE,
+            MANUAL_ROLLBACK,
+            RECONCILER_ERROR,
+            WAIT_HOURS_NOT_ELAPSED,
+            NO_CANARY_CANDIDATES,
+            WAITING_FOR_REPORTS,
+            MANUAL_RESET,
+            CANARY_FAILED,
+            AGENTS_VANISHED,
+            TOO_MANY_AGENTS_MISSING,
+            REPORTS_MISSING,
+            ANALYSIS_PENDING,
+            ANALYSIS_PASSED,
+            ANALYSIS_FAILED,
+            ANALYSIS_HELD,
+        ] {
+            assert!(sentence(code).is_some_and(|s| !s.is_empty()), "{code}");
+        }
+        assert_eq!(sentence("not_a_code"), None);
+    }
+}

@@ -241,7 +241,12 @@ pub fn reconcile_measured<R: RngCore + ?Sized>(
             }
         }
     }
-    let alerts = alert::evaluate(&rollout.status.groups, &rollout.status.alerts, now);
+    let alerts = alert::evaluate(
+        &rollout.status.groups,
+        &rollout.status.alerts,
+        now,
+        agg.warming_up > 0,
+    );
     for a in alert::newly_raised(&rollout.status.alerts, &alerts) {
         if a.kind == alert::kind::GROUP_OVERDUE
             && let Some(g) = a.group.as_deref().and_then(|n| rollout.group(n))
@@ -558,9 +563,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// Hosts vanished past the group's budget, as far as live reports can tell.
+    /// Hosts vanished past the group's budget, as far as live reports can tell. A
+    /// replica warming up has not seen its hosts yet: not seen is not vanished.
     fn vanished(&self, group: &RolloutGroup) -> bool {
-        self.agg.live_reports > 0 && rollout::agents_vanished(group)
+        self.agg.live_reports > 0 && self.agg.warming_up == 0 && rollout::agents_vanished(group)
     }
 
     /// The live reports cannot be taken as all of `group`: none is live, or a replica
@@ -778,6 +784,14 @@ impl Ctx<'_> {
 
     /// Evaluates an active group: progress, and whether it is done.
     fn active(&mut self, group: &mut RolloutGroup) {
+        if self.agg.warming_up > 0 {
+            // Counts of a replica that has not seen all its hosts: neither progress,
+            // completion nor a halt can be read from them; the group waits.
+            if self.spec.strategy == Strategy::HaltOnError {
+                self.set(group, GroupState::Active, reason::WAITING_FOR_REPORTS);
+            }
+            return;
+        }
         let c = self.counts(group);
         let mif = group
             .config_max_in_flight

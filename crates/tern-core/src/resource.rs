@@ -761,6 +761,12 @@ pub struct ReportSpec {
     /// the leader's own inventory holds only the hosts connected to it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub canary_candidates: BTreeMap<String, Vec<ConnectedAgent>>,
+    /// Per group that may pick canaries soon and for which this replica offers no
+    /// candidate: its host that becomes one first, when its `--canary-tenure` has
+    /// passed ([`crate::inventory::canary_eligible`]). Shown while a group waits for
+    /// canaries ("0 eligible canaries; host-a eligible at 09:53").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub canary_eligible: BTreeMap<String, CanaryEligible>,
     /// The rollout's canaries (not yet successful) connected to this replica, with the
     /// version they run, so the leader can tell when they reach the target
     /// ([`crate::inventory::canaries_seen`]).
@@ -780,6 +786,16 @@ pub struct ReportSpec {
     /// never counts, only details the leader can do without.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shrunk: Vec<String>,
+}
+
+/// A host that is not a canary candidate yet only because it has not been known for
+/// the canary tenure: when it becomes one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanaryEligible {
+    pub updater_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hostname: String,
+    pub at: Timestamp,
 }
 
 fn is_false(b: &bool) -> bool {

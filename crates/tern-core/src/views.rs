@@ -100,7 +100,7 @@ pub fn status(
     let agg = Aggregate::from_reports(reports, now, report_period, &groups_of_rollout, &target);
     let groups = rollout
         .as_ref()
-        .map(|r| group_statuses(now, r, &agg))
+        .map(|r| group_statuses(now, r, &agg, reports, report_period))
         .unwrap_or_default();
     let no_rollout_reason = match (&rollout, version_exists) {
         (Some(_), _) => None,
@@ -135,7 +135,34 @@ pub fn status(
     }
 }
 
-fn group_statuses(now: Timestamp, r: &AutoUpdateAgentRollout, agg: &Aggregate) -> Vec<GroupStatus> {
+/// For a group in canary with none picked: the candidates the live reports offer
+/// (distinct hosts) and, with none, the host that becomes one first.
+fn canary_wait(
+    group: &str,
+    now: Timestamp,
+    reports: &[AutoUpdateAgentReport],
+    report_period: SignedDuration,
+) -> (u64, Option<crate::resource::CanaryEligible>) {
+    let live = || reports.iter().filter(|r| is_live(r, now, report_period));
+    let offered: std::collections::BTreeSet<&str> = live()
+        .filter_map(|r| r.spec.canary_candidates.get(group))
+        .flatten()
+        .map(|a| a.updater_id.as_str())
+        .collect();
+    let first = live()
+        .filter_map(|r| r.spec.canary_eligible.get(group))
+        .min_by(|a, b| (a.at, &a.updater_id).cmp(&(b.at, &b.updater_id)))
+        .cloned();
+    (offered.len() as u64, first.filter(|_| offered.is_empty()))
+}
+
+fn group_statuses(
+    now: Timestamp,
+    r: &AutoUpdateAgentRollout,
+    agg: &Aggregate,
+    reports: &[AutoUpdateAgentReport],
+    report_period: SignedDuration,
+) -> Vec<GroupStatus> {
     let last = r.status.groups.len().saturating_sub(1);
     r.status
         .groups
@@ -145,12 +172,24 @@ fn group_statuses(now: Timestamp, r: &AutoUpdateAgentRollout, agg: &Aggregate) -
             let c = agg.group(&g.name);
             let w = group_window(&r.spec, g);
             let open = w.open_at(now);
-            GroupStatus {
+            let waiting = g.state == crate::resource::GroupState::Canary && g.canaries.is_empty();
+            let (eligible_canaries, canary_eligible) = if waiting {
+                let (n, first) = canary_wait(&g.name, now, reports, report_period);
+                (Some(n), first)
+            } else {
+                (None, None)
+            };
+            let mut status = GroupStatus {
+                eligible_canaries,
+                canary_eligible,
+                canary_wait: None,
                 name: g.name.clone(),
                 state: g.state,
                 catch_all: i == last,
                 start_time: g.start_time,
                 last_update_reason: g.last_update_reason.clone(),
+                last_update_reason_text: crate::reason::sentence(&g.last_update_reason)
+                    .map(str::to_string),
                 last_update_time: g.last_update_time,
                 present: c.present,
                 up_to_date: c.up_to_date,
@@ -172,7 +211,9 @@ fn group_statuses(now: Timestamp, r: &AutoUpdateAgentRollout, agg: &Aggregate) -
                         crate::api::TopologyStatus::of(limit, admission)
                     })
                     .collect(),
-            }
+            };
+            status.canary_wait = status.canary_wait();
+            status
         })
         .collect()
 }

@@ -132,6 +132,7 @@ proptest! {
         let host = HostState {
             version: VERSIONS[version],
             failed_version: failed.map(|f| VERSIONS[f]),
+            canary_eligible_at: None,
         };
         let f = forecast::forecast(&inputs, host, []);
         let answer = find::answer(&inputs);

@@ -1117,3 +1117,78 @@ fn a_replica_warming_up_holds_canary_picks_and_time_based_starts() {
     assert_eq!(t.state("europe"), (Active, reason::IN_WINDOW.into()));
     assert_eq!(t.group("europe").initial_count, 4);
 }
+
+/// After a restart the replica has not seen its hosts yet: what its first reports
+/// lack is not a vanished fleet. No alert is raised from counts it has not observed
+/// (an active group with a peak of 10 and nobody counted yet, a canary group that
+/// still has to pick), and the group waits for reports instead of halting. An alert
+/// raised before the restart is neither cleared nor raised again meanwhile. Warmed
+/// up, a fleet that is really gone raises `agents_vanished` as before.
+#[test]
+fn no_alert_is_raised_from_counts_a_warming_replica_has_not_observed() {
+    use tern_core::transition::{Transition, apply};
+    let mut w = three_groups();
+    w.reconcile("2026-11-23T10:00:00Z");
+    w.reconcile("2026-11-23T12:00:00Z");
+    assert_eq!(w.state("dev").0, Active);
+    assert_eq!(w.group("dev").peak_count, 10);
+    // ternd restarts: its only report is warming up and counts nobody yet.
+    let at = "2026-11-23T12:05:00Z";
+    w.reconcile_with(ts(at), &warming(at, &[]));
+    assert_eq!(
+        w.state("dev"),
+        (Active, reason::WAITING_FOR_REPORTS.into()),
+        "an active group neither halts nor completes on a warming replica's counts"
+    );
+    assert!(
+        w.rollout().status.alerts.is_empty(),
+        "{:?}",
+        w.rollout().status.alerts
+    );
+    // A canary group (reset: it picks again) while the replica warms up.
+    let reset = Transition::Reset {
+        groups: vec!["staging".into()],
+    };
+    let start = Transition::StartUpdate {
+        groups: vec!["staging".into()],
+        force: false,
+    };
+    let (next, _) = apply(w.rollout(), &start, ts("2026-11-23T12:06:00Z")).unwrap();
+    let (next, _) = apply(&next, &reset, ts("2026-11-23T12:06:00Z")).unwrap();
+    w.rollout = Some(next);
+    let at = "2026-11-23T12:07:00Z";
+    w.reconcile_with(ts(at), &warming(at, &[]));
+    assert_eq!(w.state("staging").0, Canary);
+    assert_ne!(
+        w.state("staging").1,
+        reason::AGENTS_VANISHED,
+        "not observed is not vanished"
+    );
+    assert!(
+        w.rollout().status.alerts.is_empty(),
+        "{:?}",
+        w.rollout().status.alerts
+    );
+    // Warmed up, dev's hosts really gone: the alert is raised.
+    let dev_gone: Vec<ConnectedAgent> = w
+        .agents
+        .iter()
+        .filter(|a| a.group != "dev")
+        .cloned()
+        .collect();
+    w.agents = dev_gone;
+    w.reconcile("2026-11-23T12:10:00Z");
+    let kinds: Vec<_> = w
+        .rollout()
+        .status
+        .alerts
+        .iter()
+        .map(|a| a.kind.clone())
+        .collect();
+    assert!(kinds.contains(&"agents_vanished".to_string()), "{kinds:?}");
+    // Another restart: the raised alert stays as it was (same since), none is added.
+    let before = w.rollout().status.alerts.clone();
+    let at = "2026-11-23T12:12:00Z";
+    w.reconcile_with(ts(at), &warming(at, &[]));
+    assert_eq!(w.rollout().status.alerts, before);
+}

@@ -105,6 +105,10 @@ pub struct ApplyArgs {
     /// input); any metadata.revision in it is ignored.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     file: PathBuf,
+    /// Apply a config even though it removes groups the current one has (without it,
+    /// apply names them and writes nothing).
+    #[arg(long)]
+    yes: bool,
 }
 
 #[derive(Args)]
@@ -204,6 +208,9 @@ pub enum AgentsCommand {
     Resume,
     /// Roll out VERSION: from the current target (or --current-version) to VERSION.
     NewRollout {
+        /// The version to roll out (semver, e.g. 1.1.0): the new target. Hosts install
+        /// it group by group, in their windows, canaries first; with a trust root
+        /// ternd checks it is signed.
         #[arg(value_name = "VERSION")]
         version: String,
         /// The version agents run now (default: the current target).
@@ -380,7 +387,7 @@ pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {
     match cmd {
         ApiCommand::Get(a) => get(a, g),
         ApiCommand::Create(a) => create(a, g),
-        ApiCommand::Apply(a) => apply::apply(&a.file, g),
+        ApiCommand::Apply(a) => apply::apply(&a.file, a.yes, g),
         ApiCommand::Edit(a) => match a.kind {
             WritableKind::Config => apply::edit("autoupdate_config", "/v1/resources/config", g),
             WritableKind::Version => apply::edit("autoupdate_version", "/v1/resources/version", g),

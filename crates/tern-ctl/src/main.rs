@@ -35,6 +35,12 @@ enum Command {
     /// Print the shell completion script (see docs/cli.md), e.g.
     /// `ternctl completion bash > /etc/bash_completion.d/ternctl`.
     Completion(tern_cli::CompletionArgs),
+    /// Write ternctl's man pages, one per command, into DIR (created if missing), e.g.
+    /// `ternctl man /usr/local/share/man/man1` then `man ternctl-agents-status`.
+    Man {
+        #[arg(value_name = "DIR")]
+        dir: std::path::PathBuf,
+    },
 }
 
 /// Exit status of a program whose reader went away (128 + SIGPIPE), as shells report.
@@ -71,6 +77,9 @@ fn main() -> ExitCode {
         Command::Completion(a) => tern_cli::print_completion(Cli::command(), a.shell)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
+        Command::Man { dir } => tern_cli::write_man_pages(Cli::command(), &dir)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| anyhow::anyhow!("writing man pages to {}: {e}", dir.display())),
     };
     match result {
         Ok(code) => code,

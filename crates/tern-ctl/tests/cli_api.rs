@@ -547,6 +547,42 @@ fn connection_errors_say_what_to_try() {
     );
     assert!(o.ok, "{}", o.stderr);
 
+    // ternd serving a CA certificate as its own (what a bare `openssl req -x509`
+    // makes): rustls refuses it as CaUsedAsEndEntity, and the hint says what to do.
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let ca_cert = params.self_signed(&key).unwrap();
+    let (ca_file, ca_key) = (tmp.path().join("ca.crt"), tmp.path().join("ca.key"));
+    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    std::fs::write(&ca_key, key.serialize_pem()).unwrap();
+    let (ca_file, ca_key) = (ca_file.to_str().unwrap(), ca_key.to_str().unwrap());
+    let wrong = start_with(
+        &tmp.path().join("ca-as-server"),
+        &["--tls-cert", ca_file, "--tls-key", ca_key],
+    );
+    let port = wrong.url.rsplit(':').next().unwrap().to_string();
+    let o = bare(
+        &[
+            "--server",
+            &format!("https://localhost:{port}"),
+            "agents",
+            "status",
+        ],
+        &[
+            ("TERN_TOKEN_FILE", wrong.token_file.to_str().unwrap()),
+            ("TERN_CA_CERT", ca_file),
+        ],
+    );
+    assert!(
+        !o.ok
+            && o.stderr.contains("CaUsedAsEndEntity")
+            && o.stderr.contains("is a CA certificate")
+            && o.stderr.contains("quickstart.md, 2.2"),
+        "{}",
+        o.stderr
+    );
+
     // https:// to a ternd serving plain HTTP.
     let plain = start(&tmp.path().join("plain"));
     let err = fails(
@@ -722,6 +758,61 @@ fn apply_creates_or_updates_without_revisions() {
         !o.ok && o.stderr.contains("written only by ternd"),
         "{}",
         o.stderr
+    );
+}
+
+/// `apply -f` of a config that drops groups says which and writes nothing without
+/// `--yes` (issue 37: staging and prod vanished silently); a mistake in the file is
+/// refused before any write, pointing at its YAML line as `create -f` does.
+#[test]
+fn apply_names_the_groups_it_removes_and_points_at_yaml_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let file = tmp.path().join("config.yaml");
+    std::fs::write(&file, config()).unwrap();
+    let f = file.to_str().unwrap();
+    ok(&s, &["apply", "-f", f]);
+    let before = revision(&s);
+
+    // Only dev left: staging and prod would go.
+    let full = config();
+    let dev_only: String = {
+        let cut = full.find("- name: staging").unwrap();
+        full[..cut].trim_end().to_string() + "\n"
+    };
+    std::fs::write(&file, &dev_only).unwrap();
+    let o = ctl(&s, &["apply", "-f", f]);
+    assert!(!o.ok, "{}", o.stdout);
+    assert!(
+        o.stderr.contains("removes the groups staging, prod") && o.stderr.contains("--yes"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(revision(&s), before, "nothing written");
+    let out = ok(&s, &["apply", "-f", f, "--yes"]);
+    assert!(out.starts_with("autoupdate_config updated"), "{out}");
+    assert!(!ok(&s, &["get", "config"]).contains("staging"));
+
+    // A typo'd field: refused before writing, with its line.
+    let broken = config().replace("start_hour: 12", "start_hur: 12");
+    let line = broken
+        .lines()
+        .position(|l| l.contains("start_hur"))
+        .unwrap()
+        + 1;
+    std::fs::write(&file, &broken).unwrap();
+    let o = ctl(&s, &["apply", "-f", f, "--yes"]);
+    assert!(!o.ok);
+    assert!(
+        o.stderr.contains("start_hur") && o.stderr.contains(&format!("line {line}")),
+        "{}",
+        o.stderr
+    );
+    let c = ctl(&s, &["create", "-f", f]);
+    assert!(
+        !c.ok && c.stderr.contains(&format!("line {line}")),
+        "create -f: {}",
+        c.stderr
     );
 }
 

@@ -247,6 +247,12 @@ async fn the_dashboard_in_a_real_browser() {
         dev.contains("healthy on target") && dev.contains("pending"),
         "{dev}"
     );
+    // The reason code comes with its sentence.
+    assert!(
+        dev.contains("waiting_for_canaries")
+            && dev.contains("its canaries have not all reported the target healthy yet"),
+        "{dev}"
+    );
     // What the canaries cover, and staging's topology limit, from the status.
     let cover = b
         .wait_js(
@@ -365,6 +371,16 @@ async fn the_dashboard_in_a_real_browser() {
         outlook.starts_with("after_earlier_groups: ") && outlook.contains("dev, staging"),
         "{outlook}"
     );
+    // Titled by its hostname, not its updater id.
+    let title = b
+        .wait_js(
+            "the host's title",
+            "const t = document.getElementById('host-title'); return t && !t.textContent.startsWith('Host ') && t.textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(title, json!(hostname(prod_host)));
 
     // The canary that updated: its history, newest first.
     goto_hash(&b, &format!("#/host/{canary}")).await;

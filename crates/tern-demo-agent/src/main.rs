@@ -13,6 +13,11 @@
 //! `tern_demo_requests_total` (100 a second since it started) and
 //! `tern_demo_errors_total` (that many per mille of them), labelled with its version.
 //!
+//! Or at packaging time, so that one release binary makes every release of the
+//! quickstart: a file `VERSION` in the release's top directory (beside `bin/`, where
+//! the binary runs from) names the version, and a file `BROKEN` there makes the
+//! release broken. These win over what was compiled in.
+//!
 //! On start it reads `STATE_DIR/crash-on` (whitespace-separated versions, or `*`): when
 //! its version is listed it exits at once, which stands for a host-specific problem (a
 //! cloud-metadata bug, a full disk). Otherwise it writes its PID to `STATE_DIR/agent.pid`
@@ -33,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const VERSION: &str = match option_env!("TERN_DEMO_AGENT_VERSION") {
+const COMPILED_VERSION: &str = match option_env!("TERN_DEMO_AGENT_VERSION") {
     Some(v) => v,
     None => "0.0.0-dev",
 };
@@ -53,11 +58,12 @@ fn errors_per_mille() -> u64 {
 
 /// Serves `/metrics` on `127.0.0.1:port` in a thread of its own; false when the port
 /// cannot be taken (tried again later: the previous version may still hold it).
-fn serve_metrics(port: u16, started: Instant) -> bool {
+fn serve_metrics(port: u16, started: Instant, version: &str) -> bool {
     use std::io::Read;
     let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) else {
         return false;
     };
+    let version = version.to_string();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
@@ -71,9 +77,9 @@ fn serve_metrics(port: u16, started: Instant) -> bool {
                     "200 OK",
                     format!(
                         "# TYPE tern_demo_requests_total counter\n\
-                         tern_demo_requests_total{{version=\"{VERSION}\"}} {requests}\n\
+                         tern_demo_requests_total{{version=\"{version}\"}} {requests}\n\
                          # TYPE tern_demo_errors_total counter\n\
-                         tern_demo_errors_total{{version=\"{VERSION}\"}} {errors}\n"
+                         tern_demo_errors_total{{version=\"{version}\"}} {errors}\n"
                     ),
                 )
             } else {
@@ -89,6 +95,28 @@ fn serve_metrics(port: u16, started: Instant) -> bool {
     true
 }
 
+/// The release's top directory: the parent of the `bin/` the binary runs from (links
+/// resolved: tern-update runs it through its link dir).
+fn release_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?.canonicalize().ok()?;
+    Some(exe.parent()?.parent()?.to_path_buf())
+}
+
+/// What this release is: its version, and whether it is broken (see the top).
+fn release() -> (String, bool) {
+    let dir = release_dir();
+    let packaged = dir
+        .as_ref()
+        .and_then(|d| std::fs::read_to_string(d.join("VERSION")).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|v| !v.is_empty());
+    let broken = BROKEN == Some("1") || dir.is_some_and(|d| d.join("BROKEN").exists());
+    (
+        packaged.unwrap_or_else(|| COMPILED_VERSION.to_string()),
+        broken,
+    )
+}
+
 fn log(state: &Path, line: &str) {
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
@@ -99,9 +127,9 @@ fn log(state: &Path, line: &str) {
     }
 }
 
-fn crashes_here(state: &Path) -> bool {
+fn crashes_here(state: &Path, version: &str) -> bool {
     std::fs::read_to_string(state.join("crash-on"))
-        .map(|s| s.split_whitespace().any(|v| v == "*" || v == VERSION))
+        .map(|s| s.split_whitespace().any(|v| v == "*" || v == version))
         .unwrap_or(false)
 }
 
@@ -113,39 +141,41 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 fn main() -> ExitCode {
+    let (version, broken) = release();
+    let version = version.as_str();
     let Some(state) = std::env::args_os().nth(1).map(PathBuf::from) else {
-        eprintln!("usage: tern-demo-agent STATE_DIR   (version {VERSION})");
+        eprintln!("usage: tern-demo-agent STATE_DIR   (version {version})");
         return ExitCode::from(2);
     };
     if std::env::args().nth(1).as_deref() == Some("--version") {
-        println!("tern-demo-agent {VERSION}");
+        println!("tern-demo-agent {version}");
         return ExitCode::SUCCESS;
     }
-    if BROKEN == Some("1") {
+    if broken {
         log(
             &state,
-            &format!("{VERSION} starting: crashing (broken release)"),
+            &format!("{version} starting: crashing (broken release)"),
         );
-        panic!("tern-demo-agent {VERSION}: cannot read its configuration (a bug in this release)");
+        panic!("tern-demo-agent {version}: cannot read its configuration (a bug in this release)");
     }
-    if crashes_here(&state) {
+    if crashes_here(&state, version) {
         log(
             &state,
-            &format!("{VERSION} starting: crashing (listed in crash-on)"),
+            &format!("{version} starting: crashing (listed in crash-on)"),
         );
-        eprintln!("tern-demo-agent {VERSION}: cannot start on this host (see crash-on)");
+        eprintln!("tern-demo-agent {version}: cannot start on this host (see crash-on)");
         return ExitCode::from(3);
     }
-    if let Err(e) = write_atomic(&state.join("running_version"), VERSION)
+    if let Err(e) = write_atomic(&state.join("running_version"), version)
         .and_then(|()| write_atomic(&state.join("agent.pid"), &std::process::id().to_string()))
     {
         eprintln!(
-            "tern-demo-agent {VERSION}: cannot write to {}: {e}",
+            "tern-demo-agent {version}: cannot write to {}: {e}",
             state.display()
         );
         return ExitCode::from(1);
     }
-    log(&state, &format!("{VERSION} running"));
+    log(&state, &format!("{version} running"));
     let watched = std::env::var("TERN_DEMO_AGENT_EXIT_WITH")
         .ok()
         .and_then(|p| p.parse::<u32>().ok())
@@ -159,7 +189,7 @@ fn main() -> ExitCode {
             && let Some(port) =
                 read_trimmed(&state.join("metrics-port")).and_then(|p| p.parse::<u16>().ok())
         {
-            metrics = serve_metrics(port, started);
+            metrics = serve_metrics(port, started, version);
         }
         if last_probe.is_none_or(|t| t.elapsed() >= PROBE_EVERY) {
             last_probe = Some(Instant::now());
@@ -173,11 +203,11 @@ fn main() -> ExitCode {
                     log(
                         &state,
                         &format!(
-                            "{VERSION} exiting: the server at {server} has not answered for {}s",
+                            "{version} exiting: the server at {server} has not answered for {}s",
                             reached.elapsed().as_secs()
                         ),
                     );
-                    eprintln!("tern-demo-agent {VERSION}: cannot reach {server}: exiting");
+                    eprintln!("tern-demo-agent {version}: cannot reach {server}: exiting");
                     return ExitCode::from(4);
                 }
             }

@@ -359,7 +359,20 @@ fn run(cli: Cli) -> Result<()> {
                 tern_trust::pin_root(&state, &root)?;
             }
             let url = tern_trust::metadata_url(&metadata)?;
-            let client = tern_trust::Client::new(&state, &url, None)?;
+            // file:// is read from disk; http(s) goes over ureq, as ternd fetches it.
+            let fetch: Option<std::sync::Arc<dyn tern_trust::Fetch>> =
+                if url.starts_with("http://") || url.starts_with("https://") {
+                    let agent: ureq::Agent = ureq::Agent::config_builder()
+                        .timeout_global(Some(std::time::Duration::from_secs(30)))
+                        // 404 must reach tough as a response: it ends the root chain.
+                        .http_status_as_error(false)
+                        .build()
+                        .into();
+                    Some(std::sync::Arc::new(tern_trust::UreqFetch(agent)))
+                } else {
+                    None
+                };
+            let client = tern_trust::Client::new(&state, &url, fetch)?;
             let start = std::time::Instant::now();
             let v = client.refresh()?;
             let ms = start.elapsed().as_secs_f64() * 1000.0;

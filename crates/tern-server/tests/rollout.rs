@@ -710,6 +710,116 @@ fn hosts_that_vanish_do_not_remove_the_canary_gate() {
     assert_eq!(st["alerts"][0]["kind"], "agents_vanished", "{st}");
 }
 
+/// A restart is not a vanished fleet: right after ternd restarts its report has seen
+/// none of the hosts yet, and no alert is raised from that (before, `agents_vanished`
+/// fired and paged at once). Once it has warmed up, hosts that really are gone raise
+/// it as before.
+#[test]
+fn a_restart_raises_no_alert_before_the_hosts_are_observed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut t = Ternd::dev(&data);
+    let agent = t.new_token("agent");
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
+    let beat = |t: &Ternd| {
+        for id in ["c1", "c2", "c3"] {
+            t.heartbeat(&agent, id, "dev", "1.0.0");
+        }
+    };
+    beat(&t);
+    t.reconcile();
+    t.advance("2m");
+    beat(&t);
+    t.reconcile();
+    let v = t.op(
+        "POST",
+        "/v1/agents/start-update",
+        Some(&json!({"groups": ["dev"], "force": true}).to_string()),
+    );
+    assert_eq!(v["groups"][0]["to"], "active", "{v}");
+    t.advance("1m");
+    beat(&t);
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["peak_count"], 3, "{r}");
+    let now = t.advance("0s");
+
+    t.stop();
+    let t = Ternd::start(&data, &["--dev-clock", &now]);
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["state"], "active", "{r}");
+    assert_eq!(dev["last_update_reason"], "waiting_for_reports", "{r}");
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(
+        st["alerts"],
+        json!([]),
+        "no alert from unobserved hosts: {st}"
+    );
+
+    // Warmed up (a heartbeat interval and a report period later), nobody came back.
+    t.advance("5m");
+    t.reconcile();
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["alerts"][0]["kind"], "agents_vanished", "{st}");
+}
+
+/// A group that waits for canaries says why and until when: its only host is known
+/// since 09:55, so with the default 10-minute canary tenure it becomes a candidate at
+/// 10:05; the status shows "0 eligible canaries; host-a eligible at 10:05" (ternctl
+/// renders `canary_wait`). At 10:05 it is picked.
+#[test]
+fn a_group_waiting_for_canaries_says_when_a_host_becomes_eligible() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let agent = t.new_token("agent");
+    t.put_resource("config", CANARY_CONFIG);
+    t.put_resource("version", &version_yaml("1.0.0", "2.0.0", "regular"));
+    t.set_clock("2026-11-23T09:55:00Z");
+    let beat = || t.heartbeat_with(&agent, "a1", "dev", "1.0.0", json!({"hostname": "host-a"}));
+    beat();
+    for _ in 0..5 {
+        t.advance("1m");
+        beat();
+        t.reconcile();
+    }
+    let st = t.op("GET", "/v1/agents/status", None);
+    let dev = &st["groups"][0];
+    assert_eq!(dev["state"], "canary", "{st}");
+    assert_eq!(dev["last_update_reason"], "waiting_for_canaries", "{st}");
+    assert_eq!(dev["eligible_canaries"], 0, "{st}");
+    assert_eq!(dev["canary_eligible"]["hostname"], "host-a", "{st}");
+    assert_eq!(dev["canary_eligible"]["at"], "2026-11-23T10:05:00Z", "{st}");
+    // In words, as ternctl prints it and the dashboard shows it.
+    assert!(
+        dev["canary_wait"]
+            .as_str()
+            .unwrap()
+            .starts_with("0 eligible canaries; host-a eligible at 10:05 UTC"),
+        "{st}"
+    );
+    // The host page's forecast says the same for the host itself.
+    let host = t.op("GET", "/v1/inventory/a1", None);
+    let summary = host["forecast"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("waits for canary candidates (none picked yet)")
+            && summary.contains("this host may be picked from 2026-11-23 10:05 UTC"),
+        "{host}"
+    );
+    // 10:05: a candidate now, picked.
+    for _ in 0..5 {
+        t.advance("1m");
+        beat();
+        t.reconcile();
+    }
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["canaries"][0]["updater_id"], "a1", "{r}");
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert!(st["groups"][0].get("canary_eligible").is_none(), "{st}");
+}
+
 /// Host typos are not silent: a heartbeat presenting a group the rollout lacks is told
 /// so (with the catch-all serving it), inventory and report flag it, and a metric
 /// counts such agents. An empty group is "no group", not a typo.

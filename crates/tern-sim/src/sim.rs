@@ -711,6 +711,8 @@ impl Sim {
             groups,
             omitted,
             canary_candidates,
+            // Simulated hosts are offered as candidates from the start: none waits.
+            canary_eligible: Default::default(),
             canaries,
             topology,
             // Every simulated replica has been running long before the start.

@@ -218,6 +218,11 @@ pub enum Error {
     CommandFailed { what: &'static str, command: String },
     #[error("service: systemctl {} failed", args.join(" "))]
     SystemctlFailed { args: Vec<String> },
+    #[error(
+        "setup: this host does not run systemd ({} is missing: a container, or OpenRC, runit…), and `setup` installs systemd units only; nothing written. Run `tern-update update` every minute some other way: a cron line (`* * * * * root /usr/local/sbin/tern-update update >> /var/log/tern-update.log 2>&1` in /etc/cron.d/tern-update), or a loop under your supervisor (`while :; do tern-update update; sleep 60; done`). An agent not run by systemd needs `manager: command` (see the tern-update docs, \"Hosts without systemd\")",
+        probe.display()
+    )]
+    NoSystemd { probe: PathBuf },
     #[error("database backup: {} -> {}: {source}", from.display(), to.display())]
     Sqlite {
         from: PathBuf,

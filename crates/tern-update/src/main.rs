@@ -129,6 +129,9 @@ enum Cmd {
         /// when `critical` is `yes`, and outside the window when the agent is down.
         #[arg(long)]
         channel: Option<String>,
+        /// The rollout group this host belongs to (a group name of the
+        /// autoupdate_config, e.g. staging): it updates in that group's windows. An
+        /// unknown group is served by the config's last group (ternd flags it).
         #[arg(long)]
         group: Option<String>,
         /// Base URL of the artifacts, used with the default template.

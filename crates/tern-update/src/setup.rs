@@ -126,6 +126,19 @@ fn systemd_quote(arg: &str) -> String {
     }
 }
 
+/// The directory that exists when systemd runs this host: `TERN_SYSTEMD_RUNTIME_DIR`
+/// (tests), else none with a stand-in systemctl (`TERN_SYSTEMCTL`: it answers for
+/// systemd), else `/run/systemd/system`.
+fn systemd_probe() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("TERN_SYSTEMD_RUNTIME_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if std::env::var_os("TERN_SYSTEMCTL").is_some() {
+        return None;
+    }
+    Some(PathBuf::from("/run/systemd/system"))
+}
+
 pub fn run(
     layout: &Layout,
     exe: &str,
@@ -135,6 +148,13 @@ pub fn run(
     schedule_timers: bool,
     watch: bool,
 ) -> Result<String> {
+    if !dry_run && let Some(probe) = systemd_probe() {
+        // sd_booted(3)'s test: without it systemctl only says "System has not been
+        // booted with systemd", after the units were written for nothing.
+        if !probe.is_dir() {
+            return Err(Error::NoSystemd { probe });
+        }
+    }
     let files = units(layout, exe, agent_unit, transport, schedule_timers, watch);
     let mut report = String::new();
     for f in &files {

@@ -30,6 +30,11 @@ fn man_pages_cover_every_subcommand() {
         bin(),
         &[
             ("tern-update-enable.1", "Enroll this host"),
+            // --group had no help at all (issue 37).
+            (
+                "tern-update-enable.1",
+                "The rollout group this host belongs to",
+            ),
             ("tern-update.1", "Tern host updater"),
             ("tern-update-schedule.1", "schedule override"),
             ("tern-update-schedule-sync.1", "Fetch the group"),

@@ -393,6 +393,25 @@ esac
         "{out}"
     );
     assert!(!host.systemd.exists());
+    // A host without systemd (a container, OpenRC): setup says what to do instead of
+    // systemctl's "System has not been booted with systemd", and writes nothing.
+    let missing = host.dir.path().join("no-run-systemd");
+    host.env.push((
+        "TERN_SYSTEMD_RUNTIME_DIR".into(),
+        missing.display().to_string(),
+    ));
+    let out = host.run(&["setup", "--agent-unit", "tern-agent"]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("does not run systemd")
+            && err.contains("cron")
+            && err.contains("manager: command"),
+        "{err}"
+    );
+    assert!(!host.systemd.exists());
+    // The stand-in systemctl answers for systemd again.
+    host.env.pop();
     host.ok(&["setup", "--agent-unit", "tern-agent"]);
     assert!(host.systemd.join("tern-update.service").is_file());
     assert!(host.systemd.join("tern-update.timer").is_file());

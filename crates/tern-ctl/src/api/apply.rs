@@ -11,6 +11,8 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
 
+use tern_core::resource::{AutoUpdateConfig, AutoUpdateVersion};
+
 use super::client::{ApiFailure, Client};
 use super::{Global, print_written, read_resource_file};
 
@@ -95,9 +97,32 @@ fn revision_of(kind: &str, current: &Value) -> anyhow::Result<Value> {
     }
 }
 
-pub fn apply(file: &Path, g: &Global) -> anyhow::Result<ExitCode> {
+/// The group names of a config document (the regular schedule, as ternd reads it);
+/// `None` when `doc` is not a valid config.
+fn config_groups(text: &str) -> Option<Vec<String>> {
+    let config = AutoUpdateConfig::from_text(text).ok()?;
+    Some(config.groups().into_iter().map(|g| g.name).collect())
+}
+
+/// Checks `text` as ternd will, before anything is written: a mistake is reported
+/// with its YAML line (ternd would see the JSON apply sends, without the file's lines).
+fn check_locally(file: &Path, kind: &str, text: &str) -> anyhow::Result<()> {
+    let checked = match kind {
+        "autoupdate_config" => AutoUpdateConfig::from_text(text).map(drop),
+        _ => AutoUpdateVersion::from_text(text).map(drop),
+    };
+    checked.map_err(|e| anyhow!("{}: invalid {kind}: {e}\nnothing applied", file.display()))
+}
+
+pub fn apply(file: &Path, yes: bool, g: &Global) -> anyhow::Result<ExitCode> {
     let resource = read_resource_file(file)?;
     let (kind, path) = (resource.kind, resource.path);
+    check_locally(file, kind, &resource.text)?;
+    let new_groups = if kind == "autoupdate_config" {
+        config_groups(&resource.text)
+    } else {
+        None
+    };
     // Whatever revision the file carries, apply writes over the current one.
     let wanted = without_revision(&resource.doc);
     let c = g.client()?;
@@ -113,6 +138,26 @@ pub fn apply(file: &Path, g: &Global) -> anyhow::Result<ExitCode> {
         };
         if without_revision(&current) == wanted {
             return Ok(Attempt::Done(("unchanged", current)));
+        }
+        if let (Some(new), Some(old)) = (
+            &new_groups,
+            config_groups(&serde_json::to_string(&current)?),
+        ) && !yes
+        {
+            let removed: Vec<&str> = old
+                .iter()
+                .filter(|g| !new.contains(g))
+                .map(String::as_str)
+                .collect();
+            if !removed.is_empty() {
+                bail!(
+                    "{}: this config removes the groups {} (now: {}; after: {}). Their hosts then follow the last group, the catch-all, and a rollout in progress loses them. Nothing applied; run again with --yes to apply it",
+                    file.display(),
+                    removed.join(", "),
+                    old.join(", "),
+                    new.join(", ")
+                );
+            }
         }
         let mut doc = wanted.clone();
         set_revision(kind, &mut doc, revision_of(kind, &current)?)?;

@@ -307,6 +307,9 @@ fn unreachable(base: &str, err: &ureq::Error) -> anyhow::Error {
         _ if text.contains("not valid for name") => format!(
             "{text}: ternd's TLS certificate does not name the host in --server; use a name the certificate holds"
         ),
+        _ if text.contains("CaUsedAsEndEntity") => format!(
+            "{text}: ternd's own TLS certificate is a CA certificate (basicConstraints CA:TRUE, what a bare `openssl req -x509` makes), and TLS refuses a CA as a server's certificate; make a CA, then a server certificate it signs (CA:FALSE, serverAuth, the server's names), start ternd with that and give the CA with --ca-cert FILE (docs/quickstart.md, 2.2)"
+        ),
         _ if text.contains("invalid peer certificate") || text.contains("UnknownIssuer") => {
             format!(
                 "{text}: ternd's TLS certificate is not trusted; if a private CA signed it, give that CA with --ca-cert FILE (or TERN_CA_CERT=FILE)"

@@ -256,9 +256,16 @@ fn topology(groups: &[GroupStatus]) -> String {
     out
 }
 
-/// The canaries of each group in canary, and whether they run the new version.
+/// The canaries of each group in canary, and whether they run the new version; for a
+/// group that has picked none yet, why it waits (no candidate yet, and who is one
+/// when).
 fn canaries(groups: &[GroupStatus]) -> String {
     let mut out = String::new();
+    for g in groups.iter().filter(|g| g.state == GroupState::Canary) {
+        if let Some(wait) = g.canary_wait() {
+            let _ = writeln!(out, "\nCanaries of {}: {wait}", g.name);
+        }
+    }
     for g in groups
         .iter()
         .filter(|g| g.state == GroupState::Canary && !g.canaries.is_empty())
@@ -379,6 +386,7 @@ mod tests {
             catch_all: false,
             start_time: None,
             last_update_reason: String::new(),
+            last_update_reason_text: None,
             last_update_time: None,
             present: 20,
             up_to_date: 10,
@@ -393,7 +401,26 @@ mod tests {
             window_closes: None,
             next_window: None,
             topology: vec![],
+            eligible_canaries: None,
+            canary_eligible: None,
+            canary_wait: None,
         }
+    }
+
+    #[test]
+    fn a_group_waiting_for_canaries_says_who_is_eligible_when() {
+        let mut c = g(GroupState::Canary);
+        c.eligible_canaries = Some(0);
+        c.canary_eligible = Some(tern_core::resource::CanaryEligible {
+            updater_id: "u1".into(),
+            hostname: "host-a".into(),
+            at: "2026-11-23T09:53:00Z".parse().unwrap(),
+        });
+        let out = canaries(&[c]);
+        assert!(
+            out.contains("Canaries of dev: 0 eligible canaries; host-a eligible at 09:53 UTC"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -42,8 +42,8 @@
     return (Math.round(x * 1000) / 10) + '%';
   }
 
-  function badge(text, cls) {
-    return el('span', { class: 'badge ' + (cls || '') }, text);
+  function badge(text, cls, title) {
+    return el('span', { class: 'badge ' + (cls || ''), title: title || null }, text);
   }
 
   class ApiError extends Error {
@@ -221,7 +221,7 @@
         const groups = r ? el('table', { id: 'groups' },
           el('thead', {}, el('tr', {}, ['Group', 'State', 'Reason', 'Window', 'Progress', 'Canaries', ''].map((h) => el('th', {}, h)))),
           el('tbody', {}, s.groups.map(groupRow))) : el('p', { id: 'no-rollout' }, s.no_rollout_reason || 'no rollout');
-        box.replaceChildren(...[cards, why, el('h2', {}, 'Alerts'), alerts, el('h2', {}, 'Groups'), actions, groups].filter((n) => n));
+        box.replaceChildren(...[cards, why, el('h2', {}, 'Alerts'), alerts, haltGuide(s), el('h2', {}, 'Groups'), actions, groups].filter((n) => n));
       },
     },
     inventory: {
@@ -274,11 +274,16 @@
     host: {
       mount(params, id) {
         return el('section', {}, el('p', {}, el('a', { href: '#/inventory' }, '← inventory')),
-          el('h1', {}, 'Host ', id), el('div', { id: 'content' }, el('p', { class: 'muted' }, 'loading…')));
+          el('h1', { id: 'host-title' }, 'Host ', id), el('div', { id: 'content' }, el('p', { class: 'muted' }, 'loading…')));
       },
       async update(box, params, id) {
         const h = await api('GET', '/v1/inventory/' + encodeURIComponent(id));
         const a = h.agent;
+        // Titled by what people call the host; the updater id stays below (and in the URL).
+        const title = document.getElementById('host-title');
+        if (title && a.hostname) {
+          title.textContent = a.hostname;
+        }
         const f = h.forecast;
         const dl = (pairs) => el('dl', {}, pairs.filter((p) => p).map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
         box.replaceChildren(
@@ -303,7 +308,8 @@
             ['health', a.healthy === true ? 'healthy' : a.healthy === false ? 'unhealthy' : 'unknown (its updater cannot tell)'],
             ['follows', a.model || 'rollout'],
             a.install_failure ? ['failed install', a.install_failure.version + ': ' + a.install_failure.kind + ' (' + a.install_failure.error + ')'] : null,
-            ['rolled back', a.rollback ? 'yes' + (a.failed_version ? ' (from ' + a.failed_version + ')' : '') : 'no'],
+            ['rolled back', a.rollback ? 'yes' + (a.failed_version ? ' (from ' + a.failed_version + '): it will not retry ' + a.failed_version
+              + ' (publish a fix, or `tern-update pin --force-version ' + a.failed_version + '` on the host to retry it)' : '') : 'no'],
             ['first seen', when(a.first_seen)], ['last seen', when(a.last_seen)],
             a.install_result ? ['last install', JSON.stringify(a.install_result)] : null,
             a.install_state ? ['install state', String(a.install_state)] : null,
@@ -356,6 +362,26 @@
     },
   };
 
+  // At a halt (a canary failed, a group halted or could not install the target): what
+  // an operator can do next, with the ternctl commands, as docs/quickstart.md section 3.
+  function haltGuide(s) {
+    const r = s.rollout;
+    const halting = ['canary_failed', 'group_halted', 'install_refused'];
+    if (!r || !s.alerts.some((a) => halting.includes(a.kind))) return null;
+    const target = r.spec.target_version;
+    const start = r.spec.start_version;
+    const code = (t) => el('code', {}, t);
+    return el('div', { class: 'halt-guide', id: 'halt-guide' },
+      el('h2', {}, 'The rollout to ' + target + ' is halted: what now'),
+      el('ul', {},
+        el('li', {}, 'The release is broken: publish a fixed version, then ', code('ternctl agents new-rollout VERSION'),
+          ' (or New rollout… below). Hosts that rolled ' + target + ' back do not retry it; they take the fix. ' + start + ' stays the start version.'),
+        el('li', {}, 'Return the started groups to ' + start + ': ', code('ternctl agents rollback'), ' (or Roll back all).'),
+        el('li', {}, 'The failures are not the release\'s fault (a broken host): fix or remove it, then ',
+          code('ternctl agents reset GROUP'), ' (new canaries) or ', code('ternctl agents mark-done GROUP'), '.'),
+        el('li', {}, 'Which hosts failed, and why: ', code('ternctl inventory ls'), ' and each host\'s page.')));
+  }
+
   function card(label, value, id) {
     return el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value', id }, value));
   }
@@ -369,7 +395,8 @@
       ? g.canaries.map((c) => el('div', { 'data-canary': c.updater_id },
         (c.hostname || c.updater_id) + ' ',
         c.failed ? badge('failed', 'bad') : c.success ? badge('healthy on target', 'ok') : badge('pending', 'warn')))
-      : (g.canary_count > 0 ? el('span', { class: 'muted' }, g.canary_count + ' to pick') : '—');
+      : g.canary_wait ? el('span', { class: 'muted', 'data-canary-wait': g.name }, g.canary_count + ' to pick: ' + g.canary_wait)
+        : (g.canary_count > 0 ? el('span', { class: 'muted' }, g.canary_count + ' to pick') : '—');
     const named = (v) => v === '' ? '(not said)' : v;
     const coverage = (g.canary_coverage || []).map((c) => el('div', { class: 'muted', 'data-coverage': c.attribute },
       c.attribute + ': covers ' + c.covered.map(named).join(', '),
@@ -385,12 +412,17 @@
     return el('tr', { 'data-group': g.name, 'data-state': g.state },
       el('td', {}, g.name, g.catch_all ? el('span', { class: 'muted' }, ' (catch-all)') : null),
       el('td', {}, badge(g.state, 'state-' + g.state)),
-      el('td', {}, g.last_update_reason || ''),
+      el('td', { 'data-reason': g.last_update_reason || '' }, g.last_update_reason || '',
+        g.last_update_reason_text ? el('div', { class: 'muted' }, g.last_update_reason_text) : null),
       el('td', {}, win),
       el('td', {},
         el('span', { class: 'bar', title: pct(share) }, el('span', { 'data-width': pct(share) })),
         ' ' + g.up_to_date + '/' + g.present,
-        g.failed ? [' ', badge(g.failed + ' failed', 'bad')] : null,
+        // Before its group starts no host of it tried this rollout's target: what is
+        // counted is hosts unhealthy (or that rolled an earlier version back).
+        g.failed ? [' ', g.state === 'unstarted'
+          ? badge(g.failed + ' unhealthy', 'bad', 'not a failed update: this group has not started; the host runs its agent unhealthy or rolled an earlier version back')
+          : badge(g.failed + ' failed', 'bad')] : null,
         g.refused ? Object.keys(g.refused).map((k) => [' ', badge(g.refused[k] + ' could not install (' + k + ')', 'bad')]) : null,
         g.state === 'active' && g.progress < 1 ? el('div', { class: 'muted' }, 'backpressure ' + pct(g.progress)) : null,
         topology),

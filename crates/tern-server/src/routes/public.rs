@@ -723,6 +723,8 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         tern_core::alert::kind::CANARY_FAILED,
         tern_core::alert::kind::GROUP_HALTED,
         tern_core::alert::kind::AGENTS_VANISHED,
+        tern_core::alert::kind::INSTALL_REFUSED,
+        tern_core::alert::kind::REPORTS_MISSING,
         tern_core::alert::kind::ROLLBACK,
     ] {
         let n = alerts.map_or(0, |a| a.iter().filter(|a| a.kind == kind).count());

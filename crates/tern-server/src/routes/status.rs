@@ -250,6 +250,12 @@ pub(crate) async fn host(
                         .is_some_and(|s| groups.serves(s, b.group()))
             })
             .map(|b| b.updater_numeral());
+        // The same rule as the report's canary candidates (`inventory::replica_report`).
+        let tenure = state
+            .settings
+            .report_period
+            .max(state.settings.canary_tenure);
+        let canary_eligible_at = a.first_seen().checked_add(tenure).ok();
         let host = a.to_inventory_agent();
         let governed_by_directive = state
             .directives_active
@@ -269,6 +275,7 @@ pub(crate) async fn host(
             tern_core::forecast::HostState {
                 version: &host.heartbeat.version,
                 failed_version: host.heartbeat.failed_version.as_deref(),
+                canary_eligible_at: canary_eligible_at.filter(|at| *at > now),
             },
             peers,
         );
