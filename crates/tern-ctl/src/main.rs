@@ -38,6 +38,7 @@ enum Command {
     /// Write ternctl's man pages, one per command, into DIR (created if missing), e.g.
     /// `ternctl man /usr/local/share/man/man1` then `man ternctl-agents-status`.
     Man {
+        /// The directory the pages are written to (created if missing).
         #[arg(value_name = "DIR")]
         dir: std::path::PathBuf,
     },
