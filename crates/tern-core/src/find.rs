@@ -233,6 +233,21 @@ pub fn answer(i: &FindInputs<'_>) -> AgentDecision {
     d
 }
 
+/// Whether a host following a channel (`/v1/channels/{name}/version`, Teleport's
+/// channel paths) is held: a channel has none of the rollout's groups, canaries or
+/// windows, but the stops that hold every host hold it too. A freeze, or the replica
+/// answering cut off from its store (a freeze written meanwhile would not be in its
+/// memory): the freeze is named first, as [`answer`] names it.
+pub fn channel_hold(frozen: bool, cut_off: bool) -> Option<Hold> {
+    if frozen {
+        Some(Hold::Frozen)
+    } else if cut_off {
+        Some(Hold::CutOff)
+    } else {
+        None
+    }
+}
+
 /// The rollout table alone: the decision for a host presenting `group` (may be empty)
 /// and `updater_id` (may be empty: such a host is admitted by backpressure only once
 /// progress is complete). Servers and tools ask [`answer`], which starts from it.
@@ -355,5 +370,18 @@ mod tests {
             d(Some(Hold::Frozen)).held_by(Hold::Pinned).hold,
             Some(Hold::Frozen)
         );
+    }
+
+    #[test]
+    fn a_channel_is_held_by_a_freeze_and_by_a_replica_cut_off() {
+        assert_eq!(channel_hold(false, false), None);
+        assert_eq!(channel_hold(true, false), Some(Hold::Frozen));
+        assert_eq!(channel_hold(false, true), Some(Hold::CutOff));
+        assert_eq!(channel_hold(true, true), Some(Hold::Frozen));
+        for frozen in [false, true] {
+            for cut_off in [false, true] {
+                assert!(channel_hold(frozen, cut_off).is_none_or(Hold::is_stop));
+            }
+        }
     }
 }

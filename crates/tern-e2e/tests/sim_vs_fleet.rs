@@ -25,7 +25,9 @@ const STEP_MINUTES: i64 = 10;
 /// (group, started at, first seen done at) for each group.
 type Timeline = Vec<(String, Timestamp, Timestamp)>;
 
-fn real_fleet(config: &str) -> Timeline {
+/// The real fleet's timeline, and what each step saw of every group (for a failure's
+/// message: a group that starts a step late says why in its reason).
+fn real_fleet(config: &str) -> (Timeline, Vec<String>) {
     let mut f = Fleet::start(FleetOptions::default()).unwrap();
     f.apply(config).unwrap();
     f.set_version("1.0.0", "1.0.0", "regular").unwrap();
@@ -39,10 +41,26 @@ fn real_fleet(config: &str) -> Timeline {
     let mut now: Timestamp = CREATED.parse().unwrap();
     let end: Timestamp = END.parse().unwrap();
     let mut last = None;
+    let mut seen = Vec::new();
     while now < end && done.len() < GROUPS.len() {
         now += SignedDuration::from_mins(STEP_MINUTES);
         let step = f.step_at(&now.to_string()).unwrap();
         assert!(step.failures().is_empty(), "{:?}", step.failures());
+        let groups: Vec<String> = step
+            .status
+            .groups
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} {} ({}, {} present)",
+                    g.name,
+                    g.state.as_str(),
+                    g.last_update_reason,
+                    g.present
+                )
+            })
+            .collect();
+        seen.push(format!("{now}: {}", groups.join("; ")));
         for g in &step.status.groups {
             if g.state.as_str() == "done" && !done.iter().any(|(n, _)| n == &g.name) {
                 done.push((g.name.clone(), now));
@@ -51,12 +69,14 @@ fn real_fleet(config: &str) -> Timeline {
         last = Some(step.status);
     }
     let status = last.unwrap();
-    done.into_iter()
+    let timeline = done
+        .into_iter()
         .map(|(name, done_at)| {
             let started = status.group(&name).start_time.unwrap();
             (name, started, done_at)
         })
-        .collect()
+        .collect();
+    (timeline, seen)
 }
 
 fn simulated(config: &str, replicas: u16) -> Timeline {
@@ -87,7 +107,8 @@ fn simulated(config: &str, replicas: u16) -> Timeline {
 #[test]
 fn the_simulator_reproduces_the_real_fleets_happy_path() {
     let config = halt_on_error(&GROUPS);
-    let real = real_fleet(&config);
+    let (real, seen) = real_fleet(&config);
+    let seen = seen.join("\n");
     assert_eq!(
         real.len(),
         3,
@@ -110,13 +131,13 @@ fn the_simulator_reproduces_the_real_fleets_happy_path() {
             let gap = real_start.duration_since(*sim_start);
             assert!(
                 gap >= SignedDuration::ZERO && gap < SignedDuration::from_mins(STEP_MINUTES),
-                "{name}, {replicas} replicas: started at {real_start} on the real fleet, {sim_start} simulated"
+                "{name}, {replicas} replicas: started at {real_start} on the real fleet, {sim_start} simulated; the real fleet's steps:\n{seen}"
             );
             // Done within the same window: at most two steps apart.
             let gap = real_done.duration_since(*sim_done).abs();
             assert!(
                 gap <= SignedDuration::from_mins(2 * STEP_MINUTES),
-                "{name}, {replicas} replicas: done at {real_done} on the real fleet, {sim_done} simulated"
+                "{name}, {replicas} replicas: done at {real_done} on the real fleet, {sim_done} simulated; the real fleet's steps:\n{seen}"
             );
         }
     }

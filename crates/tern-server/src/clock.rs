@@ -75,7 +75,7 @@ pub(crate) async fn move_shared_clock(
     store: &dyn Store,
     how: ClockMove,
     fallback: Timestamp,
-) -> Result<Timestamp, MoveError> {
+) -> Result<(Timestamp, tern_store::Revision), MoveError> {
     for _ in 0..20 {
         let current = store.get(keys::DEV_CLOCK).await?;
         let base = current
@@ -96,7 +96,7 @@ pub(crate) async fn move_shared_clock(
             }
         };
         match written {
-            Ok(_) => return Ok(next),
+            Ok(kv) => return Ok((next, kv.mod_revision)),
             Err(
                 StoreError::Conflict { .. }
                 | StoreError::AlreadyExists { .. }
@@ -149,7 +149,11 @@ impl Clock for SystemClock {
 /// A clock that moves only when told.
 #[derive(Debug)]
 pub struct DevClock {
-    now: Mutex<Timestamp>,
+    /// The time, and the store revision of the shared clock's write it came from (0:
+    /// none yet). Moves are delivered out of order (a watch can hand over a write
+    /// after a newer one was read or made here), and a dev clock may be set back, so
+    /// only the revision can tell which move is the latest.
+    now: Mutex<(Timestamp, tern_store::Revision)>,
     /// A real instant and the dev time it stands for: `monotonic` counts from here.
     anchor: (std::time::Instant, Timestamp),
 }
@@ -165,29 +169,42 @@ pub(crate) enum DevClockError {
 impl DevClock {
     pub fn new(start: Timestamp) -> Self {
         Self {
-            now: Mutex::new(start),
+            now: Mutex::new((start, 0)),
             anchor: (std::time::Instant::now(), start),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Timestamp> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Timestamp, tern_store::Revision)> {
         // A poisoned lock only means a panic elsewhere while holding a Copy value.
         self.now.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn now_value(&self) -> Timestamp {
-        *self.lock()
+        self.lock().0
     }
 
-    pub fn set(&self, to: Timestamp) -> Timestamp {
-        *self.lock() = to;
-        to
+    /// Moves this clock alone, outside the shared one (unit tests).
+    #[cfg(test)]
+    pub(crate) fn set(&self, to: Timestamp) {
+        self.lock().0 = to;
+    }
+
+    /// Takes the shared clock's time as written at store `revision`, unless a later
+    /// write was taken already. Returns whether the time changed.
+    pub(crate) fn adopt(&self, to: Timestamp, revision: tern_store::Revision) -> bool {
+        let mut now = self.lock();
+        if revision < now.1 {
+            return false;
+        }
+        let changed = now.0 != to;
+        *now = (to, revision);
+        changed
     }
 }
 
 impl Clock for DevClock {
     fn now(&self) -> Timestamp {
-        *self.lock()
+        self.lock().0
     }
 
     fn monotonic(&self) -> std::time::Instant {
@@ -216,9 +233,29 @@ mod tests {
         assert_eq!(t1, "2026-11-23T12:30:00Z".parse::<Timestamp>().unwrap());
         assert!(advanced(t1, SignedDuration::from_secs(-1)).is_err());
         assert_eq!(c.now(), t0, "computing a move does not move the clock");
-        c.set(t1);
+        assert!(c.adopt(t1, 5));
         assert_eq!(c.now(), t1);
-        c.set(t0);
+        assert!(c.adopt(t0, 6), "a later write may set the clock back");
         assert_eq!(c.now(), t0);
+    }
+
+    #[test]
+    fn a_move_delivered_late_does_not_undo_a_later_one() {
+        let t0: Timestamp = "2026-11-23T11:00:00Z".parse().unwrap();
+        let (t1, t2) = (
+            advanced(t0, SignedDuration::from_mins(10)).unwrap(),
+            advanced(t0, SignedDuration::from_mins(20)).unwrap(),
+        );
+        let c = DevClock::new(t0);
+        assert!(
+            c.adopt(t2, 8),
+            "this replica's own move, written at revision 8"
+        );
+        assert!(
+            !c.adopt(t1, 7),
+            "the watch hands over the move of revision 7 only now"
+        );
+        assert_eq!(c.now(), t2);
+        assert!(!c.adopt(t2, 8), "the same write read again changes nothing");
     }
 }

@@ -220,7 +220,7 @@ async fn watch_loop(state: Arc<AppState>) {
                     }
                     match ev {
                         Ok(tern_store::WatchEvent::Put(kv)) if kv.key == keys::DEV_CLOCK => {
-                            state.adopt_dev_clock(&kv.value);
+                            state.adopt_dev_clock(&kv);
                         }
                         Ok(ev) => {
                             let k = ev.key();

@@ -316,11 +316,10 @@ impl AppState {
     }
 
     /// Adopts a value of the shared dev clock (from the store watch or a local write).
-    pub(crate) fn adopt_dev_clock(&self, value: &[u8]) {
-        if let (Some(dev), Some(now)) = (self.clock.as_dev(), SharedClock::decode(value))
-            && dev.now_value() != now
+    pub(crate) fn adopt_dev_clock(&self, kv: &tern_store::KeyValue) {
+        if let (Some(dev), Some(now)) = (self.clock.as_dev(), SharedClock::decode(&kv.value))
+            && dev.adopt(now, kv.mod_revision)
         {
-            dev.set(now);
             tracing::info!(%now, "dev clock moved (shared)");
             // A pin lifts at a time: held finds look again.
             self.long_poll.snapshot_changed();
@@ -334,7 +333,7 @@ impl AppState {
             return Ok(());
         }
         if let Some(kv) = self.store().get(keys::DEV_CLOCK).await? {
-            self.adopt_dev_clock(&kv.value);
+            self.adopt_dev_clock(&kv);
         }
         Ok(())
     }

@@ -48,11 +48,19 @@ struct Ha {
     token: String,
     agent: String,
     hosts: Vec<Host>,
+    /// Flags every replica runs with besides the harness's own.
+    extra: Vec<String>,
 }
 
 impl Ha {
     /// Starts etcd, then the three replicas at once on the fresh store.
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// [`Ha::start`], every replica with `extra` flags too.
+    fn start_with(extra: &[&str]) -> Self {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -65,8 +73,8 @@ impl Ha {
             .iter()
             .enumerate()
             .map(|(i, dir)| {
-                let (dir, backend) = (dir.clone(), backend.clone());
-                std::thread::spawn(move || Self::spawn(&dir, &backend, i))
+                let (dir, backend, extra) = (dir.clone(), backend.clone(), extra.clone());
+                std::thread::spawn(move || Self::spawn(&dir, &backend, i, &extra))
             })
             .collect();
         let mut replicas: Vec<Option<Ternd>> = starting
@@ -97,32 +105,32 @@ impl Ha {
             token,
             agent: String::new(),
             hosts: Vec::new(),
+            extra,
         };
         ha.agent = ha.any().new_token("agent");
         ha
     }
 
-    fn spawn(dir: &std::path::Path, backend: &str, i: usize) -> Ternd {
+    fn spawn(dir: &std::path::Path, backend: &str, i: usize, extra: &[String]) -> Ternd {
         let id = format!("r{i}");
-        Ternd::start(
-            dir,
-            &[
-                "--backend",
-                backend,
-                "--replica-id",
-                &id,
-                "--dev-clock",
-                T0,
-                "--leader-ttl",
-                "3s",
-            ],
-        )
+        let mut args = vec![
+            "--backend",
+            backend,
+            "--replica-id",
+            &id,
+            "--dev-clock",
+            T0,
+            "--leader-ttl",
+            "3s",
+        ];
+        args.extend(extra.iter().map(String::as_str));
+        Ternd::start(dir, &args)
     }
 
     /// Restarts replica `i` on its data dir (it keeps its id).
     fn restart(&mut self, i: usize) {
         let backend = format!("etcd:{}", self.etcd.endpoints().join(","));
-        let mut t = Self::spawn(&self.dirs[i], &backend, i);
+        let mut t = Self::spawn(&self.dirs[i], &backend, i, &self.extra);
         t.token = self.token.clone();
         self.replicas[i] = Some(t);
     }
@@ -637,6 +645,128 @@ fn all_of_etcd_down_find_serves_the_snapshot_and_everything_resumes() {
     assert_eq!(
         report["total"], 19,
         "18 hosts and the one heard during the outage: {report}"
+    );
+}
+
+/// What a replica answers hosts following a channel (tern-update's channel mode,
+/// Teleport's own updaters) and rollout hosts, from its store or without it.
+fn channel_answers(t: &Ternd) -> (String, String, String) {
+    let (s, _, body) = t.raw("GET", "/v1/channels/stable/version", None, None);
+    let plain = if s == 200 {
+        body
+    } else {
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+        format!("{s} {}", v["error"]["code"].as_str().unwrap_or("?"))
+    };
+    let teleport = |path: &str| {
+        let (s, h, body) = t.raw("GET", path, None, None);
+        assert_eq!(s, 200, "{path}: {body}");
+        let hold = h
+            .get("tern-hold")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        format!("{body} {hold}").trim().to_string()
+    };
+    (
+        plain,
+        teleport("/v1/webapi/automaticupgrades/channel/stable/version"),
+        teleport("/webapi/automaticupgrades/channel/dev/version"),
+    )
+}
+
+/// find's hold for a host (empty: it updates now).
+fn find_hold(t: &Ternd, group: &str, id: &str) -> String {
+    let (s, v) = t.call(
+        "GET",
+        &format!("/v1/webapi/find?group={group}&updater_id={id}"),
+        None,
+        None,
+    );
+    assert_eq!(s, 200, "find: {v}");
+    v["auto_update"]["agent_hold"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A replica that has not reached its store for longer than `--store-contact-bound`
+/// cannot know whether a freeze was written meanwhile: it tells no host to update,
+/// whichever way the host asks (find, a ternd channel, Teleport's channel paths).
+/// Before the fix, the channel paths kept answering the channel's version.
+#[test]
+fn a_replica_cut_off_from_its_store_tells_no_host_to_update_by_any_path() {
+    let mut ha = Ha::start_with(&["--store-contact-bound", "4s"]);
+    let leader = ha.leader(TTL * 3);
+    ha.hosts = fleet((leader + 1) % 3);
+    ha.any().put_resource("config", &config());
+    ha.any()
+        .put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    ha.any().op(
+        "PUT",
+        "/v1/channels/stable",
+        Some(r#"{"version":"1.1.0","critical":true}"#),
+    );
+    ha.round();
+    ha.clock(1, json!({"set": "2026-11-23T10:01:00Z"}));
+    ha.round();
+    assert_eq!(ha.state_of("dev"), "active");
+    let updating = (
+        "1.1.0".to_string(),
+        "v1.1.0".to_string(),
+        "v1.1.0".to_string(),
+    );
+    eventually(
+        "every replica serves the channel and the group",
+        Duration::from_secs(10),
+        || {
+            ha.live()
+                .iter()
+                .all(|i| channel_answers(ha.r(*i)) == updating)
+        },
+    );
+    // Still in contact after more than the bound: the probe loop keeps it.
+    std::thread::sleep(Duration::from_secs(5));
+    for i in ha.live() {
+        assert_eq!(channel_answers(ha.r(i)), updating, "replica {i}");
+        assert_eq!(find_hold(ha.r(i), "dev", "dev-0"), "", "replica {i}");
+    }
+
+    for m in 0..3 {
+        ha.etcd.kill(m);
+    }
+    let held = (
+        "503 replica_cut_off".to_string(),
+        "none replica_cut_off".to_string(),
+        "none replica_cut_off".to_string(),
+    );
+    eventually(
+        "every replica cut off holds every host",
+        Duration::from_secs(20),
+        || {
+            ha.live()
+                .iter()
+                .all(|i| find_hold(ha.r(*i), "dev", "dev-0") == "replica_cut_off")
+        },
+    );
+    for i in ha.live() {
+        assert_eq!(channel_answers(ha.r(i)), held, "replica {i}");
+    }
+
+    for m in 0..3 {
+        ha.etcd.restart_no_wait(m);
+    }
+    for m in 0..3 {
+        ha.rt.block_on(ha.etcd.wait_ready(m));
+    }
+    eventually(
+        "back in contact, every replica answers again",
+        Duration::from_secs(30),
+        || {
+            ha.live().iter().all(|i| {
+                channel_answers(ha.r(*i)) == updating
+                    && find_hold(ha.r(*i), "dev", "dev-0").is_empty()
+            })
+        },
     );
 }
 

@@ -61,13 +61,13 @@ pub(crate) async fn set_clock(
         }
     };
     // Shared through the store: every replica's watch moves its clock too.
-    let now = move_shared_clock(state.store(), how, clock.now_value())
+    let (now, revision) = move_shared_clock(state.store(), how, clock.now_value())
         .await
         .map_err(|e| match e {
             MoveError::Clock(e) => ApiError::bad_request(format!("advance: {e}")),
             MoveError::Store(e) => ApiError::from(e),
         })?;
-    clock.set(now);
+    clock.adopt(now, revision);
     tracing::info!(%now, "dev clock moved");
     // A pin lifts at a time: held finds look again.
     state.long_poll.snapshot_changed();

@@ -307,11 +307,18 @@ pub(crate) async fn channel_value(
     let body = match what.as_str() {
         // Unavailable is what a channel host holds on (it never updates without a
         // version), and it is not cached: the hosts act again once it is lifted.
-        "version" if let Some(f) = &snap.freeze => {
+        "version"
+            if let Some(hold) =
+                tern_core::find::channel_hold(snap.freeze.is_some(), state.cut_off()) =>
+        {
+            let why = match (&snap.freeze, hold) {
+                (Some(f), tern_core::find::Hold::Frozen) => f.describe(),
+                _ => hold.describe().to_string(),
+            };
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "frozen",
-                f.describe(),
+                hold.code(),
+                why,
             ));
         }
         "version" => ch.version.clone(),
@@ -358,8 +365,8 @@ pub(crate) async fn teleport_channel(
     let snapshot = state.snapshot();
     let (version, critical, hold) = if let Some(ch) = snapshot.channels.get(name) {
         Metrics::inc(&state.metrics.channel_requests);
-        match &snapshot.freeze {
-            Some(_) => (None, false, Some(tern_core::find::Hold::Frozen)),
+        match tern_core::find::channel_hold(snapshot.freeze.is_some(), state.cut_off()) {
+            Some(hold) => (None, false, Some(hold)),
             None => (Some(ch.version.to_string()), ch.critical, None),
         }
     } else {
