@@ -1155,3 +1155,24 @@ spec:
         assert!(err.contains("spec.releases.directives[1].version"), "{err}");
     }
 }
+
+/// ternctl prints a state as the API's JSON and the docs name it; the metrics label is
+/// its snake_case form.
+#[test]
+fn install_states_read_the_same_in_json_text_and_metrics() {
+    for s in InstallState::ALL {
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(json, format!("\"{s}\""));
+        let snake: String = s
+            .to_string()
+            .chars()
+            .enumerate()
+            .flat_map(|(i, c)| {
+                let sep = (i > 0 && c.is_ascii_uppercase()).then_some('_');
+                sep.into_iter()
+                    .chain(std::iter::once(c.to_ascii_lowercase()))
+            })
+            .collect();
+        assert_eq!(s.as_str(), snake);
+    }
+}

@@ -993,3 +993,56 @@ fn status_watch_prints_snapshots_until_stopped() {
     let o = ctl(&s, &["agents", "status", "--count", "2"]);
     assert!(!o.ok && o.stderr.contains("--watch"), "{}", o.stderr);
 }
+
+/// Under the dev clock a plan is evaluated only by `ternctl dev directives`: `plan
+/// --draft` says so instead of leaving the operator waiting on partial counts.
+#[test]
+fn a_plan_under_the_dev_clock_says_what_runs_the_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("d"));
+    let draft = tmp.path().join("draft.yaml");
+    std::fs::write(
+        &draft,
+        r#"kind: version_directive
+version: v1
+metadata: {name: static}
+spec:
+  directives:
+    - name: prod
+      selectors: [{labels: {env: prod}}]
+      targets: [{version: "1.1.0"}]
+      installers: [tern-update]
+"#,
+    )
+    .unwrap();
+    ok(
+        &s,
+        &["version-control", "draft", "-f", draft.to_str().unwrap()],
+    );
+    let o = ctl(
+        &s,
+        &[
+            "version-control",
+            "plan",
+            "--draft",
+            "static",
+            "--wait",
+            "1s",
+        ],
+    );
+    assert!(!o.ok, "partial counts are not a success: {}", o.stdout);
+    assert!(
+        o.stderr.contains("run `ternctl dev directives`"),
+        "{}",
+        o.stderr
+    );
+    ok(&s, &["dev", "directives"]);
+    let o = ctl(&s, &["version-control", "plan"]);
+    assert!(o.ok, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("evaluated by 1 of 1 replica"),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stderr.contains("dev directives"), "{}", o.stderr);
+}

@@ -62,9 +62,12 @@ impl InstallState {
     }
 }
 
+/// The RFD's name, as the API's JSON and the docs spell it (`as_str` is the metrics
+/// label): what ternctl prints, so that a state reads the same in the docs, the CLI and
+/// the dashboard.
 impl fmt::Display for InstallState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        fmt::Debug::fmt(self, f)
     }
 }
 

@@ -411,8 +411,16 @@ fn plan(
         }
         std::thread::sleep(Duration::from_millis(250));
     };
+    let partial = v.replicas == 0 || v.evaluated_by < v.replicas;
+    if partial && c.get::<serde_json::Value>("/v1/dev/clock").is_ok() {
+        // Under the dev clock a replica's directive loop passes only when asked, so
+        // waiting longer changes nothing: say what runs the pass.
+        eprintln!(
+            "hint: ternd runs with --dev-clock, where the directive loop passes only when asked: run `ternctl dev directives` (once per replica, with its --server), then `ternctl version-control plan` to read the plan"
+        );
+    }
     if structured(g.output(), &v)? {
-        return Ok(if v.evaluated_by < v.replicas || v.replicas == 0 {
+        return Ok(if partial {
             ExitCode::from(3)
         } else {
             ExitCode::SUCCESS
@@ -488,7 +496,7 @@ fn plan(
         p.approvals_needed,
         if p.approvals_needed == 1 { "" } else { "s" }
     );
-    if v.replicas == 0 || v.evaluated_by < v.replicas {
+    if partial {
         eprintln!(
             "warning: only {} of {} evaluated the plan within the wait: the counts are partial",
             v.evaluated_by,
