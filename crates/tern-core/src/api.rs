@@ -218,6 +218,10 @@ pub struct NewRolloutResponse {
     /// changed.
     pub note: Option<String>,
     pub version: AutoUpdateVersion,
+    /// What ternd could see is missing of the target's artifacts
+    /// (`--artifact-url-template`): the rollout is written anyway.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `GET /v1/releases/signed?version=V`: whether the signed release repository ternd

@@ -18,6 +18,7 @@ pub mod aggregate;
 pub mod alert;
 pub mod analysis;
 pub mod api;
+pub mod artifact;
 pub mod backpressure;
 pub mod canary;
 pub mod codec;

@@ -751,6 +751,9 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 current_version,
             };
             let v: NewRolloutResponse = c.post("/v1/agents/new-rollout", &body)?;
+            for w in &v.warnings {
+                eprintln!("warning: artifact missing: {w}");
+            }
             if !structured(out, &v)? {
                 let (from, to) = (&v.start_version, &v.target_version);
                 if v.changed {

@@ -529,6 +529,12 @@ impl<'a> AgentRef<'a> {
         &self.entry.updater_id
     }
 
+    /// The (os, arch) its last heartbeat reported, when it sent its facts.
+    pub(crate) fn platform(&self) -> Option<(&'a str, &'a str)> {
+        let f = self.entry.facts.as_deref()?;
+        (!f.os.is_empty() && !f.arch.is_empty()).then_some((&*f.os, &*f.arch))
+    }
+
     /// Its last heartbeat said it runs unhealthy or rolled back.
     pub(crate) fn is_failed(&self) -> bool {
         self.entry.rollback || self.entry.healthy == Some(false)

@@ -12,6 +12,7 @@
 //!   `release_source`, re-exported here for ternd's modules).
 
 pub mod analysis;
+pub mod artifacts;
 pub(crate) mod audit;
 pub mod auth;
 pub mod clock;

@@ -197,6 +197,13 @@ struct StartArgs {
     /// that enables it).
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
     directive_period: GoDuration,
+    /// Where the hosts download a version, as their `--url-template` (with
+    /// {{.Version}} {{.OS}} {{.Arch}} {{.Edition}}; {{.BaseURL}} is not known here):
+    /// `new-rollout` then checks that the tarball and its `.sha256` are there for every
+    /// platform the fleet's hosts run, and warns naming what is missing. Unset: not
+    /// checked.
+    #[arg(long, value_name = "TEMPLATE")]
+    artifact_url_template: Option<String>,
     /// Long-poll find: the longest a find with `wait=` is held waiting for the host's
     /// answer to change, whatever the host asks. Held finds are answered within
     /// --request-timeout: with --long-poll-jitter and a second to spare, a longer hold
@@ -363,6 +370,10 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
     let listener = std::net::TcpListener::bind(a.listen)
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", a.listen))?;
     server::create_data_dir(&a.data_dir)?;
+    if let Some(t) = &a.artifact_url_template {
+        tern_server::artifacts::check_template(t)
+            .map_err(|e| anyhow::anyhow!("--artifact-url-template {t:?}: {e}"))?;
+    }
     let release_trust = match (&a.trust_root, &a.trust_url) {
         (Some(root), Some(url)) => Some(
             tern_server::trust::ReleaseTrust::pin(&a.data_dir, root, url)
@@ -414,6 +425,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
             admin_burst: a.admin_burst,
             require_trust: a.require_trust,
         },
+        artifact_template: a.artifact_url_template,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

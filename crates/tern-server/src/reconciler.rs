@@ -648,6 +648,7 @@ mod tests {
             long_poll: Default::default(),
             prometheus: None,
             security: Default::default(),
+            artifact_template: None,
         };
         change(&mut settings);
         let clock = Arc::new(DevClock::new("2026-11-23T09:00:00Z".parse().unwrap()));

@@ -70,6 +70,10 @@ pub struct Settings {
     pub prometheus: Option<std::sync::Arc<crate::analysis::Prometheus>>,
     /// What the API may reach of ternd's own secrets, and admin rate limits.
     pub security: SecuritySettings,
+    /// Where the hosts download a version (`--artifact-url-template`): `new-rollout`
+    /// checks the tarball and its `.sha256` are there for the fleet's platforms and
+    /// warns when not. `None`: not checked.
+    pub artifact_template: Option<String>,
 }
 
 /// The security settings of `ternd start` (docs/security.md).

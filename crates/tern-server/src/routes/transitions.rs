@@ -230,13 +230,43 @@ pub(crate) async fn new_rollout(
         tracing::info!(start = %agents.start_version, target = %agents.target_version, note = note.as_deref().unwrap_or(""), "new rollout requested");
         state.after_write().await;
     }
+    let warnings = artifacts_missing(&state, &agents.target_version.to_string()).await;
+    for w in &warnings {
+        tracing::warn!(target = %agents.target_version, "new rollout: artifact missing: {w}");
+    }
     Ok(Json(NewRolloutResponse {
         start_version: agents.start_version.to_string(),
         target_version: agents.target_version.to_string(),
         changed,
         note,
         version,
+        warnings,
     }))
+}
+
+/// What is missing of `version`'s artifacts for the platforms this replica's hosts
+/// run (linux/amd64 when it has none yet), with `--artifact-url-template`.
+async fn artifacts_missing(state: &AppState, version: &str) -> Vec<String> {
+    let Some(template) = state.settings.artifact_template.clone() else {
+        return Vec::new();
+    };
+    let mut platforms: Vec<(String, String)> = {
+        let inv = state.inventory();
+        let set: std::collections::BTreeSet<(&str, &str)> =
+            inv.agents().filter_map(|a| a.platform()).collect();
+        set.into_iter()
+            .map(|(os, arch)| (os.to_string(), arch.to_string()))
+            .collect()
+    };
+    if platforms.is_empty() {
+        platforms.push(("linux".into(), "amd64".into()));
+    }
+    let (edition, version) = (state.settings.edition.clone(), version.to_string());
+    tokio::task::spawn_blocking(move || {
+        crate::artifacts::missing(&template, &edition, &version, &platforms)
+    })
+    .await
+    .unwrap_or_else(|e| vec![format!("checking the artifacts failed: {e}")])
 }
 
 /// `POST /v1/preview/{action}` with the action's own body: what suspend, resume,
