@@ -28,6 +28,7 @@ pub fn service_yaml(link: &Path, state: &Path) -> String {
          start: \"TERN_DEMO_AGENT_EXIT_WITH={harness} setsid {l}/tern-demo-agent {s} </dev/null >>{s}/agent.out 2>&1 & echo $! > {s}/agent.pgid\"\n\
          stop: \"p=$(cat {s}/agent.pgid 2>/dev/null); case $p in ''|*[!0-9]*|0|1) ;; *) grep -qaF {s} /proc/$p/cmdline 2>/dev/null && kill -s KILL -- -$p 2>/dev/null;; esac; rm -f {s}/agent.pid {s}/agent.pgid; true\"\n\
          pid_file: {s}/agent.pid\n\
+         log_file: {s}/agent.out\n\
          health_timeout: 10\n\
          health_interval: 0.2\n\
          stable_ticks: 6\n\

@@ -606,14 +606,19 @@ pub(crate) fn update(
         }
         Err(Failed::Changed(reason, version_failed)) => {
             log::error(format!("update to {to} failed: {reason}; rolling back"));
+            // Read before the revert starts the old version, whose output would follow.
+            let output = version_failed.then(|| svc.output_tail()).flatten();
             let reverted = revert(ctx, spec, &svc, from.as_deref(), to, was_running);
             Err(update::record_failure(
                 ctx,
                 file,
                 from.as_deref(),
                 to,
-                reason,
-                version_failed,
+                update::Failure {
+                    reason,
+                    version_failed,
+                    agent_output: output,
+                },
                 reverted,
             ))
         }

@@ -43,6 +43,10 @@ pub(crate) struct ServiceConfig {
     pub(crate) db_path: Option<PathBuf>,
     /// A DB backup older than this (hours) is not restored (its certificates may have expired).
     pub(crate) backup_max_age_hours: f64,
+    /// Where the agent's output goes (`manager: command`): when a new version fails,
+    /// its last lines go into `status.last_update.error`. Under systemd the journal of
+    /// the unit is read instead.
+    pub(crate) log_file: Option<PathBuf>,
 }
 
 /// Why a service config is refused: the field and the rule it breaks.
@@ -87,6 +91,7 @@ impl Default for ServiceConfig {
             max_restarts: 3,
             db_path: None,
             backup_max_age_hours: 24.0 * 30.0,
+            log_file: None,
         }
     }
 }
@@ -183,6 +188,52 @@ fn output(program: &str, args: &[&str]) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// Lines of the agent's output kept in an error.
+pub(crate) const OUTPUT_TAIL_LINES: usize = 10;
+/// Bytes of the agent's output kept in an error.
+pub(crate) const OUTPUT_TAIL_BYTES: usize = 1024;
+
+/// The last `max` bytes of a file (a log may be large), as text.
+fn read_end(path: &Path, max: usize) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let max = u64::try_from(max).unwrap_or(u64::MAX);
+    f.seek(SeekFrom::Start(len.saturating_sub(max))).ok()?;
+    let mut buf = Vec::new();
+    f.take(max).read_to_end(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// The last non-empty lines of `text`, joined with " | ", control characters replaced,
+/// within [`OUTPUT_TAIL_BYTES`] (cut at the front: the last words say what failed).
+fn tail_lines(text: &str) -> Option<String> {
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            l.chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect::<String>()
+                .trim()
+                .to_string()
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+    let start = lines.len().saturating_sub(OUTPUT_TAIL_LINES);
+    let mut out = lines[start..].join(" | ");
+    if out.is_empty() {
+        return None;
+    }
+    if out.len() > OUTPUT_TAIL_BYTES {
+        let mut cut = out.len() - OUTPUT_TAIL_BYTES;
+        while !out.is_char_boundary(cut) {
+            cut += 1;
+        }
+        out = format!("…{}", &out[cut..]);
+    }
+    Some(out)
+}
+
 fn sh(cmd: &str) -> Result<bool> {
     run("sh", &["-c", cmd])
 }
@@ -271,6 +322,30 @@ impl Service {
         }
     }
 
+    /// The agent's last lines of output (its `log_file`, or the unit's journal), for
+    /// saying why a new version failed: at most [`OUTPUT_TAIL_LINES`] lines and
+    /// [`OUTPUT_TAIL_BYTES`] bytes, control characters replaced. `None` when there is
+    /// nothing to read.
+    pub(crate) fn output_tail(&self) -> Option<String> {
+        let text = match (&self.cfg.log_file, self.cfg.manager) {
+            (Some(path), _) => read_end(path, OUTPUT_TAIL_BYTES * 4)?,
+            (None, ManagerKind::Systemd) => output(
+                "journalctl",
+                &[
+                    "--unit",
+                    &self.unit(),
+                    "--lines",
+                    &OUTPUT_TAIL_LINES.to_string(),
+                    "--no-pager",
+                    "--output",
+                    "cat",
+                ],
+            )?,
+            (None, ManagerKind::Command) => return None,
+        };
+        tail_lines(&text)
+    }
+
     /// Whether the agent should run after an update even if it is not running now:
     /// systemd units that are enabled; command-managed agents always.
     pub(crate) fn wants_running(&self) -> bool {
@@ -323,6 +398,46 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_output_tail_keeps_the_last_lines_within_its_bound() {
+        let many: String = (1..=30).map(|i| format!("line {i}\n\n")).collect();
+        let t = tail_lines(&many).unwrap();
+        assert!(t.starts_with("line 21 | ") && t.ends_with("line 30"), "{t}");
+        assert_eq!(tail_lines("\n  \n"), None);
+        let t = tail_lines("a\u{1b}[31mred\tb").unwrap();
+        assert!(!t.chars().any(char::is_control), "{t:?}");
+        let long = format!("{}é{}\npanicked: the end", "x".repeat(3000), "y".repeat(10));
+        let t = tail_lines(&long).unwrap();
+        assert!(t.len() <= OUTPUT_TAIL_BYTES + '…'.len_utf8(), "{}", t.len());
+        assert!(
+            t.starts_with('…') && t.ends_with("panicked: the end"),
+            "{t}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent.out");
+        std::fs::write(
+            &log,
+            format!("{}\nold run\nnew: cannot start\n", "z".repeat(100_000)),
+        )
+        .unwrap();
+        let svc = Service::new(ServiceConfig {
+            manager: ManagerKind::Command,
+            log_file: Some(log),
+            ..ServiceConfig::default()
+        });
+        assert!(
+            svc.output_tail()
+                .unwrap()
+                .ends_with("old run | new: cannot start")
+        );
+        let none = Service::new(ServiceConfig {
+            manager: ManagerKind::Command,
+            ..ServiceConfig::default()
+        });
+        assert_eq!(none.output_tail(), None);
+    }
 
     #[test]
     fn config_validation() {

@@ -809,8 +809,38 @@ fn rollback(
         "update to {} failed: {reason}; rolling back",
         sw.to
     ));
+    // Read before the revert starts the old version, whose output would follow.
+    let output = agent_output(&file.spec, version_failed);
     let reverted = revert(ctx, &file.spec, sw.from, sw.db_backed_up, sw.was_running);
-    record_failure(ctx, file, sw.from, sw.to, reason, version_failed, reverted)
+    record_failure(
+        ctx,
+        file,
+        sw.from,
+        sw.to,
+        Failure {
+            reason,
+            version_failed,
+            agent_output: output,
+        },
+        reverted,
+    )
+}
+
+/// Why a switch failed: the error, whether the new version itself failed (it did not
+/// start or stay healthy), and what the agent last printed then.
+pub(crate) struct Failure {
+    pub(crate) reason: Error,
+    pub(crate) version_failed: bool,
+    pub(crate) agent_output: Option<String>,
+}
+
+/// The agent's last lines of output when the new version itself failed (it did not
+/// start or stay healthy), for `last_update.error`.
+pub(crate) fn agent_output(spec: &Spec, version_failed: bool) -> Option<String> {
+    if !version_failed {
+        return None;
+    }
+    service_for(spec, None).ok().flatten()?.output_tail()
 }
 
 /// Records an update from `from` to `to` that failed and was reverted, and returns the
@@ -823,10 +853,14 @@ pub(crate) fn record_failure(
     file: &mut UpdateFile,
     from: Option<&str>,
     to: &str,
-    reason: Error,
-    version_failed: bool,
+    failure: Failure,
     reverted: Reverted,
 ) -> Error {
+    let Failure {
+        reason,
+        version_failed,
+        agent_output,
+    } = failure;
     let now = Timestamp::now();
     let st = &mut file.status;
     let blame = version_failed && reverted.healthy;
@@ -856,7 +890,10 @@ pub(crate) fn record_failure(
         time: now,
         target: to.to_string(),
         success: false,
-        error: Some(reason.to_string()),
+        error: Some(match &agent_output {
+            Some(out) => format!("{reason}; the agent's last output: {out}"),
+            None => reason.to_string(),
+        }),
     });
     st.in_progress = None;
     if let Err(e) = save(ctx, file) {

@@ -115,7 +115,8 @@ fn install_upgrade_status_heartbeat_and_keep() {
     assert_eq!(last.healthy, Some(true));
 }
 
-fn rollback_case(kind: Agent, extra_cfg: &str, want: &str) {
+/// Returns `status.last_update.error` after the rollback.
+fn rollback_case(kind: Agent, extra_cfg: &str, want: &str) -> String {
     let server = Server::start();
     publish(&server, "1.0.0", Agent::Good);
     publish(&server, "2.0.0", kind);
@@ -140,7 +141,13 @@ fn rollback_case(kind: Agent, extra_cfg: &str, want: &str) {
     assert_eq!(f.status.active.as_deref(), Some("1.0.0"));
     assert_eq!(f.status.skip.as_deref(), Some("2.0.0"));
     assert!(f.status.rollback);
-    assert!(!f.status.last_update.unwrap().success);
+    let last = f.status.last_update.unwrap();
+    assert!(!last.success);
+    let error = last.error.unwrap();
+    assert!(error.contains(want), "{error}");
+    if !extra_cfg.contains("log_file") {
+        assert!(!error.contains("last output"), "{error}");
+    }
     assert!(host.wait_running("1.0.0"));
     assert_eq!(host.linked_version().as_deref(), Some("1.0.0"));
 
@@ -151,11 +158,27 @@ fn rollback_case(kind: Agent, extra_cfg: &str, want: &str) {
     let hb = server.heartbeats().last().unwrap().1.clone();
     assert!(hb.rollback);
     assert_eq!(hb.failed_version.as_deref(), Some("2.0.0"));
+    error
 }
 
 #[test]
 fn broken_version_that_exits_at_once_is_rolled_back() {
     rollback_case(Agent::ExitsAtOnce, "", "not running");
+}
+
+/// With `log_file`, the failure says what the agent printed before it died (read
+/// before the old version is started again).
+#[test]
+fn a_version_that_fails_to_start_records_the_agents_last_output() {
+    let error = rollback_case(
+        Agent::ExitsAtOnce,
+        "log_file: STATE/agent.out\n",
+        "not running",
+    );
+    assert!(
+        error.ends_with("the agent's last output: fatal: cannot open the agent's database"),
+        "{error}"
+    );
 }
 
 #[test]

@@ -384,7 +384,9 @@ pub fn agent_script(version: &str, kind: Agent) -> String {
         format!("#!/bin/sh\n# test agent {version}\necho {version} > \"$1/running_version\"\n");
     head + match kind {
         Agent::Good => "echo $$ > \"$1/agent.pid\"\nexec sleep 1000\n",
-        Agent::ExitsAtOnce => "echo $$ > \"$1/agent.pid\"\nexit 1\n",
+        Agent::ExitsAtOnce => {
+            "echo $$ > \"$1/agent.pid\"\necho \"fatal: cannot open the agent's database\" >&2\nexit 1\n"
+        }
         Agent::CrashLoop => {
             "while true; do sh -c 'echo $$ > \"$1/agent.pid\"; sleep 0.25' sh \"$1\"; done\n"
         }
@@ -505,7 +507,7 @@ impl Host {
         let l = self.link.display();
         let yaml = format!(
             "manager: command\nname: tern-agent\n\
-             start: \"setsid {l}/tern-agent {s} </dev/null >/dev/null 2>&1 & echo $! > {s}/agent.pgid\"\n\
+             start: \"setsid {l}/tern-agent {s} </dev/null >>{s}/agent.out 2>&1 & echo $! > {s}/agent.pgid\"\n\
              stop: \"p=$(cat {s}/agent.pgid 2>/dev/null); case $p in ''|*[!0-9]*|0|1) ;; *) kill -s KILL -- -$p 2>/dev/null;; esac; rm -f {s}/agent.pid; true\"\n\
              pid_file: {s}/agent.pid\nhealth_timeout: 3\nhealth_interval: 0.1\nstable_ticks: 4\nmax_restarts: 3\n{extra}"
         );
