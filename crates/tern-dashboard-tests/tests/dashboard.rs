@@ -461,6 +461,23 @@ async fn the_dashboard_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(same, json!(true), "the page reloaded");
+    // States read as ternctl prints them, the API's name on hover.
+    let words = b
+        .wait_js(
+            "the state words",
+            "const w = ['dev', 'staging', 'prod'].map(g => { const s = document.querySelector('tr[data-group=' + g + '] .badge'); return s ? s.textContent + '|' + s.title : ''; }); return w[1].startsWith('in progress') && w;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        words,
+        json!([
+            "canary|API state: canary",
+            "in progress|API state: active",
+            "not started|API state: unstarted"
+        ])
+    );
 
     // A rollback pressed in the page: the planner's preview first, then the store.
     b.client

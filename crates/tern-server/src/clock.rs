@@ -183,9 +183,9 @@ impl DevClock {
         self.lock().0
     }
 
-    /// Moves this clock alone, outside the shared one (unit tests).
-    #[cfg(test)]
-    pub(crate) fn set(&self, to: Timestamp) {
+    /// Moves this clock alone, outside the shared one (benchmarks and tests that own
+    /// the clock; ternd itself moves it only through [`DevClock::adopt`]).
+    pub fn set(&self, to: Timestamp) {
         self.lock().0 = to;
     }
 

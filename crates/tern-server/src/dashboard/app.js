@@ -42,6 +42,10 @@
     return (Math.round(x * 1000) / 10) + '%';
   }
 
+  // A state in the words ternctl prints (the API keeps Teleport's names, shown on hover).
+  const STATE_WORDS = { unstarted: 'not started', canary: 'canary', active: 'in progress', done: 'complete', rolledback: 'rolledback' };
+  function stateWord(state) { return STATE_WORDS[state] || state; }
+
   function badge(text, cls, title) {
     return el('span', { class: 'badge ' + (cls || ''), title: title || null }, text);
   }
@@ -197,7 +201,7 @@
         const cards = el('div', { class: 'cards' },
           card('Versions', r ? r.spec.start_version + ' → ' + r.spec.target_version : '—', 'versions'),
           card('Mode', s.mode, 'mode'),
-          card('Rollout', r ? (r.status.state || 'unstarted') : 'none', 'rollout-state'),
+          card('Rollout', r ? stateWord(r.status.state || 'unstarted') : 'none', 'rollout-state'),
           card('Hosts', s.up_to_date + ' / ' + s.present + ' on target' + (s.failed ? ', ' + s.failed + ' failed' : ''), 'hosts'));
         const why = s.why_stopped ? el('p', { class: 'badge warn', id: 'why-stopped' }, s.why_stopped) : null;
         const alerts = s.alerts.length
@@ -411,7 +415,7 @@
     const one = { groups: [g.name] };
     return el('tr', { 'data-group': g.name, 'data-state': g.state },
       el('td', {}, g.name, g.catch_all ? el('span', { class: 'muted' }, ' (catch-all)') : null),
-      el('td', {}, badge(g.state, 'state-' + g.state)),
+      el('td', {}, badge(stateWord(g.state), 'state-' + g.state, 'API state: ' + g.state)),
       el('td', { 'data-reason': g.last_update_reason || '' }, g.last_update_reason || '',
         g.last_update_reason_text ? el('div', { class: 'muted' }, g.last_update_reason_text) : null),
       el('td', {}, win),
