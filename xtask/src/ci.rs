@@ -1,5 +1,5 @@
-//! `cargo xtask ci`: formatting, clippy with warnings denied, every test, and the
-//! package checks (`cargo xtask dist --debug --check`).
+//! `cargo xtask ci`: formatting, module cycles, clippy with warnings denied, every
+//! test, and the package checks (`cargo xtask dist --debug --check`).
 
 use std::process::Command;
 
@@ -134,6 +134,10 @@ pub fn run() -> Result<(), String> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--check"]);
     run_cmd(fmt)?;
+
+    // Module import cycles: a text scan, seconds, before anything compiles.
+    eprintln!("==> cargo xtask cycles");
+    crate::cycles::run(&[])?;
 
     let mut clippy = cargo();
     clippy.args([

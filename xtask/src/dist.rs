@@ -18,6 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::deb::{architecture, deb_version};
 use crate::{cargo, root, run as run_cmd};
 
 /// (package, binary, one-line description) of every package.
@@ -116,27 +117,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     Ok(())
-}
-
-/// The version of the packages: the workspace's, with Debian revision 1.
-pub(crate) fn deb_version() -> String {
-    format!("{}-1", env!("CARGO_PKG_VERSION"))
-}
-
-/// Debian's name of this machine's architecture (`amd64`, `arm64`, `i386`, `armhf`): the
-/// packages' `Architecture:` and file names only. The tarball and the installer's
-/// binaries use the Go-style name (`tern_e2e::release::go_arch`: `386`, `arm`), which
-/// ternd's `--downloads-dir` and `install.sh` expect.
-pub(crate) fn architecture() -> Result<String, String> {
-    let out = Command::new("dpkg")
-        .arg("--print-architecture")
-        .output()
-        .map_err(|e| format!("cannot run dpkg --print-architecture: {e}"))?;
-    let arch = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || arch.is_empty() {
-        return Err("dpkg --print-architecture gave no architecture".into());
-    }
-    Ok(arch)
 }
 
 /// Builds everything into `args.out` (emptied first); returns the files made.

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::dist::{architecture, deb_version};
+use crate::deb::{architecture, deb_version};
 
 pub fn run(out: &Path) -> Result<(), String> {
     let arch = architecture()?;

@@ -3,7 +3,10 @@
 //! - `demo`: the main job. A real local fleet (ternd, tern-update, agent processes)
 //!   through a rollout, a broken release halted at its canary, and a rollback.
 //! - `examples`: replays every bundled example rollout through the offline planner.
-//! - `ci`: everything CI checks: formatting, clippy with warnings denied, all tests.
+//! - `ci`: everything CI checks: formatting, module cycles, clippy with warnings
+//!   denied, all tests.
+//! - `cycles`: fails on any import cycle between the top-level modules of a workspace
+//!   crate.
 //! - `bench`: benchmarks against baselines measured in the same run.
 //! - `sim`: the fleet simulator (`tern-sim`), built in release mode.
 //! - `fuzz`: AFL++ on one of the harnesses of `fuzz/` (cargo-afl).
@@ -16,6 +19,8 @@ use std::process::{Command, ExitCode};
 
 mod bench;
 mod ci;
+mod cycles;
+mod deb;
 mod demo;
 mod dist;
 mod dist_check;
@@ -29,6 +34,7 @@ fn main() -> ExitCode {
         Some("demo") => demo::run(&args[1..]),
         Some("examples") => examples::run(&args[1..]),
         Some("ci") => ci::run(),
+        Some("cycles") => cycles::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("sim") => sim(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
@@ -36,7 +42,7 @@ fn main() -> ExitCode {
         Some("dist") => dist::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|examples|ci|bench|fuzz|sim|man|dist>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, clippy -D warnings, every test\n  bench     [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|dashboard|faults|all|profile] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000`, or `cargo xtask sim --faults --seeds 500` (docs/simulator.md)\n  man       [DIR]: man pages of every binary and subcommand into DIR (default target/man; docs/cli.md)\n  dist      [--debug] [--out DIR] [--check]: release binaries, .debs of ternd, ternctl, tern-update, a tarball, SHA256SUMS (docs/install.md)"
+                "usage: cargo xtask <demo|examples|ci|cycles|bench|fuzz|sim|man|dist>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, module cycles, clippy -D warnings, every test\n  cycles    [--edges]: fail on any import cycle between the top-level modules of a workspace crate\n  bench     [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|dashboard|faults|all|profile] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000`, or `cargo xtask sim --faults --seeds 500` (docs/simulator.md)\n  man       [DIR]: man pages of every binary and subcommand into DIR (default target/man; docs/cli.md)\n  dist      [--debug] [--out DIR] [--check]: release binaries, .debs of ternd, ternctl, tern-update, a tarball, SHA256SUMS (docs/install.md)"
             );
             return ExitCode::from(2);
         }

@@ -11,7 +11,8 @@
 //! - [`invariant`]: the fleet-safety invariant, checked over a trace of what happened.
 //! - [`forecast`]: when one host will update, from the same rollout and find.
 //! - [`window`], [`canary`], [`backpressure`], [`aggregate`]: the parts they use.
-//! - [`wire`]: the updater ↔ server contract; [`text`]: free text checked or cut down
+//! - [`wire`]: the updater ↔ server contract, with [`install`] the data of a
+//!   directive's install it carries; [`text`]: free text checked or cut down
 //!   before it is kept or shown.
 
 pub mod aggregate;
@@ -31,6 +32,7 @@ pub mod forecast;
 pub mod history;
 pub mod host_update;
 pub mod ids;
+pub mod install;
 pub mod invariant;
 pub mod inventory;
 pub mod lockstep;

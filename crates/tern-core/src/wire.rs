@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::directive::instruct::InstallInstruction;
-use crate::directive::state::AttemptResult;
+use crate::install::{AttemptResult, InstallInstruction};
 
 /// `GET /v1/webapi/find` — the shape Teleport's updater reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@ use tern_core::directive::report::ControllerStatus;
 use tern_core::directive::resource::{ReleasesController, VersionControlConfig, VersionDirective};
 use tern_core::duration::GoDuration;
 
-use crate::directives::{encode, get};
+use crate::directive_store::{encode, get};
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
 use crate::release_source::{Fetcher, Source, SourceRelease};
@@ -128,7 +128,7 @@ async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> 
         // Keep the description an operator may have set.
         d.metadata.description = b.value.metadata.description.clone();
     }
-    let promoted = crate::routes::directives::write_draft(state, &d).await?;
+    let promoted = crate::directives::write_draft(state, &d).await?;
     tracing::info!(
         promoted,
         "the releases controller wrote the draft `releases`"

@@ -5,146 +5,26 @@
 //! fault and churn limits with an alert, and report what it saw (the fleet's view, and
 //! the plan, are the sum of the replicas' reports).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tern_core::directive::instruct::InstallInstruction;
-use tern_core::directive::pass::{Elsewhere, RateBucket};
-use tern_core::directive::report::{DirectiveReport, Paused, Pending, PlanEvaluation};
+use tern_core::directive::pass::Elsewhere;
+use tern_core::directive::report::{DirectiveReport, Paused, PlanEvaluation};
 use tern_core::directive::resource::{
-    DirectiveSpec, Installer, Rate, VersionControlConfig, VersionDirective,
+    DirectiveSpec, Rate, Strategy, VersionControlConfig, VersionDirective,
 };
 use tern_core::directive::state::{Attempt, InstallState};
 use tern_core::resource::Alert;
-use tern_store::{Compare, KeyValue, Op, Store, TxnOutcome};
+use tern_store::{Compare, Op, TxnOutcome};
 
-use crate::error::{ApiError, ApiResult};
+use crate::directive_store::{encode, get, list, read_resources, stored_form};
+use crate::error::ApiResult;
 use crate::inventory::directed::{ChosenInstall, PassInput};
 use crate::keys;
 use crate::notify::{Notice, NoticeEvent};
 use crate::state::AppState;
-
-/// A replica's loop state, kept between passes.
-#[derive(Debug, Default)]
-pub(crate) struct LoopState {
-    bucket: RateBucket,
-    /// Dry runs go at the same rate as installs, from their own bucket.
-    dry_bucket: RateBucket,
-    /// Governed hosts of the pending plan in the last pass.
-    plan_governed: u64,
-    /// Governed hosts in the last pass (what a share in the rate is of).
-    governed: u64,
-    /// Per state, this replica's hosts after the last pass (for `/metrics`).
-    pub(crate) states: BTreeMap<InstallState, u64>,
-    pub(crate) triggered_total: u64,
-}
-
-/// A value and the revision it was read at.
-pub(crate) struct Read<T> {
-    pub(crate) value: T,
-    pub(crate) revision: tern_store::Revision,
-}
-
-fn decode<T: DeserializeOwned>(kv: &KeyValue) -> ApiResult<Read<T>> {
-    let value = serde_json::from_slice(&kv.value).map_err(|e| {
-        ApiError::internal(format!(
-            "the stored {} cannot be read ({e}); rewrite it",
-            kv.key
-        ))
-    })?;
-    Ok(Read {
-        value,
-        revision: kv.mod_revision,
-    })
-}
-
-pub(crate) fn encode<T: Serialize>(value: &T) -> ApiResult<Vec<u8>> {
-    serde_json::to_vec(value).map_err(|e| ApiError::internal(format!("encoding: {e}")))
-}
-
-pub(crate) async fn get<T: DeserializeOwned>(
-    store: &dyn Store,
-    key: &str,
-) -> ApiResult<Option<Read<T>>> {
-    match store.get(key).await? {
-        None => Ok(None),
-        Some(kv) => decode(&kv).map(Some),
-    }
-}
-
-/// Every value under `prefix`, by the key's last segment; unreadable ones are skipped
-/// with a warning (one bad record must not stop the loop).
-pub(crate) async fn list<T: DeserializeOwned>(
-    store: &dyn Store,
-    prefix: &str,
-) -> ApiResult<Vec<(String, Read<T>)>> {
-    let listing = store.list(prefix).await?;
-    let mut out = Vec::new();
-    for kv in listing.kvs {
-        let name = kv.key.strip_prefix(prefix).unwrap_or(&kv.key).to_string();
-        match decode(&kv) {
-            Ok(v) => out.push((name, v)),
-            Err(e) => {
-                tracing::warn!(key = %kv.key, error = %e.message, "skipping an unreadable record")
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Everything a pass reads from the store.
-pub(crate) struct Resources {
-    pub(crate) config: Option<Read<VersionControlConfig>>,
-    pub(crate) installers: BTreeMap<String, Installer>,
-    pub(crate) active: Option<Read<VersionDirective>>,
-    pub(crate) pending: Option<(Read<Pending>, VersionDirective)>,
-    pub(crate) paused: Option<Read<Paused>>,
-}
-
-pub(crate) async fn read_resources(store: &dyn Store) -> ApiResult<Resources> {
-    let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
-    let installers = list::<Installer>(store, keys::INSTALLERS_PREFIX)
-        .await?
-        .into_iter()
-        .map(|(name, r)| (name, r.value))
-        .collect();
-    let active = get::<VersionDirective>(store, keys::ACTIVE_DIRECTIVE).await?;
-    let pending = match get::<Pending>(store, keys::PENDING_DIRECTIVE).await? {
-        None => None,
-        Some(p) => get::<VersionDirective>(store, &keys::draft(&p.value.draft))
-            .await?
-            .map(|d| (p, d.value)),
-    };
-    let paused = get::<Paused>(store, keys::DIRECTIVES_PAUSED).await?;
-    Ok(Resources {
-        config,
-        installers,
-        active,
-        pending,
-        paused,
-    })
-}
-
-/// The active directive and every installer, for find's snapshot; `None` without one.
-pub(crate) async fn active_directive(
-    store: &dyn Store,
-) -> ApiResult<Option<crate::snapshot::ActiveDirective>> {
-    let Some(active) = get::<VersionDirective>(store, keys::ACTIVE_DIRECTIVE).await? else {
-        return Ok(None);
-    };
-    let installers = list::<Installer>(store, keys::INSTALLERS_PREFIX)
-        .await?
-        .into_iter()
-        .map(|(name, r)| (name, r.value))
-        .collect();
-    Ok(Some(crate::snapshot::ActiveDirective {
-        spec: active.value.spec,
-        installers,
-    }))
-}
 
 /// What one pass did (for the dev route and the tests).
 #[derive(Debug, Default, Serialize)]
@@ -728,4 +608,33 @@ pub(crate) async fn run(state: std::sync::Arc<AppState>) {
             tracing::warn!(error = %e.message, "a directive pass failed; the next one retries");
         }
     }
+}
+
+/// find's snapshot holds the active directive and the installers: refreshed at once
+/// after a write of either here (the store watch brings it to the other replicas).
+pub(crate) async fn refresh_find(state: &AppState) {
+    if let Err(e) = state.refresh_snapshot().await {
+        tracing::warn!(error = %e, "refreshing the find snapshot failed");
+    }
+}
+
+/// Stores a draft (validated); under `promotion.strategy: automatic` with `from` naming
+/// it, it becomes the active directive at once. Whether it was promoted. Here, not in
+/// `routes::directives`, since the releases controller writes drafts too.
+pub(crate) async fn write_draft(state: &AppState, d: &VersionDirective) -> ApiResult<bool> {
+    let name = &d.metadata.name;
+    let store = state.store();
+    let bytes = stored_form(d)?;
+    store.put(&keys::draft(name), bytes.clone(), None).await?;
+    let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
+    let automatic = config.is_some_and(|c| {
+        c.value.spec.promotion.strategy == Strategy::Automatic
+            && c.value.spec.promotion.from.as_deref() == Some(name.as_str())
+    });
+    if automatic {
+        store.put(keys::ACTIVE_DIRECTIVE, bytes, None).await?;
+        tracing::info!(draft = %name, "draft promoted at once (promotion.strategy automatic)");
+        refresh_find(state).await;
+    }
+    Ok(automatic)
 }

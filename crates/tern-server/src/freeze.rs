@@ -1,27 +1,20 @@
-//! The global freeze (`ternctl agents freeze`), kept at `/tern/freeze`. Every replica
-//! reads it into its snapshot (the store watch), so it takes effect on find, channels
-//! and heartbeat answers at once; the leader's reconcile holds the rollout from it and
-//! the directive loop triggers nothing. Writing and lifting it are admin writes, so the
-//! audit trail records both with the token that asked.
+//! The global freeze (`ternctl agents freeze`), kept at `/tern/freeze`: the record and
+//! how it is read. Every replica reads it into its snapshot (the store watch), so it
+//! takes effect on find, channels and heartbeat answers at once; the leader's reconcile
+//! holds the rollout from it and the directive loop triggers nothing. Writing and
+//! lifting it are admin writes (`routes::freeze`), so the audit trail records both with
+//! the token that asked.
 
-use std::sync::Arc;
-
-use axum::Json;
-use axum::body::Bytes;
-use axum::extract::{Extension, State};
-use tern_core::api::{Freeze, FreezeBody, FreezeResponse};
+use tern_core::api::Freeze;
 use tern_store::{Revision, Store};
 
-use crate::auth::Actor;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::keys;
-use crate::routes::body;
-use crate::state::AppState;
 
 /// The freeze record as stored: what `put` builds on. A record that does not decode
 /// still holds (a kill switch fails closed), but its start and author are unknown, so
 /// the next freeze starts afresh.
-enum Stored {
+pub(crate) enum Stored {
     None,
     Readable(Freeze, Revision),
     Unreadable(Freeze, Revision),
@@ -36,7 +29,7 @@ impl Stored {
     }
 }
 
-async fn read(store: &dyn Store) -> ApiResult<Stored> {
+pub(crate) async fn read(store: &dyn Store) -> ApiResult<Stored> {
     let Some(kv) = store.get(keys::FREEZE).await? else {
         return Ok(Stored::None);
     };
@@ -60,100 +53,4 @@ async fn read(store: &dyn Store) -> ApiResult<Stored> {
 /// kill switch must fail closed.
 pub(crate) async fn load(store: &dyn Store) -> ApiResult<Option<Freeze>> {
     Ok(read(store).await?.freeze())
-}
-
-/// `GET /v1/freeze`
-pub(crate) async fn get(State(state): State<Arc<AppState>>) -> ApiResult<Json<FreezeResponse>> {
-    Ok(Json(FreezeResponse {
-        freeze: load(state.store()).await?,
-        changed: false,
-    }))
-}
-
-/// `PUT /v1/freeze` `{"reason"}`: freezes, or gives a freeze in force a new reason (it
-/// keeps its start and who started it).
-pub(crate) async fn put(
-    State(state): State<Arc<AppState>>,
-    Extension(actor): Extension<Actor>,
-    bytes: Bytes,
-) -> ApiResult<Json<FreezeResponse>> {
-    let b: FreezeBody = body::json(&bytes)?;
-    let reason = Freeze::check_reason(&b.reason).map_err(ApiError::bad_request)?;
-    let store = state.store();
-    // Two freezes at once: the one that loses the compare-and-swap reads again, so the
-    // record keeps the first freeze's start and author.
-    for _ in 0..CAS_ATTEMPTS {
-        let before = read(store).await?;
-        let (freeze, expected) = match &before {
-            Stored::Readable(f, rev) => (
-                Freeze {
-                    reason: reason.to_string(),
-                    ..f.clone()
-                },
-                Some(*rev),
-            ),
-            Stored::Unreadable(_, rev) => (fresh(reason, &state, &actor), Some(*rev)),
-            Stored::None => (fresh(reason, &state, &actor), None),
-        };
-        if matches!(&before, Stored::Readable(f, _) if *f == freeze) {
-            return Ok(Json(FreezeResponse {
-                freeze: Some(freeze),
-                changed: false,
-            }));
-        }
-        let bytes = serde_json::to_vec(&freeze)
-            .map_err(|e| ApiError::internal(format!("encoding the freeze: {e}")))?;
-        let written = match expected {
-            Some(rev) => store.compare_and_swap(keys::FREEZE, rev, bytes, None).await,
-            None => store.create(keys::FREEZE, bytes, None).await,
-        };
-        match written {
-            Ok(_) => {
-                tracing::warn!(reason = %freeze.reason, by = %freeze.by, "agent updates frozen");
-                state.after_write().await;
-                return Ok(Json(FreezeResponse {
-                    freeze: Some(freeze),
-                    changed: true,
-                }));
-            }
-            Err(
-                tern_store::Error::Conflict { .. }
-                | tern_store::Error::AlreadyExists { .. }
-                | tern_store::Error::NotFound { .. },
-            ) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(ApiError::conflict(
-        "the freeze record kept changing while it was written; try again",
-    ))
-}
-
-/// Compare-and-swap rounds before a freeze write gives up: other writers would have to
-/// change the record this many times in a row.
-const CAS_ATTEMPTS: usize = 5;
-
-fn fresh(reason: &str, state: &AppState, actor: &Actor) -> Freeze {
-    Freeze {
-        reason: reason.to_string(),
-        since: state.clock.now(),
-        by: actor.token_id.clone(),
-    }
-}
-
-/// `DELETE /v1/freeze`: lifts the freeze (no error when none holds: `changed` says).
-pub(crate) async fn delete(State(state): State<Arc<AppState>>) -> ApiResult<Json<FreezeResponse>> {
-    let changed = match state.store().delete(keys::FREEZE, None).await {
-        Ok(_) => true,
-        Err(tern_store::Error::NotFound { .. }) => false,
-        Err(e) => return Err(e.into()),
-    };
-    if changed {
-        tracing::warn!("agent update freeze lifted");
-        state.after_write().await;
-    }
-    Ok(Json(FreezeResponse {
-        freeze: None,
-        changed,
-    }))
 }

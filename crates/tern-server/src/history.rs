@@ -4,16 +4,20 @@
 //! them (every [`FLUSH_EVERY`], or on a host page's read of that host), reading the
 //! stored record first so that the history continues across restarts and replicas.
 //!
-//! Heartbeats never wait for the store: the queue is bounded ([`MAX_PENDING_HOSTS`] hosts,
-//! [`MAX_PENDING_PER_HOST`] observations each); past it observations are dropped and
-//! counted (`tern_host_history_dropped_total`), and the host is marked so that its
-//! next heartbeat queues it again (so does a failed write), worked out against the
-//! stored state: a drop loses an intermediate step, never the current one. The single
-//! writer also paces the store: after a restart every host is new to the replica and
-//! is read once, at the writer's pace, and written only if it changed.
+//! Heartbeats never wait for the store: the queue ([`history_queue`]) is bounded
+//! ([`MAX_PENDING_HOSTS`] hosts, [`MAX_PENDING_PER_HOST`] observations each); past it
+//! observations are dropped and counted (`tern_host_history_dropped_total`), and the
+//! host is marked so that its next heartbeat queues it again (so does a failed write),
+//! worked out against the stored state: a drop loses an intermediate step, never the
+//! current one. The single writer also paces the store: after a restart every host is
+//! new to the replica and is read once, at the writer's pace, and written only if it
+//! changed.
+//!
+//! [`history_queue`]: crate::history_queue
+//! [`MAX_PENDING_HOSTS`]: crate::history_queue::MAX_PENDING_HOSTS
+//! [`MAX_PENDING_PER_HOST`]: crate::history_queue::MAX_PENDING_PER_HOST
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -26,55 +30,11 @@ use crate::state::AppState;
 
 /// How often queued observations are written.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(2);
-/// Hosts with observations waiting at most.
-pub(crate) const MAX_PENDING_HOSTS: usize = 100_000;
-/// Observations waiting per host at most (the oldest go first).
-pub(crate) const MAX_PENDING_PER_HOST: usize = 8;
 /// A host silent this long has its history removed by the store (the TTL is renewed by
 /// every write).
 pub(crate) const KEEP_FOR: Duration = Duration::from_secs(90 * 24 * 3600);
 /// Records written per store transaction.
 const BATCH: usize = 64;
-
-/// The observations waiting to be written, by updater_id.
-#[derive(Debug, Default)]
-pub(crate) struct Pending {
-    hosts: Mutex<HashMap<String, Vec<(Timestamp, HostState)>>>,
-}
-
-impl Pending {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<(Timestamp, HostState)>>> {
-        // A panic while holding it leaves whole entries only: the map is still sound.
-        self.hosts.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Queues one observation; false when it was dropped (the queue is full).
-    pub(crate) fn push(&self, updater_id: &str, at: Timestamp, state: HostState) -> bool {
-        let mut hosts = self.lock();
-        if let Some(queued) = hosts.get_mut(updater_id) {
-            if queued.len() >= MAX_PENDING_PER_HOST {
-                queued.remove(0);
-                queued.push((at, state));
-                return false;
-            }
-            queued.push((at, state));
-            return true;
-        }
-        if hosts.len() >= MAX_PENDING_HOSTS {
-            return false;
-        }
-        hosts.insert(updater_id.to_string(), vec![(at, state)]);
-        true
-    }
-
-    fn take_all(&self) -> HashMap<String, Vec<(Timestamp, HostState)>> {
-        std::mem::take(&mut *self.lock())
-    }
-
-    fn take(&self, updater_id: &str) -> Option<Vec<(Timestamp, HostState)>> {
-        self.lock().remove(updater_id)
-    }
-}
 
 pub(crate) fn key(updater_id: &str) -> String {
     format!("{}{updater_id}", keys::HISTORY_PREFIX)
@@ -225,41 +185,4 @@ async fn next_record(
     let bytes = serde_json::to_vec(&history)
         .map_err(|e| tern_store::Error::Backend(format!("encoding a host history: {e}")))?;
     Ok(Some((compare, Op::put(k, bytes, Some(KEEP_FOR)))))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn s(version: &str) -> HostState {
-        HostState {
-            group: "dev".into(),
-            version: version.into(),
-            updater_version: None,
-            updater_status: Default::default(),
-            rollback: false,
-            failed_version: None,
-            healthy: true,
-        }
-    }
-
-    #[test]
-    fn the_queue_is_bounded_per_host_and_in_hosts() {
-        let p = Pending::default();
-        let t = Timestamp::UNIX_EPOCH;
-        for i in 0..MAX_PENDING_PER_HOST {
-            assert!(p.push("a", t, s(&format!("1.0.{i}"))));
-        }
-        assert!(!p.push("a", t, s("9.9.9")), "over the per-host bound");
-        let a = p.take("a").unwrap();
-        assert_eq!(a.len(), MAX_PENDING_PER_HOST);
-        assert_eq!(a.last().unwrap().1.version, "9.9.9", "the newest is kept");
-        assert_eq!(a[0].1.version, "1.0.1", "the oldest went");
-        for i in 0..MAX_PENDING_HOSTS {
-            assert!(p.push(&i.to_string(), t, s("1.0.0")));
-        }
-        assert!(!p.push("one-more", t, s("1.0.0")));
-        assert_eq!(p.take_all().len(), MAX_PENDING_HOSTS);
-        assert!(p.push("one-more", t, s("1.0.0")), "room again once written");
-    }
 }

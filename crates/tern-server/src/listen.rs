@@ -3,7 +3,7 @@
 //! its client likes: 1,100 half-sent requests once used up a 1,024-descriptor limit and
 //! every find timed out.
 //!
-//! - Admission ([`conns`]): at most `max_connections` open, `max_per_address` from one
+//! - Admission ([`conns`](crate::conns)): at most `max_connections` open, `max_per_address` from one
 //!   client address. Past the per-address cap a new connection is closed at once; at
 //!   the total cap the connection idle the longest that is not serving a request
 //!   (reading its headers, or kept alive between requests) is closed to make room, so
@@ -12,8 +12,6 @@
 //!   `header_read_timeout`; a connection with no bytes either way for `idle_timeout`
 //!   and no request in flight is closed; a request (its body included) gets
 //!   `request_timeout` and then a 408.
-
-pub(crate) mod conns;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,7 +30,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use self::conns::{Conns, Shed, Ticket, Watched};
+use crate::conns::{Conns, Shed, Ticket, Watched};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::state::AppState;

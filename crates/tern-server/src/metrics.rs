@@ -31,7 +31,7 @@ pub(crate) struct Metrics {
     /// Reconcile events by kind.
     pub(crate) events: Mutex<BTreeMap<String, u64>>,
     /// The listener's table of open connections, once it serves.
-    pub(crate) connections: std::sync::OnceLock<std::sync::Arc<crate::listen::conns::Conns>>,
+    pub(crate) connections: std::sync::OnceLock<std::sync::Arc<crate::conns::Conns>>,
     pub(crate) connections_shed_per_address: AtomicU64,
     pub(crate) connections_shed_full: AtomicU64,
     pub(crate) connections_evicted: AtomicU64,

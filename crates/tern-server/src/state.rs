@@ -169,7 +169,7 @@ pub struct AppState {
     /// so that whichever leads can.
     pub(crate) notifiers: Notifiers,
     /// The directive loop's state between passes.
-    pub(crate) directive_loop: tokio::sync::Mutex<crate::directives::LoopState>,
+    pub(crate) directive_loop: tokio::sync::Mutex<crate::directive_loop::LoopState>,
     /// An active directive existed at the last pass: find then asks the inventory
     /// whether a host is governed by it.
     pub(crate) directives_active: AtomicBool,
@@ -181,7 +181,7 @@ pub struct AppState {
     /// Whether clients reach this replica over TLS (the scheme of the installer's URL).
     pub(crate) tls: AtomicBool,
     /// Host history observations waiting for the store (`history`).
-    pub(crate) history: crate::history::Pending,
+    pub(crate) history: crate::history_queue::Pending,
     /// Find requests held until the host's answer changes.
     pub(crate) long_poll: crate::longpoll::LongPoll,
 }
@@ -240,7 +240,7 @@ impl AppState {
             directive_alerts_raised: AtomicBool::new(true),
             downloads: std::sync::OnceLock::new(),
             tls: AtomicBool::new(false),
-            history: crate::history::Pending::default(),
+            history: crate::history_queue::Pending::default(),
             long_poll,
             notifiers,
         })
@@ -311,7 +311,7 @@ impl AppState {
             freeze,
         );
         snap.pins = pins;
-        snap.directive = crate::directives::active_directive(store)
+        snap.directive = crate::directive_store::active_directive(store)
             .await?
             .map(Arc::new);
         *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);

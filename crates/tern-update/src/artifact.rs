@@ -1,6 +1,7 @@
 //! Where a version's tarball lives: URL templates with Teleport's variables, and the
 //! `.sha256` file beside it. Pure functions.
 
+pub use crate::error::TemplateProblem;
 use crate::error::{Error, Result};
 
 /// Used with `--base-url` (or the server URL when neither is given).
@@ -25,15 +26,6 @@ pub fn go_arch(rust_arch: &str) -> &str {
         "arm" => "arm",
         other => other,
     }
-}
-
-/// What is wrong with a URL template.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TemplateProblem {
-    #[error("unclosed {{{{")]
-    Unclosed,
-    #[error("unknown variable {0:?} (use .Version .OS .Arch .Edition .BaseURL)")]
-    UnknownVariable(String),
 }
 
 /// Renders `{{.Version}} {{.OS}} {{.Arch}} {{.Edition}} {{.BaseURL}}`; spaces inside the

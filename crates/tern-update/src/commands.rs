@@ -13,9 +13,10 @@ use crate::layout::{self, Layout};
 use crate::links;
 use crate::lock::{self, Lock, Wait};
 use crate::log;
+use crate::run::{self, Opts, Outcome};
 use crate::service::ServiceConfig;
 use crate::state::{self, Spec, UpdateFile};
-use crate::update::{self, Ctx, Opts, Outcome};
+use crate::update::{self, Ctx};
 
 /// How long interactive commands wait for a running update.
 pub(crate) const INTERACTIVE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -137,7 +138,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         labels: args.labels.unwrap_or_else(|| file.spec.labels.clone()),
         fips: args.fips.unwrap_or(file.spec.fips),
         installers: match args.installers {
-            Some(list) => crate::directive::checked_opt_ins(list)?,
+            Some(list) => crate::installers::checked_opt_ins(list)?,
             None => file.spec.installers.clone(),
         },
         trust_url: None,
@@ -292,7 +293,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             &file.spec.group
         }
     ));
-    let result = update::run(
+    let result = run::run(
         ctx,
         &mut file,
         Opts {
@@ -372,7 +373,7 @@ pub fn pin(ctx: &Ctx, force_version: Option<String>, until: Option<String>) -> R
         Some(v) => {
             let v = layout::version_name(&v, &file.status);
             layout::validate_version(&v)?;
-            let result = update::run(
+            let result = run::run(
                 ctx,
                 &mut file,
                 Opts {
@@ -454,7 +455,7 @@ pub fn update(ctx: &Ctx, now: bool, released: bool) -> Result<Report> {
                 "the pin until {until} has lifted: following the server again"
             ));
         }
-        let result = update::run(ctx, &mut file, opts.clone());
+        let result = run::run(ctx, &mut file, opts.clone());
         update::heartbeat(ctx, &file);
         // Still under the lock: instructions the heartbeats brought (this one's, or
         // those kept while waiting out a jitter) run now.
@@ -565,7 +566,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
                 server.jitter_seconds = f
                     .auto_update
                     .agent_update_jitter_seconds
-                    .min(update::MAX_JITTER_SECONDS);
+                    .min(run::MAX_JITTER_SECONDS);
                 server.edition = f.edition;
                 let source = tern_core::host_update::Source::Find {
                     version: f.auto_update.agent_version.clone(),

@@ -8,6 +8,7 @@ use jiff::Timestamp;
 
 use tern_core::host_update::{self, Health, Inputs, Source, Trigger, VersionAnswer};
 
+pub use crate::error::DowngradeRefused;
 use crate::layout::version_name;
 use crate::state::{Spec, Status};
 
@@ -160,19 +161,6 @@ pub(crate) enum DbPlan<E> {
     /// to the exact version the backup was made by).
     BackupAndRestore,
     Refuse(DowngradeRefused<E>),
-}
-
-/// A downgrade the DB rules forbid.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "refusing to downgrade {from} -> {to}: the agent has a database and there is no valid backup from {to} ({backup})"
-)]
-pub struct DowngradeRefused<E> {
-    pub from: String,
-    pub to: String,
-    /// Why the backup `to` made is unusable.
-    #[source]
-    pub backup: E,
 }
 
 /// Seed 000's downgrade rules: a downgrade needs a valid backup made by the target

@@ -21,16 +21,16 @@ use tern_core::directive::instruct::{InstallInstruction, render_env};
 use tern_core::directive::resource::InstallerType;
 use tern_core::directive::state::AttemptResult;
 
-use crate::error::{Error, Result};
-use crate::fsutil;
+use crate::error::Error;
+use crate::installers::LOCAL_SCRIPT;
 use crate::layout;
 use crate::log;
+use crate::pending_install;
+use crate::run;
 use crate::script::{self, ScriptFailure};
 use crate::state::{self, Spec, UpdateFile};
 use crate::update::{self, Ctx, Expected};
 
-/// The installer type a host opts in to.
-pub(crate) const LOCAL_SCRIPT: &str = "local-script";
 /// Attempt ids remembered as run.
 const KEPT_ATTEMPTS: usize = 32;
 /// The longest error reported (ternd refuses a heartbeat whose error passes 4096 bytes).
@@ -78,83 +78,6 @@ pub enum InstallFailure {
     Update(#[from] Error),
 }
 
-/// Checks `enable --installer` values: only `local-script` is opted in to.
-pub(crate) fn checked_opt_ins(list: Vec<String>) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for given in list {
-        if given != LOCAL_SCRIPT {
-            return Err(Error::UnknownInstallerType { given });
-        }
-        if !out.contains(&given) {
-            out.push(given);
-        }
-    }
-    Ok(out)
-}
-
-/// The installer types heartbeats advertise: the host's own, then those opted in to.
-pub(crate) fn advertised(spec: &Spec) -> Vec<String> {
-    let native = if spec.package.is_some() {
-        InstallerType::Package
-    } else {
-        InstallerType::TernUpdate
-    };
-    let mut out = vec![native.as_str().to_string()];
-    for t in &spec.installers {
-        if t == LOCAL_SCRIPT && !out.contains(t) {
-            out.push(t.clone());
-        }
-    }
-    out
-}
-
-/// Keeps an instruction from a heartbeat answer for the next step holding the lock.
-/// Best effort: a lost instruction shows on ternd as an attempt without a result.
-pub(crate) fn keep(ctx: &Ctx, instruction: &InstallInstruction) {
-    let path = ctx.layout.install_pending_file();
-    let written = serde_json::to_vec(instruction)
-        .map_err(|e| Error::io("serialize the install instruction", e.into()))
-        .and_then(|bytes| fsutil::write_atomic(&path, &bytes, 0o600));
-    match written {
-        Ok(()) => log::info(format!(
-            "ternd asks for install attempt {} (installer {}, target {}): it runs under update.lock",
-            printable(&instruction.attempt_id),
-            printable(&instruction.installer_name),
-            printable(&instruction.target.version)
-        )),
-        Err(e) => log::warn(format!("could not keep ternd's install instruction: {e}")),
-    }
-}
-
-/// At most 80 printable characters of a string from the network, for log lines.
-fn printable(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(80).collect()
-}
-
-fn load_pending(ctx: &Ctx) -> Option<InstallInstruction> {
-    let path = ctx.layout.install_pending_file();
-    let bytes = std::fs::read(&path).ok()?;
-    match serde_json::from_slice(&bytes) {
-        Ok(i) => Some(i),
-        Err(e) => {
-            log::warn(format!(
-                "{}: not an install instruction ({e}): dropped",
-                path.display()
-            ));
-            let _ = fsutil::remove_file_durable(&path);
-            None
-        }
-    }
-}
-
-/// Removes the kept instruction, unless a heartbeat without the lock replaced it with
-/// another meanwhile.
-fn drop_pending(ctx: &Ctx, done: &InstallInstruction) {
-    if load_pending(ctx).as_ref() == Some(done) {
-        let _ = fsutil::remove_file_durable(&ctx.layout.install_pending_file());
-    }
-}
-
 /// Runs the kept instruction, if any, and reports its result at once. The caller holds
 /// the lock and has loaded `file` under it.
 pub(crate) fn run_pending(ctx: &Ctx, file: &mut UpdateFile) {
@@ -163,11 +86,11 @@ pub(crate) fn run_pending(ctx: &Ctx, file: &mut UpdateFile) {
         update::heartbeat(ctx, file);
     }
     for _ in 0..ROUNDS {
-        let Some(instruction) = load_pending(ctx) else {
+        let Some(instruction) = pending_install::load_pending(&ctx.layout) else {
             return;
         };
         let ran = run(ctx, file, &instruction);
-        drop_pending(ctx, &instruction);
+        pending_install::drop_pending(&ctx.layout, &instruction);
         if !ran {
             return;
         }
@@ -201,7 +124,7 @@ fn run(ctx: &Ctx, file: &mut UpdateFile, instruction: &InstallInstruction) -> bo
     {
         log::info(format!(
             "install attempt {} ran already: not run again",
-            printable(id)
+            log::printable(id)
         ));
         return false;
     }
@@ -225,7 +148,7 @@ fn refusal(spec: &Spec, instruction: &InstallInstruction) -> Option<InstallFailu
         return Some(InstallFailure::Check(e));
     }
     if !instruction.installer.enabled {
-        return Some(InstallFailure::InstallerDisabled(printable(
+        return Some(InstallFailure::InstallerDisabled(log::printable(
             &instruction.installer_name,
         )));
     }
@@ -273,7 +196,7 @@ fn execute(
     let what = format!(
         "install attempt {} (installer {}, {} {}{})",
         instruction.attempt_id,
-        printable(&instruction.installer_name),
+        log::printable(&instruction.installer_name),
         instruction.installer.installer_type.as_str(),
         instruction.target.version,
         if instruction.dry_run { ", dry run" } else { "" }
@@ -316,7 +239,7 @@ fn local_script(
         .map_err(InstallFailure::Check)?;
     let label = format!(
         "local-script {} (attempt {})",
-        printable(&instruction.installer_name),
+        log::printable(&instruction.installer_name),
         instruction.attempt_id
     );
     script::run(&script::Script {
@@ -377,7 +300,7 @@ fn native(
         ));
         return Ok(());
     }
-    update::recover(ctx, file)?;
+    run::recover(ctx, file)?;
     update::install_checked(ctx, &file.spec, &edition, &target, Some(expect))?;
     let from = file.status.active.clone();
     if from.as_deref() == Some(target.as_str()) {
@@ -410,7 +333,7 @@ fn package(
         ));
         return Ok(());
     }
-    update::recover(ctx, file)?;
+    run::recover(ctx, file)?;
     let from = file.status.active.clone();
     if from.as_deref() == Some(target.as_str()) {
         log::info(format!("already running {target}"));
@@ -486,24 +409,6 @@ fn bounded(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_local_script_is_opted_in_and_the_native_type_comes_first() {
-        assert_eq!(
-            checked_opt_ins(vec![LOCAL_SCRIPT.into(), LOCAL_SCRIPT.into()]).unwrap(),
-            [LOCAL_SCRIPT]
-        );
-        assert!(checked_opt_ins(vec!["package".into()]).is_err());
-        let mut spec = Spec::default();
-        assert_eq!(advertised(&spec), ["tern-update"]);
-        spec.installers = vec![LOCAL_SCRIPT.into()];
-        assert_eq!(advertised(&spec), ["tern-update", "local-script"]);
-        spec.package = Some(crate::package::PackageSpec {
-            name: "tern-agent".into(),
-            manager: crate::package::Manager::Apt,
-        });
-        assert_eq!(advertised(&spec), ["package", "local-script"]);
-    }
 
     #[test]
     fn errors_are_bounded_and_ids_reportable() {

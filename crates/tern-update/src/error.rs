@@ -6,15 +6,27 @@ use std::path::{Path, PathBuf};
 
 use ureq::http::{Method, StatusCode};
 
-pub use crate::artifact::TemplateProblem;
-pub use crate::backup::BackupUnusable;
-pub use crate::decide::DowngradeRefused;
-pub use crate::extract::{BadPath, HostileReason};
-pub use crate::health::{HealthFailure, Pending};
-pub use crate::http::ChecksumProblem;
-pub use crate::links::Conflict as LinkConflict;
-pub use crate::service::ConfigProblem;
-pub use crate::state::StateProblem;
+pub use self::artifact::TemplateProblem;
+pub use self::backup::BackupUnusable;
+pub use self::decide::DowngradeRefused;
+pub use self::extract::{BadPath, HostileReason};
+pub use self::health::{HealthFailure, Pending};
+pub use self::http::ChecksumProblem;
+pub use self::links::Conflict as LinkConflict;
+pub use self::service::ConfigProblem;
+pub use self::state::StateProblem;
+
+// The problem types of each module, here so that `error` needs no other module of the
+// crate (every module returns `Error`); each module re-exports its own.
+mod artifact;
+mod backup;
+mod decide;
+mod extract;
+mod health;
+mod http;
+mod links;
+pub(crate) mod service;
+pub(crate) mod state;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -11,6 +11,7 @@ use tern_core::wire::{AgentSchedule, FindResponse, Heartbeat, HeartbeatResponse}
 use ureq::http::{Method, StatusCode};
 
 use crate::artifact;
+pub use crate::error::ChecksumProblem;
 use crate::error::{Error, IoContext, Result};
 
 /// The largest heartbeat answer read: a local script of up to 64 KiB, JSON-escaped (a
@@ -38,17 +39,6 @@ fn api_error_message(body: &str) -> Option<String> {
         .take(200)
         .collect();
     (!text.is_empty()).then_some(text)
-}
-
-/// Why an artifact's `.sha256` cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ChecksumProblem {
-    #[error(transparent)]
-    Fetch(ureq::Error),
-    #[error("status {0}")]
-    Status(StatusCode),
-    #[error("does not start with 64 hex characters")]
-    NotAChecksum,
 }
 
 /// A long-poll find's answer.

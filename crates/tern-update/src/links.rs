@@ -6,6 +6,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+pub use crate::error::LinkConflict as Conflict;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil;
 use crate::layout::Layout;
@@ -30,15 +31,6 @@ pub(crate) enum Action {
     Keep,
     Replace,
     Conflict(Conflict),
-}
-
-/// Why a link's path is not ours to replace.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Conflict {
-    #[error("is a symlink to {} which tern-update does not manage", .0.display())]
-    ForeignSymlink(PathBuf),
-    #[error("is a file tern-update does not manage")]
-    ForeignFile,
 }
 
 /// Decides what to do with one link. We replace our own links (this namespace or the

@@ -104,6 +104,11 @@ pub fn error(msg: impl AsRef<str>) {
     emit(Level::Error, msg.as_ref());
 }
 
+/// At most 80 printable characters of a string from the network, for log lines.
+pub(crate) fn printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(80).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

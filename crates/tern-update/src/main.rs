@@ -340,7 +340,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let install_dir = std::path::absolute(&cli.install_dir).context("--install-dir")?;
     let enable = matches!(cli.command, Cmd::Enable { .. });
     let given = given_settings(&cli)?;
-    let saved = settings::saved(
+    let saved = tern_update::state::saved_settings(
         &layout::update_yaml_in(&install_dir, &cli.install_suffix),
         enable,
     )?;

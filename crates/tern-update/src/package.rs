@@ -13,7 +13,6 @@
 use std::process::{Command, Stdio};
 
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
 
 use crate::decide;
 use crate::error::{Error, Result};
@@ -22,33 +21,8 @@ use crate::hooks::kill_point;
 use crate::log;
 use crate::service::Service;
 use crate::state::{self, InProgress, Spec, Status, UpdateFile};
+pub use crate::state::{Manager, PackageSpec};
 use crate::update::{self, Ctx, Reverted};
-
-/// The OS package manager of package mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Manager {
-    /// `apt-cache madison`, `apt-get update|install`, `dpkg-query` (Debian, Ubuntu).
-    Apt,
-    /// `yum install|downgrade`, `rpm -q` (RHEL, CentOS, Amazon Linux, Fedora).
-    Yum,
-}
-
-impl Manager {
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Apt => "apt",
-            Self::Yum => "yum",
-        }
-    }
-}
-
-/// What `enable --package NAME --package-manager M` saves in `update.yaml`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PackageSpec {
-    pub name: String,
-    pub manager: Manager,
-}
 
 /// The programs package mode runs. Each can be replaced through an environment
 /// variable, as `TERN_SYSTEMCTL` replaces systemctl: the tests point them at stand-ins.

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::error::ConfigProblem;
+use crate::error::service::{MAX_BACKUP_AGE_HOURS, MAX_HEALTH_SECONDS};
 use crate::error::{Error, IoContext, Result};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,31 +50,6 @@ pub(crate) struct ServiceConfig {
     /// the unit is read instead.
     pub(crate) log_file: Option<PathBuf>,
 }
-
-/// Why a service config is refused: the field and the rule it breaks.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigProblem {
-    #[error("name is required")]
-    NoName,
-    #[error("{field} is required with manager: command")]
-    MissingCommand { field: &'static str },
-    #[error("pid_file or is_active is required with manager: command")]
-    NoLivenessCheck,
-    #[error(
-        "health_timeout and health_interval must be positive seconds, at most {MAX_HEALTH_SECONDS}"
-    )]
-    HealthTimesNotPositive,
-    #[error("backup_max_age_hours must be between 0 and {MAX_BACKUP_AGE_HOURS}")]
-    BackupAgeOutOfRange,
-    #[error("stable_ticks must be at least 1")]
-    NoStableTicks,
-}
-
-/// The longest health timeout or interval (a day): far beyond any real agent's start,
-/// and well inside what a `Duration` holds.
-const MAX_HEALTH_SECONDS: f64 = 86_400.0;
-/// The oldest backup age that can be set (a century).
-const MAX_BACKUP_AGE_HOURS: f64 = 24.0 * 365.0 * 100.0;
 
 impl Default for ServiceConfig {
     fn default() -> Self {

@@ -7,12 +7,11 @@
 //! the links live there, so a later command given a different one is refused rather
 //! than leaving links in two places; `enable` given a new one moves the links.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::state;
+use crate::error::Result;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -45,16 +44,6 @@ pub struct Conflict {
     pub flag: &'static str,
     pub given: PathBuf,
     pub saved: PathBuf,
-}
-
-/// The settings saved in `update_yaml` (none when it does not exist). A damaged file is
-/// an error, except for `enable`, which replaces it (and says so).
-pub fn saved(update_yaml: &Path, enable: bool) -> Result<Settings> {
-    match state::load(update_yaml) {
-        Ok(file) => Ok(file.map(|f| f.spec.settings).unwrap_or_default()),
-        Err(Error::State { .. }) if enable => Ok(Settings::default()),
-        Err(e) => Err(e),
-    }
 }
 
 fn pick<T: Clone>(given: &Option<T>, saved: &Option<T>) -> Option<T> {

@@ -7,9 +7,11 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use tern_core::wire::UpdaterStatus;
 
+pub use crate::error::StateProblem;
+pub(crate) use crate::error::state::KIND;
+use crate::error::state::{FOOTER, HEADER};
 use crate::error::{Error, Result};
 use crate::fsutil;
-use crate::package::PackageSpec;
 use crate::settings::Settings;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -236,7 +238,31 @@ pub struct InProgress {
     pub db_backed_up: bool,
 }
 
-pub(crate) const KIND: &str = "update_config";
+/// The OS package manager of package mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Manager {
+    /// `apt-cache madison`, `apt-get update|install`, `dpkg-query` (Debian, Ubuntu).
+    Apt,
+    /// `yum install|downgrade`, `rpm -q` (RHEL, CentOS, Amazon Linux, Fedora).
+    Yum,
+}
+
+impl Manager {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Apt => "apt",
+            Self::Yum => "yum",
+        }
+    }
+}
+
+/// What `enable --package NAME --package-manager M` saves in `update.yaml`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackageSpec {
+    pub name: String,
+    pub manager: Manager,
+}
 
 /// When the last heartbeat was sent and whether ternd took it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -295,11 +321,6 @@ pub(crate) fn load_heartbeat(path: &Path) -> Option<LastHeartbeat> {
     serde_yaml_ng::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
-/// The first line of every file this version writes: it promises the last line.
-const HEADER: &str = "# tern-update state. Written whole; its last line is \"# end\".";
-/// The last line. A file that starts with [`HEADER`] and lacks it was cut short.
-const FOOTER: &str = "# end";
-
 /// Reads `update.yaml`; `None` when the namespace was never enabled.
 pub(crate) fn load(path: &Path) -> Result<Option<UpdateFile>> {
     let text = match std::fs::read(path) {
@@ -315,25 +336,14 @@ pub(crate) fn load(path: &Path) -> Result<Option<UpdateFile>> {
     parse(&text).map(Some).map_err(damaged)
 }
 
-/// Why `update.yaml` cannot be trusted. Every file tern-update writes has `kind`, the
-/// whole `spec` and `status.rollback`, so a file without them was cut or edited, and
-/// reading it with defaults would lose the active version or the journal.
-#[derive(Debug, thiserror::Error)]
-pub enum StateProblem {
-    #[error("the file is empty")]
-    Empty,
-    #[error("the file is not text")]
-    NotText,
-    #[error("the file is cut short: its last line is not {FOOTER:?}")]
-    Truncated,
-    #[error("not valid YAML: {0}")]
-    Yaml(#[from] serde_yaml_ng::Error),
-    #[error("not a YAML mapping of spec and status")]
-    NotAMapping,
-    #[error("{0} is missing")]
-    Missing(&'static str),
-    #[error("kind is {0:?}, expected {KIND:?}")]
-    WrongKind(String),
+/// The settings saved in `update_yaml` (none when it does not exist). A damaged file is
+/// an error, except for `enable`, which replaces it (and says so).
+pub fn saved_settings(update_yaml: &Path, enable: bool) -> Result<Settings> {
+    match load(update_yaml) {
+        Ok(file) => Ok(file.map(|f| f.spec.settings).unwrap_or_default()),
+        Err(Error::State { .. }) if enable => Ok(Settings::default()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Parses `update.yaml`, refusing a file that is damaged rather than filling the gaps

@@ -1,25 +1,25 @@
-//! The update path of DESIGN.md: find → decide → jitter → download + verify → extract →
-//! back up the DB → switch links → restart → watch → commit or roll back → clean up.
-//! The caller holds `update.lock`. A journal (`status.in_progress`) written before the
+//! The update path of DESIGN.md in tarball mode, after find → decide → jitter (`run`):
+//! download + verify → extract → back up the DB → switch links → restart → watch →
+//! commit or roll back → clean up; and the heartbeat. The caller holds `update.lock`. A journal (`status.in_progress`) written before the
 //! first change lets the next run revert a switch that a kill interrupted.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use tern_core::wire::{FindResponse, Heartbeat};
+use tern_core::wire::Heartbeat;
 use ureq::http::StatusCode;
 
 use crate::artifact::{self, Vars};
 use crate::backup::{self, BackupUnusable};
-use crate::decide::{self, DbPlan, Decision};
+use crate::decide::{self, DbPlan};
 use crate::error::{Error, IoContext, Result};
 use crate::extract;
 use crate::fsutil;
 use crate::health;
 use crate::hooks::kill_point;
 use crate::http::Client;
-use crate::layout::{self, Layout};
+use crate::layout::Layout;
 use crate::links;
 use crate::log;
 use crate::service::{Service, ServiceConfig};
@@ -28,11 +28,6 @@ use crate::state::{self, EnvironmentFailure, InProgress, LastUpdate, Spec, Updat
 
 /// Room left free beyond what a download or an unpacked version needs.
 const SPACE_MARGIN: u64 = 64 * 1024;
-
-/// The longest jitter a run waits, whatever the server says (`agent_update_jitter_seconds`
-/// comes from the network: u64::MAX, or years, must not stall the host). ternd's own
-/// jitter is a minute; an hour spreads the largest fleet without making a host look gone.
-pub const MAX_JITTER_SECONDS: u64 = 3600;
 
 /// How often a run waiting out its jitter still heartbeats, so that ternd (which forgets
 /// a host after three silent minutes) keeps seeing it.
@@ -48,31 +43,6 @@ pub struct Ctx {
     /// (what `enable` saves). Heartbeats name the host by `hostname` and `host_id`;
     /// `None`: the kernel's node name and `/etc/machine-id`.
     pub settings: Settings,
-}
-
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Opts {
-    /// `--now`: no jitter, and update even when the server says "not now".
-    pub(crate) now: bool,
-    /// Install this version whatever the server says (`pin --force-version`,
-    /// `enable --force-version`).
-    pub(crate) force_version: Option<String>,
-    /// A find response already fetched by the caller.
-    pub(crate) find: Option<FindResponse>,
-    /// The jitter was waited already: the run after the wait goes ahead.
-    pub(crate) jitter_done: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Installed and healthy.
-    Updated { from: Option<String>, to: String },
-    /// Nothing to do; says why.
-    Nothing(String),
-    /// The configuration forbids updating (disabled, pinned); says how to undo.
-    Refused(String),
-    /// Wait this long, without the lock, then run again (and decide again).
-    Jitter { wait: Duration, target: String },
 }
 
 /// The service for a namespace: the configured one, else systemd with the unit file the
@@ -184,73 +154,8 @@ pub(crate) fn artifact_url(spec: &Spec, version: &str, edition: &str) -> Result<
     )
 }
 
-fn save(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
+pub(crate) fn save(ctx: &Ctx, file: &UpdateFile) -> Result<()> {
     state::save(&ctx.layout.update_yaml(), file)
-}
-
-/// Runs one update. The caller holds the lock; `file` is saved as it changes. Every
-/// run that does not fail also cleans up old versions and leftovers of killed runs.
-pub(crate) fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
-    let outcome = run_inner(ctx, file, opts)?;
-    cleanup(ctx, file)?;
-    Ok(outcome)
-}
-
-fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
-    recover(ctx, file)?;
-    kill_point("locked");
-    let (decision, find) = match (&file.spec.channel, &opts.force_version) {
-        (Some(_), None) => {
-            let (decision, _) = crate::channel::decide(ctx, file, opts.now);
-            save(ctx, file)?;
-            (decision, FindResponse::default())
-        }
-        // A forced version needs neither the channel nor find.
-        (Some(_), Some(_)) => {
-            let none = FindResponse::default();
-            (decide_target(ctx, file, &opts, &none), none)
-        }
-        (None, _) => {
-            let find = find(ctx, file, &opts)?;
-            (decide_target(ctx, file, &opts, &find), find)
-        }
-    };
-    kill_point("found");
-    let (target, trigger) = match decision {
-        Decision::Update { target, trigger } => (target, trigger),
-        Decision::Nothing(why) => return Ok(Outcome::Nothing(why)),
-        Decision::Refused(why) => return Ok(Outcome::Refused(why)),
-    };
-    layout::validate_version(&target)?;
-    let asked_now = opts.now || opts.force_version.is_some();
-    if let Some(why) = decide::backing_off(&file.status, Timestamp::now(), asked_now) {
-        return Ok(Outcome::Nothing(why));
-    }
-    if trigger.is_forced_by_health() {
-        log::info(format!(
-            "the agent is unhealthy: updating to {target} outside the maintenance window ({trigger:?})"
-        ));
-        file.status.last_forced_attempt = Some(Timestamp::now());
-        save(ctx, file)?;
-    }
-    if let Some(wait) = jitter(file, &opts, &find) {
-        return Ok(Outcome::Jitter { wait, target });
-    }
-    let from = file.status.active.clone();
-    log::info(format!(
-        "updating {} -> {target}",
-        from.as_deref().unwrap_or("(nothing installed)")
-    ));
-    if let Some(package) = file.spec.package.clone() {
-        crate::package::update(ctx, file, &package, from.clone(), &target)?;
-    } else {
-        if let Err(e) = install(ctx, &file.spec, &find.edition, &target) {
-            record_install_failure(ctx, &target, &e);
-            return Err(e);
-        }
-        switch(ctx, file, from.clone(), &target)?;
-    }
-    Ok(Outcome::Updated { from, to: target })
 }
 
 /// Keeps, for the heartbeats, an install of `target` that failed before the switch
@@ -263,30 +168,6 @@ pub(crate) fn record_install_failure(ctx: &Ctx, target: &str, e: &Error) {
         error,
     };
     state::save_install_failure(&ctx.layout.install_failure_file(), Some(&failure));
-}
-
-/// The server's answer: the caller's, else a fresh one. A forced version does not need
-/// the server, so then a failed find only warns.
-fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
-    if let Some(f) = &opts.find {
-        return Ok(f.clone());
-    }
-    let id = updater_id(&ctx.layout)?;
-    match ctx.http.find(
-        &file.spec.server,
-        &file.spec.group,
-        &id,
-        &host_facts(&ctx.layout, &file.spec, &file.status),
-    ) {
-        Ok(f) => Ok(f),
-        Err(e) if opts.force_version.is_some() => {
-            log::warn(format!(
-                "find failed ({e}); installing the forced version anyway"
-            ));
-            Ok(FindResponse::default())
-        }
-        Err(e) => Err(e),
-    }
 }
 
 /// What this host tells ternd about itself, with find and with its heartbeats alike:
@@ -308,63 +189,8 @@ pub(crate) fn host_facts(
         arch: crate::artifact::go_arch(std::env::consts::ARCH).to_string(),
         os: std::env::consts::OS.to_string(),
         fips: spec.fips,
-        installers: crate::directive::advertised(spec),
+        installers: crate::installers::advertised(spec),
     }
-}
-
-/// The version to install: the forced one, else what the server's answer decides.
-fn decide_target(ctx: &Ctx, file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Decision {
-    let Some(forced) = &opts.force_version else {
-        // What find's answer allows (its hold decides what the host's shortcuts may
-        // do: tern_core::host_update).
-        let source = tern_core::host_update::Source::Find {
-            version: find.auto_update.agent_version.clone(),
-            gate: tern_core::host_update::FindGate::of(&find.auto_update),
-        };
-        return decide::decide_source(
-            &file.spec,
-            &file.status,
-            source,
-            agent_health(ctx, file),
-            Timestamp::now(),
-            opts.now,
-        );
-    };
-    let v = layout::version_name(forced, &file.status);
-    if file.status.active.as_deref() == Some(v.as_str()) {
-        return Decision::Nothing(format!("already on {v}"));
-    }
-    Decision::Update {
-        target: v,
-        trigger: tern_core::host_update::Trigger::Forced,
-    }
-}
-
-/// The timer's runs on hosts that have a version wait a random part of the server's
-/// jitter (at most [`MAX_JITTER_SECONDS`]), so that a group does not update all at once.
-fn jitter(file: &UpdateFile, opts: &Opts, find: &FindResponse) -> Option<Duration> {
-    let asked = find.auto_update.agent_update_jitter_seconds;
-    let applies = !opts.now
-        && !opts.jitter_done
-        && opts.force_version.is_none()
-        && file.status.active.is_some()
-        && asked > 0;
-    if !applies {
-        return None;
-    }
-    let cap = asked.min(MAX_JITTER_SECONDS);
-    let wait = crate::hooks::jitter_wait()
-        .unwrap_or_else(|| random_up_to(cap))
-        .min(cap);
-    let capped = if asked > cap {
-        format!("; the server asked for up to {asked}s")
-    } else {
-        String::new()
-    };
-    log::info(format!(
-        "waiting {wait}s of jitter (up to {cap}s{capped}) before updating; update.lock is free meanwhile"
-    ));
-    Some(Duration::from_secs(wait))
 }
 
 /// Waits out a jitter without the lock, heartbeating what the host runs now and then.
@@ -1020,11 +846,9 @@ fn unlink_to_package(l: &Layout) -> Result<()> {
     Ok(())
 }
 
-/// Reverts a switch a killed run left half done (journal in `status.in_progress`).
-pub(crate) fn recover(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
-    if let Some(package) = file.spec.package.clone() {
-        return crate::package::recover(ctx, file, &package);
-    }
+/// Reverts a switch a killed run left half done (journal in `status.in_progress`), in
+/// tarball mode (`run::recover` picks the mode).
+pub(crate) fn recover_switch(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
     let Some(ip) = file.status.in_progress.clone() else {
         return Ok(());
     };
@@ -1252,7 +1076,7 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
             // Sent with or without the lock: the instruction is only kept here, and
             // run by the next step that holds the lock (`directive::run_pending`).
             if let Some(instruction) = answer.install {
-                crate::directive::keep(ctx, &instruction);
+                crate::pending_install::keep(&ctx.layout, &instruction);
             }
             Sent::Accepted
         }
@@ -1459,30 +1283,6 @@ mod tests {
             assert!(random_up_to(3) <= 3);
         }
         let _ = random_up_to(u64::MAX);
-    }
-
-    #[test]
-    fn jitter_is_capped_and_skipped_when_it_does_not_apply() {
-        let mut file = UpdateFile::default();
-        file.status.active = Some("1.0.0".into());
-        let mut find = FindResponse::default();
-        find.auto_update.agent_update_jitter_seconds = u64::MAX;
-        for _ in 0..20 {
-            let wait = jitter(&file, &Opts::default(), &find).unwrap();
-            assert!(wait <= Duration::from_secs(MAX_JITTER_SECONDS));
-        }
-        let now = Opts {
-            now: true,
-            ..Opts::default()
-        };
-        assert_eq!(jitter(&file, &now, &find), None);
-        let done = Opts {
-            jitter_done: true,
-            ..Opts::default()
-        };
-        assert_eq!(jitter(&file, &done, &find), None);
-        file.status.active = None;
-        assert_eq!(jitter(&file, &Opts::default(), &find), None);
     }
 
     #[test]

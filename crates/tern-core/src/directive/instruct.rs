@@ -6,27 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use super::resource::{InstallerSpec, InstallerType, Target};
+use super::resource::{InstallerType, Target};
 use super::validate::{TARGET_PLACEHOLDERS, is_safe_env_value};
 use crate::duration::GoDuration;
+pub use crate::install::InstallInstruction;
 use crate::version::Version;
-
-/// `HeartbeatResponse.install`: install `target` with `installer`; report the outcome as
-/// `install_result` naming `attempt_id`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InstallInstruction {
-    pub attempt_id: String,
-    /// The installer resource's name (for messages).
-    pub installer_name: String,
-    pub installer: InstallerSpec,
-    pub target: Target,
-    /// Check that the install could be done (download and verify, a script's syntax)
-    /// without changing anything.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub dry_run: bool,
-}
 
 /// A local script's default timeout.
 pub const DEFAULT_SCRIPT_TIMEOUT: Duration = Duration::from_secs(600);

@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+pub use crate::install::{
+    InstallerSpec, InstallerType, LocalScript, PackageInstaller, PackageManager, Target,
+};
 use crate::resource::{Metadata, default_resource_version};
 
 pub const KIND_DIRECTIVE: &str = "version_directive";
@@ -129,26 +132,6 @@ pub struct Selector {
     pub installers: Vec<String>,
 }
 
-/// A version to install, with the build attributes it requires of a host and what the
-/// artifact must be.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Target {
-    pub version: String,
-    /// Given: only hosts of this arch (a host's arch never changes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arch: Option<String>,
-    /// Given: only hosts whose build is (or is not) FIPS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fips: Option<bool>,
-    /// The artifact's size in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
-    /// The artifact's SHA-256 (hex).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-}
-
 /// `installer`: how a host installs a target.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -159,90 +142,6 @@ pub struct Installer {
     #[serde(default)]
     pub metadata: Metadata,
     pub spec: InstallerSpec,
-}
-
-/// The installer types a host may advertise.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InstallerType {
-    /// The operator's script, the target passed in environment variables only.
-    LocalScript,
-    /// tern-update's own install, switch, health check and rollback.
-    TernUpdate,
-    /// The host's package manager (apt or yum), as tern-update's package mode.
-    Package,
-}
-
-impl InstallerType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InstallerType::LocalScript => "local-script",
-            InstallerType::TernUpdate => "tern-update",
-            InstallerType::Package => "package",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "local-script" => Some(InstallerType::LocalScript),
-            "tern-update" => Some(InstallerType::TernUpdate),
-            "package" => Some(InstallerType::Package),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InstallerSpec {
-    #[serde(rename = "type")]
-    pub installer_type: InstallerType,
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// For `local-script`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local_script: Option<LocalScript>,
-    /// For `package`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub package: Option<PackageInstaller>,
-}
-
-fn yes() -> bool {
-    true
-}
-
-/// A `local-script` installer: `script` run by `shell`, the target reaching it only
-/// through `env` (values may use `{target.version}`, `{target.arch}`, `{target.sha256}`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LocalScript {
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    #[serde(default = "default_shell")]
-    pub shell: String,
-    pub script: String,
-    /// Go duration, default 10m.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<String>,
-}
-
-fn default_shell() -> String {
-    "/bin/sh".to_string()
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PackageManager {
-    Apt,
-    Yum,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PackageInstaller {
-    /// The package's name (`myagent`).
-    pub name: String,
-    pub manager: PackageManager,
 }
 
 /// `version_control_config`: how fast directives are applied, when to pause, how

@@ -17,6 +17,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+pub use crate::install::AttemptResult;
+
 /// The states, with the RFD's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum InstallState {
@@ -81,15 +83,6 @@ pub struct Attempt {
     pub installer: String,
     pub from_version: String,
     pub target_version: String,
-}
-
-/// What the host reported of an attempt (in its heartbeats; every field defaults).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AttemptResult {
-    pub attempt_id: String,
-    pub success: bool,
-    pub error: String,
 }
 
 /// The time edges.

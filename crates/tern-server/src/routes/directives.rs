@@ -8,20 +8,20 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::{Extension, Json};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tern_core::api::Deleted;
 use tern_core::directive::report::{
     self, ApplyBody, ApplyResponse, Approval, DirectiveReport, DirectivesStatus, Named, Paused,
     Pending, PlanBody, PlanResponse,
 };
-use tern_core::directive::resource::{Installer, Strategy, VersionControlConfig, VersionDirective};
+use tern_core::directive::resource::{Installer, VersionControlConfig, VersionDirective};
 use tern_core::duration::GoDuration;
 use tern_store::{Compare, Op, TxnOutcome};
 
 use super::body;
 use crate::auth::Actor;
-use crate::directives::{self, encode, get, list};
+use crate::directive_store::{encode, get, list, stored_form};
+use crate::directives::{self, refresh_find, write_draft};
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
 use crate::state::AppState;
@@ -40,16 +40,6 @@ async fn read_json(state: &AppState, key: &str, absent: String) -> ApiResult<Jso
         m.insert("revision".into(), Value::String(r.revision.to_string()));
     }
     Ok(Json(v))
-}
-
-/// Drops `metadata.revision` before storing (it is the key's revision, never stored).
-fn stored_form<T: serde::Serialize + DeserializeOwned>(value: &T) -> ApiResult<Vec<u8>> {
-    let mut v =
-        serde_json::to_value(value).map_err(|e| ApiError::internal(format!("encoding: {e}")))?;
-    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("revision");
-    }
-    encode(&v)
 }
 
 fn check_path_name(path: &str, in_body: &str) -> ApiResult<()> {
@@ -97,14 +87,6 @@ pub(crate) async fn put_installer(
         .await?;
     refresh_find(&state).await;
     get_installer(State(state), Path(name)).await
-}
-
-/// find's snapshot holds the active directive and the installers: refreshed at once
-/// after a write of either here (the store watch brings it to the other replicas).
-async fn refresh_find(state: &AppState) {
-    if let Err(e) = state.refresh_snapshot().await {
-        tracing::warn!(error = %e, "refreshing the find snapshot failed");
-    }
 }
 
 /// `DELETE /v1/directives/installers/{name}`
@@ -207,26 +189,6 @@ pub(crate) async fn put_draft(
     check_path_name(&name, &d.metadata.name)?;
     write_draft(&state, &d).await?;
     get_draft(State(state), Path(name)).await
-}
-
-/// Stores a draft (validated); under `promotion.strategy: automatic` with `from` naming
-/// it, it becomes the active directive at once. Whether it was promoted.
-pub(crate) async fn write_draft(state: &AppState, d: &VersionDirective) -> ApiResult<bool> {
-    let name = &d.metadata.name;
-    let store = state.store();
-    let bytes = stored_form(d)?;
-    store.put(&keys::draft(name), bytes.clone(), None).await?;
-    let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
-    let automatic = config.is_some_and(|c| {
-        c.value.spec.promotion.strategy == Strategy::Automatic
-            && c.value.spec.promotion.from.as_deref() == Some(name.as_str())
-    });
-    if automatic {
-        store.put(keys::ACTIVE_DIRECTIVE, bytes, None).await?;
-        tracing::info!(draft = %name, "draft promoted at once (promotion.strategy automatic)");
-        refresh_find(state).await;
-    }
-    Ok(automatic)
 }
 
 /// `DELETE /v1/directives/drafts/{name}`
@@ -492,7 +454,7 @@ pub(crate) async fn status(
     State(state): State<Arc<AppState>>,
 ) -> ApiResult<Json<DirectivesStatus>> {
     let store = state.store();
-    let res = directives::read_resources(store).await?;
+    let res = crate::directive_store::read_resources(store).await?;
     let drafts = list::<Value>(store, keys::DRAFTS_PREFIX)
         .await?
         .into_iter()

@@ -7,8 +7,10 @@ pub(crate) mod body;
 pub(crate) mod channels;
 pub(crate) mod dev;
 pub(crate) mod directives;
+pub(crate) mod freeze;
 pub(crate) mod hosts;
 pub(crate) mod install;
+pub(crate) mod pins;
 pub(crate) mod public;
 pub(crate) mod resources;
 pub(crate) mod status;
@@ -366,9 +368,9 @@ fn admin(r: Routes) -> Routes {
         .route(
             "/v1/freeze",
             vec![
-                (M::GET, Read, get(crate::freeze::get)),
-                (M::PUT, Write, put(crate::freeze::put)),
-                (M::DELETE, Operator, delete(crate::freeze::delete)),
+                (M::GET, Read, get(freeze::get)),
+                (M::PUT, Write, put(freeze::put)),
+                (M::DELETE, Operator, delete(freeze::delete)),
             ],
         )
         .route("/v1/inventory", one(M::GET, Read, get(status::inventory)))
@@ -377,12 +379,12 @@ fn admin(r: Routes) -> Routes {
             "/v1/releases/signed",
             one(M::GET, Read, get(status::release_signed)),
         )
-        .route("/v1/pins", one(M::GET, Read, get(crate::pins::list)))
+        .route("/v1/pins", one(M::GET, Read, get(pins::list)))
         .route(
             "/v1/inventory/{updater_id}/pin",
             vec![
-                (M::PUT, Write, put(crate::pins::put)),
-                (M::DELETE, Write, delete(crate::pins::delete)),
+                (M::PUT, Write, put(pins::put)),
+                (M::DELETE, Write, delete(pins::delete)),
             ],
         )
         .route(

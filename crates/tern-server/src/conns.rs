@@ -1,5 +1,6 @@
 //! The table of open connections: who may come in, who makes room, and when each
-//! connection last moved a byte.
+//! connection last moved a byte. `listen` admits through it; `metrics` reads it. A leaf,
+//! so that neither of those two needs the other.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
