@@ -105,7 +105,18 @@ fn setup(t: &Ternd) -> (Vec<(String, &'static str)>, String) {
         Some(r#"{"version": "1.1.0", "critical": false}"#),
     )
     .unwrap();
-    let agent = t.new_token("agent").unwrap();
+    // One token heartbeats for the whole stand-in fleet, as a controller does (a new
+    // data dir refuses a plain shared agent token).
+    let agent = t
+        .op(
+            "POST",
+            "/v1/tokens",
+            Some(r#"{"role": "agent", "controller": true}"#),
+        )
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let hosts = fleet();
     let all = |t: &Ternd| {
         for (i, (id, group)) in hosts.iter().enumerate() {
