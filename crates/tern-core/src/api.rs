@@ -651,6 +651,11 @@ pub struct TokenBody {
     /// minting token's own principal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
+    /// An agent token for a controller that heartbeats for many workloads (the
+    /// Kubernetes controller): shared by design, so still accepted where ternd refuses
+    /// the shared agent tokens of earlier releases (`--shared-agent-token refuse`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub controller: bool,
 }
 
 /// The body of `POST /v1/agents/join`: who is joining.
@@ -696,6 +701,9 @@ pub struct TokenView {
     /// The token that minted it (none for the bootstrap token and earlier releases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minted_by: Option<String>,
+    /// A controller's agent token ([`TokenBody::controller`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub controller: bool,
 }
 
 /// One admin write (or refused attempt) in the audit trail (`GET /v1/audit`).

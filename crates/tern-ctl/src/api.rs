@@ -307,6 +307,11 @@ pub enum TokensCommand {
         /// never counts as a second approver of what its minter approved.
         #[arg(long, value_name = "NAME")]
         principal: Option<String>,
+        /// An agent token for a controller that heartbeats for many workloads (the
+        /// Kubernetes controller): accepted where ternd refuses shared agent tokens.
+        /// Hosts get their own credentials from a join token instead.
+        #[arg(long)]
+        controller: bool,
     },
     /// List the tokens: id, role, expiry, joins left.
     Ls {
@@ -975,6 +980,7 @@ fn tokens(a: TokensArgs, g: &Global) -> anyhow::Result<ExitCode> {
             uses,
             ttl,
             principal,
+            controller,
         } => {
             let role = match role {
                 RoleArg::Operator => Role::Operator,
@@ -989,6 +995,7 @@ fn tokens(a: TokensArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 uses,
                 ttl,
                 principal,
+                controller,
             };
             let v: NewTokenResponse = c.post("/v1/tokens", &body)?;
             if !structured(g.output(), &v)? {

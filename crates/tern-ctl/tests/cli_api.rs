@@ -160,7 +160,7 @@ fn agents_session_reads_like_the_seeds() {
     );
     assert_eq!(out.trim(), "created new rollout from 1.0.0 to 1.1.0");
 
-    let agent = ok(&s, &["tokens", "create", "--role", "agent"]);
+    let agent = ok(&s, &["tokens", "create", "--role", "agent", "--controller"]);
     let agent = agent.trim();
     assert!(agent.starts_with("tern_"));
     let fleet = [
@@ -433,7 +433,7 @@ fn connection_flags_go_before_or_after_the_subcommand() {
 fn counts_and_articles_read_as_english() {
     let tmp = tempfile::tempdir().unwrap();
     let s = start(&tmp.path().join("data"));
-    let agent = ok(&s, &["tokens", "create", "--role", "agent"]);
+    let agent = ok(&s, &["tokens", "create", "--role", "agent", "--controller"]);
     heartbeat(&s, agent.trim(), "d1", "dev", "1.0.0");
 
     let out = ok(&s, &["inventory", "ls"]);
@@ -601,7 +601,7 @@ fn the_planner_reads_the_live_inventory() {
     use tern_core::fixtures::{group, halt_on_error_config, version};
     let tmp = tempfile::tempdir().unwrap();
     let s = start(&tmp.path().join("data"));
-    let agent = ok(&s, &["tokens", "create", "--role", "agent"]);
+    let agent = ok(&s, &["tokens", "create", "--role", "agent", "--controller"]);
     let hosts = ["c1", "c2", "c3"];
     for id in hosts {
         heartbeat(&s, agent.trim(), id, "dev", "1.0.0");

@@ -40,6 +40,15 @@ fn hostname(id: &str) -> String {
     format!("{group}-{n:02}.example")
 }
 
+/// The trust posture the `i`th stand-in host reports.
+fn trust_of(i: usize) -> Option<Value> {
+    match i % 3 {
+        0 => Some(json!({"pinned": true, "root_version": 2})),
+        1 => Some(json!({"pinned": false, "root_version": 0})),
+        _ => None,
+    }
+}
+
 fn beat(t: &Ternd, agent: &str, id: &str, group: &str, version: &str, extra: Value) {
     let mut body = json!({
         "updater_id": id, "host_id": format!("host-{id}"),
@@ -105,12 +114,27 @@ fn setup(t: &Ternd) -> (Vec<(String, &'static str)>, String) {
         Some(r#"{"version": "1.1.0", "critical": false}"#),
     )
     .unwrap();
-    let agent = t.new_token("agent").unwrap();
+    // One token heartbeats for the whole stand-in fleet, as a controller does (a new
+    // data dir refuses a plain shared agent token).
+    let agent = t
+        .op(
+            "POST",
+            "/v1/tokens",
+            Some(r#"{"role": "agent", "controller": true}"#),
+        )
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let hosts = fleet();
     let all = |t: &Ternd| {
         for (i, (id, group)) in hosts.iter().enumerate() {
             let arch = if i % 3 == 0 { "arm64" } else { "amd64" };
-            let facts = json!({"arch": arch, "labels": {"zone": format!("z{}", i % 2)}});
+            let mut facts = json!({"arch": arch, "labels": {"zone": format!("z{}", i % 2)}});
+            // A third pin release root v2, a third pin none, a third do not say.
+            if let Some(t) = trust_of(i) {
+                facts["trust"] = t;
+            }
             beat(t, &agent, id, group, "1.0.0", facts);
         }
     };
@@ -333,6 +357,16 @@ async fn the_dashboard_in_a_real_browser() {
         .unwrap();
     // Sorted by group: `prdo` comes after dev and before prod, on the first page.
     assert_eq!(flagged, json!(2));
+    // Which hosts verify releases: a Trust column from what each heartbeat says.
+    let trust = b
+        .client
+        .execute(
+            "const h = [...document.querySelectorAll('#inventory thead th')].map(c => c.textContent); const cells = [...document.querySelectorAll('#inventory tbody td.trust')].map(c => c.textContent); return [h.indexOf('Trust'), cells.length, [...new Set(cells)].sort()];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(trust, json!([4, 50, ["root v2", "unknown", "unpinned"]]));
     shot(&b, "inventory").await;
     b.client
         .execute("document.getElementById('next-page').click();", vec![])
@@ -355,7 +389,11 @@ async fn the_dashboard_in_a_real_browser() {
     .unwrap();
 
     // A prod host: it waits for dev and staging, then prod's window.
-    let (prod_host, _) = hosts.iter().find(|(_, g)| *g == "prod").unwrap();
+    let (prod_index, (prod_host, _)) = hosts
+        .iter()
+        .enumerate()
+        .find(|(_, (_, g))| *g == "prod")
+        .unwrap();
     goto_hash(&b, &format!("#/host/{prod_host}")).await;
     page_shown(&b, "host").await;
     let outlook = b
@@ -367,6 +405,23 @@ async fn the_dashboard_in_a_real_browser() {
         .await
         .unwrap();
     let outlook = outlook.as_str().unwrap();
+    let trust = b
+        .wait_js(
+            "the host's trust",
+            "const d = [...document.querySelectorAll('#content dt')].find(x => x.textContent === 'trust'); return d ? d.nextElementSibling.textContent : false;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let expected = match trust_of(prod_index) {
+        Some(t) if t["pinned"] == true => "verified: pins release root v2",
+        Some(_) => "unverified: pins no release root",
+        None => "unknown: its updater does not say",
+    };
+    assert!(
+        trust.as_str().unwrap().starts_with(expected),
+        "{trust} (host {prod_index})"
+    );
     assert!(
         outlook.starts_with("after_earlier_groups: ") && outlook.contains("dev, staging"),
         "{outlook}"

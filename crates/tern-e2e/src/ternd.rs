@@ -201,6 +201,7 @@ impl Ctl {
             "create",
             "--role",
             "agent",
+            "--controller",
             "--description",
             description,
         ])?;

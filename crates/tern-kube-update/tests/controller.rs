@@ -302,7 +302,7 @@ async fn a_ternd_behind_a_private_ca_is_trusted_only_with_its_ca() {
         .unwrap();
         run(&["create", "--force", "-f", version.to_str().unwrap()]);
         run(&["dev", "reconcile"]);
-        let token = run(&["tokens", "create", "--role", "agent"]);
+        let token = run(&["tokens", "create", "--role", "agent", "--controller"]);
         (ternd, token)
     })
     .await

@@ -143,6 +143,28 @@ enum Cmd {
         #[command(flatten)]
         life: Life,
     },
+    /// Set or clear the signed minimum version of a release line: hosts with a pinned
+    /// root refuse every version of the line below it, whatever ternd names (revoke
+    /// known-bad builds). Signs as `add` (targets, snapshot and timestamp keys).
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["version", "clear"])))]
+    Minimum {
+        #[arg(long)]
+        repo: PathBuf,
+        /// The release line: MAJOR (e.g. 1: every 1.x.y) or MAJOR.MINOR (e.g. 1.4).
+        #[arg(long)]
+        line: String,
+        /// The lowest version of the line hosts may install (it must be of the line).
+        #[arg(long)]
+        version: Option<String>,
+        /// Remove the line's minimum.
+        #[arg(long)]
+        clear: bool,
+        /// A threshold of the targets, snapshot and timestamp keys.
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        #[command(flatten)]
+        life: Life,
+    },
     /// Re-sign snapshot and timestamp with new versions and expiry (the online keys'
     /// routine job; run it well within --timestamp-hours).
     Refresh {
@@ -377,11 +399,18 @@ fn run(cli: Cli) -> Result<()> {
             let v = client.refresh()?;
             let ms = start.elapsed().as_secs_f64() * 1000.0;
             if json {
+                // Lines are digits and dots, versions semver: nothing to escape.
+                let minimums: Vec<String> = v
+                    .minimums
+                    .iter()
+                    .map(|m| format!("\"{}\":\"{}\"", m.line, m.version))
+                    .collect();
                 println!(
-                    "{{\"refresh_ms\":{ms:.3},\"targets\":{},\"root_version\":{},\"targets_version\":{}}}",
+                    "{{\"refresh_ms\":{ms:.3},\"targets\":{},\"root_version\":{},\"targets_version\":{},\"minimums\":{{{}}}}}",
                     v.targets.len(),
                     v.root_version,
-                    v.targets_version
+                    v.targets_version,
+                    minimums.join(",")
                 );
             } else {
                 println!(
@@ -392,6 +421,12 @@ fn run(cli: Cli) -> Result<()> {
                     v.targets_version,
                     v.targets.len()
                 );
+                for m in &v.minimums {
+                    println!(
+                        "release line {}: versions below {} are refused",
+                        m.line, m.version
+                    );
+                }
             }
             for f in &files {
                 let t = v.check_file(f)?;
@@ -408,6 +443,26 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let v = release::remove_target(&repo, &name, &keys, &life.lifetimes())?;
             println!("removed {name}; targets version {v}");
+        }
+        Cmd::Minimum {
+            repo,
+            line,
+            version,
+            clear: _,
+            keys,
+            life,
+        } => {
+            // The group makes --version and --clear exclusive, one required.
+            let v =
+                release::set_minimum(&repo, &line, version.as_deref(), &keys, &life.lifetimes())
+                    .with_context(|| format!("cannot sign into {}", repo.display()))?;
+            match version {
+                Some(min) => println!(
+                    "release line {line}: minimum {min}; hosts with a pinned root refuse older versions of the line"
+                ),
+                None => println!("release line {line}: minimum cleared"),
+            }
+            println!("targets version {v}");
         }
         Cmd::Refresh { repo, keys, life } => {
             let v = release::refresh(&repo, &keys, &life.lifetimes())
@@ -440,6 +495,9 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Cmd::List { repo } => {
+            for m in release::minimums(&repo)? {
+                println!("minimum\tline {}\t{}", m.line, m.version);
+            }
             for t in release::list(&repo)? {
                 if let Some(image) = &t.image {
                     println!(

@@ -351,3 +351,147 @@ fn sha256sum(path: &Path) -> String {
     let out = Command::new("sha256sum").arg(path).output().unwrap();
     String::from_utf8_lossy(&out.stdout)[..64].to_string()
 }
+
+/// A signed minimum per release line: set, listed, seen by a host's refresh (`verify`),
+/// refused when it is not of its line or unsigned, and cleared.
+#[test]
+fn minimum_sets_and_clears_the_signed_minimum_of_a_release_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let k = |n: &str| p(&d.join(format!("{n}.pk8")));
+    ok(&[
+        "keygen",
+        &k("root"),
+        &k("targets"),
+        &k("snapshot"),
+        &k("timestamp"),
+    ]);
+    let repo = p(&d.join("repo"));
+    ok(&[
+        "init",
+        "--repo",
+        &repo,
+        "--root-key",
+        &k("root"),
+        "--targets-key",
+        &k("targets"),
+        "--snapshot-key",
+        &k("snapshot"),
+        "--timestamp-key",
+        &k("timestamp"),
+    ]);
+    let keys = [
+        "--key",
+        &k("targets"),
+        "--key",
+        &k("snapshot"),
+        "--key",
+        &k("timestamp"),
+    ];
+    let minimum = |extra: &[&str]| {
+        let mut args = vec!["minimum", "--repo", &repo];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&keys);
+        run(&args)
+    };
+    let verify = || {
+        ok(&[
+            "verify",
+            "--root",
+            &p(&d.join("repo/metadata/1.root.json")),
+            "--metadata",
+            &p(&d.join("repo/metadata")),
+            "--state",
+            &p(&d.join("host-trust.json")),
+        ])
+    };
+
+    let out = minimum(&["--line", "1", "--version", "1.4.2"]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("release line 1: minimum 1.4.2"), "{said}");
+    assert!(said.contains("targets version 2"), "{said}");
+    let out = minimum(&["--line", "2.1", "--version", "v2.1.5"]);
+    assert!(out.status.success(), "{out:?}");
+    let list = ok(&["list", "--repo", &repo]);
+    assert!(list.contains("minimum\tline 1\t1.4.2"), "{list}");
+    assert!(list.contains("minimum\tline 2.1\t2.1.5"), "{list}");
+    let host = verify();
+    assert!(
+        host.contains("release line 1: versions below 1.4.2 are refused")
+            && host.contains("release line 2.1: versions below 2.1.5 are refused"),
+        "{host}"
+    );
+    let json = ok(&[
+        "verify",
+        "--root",
+        &p(&d.join("repo/metadata/1.root.json")),
+        "--metadata",
+        &p(&d.join("repo/metadata")),
+        "--state",
+        &p(&d.join("host-trust.json")),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(
+        v["minimums"],
+        serde_json::json!({"1": "1.4.2", "2.1": "2.1.5"}),
+        "{json}"
+    );
+    // Raising it replaces it.
+    let out = minimum(&["--line", "1", "--version", "1.5.0"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(ok(&["list", "--repo", &repo]).contains("minimum\tline 1\t1.5.0"));
+
+    // Refused, and nothing signed: a version of another line, a line that is not one,
+    // no targets key, clearing a line without a minimum, neither --version nor --clear.
+    let before = listing(&d.join("repo/metadata"));
+    for (args, says) in [
+        (
+            vec!["--line", "1", "--version", "2.0.0"],
+            "2.0.0 is not a version of release line 1",
+        ),
+        (
+            vec!["--line", "1.x", "--version", "1.0.0"],
+            "\"1.x\" is not a release line",
+        ),
+        (
+            vec!["--line", "3", "--clear"],
+            "cannot clear the minimum of release line 3",
+        ),
+    ] {
+        let out = minimum(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let out = run(&[
+        "minimum",
+        "--repo",
+        &repo,
+        "--line",
+        "1",
+        "--version",
+        "1.6.0",
+        "--key",
+        &k("snapshot"),
+        "--key",
+        &k("timestamp"),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot sign"));
+    let out = minimum(&["--line", "1"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error: {out:?}");
+    assert_eq!(listing(&d.join("repo/metadata")), before);
+    assert!(ok(&["list", "--repo", &repo]).contains("minimum\tline 1\t1.5.0"));
+
+    // Cleared: gone from the list and from what a host sees; the other line stays.
+    let out = minimum(&["--line", "1", "--clear"]);
+    assert!(out.status.success(), "{out:?}");
+    let list = ok(&["list", "--repo", &repo]);
+    assert!(!list.contains("line 1\t"), "{list}");
+    assert!(list.contains("minimum\tline 2.1\t2.1.5"), "{list}");
+    let host = verify();
+    assert!(!host.contains("release line 1:"), "{host}");
+    assert!(host.contains("release line 2.1:"), "{host}");
+}

@@ -157,6 +157,7 @@ mod tests {
             bound_to: None,
             principal: "alice".into(),
             minted_by: Vec::new(),
+            controller: false,
         };
         let t0: Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
         let n = KEEP + PRUNE_SLACK + 50;

@@ -86,6 +86,10 @@ pub(crate) struct TokenRecord {
     /// The tokens that minted it, nearest first (at most [`MAX_LINEAGE`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) minted_by: Vec<String>,
+    /// An agent token minted for a controller (`tokens create --controller`): shared
+    /// by design, accepted even where shared agent tokens are refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) controller: bool,
 }
 
 /// Minters remembered per token: deeper chains keep their nearest links.
@@ -165,6 +169,7 @@ pub(crate) fn mint(role: Role, description: &str, now: Timestamp) -> ApiResult<N
             updater_id: None,
             principal: String::new(),
             minted_by: Vec::new(),
+            controller: false,
         },
         token,
     })
@@ -291,6 +296,7 @@ impl Authenticator {
             role: record.role,
             bound_to: record.updater_id,
             minted_by: record.minted_by,
+            controller: record.controller,
         })
     }
 }
@@ -306,6 +312,16 @@ pub(crate) struct Actor {
     pub(crate) principal: String,
     /// The tokens that minted it, nearest first.
     pub(crate) minted_by: Vec<String>,
+    /// A controller's agent token.
+    pub(crate) controller: bool,
+}
+
+impl Actor {
+    /// The shared agent token of earlier releases: an agent token bound to no host
+    /// and not minted for a controller. It may speak for any host.
+    pub(crate) fn is_legacy_shared_agent(&self) -> bool {
+        self.role == Role::Agent && self.bound_to.is_none() && !self.controller
+    }
 }
 
 impl Access {

@@ -419,6 +419,12 @@ impl Inventory {
         self.entries.len()
     }
 
+    /// Agents that heartbeat with a token not bound to them (a shared agent token, or a
+    /// controller's).
+    pub fn shared_token_hosts(&self) -> usize {
+        self.shared
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -181,6 +181,13 @@ struct StartArgs {
     /// token cannot invent hosts without bound. Enroll hosts with a join token.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     max_shared_token_hosts: usize,
+    /// The shared agent token of earlier releases (an agent token that may speak for
+    /// any host): `refuse` answers its heartbeats and joins 403 shared_token_refused;
+    /// `allow` accepts them (deprecated; a warning at start). Default: refuse on a
+    /// store this release initialised (a new data dir), allow on older ones. Tokens
+    /// minted with `tokens create --role agent --controller` are always accepted.
+    #[arg(long, value_enum, value_name = "MODE")]
+    shared_agent_token: Option<SharedTokenArg>,
     /// How long this replica may go without reaching its store (etcd, the SQLite file)
     /// and still tell hosts to update. Past it, find tells every host to hold
     /// (`agent_hold: replica_cut_off`): a freeze, a suspend or a pin written meanwhile
@@ -296,6 +303,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--shared-agent-token`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum SharedTokenArg {
+    Allow,
+    Refuse,
 }
 
 fn run(a: StartArgs) -> anyhow::Result<()> {
@@ -424,6 +438,10 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
             admin_rate: a.admin_rate,
             admin_burst: a.admin_burst,
             require_trust: a.require_trust,
+            shared_agent_token: a.shared_agent_token.map(|m| match m {
+                SharedTokenArg::Allow => tern_server::state::SharedAgentToken::Allow,
+                SharedTokenArg::Refuse => tern_server::state::SharedAgentToken::Refuse,
+            }),
         },
         artifact_template: a.artifact_url_template,
     };

@@ -18,7 +18,7 @@ use crate::notify::Notifiers;
 pub use crate::notify::{NotifyConfigError, NotifySettings, parse_notify_url};
 use crate::reconciler;
 use crate::routes::{self, tokens};
-use crate::state::{AppState, Settings};
+use crate::state::{AppState, Settings, SharedAgentToken};
 
 /// How ternd serves.
 #[derive(Clone, Debug)]
@@ -95,6 +95,42 @@ fn rand_bytes() -> anyhow::Result<[u8; 8]> {
 struct Bootstrap {
     replica: String,
     at: Timestamp,
+    /// "refuse" in stores initialised by a release that refuses the shared agent token
+    /// by default; absent in older stores, whose hosts may still use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shared_agent_token: Option<String>,
+}
+
+const REFUSE: &str = "refuse";
+
+/// What to do with shared agent tokens: the flag when given, else what the store was
+/// initialised with (new stores refuse them; stores of earlier releases accept them,
+/// with a deprecation warning).
+async fn shared_agent_token_policy(
+    store: &dyn Store,
+    flag: Option<SharedAgentToken>,
+) -> anyhow::Result<SharedAgentToken> {
+    let policy = match flag {
+        Some(p) => p,
+        None => {
+            let marker = store
+                .get(keys::BOOTSTRAP)
+                .await?
+                .and_then(|kv| serde_json::from_slice::<Bootstrap>(&kv.value).ok());
+            if marker.is_some_and(|b| b.shared_agent_token.as_deref() == Some(REFUSE)) {
+                SharedAgentToken::Refuse
+            } else {
+                SharedAgentToken::Allow
+            }
+        }
+    };
+    if policy == SharedAgentToken::Allow {
+        tracing::warn!(
+            explicit = flag.is_some(),
+            "the shared agent token is accepted (deprecated): one leaked copy speaks for any host. Move hosts to their own credentials (docs/security.md, \"Moving a fleet off the shared agent token\"; tern_inventory_shared_token_hosts counts those left), then start ternd with --shared-agent-token refuse"
+        );
+    }
+    Ok(policy)
 }
 
 /// On the very first start of a fresh store, mints the operator token, writes it to
@@ -118,6 +154,7 @@ async fn bootstrap_operator_token(
     let marker = serde_json::to_vec(&Bootstrap {
         replica: replica.to_string(),
         at: now,
+        shared_agent_token: Some(REFUSE.into()),
     })?;
     match store.create(keys::BOOTSTRAP, marker, None).await {
         Ok(_) => {}
@@ -302,9 +339,15 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             dir.join(OPERATOR_TOKEN_FILE).display()
         ))?;
     }
+    let mut settings = opts.settings.clone();
+    let flag = settings.security.shared_agent_token;
+    let policy = with_store_retries("reading the store's settings", || {
+        shared_agent_token_policy(store.as_ref(), flag)
+    })
+    .await?;
+    settings.security.shared_agent_token = Some(policy);
     let notifiers = Notifiers::start(&opts.notify);
-    let state =
-        AppState::with_notifiers(Arc::clone(&store), clock, opts.settings.clone(), notifiers);
+    let state = AppState::with_notifiers(Arc::clone(&store), clock, settings, notifiers);
     start_background(&state).await;
     let listener = opts.listener;
     listener.set_nonblocking(true)?;

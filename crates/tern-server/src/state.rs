@@ -90,6 +90,22 @@ pub struct SecuritySettings {
     /// Refuse heartbeats and find of hosts that pin no release root
     /// (`--require-trust`).
     pub require_trust: bool,
+    /// Whether the shared agent tokens of earlier releases are accepted
+    /// (`--shared-agent-token`). `None`: as the store says, which `serve` resolves:
+    /// refused on stores initialised by this release or later, accepted (deprecated,
+    /// with a warning) on older ones. Embeddings that never resolve it accept them.
+    pub shared_agent_token: Option<SharedAgentToken>,
+}
+
+/// What ternd does with a shared agent token (an agent token bound to no host and not
+/// minted for a controller), `--shared-agent-token`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedAgentToken {
+    /// Accepted for heartbeats and joins (deprecated; counted in
+    /// `tern_inventory_shared_token_hosts`).
+    Allow,
+    /// Refused with 403 `shared_token_refused`: hosts use their own credentials.
+    Refuse,
 }
 
 impl Default for SecuritySettings {
@@ -99,11 +115,17 @@ impl Default for SecuritySettings {
             admin_rate: 50.0,
             admin_burst: 500,
             require_trust: false,
+            shared_agent_token: None,
         }
     }
 }
 
 impl SecuritySettings {
+    /// True when shared agent tokens are refused.
+    pub(crate) fn refuses_shared_agent_token(&self) -> bool {
+        self.shared_agent_token == Some(SharedAgentToken::Refuse)
+    }
+
     /// Whether a controller may read the variable `name`.
     pub(crate) fn secret_env_allowed(&self, name: &str) -> bool {
         self.controller_secret_env.iter().any(|n| n == name)

@@ -609,3 +609,115 @@ fn the_inventory_shows_which_hosts_pin_a_root_and_require_trust_refuses_the_othe
     );
     assert_eq!(s, 200, "{v}");
 }
+
+fn beat(t: &Ternd, token: &str, id: &str) -> (u16, Value) {
+    let body = json!({"updater_id": id, "group": "default", "version": "1.0.0"});
+    t.call(
+        "POST",
+        "/v1/agents/heartbeat",
+        Some(token),
+        Some(&body.to_string()),
+    )
+}
+
+fn metric(t: &Ternd, name: &str) -> String {
+    let (_, _, text) = t.raw("GET", "/metrics", None, None);
+    text.lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+        .to_string()
+}
+
+/// The shared agent token of earlier releases speaks for any host: one leaked copy
+/// invents hosts (the report flood) and brings a revoked updater_id back. A new data dir
+/// refuses it by default (heartbeats and joins, 403 naming the flag that allows it);
+/// per-host credentials from a join token and a controller's token still work. A data
+/// dir from before keeps accepting it, warns in the log and counts its hosts.
+#[test]
+fn a_new_data_dir_refuses_the_shared_agent_token_and_an_old_one_counts_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let defaults = ["--insecure-http", "--dev-clock", common::T0];
+    let mut t = Ternd::spawn_as_is(&dir, &defaults);
+    let shared = t.new_token("agent");
+    for (s, v) in [beat(&t, &shared, "h1"), join(&t, &shared, "h1")] {
+        assert_eq!(s, 403, "{v}");
+        assert_eq!(v["error"]["code"], "shared_token_refused", "{v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("--shared-agent-token allow") && msg.contains("--role join"),
+            "{v}"
+        );
+    }
+    // The per-host way: a join token, then the host's own credential.
+    let (join_token, _) = mint(&t, &t.token, json!({"role": "join"}));
+    let (s, v) = join(&t, &join_token, "h1");
+    assert_eq!(s, 201, "{v}");
+    let own = v["token"].as_str().unwrap();
+    assert_eq!(beat(&t, own, "h1").0, 200);
+    // A controller's token (tokens create --controller) heartbeats for its workloads.
+    let (controller, _) = mint(
+        &t,
+        &t.token,
+        json!({"role": "agent", "controller": true, "description": "kubernetes"}),
+    );
+    assert_eq!(beat(&t, &controller, "pod-1").0, 200);
+    let (s, v) = t.call(
+        "POST",
+        "/v1/tokens",
+        Some(&t.token),
+        Some(&json!({"role": "user", "controller": true}).to_string()),
+    );
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(
+        metric(&t, "tern_inventory_shared_token_hosts"),
+        "tern_inventory_shared_token_hosts 1"
+    );
+    t.stop();
+
+    // Restarted: the store still refuses it; the flag allows it, with a warning.
+    let mut t = Ternd::spawn_as_is(&dir, &defaults);
+    assert_eq!(beat(&t, &shared, "h2").0, 403);
+    t.stop();
+    let mut allowed = defaults.to_vec();
+    allowed.extend(["--shared-agent-token", "allow"]);
+    let mut t = Ternd::spawn_as_is(&dir, &allowed);
+    assert_eq!(beat(&t, &shared, "h2").0, 200);
+    t.stop();
+
+    // A store initialised by an earlier release: its marker does not say "refuse".
+    let db = dir.join("tern.db");
+    let changed = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg("SELECT count(*) FROM kv WHERE key = CAST('/tern/bootstrap' AS BLOB)")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&changed.stdout).trim(), "1");
+    let out = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg(
+            "UPDATE kv SET value = CAST('{\"replica\":\"old\",\"at\":\"2026-01-01T00:00:00Z\"}' AS BLOB) WHERE key = CAST('/tern/bootstrap' AS BLOB)",
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let t = Ternd::spawn_as_is(&dir, &defaults);
+    for id in ["old-1", "old-2", "old-3"] {
+        let (s, v) = beat(&t, &shared, id);
+        assert_eq!(s, 200, "{v}");
+    }
+    assert_eq!(beat(&t, own, "h1").0, 200);
+    assert_eq!(
+        metric(&t, "tern_inventory_shared_token_hosts"),
+        "tern_inventory_shared_token_hosts 3"
+    );
+    // Warned at the start with the flag, and at this one: the store did not say refuse.
+    let log = std::fs::read_to_string(dir.with_extension("log")).unwrap();
+    assert_eq!(
+        log.matches("the shared agent token is accepted (deprecated)")
+            .count(),
+        2,
+        "{log}"
+    );
+    assert!(log.contains("--shared-agent-token refuse"), "{log}");
+}

@@ -161,13 +161,22 @@ pub struct Verified {
     pub snapshot_version: u64,
     pub targets_version: u64,
     pub targets: Vec<SignedTarget>,
+    /// The signed minimum version of each release line that has one (by line).
+    pub minimums: Vec<crate::minimum::Minimum>,
 }
 
 impl Verified {
+    /// An error when the release keys revoked `version`: it is below the signed minimum
+    /// of its release line ([`Error::BelowMinimum`]).
+    pub fn check_minimum(&self, version: &str) -> Result<()> {
+        crate::minimum::check(&self.minimums, version, self.targets_version)
+    }
+
     /// The artifact signed for `version` on `os`/`arch` (Go names: `linux`, `amd64`) and
     /// `edition` (what find says; "" and "oss" are no edition). A target without an `os`
     /// matches any OS; one without an `edition` is for every edition, used when no target
-    /// names this edition exactly.
+    /// names this edition exactly. A version below its line's signed minimum is refused
+    /// even though its target is still signed ([`Verified::check_minimum`]).
     pub fn find(
         &self,
         version: &str,
@@ -175,6 +184,7 @@ impl Verified {
         arch: &str,
         edition: &str,
     ) -> Result<&SignedTarget> {
+        self.check_minimum(version)?;
         let candidates = || {
             self.targets.iter().filter(|t| {
                 t.version.as_deref() == Some(version)
@@ -256,7 +266,8 @@ impl Verified {
     }
 
     /// True when some host artifact is signed for `version` (any OS, arch or edition;
-    /// an image alone does not count: hosts cannot install it).
+    /// an image alone does not count: hosts cannot install it). Says nothing of the
+    /// signed minimums: see [`Verified::check_minimum`].
     pub fn has_version(&self, version: &str) -> bool {
         self.targets
             .iter()
@@ -351,6 +362,13 @@ impl Client {
             detail: crate::chain(&e),
         })?;
 
+        // Read before the state is saved: a targets file whose minimums cannot be read
+        // is refused like any other, and trust.json stays as it was.
+        let minimums =
+            crate::minimum::read(&repo.targets().signed._extra).map_err(|e| Error::Refused {
+                url: self.metadata_url.to_string(),
+                detail: e.to_string(),
+            })?;
         let mut next = Saved {
             pinned_sha256: saved.pinned_sha256.clone(),
             root: serde_json::to_string(repo.root()).map_err(|e| Error::BadState {
@@ -378,6 +396,7 @@ impl Client {
             snapshot_version: repo.snapshot().signed.version.get(),
             targets_version: repo.targets().signed.version.get(),
             targets,
+            minimums,
         })
     }
 }

@@ -67,6 +67,24 @@ pub enum Error {
         signed_length: u64,
         signed_sha256: String,
     },
+    /// The release keys revoked this version: it is below the signed minimum of its line.
+    #[error(
+        "version {version} is below the signed minimum {minimum} of release line {line} (targets version {targets_version}): the release keys revoked it"
+    )]
+    BelowMinimum {
+        version: String,
+        line: String,
+        minimum: String,
+        targets_version: u64,
+    },
+    #[error(
+        "version {version:?} belongs to no release line, so the signed minimum versions cannot be checked: {detail}"
+    )]
+    NoLine { version: String, detail: String },
+    #[error("{line:?} is not a release line: give MAJOR (e.g. 1) or MAJOR.MINOR (e.g. 1.4)")]
+    BadLine { line: String },
+    #[error("bad minimum version for release line {line}: {detail}")]
+    BadMinimum { line: String, detail: String },
     #[error("{what}: {detail}")]
     Release { what: String, detail: String },
 }

@@ -16,11 +16,13 @@ mod client;
 mod digest;
 mod error;
 mod fsutil;
+mod minimum;
 pub mod release;
 mod transport;
 
 pub use client::{Client, RootInfo, SignedTarget, Verified, pin_root, pinned_root_info};
 pub use error::{Error, Result};
+pub use minimum::{Minimum, ReleaseLine, minimum};
 #[cfg(feature = "ureq")]
 pub use transport::UreqFetch;
 pub use transport::{Fetch, Opened, metadata_url};

@@ -570,6 +570,57 @@ pub fn remove_target(repo: &Path, name: &str, keys: &[PathBuf], l: &Lifetimes) -
     })
 }
 
+/// Sets (`Some`) or clears (`None`) the signed minimum version of a release line, in the
+/// targets metadata, and signs as [`add_targets`] (the targets, snapshot and timestamp
+/// keys). Hosts with a pinned root then refuse every version of the line below it.
+/// Clearing a line that has no minimum is an error (nothing would be signed).
+pub fn set_minimum(
+    repo: &Path,
+    line: &str,
+    version: Option<&str>,
+    keys: &[PathBuf],
+    l: &Lifetimes,
+) -> Result<u64> {
+    let r = load(repo)?;
+    let root_path = latest_root_path(repo, &r);
+    let mut targets = r.targets().clone();
+    let mut minimums = crate::minimum::read(&targets.signed._extra)?;
+    let line = crate::minimum::ReleaseLine::parse(line)?;
+    let before = minimums.len();
+    minimums.retain(|m| m.line != line);
+    match version {
+        Some(v) => minimums.push(crate::minimum::minimum(&line.to_string(), v)?),
+        None if minimums.len() == before => {
+            return Err(rerr(
+                &format!("cannot clear the minimum of release line {line}"),
+                "it has none (tern-release list shows the minimums)",
+            ));
+        }
+        None => {}
+    }
+    if minimums.is_empty() {
+        targets.signed._extra.remove(crate::minimum::FIELD);
+    } else {
+        targets.signed._extra.insert(
+            crate::minimum::FIELD.into(),
+            crate::minimum::to_value(&minimums),
+        );
+    }
+    sign_next(repo, r, &root_path, keys, l, |editor| {
+        // The whole targets metadata, minimums changed; its signatures are redone.
+        editor
+            .targets(targets)
+            .map_err(Error::release("cannot edit the targets"))?;
+        Ok(())
+    })
+}
+
+/// The signed minimum versions of a repository, by line.
+pub fn minimums(repo: &Path) -> Result<Vec<crate::minimum::Minimum>> {
+    let r = load(repo)?;
+    crate::minimum::read(&r.targets().signed._extra)
+}
+
 fn versions(r: &Repository) -> (u64, u64, u64) {
     (
         r.targets().signed.version.get(),

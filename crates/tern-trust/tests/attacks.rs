@@ -810,3 +810,128 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .unwrap();
     String::from_utf8(out.stdout).unwrap()[..64].to_string()
 }
+
+/// The sha256 and length of raw metadata bytes, as a snapshot or timestamp names them.
+fn meta_of_bytes(bytes: &[u8], version: NonZeroU64) -> Metafile {
+    let sha = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes);
+    Metafile {
+        hashes: Some(Hashes {
+            sha256: sha.as_ref().to_vec().into(),
+            _extra: HashMap::new(),
+        }),
+        length: Some(bytes.len() as u64),
+        version,
+        _extra: HashMap::new(),
+    }
+}
+
+/// A compromised ternd names an old signed build (a downgrade): the release keys' signed
+/// minimum for its line refuses it, names both versions, and an attacker holding the
+/// online keys cannot serve the targets from before the minimum was signed.
+#[test]
+fn downgrade_a_version_below_its_lines_signed_minimum_is_refused() {
+    let fx = fixture(1);
+    fx.add("1.3.0");
+    fx.add("1.5.0");
+    fx.add("2.0.0");
+    let v = fx.client().refresh().unwrap();
+    assert!(v.minimums.is_empty());
+    v.find("1.3.0", "linux", "amd64", "").unwrap();
+    let before_minimum = fx.read("4.targets.json");
+
+    let tv = release::set_minimum(
+        &fx.repo,
+        "1",
+        Some("1.4.2"),
+        &fx.all_keys(),
+        &Lifetimes::default(),
+    )
+    .unwrap();
+    assert_eq!(tv, 5);
+    let v = fx.client().refresh().unwrap();
+    assert_eq!(v.minimums, vec![tern_trust::minimum("1", "1.4.2").unwrap()]);
+    match v.find("1.3.0", "linux", "amd64", "") {
+        Err(e @ Error::BelowMinimum { .. }) => assert_eq!(
+            e.to_string(),
+            "version 1.3.0 is below the signed minimum 1.4.2 of release line 1 (targets version 5): the release keys revoked it"
+        ),
+        other => panic!("expected BelowMinimum, got {other:?}"),
+    }
+    // Still signed (an old host may be on it), but no longer installable.
+    assert!(v.has_version("1.3.0"));
+    v.find("1.5.0", "linux", "amd64", "").unwrap();
+    v.find("2.0.0", "linux", "amd64", "").unwrap();
+
+    // An attacker with the snapshot and timestamp keys serves the targets of before the
+    // minimum under a newer snapshot and timestamp: the targets version went back.
+    let root = release::read_root(&fx.meta("1.root.json")).unwrap().signed;
+    let mut snap = Snapshot::new("1.0.0".into(), NonZeroU64::new(50).unwrap(), in_days(7));
+    snap.meta.insert(
+        "targets.json".into(),
+        meta_of_bytes(&before_minimum, NonZeroU64::new(4).unwrap()),
+    );
+    let snap = sign(snap, &root, std::slice::from_ref(&fx.keys.snapshot));
+    let mut ts = Timestamp::new("1.0.0".into(), NonZeroU64::new(50).unwrap(), in_days(1));
+    ts.meta.insert("snapshot.json".into(), meta_of(&snap));
+    let ts = sign(ts, &root, std::slice::from_ref(&fx.keys.timestamp));
+    fx.server
+        .set("50.snapshot.json", Answer::Bytes(snap.buffer().clone()));
+    fx.server
+        .set("timestamp.json", Answer::Bytes(ts.buffer().clone()));
+    let before = std::fs::read(&fx.state).unwrap();
+    let msg = refused(fx.client().refresh());
+    assert!(msg.to_lowercase().contains("targets"), "{msg}");
+    assert_eq!(std::fs::read(&fx.state).unwrap(), before);
+    fx.server.clear();
+
+    // Cleared by the release keys: installable again.
+    release::set_minimum(&fx.repo, "1", None, &fx.all_keys(), &Lifetimes::default()).unwrap();
+    let v = fx.client().refresh().unwrap();
+    assert!(v.minimums.is_empty());
+    v.find("1.3.0", "linux", "amd64", "").unwrap();
+}
+
+/// The minimums are part of the signed targets: an attacker holding the online keys
+/// who strips them (same targets version, a snapshot and timestamp naming the edited
+/// file) breaks the targets signature.
+#[test]
+fn a_minimum_stripped_from_the_signed_targets_by_the_online_keys_is_refused() {
+    let fx = fixture(1);
+    fx.add("1.3.0");
+    release::set_minimum(
+        &fx.repo,
+        "1",
+        Some("1.4.0"),
+        &fx.all_keys(),
+        &Lifetimes::default(),
+    )
+    .unwrap();
+    fx.client().refresh().unwrap();
+    let mut doc: serde_json::Value = serde_json::from_slice(&fx.read("3.targets.json")).unwrap();
+    assert_eq!(doc["signed"]["tern_minimum_versions"]["1"], "1.4.0");
+    doc["signed"]
+        .as_object_mut()
+        .unwrap()
+        .remove("tern_minimum_versions");
+    let stripped = serde_json::to_vec(&doc).unwrap();
+    let root = release::read_root(&fx.meta("1.root.json")).unwrap().signed;
+    let mut snap = Snapshot::new("1.0.0".into(), NonZeroU64::new(50).unwrap(), in_days(7));
+    snap.meta.insert(
+        "targets.json".into(),
+        meta_of_bytes(&stripped, NonZeroU64::new(3).unwrap()),
+    );
+    let snap = sign(snap, &root, std::slice::from_ref(&fx.keys.snapshot));
+    let mut ts = Timestamp::new("1.0.0".into(), NonZeroU64::new(50).unwrap(), in_days(1));
+    ts.meta.insert("snapshot.json".into(), meta_of(&snap));
+    let ts = sign(ts, &root, std::slice::from_ref(&fx.keys.timestamp));
+    fx.server.set("3.targets.json", Answer::Bytes(stripped));
+    fx.server
+        .set("50.snapshot.json", Answer::Bytes(snap.buffer().clone()));
+    fx.server
+        .set("timestamp.json", Answer::Bytes(ts.buffer().clone()));
+    let msg = refused(fx.client().refresh());
+    assert!(
+        msg.to_lowercase().contains("signature") || msg.contains("threshold"),
+        "{msg}"
+    );
+}

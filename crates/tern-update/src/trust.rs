@@ -2,7 +2,9 @@
 //! artifacts the release keys signed: before each install the release metadata is
 //! refreshed from the TUF repository (through this host's own HTTP client), and the
 //! version find (or a directive) named is looked up among the signed targets by version,
-//! OS, arch and edition. The download is then held to the signed length and sha256.
+//! OS, arch and edition, and refused when it is below the signed minimum of its
+//! release line (a downgrade to a build the release keys revoked). The download is then
+//! held to the signed length and sha256.
 //! Hosts without a pinned root install as before (the artifact server's `.sha256`) and
 //! `status` calls them unverified.
 
@@ -69,6 +71,9 @@ pub(crate) fn signed_artifact(
     )
     .map_err(trust_err)?;
     let verified = client.refresh().map_err(trust_err)?;
+    // ternd's version is untrusted: a revoked build is refused before its target is
+    // looked up (`find` checks too, so no caller can skip it).
+    verified.check_minimum(version).map_err(trust_err)?;
     let target = verified
         .find(
             version,

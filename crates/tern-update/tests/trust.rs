@@ -498,3 +498,74 @@ fn a_custom_metadata_url_survives_re_enabling_and_a_default_one_follows_the_base
         "{status}"
     );
 }
+
+/// A compromised ternd downgrading a pinned host to an old build the release keys still
+/// sign but revoked with a minimum for its line (`tern-release minimum`): refused with
+/// both versions named, by find and by a directive, and nothing is fetched or installed.
+#[test]
+fn ternd_naming_a_version_below_its_lines_signed_minimum_installs_nothing() {
+    let server = Server::start();
+    let rel = release_repo(&server);
+    for v in ["1.0.0", "1.3.0", "1.5.0"] {
+        publish(&server, v);
+        rel.sign(&server, v);
+    }
+    server.set_target("1.0.0", true);
+    let host = enabled(&server, &rel);
+    assert!(host.wait_running("1.0.0"));
+    server.set_target("1.5.0", true);
+    host.ok(&["update", "--now"]);
+    assert!(host.wait_running("1.5.0"));
+    release::set_minimum(
+        &rel.repo,
+        "1",
+        Some("1.4.2"),
+        &rel.sign,
+        &Lifetimes::default(),
+    )
+    .unwrap();
+    let before = std::fs::read(host.ns().join("update.yaml")).unwrap();
+    let versions = host.versions();
+    assert!(!versions.contains(&"1.3.0".to_string()), "{versions:?}");
+    server.state.lock().unwrap().requests.clear();
+
+    server.set_target("1.3.0", true);
+    let err = host.fails(&["update", "--now"]);
+    assert!(
+        err.contains("version 1.3.0 is below the signed minimum 1.4.2 of release line 1")
+            && err.contains("nothing was installed"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(host.ns().join("update.yaml")).unwrap(),
+        before,
+        "update.yaml unchanged"
+    );
+    // The same through a version directive (find names the current version).
+    server.set_target("1.5.0", true);
+    let read = |v: &str| std::fs::read(server.artifacts.join(Server::artifact_name(v))).unwrap();
+    server.queue_install(native("a-downgrade", "1.3.0", &read("1.3.0")));
+    host.ok(&["update", "--now"]);
+    let r = last_result(&server);
+    assert!(
+        !r.success
+            && r.error
+                .contains("below the signed minimum 1.4.2 of release line 1"),
+        "{r:?}"
+    );
+
+    assert_eq!(host.versions(), versions, "nothing unpacked");
+    assert_eq!(host.linked_version().as_deref(), Some("1.5.0"));
+    assert!(host.wait_running("1.5.0"));
+    let requests = server.state.lock().unwrap().requests.clone();
+    assert!(
+        !requests.iter().any(|r| r.contains("1.3.0")),
+        "the revoked artifact was not even fetched: {requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.ends_with("/tuf/metadata/timestamp.json")),
+        "{requests:?}"
+    );
+}

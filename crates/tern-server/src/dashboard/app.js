@@ -46,6 +46,13 @@
   const STATE_WORDS = { unstarted: 'not started', canary: 'canary', active: 'in progress', done: 'complete', rolledback: 'rolledback' };
   function stateWord(state) { return STATE_WORDS[state] || state; }
 
+  // Whether the host's updater verifies releases (the heartbeat's `trust`): what an
+  // operator looks for to find the hosts that would install an unsigned release.
+  function trustBadge(t) {
+    if (!t) return badge('unknown', 'warn');
+    return t.pinned ? badge('root v' + t.root_version, 'ok') : badge('unpinned', 'bad');
+  }
+
   function badge(text, cls, title) {
     return el('span', { class: 'badge ' + (cls || ''), title: title || null }, text);
   }
@@ -263,6 +270,7 @@
           el('td', {}, a.rollback ? badge('rolled back', 'bad') : a.healthy === true ? badge('healthy', 'ok') : a.healthy === false ? badge('unhealthy', 'bad') : badge('unknown', 'warn'),
             a.install_failure ? [' ', badge(a.install_failure.version + ' failed: ' + a.install_failure.kind, 'bad')] : null,
             a.model && a.model !== 'rollout' ? [' ', badge(a.model, 'muted')] : null),
+          el('td', { class: 'trust' }, trustBadge(a.trust)),
           el('td', {}, when(a.last_seen)));
         });
         const next = inv.next_cursor;
@@ -271,7 +279,7 @@
           params.get('cursor') ? el('button', { type: 'button', on: { click: () => go(params, null) } }, 'First page') : null,
           next ? el('button', { type: 'button', id: 'next-page', on: { click: () => go(params, next) } }, 'Next page') : null);
         box.replaceChildren(el('table', { id: 'inventory' },
-          el('thead', {}, el('tr', {}, ['Host', 'Group', 'Version', 'Health', 'Last seen'].map((h) => el('th', {}, h)))),
+          el('thead', {}, el('tr', {}, ['Host', 'Group', 'Version', 'Health', 'Trust', 'Last seen'].map((h) => el('th', {}, h)))),
           el('tbody', {}, rows)), pager);
       },
     },
@@ -311,6 +319,9 @@
             ['updater', (a.updater_version || '?') + ' (' + a.updater_status + ')'],
             ['health', a.healthy === true ? 'healthy' : a.healthy === false ? 'unhealthy' : 'unknown (its updater cannot tell)'],
             ['follows', a.model || 'rollout'],
+            ['trust', !a.trust ? 'unknown: its updater does not say whether it verifies releases'
+              : a.trust.pinned ? 'verified: pins release root v' + a.trust.root_version + ' and installs only signed releases'
+                : 'unverified: pins no release root, so it installs whatever it is told (tern-update enable --trust-root)'],
             a.install_failure ? ['failed install', a.install_failure.version + ': ' + a.install_failure.kind + ' (' + a.install_failure.error + ')'] : null,
             ['rolled back', a.rollback ? 'yes' + (a.failed_version ? ' (from ' + a.failed_version + '): it will not retry ' + a.failed_version
               + ' (publish a fix, or `tern-update pin --force-version ' + a.failed_version + '` on the host to retry it)' : '') : 'no'],

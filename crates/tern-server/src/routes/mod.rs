@@ -141,7 +141,14 @@ async fn authorize(
             .map_or_else(|| uri.path().to_string(), ToString::to_string);
         (request.method().clone(), path)
     });
-    let (mut response, actor) = match access.check(actor.role) {
+    let checked = access.check(actor.role).and_then(|()| {
+        if actor.is_legacy_shared_agent() && state.settings.security.refuses_shared_agent_token() {
+            Err(shared_token_refused(&actor.token_id))
+        } else {
+            Ok(())
+        }
+    });
+    let (mut response, actor) = match checked {
         Ok(()) => {
             let kept = audited.as_ref().map(|_| actor.clone());
             request.extensions_mut().insert(actor);
@@ -168,6 +175,18 @@ async fn authorize(
         .await;
     }
     response
+}
+
+/// 403 `shared_token_refused`: the shared agent token of earlier releases, on a ternd
+/// that refuses it (`--shared-agent-token`).
+fn shared_token_refused(token_id: &str) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::FORBIDDEN,
+        "shared_token_refused",
+        format!(
+            "token {token_id} is a shared agent token (it may speak for any host), and this ternd refuses those (the default on a new data dir): enroll the host with a join token (ternctl tokens create --role join; tern-update enable --join-token-file), or start ternd with --shared-agent-token allow while hosts move to their own credentials"
+        ),
+    )
 }
 
 /// Every route with its access level, as [`router`] serves them.

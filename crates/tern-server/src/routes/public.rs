@@ -754,7 +754,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .unwrap_or_default();
     let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
     let mut unknown = 0;
-    let (total, folded) = {
+    let (total, folded, shared_hosts) = {
         let inv = state.inventory();
         let counts = inv.counts_by_group_and_version();
         for (&(g, _), n) in &counts {
@@ -772,11 +772,15 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
                 escape(&v)
             );
         }
-        (inv.len(), folded)
+        (inv.len(), folded, inv.shared_token_hosts())
     };
     let _ = writeln!(
         out,
         "# HELP tern_inventory_series_folded (group, version) pairs of tern_inventory_agents counted under (other): groups the rollout lacks past the largest 32, versions past the 20 most common of a group\n# TYPE tern_inventory_series_folded gauge\ntern_inventory_series_folded {folded}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP tern_inventory_shared_token_hosts agents connected to this replica that heartbeat with a token not bound to them: the deprecated shared agent token, or a controller's\n# TYPE tern_inventory_shared_token_hosts gauge\ntern_inventory_shared_token_hosts {shared_hosts}"
     );
     let _ = writeln!(
         out,

@@ -27,6 +27,7 @@ pub(crate) fn view(r: TokenRecord) -> TokenView {
         minted_by: r.minted_by.first().cloned(),
         updater_id: r.updater_id,
         description: r.description,
+        controller: r.controller,
     }
 }
 
@@ -89,7 +90,13 @@ pub(crate) async fn create(
             ));
         }
     };
+    if b.controller && role != Role::Agent {
+        return Err(ApiError::bad_request(
+            "controller: only agent tokens are minted for a controller",
+        ));
+    }
     let mut t = auth::mint(role, &b.description, now)?;
+    t.record.controller = b.controller;
     t.record.principal = principal;
     t.record.minted_by = std::iter::once(actor.token_id.clone())
         .chain(actor.minted_by.iter().cloned())

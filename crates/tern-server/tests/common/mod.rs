@@ -39,13 +39,28 @@ impl Ternd {
     }
 
     /// `ternd start --listen 127.0.0.1:0 --data-dir DIR ARGS…`; waits for readiness over
-    /// plain HTTP only.
+    /// plain HTTP only. Unless `extra` says otherwise, with `--shared-agent-token
+    /// allow`: most tests drive many hosts with one agent token, which a new data dir
+    /// refuses by default (`spawn_as_is` starts ternd with its defaults).
     pub fn spawn(dir: &Path, extra: &[&str]) -> Self {
         Self::spawn_via(&[], dir, extra)
     }
 
+    /// [`Ternd::spawn`] with ternd's own defaults (no `--shared-agent-token`).
+    pub fn spawn_as_is(dir: &Path, extra: &[&str]) -> Self {
+        Self::spawn_inner(&[], dir, extra)
+    }
+
     /// As [`Ternd::spawn`], run through `wrapper` (e.g. `sh -c 'ulimit -n 1024; exec "$0" "$@"'`).
     pub fn spawn_via(wrapper: &[&str], dir: &Path, extra: &[&str]) -> Self {
+        let mut args = extra.to_vec();
+        if !extra.contains(&"--shared-agent-token") {
+            args.extend_from_slice(&["--shared-agent-token", "allow"]);
+        }
+        Self::spawn_inner(wrapper, dir, &args)
+    }
+
+    fn spawn_inner(wrapper: &[&str], dir: &Path, extra: &[&str]) -> Self {
         if let Some(parent) = dir.parent() {
             std::fs::create_dir_all(parent).unwrap();
         }
