@@ -74,6 +74,11 @@ impl Pending {
     fn take(&self, updater_id: &str) -> Option<Vec<(Timestamp, HostState)>> {
         self.lock().remove(updater_id)
     }
+
+    /// Hosts with observations waiting (`tern_host_history_pending_hosts`).
+    pub(crate) fn hosts(&self) -> usize {
+        self.lock().len()
+    }
 }
 
 pub(crate) fn key(updater_id: &str) -> String {

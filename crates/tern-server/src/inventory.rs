@@ -186,6 +186,9 @@ pub struct Inventory {
     max_shared: Option<usize>,
     /// How many agents heartbeat with a shared agent token.
     shared: usize,
+    /// How many agents have a change not in their history yet
+    /// ([`Entry::history_unrecorded`]).
+    unrecorded: usize,
 }
 
 /// Below this many interned names, unused ones are not worth cleaning up.
@@ -280,7 +283,11 @@ impl Inventory {
         };
         let instruction = directed::deliver(&mut directed, hb.install_result.as_ref());
         let moved = found.is_some_and(|i| self.reports_changed(&self.entries[i], hb));
-        let changed = moved || found.is_none_or(|i| self.entries[i].history_unrecorded);
+        let was_unrecorded = found.is_some_and(|i| self.entries[i].history_unrecorded);
+        let changed = moved || found.is_none() || was_unrecorded;
+        if was_unrecorded {
+            self.unrecorded -= 1;
+        }
         let names = &mut self.names;
         let entry = Entry {
             updater_id,
@@ -361,9 +368,17 @@ impl Inventory {
     /// heartbeat queues it again (`history`).
     pub(crate) fn mark_history_unrecorded(&mut self, updater_id: &str) {
         let id = Id::parse(updater_id);
-        if let Some(i) = self.find(&Key::Updater(&id)) {
+        if let Some(i) = self.find(&Key::Updater(&id))
+            && !self.entries[i].history_unrecorded
+        {
             self.entries[i].history_unrecorded = true;
+            self.unrecorded += 1;
         }
+    }
+
+    /// How many agents have a change their history does not hold yet.
+    pub(crate) fn history_unrecorded(&self) -> usize {
+        self.unrecorded
     }
 
     /// Forgets the agent with this updater_id (its credential was revoked); whether it
@@ -383,6 +398,9 @@ impl Inventory {
     fn remove(&mut self, i: usize) {
         if self.entries[i].shared {
             self.shared -= 1;
+        }
+        if self.entries[i].history_unrecorded {
+            self.unrecorded -= 1;
         }
         let hash = self.hash(&self.entries[i].key());
         if let Ok(slot) = self.index.find_entry(hash, |&j| j as usize == i) {
