@@ -73,6 +73,19 @@ pub fn round(
     Ok((wall, cpu))
 }
 
+/// One heartbeat of every agent `0..n` to the baseline; returns (wall, its CPU).
+fn baseline_round(
+    baseline: &Server,
+    n: u64,
+    version: &'static str,
+    conns: usize,
+) -> anyhow::Result<(Duration, Duration)> {
+    let cpu0 = procs::cpu_time(baseline.pid())?;
+    let wall = send(baseline.addr, "", n, version, conns)?;
+    let cpu = procs::cpu_time(baseline.pid())?.saturating_sub(cpu0);
+    Ok((wall, cpu))
+}
+
 /// One heartbeat of every agent `0..n` to the server at `addr`; returns the wall time.
 /// Every heartbeat must be accepted.
 fn send(
@@ -182,7 +195,7 @@ fn one(opts: &Opts, n: u64) -> anyhow::Result<serde_json::Value> {
     // history, up to the queue's bound).
     let (wall_reg, cpu_reg) = round(&ternd, n, "1.0.0", conns)?;
     let rss_registered = procs::rss(ternd.pid())?;
-    let base_reg = send(baseline.addr, "", n, "1.0.0", conns)?;
+    let (base_reg, _) = baseline_round(&baseline, n, "1.0.0", conns)?;
     eprintln!(
         "{n} agents, register: ternd {:.0} hb/s ({:.1} ms CPU/1k), baseline {:.0} hb/s, ratio {:.3}; RSS +{:.0} B/agent with the history queue full",
         rate(wall_reg),
@@ -206,31 +219,39 @@ fn one(opts: &Opts, n: u64) -> anyhow::Result<serde_json::Value> {
     let rounds = if opts.quick { 1 } else { 3 };
     let mut steady = Vec::new();
     for r in 0..rounds {
+        let (_, sys0) = procs::cpu_times(ternd.pid())?;
         let (wall, cpu) = round(&ternd, n, "1.0.0", conns)?;
-        let base = send(baseline.addr, "", n, "1.0.0", conns)?;
+        let (_, sys1) = procs::cpu_times(ternd.pid())?;
+        let sys = sys1.saturating_sub(sys0);
+        let (base, base_cpu) = baseline_round(&baseline, n, "1.0.0", conns)?;
         let ratio = base.as_secs_f64() / wall.as_secs_f64();
         eprintln!(
-            "{n} agents, steady round {r}: ternd {:.0} hb/s ({:.1} ms CPU/1k), baseline {:.0} hb/s, ratio {ratio:.3}",
+            "{n} agents, steady round {r}: ternd {:.0} hb/s ({:.1} ms CPU/1k, {:.1} of it in the kernel), baseline {:.0} hb/s ({:.1} ms CPU/1k), ratio {ratio:.3}",
             rate(wall),
             per_1k(cpu),
+            per_1k(sys),
             rate(base),
+            per_1k(base_cpu),
         );
         steady.push(json!({
             "ternd_hb_per_s": rate(wall).round(),
             "baseline_hb_per_s": rate(base).round(),
             "ratio": (ratio * 1000.0).round() / 1000.0,
             "ternd_cpu_ms_per_1k": per_1k(cpu),
+            "ternd_system_cpu_ms_per_1k": per_1k(sys),
+            "baseline_cpu_ms_per_1k": per_1k(base_cpu),
         }));
     }
     let rss_steady = procs::rss(ternd.pid())?;
     let pick = |k: &str| median(steady.iter().filter_map(|s| s[k].as_f64()).collect());
     let steady_ratio = pick("ratio");
     let steady_ms_per_1k = pick("ternd_cpu_ms_per_1k");
+    let baseline_ms_per_1k = pick("baseline_cpu_ms_per_1k");
 
     // A change: every agent reports a new version (each heartbeat queues a history
     // change), as the `steady` round of earlier runs of this benchmark did.
     let (wall_chg, cpu_chg) = round(&ternd, n, "1.1.0", conns)?;
-    let base_chg = send(baseline.addr, "", n, "1.1.0", conns)?;
+    let (base_chg, _) = baseline_round(&baseline, n, "1.1.0", conns)?;
     let rss_changed = procs::rss(ternd.pid())?;
     eprintln!(
         "{n} agents, every agent on a new version: ternd {:.0} hb/s ({:.1} ms CPU/1k), baseline {:.0} hb/s, ratio {:.3}",
@@ -266,6 +287,7 @@ fn one(opts: &Opts, n: u64) -> anyhow::Result<serde_json::Value> {
         "steady_ratio_met": steady_ratio >= RATIO_TARGET,
         "steady_cpu_ms_per_1k": steady_ms_per_1k,
         "steady_cpu_met": large.then_some(steady_ms_per_1k <= CPU_PER_1K_TARGET_MS),
+        "steady_baseline_cpu_ms_per_1k": baseline_ms_per_1k,
         "change_hb_per_s": rate(wall_chg).round(),
         "change_baseline_hb_per_s": rate(base_chg).round(),
         "change_cpu_ms_per_1k": per_1k(cpu_chg),
