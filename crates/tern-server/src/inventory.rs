@@ -4,10 +4,10 @@
 //! (a wall-clock step forgets nobody), dev time on the dev clock (advancing it past
 //! the silence limit forgets the hosts that did not heartbeat meanwhile).
 //!
-//! A replica may hold a million agents, so each is kept compact (about 130 bytes plus
-//! its hostname): ids of the usual shapes in 16 bytes ([`id`]), group and versions as
-//! interned symbols ([`names`]), entries in one dense vector found through a hash table
-//! of indexes. The report and the canary helpers of `tern_core::inventory` read agents
+//! A replica may hold a million agents, so each is kept compact (a 128-byte entry plus
+//! its hostname's bytes): ids of the usual shapes in 16 bytes ([`id`]), group and
+//! versions as interned symbols ([`names`]), hostnames end to end in one string
+//! ([`hostnames`]), entries in one dense vector found through a hash table of indexes. The report and the canary helpers of `tern_core::inventory` read agents
 //! through [`AgentView`], which [`AgentRef`] implements over this form.
 
 pub mod directed;
