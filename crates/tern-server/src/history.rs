@@ -138,11 +138,10 @@ impl Pending {
         true
     }
 
-    fn take_all(&self) -> Vec<(String, Observed)> {
-        std::mem::take(&mut *self.lock())
-            .into_iter()
-            .map(|(id, q)| (id.to_string(), unpack(q)))
-            .collect()
+    /// Everything queued, still compact: the writer unpacks one batch at a time, so
+    /// that the plain form of a full queue never exists at once.
+    fn take_all(&self) -> Vec<(Id, Vec<Queued>)> {
+        std::mem::take(&mut *self.lock()).into_iter().collect()
     }
 
     fn take(&self, updater_id: &str) -> Option<Observed> {
@@ -191,8 +190,17 @@ pub(crate) async fn run(state: Arc<AppState>) {
 
 /// Writes every queued observation.
 pub(crate) async fn flush_all(state: &AppState) {
-    let queued = state.history.take_all();
-    for chunk in queued.chunks(BATCH) {
+    let mut queued = state.history.take_all().into_iter();
+    loop {
+        let chunk: Vec<(String, Observed)> = queued
+            .by_ref()
+            .take(BATCH)
+            .map(|(id, q)| (id.to_string(), unpack(q)))
+            .collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let chunk = &chunk[..];
         if let Err(e) = write_batch(state, chunk).await {
             unrecorded(state, chunk);
             tracing::warn!(error = %e, hosts = chunk.len(), "writing host histories failed; those changes are not in their hosts' history");
@@ -364,7 +372,11 @@ mod tests {
         };
         for state in [s("1.0.0"), full, empty_options] {
             assert!(p.push(id, t, state.clone()));
-            let back = p.take_all();
+            let back: Vec<_> = p
+                .take_all()
+                .into_iter()
+                .map(|(id, q)| (id.to_string(), unpack(q)))
+                .collect();
             assert_eq!(back, vec![(id.to_string(), vec![(t, state)])]);
         }
         assert!(p.push("Not-A-UUID", t, s("1.0.0")));
