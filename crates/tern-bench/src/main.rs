@@ -3,6 +3,7 @@
 //! [--connections N]`: one benchmark; progress on stderr, the figures as one JSON object
 //! on the last line of stdout.
 //! `tern-bench baseline-server FILE`: the find baseline (used by `find`).
+//! `tern-bench heartbeat-baseline`: the heartbeat baseline (used by `heartbeat`).
 //! `tern-bench lockstep-step MS`, `tern-bench lockstep-bare DIR SERVER VERSION`: a step's
 //! command and the uncoordinated baseline (used by `lockstep`).
 
@@ -15,7 +16,7 @@ use tern_bench::Opts;
 #[global_allocator]
 static ALLOC: tern_bench::alloc::Counting = tern_bench::alloc::Counting;
 
-const USAGE: &str = "usage: tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|profile> [--quick] [--ternd BIN] [--tern-update BIN] [--tern-lockstep BIN] [--store etcd|sqlite] [--connections N]\n       tern-bench baseline-server FILE\n       tern-bench lockstep-step MS\n       tern-bench lockstep-bare DIR SERVER VERSION";
+const USAGE: &str = "usage: tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|profile> [--quick] [--ternd BIN] [--tern-update BIN] [--tern-lockstep BIN] [--store etcd|sqlite] [--connections N]\n       tern-bench baseline-server FILE\n       tern-bench heartbeat-baseline\n       tern-bench lockstep-step MS\n       tern-bench lockstep-bare DIR SERVER VERSION";
 
 fn main() -> ExitCode {
     match run() {
@@ -36,6 +37,10 @@ fn run() -> anyhow::Result<ExitCode> {
     if name == "baseline-server" {
         let file = args.get(1).ok_or_else(|| anyhow::anyhow!("{USAGE}"))?;
         tern_bench::find::baseline_server(&PathBuf::from(file))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if name == "heartbeat-baseline" {
+        tern_bench::heartbeat::baseline_server()?;
         return Ok(ExitCode::SUCCESS);
     }
     // The step's probe and the bare baseline, run as child processes by `lockstep`.

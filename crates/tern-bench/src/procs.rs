@@ -72,6 +72,12 @@ impl Drop for Server {
 
 /// User + system CPU time of a process (all its threads), from `/proc/PID/stat`.
 pub fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let (user, system) = cpu_times(pid)?;
+    Ok(user + system)
+}
+
+/// User and system CPU time of a process (all its threads), apart.
+pub fn cpu_times(pid: u32) -> anyhow::Result<(Duration, Duration)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name (which may hold spaces) start after the last ')'.
     let rest = stat.rsplit_once(')').context("bad /proc stat")?.1;
@@ -80,7 +86,10 @@ pub fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
     let utime: u64 = f.get(11).context("no utime")?.parse()?;
     let stime: u64 = f.get(12).context("no stime")?.parse()?;
     let hz = clock_ticks();
-    Ok(Duration::from_secs_f64((utime + stime) as f64 / hz))
+    Ok((
+        Duration::from_secs_f64(utime as f64 / hz),
+        Duration::from_secs_f64(stime as f64 / hz),
+    ))
 }
 
 fn clock_ticks() -> f64 {

@@ -1,7 +1,8 @@
 //! One cheap smoke test of the benchmarks (a few seconds): `converge --quick` (with
 //! its real-ternd part when a `ternd` is built beside this test), `directives --quick`,
 //! `coverage --quick` and `topology --quick` always,
-//! `find --quick` against the `ternd` built beside this test, and `lockstep --quick` on
+//! `find --quick` and `heartbeat --quick` against the `ternd` built beside this test,
+//! and `lockstep --quick` on
 //! SQLite against the `tern-lockstep` built beside it (as `cargo test --workspace` does;
 //! SQLite because that build may lack the etcd backend); each must print one JSON object
 //! with its figures as its last line. The real measurements are `cargo xtask bench`
@@ -88,6 +89,19 @@ fn quick_benchmarks_print_their_figures_as_json() {
     assert!(f["ternd"]["rps"].as_f64().unwrap() > 0.0, "{f}");
     assert!(f["baseline"]["rps"].as_f64().unwrap() > 0.0, "{f}");
     assert!(f["half_rate"]["ternd_p99_ms"].is_number(), "{f}");
+    let h = last_json(&["heartbeat", "--quick", "--ternd", ternd.to_str().unwrap()]);
+    let a = &h["agents"]["5000"];
+    assert_eq!(
+        a["history_drain"]["writes"].as_f64(),
+        Some(5000.0),
+        "memory is measured once every host's first report is in its history: {h}"
+    );
+    for key in ["steady_ratio", "steady_cpu_ms_per_1k", "bytes_per_agent"] {
+        assert!(a[key].is_number(), "no {key}: {h}");
+    }
+    let round = &a["steady_rounds"][0];
+    assert!(round["baseline_hb_per_s"].as_f64().unwrap() > 0.0, "{h}");
+    assert!(round["ternd_hb_per_s"].as_f64().unwrap() > 0.0, "{h}");
 }
 
 fn lockstep_quick() {

@@ -2,7 +2,7 @@
 //! `/tern/tokens/<id>`, its role and the SHA-256 of the whole token, never the token.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::HeaderMap;
@@ -183,20 +183,58 @@ fn token_id(token: &str) -> Option<&str> {
     (ok(id) && ok(secret) && id.len() <= 32).then_some(id)
 }
 
-/// Compares two equal-length hex digests without an early exit.
-fn same_digest(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+/// Compares two digests without an early exit.
+fn same_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The digest a record's `sha256` spells: exactly 64 lower-case hex digits (the form
+/// [`hex`] writes; any other spelling never matched a token, and still does not).
+fn digest_of(sha256: &str) -> Option<[u8; 32]> {
+    let b = sha256.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
+        *o = (digit(pair[0])? << 4) | digit(pair[1])?;
+    }
+    Some(out)
+}
+
+/// A token record as cached: shared, not copied, by the requests that use it (a
+/// heartbeat's hot path), with its digest decoded once.
+struct Cached {
+    record: TokenRecord,
+    digest: Option<[u8; 32]>,
+    at: Instant,
+}
+
+impl Cached {
+    fn new(record: TokenRecord) -> Arc<Self> {
+        Arc::new(Self {
+            digest: digest_of(&record.sha256),
+            record,
+            at: Instant::now(),
+        })
+    }
+
+    fn matches(&self, token: &str) -> bool {
+        let sent: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        self.digest.as_ref().is_some_and(|d| same_digest(d, &sent))
+    }
 }
 
 /// Checks bearer tokens, caching the records it has read for a short while so that
 /// heartbeats do not read the store each time (a revoked token stops working on other
 /// replicas within [`CACHE_TTL`]).
 pub(crate) struct Authenticator {
-    cache: Mutex<HashMap<String, (TokenRecord, Instant)>>,
+    cache: Mutex<HashMap<String, Arc<Cached>>>,
 }
 
 pub(crate) const CACHE_TTL: Duration = Duration::from_secs(30);
@@ -214,7 +252,7 @@ impl Authenticator {
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, (TokenRecord, Instant)>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Cached>>> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -250,17 +288,17 @@ impl Authenticator {
         let cached = self.cache().get(id).cloned();
         let fresh = cached
             .as_ref()
-            .filter(|(_, at)| at.elapsed() < CACHE_TTL)
-            .map(|(r, _)| r.clone());
-        let record = match fresh {
-            Some(r) => r,
+            .filter(|c| c.at.elapsed() < CACHE_TTL)
+            .map(Arc::clone);
+        let entry = match fresh {
+            Some(c) => c,
             None => match store.get(&keys::token(id)).await {
                 Ok(Some(kv)) => {
                     let record: TokenRecord = serde_json::from_slice(&kv.value)
                         .map_err(|e| ApiError::internal(format!("token record {id}: {e}")))?;
-                    self.cache()
-                        .insert(id.to_string(), (record.clone(), Instant::now()));
-                    record
+                    let c = Cached::new(record);
+                    self.cache().insert(id.to_string(), Arc::clone(&c));
+                    c
                 }
                 Ok(None) => {
                     self.forget(id);
@@ -271,17 +309,18 @@ impl Authenticator {
                 // anyway). A token never seen here gets the 503.
                 // Re-dated, so the next requests do not each wait for the store to time out.
                 Err(tern_store::Error::Unavailable(_)) if cached.is_some() => {
-                    let record = cached.map(|(r, _)| r).ok_or_else(bad)?;
-                    self.cache()
-                        .insert(id.to_string(), (record.clone(), Instant::now()));
-                    record
+                    let old = cached.ok_or_else(bad)?;
+                    let c = Cached::new(old.record.clone());
+                    self.cache().insert(id.to_string(), Arc::clone(&c));
+                    c
                 }
                 Err(e) => return Err(e.into()),
             },
         };
-        if !same_digest(&record.sha256, &sha256_hex(token)) {
+        if !entry.matches(token) {
             return Err(bad());
         }
+        let record = &entry.record;
         if let Some(expires) = record.expires
             && expires <= now
         {
@@ -292,10 +331,10 @@ impl Authenticator {
         }
         Ok(Actor {
             principal: record.principal(),
-            token_id: record.id,
+            token_id: record.id.clone(),
             role: record.role,
-            bound_to: record.updater_id,
-            minted_by: record.minted_by,
+            bound_to: record.updater_id.clone(),
+            minted_by: record.minted_by.clone(),
             controller: record.controller,
         })
     }
@@ -360,9 +399,25 @@ mod tests {
         let t = mint(Role::User, "", Timestamp::UNIX_EPOCH).unwrap();
         assert_eq!(token_id(&t.token), Some(t.record.id.as_str()));
         assert!(!t.record.sha256.contains(&t.token));
-        assert!(same_digest(&t.record.sha256, &sha256_hex(&t.token)));
+        let cached = Cached::new(t.record.clone());
+        assert!(cached.matches(&t.token));
+        assert!(!cached.matches(&format!("{}0", t.token)));
         assert!(token_id("nope").is_none());
         assert!(token_id("tern_zz_00").is_none());
+    }
+
+    #[test]
+    fn only_the_digest_as_written_matches() {
+        let good = sha256_hex("abc");
+        assert_eq!(digest_of(&good).map(|d| hex(&d)), Some(good.clone()));
+        assert_eq!(
+            digest_of(&good.to_uppercase()),
+            None,
+            "never matched before either"
+        );
+        assert_eq!(digest_of(&good[..62]), None);
+        assert_eq!(digest_of(&format!("{good}00")), None);
+        assert_eq!(digest_of(&format!("{}zz", &good[..62])), None);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use jiff::Timestamp;
 use tern_core::history::{HostHistory, HostState};
 use tern_store::{Compare, Op, Store, TxnOutcome};
 
+use crate::history_queue::{Observed, unpack};
 use crate::keys;
 use crate::metrics::Metrics;
 use crate::state::AppState;
@@ -72,8 +73,17 @@ pub(crate) async fn run(state: Arc<AppState>) {
 
 /// Writes every queued observation.
 pub(crate) async fn flush_all(state: &AppState) {
-    let queued: Vec<_> = state.history.take_all().into_iter().collect();
-    for chunk in queued.chunks(BATCH) {
+    let mut queued = state.history.take_all().into_iter();
+    loop {
+        let chunk: Vec<(String, Observed)> = queued
+            .by_ref()
+            .take(BATCH)
+            .map(|(id, q)| (id.to_string(), unpack(q)))
+            .collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let chunk = &chunk[..];
         if let Err(e) = write_batch(state, chunk).await {
             unrecorded(state, chunk);
             tracing::warn!(error = %e, hosts = chunk.len(), "writing host histories failed; those changes are not in their hosts' history");

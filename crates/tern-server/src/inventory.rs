@@ -4,13 +4,14 @@
 //! (a wall-clock step forgets nobody), dev time on the dev clock (advancing it past
 //! the silence limit forgets the hosts that did not heartbeat meanwhile).
 //!
-//! A replica may hold a million agents, so each is kept compact (about 130 bytes plus
-//! its hostname): ids of the usual shapes in 16 bytes ([`id`]), group and versions as
-//! interned symbols ([`names`]), entries in one dense vector found through a hash table
-//! of indexes. The report and the canary helpers of `tern_core::inventory` read agents
+//! A replica may hold a million agents, so each is kept compact (a 128-byte entry plus
+//! its hostname's bytes): ids of the usual shapes in 16 bytes ([`id`]), group and
+//! versions as interned symbols ([`names`]), hostnames end to end in one string
+//! ([`hostnames`]), entries in one dense vector found through a hash table of indexes. The report and the canary helpers of `tern_core::inventory` read agents
 //! through [`AgentView`], which [`AgentRef`] implements over this form.
 
 pub mod directed;
+mod hostnames;
 pub(crate) mod id;
 mod names;
 
@@ -28,6 +29,7 @@ use tern_core::reconcile::Needs;
 use tern_core::resource::{ConnectedAgent, ReportSpec};
 use tern_core::wire::{Heartbeat, UpdaterStatus};
 
+use hostnames::{HostnameRef, Hostnames};
 use id::Id;
 use names::{Names, Sym};
 
@@ -70,9 +72,14 @@ pub struct Recorded {
 struct Entry {
     updater_id: Id,
     host_id: Id,
-    hostname: Box<str>,
-    first_seen: Timestamp,
-    last_seen: Timestamp,
+    /// In the inventory's [`Hostnames`].
+    hostname: HostnameRef,
+    /// `first_seen` and `last_seen` as seconds and nanoseconds, side by side so that the
+    /// two halves pack without padding (16 bytes less than two `Timestamp`s).
+    first_seen_s: i64,
+    last_seen_s: i64,
+    first_seen_ns: i32,
+    last_seen_ns: i32,
     /// Milliseconds since the inventory's epoch (monotonic).
     heard: u64,
     group: Sym,
@@ -117,6 +124,29 @@ struct Facts {
 }
 
 impl Facts {
+    /// Whether `hb` carries exactly these facts (what [`Facts::of`] would make of it).
+    fn same_as(&self, hb: &Heartbeat) -> bool {
+        self.labels.len() == hb.labels.len()
+            && self
+                .labels
+                .iter()
+                .zip(&hb.labels)
+                .all(|((k, v), (hk, hv))| **k == **hk && **v == **hv)
+            && *self.arch == *hb.arch
+            && *self.os == *hb.os
+            && *self.os_version == *hb.os_version
+            && self.fips == hb.fips
+            && self.installers.len() == hb.installers.len()
+            && self
+                .installers
+                .iter()
+                .zip(&hb.installers)
+                .all(|(a, b)| **a == **b)
+            && self.install_result == hb.install_result
+            && self.install_failure == hb.install_failure
+            && self.trust == hb.trust
+    }
+
     fn of(hb: &Heartbeat) -> Option<Box<Facts>> {
         let none = hb.labels.is_empty()
             && hb.arch.is_empty()
@@ -158,6 +188,23 @@ impl Entry {
     fn key(&self) -> Key<'_> {
         key_of(&self.updater_id, &self.host_id)
     }
+
+    fn first_seen(&self) -> Timestamp {
+        join(self.first_seen_s, self.first_seen_ns)
+    }
+
+    fn last_seen(&self) -> Timestamp {
+        join(self.last_seen_s, self.last_seen_ns)
+    }
+}
+
+fn split(t: Timestamp) -> (i64, i32) {
+    (t.as_second(), t.subsec_nanosecond())
+}
+
+fn join(second: i64, nanosecond: i32) -> Timestamp {
+    // The halves of a valid `Timestamp` (`split`): `new` cannot refuse them.
+    Timestamp::new(second, nanosecond).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
 fn key_of<'a>(updater_id: &'a Id, host_id: &'a Id) -> Key<'a> {
@@ -175,6 +222,7 @@ pub struct Inventory {
     index: HashTable<u32>,
     hasher: std::hash::RandomState,
     names: Names,
+    hostnames: Hostnames,
     /// How many names were live after the last clean-up of `names`.
     names_live: usize,
     /// The instant `Entry::heard` counts from (the first heartbeat's).
@@ -186,6 +234,9 @@ pub struct Inventory {
     max_shared: Option<usize>,
     /// How many agents heartbeat with a shared agent token.
     shared: usize,
+    /// How many agents have a change not in their history yet
+    /// ([`Entry::history_unrecorded`]).
+    unrecorded: usize,
 }
 
 /// Below this many interned names, unused ones are not worth cleaning up.
@@ -269,7 +320,18 @@ impl Inventory {
             _ => {}
         }
         let heard = self.millis_since_epoch(at);
-        let first_seen = found.map_or(now, |i| self.entries[i].first_seen);
+        let first_seen = found.map_or(now, |i| self.entries[i].first_seen());
+        let (first_seen_s, first_seen_ns) = split(first_seen);
+        let (last_seen_s, last_seen_ns) = split(now);
+        // The same hostname as before (nearly always) keeps its place.
+        let hostname = match found.map(|i| self.entries[i].hostname) {
+            Some(r) if self.hostnames.get(r) == hb.hostname => r,
+            Some(r) => {
+                self.hostnames.release(r);
+                self.hostnames.push(&hb.hostname)
+            }
+            None => self.hostnames.push(&hb.hostname),
+        };
         let (install_state, mut directed, attempt_checked) = match found {
             Some(i) => (
                 self.entries[i].install_state,
@@ -280,24 +342,56 @@ impl Inventory {
         };
         let instruction = directed::deliver(&mut directed, hb.install_result.as_ref());
         let moved = found.is_some_and(|i| self.reports_changed(&self.entries[i], hb));
-        let changed = moved || found.is_none_or(|i| self.entries[i].history_unrecorded);
+        let was_unrecorded = found.is_some_and(|i| self.entries[i].history_unrecorded);
+        let changed = moved || found.is_none() || was_unrecorded;
+        if was_unrecorded {
+            self.unrecorded -= 1;
+        }
+        // What the host said before is nearly always what it says again: its symbols and
+        // facts are kept without a lookup or an allocation.
+        let (old_group, old_version, old_updater_version, old_failed_version, old_facts) =
+            match found {
+                Some(i) => {
+                    let e = &mut self.entries[i];
+                    (
+                        Some(e.group),
+                        Some(e.version),
+                        e.updater_version,
+                        e.failed_version,
+                        e.facts.take(),
+                    )
+                }
+                None => (None, None, None, None, None),
+            };
+        let facts = match old_facts {
+            Some(f) if f.same_as(hb) => Some(f),
+            _ => Facts::of(hb),
+        };
         let names = &mut self.names;
         let entry = Entry {
             updater_id,
             host_id,
-            hostname: hb.hostname.as_str().into(),
-            first_seen,
-            last_seen: now,
+            hostname,
+            first_seen_s,
+            last_seen_s,
+            first_seen_ns,
+            last_seen_ns,
             heard,
-            group: names.intern(&hb.group),
-            version: names.intern(&hb.version),
-            updater_version: hb.updater_version.as_deref().map(|v| names.intern(v)),
-            failed_version: hb.failed_version.as_deref().map(|v| names.intern(v)),
+            group: names.intern_as(old_group, &hb.group),
+            version: names.intern_as(old_version, &hb.version),
+            updater_version: hb
+                .updater_version
+                .as_deref()
+                .map(|v| names.intern_as(old_updater_version, v)),
+            failed_version: hb
+                .failed_version
+                .as_deref()
+                .map(|v| names.intern_as(old_failed_version, v)),
             updater_status: hb.updater_status,
             rollback: hb.rollback,
             healthy: hb.healthy,
             follows: hb.follows,
-            facts: Facts::of(hb),
+            facts,
             install_state,
             directed,
             attempt_checked,
@@ -314,6 +408,9 @@ impl Inventory {
                 self.index
                     .insert_unique(hash, i, |&j| hasher.hash_one(entries[j as usize].key()));
             }
+        }
+        if self.hostnames.wants_compaction() {
+            self.compact_hostnames();
         }
         Ok(Recorded {
             install: instruction,
@@ -353,6 +450,9 @@ impl Inventory {
         }
         if removed > 0 {
             self.clean_up_names();
+            if self.hostnames.wants_compaction() {
+                self.compact_hostnames();
+            }
         }
         removed
     }
@@ -361,9 +461,17 @@ impl Inventory {
     /// heartbeat queues it again (`history`).
     pub(crate) fn mark_history_unrecorded(&mut self, updater_id: &str) {
         let id = Id::parse(updater_id);
-        if let Some(i) = self.find(&Key::Updater(&id)) {
+        if let Some(i) = self.find(&Key::Updater(&id))
+            && !self.entries[i].history_unrecorded
+        {
             self.entries[i].history_unrecorded = true;
+            self.unrecorded += 1;
         }
+    }
+
+    /// How many agents have a change their history does not hold yet.
+    pub(crate) fn history_unrecorded(&self) -> usize {
+        self.unrecorded
     }
 
     /// Forgets the agent with this updater_id (its credential was revoked); whether it
@@ -384,6 +492,10 @@ impl Inventory {
         if self.entries[i].shared {
             self.shared -= 1;
         }
+        if self.entries[i].history_unrecorded {
+            self.unrecorded -= 1;
+        }
+        self.hostnames.release(self.entries[i].hostname);
         let hash = self.hash(&self.entries[i].key());
         if let Ok(slot) = self.index.find_entry(hash, |&j| j as usize == i) {
             slot.remove();
@@ -396,6 +508,15 @@ impl Inventory {
                 *slot = u32::try_from(i).unwrap_or(u32::MAX);
             }
         }
+    }
+
+    /// Writes the live hostnames into a fresh store, leaving the garbage behind.
+    fn compact_hostnames(&mut self) {
+        let mut fresh = self.hostnames.compacted();
+        for e in &mut self.entries {
+            e.hostname = fresh.push(self.hostnames.get(e.hostname));
+        }
+        self.hostnames = fresh;
     }
 
     /// Interned names are never freed one by one; once most are unused (agents with
@@ -433,6 +554,7 @@ impl Inventory {
         AgentRef {
             entry: e,
             names: &self.names,
+            hostnames: &self.hostnames,
         }
     }
 
@@ -512,12 +634,13 @@ impl Inventory {
 pub struct AgentRef<'a> {
     entry: &'a Entry,
     names: &'a Names,
+    hostnames: &'a Hostnames,
 }
 
 impl<'a> AgentRef<'a> {
     /// Its hostname, for listing and filtering without building the whole entry.
     pub(crate) fn hostname(&self) -> &'a str {
-        &self.entry.hostname
+        self.hostnames.get(self.entry.hostname)
     }
 
     /// Its group, version and updater_id for as long as the inventory is borrowed
@@ -553,7 +676,7 @@ impl<'a> AgentRef<'a> {
             heartbeat: Heartbeat {
                 updater_id: e.updater_id.to_string(),
                 host_id: e.host_id.to_string(),
-                hostname: e.hostname.to_string(),
+                hostname: self.hostname().to_string(),
                 group: self.names.get(e.group).to_owned(),
                 version: self.names.get(e.version).to_owned(),
                 updater_version: e.updater_version.map(|s| self.names.get(s).to_owned()),
@@ -564,8 +687,8 @@ impl<'a> AgentRef<'a> {
                 follows: e.follows,
                 ..facts_heartbeat(e.facts.as_deref())
             },
-            first_seen: e.first_seen,
-            last_seen: e.last_seen,
+            first_seen: e.first_seen(),
+            last_seen: e.last_seen(),
         }
     }
 }
@@ -627,14 +750,14 @@ impl AgentView for AgentRef<'_> {
         Some((f.version.as_str(), f.kind.as_str()))
     }
     fn first_seen(&self) -> Timestamp {
-        self.entry.first_seen
+        self.entry.first_seen()
     }
     fn connected(&self) -> ConnectedAgent {
         let e = self.entry;
         ConnectedAgent {
             updater_id: e.updater_id.to_string(),
             host_id: e.host_id.to_string(),
-            hostname: e.hostname.to_string(),
+            hostname: self.hostname().to_string(),
             group: self.group().to_owned(),
             version: self.version().to_owned(),
             updater_status: e.updater_status,
@@ -706,6 +829,62 @@ mod tests {
         inv.heartbeat(&hb("a", "prod", "1.1.0"), t2, at + Duration::from_secs(901))
             .unwrap();
         assert_eq!(inv.agents().next().unwrap().first_seen(), t2);
+    }
+
+    #[test]
+    fn timestamps_are_kept_exactly() {
+        for t in [
+            Timestamp::UNIX_EPOCH,
+            Timestamp::MIN,
+            Timestamp::MAX,
+            "2026-11-23T12:00:00.123456789Z".parse().unwrap(),
+            Timestamp::new(-1, -5).unwrap(),
+        ] {
+            let (s, ns) = split(t);
+            assert_eq!(join(s, ns), t);
+        }
+    }
+
+    #[test]
+    fn hostnames_survive_renames_forgetting_and_compaction() {
+        let mut inv = Inventory::default();
+        let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+        let at = Instant::now();
+        let name = |i: usize, round: usize| format!("{round}-{i:04}-{}", "x".repeat(90));
+        for round in 0..4 {
+            for i in 0..1000 {
+                let mut h = hb(&format!("u{i}"), "dev", "1.0.0");
+                h.hostname = name(i, round);
+                inv.heartbeat(&h, now, at).unwrap();
+            }
+        }
+        assert!(inv.forget_updater("u7"));
+        let live: usize = (0..1000)
+            .filter(|&i| i != 7)
+            .map(|i| name(i, 3).len())
+            .sum();
+        assert!(
+            inv.hostnames.garbage() <= live,
+            "renames leave garbage, and compaction bounds it: {} garbage for {live} live",
+            inv.hostnames.garbage()
+        );
+        let mut seen: Vec<String> = inv.agents().map(|a| a.hostname().to_string()).collect();
+        seen.sort();
+        let mut want: Vec<String> = (0..1000).filter(|&i| i != 7).map(|i| name(i, 3)).collect();
+        want.sort();
+        assert_eq!(seen, want);
+        let a = inv.by_updater_id("u8").unwrap().to_inventory_agent();
+        assert_eq!(a.heartbeat.hostname, name(8, 3));
+    }
+
+    #[test]
+    fn an_agent_entry_stays_small() {
+        // What a million agents cost (docs/benchmarks.md): raise it only knowingly.
+        assert!(
+            std::mem::size_of::<Entry>() <= 128,
+            "{}",
+            std::mem::size_of::<Entry>()
+        );
     }
 
     #[test]

@@ -123,8 +123,8 @@ fn pass_host<'a>(e: &'a Entry, names: &'a super::Names, dry_run: Option<&str>) -
         },
         record: HostRecord {
             version,
-            last_seen: e.last_seen,
-            connected_since: e.first_seen,
+            last_seen: e.last_seen(),
+            connected_since: e.first_seen(),
             target: None,
             attempt: e.directed.as_ref().and_then(|d| d.attempt.as_ref()),
             result: facts.and_then(|f| f.install_result.as_ref()),
@@ -209,7 +209,7 @@ impl Inventory {
                 .iter()
                 .map(|(i, reasons)| NoFitHost {
                     updater_id: entry(*i).updater_id.to_string(),
-                    hostname: entry(*i).hostname.to_string(),
+                    hostname: self.hostnames.get(entry(*i).hostname).to_string(),
                     reasons: reasons.clone(),
                 })
                 .collect(),
@@ -361,6 +361,7 @@ impl Inventory {
     /// dropped (their plan was applied, cancelled or replaced).
     pub(crate) fn dry_run_counts(&mut self, nonce: Option<&str>) -> DryRunCounts {
         let mut out = DryRunCounts::default();
+        let hostnames = &self.hostnames;
         for e in &mut self.entries {
             let Some(d) = e.directed.as_mut() else {
                 continue;
@@ -383,7 +384,7 @@ impl Inventory {
                     if out.failures.len() < NO_FIT_SHOWN {
                         out.failures.push(DryRunFailure {
                             updater_id: e.updater_id.to_string(),
-                            hostname: e.hostname.to_string(),
+                            hostname: hostnames.get(e.hostname).to_string(),
                             error: r.error.clone(),
                         });
                     }

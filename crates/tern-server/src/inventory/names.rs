@@ -25,6 +25,15 @@ impl Names {
         sym
     }
 
+    /// [`Names::intern`], checking `old` first: a value that did not change costs a
+    /// comparison, not a hash lookup.
+    pub(crate) fn intern_as(&mut self, old: Option<Sym>, s: &str) -> Sym {
+        match old {
+            Some(o) if self.get(o) == s => o,
+            _ => self.intern(s),
+        }
+    }
+
     fn nonzero(n: usize) -> NonZeroU32 {
         // More than 4 billion distinct names would not fit in memory first; saturating
         // keeps the type total.

@@ -754,7 +754,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .unwrap_or_default();
     let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
     let mut unknown = 0;
-    let (total, folded, shared_hosts) = {
+    let (total, folded, shared_hosts, unrecorded) = {
         let inv = state.inventory();
         let counts = inv.counts_by_group_and_version();
         for (&(g, _), n) in &counts {
@@ -772,8 +772,13 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
                 escape(&v)
             );
         }
-        (inv.len(), folded, inv.shared_token_hosts())
+        (inv.len(), folded, inv.shared_token_hosts(), inv.history_unrecorded())
     };
+    let _ = writeln!(
+        out,
+        "# HELP tern_host_history_pending_hosts hosts with history observations waiting to be written\n# TYPE tern_host_history_pending_hosts gauge\ntern_host_history_pending_hosts {}\n# HELP tern_host_history_unrecorded_hosts hosts whose last change is not in their history yet (queued again by their next heartbeat)\n# TYPE tern_host_history_unrecorded_hosts gauge\ntern_host_history_unrecorded_hosts {unrecorded}",
+        state.history.hosts()
+    );
     let _ = writeln!(
         out,
         "# HELP tern_inventory_series_folded (group, version) pairs of tern_inventory_agents counted under (other): groups the rollout lacks past the largest 32, versions past the 20 most common of a group\n# TYPE tern_inventory_series_folded gauge\ntern_inventory_series_folded {folded}"
