@@ -772,7 +772,12 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
                 escape(&v)
             );
         }
-        (inv.len(), folded, inv.shared_token_hosts(), inv.history_unrecorded())
+        (
+            inv.len(),
+            folded,
+            inv.shared_token_hosts(),
+            inv.history_unrecorded(),
+        )
     };
     let _ = writeln!(
         out,
