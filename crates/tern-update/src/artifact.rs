@@ -4,18 +4,7 @@
 pub use crate::error::TemplateProblem;
 use crate::error::{Error, Result};
 
-/// Used with `--base-url` (or the server URL when neither is given).
-pub(crate) const DEFAULT_TEMPLATE: &str =
-    "{{.BaseURL}}/tern-agent-v{{.Version}}-{{.OS}}-{{.Arch}}-bin.tar.gz";
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Vars<'a> {
-    pub(crate) version: &'a str,
-    pub(crate) os: &'a str,
-    pub(crate) arch: &'a str,
-    pub(crate) edition: &'a str,
-    pub(crate) base_url: &'a str,
-}
+pub(crate) use tern_core::artifact::{DEFAULT_TEMPLATE, Vars, checksum_url};
 
 /// Go's names for architectures, as in Teleport's artifact names.
 pub fn go_arch(rust_arch: &str) -> &str {
@@ -28,39 +17,12 @@ pub fn go_arch(rust_arch: &str) -> &str {
     }
 }
 
-/// Renders `{{.Version}} {{.OS}} {{.Arch}} {{.Edition}} {{.BaseURL}}`; spaces inside the
-/// braces are allowed; anything else between braces is an error.
+/// Renders a URL template (tern-core's rules), naming the template when it is wrong.
 pub(crate) fn render(template: &str, vars: &Vars<'_>) -> Result<String> {
-    let mut out = String::with_capacity(template.len() + 32);
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let invalid = |problem| Error::UrlTemplate {
-            template: template.to_string(),
-            problem,
-        };
-        let end = after
-            .find("}}")
-            .ok_or_else(|| invalid(TemplateProblem::Unclosed))?;
-        let value = match after[..end].trim() {
-            ".Version" => vars.version,
-            ".OS" => vars.os,
-            ".Arch" => vars.arch,
-            ".Edition" => vars.edition,
-            ".BaseURL" => vars.base_url.trim_end_matches('/'),
-            other => return Err(invalid(TemplateProblem::UnknownVariable(other.into()))),
-        };
-        out.push_str(value);
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-/// The checksum URL of an artifact.
-pub(crate) fn checksum_url(url: &str) -> String {
-    format!("{url}.sha256")
+    tern_core::artifact::render(template, vars).map_err(|problem| Error::UrlTemplate {
+        template: template.to_string(),
+        problem,
+    })
 }
 
 /// The first 64 hex characters of a `.sha256` file (`sha256sum` output works).
@@ -87,35 +49,26 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    fn vars() -> Vars<'static> {
-        Vars {
+    #[test]
+    fn a_bad_template_is_named_in_the_error() {
+        let vars = Vars {
             version: "1.2.3",
             os: "linux",
             arch: "amd64",
             edition: "oss",
             base_url: "https://cdn.example/",
-        }
-    }
-
-    #[test]
-    fn templates() {
-        let cases = [
-            (
-                DEFAULT_TEMPLATE,
-                Some("https://cdn.example/tern-agent-v1.2.3-linux-amd64-bin.tar.gz"),
-            ),
-            (
-                "https://x/a-{{ .Edition }}-{{.Version}}-{{  .Arch }}.tgz",
-                Some("https://x/a-oss-1.2.3-amd64.tgz"),
-            ),
-            ("https://x/{{.OS}}", Some("https://x/linux")),
-            ("no vars", Some("no vars")),
-            ("https://x/{{.Nope}}", None),
-            ("https://x/{{.Version", None),
-        ];
-        for (t, want) in cases {
-            assert_eq!(render(t, &vars()).ok().as_deref(), want, "{t}");
-        }
+        };
+        let e = render("https://x/{{.Nope}}", &vars)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("https://x/{{.Nope}}") && e.contains("unknown variable"),
+            "{e}"
+        );
+        assert_eq!(
+            render(DEFAULT_TEMPLATE, &vars).unwrap(),
+            "https://cdn.example/tern-agent-v1.2.3-linux-amd64-bin.tar.gz"
+        );
     }
 
     #[test]
