@@ -82,9 +82,18 @@ fn group_state(t: &Ternd, group: &str) -> String {
         .unwrap_or_else(|| panic!("no group {group}: {v}"))
 }
 
+/// What `setup` leaves: the stand-in hosts, dev's canary healthy on the target, dev's
+/// other canary (not updated yet) and the token the stand-ins heartbeat with.
+struct Fleet {
+    hosts: Vec<(String, &'static str)>,
+    canary: String,
+    other_canary: String,
+    agent: String,
+}
+
 /// A rollout 1.0.0 → 1.1.0 over dev (2 canaries), staging and prod, dev in canary with
-/// one canary healthy on the target. Returns the hosts and that canary.
-fn setup(t: &Ternd) -> (Vec<(String, &'static str)>, String) {
+/// one canary healthy on the target.
+fn setup(t: &Ternd) -> Fleet {
     // dev's canaries cover every arch; staging lets one host per zone update at once.
     let config = tern_core::fixtures::halt_on_error(&[
         ("dev", 10, 2, 0),
@@ -157,7 +166,12 @@ fn setup(t: &Ternd) -> (Vec<(String, &'static str)>, String) {
     beat(t, &agent, first, "dev", "1.1.0", json!({}));
     t.op("POST", "/v1/dev/reconcile", None).unwrap();
     assert_eq!(group_state(t, "dev"), "canary");
-    (hosts, first.to_string())
+    Fleet {
+        hosts,
+        canary: first.to_string(),
+        other_canary: canaries[1]["updater_id"].as_str().unwrap().to_string(),
+        agent,
+    }
 }
 
 fn out_dir() -> PathBuf {
@@ -232,7 +246,12 @@ async fn the_dashboard_in_a_real_browser() {
         &["--dev-clock", "2026-11-23T09:00:00Z"],
     )
     .unwrap();
-    let (hosts, canary) = setup(&t);
+    let Fleet {
+        hosts,
+        canary,
+        other_canary,
+        agent,
+    } = setup(&t);
     let viewer = t.new_token("viewer").unwrap();
     let b = Browser::start().await.unwrap();
 
@@ -533,6 +552,77 @@ async fn the_dashboard_in_a_real_browser() {
             "not started|API state: unstarted"
         ])
     );
+
+    // A halt: dev's other canary rolls 1.1.0 back. The rollout page says what now, with
+    // the commands (quickstart section 3); the canary's page says it will not retry.
+    assert!(
+        b.client
+            .execute(
+                "return document.getElementById('halt-guide') === null;",
+                vec![]
+            )
+            .await
+            .unwrap()
+            .as_bool()
+            .unwrap(),
+        "a halt guide with no halt"
+    );
+    beat(
+        &t,
+        &agent,
+        &other_canary,
+        "dev",
+        "1.0.0",
+        json!({"rollback": true, "failed_version": "1.1.0"}),
+    );
+    let r = t.op("POST", "/v1/dev/reconcile", None).unwrap();
+    assert_eq!(
+        r["rollout"]["status"]["groups"][0]["last_update_reason"], "canary_failed",
+        "{r}"
+    );
+    let guide = b
+        .wait_js(
+            "the halt guide",
+            "const g = document.getElementById('halt-guide'); return g && g.textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let guide = guide.as_str().unwrap();
+    for said in [
+        "The rollout to 1.1.0 is halted: what now",
+        "ternctl agents new-rollout VERSION",
+        "Hosts that rolled 1.1.0 back do not retry it",
+        "1.0.0 stays the start version",
+        "ternctl agents rollback",
+        "ternctl agents reset GROUP",
+        "ternctl agents mark-done GROUP",
+        "ternctl inventory ls",
+    ] {
+        assert!(
+            guide.contains(said),
+            "the halt guide lacks {said:?}: {guide}"
+        );
+    }
+    shot(&b, "halt").await;
+    goto_hash(&b, &format!("#/host/{other_canary}")).await;
+    page_shown(&b, "host").await;
+    let title = b
+        .wait_js(
+            "the failed canary's page",
+            "const h = document.getElementById('host-title'); const t = document.getElementById('main').textContent; return h && !h.textContent.startsWith('Host ') && t.includes('rolled back') && [h.textContent, t];",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(title[0], json!(hostname(&other_canary)), "{title}");
+    let page = title[1].as_str().unwrap();
+    assert!(
+        page.contains("yes (from 1.1.0): it will not retry 1.1.0"),
+        "{page}"
+    );
+    goto_hash(&b, "#/rollout").await;
+    page_shown(&b, "rollout").await;
 
     // A rollback pressed in the page: the planner's preview first, then the store.
     b.client
