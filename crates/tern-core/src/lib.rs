@@ -20,6 +20,7 @@ pub mod alert;
 pub mod analysis;
 pub mod api;
 pub mod artifact;
+pub mod backoff;
 pub mod backpressure;
 pub mod canary;
 pub mod codec;

@@ -161,9 +161,7 @@ pub fn artifact_name(version: &str) -> String {
     )
 }
 
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
+pub use tern_core::text::hex;
 
 /// Packs `agent` as `tern-demo-agent-<v>/bin/tern-demo-agent` (+ a VERSION file) into
 /// `dir/<artifact_name>` and writes its `.sha256` beside it.

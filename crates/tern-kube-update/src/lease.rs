@@ -11,6 +11,7 @@
 //! clock-rate drift; a follower waits the whole duration after the last change it
 //! saw, which came no earlier than that write: their windows never overlap.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -98,10 +99,62 @@ pub struct LeaseSettings {
     pub duration: Duration,
 }
 
+/// The monotonic clock the election reads: how long a record stayed unchanged and until
+/// when this replica leads. Injected so that tests move time instead of sleeping.
+pub trait Monotonic: Send + Sync {
+    fn now(&self) -> Instant;
+}
+
+/// The machine's monotonic clock (what the controller runs on).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemMonotonic;
+
+impl Monotonic for SystemMonotonic {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// A clock that moves only when told (tests): it starts at the instant it is made.
+#[derive(Debug)]
+pub struct ManualMonotonic {
+    start: Instant,
+    advanced: Mutex<Duration>,
+}
+
+impl ManualMonotonic {
+    pub fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            advanced: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        let mut advanced = self.advanced.lock().unwrap_or_else(PoisonError::into_inner);
+        *advanced = advanced.saturating_add(by);
+    }
+}
+
+impl Default for ManualMonotonic {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Monotonic for ManualMonotonic {
+    fn now(&self) -> Instant {
+        let advanced = *self.advanced.lock().unwrap_or_else(PoisonError::into_inner);
+        self.start + advanced
+    }
+}
+
 /// One replica's side of the election.
 pub struct Elector {
     api: Api<Lease>,
     settings: LeaseSettings,
+    clock: Arc<dyn Monotonic>,
     /// The record's `resourceVersion` as last read, and since when this replica has
     /// seen it unchanged.
     seen: Option<(String, Instant)>,
@@ -111,10 +164,21 @@ pub struct Elector {
 }
 
 impl Elector {
+    /// An elector on the machine's monotonic clock.
     pub fn new(client: kube::Client, settings: LeaseSettings) -> Self {
+        Self::with_clock(client, settings, Arc::new(SystemMonotonic))
+    }
+
+    /// An elector reading `clock` (tests pass a [`ManualMonotonic`]).
+    pub fn with_clock(
+        client: kube::Client,
+        settings: LeaseSettings,
+        clock: Arc<dyn Monotonic>,
+    ) -> Self {
         Self {
             api: Api::namespaced(client, &settings.namespace),
             settings,
+            clock,
             seen: None,
             held_until: None,
         }
@@ -123,7 +187,8 @@ impl Elector {
     /// Whether this replica may write now: it holds the Lease and its last write is
     /// recent enough that no other replica can have taken it.
     pub fn is_leader(&self) -> bool {
-        self.held_until.is_some_and(|until| Instant::now() < until)
+        self.held_until
+            .is_some_and(|until| self.clock.now() < until)
     }
 
     pub fn identity(&self) -> &str {
@@ -142,7 +207,7 @@ impl Elector {
     }
 
     async fn try_round(&mut self) -> Result<bool, LeaseError> {
-        let started = Instant::now();
+        let started = self.clock.now();
         let current = self
             .api
             .get_opt(&self.settings.name)
@@ -159,7 +224,9 @@ impl Elector {
             .as_ref()
             .and_then(|l| l.metadata.resource_version.clone());
         let unchanged_for = match (&self.seen, &version) {
-            (Some((seen, since)), Some(now)) if seen == now => since.elapsed(),
+            (Some((seen, since)), Some(now)) if seen == now => {
+                started.saturating_duration_since(*since)
+            }
             _ => {
                 self.seen = version.clone().map(|v| (v, started));
                 Duration::ZERO
@@ -222,7 +289,7 @@ impl Elector {
         self.seen = written
             .metadata
             .resource_version
-            .map(|v| (v, Instant::now()));
+            .map(|v| (v, self.clock.now()));
         let margin = self.settings.duration / 10;
         self.held_until = Some(started + self.settings.duration - margin);
         Ok(true)

@@ -29,4 +29,7 @@ pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
 }
 pub use digests::{DigestError, DigestFile, DigestSource, SignedDigests};
 pub use fleet::{Fleet, FleetError, Ternd, roots_from_pem};
-pub use lease::{Elector, LeaseError, LeaseSettings, Observed, Step, step};
+pub use lease::{
+    Elector, LeaseError, LeaseSettings, ManualMonotonic, Monotonic, Observed, Step,
+    SystemMonotonic, step,
+};

@@ -6,11 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
 use tern_kube_update::fake_apiserver::FakeApiServer;
-use tern_kube_update::{Elector, LeaseSettings};
+use tern_kube_update::{Elector, LeaseSettings, ManualMonotonic};
 
 const NS: &str = "tern-system";
 const NAME: &str = "tern-kube-update";
@@ -87,21 +88,39 @@ async fn of_replicas_starting_together_exactly_one_leads() {
     }
 }
 
+/// Both replicas read one clock that moves only when the test says (no sleeps): the
+/// windows are checked at their edges.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_stops_renewing_is_replaced_after_the_duration() {
     let server = FakeApiServer::start().await;
-    let d = Duration::from_secs(1);
-    let (mut a, mut b) = (elector(&server, "a", d), elector(&server, "b", d));
+    let clock = Arc::new(ManualMonotonic::new());
+    let d = Duration::from_secs(10);
+    let on_clock = |id: &str| {
+        Elector::with_clock(
+            server.client(),
+            LeaseSettings {
+                namespace: NS.into(),
+                name: NAME.into(),
+                identity: id.into(),
+                duration: d,
+            },
+            clock.clone(),
+        )
+    };
+    let (mut a, mut b) = (on_clock("a"), on_clock("b"));
     assert!(a.round().await.unwrap());
     assert!(!b.round().await.unwrap(), "b sees a's record");
-    // a stops renewing. Before the duration, b still follows.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // a stops renewing. It leads for nine tenths of the duration after its write.
+    clock.advance(Duration::from_millis(8_999));
+    assert!(a.is_leader(), "within nine tenths of its duration");
+    clock.advance(Duration::from_millis(1));
+    assert!(!a.is_leader(), "a's own window ends at nine tenths");
+    // b follows until the record has been unchanged, as b saw it, for the whole
+    // duration (b first saw it at 0).
     assert!(!b.round().await.unwrap());
-    tokio::time::sleep(Duration::from_millis(900)).await;
-    assert!(
-        !a.is_leader(),
-        "a's own window ended before b may take over"
-    );
+    clock.advance(Duration::from_millis(999));
+    assert!(!b.round().await.unwrap(), "9.999 s unchanged: still a's");
+    clock.advance(Duration::from_millis(1));
     assert!(
         b.round().await.unwrap(),
         "unchanged for its duration: taken over"

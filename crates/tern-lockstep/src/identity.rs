@@ -50,9 +50,7 @@ pub(crate) fn etcd_user(id: ServerId) -> String {
     format!("lockstep-server-{id}")
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub(crate) use tern_core::text::hex;
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
     let s = s.trim();

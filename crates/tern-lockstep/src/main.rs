@@ -24,6 +24,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tern_core::backoff::Backoff;
+
 use anyhow::Context as _;
 use clap::{CommandFactory as _, Parser, Subcommand};
 use tern_cli::LogFormat;
@@ -355,7 +357,8 @@ async fn open_etcd(
         credentials: login,
         ..EtcdOptions::default()
     };
-    let mut delay = Duration::from_millis(200);
+    let backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+    let mut failures = 0;
     loop {
         match EtcdStore::connect(urls, prefix, opts.clone()).await {
             Ok(store) => {
@@ -365,8 +368,8 @@ async fn open_etcd(
             }
             Err(tern_store::Error::Unavailable(e)) => {
                 tracing::warn!(endpoints = ?urls, error = %e, "etcd does not answer yet; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                failures += 1;
+                tokio::time::sleep(backoff.after(failures)).await;
             }
             Err(e) => anyhow::bail!("connecting to etcd at {urls:?}: {e}"),
         }

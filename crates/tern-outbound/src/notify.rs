@@ -364,12 +364,7 @@ impl Default for DeliveryConfig {
 impl DeliveryConfig {
     /// The wait after failed attempt number `attempt` (1-based).
     fn backoff(&self, attempt: u32) -> Duration {
-        let factor = 2u32
-            .checked_pow(attempt.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.first_backoff
-            .saturating_mul(factor)
-            .min(self.max_backoff)
+        tern_core::backoff::Backoff::new(self.first_backoff, self.max_backoff).after(attempt)
     }
 }
 

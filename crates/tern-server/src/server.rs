@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use jiff::Timestamp;
+use tern_core::backoff::Backoff;
 use tern_store::{Error as StoreError, Store};
 
 use crate::auth::Role;
@@ -212,7 +213,8 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<T>>,
 {
-    let mut delay = Duration::from_millis(200);
+    let backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+    let mut failures = 0;
     loop {
         match f().await {
             Ok(v) => return Ok(v),
@@ -223,8 +225,8 @@ where
                 ) =>
             {
                 tracing::warn!(error = %format!("{e:#}"), "{what}: the store is unavailable; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                failures += 1;
+                tokio::time::sleep(backoff.after(failures)).await;
             }
             Err(e) => return Err(e.context(what.to_string())),
         }
@@ -414,14 +416,15 @@ fn say(line: &str) -> std::io::Result<()> {
 /// Loads the first snapshot (ready from then on), then starts the store watch, the
 /// leader campaign and, with the system clock, the reconcile loop.
 async fn start_background(state: &Arc<AppState>) {
-    let mut delay = Duration::from_millis(100);
+    let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+    let mut failures = 0;
     loop {
         match state.refresh_snapshot().await {
             Ok(()) => break,
             Err(e) => {
                 tracing::warn!(error = %e, "loading the first snapshot failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                failures += 1;
+                tokio::time::sleep(backoff.after(failures)).await;
             }
         }
     }

@@ -116,11 +116,14 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 async fn open_etcd(urls: &[String], prefix: &str) -> Result<Arc<dyn Store>, OpenError> {
     use std::time::Duration;
 
+    use tern_core::backoff::Backoff;
+
     use crate::{EtcdOptions, EtcdStore};
     if prefix.is_empty() {
         return Err(OpenError::EmptyEtcdPrefix);
     }
-    let mut delay = Duration::from_millis(200);
+    let backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+    let mut failures = 0;
     loop {
         match EtcdStore::connect(urls, prefix, EtcdOptions::default()).await {
             Ok(store) => {
@@ -129,8 +132,8 @@ async fn open_etcd(urls: &[String], prefix: &str) -> Result<Arc<dyn Store>, Open
             }
             Err(Error::Unavailable(e)) => {
                 tracing::warn!(endpoints = ?urls, error = %e, "etcd does not answer yet; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                failures += 1;
+                tokio::time::sleep(backoff.after(failures)).await;
             }
             Err(source) => {
                 return Err(OpenError::Etcd {

@@ -71,6 +71,7 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, PutOptions,
     Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
 };
+use tern_core::backoff::Backoff;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 use tonic::Code;
@@ -84,8 +85,7 @@ use crate::{
 /// How many events may wait in a watch's channel before the watch stops reading etcd.
 const WATCH_CHANNEL_CAPACITY: usize = 256;
 /// Backoff bounds when a watch reconnects.
-const WATCH_RETRY_MIN: Duration = Duration::from_millis(100);
-const WATCH_RETRY_MAX: Duration = Duration::from_secs(2);
+const WATCH_RETRY: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
 /// Pause before retrying a request that did not reach etcd.
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
@@ -609,11 +609,11 @@ async fn run_watch(
         };
         tracing::warn!(prefix = %prefix, after, error = %broken, "etcd store: watch broken, resuming");
         // Resume from the next revision, with backoff, until it works or the history is gone.
-        let mut backoff = WATCH_RETRY_MIN;
+        let mut attempt = 1;
         stream = loop {
             tokio::select! {
                 _ = tx.closed() => return,
-                _ = sleep(backoff) => {}
+                _ = sleep(WATCH_RETRY.after(attempt)) => {}
             }
             match store.open_watch(&prefix, after + 1).await {
                 Ok((s, _)) => break s,
@@ -623,7 +623,7 @@ async fn run_watch(
                 }
                 Err(e) => {
                     tracing::warn!(prefix = %prefix, error = %e, "etcd store: resuming a watch failed, retrying");
-                    backoff = (backoff * 2).min(WATCH_RETRY_MAX);
+                    attempt += 1;
                 }
             }
         };

@@ -30,6 +30,7 @@ use async_trait::async_trait;
 use rusqlite::{
     Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior, params,
 };
+use tern_core::backoff::Backoff;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -166,7 +167,8 @@ fn open_connection(path: &Path, busy: Duration) -> Result<Connection> {
     // "locked" at once, without its busy handler, while another process does the same:
     // several processes opening a new store together take turns here.
     let deadline = std::time::Instant::now() + busy;
-    let mut pause = Duration::from_millis(5);
+    let backoff = Backoff::new(Duration::from_millis(5), Duration::from_millis(100));
+    let mut failures = 0;
     let mode: String = loop {
         match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
             Ok(mode) => break mode,
@@ -176,8 +178,8 @@ fn open_connection(path: &Path, busy: Duration) -> Result<Connection> {
                     Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
                 ) && std::time::Instant::now() < deadline =>
             {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(100));
+                failures += 1;
+                std::thread::sleep(backoff.after(failures));
             }
             Err(e) => return Err(ctx(e)),
         }

@@ -4,14 +4,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}"); // writing to a String cannot fail
-    }
-    s
-}
+pub(crate) use tern_core::text::hex;
 
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes);

@@ -19,10 +19,7 @@ pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(3600);
 
 /// How long the timer's runs wait after `attempts` environment failures in a row.
 pub(crate) fn backoff(attempts: u32) -> Duration {
-    let factor = 2u32
-        .checked_pow(attempts.saturating_sub(1))
-        .unwrap_or(u32::MAX);
-    BACKOFF_FIRST.saturating_mul(factor).min(BACKOFF_MAX)
+    tern_core::backoff::Backoff::new(BACKOFF_FIRST, BACKOFF_MAX).after(attempts)
 }
 
 /// Why an update the server asks for waits: the last ones failed because of this host

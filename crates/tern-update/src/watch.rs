@@ -77,8 +77,7 @@ impl Pacer {
 
 /// `BACKOFF_BASE · 2^(n-1)`, at most `cap`.
 fn backoff(n: u32, cap: Duration) -> Duration {
-    let factor = 1u32.checked_shl(n.saturating_sub(1)).unwrap_or(u32::MAX);
-    BACKOFF_BASE.saturating_mul(factor).min(cap)
+    tern_core::backoff::Backoff::new(BACKOFF_BASE, cap).after(n)
 }
 
 /// A pause of `d` spread over [d/2, d] (`random` in [0, u64::MAX]), so that hosts that
