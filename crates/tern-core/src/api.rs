@@ -232,6 +232,9 @@ pub struct ReleaseSignedResponse {
     /// repository configured, or could not refresh it (`detail` says why).
     pub verified: bool,
     pub signed: Option<bool>,
+    /// Signed, but below the signed minimum version of its release line: the release
+    /// keys revoked it (`detail` names the minimum).
+    pub revoked: bool,
     /// The targets metadata version looked at, or why the check could not be made.
     pub detail: String,
 }

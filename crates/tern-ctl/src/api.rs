@@ -739,6 +739,10 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
             match c.get::<tern_core::api::ReleaseSignedResponse>(&format!(
                 "/v1/releases/signed?version={q}"
             )) {
+                Ok(r) if r.revoked => eprintln!(
+                    "warning: {version} is revoked by the release keys ({}): hosts with a pinned release root will refuse it",
+                    r.detail
+                ),
                 Ok(r) if r.signed == Some(false) => eprintln!(
                     "warning: {version} is not in the signed release repository ({}): hosts with a pinned release root will refuse it",
                     r.detail

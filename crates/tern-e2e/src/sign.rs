@@ -83,6 +83,34 @@ pub fn sign(fleet: &Fleet, versions: &[&str]) -> anyhow::Result<PathBuf> {
     Ok(fleet.artifacts.join("tuf/metadata/1.root.json"))
 }
 
+/// Sets the signed minimum version of release `line` (e.g. "1") to `version` with the
+/// keys [`sign`] made: the release keys revoke every version of the line below it.
+pub fn minimum(fleet: &Fleet, line: &str, version: &str) -> anyhow::Result<()> {
+    let tool = fleet.bins.tern_release()?;
+    let keys = fleet.path().join("keys");
+    let k = |n: &str| keys.join(format!("{n}.pk8")).display().to_string();
+    let repo = fleet.artifacts.join("tuf").display().to_string();
+    run(
+        &tool,
+        &[
+            "minimum",
+            "--repo",
+            &repo,
+            "--line",
+            line,
+            "--version",
+            version,
+            "--key",
+            &k("targets"),
+            "--key",
+            &k("snapshot"),
+            "--key",
+            &k("timestamp"),
+        ],
+    )?;
+    Ok(())
+}
+
 /// Signs every release of the fleet.
 pub fn sign_all(fleet: &Fleet) -> anyhow::Result<PathBuf> {
     let versions: Vec<&str> = fleet.releases.iter().map(|r| r.version.as_str()).collect();

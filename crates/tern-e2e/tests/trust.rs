@@ -107,7 +107,7 @@ fn a_real_ternd_rolling_out_an_unsigned_version_cannot_make_a_pinned_host_instal
 }
 
 #[test]
-fn ternd_with_the_release_root_refuses_an_unsigned_target_version_and_ternctl_warns() {
+fn ternd_with_the_release_root_refuses_an_unsigned_or_revoked_target_version_and_ternctl_warns() {
     let mut f = Fleet::start(FleetOptions::default()).unwrap();
     let root = tern_e2e::sign::sign(&f, &["1.0.0", "1.1.0"]).unwrap();
     f.set_version("1.0.0", "1.0.0", "regular").unwrap();
@@ -162,6 +162,26 @@ fn ternd_with_the_release_root_refuses_an_unsigned_target_version_and_ternctl_wa
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
+
+    // The release keys revoke 1.0.0 (line 1's signed minimum becomes 1.1.0): a rollout
+    // back to it is refused, naming the minimum, as every pinned host would refuse it.
+    tern_e2e::sign::minimum(&f, "1", "1.1.0").unwrap();
+    let out = verifying
+        .command(&["agents", "new-rollout", "1.0.0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: 1.0.0 is revoked by the release keys"),
+        "{err}"
+    );
+    assert!(
+        err.contains("version 1.0.0 is below the signed minimum 1.1.0 of release line 1"),
+        "{err}"
+    );
+    let v = verifying.json(&["get", "version"]).unwrap().to_string();
+    assert!(v.contains("\"target_version\":\"1.1.0\""), "{v}");
 
     // The replica without the root checks nothing, and ternctl says so.
     let out = f

@@ -1,7 +1,8 @@
 //! ternd's view of the signed release repository (`--trust-root`, `--trust-url`): a
 //! `target_version` nobody signed is refused where it is written (a version resource,
 //! new-rollout), so an operator learns at once what every pinned host would refuse
-//! later. The hosts do not depend on it: each verifies for itself.
+//! later, and so is one below the signed minimum of its release line (revoked). The
+//! hosts do not depend on it: each verifies for itself.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,8 +21,17 @@ pub struct ReleaseTrust {
 /// What the repository says about a version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Signed {
-    Yes { targets_version: u64 },
-    No { targets_version: u64 },
+    Yes {
+        targets_version: u64,
+    },
+    No {
+        targets_version: u64,
+    },
+    /// Signed, but below the signed minimum of its release line: the release keys
+    /// revoked it, and every pinned host refuses it (`why` is tern-trust's sentence).
+    Revoked {
+        why: String,
+    },
 }
 
 impl ReleaseTrust {
@@ -52,8 +62,11 @@ impl ReleaseTrust {
                 .map_err(|e| unverifiable(&e.to_string()))?;
             let v = client.refresh().map_err(|e| unverifiable(&e.to_string()))?;
             Ok(if v.has_version(&version) {
-                Signed::Yes {
-                    targets_version: v.targets_version,
+                match v.check_minimum(&version) {
+                    Ok(()) => Signed::Yes {
+                        targets_version: v.targets_version,
+                    },
+                    Err(e) => Signed::Revoked { why: e.to_string() },
                 }
             } else {
                 Signed::No {
@@ -75,6 +88,13 @@ impl ReleaseTrust {
                 format!(
                     "{field} {version} is not signed by the release keys: no target of the signed release repository {} (targets version {targets_version}) has it; sign it with `tern-release add` first (hosts with a pinned root would refuse it)",
                     self.url
+                ),
+            )),
+            Signed::Revoked { why } => Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "below_minimum",
+                format!(
+                    "{field} {version} is revoked: {why}; roll out a version at or above the minimum (hosts with a pinned root would refuse it)"
                 ),
             )),
         }

@@ -327,6 +327,7 @@ pub(crate) async fn release_signed(
         return Ok(Json(R {
             verified: false,
             signed: None,
+            revoked: false,
             detail: "ternd has no signed release repository (ternd start --trust-root)".into(),
         }));
     };
@@ -335,16 +336,25 @@ pub(crate) async fn release_signed(
         Ok(crate::trust::Signed::Yes { targets_version }) => R {
             verified: true,
             signed: Some(true),
+            revoked: false,
             detail: format!("signed (targets version {targets_version})"),
         },
         Ok(crate::trust::Signed::No { targets_version }) => R {
             verified: true,
             signed: Some(false),
+            revoked: false,
             detail: format!("not signed (targets version {targets_version})"),
+        },
+        Ok(crate::trust::Signed::Revoked { why }) => R {
+            verified: true,
+            signed: Some(true),
+            revoked: true,
+            detail: why,
         },
         Err(e) => R {
             verified: false,
             signed: None,
+            revoked: false,
             detail: e.message.clone(),
         },
     }))
