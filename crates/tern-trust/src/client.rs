@@ -254,15 +254,29 @@ impl Verified {
     }
 
     /// The image manifest signed for `image` (`repository:tag`): its sha256 is the
-    /// digest to pin.
+    /// digest to pin. An image of a version below its line's signed minimum is refused
+    /// as a host artifact is ([`Verified::find`]); so is one that names no version
+    /// once any minimum is signed (its line cannot be told).
     pub fn image(&self, image: &str) -> Result<&SignedTarget> {
-        self.targets
+        let target = self
+            .targets
             .iter()
             .find(|t| t.image.as_deref() == Some(image))
             .ok_or_else(|| Error::ImageNotSigned {
                 image: image.into(),
                 targets_version: self.targets_version,
-            })
+            })?;
+        match target.version.as_deref() {
+            Some(version) => self.check_minimum(version)?,
+            None if !self.minimums.is_empty() => {
+                return Err(Error::NoLine {
+                    version: String::new(),
+                    detail: format!("the signed image {image} names no version"),
+                });
+            }
+            None => {}
+        }
+        Ok(target)
     }
 
     /// True when some host artifact is signed for `version` (any OS, arch or edition;

@@ -891,6 +891,48 @@ fn downgrade_a_version_below_its_lines_signed_minimum_is_refused() {
     v.find("1.3.0", "linux", "amd64", "").unwrap();
 }
 
+/// The same minimum holds for container images (tern-kube-update pins the digest it
+/// gets from `image`): an image of a revoked version is refused, one above it is not.
+#[test]
+fn an_image_below_its_lines_signed_minimum_is_refused() {
+    let fx = fixture(1);
+    let manifest = fx.tarball("manifest.json", br#"{"schemaVersion":2,"layers":[]}"#);
+    let image = |v: &str| release::NewImage {
+        manifest: manifest.clone(),
+        image: format!("registry.example:5000/tern/agent:{v}"),
+        version: v.into(),
+    };
+    release::add_images(
+        &fx.repo,
+        &[image("1.3.0"), image("1.5.0")],
+        &fx.all_keys(),
+        &Lifetimes::default(),
+    )
+    .unwrap();
+    let v = fx.client().refresh().unwrap();
+    v.image("registry.example:5000/tern/agent:1.3.0").unwrap();
+    release::set_minimum(
+        &fx.repo,
+        "1",
+        Some("1.4.2"),
+        &fx.all_keys(),
+        &Lifetimes::default(),
+    )
+    .unwrap();
+    let v = fx.client().refresh().unwrap();
+    let e = v
+        .image("registry.example:5000/tern/agent:1.3.0")
+        .unwrap_err();
+    assert!(matches!(e, Error::BelowMinimum { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("version 1.3.0 is below the signed minimum 1.4.2 of release line 1"),
+        "{e}"
+    );
+    let t = v.image("registry.example:5000/tern/agent:1.5.0").unwrap();
+    assert_eq!(t.version.as_deref(), Some("1.5.0"));
+}
+
 /// The minimums are part of the signed targets: an attacker holding the online keys
 /// who strips them (same targets version, a snapshot and timestamp naming the edited
 /// file) breaks the targets signature.
