@@ -608,6 +608,17 @@ fn the_inventory_shows_which_hosts_pin_a_root_and_require_trust_refuses_the_othe
         None,
     );
     assert_eq!(s, 200, "{v}");
+    // Teleport's channel paths asked for a rollout group are finds without identity:
+    // no pinned root can be named, so they are refused too (not answered `none`, which
+    // an upgrader could read as "up to date").
+    for path in [
+        "/v1/webapi/automaticupgrades/channel/default/version",
+        "/webapi/automaticupgrades/channel/default/critical",
+    ] {
+        let (s, v) = t.call("GET", path, None, None);
+        assert_eq!(s, 403, "{path}: {v}");
+        assert_eq!(v["error"]["code"], "trust_required", "{path}: {v}");
+    }
 }
 
 fn beat(t: &Ternd, token: &str, id: &str) -> (u16, Value) {

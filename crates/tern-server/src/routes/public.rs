@@ -341,7 +341,9 @@ pub(crate) async fn channel_value(
 /// updater id. Such an upgrader installs `version` in a maintenance window of its own,
 /// so it is told a version only when find would tell the host to update now: under
 /// any hold (a freeze, a pin, a mode, a group not started, not a canary, outside its
-/// window) it gets Teleport's `none`, with the hold's code in `tern-hold`.
+/// window) it gets Teleport's `none`, with the hold's code in `tern-hold`. Under
+/// `--require-trust` a group is refused (403 `trust_required`), as a find naming no
+/// pinned root is.
 pub(crate) async fn teleport_channel(
     State(state): State<Arc<AppState>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
@@ -370,6 +372,14 @@ pub(crate) async fn teleport_channel(
             None => (Some(ch.version.to_string()), ch.critical, None),
         }
     } else {
+        // A rollout group asked as a channel is a find without identity: it can name no
+        // pinned root, so under --require-trust it is refused as such a find is.
+        if state.settings.security.require_trust {
+            return Err(trust_required(
+                "",
+                "Teleport's channel path for a rollout group cannot name a pinned root",
+            ));
+        }
         Metrics::inc(&state.metrics.find_requests);
         let q = FindQuery {
             group: Cow::Borrowed(name),
