@@ -1,6 +1,7 @@
 //! The read-only views: `agents status`, `agents report`, `inventory ls`. What they
 //! show is computed by `tern_core::views`; this module reads the store and memory.
 
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use axum::Json;
@@ -14,6 +15,7 @@ use tern_core::rollout::Groups;
 use tern_core::views;
 
 use crate::error::{ApiError, ApiResult};
+use crate::inventory::AgentRef;
 use crate::inventory::id::Id;
 use crate::resources;
 use crate::state::AppState;
@@ -132,10 +134,32 @@ fn parse_limit(limit: Option<&str>) -> Result<Option<usize>, ApiError> {
     }
 }
 
+/// An agent ordered by its inventory key alone: (group, hostname, updater_id as kept),
+/// unique per agent since updater ids are.
+struct ByKey<'a>((&'a str, &'a str, &'a Id), AgentRef<'a>);
+
+impl PartialEq for ByKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl Eq for ByKey<'_> {}
+impl PartialOrd for ByKey<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByKey<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&other.0)
+    }
+}
+
 /// `GET /v1/inventory[?group=G&version=V&state=S&limit=N&cursor=C]`: the agents
 /// connected to this replica that match, in (group, hostname, updater_id as kept) order; with
 /// `limit`, one page and the cursor of the next. Only the page's entries are built:
-/// the others are compared in place, so a page of 100k agents costs one pass.
+/// the others are compared in place against the page's largest key, so a page out of
+/// 1M agents costs one pass and holds the page, not the fleet.
 pub(crate) async fn inventory(
     State(state): State<Arc<AppState>>,
     Query(q): Query<InventoryQuery>,
@@ -161,7 +185,11 @@ pub(crate) async fn inventory(
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
         let mut presented = std::collections::BTreeSet::new();
         let mut matched = 0u64;
-        let mut keyed = Vec::new();
+        let page = limit.unwrap_or(usize::MAX);
+        // The page's agents and one more (to know whether a next page exists), the
+        // greatest key on top: a page of 50 out of 1M agents keeps 51 entries, not 1M.
+        let mut smallest = BinaryHeap::new();
+        let mut after_cursor = 0usize;
         for a in inv.agents() {
             let (group, version) = (a.group_name(), a.version_name());
             presented.insert(group);
@@ -184,25 +212,28 @@ pub(crate) async fn inventory(
             {
                 continue;
             }
-            keyed.push((key, a));
+            after_cursor += 1;
+            if smallest.len() <= page {
+                smallest.push(ByKey(key, a));
+            } else if smallest.peek().is_some_and(|top: &ByKey<'_>| key < top.0) {
+                smallest.pop();
+                smallest.push(ByKey(key, a));
+            }
         }
-        let page = limit.unwrap_or(usize::MAX);
-        let more = keyed.len() > page;
-        if more {
-            keyed.select_nth_unstable_by(page, |x, y| x.0.cmp(&y.0));
-            keyed.truncate(page);
-        }
-        keyed.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+        let more = after_cursor > page;
+        // Ascending; the extra one (if any) is the first of the next page.
+        let mut keyed = smallest.into_sorted_vec();
+        keyed.truncate(page);
         let next = more
             .then(|| {
                 keyed
                     .last()
-                    .map(|(k, _)| encode_cursor((k.0, k.1, &k.2.to_string())))
+                    .map(|ByKey(k, _)| encode_cursor((k.0, k.1, &k.2.to_string())))
             })
             .flatten();
         let agents: Vec<InventoryEntry> = keyed
             .iter()
-            .map(|(_, a)| InventoryEntry {
+            .map(|ByKey(_, a)| InventoryEntry {
                 install_state: a.install_state(),
                 ..views::inventory_entry(a.to_inventory_agent(), now, period)
             })
