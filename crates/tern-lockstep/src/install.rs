@@ -90,7 +90,7 @@ pub(crate) fn install(
         }
         let tarball = downloads.join(format!("{version}.tar.gz"));
         let _ = std::fs::remove_file(&tarball);
-        let client = tern_update::http::Client::new(insecure, Duration::from_secs(600), None);
+        let client = crate::updater::client(insecure, Duration::from_secs(600));
         let (bytes, got) = client
             .download(&artifact.url, &tarball, MAX_TARBALL, None)
             .map_err(|e| format!("downloading {}: {e}", artifact.url))?;

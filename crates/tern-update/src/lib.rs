@@ -17,7 +17,6 @@ mod extract;
 mod fsutil;
 mod health;
 mod hooks;
-pub mod http;
 mod installers;
 pub mod layout;
 mod links;
@@ -39,6 +38,8 @@ pub mod watch;
 
 pub use error::{Error, Result};
 pub use extract::unpack_checked;
+/// The client of ternd and of artifact servers this updater uses.
+pub use tern_client::Client;
 
 /// Entry points for the fuzzers of `fuzz/` (cargo feature `fuzzing`).
 #[cfg(feature = "fuzzing")]
