@@ -9,7 +9,6 @@ use tern_client::StatusCode;
 pub use self::artifact::TemplateProblem;
 pub use self::backup::BackupUnusable;
 pub use self::decide::DowngradeRefused;
-pub use self::extract::{BadPath, HostileReason};
 pub use self::health::{HealthFailure, Pending};
 pub use self::links::Conflict as LinkConflict;
 pub use self::service::ConfigProblem;
@@ -20,7 +19,6 @@ pub use self::state::StateProblem;
 mod artifact;
 mod backup;
 mod decide;
-mod extract;
 mod health;
 mod links;
 pub(crate) mod service;
@@ -128,14 +126,9 @@ pub enum Error {
         "installer type {given:?} cannot be enabled: the host's own installer is always accepted; the one to opt in to is \"local-script\""
     )]
     UnknownInstallerType { given: String },
-    #[error("refusing tarball entry {entry:?}: {reason}")]
-    Hostile {
-        entry: String,
-        #[source]
-        reason: HostileReason,
-    },
-    #[error("refusing the tarball: the archive contains no files")]
-    EmptyArchive,
+    /// A release tarball was refused or could not be unpacked (`tern_unpack`).
+    #[error(transparent)]
+    Unpack(#[from] tern_unpack::Error),
     #[error("not enough free space in {}: need {needed} bytes, {available} available", path.display())]
     NoSpace {
         path: PathBuf,
@@ -333,7 +326,7 @@ impl Error {
             Self::ChecksumMismatch { .. } | Self::InstructionMismatch { .. } => "digest_mismatch",
             Self::Http(e) => e.install_failure_kind(),
             Self::NoSpace { .. } | Self::Io { .. } => "disk",
-            Self::Hostile { .. } | Self::EmptyArchive => "hostile_artifact",
+            Self::Unpack(e) => e.install_failure_kind(),
             _ => "other",
         }
     }

@@ -14,7 +14,6 @@ use crate::artifact::{self, Vars};
 use crate::backup::{self, BackupUnusable};
 use crate::decide::{self, DbPlan};
 use crate::error::{Error, IoContext, Result};
-use crate::extract;
 use crate::fsutil;
 use crate::health;
 use crate::hooks::kill_point;
@@ -431,17 +430,17 @@ fn download_verified(
 /// version complete, so a kill before it leaves a directory the next run replaces.
 fn unpack(ctx: &Ctx, tarball: &Path, vdir: &Path, expected: &str) -> Result<()> {
     let versions = ctx.layout.versions_dir();
-    let entries = extract::scan(tarball)?;
+    let entries = tern_unpack::scan(tarball)?;
     let free = fsutil::free_space(&versions)?;
-    let plan = extract::plan(&entries, free.saturating_sub(SPACE_MARGIN))?;
+    let plan = entries.plan(free.saturating_sub(SPACE_MARGIN))?;
     if vdir.exists() {
         // A directory without `sha256` is not a complete version: never linked, safe to drop.
         fsutil::remove_dir_durable(vdir)?;
     }
     let tmp = fsutil::temp_beside(vdir);
-    if let Err(e) = extract::extract(tarball, &plan, &tmp) {
+    if let Err(e) = tern_unpack::extract(tarball, &plan, &tmp) {
         let _ = fsutil::remove_dir_all_if_exists(&tmp);
-        return Err(e);
+        return Err(e.into());
     }
     kill_point("extracted");
     std::fs::rename(&tmp, vdir)
