@@ -66,5 +66,5 @@ pub fn heartbeat(data: &[u8]) {
 
 /// Tar entry checks over an uncompressed archive, with 1 MiB free.
 pub fn tar(data: &[u8]) {
-    tern_update::fuzzing::fuzz_plan(data, 1 << 20);
+    tern_unpack::fuzzing::fuzz_plan(data, 1 << 20);
 }

@@ -50,22 +50,9 @@ pub struct Ternd {
 }
 
 /// The certificates of a PEM bundle, to trust instead of the public web PKI (a ternd
-/// behind a private CA).
+/// behind a private CA): loaded by tern-client, as every Tern program loads them.
 pub fn roots_from_pem(path: &Path) -> Result<ureq::tls::RootCerts, String> {
-    let shown = path.display();
-    let pem = std::fs::read(path).map_err(|e| format!("reading the CA bundle {shown}: {e}"))?;
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c.to_owned()),
-            Ok(_) => {}
-            Err(e) => return Err(format!("the CA bundle {shown}: {e}")),
-        }
-    }
-    if certs.is_empty() {
-        return Err(format!("the CA bundle {shown} holds no certificate"));
-    }
-    Ok(ureq::tls::RootCerts::new_with_certs(&certs))
+    tern_client::roots_from_pem(path).map_err(|e| e.to_string())
 }
 
 impl Ternd {
@@ -81,20 +68,17 @@ impl Ternd {
 }
 
 /// The HTTP client for Tern's own endpoints (ternd, channels, signed metadata): 30 s
-/// per request, TLS on ring, trusting `roots` (`None`: the public web PKI).
+/// per request, TLS on ring, trusting `roots` (`None`: the public web PKI); plain http
+/// where the operator's URL says so (a ternd run with `--insecure-http`).
 pub(crate) fn http_agent(roots: Option<ureq::tls::RootCerts>) -> ureq::Agent {
     // ring, named here: the workspace's build enables rustls' aws-lc-rs as well.
-    let mut tls = ureq::tls::TlsConfig::builder()
-        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
-    if let Some(roots) = roots {
-        tls = tls.root_certs(roots);
-    }
-    ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(30)))
-        .http_status_as_error(false)
-        .tls_config(tls.build())
-        .build()
-        .new_agent()
+    tern_client::Connect::new(
+        Arc::new(rustls::crypto::ring::default_provider()),
+        Duration::from_secs(30),
+    )
+    .plain_http(true)
+    .roots(roots)
+    .agent()
 }
 
 fn harmless(s: &str) -> String {

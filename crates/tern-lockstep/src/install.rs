@@ -1,7 +1,7 @@
 //! A worker installs the request's version before the first step: the tarball is
 //! downloaded (size-capped), its SHA-256 compared with the one the leader pinned in the
-//! request, and unpacked with tern-update's checks into `<root>/versions/<version>`;
-//! a marker written last says the directory is whole. The release's `lockstep.yaml` is
+//! request, and unpacked with tern-unpack's checks (tern-update's too) into
+//! `<root>/versions/<version>`; a marker written last says the directory is whole. The release's `lockstep.yaml` is
 //! then read and validated.
 
 use std::path::{Path, PathBuf};
@@ -90,7 +90,7 @@ pub(crate) fn install(
         }
         let tarball = downloads.join(format!("{version}.tar.gz"));
         let _ = std::fs::remove_file(&tarball);
-        let client = tern_update::http::Client::new(insecure, Duration::from_secs(600), None);
+        let client = crate::updater::client(insecure, Duration::from_secs(600));
         let (bytes, got) = client
             .download(&artifact.url, &tarball, MAX_TARBALL, None)
             .map_err(|e| format!("downloading {}: {e}", artifact.url))?;
@@ -106,7 +106,7 @@ pub(crate) fn install(
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| format!("removing {}: {e}", dir.display()))?;
         }
-        tern_update::unpack_checked(&tarball, &dir, RESERVE)
+        tern_unpack::unpack_checked(&tarball, &dir, RESERVE)
             .map_err(|e| format!("unpacking {}: {e}", artifact.url))?;
         std::fs::write(dir.join(MARKER), format!("{want}\n"))
             .map_err(|e| format!("writing {}: {e}", dir.join(MARKER).display()))?;

@@ -326,7 +326,7 @@ async fn artifact(
         None => {
             let u = url.clone();
             tokio::task::spawn_blocking(move || {
-                tern_update::http::Client::new(insecure, Duration::from_secs(30), None).checksum(&u)
+                client(insecure, Duration::from_secs(30)).checksum(&u)
             })
             .await
             .context("the checksum task failed")??
@@ -336,6 +336,16 @@ async fn artifact(
         anyhow::bail!("the checksum of {url} is not a SHA-256 digest: {sha256:?}");
     }
     Ok(Artifact { url, sha256 })
+}
+
+/// The client of artifact servers (checksums, downloads): tern-update's, on ring.
+pub(crate) fn client(insecure: bool, timeout: Duration) -> tern_client::Client {
+    tern_client::Client::for_host(
+        std::sync::Arc::new(rustls::crypto::ring::default_provider()),
+        insecure,
+        timeout,
+        None,
+    )
 }
 
 /// Commits `ops` if `lease` is still held and the request is as read; false when fenced

@@ -4,7 +4,7 @@
 pub use crate::error::TemplateProblem;
 use crate::error::{Error, Result};
 
-pub(crate) use tern_core::artifact::{DEFAULT_TEMPLATE, Vars, checksum_url};
+pub(crate) use tern_core::artifact::{DEFAULT_TEMPLATE, Vars};
 
 /// Go's names for architectures, as in Teleport's artifact names.
 pub fn go_arch(rust_arch: &str) -> &str {
@@ -23,17 +23,6 @@ pub(crate) fn render(template: &str, vars: &Vars<'_>) -> Result<String> {
         template: template.to_string(),
         problem,
     })
-}
-
-/// The first 64 hex characters of a `.sha256` file (`sha256sum` output works).
-pub(crate) fn parse_checksum(text: &str) -> Option<String> {
-    let word = text.split_whitespace().next()?;
-    let hex = word.get(..64)?;
-    if hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Some(hex.to_ascii_lowercase())
-    } else {
-        None
-    }
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
@@ -69,24 +58,6 @@ mod tests {
             render(DEFAULT_TEMPLATE, &vars).unwrap(),
             "https://cdn.example/tern-agent-v1.2.3-linux-amd64-bin.tar.gz"
         );
-    }
-
-    #[test]
-    fn checksums() {
-        let h = "a".repeat(64);
-        let cases = [
-            (h.clone(), Some(h.clone())),
-            (format!("{h}  agent.tar.gz\n"), Some(h.clone())),
-            ("A".repeat(64), Some(h.clone())),
-            (format!("{h}ffff"), Some(h.clone())),
-            ("abc".to_string(), None),
-            ("g".repeat(64), None),
-            (String::new(), None),
-            ("<html>not found</html>".to_string(), None),
-        ];
-        for (text, want) in cases {
-            assert_eq!(parse_checksum(&text), want, "{text}");
-        }
     }
 
     #[test]

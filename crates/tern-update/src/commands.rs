@@ -255,7 +255,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
                 ));
                 None
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         },
     };
     // Before anything is saved: the heartbeat says what the host runs now, under the

@@ -4,14 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use ureq::http::{Method, StatusCode};
+use tern_client::StatusCode;
 
 pub use self::artifact::TemplateProblem;
 pub use self::backup::BackupUnusable;
 pub use self::decide::DowngradeRefused;
-pub use self::extract::{BadPath, HostileReason};
 pub use self::health::{HealthFailure, Pending};
-pub use self::http::ChecksumProblem;
 pub use self::links::Conflict as LinkConflict;
 pub use self::service::ConfigProblem;
 pub use self::state::StateProblem;
@@ -21,9 +19,7 @@ pub use self::state::StateProblem;
 mod artifact;
 mod backup;
 mod decide;
-mod extract;
 mod health;
-mod http;
 mod links;
 pub(crate) mod service;
 pub(crate) mod state;
@@ -50,18 +46,9 @@ pub enum Error {
         #[source]
         problem: TemplateProblem,
     },
-    #[error("{}: not a PEM certificate bundle: {source}", path.display())]
-    CaBundle {
-        path: PathBuf,
-        #[source]
-        source: ureq::Error,
-    },
-    #[error("{}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)", path.display())]
-    CaBundleEmpty { path: PathBuf },
-    #[error("refusing plain http URL {url} (use https, or --insecure for tests)")]
-    PlainHttp { url: String },
-    #[error("not an http(s) URL: {url:?}")]
-    NotHttpUrl { url: String },
+    /// A call to ternd, a channel or an artifact server failed (`tern_client`).
+    #[error(transparent)]
+    Http(#[from] tern_client::Error),
     #[error("service config {}: {source}", path.display())]
     ServiceConfigSyntax {
         path: PathBuf,
@@ -78,25 +65,6 @@ pub enum Error {
     NoServer,
     #[error("random: {0}")]
     Random(#[source] getrandom::Error),
-    #[error("http: {url}: {source}")]
-    HttpRequest {
-        url: String,
-        #[source]
-        source: ureq::Error,
-    },
-    #[error("http: {url}: {method} status {status}")]
-    HttpStatus {
-        method: Method,
-        url: String,
-        status: StatusCode,
-    },
-    #[error("http: {url}: POST status {status}{}", reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
-    HeartbeatRejected {
-        url: String,
-        status: StatusCode,
-        /// ternd's reason, when its answer has one.
-        reason: Option<String>,
-    },
     #[error("{}", token_refused(*status, reason.as_deref(), token_file.as_deref()))]
     TokenRefused {
         status: StatusCode,
@@ -105,12 +73,6 @@ pub enum Error {
     },
     #[error("join token file {}: {problem}", path.display())]
     TokenFile { path: PathBuf, problem: String },
-    #[error("http: {url}: bad find response: {source}")]
-    BadFindResponse {
-        url: String,
-        #[source]
-        source: ureq::Error,
-    },
     #[error("the channel {url} cannot be followed: {problem}")]
     Channel { url: String, problem: String },
     #[error("{server}: the maintenance schedule cannot be used: {problem}")]
@@ -119,26 +81,6 @@ pub enum Error {
         "the maintenance schedule's OnCalendar value {value:?} is not one tern-update writes into a unit"
     )]
     BadCalendar { value: String },
-    #[error("http: {url}: bad maintenance schedule: {source}")]
-    BadSchedule {
-        url: String,
-        #[source]
-        source: ureq::Error,
-    },
-    #[error("http: {url}: {problem}")]
-    BadAnswer { url: String, problem: String },
-    #[error("http: {url}: reading body: {source}")]
-    HttpBody {
-        url: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("checksum file {url} is missing or unreadable: {problem}")]
-    MissingChecksum {
-        url: String,
-        #[source]
-        problem: ChecksumProblem,
-    },
     #[error("checksum mismatch for {url}: expected {expected}, got {actual}")]
     ChecksumMismatch {
         url: String,
@@ -162,10 +104,6 @@ pub enum Error {
         source: tern_trust::Error,
     },
     #[error(
-        "{url} sent more than the {declared} bytes the signed release metadata declares for it; nothing was installed"
-    )]
-    LargerThanSigned { url: String, declared: u64 },
-    #[error(
         "{url} does not match the signed release metadata: {what} expected {expected}, got {got}; nothing was installed"
     )]
     NotAsSigned {
@@ -188,14 +126,9 @@ pub enum Error {
         "installer type {given:?} cannot be enabled: the host's own installer is always accepted; the one to opt in to is \"local-script\""
     )]
     UnknownInstallerType { given: String },
-    #[error("refusing tarball entry {entry:?}: {reason}")]
-    Hostile {
-        entry: String,
-        #[source]
-        reason: HostileReason,
-    },
-    #[error("refusing the tarball: the archive contains no files")]
-    EmptyArchive,
+    /// A release tarball was refused or could not be unpacked (`tern_unpack`).
+    #[error(transparent)]
+    Unpack(#[from] tern_unpack::Error),
     #[error("not enough free space in {}: need {needed} bytes, {available} available", path.display())]
     NoSpace {
         path: PathBuf,
@@ -389,19 +322,11 @@ impl Error {
     /// (`tern_core::wire::INSTALL_FAILURE_KINDS`).
     pub fn install_failure_kind(&self) -> &'static str {
         match self {
-            Self::Trust { .. } | Self::LargerThanSigned { .. } | Self::NotAsSigned { .. } => {
-                "not_signed"
-            }
+            Self::Trust { .. } | Self::NotAsSigned { .. } => "not_signed",
             Self::ChecksumMismatch { .. } | Self::InstructionMismatch { .. } => "digest_mismatch",
-            Self::MissingChecksum { .. } => "artifact_missing",
-            Self::HttpStatus { status, .. } if status.as_u16() == 404 || status.as_u16() == 410 => {
-                "artifact_missing"
-            }
-            Self::HttpRequest { .. } | Self::HttpStatus { .. } | Self::HttpBody { .. } => {
-                "download"
-            }
+            Self::Http(e) => e.install_failure_kind(),
             Self::NoSpace { .. } | Self::Io { .. } => "disk",
-            Self::Hostile { .. } | Self::EmptyArchive => "hostile_artifact",
+            Self::Unpack(e) => e.install_failure_kind(),
             _ => "other",
         }
     }

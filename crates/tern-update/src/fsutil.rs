@@ -19,12 +19,6 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 /// root may change it.
 pub(crate) const DIR_MODE: u32 = 0o755;
 
-/// Creates `dir` (which must not exist) with [`DIR_MODE`], whatever the umask.
-pub(crate) fn create_dir(dir: &Path) -> Result<()> {
-    fs::create_dir(dir).ctx("create directory", dir)?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE)).ctx("chmod", dir)
-}
-
 /// Creates `dir` and its missing parents, each with [`DIR_MODE`]. Directories that
 /// exist already keep their mode: a link dir such as `/usr/local/bin` is not ours.
 pub(crate) fn create_dir_all(dir: &Path) -> Result<()> {

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 pub use crate::error::{HealthFailure, Pending};
-use crate::http::Client;
 use crate::service::Service;
+use tern_client::Client;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Sample {

@@ -3,8 +3,9 @@
 //! watches its health, rolls back on failure and reports to ternd.
 //!
 //! Modules do one job each; decisions without I/O are pure functions with table tests
-//! (`decide`, `artifact`, `extract::plan`, `links::decide`, `health::Watch`,
-//! `backup::validate`, `setup::units`).
+//! (`decide`, `artifact`, `links::decide`, `health::Watch`,
+//! `backup::validate`, `setup::units`). ternd's wire protocol and the artifact download
+//! are tern-client's; the hostile-input unpacking of tarballs is tern-unpack's.
 
 pub mod artifact;
 mod backup;
@@ -13,11 +14,9 @@ pub mod commands;
 mod decide;
 pub mod directive;
 pub mod error;
-mod extract;
 mod fsutil;
 mod health;
 mod hooks;
-pub mod http;
 mod installers;
 pub mod layout;
 mod links;
@@ -38,10 +37,5 @@ pub mod update;
 pub mod watch;
 
 pub use error::{Error, Result};
-pub use extract::unpack_checked;
-
-/// Entry points for the fuzzers of `fuzz/` (cargo feature `fuzzing`).
-#[cfg(feature = "fuzzing")]
-pub mod fuzzing {
-    pub use crate::extract::fuzz_plan;
-}
+/// The client of ternd and of artifact servers this updater uses.
+pub use tern_client::Client;

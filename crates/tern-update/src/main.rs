@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
 use tern_cli::LogFormat;
+use tern_update::Client;
 use tern_update::commands::{self, EnableArgs, Report};
-use tern_update::http::Client;
 use tern_update::layout::{self, Layout};
 use tern_update::settings::{self, Settings};
 use tern_update::update::Ctx;
@@ -456,12 +456,14 @@ fn context_of(cli: &Cli, layout: Layout, settings: Settings) -> anyhow::Result<C
     let roots = settings
         .ca_cert
         .as_deref()
-        .map(tern_update::http::roots_from_pem)
+        .map(tern_client::roots_from_pem)
         .transpose()?;
     let timeout = settings.http_timeout.unwrap_or(HTTP_TIMEOUT_SECONDS).max(1);
     Ok(Ctx {
         layout,
-        http: Client::new(
+        http: Client::for_host(
+            // aws-lc-rs: the crypto library TUF (tough) links already; one, not two.
+            std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider()),
             settings.insecure.unwrap_or(false),
             Duration::from_secs(timeout),
             roots,

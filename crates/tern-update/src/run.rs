@@ -134,7 +134,7 @@ fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
             ));
             Ok(FindResponse::default())
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 

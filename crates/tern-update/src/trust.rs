@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use crate::artifact;
 use crate::error::{Error, Result};
-use crate::http::Client;
 use crate::layout::Layout;
 use crate::log;
 use crate::state::Spec;
+use tern_client::Client;
 
 /// One file next to update.yaml: the newest trusted root and the version floors.
 pub(crate) fn state_file(layout: &Layout) -> PathBuf {

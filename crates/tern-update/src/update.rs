@@ -7,24 +7,23 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jiff::Timestamp;
+use tern_client::StatusCode;
 use tern_core::wire::Heartbeat;
-use ureq::http::StatusCode;
 
 use crate::artifact::{self, Vars};
 use crate::backup::{self, BackupUnusable};
 use crate::decide::{self, DbPlan};
 use crate::error::{Error, IoContext, Result};
-use crate::extract;
 use crate::fsutil;
 use crate::health;
 use crate::hooks::kill_point;
-use crate::http::Client;
 use crate::layout::Layout;
 use crate::links;
 use crate::log;
 use crate::service::{Service, ServiceConfig};
 use crate::settings::Settings;
 use crate::state::{self, EnvironmentFailure, InProgress, LastUpdate, Spec, UpdateFile};
+use tern_client::Client;
 
 /// Room left free beyond what a download or an unpacked version needs.
 const SPACE_MARGIN: u64 = 64 * 1024;
@@ -431,17 +430,17 @@ fn download_verified(
 /// version complete, so a kill before it leaves a directory the next run replaces.
 fn unpack(ctx: &Ctx, tarball: &Path, vdir: &Path, expected: &str) -> Result<()> {
     let versions = ctx.layout.versions_dir();
-    let entries = extract::scan(tarball)?;
+    let entries = tern_unpack::scan(tarball)?;
     let free = fsutil::free_space(&versions)?;
-    let plan = extract::plan(&entries, free.saturating_sub(SPACE_MARGIN))?;
+    let plan = entries.plan(free.saturating_sub(SPACE_MARGIN))?;
     if vdir.exists() {
         // A directory without `sha256` is not a complete version: never linked, safe to drop.
         fsutil::remove_dir_durable(vdir)?;
     }
     let tmp = fsutil::temp_beside(vdir);
-    if let Err(e) = extract::extract(tarball, &plan, &tmp) {
+    if let Err(e) = tern_unpack::extract(tarball, &plan, &tmp) {
         let _ = fsutil::remove_dir_all_if_exists(&tmp);
-        return Err(e);
+        return Err(e.into());
     }
     kill_point("extracted");
     std::fs::rename(&tmp, vdir)
@@ -949,9 +948,11 @@ impl Sent {
     /// ternd refused the heartbeat's credentials (401, 403): a wrong or revoked token.
     pub(crate) fn refused_token(&self) -> Option<(StatusCode, Option<String>)> {
         match self {
-            Self::Failed(Error::HeartbeatRejected { status, reason, .. })
-                if *status == StatusCode::UNAUTHORIZED || *status == StatusCode::FORBIDDEN =>
-            {
+            Self::Failed(Error::Http(tern_client::Error::HeartbeatRejected {
+                status,
+                reason,
+                ..
+            })) if *status == StatusCode::UNAUTHORIZED || *status == StatusCode::FORBIDDEN => {
                 Some((*status, reason.clone()))
             }
             _ => None,
@@ -1065,7 +1066,7 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
         }),
     };
     match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
-        Err(e) => Sent::Failed(e),
+        Err(e) => Sent::Failed(e.into()),
         Ok(answer) => {
             if let Some(u) = answer.unknown_group {
                 log::warn(unknown_group_warning(&u));
@@ -1106,7 +1107,7 @@ fn host_token(ctx: &Ctx, spec: &Spec, updater_id: &str) -> Result<Option<String>
         }),
     };
     match ctx.http.join(&spec.server, &body, &token)? {
-        crate::http::Joined::Credential(c) => {
+        tern_client::Joined::Credential(c) => {
             crate::fsutil::write_atomic(&credential, format!("{c}\n").as_bytes(), 0o600)?;
             log::info(format!(
                 "joined ternd: this host's own credential is in {} (the join token is no longer sent)",
@@ -1114,8 +1115,8 @@ fn host_token(ctx: &Ctx, spec: &Spec, updater_id: &str) -> Result<Option<String>
             ));
             Ok(Some(c))
         }
-        crate::http::Joined::NotSupported => Ok(Some(token)),
-        crate::http::Joined::HasCredential(reason) => {
+        tern_client::Joined::NotSupported => Ok(Some(token)),
+        tern_client::Joined::HasCredential(reason) => {
             log::warn(format!(
                 "ternd already gave updater {updater_id} a credential, and {} does not hold it ({}): ask an operator to run `ternctl inventory revoke {updater_id}`, then enable again",
                 credential.display(),
@@ -1123,7 +1124,7 @@ fn host_token(ctx: &Ctx, spec: &Spec, updater_id: &str) -> Result<Option<String>
             ));
             Ok(Some(token))
         }
-        crate::http::Joined::Refused(e) => Err(e),
+        tern_client::Joined::Refused(e) => Err(e.into()),
     }
 }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
 /// Where ternd is and how to authenticate.
 pub struct Client {
@@ -60,30 +59,16 @@ impl Client {
                 "--server {server:?} must start with https:// (or http:// for a ternd run with --insecure-http)"
             );
         }
-        let mut tls = TlsConfig::builder();
-        if let Some(path) = ca_cert {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("cannot read the CA certificate {}", path.display()))?;
-            let mut certs = Vec::new();
-            for item in ureq::tls::parse_pem(&pem) {
-                if let ureq::tls::PemItem::Certificate(c) =
-                    item.map_err(|e| anyhow!("{}: {e}", path.display()))?
-                {
-                    certs.push(c);
-                }
-            }
-            if certs.is_empty() {
-                bail!("{}: no PEM certificate in it", path.display());
-            }
-            let certs: Vec<Certificate<'static>> = certs;
-            tls = tls.root_certs(RootCerts::Specific(Arc::new(certs)));
-        }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .tls_config(tls.build())
-            .build()
-            .into();
+        let roots = ca_cert
+            .map(|path| tern_client::roots_from_pem(path))
+            .transpose()?;
+        let agent = tern_client::Connect::new(
+            Arc::new(rustls::crypto::ring::default_provider()),
+            Duration::from_secs(60),
+        )
+        .plain_http(true)
+        .roots(roots)
+        .agent();
         Ok(Self { agent, base, token })
     }
 

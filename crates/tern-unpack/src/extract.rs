@@ -10,9 +10,9 @@ use std::path::{Component, Path, PathBuf};
 
 use flate2::read::GzDecoder;
 
-pub use crate::error::{BadPath, HostileReason};
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil;
+use crate::fs as fsutil;
+use crate::hostile::{BadPath, HostileReason};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -47,8 +47,9 @@ pub(crate) struct Item {
     pub(crate) link: Option<PathBuf>,
 }
 
+/// What [`Entries::plan`] accepted: exactly what [`extract`] writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// The top-level directory that was stripped, if any.
     pub(crate) stripped: Option<String>,
     pub(crate) items: Vec<Item>,
@@ -292,7 +293,7 @@ pub fn unpack_checked(tarball: &Path, dest: &Path, reserve: u64) -> Result<()> {
     let parent = fsutil::parent_of(dest).to_path_buf();
     let entries = scan(tarball)?;
     let free = fsutil::free_space(&parent)?;
-    let plan = plan(&entries, free.saturating_sub(reserve))?;
+    let plan = entries.plan(free.saturating_sub(reserve))?;
     let tmp = fsutil::temp_beside(dest);
     fsutil::remove_dir_all_if_exists(&tmp)?;
     if let Err(e) = extract(tarball, &plan, &tmp) {
@@ -304,9 +305,23 @@ pub fn unpack_checked(tarball: &Path, dest: &Path, reserve: u64) -> Result<()> {
     fsutil::fsync_dir(&parent)
 }
 
-/// Reads every header (and skips the data): the input of `plan`.
-pub(crate) fn scan(tarball: &Path) -> Result<Vec<EntryMeta>> {
-    scan_archive(&mut open_archive(tarball)?).map_err(|e| tar_err(tarball, e))
+/// The headers of an archive, as [`scan`] read them.
+#[derive(Clone, Debug)]
+pub struct Entries(Vec<EntryMeta>);
+
+impl Entries {
+    /// Checks every entry and the total size against `free` bytes: the plan of what
+    /// [`extract`] writes, or why the archive is refused.
+    pub fn plan(&self, free: u64) -> Result<Plan> {
+        plan(&self.0, free)
+    }
+}
+
+/// Reads every header (and skips the data): the input of [`Entries::plan`].
+pub fn scan(tarball: &Path) -> Result<Entries> {
+    scan_archive(&mut open_archive(tarball)?)
+        .map(Entries)
+        .map_err(|e| tar_err(tarball, e))
 }
 
 /// The headers of an archive, whatever it is read from (a file, or fuzzer bytes).
@@ -361,7 +376,7 @@ fn file_mode(archive_mode: u32) -> u32 {
 
 /// Writes the planned entries under `dest` (which must not exist yet), fsyncing every
 /// file and directory. Directories are [`fsutil::DIR_MODE`] whatever the archive says.
-pub(crate) fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
+pub fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
     fsutil::create_dir(dest)?;
     let by_index: HashMap<usize, &Item> = plan.items.iter().map(|i| (i.index, i)).collect();
     let mut dirs: Vec<PathBuf> = vec![dest.to_path_buf()];

@@ -1,5 +1,7 @@
-//! The few HTTP calls tern-update makes (blocking, ureq): find, HEAD, checksum, the
-//! streamed download, the health URL and the heartbeat.
+//! ternd's wire protocol as a host speaks it (blocking, ureq): find, long-poll find,
+//! the maintenance schedule, join and heartbeat; the channel files, checksums and the
+//! streamed, bounded download of artifacts; the health URL. Every answer is untrusted:
+//! read up to a bound, parsed into the wire types, ternd's reasons made harmless.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -10,9 +12,8 @@ use tern_core::api::{JoinBody, JoinResponse};
 use tern_core::wire::{AgentSchedule, FindResponse, Heartbeat, HeartbeatResponse};
 use ureq::http::{Method, StatusCode};
 
-use crate::artifact;
-pub use crate::error::ChecksumProblem;
-use crate::error::{Error, IoContext, Result};
+use crate::connect::{Connect, Roots};
+use crate::error::{ChecksumProblem, Error, Result};
 
 /// The largest heartbeat answer read: a local script of up to 64 KiB, JSON-escaped (a
 /// control character takes six bytes), and the rest of the instruction.
@@ -43,15 +44,15 @@ fn api_error_message(body: &str) -> Option<String> {
 
 /// A long-poll find's answer.
 #[derive(Clone, Debug)]
-pub(crate) struct Polled {
-    pub(crate) find: FindResponse,
+pub struct Polled {
+    pub find: FindResponse,
     /// The answer's ETag; `None` from a ternd that does not long-poll.
-    pub(crate) etag: Option<String>,
+    pub etag: Option<String>,
     /// ternd held the request and answered because this host's answer changed (it
     /// then spread the hosts it released: `--long-poll-jitter`).
-    pub(crate) released: bool,
+    pub released: bool,
     /// ternd held the request for its whole hold (which it may cap below ours).
-    pub(crate) expired: bool,
+    pub expired: bool,
 }
 
 #[derive(Clone)]
@@ -60,54 +61,30 @@ pub struct Client {
     insecure: bool,
 }
 
-/// The TLS roots to trust: the public web PKI, or exactly the certificates of a PEM
-/// bundle (`--ca-cert`, for a ternd behind a private CA).
-pub fn roots_from_pem(path: &Path) -> Result<ureq::tls::RootCerts> {
-    let pem = std::fs::read(path).ctx("cannot read the CA bundle", path)?;
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c.to_owned()),
-            Ok(_) => {}
-            Err(source) => {
-                return Err(Error::CaBundle {
-                    path: path.to_path_buf(),
-                    source,
-                });
-            }
-        }
-    }
-    if certs.is_empty() {
-        return Err(Error::CaBundleEmpty {
-            path: path.to_path_buf(),
-        });
-    }
-    Ok(ureq::tls::RootCerts::new_with_certs(&certs))
-}
-
 impl Client {
-    /// `insecure` allows plain http and unverified certificates (tests, labs);
-    /// `roots` replaces the public web PKI (see [`roots_from_pem`]).
-    pub fn new(insecure: bool, timeout: Duration, roots: Option<ureq::tls::RootCerts>) -> Self {
-        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let mut tls = ureq::tls::TlsConfig::builder()
-            .unversioned_rustls_crypto_provider(provider)
-            .disable_verification(insecure);
-        if let Some(roots) = roots {
-            tls = tls.root_certs(roots);
-        }
-        let tls = tls.build();
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .https_only(!insecure)
-            .timeout_connect(Some(Duration::from_secs(10).min(timeout)))
-            .timeout_global(Some(timeout))
-            .tls_config(tls)
-            .build();
+    /// A client on the connections `connect` allows.
+    pub fn new(connect: &Connect) -> Self {
         Self {
-            agent: config.into(),
-            insecure,
+            agent: connect.agent(),
+            insecure: connect.allows_plain_http(),
         }
+    }
+
+    /// tern-update's client (and tern-lockstep's downloads): `insecure` allows plain
+    /// http and unverified certificates (tests, labs); `roots` replaces the public web
+    /// PKI; a connection is opened within 10 s (or `timeout`, when shorter).
+    pub fn for_host(
+        provider: std::sync::Arc<rustls::crypto::CryptoProvider>,
+        insecure: bool,
+        timeout: Duration,
+        roots: Option<Roots>,
+    ) -> Self {
+        Self::new(
+            &Connect::new(provider, timeout)
+                .insecure(insecure)
+                .roots(roots)
+                .connect_timeout(Duration::from_secs(10)),
+        )
     }
 
     fn check_url(&self, url: &str) -> Result<()> {
@@ -141,7 +118,7 @@ impl Client {
     }
 
     /// `GET {server}/v1/webapi/find?group=G&updater_id=U`.
-    pub(crate) fn find(
+    pub fn find(
         &self,
         server: &str,
         group: &str,
@@ -163,7 +140,7 @@ impl Client {
     /// This one request may take `hold` plus `grace` (ternd's release jitter); past
     /// that it fails, whatever the server does.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn find_long_poll(
+    pub fn find_long_poll(
         &self,
         server: &str,
         group: &str,
@@ -247,11 +224,7 @@ impl Client {
     /// `GET {channel}/{what}` (seed 001's plain-text `version` or `critical`): the body
     /// of a 200 answer, or why there is none. At most 1 KiB is read: a version or
     /// `yes` is a few bytes.
-    pub(crate) fn channel_value(
-        &self,
-        channel: &str,
-        what: &str,
-    ) -> std::result::Result<String, String> {
+    pub fn channel_value(&self, channel: &str, what: &str) -> std::result::Result<String, String> {
         let url = format!("{}/{what}", channel.trim_end_matches('/'));
         self.check_url(&url).map_err(|e| e.to_string())?;
         let mut resp = self
@@ -270,7 +243,7 @@ impl Client {
     }
 
     /// `GET {server}/v1/agents/schedule?group=G`: the group's maintenance window.
-    pub(crate) fn schedule(&self, server: &str, group: &str) -> Result<AgentSchedule> {
+    pub fn schedule(&self, server: &str, group: &str) -> Result<AgentSchedule> {
         let url = format!("{}/v1/agents/schedule", server.trim_end_matches('/'));
         self.get_json(url, &[("group", group)], |url, source| Error::BadSchedule {
             url,
@@ -279,7 +252,7 @@ impl Client {
     }
 
     /// The Content-Length of a HEAD request, when the server sends one.
-    pub(crate) fn content_length(&self, url: &str) -> Result<Option<u64>> {
+    pub fn content_length(&self, url: &str) -> Result<Option<u64>> {
         self.check_url(url)?;
         let resp = self
             .agent
@@ -296,7 +269,7 @@ impl Client {
 
     /// Fetches and parses `<url>.sha256`.
     pub fn checksum(&self, url: &str) -> Result<String> {
-        let sum_url = artifact::checksum_url(url);
+        let sum_url = tern_core::artifact::checksum_url(url);
         self.check_url(&sum_url)?;
         let missing = |problem| Error::MissingChecksum {
             url: sum_url.clone(),
@@ -316,7 +289,7 @@ impl Client {
             .limit(64 * 1024)
             .read_to_string()
             .map_err(|e| missing(ChecksumProblem::Fetch(e)))?;
-        artifact::parse_checksum(&text).ok_or_else(|| missing(ChecksumProblem::NotAChecksum))
+        parse_checksum(&text).ok_or_else(|| missing(ChecksumProblem::NotAChecksum))
     }
 
     /// Streams `url` into `dest`, hashing as it goes; refuses to write more than
@@ -335,7 +308,7 @@ impl Client {
         let mut reader = resp.body_mut().as_reader();
         // Root only: it is unpacked as root after its checksum was checked, so no one
         // else may write it in between.
-        let mut file = crate::fsutil::create_file(dest, 0o600)?;
+        let mut file = create_file(dest, 0o600)?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 64 * 1024];
         let mut total: u64 = 0;
@@ -364,15 +337,16 @@ impl Client {
                 });
             }
             hasher.update(&buf[..n]);
-            file.write_all(&buf[..n]).ctx("write", dest)?;
+            file.write_all(&buf[..n])
+                .map_err(|e| Error::io("write", dest, e))?;
         }
-        file.sync_all().ctx("fsync", dest)?;
-        Ok((total, artifact::hex(&hasher.finalize())))
+        file.sync_all().map_err(|e| Error::io("fsync", dest, e))?;
+        Ok((total, hex(&hasher.finalize())))
     }
 
     /// A GET whose body is read as the caller goes (TUF metadata: tough stops reading
     /// at the size it allows). `None`: 404.
-    pub(crate) fn open(&self, url: &str) -> Result<Option<ureq::BodyReader<'static>>> {
+    pub fn open(&self, url: &str) -> Result<Option<ureq::BodyReader<'static>>> {
         self.check_url(url)?;
         let resp = self.agent.get(url).call().map_err(Self::request_err(url))?;
         if resp.status() == StatusCode::NOT_FOUND {
@@ -383,7 +357,7 @@ impl Client {
     }
 
     /// True when `url` answers 2xx.
-    pub(crate) fn probe(&self, url: &str) -> bool {
+    pub fn probe(&self, url: &str) -> bool {
         if self.check_url(url).is_err() {
             return false;
         }
@@ -392,7 +366,7 @@ impl Client {
 
     /// `POST {server}/v1/agents/join`: exchanges the join token for this host's own
     /// credential.
-    pub(crate) fn join(&self, server: &str, body: &JoinBody, token: &str) -> Result<Joined> {
+    pub fn join(&self, server: &str, body: &JoinBody, token: &str) -> Result<Joined> {
         let url = format!("{}/v1/agents/join", server.trim_end_matches('/'));
         self.check_url(&url)?;
         let mut resp = self
@@ -443,7 +417,7 @@ impl Client {
     /// saying nothing (an older or odd server): the heartbeat itself went through.
     /// Sends a heartbeat; the answer is read up to [`HEARTBEAT_ANSWER_LIMIT`] (an install
     /// instruction may carry a local script of up to 64 KiB, escaped in JSON).
-    pub(crate) fn heartbeat(
+    pub fn heartbeat(
         &self,
         server: &str,
         hb: &Heartbeat,
@@ -485,7 +459,7 @@ fn error_reason(resp: &mut ureq::http::Response<ureq::Body>) -> Option<String> {
 
 /// What came of a join.
 #[derive(Debug)]
-pub(crate) enum Joined {
+pub enum Joined {
     /// This host's credential, to keep and send from now on.
     Credential(String),
     /// ternd predates host credentials: the token is sent as it is.
@@ -496,9 +470,62 @@ pub(crate) enum Joined {
     Refused(Error),
 }
 
+/// Creates `path` (which must not exist) for writing, with exactly `mode`.
+fn create_file(path: &Path, mode: u32) -> Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .map_err(|e| Error::io("create", path, e))?;
+    // open(2) applied the umask: set the mode asked for.
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(|e| Error::io("chmod", path, e))?;
+    Ok(f)
+}
+
+/// The first 64 hex characters of a `.sha256` file (`sha256sum` output works).
+fn parse_checksum(text: &str) -> Option<String> {
+    let word = text.split_whitespace().next()?;
+    let hex = word.get(..64)?;
+    if hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Some(hex.to_ascii_lowercase())
+    } else {
+        None
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checksums() {
+        let h = "a".repeat(64);
+        let cases = [
+            (h.clone(), Some(h.clone())),
+            (format!("{h}  agent.tar.gz\n"), Some(h.clone())),
+            ("A".repeat(64), Some(h.clone())),
+            (format!("{h}ffff"), Some(h.clone())),
+            ("abc".to_string(), None),
+            ("g".repeat(64), None),
+            (String::new(), None),
+            ("<html>not found</html>".to_string(), None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_checksum(&text), want, "{text}");
+        }
+    }
 
     #[test]
     fn ternd_error_messages_are_read_and_made_harmless() {
