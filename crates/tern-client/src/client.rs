@@ -496,14 +496,7 @@ fn parse_checksum(text: &str) -> Option<String> {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
+use tern_core::text::hex;
 
 #[cfg(test)]
 mod tests {

@@ -25,14 +25,7 @@ pub(crate) fn render(template: &str, vars: &Vars<'_>) -> Result<String> {
     })
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
+pub(crate) use tern_core::text::hex;
 
 #[cfg(test)]
 mod tests {
