@@ -29,6 +29,7 @@ pub mod reexec;
 mod run;
 mod schedule;
 pub mod script;
+pub mod self_update;
 pub mod service;
 pub mod settings;
 pub mod setup;
