@@ -136,6 +136,16 @@ impl Lab {
         self.step()
     }
 
+    /// `ternctl updater --updater-server URL ARGS…` (the operator's commands for the
+    /// updater's rollout), then a reconcile.
+    fn updater_ctl(&self, args: &[&str]) -> String {
+        let mut a = vec!["updater", "--updater-server", self.f.ternd.url.as_str()];
+        a.extend_from_slice(args);
+        let out = self.f.ctl.run(&a).unwrap();
+        self.f.reconcile().unwrap();
+        out
+    }
+
     fn linked(&self) -> BTreeMap<String, Option<String>> {
         self.hosts
             .iter()
@@ -225,7 +235,7 @@ fn an_updater_release_rolls_out_by_groups_and_a_broken_one_stops_at_the_canary()
 
     // 1.1.0 (good): staging's canary first, then staging, then prod in its window.
     lab.clock_set(&at(MON, "09:30"));
-    lab.f.new_rollout("1.1.0").unwrap();
+    lab.updater_ctl(&["new-rollout", "1.1.0"]);
     let (runs, status) = lab.step_at(&at(MON, "10:00"));
     assert!(failures(&runs).is_empty(), "{:?}", failures(&runs));
     let canaries: Vec<String> = status
@@ -278,7 +288,7 @@ fn an_updater_release_rolls_out_by_groups_and_a_broken_one_stops_at_the_canary()
     // 1.2.0 exits at start. Tuesday 10:00: staging's canary downloads it, its
     // self-check fails, its link stays on 1.1.0, and the canary fails.
     lab.clock_set(&at(TUE, "09:30"));
-    lab.f.new_rollout("1.2.0").unwrap();
+    lab.updater_ctl(&["new-rollout", "1.2.0"]);
     let (runs, status) = lab.step_at(&at(TUE, "10:00"));
     let canaries: Vec<String> = status
         .group("staging")
@@ -319,6 +329,8 @@ fn an_updater_release_rolls_out_by_groups_and_a_broken_one_stops_at_the_canary()
     assert_eq!(status.group("staging").last_update_reason, "canary_failed");
     assert_eq!(status.state_of("prod"), "unstarted");
     lab.all_linked("1.1.0");
+    let text = lab.updater_ctl(&["status"]);
+    assert!(text.contains("1.2.0") && text.contains("canary"), "{text}");
     let canary = &canaries[0];
     let id = lab.host(canary).updater_id().unwrap();
     let inv = lab.f.inventory().unwrap();
