@@ -591,7 +591,7 @@ fn execute(
         // main answers it before anything is read.
         Cmd::Completion(_) => return Ok(()),
         Cmd::SelfCheck => {
-            println!("{}", tern_update::self_update::self_check(&ctx.layout)?);
+            println!("{}", tern_update::self_check::self_check(&ctx.layout)?);
             return Ok(());
         }
         Cmd::Setup {

@@ -1,5 +1,5 @@
 //! Updating the updater: every command first runs the managed updater release (the
-//! `updater` namespace, `self_update`), else the `tern-update` shipped in the active
+//! `updater` namespace, `self_check`), else the `tern-update` shipped in the active
 //! version, when it differs from the running binary. It runs as a child with a
 //! guard variable (so it never re-executes again); if it cannot start or does not
 //! understand the command line (exit 2), the running binary carries on itself.
@@ -11,7 +11,7 @@ use crate::layout::Layout;
 use crate::log;
 use crate::state;
 
-pub(crate) const GUARD_ENV: &str = "TERN_UPDATE_REEXECED";
+pub(crate) use crate::self_check::GUARD_ENV;
 
 /// The updater to hand commands to, when it exists and is not this binary: the
 /// release the `updater` namespace manages (`self_update`), when the host has one;
@@ -20,7 +20,7 @@ pub fn candidate(layout: &Layout, current_exe: &Path) -> Option<PathBuf> {
     if std::env::var_os(GUARD_ENV).is_some() {
         return None;
     }
-    let exe = match crate::self_update::managed_exe(&layout.install_dir) {
+    let exe = match crate::self_check::managed_exe(&layout.install_dir) {
         Some(exe) => exe,
         None => {
             let file = state::load(&layout.update_yaml()).ok()??;

@@ -109,7 +109,11 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
             record_install_failure(ctx, &target, &e);
             return Err(e);
         }
-        switch(ctx, file, from.clone(), &target)?;
+        if file.spec.self_update {
+            crate::self_update::switch(ctx, file, from.clone(), &target)?;
+        } else {
+            switch(ctx, file, from.clone(), &target)?;
+        }
     }
     Ok(Outcome::Updated { from, to: target })
 }

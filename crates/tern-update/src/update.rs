@@ -67,7 +67,7 @@ pub(crate) fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Opt
 pub(crate) fn agent_health(ctx: &Ctx, file: &UpdateFile) -> tern_core::host_update::Health {
     use tern_core::host_update::Health;
     if file.spec.self_update {
-        return crate::self_update::health(ctx, file);
+        return crate::self_check::health(&ctx.layout, &file.status);
     }
     let Some(active) = &file.status.active else {
         return Health::Unknown;
@@ -477,9 +477,6 @@ pub(crate) fn switch(
     from: Option<String>,
     to: &str,
 ) -> Result<()> {
-    if file.spec.self_update {
-        return crate::self_update::switch(ctx, file, from, to);
-    }
     let l = &ctx.layout;
     let to_dir = l.version_dir(to);
     links::check(l, &to_dir, ctx.overwrite)?;
