@@ -97,7 +97,13 @@ impl UpdaterHost {
 
     /// `<program> --install-dir … --install-suffix updater --link-dir … ARGS`.
     pub fn run(&self, args: &[&str]) -> anyhow::Result<RunOutcome> {
-        let out = Command::new(self.program())
+        self.run_program(&self.program(), args)
+    }
+
+    /// The same, run by `program` (e.g. the bootstrap binary, which hands the command
+    /// to the managed release).
+    pub fn run_program(&self, program: &Path, args: &[&str]) -> anyhow::Result<RunOutcome> {
+        let out = Command::new(program)
             .arg("--install-dir")
             .arg(&self.install)
             .args(["--install-suffix", "updater"])
@@ -109,7 +115,7 @@ impl UpdaterHost {
             .env_remove("TERN_UPDATE_REEXECED")
             .stdin(Stdio::null())
             .output()
-            .with_context(|| format!("{}: cannot run {}", self.name, self.program().display()))?;
+            .with_context(|| format!("{}: cannot run {}", self.name, program.display()))?;
         Ok(RunOutcome {
             code: out.status.code(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -284,6 +284,18 @@ fn an_updater_release_rolls_out_by_groups_and_a_broken_one_stops_at_the_canary()
     }
     assert_eq!(status.rollout_state(), "done");
     lab.all_linked("1.1.0");
+    // The binary a host started with (its package's, its timer's) hands every command
+    // to the managed release.
+    let h = lab.host("prod-2");
+    let out = h.run_program(&h.bootstrap, &["heartbeat"]).unwrap();
+    assert!(out.ok(), "{}", out.stderr);
+    let managed = h.install.join("updater/versions/1.1.0/bin/tern-update");
+    assert!(
+        out.stderr.contains("running the active version's updater")
+            && out.stderr.contains(&managed.display().to_string()),
+        "{}",
+        out.stderr
+    );
 
     // 1.2.0 exits at start. Tuesday 10:00: staging's canary downloads it, its
     // self-check fails, its link stays on 1.1.0, and the canary fails.
