@@ -85,6 +85,18 @@ impl UpdaterHost {
         })
     }
 
+    /// The updater namespace of a host of an agent fleet: the same install dir (its
+    /// `default` namespace is the agent's), the updater linked in `<root>/sbin`.
+    pub fn beside(host: &crate::host::Host, bootstrap: &Path) -> Self {
+        Self {
+            name: host.name.clone(),
+            group: host.group.clone(),
+            install: host.install.clone(),
+            link: host.root.join("sbin"),
+            bootstrap: bootstrap.to_path_buf(),
+        }
+    }
+
     /// What the host's timer runs: the linked release, else the bootstrap binary.
     pub fn program(&self) -> PathBuf {
         let linked = self.link.join("tern-update");

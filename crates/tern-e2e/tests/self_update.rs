@@ -376,3 +376,97 @@ fn an_updater_release_rolls_out_by_groups_and_a_broken_one_stops_at_the_canary()
         );
     }
 }
+
+/// A freeze on the agent's ternd holds the updater's releases too: each host's
+/// `updater` namespace asks the agent's ternd (with its `default` namespace's group and
+/// id) before installing, and a stop of the whole host there holds it. Two ternds, as
+/// in production: one with the agents' rollout, one with the updater's.
+#[test]
+fn a_freeze_of_the_agents_ternd_holds_the_updater() {
+    let mut agents = Fleet::start(FleetOptions::default()).unwrap();
+    agents
+        .apply(&halt_on_error(&[("staging", 10, 0, 0)]))
+        .unwrap();
+    agents.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    agents.add_hosts("staging", 2).unwrap();
+
+    let upd = Fleet::start(FleetOptions {
+        releases: Vec::new(),
+        ..FleetOptions::default()
+    })
+    .unwrap();
+    let real = std::fs::read(&upd.bins.tern_update).unwrap();
+    for v in ["1.0.0", "1.1.0"] {
+        updater::publish(&upd.artifacts, v, &real).unwrap();
+    }
+    upd.apply(&halt_on_error(&[("staging", 10, 0, 0)])).unwrap();
+    upd.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    let hosts: Vec<UpdaterHost> = agents
+        .hosts
+        .iter()
+        .map(|h| UpdaterHost::beside(h, &upd.bins.tern_update))
+        .collect();
+    for h in &hosts {
+        let out = h
+            .enable(
+                &upd.gateway.url,
+                &upd.gateway.artifacts_url(),
+                &upd.agent_token_file,
+            )
+            .unwrap();
+        assert!(out.ok(), "{}: {}", h.name, out.stderr);
+        assert_eq!(h.linked_version().as_deref(), Some("1.0.0"));
+    }
+
+    agents
+        .agents(&["freeze", "--reason", "incident 7"])
+        .unwrap();
+    upd.clock_set(&at(MON, "09:30")).unwrap();
+    upd.ctl.run(&["agents", "new-rollout", "1.1.0"]).unwrap();
+    upd.reconcile().unwrap();
+    upd.clock_set(&at(MON, "10:05")).unwrap();
+    // The hosts heartbeat after the clock moved, as they would have all along: the
+    // group starts only with its hosts counted.
+    let heartbeat = || {
+        for h in &hosts {
+            let out = h.run(&["heartbeat"]).unwrap();
+            assert!(out.ok(), "{}: {}", h.name, out.stderr);
+        }
+        upd.reconcile().unwrap();
+    };
+    heartbeat();
+    upd.clock_advance("2m").unwrap();
+    heartbeat();
+    for _ in 0..2 {
+        upd.reconcile().unwrap();
+        for h in &hosts {
+            let out = h.run(&["update"]).unwrap();
+            assert!(out.ok(), "{}: {}", h.name, out.stderr);
+            assert!(
+                out.stderr
+                    .contains("holds every update of this host (frozen)"),
+                "{}: {}\n{}",
+                h.name,
+                out.stderr,
+                upd.ctl.run(&["agents", "status"]).unwrap_or_default()
+            );
+            assert_eq!(h.linked_version().as_deref(), Some("1.0.0"), "{}", h.name);
+        }
+    }
+    assert_eq!(upd.status().unwrap().state_of("staging"), "active");
+
+    // Lifted on the agents' ternd: the updater's rollout goes on.
+    agents.agents(&["unfreeze"]).unwrap();
+    upd.reconcile().unwrap();
+    for h in &hosts {
+        let out = h.run(&["update"]).unwrap();
+        assert!(out.ok(), "{}: {}", h.name, out.stderr);
+        assert_eq!(
+            h.linked_version().as_deref(),
+            Some("1.1.0"),
+            "{}: {}",
+            h.name,
+            out.stderr
+        );
+    }
+}

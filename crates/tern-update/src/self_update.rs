@@ -41,6 +41,41 @@ pub(crate) fn check_spec(layout: &Layout, spec: &Spec) -> Result<()> {
     Err(Error::SelfUpdate { problem })
 }
 
+/// Why the agent's ternd holds this host's updater releases too, when it does: the
+/// `default` namespace's ternd is asked with that namespace's group and updater id,
+/// and `tern_core` decides whether its answer holds every product of the host (a
+/// freeze, a pin of the host, a replica cut off). That ternd unreachable holds too
+/// (fail closed: a freeze may have been written there). `None`: no agent namespace
+/// following a ternd, or its answer does not hold the updater.
+pub(crate) fn agent_stop(ctx: &Ctx) -> Option<String> {
+    let l = &ctx.layout;
+    let agent = Layout::new(l.install_dir.clone(), "default", &ctx.settings);
+    let file = crate::state::load(&agent.update_yaml()).ok().flatten()?;
+    if file.spec.server.is_empty() || file.spec.channel.is_some() {
+        return None;
+    }
+    let facts = crate::update::host_facts(&agent, &file.spec, &file.status);
+    let answer = crate::update::updater_id(&agent).and_then(|id| {
+        ctx.http
+            .find(&file.spec.server, &file.spec.group, &id, &facts)
+    });
+    let server = &file.spec.server;
+    match answer {
+        Err(e) => Some(format!(
+            "cannot ask the agent's ternd {server} whether updates are stopped ({e}): holding the updater too"
+        )),
+        Ok(find) => {
+            let gate = tern_core::host_update::FindGate::of(&find.auto_update);
+            gate.stops_every_product().then(|| {
+                format!(
+                    "the agent's ternd {server} holds every update of this host ({}): holding the updater too",
+                    tern_core::text::excerpt(&find.auto_update.agent_hold, 64)
+                )
+            })
+        }
+    }
+}
+
 /// Switches the updater from `from` to `to` (unpacked): self-check the new release,
 /// switch the link, self-check through the link; on a failure the link stays (or goes
 /// back) on `from` and the failure is the version's.
