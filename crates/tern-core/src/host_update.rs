@@ -131,6 +131,19 @@ impl FindGate {
         }
     }
 
+    /// Whether this answer, given for one product of the host (its agent), holds the
+    /// host's other products too (the updater's own releases, docs/updater.md): a
+    /// freeze (the fleet's kill switch), a server pin of the host, a replica cut off
+    /// from its store (a freeze may have been written meanwhile), or a hold this host
+    /// does not know. A rollout's own state or mode is that product's alone.
+    pub fn stops_every_product(&self) -> bool {
+        match self {
+            FindGate::Held(h) => matches!(h, Hold::Frozen | Hold::Pinned | Hold::CutOff),
+            FindGate::UnknownHold(_) => true,
+            FindGate::Now | FindGate::Unspecified => false,
+        }
+    }
+
     /// Whether nothing of this host's may install against it.
     fn stops(&self) -> bool {
         match self {

@@ -443,3 +443,23 @@ fn find_mode_keeps_its_answers() {
         Decision::Update { .. }
     ));
 }
+
+/// Which of the agent's holds hold the host's updater releases too: the stops that
+/// are the whole host's (a freeze, a pin, a replica cut off, a hold not known), never
+/// a state or mode of the agent's rollout.
+#[test]
+fn only_the_hosts_own_stops_hold_its_other_products() {
+    use tern_core::find::Hold;
+    for h in Hold::ALL {
+        let every = FindGate::Held(h).stops_every_product();
+        let want = matches!(h, Hold::Frozen | Hold::Pinned | Hold::CutOff);
+        assert_eq!(every, want, "{h}");
+        assert!(
+            !every || h.is_stop(),
+            "{h}: only a stop may hold other products"
+        );
+    }
+    assert!(FindGate::UnknownHold("new_hold".into()).stops_every_product());
+    assert!(!FindGate::Now.stops_every_product());
+    assert!(!FindGate::Unspecified.stops_every_product());
+}

@@ -32,6 +32,16 @@ enum Command {
     Plan(plan::PlanCommand),
     #[command(flatten)]
     Api(api::ApiCommand),
+    /// The updater's own rollout (docs/updater.md): the `agents` commands (status,
+    /// new-rollout, suspend, freeze, rollback…) against the ternd that serves
+    /// tern-update's releases to the hosts' `updater` namespaces.
+    Updater {
+        /// The URL of the ternd serving the updater's rollout (--server is the agent's).
+        #[arg(long, env = "TERN_UPDATER_SERVER", value_name = "URL")]
+        updater_server: String,
+        #[command(flatten)]
+        agents: api::AgentsArgs,
+    },
     /// Print the shell completion script (see docs/cli.md), e.g.
     /// `ternctl completion bash > /etc/bash_completion.d/ternctl`.
     Completion(tern_cli::CompletionArgs),
@@ -75,6 +85,16 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plan(cmd) => plan::run(cmd, cli.global.output),
         Command::Api(cmd) => api::run(cmd, &cli.global),
+        Command::Updater {
+            updater_server,
+            agents,
+        } => api::run(
+            api::ApiCommand::Agents(agents),
+            &global::Global {
+                server: updater_server,
+                ..cli.global
+            },
+        ),
         Command::Completion(a) => tern_cli::print_completion(Cli::command(), a.shell)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),

@@ -31,6 +31,7 @@ pub mod render;
 pub mod sign;
 pub mod status;
 pub mod ternd;
+pub mod updater;
 
 pub use fleet::{Fleet, FleetOptions, Step};
 pub use host::{Host, RunOutcome};

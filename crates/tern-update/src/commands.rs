@@ -82,6 +82,9 @@ pub struct EnableArgs {
     pub trust_root: Option<PathBuf>,
     /// Where the TUF metadata is (`--trust-url`); default: beside the artifacts.
     pub trust_url: Option<String>,
+    /// This namespace manages tern-update itself (`--self-update`); `None` keeps the
+    /// saved choice.
+    pub self_update: Option<bool>,
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
@@ -142,8 +145,12 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             None => file.spec.installers.clone(),
         },
         trust_url: None,
+        self_update: args.self_update.unwrap_or(file.spec.self_update),
         settings: ctx.settings.clone(),
     };
+    if spec.self_update {
+        crate::self_update::check_spec(&ctx.layout, &spec)?;
+    }
     // Artifact location: the flags given now, else what was saved before.
     if args.base_url.is_some() || args.url_template.is_some() {
         spec.base_url = args.base_url;

@@ -311,7 +311,11 @@ fn native(
         "updating {} -> {target} (version directive)",
         from.as_deref().unwrap_or("(nothing installed)")
     ));
-    update::switch(ctx, file, from, &target)?;
+    if file.spec.self_update {
+        crate::self_update::switch(ctx, file, from, &target)?;
+    } else {
+        update::switch(ctx, file, from, &target)?;
+    }
     update::cleanup(ctx, file)?;
     Ok(())
 }

@@ -263,6 +263,17 @@ pub enum Error {
         reason: Box<Error>,
         running: String,
     },
+    /// The updater's own release (the `updater` namespace) failed its self-check: the
+    /// links were not switched, or were switched back.
+    #[error("the updater {version} ({}) failed its self-check: {problem}", exe.display())]
+    SelfCheckFailed {
+        version: String,
+        exe: PathBuf,
+        problem: String,
+    },
+    /// `enable --self-update` given what the updater's namespace cannot have.
+    #[error("--self-update: {problem}")]
+    SelfUpdate { problem: String },
     #[error("{version} {failure}")]
     Unhealthy {
         version: String,

@@ -28,6 +28,8 @@ pub mod reexec;
 mod run;
 mod schedule;
 pub mod script;
+pub mod self_check;
+mod self_update;
 pub mod service;
 pub mod settings;
 pub mod setup;

@@ -191,6 +191,12 @@ enum Cmd {
         /// default: <base-url or server>/tuf/metadata/.
         #[arg(long, value_name = "URL")]
         trust_url: Option<String>,
+        /// This namespace manages tern-update itself (only with --install-suffix
+        /// updater): it installs the updater releases its ternd names, each checked with
+        /// `tern-update self-check` before and after its link is switched; every command
+        /// of every namespace then runs the managed release. Later `enable`s keep it.
+        #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+        self_update: Option<bool>,
     },
     /// Stop `update` from changing the version.
     Disable,
@@ -266,6 +272,10 @@ enum Cmd {
         #[command(subcommand)]
         action: ScheduleCmd,
     },
+    /// Check that this binary runs and reads this host's state; prints `tern-update
+    /// VERSION self-check ok` and exits 0. What a new updater release must answer before
+    /// its link is switched (`--self-update`).
+    SelfCheck,
     /// Print the shell completion script (see docs/cli.md), e.g.
     /// `tern-update completion bash > /etc/bash_completion.d/tern-update`.
     Completion(tern_cli::CompletionArgs),
@@ -349,13 +359,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let current_exe = std::env::current_exe().context("current executable")?;
     // `watch` runs for as long as the host does: the `update`s it starts are the ones
     // handed to the active version's updater.
-    if !matches!(cli.command, Cmd::Setup { .. } | Cmd::Watch { .. })
-        && let Some(code) = run_active_updater(
-            &layout,
-            &current_exe,
-            &Settings::missing_from(&saved, &given),
-        )
-    {
+    // `self-check` checks this binary, whichever it is: never handed on.
+    if !matches!(
+        cli.command,
+        Cmd::Setup { .. } | Cmd::Watch { .. } | Cmd::SelfCheck
+    ) && let Some(code) = run_active_updater(
+        &layout,
+        &current_exe,
+        &Settings::missing_from(&saved, &given),
+    ) {
         return Ok(code);
     }
     let settings = layout.fill(&resolved);
@@ -518,6 +530,7 @@ fn execute(
             installers,
             trust_root,
             trust_url,
+            self_update,
         } => commands::enable(
             ctx,
             EnableArgs {
@@ -549,6 +562,7 @@ fn execute(
                 }),
                 trust_root,
                 trust_url,
+                self_update,
             },
         )?,
         Cmd::Disable => commands::disable(ctx)?,
@@ -578,6 +592,10 @@ fn execute(
         )?,
         // main answers it before anything is read.
         Cmd::Completion(_) => return Ok(()),
+        Cmd::SelfCheck => {
+            println!("{}", tern_update::self_check::self_check(&ctx.layout)?);
+            return Ok(());
+        }
         Cmd::Setup {
             dry_run,
             agent_unit,

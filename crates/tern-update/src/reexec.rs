@@ -1,5 +1,6 @@
-//! Updating the updater: every command first runs the `tern-update` shipped in the
-//! active version when it differs from the running binary. It runs as a child with a
+//! Updating the updater: every command first runs the managed updater release (the
+//! `updater` namespace, `self_check`), else the `tern-update` shipped in the active
+//! version, when it differs from the running binary. It runs as a child with a
 //! guard variable (so it never re-executes again); if it cannot start or does not
 //! understand the command line (exit 2), the running binary carries on itself.
 
@@ -10,16 +11,23 @@ use crate::layout::Layout;
 use crate::log;
 use crate::state;
 
-pub(crate) const GUARD_ENV: &str = "TERN_UPDATE_REEXECED";
+pub(crate) use crate::self_check::GUARD_ENV;
 
-/// The updater of the active version, when it exists and is not this binary.
+/// The updater to hand commands to, when it exists and is not this binary: the
+/// release the `updater` namespace manages (`self_update`), when the host has one;
+/// else the one shipped in the active agent version.
 pub fn candidate(layout: &Layout, current_exe: &Path) -> Option<PathBuf> {
     if std::env::var_os(GUARD_ENV).is_some() {
         return None;
     }
-    let file = state::load(&layout.update_yaml()).ok()??;
-    let active = file.status.active?;
-    let exe = layout.version_dir(&active).join("bin").join("tern-update");
+    let exe = match crate::self_check::managed_exe(&layout.install_dir) {
+        Some(exe) => exe,
+        None => {
+            let file = state::load(&layout.update_yaml()).ok()??;
+            let active = file.status.active?;
+            layout.version_dir(&active).join("bin").join("tern-update")
+        }
+    };
     let exe_real = std::fs::canonicalize(&exe).ok()?;
     let cur_real = std::fs::canonicalize(current_exe).ok()?;
     (exe_real != cur_real && exe_real.is_file()).then_some(exe_real)

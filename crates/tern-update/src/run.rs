@@ -83,6 +83,12 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
         Decision::Refused(why) => return Ok(Outcome::Refused(why)),
     };
     layout::validate_version(&target)?;
+    // The updater's releases stop where the agent's ternd stops the whole host.
+    if file.spec.self_update
+        && let Some(why) = crate::self_update::agent_stop(ctx)
+    {
+        return Ok(Outcome::Nothing(why));
+    }
     let asked_now = opts.now || opts.force_version.is_some();
     if let Some(why) = decide::backing_off(&file.status, Timestamp::now(), asked_now) {
         return Ok(Outcome::Nothing(why));
@@ -109,7 +115,11 @@ fn run_inner(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
             record_install_failure(ctx, &target, &e);
             return Err(e);
         }
-        switch(ctx, file, from.clone(), &target)?;
+        if file.spec.self_update {
+            crate::self_update::switch(ctx, file, from.clone(), &target)?;
+        } else {
+            switch(ctx, file, from.clone(), &target)?;
+        }
     }
     Ok(Outcome::Updated { from, to: target })
 }

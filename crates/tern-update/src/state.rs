@@ -71,6 +71,11 @@ pub struct Spec {
     /// `--trust-root` (the pinned root itself is in `trust.json`). Unset: unverified.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_url: Option<String>,
+    /// This namespace manages tern-update itself (`enable --self-update`, only in the
+    /// `updater` namespace): its "agent" is the updater's own release, checked by
+    /// `tern-update self-check` instead of a service (`self_update`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub self_update: bool,
     /// The global flags `enable` was given (link dirs, host names, transport).
     #[serde(flatten)]
     pub settings: Settings,
@@ -96,6 +101,7 @@ impl Default for Spec {
             fips: false,
             installers: Vec::new(),
             trust_url: None,
+            self_update: false,
             settings: Settings::default(),
         }
     }

@@ -65,6 +65,9 @@ pub(crate) fn service_for(spec: &Spec, version_dir: Option<&Path>) -> Result<Opt
 /// no service to look at is unknown.
 pub(crate) fn agent_health(ctx: &Ctx, file: &UpdateFile) -> tern_core::host_update::Health {
     use tern_core::host_update::Health;
+    if file.spec.self_update {
+        return crate::self_check::health(&ctx.layout, &file.status);
+    }
     let Some(active) = &file.status.active else {
         return Health::Unknown;
     };

@@ -1,0 +1,182 @@
+//! The updater rolled out by Tern (docs/updater.md, "The updater's own rollout"):
+//! tern-update releases as tarballs, and hosts whose `updater` namespace manages
+//! tern-update itself, each in its own directories, run by whichever tern-update its
+//! link names (as a host's timer would).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+
+use crate::host::RunOutcome;
+use crate::release::{go_arch, hex};
+
+/// The tarball name of an updater release, as the hosts' URL template asks for it.
+pub fn artifact_name(version: &str) -> String {
+    format!(
+        "tern-update-v{version}-{}-{}-bin.tar.gz",
+        std::env::consts::OS,
+        go_arch()
+    )
+}
+
+/// The URL template hosts are enrolled with: the releases under `artifacts_url`.
+pub fn url_template(artifacts_url: &str) -> String {
+    format!("{artifacts_url}/tern-update-v{{{{.Version}}}}-{{{{.OS}}}}-{{{{.Arch}}}}-bin.tar.gz")
+}
+
+/// Packs `program` as `tern-update-<v>/bin/tern-update` into `dir/<artifact_name>`
+/// and writes its `.sha256` beside it.
+pub fn publish(dir: &Path, version: &str, program: &[u8]) -> anyhow::Result<PathBuf> {
+    let top = format!("tern-update-{version}");
+    let enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(enc);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(program.len() as u64);
+    h.set_mode(0o755);
+    h.set_mtime(0);
+    h.set_entry_type(tar::EntryType::Regular);
+    tar.append_data(&mut h, format!("{top}/bin/tern-update"), program)?;
+    let gz = tar.into_inner()?.finish()?;
+    std::fs::create_dir_all(dir)?;
+    let name = artifact_name(version);
+    let path = dir.join(&name);
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(&gz))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let sum = hex(&Sha256::digest(&gz));
+    std::fs::write(
+        dir.join(format!("{name}.sha256")),
+        format!("{sum}  {name}\n"),
+    )?;
+    Ok(path)
+}
+
+/// A release that exits at start, whatever it is asked: it stands in for a tern-update
+/// build that panics or cannot load before doing anything (a shell script, since
+/// building a second, broken tern-update would cost minutes of compilation).
+pub fn broken_program() -> Vec<u8> {
+    b"#!/bin/sh\necho 'tern-update: panicked at start (a broken build)' >&2\nexit 101\n".to_vec()
+}
+
+/// One host whose `updater` namespace manages tern-update.
+pub struct UpdaterHost {
+    pub name: String,
+    pub group: String,
+    pub install: PathBuf,
+    /// Where the managed release is linked (`<link>/tern-update`, what the timer runs).
+    pub link: PathBuf,
+    /// The tern-update the host was given to start with (the package's, an image's).
+    pub bootstrap: PathBuf,
+}
+
+impl UpdaterHost {
+    pub fn new(root: &Path, name: &str, group: &str, bootstrap: &Path) -> anyhow::Result<Self> {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self {
+            name: name.into(),
+            group: group.into(),
+            install: dir.join("opt"),
+            link: dir.join("sbin"),
+            bootstrap: bootstrap.to_path_buf(),
+        })
+    }
+
+    /// The updater namespace of a host of an agent fleet: the same install dir (its
+    /// `default` namespace is the agent's), the updater linked in `<root>/sbin`.
+    pub fn beside(host: &crate::host::Host, bootstrap: &Path) -> Self {
+        Self {
+            name: host.name.clone(),
+            group: host.group.clone(),
+            install: host.install.clone(),
+            link: host.root.join("sbin"),
+            bootstrap: bootstrap.to_path_buf(),
+        }
+    }
+
+    /// What the host's timer runs: the linked release, else the bootstrap binary.
+    pub fn program(&self) -> PathBuf {
+        let linked = self.link.join("tern-update");
+        if linked.exists() {
+            linked
+        } else {
+            self.bootstrap.clone()
+        }
+    }
+
+    /// `<program> --install-dir … --install-suffix updater --link-dir … ARGS`.
+    pub fn run(&self, args: &[&str]) -> anyhow::Result<RunOutcome> {
+        self.run_program(&self.program(), args)
+    }
+
+    /// The same, run by `program` (e.g. the bootstrap binary, which hands the command
+    /// to the managed release).
+    pub fn run_program(&self, program: &Path, args: &[&str]) -> anyhow::Result<RunOutcome> {
+        let out = Command::new(program)
+            .arg("--install-dir")
+            .arg(&self.install)
+            .args(["--install-suffix", "updater"])
+            .arg("--link-dir")
+            .arg(&self.link)
+            .args(["--insecure", "--http-timeout", "60"])
+            .args(args)
+            .env_remove("TERN_UPDATE_KILL_AT")
+            .env_remove("TERN_UPDATE_REEXECED")
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("{}: cannot run {}", self.name, program.display()))?;
+        Ok(RunOutcome {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    /// `enable --self-update`: enrolls the namespace and installs its group's release.
+    pub fn enable(
+        &self,
+        server: &str,
+        artifacts_url: &str,
+        token_file: &Path,
+    ) -> anyhow::Result<RunOutcome> {
+        let template = url_template(artifacts_url);
+        let token = token_file.display().to_string();
+        self.run(&[
+            "enable",
+            "--self-update",
+            "--server",
+            server,
+            "--group",
+            &self.group,
+            "--url-template",
+            &template,
+            "--join-token-file",
+            &token,
+        ])
+    }
+
+    /// The release the link names (`…/versions/<v>/bin/tern-update`).
+    pub fn linked_version(&self) -> Option<String> {
+        let target = std::fs::read_link(self.link.join("tern-update")).ok()?;
+        let vdir = target.parent()?.parent()?;
+        Some(vdir.file_name()?.to_string_lossy().into_owned())
+    }
+
+    /// Whether `version` was ever unpacked here and is still there.
+    pub fn has_version_dir(&self, version: &str) -> bool {
+        self.install
+            .join("updater")
+            .join("versions")
+            .join(version)
+            .exists()
+    }
+
+    pub fn updater_id(&self) -> Option<String> {
+        std::fs::read_to_string(self.install.join("updater").join("updater_id"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+}

@@ -1,0 +1,187 @@
+//! The updater's own releases, the part below `update`: what a release must answer
+//! (`tern-update self-check`), running that check on a release, what the host's
+//! managed release is (`managed_exe`, which `reexec` hands commands to), and its
+//! health for heartbeats. `self_update` switches releases with it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::Result;
+use crate::layout::Layout;
+use crate::state::{self, Status};
+
+/// Set on an updater that another one started (`reexec`), so that it never hands the
+/// command on again. Here, below `reexec`, because a self-check sets it too.
+pub(crate) const GUARD_ENV: &str = "TERN_UPDATE_REEXECED";
+
+/// The namespace that manages tern-update itself.
+pub const NAMESPACE: &str = "updater";
+
+/// The executable of a release, inside its version directory.
+pub(crate) const EXE: &str = "bin/tern-update";
+
+/// How long a self-check may take before it counts as failed. A release that hangs at
+/// start is as broken as one that exits.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The line `self-check` prints first: what a release answers when it runs.
+pub fn self_check_line() -> String {
+    format!("tern-update {} self-check ok", env!("CARGO_PKG_VERSION"))
+}
+
+/// The managed updater release this host runs, when its `updater` namespace manages
+/// one: every command of every namespace is handed to it (`reexec`).
+pub fn managed_exe(install_dir: &Path) -> Option<PathBuf> {
+    let file = state::load(&crate::layout::update_yaml_in(install_dir, NAMESPACE)).ok()??;
+    if !file.spec.self_update {
+        return None;
+    }
+    let active = file.status.active?;
+    let exe = install_dir
+        .join(NAMESPACE)
+        .join("versions")
+        .join(active)
+        .join(EXE);
+    exe.is_file().then_some(exe)
+}
+
+/// Runs `exe self-check` (without handing it on to another updater) and returns what
+/// went wrong, if anything: it did not start, exited non-zero, was killed, hung, or
+/// did not say it is tern-update.
+pub(crate) fn run_check(exe: &Path, layout: &Layout) -> std::result::Result<(), String> {
+    let mut child = Command::new(exe)
+        .arg("--install-dir")
+        .arg(&layout.install_dir)
+        .arg("--install-suffix")
+        .arg(&layout.suffix)
+        .arg("--link-dir")
+        .arg(&layout.link_dir)
+        .arg("self-check")
+        .env(GUARD_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("it does not start: {e}"))?;
+    let deadline = Instant::now() + CHECK_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "it did not answer within {}s",
+                    CHECK_TIMEOUT.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for it: {e}")),
+        }
+    };
+    // Read after the exit: a release that fills a pipe (64 KiB) blocks, and counts as
+    // one that hangs.
+    let stdout = excerpt_of(child.stdout.take());
+    let stderr = excerpt_of(child.stderr.take());
+    if !status.success() {
+        let how = match status.code() {
+            Some(code) => format!("it exited with {code}"),
+            None => "it was killed by a signal".to_string(),
+        };
+        return Err(if stderr.is_empty() {
+            how
+        } else {
+            format!("{how}: {stderr}")
+        });
+    }
+    if !stdout.starts_with("tern-update ") || !stdout.contains("self-check ok") {
+        return Err(format!(
+            "it exited 0 without answering the self-check (printed {stdout:?})"
+        ));
+    }
+    Ok(())
+}
+
+/// The start of what a check printed, one line, without control characters.
+fn excerpt_of(pipe: Option<impl std::io::Read>) -> String {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    if let Some(p) = pipe {
+        let _ = p.take(4096).read_to_end(&mut buf);
+    }
+    tern_core::text::excerpt(&String::from_utf8_lossy(&buf), 512)
+}
+
+/// What the host sees of its updater release: the active one answers its self-check.
+pub(crate) fn health(layout: &Layout, status: &Status) -> tern_core::host_update::Health {
+    use tern_core::host_update::Health;
+    let Some(active) = &status.active else {
+        return Health::Unknown;
+    };
+    let exe = layout.version_dir(active).join(EXE);
+    match run_check(&exe, layout) {
+        Ok(()) => Health::Healthy,
+        Err(problem) => Health::Unhealthy(format!(
+            "the updater {active} fails its self-check: {problem}"
+        )),
+    }
+}
+
+/// `tern-update self-check`: this binary starts, and reads this namespace's state and
+/// the updater namespace's (what it will run on). Its first line is
+/// [`self_check_line`].
+pub fn self_check(layout: &Layout) -> Result<String> {
+    state::load(&layout.update_yaml())?;
+    state::load(&crate::layout::update_yaml_in(
+        &layout.install_dir,
+        NAMESPACE,
+    ))?;
+    Ok(self_check_line())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Settings;
+
+    fn layout(dir: &Path, suffix: &str) -> Layout {
+        Layout::new(dir.to_path_buf(), suffix, &Settings::default())
+    }
+
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_check_fails_for_a_binary_that_exits_says_nothing_or_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layout(dir.path(), NAMESPACE);
+        let ok = script(dir.path(), "ok", "echo 'tern-update 9.9.9 self-check ok'");
+        assert_eq!(run_check(&ok, &l), Ok(()));
+        let exits = script(dir.path(), "exits", "echo 'boom at start' >&2; exit 70");
+        let err = run_check(&exits, &l).unwrap_err();
+        assert!(
+            err.contains("exited with 70") && err.contains("boom"),
+            "{err}"
+        );
+        let silent = script(dir.path(), "silent", "exit 0");
+        assert!(
+            run_check(&silent, &l)
+                .unwrap_err()
+                .contains("without answering")
+        );
+        let err = run_check(&dir.path().join("missing"), &l).unwrap_err();
+        assert!(err.contains("does not start"), "{err}");
+    }
+
+    #[test]
+    fn no_managed_exe_without_a_self_updating_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(managed_exe(dir.path()), None);
+    }
+}
