@@ -58,6 +58,7 @@ pub(crate) fn agent_stop(ctx: &Ctx) -> Option<String> {
     let answer = crate::update::updater_id(&agent).and_then(|id| {
         ctx.http
             .find(&file.spec.server, &file.spec.group, &id, &facts)
+            .map_err(crate::Error::from)
     });
     let server = &file.spec.server;
     match answer {
