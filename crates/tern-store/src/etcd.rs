@@ -968,8 +968,19 @@ impl Store for EtcdStore {
         check_lease_args(name, holder, ttl)?;
         let start = Instant::now();
         let what = format!("acquiring lease {name:?}");
-        let id = self.grant(&what, ttl).await?;
         let key = self.lease_key(name);
+        // Replicas that do not lead ask again every few seconds and find it held: answer
+        // that from a read rather than grant an etcd lease only to revoke it (the
+        // transaction below still decides when the key looks free).
+        if !self
+            .range(|| what.clone(), key.clone(), None)
+            .await?
+            .kvs()
+            .is_empty()
+        {
+            return Ok(None);
+        }
+        let id = self.grant(&what, ttl).await?;
         let txn = Txn::new()
             .when(vec![Compare::create_revision(
                 key.clone(),
