@@ -1,4 +1,4 @@
-//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|dashboard|faults|all|profile]
+//! `cargo xtask bench [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|scale|dashboard|faults|all|profile]
 //! [--quick]`: builds the release binaries, then runs `tern-bench` (crates/tern-bench) for
 //! each benchmark. `profile` (not part of `all`: it needs valgrind and takes minutes) counts
 //! instructions under callgrind, with binaries built with symbols in `<target>/profile`.
@@ -7,7 +7,8 @@
 //! Needs nothing installed beyond Rust, plus `bash`, `curl` and `tar` for `apply`'s
 //! baseline pipeline, and for `lockstep` an `etcd` server binary (Debian: `etcd-server`;
 //! `--quick` falls back to SQLite without one) and `protoc` to build tern-lockstep's etcd
-//! backend. `dashboard` (crates/tern-dashboard-tests) drives Debian's `chromium` through
+//! backend. `scale` needs `etcd` too (three members) and runs a ternd built with the etcd
+//! feature (`ternd-etcd`, built apart). `dashboard` (crates/tern-dashboard-tests) drives Debian's `chromium` through
 //! `chromedriver`, installed with apt-get when missing.
 
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ const BENCHES: &[&str] = &[
     "directives",
     "coverage",
     "topology",
+    "scale",
     "dashboard",
     "faults",
 ];
@@ -32,6 +34,8 @@ const DASHBOARD: &str = "dashboard";
 /// The simulator under seeded faults (tern-sim), not tern-bench.
 const FAULTS: &str = "faults";
 const PROFILE: &str = "profile";
+/// Runs ternd with the etcd backend: `ternd-etcd`, built apart.
+const SCALE: &str = "scale";
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut which: Vec<&str> = Vec::new();
@@ -59,6 +63,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         which.retain(|b| *b != FAULTS);
     }
     if !which.is_empty() {
+        if which.contains(&SCALE) {
+            build_ternd_etcd()?;
+        }
         let bin = build(None, which.contains(&DASHBOARD))?;
         if which.contains(&"lockstep") {
             build_lockstep()?;
@@ -181,13 +188,36 @@ fn build_lockstep() -> Result<(), String> {
     crate::run(build)
 }
 
+/// ternd with its etcd backend for `scale`, as `ternd-etcd` beside the others: built
+/// before them (with the feature, cargo writes `ternd` too; the plain build after it puts
+/// the plain one back), so that the other benchmarks measure ternd as it ships by default.
+fn build_ternd_etcd() -> Result<(), String> {
+    let mut build = crate::cargo();
+    build.args([
+        "build",
+        "--release",
+        "-p",
+        "tern-server",
+        "--bin",
+        "ternd",
+        "--features",
+        "tern-server/etcd",
+    ]);
+    crate::run(build)?;
+    let dir = crate::target_dir().join("release");
+    std::fs::copy(dir.join("ternd"), dir.join("ternd-etcd"))
+        .map_err(|e| format!("copying ternd to ternd-etcd: {e}"))?;
+    Ok(())
+}
+
 fn bench(bins: &Binaries, name: &str, extra: &[String]) -> Result<(), String> {
     let bin = &bins.release;
+    let ternd = if name == SCALE { "ternd-etcd" } else { "ternd" };
     let mut cmd = Command::new(bin.join("tern-bench"));
     cmd.arg(name)
         .args(extra)
         .arg("--ternd")
-        .arg(bin.join("ternd"))
+        .arg(bin.join(ternd))
         .arg("--tern-update")
         .arg(&bins.updater)
         .arg("--tern-lockstep")

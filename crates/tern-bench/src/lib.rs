@@ -1,5 +1,5 @@
 //! Tern's benchmarks, run by `cargo xtask bench
-//! [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology]
+//! [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|scale]
 //! [--quick]` (see
 //! `docs/benchmarks.md`). Every figure is a ratio to, or sits beside, a baseline measured
 //! in the same run; each benchmark prints one JSON object with its figures as its last
@@ -10,6 +10,7 @@ pub mod apply;
 pub mod attack;
 pub mod converge;
 pub mod directives;
+pub mod etcd;
 pub mod find;
 pub mod fleet;
 pub mod groups;
@@ -19,6 +20,7 @@ pub mod lockstep;
 pub mod procs;
 pub mod profile;
 pub mod reconcile;
+pub mod scale;
 pub mod ternd;
 
 use std::path::PathBuf;
@@ -53,6 +55,7 @@ pub const BENCHES: &[&str] = &[
     "directives",
     "coverage",
     "topology",
+    "scale",
 ];
 
 /// Runs one benchmark; returns its figures.
@@ -69,6 +72,7 @@ pub fn run(name: &str, opts: &Opts) -> anyhow::Result<serde_json::Value> {
         "coverage" => groups::coverage(opts),
         "topology" => groups::topology(opts),
         "profile" => profile::run(opts),
+        "scale" => scale::run(opts),
         other => anyhow::bail!("no benchmark named {other:?} (one of {BENCHES:?})"),
     }
 }

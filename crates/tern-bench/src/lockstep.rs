@@ -50,7 +50,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
         Some("etcd") => StoreKind::Etcd,
         Some("sqlite") => StoreKind::Sqlite,
         Some(other) => bail!("--store {other:?}: give etcd or sqlite"),
-        None if opts.quick && etcd_binary().is_none() => {
+        None if opts.quick && crate::etcd::binary().is_none() => {
             eprintln!(
                 "no etcd installed: --quick runs on SQLite (a smoke test, not etcd's figures)"
             );
@@ -89,11 +89,15 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
     let server = FileServer::start(&files)?;
     // Declared before the processes so that it is dropped (killed) after them.
     let etcd = match kind {
-        StoreKind::Etcd => Some(Etcd::start(&w.join("etcd"))?),
+        StoreKind::Etcd => Some(crate::etcd::Cluster::start(
+            &w.join("etcd"),
+            1,
+            "the lockstep benchmark (--store sqlite runs it on SQLite instead)",
+        )?),
         StoreKind::Sqlite => None,
     };
     let store = match &etcd {
-        Some(e) => format!("etcd:{}", e.url),
+        Some(e) => format!("etcd:{}", e.urls[0]),
         None => format!("sqlite:{}", w.join("store.db").display()),
     };
     let cluster = Cluster {
@@ -245,17 +249,6 @@ fn round2(x: f64) -> f64 {
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
-}
-
-/// `$TERN_ETCD_BIN`, else `etcd` on PATH.
-fn etcd_binary() -> Option<PathBuf> {
-    if let Some(bin) = std::env::var_os("TERN_ETCD_BIN") {
-        return Some(PathBuf::from(bin)).filter(|b| b.is_file());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("etcd"))
-        .find(|c| c.is_file())
 }
 
 /// When one server ran one step: start and end of its command, in ns since the epoch
@@ -624,82 +617,6 @@ impl Cluster {
             "tern-lockstep status did not show {needle:?} within {within:?}; it shows:\n{last}logs in {}",
             self.logs.display()
         )
-    }
-}
-
-/// One etcd member on free loopback ports, its data in `dir`, killed on drop.
-struct Etcd {
-    child: Child,
-    url: String,
-}
-
-impl Etcd {
-    fn start(dir: &Path) -> anyhow::Result<Self> {
-        let bin = etcd_binary().context(
-            "the lockstep benchmark needs an etcd server: install it (Debian: apt-get install etcd-server) or set TERN_ETCD_BIN; --store sqlite runs it on SQLite instead",
-        )?;
-        std::fs::create_dir_all(dir)?;
-        // Both ports held together while picking, so they differ.
-        let (a, b) = (
-            TcpListener::bind("127.0.0.1:0")?,
-            TcpListener::bind("127.0.0.1:0")?,
-        );
-        let (client, peer) = (a.local_addr()?, b.local_addr()?);
-        drop((a, b));
-        let url = format!("http://{client}");
-        let peer_url = format!("http://{peer}");
-        let log = std::fs::File::create(dir.join("etcd.log"))?;
-        let child = Command::new(&bin)
-            .arg("--name")
-            .arg("bench")
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .args([
-                "--listen-client-urls",
-                &url,
-                "--advertise-client-urls",
-                &url,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer_url,
-                "--initial-advertise-peer-urls",
-                &peer_url,
-            ])
-            .arg("--initial-cluster")
-            .arg(format!("bench={peer_url}"))
-            .args(["--initial-cluster-state", "new"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("cannot run {}", bin.display()))?;
-        let mut etcd = Etcd { child, url };
-        // /health answers `"health":"true"` once the member has a leader (itself).
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = etcd.child.try_wait()? {
-                let log = std::fs::read_to_string(dir.join("etcd.log")).unwrap_or_default();
-                bail!("etcd exited ({status}) while starting:\n{}", tail(&log));
-            }
-            if let Ok((200, body)) = crate::load::request(client, "GET", "/health", None, b"")
-                && String::from_utf8_lossy(&body).contains("\"true\"")
-            {
-                return Ok(etcd);
-            }
-            if Instant::now() > deadline {
-                // Killed by drop.
-                bail!("etcd did not become healthy at {} within 30 s", etcd.url);
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

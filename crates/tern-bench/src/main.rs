@@ -1,4 +1,4 @@
-//! `tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|profile> [--quick]
+//! `tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|scale|profile> [--quick]
 //! [--ternd BIN] [--tern-update BIN] [--tern-lockstep BIN] [--store etcd|sqlite]
 //! [--connections N]`: one benchmark; progress on stderr, the figures as one JSON object
 //! on the last line of stdout.
@@ -16,7 +16,7 @@ use tern_bench::Opts;
 #[global_allocator]
 static ALLOC: tern_bench::alloc::Counting = tern_bench::alloc::Counting;
 
-const USAGE: &str = "usage: tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|profile> [--quick] [--ternd BIN] [--tern-update BIN] [--tern-lockstep BIN] [--store etcd|sqlite] [--connections N]\n       tern-bench baseline-server FILE\n       tern-bench heartbeat-baseline\n       tern-bench lockstep-step MS\n       tern-bench lockstep-bare DIR SERVER VERSION";
+const USAGE: &str = "usage: tern-bench <find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|scale|profile> [--quick] [--ternd BIN] [--tern-update BIN] [--tern-lockstep BIN] [--store etcd|sqlite] [--connections N]\n       tern-bench baseline-server FILE\n       tern-bench heartbeat-baseline\n       tern-bench lockstep-step MS\n       tern-bench lockstep-bare DIR SERVER VERSION";
 
 fn main() -> ExitCode {
     match run() {

@@ -2,9 +2,12 @@
 //! its real-ternd part when a `ternd` is built beside this test), `directives --quick`,
 //! `coverage --quick` and `topology --quick` always,
 //! `find --quick` and `heartbeat --quick` against the `ternd` built beside this test,
-//! and `lockstep --quick` on
+//! `lockstep --quick` on
 //! SQLite against the `tern-lockstep` built beside it (as `cargo test --workspace` does;
-//! SQLite because that build may lack the etcd backend); each must print one JSON object
+//! SQLite because that build may lack the etcd backend), and `scale --quick` (three
+//! replicas over a three-member etcd: 3,000 hosts through a rollout) when the `ternd`
+//! beside it has the etcd backend (CI builds it with `tern-server/etcd`) and an `etcd`
+//! is installed; each must print one JSON object
 //! with its figures as its last line. The real measurements are `cargo xtask bench`
 //! (docs/benchmarks.md).
 
@@ -102,6 +105,57 @@ fn quick_benchmarks_print_their_figures_as_json() {
     let round = &a["steady_rounds"][0];
     assert!(round["baseline_hb_per_s"].as_f64().unwrap() > 0.0, "{h}");
     assert!(round["ternd_hb_per_s"].as_f64().unwrap() > 0.0, "{h}");
+    scale_quick(&ternd);
+}
+
+/// True if `ternd` was built with the etcd backend: one without it refuses an `etcd:`
+/// backend at once, saying so; one with it keeps trying to reach the (absent) etcd.
+fn has_etcd_backend(ternd: &std::path::Path) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(ternd)
+        .args([
+            "start",
+            "--backend",
+            "etcd:http://127.0.0.1:9",
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .args(["--listen", "127.0.0.1:0", "--insecure-http"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            return !String::from_utf8_lossy(&out.stderr).contains("without etcd support");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    true
+}
+
+fn scale_quick(ternd: &std::path::Path) {
+    let can = tern_bench::etcd::binary().is_some() && has_etcd_backend(ternd);
+    let why = "needs an etcd server and a ternd built with tern-server/etcd (CI has both)";
+    if !tern_testing::runs_here("scale --quick", can, why) {
+        return;
+    }
+    let s = last_json(&["scale", "--quick", "--ternd", ternd.to_str().unwrap()]);
+    assert_eq!(s["hosts"], 3000, "{s}");
+    let history = &s["etcd_history_first_deploy"];
+    // The history's first deploy writes every host's record...
+    assert!(history["puts"].as_f64().unwrap() >= 3000.0, "{s}");
+    // ...on a few shared leases (one per replica and time bucket), not one per host.
+    assert!(history["lease_grants"].as_f64().unwrap() <= 12.0, "{s}");
+    assert_eq!(s["etcd_keys_end"]["history"], 3000, "{s}");
+    for g in ["dev", "staging", "prod"] {
+        assert!(s["groups"][g]["told_99pct_ms"].is_number(), "{s}");
+    }
+    assert_eq!(s["per_replica"].as_array().unwrap().len(), 3, "{s}");
 }
 
 fn lockstep_quick() {

@@ -39,6 +39,13 @@ pub trait Harness: Send + Sync {
     fn ttl(&self) -> Duration {
         Duration::from_millis(300)
     }
+
+    /// A TTL the backend may round up to share an expiry (etcd: at least its
+    /// `lease_bucket_min_ttl`), and how late such a key may expire (the bucket width;
+    /// zero where nothing is rounded).
+    fn long_ttl(&self) -> (Duration, Duration) {
+        (self.ttl(), Duration::ZERO)
+    }
 }
 
 /// Generous bound for anything that should happen "soon": a failure, not a measurement.
@@ -88,6 +95,7 @@ pub async fn run_all(h: &dyn Harness) {
     txn_ttl_put_expires(h).await;
     txn_lease_compare_fences_former_holders(h).await;
     txn_watch_sees_its_events(h).await;
+    long_ttls_expire_late_never_early(h).await;
 }
 
 /// get/create/CAS/put/delete results, revisions, errors naming the key, and that a
@@ -1165,6 +1173,102 @@ pub async fn txn_watch_sees_its_events(h: &dyn Harness) {
     assert_eq!(next_event(&mut w, "marker").await, WatchEvent::Put(marker));
 }
 
+/// Keys written with one long TTL (by put, CAS and in transactions, on two handles):
+/// none is gone before its TTL has elapsed, rewriting or deleting some of them takes no
+/// other with it, and all of them are gone at most the backend's bucket width (plus the
+/// usual slack) after it, each seen by a watch as a delete after its last write (keys
+/// sharing an expiry may share its revision).
+pub async fn long_ttls_expire_late_never_early(h: &dyn Harness) {
+    let (ttl, late) = h.long_ttl();
+    let s = h.open(2).await;
+    let (a, other) = (&s[0], &s[1]);
+    let mut w = other.watch("lt/", 0).await.unwrap();
+    let start = tokio::time::Instant::now();
+    for i in 0..8 {
+        a.put(&format!("lt/put/{i}"), b("x"), Some(ttl))
+            .await
+            .unwrap();
+    }
+    let ops: Vec<Op> = (0..8)
+        .map(|i| Op::put(format!("lt/txn/{i}"), b("x"), Some(ttl)))
+        .collect();
+    committed(a.txn(&[], &ops).await.unwrap(), "long TTL puts");
+    let c = other.create("lt/cas", b("x"), Some(ttl)).await.unwrap();
+    // Rewrites and deletes, from both handles, of keys that may share a lease with the rest.
+    other.put("lt/put/0", b("y"), Some(ttl)).await.unwrap();
+    other.put("lt/put/1", b("permanent"), None).await.unwrap();
+    a.delete("lt/put/2", None).await.unwrap();
+    a.compare_and_swap("lt/cas", c.mod_revision, b("y"), Some(ttl))
+        .await
+        .unwrap();
+    committed(
+        other
+            .txn(
+                &[],
+                &[
+                    Op::delete("lt/txn/0"),
+                    Op::put("lt/txn/1", b("permanent"), None),
+                ],
+            )
+            .await
+            .unwrap(),
+        "rewrites",
+    );
+    let written = tokio::time::Instant::now();
+    let permanent = ["lt/put/1", "lt/txn/1"];
+    let mut expiring: BTreeSet<String> = (0..8)
+        .filter(|i| *i != 1 && *i != 2)
+        .map(|i| format!("lt/put/{i}"))
+        .chain((2..8).map(|i| format!("lt/txn/{i}")))
+        .chain(["lt/cas".to_owned()])
+        .collect();
+    let mut alive: BTreeSet<String> = expiring.clone();
+    alive.extend(permanent.iter().map(|k| (*k).to_owned()));
+
+    // Never early: a list that starts before `start + ttl` sees every key (each was
+    // written after `start`).
+    loop {
+        let asked = start.elapsed();
+        if asked >= ttl {
+            break;
+        }
+        for (i, st) in s.iter().enumerate() {
+            let keys: BTreeSet<String> = keys_under(st.as_ref(), "lt/").await.into_iter().collect();
+            assert_eq!(
+                keys, alive,
+                "handle {i}, {asked:?} after the first write (TTL {ttl:?})"
+            );
+        }
+        tokio::time::sleep(ttl / 8).await;
+    }
+    // Late by at most the bucket width (and the slack every expiry has: `h.ttl()`).
+    tokio::time::sleep_until(written + ttl + late + h.ttl()).await;
+    for (i, st) in s.iter().enumerate() {
+        assert_eq!(
+            keys_under(st.as_ref(), "lt/").await,
+            permanent,
+            "handle {i}: long TTL keys outlived their TTL by more than {late:?} and the slack"
+        );
+    }
+    // The watch saw each expiry as a delete after everything else written to that key.
+    let mut last_put = std::collections::BTreeMap::new();
+    while !expiring.is_empty() {
+        match next_event(&mut w, "the expiry of long TTL keys").await {
+            WatchEvent::Put(kv) => {
+                last_put.insert(kv.key.clone(), kv.mod_revision);
+            }
+            WatchEvent::Delete { key, revision } => {
+                if expiring.remove(&key) {
+                    assert!(
+                        revision > last_put[&key],
+                        "{key} expired before its last write"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Expands to one `#[tokio::test]` per conformance case, each on a multi-threaded
 /// runtime, calling `$crate::conformance::CASE(&$harness)`. Needs `tokio` (with `macros`
 /// and `rt-multi-thread`) in the calling crate's dev-dependencies.
@@ -1190,6 +1294,7 @@ macro_rules! conformance_tests {
             txn_ttl_put_expires,
             txn_lease_compare_fences_former_holders,
             txn_watch_sees_its_events,
+            long_ttls_expire_late_never_early,
         );
     };
     ($harness:expr; $($case:ident),* $(,)?) => {

@@ -18,13 +18,26 @@
 //!   `create_revision(k) > 0 ∧ mod_revision(k) == expected → put` (the first compare
 //!   because etcd compares an absent key as revision 0); the failure branch reads the key
 //!   to tell `NotFound` from `Conflict`.
-//! * TTL: **one etcd lease per TTL'd write**, granted just before it with the TTL rounded
-//!   up to whole seconds (etcd's granularity; etcd may also raise it to its minimum, 2 s
-//!   with default election settings). One lease per key because revoking a lease deletes
-//!   all its keys in *one* revision, and the trait promises each expiry a revision of its
-//!   own; writes with a TTL are rare in Tern (one report per replica per minute), so the
-//!   extra grant is cheap. The lease a write replaces (or a failed write's fresh lease) is
-//!   revoked in the background; it holds no key any more, so that changes nothing.
+//! * TTL: a TTL shorter than [`EtcdOptions::lease_bucket_min_ttl`] (default 1 hour) gets **one
+//!   etcd lease per write**, granted just before it with the TTL rounded up to whole seconds
+//!   (etcd's granularity; etcd may also raise it to its minimum, 2 s with default election
+//!   settings); the lease a write replaces (or a failed write's fresh lease) is revoked in
+//!   the background; it holds no key any more, so that changes nothing.
+//!   A longer TTL (host history: 90 days) is rounded **up** to the end of a time bucket
+//!   [`EtcdOptions::lease_bucket`] wide (default 1 hour), and all writes whose deadlines fall into one bucket
+//!   share **one etcd lease**, granted once (with the TTL left to the bucket's end) and
+//!   reused: such a key expires no earlier than its TTL and at most one bucket width (plus
+//!   the whole second leases are rounded up to) later.
+//!   Bound: per store handle (one per ternd replica), at most one lease grant per bucket
+//!   that a long-TTL deadline falls into — for one TTL (the history's) one grant per
+//!   `lease_bucket` of wall time, however many hosts are written — and shared leases are
+//!   never revoked by a rewrite or delete (other keys hang on them); they expire at their
+//!   bucket's end. [`EtcdStore::lease_grants`] counts grants. Bucket leases carry IDs the
+//!   store picks (a tag, a per-handle nonce and the bucket number) so that any replica
+//!   can tell them from per-write leases and leave them alone. Keys sharing a lease expire
+//!   in one revision (the trait allows it for long TTLs). If a bucket lease is gone
+//!   (revoked from outside), the write fails with etcd's "lease not found" once, the
+//!   handle forgets its buckets and the write is retried with a fresh grant.
 //!   Expiry is etcd's: a key is deleted by the etcd leader within about half a second after
 //!   its lease's TTL (and later if the leader changes: etcd then extends leases by an
 //!   election timeout). Until then it is still visible.
@@ -43,8 +56,8 @@
 //! * `txn` is one etcd transaction: each compare maps to etcd compares (`ModRevision` to
 //!   `create_revision > 0 ∧ mod_revision == r`, `Exists` to `version > 0`, `Absent` to
 //!   `create_revision == 0`, `LeaseHeld` to the lease key existing with the lease's token
-//!   as its `create_revision` and its holder as its value); the ops are puts (a fresh
-//!   etcd lease per TTL'd put, as above), deletes and range deletes. All its changes share
+//!   as its `create_revision` and its holder as its value); the ops are puts (leases as
+//!   above: per put for short TTLs, per bucket for long ones), deletes and range deletes. All its changes share
 //!   one revision. The failure branch reads each compare's key so the first failing compare
 //!   is named from etcd's own snapshot. etcd limits a transaction's ops (`--max-txn-ops`,
 //!   128 by default).
@@ -62,14 +75,16 @@
 //!   out request per handle. Reads and keep-alives are also retried after other
 //!   "unavailable" answers and timeouts; writes are not (they may have been applied).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, PutOptions,
-    Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions,
+    LeaseGrantOptions, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions,
+    WatchStream,
 };
 use tern_core::backoff::Backoff;
 use tokio::sync::mpsc;
@@ -88,6 +103,10 @@ const WATCH_CHANNEL_CAPACITY: usize = 256;
 const WATCH_RETRY: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
 /// Pause before retrying a request that did not reach etcd.
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
+/// The high bits (62..48) of every bucket lease's ID, so that any handle can tell a shared
+/// lease from a per-write one (etcd's own IDs start with bits of the member ID; a clash
+/// only makes a per-write lease wait for its TTL instead of being revoked).
+const BUCKET_TAG: i64 = 0x3E57;
 
 /// Tuning of an [`EtcdStore`]; the defaults suit ternd.
 #[derive(Debug, Clone)]
@@ -103,6 +122,15 @@ pub struct EtcdOptions {
     pub keep_alive_timeout: Duration,
     /// etcd user name and password, if etcd's authentication is on.
     pub credentials: Option<(String, String)>,
+    /// Width of the time buckets that long TTLs share leases in (see the module docs): a
+    /// TTL of at least [`lease_bucket_min_ttl`](Self::lease_bucket_min_ttl) is rounded up to
+    /// its bucket's end (whole seconds), so such a key may expire up to this much late,
+    /// never early. Zero turns sharing off.
+    pub lease_bucket: Duration,
+    /// The shortest TTL that shares a bucket lease; shorter ones get a lease per write.
+    /// Never below `lease_bucket` (a key may be late by at most the width, so sharing only
+    /// pays where that is small against the TTL).
+    pub lease_bucket_min_ttl: Duration,
 }
 
 impl Default for EtcdOptions {
@@ -113,6 +141,8 @@ impl Default for EtcdOptions {
             keep_alive_interval: Duration::from_secs(3),
             keep_alive_timeout: Duration::from_secs(2),
             credentials: None,
+            lease_bucket: Duration::from_secs(3600),
+            lease_bucket_min_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -127,6 +157,59 @@ pub struct EtcdStore {
     /// `PREFIX lease/`: prepended to lease names.
     lease_prefix: String,
     pub(crate) opts: EtcdOptions,
+    pub(crate) leases: Arc<LeaseBuckets>,
+}
+
+/// The shared leases of long TTLs, and the grant count.
+pub(crate) struct LeaseBuckets {
+    /// Bucket number (its end in seconds since `epoch`, divided by the width) → lease ID.
+    /// Held across a grant, so concurrent writers into a new bucket grant it once.
+    buckets: tokio::sync::Mutex<BTreeMap<u64, i64>>,
+    /// Bucket ends are measured from here: monotonic, so a wall-clock step cannot make
+    /// a bucket end before a deadline it was chosen for.
+    epoch: Instant,
+    /// Part of bucket lease IDs, so two handles (replicas) never pick the same ID; bumped
+    /// when etcd says an ID is taken.
+    nonce: AtomicU32,
+    grants: AtomicU64,
+}
+
+impl LeaseBuckets {
+    fn new() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        // Random enough to keep replicas apart, without a dependency on `rand`.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        LeaseBuckets {
+            buckets: tokio::sync::Mutex::new(BTreeMap::new()),
+            epoch: Instant::now(),
+            nonce: AtomicU32::new((h.finish() & 0xFFFF) as u32),
+            grants: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The bucket a TTL'd write falls into: `(bucket number, lease TTL)` for a write at `now`
+/// (since the epoch) with `ttl`, for buckets `width_secs` wide. The bucket's end is the
+/// deadline `now + ttl` rounded up to a multiple of the width; the lease TTL is the time
+/// from `now` to that end, rounded up to whole seconds, so a lease granted now expires at
+/// or after every deadline the bucket takes (all of them are at most its end).
+fn bucket_of(now: Duration, ttl: Duration, width_secs: u64) -> (u64, i64) {
+    let width = width_secs.max(1);
+    let deadline = now.saturating_add(ttl);
+    let deadline_secs = deadline.as_secs() + u64::from(deadline.subsec_nanos() > 0);
+    let index = deadline_secs.div_ceil(width);
+    let end = Duration::from_secs(index.saturating_mul(width));
+    (index, ttl_secs(end.saturating_sub(now)))
+}
+
+/// True for the IDs of shared bucket leases (see [`BUCKET_TAG`]).
+fn is_bucket_lease(id: i64) -> bool {
+    id >> 48 == BUCKET_TAG
+}
+
+fn bucket_lease_id(nonce: u32, index: u64) -> i64 {
+    (BUCKET_TAG << 48) | (i64::from(nonce & 0xFFFF) << 32) | (index & 0xFFFF_FFFF) as i64
 }
 
 /// One client per endpoint, and the one in use: requests stick to one member and move to
@@ -214,6 +297,7 @@ impl EtcdStore {
             kv_prefix: format!("{prefix}kv/"),
             lease_prefix: format!("{prefix}lease/"),
             opts,
+            leases: Arc::new(LeaseBuckets::new()),
         };
         store.revision().await.map_err(|e| match e {
             Error::Unavailable(m) => Error::Unavailable(format!("{what}: {m}")),
@@ -359,9 +443,16 @@ impl EtcdStore {
         })
     }
 
+    /// How many etcd leases this handle (and its clones) granted: per-write leases, bucket
+    /// leases and leader leases.
+    pub fn lease_grants(&self) -> u64 {
+        self.leases.grants.load(Ordering::Relaxed)
+    }
+
     /// Grants a fresh etcd lease for a key written with `ttl`.
     async fn grant(&self, what: &str, ttl: Duration) -> Result<i64> {
         let secs = ttl_secs(ttl);
+        self.leases.grants.fetch_add(1, Ordering::Relaxed);
         // Retried: a grant that did apply leaves an unused lease, which expires.
         let resp = self
             .call(
@@ -373,10 +464,68 @@ impl EtcdStore {
         Ok(resp.id())
     }
 
+    /// The lease for a write of `ttl`: a fresh one for a short TTL, the shared lease of its
+    /// time bucket for a long one (granted by the first write into the bucket).
+    async fn lease_for(&self, what: &str, ttl: Duration) -> Result<i64> {
+        let width = self.opts.lease_bucket;
+        if width.is_zero() || ttl < width.max(self.opts.lease_bucket_min_ttl) {
+            return self.grant(what, ttl).await;
+        }
+        let width_secs = ttl_secs(width).unsigned_abs();
+        let mut buckets = self.leases.buckets.lock().await;
+        let now = self.leases.epoch.elapsed();
+        // Buckets that have ended hold only expired keys; no new deadline falls into them.
+        let current = now.as_secs() / width_secs;
+        buckets.retain(|&index, _| index > current);
+        let (index, secs) = bucket_of(now, ttl, width_secs);
+        if let Some(&id) = buckets.get(&index) {
+            return Ok(id);
+        }
+        for _ in 0..4 {
+            let id = bucket_lease_id(self.leases.nonce.load(Ordering::Relaxed), index);
+            self.leases.grants.fetch_add(1, Ordering::Relaxed);
+            let granted = self
+                .call(
+                    || format!("granting the {secs}s lease of time bucket {index} for {what}"),
+                    true,
+                    |mut c| async move {
+                        c.lease_grant(secs, Some(LeaseGrantOptions::new().with_id(id)))
+                            .await
+                    },
+                )
+                .await;
+            match granted {
+                Ok(_) => {
+                    buckets.insert(index, id);
+                    return Ok(id);
+                }
+                // The ID is taken: by another handle with the same nonce, or by our own
+                // grant that applied although its answer was lost (then the lease exists
+                // but its TTL is unknown to us). Use another nonce rather than guess.
+                Err(Error::Backend(m)) if m.contains("lease already exists") => {
+                    self.leases.nonce.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Backend(format!(
+            "granting the lease of time bucket {index} for {what}: every ID tried is taken"
+        )))
+    }
+
+    /// Forgets the bucket leases after etcd said one of them is gone.
+    async fn forget_buckets(&self) {
+        self.leases.buckets.lock().await.clear();
+    }
+
     /// Revokes etcd leases no key uses any more, in the background (a failure only leaves
     /// them to expire on their own).
     fn revoke_unused(&self, ids: impl IntoIterator<Item = i64>) {
-        let ids: Vec<i64> = ids.into_iter().filter(|&id| id != 0).collect();
+        // Shared bucket leases hold other keys: they only ever expire.
+        let ids: Vec<i64> = ids
+            .into_iter()
+            .filter(|&id| id != 0 && !is_bucket_lease(id))
+            .collect();
         if ids.is_empty() {
             return;
         }
@@ -393,8 +542,8 @@ impl EtcdStore {
         });
     }
 
-    /// A write of `key`: `compares` → put (with a fresh lease if `ttl`) and read it back;
-    /// otherwise read it (for the caller's error). Returns the response and the granted lease.
+    /// A write of `key`: `compares` → put (with a lease if `ttl`) and read it back;
+    /// otherwise read it (for the caller's error). Returns the response and the lease.
     async fn write(
         &self,
         what: &str,
@@ -403,8 +552,29 @@ impl EtcdStore {
         value: Vec<u8>,
         ttl: Option<Duration>,
     ) -> Result<(TxnResponse, i64)> {
+        match self
+            .write_once(what, key, compares.clone(), value.clone(), ttl)
+            .await
+        {
+            // A bucket lease was revoked behind our back: nothing was applied.
+            Err(Error::Backend(m)) if ttl.is_some() && m.contains("lease not found") => {
+                self.forget_buckets().await;
+                self.write_once(what, key, compares, value, ttl).await
+            }
+            r => r,
+        }
+    }
+
+    async fn write_once(
+        &self,
+        what: &str,
+        key: &str,
+        compares: Vec<Compare>,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> Result<(TxnResponse, i64)> {
         let lease = match ttl {
-            Some(ttl) => self.grant(what, ttl).await?,
+            Some(ttl) => self.lease_for(what, ttl).await?,
             None => 0,
         };
         let k = self.kv_key(key);
@@ -798,8 +968,19 @@ impl Store for EtcdStore {
         check_lease_args(name, holder, ttl)?;
         let start = Instant::now();
         let what = format!("acquiring lease {name:?}");
-        let id = self.grant(&what, ttl).await?;
         let key = self.lease_key(name);
+        // Replicas that do not lead ask again every few seconds and find it held: answer
+        // that from a read rather than grant an etcd lease only to revoke it (the
+        // transaction below still decides when the key looks free).
+        if !self
+            .range(|| what.clone(), key.clone(), None)
+            .await?
+            .kvs()
+            .is_empty()
+        {
+            return Ok(None);
+        }
+        let id = self.grant(&what, ttl).await?;
         let txn = Txn::new()
             .when(vec![Compare::create_revision(
                 key.clone(),
@@ -932,8 +1113,19 @@ impl EtcdStore {
     /// revoked); its failure branch reads the key of every compare, from which the first
     /// failing compare is told, as of the transaction's own snapshot.
     async fn apply_txn(&self, compares: &[crate::Compare], ops: &[Op]) -> Result<TxnOutcome> {
+        match self.apply_txn_once(compares, ops).await {
+            // A bucket lease was revoked behind our back: nothing was applied.
+            Err(Error::Backend(m)) if m.contains("lease not found") => {
+                self.forget_buckets().await;
+                self.apply_txn_once(compares, ops).await
+            }
+            r => r,
+        }
+    }
+
+    async fn apply_txn_once(&self, compares: &[crate::Compare], ops: &[Op]) -> Result<TxnOutcome> {
         let what = format!("applying a transaction of {} ops", ops.len());
-        // One fresh etcd lease per TTL'd put, as `put` does.
+        // Leases as `put` takes them: per put for short TTLs, per bucket for long ones.
         let mut granted = Vec::new();
         let mut then = Vec::with_capacity(ops.len());
         for op in ops {
@@ -941,7 +1133,7 @@ impl EtcdStore {
                 Op::Put { key, value, ttl } => {
                     let mut options = PutOptions::new().with_prev_key();
                     if let Some(ttl) = ttl {
-                        match self.grant(&format!("key {key:?}"), *ttl).await {
+                        match self.lease_for(&format!("key {key:?}"), *ttl).await {
                             Ok(id) => {
                                 granted.push(id);
                                 options = options.with_lease(id);
@@ -1148,6 +1340,47 @@ fn to_i64(r: Revision) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bucket's lease, granted by any write into it, outlives every deadline the bucket
+    /// takes, and ends at most one width after it; one TTL written over a width of time
+    /// lands in at most two buckets.
+    #[test]
+    fn buckets_never_end_before_a_deadline_and_at_most_a_width_after() {
+        let width = 3600;
+        let ttl = Duration::from_secs(90 * 24 * 3600);
+        let mut grants: BTreeMap<u64, Duration> = BTreeMap::new();
+        for ms in (0..2 * 3_600_000u64).step_by(7_919) {
+            let now = Duration::from_millis(ms);
+            let (index, secs) = bucket_of(now, ttl, width);
+            // The first write into a bucket grants its lease: it expires at `granted_at + secs`.
+            let end = *grants
+                .entry(index)
+                .or_insert(now + Duration::from_secs(secs.unsigned_abs()));
+            assert!(
+                end >= now + ttl,
+                "lease ends before the deadline at {now:?}"
+            );
+            assert!(
+                end <= now + ttl + Duration::from_secs(width + 1),
+                "lease ends more than a width late at {now:?}"
+            );
+        }
+        assert!(grants.len() <= 3, "{} buckets in two widths", grants.len());
+        // Short TTLs are not bucketed by `lease_for`; the arithmetic still holds at the edge.
+        assert_eq!(
+            bucket_of(Duration::ZERO, Duration::from_secs(width), width),
+            (1, 3600)
+        );
+    }
+
+    #[test]
+    fn bucket_lease_ids_are_told_apart() {
+        let id = bucket_lease_id(0xFFFF_FFFF, u64::MAX);
+        assert!(id > 0 && is_bucket_lease(id));
+        assert!(is_bucket_lease(bucket_lease_id(0, 0)));
+        assert!(!is_bucket_lease(7_587_886_361_623_040_001));
+        assert!(!is_bucket_lease(0));
+    }
 
     #[test]
     fn ttls_round_up_to_whole_seconds() {

@@ -14,7 +14,8 @@
 //!   key, one per key a transaction writes or deletes) and
 //!   failed operations and leases do not change it; etcd's revision is cluster-wide (an
 //!   empty etcd is at 1) and may also grow for writes outside Tern's keys, so callers rely
-//!   only on its order.
+//!   only on its order. In etcd, keys whose long TTLs share a lease (see TTL) expire
+//!   together, in one revision.
 //! * Every key carries `create_revision` (the revision that created it; a key deleted and
 //!   re-created gets a new one) and `mod_revision` (the revision of its last write).
 //! * Every resource write is a compare-and-swap on `mod_revision`
@@ -43,6 +44,15 @@
 //! etcd's minimum, 2 s by default) and its leader deletes expired keys within about half
 //! a second (later across a leader change), so there a key may outlive its TTL by that
 //! much; callers must not need TTLs finer than seconds.
+//!
+//! A backend may round a **long** TTL up, so that many keys can share one expiry: a key
+//! written with a TTL of at least the backend's bucket threshold expires **never before its
+//! TTL** and at most one bucket width after it (plus the slack above). Such keys may expire
+//! in one revision; a write or delete of one of them never shortens another's life. SQLite
+//! and memory round nothing (their TTLs cost nothing); etcd shares one etcd lease per time
+//! bucket among the TTLs of at least `EtcdOptions::lease_bucket_min_ttl` (default 1 hour,
+//! width `EtcdOptions::lease_bucket`, default 1 hour), so that writing a TTL'd record for
+//! every host of a fleet costs one lease grant per bucket, not one per host.
 //!
 //! # Listing and prefixes
 //!

@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_server::EtcdCluster;
 use tern_store::conformance::Harness;
-use tern_store::{Error, EtcdOptions, EtcdStore, Store, WatchEvent};
+use tern_store::{Error, EtcdOptions, EtcdStore, Op, Store, WatchEvent};
 
 #[derive(Default)]
 struct Etcd {
@@ -27,7 +27,11 @@ impl Harness for Etcd {
         let cluster = EtcdCluster::start(1).await;
         let mut stores: Vec<Arc<dyn Store>> = Vec::new();
         for _ in 0..n {
-            stores.push(Arc::new(cluster.store("/tern/").await));
+            stores.push(Arc::new(
+                EtcdStore::connect(&cluster.endpoints(), "/tern/", bucketed())
+                    .await
+                    .unwrap(),
+            ));
         }
         self.clusters.lock().unwrap().push(cluster);
         stores
@@ -37,6 +41,23 @@ impl Harness for Etcd {
     /// the leader revokes expired leases every 500 ms.
     fn ttl(&self) -> Duration {
         Duration::from_secs(2)
+    }
+
+    /// TTLs of 7 s and more share 2-second buckets: above the TTLs whose expiry the suite
+    /// times (up to 6 s), below its longest (20 and 40 s), which then run on shared leases.
+    fn long_ttl(&self) -> (Duration, Duration) {
+        (BUCKET_MIN_TTL, BUCKET)
+    }
+}
+
+const BUCKET: Duration = Duration::from_secs(2);
+const BUCKET_MIN_TTL: Duration = Duration::from_secs(7);
+
+fn bucketed() -> EtcdOptions {
+    EtcdOptions {
+        lease_bucket: BUCKET,
+        lease_bucket_min_ttl: BUCKET_MIN_TTL,
+        ..EtcdOptions::default()
     }
 }
 
@@ -173,4 +194,76 @@ async fn connect_to_nothing_is_unavailable() {
         .unwrap_err();
     assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
     assert!(err.to_string().contains(&port.to_string()), "{err}");
+}
+
+/// The history's case: thousands of keys written with one long TTL, in transactions and
+/// by single puts, cost one lease grant per time bucket (at most two buckets are touched
+/// by writes within one bucket width), not one per key; short TTLs still get one each.
+/// A bucket lease revoked from outside costs one failed attempt and one fresh grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_ttls_share_one_lease_per_bucket() {
+    let cluster = EtcdCluster::start(1).await;
+    let store = cluster.store("/tern/").await;
+    let keep = Duration::from_secs(90 * 24 * 3600);
+    let before = store.lease_grants();
+    for batch in 0..40 {
+        let ops: Vec<Op> = (0..64)
+            .map(|i| Op::put(format!("h/{batch}/{i}"), b"x".to_vec(), Some(keep)))
+            .collect();
+        store.txn(&[], &ops).await.unwrap();
+    }
+    for i in 0..50 {
+        store
+            .put(&format!("p/{i}"), b"x".to_vec(), Some(keep))
+            .await
+            .unwrap();
+    }
+    let long = store.lease_grants() - before;
+    assert!(
+        (1..=2).contains(&long),
+        "{long} grants for 2,610 long TTL writes"
+    );
+    assert_eq!(store.list("h/").await.unwrap().kvs.len(), 40 * 64);
+
+    let mut raw = raw_client(&cluster).await;
+    let leases = raw.leases().await.unwrap();
+    assert!(
+        leases.leases().len() <= 2,
+        "{} etcd leases",
+        leases.leases().len()
+    );
+
+    for i in 0..5 {
+        store
+            .put(
+                &format!("s/{i}"),
+                b"x".to_vec(),
+                Some(Duration::from_secs(30)),
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store.lease_grants() - before - long,
+        5,
+        "short TTLs: one each"
+    );
+
+    // Revoked behind the store's back: its keys are gone (etcd's doing); the next long
+    // TTL write grants a fresh bucket lease and succeeds.
+    for l in raw.leases().await.unwrap().leases() {
+        raw.lease_revoke(l.id()).await.unwrap();
+    }
+    let granted = store.lease_grants();
+    store
+        .put("p/again", b"y".to_vec(), Some(keep))
+        .await
+        .unwrap();
+    store
+        .txn(&[], &[Op::put("h/again", b"y".to_vec(), Some(keep))])
+        .await
+        .unwrap();
+    assert_eq!(store.lease_grants() - granted, 1);
+    assert!(store.get("p/again").await.unwrap().is_some());
+    assert!(store.get("h/again").await.unwrap().is_some());
 }
