@@ -22,6 +22,7 @@ use tern_e2e::{Fleet, FleetOptions, RunOutcome, Status};
 
 const MON: &str = "2026-11-23";
 const TUE: &str = "2026-11-24";
+const WED: &str = "2026-11-25";
 
 fn at(day: &str, hm: &str) -> String {
     format!("{day}T{hm}:00Z")
@@ -624,8 +625,6 @@ fn a_pinned_updater_installs_only_signed_releases_and_an_unsigned_or_tampered_on
     );
 }
 
-const WED: &str = "2026-11-25";
-
 fn sole_canary(lab: &Lab, status: &Status) -> String {
     let canaries: Vec<String> = status
         .group("staging")
@@ -664,11 +663,14 @@ fn refused_at_the_canary(lab: &mut Lab, day: &str, version: &str, reason: &[&str
     let mut status = status;
     for t in ["10:30", "12:00", "14:00", "14:30", "16:00"] {
         let (runs, s) = lab.step_at(&at(day, t));
-        let others: Vec<_> = failures(&runs)
-            .into_iter()
-            .filter(|(n, _)| *n != canary)
-            .collect();
+        let (mine, others): (Vec<_>, Vec<_>) =
+            failures(&runs).into_iter().partition(|(n, _)| *n == canary);
         assert!(others.is_empty(), "{others:?}");
+        // A refusal is not a skip: the canary refuses the release again on each run.
+        assert!(
+            mine.len() == 1 && reason.iter().all(|r| mine[0].1.contains(r)),
+            "{mine:?}"
+        );
         status = s;
     }
     assert_eq!(status.state_of("staging"), "canary");
