@@ -25,8 +25,22 @@ fn run(bin: &std::path::Path, args: &[&str]) -> anyhow::Result<String> {
 }
 
 /// Creates keys (`<fleet>/keys`) and the repository, signs `versions` (published
-/// artifacts); returns the root hosts pin.
+/// agent artifacts); returns the root hosts pin.
 pub fn sign(fleet: &Fleet, versions: &[&str]) -> anyhow::Result<PathBuf> {
+    sign_named(fleet, versions, artifact_name)
+}
+
+/// [`sign`] for the updater's own releases (`crate::updater::artifact_name`): the
+/// same keys and lookup, another tarball name.
+pub fn sign_updater(fleet: &Fleet, versions: &[&str]) -> anyhow::Result<PathBuf> {
+    sign_named(fleet, versions, crate::updater::artifact_name)
+}
+
+fn sign_named(
+    fleet: &Fleet,
+    versions: &[&str],
+    name: fn(&str) -> String,
+) -> anyhow::Result<PathBuf> {
     let tool = fleet.bins.tern_release()?;
     let keys = fleet.path().join("keys");
     std::fs::create_dir_all(&keys)?;
@@ -57,7 +71,7 @@ pub fn sign(fleet: &Fleet, versions: &[&str]) -> anyhow::Result<PathBuf> {
         .map(|v| {
             format!(
                 "{} {v} {}\n",
-                fleet.artifacts.join(artifact_name(v)).display(),
+                fleet.artifacts.join(name(v)).display(),
                 go_arch()
             )
         })
@@ -128,8 +142,17 @@ pub struct Tampered {
 
 /// Flips the last byte of `version`'s tarball and rewrites its `.sha256`.
 pub fn tamper(fleet: &Fleet, version: &str) -> anyhow::Result<Tampered> {
+    tamper_named(fleet, &artifact_name(version))
+}
+
+/// [`tamper`] for an updater release.
+pub fn tamper_updater(fleet: &Fleet, version: &str) -> anyhow::Result<Tampered> {
+    tamper_named(fleet, &crate::updater::artifact_name(version))
+}
+
+fn tamper_named(fleet: &Fleet, name: &str) -> anyhow::Result<Tampered> {
     use sha2::{Digest, Sha256};
-    let path = fleet.artifacts.join(artifact_name(version));
+    let path = fleet.artifacts.join(name);
     let sum = path.with_extension("gz.sha256");
     let original =
         std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -140,7 +163,7 @@ pub fn tamper(fleet: &Fleet, version: &str) -> anyhow::Result<Tampered> {
     }
     let hex = crate::release::hex(&Sha256::digest(&evil));
     std::fs::write(&path, &evil)?;
-    std::fs::write(&sum, format!("{hex}  {}\n", artifact_name(version)))?;
+    std::fs::write(&sum, format!("{hex}  {name}\n"))?;
     Ok(Tampered {
         path,
         original,

@@ -142,9 +142,20 @@ impl UpdaterHost {
         artifacts_url: &str,
         token_file: &Path,
     ) -> anyhow::Result<RunOutcome> {
+        self.enable_with(server, artifacts_url, token_file, &[])
+    }
+
+    /// [`Self::enable`] with more of `enable`'s flags (e.g. `--trust-root FILE`).
+    pub fn enable_with(
+        &self,
+        server: &str,
+        artifacts_url: &str,
+        token_file: &Path,
+        extra: &[&str],
+    ) -> anyhow::Result<RunOutcome> {
         let template = url_template(artifacts_url);
         let token = token_file.display().to_string();
-        self.run(&[
+        let mut args = vec![
             "enable",
             "--self-update",
             "--server",
@@ -155,7 +166,9 @@ impl UpdaterHost {
             &template,
             "--join-token-file",
             &token,
-        ])
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args)
     }
 
     /// The release the link names (`…/versions/<v>/bin/tern-update`).

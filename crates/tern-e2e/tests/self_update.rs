@@ -16,11 +16,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tern_core::fixtures::halt_on_error;
 use tern_core::invariant::{InstallKind, Trace, TraceEvent};
+use tern_e2e::sign;
 use tern_e2e::updater::{self, UpdaterHost};
 use tern_e2e::{Fleet, FleetOptions, RunOutcome, Status};
 
 const MON: &str = "2026-11-23";
 const TUE: &str = "2026-11-24";
+const WED: &str = "2026-11-25";
 
 fn at(day: &str, hm: &str) -> String {
     format!("{day}T{hm}:00Z")
@@ -30,6 +32,11 @@ struct Lab {
     f: Fleet,
     hosts: Vec<UpdaterHost>,
     trace: Trace,
+    /// Every `(host, version)` a host's run started installing (its `updating A -> B`).
+    tried: Vec<(String, String)>,
+    /// The hosts pin the release root: an attempt enters the trace as an install only
+    /// when the release was unpacked, with whether the host's log says it was signed.
+    pinned: bool,
 }
 
 impl Lab {
@@ -81,6 +88,7 @@ impl Lab {
                 .collect()
         });
         let mut started = Vec::new();
+        let mut tried = Vec::new();
         for (name, out) in &runs {
             let h = self.host(name);
             for line in out.stderr.lines() {
@@ -90,6 +98,16 @@ impl Lab {
                 let Some((from, to)) = rest.split_once(" -> ") else {
                     continue;
                 };
+                let to = to.trim();
+                tried.push((name.clone(), to.to_string()));
+                if self.pinned && !h.has_version_dir(to) {
+                    // Refused before anything was unpacked: nothing was installed.
+                    continue;
+                }
+                let signed = self.pinned.then(|| {
+                    out.stderr
+                        .contains(&format!("{to} is signed by the release keys"))
+                });
                 let event = TraceEvent::Install {
                     at: status.now,
                     host: h.updater_id().unwrap(),
@@ -98,13 +116,14 @@ impl Lab {
                     from: Some(from.trim().to_string()),
                     to: to.trim().to_string(),
                     kind: InstallKind::Scheduled,
-                    signed: None,
-                    pinned_root: false,
+                    signed,
+                    pinned_root: self.pinned,
                 };
                 started.push(event);
             }
         }
         self.trace.events.extend(started);
+        self.tried.extend(tried);
         self.f.reconcile().unwrap();
         let status = self.f.status().unwrap();
         (runs, status)
@@ -176,16 +195,26 @@ fn failures(runs: &[(String, RunOutcome)]) -> Vec<(String, String)> {
 /// staging (10:00, one canary) and prod (14:00): three and two hosts, each enrolled
 /// with `enable --self-update` and running the updater release 1.0.0.
 fn lab() -> Lab {
+    lab_with(|f| {
+        let real = std::fs::read(&f.bins.tern_update).unwrap();
+        for v in ["1.0.0", "1.1.0"] {
+            updater::publish(&f.artifacts, v, &real).unwrap();
+        }
+        updater::publish(&f.artifacts, "1.2.0", &updater::broken_program()).unwrap();
+        Vec::new()
+    })
+}
+
+/// [`lab`] with the releases `publish` puts on the artifact server; it returns more
+/// `enable` flags for every host (a non-empty list: the hosts pin a release root).
+fn lab_with(publish: impl FnOnce(&Fleet) -> Vec<String>) -> Lab {
     let f = Fleet::start(FleetOptions {
         releases: Vec::new(),
         ..FleetOptions::default()
     })
     .unwrap();
-    let real = std::fs::read(&f.bins.tern_update).unwrap();
-    for v in ["1.0.0", "1.1.0"] {
-        updater::publish(&f.artifacts, v, &real).unwrap();
-    }
-    updater::publish(&f.artifacts, "1.2.0", &updater::broken_program()).unwrap();
+    let extra = publish(&f);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     f.apply(&halt_on_error(&[("staging", 10, 1, 0), ("prod", 14, 0, 0)]))
         .unwrap();
     f.set_version("1.0.0", "1.0.0", "regular").unwrap();
@@ -196,10 +225,11 @@ fn lab() -> Lab {
             let h = UpdaterHost::new(&root, &format!("{group}-{i}"), group, &f.bins.tern_update)
                 .unwrap();
             let out = h
-                .enable(
+                .enable_with(
                     &f.gateway.url,
                     &f.gateway.artifacts_url(),
                     &f.agent_token_file,
+                    &extra,
                 )
                 .unwrap();
             assert!(out.ok(), "{}: enable failed:\n{}", h.name, out.stderr);
@@ -210,6 +240,8 @@ fn lab() -> Lab {
         f,
         hosts,
         trace: Trace::default(),
+        tried: Vec::new(),
+        pinned: !extra.is_empty(),
     };
     lab.all_linked("1.0.0");
     let (runs, _) = lab.tick("2m");
@@ -469,4 +501,203 @@ fn a_freeze_of_the_agents_ternd_holds_the_updater() {
             out.stderr
         );
     }
+}
+
+/// The updater's releases signed like the agent's: every host's `updater` namespace
+/// pins the release root (`enable --self-update --trust-root`), and the repository is
+/// made by the real `tern-release` over the updater's own tarballs. 1.0.0, 1.1.0 and
+/// 1.3.0 are signed (all this build's real tern-update); 1.2.0, the same binary, is
+/// published with its `.sha256` but never signed; 1.3.0's tarball is replaced on the
+/// artifact server after signing (its `.sha256` rewritten to match). A signed 1.1.0
+/// rolls out as any release; 1.2.0 and the tampered 1.3.0 are each refused by the one
+/// canary before anything is unpacked, which fails it and holds staging: prod never
+/// starts, and no other host even tries them.
+#[test]
+fn a_pinned_updater_installs_only_signed_releases_and_an_unsigned_or_tampered_one_stops_at_the_canary()
+ {
+    let mut lab = lab_with(|f| {
+        let real = std::fs::read(&f.bins.tern_update).unwrap();
+        for v in ["1.0.0", "1.1.0", "1.2.0", "1.3.0"] {
+            updater::publish(&f.artifacts, v, &real).unwrap();
+        }
+        let root = sign::sign_updater(f, &["1.0.0", "1.1.0", "1.3.0"]).unwrap();
+        // With --url-template there is no --base-url to find the metadata beside, so
+        // it is named (without it the host would look on the server).
+        vec![
+            "--trust-root".into(),
+            root.display().to_string(),
+            "--trust-url".into(),
+            format!("{}/tuf/metadata/", f.gateway.artifacts_url()),
+        ]
+    });
+    let out = lab.host("prod-1").run(&["status"]).unwrap();
+    assert!(
+        out.stdout
+            .contains("verified: installs only what the release keys signed"),
+        "{}",
+        out.stdout
+    );
+
+    // 1.1.0, signed: canary first, then staging, then prod in its window; every
+    // install checked against the signed metadata and self-checked before its link.
+    lab.clock_set(&at(MON, "09:30"));
+    lab.updater_ctl(&["new-rollout", "1.1.0"]);
+    let (runs, status) = lab.step_at(&at(MON, "10:00"));
+    assert!(failures(&runs).is_empty(), "{:?}", failures(&runs));
+    let canary = sole_canary(&lab, &status);
+    let (_, out) = runs.iter().find(|(n, _)| *n == canary).unwrap();
+    assert!(
+        out.stderr.contains("1.1.0 is signed by the release keys")
+            && out.stderr.contains("the updater now runs 1.1.0"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(lab.host(&canary).linked_version().as_deref(), Some("1.1.0"));
+    let mut status = status;
+    for t in [
+        "10:10", "10:20", "10:30", "14:00", "14:10", "14:20", "14:30",
+    ] {
+        let (runs, s) = lab.step_at(&at(MON, t));
+        assert!(failures(&runs).is_empty(), "{:?}", failures(&runs));
+        status = s;
+        if status.rollout_state() == "done" {
+            break;
+        }
+    }
+    assert_eq!(status.rollout_state(), "done");
+    lab.all_linked("1.1.0");
+    let out = lab.host("prod-2").run(&["self-check"]).unwrap();
+    assert!(
+        out.ok() && out.stdout.contains("self-check ok"),
+        "{}",
+        out.stderr
+    );
+
+    // 1.2.0, never signed: the canary refuses it, naming why; nothing is unpacked.
+    lab.clock_set(&at(TUE, "09:30"));
+    lab.updater_ctl(&["new-rollout", "1.2.0"]);
+    refused_at_the_canary(
+        &mut lab,
+        TUE,
+        "1.2.0",
+        &["is not signed by the release keys"],
+    );
+
+    // 1.3.0, signed, but its tarball was replaced on the artifact server afterwards.
+    let tampered = sign::tamper_updater(&lab.f, "1.3.0").unwrap();
+    lab.clock_set(&at(WED, "09:30"));
+    lab.updater_ctl(&["new-rollout", "1.3.0"]);
+    refused_at_the_canary(
+        &mut lab,
+        WED,
+        "1.3.0",
+        &["does not match the signed release metadata", "sha256"],
+    );
+    tampered.undo().unwrap();
+
+    // The fleet-safety invariant (a pinned host never installs what was not signed,
+    // among the rest) over the run; no host but a canary ever tried 1.2.0 or 1.3.0.
+    if let Err(v) = tern_core::invariant::check(&lab.trace) {
+        panic!(
+            "{v}\n{}",
+            serde_json::to_string_pretty(&lab.trace.events[v.index]).unwrap()
+        );
+    }
+    let installs = lab
+        .trace
+        .events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                TraceEvent::Install {
+                    signed: Some(true),
+                    pinned_root: true,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(
+        installs, 5,
+        "every host installed the signed 1.1.0 once: {:?}",
+        lab.trace
+    );
+}
+
+fn sole_canary(lab: &Lab, status: &Status) -> String {
+    let canaries: Vec<String> = status
+        .group("staging")
+        .canaries
+        .iter()
+        .map(|c| lab.name_of(&c.updater_id))
+        .collect();
+    assert_eq!(canaries.len(), 1, "{canaries:?}");
+    canaries[0].clone()
+}
+
+/// `version`, just rolled out, reaches staging's canary on `day` at 10:00, which
+/// refuses it with an error holding each of `reason`: nothing of it unpacked, the link
+/// still on 1.1.0, the canary failed; through prod's window staging holds and prod
+/// never starts, and no other host tries it.
+fn refused_at_the_canary(lab: &mut Lab, day: &str, version: &str, reason: &[&str]) {
+    let (runs, status) = lab.step_at(&at(day, "10:00"));
+    let canary = sole_canary(lab, &status);
+    let failed = failures(&runs);
+    assert_eq!(
+        failed.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+        vec![canary.clone()],
+        "exactly the canary tried {version}: {failed:?}"
+    );
+    let msg = &failed[0].1;
+    assert!(
+        msg.contains(version)
+            && reason.iter().all(|r| msg.contains(r))
+            && msg.contains("nothing was installed"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("self-check"),
+        "refused before any self-check: {msg}"
+    );
+    let mut status = status;
+    for t in ["10:30", "12:00", "14:00", "14:30", "16:00"] {
+        let (runs, s) = lab.step_at(&at(day, t));
+        let (mine, others): (Vec<_>, Vec<_>) =
+            failures(&runs).into_iter().partition(|(n, _)| *n == canary);
+        assert!(others.is_empty(), "{others:?}");
+        // A refusal is not a skip: the canary refuses the release again on each run.
+        assert!(
+            mine.len() == 1 && reason.iter().all(|r| mine[0].1.contains(r)),
+            "{mine:?}"
+        );
+        status = s;
+    }
+    assert_eq!(status.state_of("staging"), "canary");
+    assert_eq!(status.group("staging").last_update_reason, "canary_failed");
+    assert_eq!(status.state_of("prod"), "unstarted");
+    lab.all_linked("1.1.0");
+    for h in &lab.hosts {
+        assert!(!h.has_version_dir(version), "{} unpacked {version}", h.name);
+    }
+    let id = lab.host(&canary).updater_id().unwrap();
+    let inv = lab.f.inventory().unwrap();
+    let entry = inv.iter().find(|e| e.updater_id == id).unwrap();
+    assert_eq!(entry.version, "1.1.0");
+    assert_eq!(entry.healthy, Some(true));
+    let failure = entry
+        .install_failure
+        .as_ref()
+        .expect("ternd shows the refusal");
+    assert_eq!(
+        (failure.version.as_str(), failure.kind.as_str()),
+        (version, "not_signed")
+    );
+    let tried: BTreeSet<&str> = lab
+        .tried
+        .iter()
+        .filter(|(_, v)| v == version)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(tried, BTreeSet::from([canary.as_str()]));
 }
