@@ -13,15 +13,16 @@ use tern_core::wire::{AgentSchedule, FindResponse, Heartbeat, HeartbeatResponse}
 use ureq::http::{Method, StatusCode};
 
 use crate::connect::{Connect, Roots};
-use crate::error::{ChecksumProblem, Error, Result};
+use crate::error::{ChecksumProblem, Error, Reason, Result};
 
 /// The largest heartbeat answer read: a local script of up to 64 KiB, JSON-escaped (a
 /// control character takes six bytes), and the rest of the instruction.
 const HEARTBEAT_ANSWER_LIMIT: u64 = 512 * 1024;
 
 /// ternd's reason in an error answer (`{"error":{"code":…,"message":…}}`), made
-/// harmless to print: it comes from the network.
-fn api_error_message(body: &str) -> Option<String> {
+/// harmless to print: it comes from the network. `None`: not ternd's error shape, or
+/// nothing said.
+fn api_reason(body: &str) -> Option<Reason> {
     #[derive(serde::Deserialize)]
     struct Body {
         error: Detail,
@@ -29,17 +30,23 @@ fn api_error_message(body: &str) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Detail {
         #[serde(default)]
+        code: String,
+        #[serde(default)]
         message: String,
     }
     let body: Body = serde_json::from_str(body).ok()?;
-    let text: String = body
-        .error
-        .message
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(200)
-        .collect();
-    (!text.is_empty()).then_some(text)
+    let harmless = |s: &str, max: usize| -> String {
+        s.chars().filter(|c| !c.is_control()).take(max).collect()
+    };
+    let code = harmless(&body.error.code, 64);
+    let message = harmless(&body.error.message, 200);
+    // A code alone still says why; shown as the message then.
+    let message = if message.is_empty() {
+        code.clone()
+    } else {
+        message
+    };
+    (!message.is_empty()).then_some(Reason { code, message })
 }
 
 /// A long-poll find's answer.
@@ -113,8 +120,27 @@ impl Client {
                 method,
                 url: url.to_string(),
                 status,
+                reason: None,
             })
         }
+    }
+
+    /// Refuses any answer but 2xx, with ternd's reason when its answer gives one.
+    fn expect_ternd_success(
+        method: Method,
+        url: &str,
+        resp: &mut ureq::http::Response<ureq::Body>,
+    ) -> Result<()> {
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        Err(Error::HttpStatus {
+            method,
+            url: url.to_string(),
+            status,
+            reason: error_reason(resp),
+        })
     }
 
     /// `GET {server}/v1/webapi/find?group=G&updater_id=U`.
@@ -129,6 +155,23 @@ impl Client {
         let facts = facts.query();
         let mut query = vec![("group", group), ("updater_id", updater_id)];
         query.extend(facts.iter().map(|(k, v)| (*k, v.as_str())));
+        self.get_json(url, &query, |url, source| Error::BadFindResponse {
+            url,
+            source,
+        })
+    }
+
+    /// `GET {server}/v1/webapi/find?group=G&updater_id=U` saying nothing of the host
+    /// (the Kubernetes controller: a workload's facts go in its heartbeats, and ternd
+    /// answers a find without facts as it always did).
+    pub fn find_without_facts(
+        &self,
+        server: &str,
+        group: &str,
+        updater_id: &str,
+    ) -> Result<FindResponse> {
+        let url = format!("{}/v1/webapi/find", server.trim_end_matches('/'));
+        let query = [("group", group), ("updater_id", updater_id)];
         self.get_json(url, &query, |url, source| Error::BadFindResponse {
             url,
             source,
@@ -171,7 +214,7 @@ impl Client {
             .build()
             .call()
             .map_err(Self::request_err(&url))?;
-        Self::expect_success(Method::GET, &url, resp.status())?;
+        Self::expect_ternd_success(Method::GET, &url, &mut resp)?;
         let header = |name: &str| {
             resp.headers()
                 .get(name)
@@ -213,7 +256,7 @@ impl Client {
             req = req.query(*k, *v);
         }
         let mut resp = req.call().map_err(Self::request_err(&url))?;
-        Self::expect_success(Method::GET, &url, resp.status())?;
+        Self::expect_ternd_success(Method::GET, &url, &mut resp)?;
         resp.body_mut()
             .with_config()
             .limit(64 * 1024)
@@ -404,7 +447,7 @@ impl Client {
         let reason = error_reason(&mut resp);
         Ok(match status.as_u16() {
             404 | 405 => Joined::NotSupported,
-            409 => Joined::HasCredential(reason),
+            409 => Joined::HasCredential(reason.map(|r| r.message)),
             _ => Joined::Refused(Error::HeartbeatRejected {
                 url,
                 status,
@@ -448,13 +491,13 @@ impl Client {
 }
 
 /// ternd's reason in an error answer (read up to 16 KiB), made harmless to print.
-fn error_reason(resp: &mut ureq::http::Response<ureq::Body>) -> Option<String> {
+fn error_reason(resp: &mut ureq::http::Response<ureq::Body>) -> Option<Reason> {
     resp.body_mut()
         .with_config()
         .limit(16 * 1024)
         .read_to_string()
         .ok()
-        .and_then(|body| api_error_message(&body))
+        .and_then(|body| api_reason(&body))
 }
 
 /// What came of a join.
@@ -521,19 +564,36 @@ mod tests {
     }
 
     #[test]
-    fn ternd_error_messages_are_read_and_made_harmless() {
+    fn ternd_error_reasons_are_read_and_made_harmless() {
         let body = r#"{"error":{"code":"unauthenticated","message":"invalid or revoked token"}}"#;
         assert_eq!(
-            api_error_message(body).as_deref(),
-            Some("invalid or revoked token")
+            api_reason(body),
+            Some(Reason {
+                code: "unauthenticated".into(),
+                message: "invalid or revoked token".into()
+            })
         );
         let hostile = format!(
-            r#"{{"error":{{"message":"a\nerror: forged{}"}}}}"#,
+            r#"{{"error":{{"code":"x\u001b[31m{}","message":"a\nerror: forged{}"}}}}"#,
+            "c".repeat(1000),
             "x".repeat(1000)
         );
-        let got = api_error_message(&hostile).unwrap();
-        assert!(!got.contains('\n') && got.chars().count() == 200, "{got}");
-        assert_eq!(api_error_message("<html>"), None);
-        assert_eq!(api_error_message(r#"{"error":{"message":""}}"#), None);
+        let got = api_reason(&hostile).unwrap();
+        assert!(
+            !got.message.contains('\n') && got.message.chars().count() == 200,
+            "{got:?}"
+        );
+        assert!(
+            !got.code.contains('\u{1b}') && got.code.chars().count() == 64,
+            "{got:?}"
+        );
+        assert_eq!(api_reason("<html>"), None);
+        assert_eq!(api_reason(r#"{"error":{"message":""}}"#), None);
+        assert_eq!(api_reason(r#"{"message":"not ternd's shape"}"#), None);
+        // A code alone is the reason shown.
+        assert_eq!(
+            api_reason(r#"{"error":{"code":"forbidden"}}"#).map(|r| r.to_string()),
+            Some("forbidden".into())
+        );
     }
 }

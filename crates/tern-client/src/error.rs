@@ -40,6 +40,31 @@ pub enum ChecksumProblem {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// ternd's reason for refusing a request, from its error answer
+/// (`{"error": {"code", "message"}}`). From the network: both are stripped of control
+/// characters and cut (code 64, message 200 characters), so they are harmless to print.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reason {
+    /// ternd's machine-readable code (`unauthenticated`, `not_found`, …); may be empty.
+    pub code: String,
+    /// ternd's words for it; never empty.
+    pub message: String,
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// `: reason`, or nothing when ternd gave none.
+fn with_reason(reason: &Option<Reason>) -> String {
+    reason
+        .as_ref()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{context}: {source}")]
@@ -58,18 +83,21 @@ pub enum Error {
         #[source]
         source: ureq::Error,
     },
-    #[error("http: {url}: {method} status {status}")]
+    #[error("http: {url}: {method} status {status}{}", with_reason(reason))]
     HttpStatus {
         method: Method,
         url: String,
         status: StatusCode,
+        /// ternd's reason, when its answer has one (find, the schedule); artifacts,
+        /// channels and metadata are not ternd's API and are not read for one.
+        reason: Option<Reason>,
     },
-    #[error("http: {url}: POST status {status}{}", reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    #[error("http: {url}: POST status {status}{}", with_reason(reason))]
     HeartbeatRejected {
         url: String,
         status: StatusCode,
         /// ternd's reason, when its answer has one.
-        reason: Option<String>,
+        reason: Option<Reason>,
     },
     #[error("http: {url}: bad find response: {source}")]
     BadFindResponse {

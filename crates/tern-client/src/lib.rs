@@ -16,6 +16,6 @@ mod error;
 
 pub use client::{Client, Joined, Polled};
 pub use connect::{Connect, Roots, roots_from_pem};
-pub use error::{CaBundleError, ChecksumProblem, Error, Result};
+pub use error::{CaBundleError, ChecksumProblem, Error, Reason, Result};
 /// The HTTP types in the errors and answers (status codes, methods).
 pub use ureq::http::{Method, StatusCode};

@@ -89,13 +89,13 @@ impl SignedDigests {
         state: &Path,
         root: &Path,
         url: &str,
-        roots: Option<ureq::tls::RootCerts>,
+        roots: Option<tern_client::Roots>,
     ) -> Result<Self, DigestError> {
         let err = |e: tern_trust::Error| DigestError::Unverified(e.to_string());
         tern_trust::pin_root(state, root).map_err(err)?;
         let url = tern_trust::metadata_url(url).map_err(err)?;
         let fetch: Arc<dyn tern_trust::Fetch> =
-            Arc::new(tern_trust::UreqFetch(crate::fleet::http_agent(roots)));
+            Arc::new(tern_trust::UreqFetch(crate::fleet::connect(roots).agent()));
         let client = tern_trust::Client::new(state, &url, Some(fetch)).map_err(err)?;
         Ok(Self {
             client: Arc::new(client),

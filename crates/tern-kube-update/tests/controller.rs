@@ -254,6 +254,40 @@ async fn a_workload_following_a_channel_takes_a_critical_version_outside_its_win
     );
 }
 
+/// A find ternd refuses is shown with ternd's own reason (its JSON error's message,
+/// through tern-client), and nothing is written: here a ternd that serves only hosts
+/// pinning the release root (`--require-trust`), which a workload does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_find_is_shown_with_ternds_reason() {
+    let env = tokio::task::spawn_blocking(|| Env::start_with(&["--require-trust"]))
+        .await
+        .unwrap();
+    let server = FakeApiServer::start().await;
+    server.create(
+        Kind::Deployment,
+        "db",
+        deployment_on_1_0_0(json!({"tern.dev/update": "true"})),
+    );
+    let now: jiff::Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
+    server.settle(now);
+    let outcomes = controller(&server, &env).pass(now, &|| true).await;
+    let err = outcomes[0].decision.as_ref().unwrap_err();
+    let find_url = format!("{}/v1/webapi/find", env.ternd.url);
+    assert!(
+        err.starts_with("find: ")
+            && err.contains(&find_url)
+            && err.contains("403")
+            && err.contains("serves only hosts that pin the release root"),
+        "{err}"
+    );
+    let hb = outcomes[0].heartbeat_error.as_deref().unwrap();
+    assert!(
+        hb.contains("403") && hb.contains("pin the release root"),
+        "{hb}"
+    );
+    assert_eq!(outcomes[0].written, None);
+}
+
 /// A ternd with a certificate no public CA signed: refused, with the reason, until the
 /// controller is given the CA (`--ca-cert`); then it heartbeats and updates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

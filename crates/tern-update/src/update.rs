@@ -956,7 +956,7 @@ impl Sent {
                 reason,
                 ..
             })) if *status == StatusCode::UNAUTHORIZED || *status == StatusCode::FORBIDDEN => {
-                Some((*status, reason.clone()))
+                Some((*status, reason.as_ref().map(|r| r.message.clone())))
             }
             _ => None,
         }

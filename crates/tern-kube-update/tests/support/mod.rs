@@ -27,13 +27,18 @@ pub fn digest() -> String {
 
 impl Env {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// [`Env::start`] with these further flags of `ternd start`.
+    pub fn start_with(extra: &[&str]) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let bins = Bins::locate().unwrap();
         let ternd = Ternd::start(
             &bins.ternd,
             &tmp.path().join("ternd"),
             "2026-11-23T09:00:00Z",
-            &[],
+            extra,
         )
         .unwrap();
         let ctl = Ctl {
