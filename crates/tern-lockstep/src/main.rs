@@ -24,8 +24,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tern_core::backoff::Backoff;
-
 use anyhow::Context as _;
 use clap::{CommandFactory as _, Parser, Subcommand};
 use tern_cli::LogFormat;
@@ -357,7 +355,8 @@ async fn open_etcd(
         credentials: login,
         ..EtcdOptions::default()
     };
-    let backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+    let backoff =
+        tern_core::backoff::Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
     let mut failures = 0;
     loop {
         match EtcdStore::connect(urls, prefix, opts.clone()).await {
