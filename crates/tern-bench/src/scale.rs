@@ -351,6 +351,7 @@ fn start_replicas(bin: &Path, dir: &Path, etcd: &Cluster) -> anyhow::Result<Flee
             .args(["--find-rate", "0", "--heartbeat-rate", "0"])
             .args(["--log", "warn"])
             .args(["--backend", &backend])
+            .args(["--etcd-lease-bucket", "1h"])
             .args(["--replica-id", &format!("r{i}")])
             .args(["--leader-ttl", "5s"]);
         let server = Server::spawn(cmd)?;

@@ -27,19 +27,21 @@ fn api_reason(body: &str) -> Option<Reason> {
     struct Body {
         error: Detail,
     }
+    // Any JSON for each field: a proxy's `"code": 403` must not hide its message.
     #[derive(serde::Deserialize)]
     struct Detail {
         #[serde(default)]
-        code: String,
+        code: serde_json::Value,
         #[serde(default)]
-        message: String,
+        message: serde_json::Value,
     }
     let body: Body = serde_json::from_str(body).ok()?;
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
     let harmless = |s: &str, max: usize| -> String {
         s.chars().filter(|c| !c.is_control()).take(max).collect()
     };
-    let code = harmless(&body.error.code, 64);
-    let message = harmless(&body.error.message, 200);
+    let code = harmless(&text(&body.error.code), 64);
+    let message = harmless(&text(&body.error.message), 200);
     // A code alone still says why; shown as the message then.
     let message = if message.is_empty() {
         code.clone()
@@ -594,6 +596,12 @@ mod tests {
         assert_eq!(
             api_reason(r#"{"error":{"code":"forbidden"}}"#).map(|r| r.to_string()),
             Some("forbidden".into())
+        );
+        // A proxy's numeric code does not hide its message (the code is not text: dropped).
+        let proxy = api_reason(r#"{"error":{"code":403,"message":"blocked by policy"}}"#).unwrap();
+        assert_eq!(
+            (proxy.code.as_str(), proxy.message.as_str()),
+            ("", "blocked by policy")
         );
     }
 }

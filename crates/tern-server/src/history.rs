@@ -32,10 +32,11 @@ use crate::state::AppState;
 /// How often queued observations are written.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(2);
 /// A host silent this long has its history removed by the store (the TTL is renewed by
-/// every write). On etcd, a TTL this long shares one lease per hour-wide time bucket
-/// (`EtcdOptions::lease_bucket`): the history's first deploy on an N-host fleet costs each
-/// replica one lease grant per hour it takes, not N, and a record may outlive its 90 days
-/// by at most an hour.
+/// every write). On etcd with `ternd start --etcd-lease-bucket 1h`, a TTL this long
+/// shares one lease per hour-wide time bucket (`EtcdOptions::lease_bucket`): the
+/// history's first deploy on an N-host fleet costs each replica one lease grant per hour
+/// it takes, not N, and a record may outlive its 90 days by the bucket (and, as any etcd
+/// lease, by more when an etcd leader change restarts lease countdowns).
 pub(crate) const KEEP_FOR: Duration = Duration::from_secs(90 * 24 * 3600);
 /// Records written per store transaction.
 const BATCH: usize = 64;

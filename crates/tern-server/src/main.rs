@@ -58,6 +58,14 @@ struct StartArgs {
     /// Key prefix of this installation in etcd (several installations may share one etcd).
     #[arg(long, default_value = "/tern/", value_name = "PREFIX")]
     etcd_prefix: String,
+    /// etcd: host-history records (kept 90 days) share one etcd lease per this much time
+    /// instead of one lease each, so a first deploy on N hosts grants a lease per hour,
+    /// not N (a record may then expire up to this much late, never early). 0s: a lease per
+    /// write. Turn it on only once every replica runs a ternd that knows shared leases
+    /// (this release or later): an older replica revokes the lease of each record it
+    /// rewrites, and with it every record sharing that lease. 1h is a good value
+    #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = parse_duration_or_zero)]
+    etcd_lease_bucket: GoDuration,
     /// Address to listen on (port 0: any free port; the address is printed).
     #[arg(long, default_value = "127.0.0.1:3025", value_name = "ADDR")]
     listen: SocketAddr,
@@ -456,6 +464,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         dev_clock: a.dev_clock,
         backend,
         etcd_prefix: a.etcd_prefix,
+        etcd_lease_bucket: a.etcd_lease_bucket.as_std(),
         notify,
         downloads,
     }))

@@ -43,6 +43,9 @@ pub struct ServeOptions {
     pub backend: Backend,
     /// Key prefix of this installation in etcd.
     pub etcd_prefix: String,
+    /// etcd: long TTLs (host history) share one lease per this much time; zero: a lease
+    /// per write (`ternd start --etcd-lease-bucket`).
+    pub etcd_lease_bucket: Duration,
     /// Where alert notices go (`--notify-webhook`, `--notify-slack`).
     pub notify: NotifySettings,
     /// The one-line installer's binaries (`--downloads-dir`), loaded before the start.
@@ -328,7 +331,10 @@ async fn shutdown_signal() {
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let dir = opts.settings.data_dir.clone();
     create_data_dir(&dir)?;
-    let store = opts.backend.open(&opts.etcd_prefix).await?;
+    let store = opts
+        .backend
+        .open_sharing_leases(&opts.etcd_prefix, opts.etcd_lease_bucket)
+        .await?;
     let clock = open_clock(store.as_ref(), opts.dev_clock).await?;
     let replica = opts.settings.replica_id.clone();
     let token = with_store_retries("initialising the store", || {

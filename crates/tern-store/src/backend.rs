@@ -72,6 +72,19 @@ impl Backend {
         self.open_with(etcd_prefix, SqliteOptions::default()).await
     }
 
+    /// [`Backend::open`], with etcd's long TTLs sharing one lease per `lease_bucket` of
+    /// time (`EtcdOptions::lease_bucket`; zero: a lease per write). SQLite has no leases.
+    pub async fn open_sharing_leases(
+        &self,
+        etcd_prefix: &str,
+        lease_bucket: std::time::Duration,
+    ) -> Result<Arc<dyn Store>, OpenError> {
+        match self {
+            Backend::Etcd(urls) => open_etcd(urls, etcd_prefix, lease_bucket).await,
+            Backend::Sqlite(_) => self.open(etcd_prefix).await,
+        }
+    }
+
     /// [`Backend::open`] with SQLite options (tern-lockstep's barriers poll other
     /// processes' writes more often than ternd needs to).
     pub async fn open_with(
@@ -95,7 +108,7 @@ impl Backend {
                     })?;
                 Ok(Arc::new(store))
             }
-            Backend::Etcd(urls) => open_etcd(urls, etcd_prefix).await,
+            Backend::Etcd(urls) => open_etcd(urls, etcd_prefix, std::time::Duration::ZERO).await,
         }
     }
 }
@@ -113,7 +126,11 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 #[cfg(feature = "etcd")]
-async fn open_etcd(urls: &[String], prefix: &str) -> Result<Arc<dyn Store>, OpenError> {
+async fn open_etcd(
+    urls: &[String],
+    prefix: &str,
+    lease_bucket: std::time::Duration,
+) -> Result<Arc<dyn Store>, OpenError> {
     use std::time::Duration;
 
     use tern_core::backoff::Backoff;
@@ -125,7 +142,11 @@ async fn open_etcd(urls: &[String], prefix: &str) -> Result<Arc<dyn Store>, Open
     let backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
     let mut failures = 0;
     loop {
-        match EtcdStore::connect(urls, prefix, EtcdOptions::default()).await {
+        let opts = EtcdOptions {
+            lease_bucket,
+            ..EtcdOptions::default()
+        };
+        match EtcdStore::connect(urls, prefix, opts).await {
             Ok(store) => {
                 tracing::info!(endpoints = ?urls, prefix, "connected to etcd");
                 return Ok(Arc::new(store));
@@ -146,7 +167,11 @@ async fn open_etcd(urls: &[String], prefix: &str) -> Result<Arc<dyn Store>, Open
 }
 
 #[cfg(not(feature = "etcd"))]
-async fn open_etcd(_urls: &[String], _prefix: &str) -> Result<Arc<dyn Store>, OpenError> {
+async fn open_etcd(
+    _urls: &[String],
+    _prefix: &str,
+    _lease_bucket: std::time::Duration,
+) -> Result<Arc<dyn Store>, OpenError> {
     Err(OpenError::NoEtcdSupport)
 }
 

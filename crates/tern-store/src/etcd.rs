@@ -24,10 +24,14 @@
 //!   settings); the lease a write replaces (or a failed write's fresh lease) is revoked in
 //!   the background; it holds no key any more, so that changes nothing.
 //!   A longer TTL (host history: 90 days) is rounded **up** to the end of a time bucket
-//!   [`EtcdOptions::lease_bucket`] wide (default 1 hour), and all writes whose deadlines fall into one bucket
+//!   [`EtcdOptions::lease_bucket`] wide (zero by default: sharing off, because a store
+//!   handle from before shared leases revokes the lease of each key it rewrites, and with
+//!   it every key sharing it; ternd's `--etcd-lease-bucket` turns it on once no such
+//!   replica is left), and all writes whose deadlines fall into one bucket
 //!   share **one etcd lease**, granted once (with the TTL left to the bucket's end) and
 //!   reused: such a key expires no earlier than its TTL and at most one bucket width (plus
-//!   the whole second leases are rounded up to) later.
+//!   the whole second leases are rounded up to) later — as etcd counts; an etcd leader
+//!   change without lease checkpointing restarts every lease's countdown, any lease's.
 //!   Bound: per store handle (one per ternd replica), at most one lease grant per bucket
 //!   that a long-TTL deadline falls into — for one TTL (the history's) one grant per
 //!   `lease_bucket` of wall time, however many hosts are written — and shared leases are
@@ -125,7 +129,7 @@ pub struct EtcdOptions {
     /// Width of the time buckets that long TTLs share leases in (see the module docs): a
     /// TTL of at least [`lease_bucket_min_ttl`](Self::lease_bucket_min_ttl) is rounded up to
     /// its bucket's end (whole seconds), so such a key may expire up to this much late,
-    /// never early. Zero turns sharing off.
+    /// never early. Zero (the default) turns sharing off.
     pub lease_bucket: Duration,
     /// The shortest TTL that shares a bucket lease; shorter ones get a lease per write.
     /// Never below `lease_bucket` (a key may be late by at most the width, so sharing only
@@ -141,7 +145,10 @@ impl Default for EtcdOptions {
             keep_alive_interval: Duration::from_secs(3),
             keep_alive_timeout: Duration::from_secs(2),
             credentials: None,
-            lease_bucket: Duration::from_secs(3600),
+            // Off by default: a replica of a ternd from before shared leases revokes the
+            // lease of every key it rewrites, and with it every key sharing that lease.
+            // ternd turns it on with `--etcd-lease-bucket` once no such replica is left.
+            lease_bucket: Duration::ZERO,
             lease_bucket_min_ttl: Duration::from_secs(3600),
         }
     }

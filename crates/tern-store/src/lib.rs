@@ -51,8 +51,10 @@
 //! in one revision; a write or delete of one of them never shortens another's life. SQLite
 //! and memory round nothing (their TTLs cost nothing); etcd shares one etcd lease per time
 //! bucket among the TTLs of at least `EtcdOptions::lease_bucket_min_ttl` (default 1 hour,
-//! width `EtcdOptions::lease_bucket`, default 1 hour), so that writing a TTL'd record for
-//! every host of a fleet costs one lease grant per bucket, not one per host.
+//! width `EtcdOptions::lease_bucket`: zero by default, i.e. off, until every handle on the
+//! cluster knows shared leases; ternd's `--etcd-lease-bucket 1h`), so that writing a
+//! TTL'd record for every host of a fleet costs one lease grant per bucket, not one per
+//! host.
 //!
 //! # Listing and prefixes
 //!

@@ -203,8 +203,28 @@ async fn connect_to_nothing_is_unavailable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_ttls_share_one_lease_per_bucket() {
     let cluster = EtcdCluster::start(1).await;
-    let store = cluster.store("/tern/").await;
     let keep = Duration::from_secs(90 * 24 * 3600);
+    // Sharing is off by default (an older replica would revoke shared leases): a long
+    // TTL then costs a lease per write, as before.
+    let plain = cluster.store("/plain/").await;
+    for i in 0..3 {
+        plain
+            .put(&format!("p/{i}"), b"x".to_vec(), Some(keep))
+            .await
+            .unwrap();
+    }
+    assert_eq!(plain.lease_grants(), 3, "the default shares no lease");
+    // ternd's `--etcd-lease-bucket 1h`.
+    let store = EtcdStore::connect(
+        &cluster.endpoints(),
+        "/tern/",
+        EtcdOptions {
+            lease_bucket: Duration::from_secs(3600),
+            ..EtcdOptions::default()
+        },
+    )
+    .await
+    .unwrap();
     let before = store.lease_grants();
     for batch in 0..40 {
         let ops: Vec<Op> = (0..64)
@@ -226,9 +246,10 @@ async fn long_ttls_share_one_lease_per_bucket() {
     assert_eq!(store.list("h/").await.unwrap().kvs.len(), 40 * 64);
 
     let mut raw = raw_client(&cluster).await;
+    // The bucket leases, and the default store's three.
     let leases = raw.leases().await.unwrap();
     assert!(
-        leases.leases().len() <= 2,
+        leases.leases().len() <= 2 + 3,
         "{} etcd leases",
         leases.leases().len()
     );

@@ -300,6 +300,13 @@ fn native(
         ));
         return Ok(());
     }
+    // The updater's releases stop where the agent's ternd stops the whole host, whatever
+    // path names them (find's is in `run`).
+    if file.spec.self_update
+        && let Some(why) = crate::self_update::agent_stop(ctx)
+    {
+        return Err(InstallFailure::Check(why));
+    }
     run::recover(ctx, file)?;
     update::install_checked(ctx, &file.spec, &edition, &target, Some(expect))?;
     let from = file.status.active.clone();

@@ -50,7 +50,17 @@ pub(crate) fn check_spec(layout: &Layout, spec: &Spec) -> Result<()> {
 pub(crate) fn agent_stop(ctx: &Ctx) -> Option<String> {
     let l = &ctx.layout;
     let agent = Layout::new(l.install_dir.clone(), "default", &ctx.settings);
-    let file = crate::state::load(&agent.update_yaml()).ok().flatten()?;
+    // No agent namespace: nothing to ask. One that cannot be read may follow a ternd
+    // that stops this host: hold (fail closed).
+    let file = match crate::state::load(&agent.update_yaml()) {
+        Ok(Some(file)) => file,
+        Ok(None) => return None,
+        Err(e) => {
+            return Some(format!(
+                "cannot read the agent namespace's state to ask its ternd whether updates are stopped ({e}): holding the updater too"
+            ));
+        }
+    };
     if file.spec.server.is_empty() || file.spec.channel.is_some() {
         return None;
     }
