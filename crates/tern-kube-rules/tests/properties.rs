@@ -216,23 +216,29 @@ fn world() -> impl Strategy<Value = World> {
         mostly(&["3c6bcc1b-1992-4abc-a6f1-43f8f1b9ff05"]),
     )
         .prop_map(
-            |(kind, image, annotations, status, pods, source, resolved, uid)| World {
-                workload: Workload {
-                    kind,
-                    uid,
-                    namespace: "agents".into(),
-                    name: "agent".into(),
-                    image,
-                    annotations,
-                    status,
-                },
-                pods,
-                source,
-                resolved: resolved.map(|(repository, tag)| Resolved {
-                    repository,
-                    tag,
-                    digest: Digest::parse(&format!("sha256:{}", "c".repeat(64))).unwrap(),
-                }),
+            |(kind, image, annotations, status, mut pods, source, resolved, uid)| {
+                // Pod names are unique in a namespace (the API server refuses a second
+                // pod of a name): keep the first pod of each name.
+                let mut names = std::collections::BTreeSet::new();
+                pods.retain(|p| names.insert(p.name.clone()));
+                World {
+                    workload: Workload {
+                        kind,
+                        uid,
+                        namespace: "agents".into(),
+                        name: "agent".into(),
+                        image,
+                        annotations,
+                        status,
+                    },
+                    pods,
+                    source,
+                    resolved: resolved.map(|(repository, tag)| Resolved {
+                        repository,
+                        tag,
+                        digest: Digest::parse(&format!("sha256:{}", "c".repeat(64))).unwrap(),
+                    }),
+                }
             },
         )
 }
