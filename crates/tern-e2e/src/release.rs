@@ -168,25 +168,34 @@ pub use tern_core::text::hex;
 pub fn publish(dir: &Path, version: &str, agent: &Path) -> anyhow::Result<PathBuf> {
     let bin = std::fs::read(agent).with_context(|| format!("cannot read {}", agent.display()))?;
     let top = format!("tern-demo-agent-{version}");
+    let version_file = format!("{version}\n");
+    pack(
+        dir,
+        &artifact_name(version),
+        &[
+            (format!("{top}/bin/tern-demo-agent"), &bin, 0o755),
+            (format!("{top}/VERSION"), version_file.as_bytes(), 0o644),
+        ],
+    )
+}
+
+/// Writes `files` (path in the archive, bytes, mode) as the gzipped tarball
+/// `dir/<name>`, with `<name>.sha256` beside it as sha256sum writes it: a release as
+/// an artifact server holds it.
+pub fn pack(dir: &Path, name: &str, files: &[(String, &[u8], u32)]) -> anyhow::Result<PathBuf> {
     let enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     let mut tar = tar::Builder::new(enc);
-    let version_file = format!("{version}\n");
-    let files: [(String, &[u8], u32); 2] = [
-        (format!("{top}/bin/tern-demo-agent"), &bin, 0o755),
-        (format!("{top}/VERSION"), version_file.as_bytes(), 0o644),
-    ];
     for (path, data, mode) in files {
         let mut h = tar::Header::new_gnu();
         h.set_size(data.len() as u64);
-        h.set_mode(mode);
+        h.set_mode(*mode);
         h.set_mtime(0);
         h.set_entry_type(tar::EntryType::Regular);
-        tar.append_data(&mut h, &path, data)?;
+        tar.append_data(&mut h, path, *data)?;
     }
     let gz = tar.into_inner()?.finish()?;
     std::fs::create_dir_all(dir)?;
-    let name = artifact_name(version);
-    let path = dir.join(&name);
+    let path = dir.join(name);
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(&gz))
         .with_context(|| format!("cannot write {}", path.display()))?;

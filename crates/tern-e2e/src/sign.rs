@@ -42,9 +42,8 @@ fn sign_named(
     name: fn(&str) -> String,
 ) -> anyhow::Result<PathBuf> {
     let tool = fleet.bins.tern_release()?;
-    let keys = fleet.path().join("keys");
-    std::fs::create_dir_all(&keys)?;
-    let k = |n: &str| keys.join(format!("{n}.pk8")).display().to_string();
+    std::fs::create_dir_all(fleet.path().join("keys"))?;
+    let k = |role: &str| key(fleet, role);
     let (root, targets, snapshot, timestamp) =
         (k("root"), k("targets"), k("snapshot"), k("timestamp"));
     run(&tool, &["keygen", &root, &targets, &snapshot, &timestamp])?;
@@ -78,50 +77,49 @@ fn sign_named(
         .collect();
     std::fs::write(&manifest, text)?;
     let m = manifest.display().to_string();
-    run(
-        &tool,
-        &[
-            "add",
-            "--repo",
-            &repo,
-            "--manifest",
-            &m,
-            "--key",
-            &targets,
-            "--key",
-            &snapshot,
-            "--key",
-            &timestamp,
-        ],
-    )?;
+    let mut args = vec!["add", "--repo", &repo, "--manifest", &m];
+    let online = online_key_args(fleet);
+    args.extend(online.iter().map(String::as_str));
+    run(&tool, &args)?;
     Ok(fleet.artifacts.join("tuf/metadata/1.root.json"))
+}
+
+/// The key file of `role` that [`sign`] makes under `<fleet>/keys`.
+fn key(fleet: &Fleet, role: &str) -> String {
+    fleet
+        .path()
+        .join("keys")
+        .join(format!("{role}.pk8"))
+        .display()
+        .to_string()
+}
+
+/// `--key` for each online role (targets, snapshot, timestamp): what signs a new
+/// targets version.
+fn online_key_args(fleet: &Fleet) -> Vec<String> {
+    ["targets", "snapshot", "timestamp"]
+        .into_iter()
+        .flat_map(|role| ["--key".to_string(), key(fleet, role)])
+        .collect()
 }
 
 /// Sets the signed minimum version of release `line` (e.g. "1") to `version` with the
 /// keys [`sign`] made: the release keys revoke every version of the line below it.
 pub fn minimum(fleet: &Fleet, line: &str, version: &str) -> anyhow::Result<()> {
     let tool = fleet.bins.tern_release()?;
-    let keys = fleet.path().join("keys");
-    let k = |n: &str| keys.join(format!("{n}.pk8")).display().to_string();
     let repo = fleet.artifacts.join("tuf").display().to_string();
-    run(
-        &tool,
-        &[
-            "minimum",
-            "--repo",
-            &repo,
-            "--line",
-            line,
-            "--version",
-            version,
-            "--key",
-            &k("targets"),
-            "--key",
-            &k("snapshot"),
-            "--key",
-            &k("timestamp"),
-        ],
-    )?;
+    let mut args = vec![
+        "minimum",
+        "--repo",
+        &repo,
+        "--line",
+        line,
+        "--version",
+        version,
+    ];
+    let online = online_key_args(fleet);
+    args.extend(online.iter().map(String::as_str));
+    run(&tool, &args)?;
     Ok(())
 }
 

@@ -3,15 +3,13 @@
 //! tern-update itself, each in its own directories, run by whichever tern-update its
 //! link names (as a host's timer would).
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::Context;
-use sha2::{Digest, Sha256};
 
 use crate::host::RunOutcome;
-use crate::release::{go_arch, hex};
+use crate::release::go_arch;
 
 /// The tarball name of an updater release, as the hosts' URL template asks for it.
 pub fn artifact_name(version: &str) -> String {
@@ -30,28 +28,15 @@ pub fn url_template(artifacts_url: &str) -> String {
 /// Packs `program` as `tern-update-<v>/bin/tern-update` into `dir/<artifact_name>`
 /// and writes its `.sha256` beside it.
 pub fn publish(dir: &Path, version: &str, program: &[u8]) -> anyhow::Result<PathBuf> {
-    let top = format!("tern-update-{version}");
-    let enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    let mut tar = tar::Builder::new(enc);
-    let mut h = tar::Header::new_gnu();
-    h.set_size(program.len() as u64);
-    h.set_mode(0o755);
-    h.set_mtime(0);
-    h.set_entry_type(tar::EntryType::Regular);
-    tar.append_data(&mut h, format!("{top}/bin/tern-update"), program)?;
-    let gz = tar.into_inner()?.finish()?;
-    std::fs::create_dir_all(dir)?;
-    let name = artifact_name(version);
-    let path = dir.join(&name);
-    std::fs::File::create(&path)
-        .and_then(|mut f| f.write_all(&gz))
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    let sum = hex(&Sha256::digest(&gz));
-    std::fs::write(
-        dir.join(format!("{name}.sha256")),
-        format!("{sum}  {name}\n"),
-    )?;
-    Ok(path)
+    crate::release::pack(
+        dir,
+        &artifact_name(version),
+        &[(
+            format!("tern-update-{version}/bin/tern-update"),
+            program,
+            0o755,
+        )],
+    )
 }
 
 /// A release that exits at start, whatever it is asked: it stands in for a tern-update
