@@ -8,7 +8,7 @@ use std::time::Instant;
 use tern_core::codec::{self, Format};
 use tern_core::resource::{AutoUpdateConfig, AutoUpdateVersion};
 use tern_core::wire::Heartbeat;
-use tern_server::inventory::Inventory;
+use tern_server::Inventory;
 
 /// A fuzzing target: arbitrary bytes in, a panic on what must not happen.
 pub type Target = fn(&[u8]);

@@ -28,7 +28,7 @@ const DEPTH: usize = 40_000;
 
 pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
     // The attack holds over a thousand sockets: the soft limit goes to the hard one.
-    let _ = tern_server::server::descriptor_budget();
+    let _ = tern_server::descriptor_budget();
     let ternd = Ternd::start(&opts.ternd, &[])?;
     let addr = ternd.server.addr;
     let user = token(&ternd, "user")?;

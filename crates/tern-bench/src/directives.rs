@@ -13,8 +13,8 @@ use tern_core::directive::pass::Elsewhere;
 use tern_core::directive::resource::{
     ControlSpec, DirectiveSpec, Installer, VersionControlConfig, VersionDirective,
 };
-use tern_server::inventory::Inventory;
-use tern_server::inventory::directed::PassInput;
+use tern_server::Inventory;
+use tern_server::bench::{PassInput, ReleaseTo};
 
 use crate::alloc;
 use crate::{Opts, fleet, median, procs};
@@ -94,7 +94,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
             dry_run: None,
             notices: false,
             // The pass as ternd runs it; no rollout here, so nothing is released.
-            release_to: record.then_some(tern_server::inventory::directed::ReleaseTo {
+            release_to: record.then_some(ReleaseTo {
                 rollout: None,
                 frozen: false,
             }),

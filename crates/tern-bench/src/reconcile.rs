@@ -1,5 +1,5 @@
 //! `reconcile`: in-process, ternd's own report and reconcile path
-//! (`tern_server::reconciler::{write_report, reconcile_once}` over a memory store and a
+//! (`tern_server::bench::{write_report, reconcile_once}` over a memory store and a
 //! dev clock) with 10 agents and with 1M agents in the inventory; plus the pure
 //! `tern_core::reconcile::reconcile` given every connected agent against
 //! `reconcile_reports`, which takes only what the reports offer (what ternd runs).
@@ -14,10 +14,8 @@ use serde_json::json;
 use tern_core::inventory::AgentView;
 use tern_core::reconcile::{self, ReconcileInput, Resources};
 use tern_core::resource::{AutoUpdateConfig, AutoUpdateVersion, ConnectedAgent};
-use tern_server::clock::DevClock;
-use tern_server::reconciler;
-use tern_server::resources;
-use tern_server::state::{AppState, Settings};
+use tern_server::bench;
+use tern_server::{AppState, DevClock, Settings};
 use tern_store::MemoryStore;
 
 use crate::ternd::{CONFIG, VERSION};
@@ -116,9 +114,9 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
     let state = AppState::new(store, clock.clone(), settings);
     let config = AutoUpdateConfig::from_text(CONFIG).map_err(|e| anyhow::anyhow!("{e}"))?;
     let version = AutoUpdateVersion::from_text(VERSION).map_err(|e| anyhow::anyhow!("{e}"))?;
-    resources::write(state.store(), &config, None).await?;
-    resources::write(state.store(), &version, None).await?;
-    reconciler::reconcile_once(&state)
+    bench::write(state.store(), &config, None).await?;
+    bench::write(state.store(), &version, None).await?;
+    bench::reconcile_once(&state)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
 
@@ -140,19 +138,19 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
     let mut recon_again = Vec::new();
     for _ in 0..reps {
         let t = Instant::now();
-        reconciler::write_report(&state)
+        bench::write_report(&state)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         report.push(ms(t.elapsed()));
         let t = Instant::now();
-        reconciler::reconcile_once(&state)
+        bench::reconcile_once(&state)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         recon.push(ms(t.elapsed()));
         // At once again, nothing else run in between: what is left of the difference
         // once the report build's traffic no longer fills the caches.
         let t = Instant::now();
-        reconciler::reconcile_once(&state)
+        bench::reconcile_once(&state)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         recon_again.push(ms(t.elapsed()));
@@ -161,10 +159,10 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
     // The pure core, given every settled agent vs the agents it can use.
     let now = clock.now_value();
     let period = state.settings.report_period;
-    let reports = resources::reports(state.store())
+    let reports = bench::reports(state.store())
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let rollout = resources::load::<tern_core::resource::AutoUpdateAgentRollout>(state.store())
+    let rollout = bench::load::<tern_core::resource::AutoUpdateAgentRollout>(state.store())
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .map(|s| s.value);

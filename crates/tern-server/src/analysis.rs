@@ -48,7 +48,7 @@ impl Prometheus {
     }
 
     /// One instant query (blocking): its one number, or why there is none.
-    pub fn query(&self, promql: &str) -> Sample {
+    pub(crate) fn query(&self, promql: &str) -> Sample {
         let body: String = form_urlencoded::Serializer::new(String::new())
             .append_pair("query", promql)
             .finish();
@@ -156,7 +156,10 @@ fn measure_blocking(prometheus: Option<&Prometheus>, requests: &[Request]) -> Ve
 
 /// Runs the analyses due, off the async threads. A task that cannot run measures
 /// every query as unavailable: the groups hold, they never pass for it.
-pub async fn measure(prometheus: Option<Arc<Prometheus>>, requests: Vec<Request>) -> Vec<Measured> {
+pub(crate) async fn measure(
+    prometheus: Option<Arc<Prometheus>>,
+    requests: Vec<Request>,
+) -> Vec<Measured> {
     if requests.is_empty() {
         return Vec::new();
     }

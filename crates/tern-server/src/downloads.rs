@@ -16,7 +16,7 @@ use axum::body::Bytes;
 use sha2::{Digest, Sha256};
 
 /// The architectures (Go's names, as the script maps `uname -m` to them).
-pub const ARCHES: &[&str] = &["amd64", "arm64", "arm", "386", "riscv64"];
+pub(crate) const ARCHES: &[&str] = &["amd64", "arm64", "arm", "386", "riscv64"];
 
 /// A tern-update binary larger than this is refused at start (they are ~10 MB).
 const MAX_BINARY: u64 = 512 * 1024 * 1024;
@@ -41,7 +41,7 @@ pub enum DownloadsError {
 
 /// One binary as served.
 #[derive(Clone, Debug)]
-pub struct Binary {
+pub(crate) struct Binary {
     pub bytes: Bytes,
     pub sha256: String,
 }
@@ -115,19 +115,19 @@ impl Downloads {
     }
 
     /// The binary a `/downloads/tern-update/{file}` request names (`linux-ARCH`).
-    pub fn binary(&self, file: &str) -> Option<&Binary> {
+    pub(crate) fn binary(&self, file: &str) -> Option<&Binary> {
         let arch = file.strip_prefix("linux-")?;
         self.binaries.get(arch)
     }
 
     /// The architectures served.
-    pub fn arches(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn arches(&self) -> impl Iterator<Item = &str> {
         self.binaries.keys().copied()
     }
 
     /// The script for a request that reached ternd as `scheme://host`; `None` when
     /// there is no `--public-url` and `host` is not a plain host[:port].
-    pub fn script(&self, scheme: &str, host: Option<&str>) -> Option<String> {
+    pub(crate) fn script(&self, scheme: &str, host: Option<&str>) -> Option<String> {
         let server = match (&self.public_url, host) {
             (Some(url), _) => url.clone(),
             (None, Some(host)) if is_plain_host(host) => format!("{scheme}://{host}"),

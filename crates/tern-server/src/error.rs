@@ -132,4 +132,4 @@ impl IntoResponse for ApiError {
     }
 }
 
-pub(crate) type ApiResult<T> = Result<T, ApiError>;
+pub type ApiResult<T> = Result<T, ApiError>;

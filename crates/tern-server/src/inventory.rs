@@ -253,7 +253,7 @@ impl Inventory {
 
     /// Refuses new agents through a shared agent token past `max`
     /// ([`Refused::SharedTokenFull`]).
-    pub fn with_max_shared(mut self, max: usize) -> Self {
+    pub(crate) fn with_max_shared(mut self, max: usize) -> Self {
         self.max_shared = Some(max);
         self
     }
@@ -287,7 +287,7 @@ impl Inventory {
     }
 
     /// [`Inventory::heartbeat`], saying whether it came with a shared agent token.
-    pub fn heartbeat_via(
+    pub(crate) fn heartbeat_via(
         &mut self,
         hb: &Heartbeat,
         now: Timestamp,
@@ -542,7 +542,7 @@ impl Inventory {
 
     /// Agents that heartbeat with a token not bound to them (a shared agent token, or a
     /// controller's).
-    pub fn shared_token_hosts(&self) -> usize {
+    pub(crate) fn shared_token_hosts(&self) -> usize {
         self.shared
     }
 

@@ -10,8 +10,7 @@ use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use jiff::Timestamp;
 use tern_cli::LogFormat;
 use tern_core::duration::GoDuration;
-use tern_server::server::{self, Backend, NotifySettings, ServeOptions};
-use tern_server::state::Settings;
+use tern_server::{Backend, NotifySettings, ServeOptions, Settings};
 
 #[derive(Parser)]
 #[command(name = "ternd", version, about = "Tern's control plane")]
@@ -123,11 +122,11 @@ struct StartArgs {
     edition: String,
     /// POST alert notices as JSON to this URL (http or https; repeatable; in the
     /// environment, URLs separated by spaces). See docs/alerts.md.
-    #[arg(long, env = "TERN_NOTIFY_WEBHOOK", value_name = "URL", value_delimiter = ' ', value_parser = server::parse_notify_url)]
+    #[arg(long, env = "TERN_NOTIFY_WEBHOOK", value_name = "URL", value_delimiter = ' ', value_parser = tern_server::parse_notify_url)]
     notify_webhook: Vec<String>,
     /// Post alert notices to this Slack-compatible incoming webhook (repeatable). The URL
     /// is a secret: prefer TERN_NOTIFY_SLACK (URLs separated by spaces) to the command line.
-    #[arg(long, env = "TERN_NOTIFY_SLACK", value_name = "URL", value_delimiter = ' ', value_parser = server::parse_notify_url)]
+    #[arg(long, env = "TERN_NOTIFY_SLACK", value_name = "URL", value_delimiter = ' ', value_parser = tern_server::parse_notify_url)]
     notify_slack: Vec<String>,
     /// File holding the bearer token sent to every --notify-webhook receiver (read once
     /// at startup).
@@ -145,7 +144,7 @@ struct StartArgs {
     /// Prometheus' base URL (http or https): the leader runs groups' canary analyses
     /// there (docs/analysis.md). Without it, a group with an analysis holds at its
     /// canaries.
-    #[arg(long, env = "TERN_PROMETHEUS_URL", value_name = "URL", value_parser = server::parse_notify_url)]
+    #[arg(long, env = "TERN_PROMETHEUS_URL", value_name = "URL", value_parser = tern_server::parse_notify_url)]
     prometheus_url: Option<String>,
     /// How long one Prometheus query may take before the analysis holds the group.
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
@@ -324,7 +323,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
     tern_cli::init_logs(&a.log, a.log_format).map_err(anyhow::Error::msg)?;
     // Every flag and file is checked, and the port taken, before anything is created:
     // a bad start leaves no data dir, store or operator token behind.
-    let transport = server::transport(a.tls_cert, a.tls_key, a.insecure_http)?;
+    let transport = tern_server::transport(a.tls_cert, a.tls_key, a.insecure_http)?;
     let notify = NotifySettings::from_flags(
         &a.notify_webhook,
         &a.notify_slack,
@@ -361,7 +360,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
             a.request_timeout.as_secs()
         );
     }
-    let budget = server::descriptor_budget();
+    let budget = tern_server::descriptor_budget();
     let max_connections = match (a.max_connections, budget) {
         (Some(n), Some(b)) if n > b => {
             tracing::warn!(
@@ -375,7 +374,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         (None, Some(b)) => b,
         (None, None) => 65_536,
     };
-    let limits = server::Limits {
+    let limits = tern_server::Limits {
         max_connections,
         max_per_address: a.max_connections_per_ip,
         header_read_timeout: Duration::from_secs(a.header_read_timeout.as_secs()),
@@ -383,7 +382,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         request_timeout: Duration::from_secs(a.request_timeout.as_secs()),
     };
     let downloads = match &a.downloads_dir {
-        Some(dir) => Some(tern_server::downloads::Downloads::load(dir, a.public_url)?),
+        Some(dir) => Some(tern_server::Downloads::load(dir, a.public_url)?),
         None if a.public_url.is_some() => {
             anyhow::bail!("--public-url is the installer's address: give --downloads-dir too")
         }
@@ -391,22 +390,22 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
     };
     let listener = std::net::TcpListener::bind(a.listen)
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", a.listen))?;
-    server::create_data_dir(&a.data_dir)?;
+    tern_server::create_data_dir(&a.data_dir)?;
     if let Some(t) = &a.artifact_url_template {
-        tern_server::artifacts::check_template(t)
+        tern_server::check_template(t)
             .map_err(|e| anyhow::anyhow!("--artifact-url-template {t:?}: {e}"))?;
     }
     let release_trust = match (&a.trust_root, &a.trust_url) {
         (Some(root), Some(url)) => Some(
-            tern_server::trust::ReleaseTrust::pin(&a.data_dir, root, url)
+            tern_server::ReleaseTrust::pin(&a.data_dir, root, url)
                 .with_context(|| format!("--trust-root {}", root.display()))?,
         ),
         _ => None,
     };
-    let replica_id = server::replica_id(&a.data_dir, a.replica_id)?;
+    let replica_id = tern_server::replica_id(&a.data_dir, a.replica_id)?;
     let backend = a
         .backend
-        .unwrap_or_else(|| Backend::Sqlite(a.data_dir.join(server::DATABASE_FILE)));
+        .unwrap_or_else(|| Backend::Sqlite(a.data_dir.join(tern_server::DATABASE_FILE)));
     let settings = Settings {
         data_dir: a.data_dir,
         replica_id,
@@ -430,25 +429,25 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         directive_period: std::time::Duration::from_secs(a.directive_period.as_secs())
             .max(std::time::Duration::from_millis(100)),
         release_trust,
-        long_poll: tern_server::longpoll::LongPollSettings {
+        long_poll: tern_server::LongPollSettings {
             max_hold: Duration::from_secs(long_poll_max_hold),
             max_held: a.long_poll_max_held,
             release_jitter: Duration::from_secs(a.long_poll_jitter.as_secs()),
         },
         prometheus: a.prometheus_url.as_deref().map(|url| {
-            std::sync::Arc::new(tern_server::analysis::Prometheus::new(
+            std::sync::Arc::new(tern_server::Prometheus::new(
                 url,
                 Duration::from_secs(a.prometheus_timeout.as_secs().max(1)),
             ))
         }),
-        security: tern_server::state::SecuritySettings {
+        security: tern_server::SecuritySettings {
             controller_secret_env: a.controller_secret_env,
             admin_rate: a.admin_rate,
             admin_burst: a.admin_burst,
             require_trust: a.require_trust,
             shared_agent_token: a.shared_agent_token.map(|m| match m {
-                SharedTokenArg::Allow => tern_server::state::SharedAgentToken::Allow,
-                SharedTokenArg::Refuse => tern_server::state::SharedAgentToken::Refuse,
+                SharedTokenArg::Allow => tern_server::SharedAgentToken::Allow,
+                SharedTokenArg::Refuse => tern_server::SharedAgentToken::Refuse,
             }),
         },
         artifact_template: a.artifact_url_template,
@@ -456,7 +455,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(server::serve(ServeOptions {
+    rt.block_on(tern_server::serve(ServeOptions {
         settings,
         listener,
         transport,

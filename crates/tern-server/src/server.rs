@@ -9,14 +9,14 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use jiff::Timestamp;
 use tern_core::backoff::Backoff;
-use tern_store::{Error as StoreError, Store};
+use tern_store::{Backend, Error as StoreError, Store};
 
 use crate::auth::Role;
 use crate::clock::{Clock, DevClock, SystemClock};
 use crate::keys;
-pub use crate::listen::{Limits, descriptor_budget};
+use crate::listen::Limits;
 use crate::notify::Notifiers;
-pub use crate::notify::{NotifyConfigError, NotifySettings, parse_notify_url};
+use crate::notify::NotifySettings;
 use crate::reconciler;
 use crate::routes::{self, tokens};
 use crate::state::{AppState, Settings, SharedAgentToken};
@@ -51,10 +51,6 @@ pub struct ServeOptions {
     /// The one-line installer's binaries (`--downloads-dir`), loaded before the start.
     pub downloads: Option<crate::downloads::Downloads>,
 }
-
-/// Where the shared state lives (`ternd start --backend`): tern-store parses and
-/// opens it, as for tern-lockstep.
-pub use tern_store::Backend;
 
 pub(crate) const OPERATOR_TOKEN_FILE: &str = "operator.token";
 /// The principal of the operator token ternd writes at its first start.

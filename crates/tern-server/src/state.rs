@@ -133,7 +133,7 @@ impl SecuritySettings {
 }
 
 impl Settings {
-    pub fn max_silence(&self) -> Duration {
+    pub(crate) fn max_silence(&self) -> Duration {
         self.heartbeat_interval.saturating_mul(3)
     }
 
@@ -143,7 +143,7 @@ impl Settings {
 
     /// How long after it starts this replica's reports say it is warming up: long
     /// enough for every connected host to heartbeat once and settle.
-    pub fn warm_up(&self) -> Duration {
+    pub(crate) fn warm_up(&self) -> Duration {
         self.heartbeat_interval
             .saturating_add(self.report_period.unsigned_abs())
     }

@@ -11,10 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::Ternd;
-use tern_server::auth::{Access, Role};
-use tern_server::clock::DevClock;
-use tern_server::routes::{RouteAccess, routes};
-use tern_server::state::{AppState, Settings};
+use tern_server::{Access, AppState, DevClock, Role, RouteAccess, Settings, route_table};
 use tern_store::MemoryStore;
 
 /// The routes of a ternd started with `--dev-clock`.
@@ -47,7 +44,7 @@ fn served_routes() -> Vec<RouteAccess> {
     };
     let clock = Arc::new(DevClock::new("2026-11-23T10:00:00Z".parse().unwrap()));
     let state = AppState::new(Arc::new(MemoryStore::new()), clock, settings);
-    routes(&state)
+    route_table(&state)
 }
 
 #[test]

@@ -123,7 +123,7 @@ const HALF_REQUEST: &[u8] = b"GET /v1/webapi/find?group=dev HTTP/1.1\r\nHost: te
 #[test]
 fn slowloris_from_one_address_cannot_take_find_down() {
     // The attack holds over a thousand sockets: the soft limit goes to the hard one.
-    let _ = tern_server::server::descriptor_budget();
+    let _ = tern_server::descriptor_budget();
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::spawn_via(
         &["prlimit", "--nofile=1024:1024", "--"],
@@ -159,7 +159,7 @@ fn slowloris_from_one_address_cannot_take_find_down() {
 #[test]
 fn at_the_connection_cap_half_open_connections_make_room_for_find() {
     // The attack holds over a thousand sockets: the soft limit goes to the hard one.
-    let _ = tern_server::server::descriptor_budget();
+    let _ = tern_server::descriptor_budget();
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::start(
         &tmp.path().join("data"),

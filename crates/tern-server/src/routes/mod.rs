@@ -194,7 +194,7 @@ pub fn routes(state: &Arc<AppState>) -> Vec<RouteAccess> {
     build(Arc::clone(state)).table
 }
 
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     build(Arc::clone(&state))
         .router
         .fallback(|| async { ApiError::not_found("no such endpoint") })
