@@ -2,9 +2,33 @@
 //! leaf: `AppState` holds it, the loop above the state works on it.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 
 use tern_core::directive::pass::RateBucket;
 use tern_core::directive::state::InstallState;
+
+/// What `AppState` holds for the directive loop.
+#[derive(Debug)]
+pub(crate) struct DirectiveState {
+    /// The loop's state between passes.
+    pub(crate) pass: tokio::sync::Mutex<LoopState>,
+    /// An active directive existed at the last pass: find then asks the inventory
+    /// whether a host is governed by it.
+    pub(crate) active: AtomicBool,
+    /// The directive alerts record held alerts at this replica's last look.
+    pub(crate) alerts_raised: AtomicBool,
+}
+
+impl Default for DirectiveState {
+    fn default() -> Self {
+        Self {
+            pass: tokio::sync::Mutex::default(),
+            active: AtomicBool::new(false),
+            // Unknown after a start: the first pass reads the record once.
+            alerts_raised: AtomicBool::new(true),
+        }
+    }
+}
 
 /// A replica's loop state, kept between passes.
 #[derive(Debug, Default)]

@@ -48,9 +48,10 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         .and_then(|c| c.value.spec.notification.clone());
     if res.active.is_none() && res.pending.is_none() && notification.is_none() {
         state
-            .directives_active
+            .directives
+            .active
             .store(false, std::sync::atomic::Ordering::Relaxed);
-        let mut loop_state = state.directive_loop.lock().await;
+        let mut loop_state = state.directives.pass.lock().await;
         if loop_state.governed == 0 && loop_state.states.is_empty() {
             drop(loop_state);
             // Alerts raised while directives were in use are cleared once.
@@ -81,12 +82,13 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         }
     }
     state
-        .directives_active
+        .directives
+        .active
         .store(res.active.is_some(), std::sync::atomic::Ordering::Relaxed);
     let empty = DirectiveSpec::default();
     let spec = res.active.as_ref().map_or(&empty, |a| &a.value.spec);
     load_attempts(state, &timings, now).await?;
-    let mut loop_state = state.directive_loop.lock().await;
+    let mut loop_state = state.directives.pass.lock().await;
     let governed_before = loop_state.governed + elsewhere.governed;
     let rate = Rate::parse(&control.rolling_install.rate);
     // A global freeze triggers nothing new, like a pause (the bucket does not fill).
@@ -270,7 +272,8 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
 /// written once to clear them).
 fn loop_state_had_alerts(state: &AppState) -> bool {
     state
-        .directive_alerts_raised
+        .directives
+        .alerts_raised
         .load(std::sync::atomic::Ordering::Relaxed)
 }
 
@@ -294,7 +297,8 @@ async fn sync_alerts(
     let after =
         tern_core::directive::notice::alerts(notification, fleet, stale_after, &before, now);
     state
-        .directive_alerts_raised
+        .directives
+        .alerts_raised
         .store(!after.is_empty(), std::sync::atomic::Ordering::Relaxed);
     if before == after {
         return Ok(());

@@ -15,6 +15,16 @@ use std::path::{Path, PathBuf};
 use axum::body::Bytes;
 use sha2::{Digest, Sha256};
 
+/// The one-line installer's part of `AppState`.
+#[derive(Debug, Default)]
+pub(crate) struct Installer {
+    /// The script and binaries (`--downloads-dir`), set once at start; unset,
+    /// `/install.sh` and `/downloads/…` answer 404.
+    pub(crate) downloads: std::sync::OnceLock<Downloads>,
+    /// Whether clients reach this replica over TLS (the scheme of the installer's URL).
+    pub(crate) tls: std::sync::atomic::AtomicBool,
+}
+
 /// The architectures (Go's names, as the script maps `uname -m` to them).
 pub(crate) const ARCHES: &[&str] = &["amd64", "arm64", "arm", "386", "riscv64"];
 

@@ -52,7 +52,11 @@ pub(crate) fn observe(state: &AppState, hb: &tern_core::wire::Heartbeat, now: Ti
     if hb.updater_id.is_empty() {
         return;
     }
-    if !state.history.push(&hb.updater_id, now, HostState::of(hb)) {
+    if !state
+        .hosts
+        .history
+        .push(&hb.updater_id, now, HostState::of(hb))
+    {
         Metrics::inc(&state.metrics.host_history_dropped);
         state.inventory().mark_history_unrecorded(&hb.updater_id);
     }
@@ -77,7 +81,7 @@ pub(crate) async fn run(state: Arc<AppState>) {
 
 /// Writes every queued observation.
 pub(crate) async fn flush_all(state: &AppState) {
-    let mut queued = state.history.take_all().into_iter();
+    let mut queued = state.hosts.history.take_all().into_iter();
     loop {
         let chunk: Vec<(String, Observed)> = queued
             .by_ref()
@@ -100,7 +104,7 @@ pub(crate) async fn read(
     state: &AppState,
     updater_id: &str,
 ) -> Result<Vec<tern_core::history::HostEvent>, tern_store::Error> {
-    if let Some(queued) = state.history.take(updater_id) {
+    if let Some(queued) = state.hosts.history.take(updater_id) {
         let hosts = [(updater_id.to_string(), queued)];
         if let Err(e) = write_batch(state, &hosts).await {
             unrecorded(state, &hosts);

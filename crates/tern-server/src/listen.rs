@@ -117,7 +117,7 @@ pub(crate) async fn serve(
     }
     let _ = stop_tx.send(true);
     // Held finds are answered now rather than keep their connections past the grace.
-    state.long_poll.shut_down();
+    state.answers.long_poll.shut_down();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while conns.open() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -55,6 +55,8 @@ pub(crate) struct Metrics {
     pub(crate) host_history_writes: AtomicU64,
     pub(crate) host_history_dropped: AtomicU64,
     pub(crate) host_history_errors: AtomicU64,
+    /// Reconcile durations.
+    pub(crate) reconcile_hist: Histogram,
 }
 
 /// Reconcile duration buckets (seconds) for the histogram.
@@ -79,7 +81,7 @@ impl Metrics {
         *ev.entry(kind.to_string()).or_default() += 1;
     }
 
-    pub(crate) fn reconcile_done(&self, hist: &Histogram, secs: f64, ok: bool) {
+    pub(crate) fn reconcile_done(&self, secs: f64, ok: bool) {
         Self::inc(&self.reconciles);
         if !ok {
             Self::inc(&self.reconcile_errors);
@@ -90,12 +92,12 @@ impl Metrics {
         self.reconcile_micros_last.store(micros, Ordering::Relaxed);
         for (i, b) in BUCKETS.iter().enumerate() {
             if secs <= *b {
-                hist.counts[i].fetch_add(1, Ordering::Relaxed);
+                self.reconcile_hist.counts[i].fetch_add(1, Ordering::Relaxed);
             }
         }
     }
 
-    pub(crate) fn render_counters(&self, hist: &Histogram, out: &mut String) {
+    pub(crate) fn render_counters(&self, out: &mut String) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         counter(
             out,
@@ -243,7 +245,7 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "tern_reconcile_duration_seconds_bucket{{le=\"{b}\"}} {}",
-                hist.counts[i].load(Ordering::Relaxed)
+                self.reconcile_hist.counts[i].load(Ordering::Relaxed)
             );
         }
         let n = get(&self.reconciles);

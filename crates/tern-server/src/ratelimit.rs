@@ -22,6 +22,18 @@ pub(crate) struct RateLimiter<K = IpAddr> {
     buckets: Mutex<HashMap<K, Bucket>>,
 }
 
+/// A replica's limiters, one per kind of caller.
+#[derive(Debug)]
+pub(crate) struct RateLimits {
+    /// The public endpoints (find, channels), per address (`--find-rate`).
+    pub(crate) find: RateLimiter,
+    /// Heartbeats and joins, per address (`--heartbeat-rate`), apart so that a
+    /// heartbeat flood cannot starve find.
+    pub(crate) heartbeat: RateLimiter,
+    /// Admin requests per bearer token (`--admin-rate`).
+    pub(crate) admin: RateLimiter<String>,
+}
+
 /// Past this many tracked addresses, idle (full) buckets are dropped.
 const MAX_TRACKED: usize = 100_000;
 

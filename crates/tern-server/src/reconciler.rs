@@ -75,7 +75,7 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
     spec.warming_up = state
         .clock
         .monotonic()
-        .saturating_duration_since(state.started)
+        .saturating_duration_since(state.health.started)
         < state.settings.warm_up();
     // The bound: a store (etcd: 1.5 MiB per request) must never be handed more. A
     // report over it is shrunk by the documented rule (details the leader can do
@@ -111,7 +111,7 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
             Some(state.settings.report_ttl()),
         )
         .await?;
-    state.touch_store();
+    state.health.touch_store();
     Ok(())
 }
 
@@ -119,9 +119,9 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
 pub(crate) async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
     // One acquisition at a time; `leader` itself is only held for a moment, so that
     // readers (metrics, fencing) never wait for a store round trip.
-    let _acquiring = state.leader_acquire.lock().await;
+    let _acquiring = state.leadership.acquire.lock().await;
     {
-        let mut leader = state.leader.lock().await;
+        let mut leader = state.leadership.leader.lock().await;
         if leader.as_ref().is_some_and(LeaseKeeper::is_held) {
             return Ok(true);
         }
@@ -139,7 +139,8 @@ pub(crate) async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
         Some(lease) => {
             tracing::info!(replica = %state.settings.replica_id, token = lease.token, "became the reconcile leader");
             crate::metrics::Metrics::inc(&state.metrics.leader_acquired);
-            *state.leader.lock().await = Some(LeaseKeeper::spawn(Arc::clone(&state.store), lease));
+            *state.leadership.leader.lock().await =
+                Some(LeaseKeeper::spawn(Arc::clone(&state.store), lease));
             Ok(true)
         }
         None => Ok(false),
@@ -166,7 +167,7 @@ pub(crate) async fn campaign(state: Arc<AppState>) {
         };
         if leader && !was_leader && state.clock.as_dev().is_none() {
             // Take over at once rather than at the next period.
-            state.kick.notify_one();
+            state.leadership.kick.notify_one();
         }
         if !leader && was_leader {
             tracing::warn!(replica = %state.settings.replica_id, "no longer the reconcile leader");
@@ -183,6 +184,7 @@ pub(crate) async fn campaign(state: Arc<AppState>) {
 /// ([`resources::read_modify_write_under_lease`]).
 async fn held_lease(state: &AppState) -> Option<Lease> {
     state
+        .leadership
         .leader
         .lock()
         .await
@@ -195,7 +197,7 @@ async fn held_lease(state: &AppState) -> Option<Lease> {
 async fn fenced(state: &AppState, lease: &Lease, reason: &str) {
     crate::metrics::Metrics::inc(&state.metrics.fenced_writes);
     tracing::warn!(replica = %state.settings.replica_id, token = lease.token, reason, "lost the leader lease before writing the rollout; writing nothing");
-    let mut leader = state.leader.lock().await;
+    let mut leader = state.leadership.leader.lock().await;
     // Drop the keeper of the lost acquisition only: never one the campaign has since
     // made with a newer token.
     if leader
@@ -241,7 +243,7 @@ async fn not_leader(state: &AppState, why: &str) -> ApiResult<ReconcileResult> {
 
 /// Gives the lease up (on shutdown) so another replica or a restart can lead at once.
 pub(crate) async fn release_leader(state: &AppState) {
-    let keeper = state.leader.lock().await.take();
+    let keeper = state.leadership.leader.lock().await.take();
     if let Some(keeper) = keeper
         && let Err(e) = keeper.release().await
     {
@@ -251,7 +253,7 @@ pub(crate) async fn release_leader(state: &AppState) {
 
 /// One reconcile, if this replica leads. Measures and counts it.
 pub async fn reconcile_once(state: &AppState) -> ApiResult<ReconcileResult> {
-    let _guard = state.reconcile_lock.lock().await;
+    let _guard = state.leadership.reconcile_lock.lock().await;
     if !ensure_leader(state).await? {
         return not_leader(state, "not the leader").await;
     }
@@ -262,7 +264,7 @@ pub async fn reconcile_once(state: &AppState) -> ApiResult<ReconcileResult> {
     if result.as_ref().map_or(true, |r| r.leader) {
         state
             .metrics
-            .reconcile_done(&state.reconcile_hist, started.elapsed().as_secs_f64(), ok);
+            .reconcile_done(started.elapsed().as_secs_f64(), ok);
     }
     match &result {
         Ok(r) => {
@@ -455,7 +457,7 @@ pub(crate) async fn run(state: Arc<AppState>) {
     };
     // Every new snapshot: a rollout another replica's leader set moving shortens the
     // wait here too.
-    let mut snapshots = state.long_poll.subscribe();
+    let mut snapshots = state.answers.long_poll.subscribe();
     loop {
         let _ = tick(&state).await;
         let last = tokio::time::Instant::now();
@@ -470,10 +472,10 @@ pub(crate) async fn run(state: Arc<AppState>) {
             tokio::select! {
                 () = tokio::time::sleep_until(due) => break,
                 Ok(()) = snapshots.changed() => {}
-                () = state.hosts_changed.notified() => {
+                () = state.hosts.changed.notified() => {
                     changed.get_or_insert_with(tokio::time::Instant::now);
                 }
-                () = state.kick.notified() => {
+                () = state.leadership.kick.notified() => {
                     // Coalesce a burst of writes.
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                     let _ = reconcile_once(&state).await;
@@ -682,7 +684,7 @@ mod tests {
             s.store_contact_bound = Duration::from_millis(100);
         })
         .await;
-        state.touch_store();
+        state.health.touch_store();
         assert!(!state.cut_off());
         tokio::time::sleep(Duration::from_millis(250)).await;
         assert!(state.cut_off(), "no contact for longer than the bound");

@@ -254,7 +254,7 @@ async fn watch_loop(state: Arc<AppState>) {
             Ok(mut w) => {
                 while let Some(ev) = w.next().await {
                     if ev.is_ok() {
-                        state.touch_store();
+                        state.health.touch_store();
                     }
                     match ev {
                         Ok(tern_store::WatchEvent::Put(kv)) if kv.key == keys::DEV_CLOCK => {
@@ -297,7 +297,7 @@ async fn store_contact(state: Arc<AppState>) {
     let every = (bound / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
     loop {
         if let Ok(Ok(_)) = tokio::time::timeout(every, state.store().revision()).await {
-            state.touch_store();
+            state.health.touch_store();
         }
         tokio::time::sleep(every).await;
     }
@@ -367,12 +367,13 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         Transport::InsecureHttp => None,
     };
     state
+        .installer
         .tls
         .store(tls.is_some(), std::sync::atomic::Ordering::Relaxed);
     if let Some(d) = opts.downloads {
         tracing::info!(arches = ?d.arches().collect::<Vec<_>>(), "serving /install.sh and tern-update");
         // Set once, here, before the first request: it cannot be set already.
-        let _ = state.downloads.set(d);
+        let _ = state.installer.downloads.set(d);
     }
     let app = routes::router(Arc::clone(&state));
     let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -430,7 +431,7 @@ async fn start_background(state: &Arc<AppState>) {
             }
         }
     }
-    state.ready.store(true, Ordering::Relaxed);
+    state.health.ready.store(true, Ordering::Relaxed);
     tokio::spawn(watch_loop(Arc::clone(state)));
     tokio::spawn(store_contact(Arc::clone(state)));
     tokio::spawn(reconciler::campaign(Arc::clone(state)));

@@ -3,7 +3,7 @@
 //! after every local write and on every change seen by a watch of the store.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use axum::body::Bytes;
 use axum::http::HeaderValue;
@@ -12,7 +12,45 @@ use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVe
 use tern_core::views;
 use tern_core::wire::{AutoUpdateSettings, FindResponse};
 
+use crate::longpoll::{LongPoll, LongPollSettings};
+
 pub(crate) use tern_core::api::Channel;
+
+/// What find and the other public endpoints answer from: the current snapshot, swapped
+/// whole by `AppState::refresh_snapshot`, and the finds held until it changes.
+pub(crate) struct Answers {
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// Serializes refreshes, so that the last to finish saw the newest data.
+    pub(crate) refresh_lock: tokio::sync::Mutex<()>,
+    /// Find requests held until the host's answer changes.
+    pub(crate) long_poll: LongPoll,
+    /// `Cache-Control` of the public endpoints (`--public-max-age`), made once.
+    pub(crate) cache_control: HeaderValue,
+}
+
+impl Answers {
+    pub(crate) fn new(public_max_age: u64, long_poll: LongPollSettings) -> Self {
+        Self {
+            snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            refresh_lock: tokio::sync::Mutex::new(()),
+            long_poll: LongPoll::new(long_poll),
+            // ASCII letters and digits: always a valid header value.
+            cache_control: HeaderValue::from_str(&format!("public, max-age={public_max_age}"))
+                .unwrap_or(HeaderValue::from_static("no-cache")),
+        }
+    }
+
+    /// The snapshot find answers from now.
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.snapshot.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Swaps in a new snapshot and wakes the held finds to look again.
+    pub(crate) fn publish(&self, snapshot: Snapshot) {
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
+        self.long_poll.snapshot_changed();
+    }
+}
 
 /// The active directive with its installers (`Snapshot::directive`).
 #[derive(Debug)]

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::SignedDuration;
@@ -13,14 +13,16 @@ use tokio::sync::Notify;
 
 use crate::auth::Authenticator;
 use crate::clock::{Clock, SharedClock};
+use crate::directive_loop::DirectiveState;
+use crate::downloads::Installer;
 use crate::error::ApiResult;
 use crate::inventory::Inventory;
 use crate::keys;
-use crate::metrics::{Histogram, Metrics};
+use crate::metrics::Metrics;
 use crate::notify::Notifiers;
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::{RateLimiter, RateLimits};
 use crate::resources::{self, Stored};
-use crate::snapshot::{Channel, Snapshot};
+use crate::snapshot::{Answers, Channel, Snapshot};
 
 /// Tunables of a replica (from the command line).
 #[derive(Clone, Debug)]
@@ -149,63 +151,102 @@ impl Settings {
     }
 }
 
+/// The shared state of one replica, by concern: each part below is owned by the code
+/// that keeps it, so a function's signature and body show which parts it touches.
+/// Everything is held by value: the hot paths (find, heartbeat) reach their part with
+/// no lock, `Arc` or allocation beyond what the part itself takes.
 pub struct AppState {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Arc<dyn Clock>,
     pub settings: Settings,
     pub(crate) auth: Authenticator,
-    pub(crate) inventory: Mutex<Inventory>,
-    snapshot: RwLock<Arc<Snapshot>>,
-    refresh_lock: tokio::sync::Mutex<()>,
     pub(crate) metrics: Metrics,
-    pub(crate) reconcile_hist: Histogram,
-    pub(crate) find_limiter: RateLimiter,
-    pub(crate) heartbeat_limiter: RateLimiter,
-    /// Admin requests per bearer token (`--admin-rate`).
-    pub(crate) admin_limiter: RateLimiter<String>,
-    /// `Cache-Control` of the public endpoints (`--public-max-age`), made once.
-    pub(crate) public_cache_control: axum::http::HeaderValue,
-    pub(crate) ready: AtomicBool,
-    /// The leader lease while this replica holds it.
-    pub(crate) leader: tokio::sync::Mutex<Option<LeaseKeeper>>,
-    /// Serializes attempts to take the leader lease (campaign, reconciles).
-    pub(crate) leader_acquire: tokio::sync::Mutex<()>,
-    /// Serializes this replica's reconciles.
-    pub(crate) reconcile_lock: tokio::sync::Mutex<()>,
-    /// Asks the background loop for a reconcile soon (after an admin write).
-    pub(crate) kick: Notify,
-    /// When this replica started, on the clock silences are measured with (real
-    /// monotonic time; dev time under `--dev-clock`).
-    pub(crate) started: std::time::Instant,
-    /// Real time at start, what [`AppState::store_contact`] counts from.
-    real_start: std::time::Instant,
-    /// When this replica last reached its store (milliseconds since `real_start`):
-    /// past `--store-contact-bound` it tells no host to update, since a freeze, a
-    /// suspend or a pin written meanwhile would not be in its answer.
-    store_contact: std::sync::atomic::AtomicU64,
-    /// A heartbeat changed what this replica's report counts (a version, health, a new
-    /// host): the background loop may report sooner (`--report-after-change`).
-    pub(crate) hosts_changed: Notify,
     /// Alert notices to the `--notify-…` receivers. Only the leader sends (its
     /// reconcile, right after writing the rollout); every replica has them configured
     /// so that whichever leads can.
     pub(crate) notifiers: Notifiers,
-    /// The directive loop's state between passes.
-    pub(crate) directive_loop: tokio::sync::Mutex<crate::directive_loop::LoopState>,
-    /// An active directive existed at the last pass: find then asks the inventory
-    /// whether a host is governed by it.
-    pub(crate) directives_active: AtomicBool,
-    /// The directive alerts record held alerts at this replica's last look.
-    pub(crate) directive_alerts_raised: AtomicBool,
-    /// The one-line installer's script and binaries (`--downloads-dir`), set once at
-    /// start; unset, `/install.sh` and `/downloads/…` answer 404.
-    pub(crate) downloads: std::sync::OnceLock<crate::downloads::Downloads>,
-    /// Whether clients reach this replica over TLS (the scheme of the installer's URL).
-    pub(crate) tls: AtomicBool,
+    /// What find and the other public endpoints answer from (`snapshot`).
+    pub(crate) answers: Answers,
+    /// The hosts heard from (`routes::public`'s heartbeat; `history`).
+    pub(crate) hosts: Hosts,
+    /// Requests per address or token (`ratelimit`).
+    pub(crate) limits: RateLimits,
+    /// The leader lease and the reconciles under it (`reconciler`).
+    pub(crate) leadership: Leadership,
+    /// Since when this replica runs, whether it serves, when it last reached its store.
+    pub(crate) health: Health,
+    /// The directive loop's state (`directives`).
+    pub(crate) directives: DirectiveState,
+    /// The one-line installer (`routes::install`).
+    pub(crate) installer: Installer,
+}
+
+/// The hosts heard from: the inventory heartbeats write and find reads, and what a
+/// change among them sets going.
+pub(crate) struct Hosts {
+    pub(crate) inventory: Mutex<Inventory>,
+    /// A heartbeat changed what this replica's report counts (a version, health, a new
+    /// host): the background loop may report sooner (`--report-after-change`).
+    pub(crate) changed: Notify,
     /// Host history observations waiting for the store (`history`).
     pub(crate) history: crate::history_queue::Pending,
-    /// Find requests held until the host's answer changes.
-    pub(crate) long_poll: crate::longpoll::LongPoll,
+}
+
+/// The leader lease and what serializes the work done under it.
+pub(crate) struct Leadership {
+    /// The leader lease while this replica holds it.
+    pub(crate) leader: tokio::sync::Mutex<Option<LeaseKeeper>>,
+    /// Serializes attempts to take the leader lease (campaign, reconciles).
+    pub(crate) acquire: tokio::sync::Mutex<()>,
+    /// Serializes this replica's reconciles.
+    pub(crate) reconcile_lock: tokio::sync::Mutex<()>,
+    /// Asks the background loop for a reconcile soon (after an admin write).
+    pub(crate) kick: Notify,
+}
+
+/// Whether this replica serves, since when, and whether it still reaches its store.
+pub(crate) struct Health {
+    pub(crate) ready: AtomicBool,
+    /// When this replica started, on the clock silences are measured with (real
+    /// monotonic time; dev time under `--dev-clock`).
+    pub(crate) started: std::time::Instant,
+    /// Real time at start, what `store_contact` counts from.
+    real_start: std::time::Instant,
+    /// When this replica last reached its store (milliseconds since `real_start`):
+    /// past `--store-contact-bound` it tells no host to update, since a freeze, a
+    /// suspend or a pin written meanwhile would not be in its answer.
+    store_contact: AtomicU64,
+}
+
+impl Health {
+    fn new(started: std::time::Instant) -> Self {
+        Self {
+            ready: AtomicBool::new(false),
+            started,
+            real_start: std::time::Instant::now(),
+            store_contact: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// This replica just reached its store.
+    pub(crate) fn touch_store(&self) {
+        let ms = u64::try_from(self.real_start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.store_contact.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// Whether this replica has not reached its store for longer than `bound`
+    /// (`--store-contact-bound`; never with a bound of zero).
+    pub(crate) fn cut_off(&self, bound: Duration) -> bool {
+        if bound.is_zero() {
+            return false;
+        }
+        let last = Duration::from_millis(self.store_contact.load(Ordering::Relaxed));
+        self.real_start.elapsed().saturating_sub(last) > bound
+    }
 }
 
 impl AppState {
@@ -219,51 +260,39 @@ impl AppState {
         settings: Settings,
         notifiers: Notifiers,
     ) -> Arc<Self> {
-        let max_agents = settings.max_agents;
-        let max_shared = settings.max_shared_token_hosts;
         let started = clock.monotonic();
-        let long_poll = crate::longpoll::LongPoll::new(settings.long_poll);
         Arc::new(Self {
-            find_limiter: RateLimiter::new(settings.find_rate, settings.find_burst),
-            heartbeat_limiter: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
-            admin_limiter: RateLimiter::new(
-                settings.security.admin_rate,
-                settings.security.admin_burst,
-            ),
-            // ASCII letters and digits: always a valid header value.
-            public_cache_control: axum::http::HeaderValue::from_str(&format!(
-                "public, max-age={}",
-                settings.public_max_age
-            ))
-            .unwrap_or(axum::http::HeaderValue::from_static("no-cache")),
+            limits: RateLimits {
+                find: RateLimiter::new(settings.find_rate, settings.find_burst),
+                heartbeat: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
+                admin: RateLimiter::new(
+                    settings.security.admin_rate,
+                    settings.security.admin_burst,
+                ),
+            },
+            answers: Answers::new(settings.public_max_age, settings.long_poll),
+            hosts: Hosts {
+                inventory: Mutex::new(
+                    Inventory::with_max_agents(settings.max_agents)
+                        .with_max_shared(settings.max_shared_token_hosts),
+                ),
+                changed: Notify::new(),
+                history: crate::history_queue::Pending::default(),
+            },
+            leadership: Leadership {
+                leader: tokio::sync::Mutex::new(None),
+                acquire: tokio::sync::Mutex::new(()),
+                reconcile_lock: tokio::sync::Mutex::new(()),
+                kick: Notify::new(),
+            },
+            health: Health::new(started),
+            directives: DirectiveState::default(),
+            installer: Installer::default(),
             store,
             clock,
             settings,
             auth: Authenticator::new(),
-            inventory: Mutex::new(
-                Inventory::with_max_agents(max_agents).with_max_shared(max_shared),
-            ),
-            snapshot: RwLock::new(Arc::new(Snapshot::default())),
-            refresh_lock: tokio::sync::Mutex::new(()),
             metrics: Metrics::default(),
-            reconcile_hist: Histogram::default(),
-            ready: AtomicBool::new(false),
-            leader: tokio::sync::Mutex::new(None),
-            leader_acquire: tokio::sync::Mutex::new(()),
-            reconcile_lock: tokio::sync::Mutex::new(()),
-            started,
-            real_start: std::time::Instant::now(),
-            store_contact: std::sync::atomic::AtomicU64::new(0),
-            kick: Notify::new(),
-            hosts_changed: Notify::new(),
-            directive_loop: tokio::sync::Mutex::default(),
-            directives_active: AtomicBool::new(false),
-            // Unknown after a start: the first pass reads the record once.
-            directive_alerts_raised: AtomicBool::new(true),
-            downloads: std::sync::OnceLock::new(),
-            tls: AtomicBool::new(false),
-            history: crate::history_queue::Pending::default(),
-            long_poll,
             notifiers,
         })
     }
@@ -272,43 +301,27 @@ impl AppState {
         self.store.as_ref()
     }
 
-    /// This replica just reached its store.
-    pub(crate) fn touch_store(&self) {
-        let ms = u64::try_from(self.real_start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.store_contact
-            .fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
-    }
-
     /// Whether this replica has not reached its store for longer than
-    /// `--store-contact-bound` (never with a bound of zero).
+    /// `--store-contact-bound`.
     pub(crate) fn cut_off(&self) -> bool {
-        let bound = self.settings.store_contact_bound;
-        if bound.is_zero() {
-            return false;
-        }
-        let last = std::time::Duration::from_millis(
-            self.store_contact
-                .load(std::sync::atomic::Ordering::Relaxed),
-        );
-        self.real_start.elapsed().saturating_sub(last) > bound
+        self.health.cut_off(self.settings.store_contact_bound)
     }
 
     pub fn inventory(&self) -> std::sync::MutexGuard<'_, Inventory> {
-        self.inventory.lock().unwrap_or_else(|p| p.into_inner())
+        self.hosts
+            .inventory
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::clone(&self.snapshot.read().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    pub(crate) fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+        self.answers.snapshot()
     }
 
     /// Re-reads config, version, rollout and channels and swaps the snapshot. Calls are
     /// serialized, so the last one to finish saw the newest data.
     pub(crate) async fn refresh_snapshot(&self) -> ApiResult<()> {
-        let _guard = self.refresh_lock.lock().await;
+        let _guard = self.answers.refresh_lock.lock().await;
         let store = self.store();
         let config = resources::load::<AutoUpdateConfig>(store).await?;
         let version = resources::load::<AutoUpdateVersion>(store).await?;
@@ -336,8 +349,7 @@ impl AppState {
         snap.directive = crate::directive_store::active_directive(store)
             .await?
             .map(Arc::new);
-        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);
-        self.long_poll.snapshot_changed();
+        self.answers.publish(snap);
         Ok(())
     }
 
@@ -348,7 +360,7 @@ impl AppState {
         {
             tracing::info!(%now, "dev clock moved (shared)");
             // A pin lifts at a time: held finds look again.
-            self.long_poll.snapshot_changed();
+            self.answers.long_poll.snapshot_changed();
         }
     }
 
@@ -371,7 +383,7 @@ impl AppState {
             tracing::warn!(error = %e, "refreshing the find snapshot failed");
         }
         if self.clock.as_dev().is_none() {
-            self.kick.notify_one();
+            self.leadership.kick.notify_one();
         }
     }
 }

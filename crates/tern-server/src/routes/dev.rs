@@ -70,7 +70,7 @@ pub(crate) async fn set_clock(
     clock.adopt(now, revision);
     tracing::info!(%now, "dev clock moved");
     // A pin lifts at a time: held finds look again.
-    state.long_poll.snapshot_changed();
+    state.answers.long_poll.snapshot_changed();
     Ok(Json(ClockResponse { now }))
 }
 

@@ -13,7 +13,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
 fn downloads(state: &AppState) -> ApiResult<&crate::downloads::Downloads> {
-    state.downloads.get().ok_or_else(|| {
+    state.installer.downloads.get().ok_or_else(|| {
         ApiError::not_found(
             "this ternd serves no installer: start it with --downloads-dir DIR holding tern-update-linux-ARCH files",
         )
@@ -27,7 +27,7 @@ pub(crate) async fn script(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let d = downloads(&state)?;
-    let scheme = if state.tls.load(Ordering::Relaxed) {
+    let scheme = if state.installer.tls.load(Ordering::Relaxed) {
         "https"
     } else {
         "http"
@@ -108,7 +108,8 @@ pub(crate) async fn download_guard(
     next: axum::middleware::Next,
 ) -> Response {
     if let Err(wait) = state
-        .heartbeat_limiter
+        .limits
+        .heartbeat
         .check(addr.ip(), std::time::Instant::now())
     {
         return ApiError::rate_limited(wait, format!("too many downloads from {}", addr.ip()))

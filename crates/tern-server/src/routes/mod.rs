@@ -109,7 +109,8 @@ async fn authorize(
     // as much as the one it stops; it is logged and counted instead.
     if matches!(access, Access::Read | Access::Write | Access::Operator)
         && let Err(wait) = state
-            .admin_limiter
+            .limits
+            .admin
             .check(actor.token_id.clone(), std::time::Instant::now())
     {
         crate::metrics::Metrics::inc(&state.metrics.admin_rate_limited);

@@ -85,13 +85,14 @@ const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 fn cacheable(state: &AppState, mut resp: Response) -> Response {
     resp.headers_mut()
-        .insert(header::CACHE_CONTROL, state.public_cache_control.clone());
+        .insert(header::CACHE_CONTROL, state.answers.cache_control.clone());
     resp
 }
 
 fn limit_public(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
     state
-        .find_limiter
+        .limits
+        .find
         .check(addr.ip(), Instant::now())
         .map_err(|wait| {
             Metrics::inc(&state.metrics.find_rate_limited);
@@ -119,7 +120,7 @@ pub(crate) async fn find(
             "its find does not name a pinned root",
         ));
     }
-    let long_poll = &state.long_poll;
+    let long_poll = &state.answers.long_poll;
     let wait = q
         .wait
         .as_deref()
@@ -286,7 +287,7 @@ fn find_decision(
 /// the first snapshot.
 fn limit_ready(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
     limit_public(state, addr)?;
-    if !state.is_ready() {
+    if !state.health.is_ready() {
         return Err(ApiError::unavailable("ternd is starting"));
     }
     Ok(())
@@ -493,7 +494,7 @@ pub(crate) async fn heartbeat_guard(
     request: Request,
     next: Next,
 ) -> Response {
-    if let Err(wait) = state.heartbeat_limiter.check(addr.ip(), Instant::now()) {
+    if let Err(wait) = state.limits.heartbeat.check(addr.ip(), Instant::now()) {
         Metrics::inc(&state.metrics.heartbeats_rate_limited);
         return ApiError::rate_limited(wait, format!("too many heartbeats from {}", addr.ip()))
             .into_response();
@@ -588,7 +589,7 @@ pub(crate) async fn heartbeat(
                 crate::history::observe(&state, &hb, now);
             }
             if r.moved {
-                state.hosts_changed.notify_one();
+                state.hosts.changed.notify_one();
             }
             r.install
         }
@@ -641,7 +642,7 @@ pub(crate) async fn healthz() -> &'static str {
 }
 
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    if state.is_ready() {
+    if state.health.is_ready() {
         "ready\n".into_response()
     } else {
         ApiError::unavailable("ternd is starting: the store or the first snapshot is not loaded")
@@ -652,14 +653,12 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 /// `GET /metrics` (Prometheus text format).
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let mut out = String::new();
-    state
-        .metrics
-        .render_counters(&state.reconcile_hist, &mut out);
+    state.metrics.render_counters(&mut out);
     crate::listen::render(&state.metrics, &mut out);
-    state.long_poll.render(&mut out);
+    state.answers.long_poll.render(&mut out);
     state.notifiers.render_metrics(&mut out);
     {
-        let dl = state.directive_loop.lock().await;
+        let dl = state.directives.pass.lock().await;
         let _ = writeln!(
             out,
             "# HELP tern_directive_hosts hosts of this replica governed by the active directive, per install state\n# TYPE tern_directive_hosts gauge"
@@ -792,7 +791,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let _ = writeln!(
         out,
         "# HELP tern_host_history_pending_hosts hosts with history observations waiting to be written\n# TYPE tern_host_history_pending_hosts gauge\ntern_host_history_pending_hosts {}\n# HELP tern_host_history_unrecorded_hosts hosts whose last change is not in their history yet (queued again by their next heartbeat)\n# TYPE tern_host_history_unrecorded_hosts gauge\ntern_host_history_unrecorded_hosts {unrecorded}",
-        state.history.hosts()
+        state.hosts.history.hosts()
     );
     let _ = writeln!(
         out,
@@ -808,6 +807,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     );
     // Held only for a moment by its writers (never across a store request).
     let leader = state
+        .leadership
         .leader
         .lock()
         .await
@@ -817,7 +817,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         out,
         "# HELP tern_inventory_agents_total agents connected to this replica\n# TYPE tern_inventory_agents_total gauge\ntern_inventory_agents_total {total}\n# HELP tern_leader 1 while this replica holds the reconcile lease\n# TYPE tern_leader gauge\ntern_leader {}\n# HELP tern_ready 1 once the store is open and the snapshot loaded\n# TYPE tern_ready gauge\ntern_ready {}",
         u8::from(leader),
-        u8::from(state.is_ready())
+        u8::from(state.health.is_ready())
     );
     (
         StatusCode::OK,

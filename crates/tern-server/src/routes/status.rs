@@ -289,7 +289,8 @@ pub(crate) async fn host(
         let canary_eligible_at = a.first_seen().checked_add(tenure).ok();
         let host = a.to_inventory_agent();
         let governed_by_directive = state
-            .directives_active
+            .directives
+            .active
             .load(std::sync::atomic::Ordering::Relaxed)
             && a.install_state().is_some();
         let forecast = tern_core::forecast::forecast(
