@@ -27,6 +27,8 @@ use jiff::Timestamp;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::metrics_text;
+
 /// An active alert, as the rollout's status keeps it.
 pub use tern_core::resource::Alert as AlertView;
 
@@ -523,13 +525,13 @@ impl Notifiers {
             ),
         ];
         for (name, help, get) in families {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            metrics_text::family(out, name, metrics_text::Kind::Counter, help);
             for r in &self.receivers {
-                let _ = writeln!(
+                metrics_text::sample(
                     out,
-                    "{name}{{receiver=\"{}\"}} {}",
-                    escape(&r.name),
-                    get(&r.stats).load(Ordering::Relaxed)
+                    name,
+                    &[("receiver", &r.name)],
+                    get(&r.stats).load(Ordering::Relaxed),
                 );
             }
         }
@@ -641,13 +643,6 @@ fn post(agent: &ureq::Agent, receiver: &ReceiverConfig, body: &[u8]) -> Result<(
         status,
         body: text.chars().take(200).collect(),
     })
-}
-
-/// A Prometheus label value, escaped as the text format asks.
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ mod snapshot;
 mod state;
 mod trust;
 
-pub(crate) use tern_outbound::{notify, release_source};
+pub(crate) use tern_outbound::{metrics_text, notify, release_source};
 
 // Starting a replica: what the `ternd` binary builds from its flags and hands to
 // [`serve`].

@@ -260,32 +260,45 @@ pub fn descriptor_budget() -> Option<usize> {
 
 /// Metrics of the listener, rendered with the others.
 pub(crate) fn render(metrics: &Metrics, out: &mut String) {
-    use std::fmt::Write;
+    use crate::metrics_text::{self, Kind, counter, gauge};
     let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    let _ = writeln!(
+    let shed = "tern_connections_shed_total";
+    metrics_text::family(
         out,
-        "# HELP tern_connections_shed_total connections closed on arrival: over the per-address cap, or every slot busy serving a request\n# TYPE tern_connections_shed_total counter\ntern_connections_shed_total{{reason=\"per_address\"}} {}\ntern_connections_shed_total{{reason=\"full\"}} {}",
+        shed,
+        Kind::Counter,
+        "connections closed on arrival: over the per-address cap, or every slot busy serving a request",
+    );
+    metrics_text::sample(
+        out,
+        shed,
+        &[("reason", "per_address")],
         get(&metrics.connections_shed_per_address),
+    );
+    metrics_text::sample(
+        out,
+        shed,
+        &[("reason", "full")],
         get(&metrics.connections_shed_full),
     );
-    let _ = writeln!(
+    counter(
         out,
-        "# HELP tern_connections_evicted_total idle or half-open connections closed to make room at the connection cap\n# TYPE tern_connections_evicted_total counter\ntern_connections_evicted_total {}",
+        "tern_connections_evicted_total",
+        "idle or half-open connections closed to make room at the connection cap",
         get(&metrics.connections_evicted),
     );
-    let _ = writeln!(
+    counter(
         out,
-        "# HELP tern_connections_timed_out_total connections closed for a slow TLS handshake, slow headers or idleness\n# TYPE tern_connections_timed_out_total counter\ntern_connections_timed_out_total {}",
+        "tern_connections_timed_out_total",
+        "connections closed for a slow TLS handshake, slow headers or idleness",
         get(&metrics.connections_timed_out),
     );
     let open = metrics.connections.get().map_or(0, |c| c.open());
-    let _ = writeln!(
+    gauge(out, "tern_connections_open", "connections open now", open);
+    counter(
         out,
-        "# HELP tern_connections_open connections open now\n# TYPE tern_connections_open gauge\ntern_connections_open {open}",
-    );
-    let _ = writeln!(
-        out,
-        "# HELP tern_accept_errors_total failed accepts (e.g. out of file descriptors)\n# TYPE tern_accept_errors_total counter\ntern_accept_errors_total {}",
+        "tern_accept_errors_total",
+        "failed accepts (e.g. out of file descriptors)",
         get(&metrics.accept_errors),
     );
 }

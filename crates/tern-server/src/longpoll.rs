@@ -139,35 +139,32 @@ impl LongPoll {
 
     /// The `tern_find_long_poll_*` series.
     pub(crate) fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
+        use crate::metrics_text::{counter, gauge};
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let _ = writeln!(
+        gauge(
             out,
-            "# HELP tern_find_long_poll_held find requests held now, waiting for the host's answer to change\n# TYPE tern_find_long_poll_held gauge\ntern_find_long_poll_held {}",
-            self.held()
+            "tern_find_long_poll_held",
+            "find requests held now, waiting for the host's answer to change",
+            self.held(),
         );
-        for (name, help, value) in [
-            (
-                "tern_find_long_poll_changed_total",
-                "held find requests answered because the host's answer changed",
-                get(&self.released_changed),
-            ),
-            (
-                "tern_find_long_poll_expired_total",
-                "held find requests answered unchanged: the hold ended or the replica stopped",
-                get(&self.released_expired),
-            ),
-            (
-                "tern_find_long_poll_refused_total",
-                "long-poll finds answered at once: --long-poll-max-held requests were held",
-                get(&self.refused),
-            ),
-        ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-            );
-        }
+        counter(
+            out,
+            "tern_find_long_poll_changed_total",
+            "held find requests answered because the host's answer changed",
+            get(&self.released_changed),
+        );
+        counter(
+            out,
+            "tern_find_long_poll_expired_total",
+            "held find requests answered unchanged: the hold ended or the replica stopped",
+            get(&self.released_expired),
+        );
+        counter(
+            out,
+            "tern_find_long_poll_refused_total",
+            "long-poll finds answered at once: --long-poll-max-held requests were held",
+            get(&self.refused),
+        );
     }
 
     pub(crate) fn count(&self, release: Release) {

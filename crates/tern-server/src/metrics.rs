@@ -1,10 +1,11 @@
-//! Prometheus metrics, hand-written: a few counters here, and gauges computed from the
-//! state at scrape time (see `routes::metrics`).
+//! Prometheus metrics: the counters here, and gauges computed from the state at scrape
+//! time (see `routes::public::metrics`); all written with `metrics_text`.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::metrics_text::{self, Kind, counter};
 
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
@@ -237,50 +238,26 @@ impl Metrics {
             "rollout writes refused because the leader lease was lost just before",
             get(&self.fenced_writes),
         );
-        let _ = writeln!(
+        let counts = &self.reconcile_hist.counts;
+        metrics_text::histogram(
             out,
-            "# HELP tern_reconcile_duration_seconds time taken by one reconcile\n# TYPE tern_reconcile_duration_seconds histogram"
+            "tern_reconcile_duration_seconds",
+            "time taken by one reconcile",
+            BUCKETS.iter().zip(counts).map(|(b, c)| (*b, get(c))),
+            get(&self.reconcile_micros_sum) as f64 / 1e6,
+            get(&self.reconciles),
         );
-        for (i, b) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "tern_reconcile_duration_seconds_bucket{{le=\"{b}\"}} {}",
-                self.reconcile_hist.counts[i].load(Ordering::Relaxed)
-            );
-        }
-        let n = get(&self.reconciles);
-        let _ = writeln!(
+        metrics_text::family(
             out,
-            "tern_reconcile_duration_seconds_bucket{{le=\"+Inf\"}} {n}\ntern_reconcile_duration_seconds_sum {}\ntern_reconcile_duration_seconds_count {n}",
-            get(&self.reconcile_micros_sum) as f64 / 1e6
-        );
-        let _ = writeln!(
-            out,
-            "# HELP tern_reconcile_events_total rollout events by kind\n# TYPE tern_reconcile_events_total counter"
+            "tern_reconcile_events_total",
+            Kind::Counter,
+            "rollout events by kind",
         );
         let ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
         for (kind, n) in ev.iter() {
-            let _ = writeln!(
-                out,
-                "tern_reconcile_events_total{{event=\"{}\"}} {n}",
-                escape(kind)
-            );
+            metrics_text::sample(out, "tern_reconcile_events_total", &[("event", kind)], n);
         }
     }
-}
-
-fn counter(out: &mut String, name: &str, help: &str, v: u64) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-    );
-}
-
-/// Escapes a label value.
-pub(crate) fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// At most this many group label values that the rollout lacks on one series family;

@@ -1,7 +1,6 @@
 //! Unauthenticated endpoints (find, channels, health, metrics) and heartbeats.
 
 use std::borrow::Cow;
-use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,7 +19,7 @@ use crate::auth::Actor;
 use crate::error::{ApiError, ApiResult};
 use crate::inventory::Refused;
 use crate::longpoll::Release;
-use crate::metrics::{Metrics, bounded_agent_series, escape};
+use crate::metrics::{Metrics, bounded_agent_series};
 use crate::state::AppState;
 
 /// The find query: `group` and updater id (each may be absent), and for a long poll
@@ -652,35 +651,38 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 
 /// `GET /metrics` (Prometheus text format).
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let mut out = String::new();
-    state.metrics.render_counters(&mut out);
-    crate::listen::render(&state.metrics, &mut out);
-    state.answers.long_poll.render(&mut out);
-    state.notifiers.render_metrics(&mut out);
+    use crate::metrics_text::{Kind, family, gauge, sample};
+    let mut text = String::new();
+    let out = &mut text;
+    state.metrics.render_counters(out);
+    crate::listen::render(&state.metrics, out);
+    state.answers.long_poll.render(out);
+    state.notifiers.render_metrics(out);
     {
         let dl = state.directives.pass.lock().await;
-        let _ = writeln!(
+        family(
             out,
-            "# HELP tern_directive_hosts hosts of this replica governed by the active directive, per install state\n# TYPE tern_directive_hosts gauge"
+            "tern_directive_hosts",
+            Kind::Gauge,
+            "hosts of this replica governed by the active directive, per install state",
         );
         for s in tern_core::directive::state::InstallState::ALL {
-            let _ = writeln!(
-                out,
-                "tern_directive_hosts{{state=\"{}\"}} {}",
-                s.as_str(),
-                dl.states.get(&s).copied().unwrap_or(0)
-            );
+            let n = dl.states.get(&s).copied().unwrap_or(0);
+            sample(out, "tern_directive_hosts", &[("state", s.as_str())], n);
         }
-        let _ = writeln!(
+        crate::metrics_text::counter(
             out,
-            "# HELP tern_directive_installs_triggered_total installs this replica's directive loop triggered\n# TYPE tern_directive_installs_triggered_total counter\ntern_directive_installs_triggered_total {}",
-            dl.triggered_total
+            "tern_directive_installs_triggered_total",
+            "installs this replica's directive loop triggered",
+            dl.triggered_total,
         );
     }
     let snap = state.snapshot();
-    let _ = writeln!(
+    family(
         out,
-        "# HELP tern_rollout_state 1 for the rollout's current state\n# TYPE tern_rollout_state gauge"
+        "tern_rollout_state",
+        Kind::Gauge,
+        "1 for the rollout's current state",
     );
     let current = snap
         .rollout
@@ -693,45 +695,44 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         RolloutState::Done,
         RolloutState::Rolledback,
     ] {
-        let _ = writeln!(
-            out,
-            "tern_rollout_state{{state=\"{}\"}} {}",
-            s.as_str(),
-            u8::from(s == current)
-        );
+        let on = u8::from(s == current);
+        sample(out, "tern_rollout_state", &[("state", s.as_str())], on);
     }
-    let _ = writeln!(
+    // Both headers first, then the samples of each group in turn: the order of the
+    // text ternd has always served.
+    family(
         out,
-        "# HELP tern_rollout_group_state 1 for each group's current state\n# TYPE tern_rollout_group_state gauge"
+        "tern_rollout_group_state",
+        Kind::Gauge,
+        "1 for each group's current state",
     );
-    let _ = writeln!(
+    family(
         out,
-        "# HELP tern_rollout_group_agents agents of each group at the last reconcile\n# TYPE tern_rollout_group_agents gauge"
+        "tern_rollout_group_agents",
+        Kind::Gauge,
+        "agents of each group at the last reconcile",
     );
     if let Some(r) = &snap.rollout {
         for g in &r.status.groups {
-            let name = escape(&g.name);
-            let _ = writeln!(
-                out,
-                "tern_rollout_group_state{{group=\"{name}\",state=\"{}\"}} 1",
-                g.state.as_str()
-            );
+            let group = g.name.as_str();
+            let labels = [("group", group), ("state", g.state.as_str())];
+            sample(out, "tern_rollout_group_state", &labels, 1);
             for (kind, n) in [
                 ("initial", g.initial_count),
                 ("present", g.present_count),
                 ("up_to_date", g.up_to_date_count),
                 ("failed", g.failed_count),
             ] {
-                let _ = writeln!(
-                    out,
-                    "tern_rollout_group_agents{{group=\"{name}\",kind=\"{kind}\"}} {n}"
-                );
+                let labels = [("group", group), ("kind", kind)];
+                sample(out, "tern_rollout_group_agents", &labels, n);
             }
         }
     }
-    let _ = writeln!(
+    family(
         out,
-        "# HELP tern_alerts_active active alerts of the rollout, by kind\n# TYPE tern_alerts_active gauge"
+        "tern_alerts_active",
+        Kind::Gauge,
+        "active alerts of the rollout, by kind",
     );
     let alerts = snap.rollout.as_ref().map(|r| r.status.alerts.as_slice());
     for kind in [
@@ -744,11 +745,13 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         tern_core::alert::kind::ROLLBACK,
     ] {
         let n = alerts.map_or(0, |a| a.iter().filter(|a| a.kind == kind).count());
-        let _ = writeln!(out, "tern_alerts_active{{kind=\"{kind}\"}} {n}");
+        sample(out, "tern_alerts_active", &[("kind", kind)], n);
     }
-    let _ = writeln!(
+    family(
         out,
-        "# HELP tern_inventory_agents agents connected to this replica by group and version\n# TYPE tern_inventory_agents gauge"
+        "tern_inventory_agents",
+        Kind::Gauge,
+        "agents connected to this replica by group and version",
     );
     let rollout_groups = snap.rollout.as_ref().map(Groups::of).unwrap_or_default();
     let keep: Vec<String> = snap
@@ -774,12 +777,8 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         let known = |g: &str| snap.rollout.as_ref().is_some_and(|r| r.group(g).is_some());
         let (series, folded) = bounded_agent_series(&counts, known, &keep);
         for ((g, v), n) in series {
-            let _ = writeln!(
-                out,
-                "tern_inventory_agents{{group=\"{}\",version=\"{}\"}} {n}",
-                escape(&g),
-                escape(&v)
-            );
+            let labels = [("group", g.as_str()), ("version", v.as_str())];
+            sample(out, "tern_inventory_agents", &labels, n);
         }
         (
             inv.len(),
@@ -788,22 +787,35 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             inv.history_unrecorded(),
         )
     };
-    let _ = writeln!(
+    gauge(
         out,
-        "# HELP tern_host_history_pending_hosts hosts with history observations waiting to be written\n# TYPE tern_host_history_pending_hosts gauge\ntern_host_history_pending_hosts {}\n# HELP tern_host_history_unrecorded_hosts hosts whose last change is not in their history yet (queued again by their next heartbeat)\n# TYPE tern_host_history_unrecorded_hosts gauge\ntern_host_history_unrecorded_hosts {unrecorded}",
-        state.hosts.history.hosts()
+        "tern_host_history_pending_hosts",
+        "hosts with history observations waiting to be written",
+        state.hosts.history.hosts(),
     );
-    let _ = writeln!(
+    gauge(
         out,
-        "# HELP tern_inventory_series_folded (group, version) pairs of tern_inventory_agents counted under (other): groups the rollout lacks past the largest 32, versions past the 20 most common of a group\n# TYPE tern_inventory_series_folded gauge\ntern_inventory_series_folded {folded}"
+        "tern_host_history_unrecorded_hosts",
+        "hosts whose last change is not in their history yet (queued again by their next heartbeat)",
+        unrecorded,
     );
-    let _ = writeln!(
+    gauge(
         out,
-        "# HELP tern_inventory_shared_token_hosts agents connected to this replica that heartbeat with a token not bound to them: the deprecated shared agent token, or a controller's\n# TYPE tern_inventory_shared_token_hosts gauge\ntern_inventory_shared_token_hosts {shared_hosts}"
+        "tern_inventory_series_folded",
+        "(group, version) pairs of tern_inventory_agents counted under (other): groups the rollout lacks past the largest 32, versions past the 20 most common of a group",
+        folded,
     );
-    let _ = writeln!(
+    gauge(
         out,
-        "# HELP tern_agents_unknown_group agents connected to this replica presenting a group the rollout lacks (served by its catch-all)\n# TYPE tern_agents_unknown_group gauge\ntern_agents_unknown_group {unknown}"
+        "tern_inventory_shared_token_hosts",
+        "agents connected to this replica that heartbeat with a token not bound to them: the deprecated shared agent token, or a controller's",
+        shared_hosts,
+    );
+    gauge(
+        out,
+        "tern_agents_unknown_group",
+        "agents connected to this replica presenting a group the rollout lacks (served by its catch-all)",
+        unknown,
     );
     // Held only for a moment by its writers (never across a store request).
     let leader = state
@@ -813,16 +825,28 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .await
         .as_ref()
         .is_some_and(tern_store::LeaseKeeper::is_held);
-    let _ = writeln!(
+    gauge(
         out,
-        "# HELP tern_inventory_agents_total agents connected to this replica\n# TYPE tern_inventory_agents_total gauge\ntern_inventory_agents_total {total}\n# HELP tern_leader 1 while this replica holds the reconcile lease\n# TYPE tern_leader gauge\ntern_leader {}\n# HELP tern_ready 1 once the store is open and the snapshot loaded\n# TYPE tern_ready gauge\ntern_ready {}",
+        "tern_inventory_agents_total",
+        "agents connected to this replica",
+        total,
+    );
+    gauge(
+        out,
+        "tern_leader",
+        "1 while this replica holds the reconcile lease",
         u8::from(leader),
-        u8::from(state.health.is_ready())
+    );
+    gauge(
+        out,
+        "tern_ready",
+        "1 once the store is open and the snapshot loaded",
+        u8::from(state.health.is_ready()),
     );
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        out,
+        text,
     )
         .into_response()
 }
