@@ -20,8 +20,10 @@
 //! Inside: `routes` is the HTTP API (see `docs/api.md`), `listen` the accept loop and
 //! its bounds; `reconciler` reports and reconciles; `snapshot` is what find answers
 //! from and `longpoll` holds find until the host's answer changes; `state` is the
-//! replica's shared state. Alert notices and release sources are tern-outbound's
-//! (`notify`, `release_source`, re-exported here for ternd's modules).
+//! replica's shared state, split by concern into parts owned by the modules that keep
+//! them. Alert notices, release sources and the Prometheus text writer are
+//! tern-outbound's (`notify`, `release_source`, `metrics_text`, re-exported here for
+//! ternd's modules).
 
 mod analysis;
 mod artifacts;

@@ -1,8 +1,9 @@
 //! Who may call each endpoint. The router sets every route's access level in one place
-//! (`routes::router`); this test walks every route it serves (`routes::routes`), on a
-//! real ternd over HTTP, with no token and with a token of each role, and checks the
-//! answer: 401 without a token, 403 for a role the level excludes, neither otherwise.
-//! It also holds the table itself, so that a level changed by accident is seen.
+//! (`routes::router`); this test walks every route it serves
+//! (`tern_server::route_table`), on a real ternd over HTTP, with no token and with a
+//! token of each role, and checks the answer: 401 without a token, 403 for a role the
+//! level excludes, neither otherwise. It also holds the table itself, so that a level
+//! changed by accident is seen.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
