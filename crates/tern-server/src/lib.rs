@@ -25,6 +25,7 @@ pub(crate) mod directives;
 pub mod downloads;
 pub mod error;
 pub(crate) mod freeze;
+pub(crate) mod heap;
 pub(crate) mod history;
 pub(crate) mod history_queue;
 pub mod inventory;
