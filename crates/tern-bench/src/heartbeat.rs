@@ -88,7 +88,7 @@ fn baseline_round(
 
 /// One heartbeat of every agent `0..n` to the server at `addr`; returns the wall time.
 /// Every heartbeat must be accepted.
-fn send(
+pub(crate) fn send(
     addr: SocketAddr,
     token: &str,
     n: u64,
@@ -125,7 +125,7 @@ fn send(
 }
 
 /// A gauge or counter of ternd's `/metrics` (unlabelled).
-fn metric(ternd: &Ternd, name: &str) -> anyhow::Result<f64> {
+pub(crate) fn metric(ternd: &Ternd, name: &str) -> anyhow::Result<f64> {
     let text = ternd.call("GET", "/metrics", b"")?;
     let text = String::from_utf8_lossy(&text);
     text.lines()

@@ -4,7 +4,8 @@
 //! benchmark setup of the other figures; the counters are zeroed before each phase and
 //! dumped after it: `find` (one keep-alive connection), the same requests to the
 //! baseline server of `find` (also under callgrind, for the ratio), heartbeats
-//! registering N agents, the same agents again (steady state), and one report +
+//! registering N agents, the same agents with a new version, the same again (steady
+//! state), the same heartbeats to the heartbeat baseline, and one report +
 //! reconcile over the N agents. The dumps stay in the printed directory for
 //! `callgrind_annotate`.
 
@@ -60,6 +61,16 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
     let register_ir = cg.phase("register", || {
         heartbeat::round(&ternd, agents, "1.0.0", 1).map(drop)
     })? / agents as f64;
+    history_written(&ternd, agents)?;
+    // A new version from every agent, and the history writes it queues (the phase
+    // ends when the writer has drained them): minus `steady`, what a host's history
+    // change costs.
+    let changed_ir = cg.phase("changed", || {
+        heartbeat::round(&ternd, agents, "1.1.0", 1)?;
+        history_written(&ternd, 2 * agents)
+    })? / agents as f64;
+    // The steady state of the `heartbeat` benchmark: every agent reports what it
+    // reported last time.
     let steady_ir = cg.phase("steady", || {
         heartbeat::round(&ternd, agents, "1.1.0", 1).map(drop)
     })? / agents as f64;
@@ -84,9 +95,28 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
     let baseline_ir = b.phase("find", || requests(baseline.addr, finds))? / finds as f64;
     drop(baseline);
 
+    // The heartbeat baseline (parse the same body, upsert a map entry), for the
+    // heartbeat ratio in instructions.
+    let mut cmd = callgrind(&dir, "hb-baseline", &std::env::current_exe()?);
+    cmd.arg("heartbeat-baseline");
+    let hb_baseline = Server::spawn(cmd)?;
+    hb_baseline.wait_ready("/healthz")?;
+    let hb = Callgrind {
+        pid: hb_baseline.pid(),
+        dir: dir.clone(),
+    };
+    hb.phase("register", || {
+        heartbeat::send(hb_baseline.addr, "", agents, "1.1.0", 1).map(drop)
+    })?;
+    let hb_baseline_ir = hb.phase("steady", || {
+        heartbeat::send(hb_baseline.addr, "", agents, "1.1.0", 1).map(drop)
+    })? / agents as f64;
+    drop(hb_baseline);
+
     eprintln!(
-        "instructions: find {find_ir:.0} (baseline {baseline_ir:.0}, ratio {:.2}); heartbeat register {register_ir:.0}, steady {steady_ir:.0}; report + reconcile over {agents} agents {:.0} per agent",
+        "instructions: find {find_ir:.0} (baseline {baseline_ir:.0}, ratio {:.2}); heartbeat register {register_ir:.0}, changed + its history write {changed_ir:.0}, steady {steady_ir:.0} (baseline {hb_baseline_ir:.0}, ratio {:.2}); report + reconcile over {agents} agents {:.0} per agent",
         find_ir / baseline_ir,
+        steady_ir / hb_baseline_ir,
         report_ir / agents as f64
     );
     Ok(json!({
@@ -100,10 +130,24 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
         "baseline_find_ir_per_request": baseline_ir.round(),
         "find_ir_ratio": ((find_ir / baseline_ir) * 1000.0).round() / 1000.0,
         "heartbeat_register_ir": register_ir.round(),
+        "heartbeat_changed_ir": changed_ir.round(),
         "heartbeat_steady_ir": steady_ir.round(),
+        "baseline_heartbeat_steady_ir": hb_baseline_ir.round(),
+        "heartbeat_steady_ir_ratio": ((steady_ir / hb_baseline_ir) * 1000.0).round() / 1000.0,
         "report_and_reconcile_ir_per_agent": (report_ir / agents as f64).round(),
         "loadavg": procs::loadavg(),
     }))
+}
+
+/// Waits until ternd's history writer has written `writes` host records in all.
+fn history_written(ternd: &Ternd, writes: u64) -> anyhow::Result<()> {
+    for _ in 0..6000 {
+        if heartbeat::metric(ternd, "tern_host_history_writes_total")? >= writes as f64 {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("the history writer did not drain in 10 minutes")
 }
 
 fn callgrind(dir: &Path, name: &str, bin: &Path) -> Command {

@@ -75,13 +75,16 @@ fn unrecorded(state: &AppState, hosts: &[(String, Vec<(Timestamp, HostState)>)])
 pub(crate) async fn run(state: Arc<AppState>) {
     loop {
         tokio::time::sleep(FLUSH_EVERY).await;
-        flush_all(&state).await;
+        if flush_all(&state).await >= crate::heap::TRIM_AFTER_HOSTS {
+            crate::heap::trim();
+        }
     }
 }
 
-/// Writes every queued observation.
-pub(crate) async fn flush_all(state: &AppState) {
+/// Writes every queued observation; returns how many hosts were queued.
+pub(crate) async fn flush_all(state: &AppState) -> usize {
     let mut queued = state.hosts.history.take_all().into_iter();
+    let hosts = queued.len();
     loop {
         let chunk: Vec<(String, Observed)> = queued
             .by_ref()
@@ -97,6 +100,7 @@ pub(crate) async fn flush_all(state: &AppState) {
             tracing::warn!(error = %e, hosts = chunk.len(), "writing host histories failed; those changes are not in their hosts' history");
         }
     }
+    hosts
 }
 
 /// Writes what is queued for one host, then reads its history (newest first).

@@ -39,6 +39,7 @@ mod directives;
 mod downloads;
 mod error;
 mod freeze;
+mod heap;
 mod history;
 mod history_queue;
 mod inventory;

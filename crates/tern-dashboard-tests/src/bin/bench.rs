@@ -1,5 +1,6 @@
-//! `tern-dashboard-bench --ternd BIN [--quick]` (run by `cargo xtask bench dashboard`):
-//! a real ternd holding 100k agents (5k with `--quick`) heartbeated over its API, and
+//! `tern-dashboard-bench --ternd BIN [--quick] [--agents N]` (run by `cargo xtask bench
+//! dashboard`; `TERN_BENCH_DASHBOARD_AGENTS` sets N there):
+//! a real ternd holding N agents (100k; 5k with `--quick`) heartbeated over its API, and
 //! headless Chromium loading the dashboard's rollout and inventory pages, each load a
 //! fresh navigation. Measured in the browser: time from navigation start to the page's
 //! first content (`window.ternFirstRender`, set by the page when it has drawn the
@@ -15,23 +16,37 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use tern_dashboard_tests::Browser;
 
-const USAGE: &str = "usage: tern-dashboard-bench --ternd BIN [--quick]";
+const USAGE: &str = "usage: tern-dashboard-bench --ternd BIN [--quick] [--agents N]\n(or TERN_BENCH_DASHBOARD_AGENTS=N; default 100000, 5000 with --quick)";
 /// Loads of each page measured (after one warm-up load).
 const RUNS: usize = 9;
 
 fn main() -> anyhow::Result<()> {
     let mut ternd_bin: Option<PathBuf> = None;
     let mut quick = false;
+    let mut agents: Option<u64> = match std::env::var("TERN_BENCH_DASHBOARD_AGENTS") {
+        Ok(n) => Some(
+            n.parse()
+                .with_context(|| format!("TERN_BENCH_DASHBOARD_AGENTS={n:?} is not a count"))?,
+        ),
+        Err(_) => None,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--ternd" => ternd_bin = Some(args.next().context(USAGE)?.into()),
             "--quick" => quick = true,
+            "--agents" => {
+                let n = args.next().context(USAGE)?;
+                agents = Some(
+                    n.parse()
+                        .with_context(|| format!("--agents {n:?} is not a count"))?,
+                );
+            }
             other => bail!("unknown argument {other:?}\n{USAGE}"),
         }
     }
     let ternd_bin = ternd_bin.context(USAGE)?;
-    let agents: u64 = if quick { 5_000 } else { 100_000 };
+    let agents: u64 = agents.unwrap_or(if quick { 5_000 } else { 100_000 });
     eprintln!("dashboard: starting ternd and heartbeating {agents} agents");
     let ternd = tern_bench::ternd::Ternd::start(&ternd_bin, &[])?;
     tern_bench::heartbeat::round(&ternd, agents, "1.0.0", 16)?;
