@@ -235,8 +235,17 @@ pub fn free_space(path: &Path) -> Result<u64> {
 mod tests {
     use super::*;
 
+    /// Held by each test: the last one predicts the counter, which the others advance
+    /// (`cargo test` runs them on threads of one process).
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     #[test]
     fn write_atomic_replaces_the_file_with_exactly_its_mode_and_leaves_no_temporary() {
+        let _serial = serial();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.yaml");
         write_atomic(&path, b"one", 0o600).unwrap();
@@ -253,6 +262,7 @@ mod tests {
 
     #[test]
     fn the_hook_runs_before_the_rename_and_a_failure_names_the_path() {
+        let _serial = serial();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         write_atomic_with(&path, b"x", 0o644, || assert!(!path.exists())).unwrap();
@@ -265,10 +275,10 @@ mod tests {
 
     #[test]
     fn a_temporary_left_by_a_killed_writer_with_our_pid_does_not_block_the_write() {
+        let _serial = serial();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        // The next temporary name this process will use, made by "someone" killed. (The
-        // counter is this test's alone: nextest runs each test in its own process.)
+        // The next temporary name this process will use, made by "someone" killed.
         let next = COUNTER.load(Ordering::Relaxed);
         let stale = dir
             .path()

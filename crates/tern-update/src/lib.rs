@@ -41,7 +41,8 @@ mod watch;
 // What the binary (src/main.rs) and the integration tests use; everything else stays
 // inside the crate.
 
-/// For the integration tests: the artifact's architecture name, and the namespace lock.
+/// Go's name of an architecture, as artifact names spell it (the integration tests name
+/// their tarballs with it).
 pub use artifact::go_arch;
 /// The subcommands, one function each, over the [`Ctx`] the binary builds.
 pub use commands::{
@@ -50,6 +51,7 @@ pub use commands::{
 };
 pub use error::{Error, Result};
 pub use layout::{Layout, update_yaml_in, validate_suffix};
+/// The namespace lock (the integration tests hold it to see a run refused).
 pub use lock::{Wait as LockWait, acquire as acquire_lock};
 /// The updater's log lines on stderr; the binary's own messages go through them too.
 pub use log::{
