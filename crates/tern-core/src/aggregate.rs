@@ -41,7 +41,7 @@ impl GroupCounts {
     }
 
     /// Connected agents whose install of the target failed before the switch.
-    pub fn refused_total(&self) -> u64 {
+    pub(crate) fn refused_total(&self) -> u64 {
         self.refused.values().sum()
     }
 }
@@ -68,7 +68,7 @@ pub struct Aggregate {
 impl Aggregate {
     /// Sums the live `reports` ([`is_live`]), each agent counted in the group of
     /// `groups` that serves it (without groups, in the group it presents).
-    pub fn from_reports(
+    pub(crate) fn from_reports(
         reports: &[AutoUpdateAgentReport],
         now: Timestamp,
         report_period: SignedDuration,

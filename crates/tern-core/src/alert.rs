@@ -12,7 +12,7 @@ use crate::resource::{Alert, GroupState, RolloutGroup};
 use crate::rollout;
 
 /// A group stuck in canary or active this long raises an alert.
-pub const DEFAULT_ALERT_AFTER: GoDuration = GoDuration::from_hours(4);
+pub(crate) const DEFAULT_ALERT_AFTER: GoDuration = GoDuration::from_hours(4);
 
 /// The stable kinds of alert; operators route on them, never rename.
 pub mod kind {
@@ -47,13 +47,13 @@ pub mod kind {
     /// The directive install loop stopped on its fault or churn limit (latched).
     pub const DIRECTIVE_INSTALLS_PAUSED: &str = "directive_installs_paused";
     /// The active directive's `stale_after` has passed.
-    pub const DIRECTIVE_STALE: &str = "directive_stale";
+    pub(crate) const DIRECTIVE_STALE: &str = "directive_stale";
     /// The notification controller flags hosts on versions a security advisory names.
-    pub const DIRECTIVE_VERSIONS_SECURITY: &str = "directive_versions_security";
+    pub(crate) const DIRECTIVE_VERSIONS_SECURITY: &str = "directive_versions_security";
     /// … on versions at their end of life.
-    pub const DIRECTIVE_VERSIONS_END_OF_LIFE: &str = "directive_versions_end_of_life";
+    pub(crate) const DIRECTIVE_VERSIONS_END_OF_LIFE: &str = "directive_versions_end_of_life";
     /// … not on the version their directive recommends.
-    pub const DIRECTIVE_VERSIONS_OUTDATED: &str = "directive_versions_outdated";
+    pub(crate) const DIRECTIVE_VERSIONS_OUTDATED: &str = "directive_versions_outdated";
 }
 
 /// The kinds whose condition is read from the hosts' reports (counts, canaries):
@@ -72,7 +72,7 @@ const OBSERVED: [&str; 5] = [
 /// replica that has not observed all its hosts yet (just started); then an alert read
 /// from the reports stays as it was in `previous`, never raised from state nobody has
 /// observed (a restart must not page "agents vanished") nor cleared on partial counts.
-pub fn evaluate(
+pub(crate) fn evaluate(
     groups: &[RolloutGroup],
     previous: &[Alert],
     now: Timestamp,
@@ -111,7 +111,7 @@ pub fn evaluate(
 }
 
 /// Whether `alert` is new in `now_active` compared with `previous`.
-pub fn newly_raised<'a>(previous: &[Alert], now_active: &'a [Alert]) -> Vec<&'a Alert> {
+pub(crate) fn newly_raised<'a>(previous: &[Alert], now_active: &'a [Alert]) -> Vec<&'a Alert> {
     now_active
         .iter()
         .filter(|a| {

@@ -81,22 +81,22 @@ pub struct AnalysisStatus {
 }
 
 /// Between two evaluations when `interval` is unset.
-pub const DEFAULT_INTERVAL: SignedDuration = SignedDuration::from_mins(1);
+pub(crate) const DEFAULT_INTERVAL: SignedDuration = SignedDuration::from_mins(1);
 /// The shortest `interval` (Prometheus scrapes every 15s by default).
-pub const MIN_INTERVAL_SECS: u64 = 1;
+pub(crate) const MIN_INTERVAL_SECS: u64 = 1;
 /// Queries one analysis may hold at most.
-pub const MAX_QUERIES: usize = 8;
+pub(crate) const MAX_QUERIES: usize = 8;
 /// The longest query text, placeholders unfilled.
-pub const MAX_QUERY_BYTES: usize = 4096;
+pub(crate) const MAX_QUERY_BYTES: usize = 4096;
 /// The most consecutive passes one may ask for.
-pub const MAX_PASSES: i64 = 100;
+pub(crate) const MAX_PASSES: i64 = 100;
 /// Characters of an error kept in a reason (the rest of what a server said is cut).
-pub const MAX_REASON_CHARS: usize = 300;
+pub(crate) const MAX_REASON_CHARS: usize = 300;
 
 /// The placeholders a query may use. Each is filled in escaped for a PromQL
 /// double-quoted string; the `canary_*` ones as a regular-expression alternation of
 /// the canaries' values (for `=~`), each value escaped as a literal.
-pub const PLACEHOLDERS: &[&str] = &[
+pub(crate) const PLACEHOLDERS: &[&str] = &[
     "group",
     "version",
     "start_version",
@@ -106,7 +106,7 @@ pub const PLACEHOLDERS: &[&str] = &[
 ];
 
 /// The placeholders of `query` that are not known, or a `{{` never closed.
-pub fn unknown_placeholders(query: &str) -> Vec<String> {
+pub(crate) fn unknown_placeholders(query: &str) -> Vec<String> {
     let mut bad = Vec::new();
     let mut rest = query;
     while let Some(start) = rest.find("{{") {
@@ -136,7 +136,7 @@ pub struct Vars {
 }
 
 /// Escapes `s` for the inside of a PromQL double-quoted string.
-pub fn promql_string(s: &str) -> String {
+pub(crate) fn promql_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -153,7 +153,7 @@ pub fn promql_string(s: &str) -> String {
 }
 
 /// Escapes `s` as a literal in an RE2 regular expression (Prometheus' `=~`).
-pub fn regex_literal(s: &str) -> String {
+pub(crate) fn regex_literal(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if "\\.+*?()|[]{}^$".contains(c) {
@@ -234,7 +234,7 @@ pub fn interval(spec: &AnalysisSpec) -> SignedDuration {
 }
 
 /// Consecutive passes `spec` needs.
-pub fn passes_needed(spec: &AnalysisSpec) -> u32 {
+pub(crate) fn passes_needed(spec: &AnalysisSpec) -> u32 {
     spec.passes
         .and_then(|p| u32::try_from(p).ok())
         .unwrap_or(1)
@@ -353,7 +353,7 @@ fn judge_one(q: &AnalysisQuery, v: &QueryValues) -> Result<Result<String, String
 /// Judges the values fetched for `spec`'s queries: any query past its limit fails
 /// (evidence wins over a query that could not be run); else any query that cannot be
 /// judged holds; else it passes.
-pub fn judge(spec: &AnalysisSpec, values: &[QueryValues]) -> Verdict {
+pub(crate) fn judge(spec: &AnalysisSpec, values: &[QueryValues]) -> Verdict {
     let mut fails: Vec<(String, String)> = Vec::new();
     let mut holds = Vec::new();
     let mut passes = Vec::new();

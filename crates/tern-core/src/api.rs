@@ -121,7 +121,7 @@ pub struct FreezeResponse {
 
 impl Freeze {
     /// The longest reason kept.
-    pub const MAX_REASON: usize = 512;
+    pub(crate) const MAX_REASON: usize = 512;
 
     /// Checks a reason: said, one line, bounded.
     pub fn check_reason(reason: &str) -> Result<&str, String> {

@@ -25,11 +25,6 @@ impl Backoff {
             .unwrap_or(u32::MAX);
         self.first.saturating_mul(factor).min(self.cap)
     }
-
-    /// The first wait and the cap.
-    pub fn bounds(&self) -> (Duration, Duration) {
-        (self.first, self.cap)
-    }
 }
 
 #[cfg(test)]

@@ -115,11 +115,11 @@ pub fn progress(input: ProgressInput) -> (f64, bool) {
 /// [`tracked_values`]), the first by name: hosts of the others wait until tracked
 /// values have no host behind. A flood of invented zones cannot grow the
 /// report or the rollout.
-pub const MAX_TOPOLOGY_VALUES: usize = 256;
+pub(crate) const MAX_TOPOLOGY_VALUES: usize = 256;
 /// At most this many hosts one topology limit admits at once over all its values: a
 /// limit admitting `max_in_flight` per value tracks at most this many divided by it
 /// ([`tracked_values`]), so a report and the rollout stay small.
-pub const MAX_TOPOLOGY_ADMITTED: usize = 2048;
+pub(crate) const MAX_TOPOLOGY_ADMITTED: usize = 2048;
 
 /// How many values of a limit admitting `max_in_flight` per value are tracked.
 pub fn tracked_values(max_in_flight: u32) -> usize {

@@ -66,10 +66,10 @@ impl<'a> Attribute<'a> {
 }
 
 /// Attributes a group's `canary_cover` may name at most.
-pub const MAX_COVER: usize = 4;
+pub(crate) const MAX_COVER: usize = 4;
 /// Values of one attribute a coverage keeps at most (the first by name): what a
 /// status shows, not what a pick considers.
-pub const MAX_COVERAGE_VALUES: usize = 32;
+pub(crate) const MAX_COVERAGE_VALUES: usize = 32;
 /// Candidates a replica offers per group for coverage, on top of its random sample:
 /// one per new attribute value it holds, at most this many.
 pub const COVER_OFFERS_PER_GROUP: usize = 64;

@@ -77,7 +77,7 @@ impl Hold {
         }
     }
 
-    pub fn from_code(code: &str) -> Option<Hold> {
+    pub(crate) fn from_code(code: &str) -> Option<Hold> {
         Hold::ALL.into_iter().find(|h| h.code() == code)
     }
 

@@ -3,9 +3,6 @@
 //! (one builder instead of a YAML copy per test file). Behind the `fixtures` feature:
 //! not part of the library a server or updater links.
 
-use crate::resource::ConnectedAgent;
-use crate::wire::UpdaterStatus;
-
 /// One group of a halt-on-error config: `name`, its window's `start_hour`, every day
 /// unless [`Group::days`] says otherwise.
 #[derive(Clone, Copy, Debug)]
@@ -115,14 +112,19 @@ pub fn enabled_version(start: &str, target: &str, schedule: &str) -> String {
 
 /// A connected agent with updates enabled and known healthy, its host named after its
 /// updater id.
-pub fn connected_agent(updater_id: &str, group: &str, version: &str) -> ConnectedAgent {
-    ConnectedAgent {
+#[cfg(test)]
+pub(crate) fn connected_agent(
+    updater_id: &str,
+    group: &str,
+    version: &str,
+) -> crate::resource::ConnectedAgent {
+    crate::resource::ConnectedAgent {
         updater_id: updater_id.into(),
         host_id: format!("host-{updater_id}"),
         hostname: format!("{updater_id}.example"),
         group: group.into(),
         version: version.into(),
-        updater_status: UpdaterStatus::Enabled,
+        updater_status: crate::wire::UpdaterStatus::Enabled,
         healthy: Some(true),
         failed_version: None,
         refused_version: None,

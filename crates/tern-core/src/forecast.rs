@@ -71,6 +71,8 @@ pub enum Verdict {
 }
 
 impl Outlook {
+    /// The find verdict this outlook corresponds to (the tests check the two agree).
+    #[cfg(any(test, feature = "fixtures"))]
     pub fn verdict(self) -> Verdict {
         match self {
             Outlook::Now => Verdict::UpdateNow,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::wire::{Heartbeat, UpdaterStatus};
 
 /// Events kept per host; older ones are dropped.
-pub const MAX_EVENTS: usize = 50;
+pub(crate) const MAX_EVENTS: usize = 50;
 
 /// Strings from a heartbeat are untrusted: an event quotes at most this many characters
 /// of each.

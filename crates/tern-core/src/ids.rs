@@ -2,7 +2,7 @@
 //! replay's deterministic fleet, tests): one spelling of a UUID.
 
 /// The canonical lower-case, hyphenated text of a 128-bit id (`8-4-4-4-12` hex digits).
-pub fn uuid_text(bytes: [u8; 16]) -> String {
+pub(crate) fn uuid_text(bytes: [u8; 16]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(36);
     for (i, b) in bytes.iter().enumerate() {

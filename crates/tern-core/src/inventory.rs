@@ -18,12 +18,12 @@ use crate::version::normalize;
 use crate::wire::{Heartbeat, UpdaterStatus};
 
 /// Omitted reasons (stable strings, shown by `agents report`).
-pub const OMITTED_DISABLED: &str = "updates disabled";
-pub const OMITTED_PINNED: &str = "version is pinned";
-pub const OMITTED_NO_UPDATER_ID: &str = "no updater id";
+pub(crate) const OMITTED_DISABLED: &str = "updates disabled";
+pub(crate) const OMITTED_PINNED: &str = "version is pinned";
+pub(crate) const OMITTED_NO_UPDATER_ID: &str = "no updater id";
 pub const OMITTED_TOO_NEW: &str = "connected for less than one report period";
 pub const OMITTED_CHANNEL: &str = "follows a channel, not the rollout";
-pub const OMITTED_DIRECTIVE: &str = "governed by a version directive, not the rollout";
+pub(crate) const OMITTED_DIRECTIVE: &str = "governed by a version directive, not the rollout";
 
 /// Which way a host is told its version, as a replica knows it: the host says rollout
 /// or channel ([`crate::wire::Follows`]); the replica knows when a version directive
@@ -72,7 +72,7 @@ pub const FOLDED: &str = "(other)";
 /// A report keeps install failures of at most this many versions per group (the most
 /// common): the target's is what counts, and a host reporting a stale version must not
 /// grow the report.
-pub const MAX_REFUSED_VERSIONS_IN_REPORT: usize = 4;
+pub(crate) const MAX_REFUSED_VERSIONS_IN_REPORT: usize = 4;
 
 /// How many canary candidates a replica offers per group in its report.
 pub const CANARY_CANDIDATES_PER_GROUP: usize = 10;
@@ -434,7 +434,7 @@ where
     spec
 }
 
-pub use crate::backpressure::{MAX_TOPOLOGY_ADMITTED, MAX_TOPOLOGY_VALUES, tracked_values};
+pub use crate::backpressure::tracked_values;
 
 /// This replica's part of the topology limits of [`Needs::topology`]: per group and
 /// limit, per value of the limit's label, the settled hosts with updates enabled and
@@ -630,7 +630,7 @@ pub fn canary_candidates<A: AgentView, R: RngCore + ?Sized>(
 /// for its tenure (known for less than `min_presence`) and becomes one first: when.
 /// The operator sees it while a group waits for canaries. Pinned and disabled hosts
 /// never become candidates by waiting and are left out.
-pub fn canary_eligible<A: AgentView>(
+pub(crate) fn canary_eligible<A: AgentView>(
     agents: impl IntoIterator<Item = A>,
     needs: &Needs,
     now: Timestamp,

@@ -1,6 +1,6 @@
 //! The stable strings of `last_update_reason`. Operators alert on them; never rename.
 
-pub const CREATED: &str = "created";
+pub(crate) const CREATED: &str = "created";
 /// Start conditions are met but another group already started in this reconcile.
 pub const CAN_START: &str = "can_start";
 /// The group's window is closed.
@@ -15,8 +15,8 @@ pub const IN_WINDOW: &str = "in_window";
 pub const OUTSIDE_WINDOW: &str = "outside_window";
 pub const MANUAL_TRIGGER: &str = "manual_trigger";
 pub const MANUAL_FORCED_DONE: &str = "manual_forced_done";
-pub const MANUAL_ROLLBACK: &str = "manual_rollback";
-pub const RECONCILER_ERROR: &str = "reconciler_error";
+pub(crate) const MANUAL_ROLLBACK: &str = "manual_rollback";
+pub(crate) const RECONCILER_ERROR: &str = "reconciler_error";
 
 // Added by Tern.
 
@@ -61,7 +61,7 @@ pub const ANALYSIS_HELD: &str = "analysis_held";
 /// What a reason code means, in one sentence for people (the dashboard shows it beside
 /// the code, and the status JSON carries it as `last_update_reason_text`). `None` for a
 /// code this version does not know.
-pub fn sentence(code: &str) -> Option<&'static str> {
+pub(crate) fn sentence(code: &str) -> Option<&'static str> {
     Some(match code {
         CREATED => "the rollout was just created",
         CAN_START => "it may start, but another group started in the same pass",

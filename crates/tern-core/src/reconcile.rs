@@ -25,7 +25,7 @@ use crate::rollout::{
 /// A started group that live reports say has no host at all (and had none when it
 /// started) is taken as done after this long (seed 002's "no data" rule, applied only
 /// to evidence of an empty group, never to missing reports).
-pub const DONE_WITHOUT_REPORTS_AFTER: SignedDuration = SignedDuration::from_hours(1);
+pub(crate) const DONE_WITHOUT_REPORTS_AFTER: SignedDuration = SignedDuration::from_hours(1);
 
 /// Everything one reconcile reads.
 #[derive(Clone, Copy, Debug)]
@@ -912,7 +912,7 @@ impl Ctx<'_> {
 /// default `max_in_flight`), and so do at least `1 - mif` of those present now (a group
 /// that grew is held to its new size). A large downscale during the update so never
 /// completes by itself: the missing agents need an operator's `mark-done`.
-pub fn group_complete(initial: u64, c: &GroupCounts, mif: f64) -> bool {
+pub(crate) fn group_complete(initial: u64, c: &GroupCounts, mif: f64) -> bool {
     let keep = 1.0 - mif;
     // Compare in integers scaled by 10_000 to avoid float edge cases at the threshold.
     let keep_bp = (keep * 10_000.0).round() as u128;

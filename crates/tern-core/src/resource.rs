@@ -17,16 +17,16 @@ use crate::wire::UpdaterStatus;
 pub const KIND_CONFIG: &str = "autoupdate_config";
 pub const KIND_VERSION: &str = "autoupdate_version";
 pub const KIND_ROLLOUT: &str = "autoupdate_agent_rollout";
-pub const KIND_REPORT: &str = "autoupdate_agent_report";
-pub const NAME_CONFIG: &str = "autoupdate-config";
+pub(crate) const KIND_REPORT: &str = "autoupdate_agent_report";
+pub(crate) const NAME_CONFIG: &str = "autoupdate-config";
 pub const NAME_VERSION: &str = "autoupdate-version";
-pub const NAME_ROLLOUT: &str = "autoupdate-agent-rollout";
-pub const RESOURCE_VERSION: &str = "v1";
+pub(crate) const NAME_ROLLOUT: &str = "autoupdate-agent-rollout";
+pub(crate) const RESOURCE_VERSION: &str = "v1";
 
 /// The name the catch-all group gets when a config defines no schedule.
-pub const DEFAULT_GROUP: &str = "default";
+pub(crate) const DEFAULT_GROUP: &str = "default";
 /// The start hour of the implicit `default` group.
-pub const DEFAULT_GROUP_START_HOUR: u8 = 12;
+pub(crate) const DEFAULT_GROUP_START_HOUR: u8 = 12;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,7 +45,7 @@ pub struct Metadata {
 }
 
 impl Metadata {
-    pub fn named(name: &str) -> Self {
+    pub(crate) fn named(name: &str) -> Self {
         Self {
             name: name.to_string(),
             ..Self::default()
@@ -83,7 +83,7 @@ impl Mode {
     }
 
     /// The most restrictive of the two.
-    pub fn combine(self, other: Mode) -> Mode {
+    pub(crate) fn combine(self, other: Mode) -> Mode {
         self.max(other)
     }
 }
@@ -224,7 +224,7 @@ pub enum HostGroup {
 }
 
 impl HostGroup {
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == Self::Override
     }
 }
@@ -373,7 +373,7 @@ impl AutoUpdateConfig {
         self.agents().and_then(|a| a.strategy).unwrap_or_default()
     }
 
-    pub fn host_group(&self) -> HostGroup {
+    pub(crate) fn host_group(&self) -> HostGroup {
         self.agents().and_then(|a| a.host_group).unwrap_or_default()
     }
 
@@ -652,7 +652,7 @@ pub struct TopologyAdmission {
 }
 
 impl TopologyAdmission {
-    pub fn admits(&self, updater_id: &str) -> bool {
+    pub(crate) fn admits(&self, updater_id: &str) -> bool {
         self.admitted
             .binary_search_by(|a| a.as_str().cmp(updater_id))
             .is_ok()

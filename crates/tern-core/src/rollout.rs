@@ -16,10 +16,10 @@ use crate::resource::{
 use crate::window::{Calendar, CalendarSpec};
 
 /// halt-on-error windows last one hour.
-pub const HALT_ON_ERROR_WINDOW: SignedDuration = SignedDuration::from_hours(1);
+pub(crate) const HALT_ON_ERROR_WINDOW: SignedDuration = SignedDuration::from_hours(1);
 /// `max_in_flight` when a group sets none: the share of its agents that may be
 /// missing or failed before it counts as done or failed.
-pub const DEFAULT_MAX_IN_FLIGHT: Percent = Percent::from_percent(10);
+pub(crate) const DEFAULT_MAX_IN_FLIGHT: Percent = Percent::from_percent(10);
 /// How often each replica writes its report.
 pub const DEFAULT_REPORT_PERIOD: SignedDuration = SignedDuration::from_secs(60);
 
@@ -107,12 +107,12 @@ impl Groups {
 }
 
 /// The mode the config sets, `None` when there is no config or it sets none.
-pub fn config_mode(config: Option<&AutoUpdateConfig>) -> Option<Mode> {
+pub(crate) fn config_mode(config: Option<&AutoUpdateConfig>) -> Option<Mode> {
     config.and_then(AutoUpdateConfig::mode)
 }
 
 /// The mode the version sets, `None` when there is no version or it sets none.
-pub fn version_mode(version: Option<&AutoUpdateVersion>) -> Option<Mode> {
+pub(crate) fn version_mode(version: Option<&AutoUpdateVersion>) -> Option<Mode> {
     version.and_then(AutoUpdateVersion::mode)
 }
 
@@ -141,7 +141,7 @@ pub fn frozen_mode(mode: Mode, frozen: bool) -> Mode {
 }
 
 /// The rollout spec the config and version ask for, or why there is no agent rollout.
-pub fn desired_spec(
+pub(crate) fn desired_spec(
     config: Option<&AutoUpdateConfig>,
     version: &AutoUpdateVersion,
 ) -> Result<RolloutSpec, String> {
@@ -228,7 +228,7 @@ pub fn target_failed(rollout: &AutoUpdateAgentRollout) -> Option<String> {
 
 /// Whether more of `g`'s agents failed than its `max_in_flight` share of the agents
 /// it started with.
-pub fn failed_over_budget(g: &RolloutGroup) -> bool {
+pub(crate) fn failed_over_budget(g: &RolloutGroup) -> bool {
     let budget = g
         .config_max_in_flight
         .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
@@ -240,7 +240,7 @@ pub fn failed_over_budget(g: &RolloutGroup) -> bool {
 /// Whether `g`'s hosts that could not install the target (not signed, missing, …) are
 /// enough to say so: at least one, and at least its `max_in_flight` share of the
 /// agents it started with.
-pub fn refused_over_budget(g: &RolloutGroup) -> bool {
+pub(crate) fn refused_over_budget(g: &RolloutGroup) -> bool {
     let budget = g
         .config_max_in_flight
         .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
@@ -286,7 +286,7 @@ pub fn rollout_state(groups: &[RolloutGroup]) -> RolloutState {
 
 /// The length of a window that sets none under `spec`'s strategy: 1h for
 /// halt-on-error, `maintenance_window_duration` for time-based.
-pub fn default_window_duration(spec: &RolloutSpec) -> SignedDuration {
+pub(crate) fn default_window_duration(spec: &RolloutSpec) -> SignedDuration {
     match spec.strategy {
         Strategy::HaltOnError => HALT_ON_ERROR_WINDOW,
         Strategy::TimeBased => spec
@@ -297,7 +297,7 @@ pub fn default_window_duration(spec: &RolloutSpec) -> SignedDuration {
 
 /// The schedule `group` keeps in its new form (`windows`, `timezone`, `blackouts`),
 /// `None` for a group configured with `days`/`start_hour` alone.
-pub fn group_calendar_spec(group: &RolloutGroup) -> Option<CalendarSpec> {
+pub(crate) fn group_calendar_spec(group: &RolloutGroup) -> Option<CalendarSpec> {
     (!group.config_windows.is_empty()).then(|| CalendarSpec {
         windows: group.config_windows.clone(),
         timezone: group.config_timezone.clone(),
@@ -325,7 +325,7 @@ pub fn group_window(spec: &RolloutSpec, group: &RolloutGroup) -> Calendar {
 /// One window length of `group`: the strategy's length for a group on the old fields
 /// (whatever its days), the longest of its windows otherwise. A time-based
 /// start-update opens the group for this long.
-pub fn group_window_length(spec: &RolloutSpec, group: &RolloutGroup) -> SignedDuration {
+pub(crate) fn group_window_length(spec: &RolloutSpec, group: &RolloutGroup) -> SignedDuration {
     match group_calendar_spec(group) {
         Some(_) => group_window(spec, group).longest(),
         None => default_window_duration(spec),
@@ -336,7 +336,7 @@ pub fn group_window_length(spec: &RolloutSpec, group: &RolloutGroup) -> SignedDu
 /// (find's rule: an unknown group gets the last one), with `count` windows from `now`
 /// (the open one first). `None` when the rollout has no groups (the immediate
 /// schedule).
-pub fn group_schedule(
+pub(crate) fn group_schedule(
     rollout: &AutoUpdateAgentRollout,
     group: &str,
     now: Timestamp,
@@ -380,7 +380,7 @@ pub fn group_schedule(
 
 /// Whether `report` counts at `now`: at most two report periods old. An older one's
 /// replica is presumed dead and its agents reconnected elsewhere.
-pub fn is_live(
+pub(crate) fn is_live(
     report: &AutoUpdateAgentReport,
     now: Timestamp,
     report_period: SignedDuration,
@@ -512,7 +512,7 @@ impl fmt::Display for Event {
 /// admission names it. A group without limits admits everyone; one whose admissions
 /// are not worked out yet, or a host without an updater id (never reported, so never
 /// counted against a zone), is held.
-pub fn topology_admits(group: &RolloutGroup, updater_id: &str) -> bool {
+pub(crate) fn topology_admits(group: &RolloutGroup, updater_id: &str) -> bool {
     if group.config_topology.is_empty() {
         return true;
     }

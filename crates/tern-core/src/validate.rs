@@ -215,13 +215,13 @@ pub(crate) fn read_singleton<T: serde::de::DeserializeOwned>(
 
 const MIN_WINDOW: GoDuration = GoDuration::from_minutes(10);
 const MAX_WINDOW: GoDuration = GoDuration::from_hours(24);
-pub const MAX_CANARY_COUNT: i64 = 5;
+pub(crate) const MAX_CANARY_COUNT: i64 = 5;
 /// Labels a group's `match_labels` may require at most.
-pub const MAX_MATCH_LABELS: usize = 16;
+pub(crate) const MAX_MATCH_LABELS: usize = 16;
 /// Topology limits a group may set at most.
-pub const MAX_TOPOLOGY_LIMITS: usize = 2;
+pub(crate) const MAX_TOPOLOGY_LIMITS: usize = 2;
 /// The most hosts per label value a topology limit may let update at once.
-pub const MAX_TOPOLOGY_IN_FLIGHT: u32 = 100;
+pub(crate) const MAX_TOPOLOGY_IN_FLIGHT: u32 = 100;
 
 impl AutoUpdateConfig {
     /// Reads and validates a config; an empty metadata name is taken as the singleton's.

@@ -38,7 +38,7 @@ impl Version {
 /// it is not a version. Used to compare versions reported by agents with targets.
 /// Whether two version texts name the same version (`v1.2.0` and `1.2.0` do), without
 /// allocating when they are equal as written (the usual case, on every host of a pass).
-pub fn same_version(a: &str, b: &str) -> bool {
+pub(crate) fn same_version(a: &str, b: &str) -> bool {
     fn bare(s: &str) -> &str {
         let t = s.trim();
         t.strip_prefix('v').unwrap_or(t)
@@ -86,7 +86,11 @@ impl<'de> Deserialize<'de> for Version {
 /// RFD 90's compatibility rule for moving a host from `current` to `target`:
 /// the target is in the same major or one major up, never below the current major's
 /// `x.0.0`, and a prerelease only when it was targeted explicitly.
-pub fn is_compatible(current: &Version, target: &Version, prerelease_targeted: bool) -> bool {
+pub(crate) fn is_compatible(
+    current: &Version,
+    target: &Version,
+    prerelease_targeted: bool,
+) -> bool {
     if target.is_prerelease() && !prerelease_targeted {
         return false;
     }

@@ -361,7 +361,7 @@ impl Calendar {
     }
 
     /// A calendar that never opens.
-    pub fn never() -> Self {
+    pub(crate) fn never() -> Self {
         Self::new(Vec::new(), TimeZone::UTC, Vec::new())
     }
 
@@ -373,13 +373,14 @@ impl Calendar {
         &self.zone
     }
 
+    #[cfg(any(test, feature = "fixtures"))]
     pub fn blackouts(&self) -> &[Blackout] {
         &self.blackouts
     }
 
     /// The longest of the windows (zero when there is none): how long an operator's
     /// start-update keeps a time-based group open.
-    pub fn longest(&self) -> SignedDuration {
+    pub(crate) fn longest(&self) -> SignedDuration {
         self.windows
             .iter()
             .map(|w| w.duration)
@@ -465,7 +466,7 @@ impl Calendar {
     }
 
     /// The first opening strictly after `now`, if any window ever opens again.
-    pub fn next_opening(&self, now: Timestamp) -> Option<Opening> {
+    pub(crate) fn next_opening(&self, now: Timestamp) -> Option<Opening> {
         if self.windows.is_empty() {
             return None;
         }

@@ -171,7 +171,7 @@ impl Follows {
         }
     }
 
-    pub fn is_rollout(&self) -> bool {
+    pub(crate) fn is_rollout(&self) -> bool {
         *self == Self::Rollout
     }
 }
@@ -274,17 +274,17 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// At most this many labels per host.
-pub const MAX_LABELS: usize = 32;
+pub(crate) const MAX_LABELS: usize = 32;
 /// At most this many installer types per host.
-pub const MAX_INSTALLERS: usize = 8;
+pub(crate) const MAX_INSTALLERS: usize = 8;
 
 /// A label key as heartbeats may carry it (and `match_labels` may name).
-pub fn is_label_key(k: &str) -> bool {
+pub(crate) fn is_label_key(k: &str) -> bool {
     is_fact_token(k, 63)
 }
 
 /// A label value as heartbeats may carry it.
-pub fn is_label_value(v: &str) -> bool {
+pub(crate) fn is_label_value(v: &str) -> bool {
     v.len() <= 128 && !v.chars().any(char::is_control)
 }
 
@@ -533,13 +533,13 @@ pub struct ScheduledWindow {
 }
 
 /// The most windows a schedule lists (`count` is clamped to it).
-pub const MAX_SCHEDULED_WINDOWS: usize = 64;
+pub(crate) const MAX_SCHEDULED_WINDOWS: usize = 64;
 /// The most windows a group's schedule may have.
-pub const MAX_CALENDAR_WINDOWS: usize = 32;
+pub(crate) const MAX_CALENDAR_WINDOWS: usize = 32;
 /// The most blackout entries a group's schedule may have (a year of single dates).
-pub const MAX_BLACKOUTS: usize = 366;
+pub(crate) const MAX_BLACKOUTS: usize = 366;
 /// The longest window a host accepts from a schedule: a week.
-pub const MAX_WINDOW_SECONDS: u64 = 7 * 86_400;
+pub(crate) const MAX_WINDOW_SECONDS: u64 = 7 * 86_400;
 
 impl AgentSchedule {
     /// The windows as tern-core computes with them, or why the schedule (which came

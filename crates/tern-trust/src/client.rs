@@ -10,7 +10,6 @@ use url::Url;
 
 use crate::digest::{file_digest, hex, sha256_hex};
 use crate::error::{Error, Result};
-use crate::fsutil::write_atomic;
 use crate::transport::{Fetch, FetchTransport};
 
 /// The files of tough's datastore that carry trust from one refresh to the next.
@@ -134,7 +133,7 @@ fn write_saved(path: &Path, saved: &Saved) -> Result<()> {
         path: path.to_path_buf(),
         detail: e.to_string(),
     })?;
-    write_atomic(path, &bytes, 0o600)
+    Ok(tern_fs::write_atomic(path, &bytes, 0o600)?)
 }
 
 /// One artifact the targets role signed, with Tern's custom metadata.
@@ -348,7 +347,7 @@ impl Client {
     /// refusal the state is left as it was.
     pub fn refresh(&self) -> Result<Verified> {
         let saved = read_saved(&self.state)?;
-        let parent = crate::fsutil::dir_of(&self.state);
+        let parent = tern_fs::parent_of(&self.state);
         // tough's datastore writes its files in place; it works on a scratch copy so a
         // kill mid-refresh never leaves a half-written state behind.
         remove_stale_scratch(parent);

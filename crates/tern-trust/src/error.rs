@@ -116,3 +116,14 @@ impl Error {
         }
     }
 }
+
+/// tern-fs names the operation and the path, as [`Error::Io`] does.
+impl From<tern_fs::Error> for Error {
+    fn from(e: tern_fs::Error) -> Self {
+        Error::Io {
+            what: e.what,
+            path: e.path,
+            source: e.source,
+        }
+    }
+}

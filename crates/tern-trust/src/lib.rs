@@ -15,7 +15,6 @@
 mod client;
 mod digest;
 mod error;
-mod fsutil;
 mod minimum;
 pub mod release;
 mod transport;

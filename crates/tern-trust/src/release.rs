@@ -159,7 +159,7 @@ fn publish(staged: &Path, repo: &Path) -> Result<()> {
     for name in names {
         let from = staged.join(&name);
         let bytes = std::fs::read(&from).map_err(Error::io("cannot read", &from))?;
-        crate::fsutil::write_atomic(&dir.join(&name), &bytes, 0o644)?;
+        tern_fs::write_atomic(&dir.join(&name), &bytes, 0o644)?;
     }
     Ok(())
 }
@@ -300,7 +300,7 @@ pub fn init(repo: &Path, spec: &InitSpec) -> Result<PathBuf> {
     let signed = sign_root(root, &spec.root.keys, None)?;
     let stage = staging(repo)?;
     let staged_root = stage.path().join("1.root.json");
-    crate::fsutil::write_atomic(&staged_root, signed.buffer(), 0o644)?;
+    tern_fs::write_atomic(&staged_root, signed.buffer(), 0o644)?;
 
     let mut keys = spec.targets.keys.clone();
     keys.extend(spec.snapshot.keys.iter().cloned());
@@ -727,7 +727,7 @@ pub fn rotate(
     let signed = sign_root(root.clone(), signing, Some(&old))?;
     let stage = staging(repo)?;
     let path = stage.path().join(format!("{}.root.json", root.version));
-    crate::fsutil::write_atomic(&path, signed.buffer(), 0o644)?;
+    tern_fs::write_atomic(&path, signed.buffer(), 0o644)?;
 
     let others_changed =
         rotation.targets.is_some() || rotation.snapshot.is_some() || rotation.timestamp.is_some();

@@ -302,7 +302,7 @@ pub fn unpack_checked(tarball: &Path, dest: &Path, reserve: u64) -> Result<()> {
     }
     std::fs::rename(&tmp, dest)
         .map_err(|e| Error::io(format!("rename into {}", dest.display()), e))?;
-    fsutil::fsync_dir(&parent)
+    Ok(fsutil::fsync_dir(&parent)?)
 }
 
 /// The headers of an archive, as [`scan`] read them.
@@ -375,7 +375,7 @@ fn file_mode(archive_mode: u32) -> u32 {
 }
 
 /// Writes the planned entries under `dest` (which must not exist yet), fsyncing every
-/// file and directory. Directories are [`fsutil::DIR_MODE`] whatever the archive says.
+/// file and directory. Directories are [`tern_fs::DIR_MODE`] whatever the archive says.
 pub fn extract(tarball: &Path, plan: &Plan, dest: &Path) -> Result<()> {
     fsutil::create_dir(dest)?;
     let by_index: HashMap<usize, &Item> = plan.items.iter().map(|i| (i.index, i)).collect();

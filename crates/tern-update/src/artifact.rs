@@ -1,7 +1,6 @@
 //! Where a version's tarball lives: URL templates with Teleport's variables, and the
 //! `.sha256` file beside it. Pure functions.
 
-pub use crate::error::TemplateProblem;
 use crate::error::{Error, Result};
 
 pub(crate) use tern_core::artifact::{DEFAULT_TEMPLATE, Vars};

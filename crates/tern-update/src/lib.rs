@@ -7,37 +7,64 @@
 //! `backup::validate`, `setup::units`). ternd's wire protocol and the artifact download
 //! are tern-client's; the hostile-input unpacking of tarballs is tern-unpack's.
 
-pub mod artifact;
+mod artifact;
 mod backup;
 mod channel;
-pub mod commands;
+mod commands;
 mod decide;
-pub mod directive;
-pub mod error;
+mod directive;
+mod error;
 mod fsutil;
 mod health;
 mod hooks;
 mod installers;
-pub mod layout;
+mod layout;
 mod links;
-pub mod lock;
-pub mod log;
-pub mod package;
+mod lock;
+mod log;
+mod package;
 mod pending_install;
-pub mod reexec;
+mod reexec;
 mod run;
 mod schedule;
-pub mod script;
-pub mod self_check;
+mod script;
+mod self_check;
 mod self_update;
-pub mod service;
-pub mod settings;
-pub mod setup;
-pub mod state;
+mod service;
+mod settings;
+mod setup;
+mod state;
 mod trust;
-pub mod update;
-pub mod watch;
+mod update;
+mod watch;
 
+// What the binary (src/main.rs) and the integration tests use; everything else stays
+// inside the crate.
+
+/// Go's name of an architecture, as artifact names spell it (the integration tests name
+/// their tarballs with it).
+pub use artifact::go_arch;
+/// The subcommands, one function each, over the [`Ctx`] the binary builds.
+pub use commands::{
+    EnableArgs, Report, ScheduleAction, disable, enable, heartbeat, link_package, pin, schedule,
+    status, uninstall, unlink_package, unpin, update,
+};
 pub use error::{Error, Result};
+pub use layout::{Layout, update_yaml_in, validate_suffix};
+/// The namespace lock (the integration tests hold it to see a run refused).
+pub use lock::{Wait as LockWait, acquire as acquire_lock};
+/// The updater's log lines on stderr; the binary's own messages go through them too.
+pub use log::{
+    Format as LogFormat, error as log_error, info as log_info, init as init_log, warn as log_warn,
+};
+pub use package::{Manager, PackageSpec};
+pub use reexec::{candidate as reexec_candidate, delegate as reexec_delegate};
+pub use self_check::self_check;
+pub use service::pid_alive;
+pub use settings::{Settings, resolve as resolve_settings};
+pub use setup::run as setup;
+pub use state::{UpdateFile, parse as parse_update_file, save as save_update_file, saved_settings};
 /// The client of ternd and of artifact servers this updater uses.
 pub use tern_client::Client;
+pub use update::Ctx;
+pub use watch::{MAX_HOLD_SECONDS, WatchArgs, run as watch};

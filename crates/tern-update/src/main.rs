@@ -8,12 +8,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
 use tern_cli::LogFormat;
-use tern_update::Client;
-use tern_update::commands::{self, EnableArgs, Report};
-use tern_update::layout::{self, Layout};
-use tern_update::settings::{self, Settings};
-use tern_update::update::Ctx;
-use tern_update::{log, package, reexec, setup};
+use tern_update::{
+    Client, Ctx, EnableArgs, Layout, Report, Settings, log_error, log_info, log_warn,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -88,7 +85,7 @@ enum PackageManager {
     Yum,
 }
 
-impl From<PackageManager> for package::Manager {
+impl From<PackageManager> for tern_update::Manager {
     fn from(m: PackageManager) -> Self {
         match m {
             PackageManager::Apt => Self::Apt,
@@ -228,7 +225,7 @@ enum Cmd {
         /// Seconds ternd may hold each request (it caps them at its
         /// --long-poll-max-hold).
         #[arg(long, default_value_t = 50, value_name = "SECONDS",
-              value_parser = clap::value_parser!(u64).range(1..=tern_update::watch::MAX_HOLD_SECONDS))]
+              value_parser = clap::value_parser!(u64).range(1..=tern_update::MAX_HOLD_SECONDS))]
         hold: u64,
     },
     /// Tell the server what this host runs now, without updating (every run ends with
@@ -314,14 +311,14 @@ fn main() -> ExitCode {
             }
         };
     }
-    log::init(match cli.log_format {
-        LogFormat::Text => log::Format::Text,
-        LogFormat::Json => log::Format::Json,
+    tern_update::init_log(match cli.log_format {
+        LogFormat::Text => tern_update::LogFormat::Text,
+        LogFormat::Json => tern_update::LogFormat::Json,
     });
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            log::error(chain(&e));
+            log_error(chain(&e));
             ExitCode::from(1)
         }
     }
@@ -346,15 +343,15 @@ fn chain(e: &anyhow::Error) -> String {
 const HTTP_TIMEOUT_SECONDS: u64 = 300;
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    layout::validate_suffix(&cli.install_suffix)?;
+    tern_update::validate_suffix(&cli.install_suffix)?;
     let install_dir = std::path::absolute(&cli.install_dir).context("--install-dir")?;
     let enable = matches!(cli.command, Cmd::Enable { .. });
     let given = given_settings(&cli)?;
-    let saved = tern_update::state::saved_settings(
-        &layout::update_yaml_in(&install_dir, &cli.install_suffix),
+    let saved = tern_update::saved_settings(
+        &tern_update::update_yaml_in(&install_dir, &cli.install_suffix),
         enable,
     )?;
-    let resolved = settings::resolve(&given, &saved, enable)?;
+    let resolved = tern_update::resolve_settings(&given, &saved, enable)?;
     let layout = Layout::new(install_dir, &cli.install_suffix, &resolved);
     let current_exe = std::env::current_exe().context("current executable")?;
     // `watch` runs for as long as the host does: the `update`s it starts are the ones
@@ -375,9 +372,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let update_command = update_command(&current_exe, &layout, &settings, cli.log_format);
     let ctx = context_of(&cli, layout, settings)?;
     if let Cmd::Watch { hold } = cli.command {
-        tern_update::watch::run(
+        tern_update::watch(
             &ctx,
-            &tern_update::watch::WatchArgs {
+            &tern_update::WatchArgs {
                 hold: Duration::from_secs(hold),
                 update_command,
             },
@@ -415,14 +412,14 @@ fn run_active_updater(
     current_exe: &Path,
     from_update_yaml: &Settings,
 ) -> Option<ExitCode> {
-    let exe = reexec::candidate(layout, current_exe)?;
+    let exe = tern_update::reexec_candidate(layout, current_exe)?;
     let mut args: Vec<std::ffi::OsString> = from_update_yaml
         .flags()
         .into_iter()
         .map(Into::into)
         .collect();
     args.extend(std::env::args_os().skip(1));
-    let code = reexec::delegate(&exe, &args)?;
+    let code = tern_update::reexec_delegate(&exe, &args)?;
     Some(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
 
@@ -531,7 +528,7 @@ fn execute(
             trust_root,
             trust_url,
             self_update,
-        } => commands::enable(
+        } => tern_update::enable(
             ctx,
             EnableArgs {
                 server,
@@ -545,7 +542,7 @@ fn execute(
                 channel,
                 package: package
                     .zip(package_manager)
-                    .map(|(name, m)| package::PackageSpec {
+                    .map(|(name, m)| tern_update::PackageSpec {
                         name,
                         manager: m.into(),
                     }),
@@ -565,35 +562,35 @@ fn execute(
                 self_update,
             },
         )?,
-        Cmd::Disable => commands::disable(ctx)?,
+        Cmd::Disable => tern_update::disable(ctx)?,
         Cmd::Pin {
             force_version,
             until,
-        } => commands::pin(ctx, force_version, until)?,
-        Cmd::Unpin => commands::unpin(ctx)?,
+        } => tern_update::pin(ctx, force_version, until)?,
+        Cmd::Unpin => tern_update::unpin(ctx)?,
         Cmd::Update { now, released } => update(ctx, now, released)?,
         // run answers it before execute.
         Cmd::Watch { .. } => return Ok(()),
-        Cmd::Heartbeat => match commands::heartbeat(ctx)? {
+        Cmd::Heartbeat => match tern_update::heartbeat(ctx)? {
             Report::Refused(why) => anyhow::bail!(why),
             sent => sent,
         },
         Cmd::Status { output } => return print_status(ctx, output),
-        Cmd::Uninstall { force } => commands::uninstall(ctx, force)?,
-        Cmd::LinkPackage => commands::link_package(ctx)?,
-        Cmd::UnlinkPackage => commands::unlink_package(ctx)?,
-        Cmd::Schedule { action } => commands::schedule(
+        Cmd::Uninstall { force } => tern_update::uninstall(ctx, force)?,
+        Cmd::LinkPackage => tern_update::link_package(ctx)?,
+        Cmd::UnlinkPackage => tern_update::unlink_package(ctx)?,
+        Cmd::Schedule { action } => tern_update::schedule(
             ctx,
             match action {
-                ScheduleCmd::Sync => commands::ScheduleAction::Sync,
-                ScheduleCmd::Clear => commands::ScheduleAction::Clear,
-                ScheduleCmd::Check => commands::ScheduleAction::Check,
+                ScheduleCmd::Sync => tern_update::ScheduleAction::Sync,
+                ScheduleCmd::Clear => tern_update::ScheduleAction::Clear,
+                ScheduleCmd::Check => tern_update::ScheduleAction::Check,
             },
         )?,
         // main answers it before anything is read.
         Cmd::Completion(_) => return Ok(()),
         Cmd::SelfCheck => {
-            println!("{}", tern_update::self_check::self_check(&ctx.layout)?);
+            println!("{}", tern_update::self_check(&ctx.layout)?);
             return Ok(());
         }
         Cmd::Setup {
@@ -616,14 +613,14 @@ fn execute(
         }
     };
     match report {
-        Report::Done(msg) => log::info(&msg),
-        Report::Refused(msg) => log::warn(&msg),
+        Report::Done(msg) => log_info(&msg),
+        Report::Refused(msg) => log_warn(&msg),
     }
     Ok(())
 }
 
 fn update(ctx: &Ctx, now: bool, released: bool) -> anyhow::Result<Report> {
-    let report = commands::update(ctx, now, released)?;
+    let report = tern_update::update(ctx, now, released)?;
     // The timer's run is not an error when the operator disabled or pinned
     // updates; an explicit `update --now` that cannot act is.
     if let (Report::Refused(why), true) = (&report, now) {
@@ -633,7 +630,7 @@ fn update(ctx: &Ctx, now: bool, released: bool) -> anyhow::Result<Report> {
 }
 
 fn print_status(ctx: &Ctx, output: OutputFormat) -> anyhow::Result<()> {
-    let view = commands::status(ctx)?;
+    let view = tern_update::status(ctx)?;
     let text = match output {
         OutputFormat::Yaml => serde_yaml_ng::to_string(&view)?,
         OutputFormat::Json => serde_json::to_string_pretty(&view)? + "\n",
@@ -661,7 +658,7 @@ fn print_setup(
     let exe = if exe.exists() { exe } else { current_exe };
     print!(
         "{}",
-        setup::run(
+        tern_update::setup(
             &ctx.layout,
             &exe.to_string_lossy(),
             agent_unit,

@@ -101,17 +101,17 @@ fn a_damaged_update_yaml_is_reported_with_its_path_and_the_repair() {
 fn every_truncation_of_update_yaml_is_detected_and_old_files_still_load() {
     let (_server, host, _svc) = enabled_on("1.0.0");
     let good = std::fs::read_to_string(host.ns().join("update.yaml")).unwrap();
-    tern_update::state::parse(&good).unwrap();
+    tern_update::parse_update_file(&good).unwrap();
     for cut in 0..good.trim_end().len() {
         let text = &good[..cut];
         assert!(
-            tern_update::state::parse(text).is_err(),
+            tern_update::parse_update_file(text).is_err(),
             "a file cut at byte {cut} of {} was taken as whole:\n{text}",
             good.len()
         );
     }
     let older = "version: v1\nkind: update_config\nspec:\n  server: https://t.example\n  group: g\n  enabled: true\n  pinned: false\n  keep: 2\nstatus:\n  active: 1.0.0\n  rollback: false\n";
-    let f = tern_update::state::parse(older).unwrap();
+    let f = tern_update::parse_update_file(older).unwrap();
     assert_eq!(f.status.active.as_deref(), Some("1.0.0"));
     assert!(f.spec.enabled);
 }

@@ -28,7 +28,7 @@ fn set_marker(db: &std::path::Path, v: &str) {
 /// Host invariant after any kill: a readable state file and links into a complete version.
 fn assert_safe(host: &Host, when: &str) {
     let text = std::fs::read_to_string(host.ns().join("update.yaml")).unwrap();
-    tern_update::state::parse(&text)
+    tern_update::parse_update_file(&text)
         .unwrap_or_else(|e| panic!("{when}: update.yaml unreadable: {e}"));
     let linked = host.linked_version();
     assert!(linked.is_some(), "{when}: no complete version is linked");

@@ -559,7 +559,7 @@ fn enable_adopts_what_the_package_database_has_and_refuses_a_tarball_host() {
     ]);
     let package = debs.host.update_yaml().spec.package.unwrap();
     assert_eq!(package.name, PKG);
-    assert_eq!(package.manager, tern_update::package::Manager::Apt);
+    assert_eq!(package.manager, tern_update::Manager::Apt);
     assert!(debs.installs().is_empty());
 
     // uninstall only stops managing the host: the package stays.

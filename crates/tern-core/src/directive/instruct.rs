@@ -13,7 +13,7 @@ pub use crate::install::InstallInstruction;
 use crate::version::Version;
 
 /// A local script's default timeout.
-pub const DEFAULT_SCRIPT_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_SCRIPT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Environment variable names a server may not set: they change how the shell or the
 /// dynamic loader runs, before the script's first line.
@@ -38,7 +38,7 @@ fn is_attempt_id(s: &str) -> bool {
 }
 
 /// Whether a server may set `name` in a script's environment.
-pub fn is_allowed_env_name(name: &str) -> bool {
+pub(crate) fn is_allowed_env_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
@@ -114,7 +114,7 @@ pub fn render_env(
 }
 
 /// Largest script a host accepts.
-pub const MAX_SCRIPT: usize = 64 * 1024;
+pub(crate) const MAX_SCRIPT: usize = 64 * 1024;
 
 impl InstallInstruction {
     /// What a host checks before acting: a well-formed attempt id and target, the

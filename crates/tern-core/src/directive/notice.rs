@@ -83,17 +83,8 @@ pub fn push(all: &mut Vec<VersionNotice>, n: VersionNotice) {
     }
 }
 
-/// Hosts flagged per kind, over `notices`.
-pub fn hosts_of(notices: &[VersionNotice], kind: NoticeKind) -> u64 {
-    notices
-        .iter()
-        .filter(|n| n.kind == kind)
-        .map(|n| n.hosts)
-        .sum()
-}
-
 /// The alert kind of a notice kind.
-pub fn alert_kind(k: NoticeKind) -> &'static str {
+pub(crate) fn alert_kind(k: NoticeKind) -> &'static str {
     match k {
         NoticeKind::Outdated => kind::DIRECTIVE_VERSIONS_OUTDATED,
         NoticeKind::Security => kind::DIRECTIVE_VERSIONS_SECURITY,

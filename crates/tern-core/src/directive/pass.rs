@@ -70,7 +70,7 @@ pub struct Move<'a> {
 }
 
 /// At most this many hosts no target fits are kept with their reasons (all are counted).
-pub const NO_FIT_EXAMPLES: usize = 20;
+pub(crate) const NO_FIT_EXAMPLES: usize = 20;
 
 /// Counts of governed hosts per state, from elsewhere (the other replicas' last
 /// reports): the fault and churn limits are the fleet's, not one replica's.

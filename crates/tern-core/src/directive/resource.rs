@@ -11,11 +11,9 @@ pub use crate::install::{
 };
 use crate::resource::{Metadata, default_resource_version};
 
-pub const KIND_DIRECTIVE: &str = "version_directive";
-pub const KIND_CONTROL: &str = "version_control_config";
-pub const KIND_INSTALLER: &str = "installer";
-/// The name of the active directive (a singleton); drafts carry their controller's name.
-pub const DIRECTIVE_NAME: &str = "version-directive";
+pub(crate) const KIND_DIRECTIVE: &str = "version_directive";
+pub(crate) const KIND_CONTROL: &str = "version_control_config";
+pub(crate) const KIND_INSTALLER: &str = "installer";
 pub const CONTROL_NAME: &str = "version-control-config";
 
 /// `version_directive`: ordered directives, each selecting hosts and naming targets and

@@ -117,14 +117,16 @@ impl fmt::Display for Incompatible {
 }
 
 /// Whether `target` may go to `host`. `Same` is not an error of the directive: the host
-/// is at parity.
+/// is at parity. Production code calls `fits` with versions parsed once; this is the
+/// decision as the integration tests ask it.
+#[cfg(any(test, feature = "fixtures"))]
 pub fn target_fits(target: &Target, host: &HostFacts<'_>) -> Result<(), Incompatible> {
     let want = Version::parse(&target.version).ok();
     let have = Version::parse(host.version).ok();
     fits(target, want.as_ref(), host, have.as_ref())
 }
 
-/// [`target_fits`] with both versions parsed once (`None`: not a version).
+/// `target_fits` with both versions parsed once (`None`: not a version).
 fn fits(
     target: &Target,
     want: Option<&Version>,
@@ -174,7 +176,7 @@ fn fits(
 /// Whether `installer` can install `target` on `host`: enabled, advertised by the host,
 /// and given what its security model needs (tern-update's native installer verifies
 /// size and digest, so it refuses a target without them).
-pub fn installer_fits(
+pub(crate) fn installer_fits(
     installer: &Installer,
     target: &Target,
     host: &HostFacts<'_>,
@@ -208,19 +210,9 @@ fn label_matches(want: &BTreeMap<String, String>, have: Labels<'_>) -> bool {
     })
 }
 
-/// Whether `sel` selects `host`. A `current_version` that does not parse selects nothing
-/// (validation refuses it before it is stored).
-pub fn selects(sel: &Selector, host: &HostFacts<'_>) -> bool {
-    let req = sel
-        .current_version
-        .as_deref()
-        .map(|r| semver::VersionReq::parse(r).ok());
-    let have = Version::parse(host.version).ok();
-    selects_prepared(sel, req.as_ref(), host, have.as_ref())
-}
-
-/// [`selects`] with the selector's version requirement parsed once (`None`: none
-/// given; `Some(None)`: it does not parse) and the host's version too.
+/// Whether `sel` selects `host`, with the selector's version requirement parsed once
+/// (`None`: none given; `Some(None)`: it does not parse, and then it selects nothing;
+/// validation refuses such a requirement before it is stored) and the host's version too.
 fn selects_prepared(
     sel: &Selector,
     req: Option<&Option<semver::VersionReq>>,
@@ -294,7 +286,7 @@ pub fn select<'a>(
 /// A directive spec with everything a pass would otherwise parse per host parsed once:
 /// the selectors' version requirements, the targets' versions.
 #[derive(Debug)]
-pub struct Prepared<'a> {
+pub(crate) struct Prepared<'a> {
     spec: &'a DirectiveSpec,
     installers: &'a BTreeMap<String, Installer>,
     /// Per directive, per selector.

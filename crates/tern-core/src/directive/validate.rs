@@ -9,13 +9,13 @@ use crate::validate::{Errors, Invalid, ResourceError, is_valid_group_name, read_
 use crate::version::Version;
 
 /// The characters a value that reaches a script's environment may hold (RFD 90).
-pub fn is_safe_env_value(v: &str) -> bool {
+pub(crate) fn is_safe_env_value(v: &str) -> bool {
     v.bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
 }
 
 /// The placeholders an installer's `env` may use.
-pub const TARGET_PLACEHOLDERS: [&str; 5] = [
+pub(crate) const TARGET_PLACEHOLDERS: [&str; 5] = [
     "{target.version}",
     "{target.arch}",
     "{target.fips}",

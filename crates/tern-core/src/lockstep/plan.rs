@@ -35,9 +35,9 @@ use crate::validate::{FieldError, Invalid, ResourceError};
 pub const PLAN_FILE: &str = "lockstep.yaml";
 
 /// At most this many components (each is one or two steps).
-pub const MAX_COMPONENTS: usize = 64;
+pub(crate) const MAX_COMPONENTS: usize = 64;
 /// The timeout of one command when the component names none.
-pub const DEFAULT_COMMAND_TIMEOUT: &str = "5m";
+pub(crate) const DEFAULT_COMMAND_TIMEOUT: &str = "5m";
 
 /// `lockstep.yaml`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -311,7 +311,7 @@ fn is_inside_release(path: &str) -> bool {
 }
 
 /// A component name: a DNS label (it names a lease and a store key).
-pub fn is_component_name(name: &str) -> bool {
+pub(crate) fn is_component_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
         && name

@@ -322,7 +322,7 @@ pub fn pick(
 
 /// True when `candidate` should replace `current` (nothing run yet, or strictly newer).
 /// Across schemes it is not newer: the operator must say so by hand.
-pub fn is_newer(candidate: &ReleaseVersion, current: Option<&ReleaseVersion>) -> bool {
+pub(crate) fn is_newer(candidate: &ReleaseVersion, current: Option<&ReleaseVersion>) -> bool {
     match current {
         None => true,
         Some(c) => candidate.compare(c) == Some(Ordering::Greater),

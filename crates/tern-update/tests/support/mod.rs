@@ -160,7 +160,7 @@ impl Server {
     }
 
     pub fn artifact_name(version: &str) -> String {
-        let arch = tern_update::artifact::go_arch(std::env::consts::ARCH);
+        let arch = tern_update::go_arch(std::env::consts::ARCH);
         format!("tern-agent-v{version}-linux-{arch}-bin.tar.gz")
     }
 
@@ -619,9 +619,9 @@ impl Host {
         self.install.join(&self.suffix)
     }
 
-    pub fn update_yaml(&self) -> tern_update::state::UpdateFile {
+    pub fn update_yaml(&self) -> tern_update::UpdateFile {
         let text = std::fs::read_to_string(self.ns().join("update.yaml")).unwrap();
-        tern_update::state::parse(&text).unwrap()
+        tern_update::parse_update_file(&text).unwrap()
     }
 
     pub fn active(&self) -> Option<String> {
@@ -635,7 +635,7 @@ impl Host {
             .trim()
             .parse()
             .ok()?;
-        if pid <= 1 || !tern_update::service::pid_alive(pid) {
+        if pid <= 1 || !tern_update::pid_alive(pid) {
             return None;
         }
         Some(
@@ -693,7 +693,7 @@ impl Host {
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok());
         let deadline = Instant::now() + Duration::from_secs(5);
-        while pid.is_some_and(tern_update::service::pid_alive) && Instant::now() < deadline {
+        while pid.is_some_and(tern_update::pid_alive) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
