@@ -37,13 +37,21 @@ pub const RATIO_TARGET: f64 = 0.8;
 pub const CPU_PER_1K_TARGET_MS: f64 = 15.0;
 
 pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
-    let sizes: &[u64] = if opts.quick {
-        &[5_000]
-    } else {
-        &[100_000, 1_000_000]
+    // `TERN_BENCH_HEARTBEAT_AGENTS=1000000` (a comma list) measures those sizes only.
+    let sizes: Vec<u64> = match std::env::var("TERN_BENCH_HEARTBEAT_AGENTS") {
+        Ok(list) => list
+            .split(',')
+            .map(|n| {
+                n.trim()
+                    .parse()
+                    .with_context(|| format!("TERN_BENCH_HEARTBEAT_AGENTS: {n:?} is not a count"))
+            })
+            .collect::<anyhow::Result<_>>()?,
+        Err(_) if opts.quick => vec![5_000],
+        Err(_) => vec![100_000, 1_000_000],
     };
     let mut per = serde_json::Map::new();
-    for &n in sizes {
+    for &n in &sizes {
         per.insert(n.to_string(), one(opts, n)?);
     }
     Ok(json!({
