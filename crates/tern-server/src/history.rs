@@ -71,12 +71,18 @@ fn unrecorded(state: &AppState, hosts: &[(String, Vec<(Timestamp, HostState)>)])
     }
 }
 
-/// The background writer: every [`FLUSH_EVERY`], writes what is queued.
+/// The background writer: every [`FLUSH_EVERY`], writes what is queued. Once a burst
+/// of writes is over, it gives the heap the burst freed back to the system.
 pub(crate) async fn run(state: Arc<AppState>) {
+    let mut trim = crate::heap::AfterBursts::default();
     loop {
         tokio::time::sleep(FLUSH_EVERY).await;
-        if flush_all(&state).await >= crate::heap::TRIM_AFTER_HOSTS {
-            crate::heap::trim();
+        let hosts = flush_all(&state).await;
+        if trim.due(hosts, tokio::time::Instant::now().into_std()) {
+            // Off the async workers: a trim walks every arena under its lock.
+            if let Err(e) = tokio::task::spawn_blocking(crate::heap::trim).await {
+                tracing::warn!(error = %e, "trimming the heap failed");
+            }
         }
     }
 }
