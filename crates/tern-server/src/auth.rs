@@ -202,6 +202,9 @@ fn digest_of(sha256: &str) -> Option<[u8; 32]> {
 struct Cached {
     record: TokenRecord,
     digest: Option<[u8; 32]>,
+    /// The sender its token makes of a request, built once per record read: every
+    /// request shares it (a heartbeat allocates no `Actor` of its own).
+    actor: Arc<Actor>,
     at: Instant,
 }
 
@@ -209,6 +212,14 @@ impl Cached {
     fn new(record: TokenRecord) -> Arc<Self> {
         Arc::new(Self {
             digest: digest_of(&record.sha256),
+            actor: Arc::new(Actor {
+                principal: record.principal(),
+                token_id: record.id.clone(),
+                role: record.role,
+                bound_to: record.updater_id.clone(),
+                minted_by: record.minted_by.clone(),
+                controller: record.controller,
+            }),
             record,
             at: Instant::now(),
         })
@@ -256,7 +267,7 @@ impl Authenticator {
         store: &dyn Store,
         headers: &HeaderMap,
         now: Timestamp,
-    ) -> ApiResult<Actor> {
+    ) -> ApiResult<Arc<Actor>> {
         let Some(value) = headers.get(AUTHORIZATION) else {
             return Err(ApiError::unauthenticated(
                 "missing Authorization header: send `Authorization: Bearer <token>`",
@@ -319,14 +330,7 @@ impl Authenticator {
                 record.id
             )));
         }
-        Ok(Actor {
-            principal: record.principal(),
-            token_id: record.id.clone(),
-            role: record.role,
-            bound_to: record.updater_id.clone(),
-            minted_by: record.minted_by.clone(),
-            controller: record.controller,
-        })
+        Ok(Arc::clone(&entry.actor))
     }
 }
 

@@ -15,7 +15,7 @@ use tern_core::directive::resource::{ControlSpec, DirectiveSpec, Installer, Targ
 use tern_core::directive::select::{HostFacts, Labels, Names};
 use tern_core::directive::state::{Attempt, AttemptResult, HostRecord, InstallState, StateTimings};
 
-use super::{Entry, Id, Inventory, Key};
+use super::{ATTEMPT_CHECKED, Entry, IdRef, Inventory, Key};
 
 #[derive(Debug, Default)]
 pub(crate) struct Directed {
@@ -154,7 +154,7 @@ impl Inventory {
             .zip(states)
             .filter(|(_, state)| state.is_some())
         {
-            let updater_id = e.updater_id.to_string();
+            let updater_id = e.uid(&self.hostnames).to_string();
             let answer = tern_core::find::answer(&tern_core::find::FindInputs {
                 rollout: to.rollout,
                 frozen: to.frozen,
@@ -208,7 +208,7 @@ impl Inventory {
                 .no_fit_examples
                 .iter()
                 .map(|(i, reasons)| NoFitHost {
-                    updater_id: entry(*i).updater_id.to_string(),
+                    updater_id: entry(*i).uid(&self.hostnames).to_string(),
                     hostname: self.hostnames.get(entry(*i).hostname).to_string(),
                     reasons: reasons.clone(),
                 })
@@ -248,7 +248,7 @@ impl Inventory {
                 // with the same machine id: it is planned, never triggered.
                 .filter(|t| !entry(t.host).updater_id.is_empty())
                 .map(|t| ChosenInstall {
-                    updater_id: entry(t.host).updater_id.to_string(),
+                    updater_id: entry(t.host).uid(&self.hostnames).to_string(),
                     from_version: names.get(entry(t.host).version).to_string(),
                     directive: t.directive.to_string(),
                     installer_name: t.installer.metadata.name.clone(),
@@ -273,11 +273,11 @@ impl Inventory {
     }
 
     fn by_updater_mut(&mut self, updater_id: &str) -> Option<&mut Entry> {
-        let id = Id::parse(updater_id);
+        let id = IdRef::parse(updater_id);
         if id.is_empty() {
             return None;
         }
-        let i = self.find(&Key::Updater(&id))?;
+        let i = self.find(&Key::Updater(id))?;
         Some(&mut self.entries[i])
     }
 
@@ -285,8 +285,8 @@ impl Inventory {
     pub(crate) fn unchecked_attempts(&self) -> Vec<String> {
         self.entries
             .iter()
-            .filter(|e| !e.attempt_checked && !e.updater_id.is_empty())
-            .map(|e| e.updater_id.to_string())
+            .filter(|e| !e.attempt_checked() && !e.updater_id.is_empty())
+            .map(|e| e.uid(&self.hostnames).to_string())
             .collect()
     }
 
@@ -301,7 +301,7 @@ impl Inventory {
             let Some(e) = self.by_updater_mut(id) else {
                 continue;
             };
-            e.attempt_checked = true;
+            e.set_flag(ATTEMPT_CHECKED, true);
             if let Some(a) = found.get(id) {
                 let d = e.directed.get_or_insert_default();
                 if d.attempt.as_ref().is_none_or(|mine| mine.at < a.at) {
@@ -383,7 +383,7 @@ impl Inventory {
                     out.failed += 1;
                     if out.failures.len() < NO_FIT_SHOWN {
                         out.failures.push(DryRunFailure {
-                            updater_id: e.updater_id.to_string(),
+                            updater_id: e.uid(hostnames).to_string(),
                             hostname: hostnames.get(e.hostname).to_string(),
                             error: r.error.clone(),
                         });

@@ -3,6 +3,9 @@
 //! (48 bytes for a 30-byte name with the allocator's overhead). A name replaced or
 //! forgotten leaves its bytes behind as garbage; once garbage is most of the string,
 //! the inventory writes the live names into a fresh one ([`Hostnames::compacted`]).
+//!
+//! The rare ids that are not UUIDs or machine-ids are kept here too, whole
+//! ([`TextRef`]): an entry's id stays 17 bytes of alignment 1 (`id::StoredId`).
 
 /// Where a hostname is in [`Hostnames`]: its offset (48 bits) and length (16 bits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -20,6 +23,23 @@ impl HostnameRef {
 
     pub(super) fn len(self) -> usize {
         usize::from(self.0 as u16)
+    }
+}
+
+/// Where a text id is in [`Hostnames`]: its offset and length, 8 bytes each, as bytes
+/// (alignment 1). Not cut: an id is given back exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TextRef([u8; 16]);
+
+impl TextRef {
+    fn at(self) -> usize {
+        let [a, b, c, d, e, f, g, h, ..] = self.0;
+        usize::try_from(u64::from_le_bytes([a, b, c, d, e, f, g, h])).unwrap_or(usize::MAX)
+    }
+
+    fn len(self) -> usize {
+        let [.., a, b, c, d, e, f, g, h] = self.0;
+        usize::try_from(u64::from_le_bytes([a, b, c, d, e, f, g, h])).unwrap_or(usize::MAX)
     }
 }
 
@@ -46,6 +66,26 @@ impl Hostnames {
         self.text.push_str(&name[..len]);
         // 48 bits of offset: 256 TiB of names, more than any memory holds.
         HostnameRef((at << 16) | len as u64)
+    }
+
+    pub(super) fn text(&self, r: TextRef) -> &str {
+        let at = r.at();
+        self.text.get(at..at.saturating_add(r.len())).unwrap_or("")
+    }
+
+    /// Appends `text` whole.
+    pub(super) fn push_text(&mut self, text: &str) -> TextRef {
+        let at = self.text.len() as u64;
+        self.text.push_str(text);
+        let mut r = [0u8; 16];
+        r[..8].copy_from_slice(&at.to_le_bytes());
+        r[8..].copy_from_slice(&(text.len() as u64).to_le_bytes());
+        TextRef(r)
+    }
+
+    /// `r` is no longer referred to.
+    pub(super) fn release_text(&mut self, r: TextRef) {
+        self.garbage += r.len();
     }
 
     /// Bytes no agent refers to any more.
@@ -94,5 +134,13 @@ mod tests {
         let long = "é".repeat(MAX_LEN);
         let l = h.push(&long);
         assert!(l.len() <= MAX_LEN && h.get(l).chars().all(|c| c == 'é'));
+        // Text ids are kept whole, however long.
+        let id = "ï".repeat(MAX_LEN);
+        let t = h.push_text(&id);
+        assert_eq!(h.text(t), id);
+        assert_eq!(h.get(a), "host-1.example.com");
+        let before = h.garbage;
+        h.release_text(t);
+        assert_eq!(h.garbage, before + id.len());
     }
 }

@@ -205,7 +205,7 @@ pub(crate) async fn delete_draft(
 /// any earlier plan); replicas evaluate it in their next pass, without installing.
 pub(crate) async fn plan(
     State(state): State<Arc<AppState>>,
-    Extension(actor): Extension<Actor>,
+    Extension(actor): Extension<Arc<Actor>>,
     body: Bytes,
 ) -> ApiResult<Json<Pending>> {
     let b: PlanBody = body::json(&body)?;
@@ -326,7 +326,7 @@ fn same_approver(a: &Approval, actor: &Actor) -> Option<String> {
 /// active directive, in one transaction that fails if the plan or the draft changed.
 pub(crate) async fn apply(
     State(state): State<Arc<AppState>>,
-    Extension(actor): Extension<Actor>,
+    Extension(actor): Extension<Arc<Actor>>,
     body: Bytes,
 ) -> ApiResult<Json<ApplyResponse>> {
     let b: ApplyBody = body::json(&body)?;

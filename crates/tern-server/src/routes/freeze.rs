@@ -27,7 +27,7 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>) -> ApiResult<Json<Fr
 /// keeps its start and who started it).
 pub(crate) async fn put(
     State(state): State<Arc<AppState>>,
-    Extension(actor): Extension<Actor>,
+    Extension(actor): Extension<Arc<Actor>>,
     bytes: Bytes,
 ) -> ApiResult<Json<FreezeResponse>> {
     let b: FreezeBody = body::json(&bytes)?;

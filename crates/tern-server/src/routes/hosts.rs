@@ -32,7 +32,7 @@ const MAX_UPDATER_ID: usize = 128;
 /// `POST /v1/agents/join` `{"updater_id", "host_id", "hostname"}` with a join token.
 pub(crate) async fn join(
     State(state): State<Arc<AppState>>,
-    Extension(actor): Extension<Actor>,
+    Extension(actor): Extension<Arc<Actor>>,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<JoinResponse>)> {
     let b: JoinBody = body::json(&body)?;

@@ -62,9 +62,20 @@ impl Routes {
 
     /// [`Routes::route`] with `outer` layers around the access check.
     fn route_with(
+        self,
+        path: &'static str,
+        methods: Vec<(Method, Access, Handler)>,
+        outer: impl FnOnce(Handler) -> Handler,
+    ) -> Self {
+        self.route_guarded(path, methods, Guard::Token, outer)
+    }
+
+    /// [`Routes::route_with`], the access layer checking `guard`.
+    fn route_guarded(
         mut self,
         path: &'static str,
         methods: Vec<(Method, Access, Handler)>,
+        guard: Guard,
         outer: impl FnOnce(Handler) -> Handler,
     ) -> Self {
         let mut served: Handler = MethodRouter::new();
@@ -72,7 +83,7 @@ impl Routes {
             let guarded = match access {
                 Access::Public => handler,
                 _ => handler.route_layer(middleware::from_fn_with_state(
-                    (Arc::clone(&self.state), access),
+                    (Arc::clone(&self.state), access, guard),
                     authorize,
                 )),
             };
@@ -88,11 +99,46 @@ impl Routes {
     }
 }
 
+/// What the access layer checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Guard {
+    /// The token, for the route's access level.
+    Token,
+    /// First the client address's rate (heartbeats and joins: `--heartbeat-rate`), then
+    /// the token; answers other than success count as rejected heartbeats. One layer,
+    /// not two: a heartbeat is the hot path, and each `from_fn` layer costs a boxed
+    /// future and a clone of the service below it per request.
+    AddressRateThenToken,
+}
+
 /// Authenticates the request for `access` (401 without a valid token, 403 with a role
-/// that may not) before the handler runs. Admin writes, done or refused for the role,
-/// go to the audit trail with the token that sent them.
+/// that may not) before the handler runs, after the client address's rate if `guard`
+/// says so. Admin writes, done or refused for the role, go to the audit trail with the
+/// token that sent them.
 async fn authorize(
-    State((state, access)): State<(Arc<AppState>, Access)>,
+    State((state, access, guard)): State<(Arc<AppState>, Access, Guard)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match guard {
+        Guard::Token => authorize_token(&state, access, request, next).await,
+        Guard::AddressRateThenToken => {
+            // Before the token: a flood is turned away without hashing what it sends.
+            if let Err(refused) = public::address_rate(&state, &request) {
+                return refused;
+            }
+            let response = authorize_token(&state, access, request, next).await;
+            if !response.status().is_success() {
+                crate::metrics::Metrics::inc(&state.metrics.heartbeats_rejected);
+            }
+            response
+        }
+    }
+}
+
+async fn authorize_token(
+    state: &Arc<AppState>,
+    access: Access,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -219,8 +265,6 @@ fn build(state: Arc<AppState>) -> Routes {
 fn public(r: Routes) -> Routes {
     use Access::{Agent, Join, Public};
     use Method as M;
-    let heartbeat_state = Arc::clone(&r.state);
-    let join_state = Arc::clone(&r.state);
     let download_state = Arc::clone(&r.state);
     r.route("/", vec![(M::GET, Public, get(crate::dashboard::index))])
         .route(
@@ -262,17 +306,12 @@ fn public(r: Routes) -> Routes {
             "/v1/agents/schedule",
             vec![(M::GET, Public, get(public::schedule))],
         )
-        .route_with(
+        .route_guarded(
             "/v1/agents/heartbeat",
             vec![(M::POST, Agent, post(public::heartbeat))],
-            // The rate limit and the refusal count sit outside the token check.
-            |h| {
-                h.layer::<_, std::convert::Infallible>(middleware::from_fn_with_state(
-                    heartbeat_state,
-                    public::heartbeat_guard,
-                ))
-                .layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT))
-            },
+            // The rate limit and the refusal count come before the token check.
+            Guard::AddressRateThenToken,
+            |h| h.layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT)),
         )
         .route("/install.sh", vec![(M::GET, Public, get(install::script))])
         .route_with(
@@ -286,17 +325,12 @@ fn public(r: Routes) -> Routes {
                 ))
             },
         )
-        .route_with(
+        .route_guarded(
             "/v1/agents/join",
             vec![(M::POST, Join, post(hosts::join))],
             // Limited like heartbeats, per client address.
-            |h| {
-                h.layer::<_, std::convert::Infallible>(middleware::from_fn_with_state(
-                    join_state,
-                    public::heartbeat_guard,
-                ))
-                .layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT))
-            },
+            Guard::AddressRateThenToken,
+            |h| h.layer(DefaultBodyLimit::max(HEARTBEAT_BODY_LIMIT)),
         )
 }
 

@@ -41,7 +41,7 @@ fn check_id(updater_id: &str) -> ApiResult<()> {
 /// end). The host need not be connected: a pin may wait for a host still to come.
 pub(crate) async fn put(
     State(state): State<Arc<AppState>>,
-    Extension(actor): Extension<Actor>,
+    Extension(actor): Extension<Arc<Actor>>,
     Path(updater_id): Path<String>,
     bytes: Bytes,
 ) -> ApiResult<Json<HostPin>> {

@@ -16,7 +16,7 @@ use tern_core::views;
 
 use crate::error::{ApiError, ApiResult};
 use crate::inventory::AgentRef;
-use crate::inventory::id::Id;
+use crate::inventory::id::IdRef;
 use crate::resources;
 use crate::state::AppState;
 
@@ -136,7 +136,7 @@ fn parse_limit(limit: Option<&str>) -> Result<Option<usize>, ApiError> {
 
 /// An agent ordered by its inventory key alone: (group, hostname, updater_id as kept),
 /// unique per agent since updater ids are.
-struct ByKey<'a>((&'a str, &'a str, &'a Id), AgentRef<'a>);
+struct ByKey<'a>((&'a str, &'a str, IdRef<'a>), AgentRef<'a>);
 
 impl PartialEq for ByKey<'_> {
     fn eq(&self, other: &Self) -> bool {
@@ -167,12 +167,10 @@ pub(crate) async fn inventory(
     let now = state.clock.now();
     let period = state.settings.report_period;
     let limit = parse_limit(q.limit.as_deref())?;
-    let cursor = q
-        .cursor
-        .as_deref()
-        .map(decode_cursor)
-        .transpose()?
-        .map(|(g, h, u)| (g, h, Id::parse(&u)));
+    let cursor = q.cursor.as_deref().map(decode_cursor).transpose()?;
+    let cursor = cursor
+        .as_ref()
+        .map(|(g, h, u)| (g.as_str(), h.as_str(), IdRef::parse(u)));
     let filter_state = q.state.as_deref().map(StateFilter::parse).transpose()?;
     let groups = rollout_groups(&state);
     let target = state
@@ -207,8 +205,8 @@ pub(crate) async fn inventory(
             matched += 1;
             // The id as kept, not as text: no string built per agent (100k per page).
             let key = (group, a.hostname(), a.updater_id_key());
-            if let Some((g, h, u)) = &cursor
-                && key <= (g.as_str(), h.as_str(), u)
+            if let Some(c) = cursor
+                && key <= c
             {
                 continue;
             }

@@ -52,7 +52,7 @@ pub(crate) async fn store_token(
 /// cannot be a second approver of what its minter approved.
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
-    axum::Extension(actor): axum::Extension<auth::Actor>,
+    axum::Extension(actor): axum::Extension<Arc<auth::Actor>>,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<NewTokenResponse>)> {
     let b: TokenBody = body::json(&body)?;
@@ -155,15 +155,15 @@ pub(crate) async fn delete(
 /// `GET /v1/whoami`: the asking token's id and role, and what the role may do (the
 /// dashboard shows or hides its write buttons by it; ternd refuses regardless).
 pub(crate) async fn whoami(
-    axum::Extension(actor): axum::Extension<auth::Actor>,
+    axum::Extension(actor): axum::Extension<Arc<auth::Actor>>,
 ) -> Json<tern_core::api::WhoAmI> {
     use auth::Access;
     Json(tern_core::api::WhoAmI {
         read: Access::Read.allows(actor.role),
         write: Access::Write.allows(actor.role),
         operator: Access::Operator.allows(actor.role),
-        token_id: actor.token_id,
+        token_id: actor.token_id.clone(),
         role: actor.role,
-        principal: actor.principal,
+        principal: actor.principal.clone(),
     })
 }
