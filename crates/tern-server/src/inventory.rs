@@ -967,12 +967,12 @@ mod tests {
         let mut inv = Inventory::default();
         let beat = |i: usize, round: usize| Heartbeat {
             // Every other agent has no updater id: keyed by its text host id.
-            updater_id: if i % 2 == 0 {
+            updater_id: if i.is_multiple_of(2) {
                 format!("updater-{i}")
             } else {
                 String::new()
             },
-            host_id: if i % 2 == 0 {
+            host_id: if i.is_multiple_of(2) {
                 format!("machine-{i}-{round}")
             } else {
                 format!("machine-{i}")

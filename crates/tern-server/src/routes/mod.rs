@@ -124,7 +124,7 @@ async fn authorize(
         Guard::Token => authorize_token(&state, access, request, next).await,
         Guard::AddressRateThenToken => {
             // Before the token: a flood is turned away without hashing what it sends.
-            if let Err(refused) = public::address_rate(&state, &request) {
+            if let Some(refused) = public::address_rate(&state, &request) {
                 return refused;
             }
             let response = authorize_token(&state, access, request, next).await;

@@ -502,24 +502,23 @@ pub(crate) async fn schedule(
 const MAX_FIELD: usize = 256;
 
 /// The client address's heartbeat rate (`--heartbeat-rate`, per address, heartbeats
-/// and joins), checked before the token (`routes::authorize`): `Err` holds the 429.
-pub(crate) fn address_rate(state: &AppState, request: &Request) -> Result<(), Response> {
+/// and joins), checked before the token (`routes::authorize`): the 429, if refused.
+pub(crate) fn address_rate(state: &AppState, request: &Request) -> Option<Response> {
     // The listener gives every connection its peer address; a router served without it
     // is a ternd bug, answered 500 rather than left unlimited.
     let Some(ConnectInfo(addr)) = request.extensions().get::<ConnectInfo<SocketAddr>>() else {
-        return Err(
+        return Some(
             ApiError::internal("the request carries no peer address to limit").into_response(),
         );
     };
     if let Err(wait) = state.limits.heartbeat.check(addr.ip(), Instant::now()) {
         Metrics::inc(&state.metrics.heartbeats_rate_limited);
-        return Err(ApiError::rate_limited(
-            wait,
-            format!("too many heartbeats from {}", addr.ip()),
-        )
-        .into_response());
+        return Some(
+            ApiError::rate_limited(wait, format!("too many heartbeats from {}", addr.ip()))
+                .into_response(),
+        );
     }
-    Ok(())
+    None
 }
 
 /// 403 `trust_required` (`ternd start --require-trust`): the host does not pin the
