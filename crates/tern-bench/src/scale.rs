@@ -99,7 +99,7 @@ impl Running {
 /// The long-polling hosts of `group`: one in ten of its hosts, at most [`MAX_POLLERS`].
 fn pollers(n: u64, group: &str) -> Vec<u64> {
     (0..n)
-        .filter(|i| fleet::group_of(*i) == group && (i / 10) % 10 == 0)
+        .filter(|i| fleet::group_of(*i) == group && (i / 10).is_multiple_of(10))
         .take(MAX_POLLERS)
         .collect()
 }
