@@ -153,8 +153,21 @@ fn scale_quick(ternd: &std::path::Path) {
     assert!(history["lease_grants"].as_f64().unwrap() <= 12.0, "{s}");
     assert_eq!(s["etcd_keys_end"]["history"], 3000, "{s}");
     for g in ["dev", "staging", "prod"] {
-        assert!(s["groups"][g]["told_99pct_ms"].is_number(), "{s}");
+        let group = &s["groups"][g];
+        assert!(group["told_99pct_ms"].is_number(), "{s}");
+        // One in ten of the group's hosts long-polled, and every one was told.
+        let polled = group["long_poll"]["hosts"].as_u64().unwrap();
+        assert_eq!(polled, group["hosts"].as_u64().unwrap() / 10, "{s}");
+        assert!(group["long_poll"]["told_99pct_ms"].is_number(), "{s}");
     }
+    // staging and prod went through their canaries, the ones the leader picked.
+    assert!(s["groups"]["dev"]["canary"].is_null(), "{s}");
+    for (g, count) in [("staging", 3), ("prod", 5)] {
+        let c = &s["groups"][g]["canary"];
+        assert_eq!(c["canaries"].as_array().unwrap().len(), count, "{s}");
+        assert!(c["canary_phase_ms"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    assert_eq!(s["open_loop"]["offered_hb_per_s"], 1000.0, "{s}");
     assert_eq!(s["per_replica"].as_array().unwrap().len(), 3, "{s}");
 }
 

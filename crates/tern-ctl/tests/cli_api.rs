@@ -2,12 +2,14 @@
 //! missing): the seeds' `agents …` sessions, resources, tokens, channels, errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use tern_testing::http::{HttpServer, Request, Response};
 
 fn ternctl() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ternctl"))
@@ -460,23 +462,11 @@ fn counts_and_articles_read_as_english() {
 }
 
 /// A web server that is not ternd: every request gets `status` and an HTML page.
-fn not_ternd(status: &'static str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = conn.read(&mut buf);
-            let body = "<html><body>It works!</body></html>";
-            let _ = write!(
-                conn,
-                "HTTP/1.1 {status}\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    url
+fn not_ternd(status: u16) -> HttpServer {
+    HttpServer::start(move |_: &Request| {
+        Response::new(status, "<html><body>It works!</body></html>")
+            .header("Content-Type", "text/html")
+    })
 }
 
 #[test]
@@ -506,9 +496,10 @@ fn connection_errors_say_what_to_try() {
     );
 
     // Something that is not ternd: 404 pages, or pages that are not JSON.
-    for status in ["404 Not Found", "200 OK"] {
+    for status in [404, 200] {
         let web = not_ternd(status);
-        let err = fails(&web, token, &[]);
+        let web = web.url();
+        let err = fails(web, token, &[]);
         assert!(err.contains(&format!("is {web} a ternd server?")), "{err}");
     }
 

@@ -29,7 +29,7 @@ fn sha_of(bench: &Bench, version: &str) -> String {
 fn a_wrong_digest_and_a_bad_plan_stop_the_update_with_the_reason() {
     let bench = Bench::new(None);
     let index = IndexServer::start();
-    let url = |v: &str| format!("{}/download/app-{v}.tar.gz", bench.github.server.url);
+    let url = |v: &str| format!("{}/download/app-{v}.tar.gz", bench.github.server.url());
     build_release(&bench.github.assets, "1.0.0");
     build_release(&bench.github.assets, "1.1.0-rc.1");
     let zeros = "0".repeat(64);

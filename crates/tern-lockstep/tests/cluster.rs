@@ -12,10 +12,6 @@
 
 mod support;
 
-#[cfg(feature = "etcd")]
-#[path = "../../tern-store/tests/support/etcd_server.rs"]
-mod etcd_server;
-
 use std::time::Duration;
 
 use support::{Bench, check_log, wait_for};
@@ -203,7 +199,7 @@ fn lockstep_on_sqlite() {
 #[test]
 fn lockstep_on_a_three_member_etcd() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let cluster = rt.block_on(etcd_server::EtcdCluster::start(3));
+    let cluster = rt.block_on(tern_testing::etcd::EtcdCluster::start(3));
     let mut bench = Bench::new(Some(format!("etcd:{}", cluster.endpoints().join(","))));
     // With etcd's authentication on: each worker logs in as its own server, whose role
     // may write its own keys only; the story needs nothing more.

@@ -16,10 +16,6 @@
 
 mod support;
 
-#[cfg(feature = "etcd")]
-#[path = "../../tern-store/tests/support/etcd_server.rs"]
-mod etcd_server;
-
 use std::path::Path;
 use std::time::Duration;
 
@@ -507,9 +503,9 @@ fn the_release_worker_runs_the_release_steps_on_etcd() {
 
 /// A three-member etcd with authentication on.
 #[cfg(feature = "etcd")]
-fn etcd_bench() -> (etcd_server::EtcdCluster, Bench) {
+fn etcd_bench() -> (tern_testing::etcd::EtcdCluster, Bench) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let cluster = rt.block_on(etcd_server::EtcdCluster::start(3));
+    let cluster = rt.block_on(tern_testing::etcd::EtcdCluster::start(3));
     let mut bench = Bench::new(Some(format!("etcd:{}", cluster.endpoints().join(","))));
     bench.enable_etcd_auth();
     (cluster, bench)

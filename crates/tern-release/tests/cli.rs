@@ -7,6 +7,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use tern_testing::http::HttpServer;
+
 const BIN: &str = env!("CARGO_BIN_EXE_tern-release");
 
 fn run(args: &[&str]) -> Output {
@@ -223,8 +225,10 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
     assert_eq!(v["root_version"], 2, "{out}");
     assert_eq!(v["targets"], 2, "the tarball and the image: {out}");
 
-    // Over HTTP, as the help and docs promise (it failed: "unsupported URL scheme").
-    let url = serve(&d.join("repo/metadata"));
+    // Over HTTP, as the help and docs promise (it failed: "unsupported URL scheme"),
+    // from a static file server of the metadata.
+    let server = HttpServer::serve_dir(&d.join("repo/metadata"));
+    let url = format!("{}/", server.url());
     let out = ok(&[
         "verify",
         "--root",
@@ -300,51 +304,6 @@ fn init_add_refresh_rotate_and_verify_from_the_first_root() {
         err.contains("is not signed: no target") && err.contains("\"host-trust.json\""),
         "{err}"
     );
-}
-
-/// A static file server on a loopback port for `dir` (GET only; 404 for what is not
-/// there): the URL of its root.
-fn serve(dir: &Path) -> String {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/", listener.local_addr().unwrap());
-    let dir = dir.to_path_buf();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request = String::new();
-            if reader.read_line(&mut request).is_err() {
-                continue;
-            }
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-            }
-            let path = request.split_whitespace().nth(1).unwrap_or("/");
-            let name = path.trim_start_matches('/');
-            let body = (!name.contains("..") && !name.is_empty())
-                .then(|| std::fs::read(dir.join(name)).ok())
-                .flatten();
-            let _ = match body {
-                Some(b) => stream
-                    .write_all(
-                        format!(
-                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                            b.len()
-                        )
-                        .as_bytes(),
-                    )
-                    .and_then(|()| stream.write_all(&b)),
-                None => stream.write_all(
-                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-                ),
-            };
-        }
-    });
-    url
 }
 
 fn sha256sum(path: &Path) -> String {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{Ternd, ternd_bin};
 use serde_json::Value;
+use tern_testing::json_log::json_lines;
 
 #[test]
 fn completion_scripts_offer_the_subcommands() {
@@ -31,20 +32,6 @@ fn man_pages_cover_every_subcommand() {
             ("ternd-completion.1", "Print the shell completion script"),
         ],
     );
-}
-
-/// Each line a JSON object with tracing's fields; the lines as parsed.
-fn json_lines(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| {
-            let v: Value =
-                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
-            assert!(v["timestamp"].is_string(), "{v}");
-            assert!(v["level"].is_string(), "{v}");
-            assert!(v["fields"]["message"].is_string(), "{v}");
-            v
-        })
-        .collect()
 }
 
 #[test]

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::{T0, Ternd, eventually};
 use serde_json::{Value, json};
+use tern_testing::http::{HttpServer, Request, Response};
 
 const SCRIPT: &str = r#"kind: installer
 version: v1
@@ -758,30 +759,13 @@ fn a_restarted_replica_finds_the_attempts_in_flight_and_triggers_nobody_twice() 
 /// A release index on loopback (a stand-in for a release server: the same hardened
 /// client reads GitHub's API); serves whatever the test last put in it.
 fn index_server() -> (String, std::sync::Arc<std::sync::Mutex<String>>) {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/agent/index.json", listener.local_addr().unwrap());
     let body = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let served = std::sync::Arc::clone(&body);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-            }
-            let b = served.lock().unwrap().clone();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{b}",
-                b.len()
-            );
-        }
+    let server = HttpServer::start(move |_: &Request| {
+        Response::new(200, served.lock().unwrap().clone())
+            .header("content-type", "application/json")
     });
-    (url, body)
+    (format!("{}/agent/index.json", server.url()), body)
 }
 
 fn index(releases: &[(&str, bool, bool)]) -> String {

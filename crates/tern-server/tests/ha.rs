@@ -9,15 +9,13 @@
 //! process is started here and killed on drop (also when a test panics).
 
 mod common;
-#[path = "../../tern-store/tests/support/etcd_server.rs"]
-mod etcd_server;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{T0, Ternd, version_yaml};
-use etcd_server::EtcdCluster;
 use serde_json::{Value, json};
+use tern_testing::etcd::EtcdCluster;
 
 /// The leader lease TTL the replicas run with.
 const TTL: Duration = Duration::from_secs(3);

@@ -6,6 +6,7 @@ mod common;
 
 use common::Ternd;
 use serde_json::{Value, json};
+use tern_testing::http::{HttpServer, Request, Response};
 
 fn join(t: &Ternd, token: &str, updater_id: &str) -> (u16, Value) {
     let body = json!({"updater_id": updater_id, "hostname": format!("{updater_id}.example")});
@@ -83,33 +84,14 @@ fn racing_joins_of_one_host_spend_one_use() {
 /// A GitHub-like API on loopback: answers `[]` and keeps every request's
 /// `Authorization` header (empty when none was sent).
 fn fake_github() -> (String, std::sync::mpsc::Receiver<String>) {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut auth = String::new();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if line.to_ascii_lowercase().starts_with("authorization:") {
-                    auth = line["authorization:".len()..].trim().to_string();
-                }
-            }
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n[]",
-            );
-            if tx.send(auth).is_err() {
-                return;
-            }
-        }
+    let tx = std::sync::Mutex::new(tx);
+    let server = HttpServer::start(move |req: &Request| {
+        let auth = req.header("authorization").unwrap_or_default().to_string();
+        let _ = tx.lock().unwrap().send(auth);
+        Response::new(200, "[]").header("content-type", "application/json")
     });
-    (url, rx)
+    (server.url().to_string(), rx)
 }
 
 fn releases_config(api: &str, token_env: &str) -> String {

@@ -5,16 +5,16 @@
 //!
 //! Needs the `etcd` binary (Debian: `etcd-server`); run with `--features etcd`.
 
-#[path = "support/etcd_server.rs"]
-mod etcd_server;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_server::EtcdCluster;
+use support::etcd_store;
 use tern_store::conformance::Harness;
 use tern_store::{Error, EtcdOptions, EtcdStore, Op, Store, WatchEvent};
+use tern_testing::etcd::EtcdCluster;
 
 #[derive(Default)]
 struct Etcd {
@@ -74,7 +74,7 @@ async fn raw_client(cluster: &EtcdCluster) -> etcd_client::Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_before_compaction_is_compacted() {
     let cluster = EtcdCluster::start(1).await;
-    let store = cluster.store("/tern/").await;
+    let store = etcd_store(&cluster, "/tern/").await;
     let mut kvs = Vec::new();
     for i in 0..10 {
         kvs.push(store.put(&format!("k/{i}"), vec![], None).await.unwrap());
@@ -110,8 +110,8 @@ async fn watch_before_compaction_is_compacted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prefixes_isolate_installations() {
     let cluster = EtcdCluster::start(1).await;
-    let a = cluster.store("/tern-a/").await;
-    let b = cluster.store("/tern-b/").await;
+    let a = etcd_store(&cluster, "/tern-a/").await;
+    let b = etcd_store(&cluster, "/tern-b/").await;
     let mut wa = a.watch("", 0).await.unwrap();
 
     b.put("res/x", b"b".to_vec(), None).await.unwrap();
@@ -151,7 +151,7 @@ async fn prefixes_isolate_installations() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_ttl_key_has_its_own_lease() {
     let cluster = EtcdCluster::start(1).await;
-    let store = cluster.store("/tern/").await;
+    let store = etcd_store(&cluster, "/tern/").await;
     let ttl = Some(Duration::from_millis(2500));
     store.put("a", vec![], ttl).await.unwrap();
     store.put("b", vec![], ttl).await.unwrap();
@@ -206,7 +206,7 @@ async fn long_ttls_share_one_lease_per_bucket() {
     let keep = Duration::from_secs(90 * 24 * 3600);
     // Sharing is off by default (an older replica would revoke shared leases): a long
     // TTL then costs a lease per write, as before.
-    let plain = cluster.store("/plain/").await;
+    let plain = etcd_store(&cluster, "/plain/").await;
     for i in 0..3 {
         plain
             .put(&format!("p/{i}"), b"x".to_vec(), Some(keep))

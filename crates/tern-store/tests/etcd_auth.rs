@@ -6,13 +6,13 @@
 //!
 //! Needs the `etcd` binary (Debian: `etcd-server`); run with `--features etcd`.
 
-#[path = "support/etcd_server.rs"]
-mod etcd_server;
+mod support;
 
 use std::time::Duration;
 
-use etcd_server::EtcdCluster;
+use support::etcd_store;
 use tern_store::{Compare, EtcdGrant, EtcdOptions, EtcdRange, EtcdStore, Op, Store, TxnOutcome};
+use tern_testing::etcd::EtcdCluster;
 
 async fn login(cluster: &EtcdCluster, user: &str, password: &str) -> tern_store::Result<EtcdStore> {
     let opts = EtcdOptions {
@@ -25,7 +25,7 @@ async fn login(cluster: &EtcdCluster, user: &str, password: &str) -> tern_store:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_writes_what_its_grants_name_and_nothing_else() {
     let cluster = EtcdCluster::start(1).await;
-    let admin = cluster.store("/p/").await;
+    let admin = etcd_store(&cluster, "/p/").await;
     admin.put("shared/a", b"1".to_vec(), None).await.unwrap();
     admin.put("other/x", b"1".to_vec(), None).await.unwrap();
     admin.enable_auth("root-pw").await.unwrap();

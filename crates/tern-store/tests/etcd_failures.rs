@@ -7,16 +7,16 @@
 //!
 //! Needs the `etcd` binary (Debian: `etcd-server`); run with `--features etcd`.
 
-#[path = "support/etcd_server.rs"]
-mod etcd_server;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_server::EtcdCluster;
+use support::etcd_store;
 use tern_store::{Error, EtcdStore, KeyValue, LeaseKeeper, Revision, Store, Watch, WatchEvent};
+use tern_testing::etcd::EtcdCluster;
 use tokio::time::{Instant, sleep, timeout};
 
 /// Generous bound for anything that should happen "soon" (a hang guard, not a measurement).
@@ -111,8 +111,8 @@ async fn assert_watch_saw(w: &mut Watch, writes: &[Written]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_members_survive_losing_one() {
     let mut cluster = EtcdCluster::start(3).await;
-    let store = cluster.store("/tern/").await;
-    let other = cluster.store("/tern/").await;
+    let store = etcd_store(&cluster, "/tern/").await;
+    let other = etcd_store(&cluster, "/tern/").await;
     let mut w = other.watch("w/", 0).await.unwrap();
     let lease = store
         .lease_acquire("leader", "a", Duration::from_secs(8))
@@ -170,8 +170,8 @@ async fn three_members_survive_losing_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_survives_rolling_member_restarts() {
     let mut cluster = EtcdCluster::start(3).await;
-    let store = cluster.store("/tern/").await;
-    let watcher = cluster.store("/tern/").await;
+    let store = etcd_store(&cluster, "/tern/").await;
+    let watcher = etcd_store(&cluster, "/tern/").await;
     let mut w = watcher.watch("r/", 0).await.unwrap();
     let mut writes = Vec::new();
     for member in 0..3 {
@@ -194,7 +194,7 @@ async fn watch_survives_rolling_member_restarts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_down_is_unavailable_and_recovers() {
     let mut cluster = EtcdCluster::start(1).await;
-    let store = cluster.store("/tern/").await;
+    let store = etcd_store(&cluster, "/tern/").await;
     let kv = store.put("res/a", b"1".to_vec(), None).await.unwrap();
     let ttl = Duration::from_secs(2);
     let lease = store
@@ -321,8 +321,8 @@ async fn etcd_down_is_unavailable_and_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_member_is_worked_around() {
     let cluster = EtcdCluster::start(3).await;
-    let store = cluster.store("/tern/").await;
-    let watcher = cluster.store("/tern/").await;
+    let store = etcd_store(&cluster, "/tern/").await;
+    let watcher = etcd_store(&cluster, "/tern/").await;
     let mut w = watcher.watch("p/", 0).await.unwrap();
     let lead = leader(&cluster).await;
     let paused = (0..3).find(|&i| i != lead).unwrap();

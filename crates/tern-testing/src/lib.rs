@@ -6,6 +6,23 @@
 //!   binary the workspace builds) fails and says why, instead of returning early and
 //!   counting as passed. A developer whose machine lacks it may allow the skip with
 //!   `TERN_TESTS_MAY_SKIP=1`; the test then prints `SKIPPED` and its reason.
+//! - [`http`]: a loopback HTTP/1.1 server whose answers a handler closure gives (the
+//!   tests' stand-ins for ternd, a release server, GitHub's API, a webhook), or a
+//!   directory's files.
+//! - `json_log` (feature `json`): the programs' JSON log lines, checked for tracing's
+//!   fields.
+//! - `etcd` (feature `etcd`): a real etcd cluster of child processes on loopback ports.
+//!
+//! Std only without features, and no async runtime with them: the crates that use it
+//! keep their own.
+
+pub mod http;
+
+#[cfg(feature = "etcd")]
+pub mod etcd;
+
+#[cfg(feature = "json")]
+pub mod json_log;
 
 use std::time::{Duration, Instant};
 

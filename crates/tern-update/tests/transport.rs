@@ -18,7 +18,8 @@ fn publish(server: &Server, version: &str, kind: Agent) {
 
 /// A TLS terminator with a fresh self-signed certificate in front of `backend`:
 /// each request is read whole, forwarded over plain http, and the answer sent back.
-/// Returns its URL and its certificate (PEM).
+/// Returns its URL and its certificate (PEM). Its own sockets: tern-testing's server
+/// speaks plain HTTP only, and this one is TLS in front of it.
 fn tls_front(backend: &str) -> (String, String) {
     let cert =
         rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();

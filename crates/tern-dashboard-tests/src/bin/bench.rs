@@ -5,7 +5,8 @@
 //! fresh navigation. Measured in the browser: time from navigation start to the page's
 //! first content (`window.ternFirstRender`, set by the page when it has drawn the
 //! data), against fetching `GET /v1/agents/status` alone from the same page (the
-//! baseline, same run); and the bytes the inventory page loads (document, script, style
+//! baseline, same run); each page's own requests to ternd fetched alone (what the page
+//! waits for on ternd's side); and the bytes the inventory page loads (document, script, style
 //! sheet, whoami and one page of hosts). Progress on stderr, the figures as one JSON
 //! object on the last line of stdout.
 
@@ -95,6 +96,45 @@ async fn load(b: &Browser, url: &str, page: &str) -> anyhow::Result<(f64, f64)> 
     Ok((n(0)?, n(1)?))
 }
 
+/// The requests a page makes to ternd before its first render, one after the other as
+/// the page makes them (`app.js`): what the page waits for on ternd's side.
+fn page_requests(page: &str) -> &'static [&'static str] {
+    match page {
+        "inventory" => &["/v1/whoami", "/v1/inventory?limit=50"],
+        _ => &["/v1/whoami", "/v1/agents/status"],
+    }
+}
+
+/// `RUNS` times: the milliseconds from the page's first request of `paths` to the end of
+/// its last, fetched in order from the open page with its token, bodies read in full.
+async fn fetch_times(b: &Browser, paths: &[&str]) -> anyhow::Result<Vec<f64>> {
+    let mut times = Vec::new();
+    for _ in 0..RUNS {
+        let v = b
+            .client
+            .execute_async(
+                "const [paths, done] = [arguments[0], arguments[arguments.length - 1]];
+                 const auth = {Authorization: 'Bearer ' + sessionStorage.getItem('tern.token')};
+                 const t0 = performance.now();
+                 (async () => {
+                   for (const p of paths) {
+                     const r = await fetch(p, {cache: 'no-store', headers: auth});
+                     if (!r.ok) throw new Error(p + ': ' + r.status);
+                     await r.json();
+                   }
+                 })().then(() => done(performance.now() - t0), () => done(-1));",
+                vec![json!(paths)],
+            )
+            .await?;
+        let ms = v.as_f64().context("fetch time")?;
+        if ms < 0.0 {
+            bail!("fetching {paths:?} from the page failed");
+        }
+        times.push(ms);
+    }
+    Ok(times)
+}
+
 async fn measure(
     url: &str,
     token: &str,
@@ -111,25 +151,7 @@ async fn measure(
         )
         .await?;
     let mut out = serde_json::Map::new();
-    let mut status_ms = Vec::new();
-    for _ in 0..RUNS {
-        let v = b
-            .client
-            .execute_async(
-                "const done = arguments[arguments.length - 1];
-                 const t0 = performance.now();
-                 fetch('/v1/agents/status', {cache: 'no-store', headers: {Authorization: 'Bearer ' + sessionStorage.getItem('tern.token')}})
-                   .then(r => r.json()).then(() => done(performance.now() - t0), e => done(-1));",
-                vec![],
-            )
-            .await?;
-        let ms = v.as_f64().context("status fetch")?;
-        if ms < 0.0 {
-            bail!("fetching the status from the page failed");
-        }
-        status_ms.push(ms);
-    }
-    let status = median(status_ms);
+    let status = median(fetch_times(&b, &["/v1/agents/status"]).await?);
     eprintln!("status JSON alone: {status:.1} ms (median of {RUNS})");
     for page in ["rollout", "inventory"] {
         let (_, cold_bytes) = load(&b, url, page).await?;
@@ -138,8 +160,9 @@ async fn measure(
             times.push(load(&b, url, page).await?.0);
         }
         let first = median(times);
+        let api = median(fetch_times(&b, page_requests(page)).await?);
         eprintln!(
-            "{page}: first render {first:.1} ms (median of {RUNS}), {:.1}x the status JSON; {:.1} KB loaded",
+            "{page}: first render {first:.1} ms (median of {RUNS}), {:.1}x the status JSON; its API requests alone {api:.1} ms; {:.1} KB loaded",
             first / status,
             cold_bytes / 1000.0
         );
@@ -147,6 +170,7 @@ async fn measure(
             page.to_string(),
             json!({
                 "first_render_ms": (first * 10.0).round() / 10.0,
+                "api_requests_ms": (api * 10.0).round() / 10.0,
                 "ratio_to_status_json": (first / status * 100.0).round() / 100.0,
                 "bytes_loaded": cold_bytes,
             }),

@@ -6,88 +6,13 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-
-/// A request as the handlers see it.
-pub struct Req {
-    pub method: String,
-    pub target: String,
-    pub body: Vec<u8>,
-}
-
-/// Status, extra headers, body.
-pub type Resp = (u16, Vec<(String, String)>, Vec<u8>);
-
-type Handler = Arc<dyn Fn(&Req) -> Resp + Send + Sync>;
-
-/// A tiny HTTP/1.1 server (one thread per connection, `Connection: close`).
-pub struct HttpServer {
-    pub url: String,
-}
-
-impl HttpServer {
-    pub fn start(handler: Handler) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let h = Arc::clone(&handler);
-                std::thread::spawn(move || {
-                    let _ = serve(conn, &h);
-                });
-            }
-        });
-        HttpServer { url }
-    }
-}
-
-fn serve(conn: TcpStream, h: &Handler) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut r = BufReader::new(conn.try_clone()?);
-    let mut first = String::new();
-    r.read_line(&mut first)?;
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line)? == 0 || line.trim().is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':')
-            && k.eq_ignore_ascii_case("content-length")
-        {
-            len = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; len];
-    r.read_exact(&mut body)?;
-    let mut parts = first.split_whitespace();
-    let req = Req {
-        method: parts.next().unwrap_or("").to_string(),
-        target: parts.next().unwrap_or("").to_string(),
-        body,
-    };
-    let (status, headers, body) = h(&req);
-    let mut w = conn;
-    let mut head = format!(
-        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    w.write_all(head.as_bytes())?;
-    w.write_all(&body)?;
-    w.flush()
-}
+use tern_testing::http::{self, HttpServer, Request, Response};
 
 /// One release on the fake GitHub.
 #[derive(Clone)]
@@ -118,9 +43,9 @@ impl FakeGitHub {
         );
         let base: Arc<Mutex<String>> = Arc::default();
         let base2 = Arc::clone(&base);
-        let server = HttpServer::start(Arc::new(move |req: &Req| {
+        let server = HttpServer::start(move |req: &Request| {
             let base = base2.lock().unwrap().clone();
-            let (path, query) = req.target.split_once('?').unwrap_or((&req.target, ""));
+            let (path, query) = (req.path(), req.query());
             let json = |r: &FakeRelease| {
                 serde_json::json!({
                     "tag_name": r.tag, "draft": r.draft, "prerelease": r.prerelease,
@@ -155,25 +80,21 @@ impl FakeGitHub {
                             ),
                         ));
                     }
-                    (200, headers, serde_json::to_vec(&items).unwrap())
+                    let mut resp = Response::new(200, serde_json::to_vec(&items).unwrap());
+                    resp.headers = headers;
+                    resp
                 }
                 "/repos/o/r/releases/latest" => {
                     match all.iter().find(|r| !r.draft && !r.prerelease) {
-                        Some(r) => (200, vec![], serde_json::to_vec(&json(r)).unwrap()),
-                        None => (404, vec![], b"{\"message\":\"Not Found\"}".to_vec()),
+                        Some(r) => Response::new(200, serde_json::to_vec(&json(r)).unwrap()),
+                        None => Response::new(404, &b"{\"message\":\"Not Found\"}"[..]),
                     }
                 }
-                p if p.starts_with("/download/") => {
-                    let name = &p["/download/".len()..];
-                    match std::fs::read(dir.join(name)) {
-                        Ok(b) if !name.contains("..") => (200, vec![], b),
-                        _ => (404, vec![], vec![]),
-                    }
-                }
-                _ => (404, vec![], vec![]),
+                p if p.starts_with("/download/") => http::file(&dir, &p["/download/".len()..]),
+                _ => Response::not_found(),
             }
-        }));
-        *base.lock().unwrap() = server.url.clone();
+        });
+        *base.lock().unwrap() = server.url().to_string();
         FakeGitHub {
             server,
             releases,
@@ -198,13 +119,13 @@ impl IndexServer {
     pub fn start() -> Self {
         let text: Arc<Mutex<String>> = Arc::new(Mutex::new("{\"releases\": []}".into()));
         let t = Arc::clone(&text);
-        let server = HttpServer::start(Arc::new(move |req: &Req| {
+        let server = HttpServer::start(move |req: &Request| {
             if req.target == "/index.json" {
-                (200, vec![], t.lock().unwrap().clone().into_bytes())
+                Response::new(200, t.lock().unwrap().clone())
             } else {
-                (404, vec![], vec![])
+                Response::not_found()
             }
-        }));
+        });
         IndexServer { server, text }
     }
 
@@ -213,7 +134,7 @@ impl IndexServer {
     }
 
     pub fn url(&self) -> String {
-        format!("{}/index.json", self.server.url)
+        format!("{}/index.json", self.server.url())
     }
 }
 
@@ -227,14 +148,14 @@ impl Webhook {
     pub fn start() -> Self {
         let bodies: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
         let b = Arc::clone(&bodies);
-        let server = HttpServer::start(Arc::new(move |req: &Req| {
+        let server = HttpServer::start(move |req: &Request| {
             if req.method == "POST"
                 && let Ok(v) = serde_json::from_slice(&req.body)
             {
                 b.lock().unwrap().push(v);
             }
-            (204, vec![], vec![])
-        }));
+            Response::new(204, Vec::new())
+        });
         Webhook { server, bodies }
     }
 
@@ -558,7 +479,7 @@ impl Bench {
     pub fn updater_with(&self, name: &str, more: &[&str]) -> Proc {
         let mut source: Vec<String> = [
             "--github",
-            &self.github.server.url,
+            self.github.server.url(),
             "--repo",
             "o/r",
             "--asset",
@@ -574,7 +495,7 @@ impl Bench {
     pub fn updater_from(&self, name: &str, source: &[String]) -> Proc {
         let mut args = vec!["updater".to_string()];
         args.extend_from_slice(source);
-        let hook = format!("{}/hook", self.webhook.server.url);
+        let hook = format!("{}/hook", self.webhook.server.url());
         args.extend(
             [
                 "--poll",

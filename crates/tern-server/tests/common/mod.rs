@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tern_testing::http::{HttpServer, Request, Response};
 
 /// A Monday, 09:00 UTC.
 pub const T0: &str = "2026-11-23T09:00:00Z";
@@ -364,32 +365,15 @@ pub use tern_testing::eventually;
 
 /// A tiny HTTP receiver on loopback: every POST body it gets, in order.
 pub fn receiver() -> (String, std::sync::mpsc::Receiver<serde_json::Value>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-            }
-            let mut body = vec![0; len];
-            reader.read_exact(&mut body).unwrap();
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            if tx.send(serde_json::from_slice(&body).unwrap()).is_err() {
-                return;
-            }
-        }
+    let tx = std::sync::Mutex::new(tx);
+    let server = HttpServer::start(move |req: &Request| {
+        // Queued before the answer: a sender that waits for it sees its bodies in order.
+        let _ = tx
+            .lock()
+            .unwrap()
+            .send(serde_json::from_slice(&req.body).unwrap());
+        Response::new(200, Vec::new())
     });
-    (url, rx)
+    (format!("{}/hook", server.url()), rx)
 }

@@ -1,11 +1,10 @@
-//! Test support: a loopback HTTP server (find, artifacts, heartbeat, health), release
+//! Test support: a loopback stand-in for ternd (find, artifacts, heartbeat, health), release
 //! tarballs with shell-script agents, and a host sandbox that runs the real binary.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -16,6 +15,7 @@ use sha2::{Digest, Sha256};
 use tern_core::directive::instruct::InstallInstruction;
 use tern_core::directive::state::AttemptResult;
 use tern_core::wire::{AutoUpdateSettings, FindResponse, Heartbeat, HeartbeatResponse};
+use tern_testing::http::{HttpServer, Request, Response};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tern-update");
 
@@ -54,11 +54,13 @@ pub struct ServerState {
     pub find_queries: Vec<String>,
 }
 
-/// A loopback HTTP/1.1 server, one thread per connection.
+/// The stand-in for ternd and the release server, on tern-testing's loopback server:
+/// find, heartbeats, the channel, the schedule, /health and the artifacts.
 pub struct Server {
     pub url: String,
     pub artifacts: PathBuf,
     pub state: Arc<Mutex<ServerState>>,
+    _http: HttpServer,
     _dir: tempfile::TempDir,
 }
 
@@ -67,23 +69,14 @@ impl Server {
         let dir = tempfile::tempdir().unwrap();
         let artifacts = dir.path().join("artifacts");
         std::fs::create_dir_all(&artifacts).unwrap();
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(ServerState::default()));
         let (st, art) = (state.clone(), artifacts.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let (st, art) = (st.clone(), art.clone());
-                std::thread::spawn(move || {
-                    let _ = handle(conn, &st, &art);
-                });
-            }
-        });
+        let http = HttpServer::start(move |req: &Request| handle(req, &st, &art));
         Self {
-            url,
+            url: http.url().to_string(),
             artifacts,
             state,
+            _http: http,
             _dir: dir,
         }
     }
@@ -185,33 +178,13 @@ pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn respond(
-    conn: &mut TcpStream,
-    code: u16,
-    ctype: &str,
-    body: &[u8],
-    head: bool,
-) -> std::io::Result<()> {
-    let reason = if code == 200 { "OK" } else { "X" };
-    write!(
-        conn,
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )?;
-    if !head {
-        conn.write_all(body)?;
-    }
-    conn.flush()
+fn respond(code: u16, ctype: &str, body: &[u8]) -> Response {
+    Response::new(code, body).header("Content-Type", ctype)
 }
 
 /// A find as ternd answers it with `wait` and `seen`: held while the answer's ETag
 /// is `seen`, for at most `wait` seconds.
-fn long_poll_find(
-    conn: &mut TcpStream,
-    st: &Mutex<ServerState>,
-    query: &str,
-    mut body: Vec<u8>,
-) -> std::io::Result<()> {
+fn long_poll_find(st: &Mutex<ServerState>, query: &str, mut body: Vec<u8>) -> Response {
     let etag = |b: &[u8]| format!("\"{}\"", &hex(&Sha256::digest(b))[..16]);
     let params: HashMap<String, String> = query
         .split('&')
@@ -238,42 +211,14 @@ fn long_poll_find(
         }
         st.lock().unwrap().held -= 1;
     }
-    write!(
-        conn,
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nETag: {}\r\nTern-Long-Poll: {how}\r\nConnection: close\r\n\r\n",
-        body.len(),
-        etag(&body)
-    )?;
-    conn.write_all(&body)?;
-    conn.flush()
+    let tag = etag(&body);
+    respond(200, "application/json", &body)
+        .header("ETag", tag)
+        .header("Tern-Long-Poll", how)
 }
 
-fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::Result<()> {
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or("").to_string();
-    let target = parts.next().unwrap_or("").to_string();
-    let mut headers = HashMap::new();
-    loop {
-        let mut h = String::new();
-        reader.read_line(&mut h)?;
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-        }
-    }
-    let len: usize = headers
-        .get("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body)?;
-    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+fn handle(req: &Request, st: &Mutex<ServerState>, art: &Path) -> Response {
+    let (method, path, query) = (req.method.as_str(), req.path(), req.query());
     st.lock().unwrap().requests.push(format!("{method} {path}"));
     let head = method == "HEAD";
     if path == "/v1/webapi/find" {
@@ -284,13 +229,13 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
             (serde_json::to_vec(&s.find).unwrap(), s.long_poll)
         };
         if !long_poll {
-            return respond(&mut conn, 200, "application/json", &body, head);
+            return respond(200, "application/json", &body);
         }
-        return long_poll_find(&mut conn, st, query, body);
+        return long_poll_find(st, query, body);
     }
     if path == "/v1/agents/heartbeat" && method == "POST" {
-        let hb: Heartbeat = serde_json::from_slice(&body).unwrap_or_default();
-        let auth = headers.get("authorization").cloned();
+        let hb: Heartbeat = serde_json::from_slice(&req.body).unwrap_or_default();
+        let auth = req.header("authorization").map(str::to_string);
         let (fail, answer, token) = {
             let mut s = st.lock().unwrap();
             s.heartbeats.push((auth.clone(), hb));
@@ -310,13 +255,13 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
         {
             let body =
                 br#"{"error":{"code":"unauthenticated","message":"invalid or revoked token"}}"#;
-            return respond(&mut conn, 401, "application/json", body, head);
+            return respond(401, "application/json", body);
         }
         if fail {
-            return respond(&mut conn, 500, "text/plain", b"boom", head);
+            return respond(500, "text/plain", b"boom");
         }
         let answer = answer.unwrap_or_else(|| r#"{"next_heartbeat_seconds":60}"#.into());
-        return respond(&mut conn, 200, "application/json", answer.as_bytes(), head);
+        return respond(200, "application/json", answer.as_bytes());
     }
     if let Some(what) = path.strip_prefix("/chan/") {
         let answer = {
@@ -328,13 +273,13 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
             }
         };
         let (code, body) = answer.unwrap_or((404, "not found".into()));
-        return respond(&mut conn, code, "text/plain", body.as_bytes(), head);
+        return respond(code, "text/plain", body.as_bytes());
     }
     if path == "/v1/agents/schedule" {
         let schedule = st.lock().unwrap().schedule.clone();
         return match schedule {
-            Some(body) => respond(&mut conn, 200, "application/json", body.as_bytes(), head),
-            None => respond(&mut conn, 404, "text/plain", b"not found", head),
+            Some(body) => respond(200, "application/json", body.as_bytes()),
+            None => respond(404, "text/plain", b"not found"),
         };
     }
     if path == "/health" {
@@ -347,28 +292,19 @@ fn handle(mut conn: TcpStream, st: &Mutex<ServerState>, art: &Path) -> std::io::
             std::fs::read_to_string(q.get("file").copied().unwrap_or("")).unwrap_or_default();
         let ok = running.trim() != q.get("bad").copied().unwrap_or("")
             && !st.lock().unwrap().health_down;
-        return respond(
-            &mut conn,
-            if ok { 200 } else { 503 },
-            "text/plain",
-            b"",
-            head,
-        );
+        return respond(if ok { 200 } else { 503 }, "text/plain", b"");
     }
     if let Some(name) = path.strip_prefix("/artifacts/") {
         if let (true, Some(len)) = (head, st.lock().unwrap().head_content_length.clone()) {
-            write!(
-                conn,
-                "HTTP/1.1 200 OK\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
-            )?;
-            return conn.flush();
+            // The length as given, whatever it is: tern-testing's server sends it as it is.
+            return Response::new(200, Vec::new()).header("Content-Length", len);
         }
         return match std::fs::read(art.join(name)) {
-            Ok(data) => respond(&mut conn, 200, "application/octet-stream", &data, head),
-            Err(_) => respond(&mut conn, 404, "text/plain", b"not found", head),
+            Ok(data) => respond(200, "application/octet-stream", &data),
+            Err(_) => respond(404, "text/plain", b"not found"),
         };
     }
-    respond(&mut conn, 404, "text/plain", b"not found", head)
+    respond(404, "text/plain", b"not found")
 }
 
 /// How a test agent behaves.

@@ -3,18 +3,28 @@
 //!
 //! The binary is `$TERN_ETCD_BIN`, else `etcd` on `PATH`. If it is missing the tests fail
 //! (never pass silently) with a message saying to install `etcd-server`.
+//!
+//! A member is ready when its `/health` endpoint says so: etcd answers it only with a
+//! leader and after a quorum read, so a store connecting next finds the cluster usable.
+//! The waits are `async` (the tests run on tokio) but need no runtime of their own: each
+//! probe and pause runs on a thread of its own that wakes the waiting task, so a wait
+//! never stalls the other tasks of the test's runtime (lease keepers, watches).
 
-#![allow(dead_code)] // each test file uses a different part
+// Test support only: a cluster that cannot start is the test's failure, and a panic,
+// with the member's log, is how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
-use tern_store::{EtcdOptions, EtcdStore, Store};
 
 /// How long a member may take to start answering.
 const START_PATIENCE: Duration = Duration::from_secs(30);
@@ -159,19 +169,15 @@ impl EtcdCluster {
         self.members[i].child = Some(child);
     }
 
-    /// Waits until member `i` answers a linearizable read (so it has a leader).
+    /// Waits until member `i` says it is healthy: it has a leader and answered a quorum
+    /// read.
     pub async fn wait_ready(&mut self, i: usize) {
         let endpoint = self.endpoint(i);
-        let deadline = tokio::time::Instant::now() + START_PATIENCE;
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.members[i].client_port));
+        let deadline = Instant::now() + START_PATIENCE;
         loop {
-            let opts = EtcdOptions {
-                request_timeout: Duration::from_secs(1),
-                connect_timeout: Duration::from_millis(500),
-                ..EtcdOptions::default()
-            };
-            match EtcdStore::connect(std::slice::from_ref(&endpoint), "/ready/", opts).await {
-                Ok(s) if s.revision().await.is_ok() => return,
-                _ => {}
+            if off_thread(move || healthy(addr)).await {
+                return;
             }
             if let Some(child) = self.members[i].child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
@@ -182,13 +188,13 @@ impl EtcdCluster {
                     tail(&self.log_path(i))
                 );
             }
-            if tokio::time::Instant::now() > deadline {
+            if Instant::now() > deadline {
                 panic!(
                     "etcd member {i} did not answer at {endpoint} within {START_PATIENCE:?}; its log:\n{}",
                     tail(&self.log_path(i))
                 );
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            off_thread(|| std::thread::sleep(Duration::from_millis(100))).await;
         }
     }
 
@@ -204,6 +210,10 @@ impl EtcdCluster {
 
     pub fn len(&self) -> usize {
         self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
     }
 
     /// Kills member `i` with SIGKILL (no graceful shutdown) and reaps it.
@@ -239,13 +249,6 @@ impl EtcdCluster {
         self.spawn(i);
     }
 
-    /// A store on this cluster under `prefix`, talking to every member.
-    pub async fn store(&self, prefix: &str) -> EtcdStore {
-        EtcdStore::connect(&self.endpoints(), prefix, EtcdOptions::default())
-            .await
-            .unwrap()
-    }
-
     pub fn data_dir(&self) -> &Path {
         self.dir.path()
     }
@@ -255,6 +258,59 @@ impl Drop for EtcdCluster {
     fn drop(&mut self) {
         for i in 0..self.members.len() {
             self.kill(i);
+        }
+    }
+}
+
+/// Whether the member at `addr` says `{"health":"true"}` (etcd answers 503 without a
+/// leader or when its quorum read fails).
+fn healthy(addr: SocketAddr) -> bool {
+    match crate::http::get(addr, "/health", Duration::from_secs(1)) {
+        Ok((200, body)) => String::from_utf8_lossy(&body)
+            .replace(' ', "")
+            .contains("\"health\":\"true\""),
+        _ => false,
+    }
+}
+
+/// `f` run on a thread of its own; the future is ready with its result.
+fn off_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> OffThread<T> {
+    let shared: Arc<Mutex<Shared<T>>> = Arc::new(Mutex::new(Shared {
+        value: None,
+        waker: None,
+    }));
+    let theirs = Arc::clone(&shared);
+    std::thread::spawn(move || {
+        let value = f();
+        let mut s = theirs.lock().unwrap_or_else(|e| e.into_inner());
+        s.value = Some(value);
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+    });
+    OffThread { shared }
+}
+
+struct Shared<T> {
+    value: Option<T>,
+    waker: Option<Waker>,
+}
+
+struct OffThread<T> {
+    shared: Arc<Mutex<Shared<T>>>,
+}
+
+impl<T> Future for OffThread<T> {
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        match s.value.take() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                s.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
         }
     }
 }
@@ -270,4 +326,41 @@ fn tail(path: &Path) -> String {
         .find(|&i| s.is_char_boundary(i))
         .unwrap_or(s.len());
     s[start..].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Wake;
+
+    /// Runs `f` to completion on this thread (the tests of this crate have no runtime).
+    fn block_on<T>(f: impl Future<Output = T>) -> T {
+        struct Unpark(std::thread::Thread);
+        impl Wake for Unpark {
+            fn wake(self: Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut f = std::pin::pin!(f);
+        loop {
+            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+            std::thread::park();
+        }
+    }
+
+    #[test]
+    fn a_member_is_healthy_once_started_and_again_after_a_restart() {
+        let mut cluster = block_on(EtcdCluster::start(1));
+        let addr = SocketAddr::from(([127, 0, 0, 1], cluster.members[0].client_port));
+        assert!(healthy(addr));
+        assert_eq!(cluster.endpoints(), vec![cluster.endpoint(0)]);
+        cluster.kill(0);
+        assert!(!healthy(addr), "a killed member answered");
+        block_on(cluster.restart(0));
+        assert!(healthy(addr));
+    }
 }
