@@ -17,7 +17,9 @@
 //! status (`GET /v1/resources/rollout`, as an operator would), asks find for each at its
 //! replica until it is told to update, has them heartbeat healthy on the new version,
 //! and reconciles until the group is active. Then every host of the group asks find once
-//! (the time to active plus 99 % of that round is when 99 % of them were told), they
+//! (an estimate of when 99 % were told: the time to active plus 99 % of that round's
+//! wall time; every answer must be a 2xx and 20 spread over the group, read in full, must
+//! say update, so it assumes the others did too and that answers came evenly), they
 //! heartbeat on the new version, and the dev clock moves in 2-minute steps (each after a
 //! heartbeat of every host, so none is forgotten for silence) with a reconcile each,
 //! until the group is done. Figures: each replica's CPU and RSS, etcd's own counters

@@ -350,6 +350,72 @@ fn heartbeat_flood_does_not_starve_find() {
     assert!(!metrics.contains("tern_heartbeats_rate_limited_total 0\n"));
 }
 
+/// The per-address rate comes before the token: a flood with a token that is not one
+/// is turned away with 429 once its burst is spent (not hashed and answered 401 without
+/// end), and joins share the address's bucket.
+#[test]
+fn the_address_rate_is_checked_before_the_token_for_heartbeats_and_joins() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &[
+            "--dev-clock",
+            common::T0,
+            "--heartbeat-rate",
+            "1",
+            "--heartbeat-burst",
+            "5",
+        ],
+    );
+    let hb = json!({"updater_id": "u1", "version": "1.0.0"}).to_string();
+    let forged = "tern_agent_0000000000000000.notatoken";
+    let mut answers = Vec::new();
+    for _ in 0..20 {
+        answers.push(
+            t.raw("POST", "/v1/agents/heartbeat", Some(forged), Some(&hb))
+                .0,
+        );
+    }
+    // The burst is spent on 401s (each token hashed and refused), then the address is
+    // limited: a token check first would answer 401 to all 20.
+    assert_eq!(answers[..5], [401; 5], "{answers:?}");
+    assert!(
+        answers.iter().all(|s| *s == 401 || *s == 429),
+        "{answers:?}"
+    );
+    assert!(answers.contains(&429), "{answers:?}");
+    // The bucket is the address's: joins from it are limited too, before their token.
+    for _ in 0..10 {
+        let (s, h, b) = t.raw(
+            "POST",
+            "/v1/agents/join",
+            Some("not-a-join-token"),
+            Some("{}"),
+        );
+        answers.push(s);
+        if s == 429 {
+            assert!(h.get("retry-after").is_some(), "{b}");
+            break;
+        }
+        assert_eq!(s, 401, "{b}");
+    }
+    assert_eq!(answers.last(), Some(&429), "{answers:?}");
+    let unauthenticated = answers.iter().filter(|s| **s == 401).count();
+    let limited = answers.iter().filter(|s| **s == 429).count();
+    let (_, _, metrics) = t.raw("GET", "/metrics", None, None);
+    let count = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in /metrics:\n{metrics}"))
+    };
+    assert_eq!(
+        count("tern_heartbeats_rejected_total"),
+        unauthenticated as u64
+    );
+    assert_eq!(count("tern_heartbeats_rate_limited_total"), limited as u64);
+}
+
 #[test]
 fn channels_serve_version_and_critical() {
     let tmp = tempfile::tempdir().unwrap();

@@ -627,11 +627,11 @@ pub(crate) async fn heartbeat(
         }
     };
     Metrics::inc(&state.metrics.heartbeats);
-    // The hot path (a known group, or none) allocates nothing. The snapshot read above
-    // (one read per heartbeat, not two): a freeze set while this heartbeat was being
-    // recorded holds its instruction from the next heartbeat on, as one set just after
-    // this answer would.
-    let snapshot = snap;
+    // The hot path (a known group, or none) allocates nothing. The snapshot is read
+    // again, not reused from before recording: the inventory's lock may have been
+    // waited on for a long time (a 1M-agent inventory page), and a freeze confirmed to
+    // its operator meanwhile must keep this answer's instruction back.
+    let snapshot = state.snapshot();
     let unknown_group = snapshot
         .rollout
         .as_ref()
