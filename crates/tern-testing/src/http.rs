@@ -14,8 +14,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// How long the server waits for a client's request before giving up on it.
-const READ_PATIENCE: Duration = Duration::from_secs(10);
+/// How long the server waits for a client's request, or for it to take the answer,
+/// before giving up on it.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// The largest request body read: a test's client sends kilobytes; a bigger
+/// `Content-Length` is answered 413 rather than allocated.
+const MAX_BODY: usize = 64 << 20;
 
 /// A request as a handler sees it.
 #[derive(Clone, Debug, Default)]
@@ -106,6 +111,7 @@ pub struct HttpServer {
     addr: SocketAddr,
     url: String,
     requests: Arc<AtomicUsize>,
+    panics: Arc<AtomicUsize>,
 }
 
 impl HttpServer {
@@ -119,16 +125,16 @@ impl HttpServer {
         let addr = listener
             .local_addr()
             .unwrap_or_else(|e| panic!("a bound listener has no address: {e}"));
-        let requests = Arc::new(AtomicUsize::new(0));
+        let counts = Counts::default();
+        let (requests, panics) = (Arc::clone(&counts.requests), Arc::clone(&counts.panics));
         let handler = Arc::new(handler);
-        let counted = Arc::clone(&requests);
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
-                let (handler, counted) = (Arc::clone(&handler), Arc::clone(&counted));
+                let (handler, counts) = (Arc::clone(&handler), counts.clone());
                 std::thread::spawn(move || {
                     // A client that goes away mid-exchange is the client's business.
-                    let _ = exchange(conn, &*handler, &counted);
+                    let _ = exchange(conn, &*handler, &counts);
                 });
             }
         });
@@ -136,6 +142,7 @@ impl HttpServer {
             addr,
             url: format!("http://{addr}"),
             requests,
+            panics,
         }
     }
 
@@ -157,17 +164,52 @@ impl HttpServer {
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
     }
+
+    /// How many times the handler panicked. Each was answered 500 with the panic's
+    /// message, so the test's client sees the cause, not a closed connection.
+    pub fn panics(&self) -> usize {
+        self.panics.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Clone, Default)]
+struct Counts {
+    requests: Arc<AtomicUsize>,
+    panics: Arc<AtomicUsize>,
 }
 
 fn exchange(
     conn: TcpStream,
     handler: &(dyn Fn(&Request) -> Response + Send + Sync),
-    counted: &AtomicUsize,
+    counts: &Counts,
 ) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(READ_PATIENCE))?;
-    let req = read_request(&mut BufReader::new(conn.try_clone()?))?;
-    counted.fetch_add(1, Ordering::SeqCst);
-    let resp = handler(&req);
+    conn.set_read_timeout(Some(PATIENCE))?;
+    conn.set_write_timeout(Some(PATIENCE))?;
+    let req = match read_request(&mut BufReader::new(conn.try_clone()?)) {
+        Ok(req) => req,
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            let resp = Response::new(413, format!("{e}\n"));
+            return write_response(conn, &resp, false);
+        }
+        Err(e) => return Err(e),
+    };
+    counts.requests.fetch_add(1, Ordering::SeqCst);
+    let resp = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&req)))
+        .unwrap_or_else(|panic| {
+            counts.panics.fetch_add(1, Ordering::SeqCst);
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(not a string)".to_string());
+            Response::new(
+                500,
+                format!(
+                    "the test server's handler panicked on {} {}: {why}\n",
+                    req.method, req.target
+                ),
+            )
+        });
     write_response(conn, &resp, req.method == "HEAD")
 }
 
@@ -203,6 +245,14 @@ fn read_request(r: &mut impl BufRead) -> std::io::Result<Request> {
         .header("content-length")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    if len > MAX_BODY {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!(
+                "a request body of {len} bytes is more than the test server reads ({MAX_BODY})"
+            ),
+        ));
+    }
     req.body = vec![0; len];
     r.read_exact(&mut req.body)?;
     Ok(req)
@@ -238,6 +288,7 @@ fn reason(status: u16) -> &'static str {
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        413 => "Content Too Large",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
         _ => "Whatever",
@@ -353,5 +404,36 @@ mod tests {
         );
         assert_eq!(out.matches("Content-Length").count(), 1, "{out}");
         assert!(out.ends_with("\r\n\r\nabc"), "{out}");
+    }
+
+    #[test]
+    fn a_panicking_handler_answers_500_with_its_message_and_the_server_goes_on() {
+        let server = HttpServer::start(|req: &Request| {
+            if req.path() == "/boom" {
+                panic!("no such fixture");
+            }
+            Response::new(200, "fine")
+        });
+        let (status, body) = fetch(&server, "/boom");
+        assert_eq!(status, 500);
+        let body = String::from_utf8(body).unwrap();
+        assert!(
+            body.contains("GET /boom") && body.contains("no such fixture"),
+            "{body}"
+        );
+        assert_eq!(fetch(&server, "/ok"), (200, b"fine".to_vec()));
+        assert_eq!((server.requests(), server.panics()), (2, 1));
+    }
+
+    #[test]
+    fn a_body_too_large_is_refused_not_allocated() {
+        let server = HttpServer::start(|_: &Request| Response::new(200, "read"));
+        let out = raw(
+            &server,
+            "POST / HTTP/1.1\r\nContent-Length: 99999999999999\r\n\r\n",
+        );
+        assert!(out.starts_with("HTTP/1.1 413 "), "{out}");
+        assert!(out.contains("99999999999999 bytes"), "{out}");
+        assert_eq!(server.requests(), 0);
     }
 }

@@ -53,7 +53,11 @@ pub(super) struct Hostnames {
 impl Hostnames {
     pub(super) fn get(&self, r: HostnameRef) -> &str {
         let at = r.at();
-        self.text.get(at..at.saturating_add(r.len())).unwrap_or("")
+        let text = self.text.get(at..at.saturating_add(r.len()));
+        // A reference the inventory holds always points at what it pushed; an empty id
+        // here would be a wrong key, so a test build says so at once.
+        debug_assert!(text.is_some(), "a text id's reference is out of the string");
+        text.unwrap_or("")
     }
 
     /// Appends `name` (cut at a character boundary to at most [`MAX_LEN`] bytes).
@@ -70,7 +74,11 @@ impl Hostnames {
 
     pub(super) fn text(&self, r: TextRef) -> &str {
         let at = r.at();
-        self.text.get(at..at.saturating_add(r.len())).unwrap_or("")
+        let text = self.text.get(at..at.saturating_add(r.len()));
+        // A reference the inventory holds always points at what it pushed; an empty id
+        // here would be a wrong key, so a test build says so at once.
+        debug_assert!(text.is_some(), "a text id's reference is out of the string");
+        text.unwrap_or("")
     }
 
     /// Appends `text` whole.

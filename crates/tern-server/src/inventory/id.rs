@@ -32,8 +32,10 @@ pub(crate) enum IdRef<'a> {
 
 /// An id as an inventory entry keeps it: alignment 1, so that it packs between the
 /// entry's other fields; a text id is a reference into the inventory's string store
-/// (`hostnames::TextRef`), which the inventory resolves ([`StoredId::get`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// (`hostnames::TextRef`), which the inventory resolves ([`StoredId::get`]). No
+/// `PartialEq`: two stored text ids are equal by their text, not by where it is kept;
+/// compare them resolved, as [`IdRef`]s.
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum StoredId<T> {
     Empty,
     Uuid([u8; 16]),

@@ -368,11 +368,12 @@ pub fn receiver() -> (String, std::sync::mpsc::Receiver<serde_json::Value>) {
     let (tx, rx) = std::sync::mpsc::channel();
     let tx = std::sync::Mutex::new(tx);
     let server = HttpServer::start(move |req: &Request| {
+        // Parsed before the lock is taken: a body that is not JSON fails its request
+        // (a 500 naming it), not every later one through a poisoned lock.
+        let body: serde_json::Value = serde_json::from_slice(&req.body)
+            .unwrap_or_else(|e| panic!("the receiver got a body that is not JSON: {e}"));
         // Queued before the answer: a sender that waits for it sees its bodies in order.
-        let _ = tx
-            .lock()
-            .unwrap()
-            .send(serde_json::from_slice(&req.body).unwrap());
+        let _ = tx.lock().unwrap().send(body);
         Response::new(200, Vec::new())
     });
     (format!("{}/hook", server.url()), rx)
