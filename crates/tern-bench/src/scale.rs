@@ -810,7 +810,9 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
             let mut picked = Vec::new();
             for _ in 0..5 {
                 reconciles.push(f.reconcile()?);
-                picked = f.canaries(leader, group)?;
+                // Asked of the replica leading now: with a 5 s leader TTL on a loaded
+                // machine, leadership may have moved since the start.
+                picked = f.canaries(f.leader()?, group)?;
                 if !picked.is_empty() {
                     break;
                 }
@@ -821,7 +823,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
                 "{group}: {} canaries picked, not {}: {}",
                 picked.len(),
                 CANARIES[k],
-                f.call(leader, "GET", "/v1/resources/rollout", b"")?
+                f.call(f.leader()?, "GET", "/v1/resources/rollout", b"")?
             );
             let picked_at = t0.elapsed();
             let mut last = t0;
@@ -846,7 +848,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
             ensure!(
                 active,
                 "{group} never left its canaries: {}",
-                f.call(leader, "GET", "/v1/resources/rollout", b"")?
+                f.call(f.leader()?, "GET", "/v1/resources/rollout", b"")?
             );
             canary = json!({
                 "canaries": picked,
@@ -911,7 +913,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
             .elapsed;
         let mut done = false;
         for _ in 0..10 {
-            f.advance(leader, &running)?;
+            f.advance(f.leader()?, &running)?;
             std::thread::sleep(Duration::from_millis(200));
             reconciles.push(f.reconcile()?);
             if f.group_state(group)? == "done" {
