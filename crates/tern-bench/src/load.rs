@@ -131,14 +131,42 @@ async fn connection(
     Ok(out)
 }
 
-/// Reads one response with a `Content-Length` body; returns its status code.
+/// One keep-alive response with a `Content-Length` body, read into `buf`: its status.
 async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<u16> {
+    Ok(read_into(stream, buf).await?.status)
+}
+
+/// A response [`read_into`] a buffer: the head is `buf[..head_end]`, the body
+/// `buf[head_end..head_end + len]`.
+pub(crate) struct Read {
+    pub(crate) status: u16,
+    pub(crate) head_end: usize,
+    pub(crate) len: usize,
+}
+
+impl Read {
+    /// The first header `name` (any case) of the head in `buf`.
+    pub(crate) fn header(&self, buf: &[u8], name: &str) -> Option<String> {
+        header_of(std::str::from_utf8(&buf[..self.head_end]).ok()?, name)
+    }
+}
+
+fn header_of(head: &str, name: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+    })
+}
+
+/// Reads one keep-alive response with a `Content-Length` body into `buf` (cleared
+/// first).
+pub(crate) async fn read_into(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<Read> {
     buf.clear();
+    let mut chunk = [0u8; 8192];
     let head_end = loop {
         if let Some(i) = find(buf, b"\r\n\r\n") {
             break i + 4;
         }
-        let mut chunk = [0u8; 8192];
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
             bail!("the server closed the connection");
@@ -151,22 +179,21 @@ async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Res
         .nth(1)
         .and_then(|s| s.parse().ok())
         .context("no status code in the response")?;
-    let len: usize = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse().ok())
+    let len: usize = header_of(head, "content-length")
+        .and_then(|v| v.parse().ok())
         .context("the response has no Content-Length")?;
-    let mut have = buf.len() - head_end;
-    while have < len {
-        let mut chunk = [0u8; 8192];
+    while buf.len() < head_end + len {
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
             bail!("the server closed the connection mid-body");
         }
-        have += n;
+        buf.extend_from_slice(&chunk[..n]);
     }
-    Ok(status)
+    Ok(Read {
+        status,
+        head_end,
+        len,
+    })
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

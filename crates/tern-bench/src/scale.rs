@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
@@ -545,48 +545,18 @@ async fn long_poll(
 }
 
 async fn send_get(s: &mut TcpStream, path: &str) -> anyhow::Result<()> {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: application/json\r\n\r\n");
-    s.write_all(req.as_bytes()).await?;
+    s.write_all(&load::get(path)).await?;
     Ok(())
 }
 
-/// One keep-alive response with a `Content-Length` body: status, ETag, body.
+/// One keep-alive response: status, ETag, body.
 async fn read_answer(
     s: &mut TcpStream,
     buf: &mut Vec<u8>,
 ) -> anyhow::Result<(u16, String, Vec<u8>)> {
-    buf.clear();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let k = s.read(&mut chunk).await?;
-        ensure!(k > 0, "the server closed the connection");
-        buf.extend_from_slice(&chunk[..k]);
-    };
-    let head = std::str::from_utf8(&buf[..head_end]).context("response head is not UTF-8")?;
-    let status: u16 = head
-        .split(' ')
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .context("no status code in the response")?;
-    let header = |name: &str| {
-        head.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-        })
-    };
-    let len: usize = header("content-length")
-        .and_then(|v| v.parse().ok())
-        .context("the response has no Content-Length")?;
-    let etag = header("etag").unwrap_or_default();
-    while buf.len() < head_end + len {
-        let k = s.read(&mut chunk).await?;
-        ensure!(k > 0, "the server closed the connection mid-body");
-        buf.extend_from_slice(&chunk[..k]);
-    }
-    Ok((status, etag, buf[head_end..head_end + len].to_vec()))
+    let r = load::read_into(s, buf).await?;
+    let etag = r.header(buf, "etag").unwrap_or_default();
+    Ok((r.status, etag, buf[r.head_end..r.head_end + r.len].to_vec()))
 }
 
 /// etcd's counters, summed over what they count (member 0; every member applies every

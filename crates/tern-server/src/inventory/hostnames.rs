@@ -52,12 +52,7 @@ pub(super) struct Hostnames {
 
 impl Hostnames {
     pub(super) fn get(&self, r: HostnameRef) -> &str {
-        let at = r.at();
-        let text = self.text.get(at..at.saturating_add(r.len()));
-        // A reference the inventory holds always points at what it pushed; an empty id
-        // here would be a wrong key, so a test build says so at once.
-        debug_assert!(text.is_some(), "a text id's reference is out of the string");
-        text.unwrap_or("")
+        self.slice(r.at(), r.len())
     }
 
     /// Appends `name` (cut at a character boundary to at most [`MAX_LEN`] bytes).
@@ -73,11 +68,18 @@ impl Hostnames {
     }
 
     pub(super) fn text(&self, r: TextRef) -> &str {
-        let at = r.at();
-        let text = self.text.get(at..at.saturating_add(r.len()));
-        // A reference the inventory holds always points at what it pushed; an empty id
-        // here would be a wrong key, so a test build says so at once.
-        debug_assert!(text.is_some(), "a text id's reference is out of the string");
+        self.slice(r.at(), r.len())
+    }
+
+    /// The bytes `at..at + len`, where a reference the inventory holds points: always
+    /// within the string (a test build checks; an empty name or id there would be a
+    /// wrong key).
+    fn slice(&self, at: usize, len: usize) -> &str {
+        let text = self.text.get(at..at.saturating_add(len));
+        debug_assert!(
+            text.is_some(),
+            "a reference is out of the inventory's string"
+        );
         text.unwrap_or("")
     }
 
