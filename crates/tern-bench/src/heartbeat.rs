@@ -11,7 +11,8 @@
 //! bench then waits until every host's first report is in its history (the queue
 //! drained: hosts dropped from the bounded queue are queued again by their next
 //! heartbeat, so the bench heartbeats the fleet again until the store holds all) and
-//! measures the memory in that steady state; then steady rounds (every agent reports
+//! measures the memory in that steady state (once ternd has given the heap the burst
+//! freed back to the system, `tern_heap_trims_total`, at most a minute later); then steady rounds (every agent reports
 //! the same state again, ternd and baseline alternating), and one round in which every
 //! agent reports a new version (each heartbeat queues a history change). The CPU per
 //! heartbeat gives the cores that 1M agents at 30 s would need.
@@ -187,6 +188,23 @@ fn drain(ternd: &Ternd, n: u64, version: &'static str, conns: usize) -> anyhow::
     }
 }
 
+/// Waits for the steady state after the drain: ternd gives the heap a burst freed back
+/// to the system once the burst is over, at most once a minute (`tern_heap_trims_total`
+/// counts it), so the RSS measured as the last write lands may still hold the burst's
+/// peak. True when a trim came; false when none did within a minute and a flush (every
+/// burst was trimmed already).
+fn settle(ternd: &Ternd) -> anyhow::Result<bool> {
+    let trims = metric(ternd, "tern_heap_trims_total")?;
+    let deadline = Instant::now() + Duration::from_secs(75);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        if metric(ternd, "tern_heap_trims_total")? > trims {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 fn one(opts: &Opts, n: u64) -> anyhow::Result<serde_json::Value> {
     let conns = opts.connections;
     let ternd = Ternd::start(&opts.ternd, &[])?;
@@ -214,13 +232,24 @@ fn one(opts: &Opts, n: u64) -> anyhow::Result<serde_json::Value> {
     );
 
     let drained = drain(&ternd, n, "1.0.0", conns)?;
+    let rss_at_drain = procs::rss(ternd.pid())?;
+    // A smoke run does not measure memory: it does not wait the minute a trim may take.
+    let settled = if opts.quick {
+        "(--quick: not waited for the heap's trim)"
+    } else if settle(&ternd)? {
+        "once the heap was trimmed after the burst"
+    } else {
+        "(no trim was pending)"
+    };
     let rss_drained = procs::rss(ternd.pid())?;
     let bytes_per_agent = rss_drained.saturating_sub(rss0) as f64 / n as f64;
     eprintln!(
-        "{n} agents, history drained ({} writes, {} more rounds of the fleet, {:.1} s): RSS +{bytes_per_agent:.0} B/agent",
+        "{n} agents, history drained ({} writes, {} more rounds of the fleet, {:.1} s): RSS +{:.0} B/agent as the last write landed, +{bytes_per_agent:.0} B/agent {}",
         drained.writes,
         drained.rounds,
-        drained.wall.as_secs_f64()
+        drained.wall.as_secs_f64(),
+        rss_at_drain.saturating_sub(rss0) as f64 / n as f64,
+        settled
     );
 
     // Steady: every agent reports the same state again; ternd and baseline alternate.
@@ -307,6 +336,7 @@ fn one(opts: &Opts, n: u64) -> anyhow::Result<serde_json::Value> {
         },
         "rss_before_bytes": rss0,
         "rss_registered_bytes": rss_registered,
+        "rss_at_drain_bytes": rss_at_drain,
         "rss_drained_bytes": rss_drained,
         "rss_steady_bytes": rss_steady,
         "rss_changed_bytes": rss_changed,

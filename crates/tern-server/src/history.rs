@@ -80,8 +80,9 @@ pub(crate) async fn run(state: Arc<AppState>) {
         let hosts = flush_all(&state).await;
         if trim.due(hosts, tokio::time::Instant::now().into_std()) {
             // Off the async workers: a trim walks every arena under its lock.
-            if let Err(e) = tokio::task::spawn_blocking(crate::heap::trim).await {
-                tracing::warn!(error = %e, "trimming the heap failed");
+            match tokio::task::spawn_blocking(crate::heap::trim).await {
+                Ok(()) => Metrics::inc(&state.metrics.heap_trims),
+                Err(e) => tracing::warn!(error = %e, "trimming the heap failed"),
             }
         }
     }

@@ -56,6 +56,9 @@ pub(crate) struct Metrics {
     pub(crate) host_history_writes: AtomicU64,
     pub(crate) host_history_dropped: AtomicU64,
     pub(crate) host_history_errors: AtomicU64,
+    /// Times the heap's free pages went back to the system after a burst of history
+    /// writes (`heap`): when RSS stops paying for the burst's peak.
+    pub(crate) heap_trims: AtomicU64,
     /// Reconcile durations.
     pub(crate) reconcile_hist: Histogram,
 }
@@ -177,6 +180,12 @@ impl Metrics {
             "tern_host_history_errors_total",
             "host history writes that failed (those changes are missing from the history)",
             get(&self.host_history_errors),
+        );
+        counter(
+            out,
+            "tern_heap_trims_total",
+            "times the heap's free pages were given back to the system after a burst of host history writes",
+            get(&self.heap_trims),
         );
         counter(
             out,

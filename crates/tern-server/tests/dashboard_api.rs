@@ -317,6 +317,9 @@ fn a_hosts_history_survives_restarts_and_is_written_in_the_background() {
     assert_eq!(writes(&t), Some(1));
     t.heartbeat(&agent, "d2", "dev", "1.0.0");
     eventually("d2's history is written", || writes(&t) == Some(2));
+    // Two hosts are no burst (4,096 in one flush are): the heap is not trimmed.
+    let (_, _, m) = t.raw("GET", "/metrics", None, None);
+    assert!(m.lines().any(|l| l == "tern_heap_trims_total 0"), "{m}");
 
     // A restart: the host reports what is stored already, so nothing is added (the
     // new replica does not start the history again).
