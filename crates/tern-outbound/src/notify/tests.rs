@@ -1,13 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use serde_json::json;
+use tern_testing::http::{HttpServer, Request, Response};
 
 use super::*;
 
@@ -17,119 +16,69 @@ use super::*;
 #[derive(Clone, Copy, Debug)]
 enum Reply {
     Status(u16),
-    /// Read the request, never answer (until [`Hook::release`]).
+    /// Read the request, answer nothing until [`Hook::release`], then 503.
     Hang,
 }
 
-#[derive(Clone, Debug)]
-struct Request {
-    path: String,
-    /// Lower-case names.
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-#[derive(Default)]
 struct HookState {
     script: VecDeque<Reply>,
-    otherwise: Option<Reply>,
+    otherwise: Reply,
     requests: Vec<Request>,
-    hung: Vec<TcpStream>,
+    released: bool,
 }
 
-/// A tiny HTTP/1.1 server on 127.0.0.1 (port picked by the OS): answers from a script,
-/// then `otherwise`; records every request.
+/// A receiver on tern-testing's loopback server: answers from a script, then
+/// `otherwise`; records every request. A hanging answer holds its connection (the
+/// handler waits) until released.
 struct Hook {
     url: String,
-    state: Arc<Mutex<HookState>>,
+    state: Arc<(Mutex<HookState>, Condvar)>,
+    _server: HttpServer,
 }
 
 impl Hook {
     fn new(script: &[Reply], otherwise: Reply) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/hook/path", listener.local_addr().unwrap());
-        let state = Arc::new(Mutex::new(HookState {
-            script: script.iter().copied().collect(),
-            otherwise: Some(otherwise),
-            ..HookState::default()
-        }));
+        let state = Arc::new((
+            Mutex::new(HookState {
+                script: script.iter().copied().collect(),
+                otherwise,
+                requests: Vec::new(),
+                released: false,
+            }),
+            Condvar::new(),
+        ));
         let st = Arc::clone(&state);
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let st = Arc::clone(&st);
-                std::thread::spawn(move || serve_one(stream, &st));
+        let server = HttpServer::start(move |req| {
+            let (lock, released) = &*st;
+            let mut s = lock.lock().unwrap();
+            s.requests.push(req.clone());
+            match s.script.pop_front().unwrap_or(s.otherwise) {
+                Reply::Status(code) => Response::new(code, "no"),
+                Reply::Hang => {
+                    let _s = released.wait_while(s, |s| !s.released).unwrap();
+                    Response::new(503, "released")
+                }
             }
         });
-        Hook { url, state }
+        Hook {
+            url: format!("{}/hook/path", server.url()),
+            state,
+            _server: server,
+        }
     }
 
     fn requests(&self) -> Vec<Request> {
-        self.state.lock().unwrap().requests.clone()
+        self.state.0.lock().unwrap().requests.clone()
     }
 
-    /// Answers 200 from now on and closes the connections left hanging.
+    /// Answers 200 from now on; the requests held so far are answered 503.
     fn release(&self) {
-        let mut st = self.state.lock().unwrap();
-        st.otherwise = Some(Reply::Status(200));
-        st.script.clear();
-        st.hung.clear();
-    }
-}
-
-fn serve_one(stream: TcpStream, state: &Mutex<HookState>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
-    }
-    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).unwrap_or(0) == 0 {
-            return;
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((n, v)) = h.split_once(':') {
-            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-    }
-    let len: usize = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .map_or(0, |(_, v)| v.parse().unwrap());
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).unwrap();
-    let mut st = state.lock().unwrap();
-    st.requests.push(Request {
-        path,
-        headers,
-        body: String::from_utf8(body).unwrap(),
-    });
-    let reply = st.script.pop_front().or(st.otherwise).unwrap();
-    match reply {
-        Reply::Status(code) => {
-            drop(st);
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {code} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno"
-            );
-        }
-        Reply::Hang => st.hung.push(stream),
+        let (lock, released) = &*self.state;
+        let mut s = lock.lock().unwrap();
+        s.otherwise = Reply::Status(200);
+        s.script.clear();
+        s.released = true;
+        released.notify_all();
     }
 }
 
@@ -216,11 +165,11 @@ async fn webhook_gets_the_notice_as_json_with_the_bearer_token() {
     let reqs = hook.requests();
     assert_eq!(reqs.len(), 1);
     let r = &reqs[0];
-    assert_eq!(r.path, "/hook/path");
+    assert_eq!(r.target, "/hook/path");
     assert_eq!(r.header("content-type"), Some("application/json"));
     assert_eq!(r.header("authorization"), Some("Bearer s3cret"));
     assert!(r.header("user-agent").unwrap().starts_with("ternd/"));
-    let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(
         body,
         json!({
@@ -260,7 +209,7 @@ async fn slack_gets_one_readable_line() {
     assert_eq!(reqs[0].header("authorization"), None);
     let bodies: Vec<serde_json::Value> = reqs
         .iter()
-        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
         .collect();
     assert_eq!(
         bodies,
@@ -345,7 +294,8 @@ async fn a_hanging_receiver_blocks_neither_send_nor_the_others() {
         out.contains("tern_notify_dropped_total{receiver=\"webhook-1\"} 8\n"),
         "{out}"
     );
-    // Released: the hung request fails (one attempt), the two queued ones arrive.
+    // Released: the hung request is answered 503 and fails (one attempt), the two
+    // queued ones arrive.
     hangs.release();
     eventually("the queue drained", || {
         n.counts("webhook-1") == Some([2, 1, 0, 8])
@@ -390,7 +340,7 @@ async fn notify_changes_sends_the_diff() {
     let events: Vec<serde_json::Value> = hook
         .requests()
         .iter()
-        .map(|r| serde_json::from_str::<serde_json::Value>(&r.body).unwrap())
+        .map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).unwrap())
         .collect();
     assert_eq!(events[0]["event"], "cleared");
     assert_eq!(events[0]["alert"]["kind"], "group_overdue");
