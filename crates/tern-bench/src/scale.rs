@@ -35,8 +35,9 @@
 //! host, so none is forgotten for silence) with a reconcile each, until the group is
 //! done.
 //!
-//! Figures: each replica's CPU and RSS (RSS per group before its long polls, with them
-//! held, when the group is active, after its find round and when it is done), the
+//! Figures: each replica's CPU and RSS (RSS and open connections per group before its
+//! long polls, with them held, when the group is active, after its find round and when
+//! it is done), the
 //! background heartbeats' offered and achieved rate and latency from when each was due,
 //! etcd's own counters (puts, deletes, transactions, lease grants and revokes, bytes
 //! received from clients, DB size) per phase, the lease grants per second in the
@@ -208,6 +209,16 @@ impl Fleet {
 
     fn rss(&self) -> anyhow::Result<Vec<u64>> {
         self.pids().into_iter().map(procs::rss).collect()
+    }
+
+    /// Each replica's RSS and open connections (from its `/metrics`): whether memory a
+    /// group's long polls took is still held once their connections are closed.
+    fn memory(&self) -> anyhow::Result<(Vec<u64>, Vec<u64>)> {
+        let rss = self.rss()?;
+        let conns = (0..REPLICAS)
+            .map(|r| Ok(self.metric(r, "tern_connections_open")? as u64))
+            .collect::<anyhow::Result<_>>()?;
+        Ok((rss, conns))
     }
 
     /// One request per selected host, each to its replica, all replicas at once; `make`
@@ -909,9 +920,9 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
         let e_before = counters(&etcd)?;
         let hosts = (0..n).filter(|i| fleet::group_of(*i) == group).count() as u64;
         let polling = pollers(n, group);
-        let rss_before = f.rss()?;
+        let (rss_before, conns_before) = f.memory()?;
         let lp = f.long_polls(group, &polling)?;
-        let rss_held = f.rss()?;
+        let (rss_held, conns_held) = f.memory()?;
         let via = (leader + 1 + k) % REPLICAS;
         let body = json!({"groups": [group]}).to_string();
         let t0 = Instant::now();
@@ -982,7 +993,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
                 json!(active_at.as_secs_f64() * 1000.0 - told),
             );
         }
-        let rss_active = f.rss()?;
+        let (rss_active, conns_active) = f.memory()?;
         // Every host of the group asks find once, at its replica; each answer is read
         // in full and must say update to 1.1.0, and when each did is counted.
         let g = group;
@@ -1018,7 +1029,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
         let told_99_estimate = active_at + find_wall.mul_f64(0.99);
         let lp_ms = lp.told_ms(t0)?;
         let lp_q = |q: f64| quantile(lp_ms.clone(), q);
-        let rss_found = f.rss()?;
+        let (rss_found, conns_found) = f.memory()?;
         // The group's hosts update and report; reconcile until it is done.
         running.groups.push(group);
         shared.publish(&running);
@@ -1039,9 +1050,9 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
             bail!("{group} never reached done");
         }
         let e_after = counters(&etcd)?;
-        let rss_done = f.rss()?;
+        let (rss_done, conns_done) = f.memory()?;
         eprintln!(
-            "scale: {group} ({hosts} hosts): active on every replica after {:.0} ms{}, 99 % told after {:.0} ms counted ({:.0} ms by the old estimate, all {:.0} ms); {} long polls told: p50 {:.0} ms, p99 {:.0} ms; heartbeats on 1.1.0 {:.1} s; RSS MB before long polls {:?}, held {:?}, active {:?}, after find {:?}, done {:?}",
+            "scale: {group} ({hosts} hosts): active on every replica after {:.0} ms{}, 99 % told after {:.0} ms counted ({:.0} ms by the old estimate, all {:.0} ms); {} long polls told: p50 {:.0} ms, p99 {:.0} ms; heartbeats on 1.1.0 {:.1} s; RSS MB (open connections) before long polls {:?} ({:?}), held {:?} ({:?}), active {:?} ({:?}), after find {:?} ({:?}), done {:?} ({:?})",
             active_at.as_secs_f64() * 1000.0,
             if canary.is_null() {
                 String::new()
@@ -1060,10 +1071,15 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
             lp_q(0.99),
             hb_wall.as_secs_f64(),
             mb(&rss_before),
+            conns_before,
             mb(&rss_held),
+            conns_held,
             mb(&rss_active),
+            conns_active,
             mb(&rss_found),
+            conns_found,
             mb(&rss_done),
+            conns_done,
         );
         groups.insert(
             group.to_string(),
@@ -1083,6 +1099,13 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
                     "active": rss_active,
                     "after_find_round": rss_found,
                     "done": rss_done,
+                },
+                "open_connections": {
+                    "before_long_polls": conns_before,
+                    "long_polls_held": conns_held,
+                    "active": conns_active,
+                    "after_find_round": conns_found,
+                    "done": conns_done,
                 },
                 "long_poll": {
                     "hosts": lp_ms.len(),
