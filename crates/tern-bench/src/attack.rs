@@ -43,6 +43,8 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
         duration: Duration::from_secs_f64(secs),
         rate: Some(rate),
         source: Arc::new(|| Some(load::get(PATH))),
+        check: None,
+        gate: None,
     };
     load::run(&Load {
         duration: Duration::from_secs(1),

@@ -50,6 +50,8 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
         duration: Duration::from_secs_f64(secs),
         rate: None,
         source: fixed(PATH),
+        check: None,
+        gate: None,
     };
     let mut t_runs = Vec::new();
     let mut b_runs = Vec::new();
@@ -92,6 +94,8 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
         duration: Duration::from_secs_f64(if opts.quick { 1.0 } else { 10.0 }),
         rate: Some(half),
         source: fixed(PATH),
+        check: None,
+        gate: None,
     };
     let t_half = load::run(&open(ternd.server.addr))?;
     let b_half = load::run(&open(baseline.addr))?;

@@ -121,6 +121,8 @@ pub(crate) fn send(
         duration: Duration::from_secs(3600),
         rate: None,
         source,
+        check: None,
+        gate: None,
     })?;
     let wall = start.elapsed();
     if o.bad_status > 0 || o.ok != n {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::RwLock;
 
 /// Where each connection takes its next request from; `None` ends that connection.
 pub type Source = Arc<dyn Fn() -> Option<Arc<[u8]>> + Send + Sync>;
@@ -23,6 +24,13 @@ pub struct Load {
     /// Total requests per second over all connections; `None`: closed loop.
     pub rate: Option<f64>,
     pub source: Source,
+    /// A check of each 2xx response's body; the answers that pass are counted, with
+    /// the instant each arrived ([`Outcome::passed`], [`Outcome::passed_at`]).
+    pub check: Option<fn(&[u8]) -> bool>,
+    /// Each request is built (its source called) and answered while holding a read
+    /// guard of this lock, so that whoever takes it to write knows that no request built
+    /// before is still on its way: the bench changes what a host reports under it.
+    pub gate: Option<Arc<RwLock<()>>>,
 }
 
 /// What a run measured.
@@ -34,6 +42,10 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// Latency of every 2xx response, in microseconds, sorted.
     pub latencies_us: Vec<u32>,
+    /// 2xx responses whose body passed [`Load::check`] (0 without one).
+    pub passed: u64,
+    /// When each of those arrived, in no particular order.
+    pub passed_at: Vec<Instant>,
 }
 
 impl Outcome {
@@ -70,12 +82,13 @@ async fn run_async(load: &Load) -> anyhow::Result<Outcome> {
     for c in 0..load.connections {
         let addr = load.addr;
         let source = Arc::clone(&load.source);
+        let (check, gate) = (load.check, load.gate.clone());
         // Spread the connections' schedules evenly over one interval.
         let first = per_conn.map_or(start, |iv| {
             start + iv.mul_f64(c as f64 / load.connections as f64)
         });
         tasks.push(tokio::spawn(connection(
-            addr, source, per_conn, first, deadline,
+            addr, source, check, gate, per_conn, first, deadline,
         )));
     }
     let mut out = Outcome::default();
@@ -84,6 +97,8 @@ async fn run_async(load: &Load) -> anyhow::Result<Outcome> {
         out.ok += c.ok;
         out.bad_status += c.bad_status;
         out.latencies_us.extend(c.latencies_us);
+        out.passed += c.passed;
+        out.passed_at.extend(c.passed_at);
     }
     out.elapsed = start.elapsed();
     out.latencies_us.sort_unstable();
@@ -93,6 +108,8 @@ async fn run_async(load: &Load) -> anyhow::Result<Outcome> {
 async fn connection(
     addr: SocketAddr,
     source: Source,
+    check: Option<fn(&[u8]) -> bool>,
+    gate: Option<Arc<RwLock<()>>>,
     interval: Option<Duration>,
     first: Instant,
     deadline: Instant,
@@ -108,7 +125,8 @@ async fn connection(
         if Instant::now() >= deadline {
             break;
         }
-        let Some(req) = source() else { break };
+        // Open loop: the request is built when it is due, not an interval before, so
+        // that a source reading changing state (what a host runs) sends it as it is.
         let sent_at = match interval {
             Some(iv) => {
                 tokio::time::sleep_until(due.into()).await;
@@ -118,22 +136,29 @@ async fn connection(
             }
             None => Instant::now(),
         };
+        let _held = match &gate {
+            Some(g) => Some(g.read().await),
+            None => None,
+        };
+        let Some(req) = source() else { break };
         stream.write_all(&req).await?;
-        let status = read_response(&mut stream, &mut buf).await?;
-        if (200..300).contains(&status) {
+        let r = read_into(&mut stream, &mut buf).await?;
+        if (200..300).contains(&r.status) {
+            let now = Instant::now();
             out.ok += 1;
-            let us = sent_at.elapsed().as_micros();
+            let us = now.saturating_duration_since(sent_at).as_micros();
             out.latencies_us.push(u32::try_from(us).unwrap_or(u32::MAX));
+            if let Some(check) = check
+                && check(&buf[r.head_end..r.head_end + r.len])
+            {
+                out.passed += 1;
+                out.passed_at.push(now);
+            }
         } else {
             out.bad_status += 1;
         }
     }
     Ok(out)
-}
-
-/// One keep-alive response with a `Content-Length` body, read into `buf`: its status.
-async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<u16> {
-    Ok(read_into(stream, buf).await?.status)
 }
 
 /// A response [`read_into`] a buffer: the head is `buf[..head_end]`, the body

@@ -176,6 +176,8 @@ fn requests(addr: std::net::SocketAddr, n: u64) -> anyhow::Result<()> {
         duration: Duration::from_secs(3600),
         rate: None,
         source,
+        check: None,
+        gate: None,
     })?;
     if o.ok != n {
         bail!("{} of {n} requests answered 2xx", o.ok);

@@ -7,26 +7,43 @@
 //! record (the history's first deploy), then one steady round (closed loop), then one
 //! **open-loop** period: every host once in 30 s (3 s with `--quick`), the heartbeats
 //! spread evenly at hosts / 30 s per second, latency measured from when each was due, so
-//! that a replica that falls behind shows it. Then a rollout through the three groups
-//! under the dev clock, each started with `start-update`. Before each start, one in ten
-//! of the group's hosts (at most 6,000) **long-polls** find at its replica, each on its
-//! own connection, as tern-update's watcher does; the time from `start-update` until
-//! each is told to update is measured. staging and prod have **canaries** (3 and 5): the
-//! bench waits for every replica to show the group in canary, has the replicas report
-//! and the leader reconcile, reads the canaries the leader picked from the rollout's
-//! status (`GET /v1/resources/rollout`, as an operator would), asks find for each at its
-//! replica until it is told to update, has them heartbeat healthy on the new version,
-//! and reconciles until the group is active. Then every host of the group asks find once
-//! (an estimate of when 99 % were told: the time to active plus 99 % of that round's
-//! wall time; every answer must be a 2xx and 20 spread over the group, read in full, must
-//! say update, so it assumes the others did too and that answers came evenly), they
-//! heartbeat on the new version, and the dev clock moves in 2-minute steps (each after a
-//! heartbeat of every host, so none is forgotten for silence) with a reconcile each,
-//! until the group is done. Figures: each replica's CPU and RSS, etcd's own counters
-//! (puts, deletes, transactions, lease grants and revokes, bytes received from clients,
-//! DB size) per phase, the lease grants per second in the open-loop period and over the
-//! run, the keys by kind at the end, the leader's reconcile times, the bench's own CPU.
-//! Per-host costs are reported so that a million hosts can be extrapolated on paper.
+//! that a replica that falls behind shows it.
+//!
+//! Then a rollout through the three groups under the dev clock, each started with
+//! `start-update`, while every host keeps heartbeating once per period in the
+//! **background** (open loop at the same rate on connections of its own, each replica's
+//! hosts in turn over and over, from before the first `start-update` until the last
+//! group is done; every answer must be 2xx). Each host reports the version it runs at
+//! that moment: when a canary or a group updates, the shared state changes under a lock
+//! that first waits out every background heartbeat built on the old state, so no host
+//! ever reports a version it has left.
+//!
+//! Before each start, one in ten of the group's hosts (at most 6,000) **long-polls** find
+//! at its replica, each on its own connection, as tern-update's watcher does; the time
+//! from `start-update` until each is told to update is measured. staging and prod have
+//! **canaries** (3 and 5): the bench waits for every replica to show the group in
+//! canary, has the replicas report and the leader reconcile, reads the canaries the
+//! leader picked from the rollout's status (`GET /v1/resources/rollout`, as an operator
+//! would), asks find for each at its replica until it is told to update, has them
+//! heartbeat healthy on the new version, and reconciles until the group is active. Then
+//! every host of the group asks find once; every answer is read and must say update (the
+//! bench fails naming how many did not), and **99 % told** is counted: the time from
+//! `start-update` until the 0.99 N-th of those answers arrived (N the group's hosts).
+//! The estimate the bench made before it counted (the time to active plus 99 % of the
+//! round's wall time) is reported beside it. Then the group's hosts heartbeat on the new
+//! version, and the dev clock moves in 2-minute steps (each after a heartbeat of every
+//! host, so none is forgotten for silence) with a reconcile each, until the group is
+//! done.
+//!
+//! Figures: each replica's CPU and RSS (RSS per group before its long polls, with them
+//! held, when the group is active, after its find round and when it is done, and open
+//! connections at each of those points but active), the
+//! background heartbeats' offered and achieved rate and latency from when each was due,
+//! etcd's own counters (puts, deletes, transactions, lease grants and revokes, bytes
+//! received from clients, DB size) per phase, the lease grants per second in the
+//! open-loop period and over the run, the keys by kind at the end, the leader's reconcile
+//! times, the bench's own CPU. Per-host costs are reported so that a million hosts can be
+//! extrapolated on paper.
 //!
 //! Reconciles run when the bench asks (the dev clock turns the timers off), at once: in a
 //! deployment the leader's next reconcile comes within `--active-report-period` (10 s)
@@ -37,7 +54,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
@@ -60,6 +78,11 @@ const CANARIES: [usize; 3] = [0, 3, 5];
 /// descriptors share a 20,000 limit here) and one of its replica (ternd holds at most
 /// 10,000 at once per replica by default).
 const MAX_POLLERS: usize = 6_000;
+/// Connections per replica of the background heartbeats during the rollout: an open
+/// loop sends on a connection only once its previous answer is in, so enough of them
+/// that the rollout's own closed-loop rounds, which slow every answer, do not hold the
+/// rate back.
+const BACKGROUND_CONNS: usize = 32;
 
 fn config() -> String {
     let mut s = String::from(
@@ -188,6 +211,16 @@ impl Fleet {
         self.pids().into_iter().map(procs::rss).collect()
     }
 
+    /// Each replica's RSS and open connections (from its `/metrics`): whether memory a
+    /// group's long polls took is still held once their connections are closed.
+    fn memory(&self) -> anyhow::Result<(Vec<u64>, Vec<u64>)> {
+        let rss = self.rss()?;
+        let conns = (0..REPLICAS)
+            .map(|r| Ok(self.metric(r, "tern_connections_open")? as u64))
+            .collect::<anyhow::Result<_>>()?;
+        Ok((rss, conns))
+    }
+
     /// One request per selected host, each to its replica, all replicas at once; `make`
     /// builds host `i`'s request. Closed loop without `rate`; with it, open loop at
     /// that total rate (requests per second, split evenly over the replicas), latency
@@ -197,6 +230,7 @@ impl Fleet {
         rate: Option<f64>,
         pick: impl Fn(u64) -> bool + Send + Sync + Clone + 'static,
         make: impl Fn(u64) -> Option<Arc<[u8]>> + Send + Sync + Clone + 'static,
+        check: Option<fn(&[u8]) -> bool>,
     ) -> anyhow::Result<load::Outcome> {
         let start = Instant::now();
         let n = self.n;
@@ -224,6 +258,8 @@ impl Fleet {
                         duration: Duration::from_secs(7200),
                         rate: rate.map(|r| r / REPLICAS as f64),
                         source,
+                        check,
+                        gate: None,
                     })
                 })
             })
@@ -238,6 +274,8 @@ impl Fleet {
             }
             all.ok += o.ok;
             all.latencies_us.extend(o.latencies_us);
+            all.passed += o.passed;
+            all.passed_at.extend(o.passed_at);
         }
         all.latencies_us.sort_unstable();
         all.elapsed = start.elapsed();
@@ -253,14 +291,71 @@ impl Fleet {
     ) -> anyhow::Result<load::Outcome> {
         let token: Arc<str> = self.token.as_str().into();
         let running = Arc::new(running.clone());
-        self.each_host(rate, pick, move |i| {
-            // As tern-update sends it for a host whose agent passes its health check:
-            // only a healthy canary proves the target.
-            let mut hb = fleet::heartbeat(i, running.version(i));
-            hb.healthy = Some(true);
-            let body = serde_json::to_vec(&hb).ok()?;
-            Some(load::post_json("/v1/agents/heartbeat", &token, &body))
-        })
+        self.each_host(
+            rate,
+            pick,
+            move |i| {
+                // As tern-update sends it for a host whose agent passes its health check:
+                // only a healthy canary proves the target.
+                let mut hb = fleet::heartbeat(i, running.version(i));
+                hb.healthy = Some(true);
+                let body = serde_json::to_vec(&hb).ok()?;
+                Some(load::post_json("/v1/agents/heartbeat", &token, &body))
+            },
+            None,
+        )
+    }
+
+    /// Every host heartbeats once per `period` in the background, open loop (a third of
+    /// the rate per replica, each replica's hosts in turn, over and over) until
+    /// [`Background::finish`]; each reports the version `shared` says it runs then.
+    fn background(&self, period: Duration, shared: &Arc<Shared>) -> Background {
+        let start = Instant::now();
+        let rate = self.n as f64 / period.as_secs_f64();
+        let n = self.n;
+        let handles = (0..REPLICAS)
+            .map(|r| {
+                let addr = self.replicas[r].server.addr;
+                let token: Arc<str> = self.token.as_str().into();
+                let shared = Arc::clone(shared);
+                std::thread::spawn(move || {
+                    // Replica r's hosts: r, r + 3, r + 6, ... below n.
+                    let hosts = (n + (REPLICAS - 1 - r) as u64) / REPLICAS as u64;
+                    let next = AtomicU64::new(0);
+                    let gate = Arc::clone(&shared.gate);
+                    let source: load::Source = Arc::new(move || {
+                        if hosts == 0 || shared.stop.load(Ordering::Relaxed) {
+                            return None;
+                        }
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        let i = r as u64 + REPLICAS as u64 * (k % hosts);
+                        let version = shared
+                            .running
+                            .read()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .version(i);
+                        let mut hb = fleet::heartbeat(i, version);
+                        hb.healthy = Some(true);
+                        let body = serde_json::to_vec(&hb).ok()?;
+                        Some(load::post_json("/v1/agents/heartbeat", &token, &body))
+                    });
+                    load::run(&Load {
+                        addr,
+                        connections: BACKGROUND_CONNS,
+                        duration: Duration::from_secs(7200),
+                        rate: Some(rate / REPLICAS as f64),
+                        source,
+                        check: None,
+                        gate: Some(gate),
+                    })
+                })
+            })
+            .collect();
+        Background {
+            handles,
+            shared: Arc::clone(shared),
+            start,
+        }
     }
 
     /// Every host heartbeats, then the dev clock moves 2 minutes: no host is silent for
@@ -502,6 +597,58 @@ impl Pollers {
         ms.sort_by(f64::total_cmp);
         Ok(ms)
     }
+}
+
+/// What the background heartbeats read: the version each host runs, changed under the
+/// gate (see [`Load::gate`]), and when to stop.
+struct Shared {
+    running: RwLock<Running>,
+    gate: Arc<tokio::sync::RwLock<()>>,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    /// Makes `running` what the background heartbeats report once every one built on
+    /// the old state has been answered, so that a host's later heartbeats (background or
+    /// the rollout's own rounds, sent after this returns) never reach ternd before one
+    /// that reports a version the host has left.
+    fn publish(&self, running: &Running) {
+        let _writing = self.gate.blocking_write();
+        *self.running.write().unwrap_or_else(PoisonError::into_inner) = running.clone();
+    }
+}
+
+/// The background heartbeats (see [`Fleet::background`]).
+struct Background {
+    handles: Vec<std::thread::JoinHandle<anyhow::Result<load::Outcome>>>,
+    shared: Arc<Shared>,
+    start: Instant,
+}
+
+impl Background {
+    /// Stops the heartbeats and collects what they measured; `elapsed` is the time
+    /// from their start until the stop (the rate they were offered over).
+    fn finish(self) -> anyhow::Result<load::Outcome> {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        let elapsed = self.start.elapsed();
+        let mut all = load::Outcome::default();
+        for h in self.handles {
+            let o = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("a background heartbeat thread panicked"))?
+                .context("the background heartbeats")?;
+            all.ok += o.ok;
+            all.bad_status += o.bad_status;
+            all.latencies_us.extend(o.latencies_us);
+        }
+        all.latencies_us.sort_unstable();
+        all.elapsed = elapsed;
+        Ok(all)
+    }
+}
+
+fn mb(bytes: &[u64]) -> Vec<u64> {
+    bytes.iter().map(|b| b / 1_000_000).collect()
 }
 
 /// Whether a find answer tells the host to update to 1.1.0.
@@ -759,14 +906,23 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
         ol_grants_per_s
     );
 
-    // The rollout.
+    // The rollout, every host heartbeating once per `period` in the background
+    // throughout, on the version it runs at that moment.
+    let shared = Arc::new(Shared {
+        running: RwLock::new(running.clone()),
+        gate: Arc::default(),
+        stop: AtomicBool::new(false),
+    });
+    let bg = f.background(period, &shared);
     let mut reconciles = Vec::new();
     let mut groups = serde_json::Map::new();
     for (k, group) in GROUPS.into_iter().enumerate() {
         let e_before = counters(&etcd)?;
         let hosts = (0..n).filter(|i| fleet::group_of(*i) == group).count() as u64;
         let polling = pollers(n, group);
+        let (rss_before, conns_before) = f.memory()?;
         let lp = f.long_polls(group, &polling)?;
+        let (rss_held, conns_held) = f.memory()?;
         let via = (leader + 1 + k) % REPLICAS;
         let body = json!({"groups": [group]}).to_string();
         let t0 = Instant::now();
@@ -804,6 +960,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
             // The canaries update and report healthy on the target; the non-leaders'
             // reports carry them to the leader, which moves the group on.
             running.canaries.extend(picked.iter().copied());
+            shared.publish(&running);
             let set: Arc<HashSet<u64>> = Arc::new(picked.iter().copied().collect());
             f.heartbeats(None, move |i| set.contains(&i), &running)?;
             let mut active = false;
@@ -836,7 +993,11 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
                 json!(active_at.as_secs_f64() * 1000.0 - told),
             );
         }
-        // Every host of the group asks find once, at its replica.
+        // RSS only, from /proc: a /metrics scrape walks the inventory and would delay
+        // the find round, whose answers are timed from start-update.
+        let rss_active = f.rss()?;
+        // Every host of the group asks find once, at its replica; each answer is read
+        // in full and must say update to 1.1.0, and when each did is counted.
         let g = group;
         let find = f.each_host(
             None,
@@ -847,37 +1008,33 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
                     fleet::updater_id(i)
                 )))
             },
+            Some(told),
         )?;
         let find_wall = find.elapsed;
-        // A sample of the answers, read in full: told to update to 1.1.0.
-        for i in (0..n)
-            .filter(|i| fleet::group_of(*i) == group)
-            .step_by(997)
-            .take(20)
-        {
-            let r = (i % REPLICAS as u64) as usize;
-            let (_, body) = load::request(
-                f.replicas[r].server.addr,
-                "GET",
-                &format!(
-                    "/v1/webapi/find?group={group}&updater_id={}",
-                    fleet::updater_id(i)
-                ),
-                None,
-                b"",
-            )?;
-            if !told(&body) {
-                bail!(
-                    "host {i} of {group} not told to update: {}",
-                    String::from_utf8_lossy(&body)
-                );
-            }
-        }
-        let told_99 = active_at + find_wall.mul_f64(0.99);
+        ensure!(
+            find.ok == hosts,
+            "{} of {hosts} find answers of {group} were 2xx",
+            find.ok
+        );
+        ensure!(
+            find.passed == hosts,
+            "{} of {hosts} find answers of {group} did not say update to 1.1.0",
+            hosts - find.passed
+        );
+        let mut arrived = find.passed_at.clone();
+        arrived.sort_unstable();
+        // The 0.99 N-th answer to arrive (N the group's hosts), from start-update.
+        let k = ((hosts as f64 * 0.99).ceil() as usize).clamp(1, arrived.len()) - 1;
+        let told_99 = arrived[k].saturating_duration_since(t0);
+        let told_all = arrived[arrived.len() - 1].saturating_duration_since(t0);
+        // The estimate the bench made before it counted, kept to compare.
+        let told_99_estimate = active_at + find_wall.mul_f64(0.99);
         let lp_ms = lp.told_ms(t0)?;
         let lp_q = |q: f64| quantile(lp_ms.clone(), q);
+        let (rss_found, conns_found) = f.memory()?;
         // The group's hosts update and report; reconcile until it is done.
         running.groups.push(group);
+        shared.publish(&running);
         let hb_wall = f
             .heartbeats(None, move |i| fleet::group_of(i) == g, &running)?
             .elapsed;
@@ -895,8 +1052,9 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
             bail!("{group} never reached done");
         }
         let e_after = counters(&etcd)?;
+        let (rss_done, conns_done) = f.memory()?;
         eprintln!(
-            "scale: {group} ({hosts} hosts): active on every replica after {:.0} ms{}, 99 % told after {:.0} ms; {} long polls told: p50 {:.0} ms, p99 {:.0} ms; heartbeats on 1.1.0 {:.1} s",
+            "scale: {group} ({hosts} hosts): active on every replica after {:.0} ms{}, 99 % told after {:.0} ms counted ({:.0} ms by the old estimate, all {:.0} ms); {} long polls told: p50 {:.0} ms, p99 {:.0} ms; heartbeats on 1.1.0 {:.1} s; RSS MB (open connections) before long polls {:?} ({:?}), held {:?} ({:?}), active {:?}, after find {:?} ({:?}), done {:?} ({:?})",
             active_at.as_secs_f64() * 1000.0,
             if canary.is_null() {
                 String::new()
@@ -908,10 +1066,21 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
                 )
             },
             told_99.as_secs_f64() * 1000.0,
+            told_99_estimate.as_secs_f64() * 1000.0,
+            told_all.as_secs_f64() * 1000.0,
             lp_ms.len(),
             lp_q(0.5),
             lp_q(0.99),
-            hb_wall.as_secs_f64()
+            hb_wall.as_secs_f64(),
+            mb(&rss_before),
+            conns_before,
+            mb(&rss_held),
+            conns_held,
+            mb(&rss_active),
+            mb(&rss_found),
+            conns_found,
+            mb(&rss_done),
+            conns_done,
         );
         groups.insert(
             group.to_string(),
@@ -921,7 +1090,23 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
                 "replicas_show_active_ms": active_at.as_secs_f64() * 1000.0,
                 "find_round_ms": find_wall.as_secs_f64() * 1000.0,
                 "find_answers": find.ok,
+                "find_told": find.passed,
                 "told_99pct_ms": told_99.as_secs_f64() * 1000.0,
+                "told_all_ms": told_all.as_secs_f64() * 1000.0,
+                "told_99pct_estimate_ms": told_99_estimate.as_secs_f64() * 1000.0,
+                "rss": {
+                    "before_long_polls": rss_before,
+                    "long_polls_held": rss_held,
+                    "active": rss_active,
+                    "after_find_round": rss_found,
+                    "done": rss_done,
+                },
+                "open_connections": {
+                    "before_long_polls": conns_before,
+                    "long_polls_held": conns_held,
+                    "after_find_round": conns_found,
+                    "done": conns_done,
+                },
                 "long_poll": {
                     "hosts": lp_ms.len(),
                     "told_p50_ms": lp_q(0.5),
@@ -932,8 +1117,43 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
             }),
         );
     }
+    let bg = bg.finish()?;
     let e_end = counters(&etcd)?;
     let cpu_end = f.cpu()?;
+    let rollout_secs = bg.elapsed.as_secs_f64();
+    let rollout_cores: Vec<f64> = (0..REPLICAS)
+        .map(|r| cpu_end[r].saturating_sub(cpu_ol[r]).as_secs_f64() / rollout_secs)
+        .collect();
+    ensure!(
+        bg.bad_status == 0,
+        "{} of {} background heartbeats during the rollout were not 2xx",
+        bg.bad_status,
+        bg.bad_status + bg.ok
+    );
+    let background = json!({
+        "period_secs": period.as_secs(),
+        "connections_per_replica": BACKGROUND_CONNS,
+        "secs": rollout_secs,
+        "sent": bg.ok,
+        "bad_status": bg.bad_status,
+        "offered_hb_per_s": rate.round(),
+        "achieved_hb_per_s": (bg.ok as f64 / rollout_secs).round(),
+        "latency_p50_ms": bg.quantile_ms(0.5),
+        "latency_p99_ms": bg.quantile_ms(0.99),
+        "latency_max_ms": bg.quantile_ms(1.0),
+        "ternd_cores": rollout_cores,
+    });
+    eprintln!(
+        "scale: background heartbeats through the rollout ({rollout_secs:.1} s): offered {rate:.0} hb/s, achieved {:.0}, p50 {:.2} ms, p99 {:.1} ms, max {:.0} ms, {} not 2xx; ternd cores {:.2} / {:.2} / {:.2}",
+        bg.ok as f64 / rollout_secs,
+        bg.quantile_ms(0.5),
+        bg.quantile_ms(0.99),
+        bg.quantile_ms(1.0),
+        bg.bad_status,
+        rollout_cores[0],
+        rollout_cores[1],
+        rollout_cores[2],
+    );
     let rss_end = f.rss()?;
     let run_secs = t_run.elapsed().as_secs_f64();
     let bench_cpu = procs::cpu_time(me)?
@@ -966,6 +1186,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
                 "cpu_steady_ms_per_1k": steady_ms_per_1k[r],
                 "open_loop_cores": ol_cores[r],
                 "cpu_rollout_secs": secs(cpu_ol[r], cpu_end[r]),
+                "rollout_cores": rollout_cores[r],
                 "cpu_total_secs": secs(cpu0[r], cpu_end[r]),
             })
         })
@@ -990,6 +1211,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
         "register_hb_per_s": (n as f64 / wall.as_secs_f64()).round(),
         "steady_hb_per_s": (n as f64 / wall_steady.as_secs_f64()).round(),
         "open_loop": open_loop,
+        "background_heartbeats": background,
         "history_drain_secs": drain_secs,
         "history_extra_rounds": extra_rounds,
         "etcd_register": delta(&e0, &e1, n),

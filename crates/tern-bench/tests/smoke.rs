@@ -154,7 +154,25 @@ fn scale_quick(ternd: &std::path::Path) {
     assert_eq!(s["etcd_keys_end"]["history"], 3000, "{s}");
     for g in ["dev", "staging", "prod"] {
         let group = &s["groups"][g];
-        assert!(group["told_99pct_ms"].is_number(), "{s}");
+        // Every host of the group asked find once and every answer said update; the
+        // 99 % figure is the 0.99 N-th of those answers to arrive, so it comes no later
+        // than the last.
+        assert_eq!(group["find_told"], group["hosts"], "{s}");
+        let told = group["told_99pct_ms"].as_f64().unwrap();
+        assert!(
+            told > 0.0 && told <= group["told_all_ms"].as_f64().unwrap(),
+            "{s}"
+        );
+        assert!(group["told_99pct_estimate_ms"].is_number(), "{s}");
+        for point in [
+            "before_long_polls",
+            "long_polls_held",
+            "active",
+            "after_find_round",
+            "done",
+        ] {
+            assert_eq!(group["rss"][point].as_array().unwrap().len(), 3, "{s}");
+        }
         // One in ten of the group's hosts long-polled, and every one was told.
         let polled = group["long_poll"]["hosts"].as_u64().unwrap();
         assert_eq!(polled, group["hosts"].as_u64().unwrap() / 10, "{s}");
@@ -168,6 +186,14 @@ fn scale_quick(ternd: &std::path::Path) {
         assert!(c["canary_phase_ms"].as_f64().unwrap() > 0.0, "{s}");
     }
     assert_eq!(s["open_loop"]["offered_hb_per_s"], 1000.0, "{s}");
+    // Hosts heartbeated in the background through the rollout, every one answered 2xx.
+    // The rate achieved is a measurement, not checked here: a smoke test asserts no
+    // timing on a shared machine.
+    let bg = &s["background_heartbeats"];
+    assert_eq!(bg["bad_status"], 0, "{s}");
+    assert_eq!(bg["offered_hb_per_s"], 1000.0, "{s}");
+    assert!(bg["sent"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(bg["ternd_cores"].as_array().unwrap().len(), 3, "{s}");
     assert_eq!(s["per_replica"].as_array().unwrap().len(), 3, "{s}");
 }
 
