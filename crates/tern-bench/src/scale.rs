@@ -431,18 +431,30 @@ impl Fleet {
 
     /// Every non-leader writes its report, then the leader reconciles (timed); returns
     /// the leader's reconcile time.
+    ///
+    /// The leader lease can move between finding the leader and its reconcile (a 5 s
+    /// TTL, and etcd slow to answer on a saturated machine): then the new leader is
+    /// asked, a few times at most.
     fn reconcile(&self) -> anyhow::Result<Duration> {
-        let leader = self.leader()?;
-        for r in (0..REPLICAS).filter(|r| *r != leader) {
-            self.call(r, "POST", "/v1/dev/reconcile", b"")?;
+        let mut last = Value::Null;
+        for _ in 0..5 {
+            let leader = self.leader()?;
+            for r in (0..REPLICAS).filter(|r| *r != leader) {
+                self.call(r, "POST", "/v1/dev/reconcile", b"")?;
+            }
+            let t = Instant::now();
+            let v = self.call(leader, "POST", "/v1/dev/reconcile", b"")?;
+            let took = t.elapsed();
+            if v["leader"] == true {
+                return Ok(took);
+            }
+            eprintln!(
+                "scale: replica {leader} was no longer the leader at its reconcile ({}); asking the new one",
+                v["leader_replica"]
+            );
+            last = v;
         }
-        let t = Instant::now();
-        let v = self.call(leader, "POST", "/v1/dev/reconcile", b"")?;
-        let took = t.elapsed();
-        if v["leader"] != true {
-            bail!("replica {leader} reconciled as a non-leader: {v}");
-        }
-        Ok(took)
+        bail!("no replica reconciled as the leader in 5 tries: {last}")
     }
 
     fn group_state(&self, group: &str) -> anyhow::Result<String> {
