@@ -49,6 +49,16 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Adds another part's counts and latencies (a connection's, a thread's); the
+    /// caller sorts the latencies and sets `elapsed` once every part is in.
+    pub fn absorb(&mut self, part: Outcome) {
+        self.ok += part.ok;
+        self.bad_status += part.bad_status;
+        self.latencies_us.extend(part.latencies_us);
+        self.passed += part.passed;
+        self.passed_at.extend(part.passed_at);
+    }
+
     pub fn rps(&self) -> f64 {
         self.ok as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
@@ -93,12 +103,7 @@ async fn run_async(load: &Load) -> anyhow::Result<Outcome> {
     }
     let mut out = Outcome::default();
     for t in tasks {
-        let c = t.await.context("a load connection panicked")??;
-        out.ok += c.ok;
-        out.bad_status += c.bad_status;
-        out.latencies_us.extend(c.latencies_us);
-        out.passed += c.passed;
-        out.passed_at.extend(c.passed_at);
+        out.absorb(t.await.context("a load connection panicked")??);
     }
     out.elapsed = start.elapsed();
     out.latencies_us.sort_unstable();

@@ -274,10 +274,7 @@ impl Fleet {
             if o.bad_status > 0 {
                 bail!("{} requests refused", o.bad_status);
             }
-            all.ok += o.ok;
-            all.latencies_us.extend(o.latencies_us);
-            all.passed += o.passed;
-            all.passed_at.extend(o.passed_at);
+            all.absorb(o);
         }
         all.latencies_us.sort_unstable();
         all.elapsed = start.elapsed();
@@ -650,9 +647,7 @@ impl Background {
                 .join()
                 .map_err(|_| anyhow::anyhow!("a background heartbeat thread panicked"))?
                 .context("the background heartbeats")?;
-            all.ok += o.ok;
-            all.bad_status += o.bad_status;
-            all.latencies_us.extend(o.latencies_us);
+            all.absorb(o);
         }
         all.latencies_us.sort_unstable();
         all.elapsed = elapsed;
