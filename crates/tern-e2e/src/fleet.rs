@@ -491,9 +491,38 @@ impl Fleet {
         Ok(v["now"].as_str().unwrap_or_default().to_string())
     }
 
-    /// `ternctl dev reconcile`: ternd writes its report and reconciles now.
+    /// `ternctl dev reconcile`: ternd writes its report and reconciles now, as the
+    /// leader. A replica that answers it does not lead (its keeper missed a renewal on
+    /// a loaded machine, and the store holds the lapsed lease until its TTL ends) is
+    /// asked again until it leads, up to twice the default lease TTL: a step whose
+    /// reconcile was skipped would move the fleet's timeline by a step, silently. The
+    /// leader named by the answer is asked instead when it is one of this fleet's
+    /// replicas.
     pub fn reconcile(&self) -> anyhow::Result<Value> {
-        self.ctl.json(&["dev", "reconcile"])
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let v = self.ctl.json(&["dev", "reconcile"])?;
+            if v["leader"] == true {
+                return Ok(v);
+            }
+            let holder = v["leader_replica"].as_str().unwrap_or_default();
+            if let Some(r) = self
+                .replicas
+                .iter()
+                .find(|r| r.ternd.replica_id().as_deref() == Some(holder))
+            {
+                let v = r.ctl.json(&["dev", "reconcile"])?;
+                if v["leader"] == true {
+                    return Ok(v);
+                }
+            }
+            let why = v["message"].as_str().unwrap_or("not the leader");
+            if std::time::Instant::now() >= deadline {
+                anyhow::bail!("dev reconcile: no replica of the fleet led for 30 s: {why}");
+            }
+            eprintln!("dev reconcile: {why}; asking again");
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
     }
 
     /// `ternctl agents status -o json`.

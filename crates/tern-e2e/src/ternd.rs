@@ -122,6 +122,23 @@ impl Ternd {
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
+    /// The lines of ternd's log at level WARN or above: what a failing test shows of
+    /// ternd (lease renewals missed, store errors) without the whole log.
+    pub fn log_warnings(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The replica id ternd keeps in its data dir (`replica.id`), once it has started.
+    pub fn replica_id(&self) -> Option<String> {
+        std::fs::read_to_string(self.data_dir.join("replica.id"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }

@@ -25,9 +25,40 @@ const STEP_MINUTES: i64 = 10;
 /// (group, started at, first seen done at) for each group.
 type Timeline = Vec<(String, Timestamp, Timestamp)>;
 
-/// The real fleet's timeline, and what each step saw of every group (for a failure's
-/// message: a group that starts a step late says why in its reason).
-fn real_fleet(config: &str) -> (Timeline, Vec<String>) {
+/// What the real fleet showed, for a failure's message: what each step saw of every
+/// group (a group that starts a step late says why in its reason), and ternd's
+/// warnings.
+struct Seen {
+    steps: Vec<(Timestamp, String)>,
+    warnings: Vec<String>,
+}
+
+impl Seen {
+    /// The steps from half an hour before `from` to a step after `to`, then ternd's
+    /// warnings: enough to say why a start moved, short enough for a CI log.
+    fn around(&self, from: Timestamp, to: Timestamp) -> String {
+        let early = from - SignedDuration::from_mins(30);
+        let late = to + SignedDuration::from_mins(STEP_MINUTES);
+        let steps: Vec<&str> = self
+            .steps
+            .iter()
+            .filter(|(at, _)| (early..=late).contains(at))
+            .map(|(_, s)| s.as_str())
+            .collect();
+        let warnings = if self.warnings.is_empty() {
+            "(none)".to_string()
+        } else {
+            self.warnings.join("\n")
+        };
+        format!(
+            "the real fleet's steps:\n{}\nternd's warnings:\n{warnings}",
+            steps.join("\n")
+        )
+    }
+}
+
+/// The real fleet's timeline, and what it showed on the way.
+fn real_fleet(config: &str) -> (Timeline, Seen) {
     let mut f = Fleet::start(FleetOptions::default()).unwrap();
     f.apply(config).unwrap();
     f.set_version("1.0.0", "1.0.0", "regular").unwrap();
@@ -60,7 +91,7 @@ fn real_fleet(config: &str) -> (Timeline, Vec<String>) {
                 )
             })
             .collect();
-        seen.push(format!("{now}: {}", groups.join("; ")));
+        seen.push((now, format!("{now}: {}", groups.join("; "))));
         for g in &step.status.groups {
             if g.state.as_str() == "done" && !done.iter().any(|(n, _)| n == &g.name) {
                 done.push((g.name.clone(), now));
@@ -76,7 +107,14 @@ fn real_fleet(config: &str) -> (Timeline, Vec<String>) {
             (name, started, done_at)
         })
         .collect();
-    (timeline, seen)
+    let warnings = f.ternd.log_warnings();
+    (
+        timeline,
+        Seen {
+            steps: seen,
+            warnings,
+        },
+    )
 }
 
 fn simulated(config: &str, replicas: u16) -> Timeline {
@@ -108,7 +146,6 @@ fn simulated(config: &str, replicas: u16) -> Timeline {
 fn the_simulator_reproduces_the_real_fleets_happy_path() {
     let config = halt_on_error(&GROUPS);
     let (real, seen) = real_fleet(&config);
-    let seen = seen.join("\n");
     assert_eq!(
         real.len(),
         3,
@@ -131,13 +168,15 @@ fn the_simulator_reproduces_the_real_fleets_happy_path() {
             let gap = real_start.duration_since(*sim_start);
             assert!(
                 gap >= SignedDuration::ZERO && gap < SignedDuration::from_mins(STEP_MINUTES),
-                "{name}, {replicas} replicas: started at {real_start} on the real fleet, {sim_start} simulated; the real fleet's steps:\n{seen}"
+                "{name}, {replicas} replicas: started at {real_start} on the real fleet, {sim_start} simulated; {}",
+                seen.around(*real_start.min(sim_start), *real_start.max(sim_start))
             );
             // Done within the same window: at most two steps apart.
             let gap = real_done.duration_since(*sim_done).abs();
             assert!(
                 gap <= SignedDuration::from_mins(2 * STEP_MINUTES),
-                "{name}, {replicas} replicas: done at {real_done} on the real fleet, {sim_done} simulated; the real fleet's steps:\n{seen}"
+                "{name}, {replicas} replicas: done at {real_done} on the real fleet, {sim_done} simulated; {}",
+                seen.around(*real_done.min(sim_done), *real_done.max(sim_done))
             );
         }
     }
