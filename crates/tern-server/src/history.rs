@@ -72,13 +72,15 @@ fn unrecorded(state: &AppState, hosts: &[(String, Vec<(Timestamp, HostState)>)])
 }
 
 /// The background writer: every [`FLUSH_EVERY`], writes what is queued. Once a burst
-/// of writes is over, it gives the heap the burst freed back to the system.
+/// is over (of writes, or of connections closing), it gives the heap the burst freed
+/// back to the system: this loop is the heap's clock, as it knows each flush's size.
 pub(crate) async fn run(state: Arc<AppState>) {
     let mut trim = crate::heap::AfterBursts::default();
     loop {
         tokio::time::sleep(FLUSH_EVERY).await;
         let hosts = flush_all(&state).await;
-        if trim.due(hosts, tokio::time::Instant::now().into_std()) {
+        let connections = state.metrics.connections.get().map_or(0, |c| c.open());
+        if trim.due(hosts, connections, tokio::time::Instant::now().into_std()) {
             // Off the async workers: a trim walks every arena under its lock.
             match tokio::task::spawn_blocking(crate::heap::trim).await {
                 Ok(()) => Metrics::inc(&state.metrics.heap_trims),

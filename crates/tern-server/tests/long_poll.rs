@@ -1,7 +1,8 @@
 //! Long-poll find on a real ternd (real HTTP over loopback, a real SQLite store): a
 //! held find is answered when the host's answer changes and not before, a hold with
 //! no change ends with the same answer, the held-request cap answers at once and is
-//! counted, a bad `wait` is refused naming it, and shutdown answers what it holds.
+//! counted, a bad `wait` is refused naming it, shutdown answers what it holds, and a
+//! crowd of answered long polls closing gives the heap back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -295,4 +296,80 @@ fn holds_are_shortened_to_end_within_the_request_timeout() {
     assert_eq!(same.status, 200, "{same:?}");
     assert_eq!(same.how.as_deref(), Some("expired"));
     assert_eq!(same.etag, first.etag);
+}
+
+/// One host's connection holding a long-poll find, as tern-update's watcher keeps it:
+/// a plain find for the ETag, then the held one on the same connection.
+fn hold(addr: &str, host: usize) -> std::net::TcpStream {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let path = format!("/v1/webapi/find?group=dev&updater_id=h{host}");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: ternd\r\n\r\n").unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let (mut etag, mut len) = (String::new(), 0);
+    let mut status = String::new();
+    r.read_line(&mut status).unwrap();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':').unwrap();
+        match name.to_ascii_lowercase().as_str() {
+            "etag" => etag = value.trim().to_string(),
+            "content-length" => len = value.trim().parse().unwrap(),
+            _ => {}
+        }
+    }
+    r.read_exact(&mut vec![0; len]).unwrap();
+    write!(
+        s,
+        "GET {path}&wait=50&seen={} HTTP/1.1\r\nHost: ternd\r\n\r\n",
+        enc(&etag)
+    )
+    .unwrap();
+    s
+}
+
+/// A group's start answers every long-polling host at once and the hosts close those
+/// connections to update: their buffers are freed together, and ternd gives the heap
+/// back to the system once they are closed, as after a burst of history writes.
+#[test]
+fn a_crowd_of_answered_long_polls_closing_trims_the_heap() {
+    const HOSTS: usize = 1_100;
+    let dir = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        dir.path(),
+        &[
+            "--dev-clock",
+            common::T0,
+            "--find-rate",
+            "0",
+            "--max-connections-per-ip",
+            "2000",
+        ],
+    );
+    unstarted_dev(&t);
+    let addr = t.url.strip_prefix("http://").unwrap().to_string();
+    let held: Vec<_> = (0..HOSTS).map(|i| hold(&addr, i)).collect();
+    eventually("every find to be held", || {
+        metric(&t, "tern_find_long_poll_held") == HOSTS as u64
+    });
+    // Gathering a crowd frees nothing.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(metric(&t, "tern_heap_trims_total"), 0);
+
+    t.set_clock("2026-11-23T10:05:00Z");
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "active");
+    eventually("every held find to be answered", || {
+        metric(&t, "tern_find_long_poll_held") == 0
+    });
+    drop(held);
+    eventually("the heap to be trimmed once the crowd closed", || {
+        metric(&t, "tern_heap_trims_total") == 1
+    });
 }
