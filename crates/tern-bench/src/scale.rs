@@ -37,8 +37,9 @@
 //!
 //! Figures: each replica's CPU and RSS (RSS per group before its long polls, with them
 //! held, when the group is active, after its find round and when it is done, and open
-//! connections at each of those points but active, and at the end once every replica
-//! has trimmed its heap after the rollout's bursts, or 75 s), the
+//! connections at each of those points but active, and at the end once the rollout's
+//! history writes have drained and every replica has trimmed its heap after them, or
+//! 75 s), the
 //! background heartbeats' offered and achieved rate and latency from when each was due,
 //! etcd's own counters (puts, deletes, transactions, lease grants and revokes, bytes
 //! received from clients, DB size) per phase, the lease grants per second in the
@@ -223,20 +224,45 @@ impl Fleet {
         self.pids().into_iter().map(procs::rss).collect()
     }
 
-    /// Waits until every replica has trimmed its heap once more, or 75 s; each
-    /// replica's RSS then, and whether it trimmed.
+    /// Waits until the rollout's own burst of history writes is over (every host that
+    /// updated has a record to write): no replica has a host queued and none wrote a
+    /// record for longer than the writer's 2 s period (queued hosts are taken out while
+    /// their batch is written); at most 20 minutes. Then until every replica has trimmed
+    /// its heap since the rollout's end (the trim may come while the writes drain), or
+    /// 75 s more. Each replica's RSS then, and whether it trimmed.
     fn settle(&self) -> anyhow::Result<(Vec<u64>, Vec<bool>)> {
         let trims = |r| self.metric(r, "tern_heap_trims_total");
         let before = (0..REPLICAS)
             .map(trims)
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let deadline = Instant::now() + Duration::from_secs(1200);
+        let mut last_writes = -1.0;
+        loop {
+            let (mut pending, mut writes) = (0.0, 0.0);
+            for r in 0..REPLICAS {
+                pending += self.metric(r, "tern_host_history_pending_hosts")?;
+                writes += self.metric(r, "tern_host_history_writes_total")?;
+            }
+            if pending == 0.0 && writes == last_writes {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "the rollout's history writes never drained ({pending} hosts queued)"
+            );
+            last_writes = writes;
+            std::thread::sleep(Duration::from_millis(2500));
+        }
         let deadline = Instant::now() + Duration::from_secs(75);
         let mut trimmed = vec![false; REPLICAS];
-        while Instant::now() < deadline && trimmed.contains(&false) {
-            std::thread::sleep(Duration::from_millis(500));
+        loop {
             for r in 0..REPLICAS {
                 trimmed[r] = trimmed[r] || trims(r)? > before[r];
             }
+            if Instant::now() >= deadline || !trimmed.contains(&false) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
         }
         Ok((self.rss()?, trimmed))
     }
@@ -1199,8 +1225,9 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
     let rss_end = f.rss()?;
     let run_secs = t_run.elapsed().as_secs_f64();
     // ternd gives a burst's freed heap back once the burst is over, at most once a
-    // minute: the rollout's steady state is read once every replica has trimmed since
-    // the end, or after 75 s (then nothing was left to trim). Not in a smoke run.
+    // minute: the rollout's steady state is read once its history writes have drained
+    // and every replica has trimmed since, or 75 s after (then nothing was left to
+    // trim). Not in a smoke run.
     let (rss_settled, trimmed) = if opts.quick {
         (Vec::new(), Vec::new())
     } else {
