@@ -781,12 +781,15 @@ struct EtcdCounters {
     put_bytes: f64,
     client_bytes: f64,
     db_bytes: f64,
+    /// CPU seconds of every member, summed: what etcd takes of the machine's cores.
+    cpu_secs: f64,
 }
 
 fn counters(etcd: &Cluster) -> anyhow::Result<EtcdCounters> {
-    let mut client_bytes = 0.0;
+    let (mut client_bytes, mut cpu_secs) = (0.0, 0.0);
     for m in 0..etcd.clients.len() {
         client_bytes += etcd.metric(m, "etcd_network_client_grpc_received_bytes_total")?;
+        cpu_secs += etcd.metric(m, "process_cpu_seconds_total")?;
     }
     Ok(EtcdCounters {
         puts: etcd.metric(0, "etcd_mvcc_put_total")?,
@@ -800,6 +803,7 @@ fn counters(etcd: &Cluster) -> anyhow::Result<EtcdCounters> {
         put_bytes: etcd.metric(0, "etcd_debugging_mvcc_total_put_size_in_bytes")?,
         client_bytes,
         db_bytes: etcd.metric(0, "etcd_mvcc_db_total_size_in_bytes")?,
+        cpu_secs,
     })
 }
 
@@ -817,6 +821,7 @@ fn delta(a: &EtcdCounters, b: &EtcdCounters, hosts: u64) -> Value {
         "puts_per_host": per(b.puts - a.puts),
         "client_bytes_per_host": per(b.client_bytes - a.client_bytes).round(),
         "db_bytes_after": b.db_bytes,
+        "cpu_secs": b.cpu_secs - a.cpu_secs,
     })
 }
 
@@ -980,6 +985,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
         gate: Arc::default(),
         stop: AtomicBool::new(false),
     });
+    let bench_cpu_rollout0 = procs::cpu_time(me)?;
     let bg = f.background(period, &shared);
     let mut reconciles = Vec::new();
     let mut groups = serde_json::Map::new();
@@ -1186,6 +1192,9 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
     }
     let bg = bg.finish()?;
     let e_end = counters(&etcd)?;
+    let bench_cpu_rollout = procs::cpu_time(me)?
+        .saturating_sub(bench_cpu_rollout0)
+        .as_secs_f64();
     let cpu_end = f.cpu()?;
     let rollout_secs = bg.elapsed.as_secs_f64();
     let rollout_cores: Vec<f64> = (0..REPLICAS)
@@ -1210,9 +1219,13 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
         "latency_p99_ms": bg.quantile_ms(0.99),
         "latency_max_ms": bg.quantile_ms(1.0),
         "ternd_cores": rollout_cores,
+        // Where the machine's other cores went meanwhile: three etcd members, and the
+        // bench (background heartbeats, the rollout's rounds, long polls).
+        "etcd_cores": (e_end.cpu_secs - e4.cpu_secs) / rollout_secs,
+        "generator_cores": bench_cpu_rollout / rollout_secs,
     });
     eprintln!(
-        "scale: background heartbeats through the rollout ({rollout_secs:.1} s): offered {rate:.0} hb/s, achieved {:.0}, p50 {:.2} ms, p99 {:.1} ms, max {:.0} ms, {} not 2xx; ternd cores {:.2} / {:.2} / {:.2}",
+        "scale: background heartbeats through the rollout ({rollout_secs:.1} s): offered {rate:.0} hb/s, achieved {:.0}, p50 {:.2} ms, p99 {:.1} ms, max {:.0} ms, {} not 2xx; ternd cores {:.2} / {:.2} / {:.2}, etcd {:.2}, the bench {:.2}",
         bg.ok as f64 / rollout_secs,
         bg.quantile_ms(0.5),
         bg.quantile_ms(0.99),
@@ -1221,6 +1234,8 @@ pub fn run(opts: &Opts) -> anyhow::Result<Value> {
         rollout_cores[0],
         rollout_cores[1],
         rollout_cores[2],
+        (e_end.cpu_secs - e4.cpu_secs) / rollout_secs,
+        bench_cpu_rollout / rollout_secs,
     );
     let rss_end = f.rss()?;
     let run_secs = t_run.elapsed().as_secs_f64();
