@@ -42,7 +42,8 @@
 //! 75 s), the
 //! background heartbeats' offered and achieved rate and latency from when each was due,
 //! etcd's own counters (puts, deletes, transactions, lease grants and revokes, bytes
-//! received from clients, DB size) per phase, the lease grants per second in the
+//! received from clients, DB size, its members' CPU) per phase, the cores of the
+//! replicas, etcd and the bench through the rollout, the lease grants per second in the
 //! open-loop period and over the run, the keys by kind at the end, the leader's reconcile
 //! times, the bench's own CPU. Per-host costs are reported so that a million hosts can be
 //! extrapolated on paper.
