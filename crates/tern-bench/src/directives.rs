@@ -95,8 +95,7 @@ pub fn run(opts: &Opts) -> anyhow::Result<serde_json::Value> {
             notices: false,
             // The pass as ternd runs it; no rollout here, so nothing is released.
             release_to: record.then_some(ReleaseTo {
-                rollout: None,
-                frozen: false,
+                fleet: tern_core::gate::Fleet::new(None, now),
             }),
         }
     };

@@ -20,7 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use serde_json::json;
 use tern_core::canary;
-use tern_core::find;
+use tern_core::gate;
 use tern_core::inventory::{InventoryAgent, replica_report};
 use tern_core::reconcile::{Outcome, Resources, needs, reconcile_reports};
 use tern_core::resource::{
@@ -276,7 +276,8 @@ fn drive(config: &AutoUpdateConfig, hosts: usize, zones: usize) -> anyhow::Resul
                 }
                 Some(_) => {}
                 None if a.heartbeat.version != target
-                    && find::decide(Some(&rollout), "prod", &a.heartbeat.updater_id).update() =>
+                    && gate::rollout_answer(Some(&rollout), "prod", &a.heartbeat.updater_id)
+                        .update() =>
                 {
                     installing[i] = Some(step);
                 }

@@ -270,13 +270,25 @@ impl Client {
     /// of a 200 answer, or why there is none. At most 1 KiB is read: a version or
     /// `yes` is a few bytes.
     pub fn channel_value(&self, channel: &str, what: &str) -> std::result::Result<String, String> {
+        self.channel_value_as(channel, what, None)
+    }
+
+    /// [`channel_value`](Self::channel_value), naming the asking updater
+    /// (`?updater_id=`) so that ternd's pin of it holds its channel too; only for a
+    /// channel ternd serves (a third party's channel server learns no id).
+    pub fn channel_value_as(
+        &self,
+        channel: &str,
+        what: &str,
+        updater_id: Option<&str>,
+    ) -> std::result::Result<String, String> {
         let url = format!("{}/{what}", channel.trim_end_matches('/'));
         self.check_url(&url).map_err(|e| e.to_string())?;
-        let mut resp = self
-            .agent
-            .get(&url)
-            .call()
-            .map_err(|e| format!("{url}: {e}"))?;
+        let mut req = self.agent.get(&url);
+        if let Some(id) = updater_id.filter(|id| !id.is_empty()) {
+            req = req.query("updater_id", id);
+        }
+        let mut resp = req.call().map_err(|e| format!("{url}: {e}"))?;
         if resp.status() != StatusCode::OK {
             return Err(format!("{url} answered {}", resp.status()));
         }

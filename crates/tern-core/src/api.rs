@@ -10,6 +10,7 @@ use std::str::FromStr;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+pub use crate::controls::{Channel, Freeze};
 use crate::resource::{
     Alert, AutoUpdateAgentRollout, AutoUpdateVersion, Canary, GroupState, Mode, Omitted,
 };
@@ -91,19 +92,6 @@ pub fn parse_until(text: &str, now: Timestamp) -> Result<Timestamp, String> {
     Ok(until)
 }
 
-/// The global kill switch (`ternctl agents freeze`): while it holds, find tells every
-/// host not to update, channels give no version, no directive install is triggered or
-/// handed out, and the rollout is held as if suspended. Lifted only by `unfreeze`: no
-/// resource write undoes it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Freeze {
-    pub reason: String,
-    /// When the freeze began (a later freeze with another reason keeps it).
-    pub since: Timestamp,
-    /// The token id that froze.
-    pub by: String,
-}
-
 /// The body of `PUT /v1/freeze`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -117,29 +105,6 @@ pub struct FreezeBody {
 pub struct FreezeResponse {
     pub freeze: Option<Freeze>,
     pub changed: bool,
-}
-
-impl Freeze {
-    /// The longest reason kept.
-    pub(crate) const MAX_REASON: usize = 512;
-
-    /// Checks a reason: said, one line, bounded.
-    pub fn check_reason(reason: &str) -> Result<&str, String> {
-        crate::text::one_line(
-            "reason",
-            reason,
-            Self::MAX_REASON,
-            Some("say why updates are frozen (it is shown to everyone who asks)"),
-        )
-    }
-
-    /// One line for people.
-    pub fn describe(&self) -> String {
-        format!(
-            "agent updates are frozen since {} by token {}: {} (ternctl agents unfreeze lifts it)",
-            self.since, self.by, self.reason
-        )
-    }
 }
 
 /// `POST /v1/agents/suspend|resume`.
@@ -731,18 +696,6 @@ pub struct NewTokenResponse {
     pub token: String,
     #[serde(flatten)]
     pub view: TokenView,
-}
-
-/// A cloud-stable style channel (seed 001).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Channel {
-    pub name: String,
-    pub version: String,
-    /// Stored channels written before the flag existed lack it.
-    #[serde(default)]
-    pub critical: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub updated: Option<Timestamp>,
 }
 
 /// The body of `PUT /v1/channels/{name}`.

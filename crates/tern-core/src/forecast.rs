@@ -1,6 +1,6 @@
 //! When will this host update? The dashboard's host page asks it of one host. The
-//! answer starts from find's whole answer for the host ([`find::answer`]: the rollout,
-//! the mode, a freeze, a directive, a pin) and from what the host itself would do with
+//! answer starts from the one answer for the host ([`gate::answer`]: the rollout, the
+//! mode, a freeze, a directive, a pin, a revoked version) and from what the host itself would do with
 //! it ([`host_update::decide`]: a version it failed before is skipped), then adds what
 //! people want to know: the group's state, its window, the earliest start `reconcile`
 //! would allow, and the host's place in the backpressure order among its group's
@@ -11,7 +11,8 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::backpressure::UpdaterNumeral;
-use crate::find::{self, FindInputs, Hold};
+use crate::gate::{self, Answer, Ask, Fleet, Host, NoPins};
+use crate::hold::Hold;
 use crate::host_update;
 use crate::resource::{AutoUpdateAgentRollout, GroupState, Mode, RolloutGroup, Schedule, Strategy};
 use crate::rollout::{Groups, group_window};
@@ -55,6 +56,10 @@ pub enum Outlook {
     /// The server pins it (`ternctl inventory pin`) until `pinned_until`; `summary` says
     /// what follows.
     Pinned,
+    /// The version it would move to is revoked (below its line's signed minimum).
+    Revoked,
+    /// ternd serves only hosts that pin the release root, and this one pins none.
+    Untrusted,
 }
 
 /// What the host does with find's answer, in three words: the forecast's outlook and
@@ -135,29 +140,33 @@ pub struct HostState<'a> {
     pub canary_eligible_at: Option<Timestamp>,
 }
 
-/// The forecast for the host find's `inputs` describe (the instant is theirs), running
-/// what `host` says. `peers` are the backpressure numerals of the hosts the same group
+/// The forecast for `asking` in `fleet` (the instant is the fleet's), running what
+/// `host` says. `peers` are the backpressure numerals of the hosts the same group
 /// serves (for its place in the backpressure order); pass an empty iterator when
 /// unknown.
 pub fn forecast(
-    inputs: &FindInputs<'_>,
+    fleet: &Fleet<'_>,
+    asking: &Host<'_>,
     host: HostState<'_>,
     peers: impl IntoIterator<Item = UpdaterNumeral>,
 ) -> Forecast {
-    let now = inputs.now;
-    let decision = find::answer(inputs);
-    if let (Some(Hold::Pinned), Some(until)) = (decision.hold, inputs.pinned_until) {
+    let now = fleet.now;
+    let decision = gate::answer(fleet, asking, Ask::Find);
+    let pinned_until = fleet.pins.until(asking.updater_id, asking.product);
+    if let (Some(Hold::Pinned), Some(until)) = (decision.hold(), pinned_until) {
         // What follows the pin: the forecast without it.
         let mut f = forecast(
-            &FindInputs {
-                pinned_until: None,
-                ..*inputs
+            &Fleet {
+                pins: &NoPins,
+                ..*fleet
             },
+            asking,
             host,
             peers,
         );
         f.pinned_until = Some(until);
         f.find_update = false;
+        f.find_version = decision.version.as_ref().map(ToString::to_string);
         f.hold = Some(Hold::Pinned.code().to_string());
         if !matches!(f.outlook, Outlook::UpToDate | Outlook::NoRollout) {
             f.outlook = Outlook::Pinned;
@@ -165,12 +174,14 @@ pub fn forecast(
         }
         return f;
     }
-    let (rollout, group, updater_id) = (inputs.rollout, inputs.group, inputs.updater_id);
+    let rollout = fleet.rollout;
+    let group = gate::counted_group(rollout, asking);
+    let updater_id = asking.updater_id;
     let position = UpdaterNumeral::of(updater_id).fraction();
     let mut f = Forecast {
         outlook: Outlook::NoRollout,
         summary: String::new(),
-        hold: decision.hold.map(|h| h.code().to_string()),
+        hold: decision.hold().map(|h| h.code().to_string()),
         serving_group: None,
         unknown_group: false,
         group_state: None,
@@ -201,7 +212,7 @@ pub fn forecast(
     if let (Some(rollout), Some(g)) = (rollout, served) {
         describe_group(&mut f, rollout, g, updater_id, peers, now);
     }
-    f.outlook = outlook(&f, &decision, host, inputs);
+    f.outlook = outlook(&f, &decision, host, now);
     f.summary = summary(&f, rollout.zip(served).map(|(_, g)| g), host);
     f
 }
@@ -260,13 +271,8 @@ fn describe_group(
 
 /// The outlook: what the host does with find's answer (the host's own rule), then the
 /// hold that keeps it.
-fn outlook(
-    f: &Forecast,
-    decision: &find::AgentDecision,
-    host: HostState<'_>,
-    inputs: &FindInputs<'_>,
-) -> Outlook {
-    if decision.hold == Some(Hold::Directive) {
+fn outlook(f: &Forecast, decision: &Answer, host: HostState<'_>, now: Timestamp) -> Outlook {
+    if decision.holds.contains(Hold::Directive) {
         return Outlook::Directive;
     }
     let Some(version) = &decision.version else {
@@ -282,7 +288,7 @@ fn outlook(
     // names it is done when nothing more is planned for its group.
     if (runs_target && !rolled_back)
         || (on_find_version
-            && (decision.hold.is_none() || rolled_back || f.serving_group.is_none()))
+            && (decision.holds.is_empty() || rolled_back || f.serving_group.is_none()))
     {
         return Outlook::UpToDate;
     }
@@ -291,9 +297,9 @@ fn outlook(
         (!host.version.is_empty()).then_some(host.version),
         host.failed_version,
         host_update::Health::Unknown,
-        inputs.now,
+        now,
     );
-    match (host_says, decision.hold) {
+    match (host_says, decision.hold()) {
         (host_update::Decision::Update { .. }, _) => Outlook::Now,
         (_, None) => Outlook::Skipped,
         (_, Some(hold)) => match hold {
@@ -303,11 +309,15 @@ fn outlook(
             Hold::CutOff => Outlook::CutOff,
             Hold::Directive => Outlook::Directive,
             Hold::Pinned => Outlook::Pinned,
+            Hold::Revoked => Outlook::Revoked,
+            Hold::TrustRequired => Outlook::Untrusted,
             Hold::GroupNotStarted if !f.waiting_for.is_empty() => Outlook::AfterEarlierGroups,
             Hold::GroupNotStarted | Hold::OutsideWindow => Outlook::AtWindow,
             Hold::NotACanary => Outlook::AfterCanaries,
             Hold::AwaitingTurn => Outlook::Backpressure,
             Hold::TopologyLimit => Outlook::Topology,
+            // Directives' own hold: not one of find's.
+            Hold::NotYet => Outlook::AtWindow,
         },
     }
 }
@@ -380,6 +390,13 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>, host: HostState<'_>) -> Strin
         }
         Outlook::Directive => {
             "a version directive governs this host: the rollout gives it no version".to_string()
+        }
+        Outlook::Revoked => format!(
+            "{target} is revoked (below the signed minimum of its release line): nothing moves to it; roll out a version at or above the minimum"
+        ),
+        Outlook::Untrusted => {
+            "ternd serves only hosts that pin the release root: enable this host with --trust-root"
+                .to_string()
         }
         Outlook::Skipped => format!(
             "{} failed on this host and was rolled back: it does not retry it (publish a fix, or `tern-update pin --force-version` on the host)",
@@ -493,16 +510,8 @@ mod tests {
         now: Timestamp,
     ) -> Forecast {
         forecast(
-            &FindInputs {
-                rollout: r,
-                frozen: false,
-                group,
-                updater_id,
-                governed_by_directive: false,
-                pinned_until: None,
-                cut_off: false,
-                now,
-            },
+            &Fleet::new(r, now),
+            &Host::new(crate::gate::AGENT, group, updater_id),
             HostState {
                 version,
                 failed_version: None,
@@ -644,7 +653,11 @@ mod tests {
         for id in [LOW, HIGH, "host-a", ""] {
             for g in ["dev", "prod", "other", ""] {
                 let f = fc(Some(&r), g, id, "1.0.0", [], at(NOW));
-                let d = find::decide(Some(&r), g, id);
+                let d = gate::answer(
+                    &Fleet::new(Some(&r), at(NOW)),
+                    &Host::new(gate::AGENT, g, id),
+                    Ask::Find,
+                );
                 assert_eq!(f.outlook == Outlook::Now, d.update(), "{g} {id}: {f:?}");
             }
         }
@@ -660,27 +673,53 @@ mod tests {
         assert_eq!(done.outlook, Outlook::UpToDate);
     }
 
+    /// What a test changes of a host's fleet.
+    #[derive(Default)]
+    struct Change {
+        pinned_until: Option<Timestamp>,
+        governed: bool,
+        frozen: bool,
+    }
+
     fn with(
         r: &AutoUpdateAgentRollout,
         updater_id: &str,
         version: &str,
         failed_version: Option<&str>,
-        change: impl FnOnce(&mut FindInputs<'_>),
+        change: impl FnOnce(&mut Change),
         now: Timestamp,
     ) -> Forecast {
-        let mut inputs = FindInputs {
-            rollout: Some(r),
-            frozen: false,
-            group: "dev",
-            updater_id,
-            governed_by_directive: false,
-            pinned_until: None,
-            cut_off: false,
-            now,
+        let mut c = Change::default();
+        change(&mut c);
+        let pins: std::collections::BTreeMap<String, Timestamp> = c
+            .pinned_until
+            .map(|t| (updater_id.to_string(), t))
+            .into_iter()
+            .collect();
+        let freeze = crate::api::Freeze {
+            reason: "test".into(),
+            since: now,
+            by: "t".into(),
+            products: Vec::new(),
         };
-        change(&mut inputs);
+        let (spec, installers) = (
+            crate::directive::resource::DirectiveSpec::default(),
+            std::collections::BTreeMap::new(),
+        );
+        let fleet = Fleet {
+            pins: &pins,
+            freeze: c.frozen.then_some(&freeze),
+            directive: c.governed.then_some(crate::gate::Directive {
+                spec: &spec,
+                installers: &installers,
+            }),
+            ..Fleet::new(Some(r), now)
+        };
+        let mut host = Host::new(crate::gate::AGENT, "dev", updater_id);
+        host.recorded.governed = c.governed;
         forecast(
-            &inputs,
+            &fleet,
+            &host,
             HostState {
                 version,
                 failed_version,
@@ -743,14 +782,7 @@ mod tests {
         }];
         let r = rollout(vec![dev]);
         let now = at(NOW);
-        let governed = with(
-            &r,
-            LOW,
-            "1.0.0",
-            None,
-            |i| i.governed_by_directive = true,
-            now,
-        );
+        let governed = with(&r, LOW, "1.0.0", None, |i| i.governed = true, now);
         assert_eq!(governed.outlook, Outlook::Directive);
         assert_eq!(governed.find_version, None);
         assert!(

@@ -9,11 +9,13 @@
 //!   maintenance window in an attempt to become healthy"), at most once per
 //!   [`FORCED_ATTEMPT_INTERVAL`] (the seed's one to two attempts an hour).
 //!
-//! Under find these shortcuts never go through the server's hold: a stop (no rollout,
-//! mode not enabled, freeze, server pin, directive) is final for every path, and a
-//! schedule hold is final for the shortcuts but one: while its group tests canaries a
-//! host may be repaired to the group's start version ([`crate::find::Hold`]). A
-//! person on the host (`update --now`) may jump a schedule hold, never a stop.
+//! Under find these shortcuts never go through the server's holds: a stop (no rollout,
+//! mode not enabled, freeze, server pin, directive, revoked version, replica cut off)
+//! is final for every path, and a schedule hold is final for the shortcuts but one:
+//! while its group tests canaries a host may be repaired to the group's start version
+//! ([`crate::hold::Hold`]). A person on the host (`update --now`) may jump a schedule
+//! hold, never a stop. A host with nothing installed takes, under a stop, the last
+//! known-good version the server names, and only from a server that lists its holds.
 //!
 //! A channel adds seed 001's answers (`version`, `critical`) and one refusal: never a
 //! major-version downgrade; with no maintenance window known it holds all but a
@@ -22,7 +24,8 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::find::{AgentDecision, Hold};
+use crate::gate::Answer;
+use crate::hold::{Hold, Holds};
 use crate::version::{Version, is_compatible};
 use crate::wire::AutoUpdateSettings;
 
@@ -101,67 +104,115 @@ pub enum WindowState {
 }
 
 /// What find's answer lets the host do with the version it names, read from the
-/// wire (`agent_auto_update`, `agent_hold`).
+/// wire (`agent_auto_update`, `agent_holds`, `agent_hold`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FindGate {
     /// Update now.
     Now,
-    /// Not now, and why.
-    Held(Hold),
-    /// Not now, with a reason this host does not know (a newer server): taken as a
-    /// stop.
-    UnknownHold(String),
+    /// Not now, and every reason why.
+    Held {
+        holds: Holds,
+        /// A hold this host does not know (a newer server): taken as a stop.
+        unknown: Option<String>,
+        /// The server listed every hold (`agent_holds`): it names the last known-good
+        /// version under a stop, so a first install may take it.
+        listed: bool,
+    },
     /// Not now, no reason given (Teleport's find, a ternd that predates holds): no
     /// shortcut; a person on the host may still ask for it.
     Unspecified,
 }
 
 impl FindGate {
+    /// Reads the answer; every hold the server names counts, and a hold named while
+    /// the answer also says "update now" wins (an answer that contradicts itself is
+    /// read the safe way).
     pub fn of(settings: &AutoUpdateSettings) -> Self {
-        if settings.agent_auto_update {
-            return FindGate::Now;
+        let listed = !settings.agent_holds.is_empty();
+        let codes: Vec<&str> = if listed {
+            settings.agent_holds.iter().map(|c| c.trim()).collect()
+        } else {
+            vec![settings.agent_hold.trim()]
+        };
+        let mut holds = Holds::NONE;
+        let mut unknown = None;
+        for code in codes.into_iter().filter(|c| !c.is_empty()).take(32) {
+            match Hold::from_code(code) {
+                Some(h) => holds.add(h),
+                None => {
+                    unknown.get_or_insert_with(|| crate::text::excerpt(code, 64));
+                }
+            }
         }
-        let code = settings.agent_hold.trim();
-        if code.is_empty() {
-            return FindGate::Unspecified;
+        if holds.is_empty() && unknown.is_none() {
+            return if settings.agent_auto_update {
+                FindGate::Now
+            } else {
+                FindGate::Unspecified
+            };
         }
-        match Hold::from_code(code) {
-            Some(h) => FindGate::Held(h),
-            None => FindGate::UnknownHold(code.chars().take(64).collect()),
+        FindGate::Held {
+            holds,
+            unknown,
+            listed,
+        }
+    }
+
+    /// The gate of one hold (tests, and callers holding a single code).
+    pub fn held(hold: Hold) -> Self {
+        FindGate::Held {
+            holds: Holds::of([hold]),
+            unknown: None,
+            listed: true,
         }
     }
 
     /// Whether this answer, given for one product of the host (its agent), holds the
-    /// host's other products too (the updater's own releases, docs/updater.md): a
-    /// freeze (the fleet's kill switch), a server pin of the host, a replica cut off
-    /// from its store (a freeze may have been written meanwhile), or a hold this host
-    /// does not know. A rollout's own state or mode is that product's alone.
+    /// host's other products too, when those are served by another ternd (the
+    /// updater's own releases, docs/updater.md): a freeze (the fleet's kill switch), a
+    /// server pin of the host, a replica cut off from its store (a freeze may have been
+    /// written meanwhile), or a hold this host does not know, whichever other holds
+    /// come with it. A rollout's own state or mode is that product's alone.
     pub fn stops_every_product(&self) -> bool {
         match self {
-            FindGate::Held(h) => matches!(h, Hold::Frozen | Hold::Pinned | Hold::CutOff),
-            FindGate::UnknownHold(_) => true,
+            FindGate::Held { holds, unknown, .. } => {
+                unknown.is_some() || holds.iter().any(Hold::stops_the_host)
+            }
             FindGate::Now | FindGate::Unspecified => false,
         }
     }
 
     /// Whether nothing of this host's may install against it.
-    fn stops(&self) -> bool {
+    pub fn stops(&self) -> bool {
         match self {
-            FindGate::Held(h) => h.is_stop(),
-            FindGate::UnknownHold(_) => true,
+            FindGate::Held { holds, unknown, .. } => unknown.is_some() || holds.stops(),
             FindGate::Now | FindGate::Unspecified => false,
         }
     }
 
     fn allows_repair(&self) -> bool {
-        matches!(self, FindGate::Held(h) if h.allows_repair())
+        matches!(self, FindGate::Held { holds, unknown: None, .. } if holds.allow_repair())
+    }
+
+    /// Under a stop, whether the version named is the fleet's last known-good one (a
+    /// server that lists its holds names no other under a stop).
+    fn names_known_good(&self) -> bool {
+        matches!(self, FindGate::Held { listed: true, .. })
     }
 
     fn why(&self) -> String {
         match self {
             FindGate::Now => "the server says update now".into(),
-            FindGate::Held(h) => format!("{} [{}]", h.describe(), h.code()),
-            FindGate::UnknownHold(code) => format!("the server holds it ({code})"),
+            FindGate::Held { holds, unknown, .. } => {
+                let mut parts: Vec<String> = holds
+                    .iter()
+                    .map(|h| format!("{} [{}]", h.describe(), h.code()))
+                    .collect();
+                if let Some(code) = unknown {
+                    parts.push(format!("the server holds it ({code})"));
+                }
+                parts.join("; ")
+            }
             FindGate::Unspecified => "the server says not now".into(),
         }
     }
@@ -256,7 +307,7 @@ pub enum Decision {
 /// anything: tern-update's decision, for those who stand in for hosts (the simulator,
 /// the planner's replay, the forecast of a host's page).
 pub fn on_find(
-    answer: &AgentDecision,
+    answer: &Answer,
     active: Option<&str>,
     skip: Option<&str>,
     health: Health,
@@ -284,7 +335,14 @@ pub fn decide(i: &Inputs<'_>) -> Decision {
         Source::Find { version, gate } => {
             if version.trim().is_empty() {
                 let why = match gate {
-                    FindGate::Held(h) => format!(" ({})", h.describe()),
+                    FindGate::Held { holds, .. } if !holds.is_empty() => format!(
+                        " ({})",
+                        holds
+                            .iter()
+                            .map(Hold::describe)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
                     _ => String::new(),
                 };
                 return Decision::Hold(format!(
@@ -317,13 +375,40 @@ pub fn decide(i: &Inputs<'_>) -> Decision {
     };
     let channel = matches!(i.source, Source::Channel { .. });
     let Some(active) = i.active.map(crate::version::normalize) else {
-        // A first install (enrolling the host) takes the version the source names.
+        // A first install (enrolling the host) takes the version the source names:
+        // under a stop, only the last known-good version a listing server names (an
+        // older one may name the target the stop holds back).
+        if let Source::Find { gate, .. } = &i.source
+            && gate.stops()
+            && !gate.names_known_good()
+        {
+            return Decision::Hold(format!(
+                "nothing is installed and the server holds every install ({}) without naming a known-good version: nothing installs until the hold lifts",
+                gate.why()
+            ));
+        }
         return Decision::Update {
             target,
             trigger: Trigger::NotInstalled,
         };
     };
     if active == target {
+        // Under a stop the server names the last known-good version: say what holds
+        // the host, not only that it runs that version.
+        if let Source::Find { gate, .. } = &i.source
+            && gate.stops()
+        {
+            let unhealthy = match &i.health {
+                Health::Unhealthy(how) => format!(
+                    "; the agent is unhealthy ({how}), but nothing installs through this hold"
+                ),
+                _ => String::new(),
+            };
+            return Decision::Hold(format!(
+                "already on {target}, and the server holds this host there: {}{unhealthy}",
+                gate.why()
+            ));
+        }
         return Decision::Hold(format!("already on {target}"));
     }
     let parsed = (Version::parse(&active).ok(), Version::parse(&target).ok());

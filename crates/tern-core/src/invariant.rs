@@ -1,71 +1,124 @@
 //! The fleet-safety invariant as users rely on it, checked over a trace of what
-//! happened: what the control plane said (the rollout with the mode in force, a freeze,
-//! server pins) and what hosts did (started installing a version, for what reason).
+//! happened: what the control plane said (each product's rollout, the mode an operator
+//! set, a freeze, server pins, the signed minimums, a replica cut off) and what hosts
+//! did (started installing a version of a product, by which path, for what reason).
 //! Whoever drives a fleet (the end-to-end harness, the simulator with its faults)
 //! records a [`Trace`] and ends by asking [`check`]; the answer is the first event that
 //! broke a rule, or nothing.
 //!
+//! **The judge is not the defendant.** No rule here calls the code it judges (the one
+//! answer in `gate`, the host's `host_update`, the rollout rules in `rollout`,
+//! `backpressure`, `canary`, `reconcile`): each rule is stated on its own terms, over
+//! the recorded state and nothing else, so a bug in the code that decides cannot hide
+//! in the code that checks. A test holds this module to that (it may name only the
+//! resource types, versions and reason strings of the crate), and the planted-holes
+//! suite shows each rule convicting a hole put back on purpose.
+//!
 //! The rules (docs/rollouts.md, "The fleet-safety invariant"):
-//! 1. **The gate.** A host's own install (its timer, or `update --now`) starts only
-//!    where find's answer at that moment lets it: told to update to that version, or a
-//!    repair the answer allows ([`crate::find::Hold::allows_repair`]), or, for
-//!    `update --now`, a schedule hold. So never while the fleet is frozen, the mode in
-//!    force is not enabled, or the host's pin holds; never outside the group's order,
-//!    canaries, window, backpressure budget or topology limit.
-//! 2. **A failed canary contains its version.** Once a canary of group G failed on
-//!    version V, at most G's `canary_count` hosts of G ever installed V on their own, and
-//!    no host of a group after G did.
-//! 3. **Group order.** Under halt-on-error no group is in canary, active or done while
-//!    an earlier group is not done, unless an operator started it by hand.
-//! 4. **Trust.** A host that pins a release root never installs an unsigned version.
+//! 1. **Stops.** No install of any product by any path while a freeze holds that
+//!    product, the host is pinned by the server, the replica serving it is cut off,
+//!    or the mode an operator set is not `enabled` (for the rollout a mode set nowhere
+//!    is `disabled`; find also stops with no rollout). Under a stop a first install
+//!    takes the rollout's start version and nothing else. The one exception is a
+//!    person's explicit command on the host (`pin --force-version`).
+//! 2. **Revoked is never.** No install, by anyone, of a version below the signed
+//!    minimum of its release line.
+//! 3. **The rollout's table.** A host following the rollout installs the version its
+//!    group's state names (unstarted, rolled back, or a canary group's other hosts: the
+//!    start version; its canaries, an active or a done group: the target), or the start
+//!    version; a time-based group outside its window (`done`) installs nothing on its
+//!    own.
+//! 4. **A failed canary contains its version.** Once a canary of group G failed on V,
+//!    at most G's `canary_count` hosts of G ever installed V on their own, and no host
+//!    of a group after G did.
 //! 5. **Canaries first.** In a halt-on-error group with canaries, at most
 //!    `canary_count` hosts install the target before its canaries succeeded (or an
-//!    operator moved the group by hand): a group never skips its canaries while it has
-//!    hosts.
-//!
-//! First installs (enrolling a host) and an operator's explicit override on the host
-//! (`pin --force-version`) are recorded but not held to rules 1 and 2.
+//!    operator moved the group by hand).
+//! 6. **Group order.** Under halt-on-error no group leaves `unstarted` (for canary,
+//!    active or done) while an earlier group is not done, unless an operator moved it.
+//! 7. **Trust.** A host that pins a release root never installs an unsigned version.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::find::{self, FindInputs};
 use crate::reason;
-use crate::resource::{AutoUpdateAgentRollout, GroupState, Schedule, Strategy};
-use crate::version::normalize;
+use crate::resource::{AutoUpdateAgentRollout, GroupState, Mode, RolloutGroup, Schedule, Strategy};
+use crate::version::{Version, normalize};
 
 /// Why a host started an install.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InstallKind {
-    /// Its own timer or watcher, following find.
+    /// Its own timer or watcher, following what it was told.
     Scheduled,
     /// `update --now`: a person on the host; a stop still holds.
     AskedNow,
     /// Nothing was installed: enrolling the host.
     FirstInstall,
-    /// `pin --force-version`: an operator's explicit override on the host.
+    /// `pin --force-version`: a person's explicit override on the host.
     Forced,
+    /// A shortcut of the host's own: an unhealthy agent, or one too far behind.
+    Repair,
+}
+
+/// By which path the host was told what to install.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// find: the rollout.
+    #[default]
+    Find,
+    /// A channel (seed 001).
+    Channel,
+    /// A version directive's install instruction.
+    Directive,
+}
+
+fn agent() -> String {
+    "agent".to_string()
+}
+
+fn is_agent(p: &str) -> bool {
+    p == "agent"
 }
 
 /// One thing that happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum TraceEvent {
-    /// What the control plane said from `at` on: the rollout find serves (its mode the
-    /// mode in force), whether a freeze holds, the server pins (updater id → until).
+    /// What the control plane said from `at` on, for one product.
     State {
         at: Timestamp,
+        #[serde(default = "agent", skip_serializing_if = "is_agent")]
+        product: String,
+        /// The product's rollout as the leader wrote it.
         rollout: Option<Box<AutoUpdateAgentRollout>>,
+        /// The mode an operator set (config and version combined); `None`: set
+        /// nowhere. Absent from older traces: the rollout's own mode.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<Mode>,
+        /// Traces that record `mode` say so: `None` above then means set nowhere.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        mode_recorded: bool,
+        /// A freeze holds this product.
         frozen: bool,
+        /// The server pins (updater id → until).
         #[serde(default)]
         pins: BTreeMap<String, Timestamp>,
+        /// The signed minimums (release line `MAJOR` or `MAJOR.MINOR` → version).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        minimums: BTreeMap<String, String>,
+        /// The replica serving the hosts is cut off from its store.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cut_off: bool,
     },
     /// A host started installing `to` (from `from`) at `at`.
     Install {
         at: Timestamp,
+        #[serde(default = "agent", skip_serializing_if = "is_agent")]
+        product: String,
         /// Its updater id.
         host: String,
         /// The group it presents.
@@ -76,6 +129,8 @@ pub enum TraceEvent {
         from: Option<String>,
         to: String,
         kind: InstallKind,
+        #[serde(default)]
+        via: Via,
         /// Whether the release keys signed `to`, when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signed: Option<bool>,
@@ -91,6 +146,27 @@ impl TraceEvent {
             TraceEvent::State { at, .. } | TraceEvent::Install { at, .. } => *at,
         }
     }
+
+    /// A state of the agent product, as the simulator and older harnesses record it:
+    /// the rollout (its mode the one in force), a freeze, the pins.
+    pub fn agent_state(
+        at: Timestamp,
+        rollout: Option<AutoUpdateAgentRollout>,
+        frozen: bool,
+        pins: BTreeMap<String, Timestamp>,
+    ) -> Self {
+        TraceEvent::State {
+            at,
+            product: agent(),
+            rollout: rollout.map(Box::new),
+            mode: None,
+            mode_recorded: false,
+            frozen,
+            pins,
+            minimums: BTreeMap::new(),
+            cut_off: false,
+        }
+    }
 }
 
 /// What happened, in order.
@@ -99,7 +175,7 @@ pub struct Trace {
     pub events: Vec<TraceEvent>,
     /// How long what the control plane says may take to reach the replica answering a
     /// host (its store-contact bound; 0 where every answer is exact): an install is
-    /// within the gate when a state of the last `grace_seconds` allowed it.
+    /// within the rules when a state of the last `grace_seconds` allowed it.
     #[serde(default)]
     pub grace_seconds: i64,
 }
@@ -109,7 +185,8 @@ pub struct Trace {
 pub struct Violation {
     /// Its index in the trace.
     pub index: usize,
-    /// The rule (`gate`, `canary_containment`, `group_order`, `trust`).
+    /// The rule (`stop`, `revoked`, `table`, `canary_containment`, `canaries_first`,
+    /// `group_order`, `trust`).
     pub rule: &'static str,
     pub message: String,
 }
@@ -124,32 +201,43 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// A version a canary failed on, in a group: what rule 2 holds it to.
+/// One recorded state of a product, as the rules read it.
+#[derive(Clone, Copy)]
+struct Said<'t> {
+    rollout: Option<&'t AutoUpdateAgentRollout>,
+    mode: Option<Mode>,
+    frozen: bool,
+    pins: &'t BTreeMap<String, Timestamp>,
+    minimums: &'t BTreeMap<String, String>,
+    cut_off: bool,
+}
+
+/// A version a canary failed on, in a group: what rule 4 holds it to.
 struct Contained {
     group_index: usize,
     canary_count: u64,
 }
 
+/// What the judge keeps per product.
+#[derive(Default)]
+struct Product<'t> {
+    /// Every state said, with when: an install may follow one of the last
+    /// `grace_seconds`.
+    said: Vec<(Timestamp, Said<'t>)>,
+    previous: Option<&'t AutoUpdateAgentRollout>,
+    /// version → (group name → containment)
+    contained: BTreeMap<String, BTreeMap<String, Contained>>,
+    /// Hosts that installed a version in a group.
+    installs: BTreeMap<(String, String), BTreeSet<String>>,
+    /// Per (rollout, group): whether its canaries passed, and who installed the
+    /// target before they did.
+    vetted: BTreeMap<(Option<Timestamp>, String), bool>,
+    unvetted: BTreeMap<(Option<Timestamp>, String), BTreeSet<String>>,
+}
+
 /// Checks `trace` against the invariant; the first violation, if any.
 pub fn check(trace: &Trace) -> Result<(), Violation> {
-    // The control plane's last word: rollout, freeze, pins.
-    type Said<'t> = (
-        Option<&'t AutoUpdateAgentRollout>,
-        bool,
-        &'t BTreeMap<String, Timestamp>,
-    );
-    let mut state: Option<Said<'_>> = None;
-    // Every state said, with when: the gate may take one of the last `grace_seconds`.
-    let mut said: Vec<(Timestamp, Said<'_>)> = Vec::new();
-    // version → (group name → containment)
-    let mut contained: BTreeMap<String, BTreeMap<String, Contained>> = BTreeMap::new();
-    // Installs of each version per group, before or after a failure was seen.
-    let mut installs: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-    let mut previous: Option<&AutoUpdateAgentRollout> = None;
-    // Per (rollout, group): whether its canaries passed, and who installed the target
-    // before they did.
-    let mut vetted: BTreeMap<(Option<Timestamp>, String), bool> = BTreeMap::new();
-    let mut unvetted: BTreeMap<(Option<Timestamp>, String), BTreeSet<String>> = BTreeMap::new();
+    let mut products: BTreeMap<&str, Product<'_>> = BTreeMap::new();
     for (index, event) in trace.events.iter().enumerate() {
         let violation = |rule, message: String| Violation {
             index,
@@ -158,45 +246,52 @@ pub fn check(trace: &Trace) -> Result<(), Violation> {
         };
         match event {
             TraceEvent::State {
+                at,
+                product,
                 rollout,
+                mode,
+                mode_recorded,
                 frozen,
                 pins,
-                ..
+                minimums,
+                cut_off,
             } => {
-                if let Some(r) = rollout.as_deref() {
-                    if let Some(message) = order_broken(r, previous) {
+                let p = products.entry(product.as_str()).or_default();
+                let rollout = rollout.as_deref();
+                if let Some(r) = rollout {
+                    if let Some(message) = order_broken(r, p.previous) {
                         return Err(violation("group_order", message));
                     }
-                    failed_canaries(r, &mut contained);
-                    for g in &r.status.groups {
-                        let passed = (!g.canaries.is_empty()
-                            && g.canaries.iter().all(|c| c.success))
-                            || matches!(
-                                g.last_update_reason.as_str(),
-                                reason::MANUAL_TRIGGER
-                                    | reason::MANUAL_RESET
-                                    | reason::MANUAL_FORCED_DONE
-                            );
-                        let v = vetted
-                            .entry((r.status.start_time, g.name.clone()))
-                            .or_insert(false);
-                        *v |= passed;
-                    }
-                    previous = Some(r);
-                } else {
-                    previous = None;
+                    record_canaries(r, p);
                 }
-                state = Some((rollout.as_deref(), *frozen, pins));
-                said.push((event.at(), (rollout.as_deref(), *frozen, pins)));
+                p.previous = rollout;
+                let mode = match (mode_recorded, rollout) {
+                    (true, _) => *mode,
+                    (false, Some(r)) => Some(r.spec.autoupdate_mode),
+                    (false, None) => None,
+                };
+                p.said.push((
+                    *at,
+                    Said {
+                        rollout,
+                        mode,
+                        frozen: *frozen,
+                        pins,
+                        minimums,
+                        cut_off: *cut_off,
+                    },
+                ));
             }
             TraceEvent::Install {
                 at,
+                product,
                 host,
                 group,
                 labels,
                 from,
                 to,
                 kind,
+                via,
                 signed,
                 pinned_root,
             } => {
@@ -208,89 +303,79 @@ pub fn check(trace: &Trace) -> Result<(), Violation> {
                         ),
                     ));
                 }
-                if matches!(kind, InstallKind::FirstInstall | InstallKind::Forced) {
-                    continue;
-                }
-                let empty = BTreeMap::new();
-                let (rollout, _, _) = state.unwrap_or((None, false, &empty));
+                let p = products.entry(product.as_str()).or_default();
                 let since = at
                     .checked_sub(jiff::SignedDuration::from_secs(trace.grace_seconds))
                     .unwrap_or(*at);
                 // The states that may still be what the host was told: the last one
-                // before `since`, and every one after it.
-                let first = said.iter().rposition(|(t, _)| *t <= since).unwrap_or(0);
-                let candidates: Vec<Said<'_>> = if said.is_empty() {
-                    vec![(None, false, &empty)]
+                // at or before `since`, and every one after it.
+                let first = p.said.iter().rposition(|(t, _)| *t <= since).unwrap_or(0);
+                let (no_pins, no_minimums) = (BTreeMap::new(), BTreeMap::new());
+                let nothing_said = Said {
+                    rollout: None,
+                    mode: None,
+                    frozen: false,
+                    pins: &no_pins,
+                    minimums: &no_minimums,
+                    cut_off: false,
+                };
+                let candidates: Vec<Said<'_>> = if p.said.is_empty() {
+                    vec![nothing_said]
                 } else {
-                    said[first..].iter().map(|(_, s)| *s).collect()
+                    p.said[first..].iter().map(|(_, s)| *s).collect()
+                };
+                let install = Install {
+                    host,
+                    group,
+                    labels,
+                    to,
+                    kind: *kind,
+                    via: *via,
                 };
                 let mut refusal = None;
-                for (r, frozen, pins) in candidates {
-                    match gate(r, frozen, pins, group, labels, host, to, *kind, *at) {
+                for s in &candidates {
+                    match judge(s, &install) {
                         Ok(()) => {
                             refusal = None;
                             break;
                         }
-                        Err(why) => refusal = Some(why),
+                        Err(why) => {
+                            refusal = Some(why);
+                        }
                     }
                 }
-                if let Some(why) = refusal {
+                if let Some((rule, why)) = refusal {
                     return Err(violation(
-                        "gate",
+                        rule,
                         format!(
-                            "host {host} (group {group:?}) started installing {to} (from {}) on its own ({kind:?}), but {why}",
+                            "host {host} (group {group:?}) started installing {product} {to} (from {}, {kind:?} via {via:?}), but {why}",
                             from.as_deref().unwrap_or("nothing"),
                         ),
                     ));
                 }
-                let group = match rollout {
-                    Some(r) if crate::rollout::places_by_labels(r) => {
-                        crate::rollout::place(r, group, labels).to_string()
-                    }
-                    _ => group.clone(),
+                if *via != Via::Find || matches!(kind, InstallKind::Forced) {
+                    continue;
+                }
+                let Some(rollout) = p.said.last().and_then(|(_, s)| s.rollout) else {
+                    continue;
+                };
+                let Some((gi, g)) = serving(rollout, placed(rollout, group, labels)) else {
+                    continue;
                 };
                 let to_n = normalize(to);
-                let serving = rollout
-                    .and_then(|r| r.serving_group(&group))
-                    .map_or_else(|| group.clone(), |g| g.name.clone());
-                installs
-                    .entry((to_n.clone(), serving.clone()))
+                p.installs
+                    .entry((to_n.clone(), g.name.clone()))
                     .or_default()
                     .insert(host.clone());
-                let by_hand = rollout.and_then(|r| r.group(&serving)).is_some_and(|g| {
-                    matches!(
-                        g.last_update_reason.as_str(),
-                        reason::MANUAL_TRIGGER | reason::MANUAL_RESET | reason::MANUAL_FORCED_DONE
-                    )
-                });
-                if !by_hand
-                    && let Some(message) =
-                        containment_broken(rollout, &contained, &installs, &to_n, &serving, host)
+                if !moved_by_hand(g)
+                    && let Some(message) = containment_broken(rollout, p, &to_n, gi, g, host)
                 {
                     return Err(violation("canary_containment", message));
                 }
-                if let Some(r) = rollout
-                    && r.spec.strategy == Strategy::HaltOnError
-                    && r.spec.schedule == Schedule::Regular
-                    && normalize(&r.spec.target_version.to_string()) == to_n
-                    && let Some(g) = r.group(&serving)
-                    && g.canary_count > 0
+                if *kind != InstallKind::FirstInstall
+                    && let Some(message) = canaries_skipped(rollout, p, &to_n, g, host)
                 {
-                    let key = (r.status.start_time, serving.clone());
-                    if !vetted.get(&key).copied().unwrap_or(false) {
-                        let hosts = unvetted.entry(key).or_default();
-                        hosts.insert(host.clone());
-                        let n = hosts.len() as u64;
-                        let max = u64::try_from(g.canary_count.max(0)).unwrap_or(0);
-                        if n > max {
-                            return Err(violation(
-                                "canaries_first",
-                                format!(
-                                    "{n} hosts of group {serving} installed {to} before its canaries passed (canary_count {max}): the group skipped its canaries"
-                                ),
-                            ));
-                        }
-                    }
+                    return Err(violation("canaries_first", message));
                 }
             }
         }
@@ -298,89 +383,234 @@ pub fn check(trace: &Trace) -> Result<(), Violation> {
     Ok(())
 }
 
-/// Rule 1 for one install against one state: `Err` says what find answered.
-#[allow(clippy::too_many_arguments)]
-fn gate(
-    rollout: Option<&AutoUpdateAgentRollout>,
-    frozen: bool,
-    pins: &BTreeMap<String, Timestamp>,
-    group: &str,
-    labels: &BTreeMap<String, String>,
-    host: &str,
-    to: &str,
+/// An install, as the rules read it.
+struct Install<'t> {
+    host: &'t str,
+    group: &'t str,
+    labels: &'t BTreeMap<String, String>,
+    to: &'t str,
     kind: InstallKind,
-    at: Timestamp,
-) -> Result<(), String> {
-    let group = match rollout {
-        Some(r) if crate::rollout::places_by_labels(r) => crate::rollout::place(r, group, labels),
-        _ => group,
-    };
-    let answer = find::answer(&FindInputs {
-        rollout,
-        frozen,
-        group,
-        updater_id: host,
-        governed_by_directive: false,
-        pinned_until: pins.get(host).copied(),
-        cut_off: false,
-        now: at,
-    });
-    let named = answer.version.as_ref().map(ToString::to_string);
-    let allowed = named.as_deref() == Some(normalize(to).as_str())
-        && match answer.hold {
-            None => true,
-            Some(h) if h.allows_repair() => true,
-            Some(h) => kind == InstallKind::AskedNow && !h.is_stop(),
-        };
-    if allowed {
-        Ok(())
-    } else {
-        Err(format!(
-            "find said {} with hold {}",
-            named.as_deref().unwrap_or("no version"),
-            answer.hold.map_or("none", |h| h.code())
-        ))
-    }
+    via: Via,
 }
 
-/// Records the versions the rollout's canaries failed on.
-fn failed_canaries(
-    r: &AutoUpdateAgentRollout,
-    contained: &mut BTreeMap<String, BTreeMap<String, Contained>>,
-) {
+/// Rules 1 to 3 for one install against one recorded state: `Err` names the rule and
+/// says what the state held.
+fn judge(s: &Said<'_>, i: &Install<'_>) -> Result<(), (&'static str, String)> {
+    if let Some(why) = revoked(s.minimums, i.to) {
+        return Err(("revoked", why));
+    }
+    if i.kind == InstallKind::Forced {
+        return Ok(());
+    }
+    let mut stops: Vec<String> = Vec::new();
+    if s.frozen {
+        stops.push("a freeze holds it".into());
+    }
+    if s.pins.contains_key(i.host) {
+        stops.push("the server pins the host".into());
+    }
+    if s.cut_off {
+        stops.push("the replica serving it is cut off from its store".into());
+    }
+    match (i.via, s.mode) {
+        (_, Some(Mode::Enabled)) | (Via::Channel | Via::Directive, None) => {}
+        (_, Some(m)) => stops.push(format!("the mode is {}", m.as_str())),
+        (Via::Find, None) => stops.push("no mode is set (disabled)".into()),
+    }
+    if i.via == Via::Find && s.rollout.is_none() {
+        stops.push("there is no rollout".into());
+    }
+    if !stops.is_empty() {
+        let stops = stops.join(", ");
+        if i.kind != InstallKind::FirstInstall {
+            return Err(("stop", stops));
+        }
+        // Under a stop a first install takes the start version, and only from the
+        // rollout (a channel or a directive names no known-good version).
+        return match (i.via, s.rollout) {
+            (Via::Find, Some(r)) if same(&r.spec.start_version, i.to) => Ok(()),
+            (Via::Find, Some(r)) => Err((
+                "stop",
+                format!(
+                    "{stops}, and under a stop a first install takes the start version {}",
+                    r.spec.start_version
+                ),
+            )),
+            _ => Err((
+                "stop",
+                format!("{stops}, and nothing named a known-good version"),
+            )),
+        };
+    }
+    let (Via::Find, Some(r)) = (i.via, s.rollout) else {
+        return Ok(());
+    };
+    table(r, i)
+}
+
+/// Rule 3: what the rollout's table names a host of the group, restated.
+fn table(r: &AutoUpdateAgentRollout, i: &Install<'_>) -> Result<(), (&'static str, String)> {
+    let (start, target) = (&r.spec.start_version, &r.spec.target_version);
+    if same(start, i.to) {
+        // Back to the version the fleet started from: never a spread.
+        return Ok(());
+    }
+    let served = match r.spec.schedule {
+        Schedule::Immediate => None,
+        Schedule::Regular => serving(r, placed(r, i.group, i.labels)),
+    };
+    let Some((_, g)) = served else {
+        return if same(target, i.to) {
+            Ok(())
+        } else {
+            Err(("table", format!("the rollout names {target}, not {}", i.to)))
+        };
+    };
+    let is_canary = g.canaries.iter().any(|c| c.updater_id == i.host);
+    let named = match g.state {
+        GroupState::Unstarted | GroupState::Rolledback => start,
+        GroupState::Canary if !is_canary => start,
+        GroupState::Canary | GroupState::Active | GroupState::Done => target,
+    };
+    if !same(named, i.to) {
+        return Err((
+            "table",
+            format!(
+                "group {} is {} and names {named} to this host",
+                g.name,
+                g.state.as_str()
+            ),
+        ));
+    }
+    if g.state == GroupState::Done
+        && r.spec.strategy == Strategy::TimeBased
+        && i.kind != InstallKind::AskedNow
+        && i.kind != InstallKind::FirstInstall
+    {
+        return Err((
+            "table",
+            format!("group {} is outside its window (done, time-based)", g.name),
+        ));
+    }
+    Ok(())
+}
+
+/// Rule 2: why `to` is revoked under `minimums`, if it is.
+fn revoked(minimums: &BTreeMap<String, String>, to: &str) -> Option<String> {
+    if minimums.is_empty() {
+        return None;
+    }
+    let Ok(v) = Version::parse(to) else {
+        return Some(format!("{to} is no version, and minimums are signed"));
+    };
+    for (line, min) in minimums {
+        let mut parts = line.trim_start_matches('v').split('.');
+        let major = parts.next().and_then(|m| m.parse::<u64>().ok());
+        let minor = parts.next().map(|m| m.parse::<u64>().ok());
+        let in_line = major == Some(v.0.major)
+            && match minor {
+                None => true,
+                Some(m) => m == Some(v.0.minor),
+            };
+        if in_line
+            && let Ok(min) = Version::parse(min)
+            && v < min
+        {
+            return Some(format!(
+                "{to} is below the signed minimum {min} of line {line}"
+            ));
+        }
+    }
+    None
+}
+
+fn same(v: &Version, text: &str) -> bool {
+    normalize(&v.to_string()) == normalize(text)
+}
+
+/// The group a host counts in, restated: under `host_group: override` a group it
+/// presents that the rollout has; else the first group whose `match_labels` its
+/// labels all hold; else the one it presents.
+fn placed<'r>(
+    r: &'r AutoUpdateAgentRollout,
+    presented: &'r str,
+    labels: &BTreeMap<String, String>,
+) -> &'r str {
+    let groups = &r.status.groups;
+    if groups.iter().all(|g| g.config_match_labels.is_empty()) {
+        return presented;
+    }
+    let known = groups.iter().any(|g| g.name == presented);
+    if known && r.spec.host_group == crate::resource::HostGroup::Override {
+        return presented;
+    }
+    for g in groups {
+        if !g.config_match_labels.is_empty()
+            && g.config_match_labels
+                .iter()
+                .all(|(k, v)| labels.get(k) == Some(v))
+        {
+            return &g.name;
+        }
+    }
+    presented
+}
+
+/// The group serving a host presenting `name`, restated: that group, else the last.
+fn serving<'r>(r: &'r AutoUpdateAgentRollout, name: &str) -> Option<(usize, &'r RolloutGroup)> {
+    let groups = &r.status.groups;
+    groups
+        .iter()
+        .enumerate()
+        .find(|(_, g)| g.name == name)
+        .or_else(|| groups.len().checked_sub(1).map(|i| (i, &groups[i])))
+}
+
+fn moved_by_hand(g: &RolloutGroup) -> bool {
+    matches!(
+        g.last_update_reason.as_str(),
+        reason::MANUAL_TRIGGER | reason::MANUAL_RESET | reason::MANUAL_FORCED_DONE
+    )
+}
+
+/// Notes the versions the rollout's canaries failed on, and the groups whose canaries
+/// passed.
+fn record_canaries(r: &AutoUpdateAgentRollout, p: &mut Product<'_>) {
     let target = normalize(&r.spec.target_version.to_string());
     for (i, g) in r.status.groups.iter().enumerate() {
-        if !g.canaries.iter().any(|c| c.failed) {
-            continue;
+        if g.canaries.iter().any(|c| c.failed) {
+            p.contained
+                .entry(target.clone())
+                .or_default()
+                .entry(g.name.clone())
+                .or_insert_with(|| Contained {
+                    group_index: i,
+                    canary_count: u64::try_from(g.canary_count.max(0)).unwrap_or(0),
+                });
         }
-        contained
-            .entry(target.clone())
-            .or_default()
-            .entry(g.name.clone())
-            .or_insert_with(|| Contained {
-                group_index: i,
-                canary_count: u64::try_from(g.canary_count.max(0)).unwrap_or(0),
-            });
+        let passed =
+            (!g.canaries.is_empty() && g.canaries.iter().all(|c| c.success)) || moved_by_hand(g);
+        *p.vetted
+            .entry((r.status.start_time, g.name.clone()))
+            .or_insert(false) |= passed;
     }
 }
 
-/// Whether `host`'s install of `version` in `group` (already in `installs`) breaks
-/// rule 2.
+/// Rule 4 for `host`'s install of `version` in group `g` (already counted).
 fn containment_broken(
-    rollout: Option<&AutoUpdateAgentRollout>,
-    contained: &BTreeMap<String, BTreeMap<String, Contained>>,
-    installs: &BTreeMap<(String, String), BTreeSet<String>>,
+    r: &AutoUpdateAgentRollout,
+    p: &Product<'_>,
     version: &str,
-    group: &str,
+    gi: usize,
+    g: &RolloutGroup,
     host: &str,
 ) -> Option<String> {
-    let failed = contained.get(version)?;
-    let index_of =
-        |name: &str| rollout.and_then(|r| r.status.groups.iter().position(|g| g.name == name));
+    let failed = p.contained.get(version)?;
     for (name, c) in failed {
-        if name == group {
-            let n = installs
-                .get(&(version.to_string(), group.to_string()))
+        if *name == g.name {
+            let n = p
+                .installs
+                .get(&(version.to_string(), g.name.clone()))
                 .map_or(0, BTreeSet::len) as u64;
             if n > c.canary_count {
                 return Some(format!(
@@ -388,17 +618,49 @@ fn containment_broken(
                     c.canary_count
                 ));
             }
-        } else if index_of(group).is_some_and(|gi| gi > c.group_index) {
+        } else if gi > c.group_index && r.status.groups.len() > gi {
             return Some(format!(
-                "{version} failed on a canary of group {name}, and host {host} of the later group {group} installed it"
+                "{version} failed on a canary of group {name}, and host {host} of the later group {} installed it",
+                g.name
             ));
         }
     }
     None
 }
 
-/// Rule 3 on one state: a halt-on-error group that started (canary, active, done)
-/// while an earlier group is not done, other than by an operator's hand.
+/// Rule 5 for `host`'s install of `version` in group `g`.
+fn canaries_skipped(
+    r: &AutoUpdateAgentRollout,
+    p: &mut Product<'_>,
+    version: &str,
+    g: &RolloutGroup,
+    host: &str,
+) -> Option<String> {
+    if r.spec.strategy != Strategy::HaltOnError
+        || r.spec.schedule != Schedule::Regular
+        || normalize(&r.spec.target_version.to_string()) != version
+        || g.canary_count <= 0
+    {
+        return None;
+    }
+    let key = (r.status.start_time, g.name.clone());
+    if p.vetted.get(&key).copied().unwrap_or(false) {
+        return None;
+    }
+    let hosts = p.unvetted.entry(key).or_default();
+    hosts.insert(host.to_string());
+    let n = hosts.len() as u64;
+    let max = u64::try_from(g.canary_count.max(0)).unwrap_or(0);
+    (n > max).then(|| {
+        format!(
+            "{n} hosts of group {} installed {version} before its canaries passed (canary_count {max}): the group skipped its canaries",
+            g.name
+        )
+    })
+}
+
+/// Rule 6 on one state: a halt-on-error group that left unstarted (for canary, active
+/// or done) while an earlier group is not done, other than by an operator's hand.
 fn order_broken(
     r: &AutoUpdateAgentRollout,
     previous: Option<&AutoUpdateAgentRollout>,
@@ -408,21 +670,19 @@ fn order_broken(
     }
     let groups = &r.status.groups;
     for (i, g) in groups.iter().enumerate() {
-        if !matches!(g.state, GroupState::Canary | GroupState::Active) {
+        if !matches!(
+            g.state,
+            GroupState::Canary | GroupState::Active | GroupState::Done
+        ) {
             continue;
         }
         let was = previous
             .filter(|p| p.status.start_time == r.status.start_time)
-            .and_then(|p| p.group(&g.name))
+            .and_then(|p| p.status.groups.iter().find(|x| x.name == g.name))
             .map(|p| p.state);
-        // Only a group that just left unstarted is judged, and not one an operator
-        // moved (start-update, reset).
-        if was.is_some_and(|s| s != GroupState::Unstarted)
-            || matches!(
-                g.last_update_reason.as_str(),
-                reason::MANUAL_TRIGGER | reason::MANUAL_RESET
-            )
-        {
+        // Only a group that just left unstarted is judged (a rollout seen for the
+        // first time counts as having been unstarted), and not one an operator moved.
+        if was.is_some_and(|s| s != GroupState::Unstarted) || moved_by_hand(g) {
             continue;
         }
         if let Some(e) = groups[..i].iter().find(|e| e.state != GroupState::Done) {
@@ -439,246 +699,4 @@ fn order_broken(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::resource::{Canary, Mode, RolloutGroup, RolloutSpec, RolloutStatus};
-    use crate::version::Version;
-    use crate::window::Day;
-
-    fn at(m: i64) -> Timestamp {
-        Timestamp::from_second(1_795_420_800 + m * 60).unwrap()
-    }
-
-    fn rollout(dev: GroupState, prod: GroupState, mode: Mode) -> Box<AutoUpdateAgentRollout> {
-        let group = |name: &str, state| RolloutGroup {
-            name: name.into(),
-            state,
-            canary_count: 1,
-            config_days: vec![Day::parse("*").unwrap()],
-            ..RolloutGroup::default()
-        };
-        Box::new(AutoUpdateAgentRollout::new(
-            RolloutSpec {
-                start_version: Version::parse("1.0.0").unwrap(),
-                target_version: Version::parse("1.1.0").unwrap(),
-                schedule: Schedule::Regular,
-                autoupdate_mode: mode,
-                strategy: Strategy::HaltOnError,
-                maintenance_window_duration: None,
-                host_group: Default::default(),
-            },
-            RolloutStatus {
-                start_time: Some(at(0)),
-                groups: vec![group("dev", dev), group("prod", prod)],
-                ..RolloutStatus::default()
-            },
-        ))
-    }
-
-    fn state(r: Box<AutoUpdateAgentRollout>, frozen: bool, m: i64) -> TraceEvent {
-        TraceEvent::State {
-            at: at(m),
-            rollout: Some(r),
-            frozen,
-            pins: BTreeMap::new(),
-        }
-    }
-
-    fn install(host: &str, group: &str, to: &str, kind: InstallKind, m: i64) -> TraceEvent {
-        TraceEvent::Install {
-            at: at(m),
-            host: host.into(),
-            group: group.into(),
-            labels: BTreeMap::new(),
-            from: Some("1.0.0".into()),
-            to: to.into(),
-            kind,
-            signed: None,
-            pinned_root: false,
-        }
-    }
-
-    #[test]
-    fn installs_where_find_allows_them_hold() {
-        let t = Trace {
-            grace_seconds: 0,
-            events: vec![
-                state(
-                    rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled),
-                    false,
-                    1,
-                ),
-                install("a", "dev", "1.1.0", InstallKind::Scheduled, 2),
-                install("b", "prod", "1.1.0", InstallKind::Forced, 3),
-                // update --now installs what find names (prod's start version), not
-                // the target: not its turn, but no stop.
-                install("c", "prod", "1.0.0", InstallKind::AskedNow, 4),
-            ],
-        };
-        assert_eq!(check(&t), Ok(()));
-    }
-
-    #[test]
-    fn an_install_through_a_freeze_or_an_unstarted_group_is_caught() {
-        let frozen = Trace {
-            grace_seconds: 0,
-            events: vec![
-                state(
-                    rollout(GroupState::Active, GroupState::Unstarted, Mode::Suspended),
-                    true,
-                    1,
-                ),
-                install("a", "dev", "1.1.0", InstallKind::Scheduled, 2),
-            ],
-        };
-        let v = check(&frozen).unwrap_err();
-        assert_eq!((v.index, v.rule), (1, "gate"));
-        assert!(v.message.contains("frozen"), "{v}");
-        // --now does not go through a stop either.
-        let mut now = frozen.clone();
-        now.events[1] = install("a", "dev", "1.1.0", InstallKind::AskedNow, 2);
-        assert_eq!(check(&now).unwrap_err().rule, "gate");
-        let unstarted = Trace {
-            grace_seconds: 0,
-            events: vec![
-                state(
-                    rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled),
-                    false,
-                    1,
-                ),
-                install("b", "prod", "1.1.0", InstallKind::Scheduled, 2),
-            ],
-        };
-        assert!(
-            check(&unstarted)
-                .unwrap_err()
-                .message
-                .contains("group_not_started")
-        );
-    }
-
-    #[test]
-    fn a_failed_canary_contains_its_version() {
-        let mut failed = rollout(GroupState::Canary, GroupState::Unstarted, Mode::Enabled);
-        failed.status.groups[0].canaries = vec![Canary {
-            updater_id: "a".into(),
-            failed: true,
-            ..Canary::default()
-        }];
-        let mut canary = failed.clone();
-        canary.status.groups[0].canaries[0].failed = false;
-        let ok = Trace {
-            grace_seconds: 0,
-            events: vec![
-                state(canary.clone(), false, 1),
-                install("a", "dev", "1.1.0", InstallKind::Scheduled, 2),
-                state(failed.clone(), false, 3),
-            ],
-        };
-        assert_eq!(check(&ok), Ok(()));
-        // A reconcile that (wrongly) takes dev as done lets prod start; a prod host
-        // installs the failed version: the gate allows it, containment does not.
-        let mut wrong = failed.clone();
-        wrong.status.groups[0].state = GroupState::Done;
-        wrong.status.groups[1].state = GroupState::Active;
-        let mut broken = ok.clone();
-        broken.events.push(state(wrong.clone(), false, 4));
-        broken
-            .events
-            .push(install("p", "prod", "1.1.0", InstallKind::Scheduled, 5));
-        let v = check(&broken).unwrap_err();
-        assert_eq!((v.index, v.rule), (4, "canary_containment"), "{v}");
-        // Within dev: a second dev host, with dev active (not by hand), is one too many.
-        let mut second = ok.clone();
-        wrong.status.groups[1].state = GroupState::Unstarted;
-        wrong.status.groups[0].state = GroupState::Active;
-        second.events.push(state(wrong.clone(), false, 4));
-        second
-            .events
-            .push(install("b", "dev", "1.1.0", InstallKind::Scheduled, 5));
-        assert_eq!(check(&second).unwrap_err().rule, "canary_containment");
-        // An operator who forced it (start-update --force) decided so.
-        wrong.status.groups[0].last_update_reason = reason::MANUAL_TRIGGER.into();
-        second.events[3] = state(wrong, false, 4);
-        assert_eq!(check(&second), Ok(()));
-    }
-
-    #[test]
-    fn a_group_that_skips_its_canaries_is_caught() {
-        // dev (canary_count 1) goes active with no canary (as for want of
-        // candidates) and two of its hosts install the target.
-        let mut skipped = rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled);
-        skipped.status.groups[0].last_update_reason = reason::NO_CANARY_CANDIDATES.into();
-        let t = Trace {
-            grace_seconds: 0,
-            events: vec![
-                state(skipped, false, 1),
-                install("a", "dev", "1.1.0", InstallKind::Scheduled, 2),
-                install("b", "dev", "1.1.0", InstallKind::Scheduled, 3),
-            ],
-        };
-        let v = check(&t).unwrap_err();
-        assert_eq!((v.index, v.rule), (2, "canaries_first"), "{v}");
-        // After a canary that passed: fine.
-        let mut vetted = rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled);
-        vetted.status.groups[0].canaries = vec![Canary {
-            updater_id: "c".into(),
-            success: true,
-            ..Canary::default()
-        }];
-        let mut ok = t.clone();
-        ok.events[0] = state(vetted, false, 1);
-        assert_eq!(check(&ok), Ok(()));
-    }
-
-    #[test]
-    fn a_group_started_before_the_previous_is_done_is_caught() {
-        let t = Trace {
-            grace_seconds: 0,
-            events: vec![
-                state(
-                    rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled),
-                    false,
-                    1,
-                ),
-                state(
-                    rollout(GroupState::Active, GroupState::Active, Mode::Enabled),
-                    false,
-                    2,
-                ),
-            ],
-        };
-        let v = check(&t).unwrap_err();
-        assert_eq!((v.index, v.rule), (1, "group_order"));
-    }
-
-    #[test]
-    fn a_pinned_host_never_installs_an_unsigned_version() {
-        let mut t = Trace {
-            grace_seconds: 0,
-            events: vec![
-                state(
-                    rollout(GroupState::Active, GroupState::Unstarted, Mode::Enabled),
-                    false,
-                    1,
-                ),
-                TraceEvent::Install {
-                    at: at(2),
-                    host: "a".into(),
-                    group: "dev".into(),
-                    labels: BTreeMap::new(),
-                    from: Some("1.0.0".into()),
-                    to: "1.1.0".into(),
-                    kind: InstallKind::Forced,
-                    signed: Some(false),
-                    pinned_root: true,
-                },
-            ],
-        };
-        assert_eq!(check(&t).unwrap_err().rule, "trust");
-        if let TraceEvent::Install { signed, .. } = &mut t.events[1] {
-            *signed = Some(true);
-        }
-        assert_eq!(check(&t), Ok(()));
-    }
-}
+mod tests;

@@ -3,13 +3,15 @@
 //!
 //! - [`resource`]: the four resources and the connected-agent record;
 //!   [`validate`] and [`codec`] read them from YAML/JSON with errors naming the field.
-//! - [`reconcile`]: one reconcile of the rollout; [`find`]: what a host is told;
-//!   [`transition`]: manual transitions.
+//! - [`reconcile`]: one reconcile of the rollout; [`gate`]: the one answer, what a
+//!   host may install now on any path and every [`hold`] that stops it;
+//!   [`transition`]: manual transitions; [`revocation`]: revoked versions.
 //! - [`rollout`]: the vocabulary below them all (groups and the catch-all rule, the
 //!   desired spec, windows, rollout state, live reports, events).
 //! - [`alert`]: what needs a human, kept in the rollout's status while it holds.
-//! - [`invariant`]: the fleet-safety invariant, checked over a trace of what happened.
-//! - [`forecast`]: when one host will update, from the same rollout and find.
+//! - [`invariant`]: the fleet-safety invariant, checked over a trace of what happened,
+//!   stated on its own terms (it calls none of the code it judges).
+//! - [`forecast`]: when one host will update, from the same rollout and answer.
 //! - [`window`], [`canary`], [`backpressure`], [`aggregate`]: the parts they use.
 //! - [`wire`]: the updater ↔ server contract, with [`install`] the data of a
 //!   directive's install it carries; [`text`]: free text checked or cut down
@@ -24,22 +26,26 @@ pub mod backoff;
 pub mod backpressure;
 pub mod canary;
 pub mod codec;
+pub mod controls;
 pub mod directive;
 pub mod duration;
-pub mod find;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod forecast;
+pub mod gate;
 pub mod history;
+pub mod hold;
 pub mod host_update;
 pub mod ids;
 pub mod install;
 pub mod invariant;
 pub mod inventory;
 pub mod lockstep;
+pub mod product;
 pub mod reason;
 pub mod reconcile;
 pub mod resource;
+pub mod revocation;
 pub mod rollout;
 pub mod text;
 pub mod transition;

@@ -23,17 +23,25 @@ pub struct FindResponse {
 #[serde(default)]
 pub struct AutoUpdateSettings {
     /// The version this host should run (or install, for a new host). Empty when the
-    /// server has no rollout.
+    /// server has no rollout. Under a stop (a hold in `agent_holds` that is one) it is
+    /// the fleet's last known-good version, never the target: only a host with nothing
+    /// installed may take it.
     pub agent_version: String,
     /// Whether an existing installation should update to `agent_version` now.
     pub agent_auto_update: bool,
     /// Upper bound of the random delay an updater waits before acting.
     pub agent_update_jitter_seconds: u64,
-    /// Why the host is not told to update now ([`crate::find::Hold::code`]); empty
-    /// when it is, and from servers that predate it (Teleport's, older ternd), which
-    /// the host then reads as "not now, no reason given": no shortcut of its own.
+    /// Why the host is not told to update now ([`crate::hold::Hold::code`]), the first
+    /// of `agent_holds`; empty when it is, and from servers that predate it (Teleport's,
+    /// older ternd), which the host then reads as "not now, no reason given": no
+    /// shortcut of its own.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub agent_hold: String,
+    /// Every hold that applies, the first named first. A ternd that sends it names the
+    /// last known-good version under a stop; from one that does not, a host with
+    /// nothing installed installs nothing under a stop.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agent_holds: Vec<String>,
     pub tools_version: String,
     pub tools_auto_update: bool,
 }
@@ -256,6 +264,21 @@ pub struct Heartbeat {
     /// which root version. Absent from updaters that predate it: unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trust: Option<HostTrust>,
+    /// The product this heartbeat reports (`version` is its version); empty: the
+    /// agent. Each product a host runs heartbeats on its own.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub product: String,
+}
+
+impl Heartbeat {
+    /// The product reported ([`crate::product::AGENT`] when none is named).
+    pub fn product(&self) -> &str {
+        if self.product.is_empty() {
+            crate::product::AGENT
+        } else {
+            &self.product
+        }
+    }
 }
 
 /// A host's trust posture, as its heartbeat states it.
@@ -360,6 +383,12 @@ impl Heartbeat {
                 return Err("install_failure.error: longer than 4096 bytes".into());
             }
         }
+        if !self.product.is_empty() && !crate::product::is_product_name(&self.product) {
+            return Err(format!(
+                "product: {:?} is not a product name (1 to 63 of a-z, 0-9 and '-', starting with a letter)",
+                crate::text::excerpt(&self.product, 64)
+            ));
+        }
         if let Some(r) = &self.install_result
             && (r.attempt_id.len() > 64 || r.error.len() > 4096)
         {
@@ -394,6 +423,7 @@ impl Default for Heartbeat {
             installers: Vec::new(),
             install_result: None,
             trust: None,
+            product: String::new(),
         }
     }
 }

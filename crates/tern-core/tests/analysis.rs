@@ -114,7 +114,9 @@ fn others_told_to_update(w: &World) -> usize {
     w.agents
         .iter()
         .filter(|a| !canaries.contains(&a.updater_id.as_str()))
-        .filter(|a| tern_core::find::decide(w.rollout.as_ref(), &a.group, &a.updater_id).update())
+        .filter(|a| {
+            tern_core::gate::rollout_answer(w.rollout.as_ref(), &a.group, &a.updater_id).update()
+        })
         .count()
 }
 

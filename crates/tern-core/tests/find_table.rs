@@ -1,10 +1,11 @@
 //! Every cell of the find table: mode × group state × (canary or not), both
-//! strategies for done, backpressure inside and outside progress, the immediate
+//! strategies for done (under a mode that is not enabled, a stop, every cell names
+//! the last known-good version, the start version, and nobody updates), backpressure inside and outside progress, the immediate
 //! schedule, the catch-all group, and no rollout at all.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tern_core::duration::Percent;
-use tern_core::find::{self, BACKPRESSURE_JITTER_SECONDS, DEFAULT_JITTER_SECONDS};
+use tern_core::gate::{self, BACKPRESSURE_JITTER_SECONDS, DEFAULT_JITTER_SECONDS};
 use tern_core::resource::*;
 use tern_core::version::Version;
 
@@ -42,7 +43,7 @@ fn rollout(mode: Mode, strategy: Strategy, state: GroupState) -> AutoUpdateAgent
 }
 
 fn ask(r: &AutoUpdateAgentRollout, group: &str, id: &str) -> (String, bool) {
-    let d = find::decide(Some(r), group, id);
+    let d = gate::rollout_answer(Some(r), group, id);
     {
         let u = d.update();
         (d.version.unwrap().to_string(), u)
@@ -61,16 +62,17 @@ fn the_whole_table() {
         (Enabled, Active, (v2, true), (v2, true)),
         (Enabled, Done, (v2, true), (v2, true)),
         (Enabled, Rolledback, (v1, true), (v1, true)),
+        // A stop: the last known-good version, never the target.
         (Suspended, Unstarted, (v1, false), (v1, false)),
         (Suspended, Canary, (v1, false), (v1, false)),
-        (Suspended, Active, (v2, false), (v2, false)),
-        (Suspended, Done, (v2, false), (v2, false)),
+        (Suspended, Active, (v1, false), (v1, false)),
+        (Suspended, Done, (v1, false), (v1, false)),
         (Suspended, Rolledback, (v1, false), (v1, false)),
-        (Disabled, Unstarted, (v2, false), (v2, false)),
-        (Disabled, Canary, (v2, false), (v2, false)),
-        (Disabled, Active, (v2, false), (v2, false)),
-        (Disabled, Done, (v2, false), (v2, false)),
-        (Disabled, Rolledback, (v2, false), (v2, false)),
+        (Disabled, Unstarted, (v1, false), (v1, false)),
+        (Disabled, Canary, (v1, false), (v1, false)),
+        (Disabled, Active, (v1, false), (v1, false)),
+        (Disabled, Done, (v1, false), (v1, false)),
+        (Disabled, Rolledback, (v1, false), (v1, false)),
     ];
     for (mode, state, canary, other) in table {
         let r = rollout(mode, Strategy::HaltOnError, state);
@@ -126,7 +128,7 @@ fn backpressure_admits_only_ids_under_progress() {
     assert_eq!(ask(&r, "dev", HIGH_ID), ("2.0.0".into(), true));
     // Backpressure groups get the short jitter.
     assert_eq!(
-        find::decide(Some(&r), "dev", LOW_ID).jitter_seconds,
+        gate::rollout_answer(Some(&r), "dev", LOW_ID).jitter_seconds,
         BACKPRESSURE_JITTER_SECONDS
     );
 }
@@ -143,26 +145,27 @@ fn unknown_and_empty_groups_are_served_by_the_last_group() {
 
 #[test]
 fn the_immediate_schedule_sends_everyone_to_the_target() {
-    for (mode, update) in [
-        (Mode::Enabled, true),
-        (Mode::Suspended, false),
-        (Mode::Disabled, false),
+    // Under a mode that is not enabled (a stop): the start version, not now.
+    for (mode, version, update) in [
+        (Mode::Enabled, "2.0.0", true),
+        (Mode::Suspended, "1.0.0", false),
+        (Mode::Disabled, "1.0.0", false),
     ] {
         let mut r = rollout(mode, Strategy::HaltOnError, GroupState::Unstarted);
         r.spec.schedule = Schedule::Immediate;
         r.status.groups.clear();
         assert_eq!(
             ask(&r, "dev", HIGH_ID),
-            ("2.0.0".into(), update),
+            (version.into(), update),
             "{mode:?}"
         );
-        assert_eq!(ask(&r, "", ""), ("2.0.0".into(), update), "{mode:?}");
+        assert_eq!(ask(&r, "", ""), (version.into(), update), "{mode:?}");
     }
 }
 
 #[test]
 fn no_rollout_means_no_version_and_no_update() {
-    let d = find::decide(None, "dev", HIGH_ID);
+    let d = gate::rollout_answer(None, "dev", HIGH_ID);
     assert_eq!(d.version, None);
     assert!(!d.update());
     let s = d.settings();
@@ -173,7 +176,7 @@ fn no_rollout_means_no_version_and_no_update() {
 #[test]
 fn the_response_carries_the_decision() {
     let r = rollout(Mode::Enabled, Strategy::HaltOnError, GroupState::Active);
-    let s = find::decide(Some(&r), "dev", HIGH_ID).settings();
+    let s = gate::rollout_answer(Some(&r), "dev", HIGH_ID).settings();
     assert_eq!(s.agent_version, "2.0.0");
     assert!(s.agent_auto_update);
     assert_eq!(s.agent_update_jitter_seconds, DEFAULT_JITTER_SECONDS);

@@ -7,8 +7,8 @@
 
 use proptest::prelude::*;
 use tern_core::duration::Percent;
-use tern_core::find::{self, FindInputs};
 use tern_core::forecast::{self, HostState, Verdict};
+use tern_core::gate::{self, Ask, Fleet, Host};
 use tern_core::host_update::{self, Health};
 use tern_core::resource::{
     AutoUpdateAgentRollout, Canary, GroupState, Mode, RolloutGroup, RolloutSpec, RolloutStatus,
@@ -114,31 +114,35 @@ proptest! {
         minutes in 0i64..(3 * 24 * 60),
     ) {
         let now = jiff::Timestamp::from_second(1_795_420_800 + minutes * 60).unwrap();
-        let mut r = r;
-        if frozen && let Some(r) = &mut r {
-            // What a replica's snapshot holds under a freeze: the mode at least suspended.
-            r.spec.autoupdate_mode = tern_core::rollout::frozen_mode(r.spec.autoupdate_mode, true);
-        }
-        let inputs = FindInputs {
-            rollout: r.as_ref(),
-            frozen,
-            group: GROUPS[group],
-            updater_id: IDS[id],
-            governed_by_directive: governed,
-            pinned_until: pinned.then(|| now.checked_add(jiff::SignedDuration::from_hours(1)).unwrap()),
-            cut_off: false,
-            now,
+        let pins: std::collections::BTreeMap<String, jiff::Timestamp> = pinned
+            .then(|| (IDS[id].to_string(), now.checked_add(jiff::SignedDuration::from_hours(1)).unwrap()))
+            .into_iter()
+            .collect();
+        let freeze = tern_core::api::Freeze {
+            reason: "test".into(),
+            since: now,
+            by: "t".into(),
+            products: Vec::new(),
         };
+        let (spec, installers) = (Default::default(), Default::default());
+        let fleet = Fleet {
+            freeze: frozen.then_some(&freeze),
+            pins: &pins,
+            directive: governed.then_some(gate::Directive { spec: &spec, installers: &installers }),
+            ..Fleet::new(r.as_ref(), now)
+        };
+        let mut asking = Host::new(gate::AGENT, GROUPS[group], IDS[id]);
+        asking.recorded.governed = governed;
         let host = HostState {
             version: VERSIONS[version],
             failed_version: failed.map(|f| VERSIONS[f]),
             canary_eligible_at: None,
         };
-        let f = forecast::forecast(&inputs, host, []);
-        let answer = find::answer(&inputs);
+        let f = forecast::forecast(&fleet, &asking, host, []);
+        let answer = gate::answer(&fleet, &asking, Ask::Find);
         prop_assert_eq!(f.find_update, answer.update());
         prop_assert_eq!(f.find_version.clone(), answer.version.as_ref().map(ToString::to_string));
-        prop_assert_eq!(f.hold.clone(), answer.hold.map(|h| h.code().to_string()));
+        prop_assert_eq!(f.hold.clone(), answer.hold().map(|h| h.code().to_string()));
         let host_does = host_update::on_find(
             &answer,
             Some(host.version),

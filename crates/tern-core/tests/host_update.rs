@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use jiff::{SignedDuration, Timestamp};
-use tern_core::find::Hold;
+use tern_core::hold::{Hold, Holds};
 use tern_core::host_update::{
     CriticalAnswer, Decision, FORCED_ATTEMPT_INTERVAL, FindGate, Health, Inputs, Source, Trigger,
     VersionAnswer, WindowState, decide,
@@ -166,7 +166,7 @@ fn hosts_outside_the_compatibility_window_update_at_once() {
     let find = |active: &'static str| Inputs {
         source: Source::Find {
             version: "v3.1.0".into(),
-            gate: FindGate::Held(Hold::NotACanary),
+            gate: FindGate::held(Hold::NotACanary),
         },
         active: Some(active),
         skip: None,
@@ -226,10 +226,16 @@ fn hosts_outside_the_compatibility_window_update_at_once() {
 fn no_shortcut_goes_through_a_hold() {
     let gates: Vec<FindGate> = Hold::ALL
         .into_iter()
-        .map(FindGate::Held)
+        .map(FindGate::held)
         .chain([
-            FindGate::UnknownHold("from_the_future".into()),
+            unknown("from_the_future"),
             FindGate::Unspecified,
+            // Several holds at once: a stop among schedule holds is a stop.
+            FindGate::Held {
+                holds: Holds::of([Hold::NotACanary, Hold::Pinned]),
+                unknown: None,
+                listed: true,
+            },
         ])
         .collect();
     let healths = [
@@ -257,11 +263,13 @@ fn no_shortcut_goes_through_a_hold() {
                         };
                         let got = decide(&i);
                         let stop = match gate {
-                            FindGate::Held(h) => h.is_stop(),
-                            FindGate::UnknownHold(_) => true,
+                            FindGate::Held { holds, unknown, .. } => {
+                                unknown.is_some() || holds.iter().any(|h| h.is_stop())
+                            }
                             _ => false,
                         };
-                        let repair = matches!(gate, FindGate::Held(h) if h.allows_repair());
+                        let repair = matches!(gate, FindGate::Held { holds, unknown: None, .. }
+                            if holds.iter().all(|h| h == Hold::NotACanary) && !holds.is_empty());
                         let shortcut = active == "1.0.0" || matches!(health, Health::Unhealthy(_));
                         let may = !stop && (asked_now || (repair && shortcut));
                         let case = format!(
@@ -284,8 +292,36 @@ fn no_shortcut_goes_through_a_hold() {
             }
         }
     }
-    // A first install (enrolling a host) takes the version named, whatever the hold.
+    // A first install (enrolling a host) takes the version named, whatever the hold,
+    // from a server that lists its holds (under a stop it names the last known-good
+    // version); from one that does not, nothing installs under a stop.
     for gate in gates {
+        let old_server_stop = match &gate {
+            FindGate::Held { holds, unknown, .. } => {
+                let single = FindGate::Held {
+                    holds: *holds,
+                    unknown: unknown.clone(),
+                    listed: false,
+                };
+                (unknown.is_some() || holds.iter().any(|h| h.is_stop())).then_some(single)
+            }
+            _ => None,
+        };
+        if let Some(old) = old_server_stop {
+            let i = Inputs {
+                source: Source::Find {
+                    version: "3.1.0".into(),
+                    gate: old,
+                },
+                active: None,
+                skip: None,
+                health: Health::Unknown,
+                last_forced_attempt: None,
+                asked_now: false,
+                now: now(),
+            };
+            assert!(matches!(decide(&i), Decision::Hold(_)), "{:?}", decide(&i));
+        }
         let i = Inputs {
             source: Source::Find {
                 version: "3.1.0".into(),
@@ -396,7 +432,7 @@ fn find_mode_keeps_its_answers() {
             gate: if update_now {
                 FindGate::Now
             } else {
-                FindGate::Held(Hold::GroupNotStarted)
+                FindGate::held(Hold::GroupNotStarted)
             },
         },
         active,
@@ -410,7 +446,7 @@ fn find_mode_keeps_its_answers() {
         decide(&Inputs {
             source: Source::Find {
                 version: String::new(),
-                gate: FindGate::Held(Hold::Directive),
+                gate: FindGate::held(Hold::Directive),
             },
             ..find("", true, Some("1.0.0"))
         }),
@@ -449,17 +485,45 @@ fn find_mode_keeps_its_answers() {
 /// a state or mode of the agent's rollout.
 #[test]
 fn only_the_hosts_own_stops_hold_its_other_products() {
-    use tern_core::find::Hold;
     for h in Hold::ALL {
-        let every = FindGate::Held(h).stops_every_product();
-        let want = matches!(h, Hold::Frozen | Hold::Pinned | Hold::CutOff);
+        let every = FindGate::held(h).stops_every_product();
+        let want = matches!(
+            h,
+            Hold::Frozen | Hold::Pinned | Hold::CutOff | Hold::TrustRequired
+        );
         assert_eq!(every, want, "{h}");
         assert!(
             !every || h.is_stop(),
             "{h}: only a stop may hold other products"
         );
     }
-    assert!(FindGate::UnknownHold("new_hold".into()).stops_every_product());
+    assert!(unknown("new_hold").stops_every_product());
+    // Every hold counts, not only the first: a freeze under a disabled mode, a freeze
+    // with no rollout, a pin of a suspended host (issue: the first stop hid the rest).
+    for (first, then) in [
+        (Hold::ModeDisabled, Hold::Frozen),
+        (Hold::NoRollout, Hold::Frozen),
+        (Hold::ModeSuspended, Hold::Pinned),
+    ] {
+        let settings = tern_core::wire::AutoUpdateSettings {
+            agent_version: "1.0.0".into(),
+            agent_hold: first.code().into(),
+            agent_holds: vec![first.code().into(), then.code().into()],
+            ..Default::default()
+        };
+        assert!(
+            FindGate::of(&settings).stops_every_product(),
+            "{first} {then}"
+        );
+    }
     assert!(!FindGate::Now.stops_every_product());
     assert!(!FindGate::Unspecified.stops_every_product());
+}
+
+fn unknown(code: &str) -> FindGate {
+    FindGate::Held {
+        holds: Holds::NONE,
+        unknown: Some(code.into()),
+        listed: true,
+    }
 }

@@ -780,7 +780,7 @@ fn the_immediate_schedule_has_no_groups() {
     w.reconcile(MON_10);
     assert!(w.rollout().status.groups.is_empty());
     assert_eq!(w.rollout().status.state, RolloutState::Unspecified);
-    let d = tern_core::find::decide(w.rollout.as_ref(), "dev", "x");
+    let d = tern_core::gate::rollout_answer(w.rollout.as_ref(), "dev", "x");
     assert_eq!(
         {
             let u = d.update();

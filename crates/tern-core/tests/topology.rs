@@ -13,7 +13,7 @@ use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
-use tern_core::find;
+use tern_core::gate;
 use tern_core::inventory::{InventoryAgent, replica_report, tracked_values};
 use tern_core::reconcile::{Resources, needs, reconcile_reports};
 use tern_core::resource::*;
@@ -167,7 +167,7 @@ impl Fleet {
                 }
                 continue;
             }
-            let d = find::decide(self.rollout.as_ref(), "prod", &h.id);
+            let d = gate::rollout_answer(self.rollout.as_ref(), "prod", &h.id);
             let target = d.version.as_ref().map(ToString::to_string);
             if d.update()
                 && target.as_deref() == Some("1.1.0")
@@ -430,15 +430,15 @@ fn find_holds_hosts_the_admissions_do_not_name() {
     let told: Vec<bool> = fleet
         .hosts
         .iter()
-        .map(|h| find::decide(Some(&r), "prod", &h.id).update())
+        .map(|h| gate::rollout_answer(Some(&r), "prod", &h.id).update())
         .collect();
     assert_eq!(told.iter().filter(|t| **t).count(), 1, "{told:?}");
     // A host without an updater id is never counted against a zone: held.
-    assert!(!find::decide(Some(&r), "prod", "").update());
+    assert!(!gate::rollout_answer(Some(&r), "prod", "").update());
     // Admissions not worked out yet (a rollout written by an older leader): held.
     let mut r2 = r.clone();
     r2.status.groups[0].topology.clear();
-    assert!(!find::decide(Some(&r2), "prod", &admitted[0]).update());
+    assert!(!gate::rollout_answer(Some(&r2), "prod", &admitted[0]).update());
 }
 
 #[test]

@@ -250,7 +250,7 @@ fn time_based_groups_can_be_rolled_back_started_and_marked_done() {
     w.reconcile("2026-11-23T12:00:00Z");
     assert_eq!(w.state("europe").0, Active);
     let find = |w: &World, group: &str| {
-        let d = tern_core::find::decide(w.rollout.as_ref(), group, &uid(group, 0));
+        let d = tern_core::gate::rollout_answer(w.rollout.as_ref(), group, &uid(group, 0));
         {
             let u = d.update();
             (d.version.unwrap().to_string(), u)

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tern_core::codec::{self, Format};
 use tern_core::duration::GoDuration;
-use tern_core::find;
+use tern_core::gate;
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
@@ -282,7 +282,7 @@ fn plan_find(args: FindArgs, output: Option<Output>) -> anyhow::Result<ExitCode>
         "autoupdate_agent_rollout",
         AutoUpdateAgentRollout::from_text,
     )?;
-    let decision = find::decide(Some(&rollout), &args.group, &args.updater_id);
+    let decision = gate::rollout_answer(Some(&rollout), &args.group, &args.updater_id);
     let response = FindResponse {
         edition: "community".to_string(),
         fips: false,

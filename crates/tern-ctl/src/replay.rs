@@ -16,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use serde::Deserialize;
 use tern_core::codec;
-use tern_core::find;
+use tern_core::gate;
 use tern_core::host_update;
 use tern_core::inventory::{self, AgentView, InventoryAgent};
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
@@ -609,7 +609,7 @@ fn find_mismatches(
                 .map(|a| a.hb.updater_id.clone())
                 .unwrap_or_default(),
         };
-        let d = find::decide(rollout, &f.group, &id);
+        let d = gate::rollout_answer(rollout, &f.group, &id);
         let got = (
             d.version
                 .as_ref()
@@ -653,16 +653,11 @@ fn act(
         .filter(|a| a.hb.updater_status == UpdaterStatus::Enabled)
     {
         // find's answer and what tern-update does with it (the same two functions).
-        let d = find::answer(&find::FindInputs {
-            rollout,
-            frozen: false,
-            group: &a.hb.group,
-            updater_id: &a.hb.updater_id,
-            governed_by_directive: false,
-            pinned_until: None,
-            cut_off: false,
-            now,
-        });
+        let d = gate::answer(
+            &gate::Fleet::new(rollout, now),
+            &gate::Host::new(gate::AGENT, &a.hb.group, &a.hb.updater_id),
+            gate::Ask::Find,
+        );
         let health = if a.hb.healthy != Some(false) {
             host_update::Health::Healthy
         } else {

@@ -333,13 +333,22 @@ fn roles_bad_files_and_channels() {
     assert_eq!(out.trim(), "channel cloud-stable set to 1.2.3 (critical)");
     let out = ok(&s, &["channels", "ls"]);
     assert!(out.contains("cloud-stable") && out.contains("yes"));
-    let body: String = ureq::get(format!("{}/v1/channels/cloud-stable/version", s.url))
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap();
-    assert_eq!(body, "1.2.3");
+    let channel = || {
+        let mut resp = ureq::get(format!("{}/v1/channels/cloud-stable/version", s.url))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .call()
+            .unwrap();
+        (
+            resp.status().as_u16(),
+            resp.body_mut().read_to_string().unwrap(),
+        )
+    };
+    // The user's suspend is a stop: channels hold too (503, the hold's code).
+    let (status, body) = channel();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("mode_suspended"), "{body}");
 
     // Suspend creates the config when there is none; rm removes it.
     let out = ok(&s, &["get", "config"]);
@@ -348,6 +357,8 @@ fn roles_bad_files_and_channels() {
         ok(&s, &["rm", "config"]).trim(),
         "autoupdate_config deleted"
     );
+    // No mode set anywhere: channels follow their own switch (they are set by hand).
+    assert_eq!(channel(), (200, "1.2.3".to_string()));
 }
 
 /// ternctl with no TERN_* variable but those given.

@@ -100,6 +100,8 @@ struct Recorder {
     trace: tern_core::invariant::Trace,
     /// Each host's linked version when last looked at.
     linked: std::collections::HashMap<String, Option<String>>,
+    /// How many of each host's agent starts were looked at.
+    seen: std::collections::HashMap<String, usize>,
     /// ternd's instant at the last recorded state.
     now: Option<jiff::Timestamp>,
 }
@@ -656,54 +658,56 @@ impl Fleet {
                 ))
             })
             .collect();
-        let frozen = status.modes.frozen.is_some();
-        let mode = tern_core::rollout::frozen_mode(status.modes.mode, frozen);
-        let rollout = status.0.rollout.clone().map(|mut r| {
-            r.spec.autoupdate_mode = mode;
-            Box::new(r)
-        });
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
         rec.now = Some(status.now);
         rec.trace
             .events
-            .push(tern_core::invariant::TraceEvent::State {
-                at: status.now,
-                rollout,
-                frozen,
-                pins,
-            });
+            .push(status.trace_state(tern_core::gate::AGENT, pins));
     }
 
-    /// Records, for every host following the rollout, an install when its linked
-    /// version changed since the last look: `kind` says why (a first one is always a
-    /// first install).
+    /// Records every install a host started since the last look: each version its
+    /// agent started with (from the agent's own log, so an install rolled back within
+    /// the same run counts) other than the one it ran before, and a linked version that
+    /// changed without its agent saying so. `kind` says why; a host's first version is
+    /// its first install. Hosts following a channel install by that path.
     fn record_installs(&self, kind: tern_core::invariant::InstallKind) {
+        use tern_core::invariant::{InstallKind, TraceEvent, Via};
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
         let Some(at) = rec.now else { return };
-        for h in self.hosts.iter().filter(|h| !h.follows_channel) {
+        for h in &self.hosts {
+            let started = h.started_versions();
+            let seen = rec.seen.insert(h.name.clone(), started.len()).unwrap_or(0);
             let now = h.linked_version();
             let before = rec.linked.insert(h.name.clone(), now.clone()).flatten();
-            let (Some(to), true) = (now.clone(), now != before) else {
-                continue;
-            };
-            let kind = if before.is_none() {
-                tern_core::invariant::InstallKind::FirstInstall
-            } else {
-                kind
-            };
-            rec.trace
-                .events
-                .push(tern_core::invariant::TraceEvent::Install {
+            let mut new: Vec<String> = Vec::new();
+            for v in started.iter().skip(seen).chain(now.iter()) {
+                if Some(v) != before.as_ref() && !new.contains(v) {
+                    new.push(v.clone());
+                }
+            }
+            for to in new {
+                rec.trace.events.push(TraceEvent::Install {
                     at,
+                    product: tern_core::gate::AGENT.into(),
                     host: h.updater_id().unwrap_or_default(),
                     group: h.group.clone(),
                     labels: h.labels.clone(),
-                    from: before,
+                    from: before.clone(),
                     to,
-                    kind,
+                    kind: if before.is_none() {
+                        InstallKind::FirstInstall
+                    } else {
+                        kind
+                    },
+                    via: if h.follows_channel {
+                        Via::Channel
+                    } else {
+                        Via::Find
+                    },
                     signed: None,
                     pinned_root: h.pinned_root,
                 });
+            }
         }
     }
 

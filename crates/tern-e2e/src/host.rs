@@ -292,6 +292,21 @@ impl Host {
     }
 
     /// The version whose directory the link dir points at.
+    /// Every version an agent process started with on this host, in order, from the
+    /// agent's own log (a broken release logs "V starting: crashing" before it panics;
+    /// a good one "V running"): the evidence of what the host ran, rollbacks included.
+    pub fn started_versions(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.state.join("agent.log")).unwrap_or_default();
+        log.lines()
+            .filter_map(|l| {
+                let rest = l.split_once("] ")?.1;
+                let mut words = rest.split_whitespace();
+                let v = words.next()?;
+                matches!(words.next(), Some("starting:" | "running")).then(|| v.to_string())
+            })
+            .collect()
+    }
+
     pub fn linked_version(&self) -> Option<String> {
         let target = std::fs::read_link(self.link.join("tern-demo-agent")).ok()?;
         // …/versions/<version>/bin/tern-demo-agent

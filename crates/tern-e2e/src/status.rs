@@ -20,6 +20,28 @@ impl Deref for Status {
 }
 
 impl Status {
+    /// What the control plane says now, as the fleet-safety checker reads it: the
+    /// product's rollout as the leader wrote it, the mode an operator set (none when
+    /// neither resource sets one), whether a freeze holds the product, the pins.
+    pub fn trace_state(
+        &self,
+        product: &str,
+        pins: std::collections::BTreeMap<String, jiff::Timestamp>,
+    ) -> tern_core::invariant::TraceEvent {
+        let set = self.modes.config_mode.is_some() || self.modes.version_mode.is_some();
+        tern_core::invariant::TraceEvent::State {
+            at: self.now,
+            product: product.to_string(),
+            rollout: self.0.rollout.clone().map(Box::new),
+            mode: set.then_some(self.modes.mode),
+            mode_recorded: true,
+            frozen: self.modes.frozen.as_ref().is_some_and(|f| f.holds(product)),
+            pins,
+            minimums: Default::default(),
+            cut_off: false,
+        }
+    }
+
     /// The named group. Panics naming the groups there are: the tests and the demo
     /// name only groups of their own config.
     pub fn group(&self, name: &str) -> &GroupStatus {

@@ -271,19 +271,8 @@ impl NsHost {
         }
     }
 
-    /// Every version an agent process started with on this host, in order, from the
-    /// agent's own log (a broken release logs "V starting: crashing" before it panics;
-    /// a good one "V running"): the evidence of what the host ran, rollbacks included.
     fn started_versions(&self) -> Vec<String> {
-        let log = std::fs::read_to_string(self.host.state.join("agent.log")).unwrap_or_default();
-        log.lines()
-            .filter_map(|l| {
-                let rest = l.split_once("] ")?.1;
-                let mut words = rest.split_whitespace();
-                let v = words.next()?;
-                matches!(words.next(), Some("starting:" | "running")).then(|| v.to_string())
-            })
-            .collect()
+        self.host.started_versions()
     }
 }
 
@@ -305,19 +294,10 @@ impl Recorder {
     /// What ternd says now, as `Fleet::record_state` records it: the rollout with the
     /// mode in force (a freeze makes it at least suspended). No pins: this test sets none.
     fn state(&mut self, status: &Status) {
-        let frozen = status.modes.frozen.is_some();
-        let mode = tern_core::rollout::frozen_mode(status.modes.mode, frozen);
-        let rollout = status.0.rollout.clone().map(|mut r| {
-            r.spec.autoupdate_mode = mode;
-            Box::new(r)
-        });
         self.now = Some(status.now);
-        self.trace.events.push(TraceEvent::State {
-            at: status.now,
-            rollout,
-            frozen,
-            pins: BTreeMap::new(),
-        });
+        self.trace
+            .events
+            .push(status.trace_state(tern_core::gate::AGENT, BTreeMap::new()));
     }
 
     /// An install for every version a host started since the last look other than the
@@ -357,6 +337,8 @@ impl Recorder {
                 };
                 self.trace.events.push(TraceEvent::Install {
                     at,
+                    product: tern_core::gate::AGENT.into(),
+                    via: tern_core::invariant::Via::Find,
                     host: h.host.updater_id().unwrap_or_default(),
                     group: h.host.group.clone(),
                     labels: BTreeMap::new(),

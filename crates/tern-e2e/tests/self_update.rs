@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tern_core::fixtures::halt_on_error;
+use tern_core::fixtures::{halt_on_error, halt_on_error_config};
 use tern_core::invariant::{InstallKind, Trace, TraceEvent};
 use tern_e2e::sign;
 use tern_e2e::updater::{self, UpdaterHost};
@@ -55,18 +55,9 @@ impl Lab {
     /// What ternd serves now, for the trace (the mode in force, a freeze).
     fn record_state(&mut self) -> Status {
         let status = self.f.status().unwrap();
-        let frozen = status.modes.frozen.is_some();
-        let mode = tern_core::rollout::frozen_mode(status.modes.mode, frozen);
-        let rollout = status.0.rollout.clone().map(|mut r| {
-            r.spec.autoupdate_mode = mode;
-            Box::new(r)
-        });
-        self.trace.events.push(TraceEvent::State {
-            at: status.now,
-            rollout,
-            frozen,
-            pins: BTreeMap::new(),
-        });
+        self.trace
+            .events
+            .push(status.trace_state(tern_core::gate::AGENT, BTreeMap::new()));
         status
     }
 
@@ -110,6 +101,8 @@ impl Lab {
                 });
                 let event = TraceEvent::Install {
                     at: status.now,
+                    product: tern_core::gate::AGENT.into(),
+                    via: tern_core::invariant::Via::Find,
                     host: h.updater_id().unwrap(),
                     group: h.group.clone(),
                     labels: BTreeMap::new(),
@@ -469,23 +462,66 @@ fn a_freeze_of_the_agents_ternd_holds_the_updater() {
     heartbeat();
     upd.clock_advance("2m").unwrap();
     heartbeat();
-    for _ in 0..2 {
-        upd.reconcile().unwrap();
-        for h in &hosts {
-            let out = h.run(&["update"]).unwrap();
-            assert!(out.ok(), "{}: {}", h.name, out.stderr);
-            assert!(
-                out.stderr
-                    .contains("holds every update of this host (frozen)"),
-                "{}: {}\n{}",
-                h.name,
-                out.stderr,
-                upd.ctl.run(&["agents", "status"]).unwrap_or_default()
-            );
-            assert_eq!(h.linked_version().as_deref(), Some("1.0.0"), "{}", h.name);
+    // Every host's updater holds while the agents' ternd stops the host, whatever
+    // other hold comes first in its answer (the first hold once hid the rest).
+    let held = |why: &str| {
+        for _ in 0..2 {
+            upd.reconcile().unwrap();
+            for h in &hosts {
+                let out = h.run(&["update"]).unwrap();
+                assert!(out.ok(), "{}: {}", h.name, out.stderr);
+                assert!(
+                    out.stderr.contains("holds every update of this host")
+                        && out.stderr.contains(why),
+                    "{}: {}\n{}",
+                    h.name,
+                    out.stderr,
+                    upd.ctl.run(&["agents", "status"]).unwrap_or_default()
+                );
+                assert_eq!(h.linked_version().as_deref(), Some("1.0.0"), "{}", h.name);
+            }
         }
-    }
+    };
+    held("frozen");
     assert_eq!(upd.status().unwrap().state_of("staging"), "active");
+    // A freeze under a disabled mode (find names mode_disabled first).
+    agents
+        .apply(&halt_on_error_config(
+            "disabled",
+            &[tern_core::fixtures::group("staging", 10)],
+        ))
+        .unwrap();
+    held("frozen");
+    agents
+        .apply(&halt_on_error(&[("staging", 10, 0, 0)]))
+        .unwrap();
+    // A freeze with no rollout (no_rollout first).
+    agents.ctl.run(&["rm", "version"]).unwrap();
+    agents.reconcile().unwrap();
+    held("frozen");
+    agents.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    // Unfrozen, but the agents' rollout suspended and each host pinned there.
+    agents.agents(&["unfreeze"]).unwrap();
+    agents.agents(&["suspend"]).unwrap();
+    for h in &agents.hosts {
+        let id = h.updater_id().unwrap();
+        agents
+            .ctl
+            .run(&["inventory", "pin", &id, "--until", &at(MON, "23:00")])
+            .unwrap();
+    }
+    held("pinned");
+    for h in &agents.hosts {
+        agents
+            .ctl
+            .run(&["inventory", "unpin", &h.updater_id().unwrap()])
+            .unwrap();
+    }
+    agents.agents(&["resume"]).unwrap();
+    agents
+        .agents(&["freeze", "--reason", "incident 7"])
+        .unwrap();
+    held("frozen");
 
     // Lifted on the agents' ternd: the updater's rollout goes on.
     agents.agents(&["unfreeze"]).unwrap();

@@ -79,5 +79,7 @@ pub fn heartbeat(w: &Workload, updater_version: &str) -> Result<Heartbeat, Input
         // Workloads pin image digests, not a release root: their trust is not stated
         // (`ternd start --require-trust` serves hosts of tern-update only).
         trust: None,
+        // The agent's own product.
+        product: String::new(),
     })
 }

@@ -33,6 +33,9 @@ pub(crate) struct PassResult {
     pub(crate) paused: Option<String>,
     /// The global freeze held this pass: nothing was triggered for it.
     pub(crate) frozen: bool,
+    /// Hosts the pass chose that a stop of the one answer held (a pin, a mode, a
+    /// revoked target, the replica cut off).
+    pub(crate) held: Vec<String>,
 }
 
 /// One pass of this replica's loop.
@@ -123,6 +126,12 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         _ => notify_draft.as_ref(),
     };
     let snapshot = state.snapshot();
+    let fleet = snapshot.fleet(
+        state.cut_off(),
+        state.settings.security.require_trust,
+        true,
+        now,
+    );
     let (active, plan, dry_chosen, notices) = {
         let mut inv = state.inventory();
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
@@ -138,10 +147,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             record_states: true,
             dry_run: None,
             notices: false,
-            release_to: Some(crate::inventory::directed::ReleaseTo {
-                rollout: snapshot.rollout.as_ref(),
-                frozen: snapshot.freeze.is_some(),
-            }),
+            release_to: Some(crate::inventory::directed::ReleaseTo { fleet }),
         };
         let active = inv.directive_pass(&base);
         let mut dry_chosen = Vec::new();
@@ -185,6 +191,13 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         }
     } else {
         for chosen in &active.chosen {
+            // The one answer's stops (a freeze, a pin, a mode set disabled or
+            // suspended, a revoked target, this replica cut off) hold a directive's
+            // install as every other: no attempt is recorded for a held host.
+            if !directed_allowed(&fleet, chosen) {
+                result.held.push(chosen.updater_id.clone());
+                continue;
+            }
             if trigger(state, chosen, &timings, now).await? {
                 result.triggered.push(chosen.updater_id.clone());
             }
@@ -626,6 +639,18 @@ pub(crate) async fn refresh_find(state: &AppState) {
 /// it, it becomes the active directive at once. Whether it was promoted. Here, not in
 /// `routes::directives`, since the releases controller writes drafts too.
 pub(crate) async fn write_draft(state: &AppState, d: &VersionDirective) -> ApiResult<bool> {
+    // A revoked target is refused here, before it is stored or promoted (by hand or
+    // automatically), with `--trust-root`.
+    for (i, directive) in d.spec.directives.iter().enumerate() {
+        for (j, target) in directive.targets.iter().enumerate() {
+            crate::release_check::require_not_revoked(
+                state,
+                &format!("spec.directives[{i}].targets[{j}].version"),
+                &target.version,
+            )
+            .await?;
+        }
+    }
     let name = &d.metadata.name;
     let store = state.store();
     let bytes = stored_form(d)?;
@@ -641,4 +666,24 @@ pub(crate) async fn write_draft(state: &AppState, d: &VersionDirective) -> ApiRe
         refresh_find(state).await;
     }
     Ok(automatic)
+}
+
+/// Whether the one answer lets `chosen`'s host install its target now.
+fn directed_allowed(fleet: &tern_core::gate::Fleet<'_>, chosen: &ChosenInstall) -> bool {
+    let Ok(target) = tern_core::version::Version::parse(&chosen.target.version) else {
+        return false;
+    };
+    let mut host =
+        tern_core::gate::Host::new(tern_core::gate::AGENT, &chosen.group, &chosen.updater_id);
+    // Hosts that pin no root are refused at their heartbeat under --require-trust.
+    host.pins_root = true;
+    tern_core::gate::answer(
+        fleet,
+        &host,
+        tern_core::gate::Ask::Directed(tern_core::gate::DirectedInstall {
+            target: &target,
+            not_before: None,
+        }),
+    )
+    .update()
 }

@@ -42,6 +42,7 @@ pub(crate) async fn read(store: &dyn Store) -> ApiResult<Stored> {
                     reason: format!("the stored freeze record is unreadable ({e})"),
                     since: jiff::Timestamp::UNIX_EPOCH,
                     by: String::new(),
+                    products: Vec::new(),
                 },
                 kv.mod_revision,
             )

@@ -50,6 +50,7 @@ mod metrics;
 mod pins;
 mod ratelimit;
 mod reconciler;
+mod release_check;
 mod resources;
 mod routes;
 mod server;

@@ -431,6 +431,11 @@ async fn start_background(state: &Arc<AppState>) {
             }
         }
     }
+    if state.settings.release_trust.is_some() {
+        // The signed minimums before the first answer, when the repository answers.
+        crate::release_check::refresh(state).await;
+        tokio::spawn(crate::release_check::refresh_loop(Arc::clone(state)));
+    }
     state.health.ready.store(true, Ordering::Relaxed);
     tokio::spawn(watch_loop(Arc::clone(state)));
     tokio::spawn(store_contact(Arc::clone(state)));

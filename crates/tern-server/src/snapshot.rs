@@ -7,9 +7,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use axum::body::Bytes;
 use axum::http::HeaderValue;
-use tern_core::find::AgentDecision;
-use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, ToolsMode};
-use tern_core::views;
+use tern_core::gate::Answer;
+use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion};
 use tern_core::wire::{AutoUpdateSettings, FindResponse};
 
 use crate::longpoll::{LongPoll, LongPollSettings};
@@ -26,6 +25,8 @@ pub(crate) struct Answers {
     pub(crate) long_poll: LongPoll,
     /// `Cache-Control` of the public endpoints (`--public-max-age`), made once.
     pub(crate) cache_control: HeaderValue,
+    /// The signed minimums last read (`release_check`), copied into each snapshot.
+    revocation: RwLock<Arc<tern_core::revocation::Revocation>>,
 }
 
 impl Answers {
@@ -37,7 +38,23 @@ impl Answers {
             // ASCII letters and digits: always a valid header value.
             cache_control: HeaderValue::from_str(&format!("public, max-age={public_max_age}"))
                 .unwrap_or(HeaderValue::from_static("no-cache")),
+            revocation: RwLock::default(),
         }
+    }
+
+    /// The signed minimums known now.
+    pub(crate) fn revocation(&self) -> Arc<tern_core::revocation::Revocation> {
+        Arc::clone(&self.revocation.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Keeps `revocation`; whether it differs from what was known.
+    pub(crate) fn set_revocation(&self, revocation: tern_core::revocation::Revocation) -> bool {
+        let mut known = self.revocation.write().unwrap_or_else(|p| p.into_inner());
+        if **known == revocation {
+            return false;
+        }
+        *known = Arc::new(revocation);
+        true
     }
 
     /// The snapshot find answers from now.
@@ -60,13 +77,12 @@ pub(crate) struct ActiveDirective {
 }
 
 impl ActiveDirective {
-    /// Whether it governs a host with these facts (any selection but none: at its
-    /// target, to install, or no target fitting).
-    pub(crate) fn governs(&self, facts: &tern_core::directive::select::HostFacts<'_>) -> bool {
-        !matches!(
-            tern_core::directive::select::select(&self.spec, &self.installers, facts),
-            tern_core::directive::select::Selection::Unmatched
-        )
+    /// The view the one answer reads.
+    pub(crate) fn view(&self) -> tern_core::gate::Directive<'_> {
+        tern_core::gate::Directive {
+            spec: &self.spec,
+            installers: &self.installers,
+        }
     }
 }
 
@@ -76,8 +92,13 @@ pub(crate) struct Snapshot {
     /// for now, so that suspend takes effect at once rather than at the next reconcile.
     pub(crate) rollout: Option<AutoUpdateAgentRollout>,
     /// The config, for what is the cluster's whether or not a rollout exists (the
-    /// maintenance schedule channel hosts follow).
+    /// maintenance schedule channel hosts follow), and the mode in force.
     pub(crate) config: Option<AutoUpdateConfig>,
+    /// The version resource: the mode in force with the config's.
+    pub(crate) version: Option<AutoUpdateVersion>,
+    /// The signed minimums of `--trust-root` (empty without one): revoked versions
+    /// are held on every path.
+    pub(crate) revocation: Arc<tern_core::revocation::Revocation>,
     pub(crate) tools_version: String,
     pub(crate) tools_auto_update: bool,
     pub(crate) channels: BTreeMap<String, Channel>,
@@ -102,7 +123,7 @@ pub(crate) struct Snapshot {
 /// of a find's instructions (profiled), so each is serialized once. Derived data: a
 /// clone starts empty.
 #[derive(Debug, Default)]
-struct FindBodies(Mutex<Vec<(AgentDecision, String, FindBody)>>);
+struct FindBodies(Mutex<Vec<(Answer, String, FindBody)>>);
 
 /// A serialized find answer and its ETag (what a long-polling host sends back).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,19 +158,16 @@ impl Snapshot {
             r.spec.autoupdate_mode = mode;
             r
         });
-        let tools_version = views::tools_version(version)
-            .map(|v| v.to_string())
-            .unwrap_or_default();
-        let tools_auto_update = !tools_version.is_empty()
-            && config.is_some_and(|c| c.tools_mode() == ToolsMode::Enabled);
         Self {
             places_by_labels: rollout
                 .as_ref()
                 .is_some_and(tern_core::rollout::places_by_labels),
             rollout,
             config: config.cloned(),
-            tools_version,
-            tools_auto_update,
+            version: version.cloned(),
+            revocation: Arc::default(),
+            tools_version: String::new(),
+            tools_auto_update: false,
             channels,
             freeze,
             pins: std::collections::HashMap::new(),
@@ -158,9 +176,42 @@ impl Snapshot {
         }
     }
 
+    /// The fleet as the one answer reads it, from this snapshot and what the replica
+    /// knows of itself (`cut_off`), its settings (`require_trust`) and its clock.
+    pub(crate) fn fleet(
+        &self,
+        cut_off: bool,
+        require_trust: bool,
+        jitter: bool,
+        now: jiff::Timestamp,
+    ) -> tern_core::gate::Fleet<'_> {
+        tern_core::gate::Fleet {
+            config: self.config.as_ref(),
+            version: self.version.as_ref(),
+            rollout: self.rollout.as_ref(),
+            freeze: self.freeze.as_ref(),
+            pins: &self.pins,
+            revocation: &self.revocation,
+            require_trust,
+            cut_off,
+            directive: self.directive.as_deref().map(ActiveDirective::view),
+            jitter,
+            now,
+        }
+    }
+
+    /// The tools' version and flag, worked out once the snapshot is complete (the one
+    /// answer's `gate::tools`: never a target its canaries failed, nor a revoked one).
+    pub(crate) fn settle_tools(&mut self) {
+        let (version, auto) =
+            tern_core::gate::tools(&self.fleet(false, false, true, jiff::Timestamp::UNIX_EPOCH));
+        self.tools_version = version.map(|v| v.to_string()).unwrap_or_default();
+        self.tools_auto_update = auto;
+    }
+
     /// The JSON of [`response`](Self::response) for `decision` and its ETag,
     /// serialized once per snapshot.
-    pub(crate) fn find_body(&self, decision: &AgentDecision, edition: &str) -> FindBody {
+    pub(crate) fn find_body(&self, decision: &Answer, edition: &str) -> FindBody {
         let mut bodies = self.find_bodies.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, _, body)) = bodies
             .iter()
@@ -183,7 +234,7 @@ impl Snapshot {
         found
     }
 
-    fn response(&self, decision: &AgentDecision, edition: &str) -> FindResponse {
+    fn response(&self, decision: &Answer, edition: &str) -> FindResponse {
         let agent = decision.settings();
         FindResponse {
             edition: edition.to_string(),
@@ -202,11 +253,16 @@ impl Snapshot {
 mod tests {
     use super::*;
 
-    fn decision(version: Option<&str>, update: bool, jitter_seconds: u64) -> AgentDecision {
-        AgentDecision {
+    fn decision(version: Option<&str>, update: bool, jitter_seconds: u64) -> Answer {
+        Answer {
             version: version.map(|v| tern_core::version::Version::parse(v).unwrap()),
-            hold: (!update).then_some(tern_core::find::Hold::GroupNotStarted),
+            holds: if update {
+                tern_core::hold::Holds::NONE
+            } else {
+                tern_core::hold::Holds::of([tern_core::hold::Hold::GroupNotStarted])
+            },
             jitter_seconds,
+            critical: false,
         }
     }
 
@@ -251,7 +307,8 @@ mod tests {
     fn tools_default_to_the_agents_target() {
         let version = tern_core::fixtures::version("1.0.0", "1.1.0", "regular");
         let version = AutoUpdateVersion::from_text(&version).unwrap();
-        let snap = Snapshot::build(None, Some(&version), None, BTreeMap::new(), None);
+        let mut snap = Snapshot::build(None, Some(&version), None, BTreeMap::new(), None);
+        snap.settle_tools();
         assert_eq!(snap.tools_version, "1.1.0");
     }
 

@@ -318,6 +318,11 @@ impl AppState {
         self.answers.snapshot()
     }
 
+    /// Keeps the signed minimums `release_check` read; whether they changed.
+    pub(crate) fn set_revocation(&self, revocation: tern_core::revocation::Revocation) -> bool {
+        self.answers.set_revocation(revocation)
+    }
+
     /// Re-reads config, version, rollout and channels and swaps the snapshot. Calls are
     /// serialized, so the last one to finish saw the newest data.
     pub(crate) async fn refresh_snapshot(&self) -> ApiResult<()> {
@@ -349,6 +354,8 @@ impl AppState {
         snap.directive = crate::directive_store::active_directive(store)
             .await?
             .map(Arc::new);
+        snap.revocation = self.answers.revocation();
+        snap.settle_tools();
         self.answers.publish(snap);
         Ok(())
     }

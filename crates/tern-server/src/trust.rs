@@ -1,13 +1,18 @@
 //! ternd's view of the signed release repository (`--trust-root`, `--trust-url`): a
 //! `target_version` nobody signed is refused where it is written (a version resource,
-//! new-rollout), so an operator learns at once what every pinned host would refuse
-//! later, and so is one below the signed minimum of its release line (revoked). The
-//! hosts do not depend on it: each verifies for itself.
+//! new-rollout, a channel), so an operator learns at once what every pinned host would
+//! refuse later, and a version below the signed minimum of its release line (revoked)
+//! is refused wherever a version is written (start and target, a channel, a directive
+//! draft, a promotion). The signed minimums are also kept in memory (refreshed every
+//! minute and at each check) for the one answer, which holds a revoked version on
+//! every path. The hosts do not depend on it: each verifies for itself.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
+
+use tern_core::revocation::Revocation;
 
 use crate::error::ApiError;
 
@@ -48,8 +53,9 @@ impl ReleaseTrust {
         Ok(Self { state, url })
     }
 
-    /// Refreshes the metadata (on the blocking pool) and looks `version` up.
-    pub(crate) async fn signed(&self, version: &str) -> Result<Signed, ApiError> {
+    /// Refreshes the metadata (on the blocking pool) and looks `version` up; the
+    /// signed minimums come with the answer.
+    pub(crate) async fn signed(&self, version: &str) -> Result<(Signed, Revocation), ApiError> {
         let (state, url, version) = (self.state.clone(), self.url.clone(), version.to_string());
         tokio::task::spawn_blocking(move || {
             let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -61,43 +67,25 @@ impl ReleaseTrust {
             let client = tern_trust::Client::new(&state, &url, Some(fetch))
                 .map_err(|e| unverifiable(&e.to_string()))?;
             let v = client.refresh().map_err(|e| unverifiable(&e.to_string()))?;
-            Ok(if v.has_version(&version) {
+            let revocation = Revocation::new(v.minimums.clone());
+            let signed = if v.has_version(&version) {
                 match v.check_minimum(&version) {
                     Ok(()) => Signed::Yes {
                         targets_version: v.targets_version,
                     },
                     Err(e) => Signed::Revoked { why: e.to_string() },
                 }
+            } else if let Err(e) = v.check_minimum(&version) {
+                Signed::Revoked { why: e.to_string() }
             } else {
                 Signed::No {
                     targets_version: v.targets_version,
                 }
-            })
+            };
+            Ok((signed, revocation))
         })
         .await
         .map_err(|e| ApiError::internal(format!("the release check failed: {e}")))?
-    }
-
-    /// An error unless `version` is signed.
-    pub(crate) async fn require(&self, field: &str, version: &str) -> Result<(), ApiError> {
-        match self.signed(version).await? {
-            Signed::Yes { .. } => Ok(()),
-            Signed::No { targets_version } => Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "not_signed",
-                format!(
-                    "{field} {version} is not signed by the release keys: no target of the signed release repository {} (targets version {targets_version}) has it; sign it with `tern-release add` first (hosts with a pinned root would refuse it)",
-                    self.url
-                ),
-            )),
-            Signed::Revoked { why } => Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "below_minimum",
-                format!(
-                    "{field} {version} is revoked: {why}; roll out a version at or above the minimum (hosts with a pinned root would refuse it)"
-                ),
-            )),
-        }
     }
 }
 

@@ -73,7 +73,7 @@ fn a_freeze_stops_every_update_until_an_operator_lifts_it() {
         modes["why_stopped"]
             .as_str()
             .unwrap()
-            .starts_with("agent updates are frozen since 2026-11-23T09:00:00Z"),
+            .starts_with("updates of every product are frozen since 2026-11-23T09:00:00Z"),
         "{modes}"
     );
     // Resuming the config does not lift it: only unfreeze does.

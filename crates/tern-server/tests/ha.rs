@@ -536,7 +536,7 @@ fn one_etcd_member_killed_service_continues() {
         || {
             ha.live()
                 .iter()
-                .all(|i| ha.r(*i).find("dev", "dev-3") == ("1.1.0".into(), false))
+                .all(|i| ha.r(*i).find("dev", "dev-3") == ("1.0.0".into(), false))
         },
     );
     ha.r(0).op("POST", "/v1/agents/resume", None);
@@ -629,7 +629,7 @@ fn all_of_etcd_down_find_serves_the_snapshot_and_everything_resumes() {
         || {
             ha.live()
                 .iter()
-                .all(|i| ha.r(*i).find("dev", "dev-0") == ("1.1.0".into(), false))
+                .all(|i| ha.r(*i).find("dev", "dev-0") == ("1.0.0".into(), false))
         },
     );
     ha.r(1).op("POST", "/v1/agents/resume", None);

@@ -57,8 +57,9 @@ fn a_pin_holds_one_host_until_the_leader_lifts_it() {
     assert_eq!(v["until"], "2026-11-23T12:00:00Z");
     assert_eq!(v["by"], user.split('_').nth(1).unwrap());
 
-    // At once, d1 alone is held; it is still told the version its group runs.
-    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), false));
+    // At once, d1 alone is held: told the last known-good version (what it would take
+    // as a first install), never the target.
+    assert_eq!(t.find("dev", "d1"), ("1.0.0".into(), false));
     assert_eq!(t.find("dev", "d2"), ("1.1.0".into(), true));
     let host = t.op("GET", "/v1/inventory/d1", None);
     assert_eq!(host["forecast"]["outlook"], "pinned", "{host}");
@@ -70,7 +71,7 @@ fn a_pin_holds_one_host_until_the_leader_lifts_it() {
     // 12:00: its time has come; it holds until the leader lifts it (deletes it, by the
     // leader's clock), at its next reconcile: every replica answers alike.
     t.set_clock("2026-11-23T12:00:00Z");
-    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), false));
+    assert_eq!(t.find("dev", "d1"), ("1.0.0".into(), false));
     t.heartbeat(&agent, "d1", "dev", "1.0.0");
     t.heartbeat(&agent, "d2", "dev", "1.1.0");
     t.reconcile();

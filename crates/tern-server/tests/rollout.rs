@@ -362,11 +362,12 @@ fn suspend_resume_rollback_start_update_mark_done() {
     assert_eq!(v["groups"][0]["to"], "active");
     assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), true));
 
-    // suspend: takes effect on find at once, before any reconcile.
+    // suspend: takes effect on find at once, before any reconcile; under a stop find
+    // names the last known-good version (a new host installs it), never the target.
     let v = t.op("POST", "/v1/agents/suspend", None);
     assert_eq!(v["mode"], "suspended");
     assert_eq!(v["changed"], true);
-    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), false));
+    assert_eq!(t.find("dev", "d1"), ("1.0.0".into(), false));
     let cfg = t.op("GET", "/v1/resources/config", None);
     assert_eq!(cfg["spec"]["agents"]["mode"], "suspended");
 

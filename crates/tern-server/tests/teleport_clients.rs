@@ -179,7 +179,7 @@ fn teleport_clients_get_the_answers_the_one_gate_gives() {
         "/v1/freeze",
         Some(r#"{"reason": "incident 7: agents crash"}"#),
     );
-    assert_eq!(teleport_find(&t, "dev"), ("1.1.0".into(), false));
+    assert_eq!(teleport_find(&t, "dev"), ("1.0.0".into(), false));
     for c in ["dev", "stable"] {
         assert_eq!(
             version_server(&t, "/v1", c),
@@ -193,9 +193,14 @@ fn teleport_clients_get_the_answers_the_one_gate_gives() {
     // Suspended: the same.
     t.op("POST", "/v1/agents/suspend", None);
     t.reconcile();
-    assert_eq!(teleport_find(&t, "dev"), ("1.1.0".into(), false));
+    assert_eq!(teleport_find(&t, "dev"), ("1.0.0".into(), false));
     assert_eq!(
         version_server(&t, "/v1", "dev"),
+        ("none".into(), "no".into(), Some("mode_suspended".into()))
+    );
+    // An explicit suspend holds channels as well.
+    assert_eq!(
+        version_server(&t, "/v1", "stable"),
         ("none".into(), "no".into(), Some("mode_suspended".into()))
     );
 

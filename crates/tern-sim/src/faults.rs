@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
-use tern_core::find::{self, FindInputs};
+use tern_core::gate;
 use tern_core::host_update::{self, Health};
 use tern_core::invariant::{self, InstallKind, Trace, TraceEvent, Violation};
 use tern_core::inventory::{self, InventoryAgent};
@@ -51,6 +51,13 @@ const SILENCE: i64 = 180;
 /// A replica that has not reached its store for this long tells nobody to update
 /// (ternd's `--store-contact-bound`).
 pub const CUT_OFF_AFTER: i64 = 30;
+/// The fleet's freeze, while the store holds one (every product).
+static FREEZE: tern_core::api::Freeze = tern_core::api::Freeze {
+    reason: String::new(),
+    since: jiff::Timestamp::UNIX_EPOCH,
+    by: String::new(),
+    products: Vec::new(),
+};
 /// How long a canary candidate must have been heard from.
 const CANARY_TENURE: i64 = 600;
 
@@ -482,20 +489,17 @@ impl World {
     fn record_state(&mut self) {
         self.store.revision += 1;
         let frozen = self.store.frozen;
-        let mode = tern_core::rollout::frozen_mode(
-            tern_core::rollout::mode_in_force(Some(self.config()), self.version.as_ref()),
-            frozen,
-        );
+        let mode = tern_core::rollout::mode_in_force(Some(self.config()), self.version.as_ref());
         let rollout = self.store.rollout.clone().map(|mut r| {
             r.spec.autoupdate_mode = mode;
-            Box::new(r)
+            r
         });
-        self.trace.events.push(TraceEvent::State {
-            at: self.ts(self.now),
+        self.trace.events.push(TraceEvent::agent_state(
+            self.ts(self.now),
             rollout,
             frozen,
-            pins: self.store.pins.clone(),
-        });
+            self.store.pins.clone(),
+        ));
     }
 
     fn config(&self) -> &AutoUpdateConfig {
@@ -509,10 +513,7 @@ impl World {
     /// Replicas that reach the store learn what it says (their watch).
     fn sync(&mut self) {
         let frozen = self.store.frozen;
-        let mode = tern_core::rollout::frozen_mode(
-            tern_core::rollout::mode_in_force(Some(self.config()), self.version.as_ref()),
-            frozen,
-        );
+        let mode = tern_core::rollout::mode_in_force(Some(self.config()), self.version.as_ref());
         for r in 0..self.replicas.len() {
             if !self.reaches_store(r) {
                 continue;
@@ -549,24 +550,22 @@ impl World {
             };
             let rep = &self.replicas[r];
             let replica_now = self.ts(self.now + rep.clock_skew);
-            // As ternd: placed by the labels the host sends with find, never by what
-            // this replica remembers of it.
-            let group = match rep.rollout.as_ref() {
-                Some(ro) if tern_core::rollout::places_by_labels(ro) => {
-                    tern_core::rollout::place(ro, h.presented, &h.labels)
-                }
-                _ => h.presented,
+            // As ternd: the one answer, placed by the labels the host sends with find,
+            // never by what this replica remembers of it.
+            let facts = tern_core::wire::FindFacts {
+                version: h.version.clone(),
+                labels: h.labels.clone(),
+                ..Default::default()
             };
-            let answer = find::answer(&FindInputs {
-                rollout: rep.rollout.as_ref(),
-                frozen: rep.frozen,
-                group,
-                updater_id: &h.id,
-                governed_by_directive: false,
-                pinned_until: rep.pins.get(&h.id).copied(),
+            let fleet = gate::Fleet {
+                freeze: rep.frozen.then_some(&FREEZE),
+                pins: &rep.pins,
                 cut_off: self.now - rep.contact > CUT_OFF_AFTER,
-                now: replica_now,
-            });
+                ..gate::Fleet::new(rep.rollout.as_ref(), replica_now)
+            };
+            let mut asking = gate::Host::new(gate::AGENT, h.presented, &h.id);
+            asking.facts = Some(&facts);
+            let answer = gate::answer(&fleet, &asking, gate::Ask::Find);
             let decision = host_update::on_find(
                 &answer,
                 Some(&h.version),
@@ -577,12 +576,14 @@ impl World {
             if let host_update::Decision::Update { target, .. } = decision {
                 self.trace.events.push(TraceEvent::Install {
                     at: self.ts(self.now),
+                    product: gate::AGENT.into(),
                     host: h.id.clone(),
                     group: h.presented.to_string(),
                     labels: h.labels.clone(),
                     from: Some(h.version.clone()),
                     to: target.clone(),
                     kind: InstallKind::Scheduled,
+                    via: tern_core::invariant::Via::Find,
                     signed: None,
                     pinned_root: false,
                 });

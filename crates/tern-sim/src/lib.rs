@@ -1,5 +1,5 @@
 //! tern-sim: a fleet simulator over Tern's pure core. Thousands to hundreds of
-//! thousands of simulated agents poll `find` (`tern_core::find::decide`), wait out the
+//! thousands of simulated agents poll `find` (the one answer (`tern_core::gate`)), wait out the
 //! jitter, install, fail and roll back with a per-version probability, come and go;
 //! simulated ternd replicas keep their inventory and write a report every period; the
 //! leader reconciles (`tern_core::reconcile::reconcile`) after its report. No process,

@@ -1,5 +1,5 @@
 //! The engine: a discrete-event simulation of a fleet and its ternd replicas, driving
-//! `tern_core::reconcile::reconcile` and `tern_core::find::decide` exactly as ternd does.
+//! `tern_core::reconcile::reconcile` and the one answer (`tern_core::gate`) exactly as ternd does.
 //!
 //! Time is whole seconds since the start. Nothing is touched every tick: a binary heap
 //! holds the next instants at which something happens (a replica's report, and on the
@@ -20,7 +20,7 @@ use rand_core::{RngCore, SeedableRng};
 use std::borrow::Cow;
 use tern_core::backpressure::UpdaterNumeral;
 
-use tern_core::find;
+use tern_core::gate;
 use tern_core::host_update;
 use tern_core::inventory::OMITTED_TOO_NEW;
 use tern_core::inventory::{self, AgentView};
@@ -1247,16 +1247,15 @@ impl Sim {
             return None;
         }
         let now = self.ts(self.now);
-        let d = find::answer(&find::FindInputs {
-            rollout: self.rollout.as_ref(),
-            frozen: false,
-            group: &self.presented[a.group as usize],
-            updater_id: &a.updater_id,
-            governed_by_directive: false,
-            pinned_until: None,
-            cut_off: false,
-            now,
-        });
+        let d = gate::answer(
+            &gate::Fleet::new(self.rollout.as_ref(), now),
+            &gate::Host::new(
+                gate::AGENT,
+                &self.presented[a.group as usize],
+                &a.updater_id,
+            ),
+            gate::Ask::Find,
+        );
         let health = if a.healthy {
             host_update::Health::Healthy
         } else {
@@ -1417,7 +1416,7 @@ impl Sim {
         let group = u16::try_from(group).unwrap_or(0);
         // A new host installs what find says for its group, whatever the update flag.
         let name = self.presented[group as usize].clone();
-        let told = find::decide(self.rollout.as_ref(), &name, "").version;
+        let told = gate::rollout_answer(self.rollout.as_ref(), &name, "").version;
         let version = match told {
             Some(v) => self.intern(&v.to_string()),
             None => self.from_version,

@@ -10,6 +10,8 @@
 
 use std::collections::BTreeMap;
 
+pub use tern_core::revocation::{Minimum, ReleaseLine};
+use tern_core::revocation::{Revocation, Revoked};
 use tern_core::version::Version;
 
 use crate::error::{Error, Result};
@@ -17,62 +19,14 @@ use crate::error::{Error, Result};
 /// The field of the targets metadata that holds the minimums.
 pub(crate) const FIELD: &str = "tern_minimum_versions";
 
-/// A release line: every version of one major (`1`), or of one major and minor (`1.4`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ReleaseLine {
-    pub major: u64,
-    pub minor: Option<u64>,
-}
-
-impl ReleaseLine {
-    /// `MAJOR` or `MAJOR.MINOR`, plain numbers (a leading `v` is accepted).
-    pub fn parse(text: &str) -> Result<Self> {
-        let bad = || Error::BadLine { line: text.into() };
-        let t = text.trim();
-        let t = t.strip_prefix('v').unwrap_or(t);
-        let num = |s: &str| -> Result<u64> {
-            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(bad());
-            }
-            s.parse().map_err(|_| bad())
-        };
-        match t.split_once('.') {
-            None => Ok(Self {
-                major: num(t)?,
-                minor: None,
-            }),
-            Some((major, minor)) => Ok(Self {
-                major: num(major)?,
-                minor: Some(num(minor)?),
-            }),
-        }
-    }
-
-    /// Whether `v` belongs to this line.
-    pub fn contains(&self, v: &Version) -> bool {
-        v.0.major == self.major && self.minor.is_none_or(|m| v.0.minor == m)
-    }
-}
-
-impl std::fmt::Display for ReleaseLine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.minor {
-            None => write!(f, "{}", self.major),
-            Some(m) => write!(f, "{}.{m}", self.major),
-        }
-    }
-}
-
-/// One line's signed minimum.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Minimum {
-    pub line: ReleaseLine,
-    pub version: Version,
+/// A release line, read as the signing CLI and the metadata write it.
+pub(crate) fn line(text: &str) -> Result<ReleaseLine> {
+    ReleaseLine::parse(text).map_err(|e| Error::BadLine { line: e.line })
 }
 
 /// Checks a minimum before it is signed: the version must belong to its line.
-pub fn minimum(line: &str, version: &str) -> Result<Minimum> {
-    let line = ReleaseLine::parse(line)?;
+pub fn minimum(line_text: &str, version: &str) -> Result<Minimum> {
+    let line = line(line_text)?;
     let v = Version::parse(version).map_err(|e| Error::BadMinimum {
         line: line.to_string(),
         detail: e.to_string(),
@@ -117,28 +71,20 @@ pub(crate) fn to_value(minimums: &[Minimum]) -> serde_json::Value {
     serde_json::json!(map)
 }
 
-/// An error when `version` is below the signed minimum of a line it belongs to. With
-/// minimums signed, a version that is not semver belongs to no line that can be
-/// checked, and is refused too (Tern's versions are semver everywhere).
+/// An error when `version` is below the signed minimum of a line it belongs to (the
+/// rule is tern-core's, `revocation`). With minimums signed, a version that is not
+/// semver belongs to no line that can be checked, and is refused too.
 pub(crate) fn check(minimums: &[Minimum], version: &str, targets_version: u64) -> Result<()> {
-    if minimums.is_empty() {
-        return Ok(());
+    match Revocation::new(minimums.to_vec()).check(version) {
+        Ok(()) => Ok(()),
+        Err(Revoked::Below { version, minimum }) => Err(Error::BelowMinimum {
+            version: version.to_string(),
+            line: minimum.line.to_string(),
+            minimum: minimum.version.to_string(),
+            targets_version,
+        }),
+        Err(Revoked::NoLine { version, detail }) => Err(Error::NoLine { version, detail }),
     }
-    let v = Version::parse(version).map_err(|e| Error::NoLine {
-        version: version.into(),
-        detail: e.to_string(),
-    })?;
-    for m in minimums {
-        if m.line.contains(&v) && v < m.version {
-            return Err(Error::BelowMinimum {
-                version: v.to_string(),
-                line: m.line.to_string(),
-                minimum: m.version.to_string(),
-                targets_version,
-            });
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -204,10 +150,7 @@ mod tests {
         );
         assert_eq!(ReleaseLine::parse("v2.10").unwrap().to_string(), "2.10");
         for bad in ["", "x", "1.", "1.2.3", "-1", "1.a", " . "] {
-            assert!(
-                matches!(ReleaseLine::parse(bad), Err(Error::BadLine { .. })),
-                "{bad:?}"
-            );
+            assert!(matches!(line(bad), Err(Error::BadLine { .. })), "{bad:?}");
         }
         assert!(matches!(
             minimum("1", "2.0.0"),

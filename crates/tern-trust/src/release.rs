@@ -585,7 +585,7 @@ pub fn set_minimum(
     let root_path = latest_root_path(repo, &r);
     let mut targets = r.targets().clone();
     let mut minimums = crate::minimum::read(&targets.signed._extra)?;
-    let line = crate::minimum::ReleaseLine::parse(line)?;
+    let line = crate::minimum::line(line)?;
     let before = minimums.len();
     minimums.retain(|m| m.line != line);
     match version {

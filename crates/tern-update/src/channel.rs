@@ -24,7 +24,7 @@ pub(crate) fn decide(
         let none = VersionAnswer::Unreachable("no channel configured".into());
         return (Decision::Nothing("no channel configured".into()), none);
     };
-    let (version, critical) = answers(ctx, &channel);
+    let (version, critical) = answers(ctx, &file.spec, &channel);
     refresh_schedule(ctx, file);
     let clock = Timestamp::now();
     let window = window_state(file, clock);
@@ -65,13 +65,21 @@ pub(crate) fn decide(
     (decision, version)
 }
 
-/// The channel's two answers, read strictly; an unreachable one says why.
-pub(crate) fn answers(ctx: &Ctx, channel: &str) -> (VersionAnswer, CriticalAnswer) {
-    let version = match ctx.http.channel_value(channel, "version") {
+/// The channel's two answers, read strictly; an unreachable one says why. A channel
+/// this host's ternd serves learns who asks, so that a pin of the host holds it.
+pub(crate) fn answers(
+    ctx: &Ctx,
+    spec: &crate::state::Spec,
+    channel: &str,
+) -> (VersionAnswer, CriticalAnswer) {
+    let ours = !spec.server.is_empty() && channel.starts_with(spec.server.trim_end_matches('/'));
+    let id = update::updater_id(&ctx.layout).ok().filter(|_| ours);
+    let updater_id = id.as_deref();
+    let version = match ctx.http.channel_value_as(channel, "version", updater_id) {
         Ok(body) => VersionAnswer::from_body(&body),
         Err(why) => VersionAnswer::Unreachable(why),
     };
-    let critical = match ctx.http.channel_value(channel, "critical") {
+    let critical = match ctx.http.channel_value_as(channel, "critical", updater_id) {
         Ok(body) => CriticalAnswer::from_body(&body),
         Err(why) => CriticalAnswer::Unreachable(why),
     };

@@ -201,6 +201,15 @@ fn execute(
         instruction.target.version,
         if instruction.dry_run { ", dry run" } else { "" }
     );
+    // The updater's releases stop where the agent's ternd stops the whole host, whatever
+    // installer the instruction names (find's path is in `run`). A dry run changes
+    // nothing: it goes.
+    if file.spec.self_update
+        && !instruction.dry_run
+        && let Some(why) = crate::self_update::agent_stop(ctx)
+    {
+        return Err(InstallFailure::Check(why));
+    }
     log::info(format!("running {what}"));
     match instruction.installer.installer_type {
         InstallerType::LocalScript => {
@@ -299,13 +308,6 @@ fn native(
             "dry run: the artifact of {target} matches the instruction; nothing was installed"
         ));
         return Ok(());
-    }
-    // The updater's releases stop where the agent's ternd stops the whole host, whatever
-    // path names them (find's is in `run`).
-    if file.spec.self_update
-        && let Some(why) = crate::self_update::agent_stop(ctx)
-    {
-        return Err(InstallFailure::Check(why));
     }
     run::recover(ctx, file)?;
     update::install_checked(ctx, &file.spec, &edition, &target, Some(expect))?;

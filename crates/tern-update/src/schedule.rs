@@ -149,7 +149,7 @@ pub(crate) fn check(ctx: &Ctx, file: &UpdateFile) -> Result<Done> {
             "not following a channel: nothing to check".into(),
         ));
     };
-    match crate::channel::answers(ctx, channel) {
+    match crate::channel::answers(ctx, &file.spec, channel) {
         (VersionAnswer::Version(v), CriticalAnswer::Yes)
             if file
                 .status

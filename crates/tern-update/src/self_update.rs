@@ -78,9 +78,15 @@ pub(crate) fn agent_stop(ctx: &Ctx) -> Option<String> {
         Ok(find) => {
             let gate = tern_core::host_update::FindGate::of(&find.auto_update);
             gate.stops_every_product().then(|| {
+                let a = &find.auto_update;
+                let holds = if a.agent_holds.is_empty() {
+                    a.agent_hold.clone()
+                } else {
+                    a.agent_holds.join(", ")
+                };
                 format!(
                     "the agent's ternd {server} holds every update of this host ({}): holding the updater too",
-                    tern_core::text::excerpt(&find.auto_update.agent_hold, 64)
+                    tern_core::text::excerpt(&holds, 200)
                 )
             })
         }

@@ -92,6 +92,34 @@ pub(crate) fn signed_artifact(
     }))
 }
 
+/// With a pinned root, why `version` is revoked (below the signed minimum of its
+/// release line), if it is: the metadata refreshed now. `None` without a pinned root,
+/// when it is allowed, and when the repository cannot be read (the caller then does
+/// what it would have done without the check, and says so).
+pub(crate) fn revoked(
+    http: &Client,
+    layout: &Layout,
+    spec: &Spec,
+    version: &str,
+) -> Option<String> {
+    let url = spec.trust_url.as_ref()?;
+    let client = tern_trust::Client::new(
+        &state_file(layout),
+        url,
+        Some(Arc::new(HttpFetch(http.clone()))),
+    )
+    .ok()?;
+    match client.refresh() {
+        Ok(verified) => verified.check_minimum(version).err().map(|e| e.to_string()),
+        Err(e) => {
+            log::warn(format!(
+                "cannot refresh the release metadata to check {version} ({e}); the minimums were not checked"
+            ));
+            None
+        }
+    }
+}
+
 /// The version of the root this host pins, if it pins one and its trust state is
 /// usable (what heartbeats and find report; an unusable state refuses installs, so it
 /// is not reported as pinned).

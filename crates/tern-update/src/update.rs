@@ -639,6 +639,40 @@ fn rollback(
     ));
     // Read before the revert starts the old version, whose output would follow.
     let output = agent_output(&file.spec, version_failed);
+    // Never back onto a revoked version: the one before it if that is allowed, else
+    // the host stays on the failing version, stops, and says so.
+    if let Some(from) = sw.from
+        && let Some(why) = crate::trust::revoked(&ctx.http, &ctx.layout, &file.spec, from)
+    {
+        let allowed = file.status.backup.clone().filter(|b| {
+            b != from
+                && b != sw.to
+                && ctx.layout.version_dir(b).is_dir()
+                && crate::trust::revoked(&ctx.http, &ctx.layout, &file.spec, b).is_none()
+        });
+        log::error(format!(
+            "{from}, the version before {}, is revoked ({why}): not rolling back onto it",
+            sw.to
+        ));
+        let Some(back) = allowed else {
+            return stay_on_failing(ctx, file, sw.to, from, &why, reason, output);
+        };
+        log::info(format!("rolling back to {back}, installed and allowed"));
+        // The database backup is {from}'s: not restored into another version.
+        let reverted = revert(ctx, &file.spec, Some(&back), false, sw.was_running);
+        return record_failure(
+            ctx,
+            file,
+            Some(&back),
+            sw.to,
+            Failure {
+                reason,
+                version_failed,
+                agent_output: output,
+            },
+            reverted,
+        );
+    }
     let reverted = revert(ctx, &file.spec, sw.from, sw.db_backed_up, sw.was_running);
     record_failure(
         ctx,
@@ -652,6 +686,48 @@ fn rollback(
         },
         reverted,
     )
+}
+
+/// A failed switch with nothing allowed to roll back to: `to` stays linked (the host
+/// runs the failing version rather than a revoked one), is skipped so that nothing
+/// retries it, and the failure says why; the heartbeat reports it (not healthy, failed
+/// version `to`, no rollback). An operator rolls out a fixed version, or forces one.
+fn stay_on_failing(
+    ctx: &Ctx,
+    file: &mut UpdateFile,
+    to: &str,
+    from: &str,
+    why: &str,
+    reason: Error,
+    output: Option<String>,
+) -> Error {
+    let outcome = format!(
+        "not rolled back: {from} is revoked ({why}) and no allowed version is installed; {to} stays linked though it failed, and is not retried: roll out a fixed version (or `tern-update pin --force-version`)"
+    );
+    let st = &mut file.status;
+    st.active = Some(to.to_string());
+    st.backup = None;
+    st.skip = Some(to.to_string());
+    st.rollback = false;
+    st.environment_failure = None;
+    st.last_update = Some(LastUpdate {
+        time: Timestamp::now(),
+        target: to.to_string(),
+        success: false,
+        error: Some(match &output {
+            Some(out) => format!("{reason}; {outcome}; the agent's last output: {out}"),
+            None => format!("{reason}; {outcome}"),
+        }),
+    });
+    st.in_progress = None;
+    if let Err(e) = save(ctx, file) {
+        log::error(format!("could not record the failure in update.yaml: {e}"));
+    }
+    Error::UpdateFailed {
+        target: to.to_string(),
+        reason: Box::new(reason),
+        outcome,
+    }
 }
 
 /// Why a switch failed: the error, whether the new version itself failed (it did not
@@ -1067,6 +1143,7 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
             pinned: facts.trust_root > 0,
             root_version: facts.trust_root,
         }),
+        product: String::new(),
     };
     match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
         Err(e) => Sent::Failed(e.into()),

@@ -184,7 +184,7 @@ impl World {
     pub fn agents_follow_find(&mut self, group: &str) {
         let rollout = self.rollout.clone().unwrap();
         for a in self.agents.iter_mut().filter(|a| a.group == group) {
-            let d = tern_core::find::decide(Some(&rollout), &a.group, &a.updater_id);
+            let d = tern_core::gate::rollout_answer(Some(&rollout), &a.group, &a.updater_id);
             if d.update() {
                 a.version = d.version.unwrap().to_string();
             }

@@ -81,17 +81,19 @@ pub struct PassInput<'r> {
     pub release_to: Option<ReleaseTo<'r>>,
 }
 
-/// What find answers a host no directive governs, for [`PassInput::release_to`].
+/// The fleet the one answer reads, for what find would answer a host no directive
+/// governed ([`PassInput::release_to`]).
 #[derive(Clone, Copy)]
 pub struct ReleaseTo<'r> {
-    pub rollout: Option<&'r tern_core::resource::AutoUpdateAgentRollout>,
-    pub frozen: bool,
+    pub fleet: tern_core::gate::Fleet<'r>,
 }
 
 /// An install the pass chose, owned (the store write happens without the lock).
 #[derive(Clone, Debug)]
 pub struct ChosenInstall {
     pub updater_id: String,
+    /// The group it counts in (for the one answer's stops).
+    pub group: String,
     pub from_version: String,
     pub directive: String,
     pub installer_name: String,
@@ -155,16 +157,21 @@ impl Inventory {
             .filter(|(_, state)| state.is_some())
         {
             let updater_id = e.uid(&self.hostnames).to_string();
-            let answer = tern_core::find::answer(&tern_core::find::FindInputs {
-                rollout: to.rollout,
-                frozen: to.frozen,
-                group: self.names.get(e.group),
-                updater_id: &updater_id,
-                governed_by_directive: false,
-                pinned_until: None,
-                cut_off: false,
+            // Released: no directive governs it any more.
+            let fleet = tern_core::gate::Fleet {
+                directive: None,
                 now,
-            });
+                ..to.fleet
+            };
+            let answer = tern_core::gate::answer(
+                &fleet,
+                &tern_core::gate::Host::new(
+                    tern_core::gate::AGENT,
+                    self.names.get(e.group),
+                    &updater_id,
+                ),
+                tern_core::gate::Ask::Find,
+            );
             let from = self.names.get(e.version);
             if let Some(v) = answer.version.map(|v| v.to_string())
                 && tern_core::version::normalize(from) != v
@@ -249,6 +256,7 @@ impl Inventory {
                 .filter(|t| !entry(t.host).updater_id.is_empty())
                 .map(|t| ChosenInstall {
                     updater_id: entry(t.host).uid(&self.hostnames).to_string(),
+                    group: names.get(entry(t.host).group).to_string(),
                     from_version: names.get(entry(t.host).version).to_string(),
                     directive: t.directive.to_string(),
                     installer_name: t.installer.metadata.name.clone(),

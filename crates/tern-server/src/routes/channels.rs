@@ -37,6 +37,7 @@ pub(crate) async fn set(
     }
     let b: ChannelBody = body::json(&body)?;
     let version = body::version("version", &b.version)?;
+    crate::release_check::require_signed(&state, "version", &version.to_string()).await?;
     let channel = Channel {
         name: name.clone(),
         version: version.to_string(),

@@ -91,6 +91,7 @@ fn fresh(reason: &str, state: &AppState, actor: &Actor) -> Freeze {
         reason: reason.to_string(),
         since: state.clock.now(),
         by: actor.token_id.clone(),
+        products: Vec::new(),
     }
 }
 

@@ -27,6 +27,8 @@ use crate::state::AppState;
 /// `updater_id=`, or `host=` as seed 000's updaters send it; `updater_id` wins when
 /// both are given.
 struct FindQuery<'a> {
+    /// The product asked for (`product=`; Teleport's updaters send none: the agent).
+    product: Cow<'a, str>,
     group: Cow<'a, str>,
     updater_id: Cow<'a, str>,
     wait: Option<Cow<'a, str>>,
@@ -39,12 +41,14 @@ struct FindQuery<'a> {
 fn find_query(raw: Option<&str>) -> FindQuery<'_> {
     let (mut group, mut updater_id, mut host) =
         (Cow::Borrowed(""), Cow::Borrowed(""), Cow::Borrowed(""));
+    let mut product = Cow::Borrowed(tern_core::gate::AGENT);
     let (mut wait, mut seen) = (None, None);
     let mut facts: Option<tern_core::wire::FindFacts> = None;
     let mut said_version = false;
     for (k, v) in query_pairs(raw.unwrap_or_default()) {
         match k.as_ref() {
             "group" => group = v,
+            "product" if !v.is_empty() => product = v,
             "updater_id" => updater_id = v,
             "host" => host = v,
             "wait" => wait = Some(v),
@@ -64,6 +68,7 @@ fn find_query(raw: Option<&str>) -> FindQuery<'_> {
         updater_id = host;
     }
     FindQuery {
+        product,
         group,
         updater_id,
         wait,
@@ -130,12 +135,6 @@ pub(crate) async fn find(
 ) -> ApiResult<Response> {
     limit_ready(&state, addr)?;
     let q = find_query(query.as_deref());
-    if state.settings.security.require_trust && q.facts.as_ref().is_none_or(|f| f.trust_root == 0) {
-        return Err(trust_required(
-            &q.updater_id,
-            "its find does not name a pinned root",
-        ));
-    }
     let long_poll = &state.answers.long_poll;
     let wait = q
         .wait
@@ -145,12 +144,12 @@ pub(crate) async fn find(
         .map_err(ApiError::bad_request)?;
     Metrics::inc(&state.metrics.find_requests);
     let Some(wait) = wait else {
-        let answer = find_answer(&state, &q);
+        let answer = find_answer(&state, &q)?;
         return Ok(cacheable(&state, find_response(answer, None)));
     };
     // Subscribed before the answer is worked out: a change in between wakes the hold.
     let mut changes = long_poll.subscribe();
-    let answer = find_answer(&state, &q);
+    let answer = find_answer(&state, &q)?;
     let seen = q.seen.as_deref().unwrap_or_default();
     let etag = answer.etag.to_str().unwrap_or_default();
     if wait.is_zero() || !crate::longpoll::is_seen(seen, etag) {
@@ -175,7 +174,7 @@ pub(crate) async fn find(
             () = tokio::time::sleep_until(deadline) => break Release::Expired,
             () = &mut stopped => break Release::Expired,
         };
-        if look_again && find_answer(&state, &q).etag != answer.etag {
+        if look_again && find_answer(&state, &q)?.etag != answer.etag {
             break Release::Changed;
         }
     };
@@ -193,7 +192,7 @@ pub(crate) async fn find(
         }
     }
     // The answer as it is now: another change may have come during the jitter.
-    let answer = find_answer(&state, &q);
+    let answer = find_answer(&state, &q)?;
     let how = match release {
         Release::Changed => POLL_CHANGED,
         Release::Expired => POLL_EXPIRED,
@@ -223,80 +222,64 @@ fn find_response(answer: crate::snapshot::FindBody, long_poll: Option<HeaderValu
     resp
 }
 
-/// What find tells this host now: `tern_core::find::answer` over the snapshot and
-/// what this replica knows of the host (where labels place it, whether a directive
-/// governs it, a pin).
-fn find_answer(state: &AppState, q: &FindQuery<'_>) -> crate::snapshot::FindBody {
+/// What find tells this host now: the one answer (`tern_core::gate::answer`) over the
+/// snapshot and what this replica knows of the host, serialized once per snapshot. A
+/// host refused for want of a pinned root (`--require-trust`) gets 403.
+fn find_answer(state: &AppState, q: &FindQuery<'_>) -> ApiResult<crate::snapshot::FindBody> {
     let snapshot = state.snapshot();
-    let decision = find_decision(state, &snapshot, q);
-    snapshot.find_body(&decision, &state.settings.edition)
+    let answer = find_decision(state, &snapshot, q);
+    if answer.holds.contains(tern_core::hold::Hold::TrustRequired) {
+        return Err(trust_required(
+            &q.updater_id,
+            "its find does not name a pinned root",
+        ));
+    }
+    Ok(snapshot.find_body(&answer, &state.settings.edition))
 }
 
-/// find's decision for the host `q` describes: what [`find`] serializes, and what
-/// Teleport's channel paths ([`teleport_channel`]) answer from.
+/// The fleet as the one answer reads it on this replica, now.
+fn fleet<'s>(
+    state: &AppState,
+    snapshot: &'s crate::snapshot::Snapshot,
+) -> tern_core::gate::Fleet<'s> {
+    snapshot.fleet(
+        state.cut_off(),
+        state.settings.security.require_trust,
+        // Under a dev clock time moves only when told: a real-time random wait before
+        // updating would only slow tests and demos down.
+        state.clock.as_dev().is_none(),
+        state.clock.now(),
+    )
+}
+
+/// The one answer for the host `q` describes: what [`find`] serializes, and what
+/// Teleport's channel paths ([`teleport_channel`]) answer from. An updater that sends
+/// no facts is known by what this replica's heartbeats recorded of it.
 fn find_decision(
     state: &AppState,
     snapshot: &crate::snapshot::Snapshot,
     q: &FindQuery<'_>,
-) -> tern_core::find::AgentDecision {
-    let (group, updater_id): (&str, &str) = (&q.group, &q.updater_id);
-    // Groups placed by labels (`rollout::place`): by the labels the host sends with
-    // find, so that every replica places it alike, before its first heartbeat to it
-    // too; from an updater that sends none, where its last heartbeat here placed it.
-    let placed = match (&snapshot.rollout, &q.facts) {
-        (Some(r), Some(f)) if snapshot.places_by_labels => {
-            Some(tern_core::rollout::place(r, group, &f.labels).to_string())
-        }
-        _ if snapshot.places_by_labels && !updater_id.is_empty() => state
-            .inventory()
-            .by_updater_id(updater_id)
-            .map(|a| tern_core::inventory::AgentView::group(&a).to_string()),
-        _ => None,
-    };
-    // A version directive governs the host: by its facts, as every replica's snapshot
-    // holds the active directive; from an updater that sends none, by this replica's
-    // last pass over it. Without an active directive nothing is asked (find's hot path
-    // takes no lock).
-    let governed_by_directive = match (&snapshot.directive, &q.facts) {
-        (None, _) => false,
-        (Some(d), Some(f)) => d.governs(&tern_core::directive::select::HostFacts {
-            labels: tern_core::directive::select::Labels::Map(&f.labels),
-            group: placed.as_deref().unwrap_or(group),
-            version: &f.version,
-            arch: &f.arch,
-            os: &f.os,
-            fips: f.fips,
-            installers: tern_core::directive::select::Names::Strings(&f.installers),
-        }),
-        (Some(_), None) => {
-            !updater_id.is_empty()
-                && state
-                    .inventory()
-                    .by_updater_id(updater_id)
-                    .is_some_and(|a| a.install_state().is_some())
-        }
-    };
-    let pinned_until = if snapshot.pins.is_empty() {
-        None
-    } else {
-        snapshot.pins.get::<str>(updater_id).copied()
-    };
-    let mut decision = tern_core::find::answer(&tern_core::find::FindInputs {
-        rollout: snapshot.rollout.as_ref(),
-        frozen: snapshot.freeze.is_some(),
-        group: placed.as_deref().unwrap_or(group),
-        updater_id,
-        governed_by_directive,
-        pinned_until,
-        cut_off: state.cut_off(),
-        now: state.clock.now(),
-    });
-    if state.clock.as_dev().is_some() {
-        // Under a dev clock time moves only when told: a real-time random wait before
-        // updating would only slow tests and demos down.
-        decision.jitter_seconds = 0;
+) -> tern_core::gate::Answer {
+    let fleet = fleet(state, snapshot);
+    let mut recorded = tern_core::gate::Recorded::default();
+    let mut placed = None;
+    let needs_record = q.facts.is_none()
+        && !q.updater_id.is_empty()
+        && (snapshot.places_by_labels || snapshot.directive.is_some());
+    if needs_record && let Some(a) = state.inventory().by_updater_id(&q.updater_id) {
+        placed = Some(tern_core::inventory::AgentView::group(&a).to_string());
+        recorded.governed = a.install_state().is_some();
     }
-    decision
+    recorded.placed_group = placed.as_deref();
+    let host = tern_core::gate::Host {
+        product: &q.product,
+        updater_id: &q.updater_id,
+        group: &q.group,
+        facts: q.facts.as_ref(),
+        recorded,
+        pins_root: q.facts.as_ref().is_some_and(|f| f.trust_root > 0),
+    };
+    tern_core::gate::answer(&fleet, &host, tern_core::gate::Ask::Find)
 }
 
 /// The public rate limit, then readiness: what find and the schedule answer from needs
@@ -309,11 +292,17 @@ fn limit_ready(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
     Ok(())
 }
 
-/// `GET /v1/channels/{name}/version` and `/critical` (plain text, seed 001).
+/// `GET /v1/channels/{name}/version` and `/critical` (plain text, seed 001). A host may
+/// name itself (`?updater_id=`, as tern-update does) so that a server pin of it holds
+/// its channel too. Under any hold of the one answer (a freeze, a pin, a mode set
+/// disabled or suspended, a revoked version, the replica cut off) `version` answers 503
+/// with the hold's code, uncached: a channel host never updates without a version, and
+/// acts again once the hold lifts.
 pub(crate) async fn channel_value(
     State(state): State<Arc<AppState>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     Path((name, what)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
     limit_public(&state, addr)?;
     let snap = state.snapshot();
@@ -321,24 +310,24 @@ pub(crate) async fn channel_value(
         return Err(ApiError::not_found(format!("no channel named {name:?}")));
     };
     Metrics::inc(&state.metrics.channel_requests);
+    let q = find_query(query.as_deref());
+    let answer = channel_answer(&state, &snap, &q, ch);
     let body = match what.as_str() {
-        // Unavailable is what a channel host holds on (it never updates without a
-        // version), and it is not cached: the hosts act again once it is lifted.
-        "version"
-            if let Some(hold) =
-                tern_core::find::channel_hold(snap.freeze.is_some(), state.cut_off()) =>
-        {
-            let why = match (&snap.freeze, hold) {
-                (Some(f), tern_core::find::Hold::Frozen) => f.describe(),
-                _ => hold.describe().to_string(),
-            };
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                hold.code(),
-                why,
-            ));
-        }
-        "version" => ch.version.clone(),
+        "version" => match (answer.version.clone(), answer.hold()) {
+            (Some(v), None) => v.to_string(),
+            (_, hold) => {
+                let hold = hold.unwrap_or(tern_core::hold::Hold::Revoked);
+                let why = match (&snap.freeze, hold) {
+                    (Some(f), tern_core::hold::Hold::Frozen) => f.describe(),
+                    _ => hold.describe().to_string(),
+                };
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    hold.code(),
+                    why,
+                ));
+            }
+        },
         "critical" => if ch.critical { "yes" } else { "no" }.to_string(),
         _ => {
             return Err(ApiError::not_found(format!(
@@ -348,6 +337,18 @@ pub(crate) async fn channel_value(
     };
     let resp = ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response();
     Ok(cacheable(&state, resp))
+}
+
+/// The one answer for a host following channel `ch`.
+fn channel_answer(
+    state: &AppState,
+    snapshot: &crate::snapshot::Snapshot,
+    q: &FindQuery<'_>,
+    ch: &tern_core::api::Channel,
+) -> tern_core::gate::Answer {
+    let fleet = snapshot.fleet(state.cut_off(), false, true, state.clock.now());
+    let host = tern_core::gate::Host::new(&q.product, &q.group, &q.updater_id);
+    tern_core::gate::answer(&fleet, &host, tern_core::gate::Ask::Channel(ch))
 }
 
 /// Teleport's version server (RFD 109), for Teleport's own upgraders (the Kubernetes
@@ -382,11 +383,20 @@ pub(crate) async fn teleport_channel(
         )));
     }
     let snapshot = state.snapshot();
+    let anonymous = FindQuery {
+        product: Cow::Borrowed(tern_core::gate::AGENT),
+        group: Cow::Borrowed(name),
+        updater_id: Cow::Borrowed(""),
+        wait: None,
+        seen: None,
+        facts: None,
+    };
     let (version, critical, hold) = if let Some(ch) = snapshot.channels.get(name) {
         Metrics::inc(&state.metrics.channel_requests);
-        match tern_core::find::channel_hold(snapshot.freeze.is_some(), state.cut_off()) {
-            Some(hold) => (None, false, Some(hold)),
-            None => (Some(ch.version.to_string()), ch.critical, None),
+        let a = channel_answer(&state, &snapshot, &anonymous, ch);
+        match (a.version.clone(), a.hold()) {
+            (Some(v), None) => (Some(v.to_string()), a.critical, None),
+            (_, hold) => (None, false, hold.or(Some(tern_core::hold::Hold::Revoked))),
         }
     } else {
         // A rollout group asked as a channel is a find without identity: it can name no
@@ -398,15 +408,8 @@ pub(crate) async fn teleport_channel(
             ));
         }
         Metrics::inc(&state.metrics.find_requests);
-        let q = FindQuery {
-            group: Cow::Borrowed(name),
-            updater_id: Cow::Borrowed(""),
-            wait: None,
-            seen: None,
-            facts: None,
-        };
-        let d = find_decision(&state, &snapshot, &q);
-        match (d.version, d.hold) {
+        let d = find_decision(&state, &snapshot, &anonymous);
+        match (d.version.clone(), d.hold()) {
             (Some(v), None) => (Some(v.to_string()), true, None),
             (_, hold) => (None, false, hold),
         }
@@ -644,15 +647,42 @@ pub(crate) async fn heartbeat(
                 groups: groups.names().map(str::to_string).collect(),
             })
         });
-    // Frozen: the instruction is not handed out; it stays pending and is given again
-    // with the first heartbeat after the freeze is lifted.
-    let install = install.filter(|_| snapshot.freeze.is_none());
+    // Under any hold of the one answer for this host and the instruction's target (a
+    // freeze, a pin, a mode set disabled or suspended, a revoked target, the replica
+    // cut off), the instruction is not handed out; it stays pending and is given again
+    // with the first heartbeat after the hold lifts. A dry run changes nothing on the
+    // host: it goes whatever holds.
+    let install = install.filter(|i| i.dry_run || directed_allowed(&state, &snapshot, &hb, i));
     Ok(Json(HeartbeatResponse {
         next_heartbeat_seconds: state.settings.heartbeat_interval.as_secs().max(1),
         unknown_group,
         placed_group,
         install,
     }))
+}
+
+/// Whether the one answer lets `hb`'s host install `i`'s target now.
+fn directed_allowed(
+    state: &AppState,
+    snapshot: &crate::snapshot::Snapshot,
+    hb: &Heartbeat,
+    i: &tern_core::install::InstallInstruction,
+) -> bool {
+    let Ok(target) = tern_core::version::Version::parse(&i.target.version) else {
+        return false;
+    };
+    let fleet = fleet(state, snapshot);
+    let mut host = tern_core::gate::Host::new(hb.product(), &hb.group, &hb.updater_id);
+    host.pins_root = hb.trust.is_some_and(|t| t.pinned);
+    tern_core::gate::answer(
+        &fleet,
+        &host,
+        tern_core::gate::Ask::Directed(tern_core::gate::DirectedInstall {
+            target: &target,
+            not_before: None,
+        }),
+    )
+    .update()
 }
 
 pub(crate) async fn healthz() -> &'static str {

@@ -233,13 +233,19 @@ async fn put_or_post(
         }
         Kind::Version => {
             let v = parse(body, AutoUpdateVersion::from_text).await?;
-            if let (Some(trust), Some(agents)) = (&state.settings.release_trust, &v.spec.agents) {
-                trust
-                    .require(
-                        "spec.agents.target_version",
-                        &agents.target_version.to_string(),
-                    )
-                    .await?;
+            if let Some(agents) = &v.spec.agents {
+                crate::release_check::require_signed(
+                    state,
+                    "spec.agents.target_version",
+                    &agents.target_version.to_string(),
+                )
+                .await?;
+                crate::release_check::require_not_revoked(
+                    state,
+                    "spec.agents.start_version",
+                    &agents.start_version.to_string(),
+                )
+                .await?;
             }
             let (code, s) = write(state, v, mode).await?;
             Ok((code, Json(s.value)).into_response())

@@ -303,17 +303,18 @@ pub(crate) async fn host(
             .active
             .load(std::sync::atomic::Ordering::Relaxed)
             && a.install_state().is_some();
+        let fleet = snapshot.fleet(
+            state.cut_off(),
+            state.settings.security.require_trust,
+            true,
+            now,
+        );
+        let mut asking = tern_core::gate::Host::new(tern_core::gate::AGENT, a.group(), &updater_id);
+        asking.recorded.governed = governed_by_directive;
+        asking.pins_root = host.heartbeat.trust.is_some_and(|t| t.pinned);
         let forecast = tern_core::forecast::forecast(
-            &tern_core::find::FindInputs {
-                rollout,
-                frozen: snapshot.freeze.is_some(),
-                group: a.group(),
-                updater_id: &updater_id,
-                governed_by_directive,
-                pinned_until: snapshot.pins.get(&updater_id).copied(),
-                cut_off: state.cut_off(),
-                now,
-            },
+            &fleet,
+            &asking,
             tern_core::forecast::HostState {
                 version: &host.heartbeat.version,
                 failed_version: host.heartbeat.failed_version.as_deref(),
@@ -374,30 +375,32 @@ pub(crate) async fn release_signed(
         }));
     };
     let version = crate::routes::body::version("version", &q.version)?.to_string();
-    Ok(Json(match trust.signed(&version).await {
-        Ok(crate::trust::Signed::Yes { targets_version }) => R {
-            verified: true,
-            signed: Some(true),
-            revoked: false,
-            detail: format!("signed (targets version {targets_version})"),
+    Ok(Json(
+        match trust.signed(&version).await.map(|(signed, _)| signed) {
+            Ok(crate::trust::Signed::Yes { targets_version }) => R {
+                verified: true,
+                signed: Some(true),
+                revoked: false,
+                detail: format!("signed (targets version {targets_version})"),
+            },
+            Ok(crate::trust::Signed::No { targets_version }) => R {
+                verified: true,
+                signed: Some(false),
+                revoked: false,
+                detail: format!("not signed (targets version {targets_version})"),
+            },
+            Ok(crate::trust::Signed::Revoked { why }) => R {
+                verified: true,
+                signed: Some(true),
+                revoked: true,
+                detail: why,
+            },
+            Err(e) => R {
+                verified: false,
+                signed: None,
+                revoked: false,
+                detail: e.message.clone(),
+            },
         },
-        Ok(crate::trust::Signed::No { targets_version }) => R {
-            verified: true,
-            signed: Some(false),
-            revoked: false,
-            detail: format!("not signed (targets version {targets_version})"),
-        },
-        Ok(crate::trust::Signed::Revoked { why }) => R {
-            verified: true,
-            signed: Some(true),
-            revoked: true,
-            detail: why,
-        },
-        Err(e) => R {
-            verified: false,
-            signed: None,
-            revoked: false,
-            detail: e.message.clone(),
-        },
-    }))
+    ))
 }

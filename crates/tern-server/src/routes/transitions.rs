@@ -188,8 +188,10 @@ pub(crate) async fn new_rollout(
         .as_deref()
         .map(|s| body::version("current_version", s))
         .transpose()?;
-    if let Some(trust) = &state.settings.release_trust {
-        trust.require("version", &target.to_string()).await?;
+    crate::release_check::require_signed(&state, "version", &target.to_string()).await?;
+    if let Some(start) = &given_start {
+        crate::release_check::require_not_revoked(&state, "current_version", &start.to_string())
+            .await?;
     }
     let rollout = resources::load::<AutoUpdateAgentRollout>(state.store()).await?;
     let (stored, (changed, note)) = resources::read_modify_write(
