@@ -26,6 +26,7 @@ pub mod canary;
 pub mod codec;
 pub mod directive;
 pub mod duration;
+pub mod exposure;
 pub mod find;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
@@ -40,6 +41,7 @@ pub mod lockstep;
 pub mod reason;
 pub mod reconcile;
 pub mod resource;
+pub mod rfd169;
 pub mod rollout;
 pub mod text;
 pub mod transition;
