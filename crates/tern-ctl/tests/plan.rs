@@ -480,18 +480,36 @@ fn the_rfd169_drafts_files_are_planned_as_written() {
     let (c, p) = (config.to_str().unwrap(), plan.to_str().unwrap());
     // Monday 00:05 UTC: dev's window (Mon-Thu at 0) is open.
     let out = ternctl(&[
-        "plan", "rollout", "--config", c, "--version", p, "--now", "2026-11-23T00:05:00Z",
+        "plan",
+        "rollout",
+        "--config",
+        c,
+        "--version",
+        p,
+        "--now",
+        "2026-11-23T00:05:00Z",
         "--events",
     ]);
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     for line in [
-        format!("translated: {c}: spec.agent_autoupdate_mode: enable became spec.agents.mode: enabled"),
-        format!("translated: {c}: spec.agent_schedules.regular[1].wait_days: 1 became spec.agents.schedules.regular[1].wait_hours: 24"),
-        format!("translated: {p}: spec.current_version: v1 became spec.agents.start_version: 1.0.0 (a version is MAJOR.MINOR.PATCH: the missing numbers are 0)"),
-        format!("translated: {p}: status is not kept: the rollout's state is ternd's own (autoupdate_agent_rollout), worked out by its reconcile; `ternctl agents status` shows it"),
+        format!(
+            "translated: {c}: spec.agent_autoupdate_mode: enable became spec.agents.mode: enabled"
+        ),
+        format!(
+            "translated: {c}: spec.agent_schedules.regular[1].wait_days: 1 became spec.agents.schedules.regular[1].wait_hours: 24"
+        ),
+        format!(
+            "translated: {p}: spec.current_version: v1 became spec.agents.start_version: 1.0.0 (a version is MAJOR.MINOR.PATCH: the missing numbers are 0)"
+        ),
+        format!(
+            "translated: {p}: status is not kept: the rollout's state is ternd's own (autoupdate_agent_rollout), worked out by its reconcile; `ternctl agents status` shows it"
+        ),
     ] {
-        assert!(err.lines().any(|l| l == line), "no line {line:?} in:\n{err}");
+        assert!(
+            err.lines().any(|l| l == line),
+            "no line {line:?} in:\n{err}"
+        );
     }
     // Both groups have canaries and max_in_flight: nothing reaches all hosts at once.
     assert!(!err.contains("warning:"), "{err}");
@@ -505,12 +523,12 @@ fn the_rfd169_drafts_files_are_planned_as_written() {
     assert_eq!(groups[1]["config_wait_hours"], 24);
 
     // The plan is the version; as the rollout it is refused, saying what to give.
-    let out = ternctl(&[
-        "plan", "find", "--rollout", p, "--group", "dev",
-    ]);
+    let out = ternctl(&["plan", "find", "--rollout", p, "--group", "dev"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("kind: autoupdate_agent_plan is read as the autoupdate_version: give it as --version"),
+        stderr(&out).contains(
+            "kind: autoupdate_agent_plan is read as the autoupdate_version: give it as --version"
+        ),
         "{}",
         stderr(&out)
     );
@@ -534,12 +552,21 @@ fn a_group_that_updates_all_at_once_is_said() {
             "- {{updater_id: 00000000-0000-4000-8000-{i:012x}, group: prod, version: 1.0.0}}\n"
         ));
     }
-    list.push_str("- {updater_id: 10000000-0000-4000-8000-000000000000, group: dev, version: 1.0.0}\n");
+    list.push_str(
+        "- {updater_id: 10000000-0000-4000-8000-000000000000, group: dev, version: 1.0.0}\n",
+    );
     std::fs::write(&agents, list).unwrap();
     let version = format!("{EX}/version.yaml");
     let c = config.to_str().unwrap();
     let out = ternctl(&[
-        "plan", "rollout", "--config", c, "--version", &version, "--now", "2026-11-23T10:00:00Z",
+        "plan",
+        "rollout",
+        "--config",
+        c,
+        "--version",
+        &version,
+        "--now",
+        "2026-11-23T10:00:00Z",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
@@ -547,8 +574,16 @@ fn a_group_that_updates_all_at_once_is_said() {
         "warning: a bad version reaches every host of prod at once: set canary_count or max_in_flight\n"
     );
     let out = ternctl(&[
-        "plan", "rollout", "--config", c, "--version", &version, "--now", "2026-11-23T10:00:00Z",
-        "--agents", agents.to_str().unwrap(),
+        "plan",
+        "rollout",
+        "--config",
+        c,
+        "--version",
+        &version,
+        "--now",
+        "2026-11-23T10:00:00Z",
+        "--agents",
+        agents.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
