@@ -80,7 +80,14 @@ pub fn config(text: &str) -> Result<Translated<AutoUpdateConfig>, ResourceError>
             "cannot be mixed with spec.agents: write the file in one shape (spec.agents.mode and spec.agents.schedules, or the draft's fields alone)",
         ));
     }
-    let draft: DraftConfig = codec::from_text(text)?;
+    let draft: Draft<DraftConfigSpec> = codec::from_text(text)?;
+    if draft.status.is_some() {
+        return Err(invalid(
+            "status",
+            "(set)",
+            "is not part of an autoupdate_config: remove it",
+        ));
+    }
     let mut t = Trail::default();
     let mode = draft.spec.agent_autoupdate_mode.map(|m| {
         t.became(
@@ -155,7 +162,7 @@ pub fn version(text: &str) -> Result<Translated<AutoUpdateVersion>, ResourceErro
             notes: Vec::new(),
         });
     }
-    let plan: DraftPlan = codec::from_text(text)?;
+    let plan: Draft<DraftPlanSpec> = codec::from_text(text)?;
     let mut t = Trail::default();
     t.note("kind: autoupdate_agent_plan became kind: autoupdate_version");
     let spec = plan.spec;
@@ -496,16 +503,20 @@ impl<'de> Deserialize<'de> for DraftMode {
     }
 }
 
+/// A draft resource: its `kind` (already read by [`head`]), header and `spec`; a
+/// `status` only the plan has (its server's to write: read only to say it is not kept).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DraftConfig {
+struct Draft<S> {
     #[allow(dead_code)]
     kind: String,
     #[serde(default)]
     version: Option<String>,
     #[serde(default)]
     metadata: Option<Metadata>,
-    spec: DraftConfigSpec,
+    spec: S,
+    #[serde(default)]
+    status: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -540,21 +551,6 @@ struct DraftGroup {
     canary_count: Option<i64>,
     #[serde(default)]
     max_in_flight: Option<Percent>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DraftPlan {
-    #[allow(dead_code)]
-    kind: String,
-    #[serde(default)]
-    version: Option<String>,
-    #[serde(default)]
-    metadata: Option<Metadata>,
-    spec: DraftPlanSpec,
-    /// ternd's to write: read only to say it is not kept.
-    #[serde(default)]
-    status: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]

@@ -558,34 +558,28 @@ fn a_group_that_updates_all_at_once_is_said() {
     std::fs::write(&agents, list).unwrap();
     let version = format!("{EX}/version.yaml");
     let c = config.to_str().unwrap();
-    let out = ternctl(&[
-        "plan",
-        "rollout",
-        "--config",
-        c,
-        "--version",
-        &version,
-        "--now",
-        "2026-11-23T10:00:00Z",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let plan = |more: &[&str]| {
+        let mut args = vec![
+            "plan",
+            "rollout",
+            "--config",
+            c,
+            "--version",
+            &version,
+            "--now",
+            "2026-11-23T10:00:00Z",
+        ];
+        args.extend_from_slice(more);
+        let out = ternctl(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let out = plan(&[]);
     assert_eq!(
         stderr(&out),
         "warning: a bad version reaches every host of prod at once: set canary_count or max_in_flight\n"
     );
-    let out = ternctl(&[
-        "plan",
-        "rollout",
-        "--config",
-        c,
-        "--version",
-        &version,
-        "--now",
-        "2026-11-23T10:00:00Z",
-        "--agents",
-        agents.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = plan(&["--agents", agents.to_str().unwrap()]);
     assert_eq!(
         stderr(&out),
         "warning: a bad version reaches all 240 hosts of prod at once: set canary_count or max_in_flight\n"

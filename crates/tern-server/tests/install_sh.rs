@@ -159,6 +159,18 @@ impl Setup {
     }
 }
 
+/// `tern-update update` as the timer runs it, from what the one-liner installed under
+/// `root` (systemctl the stand-in).
+fn installed_update(root: &Path, systemctl: &Path) -> Output {
+    Command::new(root.join("usr/local/bin/tern-update"))
+        .arg("--install-dir")
+        .arg(root.join("opt/tern"))
+        .arg("update")
+        .env("TERN_SYSTEMCTL", systemctl)
+        .output()
+        .unwrap()
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -266,13 +278,7 @@ fn the_one_liner_installs_pins_the_ca_and_enrolls_the_host() {
     assert!(status.status.success(), "status: {status:?}");
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("\"dev\""), "{text}");
-    let update = Command::new(&exe)
-        .arg("--install-dir")
-        .arg(root.join("opt/tern"))
-        .arg("update")
-        .env("TERN_SYSTEMCTL", &systemctl)
-        .output()
-        .unwrap();
+    let update = installed_update(&root, &systemctl);
     assert!(update.status.success(), "a later update run: {update:?}");
 
     // ternd knows the host, in its group.
@@ -604,14 +610,7 @@ fn the_one_liner_enrolls_a_host_that_follows_a_channel() {
         "/v1/channels/stable",
         Some(r#"{"version": "1.5.0", "critical": true}"#),
     );
-    let exe = root.join("usr/local/bin/tern-update");
-    let update = Command::new(&exe)
-        .arg("--install-dir")
-        .arg(root.join("opt/tern"))
-        .arg("update")
-        .env("TERN_SYSTEMCTL", &systemctl)
-        .output()
-        .unwrap();
+    let update = installed_update(&root, &systemctl);
     assert!(update.status.success(), "update: {}", stderr(&update));
     let spec = std::fs::read_to_string(ns.join("update.yaml")).unwrap();
     assert!(
