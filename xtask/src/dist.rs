@@ -1,5 +1,5 @@
-//! `cargo xtask dist`: the release binaries, a `.deb` for each of ternd, ternctl and
-//! tern-update, a release tarball, the raw tern-update binary that ternd's one-line
+//! `cargo xtask dist`: the release binaries, a `.deb` for each of ternd, ternctl,
+//! tern-update and tern-lockstep, a release tarball, the raw tern-update binary that ternd's one-line
 //! installer serves, and `SHA256SUMS` over all of them (docs/install.md). With `--sign`,
 //! every one of those files is also signed as a target of a TUF repository by
 //! `tern-release`, and the signed metadata is copied next to them (`metadata/`).
@@ -38,10 +38,20 @@ const PACKAGES: &[(&str, &str, &str)] = &[
         "tern-update",
         "Tern host updater: installs, switches and rolls back an agent",
     ),
+    (
+        "tern-lockstep",
+        "tern-lockstep",
+        "Tern lock-step updates of a server cluster, on etcd or SQLite",
+    ),
 ];
 
 /// The cargo packages of the binaries.
-const CARGO_PACKAGES: &[&str] = &["tern-server", "tern-ctl", "tern-update"];
+const CARGO_PACKAGES: &[&str] = &["tern-server", "tern-ctl", "tern-update", "tern-lockstep"];
+
+/// The features the shipped binaries are built with: the etcd backend of ternd (its
+/// replicas share an etcd cluster, docs/ha.md) and of tern-lockstep (docs/lockstep.md).
+/// CI's test build has them too, so `--debug` packages carry them as well.
+pub(crate) const SHIPPED_FEATURES: &str = "tern-server/etcd,tern-lockstep/etcd";
 
 const USAGE: &str = "usage: cargo xtask dist [--debug] [--out DIR] [--check] [--sign REPO --key KEY...]\n  --debug  package the debug binaries of the test build (for the package checks only)\n  --out    where the packages go (default target/dist)\n  --check  then check them: dpkg-deb, lintian, an install under a temporary root, and\n           with --sign each file against the signed metadata\n  --sign   sign every file as a target of this tern-release repository and copy its\n           metadata to DIR/metadata\n  --key    a key file for --sign: a threshold of the targets, snapshot and timestamp keys";
 
@@ -213,7 +223,7 @@ fn binaries(debug: bool, signing: bool) -> Result<Binaries, String> {
         for bin in needed {
             if !dir.join(bin).is_file() {
                 return Err(format!(
-                    "{} lacks {bin}: build the binaries first (cargo build -p tern-server -p tern-ctl -p tern-update --bins, or let `cargo xtask ci` do it)",
+                    "{} lacks {bin}: build the binaries first (cargo build -p tern-server -p tern-ctl -p tern-update -p tern-lockstep --bins --features {SHIPPED_FEATURES}, or let `cargo xtask ci` do it)",
                     dir.display()
                 ));
             }
@@ -228,6 +238,7 @@ fn binaries(debug: bool, signing: bool) -> Result<Binaries, String> {
     for p in CARGO_PACKAGES {
         build.args(["-p", p]);
     }
+    build.args(["--features", SHIPPED_FEATURES]);
     if signing {
         build.args(["-p", "tern-release"]);
     }
@@ -469,6 +480,9 @@ fn control(
         "ternctl" => {
             " ternctl drives ternd's admin API (status, transitions, tokens, inventory)\n and plans rollouts offline with the same logic ternd runs."
         }
+        "tern-lockstep" => {
+            " tern-lockstep updates a few servers that must pass each step of an update\n together: its updater follows a release source and writes the update, its\n worker on each server installs it and runs each step once every server\n reached it. They share an etcd cluster (with a user per server) or an\n SQLite file."
+        }
         _ => {
             " tern-update runs as root on every host: it asks ternd which version to run,\n installs versions side by side, switches atomically, watches the agent and\n rolls back on its own. `tern-update enable` enrolls the host and\n `tern-update setup` writes its systemd timer."
         }
@@ -559,7 +573,7 @@ fn gzipped(text: &str) -> Result<Vec<u8>, String> {
     Ok(out.stdout)
 }
 
-/// `tern-VERSION-linux-ARCH.tar.gz`: the three binaries, their man pages and
+/// `tern-VERSION-linux-ARCH.tar.gz`: the four binaries, their man pages and
 /// completions, for hosts without dpkg.
 fn tarball(out: &Path, stage: &Path, version: &str, arch: &str) -> Result<PathBuf, String> {
     let upstream = env!("CARGO_PKG_VERSION");

@@ -1,7 +1,8 @@
 //! The test command's package checks (`cargo xtask dist --check`, run by `cargo xtask
 //! ci`): what `dpkg-deb` says is in each package, `lintian`, `shellcheck` over the
 //! maintainer scripts, `systemd-analyze verify` of ternd's unit, and the real `dpkg`
-//! installing, upgrading and purging the packages in a temporary root.
+//! installing, upgrading and purging the packages in a temporary root, and the
+//! installed ternd and tern-lockstep on a real etcd (their etcd backend is shipped).
 //!
 //! What is real and what stands in: dpkg, its database, the maintainer scripts and
 //! `systemd-sysusers` all run for real, on the temporary root (`dpkg --root=ROOT
@@ -22,14 +23,19 @@ pub fn run(out: &Path) -> Result<(), String> {
     let arch = architecture()?;
     let version = deb_version();
     let deb = |p: &str| out.join(format!("{p}_{version}_{arch}.deb"));
-    let debs = [deb("ternd"), deb("ternctl"), deb("tern-update")];
+    let debs = [
+        deb("ternd"),
+        deb("ternctl"),
+        deb("tern-update"),
+        deb("tern-lockstep"),
+    ];
     contents(&debs)?;
     shellcheck()?;
     lintian(&debs)?;
     let tmp = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
     install(tmp.path(), &debs, &version)?;
     println!(
-        "dist check: dpkg-deb, shellcheck, lintian, systemd-analyze, install/upgrade/purge under a temporary root: ok"
+        "dist check: dpkg-deb, shellcheck, lintian, systemd-analyze, install/upgrade/purge under a temporary root, etcd: ok"
     );
     Ok(())
 }
@@ -109,7 +115,7 @@ fn output(cmd: &mut Command) -> Result<String, String> {
 
 /// `dpkg-deb --info` and `--contents`: the control fields and the files each package
 /// must have.
-fn contents(debs: &[PathBuf; 3]) -> Result<(), String> {
+fn contents(debs: &[PathBuf; 4]) -> Result<(), String> {
     let common = |bin: &str| {
         vec![
             format!("./usr/bin/{bin}"),
@@ -138,10 +144,13 @@ fn contents(debs: &[PathBuf; 3]) -> Result<(), String> {
     ternctl.push("./usr/share/man/man1/ternctl-agents-status.1.gz".into());
     let mut update = common("tern-update");
     update.push("./usr/share/man/man1/tern-update-enable.1.gz".into());
+    let mut lockstep = common("tern-lockstep");
+    lockstep.push("./usr/share/man/man1/tern-lockstep-worker.1.gz".into());
     for (deb, (package, files)) in debs.iter().zip([
         ("ternd", ternd),
         ("ternctl", ternctl),
         ("tern-update", update),
+        ("tern-lockstep", lockstep),
     ]) {
         let info = output(Command::new("dpkg-deb").arg("--info").arg(deb))?;
         for field in [
@@ -215,7 +224,7 @@ fn shellcheck() -> Result<(), String> {
 
 /// lintian: no error or warning; overrides are shipped in the packages, each with its
 /// reason (`packaging/deb/*/lintian-overrides`).
-fn lintian(debs: &[PathBuf; 3]) -> Result<(), String> {
+fn lintian(debs: &[PathBuf; 4]) -> Result<(), String> {
     let text = output(
         Command::new("lintian")
             .args(["--fail-on", "error,warning", "--tag-display-limit", "0"])
@@ -244,7 +253,7 @@ fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
 
 /// Install, reinstall, upgrade with a changed conffile, and purge, with the real dpkg on
 /// a temporary root.
-fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String> {
+fn install(tmp: &Path, debs: &[PathBuf; 4], version: &str) -> Result<(), String> {
     let root = tmp.join("root");
     let admin = root.join("var/lib/dpkg");
     for d in ["updates", "info"] {
@@ -306,7 +315,7 @@ fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String>
     let mut args = vec!["-i"];
     args.extend(&all);
     dpkg(&args)?;
-    for p in ["ternd", "ternctl", "tern-update"] {
+    for p in ["ternd", "ternctl", "tern-update", "tern-lockstep"] {
         let s = status(p);
         ensure(s == format!("installed {version}"), || {
             format!("{p} is {s:?} after dpkg -i")
@@ -316,6 +325,7 @@ fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String>
         "usr/bin/ternd",
         "usr/bin/ternctl",
         "usr/bin/tern-update",
+        "usr/bin/tern-lockstep",
         "lib/systemd/system/ternd.service",
         "etc/default/ternd",
     ] {
@@ -381,6 +391,10 @@ fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String>
     //     ternd user or sandbox (no systemd here), and port 0 instead of 3025 (the
     //     machine's port may be taken).
     started(&root, &unit_text)?;
+
+    // 2c. The installed ternd and tern-lockstep have their etcd backend: both run on a
+    //     real etcd member (one, on loopback ports picked now).
+    on_etcd(tmp, &root)?;
 
     // 3. The operator edits the conffile; a reinstall keeps it and makes no second user.
     let default = root.join("etc/default/ternd");
@@ -494,7 +508,10 @@ fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String>
     ensure(store.is_file() && ternd_users(&root)?.len() == 1, || {
         "the purge removed /var/lib/tern or the ternd user".into()
     })?;
-    dpkg(&["--remove", "ternctl"])?;
+    dpkg(&["--remove", "ternctl", "tern-lockstep"])?;
+    ensure(!root.join("usr/bin/tern-lockstep").exists(), || {
+        "remove left /usr/bin/tern-lockstep".into()
+    })?;
     ensure(!root.join("usr/bin/ternctl").exists(), || {
         "remove left /usr/bin/ternctl".into()
     })?;
@@ -504,7 +521,6 @@ fn install(tmp: &Path, debs: &[PathBuf; 3], version: &str) -> Result<(), String>
 /// Runs ternd as the unit's `ExecStart=` would with the packaged defaults; waits for it
 /// to listen, then stops it.
 fn started(root: &Path, unit: &str) -> Result<(), String> {
-    use std::io::BufRead;
     let exec = unit
         .lines()
         .find_map(|l| l.strip_prefix("ExecStart="))
@@ -523,15 +539,36 @@ fn started(root: &Path, unit: &str) -> Result<(), String> {
     let program = words.next().ok_or_else(|| fail("ExecStart= is empty"))?;
     // Also serving the installer from the packaged binaries: a file named for another
     // architecture than install.sh asks for makes ternd refuse to start.
-    let mut child = Command::new(&program)
-        .args(words)
+    let mut cmd = Command::new(&program);
+    cmd.args(words)
         .arg("--downloads-dir")
-        .arg(root.join("usr/lib/tern/downloads"))
+        .arg(root.join("usr/lib/tern/downloads"));
+    let addr = listening(cmd)?.ok_or_else(|| {
+        fail(format!(
+            "ternd started as the unit says ({line}) did not listen"
+        ))
+    })?;
+    ensure(addr.starts_with("http://127.0.0.1:"), || {
+        format!("the packaged default should listen on loopback only, not {addr}")
+    })?;
+    for f in ["tern.db", "operator.token"] {
+        ensure(root.join("var/lib/tern").join(f).is_file(), || {
+            format!("ternd did not write /var/lib/tern/{f}")
+        })?;
+    }
+    Ok(())
+}
+
+/// Runs ternd as `cmd` says until it prints the address it listens on (within a
+/// minute), then stops it; the address, or `None` when it did not listen.
+fn listening(mut cmd: Command) -> Result<Option<String>, String> {
+    use std::io::BufRead;
+    let mut child = cmd
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .map_err(|e| fail(format!("cannot run {program}: {e}")))?;
+        .map_err(|e| fail(format!("cannot run {cmd:?}: {e}")))?;
     let stdout = child
         .stdout
         .take()
@@ -554,18 +591,127 @@ fn started(root: &Path, unit: &str) -> Result<(), String> {
     }
     let _ = child.kill();
     let _ = child.wait();
-    let addr = listening.ok_or_else(|| {
-        fail(format!(
-            "ternd started as the unit says ({line}) did not listen"
-        ))
-    })?;
-    ensure(addr.starts_with("http://127.0.0.1:"), || {
-        format!("the packaged default should listen on loopback only, not {addr}")
-    })?;
-    for f in ["tern.db", "operator.token"] {
-        ensure(root.join("var/lib/tern").join(f).is_file(), || {
-            format!("ternd did not write /var/lib/tern/{f}")
-        })?;
+    Ok(listening)
+}
+
+/// One etcd member on free loopback ports, killed on drop.
+struct Etcd {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
+}
+
+impl Etcd {
+    /// Starts a member with its data in `dir`; returns once `/health` says so (within
+    /// 30 s).
+    fn start(dir: &Path) -> Result<Self, String> {
+        let ports: Vec<std::net::TcpListener> = (0..2)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .collect::<Result<_, _>>()
+            .map_err(|e| fail(format!("cannot pick loopback ports: {e}")))?;
+        let port = |i: usize| ports[i].local_addr().map(|a| a.port()).unwrap_or(0);
+        let (client, peer) = (
+            format!("http://127.0.0.1:{}", port(0)),
+            format!("http://127.0.0.1:{}", port(1)),
+        );
+        drop(ports);
+        let log = std::fs::File::create(dir.join("etcd.log"))
+            .map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+        let child = Command::new("etcd")
+            .arg("--data-dir")
+            .arg(dir.join("etcd"))
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args(["--initial-cluster", &format!("default={peer}")])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| {
+                fail(format!(
+                    "cannot run etcd (apt-get install etcd-server): {e}"
+                ))
+            })?;
+        let etcd = Etcd { child, url: client };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let health = Command::new("curl")
+                .args(["-fsS", "--max-time", "2", &format!("{}/health", etcd.url)])
+                .output();
+            if health.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("\"true\"")) {
+                return Ok(etcd);
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(fail(format!(
+                    "etcd did not answer at {} within 30 s: {}",
+                    etcd.url,
+                    read(&dir.join("etcd.log")).unwrap_or_default()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+/// The installed tern-lockstep registers a server with its own etcd user on a real
+/// etcd (and lists it back), and the installed ternd serves from it: a build without
+/// the etcd backend refuses `etcd:` at once, saying so.
+fn on_etcd(tmp: &Path, root: &Path) -> Result<(), String> {
+    let dir = tmp.join("etcd-check");
+    std::fs::create_dir_all(&dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    let etcd = Etcd::start(&dir)?;
+    let store = format!("etcd:{}", etcd.url);
+    let lockstep = |args: &[&str]| {
+        // It waits for an etcd that does not answer: a minute at most.
+        let mut cmd = Command::new("timeout");
+        cmd.arg("60")
+            .arg(root.join("usr/bin/tern-lockstep"))
+            .args(["--store", &store])
+            .args(args);
+        output(&mut cmd)
+    };
+    let credentials = dir.join("server-1.json");
+    lockstep(&[
+        "servers",
+        "add",
+        "1",
+        "--credentials-out",
+        &credentials.display().to_string(),
+    ])?;
+    let listed = lockstep(&["servers", "ls"])?;
+    ensure(
+        listed.lines().any(|l| l.split('\t').next() == Some("1")),
+        || format!("the installed tern-lockstep on etcd lists no server 1: {listed}"),
+    )?;
+    ensure(read(&credentials)?.contains("lockstep-server-1"), || {
+        "servers add on etcd gave server 1 no etcd user in its credentials".into()
+    })?;
+    let mut ternd = Command::new(root.join("usr/bin/ternd"));
+    ternd
+        .args(["start", "--listen", "127.0.0.1:0", "--insecure-http"])
+        .args(["--backend", &store, "--data-dir"])
+        .arg(dir.join("ternd"));
+    ensure(listening(ternd)?.is_some(), || {
+        format!(
+            "the installed ternd did not serve from etcd at {}",
+            etcd.url
+        )
+    })?;
     Ok(())
 }

@@ -11,6 +11,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 pub use crate::controls::{Channel, Freeze};
+pub use crate::exposure::ConfigWarning;
 use crate::resource::{
     Alert, AutoUpdateAgentRollout, AutoUpdateVersion, Canary, GroupState, Mode, Omitted,
 };
@@ -387,6 +388,10 @@ pub struct StatusResponse {
     pub live_reports: usize,
     /// The rollout's active alerts (what needs a human), oldest first.
     pub alerts: Vec<Alert>,
+    /// What the config in force risks ([`crate::exposure`]): its halt-on-error groups
+    /// that send a new version to all their hosts at once, counted from the live
+    /// reports.
+    pub config_warnings: Vec<ConfigWarning>,
 }
 
 impl StatusResponse {

@@ -163,3 +163,18 @@ mod tests {
         AutoUpdateConfig::from_text(&time_based("2h", &[("a", 4)])).unwrap();
     }
 }
+
+/// The example files of Teleport's RFD 169 draft, byte for byte as the draft prints
+/// them (the first two indented as the draft's list item indents them): what
+/// [`crate::rfd169`] must accept as written.
+pub mod rfd169 {
+    /// The draft's `autoupdate_config` example (`dev` then `prod`, `wait_days: 1`).
+    pub const CONFIG: &str = include_str!("../tests/rfd169-files/config.yaml");
+    /// The draft's default `autoupdate_config` (one group, `jitter_seconds: 5`).
+    pub const CONFIG_DEFAULT: &str = include_str!("../tests/rfd169-files/config-default.yaml");
+    /// The draft's `autoupdate_agent_plan` example, `current_version: v1`, with its status.
+    pub const PLAN: &str = include_str!("../tests/rfd169-files/plan.yaml");
+    /// The draft's plan whose canary has not come back (its "failure mode 1").
+    pub const PLAN_CANARY_FAILING: &str =
+        include_str!("../tests/rfd169-files/plan-canary-failing.yaml");
+}

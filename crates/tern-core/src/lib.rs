@@ -29,6 +29,7 @@ pub mod codec;
 pub mod controls;
 pub mod directive;
 pub mod duration;
+pub mod exposure;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod forecast;
@@ -46,6 +47,7 @@ pub mod reason;
 pub mod reconcile;
 pub mod resource;
 pub mod revocation;
+pub mod rfd169;
 pub mod rollout;
 pub mod text;
 pub mod transition;

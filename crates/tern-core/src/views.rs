@@ -83,10 +83,12 @@ pub fn tools_version(version: Option<&AutoUpdateVersion>) -> Option<Version> {
 }
 
 /// `agents status` at `now`: the rollout's groups with their live counts and windows,
-/// and the totals of the live reports. `version_exists` tells why there is no rollout.
+/// the totals of the live reports, and what the config in force (`config`; `None`: the
+/// default) risks. `version_exists` tells why there is no rollout.
 pub fn status(
     now: Timestamp,
     modes: Modes,
+    config: Option<&AutoUpdateConfig>,
     rollout: Option<AutoUpdateAgentRollout>,
     version_exists: bool,
     reports: &[AutoUpdateAgentReport],
@@ -120,10 +122,12 @@ pub fn status(
         .map(|r| r.status.alerts.clone())
         .unwrap_or_default();
     alerts.sort_by_key(|a| a.since);
+    let hosts = crate::exposure::hosts_from_reports(config, reports, now, report_period);
     StatusResponse {
         now,
         modes,
         alerts,
+        config_warnings: crate::exposure::all_at_once(config, hosts.as_ref()),
         rollout,
         no_rollout_reason,
         groups,
@@ -592,13 +596,13 @@ mod tests {
     fn status_without_a_rollout_says_why() {
         let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
         let period = SignedDuration::from_secs(60);
-        let s = status(now, modes(None, None, None), None, false, &[], period);
+        let s = status(now, modes(None, None, None), None, None, false, &[], period);
         assert!(
             s.no_rollout_reason
                 .unwrap()
                 .contains("no autoupdate_version")
         );
-        let s = status(now, modes(None, None, None), None, true, &[], period);
+        let s = status(now, modes(None, None, None), None, None, true, &[], period);
         assert!(s.no_rollout_reason.unwrap().contains("next reconcile"));
         assert!(s.groups.is_empty());
     }

@@ -538,6 +538,7 @@ fn read_resource_file(file: &Path) -> anyhow::Result<ResourceFile> {
     let (kind, path) = match doc["kind"].as_str().unwrap_or_default() {
         "autoupdate_config" => ("autoupdate_config", "/v1/resources/config"),
         "autoupdate_version" => ("autoupdate_version", "/v1/resources/version"),
+        tern_core::rfd169::KIND_PLAN => ("autoupdate_version", "/v1/resources/version"),
         kind @ ("autoupdate_agent_rollout" | "autoupdate_agent_report") => {
             bail!("{kind} is written only by ternd")
         }
@@ -546,9 +547,29 @@ fn read_resource_file(file: &Path) -> anyhow::Result<ResourceFile> {
             file.display()
         ),
         other => bail!(
-            "{}: kind: {other:?} is not autoupdate_config or autoupdate_version",
+            "{}: kind: {other:?} is not autoupdate_config or autoupdate_version (or the RFD 169 draft's autoupdate_agent_plan)",
             file.display()
         ),
+    };
+    // A file in the RFD 169 draft's shape is sent as the resource it translates to,
+    // each step said on stderr; Tern's own shapes are sent as written.
+    let translated = if kind == "autoupdate_config" {
+        tern_core::rfd169::config(&text).map(|t| (t.notes, serde_json::to_value(t.resource)))
+    } else {
+        tern_core::rfd169::version(&text).map(|t| (t.notes, serde_json::to_value(t.resource)))
+    };
+    let (text, doc) = match translated {
+        Ok((notes, value)) if !notes.is_empty() => {
+            crate::plan::print_notes(file, &notes);
+            let value = value?;
+            (serde_json::to_string(&value)?, value)
+        }
+        // Tern's shape, valid or not: ternd (or apply's own check) says what is wrong.
+        Ok(_) => (text, doc),
+        Err(e) if doc["kind"] == tern_core::rfd169::KIND_PLAN || is_draft_config(&doc) => {
+            bail!("{}: invalid {kind}: {e}\nnothing applied", file.display())
+        }
+        Err(_) => (text, doc),
     };
     Ok(ResourceFile {
         text,
@@ -556,6 +577,13 @@ fn read_resource_file(file: &Path) -> anyhow::Result<ResourceFile> {
         kind,
         path,
     })
+}
+
+/// Whether a config document is in the RFD 169 draft's shape.
+fn is_draft_config(doc: &Value) -> bool {
+    ["agent_autoupdate_mode", "agent_schedules"]
+        .iter()
+        .any(|k| doc["spec"].get(k).is_some())
 }
 
 /// Prints what ternd answered a write of `kind` with: the resource in JSON/YAML, or

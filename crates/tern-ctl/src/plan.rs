@@ -12,12 +12,11 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tern_core::codec::{self, Format};
 use tern_core::duration::GoDuration;
+use tern_core::exposure;
 use tern_core::gate;
 use tern_core::reconcile::{self, Outcome, ReconcileInput};
-use tern_core::resource::{
-    AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
-    ConnectedAgent,
-};
+use tern_core::resource::{AutoUpdateAgentReport, AutoUpdateAgentRollout, ConnectedAgent};
+use tern_core::rfd169::{self, Translated};
 use tern_core::transition::{self, Transition, TransitionKind};
 use tern_core::wire::FindResponse;
 
@@ -198,28 +197,62 @@ fn load_agents(path: &Path) -> anyhow::Result<Vec<ConnectedAgent>> {
     }
 }
 
+/// Reads a resource file in Tern's shape or the RFD 169 draft's (`tern_core::rfd169`),
+/// saying on stderr which field became which.
+fn load_translated<T>(
+    path: &Path,
+    what: &str,
+    parse: impl FnOnce(&str) -> Result<Translated<T>, tern_core::validate::ResourceError>,
+) -> anyhow::Result<T> {
+    let t = load(path, what, parse)?;
+    print_notes(path, &t.notes);
+    Ok(t.resource)
+}
+
+/// The notes of a translation from the RFD 169 draft, one line each on stderr.
+pub(crate) fn print_notes(path: &Path, notes: &[tern_core::rfd169::Note]) {
+    for n in notes {
+        eprintln!("translated: {}: {n}", path.display());
+    }
+}
+
+/// The config's groups that send a new version to all their hosts at once, one line
+/// each on stderr.
+pub(crate) fn print_warnings(warnings: &[tern_core::exposure::ConfigWarning]) {
+    for w in warnings {
+        eprintln!("warning: {}", w.message);
+    }
+}
+
+/// A rollout file: an autoupdate_agent_rollout; the draft's autoupdate_agent_plan is
+/// refused with what to give instead (its status is ternd's, read from a rollout).
+fn load_rollout(path: &Path) -> anyhow::Result<AutoUpdateAgentRollout> {
+    let text = read(path, "autoupdate_agent_rollout")?;
+    let kind = codec::from_text::<serde_yaml_ng::Value>(&text)
+        .ok()
+        .and_then(|d| d.get("kind").and_then(|k| k.as_str()).map(str::to_string));
+    if kind.as_deref() == Some(rfd169::KIND_PLAN) {
+        bail!(
+            "{}: kind: autoupdate_agent_plan is read as the autoupdate_version: give it as --version (the rollout's state is ternd's: `ternctl get rollout` prints one)",
+            path.display()
+        );
+    }
+    AutoUpdateAgentRollout::from_text(&text)
+        .map_err(|e| anyhow::anyhow!("{}: invalid autoupdate_agent_rollout: {e}", path.display()))
+}
+
 fn plan_rollout(args: RolloutArgs, format: Format) -> anyhow::Result<ExitCode> {
     let config = args
         .config
         .as_deref()
-        .map(|p| load(p, "autoupdate_config", AutoUpdateConfig::from_text))
+        .map(|p| load_translated(p, "autoupdate_config", rfd169::config))
         .transpose()?;
     let version = args
         .version
         .as_deref()
-        .map(|p| load(p, "autoupdate_version", AutoUpdateVersion::from_text))
+        .map(|p| load_translated(p, "autoupdate_version", rfd169::version))
         .transpose()?;
-    let rollout = args
-        .rollout
-        .as_deref()
-        .map(|p| {
-            load(
-                p,
-                "autoupdate_agent_rollout",
-                AutoUpdateAgentRollout::from_text,
-            )
-        })
-        .transpose()?;
+    let rollout = args.rollout.as_deref().map(load_rollout).transpose()?;
     let reports: Vec<AutoUpdateAgentReport> = match &args.reports {
         Some(p) => load_list(p, "reports")?,
         None => Vec::new(),
@@ -239,20 +272,26 @@ fn plan_rollout(args: RolloutArgs, format: Format) -> anyhow::Result<ExitCode> {
     // Without reports, the agents given (or none) are what one live replica reports:
     // the planner's fleet. (A reconcile with no live report holds every group: no
     // evidence is not an empty fleet.)
+    let fleet_known = args.reports.is_some() || args.agents.is_some();
     let reports = if args.reports.is_some() {
         reports
     } else {
         vec![tern_core::inventory::report_of_agents(args.now, &agents)]
     };
+    let report_period = SignedDuration::from_secs(
+        i64::try_from(args.report_period.as_secs()).context("--report-period is too long")?,
+    );
+    let hosts = fleet_known
+        .then(|| exposure::hosts_from_reports(config.as_ref(), &reports, args.now, report_period))
+        .flatten();
+    print_warnings(&exposure::all_at_once(config.as_ref(), hosts.as_ref()));
     let input = ReconcileInput {
         config: config.as_ref(),
         version: version.as_ref(),
         rollout: rollout.as_ref(),
         reports: &reports,
         agents: &agents,
-        report_period: SignedDuration::from_secs(
-            i64::try_from(args.report_period.as_secs()).context("--report-period is too long")?,
-        ),
+        report_period,
         frozen: false,
     };
     let mut rng = match args.seed {
@@ -277,11 +316,7 @@ fn plan_rollout(args: RolloutArgs, format: Format) -> anyhow::Result<ExitCode> {
 }
 
 fn plan_find(args: FindArgs, output: Option<Output>) -> anyhow::Result<ExitCode> {
-    let rollout = load(
-        &args.rollout,
-        "autoupdate_agent_rollout",
-        AutoUpdateAgentRollout::from_text,
-    )?;
+    let rollout = load_rollout(&args.rollout)?;
     let decision = gate::rollout_answer(Some(&rollout), &args.group, &args.updater_id);
     let response = FindResponse {
         edition: "community".to_string(),
@@ -299,11 +334,7 @@ fn plan_find(args: FindArgs, output: Option<Output>) -> anyhow::Result<ExitCode>
 }
 
 fn plan_transition(args: TransitionArgs, format: Format) -> anyhow::Result<ExitCode> {
-    let rollout = load(
-        &args.rollout,
-        "autoupdate_agent_rollout",
-        AutoUpdateAgentRollout::from_text,
-    )?;
+    let rollout = load_rollout(&args.rollout)?;
     if args.force && args.kind != TransitionKind::StartUpdate {
         bail!("--force only applies to start-update");
     }

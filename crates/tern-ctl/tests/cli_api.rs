@@ -1048,3 +1048,174 @@ spec:
     );
     assert!(!o.stderr.contains("dev directives"), "{}", o.stderr);
 }
+
+/// Teleport's RFD 169 draft files, as the draft prints them, through `create` and
+/// `apply` against a real ternd: stored as Tern's resources, each translation said on
+/// stderr; the same file sent straight to ternd's endpoint (as curl would) is
+/// translated by ternd, which says so in `Warning` headers.
+#[test]
+fn the_rfd169_drafts_files_are_created_and_applied_as_written() {
+    use tern_core::fixtures::rfd169;
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let config = tmp.path().join("autoupdate_config.yaml");
+    let plan = tmp.path().join("autoupdate_agent_plan.yaml");
+    std::fs::write(&config, rfd169::CONFIG).unwrap();
+    std::fs::write(&plan, rfd169::PLAN).unwrap();
+    let (c, p) = (config.to_str().unwrap(), plan.to_str().unwrap());
+
+    let o = ctl(&s, &["create", "-f", c]);
+    assert!(o.ok, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.starts_with("autoupdate_config created"),
+        "{}",
+        o.stdout
+    );
+    let line = format!(
+        "translated: {c}: spec.agent_schedules.regular[1].wait_days: 1 became spec.agents.schedules.regular[1].wait_hours: 24"
+    );
+    assert!(o.stderr.lines().any(|l| l == line), "{}", o.stderr);
+    // Both groups have canaries and max_in_flight.
+    assert!(!o.stderr.contains("warning:"), "{}", o.stderr);
+    let stored: serde_json::Value = serde_yaml_ng::from_str(&ok(&s, &["get", "config"])).unwrap();
+    assert_eq!(stored["spec"]["agents"]["mode"], "enabled");
+    let prod = &stored["spec"]["agents"]["schedules"]["regular"][1];
+    assert_eq!(prod["name"], "prod");
+    assert_eq!(prod["wait_hours"], 24);
+    assert_eq!(prod["max_in_flight"], "20%");
+
+    let o = ctl(&s, &["apply", "-f", p]);
+    assert!(o.ok, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.starts_with("autoupdate_version created"),
+        "{}",
+        o.stdout
+    );
+    let line = format!(
+        "translated: {p}: spec.current_version: v1 became spec.agents.start_version: 1.0.0 (a version is MAJOR.MINOR.PATCH: the missing numbers are 0)"
+    );
+    assert!(o.stderr.lines().any(|l| l == line), "{}", o.stderr);
+    let version: serde_json::Value = serde_yaml_ng::from_str(&ok(&s, &["get", "version"])).unwrap();
+    assert_eq!(version["spec"]["agents"]["start_version"], "1.0.0");
+    assert_eq!(version["spec"]["agents"]["target_version"], "2.0.0");
+    // Applied again: the translation is what is stored, so nothing changes.
+    let o = ctl(&s, &["apply", "-f", p]);
+    assert!(
+        o.stdout.starts_with("autoupdate_version unchanged"),
+        "{}",
+        o.stdout
+    );
+
+    // The draft's default config, sent as it is to ternd's endpoint.
+    let token = std::fs::read_to_string(&s.token_file).unwrap();
+    let http: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let resp = http
+        .post(format!("{}/v1/resources/config?force=true", s.url))
+        .header("Authorization", format!("Bearer {}", token.trim()))
+        .send(rfd169::CONFIG_DEFAULT)
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let warnings: Vec<String> = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    assert!(
+        warnings.contains(
+            &"299 - \"translated: spec.agent_schedules.regular[0].jitter_seconds: 5 is not kept: ternd's find sets the jitter hosts wait before they update (60 s, 10 s in a group with max_in_flight); no field of Tern sets it per group\"".to_string()
+        ),
+        "{warnings:#?}"
+    );
+    assert!(ok(&s, &["get", "config"]).contains("name: default"));
+
+    // A field Tern has no meaning for: refused, named, nothing written.
+    std::fs::write(
+        &config,
+        rfd169::CONFIG.replace(
+            "agent_schedules:\n       regular:",
+            "agent_schedules:\n       critical:",
+        ),
+    )
+    .unwrap();
+    let o = ctl(&s, &["apply", "-f", c]);
+    assert!(!o.ok);
+    assert!(
+        o.stderr.contains(
+            "spec.agent_schedules.critical: (2 groups) is not a schedule Tern has: only regular"
+        ),
+        "{}",
+        o.stderr
+    );
+}
+
+/// ternd answers a write whose config has a halt-on-error group with neither canaries
+/// nor max_in_flight with a warning counting the group's hosts (from the live
+/// reports), and ternctl says it; `agents status` carries it for the dashboard.
+#[test]
+fn a_group_that_updates_all_at_once_is_warned_of_with_its_hosts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let file = tmp.path().join("config.yaml");
+    std::fs::write(&file, config()).unwrap();
+    let f = file.to_str().unwrap();
+    let agent = ok(&s, &["tokens", "create", "--role", "agent", "--controller"])
+        .trim()
+        .to_string();
+    for i in 0..3 {
+        heartbeat(
+            &s,
+            &agent,
+            &format!("00000000-0000-4000-8000-00000000000{i}"),
+            "prod",
+            "1.0.0",
+        );
+    }
+    heartbeat(
+        &s,
+        &agent,
+        "00000000-0000-4000-8000-000000000009",
+        "dev",
+        "1.0.0",
+    );
+    // The replica's report, so that the count is the fleet's.
+    ok(&s, &["dev", "reconcile"]);
+
+    let o = ctl(&s, &["apply", "-f", f]);
+    assert!(o.ok, "{}{}", o.stdout, o.stderr);
+    let want = [
+        "warning: a bad version reaches the 1 host of dev at once: set canary_count or max_in_flight",
+        "warning: a bad version reaches every host of staging (none connected now) at once: set canary_count or max_in_flight",
+        "warning: a bad version reaches all 3 hosts of prod at once: set canary_count or max_in_flight",
+    ];
+    let got: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert_eq!(got, want, "{}", o.stderr);
+
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&s, &["agents", "status", "-o", "json"])).unwrap();
+    let warnings = status["config_warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 3, "{status}");
+    assert_eq!(warnings[2]["group"], "prod");
+    assert_eq!(warnings[2]["hosts"], 3);
+    assert_eq!(warnings[2]["kind"], "all_at_once");
+
+    // With canaries in every group nothing is said.
+    std::fs::write(
+        &file,
+        tern_core::fixtures::halt_on_error(&[
+            ("dev", 10, 1, 0),
+            ("staging", 12, 1, 0),
+            ("prod", 14, 2, 0),
+        ]),
+    )
+    .unwrap();
+    let o = ctl(&s, &["apply", "-f", f]);
+    assert!(o.ok && !o.stderr.contains("warning:"), "{}", o.stderr);
+}

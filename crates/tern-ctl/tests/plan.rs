@@ -466,3 +466,122 @@ fn a_closed_stdout_ends_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(141), "{err}");
 }
+
+/// Teleport's RFD 169 draft files, as the draft prints them: the planner reads them,
+/// says on stderr which field became which, and plans as with Tern's own files.
+#[test]
+fn the_rfd169_drafts_files_are_planned_as_written() {
+    use tern_core::fixtures::rfd169;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("autoupdate_config.yaml");
+    let plan = dir.path().join("autoupdate_agent_plan.yaml");
+    std::fs::write(&config, rfd169::CONFIG).unwrap();
+    std::fs::write(&plan, rfd169::PLAN).unwrap();
+    let (c, p) = (config.to_str().unwrap(), plan.to_str().unwrap());
+    // Monday 00:05 UTC: dev's window (Mon-Thu at 0) is open.
+    let out = ternctl(&[
+        "plan",
+        "rollout",
+        "--config",
+        c,
+        "--version",
+        p,
+        "--now",
+        "2026-11-23T00:05:00Z",
+        "--events",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    for line in [
+        format!(
+            "translated: {c}: spec.agent_autoupdate_mode: enable became spec.agents.mode: enabled"
+        ),
+        format!(
+            "translated: {c}: spec.agent_schedules.regular[1].wait_days: 1 became spec.agents.schedules.regular[1].wait_hours: 24"
+        ),
+        format!(
+            "translated: {p}: spec.current_version: v1 became spec.agents.start_version: 1.0.0 (a version is MAJOR.MINOR.PATCH: the missing numbers are 0)"
+        ),
+        format!(
+            "translated: {p}: status is not kept: the rollout's state is ternd's own (autoupdate_agent_rollout), worked out by its reconcile; `ternctl agents status` shows it"
+        ),
+    ] {
+        assert!(
+            err.lines().any(|l| l == line),
+            "no line {line:?} in:\n{err}"
+        );
+    }
+    // Both groups have canaries and max_in_flight: nothing reaches all hosts at once.
+    assert!(!err.contains("warning:"), "{err}");
+    let rollout: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout(&out)).unwrap();
+    assert_eq!(rollout["spec"]["start_version"], "1.0.0");
+    assert_eq!(rollout["spec"]["target_version"], "2.0.0");
+    let groups = rollout["status"]["groups"].as_sequence().unwrap();
+    assert_eq!(groups[0]["name"], "dev");
+    assert_eq!(groups[0]["canary_count"], 5);
+    assert_eq!(groups[1]["name"], "prod");
+    assert_eq!(groups[1]["config_wait_hours"], 24);
+
+    // The plan is the version; as the rollout it is refused, saying what to give.
+    let out = ternctl(&["plan", "find", "--rollout", p, "--group", "dev"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(
+            "kind: autoupdate_agent_plan is read as the autoupdate_version: give it as --version"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A halt-on-error group with neither canaries nor max_in_flight is said on stderr,
+/// counted from the agents file when one is given.
+#[test]
+fn a_group_that_updates_all_at_once_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        tern_core::fixtures::halt_on_error(&[("dev", 10, 2, 0), ("prod", 14, 0, 0)]),
+    )
+    .unwrap();
+    let agents = dir.path().join("agents.yaml");
+    let mut list = String::new();
+    for i in 0..240 {
+        list.push_str(&format!(
+            "- {{updater_id: 00000000-0000-4000-8000-{i:012x}, group: prod, version: 1.0.0}}\n"
+        ));
+    }
+    list.push_str(
+        "- {updater_id: 10000000-0000-4000-8000-000000000000, group: dev, version: 1.0.0}\n",
+    );
+    std::fs::write(&agents, list).unwrap();
+    let version = format!("{EX}/version.yaml");
+    let c = config.to_str().unwrap();
+    let plan = |more: &[&str]| {
+        let mut args = vec![
+            "plan",
+            "rollout",
+            "--config",
+            c,
+            "--version",
+            &version,
+            "--now",
+            "2026-11-23T10:00:00Z",
+        ];
+        args.extend_from_slice(more);
+        let out = ternctl(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let out = plan(&[]);
+    assert_eq!(
+        stderr(&out),
+        "warning: a bad version reaches every host of prod at once: set canary_count or max_in_flight\n"
+    );
+    let out = plan(&["--agents", agents.to_str().unwrap()]);
+    assert_eq!(
+        stderr(&out),
+        "warning: a bad version reaches all 240 hosts of prod at once: set canary_count or max_in_flight\n"
+    );
+}

@@ -330,6 +330,23 @@ async fn the_dashboard_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(versions, "1.0.0 → 1.1.0");
+    // prod has neither canaries nor max_in_flight: the page says what that risks, with
+    // the hosts ternd counts in it (50, and the 2 of the `prdo` typo it serves).
+    let risks = b
+        .wait_js(
+            "the config's warnings",
+            "const l = document.querySelectorAll('#config-warnings li'); return l.length && [...l].map(i => [i.dataset.group, i.textContent]);",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        risks,
+        json!([[
+            "prod",
+            "a bad version reaches all 52 hosts of prod at once: set canary_count or max_in_flight"
+        ]])
+    );
     let token_kept = b
         .client
         .execute(

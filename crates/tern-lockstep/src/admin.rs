@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use jiff::Timestamp;
-use tern_core::lockstep::protocol::ServerId;
+use tern_core::lockstep::protocol::{ServerId, UpdateRequest};
 use tern_core::lockstep::release::Environment;
 use tern_store::{Compare, Op, Store, TxnOutcome};
 
@@ -258,22 +258,78 @@ pub(crate) async fn recover(store: &dyn Store) -> anyhow::Result<String> {
         .copied()
         .filter(|id| !snap.servers.contains_key(id))
         .collect();
-    let mut out = if req.catch_up {
-        format!(
-            "removed the records of the catch-up to {}; the leading updater catches up the registered servers that did not finish it",
-            req.version
-        )
-    } else {
-        format!(
-            "removed the records of the update to {}; the leading updater starts it again with servers {}",
-            req.version,
-            list(&snap.registered())
-        )
-    };
+    let what = if req.catch_up { "catch-up" } else { "update" };
+    let mut out = format!("removed the records of the {what} to {}", req.version);
     if !gone.is_empty() {
         let _ = write!(out, " (no longer registered: {})", list(&gone));
     }
+    let _ = write!(out, "; {}", next_after_recover(store, &snap, req).await);
     Ok(out)
+}
+
+/// What the leading updater runs once the records are gone, as `updater_next` decides
+/// it from the records left, the servers registered now and the workers running,
+/// taking the recovered version as the newest release its source offers (the leader
+/// asks its source again: a newer release is started instead, on every registered
+/// server).
+async fn next_after_recover(store: &dyn Store, snap: &Snapshot, req: &UpdateRequest) -> String {
+    use tern_core::lockstep::protocol::{UpdaterAction, UpdaterIdle, UpdaterView, updater_next};
+    use tern_core::lockstep::release::{Candidate, ReleaseVersion};
+    let registered = snap.registered();
+    let running = crate::updater::running_workers(store, snap).await;
+    let completed = snap.completed_version();
+    let latest = ReleaseVersion::parse(&req.version)
+        .ok()
+        .map(|version| Candidate {
+            index: 0,
+            tag: req.version.clone(),
+            version,
+            prerelease: false,
+        });
+    let action = updater_next(&UpdaterView {
+        request: None,
+        statuses: &std::collections::BTreeMap::new(),
+        untrusted: &[],
+        registered: &registered,
+        running: &running,
+        completed: completed.as_ref(),
+        completed_servers: snap.completed_servers(),
+        latest: latest.as_ref(),
+        alert: None,
+        now: Timestamp::now(),
+        stall_timeout: std::time::Duration::MAX,
+        stalled_after: 1.0,
+    });
+    let unless = format!(
+        "if its source still offers {} as the newest release (a newer one is started instead, on every registered server)",
+        req.version
+    );
+    match action {
+        UpdaterAction::Start {
+            version,
+            servers,
+            catch_up: false,
+        } => format!(
+            "the leading updater starts the update to {version} from step 1 on servers {} (those registered now), {unless}",
+            list(&servers)
+        ),
+        UpdaterAction::Start {
+            version,
+            servers,
+            catch_up: true,
+        } => format!(
+            "the leading updater catches up servers {} to {version} (registered, running, and not among those that finished it), {unless}",
+            list(&servers)
+        ),
+        UpdaterAction::Idle(UpdaterIdle::NoServers) => {
+            "no server is registered: the leading updater starts nothing until one is (`tern-lockstep servers add`, or a worker starting)".to_string()
+        }
+        UpdaterAction::Idle(UpdaterIdle::UpToDate) => format!(
+            "every registered server that runs finished {}: the leading updater has nothing to run {unless}",
+            req.version
+        ),
+        _ => "the leading updater starts the newest release its source offers, if it is newer than the completed version".to_string(),
+    }
 }
 
 fn list(ids: &[ServerId]) -> String {

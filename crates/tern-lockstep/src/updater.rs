@@ -240,7 +240,7 @@ pub(crate) async fn run(store: Arc<dyn Store>, cfg: UpdaterConfig) -> anyhow::Re
 
 /// The registered servers that missed the completed version and whose worker runs (holds
 /// its worker lease): the ones a catch-up may list. Only they are asked about.
-async fn running_workers(store: &dyn Store, snap: &Snapshot) -> Vec<ServerId> {
+pub(crate) async fn running_workers(store: &dyn Store, snap: &Snapshot) -> Vec<ServerId> {
     let Some(done) = snap.completed_servers() else {
         return Vec::new();
     };

@@ -106,7 +106,12 @@ fn story(bench: &Bench) {
     );
     std::fs::remove_file(bench.dir.path().join("fail-b-2")).unwrap();
     let (ok, out) = bench.ctl(&["recover"]);
-    assert!(ok && out.contains("starts it again"), "{out}");
+    assert!(
+        ok && out.contains(
+            "removed the records of the update to 1.3.0; the leading updater starts the update to 1.3.0 from step 1 on servers 1, 2, 3 (those registered now)"
+        ),
+        "{out}"
+    );
     bench.wait_status("completed: 1.3.0", LONG, &[&w[0], &w[1], &w[2], &u1, &u2]);
     wait_for(LONG, || {
         bench

@@ -382,11 +382,16 @@ fn a_dead_worker_is_alerted_early_then_removed_and_caught_up_when_it_returns(ben
     let s = bench.wait_status("STOPPED", LONG, &alive);
     assert!(s.contains("timed out") && s.contains("server(s) 3"), "{s}");
 
-    // A server died: remove it, recover; the others finish.
+    // A server died: remove it, recover; the others finish. recover says what the
+    // leader runs: the same version, on the two servers left.
     let (ok, out) = bench.ctl(&["servers", "rm", "3"]);
     assert!(ok && out.contains("recover"), "{out}");
     let (ok, out) = bench.ctl(&["recover"]);
     assert!(ok, "{out}");
+    assert!(
+        out.contains("(no longer registered: 3); the leading updater starts the update to 1.1.0 from step 1 on servers 1, 2 (those registered now), if its source still offers 1.1.0 as the newest release"),
+        "{out}"
+    );
     let s = bench.wait_status("completed: 1.1.0", LONG, &alive);
     assert!(s.contains("by servers 1, 2\n"), "{s}");
 

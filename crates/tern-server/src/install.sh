@@ -2,6 +2,7 @@
 # Tern's one-line installer, served by ternd at GET /install.sh:
 #
 #   curl -fsSL https://ternd.example:3025/install.sh | sh -s -- --group prod --join-token-file /root/join.token
+#   curl -fsSL https://ternd.example:3025/install.sh | sh -s -- --channel stable --group prod --join-token-file /root/join.token
 #
 # It downloads tern-update for this machine's architecture from the same ternd,
 # checks its size and SHA-256 against the values ternd wrote into this script, installs
@@ -22,17 +23,22 @@ EOF
 
 usage() {
     cat <<'EOF'
-usage: sh install.sh [--group NAME] (--join-token TOKEN | --join-token-file FILE)
-                     [--ca-cert FILE] [--server URL] [--prefix DIR] [--root DIR]
-                     [--service-config FILE] [--insecure] [--no-setup]
+usage: sh install.sh [--group NAME] [--channel NAME|URL]
+                     (--join-token TOKEN | --join-token-file FILE)
+                     [--ca-cert FILE] [--server URL] [--base-url URL] [--prefix DIR]
+                     [--root DIR] [--service-config FILE] [--insecure] [--no-setup]
 
   --group NAME           the rollout group of this host (letters, digits, . _ -)
+  --channel NAME|URL     follow a channel instead of the rollout: a channel of this
+                         ternd (`ternctl channels set NAME VERSION`), or the base URL
+                         of any channel; the host updates in --group's window
   --join-token TOKEN     a join token (`ternctl tokens create --role join`); prefer
                          --join-token-file or TERN_JOIN_TOKEN: a command line is
                          visible to every user of this machine
   --join-token-file FILE read the join token from FILE
   --ca-cert FILE         ternd's CA (PEM): every download and tern-update trust only it
   --server URL           ternd's address (default: the one that served this script)
+  --base-url URL         where the agent's release tarballs are (default: --server)
   --prefix DIR           where tern-update goes: DIR/bin (default /usr/local)
   --root DIR             install everything under DIR instead of / (images, tests);
                          also TERN_INSTALL_ROOT
@@ -52,6 +58,8 @@ say() {
 }
 
 group=''
+channel=''
+base_url=''
 token="${TERN_JOIN_TOKEN:-}"
 token_file=''
 ca_cert=''
@@ -72,6 +80,8 @@ value() {
 while [ "$#" -gt 0 ]; do
     case "$1" in
     --group) value "$@"; group=$2; shift 2 ;;
+    --channel) value "$@"; channel=$2; shift 2 ;;
+    --base-url) value "$@"; base_url=$2; shift 2 ;;
     --join-token) value "$@"; token=$2; shift 2 ;;
     --join-token-file) value "$@"; token_file=$2; shift 2 ;;
     --ca-cert) value "$@"; ca_cert=$2; shift 2 ;;
@@ -96,6 +106,29 @@ case "$group" in
 esac
 [ "${#group}" -le 64 ] || die "--group is longer than 64 characters"
 
+# An http(s) URL of the characters a Tern URL has; "$1" names the flag.
+check_url() {
+    case "$2" in
+    https://*) ;;
+    http://*) [ -n "$insecure" ] || die "$1 '$2' is plain http: give an https URL, or --insecure on a lab network" ;;
+    *) die "$1 '$2' is not an http(s) URL" ;;
+    esac
+    case "$2" in
+    *[!A-Za-z0-9.:/_\[\]-]*) die "$1 '$2' holds characters a Tern URL does not have" ;;
+    esac
+}
+
+# A channel is a name of this ternd's (checked as a group name is) or a base URL.
+case "$channel" in
+'') ;;
+http://* | https://*) check_url --channel "$channel" ;;
+*[!A-Za-z0-9._-]*)
+    die "--channel '$channel' is not a channel name (1-64 letters, digits, '.', '_' or '-') nor an http(s) URL" ;;
+[!A-Za-z0-9]*) die "--channel '$channel' must start with a letter or digit" ;;
+*) [ "${#channel}" -le 64 ] || die "--channel is longer than 64 characters" ;;
+esac
+[ -z "$base_url" ] || check_url --base-url "$base_url"
+
 if [ -n "$token_file" ]; then
     [ -z "$token" ] || die "give --join-token or --join-token-file, not both"
     [ -r "$token_file" ] || die "--join-token-file '$token_file' cannot be read"
@@ -109,15 +142,12 @@ case "$token" in
 esac
 [ "${#token}" -le 256 ] || die "the join token is longer than 256 characters"
 
-case "$server" in
-https://*) ;;
-http://*) [ -n "$insecure" ] || die "--server '$server' is plain http: give an https URL, or --insecure on a lab network" ;;
-*) die "--server '$server' is not an http(s) URL" ;;
-esac
-case "$server" in
-*[!A-Za-z0-9.:/_\[\]-]*) die "--server '$server' holds characters a ternd URL does not have" ;;
-esac
+check_url --server "$server"
 server=${server%/}
+case "$channel" in
+'' | http://* | https://*) ;;
+*) channel="$server/v1/channels/$channel" ;;
+esac
 
 for path in "$prefix" "$root" "$ca_cert" "$service_config"; do
     case "$path" in
@@ -242,10 +272,16 @@ set -- enable --server "$server" --join-token-file "$join"
 if [ -n "$group" ]; then
     set -- "$@" --group "$group"
 fi
+if [ -n "$channel" ]; then
+    set -- "$@" --channel "${channel%/}"
+fi
+if [ -n "$base_url" ]; then
+    set -- "$@" --base-url "${base_url%/}"
+fi
 if [ -n "$service_config" ]; then
     set -- "$@" --service-config "$service_config"
 fi
-say "enrolling this host with $server${group:+ in group $group}"
+say "enrolling this host with $server${group:+ in group $group}${channel:+, following the channel $channel}"
 tern_update "$@" || die "tern-update enable failed (exit $?): tern-update is installed at $exe; fix the cause above and run this again"
 
 if [ -z "$setup" ]; then

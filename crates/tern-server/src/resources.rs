@@ -151,6 +151,20 @@ pub(crate) async fn modes(store: &dyn Store) -> ApiResult<tern_core::api::Modes>
     ))
 }
 
+/// The groups of `config` (the config in force: `None` is the default one) that send a
+/// new version to all their hosts at once, each counted from the live reports when
+/// there are any (`tern_core::exposure`).
+pub(crate) async fn all_at_once(
+    store: &dyn Store,
+    config: Option<&AutoUpdateConfig>,
+    now: jiff::Timestamp,
+    report_period: jiff::SignedDuration,
+) -> ApiResult<Vec<tern_core::exposure::ConfigWarning>> {
+    let reports = reports(store).await?;
+    let hosts = tern_core::exposure::hosts_from_reports(config, &reports, now, report_period);
+    Ok(tern_core::exposure::all_at_once(config, hosts.as_ref()))
+}
+
 /// Deletes `key` whatever its revision; a missing key is a 404 saying `missing()`.
 pub(crate) async fn delete_or_404(
     store: &dyn Store,

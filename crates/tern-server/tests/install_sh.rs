@@ -159,6 +159,18 @@ impl Setup {
     }
 }
 
+/// `tern-update update` as the timer runs it, from what the one-liner installed under
+/// `root` (systemctl the stand-in).
+fn installed_update(root: &Path, systemctl: &Path) -> Output {
+    Command::new(root.join("usr/local/bin/tern-update"))
+        .arg("--install-dir")
+        .arg(root.join("opt/tern"))
+        .arg("update")
+        .env("TERN_SYSTEMCTL", systemctl)
+        .output()
+        .unwrap()
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -266,13 +278,7 @@ fn the_one_liner_installs_pins_the_ca_and_enrolls_the_host() {
     assert!(status.status.success(), "status: {status:?}");
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("\"dev\""), "{text}");
-    let update = Command::new(&exe)
-        .arg("--install-dir")
-        .arg(root.join("opt/tern"))
-        .arg("update")
-        .env("TERN_SYSTEMCTL", &systemctl)
-        .output()
-        .unwrap();
+    let update = installed_update(&root, &systemctl);
     assert!(update.status.success(), "a later update run: {update:?}");
 
     // ternd knows the host, in its group.
@@ -327,6 +333,19 @@ fn bad_input_is_refused_before_anything_is_written() {
                 "/nonexistent",
             ],
             "--ca-cert '/nonexistent' cannot be read",
+        ),
+        (
+            &["--channel", "stable;reboot", "--join-token", &token],
+            "--channel 'stable;reboot' is not a channel name",
+        ),
+        (
+            &[
+                "--channel",
+                "http://x/v1/channels/stable",
+                "--join-token",
+                &token,
+            ],
+            "--channel 'http://x/v1/channels/stable' is plain http",
         ),
         (&["--group"], "--group needs a value"),
         (&["--bogus"], "unknown argument '--bogus'"),
@@ -476,4 +495,134 @@ fn downloads_serve_named_architectures_only() {
     let (status, body) = plain.call("GET", "/install.sh", None, None);
     assert_eq!(status, 404);
     assert!(body.to_string().contains("--downloads-dir"), "{body}");
+}
+
+/// The agent release `version` as tern-update installs it (a shell agent that records
+/// its pid and sleeps), packed into `dir` under the default template's name.
+fn publish_agent(dir: &Path, version: &str) {
+    let script = format!(
+        "#!/bin/sh\necho {version} > \"$1/running_version\"\necho $$ > \"$1/agent.pid\"\nexec sleep 1000\n"
+    );
+    tern_e2e::release::pack(
+        dir,
+        &tern_e2e::release::artifact_name(version),
+        &[(
+            format!("agent-{version}/bin/tern-agent"),
+            script.as_bytes(),
+            0o755,
+        )],
+    )
+    .unwrap();
+}
+
+/// Kills the agent a test started (its process group) when the test ends.
+struct Agent(PathBuf);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "p=$(cat '{}' 2>/dev/null); case $p in ''|*[!0-9]*|0|1) ;; *) kill -s KILL -- -$p ;; esac",
+                self.0.display()
+            ))
+            .status();
+    }
+}
+
+/// `--channel` as `--group`: the one-liner enrolls a host that follows a channel of
+/// this ternd (by its name), installs the channel's version from `--base-url`, and
+/// the installed tern-update follows the channel afterwards (a critical version is
+/// installed at the next run). The artifacts are on tern-testing's plain-HTTP server
+/// (it has no TLS), hence `--insecure`; the first test shows the pinned-CA path.
+#[test]
+fn the_one_liner_enrolls_a_host_that_follows_a_channel() {
+    let s = Setup::new();
+    let token = s.join_token();
+    s.admin(
+        "PUT",
+        "/v1/channels/stable",
+        Some(r#"{"version": "1.4.0", "critical": false}"#),
+    );
+    let artifacts = s.tmp.path().join("artifacts");
+    publish_agent(&artifacts, "1.4.0");
+    let server = tern_testing::http::HttpServer::serve_dir(&artifacts);
+    let (root, systemctl) = s.root("channel-host");
+    let state = s.tmp.path().join("agent-state");
+    std::fs::create_dir_all(&state).unwrap();
+    let _agent = Agent(state.join("agent.pgid"));
+    let (st, link) = (state.display(), root.join("usr/local/bin"));
+    let service = s.tmp.path().join("service.yaml");
+    std::fs::write(
+        &service,
+        format!(
+            "manager: command\nname: tern-agent\n\
+             start: \"setsid {link}/tern-agent {st} </dev/null >>{st}/agent.out 2>&1 & echo $! > {st}/agent.pgid\"\n\
+             stop: \"p=$(cat {st}/agent.pgid 2>/dev/null); case $p in ''|*[!0-9]*|0|1) ;; *) kill -s KILL -- -$p 2>/dev/null;; esac; rm -f {st}/agent.pid; true\"\n\
+             pid_file: {st}/agent.pid\nhealth_timeout: 5\nhealth_interval: 0.1\nstable_ticks: 4\nmax_restarts: 3\n",
+            link = link.display()
+        ),
+    )
+    .unwrap();
+    let out = s.one_liner(
+        &systemctl,
+        &[
+            "--channel",
+            "stable",
+            "--group",
+            "dev",
+            "--join-token",
+            &token,
+            "--ca-cert",
+            s.ca.to_str().unwrap(),
+            "--base-url",
+            server.url(),
+            "--service-config",
+            service.to_str().unwrap(),
+            "--insecure",
+            "--root",
+            root.to_str().unwrap(),
+        ],
+    );
+    let log = stderr(&out);
+    assert!(out.status.success(), "the one-liner failed: {log}");
+    let channel = format!("{}/v1/channels/stable", s.base);
+    assert!(
+        log.contains(&format!("in group dev, following the channel {channel}")),
+        "{log}"
+    );
+    let ns = root.join("opt/tern/default");
+    let spec = std::fs::read_to_string(ns.join("update.yaml")).unwrap();
+    assert!(spec.contains(&format!("channel: {channel}")), "{spec}");
+    assert!(spec.contains("group: dev"), "{spec}");
+    assert!(spec.contains("active: 1.4.0"), "{spec}");
+    assert_eq!(
+        std::fs::read_to_string(state.join("running_version"))
+            .unwrap()
+            .trim(),
+        "1.4.0"
+    );
+
+    // The channel moves on, critical: the installed updater's next run takes it.
+    publish_agent(&artifacts, "1.5.0");
+    s.admin(
+        "PUT",
+        "/v1/channels/stable",
+        Some(r#"{"version": "1.5.0", "critical": true}"#),
+    );
+    let update = installed_update(&root, &systemctl);
+    assert!(update.status.success(), "update: {}", stderr(&update));
+    let spec = std::fs::read_to_string(ns.join("update.yaml")).unwrap();
+    assert!(
+        spec.contains("active: 1.5.0"),
+        "{}\n{spec}",
+        stderr(&update)
+    );
+
+    // ternd lists the host on the channel's version.
+    let text = s.admin("GET", "/v1/inventory", None).to_string();
+    assert!(
+        text.contains("installed-host") && text.contains("1.5.0"),
+        "{text}"
+    );
 }

@@ -59,6 +59,13 @@ impl Backend {
                         .into(),
                 );
             }
+            // The etcd client is built without TLS: an https endpoint would fail at the
+            // first connection, with a message about cargo features. Say it here.
+            if let Some(tls) = urls.iter().find(|u| u.starts_with("https://")) {
+                return Err(format!(
+                    "{tls}: Tern's etcd client speaks plain http only (no TLS to etcd yet): give http:// endpoints on a network only the cluster's machines reach"
+                ));
+            }
             return Ok(Backend::Etcd(urls));
         }
         Err(format!(
@@ -194,6 +201,11 @@ mod tests {
         );
         assert!(Backend::parse("sqlite:").unwrap_err().contains("file path"));
         assert!(Backend::parse("etcd:").unwrap_err().contains("endpoint"));
+        let tls = Backend::parse("etcd:http://a:2379,https://b:2379").unwrap_err();
+        assert!(
+            tls.starts_with("https://b:2379: Tern's etcd client speaks plain http only"),
+            "{tls}"
+        );
         assert!(
             Backend::parse("redis:x")
                 .unwrap_err()

@@ -118,8 +118,13 @@ enum Cmd {
     Enable {
         /// ternd's base URL: find, heartbeats and (with --channel) the maintenance
         /// schedule.
-        #[arg(long, required_unless_present = "channel", default_value = "")]
+        #[arg(long, required_unless_present_any = ["channel", "proxy"], default_value = "")]
         server: String,
+        /// teleport-update's name for --server: ternd's address, `https://` added when
+        /// it names no scheme (Teleport's proxy is a host[:port]). Unlike
+        /// teleport-update, a missing --proxy is not read from teleport.yaml.
+        #[arg(long, value_name = "HOST[:PORT]|URL", conflicts_with = "server")]
+        proxy: Option<String>,
         /// Follow a channel instead of ternd's rollout: a base URL answering `version`
         /// and `critical` in plain text (ternd's `/v1/channels/NAME`, or any server).
         /// Updates happen in the group's maintenance window (from --server), at once
@@ -134,8 +139,10 @@ enum Cmd {
         /// Base URL of the artifacts, used with the default template.
         #[arg(long, conflicts_with = "url_template")]
         base_url: Option<String>,
-        /// Artifact URL template ({{.Version}} {{.OS}} {{.Arch}} {{.Edition}} {{.BaseURL}}).
-        #[arg(long)]
+        /// Artifact URL template ({{.Version}} {{.OS}} {{.Arch}} {{.Edition}} {{.BaseURL}};
+        /// spaces inside the braces allowed). `--template` is teleport-update's name for
+        /// it; the checksum is the URL + `.sha256` in both.
+        #[arg(long, visible_alias = "template")]
         url_template: Option<String>,
         /// Install this version instead of the server's.
         #[arg(long)]
@@ -208,6 +215,19 @@ enum Cmd {
     },
     /// Follow the server again.
     Unpin,
+    /// teleport-update's `use-version VERSION --disable-automatic-updates`: install
+    /// VERSION and keep it (`pin --force-version VERSION`). Refused without the flag
+    /// while the host follows its server. Unlike teleport-update, which turns automatic
+    /// updates off, the host stays enrolled and reports itself pinned; `unpin` (or
+    /// `enable`) follows the server again.
+    UseVersion {
+        /// The version to install and keep.
+        #[arg(value_name = "VERSION")]
+        version: String,
+        /// Leave automatic updates: required while the host follows its server.
+        #[arg(long)]
+        disable_automatic_updates: bool,
+    },
     /// Update to the server's version (run by the timer).
     Update {
         /// Act now: no jitter, even outside the group's window.
@@ -241,7 +261,9 @@ enum Cmd {
         #[arg(long)]
         force: bool,
     },
-    /// Link the package install in <install-dir>/system when no managed version is active.
+    /// Link the package install in <install-dir>/system when no managed version is active
+    /// (`link` is teleport-update's name for it).
+    #[command(visible_alias = "link")]
     LinkPackage,
     /// Remove the package install's links.
     UnlinkPackage,
@@ -511,6 +533,7 @@ fn execute(
     let report = match command {
         Cmd::Enable {
             server,
+            proxy,
             group,
             base_url,
             url_template,
@@ -531,7 +554,7 @@ fn execute(
         } => tern_update::enable(
             ctx,
             EnableArgs {
-                server,
+                server: proxy.as_deref().map_or(server, proxy_url),
                 group,
                 base_url,
                 url_template,
@@ -568,6 +591,17 @@ fn execute(
             until,
         } => tern_update::pin(ctx, force_version, until)?,
         Cmd::Unpin => tern_update::unpin(ctx)?,
+        Cmd::UseVersion {
+            version,
+            disable_automatic_updates,
+        } => {
+            if !disable_automatic_updates && follows_its_server(ctx)? {
+                anyhow::bail!(
+                    "this host is enrolled in automatic updates: add --disable-automatic-updates to install {version} and keep it (tern-update pin --force-version {version}; `tern-update unpin` follows the server again)"
+                );
+            }
+            tern_update::pin(ctx, Some(version), None)?
+        }
         Cmd::Update { now, released } => update(ctx, now, released)?,
         // run answers it before execute.
         Cmd::Watch { .. } => return Ok(()),
@@ -617,6 +651,28 @@ fn execute(
         Report::Refused(msg) => log_warn(&msg),
     }
     Ok(())
+}
+
+/// `--proxy HOST[:PORT]` as ternd's URL: `https://` unless it names its scheme.
+fn proxy_url(proxy: &str) -> String {
+    if proxy.contains("://") {
+        proxy.to_string()
+    } else {
+        format!("https://{proxy}")
+    }
+}
+
+/// Whether the host is enrolled and follows its server (enabled, not pinned): what
+/// teleport-update's `use-version` refuses to leave without being told.
+fn follows_its_server(ctx: &Ctx) -> anyhow::Result<bool> {
+    let path = tern_update::update_yaml_in(&ctx.layout.install_dir, &ctx.layout.suffix);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("reading {}", path.display()))),
+    };
+    let file = tern_update::parse_update_file(&text)?;
+    Ok(file.spec.enabled && !file.spec.pinned)
 }
 
 fn update(ctx: &Ctx, now: bool, released: bool) -> anyhow::Result<Report> {

@@ -402,3 +402,86 @@ fn a_pin_with_an_end_lifts_itself() {
     assert_eq!(f.status.active.as_deref(), Some("1.1.0"));
     assert!(host.wait_running("1.1.0"));
 }
+
+/// teleport-update's command names and flags (Teleport's RFD 169) run tern-update's
+/// commands: `enable --proxy … --template …`, `use-version` (refused without
+/// `--disable-automatic-updates` while the host follows its server, then a pin), and
+/// `link` (the package's links).
+#[test]
+fn teleport_updates_commands_and_flags_are_aliases() {
+    let server = Server::start();
+    publish(&server, "1.0.0", Agent::Good);
+    publish(&server, "1.1.0", Agent::Good);
+    server.set_target("1.0.0", true);
+
+    // `link`: the package install is linked while no managed version is active.
+    let host = Host::new();
+    let bin = host.install.join("system/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    support::write_exe(
+        &bin.join("tern-agent"),
+        &support::agent_script("0.9.0-pkg", Agent::Good),
+    );
+    let out = host.ok(&["link"]);
+    assert!(out.contains("linked the package"), "{out}");
+    assert_eq!(host.linked_version().as_deref(), Some("0.9.0-pkg"));
+
+    // `--proxy` names the server as teleport-update names its proxy: a bare host:port
+    // is https (the stand-in speaks plain http, so that fails, naming the URL tried).
+    let svc = host.service_config("");
+    let bare = server.url.trim_start_matches("http://").to_string();
+    let out = host.run(&[
+        "enable",
+        "--proxy",
+        &bare,
+        "--service-config",
+        svc.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("https://{bare}")), "{err}");
+    assert!(!host.ns().join("update.yaml").exists());
+
+    // `--template`, with Teleport's spaces inside the braces.
+    let template = format!(
+        "{}/tern-agent-v{{{{ .Version }}}}-{{{{ .OS }}}}-{{{{ .Arch }}}}-bin.tar.gz",
+        server.base_url()
+    );
+    host.ok(&[
+        "enable",
+        "--proxy",
+        &server.url,
+        "--template",
+        &template,
+        "--service-config",
+        svc.to_str().unwrap(),
+    ]);
+    let f = host.update_yaml();
+    assert_eq!(f.spec.server, server.url);
+    assert_eq!(f.spec.url_template.as_deref(), Some(template.as_str()));
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    assert!(host.wait_running("1.0.0"));
+
+    // `use-version` without leaving automatic updates: refused, nothing changes.
+    let err = host.fails(&["use-version", "1.1.0"]);
+    assert!(
+        err.contains("enrolled in automatic updates: add --disable-automatic-updates"),
+        "{err}"
+    );
+    assert_eq!(host.active().as_deref(), Some("1.0.0"));
+    assert!(!host.update_yaml().spec.pinned);
+    // With it: installed and kept, whatever the server says.
+    let out = host.ok(&["use-version", "v1.1.0", "--disable-automatic-updates"]);
+    assert!(out.contains("pinned to 1.1.0"), "{out}");
+    let f = host.update_yaml();
+    assert!(f.spec.pinned);
+    assert_eq!(f.spec.pinned_version.as_deref(), Some("1.1.0"));
+    assert_eq!(f.status.active.as_deref(), Some("1.1.0"));
+    assert!(host.wait_running("1.1.0"));
+    // The timer's run keeps it (the server still targets 1.0.0).
+    host.ok(&["update"]);
+    assert_eq!(host.active().as_deref(), Some("1.1.0"));
+    // Pinned already: another version needs no flag.
+    let out = host.ok(&["use-version", "1.0.0"]);
+    assert!(out.contains("pinned to 1.0.0"), "{out}");
+}

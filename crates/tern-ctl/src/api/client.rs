@@ -91,6 +91,16 @@ impl Client {
     ) -> anyhow::Result<String> {
         let mut resp = resp.map_err(|e| unreachable(&self.base, &e))?;
         let status = resp.status().as_u16();
+        // What ternd tells the writer of a resource without failing the write (a group
+        // that updates all at once): `Warning: 299 - "TEXT"`, one header each.
+        for w in resp.headers().get_all("warning") {
+            let text = w.to_str().unwrap_or_default();
+            let text = text
+                .strip_prefix("299 - \"")
+                .and_then(|t| t.strip_suffix('"'))
+                .unwrap_or(text);
+            eprintln!("warning: {text}");
+        }
         let text = resp
             .body_mut()
             .with_config()

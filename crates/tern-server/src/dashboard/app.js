@@ -215,6 +215,11 @@
           ? el('ul', { class: 'alerts', id: 'alerts' }, s.alerts.map((a) => el('li', { 'data-kind': a.kind },
             (a.group ? a.group + ': ' : '') + a.message + ' (since ' + when(a.since) + ')')))
           : el('p', { class: 'muted', id: 'alerts' }, 'No alerts.');
+        // What the config in force risks, worked out by ternd (a group that updates all at once).
+        const risks = s.config_warnings.length
+          ? el('ul', { class: 'config-warnings', id: 'config-warnings' }, s.config_warnings.map((w) =>
+            el('li', { 'data-kind': w.kind, 'data-group': w.group }, w.message)))
+          : null;
         const version = el('input', { id: 'new-version', placeholder: '1.2.0', size: 8, disabled: !(me && me.operator) });
         const actions = el('div', { class: 'actions' },
           writeButton('Suspend', 'suspend', {}, 'Suspend agent updates'),
@@ -232,7 +237,8 @@
         const groups = r ? el('table', { id: 'groups' },
           el('thead', {}, el('tr', {}, ['Group', 'State', 'Reason', 'Window', 'Progress', 'Canaries', ''].map((h) => el('th', {}, h)))),
           el('tbody', {}, s.groups.map(groupRow))) : el('p', { id: 'no-rollout' }, s.no_rollout_reason || 'no rollout');
-        box.replaceChildren(...[cards, why, el('h2', {}, 'Alerts'), alerts, haltGuide(s), el('h2', {}, 'Groups'), actions, groups].filter((n) => n));
+        box.replaceChildren(...[cards, why, el('h2', {}, 'Alerts'), alerts, haltGuide(s),
+          risks && el('h2', {}, 'Config warnings'), risks, el('h2', {}, 'Groups'), actions, groups].filter((n) => n));
       },
     },
     inventory: {

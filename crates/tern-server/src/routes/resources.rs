@@ -7,11 +7,13 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tern_core::api::Deleted;
+use tern_core::exposure::ConfigWarning;
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion};
+use tern_core::rfd169::Translated;
 use tern_core::validate::ResourceError;
 use tern_store::Error as StoreError;
 
@@ -135,8 +137,8 @@ static PARSE_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2
 
 async fn parse<T: Resource + Send + 'static>(
     body: Bytes,
-    parse: fn(&str) -> Result<T, ResourceError>,
-) -> ApiResult<T> {
+    parse: fn(&str) -> Result<Translated<T>, ResourceError>,
+) -> ApiResult<Translated<T>> {
     let _slot = PARSE_SLOTS
         .acquire()
         .await
@@ -219,21 +221,56 @@ async fn write<T: Resource>(
     Ok(result)
 }
 
+/// A written resource's answer: the resource, and in `Warning` headers (warn-code 299,
+/// as Kubernetes sends its warnings) what its writer should know: how a file in the
+/// RFD 169 draft's shape was translated, and the config's groups that would send a new
+/// version to all their hosts at once. Text that cannot be a header value is cut to
+/// what can.
+fn written<T: serde::Serialize>(
+    code: StatusCode,
+    value: T,
+    notes: &[tern_core::rfd169::Note],
+    warnings: &[ConfigWarning],
+) -> Response {
+    let mut response = (code, Json(value)).into_response();
+    let lines = notes
+        .iter()
+        .map(|n| format!("translated: {n}"))
+        .chain(warnings.iter().map(|w| w.message.clone()));
+    for line in lines {
+        let text: String = line
+            .chars()
+            .map(|c| match c {
+                '"' | '\\' => '\'',
+                c if c.is_ascii_graphic() || c == ' ' => c,
+                _ => '?',
+            })
+            .collect();
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
+}
+
 async fn put_or_post(
     state: &AppState,
     kind: Kind,
     body: Bytes,
     mode: WriteMode,
 ) -> ApiResult<Response> {
+    let (now, period) = (state.clock.now(), state.settings.report_period);
     match kind {
         Kind::Config => {
-            let v = parse(body, AutoUpdateConfig::from_text).await?;
-            let (code, s) = write(state, v, mode).await?;
-            Ok((code, Json(s.value)).into_response())
+            let t = parse(body, tern_core::rfd169::config).await?;
+            let (code, s) = write(state, t.resource, mode).await?;
+            let warnings =
+                resources::all_at_once(state.store(), Some(&s.value), now, period).await?;
+            Ok(written(code, s.value, &t.notes, &warnings))
         }
         Kind::Version => {
-            let v = parse(body, AutoUpdateVersion::from_text).await?;
-            if let Some(agents) = &v.spec.agents {
+            let t = parse(body, tern_core::rfd169::version).await?;
+            if let Some(agents) = &t.resource.spec.agents {
                 crate::release_check::require_signed(
                     state,
                     "spec.agents.target_version",
@@ -247,8 +284,11 @@ async fn put_or_post(
                 )
                 .await?;
             }
-            let (code, s) = write(state, v, mode).await?;
-            Ok((code, Json(s.value)).into_response())
+            let (code, s) = write(state, t.resource, mode).await?;
+            let config = resources::load::<AutoUpdateConfig>(state.store()).await?;
+            let config = config.as_ref().map(|c| &c.value);
+            let warnings = resources::all_at_once(state.store(), config, now, period).await?;
+            Ok(written(code, s.value, &t.notes, &warnings))
         }
         Kind::Rollout => Err(read_only("autoupdate_agent_rollout")),
         Kind::Reports => Err(read_only("autoupdate_agent_report")),

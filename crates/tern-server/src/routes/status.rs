@@ -10,7 +10,7 @@ use tern_core::api::{
     HostResponse, InventoryEntry, InventoryResponse, ReportResponse, StatusResponse,
 };
 use tern_core::inventory::AgentView;
-use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateVersion};
+use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion};
 use tern_core::rollout::Groups;
 use tern_core::views;
 
@@ -25,6 +25,9 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json
     let store = state.store();
     let now = state.clock.now();
     let modes = resources::modes(store).await?;
+    let config = resources::load::<AutoUpdateConfig>(store)
+        .await?
+        .map(|s| s.value);
     let rollout = resources::load::<AutoUpdateAgentRollout>(store)
         .await?
         .map(|s| s.value);
@@ -34,6 +37,7 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json
     Ok(Json(views::status(
         now,
         modes,
+        config.as_ref(),
         rollout,
         version_exists,
         &reports,
