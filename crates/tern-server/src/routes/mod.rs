@@ -113,8 +113,8 @@ enum Guard {
 
 /// Authenticates the request for `access` (401 without a valid token, 403 with a role
 /// that may not) before the handler runs, after the client address's rate if `guard`
-/// says so. Admin writes, done or refused for the role, go to the audit trail with the
-/// token that sent them.
+/// says so. Writes (write, operator and join routes), done or refused for the role, go
+/// to the audit trail with the token that sent them; read-level routes never do.
 async fn authorize(
     State((state, access, guard)): State<(Arc<AppState>, Access, Guard)>,
     request: Request,
@@ -178,8 +178,11 @@ async fn authorize_token(
         )
         .into_response();
     }
-    // Heartbeats (the hot path) and reads are not audited: nothing is copied for them.
-    let audited = (access != Access::Agent
+    // Only what may change something is audited: writes, operator routes and joins.
+    // Heartbeats (the hot path) and read-level routes (a preview is a POST that changes
+    // nothing) are not, so that a token that may only read never pushes an accepted
+    // action out of the trail; nothing is copied for them.
+    let audited = (matches!(access, Access::Write | Access::Operator | Access::Join)
         && !matches!(*request.method(), Method::GET | Method::HEAD))
     .then(|| {
         let uri = request.uri();
@@ -555,12 +558,14 @@ struct AuditQuery {
     limit: Option<usize>,
 }
 
-/// `GET /v1/audit[?limit=N]`: the newest N (default 100, at most the kept 1000) admin
-/// writes and token changes that were accepted, and the newest N refused, oldest first.
+/// `GET /v1/audit[?limit=N]`: the newest N (default 100; at most what is kept, about
+/// 1000 of each) admin writes and token changes that were accepted, and the newest N
+/// refused, oldest first. A large N shows every record the trail keeps, the quiet
+/// tokens' older actions among them.
 async fn audit_trail(
     State(state): State<Arc<AppState>>,
     Query(q): Query<AuditQuery>,
 ) -> crate::error::ApiResult<axum::Json<Vec<tern_core::api::AuditRecord>>> {
-    let limit = q.limit.unwrap_or(100).min(crate::audit::KEEP);
+    let limit = q.limit.unwrap_or(100);
     Ok(axum::Json(crate::audit::list(state.store(), limit).await?))
 }
