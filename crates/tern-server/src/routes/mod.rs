@@ -142,13 +142,15 @@ async fn authorize_token(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let actor = match state
-        .auth
-        .authenticate(state.store(), request.headers(), state.clock.now())
-        .await
-    {
-        Ok(actor) => actor,
-        Err(e) => return e.into_response(),
+    let admin = matches!(access, Access::Read | Access::Write | Access::Operator);
+    let now = state.clock.now();
+    // A token this replica accepted lately: no store read, so nothing to limit.
+    let actor = match state.auth.known(request.headers(), now) {
+        Some(actor) => actor,
+        None => match authenticate_limited(state, admin, Sent::of(&request), now).await {
+            Ok(actor) => actor,
+            Err(refused) => return refused,
+        },
     };
     // Per token, so that one leaked token cannot flood the store (and the audit
     // trail) while the others go on. Not stored: a flood past the limit would write
@@ -225,6 +227,96 @@ async fn authorize_token(
         .await;
     }
     response
+}
+
+/// What authentication reads of a request (the body stays out: it is not `Sync`).
+#[derive(Clone, Copy)]
+struct Sent<'a> {
+    headers: &'a axum::http::HeaderMap,
+    method: &'a Method,
+    uri: &'a axum::http::Uri,
+    address: Option<std::net::IpAddr>,
+}
+
+impl<'a> Sent<'a> {
+    fn of(request: &'a Request) -> Self {
+        Self {
+            headers: request.headers(),
+            method: request.method(),
+            uri: request.uri(),
+            address: request
+                .extensions()
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip()),
+        }
+    }
+}
+
+/// Authenticates a request whose token this replica has not accepted lately (a store
+/// read). On an admin route, the client address's allowance of refused
+/// authentications (`--auth-failure-rate`) is taken first and given back when the
+/// token is accepted: an address that keeps sending tokens that are refused waits
+/// (429) before its next one costs a store read. Every refusal is counted and logged
+/// (at a bounded rate). `Err` is the answer.
+async fn authenticate_limited(
+    state: &Arc<AppState>,
+    admin: bool,
+    request: Sent<'_>,
+    now: jiff::Timestamp,
+) -> Result<Arc<crate::auth::Actor>, Response> {
+    let address = request.address;
+    let limited = address.filter(|_| admin);
+    if let Some(ip) = limited
+        && let Err(wait) = state
+            .limits
+            .auth_failures
+            .check(ip, std::time::Instant::now())
+    {
+        crate::metrics::Metrics::inc(&state.metrics.auth_address_limited);
+        return Err(ApiError::rate_limited(
+            wait,
+            format!(
+                "too many refused tokens from {ip} (--auth-failure-rate): retry in {wait}s with a valid token"
+            ),
+        )
+        .into_response());
+    }
+    match state
+        .auth
+        .authenticate(state.store(), request.headers, now)
+        .await
+    {
+        Ok(actor) => {
+            if let Some(ip) = limited {
+                state.limits.auth_failures.give_back(&ip);
+            }
+            Ok(actor)
+        }
+        Err(e) if e.status == axum::http::StatusCode::UNAUTHORIZED => {
+            crate::metrics::Metrics::inc(&state.metrics.auth_refused);
+            if let Some(held_back) = state.limits.refusal_log.admit(std::time::Instant::now()) {
+                tracing::warn!(
+                    target: "tern::audit",
+                    address = %address.map_or_else(|| "unknown".to_string(), |a| a.to_string()),
+                    token_id = %crate::auth::presented_id(request.headers).unwrap_or_default(),
+                    method = %request.method,
+                    path = %request.uri.path(),
+                    status = 401,
+                    reason = %e.message,
+                    held_back,
+                    "refused authentication (held_back: refusals not logged since the last line; all are counted in tern_auth_refused_total)"
+                );
+            }
+            Err(e.into_response())
+        }
+        Err(e) => {
+            // Not a refusal (the store is down): it does not count against the address.
+            if let Some(ip) = limited {
+                state.limits.auth_failures.give_back(&ip);
+            }
+            Err(e.into_response())
+        }
+    }
 }
 
 /// 403 `shared_token_refused`: the shared agent token of earlier releases, on a ternd
