@@ -714,3 +714,350 @@ fn a_new_data_dir_refuses_the_shared_agent_token_and_an_old_one_counts_it() {
     );
     assert!(log.contains("--shared-agent-token refuse"), "{log}");
 }
+
+// ---- Issue 49: the third round -------------------------------------------------------
+
+/// A rollout, so that previews answer 200 as they did in the attack.
+fn with_rollout(t: &Ternd) {
+    t.put_resource("config", &common::three_groups());
+    t.put_resource(
+        "version",
+        &common::version_yaml("1.0.0", "1.1.0", "regular"),
+    );
+    t.reconcile();
+}
+
+/// The accepted trail's records of `role`, as (method, path).
+fn accepted_of(trail: &Value, role: &str) -> Vec<(String, String)> {
+    trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"].as_u64().unwrap() < 400 && r["role"] == role)
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap().to_string(),
+                r["path"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A viewer sent 1,250 `POST /v1/preview/suspend` (answered 200): read routes audited
+/// every non-GET as accepted, so the accepted trail (the newest 1,000) held only the
+/// viewer's previews; a user's suspend and resume and an operator's minting were gone.
+/// Now read-level routes are never audited, and the trail is pruned token by token: a
+/// user's flood of accepted writes prunes that user's own records first.
+#[test]
+fn a_reader_cannot_push_accepted_actions_out_of_the_audit_trail() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The flood as reported got 1,094 previews past the per-token limit in 15 s; a burst
+    // that lets them all through at once stands for it without the wait.
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--dev-clock", common::T0, "--admin-burst", "3000"],
+    );
+    with_rollout(&t);
+    let user = t.new_token("user");
+    let viewer = t.new_token("viewer");
+    for path in ["/v1/agents/suspend", "/v1/agents/resume"] {
+        let (s, v) = t.call("POST", path, Some(&user), None);
+        assert_eq!(s, 200, "{path}: {v}");
+    }
+    mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "carol"}),
+    );
+    for _ in 0..1250 {
+        let (s, v) = t.call("POST", "/v1/preview/suspend", Some(&viewer), Some("{}"));
+        assert_eq!(s, 200, "the preview itself still answers: {v}");
+    }
+    let trail = t.op("GET", "/v1/audit?limit=5000", None);
+    let post = |p: &str| ("POST".to_string(), p.to_string());
+    assert_eq!(
+        accepted_of(&trail, "user"),
+        vec![post("/v1/agents/suspend"), post("/v1/agents/resume")],
+        "the user's actions are still in the trail"
+    );
+    assert!(
+        accepted_of(&trail, "operator").contains(&post("/v1/tokens")),
+        "the operator's minting is still in the trail: {trail}"
+    );
+    let viewer_rows = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["role"] == "viewer")
+        .count();
+    assert_eq!(viewer_rows, 0, "a preview changes nothing: not audited");
+
+    // A user's own flood of accepted writes (suspend, resume, 1,200 times) prunes that
+    // user's oldest records, not the other user's or the operator's.
+    let flooder = t.new_token("user");
+    for i in 0..1200 {
+        let path = if i % 2 == 0 {
+            "/v1/agents/suspend"
+        } else {
+            "/v1/agents/resume"
+        };
+        let (s, v) = t.call("POST", path, Some(&flooder), None);
+        assert_eq!(s, 200, "{path}: {v}");
+    }
+    // Every record the trail keeps (the newest 1,000 are mostly the flooder's).
+    let trail = t.op("GET", "/v1/audit?limit=5000", None);
+    let accepted = accepted_of(&trail, "user");
+    assert_eq!(
+        &accepted[..2],
+        &[post("/v1/agents/suspend"), post("/v1/agents/resume")],
+        "the first user's actions outlive another user's flood"
+    );
+    assert!(
+        accepted_of(&trail, "operator").contains(&post("/v1/tokens")),
+        "the operator's minting outlives it too"
+    );
+    assert!(
+        accepted.len() <= 1100,
+        "the trail stays bounded: {} records of users",
+        accepted.len()
+    );
+}
+
+/// With `approvals: 2`, an operator approved, minted a chain of 33 tokens and approved
+/// again with the last: the lineage a token kept (its 32 nearest minters) no longer
+/// reached the first, and the plan was applied on one person's word. Now every token
+/// carries whom it speaks for (the principal at the root of its chain), whatever the
+/// depth.
+#[test]
+fn a_token_33_links_down_the_first_approvers_chain_is_not_a_second_approver() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let (alice, _) = mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "alice"}),
+    );
+    let (bob, _) = mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "bob"}),
+    );
+    t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
+    t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
+    t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
+    let pending = t.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    let nonce = pending["nonce"].as_str().unwrap().to_string();
+    let (s, v) = apply(&t, &alice, &nonce);
+    assert_eq!((s, &v["applied"]), (200, &json!(false)), "{v}");
+    // Alice mints a token "for mallory", which mints the next, 33 links in all.
+    let (mut last, _) = mint(
+        &t,
+        &alice,
+        json!({"role": "operator", "principal": "mallory"}),
+    );
+    for _ in 1..33 {
+        last = mint(&t, &last, json!({"role": "operator"})).0;
+    }
+    let who = t.call("GET", "/v1/whoami", Some(&last), None).1;
+    assert_eq!(who["principal"], "mallory", "{who}");
+    let (s, v) = apply(&t, &last, &nonce);
+    assert_eq!(s, 409, "the 33rd link speaks for alice: {v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("speaks for principal alice") && msg.contains("distinct principals"),
+        "{msg}"
+    );
+    let (s, v) = t.call("GET", "/v1/directives/active", Some(&t.token), None);
+    assert_eq!(s, 404, "not applied: {v}");
+    let (s, v) = apply(&t, &bob, &nonce);
+    assert_eq!((s, &v["applied"]), (200, &json!(true)), "{v}");
+}
+
+const ONE_APPROVAL: &str = r#"kind: version_control_config
+version: v1
+metadata: {name: version-control-config}
+spec:
+  enabled: true
+  promotion: {strategy: manual, approvals: 1, pending_ttl: 1h}
+"#;
+
+/// With `approvals: 2`, the first approver lowered `promotion.approvals` to 1 with
+/// `PUT /v1/directives/config`, planned and applied alone. Now a change of
+/// `spec.promotion` needs the approvals in force: the first PUT is recorded as pending
+/// (202), and only the same config sent by another principal writes it.
+#[test]
+fn lowering_the_approvals_needs_the_approvals_in_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let (alice, _) = mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "alice"}),
+    );
+    let (bob, _) = mint(
+        &t,
+        &t.token,
+        json!({"role": "operator", "principal": "bob"}),
+    );
+    let (alices_other, _) = mint(
+        &t,
+        &alice,
+        json!({"role": "operator", "principal": "mallory"}),
+    );
+    t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
+    t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
+    t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
+    let approvals =
+        || t.op("GET", "/v1/directives/config", None)["spec"]["promotion"]["approvals"].clone();
+
+    let put =
+        |token: &str, body: &str| t.call("PUT", "/v1/directives/config", Some(token), Some(body));
+    let (s, v) = put(&alice, ONE_APPROVAL);
+    assert_eq!(s, 202, "recorded, not written: {v}");
+    assert_eq!(
+        (&v["applied"], &v["approvals"], &v["approvals_needed"]),
+        (&json!(false), &json!(1), &json!(2)),
+        "{v}"
+    );
+    assert_eq!(approvals(), json!(2), "the config in force is unchanged");
+    // Alone, she can neither apply a plan nor approve her own change again.
+    let pending = t.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    let nonce = pending["nonce"].as_str().unwrap().to_string();
+    let (s, v) = apply(&t, &alice, &nonce);
+    assert_eq!((s, &v["applied"]), (200, &json!(false)), "{v}");
+    for token in [&alice, &alices_other] {
+        let (s, v) = put(token, ONE_APPROVAL);
+        assert_eq!(s, 409, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("distinct principals"),
+            "{v}"
+        );
+    }
+    assert_eq!(approvals(), json!(2));
+    // Other changes than the promotion are written at once, and void the pending one.
+    let (s, v) = put(
+        &bob,
+        &TWO_APPROVALS.replace("enabled: true", "enabled: false"),
+    );
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = put(&bob, ONE_APPROVAL);
+    assert_eq!(s, 202, "a new change, bob's approval first: {v}");
+    let (s, v) = put(&alice, ONE_APPROVAL);
+    assert_eq!(s, 200, "two principals: written: {v}");
+    assert_eq!(approvals(), json!(1));
+}
+
+/// 6,000 requests with made-up tokens at 2,900/s from one address were all answered
+/// 401: none limited, no log line, each one a store read. Now an address's refused
+/// authentications on admin routes are limited before the store is asked
+/// (`--auth-failure-rate`; a token accepted lately passes), every refusal is counted
+/// in `tern_auth_refused_total` and logged at a bounded rate, the lines held back
+/// counted in the next.
+#[test]
+fn probes_with_made_up_tokens_are_limited_counted_and_logged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let t = Ternd::start(
+        &dir,
+        &["--dev-clock", common::T0, "--auth-failure-burst", "40"],
+    );
+    // The operator's token is checked (and remembered) before the probe.
+    t.op("GET", "/v1/agents/status", None);
+    let (mut refused, mut limited) = (0, 0);
+    for i in 0..300 {
+        let made_up = format!("tern_{i:012x}_{}", "ab".repeat(32));
+        let (s, headers, body) = t.raw("GET", "/v1/agents/status", Some(&made_up), None);
+        match s {
+            401 => refused += 1,
+            429 => {
+                limited += 1;
+                assert!(headers.get("retry-after").is_some(), "{body}");
+                assert!(body.contains("--auth-failure-rate"), "{body}");
+            }
+            _ => panic!("{s} {body}"),
+        }
+    }
+    assert_eq!((refused, limited), (40, 260), "the burst, then 429");
+    // The operator, from the same address, goes on.
+    t.op("GET", "/v1/agents/status", None);
+    assert_eq!(
+        metric(&t, "tern_auth_refused_total"),
+        "tern_auth_refused_total 40"
+    );
+    assert_eq!(
+        metric(&t, "tern_auth_address_limited_total"),
+        "tern_auth_address_limited_total 260"
+    );
+    // Logged, at most 10 at once: the others are counted in a later line. A refused
+    // heartbeat (limited by --heartbeat-rate, not by this) is one more refusal.
+    let log = || std::fs::read_to_string(dir.with_extension("log")).unwrap();
+    let lines = log().matches("refused authentication").count();
+    assert!((1..=10).contains(&lines), "{lines} lines:\n{}", log());
+    let held_back = |l: &str| -> u64 {
+        l.split("held_back=")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    tern_testing::eventually_within(
+        "a line says how many refusals were held back",
+        std::time::Duration::from_secs(10),
+        || {
+            let (s, _) = beat(&t, "tern_0123456789ab_00", "h1");
+            assert_eq!(s, 401);
+            log().lines().any(|l| held_back(l) > 0)
+        },
+    );
+    let text = log();
+    let line = text
+        .lines()
+        .find(|l| l.contains("refused authentication"))
+        .unwrap();
+    assert!(
+        line.contains("127.0.0.1") && line.contains("/v1/agents/status"),
+        "{line}"
+    );
+}
+
+/// A token refused once is refused again without a store read: with the store gone, a
+/// probe sent again still gets its 401 (a token never seen gets the store's 503).
+#[cfg(feature = "etcd")]
+#[test]
+fn a_refused_token_sent_again_costs_no_store_read() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut etcd = rt.block_on(tern_testing::etcd::EtcdCluster::start(1));
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = format!("etcd:{}", etcd.endpoints().join(","));
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--backend", &backend, "--dev-clock", common::T0],
+    );
+    let probe = format!("tern_0123456789ab_{}", "cd".repeat(32));
+    let (s, v) = t.call("GET", "/v1/agents/status", Some(&probe), None);
+    assert_eq!(s, 401, "{v}");
+    etcd.kill(0);
+    let (s, v) = t.call("GET", "/v1/agents/status", Some(&probe), None);
+    assert_eq!(s, 401, "refused from memory, no store read: {v}");
+    let never_seen = format!("tern_ba9876543210_{}", "cd".repeat(32));
+    let (s, v) = t.call("GET", "/v1/agents/status", Some(&never_seen), None);
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (503, Some("store_unavailable")),
+        "a token never seen needs the store: {v}"
+    );
+}
