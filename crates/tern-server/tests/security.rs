@@ -1061,3 +1061,235 @@ fn a_refused_token_sent_again_costs_no_store_read() {
         "a token never seen needs the store: {v}"
     );
 }
+
+/// dev (two canaries, an analysis of `query` with `max: 0.015`) then prod, 1.0.0 → 2.0.0.
+fn analysed_config(query: &str) -> String {
+    format!(
+        r#"kind: autoupdate_config
+version: v1
+metadata: {{name: autoupdate-config}}
+spec:
+  agents:
+    mode: enabled
+    schedules:
+      regular:
+        - name: dev
+          days: ["*"]
+          start_hour: 10
+          canary_count: 2
+          analysis:
+            interval: 1m
+            passes: 1
+            queries:
+              - name: errors
+                query: '{query}'
+                max: 0.015
+        - name: prod
+          days: ["*"]
+          start_hour: 14
+"#
+    )
+}
+
+/// Hosts `(updater_id, hostname)` of dev on 1.0.0 before and after dev's window opens,
+/// then, as dev's canaries, on 2.0.0 and healthy, until the reconcile that runs the
+/// analysis. Returns dev's status after it.
+fn canaries_on_the_target(t: &Ternd, agent: &str, hosts: &[(&str, &str)]) -> Value {
+    t.put_resource(
+        "version",
+        &common::version_yaml("1.0.0", "2.0.0", "regular"),
+    );
+    let beat = |version: &str| {
+        for (id, hostname) in hosts {
+            t.heartbeat_with(agent, id, "dev", version, json!({ "hostname": hostname }));
+        }
+    };
+    beat("1.0.0");
+    t.reconcile();
+    t.set_clock("2026-11-23T10:05:00Z");
+    beat("1.0.0");
+    let r = t.reconcile();
+    let dev = &r["rollout"]["status"]["groups"][0];
+    assert_eq!(dev["state"], "canary", "{r}");
+    assert_eq!(
+        dev["canaries"].as_array().unwrap().len(),
+        hosts.len(),
+        "{r}"
+    );
+    beat("2.0.0");
+    // This reconcile sees the canaries succeed; the next runs the analysis due.
+    let r = t.reconcile();
+    assert_eq!(
+        r["rollout"]["status"]["groups"][0]["last_update_reason"], "analysis_pending",
+        "{r}"
+    );
+    t.reconcile()["rollout"]["status"]["groups"][0].clone()
+}
+
+/// Canary analysis took a success body under a 4xx/5xx status as a pass, and passed on
+/// `warnings` (a partial answer) and on a `text/plain` answer. Now anything but one
+/// sample of an instant vector in a complete JSON answer with a 2xx status holds the
+/// group. Prometheus itself never answers so: the stand-in is what a proxy or a broken
+/// Prometheus in front of it would send.
+#[test]
+fn canary_analysis_holds_on_any_answer_but_one_vector_sample() {
+    let answers: Vec<(u16, &str, String, &str)> = {
+        let vector = |v: &str| {
+            format!(
+                r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{}},"value":[1,"{v}"]}}]}}}}"#
+            )
+        };
+        let json = "application/json";
+        vec![
+            (503, json, vector("0.001"), "HTTP 503"),
+            (404, json, vector("0.001"), "HTTP 404"),
+            (
+                200,
+                json,
+                vector("0.001").replacen(
+                    r#""status":"success","#,
+                    r#""status":"success","warnings":["one store did not answer"],"#,
+                    1,
+                ),
+                "partial",
+            ),
+            (200, "text/plain", vector("0.001"), "text/plain"),
+            (
+                200,
+                json,
+                r#"{"status":"success","data":{"resultType":"scalar","result":[1,"0.001"]}}"#
+                    .into(),
+                "scalar",
+            ),
+            (
+                200,
+                json,
+                r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"0.001"]},{"metric":{"a":"2"},"value":[1,"0.001"]}]}}"#
+                    .into(),
+                "2 series",
+            ),
+            (200, json, vector("0.001"), "passes"),
+        ]
+    };
+    let step = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let served = answers.clone();
+    let at = std::sync::Arc::clone(&step);
+    let prometheus = HttpServer::start(move |req: &Request| {
+        assert_eq!(req.path(), "/api/v1/query");
+        let (status, content_type, body, _) = &served[at.load(std::sync::atomic::Ordering::SeqCst)];
+        Response::new(*status, body.as_bytes().to_vec()).header("content-type", *content_type)
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &[
+            "--dev-clock",
+            common::T0,
+            "--prometheus-url",
+            prometheus.url(),
+        ],
+    );
+    t.put_resource(
+        "config",
+        &analysed_config(r#"avg(tern_test_error_ratio{host=~"{{canary_hosts}}"})"#),
+    );
+    let agent = t.new_token("agent");
+    let mut dev = canaries_on_the_target(&t, &agent, &[("c1", "c1.example"), ("c2", "c2.example")]);
+    for (i, (status, content_type, _, says)) in answers.iter().enumerate() {
+        if i > 0 {
+            step.store(i, std::sync::atomic::Ordering::SeqCst);
+            t.advance("1m");
+            dev = t.reconcile()["rollout"]["status"]["groups"][0].clone();
+        }
+        if *says == "passes" {
+            assert_eq!(dev["state"], "active", "a complete answer passes: {dev}");
+            break;
+        }
+        assert_eq!(
+            (
+                &dev["state"],
+                &dev["last_update_reason"],
+                &dev["analysis"]["held"]
+            ),
+            (&json!("canary"), &json!("analysis_held"), &json!(true)),
+            "HTTP {status} {content_type}: {dev}"
+        );
+        let message = dev["analysis"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{says}: {message}");
+    }
+    assert!(prometheus.requests() >= answers.len());
+}
+
+/// A canary whose hostname was only control characters rendered `host=~""`, which
+/// selects the series without the label: a canary erring at 2% passed against a 1%
+/// unlabelled series. Now the heartbeat refuses control characters, values are cleaned
+/// before the emptiness check, and, against a real Prometheus, a hostname made of
+/// regex syntax selects nothing but itself: the canary erring at 2% fails its analysis.
+#[test]
+fn a_hostile_hostname_never_widens_the_analysis_selector() {
+    use tern_e2e::prometheus::{self as prom, Prometheus, Target};
+    assert!(
+        prom::binary().is_some(),
+        "this test needs Prometheus: apt-get install prometheus (CI installs it)"
+    );
+    // The canary web-2 errs at 2%; a series without the host label says 1%.
+    let metrics = HttpServer::start(|_: &Request| {
+        Response::new(
+            200,
+            "# TYPE tern_test_error_ratio gauge\ntern_test_error_ratio{host=\"web-2.example\"} 0.02\ntern_test_error_ratio 0.01\n",
+        )
+        .header("content-type", "text/plain; version=0.0.4")
+    });
+    let p = Prometheus::start(
+        prom::free_port().unwrap(),
+        &[Target {
+            port: metrics.addr().port(),
+            labels: Default::default(),
+        }],
+    )
+    .unwrap();
+    assert_eq!(
+        p.wait_value(
+            "count(tern_test_error_ratio)",
+            std::time::Duration::from_secs(60)
+        ),
+        Some(2.0),
+        "{}",
+        p.log_tail()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &["--dev-clock", common::T0, "--prometheus-url", &p.url],
+    );
+    t.put_resource(
+        "config",
+        &analysed_config(r#"avg(tern_test_error_ratio{host=~"{{canary_hosts}}"})"#),
+    );
+    let agent = t.new_token("agent");
+    for hostname in ["\u{1}\u{7}", "web\u{0}2", "\u{1b}[2J"] {
+        let body =
+            json!({"updater_id": "ctl", "group": "dev", "version": "1.0.0", "hostname": hostname});
+        let (s, v) = t.call(
+            "POST",
+            "/v1/agents/heartbeat",
+            Some(&agent),
+            Some(&body.to_string()),
+        );
+        assert_eq!(s, 400, "{hostname:?}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("hostname") && msg.contains("control character"),
+            "{msg}"
+        );
+    }
+    // Regex and PromQL syntax in a hostname: a literal, selecting only itself.
+    let dev = canaries_on_the_target(&t, &agent, &[("w1", ".*"), ("w2", "web-2.example")]);
+    assert_eq!(
+        (&dev["state"], &dev["last_update_reason"]),
+        (&json!("canary"), &json!("analysis_failed")),
+        "{dev}"
+    );
+    let message = dev["analysis"]["message"].as_str().unwrap();
+    assert!(message.contains("canaries 0.02 (max 0.015)"), "{message}");
+}
