@@ -2,11 +2,12 @@
 //! server's worker lease, then asks
 //! [`worker_next`](tern_core::lockstep::protocol::worker_next) what to do and does it:
 //! install the request's version (and, when the release ships its own worker, replace
-//! itself with it), record a step, wait at the barrier, run the step (under a lease for
-//! rolling and leader-only components), record the result.
+//! itself with it), record a step, wait at the barrier, run the step (holding a lock for
+//! rolling and leader-only components: a claim on this server's own lease, signed, the
+//! oldest holding it), record the result.
 //!
-//! Before it takes a step's lease, while it waits for one, once it holds it, and before each
-//! command but the first of a step without a lease (which runs on the decision just made)
+//! Before it claims a step's lock, while it waits for it, once it holds it, and before each
+//! command but the first of a step without a lock (which runs on the decision just made)
 //! it asks [`may_go_on`](tern_core::lockstep::protocol::may_go_on) again: a stop or a peer's error
 //! holds it there. Its statuses are signed, written only while it holds the worker lease,
 //! and only into the update they belong to (`same_update`): a result is recorded even
@@ -470,8 +471,8 @@ impl Worker {
         Err("the request kept changing".into())
     }
 
-    /// Runs one step on this server and records its result (for a step under a lease,
-    /// before letting the lease go, so the next holder sees a failure).
+    /// Runs one step on this server and records its result (for a step under a lock,
+    /// before letting the lock go, so the next holder sees a failure).
     async fn run_step(&self, inst: &Installed, step: &Step, req: &UpdateRequest, steps: u32) {
         let cfg = &self.cfg;
         let component = &inst.plan.components[step.component];
