@@ -297,21 +297,36 @@ fn apply(t: &Ternd, token: &str, nonce: &str) -> (u16, Value) {
     )
 }
 
+/// An operator token for `principal`, minted by `by`.
+fn operator(t: &Ternd, by: &str, principal: &str) -> String {
+    mint(t, by, json!({"role": "operator", "principal": principal})).0
+}
+
+/// The installer, the control config asking for two approvals, and the draft.
+fn two_approvals_and_a_draft(t: &Ternd) {
+    t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
+    t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
+    t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
+}
+
+/// Plans the draft: the plan's nonce.
+fn plan_the_draft(t: &Ternd) -> String {
+    let pending = t.op(
+        "POST",
+        "/v1/directives/plan",
+        Some(&json!({"draft": "static"}).to_string()),
+    );
+    pending["nonce"].as_str().unwrap().to_string()
+}
+
 /// The attack as reported: with `approvals: 2`, an operator applied with its token,
 /// minted another operator token (no principal given) and applied again with it.
 #[test]
 fn a_token_minted_by_the_first_approver_is_not_a_second_approver() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
-    t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
-    t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
-    t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
-    let pending = t.op(
-        "POST",
-        "/v1/directives/plan",
-        Some(&json!({"draft": "static"}).to_string()),
-    );
-    let nonce = pending["nonce"].as_str().unwrap().to_string();
+    two_approvals_and_a_draft(&t);
+    let nonce = plan_the_draft(&t);
     let (s, v) = apply(&t, &t.token, &nonce);
     assert_eq!((s, &v["applied"]), (200, &json!(false)), "{v}");
     let (b, _) = mint(&t, &t.token, json!({"role": "operator"}));
@@ -832,33 +847,14 @@ fn a_reader_cannot_push_accepted_actions_out_of_the_audit_trail() {
 fn a_token_33_links_down_the_first_approvers_chain_is_not_a_second_approver() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
-    let (alice, _) = mint(
-        &t,
-        &t.token,
-        json!({"role": "operator", "principal": "alice"}),
-    );
-    let (bob, _) = mint(
-        &t,
-        &t.token,
-        json!({"role": "operator", "principal": "bob"}),
-    );
-    t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
-    t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
-    t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
-    let pending = t.op(
-        "POST",
-        "/v1/directives/plan",
-        Some(&json!({"draft": "static"}).to_string()),
-    );
-    let nonce = pending["nonce"].as_str().unwrap().to_string();
+    let alice = operator(&t, &t.token, "alice");
+    let bob = operator(&t, &t.token, "bob");
+    two_approvals_and_a_draft(&t);
+    let nonce = plan_the_draft(&t);
     let (s, v) = apply(&t, &alice, &nonce);
     assert_eq!((s, &v["applied"]), (200, &json!(false)), "{v}");
     // Alice mints a token "for mallory", which mints the next, 33 links in all.
-    let (mut last, _) = mint(
-        &t,
-        &alice,
-        json!({"role": "operator", "principal": "mallory"}),
-    );
+    let mut last = operator(&t, &alice, "mallory");
     for _ in 1..33 {
         last = mint(&t, &last, json!({"role": "operator"})).0;
     }
@@ -893,24 +889,10 @@ spec:
 fn lowering_the_approvals_needs_the_approvals_in_force() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
-    let (alice, _) = mint(
-        &t,
-        &t.token,
-        json!({"role": "operator", "principal": "alice"}),
-    );
-    let (bob, _) = mint(
-        &t,
-        &t.token,
-        json!({"role": "operator", "principal": "bob"}),
-    );
-    let (alices_other, _) = mint(
-        &t,
-        &alice,
-        json!({"role": "operator", "principal": "mallory"}),
-    );
-    t.op("PUT", "/v1/directives/installers/native", Some(NATIVE));
-    t.op("PUT", "/v1/directives/config", Some(TWO_APPROVALS));
-    t.op("PUT", "/v1/directives/drafts/static", Some(DRAFT));
+    let alice = operator(&t, &t.token, "alice");
+    let bob = operator(&t, &t.token, "bob");
+    let alices_other = operator(&t, &alice, "mallory");
+    two_approvals_and_a_draft(&t);
     let approvals =
         || t.op("GET", "/v1/directives/config", None)["spec"]["promotion"]["approvals"].clone();
 
@@ -925,12 +907,7 @@ fn lowering_the_approvals_needs_the_approvals_in_force() {
     );
     assert_eq!(approvals(), json!(2), "the config in force is unchanged");
     // Alone, she can neither apply a plan nor approve her own change again.
-    let pending = t.op(
-        "POST",
-        "/v1/directives/plan",
-        Some(&json!({"draft": "static"}).to_string()),
-    );
-    let nonce = pending["nonce"].as_str().unwrap().to_string();
+    let nonce = plan_the_draft(&t);
     let (s, v) = apply(&t, &alice, &nonce);
     assert_eq!((s, &v["applied"]), (200, &json!(false)), "{v}");
     for token in [&alice, &alices_other] {
