@@ -155,7 +155,7 @@ async fn authorize_token(
     // Per token, so that one leaked token cannot flood the store (and the audit
     // trail) while the others go on. Not stored: a flood past the limit would write
     // as much as the one it stops; it is logged and counted instead.
-    if matches!(access, Access::Read | Access::Write | Access::Operator)
+    if admin
         && let Err(wait) = state
             .limits
             .admin
