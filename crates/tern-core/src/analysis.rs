@@ -164,17 +164,39 @@ pub(crate) fn regex_literal(s: &str) -> String {
     out
 }
 
-/// `values` as an alternation for `=~"…"`: each a literal, the empty ones left out.
-/// `None` when none is left (an empty regex would select series without the label).
+/// `s` as a value put into a query: without the characters a PromQL string cannot
+/// carry (control characters, which [`promql_string`] drops too). Cleaned first, so
+/// that what is decided on a value (is it empty?) is decided on what the query will
+/// hold: a value of control characters only is empty.
+fn clean(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).collect()
+}
+
+/// `values` as an alternation for `=~"…"`: each cleaned, the empty ones left out, each
+/// a literal. `None` when none is left: an empty regex, or an empty branch, would
+/// select series without the label.
 fn alternation(values: &[String]) -> Option<String> {
     let mut kept: Vec<String> = values
         .iter()
+        .map(|v| clean(v))
         .filter(|v| !v.is_empty())
-        .map(|v| regex_literal(v))
+        .map(|v| regex_literal(&v))
         .collect();
     kept.sort();
     kept.dedup();
     (!kept.is_empty()).then(|| promql_string(&kept.join("|")))
+}
+
+/// One value for a placeholder, cleaned and escaped; refused when nothing is left (a
+/// label compared to "" selects the series without it).
+fn one_value(name: &str, value: &str) -> Result<String, String> {
+    let v = clean(value);
+    if v.is_empty() {
+        return Err(format!(
+            "{{{{{name}}}}} is empty (or only control characters): it would select series without the label"
+        ));
+    }
+    Ok(promql_string(&v))
 }
 
 /// `template` with its placeholders filled in from `vars`, or why it cannot be (a
@@ -190,9 +212,9 @@ pub fn render(template: &str, vars: &Vars) -> Result<String, String> {
             .ok_or_else(|| "a {{ is never closed".to_string())?;
         let name = &after[..end];
         let filled = match name {
-            "group" => promql_string(&vars.group),
-            "version" => promql_string(&vars.version),
-            "start_version" => promql_string(&vars.start_version),
+            "group" => one_value(name, &vars.group)?,
+            "version" => one_value(name, &vars.version)?,
+            "start_version" => one_value(name, &vars.start_version)?,
             "canary_hosts" | "canary_host_ids" | "canary_updater_ids" => {
                 let values = match name {
                     "canary_hosts" => &vars.canary_hosts,
@@ -470,6 +492,24 @@ mod tests {
         // No canary value to select by: never an empty regex (it matches unlabelled series).
         let e = render(r#"x{h=~"{{canary_host_ids}}"}"#, &vars).unwrap_err();
         assert!(e.contains("canary_host_ids"), "{e}");
+        // Nor a value of control characters only, alone or beside others: cleaned first.
+        let hostile = Vars {
+            canary_hosts: vec!["\u{1}\u{7}".into(), "\t\n".into()],
+            group: "\u{1b}".into(),
+            ..vars.clone()
+        };
+        let e = render(r#"x{h=~"{{canary_hosts}}"}"#, &hostile).unwrap_err();
+        assert!(e.contains("canary_hosts"), "{e}");
+        let mixed = Vars {
+            canary_hosts: vec!["\u{1}".into(), "web\u{7}1".into()],
+            ..vars.clone()
+        };
+        assert_eq!(
+            render(r#"x{h=~"{{canary_hosts}}"}"#, &mixed).unwrap(),
+            r#"x{h=~"web1"}"#
+        );
+        let e = render(r#"x{g="{{group}}"}"#, &hostile).unwrap_err();
+        assert!(e.contains("{{group}} is empty"), "{e}");
         assert!(render("x{{nope}}", &vars).is_err());
         assert_eq!(
             unknown_placeholders("a {{group}} {{nope}} {{x"),

@@ -371,3 +371,102 @@ spec:
     // An unknown field is refused by name too.
     assert!(with("{queries: [{name: a, query: x, max: 1, maximum: 2}]}").contains("maximum"));
 }
+
+// ---- The selectors values are put into --------------------------------------------
+
+/// The inside of a PromQL double-quoted string as Prometheus reads it (Go's escapes;
+/// `render` writes `\\`, `\"`, `\n`, `\r`, `\t`). `None` for anything it would refuse.
+fn unquote(s: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(match chars.next()? {
+                '\\' => '\\',
+                '"' => '"',
+                'n' => '\n',
+                'r' => '\r',
+                't' => '\t',
+                _ => return None,
+            }),
+            '"' | '\n' => return None,
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+/// What `template` selects with once rendered: the label matcher's value, unquoted.
+fn matcher_value(rendered: &str, before: &str) -> String {
+    let start = rendered.find(before).unwrap() + before.len();
+    let inner = &rendered[start..rendered.len() - 2];
+    unquote(inner).unwrap_or_else(|| panic!("not a PromQL string: {rendered:?}"))
+}
+
+/// Strings an attacker can put in a heartbeat: control characters, regex and PromQL
+/// syntax, quotes, backslashes, whitespace, anything else.
+fn hostile() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let pieces = prop_oneof![
+        Just(String::new()),
+        "[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}]{1,4}",
+        "[\\\\\"|.*+?()\\[\\]{}^$ \\t\\n=~,]{1,4}",
+        "[a-z0-9.-]{1,6}",
+        ".{0,6}",
+    ];
+    proptest::collection::vec(pieces, 0..4).prop_map(|p| p.concat())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    /// Whatever hostnames (or host ids, updater ids) the canaries report, the rendered
+    /// `=~` selector never matches the empty value, so never a series without the
+    /// label; and it matches each canary's value, as the canary's series carries it.
+    #[test]
+    fn a_rendered_selector_never_matches_a_series_without_the_label(
+        hosts in proptest::collection::vec(hostile(), 0..5),
+        group in hostile(),
+    ) {
+        let vars = tern_core::analysis::Vars {
+            group: group.clone(),
+            version: "1.3.0".into(),
+            start_version: "1.2.0".into(),
+            canary_hosts: hosts.clone(),
+            ..Default::default()
+        };
+        if let Ok(q) = tern_core::analysis::render(r#"x{host=~"{{canary_hosts}}"}"#, &vars) {
+            let re = matcher_value(&q, "host=~\"");
+            // Prometheus anchors a label regex at both ends.
+            let anchored = regex::Regex::new(&format!("^(?:{re})$"))
+                .unwrap_or_else(|e| panic!("{q:?} is not a regex: {e}"));
+            proptest::prop_assert!(!anchored.is_match(""), "{q:?} selects series without the label");
+            for h in &hosts {
+                let cleaned: String = h.chars().filter(|c| !c.is_control()).collect();
+                if !cleaned.is_empty() {
+                    proptest::prop_assert!(anchored.is_match(&cleaned), "{q:?} misses {cleaned:?}");
+                }
+            }
+            let other = "not-a-canary";
+            if !hosts.iter().any(|h| h == other) {
+                proptest::prop_assert!(!anchored.is_match(other), "{q:?} selects others");
+            }
+        } else {
+            // Refused only when no canary has a value left.
+            proptest::prop_assert!(
+                hosts.iter().all(|h| h.chars().all(char::is_control)),
+                "refused though a canary has a value: {hosts:?}"
+            );
+        }
+        match tern_core::analysis::render(r#"x{group="{{group}}"}"#, &vars) {
+            Ok(q) => proptest::prop_assert!(
+                !matcher_value(&q, "group=\"").is_empty(),
+                "{q:?} compares the group to nothing"
+            ),
+            Err(e) => proptest::prop_assert!(
+                group.chars().all(char::is_control),
+                "{group:?} refused: {e}"
+            ),
+        }
+    }
+}

@@ -584,6 +584,101 @@ fn a_status_counts_only_when_its_server_signed_it() {
     assert_ne!(m, status_message(1, &req, &finished));
 }
 
+/// A leader-only result counts only signed by its server for the update it answers, of
+/// its version, from a listed server; a failure wins over a success.
+#[test]
+fn a_leader_only_result_counts_only_signed_for_this_update() {
+    let req = UpdateRequest {
+        started_at: Some(Timestamp::UNIX_EPOCH + Duration::from_secs(7)),
+        ..request(&[1, 2, 3])
+    };
+    let result = |server, success: bool, signed| LeaderOnlyResult {
+        server,
+        record: LeaderOnlyRecord {
+            version: req.version.clone(),
+            success,
+            server: Some(2),
+            message: if success {
+                String::new()
+            } else {
+                "boom".into()
+            },
+        },
+        signed,
+    };
+    assert_eq!(leader_only_outcome(&req, &[]), None);
+    // Unsigned (or signed for another update), or from a server the update does not list.
+    assert_eq!(
+        leader_only_outcome(&req, &[result(3, true, false), result(4, false, true)]),
+        None
+    );
+    assert_eq!(
+        leader_only_outcome(&req, &[result(3, true, true)]),
+        Some(Ok(3))
+    );
+    // The failure names the server whose key signed it, not the `server` it claims.
+    assert_eq!(
+        leader_only_outcome(&req, &[result(1, true, true), result(3, false, true)]),
+        Some(Err((3, "boom".into())))
+    );
+    let other_version = LeaderOnlyResult {
+        record: LeaderOnlyRecord {
+            version: "0.9.0".into(),
+            ..result(3, true, true).record
+        },
+        ..result(3, true, true)
+    };
+    assert_eq!(leader_only_outcome(&req, &[other_version]), None);
+
+    // What is signed binds the server, the update, the component and every field.
+    let rec = result(3, true, true).record;
+    let m = leader_only_message(3, &req, "d", &rec);
+    assert_ne!(m, leader_only_message(2, &req, "d", &rec));
+    assert_ne!(m, leader_only_message(3, &req, "e", &rec));
+    let earlier = UpdateRequest {
+        started_at: Some(Timestamp::UNIX_EPOCH),
+        ..req.clone()
+    };
+    assert_ne!(m, leader_only_message(3, &earlier, "d", &rec));
+    let failed = LeaderOnlyRecord {
+        success: false,
+        ..rec.clone()
+    };
+    assert_ne!(m, leader_only_message(3, &req, "d", &failed));
+}
+
+/// A lock is held by the oldest signed claim of it by a listed server: a claim unsigned,
+/// of another lock, or by a server outside the update never holds it nor holds it up.
+#[test]
+fn the_oldest_signed_claim_holds_a_lock() {
+    let req = request(&[1, 2, 3]);
+    let claim = |server, lock: &str, token, signed| Claim {
+        server,
+        lock: lock.into(),
+        token,
+        signed,
+    };
+    assert_eq!(lock_holder(&req, &[], "rolling-b"), None);
+    let claims = [
+        claim(3, "rolling-b", 5, false),
+        claim(4, "rolling-b", 6, true),
+        claim(1, "leader-only-d", 7, true),
+        claim(2, "rolling-b", 9, true),
+        claim(1, "rolling-b", 12, true),
+    ];
+    assert_eq!(lock_holder(&req, &claims, "rolling-b"), Some(2));
+    assert_eq!(lock_holder(&req, &claims, "leader-only-d"), Some(1));
+    assert_eq!(lock_holder(&req, &claims[..3], "rolling-b"), None);
+    let m = claim_message(1, &req, "rolling-b");
+    assert_ne!(m, claim_message(2, &req, "rolling-b"));
+    assert_ne!(m, claim_message(1, &req, "rolling-c"));
+    let catch_up = UpdateRequest {
+        catch_up: true,
+        ..req.clone()
+    };
+    assert_ne!(m, claim_message(1, &catch_up, "rolling-b"));
+}
+
 #[test]
 fn a_barrier_stalled_past_a_fraction_of_the_timeout_alerts_naming_who_is_missing() {
     let t0 = Timestamp::UNIX_EPOCH + Duration::from_secs(1000);

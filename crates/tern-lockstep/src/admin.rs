@@ -15,40 +15,56 @@ use crate::identity::{self, Identity};
 use crate::keys;
 use crate::records::{self, Registration, Snapshot, to_json};
 
-/// The etcd administration `servers add` and `servers rm --revoke` need (the `etcd`
-/// feature); absent on SQLite.
+/// The etcd administration `servers add`, `servers rm --revoke`, `auth enable` and `auth
+/// refresh` need (the `etcd` feature); absent on SQLite.
 #[cfg(feature = "etcd")]
 pub(crate) struct EtcdAdmin(pub(crate) tern_store::EtcdStore);
 
 #[cfg(not(feature = "etcd"))]
 pub(crate) enum EtcdAdmin {}
 
+/// Server `id`'s etcd grants: read everything under `lockstep/` and the leases; write
+/// only its own keys: its registration, its status, its leader-only results, its worker
+/// lease and its claim lease. Nothing every worker shares: no server can take, release
+/// or overwrite what another wrote.
+#[cfg(feature = "etcd")]
+fn server_grants(id: ServerId) -> Vec<tern_store::EtcdGrant> {
+    use tern_store::{EtcdGrant as G, EtcdRange as R};
+    vec![
+        G::read(R::Prefix(keys::ROOT.into())),
+        G::read(R::LeasePrefix(String::new())),
+        G::read_write(R::Key(keys::server(id))),
+        G::read_write(R::Key(keys::server_status(id))),
+        G::read_write(R::Prefix(keys::contents_of(id))),
+        G::read_write(R::Lease(keys::worker_lease(id))),
+        G::read_write(R::Lease(keys::claim_lease(id))),
+    ]
+}
+
 #[cfg(feature = "etcd")]
 impl EtcdAdmin {
-    /// Server `id`'s etcd user: read everything under `lockstep/` and the leases; write
-    /// its own registration, status and worker lease, and the records every worker
-    /// shares (the rolling and leader-only leases and results).
+    /// Creates server `id`'s etcd user with [`server_grants`].
     pub(crate) async fn set_server_user(
         &self,
         id: ServerId,
         user: &str,
         password: &str,
     ) -> anyhow::Result<()> {
-        use tern_store::{EtcdGrant as G, EtcdRange as R};
-        let grants = [
-            G::read(R::Prefix(keys::ROOT.into())),
-            G::read(R::LeasePrefix(String::new())),
-            G::read_write(R::Key(keys::server(id))),
-            G::read_write(R::Key(keys::server_status(id))),
-            G::read_write(R::Lease(keys::worker_lease(id))),
-            G::read_write(R::Prefix(keys::CONTENTS.into())),
-            G::read_write(R::LeasePrefix(keys::rolling_lease(""))),
-            G::read_write(R::LeasePrefix(keys::leader_only_lease(""))),
-        ];
         self.0
-            .set_user(user, password, &grants)
+            .set_user(user, password, &server_grants(id))
             .await
             .with_context(|| format!("creating etcd user {user} (this needs etcd's root role)"))
+    }
+
+    /// Gives server `id`'s etcd user (kept, with its password) exactly this release's
+    /// grants; false when it has no such user.
+    pub(crate) async fn refresh_server_user(&self, id: ServerId) -> anyhow::Result<bool> {
+        let user = identity::etcd_user(id);
+        match self.0.set_role(&user, &server_grants(id)).await {
+            Ok(()) => Ok(true),
+            Err(e) if e.to_string().contains("not found") => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("granting etcd user {user} its keys")),
+        }
     }
 
     pub(crate) async fn remove_server_user(&self, id: ServerId) -> anyhow::Result<bool> {
@@ -75,6 +91,10 @@ impl EtcdAdmin {
         _: &str,
         _: &str,
     ) -> anyhow::Result<()> {
+        match *self {}
+    }
+
+    pub(crate) async fn refresh_server_user(&self, _: ServerId) -> anyhow::Result<bool> {
         match *self {}
     }
 
@@ -168,6 +188,33 @@ pub(crate) async fn server_rm(
     if snap.request().is_some_and(|r| r.servers.contains(&id)) {
         out.push_str(
             "; the current update still lists it: run `tern-lockstep recover` to retry the update on the remaining servers",
+        );
+    }
+    Ok(out)
+}
+
+/// `auth refresh`: gives every registered server's etcd user exactly this release's
+/// grants (an earlier release's users may write what every worker shared).
+pub(crate) async fn auth_refresh(store: &dyn Store, etcd: &EtcdAdmin) -> anyhow::Result<String> {
+    let snap = records::read(store).await?;
+    let mut done = Vec::new();
+    let mut none = Vec::new();
+    for id in snap.registered() {
+        if etcd.refresh_server_user(id).await? {
+            done.push(id);
+        } else {
+            none.push(id);
+        }
+    }
+    let mut out = format!(
+        "the etcd users of server(s) {} may now write only their own keys",
+        list(&done)
+    );
+    if !none.is_empty() {
+        let _ = write!(
+            out,
+            "; server(s) {} have no etcd user (`servers add ID --credentials-out FILE` makes one)",
+            list(&none)
         );
     }
     Ok(out)
@@ -423,13 +470,27 @@ pub(crate) fn render_status(snap: &Snapshot, leader: Option<&str>) -> String {
             list(&waiting)
         );
     }
-    for (name, rec) in &snap.contents {
-        let _ = writeln!(
-            out,
-            "leader-only {name}: {} {}",
-            rec.version,
-            if rec.success { "succeeded" } else { "FAILED" }
-        );
+    for (name, results) in &snap.contents {
+        for r in results {
+            let line = if r.signed {
+                format!(
+                    "{} {} on server {}",
+                    r.record.version,
+                    if r.record.success {
+                        "succeeded"
+                    } else {
+                        "FAILED"
+                    },
+                    r.server
+                )
+            } else {
+                format!(
+                    "a record under server {}'s key IGNORED: not signed by server {} for this update",
+                    r.server, r.server
+                )
+            };
+            let _ = writeln!(out, "leader-only {name}: {line}");
+        }
     }
     for (key, why) in &snap.unreadable {
         let _ = writeln!(out, "unreadable record {key}: {why}");

@@ -5,11 +5,12 @@
 //! ([`trusted`](tern_core::lockstep::protocol::trusted)), so a second worker claiming a
 //! server's id, or a write by hand, never moves a barrier nor completes an update.
 //!
-//! On etcd each server also has its own etcd user, `lockstep-server-<id>`, whose role may
-//! write that server's own keys only (its registration, its status, its worker lease),
-//! besides the records every worker shares (the rolling and leader-only leases and
-//! results). `servers add --credentials-out FILE` creates both and writes them to FILE
-//! for the operator to copy to the server. On SQLite every process that can open the file
+//! Its leader-only results and its claims of locks are signed the same way
+//! (`leader_only_message`, `claim_message`). On etcd each server also has its own etcd
+//! user, `lockstep-server-<id>`, whose role may write that server's own keys only (its
+//! registration, its status, its leader-only results, its worker and claim leases):
+//! nothing is shared between servers. `servers add --credentials-out FILE` creates both
+//! and writes them to FILE for the operator to copy to the server. On SQLite every process that can open the file
 //! can write anything: the workers are trusted, and the signatures only catch a worker
 //! started with another server's id by mistake.
 

@@ -26,16 +26,29 @@ pub(crate) fn server_status(id: ServerId) -> String {
     format!("{SERVER_STATUS}{id}")
 }
 
-pub(crate) fn contents(component: &str) -> String {
-    format!("{CONTENTS}{component}")
+/// Server `id`'s leader-only results: only it writes under this prefix.
+pub(crate) fn contents_of(id: ServerId) -> String {
+    format!("{CONTENTS}{id}/")
 }
 
-pub(crate) fn rolling_lease(component: &str) -> String {
-    format!("lockstep-rolling-{component}")
+/// Server `id`'s result of leader-only `component`.
+pub(crate) fn contents(id: ServerId, component: &str) -> String {
+    format!("{}{component}", contents_of(id))
 }
 
-pub(crate) fn leader_only_lease(component: &str) -> String {
-    format!("lockstep-leader-only-{component}")
+/// Server `id`'s claim of a lock: a lease of its own, whose holder is the signed claim.
+pub(crate) fn claim_lease(id: ServerId) -> String {
+    format!("lockstep-claim-{id}")
+}
+
+/// The lock of a rolling component: one server at a time runs it.
+pub(crate) fn rolling_lock(component: &str) -> String {
+    format!("rolling-{component}")
+}
+
+/// The lock of a leader-only component: one server at a time tries it.
+pub(crate) fn leader_only_lock(component: &str) -> String {
+    format!("leader-only-{component}")
 }
 
 /// Held by the one worker acting as server `id`.

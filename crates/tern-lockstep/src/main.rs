@@ -126,6 +126,9 @@ enum AuthCmd {
         #[arg(long, value_name = "FILE")]
         root_password_file: PathBuf,
     },
+    /// Give every registered server's etcd user exactly this release's grants (its own
+    /// keys and leases only), keeping its password: run once after an upgrade.
+    Refresh,
 }
 
 #[derive(Subcommand)]
@@ -523,6 +526,12 @@ async fn run(cli: Cli) -> anyhow::Result<String> {
                 ),
             }
         }
+        Command::Auth(AuthCmd::Refresh) => match &etcd {
+            Some(admin) => admin::auth_refresh(&*store, admin).await,
+            None => anyhow::bail!(
+                "the store is SQLite: it has no users; every process that can open the file is trusted"
+            ),
+        },
         Command::Servers(ServersCmd::Ls) => {
             let snap = records::read(&*store).await?;
             let mut out = String::new();

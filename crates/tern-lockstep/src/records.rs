@@ -1,15 +1,16 @@
 //! The cluster's records, read from the store in one listing and parsed. A record that
 //! does not parse is reported by key and treated as absent: a worker then waits (and
-//! times out naming the server), it never acts on a value it cannot read. A status
-//! counts only when its server's registered key signed it (`identity`).
+//! times out naming the server), it never acts on a value it cannot read. A status, a
+//! leader-only result and a claim of a lock count only when their server's registered
+//! key signed them for the current update (`identity`).
 
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use tern_core::lockstep::protocol::{
-    Artifact, LeaderOnlyRecord, ServerId, ServerStatus, StatusRecord, UpdateRequest,
-    status_message, trusted,
+    Artifact, Claim, LeaderOnlyRecord, LeaderOnlyResult, ServerId, ServerStatus, StatusRecord,
+    UpdateRequest, claim_message, leader_only_message, status_message, trusted,
 };
 use tern_core::lockstep::release::{Environment, ReleaseVersion};
 use tern_core::resource::Alert;
@@ -41,6 +42,17 @@ pub(crate) struct SignedStatus {
     pub(crate) sig: String,
 }
 
+/// `lockstep/contents/<id>/<component>`: a leader-only result and its server's
+/// signature of it for the update it answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SignedLeaderOnly {
+    #[serde(flatten)]
+    pub(crate) record: LeaderOnlyRecord,
+    /// Hex Ed25519 signature of `leader_only_message(server, request, component, record)`.
+    #[serde(default)]
+    pub(crate) sig: String,
+}
+
 /// `lockstep/completed`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Completed {
@@ -65,7 +77,9 @@ pub(crate) struct Snapshot {
     pub(crate) statuses: BTreeMap<ServerId, ServerStatus>,
     /// Servers whose status record is not signed by their registered key.
     pub(crate) untrusted: Vec<ServerId>,
-    pub(crate) contents: BTreeMap<String, LeaderOnlyRecord>,
+    /// Leader-only results by component, each with whether its server signed it for
+    /// the current update.
+    pub(crate) contents: BTreeMap<String, Vec<LeaderOnlyResult>>,
     pub(crate) completed: Option<(Completed, Revision)>,
     pub(crate) alert: Option<(Alert, Revision)>,
     /// Records that did not parse: (key, why).
@@ -119,6 +133,7 @@ pub(crate) async fn read(store: &dyn Store) -> tern_store::Result<Snapshot> {
     let mut s = Snapshot::default();
     let mut bad = Vec::new();
     let mut signed: BTreeMap<ServerId, SignedStatus> = BTreeMap::new();
+    let mut results: Vec<(ServerId, String, SignedLeaderOnly)> = Vec::new();
     for kv in &listing.kvs {
         let key = kv.key.as_str();
         let v = kv.value.as_slice();
@@ -144,13 +159,34 @@ pub(crate) async fn read(store: &dyn Store) -> tern_store::Result<Snapshot> {
             && let Some(r) = parse(key, v, &mut bad)
         {
             s.servers.insert(id, r);
-        } else if let Some(name) = key.strip_prefix(keys::CONTENTS)
-            && let Some(r) = parse(key, v, &mut bad)
+        } else if let Some((id, name)) = key
+            .strip_prefix(keys::CONTENTS)
+            .and_then(|rest| rest.split_once('/'))
+            .and_then(|(id, name)| Some((id.parse::<ServerId>().ok()?, name)))
+            && let Some(r) = parse::<SignedLeaderOnly>(key, v, &mut bad)
         {
-            s.contents.insert(name.to_string(), r);
+            results.push((id, name.to_string(), r));
         }
     }
     s.unreadable = bad;
+    for (id, name, r) in results {
+        let signed = match (
+            s.request(),
+            s.servers.get(&id).and_then(|reg| reg.key.as_deref()),
+        ) {
+            (Some(req), Some(public)) => identity::verify(
+                public,
+                &leader_only_message(id, req, &name, &r.record),
+                &r.sig,
+            ),
+            _ => false,
+        };
+        s.contents.entry(name).or_default().push(LeaderOnlyResult {
+            server: id,
+            record: r.record,
+            signed,
+        });
+    }
     let records = signed
         .into_iter()
         .map(|(id, st)| {
@@ -173,6 +209,50 @@ pub(crate) async fn read(store: &dyn Store) -> tern_store::Result<Snapshot> {
         .collect();
     (s.statuses, s.untrusted) = trusted(&records);
     Ok(s)
+}
+
+/// The holder text of a claim lease: the lock and the server's signature of its claim.
+pub(crate) fn claim_holder(lock: &str, sig: &str) -> String {
+    format!("claim {lock} {sig}")
+}
+
+/// The claims of the servers `request` lists, each read from its claim lease and checked
+/// against the server's registered key in `snap`. A claim lease that cannot be read
+/// counts as no claim (the lock waits, it is never taken on it).
+pub(crate) async fn claims(
+    store: &dyn Store,
+    snap: &Snapshot,
+    request: &UpdateRequest,
+) -> Vec<Claim> {
+    let mut out = Vec::new();
+    for &id in &request.servers {
+        let info = match store.lease_info(&keys::claim_lease(id)).await {
+            Ok(Some(info)) => info,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(server = id, error = %e, "cannot read a server's claim");
+                continue;
+            }
+        };
+        let mut words = info.holder.split(' ');
+        let (Some("claim"), Some(lock), Some(sig), None) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        let signed = snap
+            .servers
+            .get(&id)
+            .and_then(|r| r.key.as_deref())
+            .is_some_and(|public| identity::verify(public, &claim_message(id, request, lock), sig));
+        out.push(Claim {
+            server: id,
+            lock: lock.to_string(),
+            token: info.token,
+            signed,
+        });
+    }
+    out
 }
 
 pub(crate) fn to_json<T: Serialize>(value: &T) -> Vec<u8> {

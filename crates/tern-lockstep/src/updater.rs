@@ -378,7 +378,8 @@ async fn fenced(
     }
 }
 
-/// A new request; the old statuses go with it (they belong to the previous update).
+/// A new request; the old statuses and leader-only results go with it (they belong to
+/// the previous update, and their signatures bind them to it anyway).
 pub(crate) async fn write_start(
     store: &dyn Store,
     lease: &Lease,
@@ -387,6 +388,7 @@ pub(crate) async fn write_start(
 ) -> anyhow::Result<bool> {
     let ops = [
         Op::delete_prefix(keys::SERVER_STATUS),
+        Op::delete_prefix(keys::CONTENTS),
         Op::put(keys::CURRENT, to_json(req), None),
     ];
     fenced(store, lease, snap, &ops).await

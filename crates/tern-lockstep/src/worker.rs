@@ -2,11 +2,12 @@
 //! server's worker lease, then asks
 //! [`worker_next`](tern_core::lockstep::protocol::worker_next) what to do and does it:
 //! install the request's version (and, when the release ships its own worker, replace
-//! itself with it), record a step, wait at the barrier, run the step (under a lease for
-//! rolling and leader-only components), record the result.
+//! itself with it), record a step, wait at the barrier, run the step (holding a lock for
+//! rolling and leader-only components: a claim on this server's own lease, signed, the
+//! oldest holding it), record the result.
 //!
-//! Before it takes a step's lease, while it waits for one, once it holds it, and before each
-//! command but the first of a step without a lease (which runs on the decision just made)
+//! Before it claims a step's lock, while it waits for it, once it holds it, and before each
+//! command but the first of a step without a lock (which runs on the decision just made)
 //! it asks [`may_go_on`](tern_core::lockstep::protocol::may_go_on) again: a stop or a peer's error
 //! holds it there. Its statuses are signed, written only while it holds the worker lease,
 //! and only into the update they belong to (`same_update`): a result is recorded even
@@ -21,7 +22,8 @@ use jiff::Timestamp;
 use tern_core::lockstep::plan::{Action, Step};
 use tern_core::lockstep::protocol::{
     LeaderOnlyRecord, ServerId, ServerStatus, UpdateRequest, WorkerAction, WorkerView, after_run,
-    may_go_on, status_message, worker_next,
+    claim_message, leader_only_message, leader_only_outcome, lock_holder, may_go_on,
+    status_message, worker_next,
 };
 use tern_store::{Compare, Lease, LeaseKeeper, Op, Revision, Store, TxnOutcome};
 use tokio::time::Instant;
@@ -31,7 +33,7 @@ use crate::command::{self, Env};
 use crate::identity::Identity;
 use crate::install::{self, Installed};
 use crate::keys;
-use crate::records::{self, Registration, SignedStatus, Snapshot, to_json};
+use crate::records::{self, Registration, SignedLeaderOnly, SignedStatus, Snapshot, to_json};
 
 /// Set by a worker that execs a release's own worker: `<version>@<sha256>` of that
 /// release, so the new process does not exec it again.
@@ -328,11 +330,17 @@ impl Worker {
     /// Asks the core again whether this server may go on with `step` of `inst`: `Err`
     /// says why not (a stop, a peer's error, another update).
     async fn may_go_on(&self, inst: &Installed, step: u32) -> Result<(), String> {
-        // A store that does not answer for a moment is no reason to give up a step.
+        let snap = self.read_patiently().await?;
+        self.go_on(&snap, inst, step)
+    }
+
+    /// The records, read again while the store does not answer for a moment (no reason
+    /// to give up a step), at most 30 s.
+    async fn read_patiently(&self) -> Result<Snapshot, String> {
         let mut tries = 0;
-        let snap = loop {
+        loop {
             match records::read(&*self.store).await {
-                Ok(s) => break s,
+                Ok(s) => return Ok(s),
                 Err(e) if tries < 30 => {
                     tries += 1;
                     tracing::warn!(error = %e, "cannot read the cluster's records; retrying before going on");
@@ -340,10 +348,14 @@ impl Worker {
                 }
                 Err(e) => return Err(format!("cannot read the cluster's records: {e}")),
             }
-        };
-        self.remember(&snap);
+        }
+    }
+
+    /// [`Worker::may_go_on`] on records already read.
+    fn go_on(&self, snap: &Snapshot, inst: &Installed, step: u32) -> Result<(), String> {
+        self.remember(snap);
         let served = snap.request().filter(|r| inst.serves(r)).map(|_| inst);
-        may_go_on(&self.view(&snap, served, Duration::ZERO), step).map_err(|a| match a {
+        may_go_on(&self.view(snap, served, Duration::ZERO), step).map_err(|a| match a {
             WorkerAction::Halted(h) => format!("{h:?}"),
             other => format!("the update moved on ({other:?})"),
         })
@@ -459,8 +471,8 @@ impl Worker {
         Err("the request kept changing".into())
     }
 
-    /// Runs one step on this server and records its result (for a step under a lease,
-    /// before letting the lease go, so the next holder sees a failure).
+    /// Runs one step on this server and records its result (for a step under a lock,
+    /// before letting the lock go, so the next holder sees a failure).
     async fn run_step(&self, inst: &Installed, step: &Step, req: &UpdateRequest, steps: u32) {
         let cfg = &self.cfg;
         let component = &inst.plan.components[step.component];
@@ -474,20 +486,20 @@ impl Worker {
         let timeout = inst.plan.timeout(step.component);
         let outcome = match step.action {
             Action::StopEverywhere | Action::StartEverywhere | Action::Each => {
-                self.run_commands(inst, step, &env, timeout, true).await
+                self.run_commands(inst, step, &env, timeout, true, None)
+                    .await
             }
             Action::Rolling => {
-                let name = keys::rolling_lease(&component.name);
-                match self.acquire(inst, step, &name).await {
+                let lock = keys::rolling_lock(&component.name);
+                match self.acquire(inst, step, req, &lock, None).await {
                     Err(outcome) => outcome,
-                    Ok(lease) => {
-                        let keeper = LeaseKeeper::spawn(Arc::clone(&self.store), lease);
-                        tracing::info!(server = cfg.id, component = %component.name, "holding the rolling lease");
-                        let outcome = self.run_commands(inst, step, &env, timeout, true).await;
+                    Ok(claim) => {
+                        tracing::info!(server = cfg.id, component = %component.name, "holding the rolling lock");
+                        let outcome = self
+                            .run_commands(inst, step, &env, timeout, true, Some((&claim, &lock)))
+                            .await;
                         self.record(req, inst, step, steps, outcome).await;
-                        if let Err(e) = keeper.release().await {
-                            tracing::warn!(error = %e, lease = %name, "releasing the rolling lease failed; it expires by itself");
-                        }
+                        self.let_go(claim, &lock).await;
                         return;
                     }
                 }
@@ -538,7 +550,8 @@ impl Worker {
 
     /// Runs the step's commands, asking `may_go_on` before each; before the first only
     /// unless `checked` (the caller decided on records read just before: the decision to
-    /// run, or the check right after taking the step's lease).
+    /// run, or the check right after taking the step's lock). Under a lock (`claim`), a
+    /// command runs only while this server's claim is still held.
     async fn run_commands(
         &self,
         inst: &Installed,
@@ -546,6 +559,7 @@ impl Worker {
         env: &Env<'_>,
         timeout: Duration,
         checked: bool,
+        claim: Option<(&LeaseKeeper, &str)>,
     ) -> Outcome {
         let mut ran = Vec::new();
         for (i, (what, argv)) in inst.plan.commands(step).into_iter().enumerate() {
@@ -553,6 +567,18 @@ impl Worker {
                 && let Err(why) = self.may_go_on(inst, step.number).await
             {
                 return Outcome::Held { why, ran };
+            }
+            if let Some((keeper, lock)) = claim
+                && keeper.lease().is_none()
+            {
+                return Outcome::Failed(format!(
+                    "lost this server's claim of lock {lock} (the store was out of reach longer than --lease-ttl) after {}: another server may hold it now",
+                    if ran.is_empty() {
+                        "nothing ran".to_string()
+                    } else {
+                        ran.join(", ")
+                    }
+                ));
             }
             let label = format!("step {} ({} {what})", step.number, env.component);
             if let Err(message) = command::run(&label, argv, env, timeout).await {
@@ -563,57 +589,124 @@ impl Worker {
         Outcome::Ok
     }
 
-    /// Takes lease `name` for `step`, waiting for its holder at most the barrier timeout,
-    /// and asking before each try whether this server may still go on.
-    async fn acquire(&self, inst: &Installed, step: &Step, name: &str) -> Result<Lease, Outcome> {
+    /// Claims `lock` for `step` (with this server's own claim lease, its holder the
+    /// signed claim) and waits, at most the barrier timeout, until this claim is the
+    /// oldest signed one ([`lock_holder`]), asking each time whether this server may
+    /// still go on. For a leader-only component (`results_of`), a result recorded for
+    /// this update meanwhile ends the wait with what it says. The claims are read before
+    /// the records, so a failure its former holder recorded before letting it go is seen.
+    async fn acquire(
+        &self,
+        inst: &Installed,
+        step: &Step,
+        req: &UpdateRequest,
+        lock: &str,
+        results_of: Option<&str>,
+    ) -> Result<LeaseKeeper, Outcome> {
         let cfg = &self.cfg;
-        let holder = format!("server-{}", cfg.id);
+        let held = |why| Outcome::Held {
+            why,
+            ran: Vec::new(),
+        };
         let deadline = Instant::now() + cfg.barrier_timeout;
-        loop {
-            if let Err(why) = self.may_go_on(inst, step.number).await {
-                return Err(Outcome::Held {
-                    why,
-                    ran: Vec::new(),
-                });
-            }
-            match self.store.lease_acquire(name, &holder, cfg.lease_ttl).await {
-                Ok(Some(lease)) => {
-                    // A failure recorded by the holder before it let go is seen here.
-                    if let Err(why) = self.may_go_on(inst, step.number).await {
-                        let _ = self.store.lease_release(&lease).await;
-                        return Err(Outcome::Held {
-                            why,
-                            ran: Vec::new(),
-                        });
-                    }
-                    return Ok(lease);
-                }
+        let holder =
+            records::claim_holder(lock, &cfg.identity.sign(&claim_message(cfg.id, req, lock)));
+        let name = keys::claim_lease(cfg.id);
+        let timed_out = |by: Option<ServerId>| {
+            Outcome::Failed(format!(
+                "timed out after {}s waiting for lock {lock} (held by {})",
+                cfg.barrier_timeout.as_secs(),
+                by.map_or_else(
+                    || "nobody that signed its claim".into(),
+                    |s| format!("server {s}")
+                )
+            ))
+        };
+        // This server's claim: its own lease, free unless a claim of an earlier process
+        // of this server still runs out its TTL.
+        let lease = loop {
+            self.may_go_on(inst, step.number).await.map_err(held)?;
+            match self
+                .store
+                .lease_acquire(&name, &holder, cfg.lease_ttl)
+                .await
+            {
+                Ok(Some(lease)) => break lease,
                 Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, lease = name, "cannot ask for the lease; retrying")
-                }
+                Err(e) => tracing::warn!(error = %e, lease = %name, "cannot claim; retrying"),
             }
             if Instant::now() >= deadline {
-                let by = self
-                    .store
-                    .lease_info(name)
-                    .await
-                    .ok()
-                    .flatten()
-                    .map_or_else(|| "someone".to_string(), |i| i.holder);
-                return Err(Outcome::Failed(format!(
-                    "timed out after {}s waiting for lease {name} (held by {by})",
-                    cfg.barrier_timeout.as_secs()
-                )));
+                return Err(timed_out(None));
             }
-            // Leases are not under lockstep/: poll, waking early on other changes.
             self.changes.wait(Duration::from_millis(100)).await;
+        };
+        let claim = LeaseKeeper::spawn(Arc::clone(&self.store), lease);
+        let mut holder_now = None;
+        let outcome = loop {
+            if claim.lease().is_none() {
+                break Outcome::Failed(format!(
+                    "lost this server's claim of lock {lock} while waiting for it"
+                ));
+            }
+            let snap = match self.read_patiently().await {
+                Ok(s) => s,
+                Err(why) => break Outcome::Failed(why),
+            };
+            let claims = records::claims(&*self.store, &snap, req).await;
+            let snap = match self.read_patiently().await {
+                Ok(s) => s,
+                Err(why) => break Outcome::Failed(why),
+            };
+            if let Err(why) = self.go_on(&snap, inst, step.number) {
+                break held(why);
+            }
+            if let Some(done) = results_of.and_then(|c| self.leader_only_result(&snap, req, c)) {
+                break done;
+            }
+            holder_now = lock_holder(req, &claims, lock);
+            if holder_now == Some(cfg.id) {
+                return Ok(claim);
+            }
+            if Instant::now() >= deadline {
+                break timed_out(holder_now);
+            }
+            // Claims are leases, not under lockstep/: poll, waking early on other changes.
+            self.changes.wait(Duration::from_millis(100)).await;
+        };
+        tracing::debug!(server = cfg.id, lock, holder = ?holder_now, "gave up waiting for the lock");
+        self.let_go(claim, lock).await;
+        Err(outcome)
+    }
+
+    /// Gives this server's claim of `lock` up.
+    async fn let_go(&self, claim: LeaseKeeper, lock: &str) {
+        if let Err(e) = claim.release().await {
+            tracing::warn!(error = %e, lock, "releasing this server's claim failed; it expires by itself");
         }
     }
 
-    /// A leader-only component: the server that takes its lease and finds no record for
-    /// this version runs it and writes `{version, success}`; every other server waits for
-    /// that record. A recorded failure fails the step everywhere.
+    /// What the signed results of leader-only `component` for `req` say, if any.
+    fn leader_only_result(
+        &self,
+        snap: &Snapshot,
+        req: &UpdateRequest,
+        component: &str,
+    ) -> Option<Outcome> {
+        let results = snap.contents.get(component).map_or(&[][..], Vec::as_slice);
+        leader_only_outcome(req, results).map(|r| match r {
+            Ok(_) => Outcome::Ok,
+            Err((server, message)) => Outcome::Failed(format!(
+                "leader-only {component} failed for {} on server {server}: {message}",
+                req.version
+            )),
+        })
+    }
+
+    /// A leader-only component: the server that holds its lock and finds no result for
+    /// this update runs it and writes its signed `{version, success}` under its own key
+    /// (while it holds its claim); every other server waits for that result. A recorded
+    /// failure fails the step everywhere. A catch-up runs none: its version completed,
+    /// leader-only components included.
     async fn leader_only(
         &self,
         inst: &Installed,
@@ -624,97 +717,54 @@ impl Worker {
         steps: u32,
     ) {
         let cfg = &self.cfg;
-        let store = &self.store;
         let name = &inst.plan.components[step.component].name;
-        let key = keys::contents(name);
-        let lease_name = keys::leader_only_lease(name);
-        let holder = format!("server-{}", cfg.id);
-        let deadline = Instant::now() + cfg.barrier_timeout;
-        let recorded = |kv: Option<tern_store::KeyValue>| -> Option<Outcome> {
-            let rec: LeaderOnlyRecord = serde_json::from_slice(&kv?.value).ok()?;
-            (rec.version == inst.version).then(|| {
-                if rec.success {
-                    Outcome::Ok
-                } else {
-                    Outcome::Failed(format!(
-                        "leader-only {name} failed for {} on server {}: {}",
-                        rec.version,
-                        rec.server.map_or_else(|| "?".into(), |s| s.to_string()),
-                        rec.message
-                    ))
-                }
-            })
+        if req.catch_up {
+            tracing::info!(server = cfg.id, component = %name, "a catch-up: the completed version ran this leader-only component");
+            return self.record(req, inst, step, steps, Outcome::Ok).await;
+        }
+        let lock = keys::leader_only_lock(name);
+        let claim = match self.acquire(inst, step, req, &lock, Some(name)).await {
+            Ok(claim) => claim,
+            Err(outcome) => return self.record(req, inst, step, steps, outcome).await,
         };
-        let outcome = loop {
-            if let Err(why) = self.may_go_on(inst, step.number).await {
-                break Outcome::Held {
-                    why,
-                    ran: Vec::new(),
-                };
+        tracing::info!(server = cfg.id, component = %name, "running the leader-only component");
+        let outcome = self
+            .run_commands(inst, step, env, timeout, true, Some((&claim, &lock)))
+            .await;
+        let (success, message) = match &outcome {
+            Outcome::Ok => (true, String::new()),
+            Outcome::Failed(m) => (false, m.clone()),
+            Outcome::Held { ran, .. } if ran.is_empty() => {
+                self.let_go(claim, &lock).await;
+                return self.record(req, inst, step, steps, outcome).await;
             }
-            let kv = match store.get(&key).await {
-                Ok(kv) => kv,
-                Err(e) => break Outcome::Failed(e.to_string()),
-            };
-            if let Some(done) = recorded(kv) {
-                break done;
-            }
-            if let Ok(Some(lease)) = store
-                .lease_acquire(&lease_name, &holder, cfg.lease_ttl)
-                .await
-            {
-                let keeper = LeaseKeeper::spawn(Arc::clone(store), lease);
-                // Someone may have finished between the read and the lease.
-                let outcome = match store.get(&key).await.map(recorded) {
-                    Err(e) => Outcome::Failed(e.to_string()),
-                    Ok(Some(done)) => done,
-                    Ok(None) => {
-                        tracing::info!(server = cfg.id, component = %name, "running the leader-only component");
-                        let outcome = self.run_commands(inst, step, env, timeout, false).await;
-                        let (success, message) = match &outcome {
-                            Outcome::Ok => (true, String::new()),
-                            Outcome::Failed(m) => (false, m.clone()),
-                            Outcome::Held { ran, .. } if ran.is_empty() => {
-                                let _ = keeper.release().await;
-                                break outcome;
-                            }
-                            Outcome::Held { why, ran } => {
-                                (false, format!("held ({why}) after {}", ran.join(", ")))
-                            }
-                        };
-                        let rec = LeaderOnlyRecord {
-                            version: inst.version.clone(),
-                            success,
-                            server: Some(cfg.id),
-                            message,
-                        };
-                        let written = match keeper.lease() {
-                            Some(lease) => self.put_for(req, &key, to_json(&rec), &lease).await,
-                            None => Err("the lease was lost while it ran".to_string()),
-                        };
-                        match written {
-                            Ok(()) => outcome,
-                            Err(why) => Outcome::Failed(format!(
-                                "leader-only {name} ran but its record was not written: {why}"
-                            )),
-                        }
-                    }
-                };
-                self.record(req, inst, step, steps, outcome).await;
-                if let Err(e) = keeper.release().await {
-                    tracing::warn!(error = %e, lease = %lease_name, "releasing the leader-only lease failed");
-                }
-                return;
-            }
-            if Instant::now() >= deadline {
-                break Outcome::Failed(format!(
-                    "timed out after {}s waiting for leader-only {name} to be recorded",
-                    cfg.barrier_timeout.as_secs()
-                ));
-            }
-            self.changes.wait(Duration::from_millis(200)).await;
+            Outcome::Held { why, ran } => (false, format!("held ({why}) after {}", ran.join(", "))),
+        };
+        let record = LeaderOnlyRecord {
+            version: inst.version.clone(),
+            success,
+            server: Some(cfg.id),
+            message,
+        };
+        let signed = SignedLeaderOnly {
+            sig: cfg
+                .identity
+                .sign(&leader_only_message(cfg.id, req, name, &record)),
+            record,
+        };
+        let key = keys::contents(cfg.id, name);
+        let written = match claim.lease() {
+            Some(lease) => self.put_for(req, &key, to_json(&signed), &lease).await,
+            None => Err("this server's claim was lost while it ran".to_string()),
+        };
+        let outcome = match written {
+            Ok(()) => outcome,
+            Err(why) => Outcome::Failed(format!(
+                "leader-only {name} ran but its result was not written: {why}"
+            )),
         };
         self.record(req, inst, step, steps, outcome).await;
+        self.let_go(claim, &lock).await;
     }
 }
 

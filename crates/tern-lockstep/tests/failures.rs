@@ -6,6 +6,9 @@
 //! - a status counts only when its server wrote it: a second worker claiming a server's
 //!   id is refused or held, a status written by anyone else stops the update instead of
 //!   moving a barrier, and on etcd a server's user cannot even write another's;
+//! - on etcd a server's user writes only its own keys and leases (no shared result, no
+//!   other server's claim), and a leader-only result it planted under its own key for
+//!   another update is ignored: the component still runs, once;
 //! - a worker that dies while a component is stopped everywhere raises
 //!   `lockstep_stalled` long before the barrier timeout, naming it; the dead-server
 //!   procedure (`servers rm`, `recover`) finishes the update on the others, and the server,
@@ -502,6 +505,136 @@ fn the_release_worker_runs_the_release_steps_on_sqlite() {
 fn the_release_worker_runs_the_release_steps_on_etcd() {
     let (_cluster, bench) = etcd_bench();
     the_release_worker_runs_the_release_steps(&bench);
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Hex to bytes (the credentials file's key).
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Server 3, taken over, once wrote `lockstep/contents/d` (every server's etcd user
+/// could): a success planted before 1.1.0 made the others skip D, never run, and a
+/// planted failure stopped the cluster blaming server 2; it could also take or release
+/// the rolling and leader-only leases every worker shared. Now each server's etcd user
+/// writes only its own keys and leases, and a leader-only result counts only signed by
+/// its server for the update it answers: one planted under server 3's own key, signed
+/// with its own key for another update, is ignored, and D runs once.
+#[cfg(feature = "etcd")]
+#[test]
+fn a_server_plants_nothing_its_peers_act_on_on_etcd() {
+    use tern_core::lockstep::protocol::{LeaderOnlyRecord, UpdateRequest, leader_only_message};
+
+    let (_cluster, bench) = etcd_bench();
+    let procs = cluster(&bench, "60s", &[]);
+    let refs: Vec<&support::Proc> = procs.iter().collect();
+    // What an upgrade runs once: the users keep their passwords, get exactly these grants.
+    let (ok, out) = bench.ctl(&["auth", "refresh"]);
+    assert!(
+        ok && out.contains("server(s) 1, 2, 3 may now write only their own keys"),
+        "{out}"
+    );
+    let creds: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bench.credentials(3)).unwrap()).unwrap();
+    let login = Some((
+        creds["etcd_user"].as_str().unwrap().to_string(),
+        creds["etcd_password"].as_str().unwrap().to_string(),
+    ));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server3 = rt.block_on(raw_store(&bench, login));
+    let planted =
+        serde_json::json!({"version": "1.1.0", "success": true, "server": 2, "message": ""});
+    for key in [
+        "lockstep/contents/d",
+        "lockstep/contents/1/d",
+        "lockstep/contents/2/d",
+    ] {
+        let e = rt
+            .block_on(server3.put(key, serde_json::to_vec(&planted).unwrap(), None))
+            .unwrap_err();
+        assert!(e.to_string().contains("permission denied"), "{key}: {e}");
+    }
+    for lease in [
+        "lockstep-rolling-b",
+        "lockstep-leader-only-d",
+        "lockstep-claim-1",
+        "lockstep-claim-2",
+    ] {
+        let e = rt
+            .block_on(server3.lease_acquire(lease, "server-3", Duration::from_secs(30)))
+            .unwrap_err();
+        assert!(e.to_string().contains("permission denied"), "{lease}: {e}");
+    }
+
+    // 1.1.0, held at its first step (server 2 is slow to stop A).
+    touch(&bench, "hang-a-2");
+    bench.release("release-1.1.0", "1.1.0", false);
+    wait_for(LONG, || {
+        let stops = lines(&bench, "a stop");
+        ["a stop 1", "a stop 2", "a stop 3"]
+            .iter()
+            .all(|s| stops.iter().filter(|l| l == s).count() >= 2)
+    });
+    // Under its own key, signed with its own key, a success of D for 1.1.0, but for
+    // another update of it (one written an hour before this one).
+    let current: UpdateRequest = serde_json::from_slice(
+        &rt.block_on(server3.get("lockstep/status/current"))
+            .unwrap()
+            .unwrap()
+            .value,
+    )
+    .unwrap();
+    assert_eq!(current.version, "1.1.0");
+    let earlier = UpdateRequest {
+        started_at: current
+            .started_at
+            .map(|t| t - jiff::SignedDuration::from_hours(1)),
+        ..current.clone()
+    };
+    let record = LeaderOnlyRecord {
+        version: "1.1.0".into(),
+        success: true,
+        server: Some(3),
+        message: String::new(),
+    };
+    let key =
+        ring::signature::Ed25519KeyPair::from_pkcs8(&unhex(creds["signing_key"].as_str().unwrap()))
+            .unwrap();
+    let sig = key.sign(&leader_only_message(3, &earlier, "d", &record));
+    let mut signed = serde_json::to_value(&record).unwrap();
+    signed["sig"] = sig
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+        .into();
+    rt.block_on(server3.put(
+        "lockstep/contents/3/d",
+        serde_json::to_vec(&signed).unwrap(),
+        None,
+    ))
+    .unwrap();
+    let s = bench.status();
+    assert!(
+        s.contains("leader-only d: a record under server 3's key IGNORED"),
+        "{s}"
+    );
+
+    // Server 2 finishes stopping A: the update completes, and D ran, once.
+    remove(&bench, "hang-a-2");
+    let s = bench.wait_status("completed: 1.1.0", LONG, &refs);
+    assert!(s.contains("by servers 1, 2, 3\n"), "{s}");
+    let runs = check_log(&bench.component_log());
+    assert_eq!(
+        runs.get("1.1.0"),
+        Some(&1),
+        "D ran once for 1.1.0 whatever was planted: {runs:?}\n{}",
+        bench.component_log().join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------

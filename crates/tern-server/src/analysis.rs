@@ -1,8 +1,9 @@
 //! Canary analysis, ternd's part: run the queries the core says are due
 //! (`tern_core::reconcile::analysis_requests`) against Prometheus' HTTP API and hand the values
 //! back to the reconcile. Nothing here judges: every failure to get one number
-//! (unreachable, an HTTP or query error, no series, several, an answer too large or
-//! not Prometheus') becomes the reason the core holds the group with.
+//! (unreachable, a status other than 2xx, a query error, a partial answer, an answer
+//! that is not JSON, not one sample of an instant vector, too large) becomes the reason
+//! the core holds the group with.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +60,10 @@ impl Prometheus {
             .send(body)
             .map_err(|e| format!("Prometheus at {} unreachable: {e}", self.query_url))?;
         let status = resp.status().as_u16();
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
         let bytes = resp
             .body_mut()
             .with_config()
@@ -67,12 +72,37 @@ impl Prometheus {
             .map_err(|e| {
                 format!("reading Prometheus' answer (HTTP {status}, at most {MAX_BODY} bytes): {e}")
             })?;
-        one_number(status, &bytes)
+        one_number(status, content_type.as_deref(), &bytes)
     }
 }
 
-/// The one number of a `/api/v1/query` answer, or why it holds none.
-pub(crate) fn one_number(status: u16, body: &[u8]) -> Sample {
+/// Whether `content_type` says JSON (`application/json`, parameters allowed).
+fn is_json(content_type: Option<&str>) -> bool {
+    content_type
+        .and_then(|t| t.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The one number of a `/api/v1/query` answer, or why it holds none. Only a complete
+/// answer counts: HTTP 2xx, JSON said so, `status: success` without `warnings` (a
+/// partial answer: a shard or a remote store missing), and exactly one sample of an
+/// instant vector, whose value is a number. Anything else (an error page in front of
+/// Prometheus, a scalar that no series stands behind) is a reason, never a value.
+pub(crate) fn one_number(status: u16, content_type: Option<&str>, body: &[u8]) -> Sample {
+    if !(200..300).contains(&status) {
+        let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let why = tern_core::text::excerpt(v["error"].as_str().unwrap_or(""), MAX_ERROR_CHARS);
+        return Err(format!(
+            "Prometheus answered HTTP {status}, not a success ({}): {why}",
+            v["errorType"].as_str().unwrap_or("no error type")
+        ));
+    }
+    if !is_json(content_type) {
+        return Err(format!(
+            "Prometheus answered HTTP {status} with content type {:?}, not application/json",
+            tern_core::text::excerpt(content_type.unwrap_or("(none)"), 40)
+        ));
+    }
     let v: Value = serde_json::from_slice(body).map_err(|_| {
         format!("Prometheus answered HTTP {status} with something that is not its JSON")
     })?;
@@ -83,37 +113,48 @@ pub(crate) fn one_number(status: u16, body: &[u8]) -> Sample {
             "Prometheus refused the query (HTTP {status}, {kind}): {why}"
         ));
     }
+    if let Some(w) = v.get("warnings").filter(|w| !w.is_null()) {
+        let first = w
+            .as_array()
+            .and_then(|a| a.first())
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return Err(format!(
+            "Prometheus' answer is partial (warnings: {}): it is not judged",
+            tern_core::text::excerpt(first, MAX_ERROR_CHARS)
+        ));
+    }
     let data = &v["data"];
-    let pair = match data["resultType"].as_str() {
-        Some("scalar") => &data["result"],
-        Some("vector") => {
-            let series = data["result"].as_array().map_or(0, Vec::len);
-            match series {
-                0 => {
-                    return Err(
-                        "no data: the query returned no series (are the canaries scraped yet?)"
-                            .into(),
-                    );
-                }
-                1 => &data["result"][0]["value"],
-                n => {
-                    return Err(format!(
-                        "the query returned {n} series where one number is needed (aggregate it, e.g. with sum)"
-                    ));
-                }
-            }
-        }
+    match data["resultType"].as_str() {
+        Some("vector") => {}
         other => {
             return Err(format!(
-                "the query returned a {} where one number is needed",
+                "the query returned a {} where one series is needed (an instant vector of one sample: aggregate it, e.g. with sum, or wrap a scalar in vector())",
                 tern_core::text::excerpt(other.unwrap_or("nothing"), 20)
+            ));
+        }
+    }
+    let pair = match data["result"].as_array().map(Vec::as_slice) {
+        None => return Err("Prometheus' answer has no result list".into()),
+        Some([]) => {
+            return Err(
+                "no data: the query returned no series (are the canaries scraped yet?)".into(),
+            );
+        }
+        Some([one]) => &one["value"],
+        Some(many) => {
+            return Err(format!(
+                "the query returned {} series where one number is needed (aggregate it, e.g. with sum)",
+                many.len()
             ));
         }
     };
     // `[ <unix time>, "<value>" ]`: Prometheus sends the number as a string.
-    let text = pair[1]
-        .as_str()
-        .ok_or("Prometheus' answer has no value where one was expected")?;
+    let text = match pair.as_array().map(Vec::as_slice) {
+        Some([_, v]) => v.as_str(),
+        _ => None,
+    }
+    .ok_or("Prometheus' answer has no value where one was expected")?;
     text.parse::<f64>().map_err(|_| {
         format!(
             "Prometheus' value {:?} is not a number",
@@ -185,40 +226,74 @@ pub(crate) async fn measure(
 mod tests {
     use super::*;
 
+    const JSON: Option<&str> = Some("application/json");
+
     #[test]
-    fn only_one_finite_or_not_number_is_taken_from_an_answer() {
+    fn only_one_vector_sample_of_a_complete_answer_is_taken() {
         let ok = br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1.5,"0.25"]}]}}"#;
-        assert_eq!(one_number(200, ok), Ok(0.25));
-        let scalar = br#"{"status":"success","data":{"resultType":"scalar","result":[1.5,"3"]}}"#;
-        assert_eq!(one_number(200, scalar), Ok(3.0));
+        assert_eq!(one_number(200, JSON, ok), Ok(0.25));
+        assert_eq!(
+            one_number(200, Some("Application/JSON; charset=utf-8"), ok),
+            Ok(0.25)
+        );
         // NaN comes back as a number: the core refuses to judge it.
         let nan = br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}}"#;
-        assert!(one_number(200, nan).unwrap().is_nan());
-        for (body, says) in [
+        assert!(one_number(200, JSON, nan).unwrap().is_nan());
+        let warned = br#"{"status":"success","warnings":["remote store unreachable"],"data":{"resultType":"vector","result":[{"metric":{},"value":[1.5,"0.25"]}]}}"#;
+        for (status, content_type, body, says) in [
             (
+                200,
+                JSON,
                 &br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#[..],
                 "no data",
             ),
             (
+                200,
+                JSON,
                 br#"{"status":"success","data":{"resultType":"vector","result":[{"value":[1,"1"]},{"value":[1,"2"]}]}}"#,
                 "2 series",
             ),
             (
+                400,
+                JSON,
                 br#"{"status":"error","errorType":"bad_data","error":"parse error at char 3"}"#,
                 "bad_data",
             ),
             (
+                200,
+                JSON,
                 br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#,
                 "matrix",
             ),
             (
+                200,
+                JSON,
+                br#"{"status":"success","data":{"resultType":"scalar","result":[1.5,"0.001"]}}"#,
+                "scalar",
+            ),
+            (
+                200,
+                JSON,
                 br#"{"status":"success","data":{"resultType":"vector","result":[{"value":[1,"many"]}]}}"#,
                 "not a number",
             ),
-            (b"<html>proxy error</html>", "not its JSON"),
+            (
+                200,
+                JSON,
+                br#"{"status":"success","data":{"resultType":"vector","result":[{"value":"0.1"}]}}"#,
+                "no value",
+            ),
+            (200, Some("text/html"), b"<html>proxy error</html>", "text/html"),
+            // A success body is no success under an error status, nor under another type.
+            (503, JSON, ok, "HTTP 503"),
+            (404, JSON, ok, "HTTP 404"),
+            (200, Some("text/plain"), ok, "text/plain"),
+            (200, None, ok, "(none)"),
+            (200, JSON, warned, "partial"),
+            (200, JSON, b"not json", "not its JSON"),
         ] {
-            let e = one_number(400, body).unwrap_err();
-            assert!(e.contains(says), "{e}");
+            let e = one_number(status, content_type, body).unwrap_err();
+            assert!(e.contains(says), "{says}: {e}");
         }
     }
 

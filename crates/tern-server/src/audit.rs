@@ -1,10 +1,12 @@
 //! The audit trail: every admin write and token change, done or refused, with the
 //! token that asked (id and role), logged, and kept in the store in two trails: the
 //! accepted actions (answered below 400) under `/tern/audit/`, the refused attempts
-//! under `/tern/audit-refused/`, each the newest [`KEEP`] records (older ones are
-//! pruned). Apart, so that a token that may only read cannot push the actions of
-//! others out of the trail by sending refused requests. Read with `GET /v1/audit`
-//! (`ternctl events`).
+//! under `/tern/audit-refused/`, each about [`KEEP`] records. Apart, so that a token
+//! that may only read cannot push the actions of others out of the trail by sending
+//! refused requests; and pruned token by token ([`to_prune`]: the oldest record of the
+//! token holding the most goes first), so that no one token's flood pushes out another
+//! token's actions. Read-level routes are not audited at all (`routes::authorize`). Read
+//! with `GET /v1/audit` (`ternctl events`).
 
 use jiff::Timestamp;
 use tern_core::api::AuditRecord;
@@ -96,9 +98,17 @@ async fn write(store: &dyn Store, trail: &Trail, record: &AuditRecord) -> ApiRes
     }
     let listing = store.list(trail.prefix).await?;
     if listing.kvs.len() > KEEP {
-        let mut keys: Vec<&str> = listing.kvs.iter().map(|kv| kv.key.as_str()).collect();
-        keys.sort_unstable();
-        for key in &keys[..keys.len() - KEEP] {
+        let records: Vec<(&str, String)> = listing
+            .kvs
+            .iter()
+            .map(|kv| {
+                let token = serde_json::from_slice::<AuditRecord>(&kv.value)
+                    .map(|r| r.token_id)
+                    .unwrap_or_default();
+                (kv.key.as_str(), token)
+            })
+            .collect();
+        for key in to_prune(&records, listing.kvs.len() - KEEP) {
             match store.delete(key, None).await {
                 // Another replica (or request) pruned it first.
                 Ok(_) | Err(tern_store::Error::NotFound { .. }) => {}
@@ -107,6 +117,41 @@ async fn write(store: &dyn Store, trail: &Trail, record: &AuditRecord) -> ApiRes
         }
     }
     Ok(())
+}
+
+/// Which `excess` of a trail's `records` (key, token id) to prune: each time, the
+/// oldest record of the token that holds the most (of two holding as many, the one
+/// whose oldest record is older). So a token's flood prunes its own records: another
+/// token's go only once it holds as many as the flooder, and a token with a handful of
+/// actions keeps them while others hold hundreds.
+fn to_prune<'a>(records: &[(&'a str, String)], excess: usize) -> Vec<&'a str> {
+    let mut by_token: std::collections::HashMap<&str, Vec<&'a str>> =
+        std::collections::HashMap::new();
+    for (key, token) in records {
+        by_token.entry(token.as_str()).or_default().push(key);
+    }
+    // Newest first, so that the oldest is popped from the end.
+    let mut queues: Vec<Vec<&'a str>> = by_token
+        .into_values()
+        .map(|mut keys| {
+            keys.sort_unstable_by(|a, b| b.cmp(a));
+            keys
+        })
+        .collect();
+    let mut pruned = Vec::with_capacity(excess);
+    for _ in 0..excess {
+        let Some(q) = queues
+            .iter_mut()
+            .filter(|q| !q.is_empty())
+            .max_by(|a, b| a.len().cmp(&b.len()).then_with(|| b.last().cmp(&a.last())))
+        else {
+            break;
+        };
+        if let Some(key) = q.pop() {
+            pruned.push(key);
+        }
+    }
+    pruned
 }
 
 /// The newest `limit` accepted actions and the newest `limit` refused attempts,
@@ -145,6 +190,35 @@ mod tests {
     use super::*;
     use tern_core::api::Role;
 
+    #[test]
+    fn a_flood_prunes_the_flooders_records_first() {
+        // Keys sort by time: k000 is the oldest.
+        let keys: Vec<String> = (0..20).map(|i| format!("k{i:03}")).collect();
+        let mut records: Vec<(&str, String)> = Vec::new();
+        records.push((&keys[0], "user".into()));
+        records.push((&keys[1], "operator".into()));
+        for k in &keys[2..18] {
+            records.push((k, "flood".into()));
+        }
+        records.push((&keys[18], "user".into()));
+        records.push((&keys[19], "other".into()));
+        let pruned = to_prune(&records, 10);
+        assert_eq!(
+            pruned,
+            keys[2..12].iter().map(String::as_str).collect::<Vec<_>>()
+        );
+        // Once the flooder holds no more than the others, the oldest of the largest go.
+        let pruned = to_prune(&records, 16);
+        assert_eq!(pruned.len(), 16);
+        assert!(pruned.contains(&"k000"), "{pruned:?}");
+        assert!(
+            !pruned.contains(&"k001") && !pruned.contains(&"k019"),
+            "{pruned:?}"
+        );
+        assert!(to_prune(&records, 0).is_empty());
+        assert_eq!(to_prune(&records, 100).len(), 20);
+    }
+
     #[tokio::test]
     async fn the_trail_keeps_the_newest_records_within_its_bound() {
         let dir = tempfile::tempdir().unwrap();
@@ -157,6 +231,7 @@ mod tests {
             bound_to: None,
             principal: "alice".into(),
             minted_by: Vec::new(),
+            speaks_for: "alice".into(),
             controller: false,
         };
         let t0: Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();

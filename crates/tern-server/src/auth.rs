@@ -83,9 +83,16 @@ pub(crate) struct TokenRecord {
     /// Empty in tokens of earlier releases: see [`TokenRecord::principal`].
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) principal: String,
-    /// The tokens that minted it, nearest first (at most [`MAX_LINEAGE`]).
+    /// The tokens that minted it, nearest first (at most [`MAX_LINEAGE`]): for the
+    /// views and the words of a refusal; approvals go by [`TokenRecord::speaks_for`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) minted_by: Vec<String>,
+    /// Whom the token speaks for when it approves: the principal at the root of its
+    /// chain, carried from minter to minted whatever the chain's depth (see
+    /// [`speaks_for`]). Empty in tokens minted before it was recorded: resolved from
+    /// the chain in the store when such a token is read ([`Authenticator`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) speaks_for: String,
     /// An agent token minted for a controller (`tokens create --controller`): shared
     /// by design, accepted even where shared agent tokens are refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -94,6 +101,23 @@ pub(crate) struct TokenRecord {
 
 /// Minters remembered per token: deeper chains keep their nearest links.
 pub(crate) const MAX_LINEAGE: usize = 32;
+
+/// Links of a chain followed up the store to resolve whom a token of an earlier release
+/// speaks for; a deeper chain speaks for the token where the walk stopped.
+const MAX_CHAIN_WALK: usize = 1024;
+
+/// Whom a token minted by `minter` for `principal` speaks for. A root (a token with no
+/// minter: the bootstrap token, or one minted before minters were recorded) names
+/// people: what it mints speaks for the principal it was minted for. Any other token
+/// hands on whom it speaks for, whatever principal it gives: an operator who mints a
+/// token "for someone else", or a chain of them, still speaks alone.
+pub(crate) fn speaks_for(minter: &Actor, principal: &str) -> String {
+    if minter.minted_by.is_empty() {
+        principal.to_string()
+    } else {
+        minter.speaks_for.clone()
+    }
+}
 
 impl TokenRecord {
     /// The principal, or `token:<id>` for a token minted before principals existed
@@ -159,6 +183,7 @@ pub(crate) fn mint(role: Role, description: &str, now: Timestamp) -> ApiResult<N
             updater_id: None,
             principal: String::new(),
             minted_by: Vec::new(),
+            speaks_for: String::new(),
             controller: false,
         },
         token,
@@ -209,7 +234,8 @@ struct Cached {
 }
 
 impl Cached {
-    fn new(record: TokenRecord) -> Arc<Self> {
+    /// `speaks_for`: the record's own, or as resolved from its chain.
+    fn new(record: TokenRecord, speaks_for: String) -> Arc<Self> {
         Arc::new(Self {
             digest: digest_of(&record.sha256),
             actor: Arc::new(Actor {
@@ -218,6 +244,7 @@ impl Cached {
                 role: record.role,
                 bound_to: record.updater_id.clone(),
                 minted_by: record.minted_by.clone(),
+                speaks_for,
                 controller: record.controller,
             }),
             record,
@@ -225,20 +252,27 @@ impl Cached {
         })
     }
 
-    fn matches(&self, token: &str) -> bool {
-        let sent: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        self.digest.as_ref().is_some_and(|d| same_digest(d, &sent))
+    fn matches(&self, sent: &[u8; 32]) -> bool {
+        self.digest.as_ref().is_some_and(|d| same_digest(d, sent))
     }
 }
 
 /// Checks bearer tokens, caching the records it has read for a short while so that
 /// heartbeats do not read the store each time (a revoked token stops working on other
-/// replicas within [`CACHE_TTL`]).
+/// replicas within [`CACHE_TTL`]), and the tokens it refused, so that a probe sent again
+/// costs no store read either.
 pub(crate) struct Authenticator {
     cache: Mutex<HashMap<String, Arc<Cached>>>,
+    /// The SHA-256 of each token refused lately (unknown, revoked, a wrong secret,
+    /// expired), and when: refused again without a store read for [`CACHE_TTL`].
+    /// A refused token never becomes valid: ids and secrets are random.
+    refused: Mutex<HashMap<[u8; 32], Instant>>,
 }
 
 pub(crate) const CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// Refused tokens remembered at most; past it the stale ones go, then all.
+const MAX_REFUSED: usize = 10_000;
 
 impl Default for Authenticator {
     fn default() -> Self {
@@ -246,10 +280,36 @@ impl Default for Authenticator {
     }
 }
 
+/// The bearer token a request presents: `Err` says what is wrong with the header.
+fn bearer(headers: &HeaderMap) -> ApiResult<&str> {
+    let Some(value) = headers.get(AUTHORIZATION) else {
+        return Err(ApiError::unauthenticated(
+            "missing Authorization header: send `Authorization: Bearer <token>`",
+        ));
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .ok_or_else(|| {
+            ApiError::unauthenticated("the Authorization header is not `Bearer <token>`")
+        })
+}
+
+/// The id of the token a request presents, when it has the shape of one (for logs).
+pub(crate) fn presented_id(headers: &HeaderMap) -> Option<String> {
+    bearer(headers).ok().and_then(token_id).map(str::to_string)
+}
+
 impl Authenticator {
     pub(crate) fn new() -> Self {
         Self {
             cache: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashMap::new()),
         }
     }
 
@@ -257,8 +317,46 @@ impl Authenticator {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn refused(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Instant>> {
+        self.refused.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub(crate) fn forget(&self, id: &str) {
         self.cache().remove(id);
+    }
+
+    /// Remembers that the token of digest `sent` was refused.
+    fn refuse(&self, sent: [u8; 32]) {
+        let mut refused = self.refused();
+        if refused.len() >= MAX_REFUSED {
+            refused.retain(|_, at| at.elapsed() < CACHE_TTL);
+            if refused.len() >= MAX_REFUSED {
+                refused.clear();
+            }
+        }
+        refused.insert(sent, Instant::now());
+    }
+
+    fn refused_lately(&self, sent: &[u8; 32]) -> bool {
+        self.refused()
+            .get(sent)
+            .is_some_and(|at| at.elapsed() < CACHE_TTL)
+    }
+
+    /// Who sent the request when its token is one this replica accepted within
+    /// [`CACHE_TTL`] (and not expired): no store read, no limit to wait for. `None`
+    /// otherwise, for [`Authenticator::authenticate`] to decide.
+    pub(crate) fn known(&self, headers: &HeaderMap, now: Timestamp) -> Option<Arc<Actor>> {
+        let token = bearer(headers).ok()?;
+        let id = token_id(token)?;
+        let entry = self
+            .cache()
+            .get(id)
+            .filter(|c| c.at.elapsed() < CACHE_TTL)
+            .map(Arc::clone)?;
+        let sent: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let live = entry.record.expires.is_none_or(|e| now < e);
+        (entry.matches(&sent) && live).then(|| Arc::clone(&entry.actor))
     }
 
     /// Who sent the request (its bearer token's id and role), or 401.
@@ -268,24 +366,10 @@ impl Authenticator {
         headers: &HeaderMap,
         now: Timestamp,
     ) -> ApiResult<Arc<Actor>> {
-        let Some(value) = headers.get(AUTHORIZATION) else {
-            return Err(ApiError::unauthenticated(
-                "missing Authorization header: send `Authorization: Bearer <token>`",
-            ));
-        };
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .ok_or_else(|| {
-                ApiError::unauthenticated("the Authorization header is not `Bearer <token>`")
-            })?;
+        let token = bearer(headers)?;
         let bad = || ApiError::unauthenticated("invalid or revoked token");
         let id = token_id(token).ok_or_else(bad)?;
+        let sent: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let cached = self.cache().get(id).cloned();
         let fresh = cached
             .as_ref()
@@ -293,16 +377,19 @@ impl Authenticator {
             .map(Arc::clone);
         let entry = match fresh {
             Some(c) => c,
+            None if self.refused_lately(&sent) => return Err(bad()),
             None => match store.get(&keys::token(id)).await {
                 Ok(Some(kv)) => {
                     let record: TokenRecord = serde_json::from_slice(&kv.value)
                         .map_err(|e| ApiError::internal(format!("token record {id}: {e}")))?;
-                    let c = Cached::new(record);
+                    let speaks_for = resolve_speaks_for(store, &record).await?;
+                    let c = Cached::new(record, speaks_for);
                     self.cache().insert(id.to_string(), Arc::clone(&c));
                     c
                 }
                 Ok(None) => {
                     self.forget(id);
+                    self.refuse(sent);
                     return Err(bad());
                 }
                 // The store is down: a token this replica has already checked keeps
@@ -311,20 +398,22 @@ impl Authenticator {
                 // Re-dated, so the next requests do not each wait for the store to time out.
                 Err(tern_store::Error::Unavailable(_)) if cached.is_some() => {
                     let old = cached.ok_or_else(bad)?;
-                    let c = Cached::new(old.record.clone());
+                    let c = Cached::new(old.record.clone(), old.actor.speaks_for.clone());
                     self.cache().insert(id.to_string(), Arc::clone(&c));
                     c
                 }
                 Err(e) => return Err(e.into()),
             },
         };
-        if !entry.matches(token) {
+        if !entry.matches(&sent) {
+            self.refuse(sent);
             return Err(bad());
         }
         let record = &entry.record;
         if let Some(expires) = record.expires
             && expires <= now
         {
+            self.refuse(sent);
             return Err(ApiError::unauthenticated(format!(
                 "token {} expired at {expires}",
                 record.id
@@ -332,6 +421,49 @@ impl Authenticator {
         }
         Ok(Arc::clone(&entry.actor))
     }
+}
+
+/// Whom `record` speaks for: its own `speaks_for`, or for a token minted before that
+/// was recorded, what its chain says, walked up the store minter by minter ([`speaks_for`]
+/// at each link). A minter gone from the store (revoked) ends the walk: the token then
+/// speaks for that minter (`token:<id>`), never for the principal it was given.
+async fn resolve_speaks_for(store: &dyn Store, record: &TokenRecord) -> ApiResult<String> {
+    if !record.speaks_for.is_empty() {
+        return Ok(record.speaks_for.clone());
+    }
+    if record.minted_by.is_empty() {
+        return Ok(record.principal());
+    }
+    // The chain from `record` up: each link's principal, until a link that says whom
+    // it speaks for, or a root.
+    let mut principals = vec![record.principal()];
+    let mut minter = record.minted_by[0].clone();
+    let root_says = loop {
+        if principals.len() > MAX_CHAIN_WALK {
+            break format!("token:{minter}");
+        }
+        let Some(kv) = store.get(&keys::token(&minter)).await? else {
+            break format!("token:{minter}");
+        };
+        let m: TokenRecord = serde_json::from_slice(&kv.value)
+            .map_err(|e| ApiError::internal(format!("token record {minter}: {e}")))?;
+        if !m.speaks_for.is_empty() && !m.minted_by.is_empty() {
+            break m.speaks_for;
+        }
+        match m.minted_by.first() {
+            // A root: the link below it speaks for the principal it was minted for.
+            None => break principals.pop().unwrap_or_default(),
+            Some(next) => {
+                principals.push(m.principal());
+                minter = next.clone();
+            }
+        }
+    };
+    Ok(if root_says.is_empty() {
+        record.principal()
+    } else {
+        root_says
+    })
 }
 
 /// The sender of an authenticated request: for checks and the audit trail.
@@ -345,6 +477,8 @@ pub(crate) struct Actor {
     pub(crate) principal: String,
     /// The tokens that minted it, nearest first.
     pub(crate) minted_by: Vec<String>,
+    /// Whom it speaks for when it approves ([`TokenRecord::speaks_for`]).
+    pub(crate) speaks_for: String,
     /// A controller's agent token.
     pub(crate) controller: bool,
 }
@@ -393,9 +527,10 @@ mod tests {
         let t = mint(Role::User, "", Timestamp::UNIX_EPOCH).unwrap();
         assert_eq!(token_id(&t.token), Some(t.record.id.as_str()));
         assert!(!t.record.sha256.contains(&t.token));
-        let cached = Cached::new(t.record.clone());
-        assert!(cached.matches(&t.token));
-        assert!(!cached.matches(&format!("{}0", t.token)));
+        let cached = Cached::new(t.record.clone(), String::new());
+        let digest = |s: &str| -> [u8; 32] { Sha256::digest(s.as_bytes()).into() };
+        assert!(cached.matches(&digest(&t.token)));
+        assert!(!cached.matches(&digest(&format!("{}0", t.token))));
         assert!(token_id("nope").is_none());
         assert!(token_id("tern_zz_00").is_none());
     }
@@ -412,6 +547,89 @@ mod tests {
         assert_eq!(digest_of(&good[..62]), None);
         assert_eq!(digest_of(&format!("{good}00")), None);
         assert_eq!(digest_of(&format!("{}zz", &good[..62])), None);
+    }
+
+    /// Tokens of the release before `speaks_for` was recorded: whom they speak for is
+    /// read from their chain in the store, however deep.
+    #[tokio::test]
+    async fn earlier_tokens_speak_for_the_principal_at_the_root_of_their_chain() {
+        let store = tern_store::MemoryStore::new();
+        let rec = |id: &str, principal: &str, minted_by: &[&str]| TokenRecord {
+            id: id.into(),
+            role: Role::Operator,
+            sha256: String::new(),
+            created: Timestamp::UNIX_EPOCH,
+            description: String::new(),
+            expires: None,
+            uses_left: None,
+            updater_id: None,
+            principal: principal.into(),
+            minted_by: minted_by.iter().map(|s| s.to_string()).collect(),
+            speaks_for: String::new(),
+            controller: false,
+        };
+        let put = |r: &TokenRecord| {
+            let store = &store;
+            let r = r.clone();
+            async move {
+                store
+                    .put(&keys::token(&r.id), serde_json::to_vec(&r).unwrap(), None)
+                    .await
+                    .unwrap();
+            }
+        };
+        let root = rec("root", "bootstrap", &[]);
+        put(&root).await;
+        let alice = rec("a0", "alice", &["root"]);
+        put(&alice).await;
+        // A chain of 40 from alice, the first named for mallory: each keeps its 32
+        // nearest minters, as the release before did.
+        let mut chain = vec!["a0".to_string()];
+        for i in 1..=40 {
+            let id = format!("a{i}");
+            let minted_by: Vec<&str> = chain
+                .iter()
+                .rev()
+                .take(MAX_LINEAGE)
+                .map(String::as_str)
+                .collect();
+            put(&rec(&id, "mallory", &minted_by)).await;
+            chain.push(id);
+        }
+        let last: TokenRecord =
+            serde_json::from_slice(&store.get(&keys::token("a40")).await.unwrap().unwrap().value)
+                .unwrap();
+        assert_eq!(resolve_speaks_for(&store, &last).await.unwrap(), "alice");
+        assert_eq!(resolve_speaks_for(&store, &alice).await.unwrap(), "alice");
+        assert_eq!(
+            resolve_speaks_for(&store, &root).await.unwrap(),
+            "bootstrap"
+        );
+        // A token that records it is taken at its word.
+        let mut told = rec("x", "mallory", &["a3"]);
+        told.speaks_for = "alice".into();
+        assert_eq!(resolve_speaks_for(&store, &told).await.unwrap(), "alice");
+        // A minter revoked since: the token speaks for that minter, not for itself.
+        let orphan = rec("o", "mallory", &["gone"]);
+        assert_eq!(
+            resolve_speaks_for(&store, &orphan).await.unwrap(),
+            "token:gone"
+        );
+    }
+
+    #[test]
+    fn a_root_names_people_any_other_token_hands_on_whom_it_speaks_for() {
+        let actor = |minted_by: &[&str], speaks_for: &str| Actor {
+            token_id: "t".into(),
+            role: Role::Operator,
+            bound_to: None,
+            principal: "p".into(),
+            minted_by: minted_by.iter().map(|s| s.to_string()).collect(),
+            speaks_for: speaks_for.into(),
+            controller: false,
+        };
+        assert_eq!(speaks_for(&actor(&[], "bootstrap"), "alice"), "alice");
+        assert_eq!(speaks_for(&actor(&["root"], "alice"), "mallory"), "alice");
     }
 
     #[test]

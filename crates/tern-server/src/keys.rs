@@ -38,6 +38,8 @@ pub(crate) const DIRECTIVE_CONFIG: &str = "/tern/directives/config";
 pub(crate) const ACTIVE_DIRECTIVE: &str = "/tern/directives/active";
 pub(crate) const DRAFTS_PREFIX: &str = "/tern/directives/drafts/";
 pub(crate) const PENDING_DIRECTIVE: &str = "/tern/directives/pending";
+/// A change of the control config's `promotion` waiting for its approvals.
+pub(crate) const PENDING_CONFIG: &str = "/tern/directives/pending-config";
 pub(crate) const DIRECTIVES_PAUSED: &str = "/tern/directives/paused";
 pub(crate) const ATTEMPTS_PREFIX: &str = "/tern/directives/attempts/";
 pub(crate) const DIRECTIVE_REPORTS_PREFIX: &str = "/tern/directives/reports/";

@@ -267,6 +267,15 @@ struct StartArgs {
     /// Admin requests one token may make at once before --admin-rate applies.
     #[arg(long, default_value_t = 500)]
     admin_burst: u32,
+    /// Refused authentications (401) per second per client address on admin routes (0:
+    /// no limit); past it, that address's admin requests get 429 before their token is
+    /// looked up, except with a token this replica accepted in the last 30 s.
+    #[arg(long, default_value_t = 1.0)]
+    auth_failure_rate: f64,
+    /// Refused authentications an address may have at once before --auth-failure-rate
+    /// applies.
+    #[arg(long, default_value_t = 100)]
+    auth_failure_burst: u32,
     /// Serve only hosts that pin the release root (`tern-update enable --trust-root`):
     /// heartbeats and find of hosts that do not (or whose tern-update does not say)
     /// are refused with 403 trust_required. What a host says of itself: this catches
@@ -334,6 +343,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
         ("--find-rate", a.find_rate),
         ("--heartbeat-rate", a.heartbeat_rate),
         ("--admin-rate", a.admin_rate),
+        ("--auth-failure-rate", a.auth_failure_rate),
     ] {
         if !rate.is_finite() || rate < 0.0 {
             anyhow::bail!("{flag} {rate}: give a number of requests per second, 0 or more");
@@ -444,6 +454,8 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
             controller_secret_env: a.controller_secret_env,
             admin_rate: a.admin_rate,
             admin_burst: a.admin_burst,
+            auth_failure_rate: a.auth_failure_rate,
+            auth_failure_burst: a.auth_failure_burst,
             require_trust: a.require_trust,
             shared_agent_token: a.shared_agent_token.map(|m| match m {
                 SharedTokenArg::Allow => tern_server::SharedAgentToken::Allow,

@@ -45,6 +45,12 @@ pub(crate) struct Metrics {
     pub(crate) heartbeats_shared_token: AtomicU64,
     /// Admin requests refused with 429 (`--admin-rate`, per token).
     pub(crate) admin_rate_limited: AtomicU64,
+    /// Requests refused for their token (401): none, malformed, unknown, revoked,
+    /// a wrong secret, expired.
+    pub(crate) auth_refused: AtomicU64,
+    /// Admin requests refused with 429 before their token was looked up: their address
+    /// had too many refused authentications (`--auth-failure-rate`).
+    pub(crate) auth_address_limited: AtomicU64,
     /// Report entries counted under `(other)` (too many groups or versions).
     pub(crate) report_entries_folded: AtomicU64,
     /// Reports not written for being over `MAX_REPORT_BYTES` even shrunk.
@@ -162,6 +168,18 @@ impl Metrics {
             "tern_admin_rate_limited_total",
             "admin requests refused with 429: one token past --admin-rate",
             get(&self.admin_rate_limited),
+        );
+        counter(
+            out,
+            "tern_auth_refused_total",
+            "requests refused with 401 for their token: none, malformed, unknown, revoked, a wrong secret, expired",
+            get(&self.auth_refused),
+        );
+        counter(
+            out,
+            "tern_auth_address_limited_total",
+            "admin requests refused with 429 before their token was looked up: their address had too many refused authentications (--auth-failure-rate)",
+            get(&self.auth_address_limited),
         );
         counter(
             out,

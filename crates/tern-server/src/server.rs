@@ -181,6 +181,7 @@ async fn bootstrap_operator_token(
     let mut t = crate::auth::mint(Role::Operator, "bootstrap operator token", now)
         .map_err(|e| anyhow::anyhow!("creating the operator token: {}", e.message))?;
     t.record.principal = BOOTSTRAP_PRINCIPAL.into();
+    t.record.speaks_for = BOOTSTRAP_PRINCIPAL.into();
     let t = tokens::store_token(store, t)
         .await
         .map_err(|e| anyhow::anyhow!("creating the operator token: {}", e.message))?;

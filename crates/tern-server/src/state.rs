@@ -78,6 +78,11 @@ pub struct Settings {
     pub artifact_template: Option<String>,
 }
 
+/// Log lines of refused authentications per second (each says how many were held
+/// back before it); every refusal is counted in `tern_auth_refused_total`.
+const REFUSAL_LOG_PER_SECOND: f64 = 1.0;
+const REFUSAL_LOG_BURST: u32 = 10;
+
 /// The security settings of `ternd start` (docs/security.md).
 #[derive(Clone, Debug)]
 pub struct SecuritySettings {
@@ -89,6 +94,13 @@ pub struct SecuritySettings {
     pub admin_rate: f64,
     /// Admin requests a token may make at once before `admin_rate` applies.
     pub admin_burst: u32,
+    /// Refused authentications per second per client address on admin routes
+    /// (`--auth-failure-rate`; 0: no limit); past it, the address's admin requests
+    /// whose token this replica has not accepted lately get 429 before any store read.
+    pub auth_failure_rate: f64,
+    /// Refused authentications an address may have at once before
+    /// `auth_failure_rate` applies.
+    pub auth_failure_burst: u32,
     /// Refuse heartbeats and find of hosts that pin no release root
     /// (`--require-trust`).
     pub require_trust: bool,
@@ -116,6 +128,8 @@ impl Default for SecuritySettings {
             controller_secret_env: Vec::new(),
             admin_rate: 50.0,
             admin_burst: 500,
+            auth_failure_rate: 1.0,
+            auth_failure_burst: 100,
             require_trust: false,
             shared_agent_token: None,
         }
@@ -268,6 +282,14 @@ impl AppState {
                 admin: RateLimiter::new(
                     settings.security.admin_rate,
                     settings.security.admin_burst,
+                ),
+                auth_failures: RateLimiter::new(
+                    settings.security.auth_failure_rate,
+                    settings.security.auth_failure_burst,
+                ),
+                refusal_log: crate::ratelimit::LogLimit::new(
+                    REFUSAL_LOG_PER_SECOND,
+                    REFUSAL_LOG_BURST,
                 ),
             },
             answers: Answers::new(settings.public_max_age, settings.long_poll),

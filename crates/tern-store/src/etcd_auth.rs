@@ -58,6 +58,15 @@ fn is_present(e: &etcd_client::Error) -> bool {
     e.to_string().contains("already exists")
 }
 
+fn check_role_user(name: &str) -> Result<()> {
+    if name.is_empty() || name == "root" {
+        return Err(Error::InvalidArgument(format!(
+            "{name:?} cannot be a role user (empty, or etcd's root)"
+        )));
+    }
+    Ok(())
+}
+
 impl EtcdStore {
     /// One auth request under the request deadline.
     async fn auth_call<T>(
@@ -89,15 +98,10 @@ impl EtcdStore {
     }
 
     /// Creates (or re-creates) the user `name` with `password` and a role of the same
-    /// name holding exactly `grants`, plus read of the store's root key, which a
-    /// connection reads to check etcd answers. An existing user and role of that name are
-    /// replaced, so the grants are never more than asked.
+    /// name holding exactly `grants` (see [`EtcdStore::set_role`]). An existing user of
+    /// that name is replaced, so the grants are never more than asked.
     pub async fn set_user(&self, name: &str, password: &str, grants: &[EtcdGrant]) -> Result<()> {
-        if name.is_empty() || name == "root" {
-            return Err(Error::InvalidArgument(format!(
-                "{name:?} cannot be a role user (empty, or etcd's root)"
-            )));
-        }
+        check_role_user(name)?;
         let (_, client) = self.clients.pick();
         let mut auth = client.auth_client();
         let what = |w: &str| format!("{w} etcd user {name:?}");
@@ -109,6 +113,21 @@ impl EtcdStore {
             Err(e) if is_absent(&e) => {}
             Err(e) => return Err(map_err(&what("removing the old"), e)),
         }
+        self.auth_call(|| what("adding"), auth.user_add(name, password, None))
+            .await?
+            .map_err(|e| map_err(&what("adding"), e))?;
+        self.set_role(name, grants).await
+    }
+
+    /// Replaces the role `name` with one holding exactly `grants`, plus read of the
+    /// store's root key (which a connection reads to check etcd answers), and grants it
+    /// to the user `name`, which must exist; its password is kept. What the role held
+    /// before and `grants` do not is revoked.
+    pub async fn set_role(&self, name: &str, grants: &[EtcdGrant]) -> Result<()> {
+        check_role_user(name)?;
+        let (_, client) = self.clients.pick();
+        let mut auth = client.auth_client();
+        let what = |w: &str| format!("{w} etcd user {name:?}");
         match self
             .auth_call(|| what("removing the old role of"), auth.role_delete(name))
             .await?
@@ -141,9 +160,6 @@ impl EtcdStore {
                 .await?
                 .map_err(|e| map_err(&w(), e))?;
         }
-        self.auth_call(|| what("adding"), auth.user_add(name, password, None))
-            .await?
-            .map_err(|e| map_err(&what("adding"), e))?;
         let w = || what("granting its role to");
         self.auth_call(w, auth.user_grant_role(name, name))
             .await?

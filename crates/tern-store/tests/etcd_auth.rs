@@ -106,6 +106,17 @@ async fn a_user_writes_what_its_grants_name_and_nothing_else() {
         .unwrap_err();
     assert!(e.to_string().contains("permission denied"), "{e}");
 
+    // Its role replaced, the user and its password kept: the grants are the new ones.
+    root.set_role("u1", &grants).await.unwrap();
+    u1.put("shared/mine", b"5".to_vec(), None).await.unwrap();
+    root.set_role("u1", &grants[..1]).await.unwrap();
+    let e = u1
+        .put("shared/mine", b"6".to_vec(), None)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("permission denied"), "{e}");
+    assert!(root.set_role("root", &grants).await.is_err());
+
     assert!(root.remove_user("u1").await.unwrap());
     assert!(!root.remove_user("u1").await.unwrap());
     assert!(login(&cluster, "u1", "pw2").await.is_err());

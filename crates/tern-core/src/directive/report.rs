@@ -218,6 +218,10 @@ pub struct Approval {
     /// The tokens that minted it, nearest first: none of them can be a second approver.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub minted_by: Vec<String>,
+    /// Whom its token speaks for (the principal at the root of its chain): a second
+    /// approver must speak for someone else. Empty in approvals of earlier releases.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub speaks_for: String,
 }
 
 /// `/tern/directives/pending`: a draft planned for promotion.

@@ -6,7 +6,11 @@
 //! - each listed server's status `{version, step, finished, error, message}` (written by
 //!   that server's worker only, and signed by it: [`status_message`] is what it signs,
 //!   [`trusted`] what counts),
-//! - a leader-only component's `{version, success}` record.
+//! - a leader-only component's `{version, success}` result, written by the server that
+//!   ran it under its own key and signed by it for the update it answers
+//!   ([`leader_only_message`], [`leader_only_outcome`]),
+//! - each server's claim of a lock (a rolling or leader-only component), signed the same
+//!   way ([`claim_message`]); the oldest signed claim holds it ([`lock_holder`]).
 //!
 //! A worker records step *k* before it runs it and then waits until every listed server
 //! recorded step *k* or later (the barrier); step *k + 1* is recorded only after step *k*
@@ -97,10 +101,8 @@ pub struct ServerStatus {
 pub fn status_message(server: ServerId, request: &UpdateRequest, status: &ServerStatus) -> Vec<u8> {
     let at = |t: Option<Timestamp>| t.map_or_else(|| "-".to_string(), |t| t.to_string());
     format!(
-        "tern-lockstep status v1\nserver {server}\nupdate {} {} {}\nversion {}\nstep {}\nfinished {}\nerror {}\nat {}\nbarrier-timeout {}\nmessage {}",
-        request.version,
-        at(request.started_at),
-        request.catch_up,
+        "tern-lockstep status v1\nserver {server}\n{}\nversion {}\nstep {}\nfinished {}\nerror {}\nat {}\nbarrier-timeout {}\nmessage {}",
+        update_line(request),
         status.version,
         status.step,
         status.finished,
@@ -139,15 +141,113 @@ pub fn trusted(
     (good, ignored)
 }
 
-/// `<prefix>/contents/<component>`: a leader-only component's result for a version.
+/// `<prefix>/contents/<server>/<component>`: a leader-only component's result, written
+/// by the server that ran it under its own key and signed by it
+/// ([`leader_only_message`]): it counts only for the update it answers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaderOnlyRecord {
     pub version: String,
     pub success: bool,
+    /// Informational: who ran it is the server whose key signed it (its key path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerId>,
     #[serde(default)]
     pub message: String,
+}
+
+/// The update a record answers, as its signature binds it: the version, the instant
+/// the request was written and whether it is a catch-up (a request written again for
+/// the same version, after a recover or as a catch-up, is another update).
+fn update_line(request: &UpdateRequest) -> String {
+    let at = request
+        .started_at
+        .map_or_else(|| "-".to_string(), |t| t.to_string());
+    format!("update {} {at} {}", request.version, request.catch_up)
+}
+
+/// What a server signs for its result of a leader-only component: the server, the
+/// update it answers ([`update_line`]), the component and every field, the message
+/// last. A result copied from another update, another component or another server,
+/// or planted before the update began, does not verify.
+pub fn leader_only_message(
+    server: ServerId,
+    request: &UpdateRequest,
+    component: &str,
+    record: &LeaderOnlyRecord,
+) -> Vec<u8> {
+    format!(
+        "tern-lockstep leader-only v1\nserver {server}\n{}\ncomponent {component}\nversion {}\nsuccess {}\nmessage {}",
+        update_line(request),
+        record.version,
+        record.success,
+        record.message,
+    )
+    .into_bytes()
+}
+
+/// A leader-only result as read, with whether its server's registered key signed it
+/// for the current update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderOnlyResult {
+    /// The server under whose key it was written.
+    pub server: ServerId,
+    pub record: LeaderOnlyRecord,
+    pub signed: bool,
+}
+
+/// What the signed results of a leader-only component say for `request`: `None` while
+/// nobody has recorded one; `Some(Err((server, message)))` when a listed server
+/// recorded a failure (a failure wins: it is what stops the update); `Some(Ok(server))`
+/// when one recorded a success. A record that is not signed by its server for this
+/// update, or not of its version, or of a server the update does not list, counts for
+/// nothing: it was planted or left over, and never stands for a run.
+pub fn leader_only_outcome(
+    request: &UpdateRequest,
+    results: &[LeaderOnlyResult],
+) -> Option<Result<ServerId, (ServerId, String)>> {
+    let counted = || {
+        results.iter().filter(|r| {
+            r.signed && r.record.version == request.version && request.servers.contains(&r.server)
+        })
+    };
+    if let Some(f) = counted().find(|r| !r.record.success) {
+        return Some(Err((f.server, f.record.message.clone())));
+    }
+    counted().find(|r| r.record.success).map(|r| Ok(r.server))
+}
+
+/// What a server signs to claim a lock (`rolling-<component>`, `leader-only-<component>`)
+/// for an update: the claim is the holder of the server's own claim lease, so that no
+/// server can take, release or forge another's.
+pub fn claim_message(server: ServerId, request: &UpdateRequest, lock: &str) -> Vec<u8> {
+    format!(
+        "tern-lockstep claim v1\nserver {server}\n{}\nlock {lock}",
+        update_line(request)
+    )
+    .into_bytes()
+}
+
+/// A claim of a lock as read: whose claim lease holds it, its fencing token (the
+/// store's, growing with every acquisition), and whether that server's registered key
+/// signed it for the current update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub server: ServerId,
+    pub lock: String,
+    pub token: u64,
+    pub signed: bool,
+}
+
+/// Who holds `lock` for the update: of the signed claims of it by servers the update
+/// lists, the oldest (lowest token). A server runs a locked step only while it holds
+/// the lock: claims are only ever added behind the holder, so the holder stays the
+/// holder until its claim goes (released, or expired with its process).
+pub fn lock_holder(request: &UpdateRequest, claims: &[Claim], lock: &str) -> Option<ServerId> {
+    claims
+        .iter()
+        .filter(|c| c.signed && c.lock == lock && request.servers.contains(&c.server))
+        .min_by_key(|c| c.token)
+        .map(|c| c.server)
 }
 
 /// What a worker knows when it decides.

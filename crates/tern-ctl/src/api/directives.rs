@@ -141,7 +141,12 @@ pub fn run(a: VersionControlArgs, g: &Global) -> anyhow::Result<ExitCode> {
             let cfg = VersionControlConfig::from_text(&text)
                 .with_context(|| file.display().to_string())?;
             let v: Value = c.send_text("PUT", "/v1/directives/config", &text)?;
-            if !structured(g.output(), &v)? {
+            // A change of `promotion` under `approvals: 2` waits for a second principal.
+            let pending = v.get("applied") == Some(&Value::Bool(false));
+            let shown = structured(g.output(), &v)?;
+            if !shown && pending {
+                println!("{}", v["message"].as_str().unwrap_or_default());
+            } else if !shown {
                 println!(
                     "version_control_config written: installs {}, rate {}, fault limit {}, churn limit {}",
                     if cfg.spec.enabled {

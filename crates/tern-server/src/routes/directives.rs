@@ -130,19 +130,142 @@ pub(crate) async fn get_config(State(state): State<Arc<AppState>>) -> ApiResult<
     .await
 }
 
-/// `PUT /v1/directives/config`
+/// A change of the control config's `promotion` waiting for the approvals in force
+/// (`PENDING_CONFIG`): the config as it will be written, the revision of the config it
+/// replaces, and who approved it so far.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct PendingConfig {
+    /// The stored form of the config proposed.
+    config: String,
+    /// The `mod_revision` of the config in force when it was proposed: any other
+    /// change since voids it.
+    replaces: u64,
+    approvals_needed: u8,
+    approvals: Vec<Approval>,
+    expires_at: jiff::Timestamp,
+}
+
+/// `PUT /v1/directives/config`. A change of `spec.promotion` (the approvals, the
+/// strategy, what it promotes, the pending TTL) needs the approvals the config in
+/// force asks for: with `approvals: 2`, the first PUT of such a change is recorded as
+/// pending (202, approval 1), and the same config PUT by another principal writes it.
+/// Anything else is written at once.
 pub(crate) async fn put_config(
     State(state): State<Arc<AppState>>,
+    Extension(actor): Extension<Arc<Actor>>,
     body: Bytes,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<axum::response::Response> {
+    use axum::response::IntoResponse;
     let c = VersionControlConfig::from_text(text(&body)?)
         .map_err(|e| ApiError::invalid_resource(e.to_string()))?;
     crate::controllers::check_secret_env(&state, &c)?;
-    state
-        .store()
-        .put(keys::DIRECTIVE_CONFIG, stored_form(&c)?, None)
-        .await?;
-    get_config(State(state)).await
+    let store = state.store();
+    let bytes = stored_form(&c)?;
+    let current = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
+    let needed = current
+        .as_ref()
+        .map_or(1, |r| r.value.spec.promotion.approvals)
+        .max(1);
+    let promotion_changes = current
+        .as_ref()
+        .is_some_and(|r| r.value.spec.promotion != c.spec.promotion);
+    if needed < 2 || !promotion_changes {
+        store.put(keys::DIRECTIVE_CONFIG, bytes, None).await?;
+        return Ok(get_config(State(state)).await?.into_response());
+    }
+    let Some(current) = current else {
+        return Err(ApiError::internal("the config in force vanished"));
+    };
+    let now = state.clock.now();
+    let proposed = String::from_utf8_lossy(&bytes).into_owned();
+    let pending = get::<PendingConfig>(store, keys::PENDING_CONFIG).await?;
+    // The same change, still valid: this PUT is another approval of it.
+    let same = pending.as_ref().filter(|p| {
+        p.value.config == proposed
+            && p.value.replaces == current.revision
+            && now < p.value.expires_at
+    });
+    let (mut change, guard) = match same {
+        Some(p) => {
+            check_another_approver(&p.value.approvals, &actor, p.value.approvals_needed)?;
+            (
+                p.value.clone(),
+                Compare::ModRevision {
+                    key: keys::PENDING_CONFIG.into(),
+                    revision: p.revision,
+                },
+            )
+        }
+        None => {
+            let ttl = GoDuration::parse_positive(&current.value.spec.promotion.pending_ttl)
+                .map(|d| d.as_signed())
+                .unwrap_or(jiff::SignedDuration::from_hours(1));
+            let change = PendingConfig {
+                config: proposed,
+                replaces: current.revision,
+                approvals_needed: needed,
+                approvals: Vec::new(),
+                expires_at: now.saturating_add(ttl).unwrap_or(now),
+            };
+            let guard = match &pending {
+                Some(p) => Compare::ModRevision {
+                    key: keys::PENDING_CONFIG.into(),
+                    revision: p.revision,
+                },
+                None => Compare::Absent {
+                    key: keys::PENDING_CONFIG.into(),
+                },
+            };
+            (change, guard)
+        }
+    };
+    change.approvals.push(approval(&actor, now));
+    let approvals = u8::try_from(change.approvals.len()).unwrap_or(u8::MAX);
+    let done = approvals >= change.approvals_needed;
+    let compares = [
+        guard,
+        Compare::ModRevision {
+            key: keys::DIRECTIVE_CONFIG.into(),
+            revision: current.revision,
+        },
+    ];
+    let ops = if done {
+        vec![
+            Op::Put {
+                key: keys::DIRECTIVE_CONFIG.into(),
+                value: bytes,
+                ttl: None,
+            },
+            Op::Delete {
+                key: keys::PENDING_CONFIG.into(),
+            },
+        ]
+    } else {
+        vec![Op::Put {
+            key: keys::PENDING_CONFIG.into(),
+            value: encode(&change)?,
+            ttl: None,
+        }]
+    };
+    if let TxnOutcome::Failed { reason, .. } = store.txn(&compares, &ops).await? {
+        return Err(ApiError::conflict(format!(
+            "the control config or its pending change changed meanwhile ({reason}): send it again"
+        )));
+    }
+    if done {
+        tracing::info!(by = %actor.token_id, "a change of the control config's promotion was approved and written");
+        return Ok(get_config(State(state)).await?.into_response());
+    }
+    let answer = ApplyResponse {
+        applied: false,
+        approvals,
+        approvals_needed: change.approvals_needed,
+        message: format!(
+            "approval {approvals} of {} recorded: spec.promotion changes, and the config in force asks for {} approvals; another principal (with a token not minted down this one's chain) sends the same config before {} to write it",
+            change.approvals_needed, change.approvals_needed, change.expires_at
+        ),
+    };
+    Ok((axum::http::StatusCode::ACCEPTED, Json(answer)).into_response())
 }
 
 // ---- directives: active and drafts -------------------------------------------------
@@ -289,8 +412,10 @@ pub(crate) async fn cancel_plan(State(state): State<Arc<AppState>>) -> ApiResult
 }
 
 /// Why `actor` cannot approve after `a`, if it cannot: the same token, the same
-/// principal, or a token that minted the other (directly or down a chain). A token
-/// minted by an approver speaks for that approver, whatever principal it was given.
+/// principal, a token that minted the other (named when the chain is short enough to
+/// be recorded), or a token that speaks for the same principal whatever its chain
+/// (`auth::speaks_for`): a token minted down a chain from an approver speaks for that
+/// approver, whatever principal it was given.
 fn same_approver(a: &Approval, actor: &Actor) -> Option<String> {
     // Approvals of earlier releases carry no principal: their token is one.
     let earlier = format!("token:{}", a.token_id);
@@ -298,6 +423,11 @@ fn same_approver(a: &Approval, actor: &Actor) -> Option<String> {
         &earlier
     } else {
         &a.principal
+    };
+    let speaks_for = if a.speaks_for.is_empty() {
+        principal
+    } else {
+        &a.speaks_for
     };
     if a.token_id == actor.token_id {
         Some(format!("token {} already approved this plan", a.token_id))
@@ -316,9 +446,45 @@ fn same_approver(a: &Approval, actor: &Actor) -> Option<String> {
             "token {} minted token {}, which already approved this plan",
             actor.token_id, a.token_id
         ))
+    } else if *speaks_for == actor.speaks_for {
+        Some(format!(
+            "token {} speaks for principal {speaks_for} (its chain of minters starts there), who already approved this plan (token {})",
+            actor.token_id, a.token_id
+        ))
     } else {
         None
     }
+}
+
+/// The approval `actor` gives.
+fn approval(actor: &Actor, at: jiff::Timestamp) -> Approval {
+    Approval {
+        token_id: actor.token_id.clone(),
+        at,
+        principal: actor.principal.clone(),
+        minted_by: actor.minted_by.clone(),
+        speaks_for: actor.speaks_for.clone(),
+    }
+}
+
+/// 409 unless `actor` is another approver than each of `approvals`.
+fn check_another_approver(approvals: &[Approval], actor: &Actor, needed: u8) -> ApiResult<()> {
+    match approvals.iter().find_map(|a| same_approver(a, actor)) {
+        Some(why) => Err(ApiError::conflict(format!(
+            "{why}: {needed} approvals are needed, from distinct principals (docs/security.md, \"Principals\")"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The approvals the stored control config asks for (1 without one).
+async fn approvals_in_force(state: &AppState) -> ApiResult<u8> {
+    Ok(
+        get::<VersionControlConfig>(state.store(), keys::DIRECTIVE_CONFIG)
+            .await?
+            .map_or(1, |c| c.value.spec.promotion.approvals)
+            .max(1),
+    )
 }
 
 /// `POST /v1/directives/apply` `{"nonce"}`: one approval of the pending directive;
@@ -362,22 +528,13 @@ pub(crate) async fn apply(
             pending.draft, pending.draft_revision, draft.mod_revision
         )));
     }
-    if let Some(why) = pending
-        .approvals
-        .iter()
-        .find_map(|a| same_approver(a, &actor))
-    {
-        return Err(ApiError::conflict(format!(
-            "{why}: {} approvals are needed, from distinct principals (docs/security.md, \"Principals\")",
-            pending.approvals_needed
-        )));
-    }
-    pending.approvals.push(Approval {
-        token_id: actor.token_id.clone(),
-        at: now,
-        principal: actor.principal.clone(),
-        minted_by: actor.minted_by.clone(),
-    });
+    // The approvals asked for when it was planned, or more if the config asks for
+    // more since.
+    pending.approvals_needed = pending
+        .approvals_needed
+        .max(approvals_in_force(&state).await?);
+    check_another_approver(&pending.approvals, &actor, pending.approvals_needed)?;
+    pending.approvals.push(approval(&actor, now));
     let approvals = u8::try_from(pending.approvals.len()).unwrap_or(u8::MAX);
     let done = approvals >= pending.approvals_needed;
     let mut compares = vec![

@@ -113,8 +113,8 @@ enum Guard {
 
 /// Authenticates the request for `access` (401 without a valid token, 403 with a role
 /// that may not) before the handler runs, after the client address's rate if `guard`
-/// says so. Admin writes, done or refused for the role, go to the audit trail with the
-/// token that sent them.
+/// says so. Writes (write, operator and join routes), done or refused for the role, go
+/// to the audit trail with the token that sent them; read-level routes never do.
 async fn authorize(
     State((state, access, guard)): State<(Arc<AppState>, Access, Guard)>,
     request: Request,
@@ -142,18 +142,20 @@ async fn authorize_token(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let actor = match state
-        .auth
-        .authenticate(state.store(), request.headers(), state.clock.now())
-        .await
-    {
-        Ok(actor) => actor,
-        Err(e) => return e.into_response(),
+    let admin = matches!(access, Access::Read | Access::Write | Access::Operator);
+    let now = state.clock.now();
+    // A token this replica accepted lately: no store read, so nothing to limit.
+    let actor = match state.auth.known(request.headers(), now) {
+        Some(actor) => actor,
+        None => match authenticate_limited(state, admin, Sent::of(&request), now).await {
+            Ok(actor) => actor,
+            Err(refused) => return refused,
+        },
     };
     // Per token, so that one leaked token cannot flood the store (and the audit
     // trail) while the others go on. Not stored: a flood past the limit would write
     // as much as the one it stops; it is logged and counted instead.
-    if matches!(access, Access::Read | Access::Write | Access::Operator)
+    if admin
         && let Err(wait) = state
             .limits
             .admin
@@ -178,8 +180,11 @@ async fn authorize_token(
         )
         .into_response();
     }
-    // Heartbeats (the hot path) and reads are not audited: nothing is copied for them.
-    let audited = (access != Access::Agent
+    // Only what may change something is audited: writes, operator routes and joins.
+    // Heartbeats (the hot path) and read-level routes (a preview is a POST that changes
+    // nothing) are not, so that a token that may only read never pushes an accepted
+    // action out of the trail; nothing is copied for them.
+    let audited = (matches!(access, Access::Write | Access::Operator | Access::Join)
         && !matches!(*request.method(), Method::GET | Method::HEAD))
     .then(|| {
         let uri = request.uri();
@@ -222,6 +227,96 @@ async fn authorize_token(
         .await;
     }
     response
+}
+
+/// What authentication reads of a request (the body stays out: it is not `Sync`).
+#[derive(Clone, Copy)]
+struct Sent<'a> {
+    headers: &'a axum::http::HeaderMap,
+    method: &'a Method,
+    uri: &'a axum::http::Uri,
+    address: Option<std::net::IpAddr>,
+}
+
+impl<'a> Sent<'a> {
+    fn of(request: &'a Request) -> Self {
+        Self {
+            headers: request.headers(),
+            method: request.method(),
+            uri: request.uri(),
+            address: request
+                .extensions()
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip()),
+        }
+    }
+}
+
+/// Authenticates a request whose token this replica has not accepted lately (a store
+/// read). On an admin route, the client address's allowance of refused
+/// authentications (`--auth-failure-rate`) is taken first and given back when the
+/// token is accepted: an address that keeps sending tokens that are refused waits
+/// (429) before its next one costs a store read. Every refusal is counted and logged
+/// (at a bounded rate). `Err` is the answer.
+async fn authenticate_limited(
+    state: &Arc<AppState>,
+    admin: bool,
+    request: Sent<'_>,
+    now: jiff::Timestamp,
+) -> Result<Arc<crate::auth::Actor>, Response> {
+    let address = request.address;
+    let limited = address.filter(|_| admin);
+    if let Some(ip) = limited
+        && let Err(wait) = state
+            .limits
+            .auth_failures
+            .check(ip, std::time::Instant::now())
+    {
+        crate::metrics::Metrics::inc(&state.metrics.auth_address_limited);
+        return Err(ApiError::rate_limited(
+            wait,
+            format!(
+                "too many refused tokens from {ip} (--auth-failure-rate): retry in {wait}s with a valid token"
+            ),
+        )
+        .into_response());
+    }
+    match state
+        .auth
+        .authenticate(state.store(), request.headers, now)
+        .await
+    {
+        Ok(actor) => {
+            if let Some(ip) = limited {
+                state.limits.auth_failures.give_back(&ip);
+            }
+            Ok(actor)
+        }
+        Err(e) if e.status == axum::http::StatusCode::UNAUTHORIZED => {
+            crate::metrics::Metrics::inc(&state.metrics.auth_refused);
+            if let Some(held_back) = state.limits.refusal_log.admit(std::time::Instant::now()) {
+                tracing::warn!(
+                    target: "tern::audit",
+                    address = %address.map_or_else(|| "unknown".to_string(), |a| a.to_string()),
+                    token_id = %crate::auth::presented_id(request.headers).unwrap_or_default(),
+                    method = %request.method,
+                    path = %request.uri.path(),
+                    status = 401,
+                    reason = %e.message,
+                    held_back,
+                    "refused authentication (held_back: refusals not logged since the last line; all are counted in tern_auth_refused_total)"
+                );
+            }
+            Err(e.into_response())
+        }
+        Err(e) => {
+            // Not a refusal (the store is down): it does not count against the address.
+            if let Some(ip) = limited {
+                state.limits.auth_failures.give_back(&ip);
+            }
+            Err(e.into_response())
+        }
+    }
 }
 
 /// 403 `shared_token_refused`: the shared agent token of earlier releases, on a ternd
@@ -555,12 +650,14 @@ struct AuditQuery {
     limit: Option<usize>,
 }
 
-/// `GET /v1/audit[?limit=N]`: the newest N (default 100, at most the kept 1000) admin
-/// writes and token changes that were accepted, and the newest N refused, oldest first.
+/// `GET /v1/audit[?limit=N]`: the newest N (default 100; at most what is kept, about
+/// 1000 of each) admin writes and token changes that were accepted, and the newest N
+/// refused, oldest first. A large N shows every record the trail keeps, the quiet
+/// tokens' older actions among them.
 async fn audit_trail(
     State(state): State<Arc<AppState>>,
     Query(q): Query<AuditQuery>,
 ) -> crate::error::ApiResult<axum::Json<Vec<tern_core::api::AuditRecord>>> {
-    let limit = q.limit.unwrap_or(100).min(crate::audit::KEEP);
+    let limit = q.limit.unwrap_or(100);
     Ok(axum::Json(crate::audit::list(state.store(), limit).await?))
 }

@@ -572,6 +572,15 @@ pub(crate) async fn heartbeat(
                 "{field}: longer than {MAX_FIELD} bytes"
             )));
         }
+        // These go into the canary analysis' queries and the operators' views: a
+        // control character has no place in them (one made of nothing else once
+        // widened the analysis' selector to series without the label).
+        if let Some(c) = value.chars().find(|c| c.is_control()) {
+            return Err(ApiError::bad_request(format!(
+                "{field}: holds the control character U+{:04X}; send printable text",
+                u32::from(c)
+            )));
+        }
     }
     hb.check_facts().map_err(ApiError::bad_request)?;
     if state.settings.security.require_trust {

@@ -48,8 +48,9 @@ pub(crate) async fn store_token(
 }
 
 /// `POST /v1/tokens` `{"role", "description", "principal"}`: the new token is for
-/// `principal` (default: the minter's own) and remembers who minted it, so that it
-/// cannot be a second approver of what its minter approved.
+/// `principal` (default: the minter's own), remembers who minted it, and speaks for
+/// whom its minter speaks for (`auth::speaks_for`), so that no token down a chain is a
+/// second approver of what a token up the chain approved.
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     axum::Extension(actor): axum::Extension<Arc<auth::Actor>>,
@@ -97,6 +98,7 @@ pub(crate) async fn create(
     }
     let mut t = auth::mint(role, &b.description, now)?;
     t.record.controller = b.controller;
+    t.record.speaks_for = auth::speaks_for(&actor, &principal);
     t.record.principal = principal;
     t.record.minted_by = std::iter::once(actor.token_id.clone())
         .chain(actor.minted_by.iter().cloned())
