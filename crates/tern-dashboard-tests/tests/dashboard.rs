@@ -341,27 +341,6 @@ async fn the_dashboard_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(placeholder, json!("version"));
-    // staging is active: its hosts not on the target yet, the first in backpressure
-    // order, each with its next run.
-    let pending = b
-        .wait_js(
-            "staging's pending hosts",
-            "const p = document.querySelector('tr[data-group=staging] [data-pending=staging]'); return p && [p.querySelector('summary').textContent, p.querySelectorAll('[data-pending-host]').length, p.textContent];",
-            WAIT,
-        )
-        .await
-        .unwrap();
-    assert!(
-        pending[0].as_str().unwrap().starts_with("10 pending on "),
-        "{pending}"
-    );
-    assert_eq!(pending[1], json!(10), "{pending}");
-    assert!(
-        pending[2].as_str().unwrap().contains(
-            "runs 1.0.0; last run 2026-11-23 10:05 UTC, next run by 2026-11-23 10:06 UTC"
-        ),
-        "{pending}"
-    );
     let token_kept = b
         .client
         .execute(
@@ -561,6 +540,27 @@ async fn the_dashboard_in_a_real_browser() {
     )
     .await
     .unwrap();
+    // staging is active now: its hosts not on the target yet, the first in
+    // backpressure order, each with its next run.
+    let pending = b
+        .wait_js(
+            "staging's pending hosts",
+            "const p = document.querySelector('tr[data-group=staging] [data-pending=staging]'); return p && [p.querySelector('summary').textContent, p.querySelectorAll('[data-pending-host]').length, p.textContent];",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert!(
+        pending[0].as_str().unwrap().starts_with("10 pending on "),
+        "{pending}"
+    );
+    assert_eq!(pending[1], json!(10), "{pending}");
+    assert!(
+        pending[2].as_str().unwrap().contains(
+            "runs 1.0.0; last run 2026-11-23 10:05 UTC, next run by 2026-11-23 10:06 UTC"
+        ),
+        "{pending}"
+    );
     let same = b
         .client
         .execute("return window.ternSamePage === true;", vec![])
