@@ -11,23 +11,9 @@ use std::time::Duration;
 
 use tern_testing::http::{HttpServer, Request, Response};
 
-fn ternctl() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_ternctl"))
-}
+mod common;
 
-/// ternd sits beside ternctl in the same target dir; build it if it is not there.
-fn ternd() -> PathBuf {
-    let bin = ternctl().with_file_name("ternd");
-    if !bin.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "tern-server", "--bin", "ternd"])
-            .status()
-            .expect("cargo build ternd");
-        assert!(status.success(), "building ternd failed");
-    }
-    assert!(bin.exists(), "no ternd at {}", bin.display());
-    bin
-}
+use common::{ternctl, ternd};
 
 struct Server {
     child: Child,

@@ -5,8 +5,10 @@
 //! `ready`. Needs `openssl` and `curl`, as the quickstart does.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -35,19 +37,6 @@ fn readyz_commands(doc: &str) -> Vec<String> {
         .collect()
 }
 
-/// ternd sits beside ternctl in the same target dir; built if it is not there.
-fn ternd() -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_ternctl")).with_file_name("ternd");
-    if !bin.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "tern-server", "--bin", "ternd"])
-            .status()
-            .expect("cargo build ternd");
-        assert!(status.success(), "building ternd failed");
-    }
-    bin
-}
-
 #[test]
 fn the_quickstarts_tls_recipe_and_its_readyz_checks_work_as_written() {
     for tool in ["openssl", "curl"] {
@@ -70,7 +59,7 @@ fn the_quickstarts_tls_recipe_and_its_readyz_checks_work_as_written() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let mut child = Command::new(ternd())
+    let mut child = Command::new(common::ternd())
         .args(["start", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(tmp.path().join("data"))
         .args(["--tls-cert", &format!("{etc_s}/cert.pem")])

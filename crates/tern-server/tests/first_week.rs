@@ -79,6 +79,20 @@ fn dev_in_canary(
     (canary, agent)
 }
 
+/// dev's canary rolls `target` back to `start`, and a reconcile a minute later sees it:
+/// the rollout halts.
+fn roll_back(t: &Ternd, agent: &str, canary: &str, start: &str, target: &str) {
+    t.heartbeat_with(
+        agent,
+        canary,
+        "dev",
+        start,
+        json!({"rollback": true, "failed_version": target}),
+    );
+    t.advance("1m");
+    t.reconcile();
+}
+
 /// `new-rollout X && start-update dev`: the rollout to X exists when new-rollout
 /// answers, the start lands on it and no reconcile undoes it; status no longer shows
 /// the halt of the rollout it replaced, and the alert's end is announced at once.
@@ -91,15 +105,7 @@ fn a_start_update_right_after_new_rollout_is_not_undone() {
         &["--dev-clock", T0, "--notify-webhook", &hook],
     );
     let (canary, agent) = dev_in_canary(&t, &["c1", "c2"], &["p1"], "1.1.0", "1.2.0");
-    t.heartbeat_with(
-        &agent,
-        &canary,
-        "dev",
-        "1.1.0",
-        json!({"rollback": true, "failed_version": "1.2.0"}),
-    );
-    t.advance("1m");
-    t.reconcile();
+    roll_back(&t, &agent, &canary, "1.1.0", "1.2.0");
     let st = t.op("GET", "/v1/agents/status", None);
     assert_eq!(st["alerts"][0]["kind"], "canary_failed", "{st}");
     let n = notices.recv_timeout(Duration::from_secs(20)).unwrap();
@@ -387,15 +393,7 @@ fn status_says_what_to_do_at_a_halt() {
     let tmp = tempfile::tempdir().unwrap();
     let t = Ternd::dev(&tmp.path().join("data"));
     let (canary, agent) = dev_in_canary(&t, &["c1"], &[], "1.1.0", "1.2.0");
-    t.heartbeat_with(
-        &agent,
-        &canary,
-        "dev",
-        "1.1.0",
-        json!({"rollback": true, "failed_version": "1.2.0"}),
-    );
-    t.advance("1m");
-    t.reconcile();
+    roll_back(&t, &agent, &canary, "1.1.0", "1.2.0");
     let st = t.op("GET", "/v1/agents/status", None);
     assert_eq!(
         st["next_steps"]["title"], "The rollout to 1.2.0 is halted: what now",
