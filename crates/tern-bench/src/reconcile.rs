@@ -109,7 +109,7 @@ async fn one(n: u64, reps: usize) -> anyhow::Result<One> {
         long_poll: Default::default(),
         prometheus: None,
         security: Default::default(),
-        artifact_template: None,
+        artifact_check: None,
     };
     let state = AppState::new(store, clock.clone(), settings);
     let config = AutoUpdateConfig::from_text(CONFIG).map_err(|e| anyhow::anyhow!("{e}"))?;

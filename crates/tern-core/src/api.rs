@@ -172,6 +172,11 @@ pub struct NewRolloutBody {
     /// The version the fleet runs now, when it is not the current target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_version: Option<String>,
+    /// Later halt-on-error groups follow within the window open now once the earlier
+    /// ones are done (`spec.agents.follow_in_window`). Unset: off for a new target,
+    /// kept for the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_in_window: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -260,6 +265,84 @@ pub struct GroupStatus {
     /// for the dashboard.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary_wait: Option<String>,
+    /// An unstarted group that may start: the first instant it may, by the
+    /// reconcile's rule (now or past: at the next reconcile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts_at: Option<Timestamp>,
+    /// When the reconcile starts it, in words ("the next reconcile starts it…"): the
+    /// reason above is the last reconcile's, and a window may have opened since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts: Option<String>,
+    /// A group in canary or active: its hosts not yet on the target healthy, as the
+    /// replica that answered knows them (each replica lists its own hosts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingHosts>,
+}
+
+/// The hosts of a group in canary or active that do not run the target healthy yet,
+/// among those one replica hears from: how many, and the first of them in the
+/// backpressure order (lowest updater id first), each with its next run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingHosts {
+    /// The replica whose hosts these are.
+    pub replica: String,
+    pub total: u64,
+    /// The first few, lowest updater id first.
+    pub hosts: Vec<PendingHost>,
+}
+
+/// One host of [`PendingHosts`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingHost {
+    pub updater_id: String,
+    pub hostname: String,
+    /// The version it runs.
+    pub version: String,
+    /// Rolled back, or runs unhealthy.
+    pub failed: bool,
+    /// Its last run (heartbeat).
+    pub last_seen: Timestamp,
+    /// When its next run is due at the latest (each run heartbeats, and ternd asks for
+    /// one every heartbeat interval); it is forgotten if silent for three.
+    pub next_run_by: Timestamp,
+}
+
+impl PendingHosts {
+    /// One line per host for people, and how many more there are.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .hosts
+            .iter()
+            .map(|h| {
+                let name = if h.hostname.is_empty() {
+                    h.updater_id.clone()
+                } else {
+                    format!("{} ({})", h.hostname, h.updater_id)
+                };
+                format!(
+                    "{name} runs {}{}; last run {}, next run by {}",
+                    h.version,
+                    if h.failed { ", failed" } else { "" },
+                    h.last_seen.strftime("%H:%M:%S UTC"),
+                    h.next_run_by.strftime("%H:%M:%S UTC"),
+                )
+            })
+            .collect();
+        let more = self.total.saturating_sub(self.hosts.len() as u64);
+        if more > 0 {
+            lines.push(format!("and {more} more (ternctl inventory ls)"));
+        }
+        lines
+    }
+}
+
+/// What an operator can do at a halt, as `agents status` and the dashboard both say
+/// it ([`crate::views::next_steps`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextSteps {
+    pub title: String,
+    /// One sentence each; commands in `backquotes`.
+    pub steps: Vec<String>,
 }
 
 impl GroupStatus {
@@ -392,6 +475,13 @@ pub struct StatusResponse {
     /// that send a new version to all their hosts at once, counted from the live
     /// reports.
     pub config_warnings: Vec<ConfigWarning>,
+    /// The rollout runs an older copy of the config's groups: since when, what
+    /// differs, and how to apply the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_outdated: Option<String>,
+    /// At a halt: what to do next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_steps: Option<NextSteps>,
 }
 
 impl StatusResponse {
@@ -416,6 +506,9 @@ pub struct ReportResponse {
     pub replicas: Vec<String>,
     /// Agents per group (as the agents present it; "" = no group) and version.
     pub groups: BTreeMap<String, GroupVersions>,
+    /// The keys of `groups` in the rollout's order, then the groups it lacks (by name,
+    /// "" last): the order to show them in.
+    pub order: Vec<String>,
     pub total: u64,
     pub omitted: Vec<Omitted>,
     /// Groups agents present that the rollout lacks, each with the catch-all group

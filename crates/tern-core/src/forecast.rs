@@ -7,7 +7,7 @@
 //! peers. So a forecast never disagrees with find or with the host. Pure: the instant
 //! and the peers are arguments.
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::backpressure::UpdaterNumeral;
@@ -17,9 +17,6 @@ use crate::host_update;
 use crate::resource::{AutoUpdateAgentRollout, GroupState, Mode, RolloutGroup, Schedule, Strategy};
 use crate::rollout::{Groups, group_window};
 use crate::version::Version;
-
-/// How many windows ahead a forecast looks for one the group may start in.
-const WINDOWS_AHEAD: usize = 16;
 
 /// What a host should expect, and why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -262,7 +259,7 @@ fn describe_group(
             .map(|b| b.name.clone())
             .collect();
         if f.waiting_for.is_empty() {
-            f.starts_at = earliest_start(rollout, before, g, now);
+            f.starts_at = crate::reconcile::earliest_start(rollout, index, now);
         }
     } else if g.state == GroupState::Done && rollout.spec.strategy == Strategy::TimeBased {
         f.starts_at = f.next_window;
@@ -328,37 +325,6 @@ fn same_version(a: &str, b: &str) -> bool {
         (Ok(x), Ok(y)) => x == y,
         _ => a == b,
     }
-}
-
-/// The first instant the unstarted group `g` may start at or after `now`, by the rule
-/// of `reconcile` for a halt-on-error group whose earlier groups are done: inside its
-/// window, a window that opened after the rollout started, and `wait_hours` after the
-/// previous group started. Time-based groups start when their window opens.
-fn earliest_start(
-    rollout: &AutoUpdateAgentRollout,
-    before: &[RolloutGroup],
-    g: &RolloutGroup,
-    now: Timestamp,
-) -> Option<Timestamp> {
-    let w = group_window(&rollout.spec, g);
-    let rollout_start = rollout.status.start_time.unwrap_or(Timestamp::MIN);
-    let not_before = match (
-        rollout.spec.strategy,
-        before.last().and_then(|p| p.start_time),
-    ) {
-        (Strategy::HaltOnError, Some(prev)) => {
-            let wait = SignedDuration::from_hours(g.config_wait_hours);
-            prev.saturating_add(wait).unwrap_or(prev).max(now)
-        }
-        _ => now,
-    };
-    w.upcoming(now, WINDOWS_AHEAD)
-        .into_iter()
-        .filter(|&(open, _)| open >= rollout_start)
-        .find_map(|(open, close)| {
-            let at = open.max(not_before);
-            (at < close).then_some(at)
-        })
 }
 
 fn summary(f: &Forecast, g: Option<&RolloutGroup>, host: HostState<'_>) -> String {

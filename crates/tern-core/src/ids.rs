@@ -41,6 +41,18 @@ pub fn uuid_from_halves(hi: u64, lo: u64) -> String {
     uuid_text(b)
 }
 
+/// Whether `s` is a UUID in its hyphenated text (`8-4-4-4-12` hex digits, either
+/// case): what Teleport writes as a resource's `metadata.revision`, where ternd writes
+/// its store revision, a number.
+pub fn is_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +73,20 @@ mod tests {
             spread(2) >> 32,
             "neighbours differ in the high half"
         );
+    }
+
+    #[test]
+    fn uuids_are_told_from_revisions() {
+        assert!(is_uuid("3f2504e0-4f89-41d3-9a0c-0305e82c3301"));
+        assert!(is_uuid("3F2504E0-4F89-41D3-9A0C-0305E82C3301"));
+        assert!(is_uuid(&uuid_from_halves(1, 2)));
+        for no in [
+            "",
+            "25",
+            "3f2504e04f8941d39a0c0305e82c3301",
+            "3f2504e0-4f89-41d3-9a0c-0305e82c330g",
+        ] {
+            assert!(!is_uuid(no), "{no}");
+        }
     }
 }

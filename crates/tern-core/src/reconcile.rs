@@ -71,6 +71,160 @@ fn reset_reason(current: &RolloutSpec, desired: &RolloutSpec) -> Option<String> 
     (!changed.is_empty()).then(|| format!("{} changed", changed.join(", ")))
 }
 
+/// What the resources ask of the rollout before any group moves: the spec they want,
+/// and why the rollout there is must give way to a new one (`None`: it stays, a
+/// reconcile updates its mode). `config_too`: a rollout running an older copy of the
+/// config's groups gives way as well ([`config_changes`]). `Err`: no rollout should
+/// exist, and why.
+fn wanted(
+    resources: Resources<'_>,
+    config_too: bool,
+) -> Result<(RolloutSpec, Option<String>), String> {
+    let Some(version) = resources.version else {
+        return Err(
+            "no autoupdate_version resource exists: there is nothing to roll out".to_string(),
+        );
+    };
+    let mut desired = desired_spec(resources.config, version)?;
+    desired.autoupdate_mode = rollout::frozen_mode(desired.autoupdate_mode, resources.frozen);
+    let reset = match resources.rollout {
+        None => Some("no rollout existed".to_string()),
+        Some(current) => reset_reason(&current.spec, &desired).or_else(|| {
+            let changes = config_changes(resources.config, current);
+            (config_too && !changes.is_empty()).then(|| {
+                format!(
+                    "the config changed since the rollout began ({})",
+                    changes.join("; ")
+                )
+            })
+        }),
+    };
+    Ok((desired, reset))
+}
+
+/// The version's `spec.agents.follow_in_window`.
+fn follows_in_window(version: Option<&AutoUpdateVersion>) -> bool {
+    version
+        .and_then(|v| v.spec.agents.as_ref())
+        .is_some_and(|a| a.follow_in_window)
+}
+
+/// What [`renew`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Renewal {
+    /// No rollout should exist, and why (the reconcile deletes any that does).
+    NoRollout { why: String },
+    /// The rollout there is stays: the resources ask for no new one.
+    Current,
+    /// A new rollout, every group unstarted, and the event that says why.
+    Fresh {
+        rollout: Box<AutoUpdateAgentRollout>,
+        events: Vec<Event>,
+    },
+}
+
+/// The new rollout the resources ask for, if they ask for one, without moving any
+/// group: what a reconcile starts from when the versions, the schedule or the strategy
+/// changed. `new-rollout` writes it at once (so that the rollout exists when it
+/// answers, and a start-update right after applies to it), and so do the manual
+/// transitions when a reconcile has not yet (so that none lands on a rollout about to
+/// be replaced). `config_too`: a rollout running an older copy of the config's groups
+/// is renewed as well (`new-rollout` of the current target applies the current config).
+pub fn renew(now: Timestamp, resources: Resources<'_>, config_too: bool) -> Renewal {
+    let (desired, reset) = match wanted(resources, config_too) {
+        Ok(w) => w,
+        Err(why) => return Renewal::NoRollout { why },
+    };
+    let Some(why) = reset else {
+        return Renewal::Current;
+    };
+    let mut events = Vec::new();
+    let mut next = fresh(resources.config, desired, now, why, &mut events);
+    if let Some(current) = resources.rollout {
+        inherit_peaks(&mut next, current);
+    }
+    next.status.follow_in_window = follows_in_window(resources.version);
+    Renewal::Fresh {
+        rollout: Box::new(next),
+        events,
+    }
+}
+
+/// What of the config's groups `rollout` runs an older copy of: groups added,
+/// removed or moved, and per group the settings a rollout copies when it is created
+/// (its window, canaries, limits, analysis…), in words (`dev: analysis`). Empty when
+/// the rollout runs the current config. A config change reaches a rollout only
+/// through a new one (`new-rollout`), so that a rollout never changes its rules
+/// halfway; this says when that is the case.
+pub fn config_changes(
+    config: Option<&AutoUpdateConfig>,
+    rollout: &AutoUpdateAgentRollout,
+) -> Vec<String> {
+    if rollout.spec.schedule == Schedule::Immediate {
+        return Vec::new();
+    }
+    let current = new_groups(config, rollout.spec.schedule, Timestamp::UNIX_EPOCH);
+    let running = &rollout.status.groups;
+    let mut changes = Vec::new();
+    for g in &current {
+        if !running.iter().any(|r| r.name == g.name) {
+            changes.push(format!("{} added", g.name));
+        }
+    }
+    for r in running {
+        let Some(g) = current.iter().find(|g| g.name == r.name) else {
+            changes.push(format!("{} removed", r.name));
+            continue;
+        };
+        let fields: Vec<&str> = [
+            (
+                "window",
+                g.config_days != r.config_days
+                    || g.config_start_hour != r.config_start_hour
+                    || g.config_windows != r.config_windows
+                    || g.config_timezone != r.config_timezone
+                    || g.config_blackouts != r.config_blackouts,
+            ),
+            (
+                "match_labels",
+                g.config_match_labels != r.config_match_labels,
+            ),
+            ("topology", g.config_topology != r.config_topology),
+            ("wait_hours", g.config_wait_hours != r.config_wait_hours),
+            ("canary_count", g.canary_count != r.canary_count),
+            (
+                "canary_cover",
+                g.config_canary_cover != r.config_canary_cover,
+            ),
+            (
+                "max_in_flight",
+                g.config_max_in_flight != r.config_max_in_flight,
+            ),
+            ("alert_after", g.config_alert_after != r.config_alert_after),
+            ("analysis", g.config_analysis != r.config_analysis),
+        ]
+        .into_iter()
+        .filter(|(_, differs)| *differs)
+        .map(|(name, _)| name)
+        .collect();
+        if !fields.is_empty() {
+            changes.push(format!("{}: {}", r.name, fields.join(", ")));
+        }
+    }
+    let order = |gs: &[RolloutGroup]| -> Vec<String> {
+        gs.iter()
+            .filter(|g| {
+                current.iter().any(|c| c.name == g.name) && running.iter().any(|r| r.name == g.name)
+            })
+            .map(|g| g.name.clone())
+            .collect()
+    };
+    if order(&current) != order(running) {
+        changes.push("the groups' order".to_string());
+    }
+    changes
+}
+
 fn new_groups(
     config: Option<&AutoUpdateConfig>,
     schedule: Schedule,
@@ -170,46 +324,40 @@ pub fn reconcile_measured<R: RngCore + ?Sized>(
     measured: &[analysis::Measured],
     rng: &mut R,
 ) -> Outcome {
-    let Some(version) = input.version else {
-        return Outcome::NoRollout {
-            why: "no autoupdate_version resource exists: there is nothing to roll out".to_string(),
-        };
+    let resources = Resources {
+        config: input.config,
+        version: input.version,
+        rollout: input.rollout,
+        frozen: input.frozen,
     };
-    let desired = match desired_spec(input.config, version) {
-        Ok(mut spec) => {
-            spec.autoupdate_mode = rollout::frozen_mode(spec.autoupdate_mode, input.frozen);
-            spec
-        }
+    let (desired, reset) = match wanted(resources, false) {
+        Ok(w) => w,
         Err(why) => return Outcome::NoRollout { why },
     };
+    let follow_in_window = follows_in_window(input.version);
     let mut events = Vec::new();
-    let mut rollout = match input.rollout {
-        Some(current) => match reset_reason(&current.spec, &desired) {
-            None => {
-                let mut r = current.clone();
-                if r.spec.autoupdate_mode != desired.autoupdate_mode {
-                    events.push(Event::ModeChanged {
-                        from: r.spec.autoupdate_mode,
-                        to: desired.autoupdate_mode,
-                    });
-                }
-                r.spec = desired;
-                r
+    let mut rollout = match (input.rollout, reset) {
+        (Some(current), None) => {
+            let mut r = current.clone();
+            if r.spec.autoupdate_mode != desired.autoupdate_mode {
+                events.push(Event::ModeChanged {
+                    from: r.spec.autoupdate_mode,
+                    to: desired.autoupdate_mode,
+                });
             }
-            Some(why) => {
-                let mut next = fresh(input.config, desired, now, why, &mut events);
+            r.spec = desired;
+            r
+        }
+        (current, why) => {
+            let why = why.unwrap_or_else(|| "no rollout existed".to_string());
+            let mut next = fresh(input.config, desired, now, why, &mut events);
+            if let Some(current) = current {
                 inherit_peaks(&mut next, current);
-                next
             }
-        },
-        None => fresh(
-            input.config,
-            desired,
-            now,
-            "no rollout existed".to_string(),
-            &mut events,
-        ),
+            next
+        }
     };
+    rollout.status.follow_in_window = follow_in_window;
 
     let eval_now = rollout.status.time_override.unwrap_or(now);
     let groups = Groups::of(&rollout);
@@ -228,6 +376,7 @@ pub fn reconcile_measured<R: RngCore + ?Sized>(
         started_one: false,
         events: &mut events,
         analysis_input: measured,
+        follow_in_window,
     };
     let groups = &mut rollout.status.groups;
     for i in 0..groups.len() {
@@ -461,6 +610,57 @@ fn earlier_groups_done(before: &[RolloutGroup]) -> bool {
     before.iter().all(|g| g.state == GroupState::Done)
 }
 
+/// Whether a halt-on-error group may start in a window that opened at `opened`, in a
+/// rollout that began at `rollout_start`. A window that opened before the rollout
+/// began is not the group's (a change never lands in the middle of one), unless the
+/// rollout follows within the window (`follow_in_window`) and the group is not the
+/// first: then it starts as soon as the groups before it are done, inside the window
+/// open now. The first group waits for its next window, or an operator's start-update.
+/// The one rule: the reconcile, the forecast and the status all ask it.
+fn window_admits(
+    follow_in_window: bool,
+    first: bool,
+    opened: Timestamp,
+    rollout_start: Timestamp,
+) -> bool {
+    opened >= rollout_start || (follow_in_window && !first)
+}
+
+/// The first instant at or after `now` the unstarted group at `index` may start, by
+/// the rule of [`reconcile`] for a group whose earlier groups are done (halt-on-error)
+/// or for a time-based group: inside its window, a window the rollout may use
+/// ([`window_admits`]), and for halt-on-error `wait_hours` after the previous group
+/// started. `None` with no such window ahead. The reports (hosts missing, a replica
+/// warming up) may hold it longer.
+pub(crate) fn earliest_start(
+    rollout: &AutoUpdateAgentRollout,
+    index: usize,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    const WINDOWS_AHEAD: usize = 16;
+    let groups = &rollout.status.groups;
+    let g = groups.get(index)?;
+    let before = &groups[..index];
+    let w = group_window(&rollout.spec, g);
+    let rollout_start = rollout.status.start_time.unwrap_or(Timestamp::MIN);
+    let halt = rollout.spec.strategy == Strategy::HaltOnError;
+    let follow = halt && rollout.status.follow_in_window;
+    let not_before = match (halt, before.last().and_then(|p| p.start_time)) {
+        (true, Some(prev)) => {
+            let wait = SignedDuration::from_hours(g.config_wait_hours);
+            prev.saturating_add(wait).unwrap_or(prev).max(now)
+        }
+        _ => now,
+    };
+    w.upcoming(now, WINDOWS_AHEAD)
+        .into_iter()
+        .filter(|&(open, _)| window_admits(follow, before.is_empty(), open, rollout_start))
+        .find_map(|(open, close)| {
+            let at = open.max(not_before);
+            (at < close).then_some(at)
+        })
+}
+
 /// The state a halt-on-error group starts in: canary when it has canaries to pick.
 fn halt_start_state(group: &RolloutGroup) -> GroupState {
     if group.canary_count > 0 {
@@ -516,6 +716,7 @@ fn fresh(
             time_override: None,
             groups,
             alerts: Vec::new(),
+            follow_in_window: false,
         },
     )
 }
@@ -534,6 +735,9 @@ struct Ctx<'a> {
     events: &'a mut Vec<Event>,
     /// The canary analyses measured for this reconcile ([`analysis::requests`]).
     analysis_input: &'a [analysis::Measured],
+    /// Later halt-on-error groups may start in a window that opened before the
+    /// rollout began ([`window_admits`]).
+    follow_in_window: bool,
 }
 
 impl Ctx<'_> {
@@ -554,6 +758,13 @@ impl Ctx<'_> {
         group.refused_count = c.refused_total();
         group.refused_kinds = c.refused;
         canary::refresh(&mut group.canaries, self.agents, self.target);
+        if group.initial_count_pending && self.counts_tell(group) {
+            // Started or reset by hand on the counts of the last reconcile (none at all
+            // on a rollout new-rollout just wrote, or those of a replica warming up):
+            // the group is measured against the hosts present now.
+            group.initial_count = self.initial_count(group);
+            group.initial_count_pending = false;
+        }
         if !limits_topology(group) {
             group.topology.clear();
         } else if self.agg.live_reports > 0 {
@@ -598,14 +809,28 @@ impl Ctx<'_> {
         group.last_update_time = Some(self.now);
     }
 
-    fn start(&mut self, group: &mut RolloutGroup, state: GroupState, reason: &'static str) {
-        group.start_time = Some(self.now);
-        group.initial_count = self.counts(group).present;
+    /// Whether the live reports can be taken as the whole of `group` now: some are
+    /// live, none from a replica warming up, none missing.
+    fn counts_tell(&self, group: &RolloutGroup) -> bool {
+        self.agg.live_reports > 0 && self.agg.warming_up == 0 && !self.evidence_missing(group)
+    }
+
+    /// The hosts a group starting now is measured against.
+    fn initial_count(&self, group: &RolloutGroup) -> u64 {
+        let present = self.counts(group).present;
         if self.vanished(group) {
             // Hosts are missing: the group is measured against what it was, so that
             // backpressure and completion count them when they return.
-            group.initial_count = group.initial_count.max(group.peak_count);
+            present.max(group.peak_count)
+        } else {
+            present
         }
+    }
+
+    fn start(&mut self, group: &mut RolloutGroup, state: GroupState, reason: &'static str) {
+        group.start_time = Some(self.now);
+        group.initial_count = self.initial_count(group);
+        group.initial_count_pending = false;
         group.canaries.clear();
         group.canary_coverage.clear();
         group.analysis = None;
@@ -661,7 +886,12 @@ impl Ctx<'_> {
         let Some(opened) = group_window(self.spec, group).open_since(self.eval_now) else {
             return Some(reason::CANNOT_START);
         };
-        if opened < self.rollout_start {
+        if !window_admits(
+            self.follow_in_window,
+            before.is_empty(),
+            opened,
+            self.rollout_start,
+        ) {
             return Some(reason::ROLLOUT_CHANGED_DURING_WINDOW);
         }
         if let Some(prev_start) = before.last().and_then(|p| p.start_time) {
@@ -865,7 +1095,10 @@ impl Ctx<'_> {
         match (group.state, opened) {
             (GroupState::Done, Some(open)) if done_by_hand_since.is_some_and(|t| t >= open) => {}
             (GroupState::Active, None) if started_by_hand => self.active(group),
-            (GroupState::Unstarted, Some(open)) if open < self.rollout_start => {
+            // Time-based groups follow their own windows: none follows another.
+            (GroupState::Unstarted, Some(open))
+                if !window_admits(false, true, open, self.rollout_start) =>
+            {
                 self.set(
                     group,
                     GroupState::Unstarted,

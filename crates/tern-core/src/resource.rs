@@ -459,6 +459,12 @@ pub struct AgentsVersion {
     pub schedule: Schedule,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
+    /// Tern's: halt-on-error groups after the first may start within a window that
+    /// opened before this rollout began, once the groups before them are done (by
+    /// default a group waits for a window that opens after the rollout began). Per
+    /// rollout: `ternctl agents new-rollout VERSION --follow-in-window`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub follow_in_window: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -532,6 +538,11 @@ pub struct RolloutStatus {
     /// What needs a human now ([`crate::alert`]); empty when all is well.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alerts: Vec<Alert>,
+    /// The version's `spec.agents.follow_in_window`, as the last reconcile read it:
+    /// later halt-on-error groups may start within a window that opened before the
+    /// rollout began ([`crate::reconcile`]).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub follow_in_window: bool,
 }
 
 /// An active alert of a rollout.
@@ -615,6 +626,11 @@ pub struct RolloutGroup {
     pub connected_count: u64,
     #[serde(default)]
     pub initial_count: u64,
+    /// Started (or reset) by hand: `initial_count` is what the last reconcile counted,
+    /// and the next reconcile whose reports can tell (live, no replica warming up,
+    /// none missing) takes it again from the hosts present then.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub initial_count_pending: bool,
     #[serde(default)]
     pub present_count: u64,
     #[serde(default)]

@@ -238,6 +238,8 @@ pub fn version(text: &str) -> Result<Translated<AutoUpdateVersion>, ResourceErro
                 target_version: target,
                 schedule,
                 mode,
+                // Tern's own: a later group follows within the window only when asked.
+                follow_in_window: false,
             }),
             tools: None,
         },

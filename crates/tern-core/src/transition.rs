@@ -292,6 +292,7 @@ fn change(g: &mut RolloutGroup, t: &Transition, strategy: Strategy, now: Timesta
                 g.analysis = None;
             } else {
                 g.initial_count = g.present_count;
+                g.initial_count_pending = true;
             }
             // The operator accepts the group as it is now: vanished hosts no longer hold it.
             g.peak_count = g.connected_count;
@@ -327,7 +328,10 @@ fn start(g: &mut RolloutGroup, force: bool, now: Timestamp) {
     g.canaries.clear();
     g.canary_coverage.clear();
     g.analysis = None;
+    // The last reconcile's count, until the next one counts the hosts present then
+    // (`reconcile` takes it again: the last count may be none at all).
     g.initial_count = g.present_count;
+    g.initial_count_pending = true;
     g.progress = match g.config_max_in_flight {
         None => 1.0,
         Some(mif) => {

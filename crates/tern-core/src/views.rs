@@ -10,9 +10,13 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::aggregate::Aggregate;
 use crate::api::{
-    GroupStatus, GroupVersions, InventoryEntry, Modes, ReportResponse, StatusResponse,
+    GroupStatus, GroupVersions, InventoryEntry, Modes, NextSteps, PendingHost, ReportResponse,
+    StatusResponse,
 };
+use crate::duration::GoDuration;
 use crate::inventory::{AgentView, InventoryAgent, omitted_reason};
+use crate::reconcile;
+use crate::resource::GroupState;
 use crate::resource::{
     AgentsVersion, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig,
     AutoUpdateVersion, Mode, Schedule,
@@ -83,8 +87,10 @@ pub fn tools_version(version: Option<&AutoUpdateVersion>) -> Option<Version> {
 }
 
 /// `agents status` at `now`: the rollout's groups with their live counts and windows,
-/// the totals of the live reports, and what the config in force (`config`; `None`: the
-/// default) risks. `version_exists` tells why there is no rollout.
+/// when each unstarted group starts, and the totals of the live reports; what the
+/// config in force (`config`; `None`: the default) risks, whether the rollout runs an
+/// older copy of it, and what to do at a halt. `version_exists` tells why there is no
+/// rollout.
 pub fn status(
     now: Timestamp,
     modes: Modes,
@@ -102,8 +108,10 @@ pub fn status(
     let agg = Aggregate::from_reports(reports, now, report_period, &groups_of_rollout, &target);
     let groups = rollout
         .as_ref()
-        .map(|r| group_statuses(now, r, &agg, reports, report_period))
+        .map(|r| group_statuses(now, r, &agg, reports, report_period, modes.mode))
         .unwrap_or_default();
+    let config_outdated = rollout.as_ref().and_then(|r| config_outdated(config, r));
+    let next_steps = rollout.as_ref().and_then(next_steps);
     let no_rollout_reason = match (&rollout, version_exists) {
         (Some(_), _) => None,
         (None, false) => Some(
@@ -136,6 +144,182 @@ pub fn status(
         failed,
         omitted: agg.omitted,
         live_reports: agg.live_reports,
+        config_outdated,
+        next_steps,
+    }
+}
+
+/// The sentence that says `rollout` runs an older copy of `config`'s groups, if it
+/// does ([`reconcile::config_changes`]).
+fn config_outdated(
+    config: Option<&AutoUpdateConfig>,
+    rollout: &AutoUpdateAgentRollout,
+) -> Option<String> {
+    let changes = reconcile::config_changes(config, rollout);
+    if changes.is_empty() {
+        return None;
+    }
+    let since = rollout.status.start_time.map_or_else(
+        || "its start".to_string(),
+        |t| t.strftime("%Y-%m-%d %H:%M UTC").to_string(),
+    );
+    Some(format!(
+        "this rollout uses the config of {since}; `ternctl agents new-rollout {}` applies the current one (every group starts over), which differs: {}",
+        rollout.spec.target_version,
+        changes.join("; ")
+    ))
+}
+
+/// The alerts that halt a rollout: a canary failed, a group halted, hosts could not
+/// install the target.
+const HALTING: [&str; 3] = [
+    crate::alert::kind::CANARY_FAILED,
+    crate::alert::kind::GROUP_HALTED,
+    crate::alert::kind::INSTALL_REFUSED,
+];
+
+/// At a halt (an alert of [`HALTING`]): what an operator can do next, with the
+/// commands. `agents status` prints it and the dashboard shows it: one wording.
+pub fn next_steps(rollout: &AutoUpdateAgentRollout) -> Option<NextSteps> {
+    if !rollout
+        .status
+        .alerts
+        .iter()
+        .any(|a| HALTING.contains(&a.kind.as_str()))
+    {
+        return None;
+    }
+    let (start, target) = (&rollout.spec.start_version, &rollout.spec.target_version);
+    Some(NextSteps {
+        title: format!("The rollout to {target} is halted: what now"),
+        steps: vec![
+            format!(
+                "The release is broken: publish a fixed version, then `ternctl agents new-rollout VERSION`. Hosts that rolled {target} back do not retry it; they take the fix. {start} stays the start version."
+            ),
+            format!(
+                "Return the started groups to {start}: `ternctl agents rollback`."
+            ),
+            "The failures are not the release's fault (a broken host): fix or remove it, then `ternctl agents reset GROUP` (new canaries) or `ternctl agents mark-done GROUP`.".to_string(),
+            "Which hosts failed, and why: `ternctl inventory ls` and each host's page.".to_string(),
+        ],
+    })
+}
+
+/// For an unstarted group of an enabled rollout: when the reconcile starts it
+/// ([`reconcile::earliest_start`]), and that in words. The group's reason is the last
+/// reconcile's: a window may have opened since, and the next reconcile (every
+/// `report_period` at most) starts it. `None` while it waits for earlier groups or for
+/// reports (its reason says so), or when nothing would start it.
+fn start_outlook(
+    r: &AutoUpdateAgentRollout,
+    index: usize,
+    now: Timestamp,
+    report_period: SignedDuration,
+    mode: Mode,
+) -> (Option<Timestamp>, Option<String>) {
+    let Some(g) = r.status.groups.get(index) else {
+        return (None, None);
+    };
+    let held_by_reports = [
+        crate::reason::WAITING_FOR_REPORTS,
+        crate::reason::REPORTS_MISSING,
+        crate::reason::AGENTS_VANISHED,
+    ];
+    let halt = r.spec.strategy == crate::resource::Strategy::HaltOnError;
+    let waits_for_earlier = halt
+        && r.status.groups[..index]
+            .iter()
+            .any(|b| b.state != GroupState::Done);
+    if g.state != GroupState::Unstarted
+        || mode != Mode::Enabled
+        || r.spec.schedule == Schedule::Immediate
+        || waits_for_earlier
+        || held_by_reports.contains(&g.last_update_reason.as_str())
+    {
+        return (None, None);
+    }
+    let Some(at) = reconcile::earliest_start(r, index, now) else {
+        return (
+            None,
+            Some("no window ahead lets it start: start-update starts it now".to_string()),
+        );
+    };
+    let every = GoDuration::from_secs(report_period.as_secs().max(0).unsigned_abs());
+    let text = if at <= now {
+        format!("its window is open: the next reconcile starts it (ternd reconciles every {every})")
+    } else {
+        format!(
+            "starts at {} UTC at the earliest (the first reconcile from then; ternd reconciles every {every})",
+            at.strftime("%Y-%m-%d %H:%M")
+        )
+    };
+    (Some(at), Some(text))
+}
+
+/// How many pending hosts of each group a status lists.
+pub const PENDING_LISTED: usize = 10;
+
+/// The counted hosts among `agents` (one replica's) of each group of `rollout` in
+/// canary or active that do not run the target healthy: how many per group, and the
+/// first `limit` of them in the backpressure order (lowest updater id first: those
+/// that go next). Each agent counts in the group that serves it.
+pub fn pending<A: AgentView>(
+    rollout: &AutoUpdateAgentRollout,
+    agents: impl IntoIterator<Item = A>,
+    now: Timestamp,
+    report_period: SignedDuration,
+    limit: usize,
+) -> BTreeMap<String, (u64, Vec<A>)> {
+    let groups = Groups::of(rollout);
+    let moving: Vec<&str> = rollout
+        .status
+        .groups
+        .iter()
+        .filter(|g| matches!(g.state, GroupState::Canary | GroupState::Active))
+        .map(|g| g.name.as_str())
+        .collect();
+    let target = crate::version::normalize(&rollout.spec.target_version.to_string());
+    let mut out: BTreeMap<String, (u64, Vec<A>)> = BTreeMap::new();
+    if moving.is_empty() {
+        return out;
+    }
+    for a in agents {
+        let Some(group) = groups.serving(a.group()) else {
+            continue;
+        };
+        if !moving.contains(&group) || omitted_reason(&a, now, report_period).is_some() {
+            continue;
+        }
+        if !a.failed() && crate::version::normalize(a.version()) == target {
+            continue;
+        }
+        let (total, first) = out.entry(group.to_string()).or_default();
+        *total += 1;
+        let n = a.updater_numeral();
+        let at = first.partition_point(|b| b.updater_numeral() <= n);
+        if at < limit {
+            first.insert(at, a);
+            first.truncate(limit);
+        }
+    }
+    out
+}
+
+/// One host of [`pending`] as the status lists it: `next_run` is how often its runs
+/// heartbeat at the latest (the heartbeat interval ternd gives hosts).
+pub fn pending_host(agent: InventoryAgent, next_run: SignedDuration) -> PendingHost {
+    let hb = agent.heartbeat;
+    let failed = hb.rollback || hb.healthy == Some(false);
+    PendingHost {
+        updater_id: hb.updater_id,
+        hostname: hb.hostname,
+        version: hb.version,
+        failed,
+        last_seen: agent.last_seen,
+        next_run_by: agent
+            .last_seen
+            .saturating_add(next_run)
+            .unwrap_or(agent.last_seen),
     }
 }
 
@@ -166,6 +350,7 @@ fn group_statuses(
     agg: &Aggregate,
     reports: &[AutoUpdateAgentReport],
     report_period: SignedDuration,
+    mode: Mode,
 ) -> Vec<GroupStatus> {
     let last = r.status.groups.len().saturating_sub(1);
     r.status
@@ -183,7 +368,11 @@ fn group_statuses(
             } else {
                 (None, None)
             };
+            let (starts_at, starts) = start_outlook(r, i, now, report_period, mode);
             let mut status = GroupStatus {
+                starts_at,
+                starts,
+                pending: None,
                 eligible_canaries,
                 canary_eligible,
                 canary_wait: None,
@@ -251,9 +440,24 @@ pub fn report(
         );
     }
     let unknown_groups = rollout_groups.unknown_among(groups.keys().map(String::as_str));
+    let mut order: Vec<String> = rollout_groups
+        .names()
+        .filter(|g| groups.contains_key(*g))
+        .map(str::to_string)
+        .collect();
+    order.extend(
+        groups
+            .keys()
+            .filter(|g| !g.is_empty() && !rollout_groups.contains(g))
+            .cloned(),
+    );
+    if groups.contains_key("") && !rollout_groups.contains("") {
+        order.push(String::new());
+    }
     ReportResponse {
         now,
         replicas,
+        order,
         groups,
         total,
         omitted: agg.omitted,
@@ -316,16 +520,35 @@ pub struct NewRollout {
 /// the rollout of that version failed ([`rollout::target_failed`]), in which case the
 /// current start, the last good version, is kept: a broken version is never made
 /// what a rollback returns to. The schedule and mode of the current version are kept.
+///
+/// `follow_in_window` sets the rollout's `follow_in_window` (off when not given for a
+/// new target); given for the current target, it changes only that.
 pub fn new_rollout_version(
     current: Option<&AutoUpdateVersion>,
     rollout: Option<&AutoUpdateAgentRollout>,
     target: Version,
     start: Option<Version>,
+    follow_in_window: Option<bool>,
 ) -> NewRollout {
     let current_agents = current.and_then(|v| v.spec.agents.as_ref());
     if let (Some(cur), Some(a), None) = (current, current_agents, &start)
         && a.target_version == target
     {
+        if let Some(follow) = follow_in_window.filter(|f| *f != a.follow_in_window) {
+            let mut next = cur.clone();
+            if let Some(agents) = next.spec.agents.as_mut() {
+                agents.follow_in_window = follow;
+            }
+            let how = if follow {
+                "later groups now follow within the window open now once the earlier ones are done"
+            } else {
+                "later groups now wait for a window that opens after the rollout began"
+            };
+            return NewRollout {
+                version: next,
+                note: Some(format!("{target} is already the target: {how}")),
+            };
+        }
         return NewRollout {
             version: cur.clone(),
             note: Some(format!(
@@ -361,6 +584,7 @@ pub fn new_rollout_version(
         target_version: target,
         schedule: current_agents.map_or(Schedule::Regular, |a| a.schedule),
         mode: current_agents.and_then(|a| a.mode),
+        follow_in_window: follow_in_window.unwrap_or(false),
     });
     NewRollout {
         version: next,
@@ -379,17 +603,18 @@ mod tests {
 
     #[test]
     fn new_rollout_starts_from_the_last_target_unless_told() {
-        let first = new_rollout_version(None, None, v("1.1.0"), None).version;
+        let first = new_rollout_version(None, None, v("1.1.0"), None, None).version;
         let a = first.spec.agents.as_ref().unwrap();
         assert_eq!(
             (a.start_version.to_string(), a.target_version.to_string()),
             ("1.1.0".into(), "1.1.0".into())
         );
-        let second = new_rollout_version(Some(&first), None, v("1.2.0"), None).version;
+        let second = new_rollout_version(Some(&first), None, v("1.2.0"), None, None).version;
         let a = second.spec.agents.as_ref().unwrap();
         assert_eq!(a.start_version, v("1.1.0"));
         assert_eq!(a.target_version, v("1.2.0"));
-        let told = new_rollout_version(Some(&second), None, v("1.3.0"), Some(v("1.0.0"))).version;
+        let told =
+            new_rollout_version(Some(&second), None, v("1.3.0"), Some(v("1.0.0")), None).version;
         assert_eq!(told.spec.agents.as_ref().unwrap().start_version, v("1.0.0"));
     }
 
@@ -425,7 +650,7 @@ mod tests {
     #[test]
     fn a_failed_target_never_becomes_the_start_version() {
         use crate::resource::{Canary, GroupState};
-        let current = new_rollout_version(None, None, v("1.2.0"), Some(v("1.1.0"))).version;
+        let current = new_rollout_version(None, None, v("1.2.0"), Some(v("1.1.0")), None).version;
         type SetUp = Box<dyn Fn(&mut crate::resource::RolloutGroup)>;
         let failures: [(&str, SetUp); 3] = [
             (
@@ -453,7 +678,7 @@ mod tests {
         ];
         for (why, failure) in failures {
             let r = rollout_of("1.1.0", "1.2.0", failure);
-            let next = new_rollout_version(Some(&current), Some(&r), v("1.3.0"), None);
+            let next = new_rollout_version(Some(&current), Some(&r), v("1.3.0"), None, None);
             let a = next.version.spec.agents.as_ref().unwrap();
             assert_eq!(
                 (a.start_version.to_string(), a.target_version.to_string()),
@@ -468,33 +693,35 @@ mod tests {
             rollout_of("1.1.0", "1.2.0", |g| g.failed_count = 2),
             rollout_of("1.1.0", "1.2.0", |g| g.state = GroupState::Done),
         ] {
-            let next = new_rollout_version(Some(&current), Some(&healthy), v("1.3.0"), None);
+            let next = new_rollout_version(Some(&current), Some(&healthy), v("1.3.0"), None, None);
             assert_eq!(next.version.spec.agents.unwrap().start_version, v("1.2.0"));
             assert_eq!(next.note, None);
         }
         // A rollout of some other version says nothing about 1.2.0.
         let stale = rollout_of("1.0.0", "1.1.0", |g| g.state = GroupState::Rolledback);
-        let next = new_rollout_version(Some(&current), Some(&stale), v("1.3.0"), None);
+        let next = new_rollout_version(Some(&current), Some(&stale), v("1.3.0"), None, None);
         assert_eq!(next.version.spec.agents.unwrap().start_version, v("1.2.0"));
     }
 
     #[test]
     fn asking_again_for_the_same_target_changes_nothing() {
-        let current = new_rollout_version(None, None, v("1.3.0"), Some(v("1.1.0"))).version;
+        let current = new_rollout_version(None, None, v("1.3.0"), Some(v("1.1.0")), None).version;
         let r = rollout_of("1.1.0", "1.3.0", |g| {
             g.state = crate::resource::GroupState::Rolledback
         });
-        let again = new_rollout_version(Some(&current), Some(&r), v("1.3.0"), None);
+        let again = new_rollout_version(Some(&current), Some(&r), v("1.3.0"), None, None);
         assert_eq!(again.version, current);
         assert!(again.note.unwrap().contains("nothing changed"));
         // An explicit start is a real change.
-        let told = new_rollout_version(Some(&current), Some(&r), v("1.3.0"), Some(v("1.0.0")));
+        let told =
+            new_rollout_version(Some(&current), Some(&r), v("1.3.0"), Some(v("1.0.0")), None);
         assert_eq!(told.version.spec.agents.unwrap().start_version, v("1.0.0"));
     }
 
     #[test]
     fn tools_follow_the_agents_target_unless_told() {
-        let agents_only = new_rollout_version(None, None, v("1.2.0"), Some(v("1.1.0"))).version;
+        let agents_only =
+            new_rollout_version(None, None, v("1.2.0"), Some(v("1.1.0")), None).version;
         assert_eq!(tools_version(Some(&agents_only)), Some(v("1.2.0")));
         let mut told = agents_only.clone();
         told.spec.tools = Some(crate::resource::ToolsVersion {
@@ -518,7 +745,7 @@ mod tests {
             cfg
         };
         let version_with = |mode| {
-            let mut v = new_rollout_version(None, None, v("1.2.0"), None).version;
+            let mut v = new_rollout_version(None, None, v("1.2.0"), None, None).version;
             v.spec.agents.as_mut().unwrap().mode = mode;
             v
         };
@@ -605,5 +832,131 @@ mod tests {
         let s = status(now, modes(None, None, None), None, None, true, &[], period);
         assert!(s.no_rollout_reason.unwrap().contains("next reconcile"));
         assert!(s.groups.is_empty());
+    }
+
+    /// A halt's next steps are one text, for ternctl and the dashboard alike; none
+    /// without a halting alert.
+    #[test]
+    fn next_steps_are_said_at_a_halt_only() {
+        let mut r = rollout_of("1.1.0", "1.2.0", |_| {});
+        assert_eq!(next_steps(&r), None);
+        r.status.alerts.push(crate::resource::Alert {
+            kind: crate::alert::kind::GROUP_OVERDUE.to_string(),
+            group: Some("dev".into()),
+            message: "late".into(),
+            since: Timestamp::UNIX_EPOCH,
+        });
+        assert_eq!(next_steps(&r), None, "an overdue group is no halt");
+        r.status.alerts[0].kind = crate::alert::kind::CANARY_FAILED.to_string();
+        let steps = next_steps(&r).unwrap();
+        assert_eq!(steps.title, "The rollout to 1.2.0 is halted: what now");
+        assert!(steps.steps[0].contains("`ternctl agents new-rollout VERSION`"));
+        assert!(steps.steps[0].contains("1.1.0 stays the start version"));
+        assert!(steps.steps[1].contains("`ternctl agents rollback`"));
+    }
+
+    /// Pending hosts: the group's counted hosts not yet on the target healthy, lowest
+    /// updater id first, served by the group that serves them, at most `limit`.
+    #[test]
+    fn pending_lists_the_next_hosts_in_backpressure_order() {
+        use crate::resource::GroupState;
+        let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+        let r = rollout_of("1.1.0", "1.2.0", |g| g.state = GroupState::Active);
+        let host = |id: &str, group: &str, version: &str, rollback: bool| InventoryAgent {
+            heartbeat: Heartbeat {
+                updater_id: id.into(),
+                hostname: format!("{id}.example"),
+                group: group.into(),
+                version: version.into(),
+                rollback,
+                ..Heartbeat::default()
+            },
+            first_seen: "2026-11-23T09:00:00Z".parse().unwrap(),
+            last_seen: "2026-11-23T09:59:30Z".parse().unwrap(),
+        };
+        let agents = vec![
+            host(
+                "c0000000-0000-4000-8000-000000000000",
+                "dev",
+                "1.1.0",
+                false,
+            ),
+            host(
+                "10000000-0000-4000-8000-000000000000",
+                "dev",
+                "1.2.0",
+                false,
+            ),
+            host("20000000-0000-4000-8000-000000000000", "dev", "1.2.0", true),
+            host(
+                "50000000-0000-4000-8000-000000000000",
+                "typo",
+                "1.1.0",
+                false,
+            ),
+            host(
+                "90000000-0000-4000-8000-000000000000",
+                "dev",
+                "v1.1.0",
+                false,
+            ),
+        ];
+        let p = pending(&r, agents.clone(), now, SignedDuration::from_secs(60), 2);
+        let (total, first) = &p["dev"];
+        assert_eq!(
+            *total, 4,
+            "on the target healthy is not pending; the catch-all serves typo"
+        );
+        let ids: Vec<&str> = first
+            .iter()
+            .map(|a| a.heartbeat.updater_id.as_str())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "20000000-0000-4000-8000-000000000000",
+                "50000000-0000-4000-8000-000000000000"
+            ]
+        );
+        let h = pending_host(first[0].clone(), SignedDuration::from_secs(60));
+        assert!(h.failed);
+        assert_eq!(h.next_run_by.to_string(), "2026-11-23T10:00:30Z");
+        // Nothing is pending in a group that has not started.
+        let idle = rollout_of("1.1.0", "1.2.0", |_| {});
+        assert!(pending(&idle, agents, now, SignedDuration::from_secs(60), 2).is_empty());
+    }
+
+    /// `agents report` lists the groups in the rollout's order, then the others.
+    #[test]
+    fn the_report_keeps_the_rollout_order() {
+        let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+        let agent = |id: &str, group: &str| InventoryAgent {
+            heartbeat: Heartbeat {
+                updater_id: id.into(),
+                group: group.into(),
+                version: "1.0.0".into(),
+                ..Heartbeat::default()
+            },
+            first_seen: "2026-11-23T09:00:00Z".parse().unwrap(),
+            last_seen: now,
+        };
+        let agents: Vec<InventoryAgent> = [
+            ("a", "staging"),
+            ("b", "prod"),
+            ("c", "dev"),
+            ("d", ""),
+            ("e", "typo"),
+        ]
+        .into_iter()
+        .map(|(id, g)| agent(id, g))
+        .collect();
+        let period = SignedDuration::from_secs(60);
+        let report = crate::resource::AutoUpdateAgentReport::new(
+            "r1",
+            crate::inventory::build_report(now, &agents, period),
+        );
+        let groups = Groups::new(vec!["dev".into(), "staging".into(), "prod".into()]);
+        let r = super::report(now, &[report], period, &groups);
+        assert_eq!(r.order, ["dev", "staging", "prod", "typo", ""]);
     }
 }

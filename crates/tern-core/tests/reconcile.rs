@@ -1192,3 +1192,230 @@ fn no_alert_is_raised_from_counts_a_warming_replica_has_not_observed() {
     w.reconcile_with(ts(at), &warming(at, &[]));
     assert_eq!(w.rollout().status.alerts, before);
 }
+
+/// dev and staging both open every day at 12:00 for an hour, dev without canaries;
+/// the rollout (created at 12:10, inside the window) follows within the window or not.
+fn same_window(follow_in_window: bool) -> World {
+    use tern_core::fixtures::{group, halt_on_error_config};
+    let mut v = version("1.0.0", "1.1.0");
+    if let Some(a) = v.spec.agents.as_mut() {
+        a.follow_in_window = follow_in_window;
+    }
+    let mut w = World::new(
+        Some(config(&halt_on_error_config(
+            "enabled",
+            &[group("dev", 12), group("staging", 12)],
+        ))),
+        v,
+    );
+    w.agents.extend(fleet("dev", 4, "1.0.0"));
+    w.agents.extend(fleet("staging", 4, "1.0.0"));
+    w
+}
+
+/// Starts `group` by hand, as `ternctl agents start-update` does.
+fn start_by_hand(w: &mut World, group: &str, at: &str) {
+    let t = tern_core::transition::Transition::StartUpdate {
+        groups: vec![group.to_string()],
+        force: false,
+    };
+    let (next, _) = tern_core::transition::apply(w.rollout(), &t, ts(at)).unwrap();
+    w.rollout = Some(next);
+}
+
+/// A rollout created inside its groups' window: by default each group waits for a
+/// window that opens after the rollout began (the operator starts the first by hand,
+/// then every later one); following within the window, the later groups start as
+/// soon as the groups before them are done, while the window is open. The first group
+/// never follows anything: it waits, or is started by hand.
+#[test]
+fn later_groups_follow_within_the_window_only_when_the_rollout_says_so() {
+    for follow in [false, true] {
+        let mut w = same_window(follow);
+        w.reconcile("2026-11-23T12:10:00Z");
+        assert_eq!(w.rollout().status.follow_in_window, follow);
+        assert_eq!(
+            w.state("dev"),
+            (Unstarted, reason::ROLLOUT_CHANGED_DURING_WINDOW.into()),
+            "follow {follow}"
+        );
+        start_by_hand(&mut w, "dev", "2026-11-23T12:11:00Z");
+        w.reconcile("2026-11-23T12:12:00Z");
+        assert_eq!(w.state("dev").0, Active);
+        w.set_versions("dev", 4, "1.1.0");
+        w.reconcile("2026-11-23T12:20:00Z");
+        assert_eq!(w.state("dev").0, Done, "follow {follow}");
+        let staging = w.state("staging");
+        if follow {
+            assert_eq!(staging, (Active, reason::UPDATE_IN_PROGRESS.into()));
+            assert_eq!(w.group("staging").initial_count, 4);
+        } else {
+            assert_eq!(
+                staging,
+                (Unstarted, reason::ROLLOUT_CHANGED_DURING_WINDOW.into())
+            );
+            // The next window opened after the rollout began: it starts then.
+            w.reconcile("2026-11-24T12:01:00Z");
+            assert_eq!(w.state("staging").0, Active);
+        }
+    }
+}
+
+/// Following within the window never starts a group outside it: once the window
+/// closed, the group waits for the next one, as without.
+#[test]
+fn following_within_the_window_waits_once_the_window_closed() {
+    let mut w = same_window(true);
+    w.reconcile("2026-11-23T12:10:00Z");
+    start_by_hand(&mut w, "dev", "2026-11-23T12:11:00Z");
+    w.reconcile("2026-11-23T12:12:00Z");
+    w.set_versions("dev", 4, "1.1.0");
+    w.reconcile("2026-11-23T13:20:00Z");
+    assert_eq!(w.state("dev").0, Done);
+    assert_eq!(w.state("staging"), (Unstarted, reason::CANNOT_START.into()));
+    w.reconcile("2026-11-24T12:00:00Z");
+    assert_eq!(w.state("staging").0, Active);
+}
+
+/// Time-based groups follow their own windows, never each other: the flag changes
+/// nothing for them.
+#[test]
+fn time_based_groups_ignore_follow_in_window() {
+    let mut v = version("1.0.0", "1.1.0");
+    v.spec.agents.as_mut().unwrap().follow_in_window = true;
+    let mut w = World::new(Some(config(TIME_BASED)), v);
+    w.agents.extend(fleet("us-east", 3, "1.0.0"));
+    w.agents.extend(fleet("europe", 3, "1.0.0"));
+    w.reconcile("2026-11-23T12:30:00Z");
+    assert_eq!(
+        w.state("europe"),
+        (Unstarted, reason::ROLLOUT_CHANGED_DURING_WINDOW.into())
+    );
+}
+
+/// A group started by hand takes the count of the last reconcile, which may be none at
+/// all (a rollout new-rollout just wrote, hosts a restarted replica has not settled):
+/// the next reconcile whose reports can tell takes the hosts present then, so that
+/// backpressure and completion measure the group against its real size.
+#[test]
+fn a_group_started_by_hand_counts_its_hosts_at_the_first_reconcile_that_can() {
+    let mut w = three_groups();
+    // The rollout as new-rollout writes it: no reconcile has counted anything yet.
+    let reconcile::Renewal::Fresh { rollout, .. } = reconcile::renew(
+        ts(MON_10),
+        reconcile::Resources {
+            config: w.config.as_ref(),
+            version: w.version.as_ref(),
+            rollout: None,
+            frozen: false,
+        },
+        false,
+    ) else {
+        panic!("a new rollout is due");
+    };
+    assert_eq!(rollout.group("dev").unwrap().present_count, 0);
+    w.rollout = Some(*rollout);
+    start_by_hand(&mut w, "dev", MON_10);
+    assert_eq!(w.group("dev").initial_count, 0);
+    assert!(w.group("dev").initial_count_pending);
+    // A replica warming up cannot tell yet: the count waits.
+    w.reconcile_with(
+        ts("2026-11-23T10:01:00Z"),
+        &warming("2026-11-23T10:01:00Z", &[]),
+    );
+    assert_eq!(w.group("dev").initial_count, 0);
+    assert!(w.group("dev").initial_count_pending);
+    // Reports that can tell: the ten hosts of dev.
+    w.reconcile("2026-11-23T10:02:00Z");
+    assert_eq!(w.group("dev").initial_count, 10);
+    assert!(!w.group("dev").initial_count_pending);
+    // Taken once: hosts leaving later do not change what the group started with.
+    w.agents
+        .retain(|a| a.group != "dev" || a.hostname != "dev-0.example");
+    w.reconcile("2026-11-23T10:03:00Z");
+    assert_eq!(w.group("dev").initial_count, 10);
+}
+
+/// new-rollout's renewal: a new rollout when the versions changed (or none exists),
+/// none when they did not; with `config_too`, also when the rollout runs an older
+/// copy of the config's groups.
+#[test]
+fn renew_replaces_the_rollout_only_when_the_resources_ask_for_another() {
+    let mut w = three_groups();
+    w.reconcile(MON_10);
+    fn resources(w: &World) -> reconcile::Resources<'_> {
+        reconcile::Resources {
+            config: w.config.as_ref(),
+            version: w.version.as_ref(),
+            rollout: w.rollout.as_ref(),
+            frozen: false,
+        }
+    }
+    let now = ts("2026-11-23T10:05:00Z");
+    assert_eq!(
+        reconcile::renew(now, resources(&w), false),
+        reconcile::Renewal::Current
+    );
+    assert_eq!(
+        reconcile::renew(now, resources(&w), true),
+        reconcile::Renewal::Current
+    );
+    assert!(reconcile::config_changes(w.config.as_ref(), w.rollout()).is_empty());
+    // The config gains an analysis-free change: staging loses its canaries.
+    use tern_core::fixtures::{group, halt_on_error_config};
+    w.config = Some(config(&halt_on_error_config(
+        "enabled",
+        &[
+            group("dev", 12),
+            group("staging", 15),
+            group("prod", 16)
+                .days(&["Mon", "Tue", "Wed", "Thu"])
+                .wait(24),
+            group("edge", 18),
+        ],
+    )));
+    assert_eq!(
+        reconcile::config_changes(w.config.as_ref(), w.rollout()),
+        vec![
+            "edge added".to_string(),
+            "staging: window, canary_count".to_string()
+        ]
+    );
+    assert_eq!(
+        reconcile::renew(now, resources(&w), false),
+        reconcile::Renewal::Current
+    );
+    let reconcile::Renewal::Fresh { rollout, events } = reconcile::renew(now, resources(&w), true)
+    else {
+        panic!("the config changed");
+    };
+    assert_eq!(rollout.status.groups.len(), 4);
+    assert!(reconcile::config_changes(w.config.as_ref(), &rollout).is_empty());
+    assert!(
+        matches!(&events[..], [Event::RolloutCreated { why, .. }] if why.contains("config changed"))
+    );
+    // A new target: renewed, the hosts seen carried over as peaks.
+    w.version = Some(version("1.1.0", "1.2.0"));
+    let reconcile::Renewal::Fresh { rollout, .. } = reconcile::renew(now, resources(&w), false)
+    else {
+        panic!("the target changed");
+    };
+    assert_eq!(rollout.spec.target_version.to_string(), "1.2.0");
+    assert_eq!(rollout.group("dev").unwrap().peak_count, 10);
+    assert!(rollout.status.groups.iter().all(|g| g.state == Unstarted));
+    // What the reconcile then does with it: nothing new to create.
+    w.rollout = Some(*rollout);
+    w.reconcile("2026-11-23T10:06:00Z");
+    assert!(
+        !w.events
+            .iter()
+            .any(|e| matches!(e, Event::RolloutCreated { .. })),
+        "{:?}",
+        w.events
+    );
+    w.version = None;
+    assert!(matches!(
+        reconcile::renew(now, resources(&w), false),
+        reconcile::Renewal::NoRollout { .. }
+    ));
+}

@@ -70,15 +70,25 @@ pub enum ApiCommand {
     Dev(DevArgs),
 }
 
+/// The kinds `get` prints, by their short names or Teleport's (`tctl get
+/// autoupdate_config` works here too).
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum GetKind {
     /// The autoupdate_config.
+    #[value(alias = "autoupdate_config")]
     Config,
     /// The autoupdate_version.
+    #[value(alias = "autoupdate_version")]
     Version,
     /// The autoupdate_agent_rollout (written by ternd).
+    #[value(alias = "autoupdate_agent_rollout")]
     Rollout,
     /// Every replica's autoupdate_agent_report (written by ternd).
+    #[value(
+        alias = "report",
+        alias = "autoupdate_agent_report",
+        alias = "autoupdate_agent_reports"
+    )]
     Reports,
 }
 
@@ -121,8 +131,10 @@ pub struct EditArgs {
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum WritableKind {
     /// The autoupdate_config.
+    #[value(alias = "autoupdate_config")]
     Config,
     /// The autoupdate_version.
+    #[value(alias = "autoupdate_version")]
     Version,
 }
 
@@ -216,6 +228,18 @@ pub enum AgentsCommand {
         /// The version agents run now (default: the current target).
         #[arg(long, value_name = "VERSION")]
         current_version: Option<String>,
+        /// halt-on-error: once the groups before it are done, a later group starts
+        /// within its window open now, rather than waiting for a window that opens
+        /// after the rollout began (the first group still waits, or start-update). For
+        /// this rollout only; off unless given (`=false` turns it off again).
+        #[arg(
+            long,
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true"
+        )]
+        follow_in_window: Option<bool>,
     },
 }
 
@@ -512,18 +536,63 @@ fn get(a: GetArgs, g: &Global) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A resource file an operator writes: its text, parsed, and which resource it is.
+/// One resource of a file an operator writes: its text, parsed, which resource it is,
+/// and what to call it in messages.
 struct ResourceFile {
+    /// The document's text, after as many blank lines as precede it in the file, so
+    /// that a parser's line numbers are the file's.
     text: String,
     doc: Value,
     /// `autoupdate_config` or `autoupdate_version`.
     kind: &'static str,
     /// Its API path: `/v1/resources/config` or `/v1/resources/version`.
     path: &'static str,
+    /// The file, and which document of it when it holds several.
+    name: String,
 }
 
-/// Reads `file` (`-`: standard input) as a config or a version.
-fn read_resource_file(file: &Path) -> anyhow::Result<ResourceFile> {
+/// The YAML documents of `text`, as `tctl create` takes them: split at `---` lines
+/// (a `...` line ends one), each padded with the blank lines before it so that line
+/// numbers stay the file's; documents holding only blank lines and comments are left
+/// out. JSON has no such lines: one document.
+fn documents(text: &str) -> Vec<String> {
+    let mut docs = Vec::new();
+    let mut current = String::new();
+    let is_blank = |doc: &str| {
+        doc.lines()
+            .map(str::trim)
+            .all(|l| l.is_empty() || l.starts_with('#'))
+    };
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let marker = |m: &str| {
+            line.strip_prefix(m)
+                .filter(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace))
+        };
+        if let Some(rest) = marker("---") {
+            if !is_blank(&current) {
+                docs.push(std::mem::take(&mut current));
+            }
+            // What follows the marker on its line (`--- {kind: …}`) is the document's
+            // first line: its line number stays the marker's.
+            current = "\n".repeat(i);
+            current.push_str(rest.trim_start_matches([' ', '\t']));
+        } else if marker("...").is_some() {
+            if !is_blank(&current) {
+                docs.push(std::mem::take(&mut current));
+            }
+            current = "\n".repeat(i + 1);
+        } else {
+            current.push_str(line);
+        }
+    }
+    if !is_blank(&current) {
+        docs.push(current);
+    }
+    docs
+}
+
+/// Reads `file` (`-`: standard input): each of its documents a config or a version.
+fn read_resource_file(file: &Path) -> anyhow::Result<Vec<ResourceFile>> {
     let text = if file.as_os_str() == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -533,50 +602,68 @@ fn read_resource_file(file: &Path) -> anyhow::Result<ResourceFile> {
     } else {
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
     };
-    let doc: Value = serde_yaml_ng::from_str(&text)
-        .with_context(|| format!("{}: not YAML or JSON", file.display()))?;
-    let (kind, path) = match doc["kind"].as_str().unwrap_or_default() {
-        "autoupdate_config" => ("autoupdate_config", "/v1/resources/config"),
-        "autoupdate_version" => ("autoupdate_version", "/v1/resources/version"),
-        tern_core::rfd169::KIND_PLAN => ("autoupdate_version", "/v1/resources/version"),
-        kind @ ("autoupdate_agent_rollout" | "autoupdate_agent_report") => {
-            bail!("{kind} is written only by ternd")
-        }
-        "" => bail!(
-            "{}: kind: missing (autoupdate_config or autoupdate_version)",
+    let docs = documents(&text);
+    if docs.is_empty() {
+        bail!(
+            "{}: no resource in it (autoupdate_config or autoupdate_version)",
             file.display()
-        ),
-        other => bail!(
-            "{}: kind: {other:?} is not autoupdate_config or autoupdate_version (or the RFD 169 draft's autoupdate_agent_plan)",
-            file.display()
-        ),
-    };
-    // A file in the RFD 169 draft's shape is sent as the resource it translates to,
-    // each step said on stderr; Tern's own shapes are sent as written.
-    let translated = if kind == "autoupdate_config" {
-        tern_core::rfd169::config(&text).map(|t| (t.notes, serde_json::to_value(t.resource)))
-    } else {
-        tern_core::rfd169::version(&text).map(|t| (t.notes, serde_json::to_value(t.resource)))
-    };
-    let (text, doc) = match translated {
-        Ok((notes, value)) if !notes.is_empty() => {
-            crate::plan::print_notes(file, &notes);
-            let value = value?;
-            (serde_json::to_string(&value)?, value)
-        }
-        // Tern's shape, valid or not: ternd (or apply's own check) says what is wrong.
-        Ok(_) => (text, doc),
-        Err(e) if doc["kind"] == tern_core::rfd169::KIND_PLAN || is_draft_config(&doc) => {
-            bail!("{}: invalid {kind}: {e}\nnothing applied", file.display())
-        }
-        Err(_) => (text, doc),
-    };
-    Ok(ResourceFile {
-        text,
-        doc,
-        kind,
-        path,
-    })
+        );
+    }
+    let several = docs.len() > 1;
+    docs.into_iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let name = if several {
+                format!("{} (document {})", file.display(), i + 1)
+            } else {
+                file.display().to_string()
+            };
+            let doc: Value = serde_yaml_ng::from_str(&text)
+                .with_context(|| format!("{name}: not YAML or JSON"))?;
+            let (kind, path) = match doc["kind"].as_str().unwrap_or_default() {
+                "autoupdate_config" => ("autoupdate_config", "/v1/resources/config"),
+                "autoupdate_version" => ("autoupdate_version", "/v1/resources/version"),
+                tern_core::rfd169::KIND_PLAN => ("autoupdate_version", "/v1/resources/version"),
+                kind @ ("autoupdate_agent_rollout" | "autoupdate_agent_report") => {
+                    bail!("{name}: {kind} is written only by ternd")
+                }
+                "" => bail!("{name}: kind: missing (autoupdate_config or autoupdate_version)"),
+                other => bail!(
+                    "{name}: kind: {other:?} is not autoupdate_config or autoupdate_version (or the RFD 169 draft's autoupdate_agent_plan)"
+                ),
+            };
+            // A document in the RFD 169 draft's shape is sent as the resource it
+            // translates to, each step said on stderr; Tern's own shapes as written.
+            let translated = if kind == "autoupdate_config" {
+                tern_core::rfd169::config(&text)
+                    .map(|t| (t.notes, serde_json::to_value(t.resource)))
+            } else {
+                tern_core::rfd169::version(&text)
+                    .map(|t| (t.notes, serde_json::to_value(t.resource)))
+            };
+            let (text, doc) = match translated {
+                Ok((notes, value)) if !notes.is_empty() => {
+                    crate::plan::print_notes(file, &notes);
+                    let value = value?;
+                    (serde_json::to_string(&value)?, value)
+                }
+                // Tern's shape, valid or not: ternd (or apply's own check) says what
+                // is wrong.
+                Ok(_) => (text, doc),
+                Err(e) if doc["kind"] == tern_core::rfd169::KIND_PLAN || is_draft_config(&doc) => {
+                    bail!("{name}: invalid {kind}: {e}\nnothing applied")
+                }
+                Err(_) => (text, doc),
+            };
+            Ok(ResourceFile {
+                text,
+                doc,
+                kind,
+                path,
+                name,
+            })
+        })
+        .collect()
 }
 
 /// Whether a config document is in the RFD 169 draft's shape.
@@ -600,25 +687,44 @@ fn print_written(output: Output, kind: &str, verb: &str, v: Value) -> anyhow::Re
     Ok(())
 }
 
+/// `create -f FILE`: each resource of the file in turn, as `tctl create` does. A
+/// resource with ternd's revision (a number) is updated at it; one without, or with a
+/// Teleport revision (a UUID, as `tctl get` writes it, which names no revision of this
+/// ternd), is created (409 if it exists: `--force` overwrites, as `tctl create -f`).
 fn create(a: CreateArgs, g: &Global) -> anyhow::Result<ExitCode> {
-    let ResourceFile {
+    let files = read_resource_file(&a.file)?;
+    let c = g.client()?;
+    for ResourceFile {
         text,
         doc,
         kind,
         path,
-    } = read_resource_file(&a.file)?;
-    let has_revision =
-        doc["metadata"]["revision"].is_string() || doc["metadata"]["revision"].is_number();
-    let c = g.client()?;
-    let (method, url, verb) = if a.force {
-        ("POST", format!("{path}?force=true"), "written")
-    } else if has_revision {
-        ("PUT", path.to_string(), "updated")
-    } else {
-        ("POST", path.to_string(), "created")
-    };
-    let v: Value = c.send_text(method, &url, &text)?;
-    print_written(g.output(), kind, verb, v)?;
+        name,
+    } in files
+    {
+        let revision = &doc["metadata"]["revision"];
+        let teleport_revision = revision
+            .as_str()
+            .filter(|r| tern_core::ids::is_uuid(r.trim()));
+        if let Some(r) = teleport_revision {
+            eprintln!(
+                "note: {name}: metadata.revision {r:?} is a Teleport revision, not ternd's: ignored, as tctl create ignores it"
+            );
+        }
+        let has_revision =
+            teleport_revision.is_none() && (revision.is_string() || revision.is_number());
+        let (method, url, verb) = if a.force {
+            ("POST", format!("{path}?force=true"), "written")
+        } else if has_revision {
+            ("PUT", path.to_string(), "updated")
+        } else {
+            ("POST", path.to_string(), "created")
+        };
+        let v: Value = c
+            .send_text(method, &url, &text)
+            .with_context(|| format!("{name}: {kind} not {verb}"))?;
+        print_written(g.output(), kind, verb, v)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -760,6 +866,7 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
         AgentsCommand::NewRollout {
             version,
             current_version,
+            follow_in_window,
         } => {
             // The release check is advisory here: ternd refuses an unsigned version
             // itself when it verifies; when it does not, the operator is told so.
@@ -786,10 +893,11 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
             let body = NewRolloutBody {
                 version,
                 current_version,
+                follow_in_window,
             };
             let v: NewRolloutResponse = c.post("/v1/agents/new-rollout", &body)?;
             for w in &v.warnings {
-                eprintln!("warning: artifact missing: {w}");
+                eprintln!("warning: {w}");
             }
             if !structured(out, &v)? {
                 let (from, to) = (&v.start_version, &v.target_version);
@@ -1211,4 +1319,23 @@ fn form_urlencoded_version(v: &str) -> String {
         .replace('+', "%2B")
         .replace('&', "%26")
         .replace('#', "%23")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::documents;
+
+    #[test]
+    fn a_file_splits_into_its_documents_keeping_the_lines() {
+        let text = "# two resources\n---\nkind: autoupdate_config\nspec: {}\n---\n# nothing\n--- {kind: autoupdate_version}\n...\n";
+        let docs = documents(text);
+        assert_eq!(docs.len(), 2, "{docs:?}");
+        // Each document's lines are where they are in the file.
+        assert_eq!(docs[0].lines().nth(2), Some("kind: autoupdate_config"));
+        assert_eq!(docs[1].lines().nth(6), Some("{kind: autoupdate_version}"));
+        assert_eq!(documents("{\"kind\": \"autoupdate_config\"}").len(), 1);
+        assert!(documents("# only a comment\n---\n").is_empty());
+        // `----` and `---x` are not markers.
+        assert_eq!(documents("a: |\n  ---x\nb: ----\n").len(), 1);
+    }
 }

@@ -11,23 +11,9 @@ use std::time::Duration;
 
 use tern_testing::http::{HttpServer, Request, Response};
 
-fn ternctl() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_ternctl"))
-}
+mod common;
 
-/// ternd sits beside ternctl in the same target dir; build it if it is not there.
-fn ternd() -> PathBuf {
-    let bin = ternctl().with_file_name("ternd");
-    if !bin.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "tern-server", "--bin", "ternd"])
-            .status()
-            .expect("cargo build ternd");
-        assert!(status.success(), "building ternd failed");
-    }
-    assert!(bin.exists(), "no ternd at {}", bin.display());
-    bin
-}
+use common::{ternctl, ternd};
 
 struct Server {
     child: Child,
@@ -259,8 +245,8 @@ fn agents_session_reads_like_the_seeds() {
     let row = out.lines().find(|l| l.starts_with("1.0.0")).unwrap();
     assert_eq!(
         row.split_whitespace().collect::<Vec<_>>(),
-        ["1.0.0", "1", "2", "1", "1", "5"],
-        "(no group), dev, prod, staging, total:\n{out}"
+        ["1.0.0", "2", "1", "1", "1", "5"],
+        "dev, staging, prod (the rollout's order), (no group), total:\n{out}"
     );
 
     let out = ok(&s, &["inventory", "ls"]);
@@ -1218,4 +1204,193 @@ fn a_group_that_updates_all_at_once_is_warned_of_with_its_hosts() {
     .unwrap();
     let o = ctl(&s, &["apply", "-f", f]);
     assert!(o.ok && !o.stderr.contains("warning:"), "{}", o.stderr);
+}
+
+/// Teleport's habits (issue 52): one file with both resources, the long kind names,
+/// a revision as `tctl get` writes it.
+#[test]
+fn teleport_habits_multi_document_files_long_kind_names_and_uuid_revisions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let both = tmp.path().join("both.yaml");
+    std::fs::write(
+        &both,
+        format!(
+            "# the config and the version, as tctl takes them\n---\n{}---\n{}",
+            config(),
+            tern_core::fixtures::version("1.0.0", "1.0.0", "regular")
+        ),
+    )
+    .unwrap();
+    let f = both.to_str().unwrap();
+    let out = ok(&s, &["create", "-f", f]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines.len() == 2
+            && lines[0].starts_with("autoupdate_config created")
+            && lines[1].starts_with("autoupdate_version created"),
+        "{out}"
+    );
+    let out = ok(&s, &["apply", "-f", f]);
+    assert!(
+        out.contains("autoupdate_config unchanged") && out.contains("autoupdate_version unchanged"),
+        "{out}"
+    );
+    // A mistake in the second document: nothing of the file is applied, and the line
+    // named is the file's.
+    let bad = tmp.path().join("bad.yaml");
+    let text = format!(
+        "{}---\n{}",
+        config().replace("start_hour: 12", "start_hour: 13"),
+        tern_core::fixtures::version("1.0.0", "1.0.0", "regular")
+            .replace("schedule: regular", "schedul: regular")
+    );
+    let bad_line = text.lines().position(|l| l.contains("schedul:")).unwrap() + 1;
+    std::fs::write(&bad, &text).unwrap();
+    let o = ctl(&s, &["apply", "-f", bad.to_str().unwrap()]);
+    assert!(
+        !o.ok
+            && o.stderr.contains("(document 2)")
+            && o.stderr.contains(&format!("line {bad_line}"))
+            && o.stderr.contains("nothing applied"),
+        "line {bad_line}: {}",
+        o.stderr
+    );
+    assert!(!ok(&s, &["get", "config"]).contains("start_hour: 13"));
+
+    // `tctl get autoupdate_config`'s names.
+    for (long, kind) in [
+        ("autoupdate_config", "autoupdate_config"),
+        ("autoupdate_version", "autoupdate_version"),
+    ] {
+        let y: serde_json::Value = serde_yaml_ng::from_str(&ok(&s, &["get", long])).unwrap();
+        assert_eq!(y["kind"], kind);
+    }
+
+    // A file from `tctl get`: its revision is a UUID, not ternd's. create ignores it
+    // (as tctl create does): refused as existing, written with --force.
+    let got = ok(&s, &["get", "autoupdate_config"]);
+    let from_tctl = tmp.path().join("tctl.yaml");
+    let uuid = "3f2504e0-4f89-41d3-9a0c-0305e82c3301";
+    let rev = revision(&s);
+    std::fs::write(
+        &from_tctl,
+        got.replace(&format!("revision: '{rev}'"), &format!("revision: {uuid}"))
+            .replace(
+                &format!("revision: \"{rev}\""),
+                &format!("revision: {uuid}"),
+            ),
+    )
+    .unwrap();
+    assert!(std::fs::read_to_string(&from_tctl).unwrap().contains(uuid));
+    let t = from_tctl.to_str().unwrap();
+    let o = ctl(&s, &["create", "-f", t]);
+    assert!(
+        !o.ok
+            && o.stderr
+                .contains("is a Teleport revision, not ternd's: ignored")
+            && o.stderr.contains("already exists"),
+        "{}",
+        o.stderr
+    );
+    let out = ok(&s, &["create", "--force", "-f", t]);
+    assert!(out.starts_with("autoupdate_config written"), "{out}");
+    ok(&s, &["rm", "autoupdate_config"]);
+    let out = ok(&s, &["create", "-f", t]);
+    assert!(out.starts_with("autoupdate_config created"), "{out}");
+}
+
+/// The halt as `agents status` prints it: each reason's sentence and the next steps,
+/// the same words as the status ternd serves (which the dashboard shows).
+#[test]
+fn status_at_a_halt_says_the_sentences_and_the_next_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let cfg = tmp.path().join("config.yaml");
+    std::fs::write(
+        &cfg,
+        tern_core::fixtures::halt_on_error(&[("dev", 10, 1, 0), ("prod", 14, 0, 0)]),
+    )
+    .unwrap();
+    ok(&s, &["apply", "-f", cfg.to_str().unwrap()]);
+    let out = ok(
+        &s,
+        &[
+            "agents",
+            "new-rollout",
+            "1.1.0",
+            "--current-version",
+            "1.0.0",
+        ],
+    );
+    assert!(
+        out.contains("created new rollout from 1.0.0 to 1.1.0"),
+        "{out}"
+    );
+    // `new-rollout && start-update` at once: the start lands on the new rollout.
+    let out = ok(&s, &["agents", "start-update", "dev"]);
+    assert_eq!(out.trim(), "Group dev update triggered (canary)");
+    let agent = ok(&s, &["tokens", "create", "--role", "agent", "--controller"]);
+    let agent = agent.trim();
+    heartbeat(&s, agent, "c1", "dev", "1.0.0");
+    ok(&s, &["dev", "clock", "advance", "15m"]);
+    heartbeat(&s, agent, "c1", "dev", "1.0.0");
+    ok(&s, &["dev", "reconcile"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&s, &["agents", "status", "-o", "json"])).unwrap();
+    assert_eq!(
+        v["groups"][0]["state"], "canary",
+        "the start was undone: {v}"
+    );
+    assert_eq!(v["groups"][0]["canaries"][0]["updater_id"], "c1", "{v}");
+    // The canary rolls 1.1.0 back.
+    let agent_http: ureq::Agent = ureq::Agent::config_builder().build().into();
+    agent_http
+        .post(format!("{}/v1/agents/heartbeat", s.url))
+        .header("Authorization", format!("Bearer {agent}"))
+        .send_json(serde_json::json!({
+            "updater_id": "c1", "hostname": "c1.example", "group": "dev", "version": "1.0.0",
+            "rollback": true, "failed_version": "1.1.0",
+        }))
+        .unwrap();
+    ok(&s, &["dev", "reconcile"]);
+    let out = ok(&s, &["agents", "status"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&s, &["agents", "status", "-o", "json"])).unwrap();
+    let sentence = v["groups"][0]["last_update_reason_text"].as_str().unwrap();
+    assert!(
+        out.contains(&format!("dev (canary_failed): {sentence}")),
+        "{out}"
+    );
+    let title = v["next_steps"]["title"].as_str().unwrap();
+    assert_eq!(title, "The rollout to 1.1.0 is halted: what now");
+    assert!(out.contains(&format!("\n{title}:\n")), "{out}");
+    for step in v["next_steps"]["steps"].as_array().unwrap() {
+        let step = step.as_str().unwrap();
+        assert!(out.contains(&format!("  - {step}\n")), "{step}:\n{out}");
+    }
+    assert!(out.contains("`ternctl agents rollback`"), "{out}");
+
+    // A fix that follows within the window: the flag reaches the version.
+    let out = ok(
+        &s,
+        &[
+            "agents",
+            "new-rollout",
+            "1.1.1",
+            "--follow-in-window",
+            "-o",
+            "json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["version"]["spec"]["agents"]["follow_in_window"], true,
+        "{v}"
+    );
+    let out = ok(&s, &["agents", "status"]);
+    assert!(
+        !out.contains("is halted"),
+        "the replaced rollout's halt: {out}"
+    );
 }

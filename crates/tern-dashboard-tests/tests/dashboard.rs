@@ -347,6 +347,17 @@ async fn the_dashboard_in_a_real_browser() {
             "a bad version reaches all 52 hosts of prod at once: set canary_count or max_in_flight"
         ]])
     );
+    // The new rollout's field suggests no version (it once showed the docs' broken
+    // 1.2.0).
+    let placeholder = b
+        .client
+        .execute(
+            "return document.getElementById('new-version').placeholder;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(placeholder, json!("version"));
     let token_kept = b
         .client
         .execute(
@@ -546,6 +557,27 @@ async fn the_dashboard_in_a_real_browser() {
     )
     .await
     .unwrap();
+    // staging is active now: its hosts not on the target yet, the first in
+    // backpressure order, each with its next run.
+    let pending = b
+        .wait_js(
+            "staging's pending hosts",
+            "const p = document.querySelector('tr[data-group=staging] [data-pending=staging]'); return p && [p.querySelector('summary').textContent, p.querySelectorAll('[data-pending-host]').length, p.textContent];",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert!(
+        pending[0].as_str().unwrap().starts_with("10 pending on "),
+        "{pending}"
+    );
+    assert_eq!(pending[1], json!(10), "{pending}");
+    assert!(
+        pending[2].as_str().unwrap().contains(
+            "runs 1.0.0; last run 2026-11-23 10:05 UTC, next run by 2026-11-23 10:06 UTC"
+        ),
+        "{pending}"
+    );
     let same = b
         .client
         .execute("return window.ternSamePage === true;", vec![])
@@ -621,7 +653,74 @@ async fn the_dashboard_in_a_real_browser() {
             "the halt guide lacks {said:?}: {guide}"
         );
     }
+    // One wording: the guide is the status's next steps, which ternctl prints too.
+    let st = t.op("GET", "/v1/agents/status", None).unwrap();
+    let items = b
+        .client
+        .execute(
+            "return [...document.querySelectorAll('#halt-guide li')].map(l => l.textContent);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let steps: Vec<String> = st["next_steps"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().replace('`', ""))
+        .collect();
+    assert_eq!(items, json!(steps));
+    let commands = b
+        .client
+        .execute(
+            "return [...document.querySelectorAll('#halt-guide code')].map(c => c.textContent);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(
+        commands
+            .as_array()
+            .unwrap()
+            .contains(&json!("ternctl agents rollback")),
+        "{commands}"
+    );
     shot(&b, "halt").await;
+
+    // The config changes under the rollout: the page says the rollout runs the older
+    // copy, and how to apply the current one.
+    let config = t.op("GET", "/v1/resources/config", None).unwrap();
+    let mut changed = config.clone();
+    changed["spec"]["agents"]["schedules"]["regular"][0]["canary_count"] = json!(1);
+    t.op("PUT", "/v1/resources/config", Some(&changed.to_string()))
+        .unwrap();
+    let outdated = b
+        .wait_js(
+            "the older config said",
+            "const p = document.getElementById('config-outdated'); return p && [p.textContent, [...p.querySelectorAll('code')].map(c => c.textContent)];",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let said = outdated[0].as_str().unwrap();
+    assert!(
+        said.starts_with("this rollout uses the config of 2026-11-23 09:00 UTC; ternctl agents new-rollout 1.1.0 applies the current one")
+            && said.contains("dev: canary_count"),
+        "{said}"
+    );
+    assert_eq!(outdated[1], json!(["ternctl agents new-rollout 1.1.0"]));
+    let mut restored = config.clone();
+    restored["metadata"]["revision"] =
+        t.op("GET", "/v1/resources/config", None).unwrap()["metadata"]["revision"].clone();
+    t.op("PUT", "/v1/resources/config", Some(&restored.to_string()))
+        .unwrap();
+    b.wait_js(
+        "the older config no longer said",
+        "return document.getElementById('config-outdated') === null;",
+        WAIT,
+    )
+    .await
+    .unwrap();
     goto_hash(&b, &format!("#/host/{other_canary}")).await;
     page_shown(&b, "host").await;
     let title = b
@@ -688,6 +787,37 @@ async fn the_dashboard_in_a_real_browser() {
     )
     .await
     .unwrap();
+
+    // dev and staging done by hand, prod's window (14:00) open: prod's reason is still
+    // the last reconcile's, and the page says the next reconcile starts it.
+    t.op(
+        "POST",
+        "/v1/agents/mark-done",
+        Some(r#"{"groups": ["dev", "staging"]}"#),
+    )
+    .unwrap();
+    t.op(
+        "POST",
+        "/v1/dev/clock",
+        Some(r#"{"set": "2026-11-23T14:10:00Z"}"#),
+    )
+    .unwrap();
+    let starts = b
+        .wait_js(
+            "prod's start",
+            "const s = document.querySelector('tr[data-group=prod] [data-starts=prod]'); return s && [s.textContent, document.querySelector('tr[data-group=prod] [data-reason]').dataset.reason];",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert!(
+        starts[0]
+            .as_str()
+            .unwrap()
+            .starts_with("its window is open: the next reconcile starts it"),
+        "{starts}"
+    );
+    assert_eq!(starts[1], json!("previous_groups_not_done"));
 
     // A viewer: every write button is there but disabled, and pressing one does nothing.
     b.client

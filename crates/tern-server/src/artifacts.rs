@@ -1,7 +1,13 @@
 //! Whether what the hosts will download is there (`--artifact-url-template`): asked at
 //! `new-rollout`, for every platform the fleet's hosts run, so that a version nobody
-//! published is a warning to the operator before it is a failed canary.
+//! published is a warning to the operator before it is a failed canary. A file the
+//! server says is not there is *missing*; a server that could not be asked (refused,
+//! timed out, a certificate ternd does not trust) leaves it *not checked*, never
+//! missing. A private CA's bundle is `--artifact-ca-cert`, loaded by tern-client as
+//! every CA bundle is.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tern_core::artifact::{self, TemplateProblem, Vars};
@@ -53,56 +59,122 @@ fn render(
     )
 }
 
-/// What is missing of `version` for `platforms` ((os, arch), as the hosts report them):
-/// one line per missing file, naming its URL and what its server answered. Blocking.
-pub(crate) fn missing(
-    template: &str,
-    edition: &str,
-    version: &str,
-    platforms: &[(String, String)],
-) -> Vec<String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(TIMEOUT))
-        .http_status_as_error(false)
-        .max_redirects(5)
-        .build()
-        .into();
-    let edition = if edition.is_empty() { "oss" } else { edition };
-    let mut out = Vec::new();
-    for (os, arch) in platforms.iter().take(MAX_PLATFORMS) {
-        let url = match render(template, version, os, arch, edition) {
-            Ok(u) => u,
-            Err(e) => {
-                out.push(format!("--artifact-url-template: {e}"));
-                continue;
-            }
-        };
-        for url in [artifact::checksum_url(&url), url] {
-            if let Some(why) = look(&agent, &url) {
-                out.push(format!(
-                    "{url} ({os}/{arch}): {why}; hosts that try {version} will refuse it (artifact_missing)"
-                ));
-            }
-        }
-    }
-    out
+/// Why the artifact check cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactCheckError {
+    #[error("--artifact-url-template {template:?}: {source}")]
+    Template {
+        template: String,
+        #[source]
+        source: TemplateError,
+    },
+    #[error("--artifact-ca-cert: {0}")]
+    Ca(#[from] tern_client::CaBundleError),
 }
 
-/// Why `url` cannot be downloaded, or `None` when it can. HEAD first; a server that
-/// does not answer HEAD is asked with GET (its body is not read).
-fn look(agent: &ureq::Agent, url: &str) -> Option<String> {
-    let status = |r: Result<ureq::http::Response<ureq::Body>, ureq::Error>| match r {
-        Ok(resp) => Ok(resp.status().as_u16()),
-        Err(e) => Err(e.to_string()),
-    };
-    let answer = match status(agent.head(url).call()) {
-        Ok(405 | 501) => status(agent.get(url).call()),
+/// new-rollout's artifact check: where the hosts download (`--artifact-url-template`)
+/// and the CA bundle its server's certificate is checked against
+/// (`--artifact-ca-cert`; without it, the public web PKI), checked when ternd starts.
+#[derive(Clone, Debug)]
+pub struct ArtifactCheck {
+    template: String,
+    roots: Option<tern_client::Roots>,
+}
+
+impl ArtifactCheck {
+    /// Checks `template` and loads the CA bundle `ca`, if given.
+    pub fn new(template: String, ca: Option<&Path>) -> Result<Self, ArtifactCheckError> {
+        check_template(&template).map_err(|source| ArtifactCheckError::Template {
+            template: template.clone(),
+            source,
+        })?;
+        let roots = ca.map(tern_client::roots_from_pem).transpose()?;
+        Ok(Self { template, roots })
+    }
+
+    /// What is missing or could not be checked of `version` for `platforms` ((os,
+    /// arch), as the hosts report them): one warning per file, naming its URL and what
+    /// happened. Blocking.
+    pub(crate) fn warnings(
+        &self,
+        edition: &str,
+        version: &str,
+        platforms: &[(String, String)],
+    ) -> Vec<String> {
+        let agent =
+            tern_client::Connect::new(Arc::new(rustls::crypto::ring::default_provider()), TIMEOUT)
+                .plain_http(true)
+                .roots(self.roots.clone())
+                .agent();
+        let edition = if edition.is_empty() { "oss" } else { edition };
+        let mut out = Vec::new();
+        for (os, arch) in platforms.iter().take(MAX_PLATFORMS) {
+            let url = match render(&self.template, version, os, arch, edition) {
+                Ok(u) => u,
+                Err(e) => {
+                    out.push(format!(
+                        "artifact not checked: --artifact-url-template: {e}"
+                    ));
+                    continue;
+                }
+            };
+            for url in [artifact::checksum_url(&url), url] {
+                match look(&agent, &url) {
+                    Look::There => {}
+                    Look::Missing(status) => out.push(format!(
+                        "artifact missing: {url} ({os}/{arch}): answered {status}; hosts that try {version} will refuse it (artifact_missing)"
+                    )),
+                    Look::Unchecked(why) => out.push(format!(
+                        "artifact not checked: {url} ({os}/{arch}): could not check: {why}"
+                    )),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What one look at an artifact found.
+enum Look {
+    There,
+    /// Its server answered that it is not there (a 4xx status).
+    Missing(u16),
+    /// Nothing could be told: why.
+    Unchecked(String),
+}
+
+/// Whether `url` can be downloaded. HEAD first; a server that does not answer HEAD is
+/// asked with GET (its body is not read). Only a server's own "not there" (4xx) is
+/// missing: an error of the server (5xx), of the network or of TLS says nothing of the
+/// file.
+fn look(agent: &ureq::Agent, url: &str) -> Look {
+    let answer = match agent.head(url).call() {
+        Ok(resp) if matches!(resp.status().as_u16(), 405 | 501) => agent.get(url).call(),
         other => other,
     };
     match answer {
-        Ok(s) if (200..300).contains(&s) => None,
-        Ok(s) => Some(format!("answered {s}")),
-        Err(e) => Some(format!("could not be reached: {e}")),
+        Ok(resp) => match resp.status().as_u16() {
+            200..=299 => Look::There,
+            s @ 400..=499 => Look::Missing(s),
+            s => Look::Unchecked(format!("its server answered {s}")),
+        },
+        Err(e) => Look::Unchecked(unreached(&e)),
+    }
+}
+
+/// Why a server could not be asked, with what to do about a certificate ternd does not
+/// trust.
+fn unreached(e: &ureq::Error) -> String {
+    let text = e.to_string();
+    let tls = matches!(e, ureq::Error::Rustls(_) | ureq::Error::Tls(_))
+        || text.contains("certificate")
+        || text.contains("UnknownIssuer");
+    if tls {
+        format!(
+            "{text} (a TLS failure: if the artifacts' server has a certificate from a private CA, give ternd that CA with --artifact-ca-cert)"
+        )
+    } else {
+        text
     }
 }
 

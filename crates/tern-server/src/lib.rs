@@ -39,6 +39,7 @@ mod directives;
 mod downloads;
 mod error;
 mod freeze;
+mod group_fallback;
 mod heap;
 mod history;
 mod history_queue;
@@ -63,7 +64,7 @@ pub(crate) use tern_outbound::{metrics_text, notify, release_source};
 // Starting a replica: what the `ternd` binary builds from its flags and hands to
 // [`serve`].
 pub use analysis::Prometheus;
-pub use artifacts::{TemplateError, check_template};
+pub use artifacts::{ArtifactCheck, ArtifactCheckError, TemplateError, check_template};
 pub use downloads::{Downloads, DownloadsError};
 pub use listen::{Limits, descriptor_budget};
 pub use longpoll::LongPollSettings;

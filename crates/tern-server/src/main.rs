@@ -218,6 +218,13 @@ struct StartArgs {
     /// checked.
     #[arg(long, value_name = "TEMPLATE")]
     artifact_url_template: Option<String>,
+    /// The CA bundle (PEM) the artifact check trusts for the server of
+    /// --artifact-url-template, instead of the public web PKI: the `--ca-cert` the
+    /// hosts are given when the artifacts are served under a private CA. Without it a
+    /// certificate from a private CA cannot be checked, and new-rollout says so
+    /// ("artifact not checked"), never that the artifact is missing.
+    #[arg(long, value_name = "FILE", requires = "artifact_url_template")]
+    artifact_ca_cert: Option<PathBuf>,
     /// Long-poll find: the longest a find with `wait=` is held waiting for the host's
     /// answer to change, whatever the host asks. Held finds are answered within
     /// --request-timeout: with --long-poll-jitter and a second to spare, a longer hold
@@ -401,10 +408,10 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
     let listener = std::net::TcpListener::bind(a.listen)
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", a.listen))?;
     tern_server::create_data_dir(&a.data_dir)?;
-    if let Some(t) = &a.artifact_url_template {
-        tern_server::check_template(t)
-            .map_err(|e| anyhow::anyhow!("--artifact-url-template {t:?}: {e}"))?;
-    }
+    let artifact_check = a
+        .artifact_url_template
+        .map(|t| tern_server::ArtifactCheck::new(t, a.artifact_ca_cert.as_deref()))
+        .transpose()?;
     let release_trust = match (&a.trust_root, &a.trust_url) {
         (Some(root), Some(url)) => Some(
             tern_server::ReleaseTrust::pin(&a.data_dir, root, url)
@@ -462,7 +469,7 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
                 SharedTokenArg::Refuse => tern_server::SharedAgentToken::Refuse,
             }),
         },
-        artifact_template: a.artifact_url_template,
+        artifact_check,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -650,7 +650,7 @@ mod tests {
             long_poll: Default::default(),
             prometheus: None,
             security: Default::default(),
-            artifact_template: None,
+            artifact_check: None,
         };
         change(&mut settings);
         let clock = Arc::new(DevClock::new("2026-11-23T09:00:00Z".parse().unwrap()));

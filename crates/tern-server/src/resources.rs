@@ -133,6 +133,11 @@ pub async fn reports(store: &dyn Store) -> ApiResult<Vec<AutoUpdateAgentReport>>
 /// A revision given by a client, as a store revision.
 pub(crate) fn parse_revision(s: &str) -> ApiResult<Revision> {
     s.trim().parse().map_err(|_| {
+        if tern_core::ids::is_uuid(s.trim()) {
+            return ApiError::invalid_resource(format!(
+                "metadata.revision: {s:?} is a Teleport revision (a UUID, as `tctl get` writes it), not one this ternd gave (a number): create the resource without it (POST; `ternctl create -f FILE` ignores it), overwrite it whatever its revision (force=true; `ternctl create --force`), or `ternctl apply -f FILE`"
+            ));
+        }
         ApiError::invalid_resource(format!(
             "metadata.revision: {s:?} is not a revision (a number as returned by ternd)"
         ))

@@ -72,10 +72,10 @@ pub struct Settings {
     pub prometheus: Option<std::sync::Arc<crate::analysis::Prometheus>>,
     /// What the API may reach of ternd's own secrets, and admin rate limits.
     pub security: SecuritySettings,
-    /// Where the hosts download a version (`--artifact-url-template`): `new-rollout`
-    /// checks the tarball and its `.sha256` are there for the fleet's platforms and
-    /// warns when not. `None`: not checked.
-    pub artifact_template: Option<String>,
+    /// Where the hosts download a version (`--artifact-url-template`, with
+    /// `--artifact-ca-cert`): `new-rollout` checks the tarball and its `.sha256` are
+    /// there for the fleet's platforms and warns when not. `None`: not checked.
+    pub artifact_check: Option<crate::artifacts::ArtifactCheck>,
 }
 
 /// Log lines of refused authentications per second (each says how many were held
@@ -193,6 +193,8 @@ pub struct AppState {
     pub(crate) directives: DirectiveState,
     /// The one-line installer (`routes::install`).
     pub(crate) installer: Installer,
+    /// Group names answered by the catch-all group, as said in find's answers and logs.
+    pub(crate) fallbacks: crate::group_fallback::Fallbacks,
 }
 
 /// The hosts heard from: the inventory heartbeats write and find reads, and what a
@@ -310,6 +312,7 @@ impl AppState {
             health: Health::new(started),
             directives: DirectiveState::default(),
             installer: Installer::default(),
+            fallbacks: crate::group_fallback::Fallbacks::default(),
             store,
             clock,
             settings,

@@ -41,7 +41,7 @@ fn served_routes() -> Vec<RouteAccess> {
         long_poll: Default::default(),
         prometheus: None,
         security: Default::default(),
-        artifact_template: None,
+        artifact_check: None,
     };
     let clock = Arc::new(DevClock::new("2026-11-23T10:00:00Z".parse().unwrap()));
     let state = AppState::new(Arc::new(MemoryStore::new()), clock, settings);

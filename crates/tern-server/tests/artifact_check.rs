@@ -60,7 +60,8 @@ fn new_rollout_warns_when_the_hosts_would_find_no_artifact() {
     let w = new_rollout(&t, "1.3.0");
     assert_eq!(w.len(), 2, "the tarball and its checksum: {w:?}");
     assert!(
-        w.iter().all(|w| w.contains("linux/amd64")
+        w.iter().all(|w| w.starts_with("artifact missing: ")
+            && w.contains("linux/amd64")
             && w.contains("answered 404")
             && w.contains("artifact_missing")),
         "{w:?}"
@@ -122,4 +123,134 @@ fn a_template_ternd_cannot_use_is_refused_at_start() {
             "{stderr}"
         );
     }
+}
+
+/// A CA of its own and a server certificate for `localhost` it signs, in `dir`: (the
+/// CA's file, the certificate's, its key's).
+fn private_ca(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Artifacts test CA");
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+    let files = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&files.0, ca.pem()).unwrap();
+    std::fs::write(&files.1, leaf.pem()).unwrap();
+    std::fs::write(&files.2, leaf_key.serialize_pem()).unwrap();
+    (files.0, files.1, files.2)
+}
+
+/// Artifacts served over HTTPS under a private CA (here by a second ternd's download
+/// route, a real TLS server): without the CA ternd cannot check them and says so,
+/// never that they are missing; given the CA (`--artifact-ca-cert`, what the hosts get
+/// as `--ca-cert`), it checks them, and what is really missing is missing.
+#[test]
+fn artifacts_under_a_private_ca_are_checked_with_it_and_never_called_missing_without() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = private_ca(tmp.path());
+    let downloads = tmp.path().join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    std::fs::write(
+        downloads.join("tern-update-linux-amd64"),
+        b"an agent release",
+    )
+    .unwrap();
+    let artifacts = Ternd::spawn(
+        &tmp.path().join("artifacts"),
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--downloads-dir",
+            downloads.to_str().unwrap(),
+        ],
+    );
+    let port = artifacts.url.rsplit(':').next().unwrap().to_string();
+    let template =
+        format!("https://localhost:{port}/downloads/tern-update/{{{{.OS}}}}-{{{{.Arch}}}}");
+    let ternd = |name: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--dev-clock",
+            T0,
+            "--artifact-url-template",
+            template.as_str(),
+        ];
+        args.extend_from_slice(extra);
+        let t = Ternd::start(&tmp.path().join(name), &args);
+        t.put_resource("config", &three_groups());
+        t.put_resource("version", &version_yaml("1.0.0", "1.0.0", "regular"));
+        t
+    };
+
+    let without = ternd("without-ca", &[]);
+    let w = new_rollout(&without, "1.1.0");
+    assert_eq!(w.len(), 2, "{w:?}");
+    for w in &w {
+        assert!(
+            w.starts_with("artifact not checked: ")
+                && w.contains("could not check")
+                && w.contains("UnknownIssuer")
+                && w.contains("--artifact-ca-cert")
+                && !w.contains("missing"),
+            "{w}"
+        );
+    }
+    let log = std::fs::read_to_string(tmp.path().join("without-ca.log")).unwrap();
+    assert!(
+        log.contains("artifact not checked") && !log.contains("artifact missing"),
+        "{log}"
+    );
+
+    let with = ternd("with-ca", &["--artifact-ca-cert", ca.to_str().unwrap()]);
+    assert_eq!(new_rollout(&with, "1.1.0"), Vec::<String>::new());
+    // An arm64 host: its tarball is not there, and that is missing.
+    let agent = with.new_token("agent");
+    with.heartbeat_with(
+        &agent,
+        "h1",
+        "dev",
+        "1.0.0",
+        json!({"arch": "arm64", "os": "linux"}),
+    );
+    let w = new_rollout(&with, "1.2.0");
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w.iter().all(|w| w.starts_with("artifact missing: ")
+            && w.contains("(linux/arm64)")
+            && w.contains("answered 404")),
+        "{w:?}"
+    );
+
+    // A CA file that holds no certificate is refused at start, by name.
+    let junk = tmp.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate").unwrap();
+    let out = std::process::Command::new(ternd_bin())
+        .args(["start", "--insecure-http", "--listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(tmp.path().join("junk"))
+        .args(["--artifact-url-template", &template, "--artifact-ca-cert"])
+        .arg(&junk)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("--artifact-ca-cert")
+            && stderr.contains("junk.pem"),
+        "{stderr}"
+    );
 }

@@ -164,10 +164,14 @@ pub enum Error {
     #[error("service: systemctl {} failed", args.join(" "))]
     SystemctlFailed { args: Vec<String> },
     #[error(
-        "setup: this host does not run systemd ({} is missing: a container, or OpenRC, runit…), and `setup` installs systemd units only; nothing written. Run `tern-update update` every minute some other way: a cron line (`* * * * * root /usr/local/sbin/tern-update update >> /var/log/tern-update.log 2>&1` in /etc/cron.d/tern-update), or a loop under your supervisor (`while :; do tern-update update; sleep 60; done`). An agent not run by systemd needs `manager: command` (see the tern-update docs, \"Hosts without systemd\")",
+        "setup: this host does not run systemd ({} is missing: a container, or OpenRC, runit…), and `setup` installs systemd units only; nothing written. Run `tern-update update` every minute some other way, with the flags the timer would have run it with: a cron line (`* * * * * root {command} >> /var/log/tern-update.log 2>&1` in /etc/cron.d/tern-update), or a loop under your supervisor (`while :; do {command}; sleep 60; done`). An agent not run by systemd needs `manager: command` (see the tern-update docs, \"Hosts without systemd\")",
         probe.display()
     )]
-    NoSystemd { probe: PathBuf },
+    NoSystemd {
+        probe: PathBuf,
+        /// `tern-update update` as the timer would run it (shell-quoted).
+        command: String,
+    },
     #[error("database backup: {} -> {}: {source}", from.display(), to.display())]
     Sqlite {
         from: PathBuf,

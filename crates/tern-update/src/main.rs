@@ -150,7 +150,10 @@ enum Cmd {
         /// Service manager config (YAML); default: systemd with the version's unit file.
         #[arg(long)]
         service_config: Option<PathBuf>,
-        /// File holding the join token sent with heartbeats.
+        /// File holding a join token (`ternctl tokens create --role join`): `enable`
+        /// exchanges it once for this host's own credential (kept as `host.token` in
+        /// the install dir), which every heartbeat then sends; the join token itself is
+        /// never sent again.
         #[arg(long)]
         join_token_file: Option<PathBuf>,
         /// Replace links and files in the link dir that tern-update does not manage.

@@ -25,18 +25,7 @@ pub(crate) fn units(
     watch: bool,
 ) -> Vec<UnitFile> {
     let stem = layout.updater_unit_stem();
-    let mut args: Vec<String> = vec![
-        "--install-dir".into(),
-        layout.install_dir.display().to_string(),
-        "--install-suffix".into(),
-        layout.suffix.clone(),
-        "--link-dir".into(),
-        layout.link_dir.display().to_string(),
-        "--unit-dir".into(),
-        layout.unit_dir.display().to_string(),
-    ];
-    args.extend(transport.iter().cloned());
-    let flags = args
+    let flags = updater_args(layout, transport)
         .iter()
         .map(|a| systemd_quote(a))
         .collect::<Vec<_>>()
@@ -116,7 +105,47 @@ pub(crate) fn units(
     out
 }
 
-/// Writes the files (or prints them with `dry_run`) and enables the timer.
+/// The flags every run the units start is given: this command's layout and the
+/// transport flags (`--insecure`, `--ca-cert FILE`, …).
+fn updater_args(layout: &Layout, transport: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "--install-dir".into(),
+        layout.install_dir.display().to_string(),
+        "--install-suffix".into(),
+        layout.suffix.clone(),
+        "--link-dir".into(),
+        layout.link_dir.display().to_string(),
+        "--unit-dir".into(),
+        layout.unit_dir.display().to_string(),
+    ];
+    args.extend(transport.iter().cloned());
+    args
+}
+
+/// `exe` with the units' flags and `update`, for a shell (a cron line): what to run
+/// every minute on a host without systemd.
+fn update_command_line(layout: &Layout, exe: &str, transport: &[String]) -> String {
+    std::iter::once(exe.to_string())
+        .chain(updater_args(layout, transport))
+        .chain(std::iter::once("update".to_string()))
+        .map(|a| shell_quote(&a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Quotes an argument for a POSIX shell when it holds anything but plain characters.
+fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
 /// Quotes an `ExecStart=` argument for systemd when it holds spaces or quotes.
 fn systemd_quote(arg: &str) -> String {
     if arg.is_empty() || arg.contains(|c: char| c.is_whitespace() || c == '"' || c == '\\') {
@@ -152,7 +181,10 @@ pub fn run(
         // sd_booted(3)'s test: without it systemctl only says "System has not been
         // booted with systemd", after the units were written for nothing.
         if !probe.is_dir() {
-            return Err(Error::NoSystemd { probe });
+            return Err(Error::NoSystemd {
+                probe,
+                command: update_command_line(layout, exe, transport),
+            });
         }
     }
     let files = units(layout, exe, agent_unit, transport, schedule_timers, watch);

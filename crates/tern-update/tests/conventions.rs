@@ -47,3 +47,31 @@ fn man_pages_cover_every_subcommand() {
         ],
     );
 }
+
+/// `enable --help` says what the join token file is for: exchanged once for the
+/// host's own credential, never sent with heartbeats.
+#[test]
+fn the_join_token_file_is_said_to_be_exchanged_for_a_credential() {
+    let out = std::process::Command::new(bin())
+        .args(["enable", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let said: String = help
+        .split("--join-token-file")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no --join-token-file: {help}"))
+        .split("\n      --")
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(!said.contains("sent with heartbeats"), "{said}");
+    assert!(
+        said.contains("exchanges it once for this host's own credential")
+            && said.contains("join token itself is never sent again"),
+        "{said}"
+    );
+}

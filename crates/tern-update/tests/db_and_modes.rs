@@ -409,6 +409,22 @@ esac
             && err.contains("manager: command"),
         "{err}"
     );
+    // The cron line it suggests runs updates as the timer would: with this host's
+    // install dir and the other flags it was given, not the defaults.
+    let cron = err
+        .split('`')
+        .find(|s| s.starts_with("* * * * * root "))
+        .unwrap_or_else(|| panic!("no cron line: {err}"));
+    for flag in [
+        format!("--install-dir {}", host.install.display()),
+        format!("--install-suffix {}", host.suffix),
+    ] {
+        assert!(cron.contains(&flag), "{flag} missing from {cron:?}");
+    }
+    assert!(
+        cron.contains(" update >> /var/log/tern-update.log"),
+        "{cron}"
+    );
     assert!(!host.systemd.exists());
     // The stand-in systemctl answers for systemd again.
     host.env.pop();

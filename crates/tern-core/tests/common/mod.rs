@@ -53,6 +53,7 @@ pub fn version(start: &str, target: &str) -> AutoUpdateVersion {
         target_version: Version::parse(target).unwrap(),
         schedule: Schedule::Regular,
         mode: None,
+        follow_in_window: false,
     }))
 }
 

@@ -14,7 +14,7 @@ use serde_json::Value;
 use tern_core::resource::{AutoUpdateConfig, AutoUpdateVersion};
 
 use super::client::{ApiFailure, Client};
-use super::{Global, print_written, read_resource_file};
+use super::{Global, ResourceFile, print_written, read_resource_file};
 
 /// How many times `apply` reads and writes before giving up on a resource that keeps
 /// changing under it.
@@ -106,18 +106,30 @@ fn config_groups(text: &str) -> Option<Vec<String>> {
 
 /// Checks `text` as ternd will, before anything is written: a mistake is reported
 /// with its YAML line (ternd would see the JSON apply sends, without the file's lines).
-fn check_locally(file: &Path, kind: &str, text: &str) -> anyhow::Result<()> {
+fn check_locally(name: &str, kind: &str, text: &str) -> anyhow::Result<()> {
     let checked = match kind {
         "autoupdate_config" => AutoUpdateConfig::from_text(text).map(drop),
         _ => AutoUpdateVersion::from_text(text).map(drop),
     };
-    checked.map_err(|e| anyhow!("{}: invalid {kind}: {e}\nnothing applied", file.display()))
+    checked.map_err(|e| anyhow!("{name}: invalid {kind}: {e}\nnothing applied"))
 }
 
+/// `apply -f FILE`: every resource of the file checked first (a mistake anywhere
+/// writes nothing), then each applied in turn.
 pub fn apply(file: &Path, yes: bool, g: &Global) -> anyhow::Result<ExitCode> {
-    let resource = read_resource_file(file)?;
-    let (kind, path) = (resource.kind, resource.path);
-    check_locally(file, kind, &resource.text)?;
+    let resources = read_resource_file(file)?;
+    for r in &resources {
+        check_locally(&r.name, r.kind, &r.text)?;
+    }
+    let c = g.client()?;
+    for r in &resources {
+        apply_one(r, yes, g, &c)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn apply_one(resource: &ResourceFile, yes: bool, g: &Global, c: &Client) -> anyhow::Result<()> {
+    let (kind, path, name) = (resource.kind, resource.path, &resource.name);
     let new_groups = if kind == "autoupdate_config" {
         config_groups(&resource.text)
     } else {
@@ -125,9 +137,8 @@ pub fn apply(file: &Path, yes: bool, g: &Global) -> anyhow::Result<ExitCode> {
     };
     // Whatever revision the file carries, apply writes over the current one.
     let wanted = without_revision(&resource.doc);
-    let c = g.client()?;
     let (verb, written) = retry_conflicts(APPLY_ATTEMPTS, kind, || {
-        let Some(current) = read_current(&c, path)? else {
+        let Some(current) = read_current(c, path)? else {
             let body = serde_json::to_string(&wanted)?;
             return match c.send_text::<Value>("POST", path, &body) {
                 Ok(v) => Ok(Attempt::Done(("created", v))),
@@ -151,8 +162,7 @@ pub fn apply(file: &Path, yes: bool, g: &Global) -> anyhow::Result<ExitCode> {
                 .collect();
             if !removed.is_empty() {
                 bail!(
-                    "{}: this config removes the groups {} (now: {}; after: {}). Their hosts then follow the last group, the catch-all, and a rollout in progress loses them. Nothing applied; run again with --yes to apply it",
-                    file.display(),
+                    "{name}: this config removes the groups {} (now: {}; after: {}). Their hosts then follow the last group, the catch-all, and a rollout in progress loses them. Nothing applied; run again with --yes to apply it",
                     removed.join(", "),
                     old.join(", "),
                     new.join(", ")
@@ -169,7 +179,7 @@ pub fn apply(file: &Path, yes: bool, g: &Global) -> anyhow::Result<ExitCode> {
         }
     })?;
     print_written(g.output(), kind, verb, written)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The editor to run: `$EDITOR`, else `$VISUAL`, else `vi`.

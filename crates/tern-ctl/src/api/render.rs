@@ -136,9 +136,14 @@ pub fn status(s: &StatusResponse) -> String {
         );
     } else {
         out.push_str(&group_table(&s.groups));
+        out.push_str(&why(&s.groups));
         out.push_str(&canaries(&s.groups));
+        out.push_str(&pending(&s.groups));
         out.push_str(&coverage(&s.groups));
         out.push_str(&topology(&s.groups));
+    }
+    if let Some(outdated) = &s.config_outdated {
+        let _ = writeln!(out, "\nNote: {outdated}");
     }
     if !s.alerts.is_empty() {
         let _ = writeln!(out, "\nAlerts:");
@@ -150,6 +155,12 @@ pub fn status(s: &StatusResponse) -> String {
                 time(a.since),
                 a.message
             );
+        }
+    }
+    if let Some(n) = &s.next_steps {
+        let _ = writeln!(out, "\n{}:", n.title);
+        for step in &n.steps {
+            let _ = writeln!(out, "  - {step}");
         }
     }
     if !s.omitted.is_empty() {
@@ -206,6 +217,53 @@ fn group_table(groups: &[GroupStatus]) -> String {
             "\n* {} is the catch-all group: it also serves agents with no group or an unknown group.",
             last.name
         );
+    }
+    out
+}
+
+/// Each group's reason in a sentence (what the dashboard shows beside the code), and
+/// when an unstarted group starts.
+fn why(groups: &[GroupStatus]) -> String {
+    let mut out = String::new();
+    for g in groups {
+        let mut said = Vec::new();
+        if let Some(text) = &g.last_update_reason_text {
+            said.push(text.clone());
+        }
+        if let Some(starts) = &g.starts {
+            said.push(starts.clone());
+        }
+        if !said.is_empty() {
+            if out.is_empty() {
+                let _ = writeln!(out, "\nWhy:");
+            }
+            let _ = writeln!(
+                out,
+                "  {} ({}): {}",
+                g.name,
+                g.last_update_reason,
+                said.join("; ")
+            );
+        }
+    }
+    out
+}
+
+/// The hosts of each moving group not yet on the target, with their next run.
+fn pending(groups: &[GroupStatus]) -> String {
+    let mut out = String::new();
+    for g in groups {
+        let Some(p) = g.pending.as_ref().filter(|p| p.total > 0) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "\nPending hosts of {} ({} not on the target yet among the hosts of replica {}):",
+            g.name, p.total, p.replica
+        );
+        for line in p.lines() {
+            let _ = writeln!(out, "  {line}");
+        }
     }
     out
 }
@@ -320,7 +378,13 @@ pub fn report(r: &ReportResponse) -> String {
     if r.groups.is_empty() {
         let _ = writeln!(out, "No agent counted.");
     } else {
-        let groups: Vec<&String> = r.groups.keys().collect();
+        // The rollout's order, then the groups it lacks (what ternd sends in `order`).
+        let groups: Vec<&String> = r
+            .order
+            .iter()
+            .filter(|g| r.groups.contains_key(*g))
+            .chain(r.groups.keys().filter(|g| !r.order.contains(g)))
+            .collect();
         let versions: BTreeSet<&String> =
             r.groups.values().flat_map(|g| g.versions.keys()).collect();
         let mut header: Vec<String> = vec!["Version".to_string()];
@@ -404,6 +468,9 @@ mod tests {
             eligible_canaries: None,
             canary_eligible: None,
             canary_wait: None,
+            starts_at: None,
+            starts: None,
+            pending: None,
         }
     }
 

@@ -211,6 +211,7 @@
           card('Rollout', r ? stateWord(r.status.state || 'unstarted') : 'none', 'rollout-state'),
           card('Hosts', s.up_to_date + ' / ' + s.present + ' on target' + (s.failed ? ', ' + s.failed + ' failed' : ''), 'hosts'));
         const why = s.why_stopped ? el('p', { class: 'badge warn', id: 'why-stopped' }, s.why_stopped) : null;
+        const outdated = s.config_outdated ? el('p', { class: 'badge warn', id: 'config-outdated' }, withCode(s.config_outdated)) : null;
         const alerts = s.alerts.length
           ? el('ul', { class: 'alerts', id: 'alerts' }, s.alerts.map((a) => el('li', { 'data-kind': a.kind },
             (a.group ? a.group + ': ' : '') + a.message + ' (since ' + when(a.since) + ')')))
@@ -220,7 +221,7 @@
           ? el('ul', { class: 'config-warnings', id: 'config-warnings' }, s.config_warnings.map((w) =>
             el('li', { 'data-kind': w.kind, 'data-group': w.group }, w.message)))
           : null;
-        const version = el('input', { id: 'new-version', placeholder: '1.2.0', size: 8, disabled: !(me && me.operator) });
+        const version = el('input', { id: 'new-version', placeholder: 'version', size: 8, disabled: !(me && me.operator) });
         const actions = el('div', { class: 'actions' },
           writeButton('Suspend', 'suspend', {}, 'Suspend agent updates'),
           writeButton('Resume', 'resume', {}, 'Resume agent updates'),
@@ -237,7 +238,7 @@
         const groups = r ? el('table', { id: 'groups' },
           el('thead', {}, el('tr', {}, ['Group', 'State', 'Reason', 'Window', 'Progress', 'Canaries', ''].map((h) => el('th', {}, h)))),
           el('tbody', {}, s.groups.map(groupRow))) : el('p', { id: 'no-rollout' }, s.no_rollout_reason || 'no rollout');
-        box.replaceChildren(...[cards, why, el('h2', {}, 'Alerts'), alerts, haltGuide(s),
+        box.replaceChildren(...[cards, why, outdated, el('h2', {}, 'Alerts'), alerts, haltGuide(s),
           risks && el('h2', {}, 'Config warnings'), risks, el('h2', {}, 'Groups'), actions, groups].filter((n) => n));
       },
     },
@@ -383,24 +384,19 @@
     },
   };
 
-  // At a halt (a canary failed, a group halted or could not install the target): what
-  // an operator can do next, with the ternctl commands, as docs/quickstart.md section 3.
+  // Text whose `backquoted` parts are commands: laid out as code.
+  function withCode(text) {
+    return String(text).split('`').map((part, i) => (i % 2 ? el('code', {}, part) : part));
+  }
+
+  // At a halt: what an operator can do next, as ternd words it for ternctl too
+  // (`next_steps` of the status).
   function haltGuide(s) {
-    const r = s.rollout;
-    const halting = ['canary_failed', 'group_halted', 'install_refused'];
-    if (!r || !s.alerts.some((a) => halting.includes(a.kind))) return null;
-    const target = r.spec.target_version;
-    const start = r.spec.start_version;
-    const code = (t) => el('code', {}, t);
+    const n = s.next_steps;
+    if (!n) return null;
     return el('div', { class: 'halt-guide', id: 'halt-guide' },
-      el('h2', {}, 'The rollout to ' + target + ' is halted: what now'),
-      el('ul', {},
-        el('li', {}, 'The release is broken: publish a fixed version, then ', code('ternctl agents new-rollout VERSION'),
-          ' (or New rollout… below). Hosts that rolled ' + target + ' back do not retry it; they take the fix. ' + start + ' stays the start version.'),
-        el('li', {}, 'Return the started groups to ' + start + ': ', code('ternctl agents rollback'), ' (or Roll back all).'),
-        el('li', {}, 'The failures are not the release\'s fault (a broken host): fix or remove it, then ',
-          code('ternctl agents reset GROUP'), ' (new canaries) or ', code('ternctl agents mark-done GROUP'), '.'),
-        el('li', {}, 'Which hosts failed, and why: ', code('ternctl inventory ls'), ' and each host\'s page.')));
+      el('h2', {}, n.title),
+      el('ul', {}, n.steps.map((step) => el('li', {}, withCode(step)))));
   }
 
   function card(label, value, id) {
@@ -434,7 +430,8 @@
       el('td', {}, g.name, g.catch_all ? el('span', { class: 'muted' }, ' (catch-all)') : null),
       el('td', {}, badge(stateWord(g.state), 'state-' + g.state, 'API state: ' + g.state)),
       el('td', { 'data-reason': g.last_update_reason || '' }, g.last_update_reason || '',
-        g.last_update_reason_text ? el('div', { class: 'muted' }, g.last_update_reason_text) : null),
+        g.last_update_reason_text ? el('div', { class: 'muted' }, g.last_update_reason_text) : null,
+        g.starts ? el('div', { class: 'starts', 'data-starts': g.name }, withCode(g.starts)) : null),
       el('td', {}, win),
       el('td', {},
         el('span', { class: 'bar', title: pct(share) }, el('span', { 'data-width': pct(share) })),
@@ -446,12 +443,26 @@
           : badge(g.failed + ' failed', 'bad')] : null,
         g.refused ? Object.keys(g.refused).map((k) => [' ', badge(g.refused[k] + ' could not install (' + k + ')', 'bad')]) : null,
         g.state === 'active' && g.progress < 1 ? el('div', { class: 'muted' }, 'backpressure ' + pct(g.progress)) : null,
-        topology),
+        topology, pendingHosts(g)),
       el('td', {}, canaries, coverage),
       el('td', {}, el('div', { class: 'actions' },
         writeButton('Start', 'start-update', one, 'Start updating ' + g.name),
         writeButton('Done', 'mark-done', one, 'Mark ' + g.name + ' done'),
         writeButton('Roll back', 'rollback', one, 'Roll back ' + g.name))));
+  }
+
+  // A moving group's hosts not yet on the target, as the replica that answered knows
+  // them, each with its next run.
+  function pendingHosts(g) {
+    const p = g.pending;
+    if (!p || !p.total) return null;
+    const more = p.total - p.hosts.length;
+    return el('details', { class: 'pending', 'data-pending': g.name },
+      el('summary', {}, p.total + ' pending on ' + p.replica),
+      el('ul', {}, p.hosts.map((h) => el('li', { 'data-pending-host': h.updater_id },
+        (h.hostname || h.updater_id) + ' runs ' + h.version + (h.failed ? ' (failed)' : '')
+          + '; last run ' + when(h.last_seen) + ', next run by ' + when(h.next_run_by))),
+      more > 0 ? el('li', { class: 'muted' }, 'and ' + more + ' more (Inventory)') : null));
   }
 
   // The bars' widths are set from script: the CSP forbids inline style attributes.

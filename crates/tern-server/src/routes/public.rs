@@ -143,9 +143,13 @@ pub(crate) async fn find(
         .transpose()
         .map_err(ApiError::bad_request)?;
     Metrics::inc(&state.metrics.find_requests);
+    let fallback = state.fallbacks.check(&state.snapshot(), &q.group);
     let Some(wait) = wait else {
         let answer = find_answer(&state, &q)?;
-        return Ok(cacheable(&state, find_response(answer, None)));
+        return Ok(said_fallback(
+            cacheable(&state, find_response(answer, None)),
+            fallback,
+        ));
     };
     // Subscribed before the answer is worked out: a change in between wakes the hold.
     let mut changes = long_poll.subscribe();
@@ -153,10 +157,16 @@ pub(crate) async fn find(
     let seen = q.seen.as_deref().unwrap_or_default();
     let etag = answer.etag.to_str().unwrap_or_default();
     if wait.is_zero() || !crate::longpoll::is_seen(seen, etag) {
-        return Ok(find_response(answer, Some(POLL_IMMEDIATE)));
+        return Ok(said_fallback(
+            find_response(answer, Some(POLL_IMMEDIATE)),
+            fallback,
+        ));
     }
     let Some(_permit) = long_poll.admit() else {
-        return Ok(find_response(answer, Some(POLL_BUSY)));
+        return Ok(said_fallback(
+            find_response(answer, Some(POLL_BUSY)),
+            fallback,
+        ));
     };
     let deadline = tokio::time::Instant::now() + wait;
     // A pin lifts when the leader deletes it: a change of the snapshot like any other.
@@ -197,7 +207,17 @@ pub(crate) async fn find(
         Release::Changed => POLL_CHANGED,
         Release::Expired => POLL_EXPIRED,
     };
-    Ok(find_response(answer, Some(how)))
+    Ok(said_fallback(find_response(answer, Some(how)), fallback))
+}
+
+/// `resp` saying, when `fallback` is set, which group answered for a group the
+/// rollout lacks (`group_fallback`).
+fn said_fallback(mut resp: Response, fallback: Option<HeaderValue>) -> Response {
+    if let Some(serving) = fallback {
+        resp.headers_mut()
+            .insert(crate::group_fallback::HEADER, serving);
+    }
+    resp
 }
 
 /// How a long poll was answered (`tern-long-poll`): its answer had changed, its hold
@@ -414,6 +434,9 @@ pub(crate) async fn teleport_channel(
             (_, hold) => (None, false, hold),
         }
     };
+    let fallback = (!snapshot.channels.contains_key(name))
+        .then(|| state.fallbacks.check(&snapshot, name))
+        .flatten();
     let body = match what {
         // RFD 109's versions carry the leading `v`; `none` means "do not update".
         "version" => version.map_or_else(
@@ -427,7 +450,7 @@ pub(crate) async fn teleport_channel(
         resp.headers_mut()
             .insert(HOLD_HEADER, HeaderValue::from_static(hold.code()));
     }
-    Ok(cacheable(&state, resp))
+    Ok(said_fallback(cacheable(&state, resp), fallback))
 }
 
 /// What Teleport's version server answers when there is no version to move to.

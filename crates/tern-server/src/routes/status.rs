@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use tern_core::api::{
-    HostResponse, InventoryEntry, InventoryResponse, ReportResponse, StatusResponse,
+    HostResponse, InventoryEntry, InventoryResponse, PendingHosts, ReportResponse, StatusResponse,
 };
 use tern_core::inventory::AgentView;
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion};
@@ -20,7 +20,8 @@ use crate::inventory::id::IdRef;
 use crate::resources;
 use crate::state::AppState;
 
-/// `GET /v1/agents/status`
+/// `GET /v1/agents/status`: with each moving group's pending hosts among this
+/// replica's.
 pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json<StatusResponse>> {
     let store = state.store();
     let now = state.clock.now();
@@ -34,7 +35,11 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json
     let reports = resources::reports(store).await?;
     let version_exists =
         rollout.is_some() || resources::load::<AutoUpdateVersion>(store).await?.is_some();
-    Ok(Json(views::status(
+    let pending = rollout
+        .as_ref()
+        .map(|r| pending_hosts(&state, r, now))
+        .unwrap_or_default();
+    let mut status = views::status(
         now,
         modes,
         config.as_ref(),
@@ -42,7 +47,44 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json
         version_exists,
         &reports,
         state.settings.report_period,
-    )))
+    );
+    for g in &mut status.groups {
+        g.pending = pending.get(&g.name).cloned();
+    }
+    Ok(Json(status))
+}
+
+/// The pending hosts of each group in canary or active among this replica's hosts
+/// (`views::pending`), each with its next run by the heartbeat interval hosts are told.
+fn pending_hosts(
+    state: &AppState,
+    rollout: &AutoUpdateAgentRollout,
+    now: jiff::Timestamp,
+) -> std::collections::BTreeMap<String, PendingHosts> {
+    let interval = jiff::SignedDuration::try_from(state.settings.heartbeat_interval)
+        .unwrap_or(jiff::SignedDuration::from_secs(60));
+    let inv = state.inventory();
+    views::pending(
+        rollout,
+        inv.agents(),
+        now,
+        state.settings.report_period,
+        views::PENDING_LISTED,
+    )
+    .into_iter()
+    .map(|(group, (total, first))| {
+        let hosts = first
+            .into_iter()
+            .map(|a| views::pending_host(a.to_inventory_agent(), interval))
+            .collect();
+        let pending = PendingHosts {
+            replica: state.settings.replica_id.clone(),
+            total,
+            hosts,
+        };
+        (group, pending)
+    })
+    .collect()
 }
 
 /// `GET /v1/agents/report`: the sum of the live reports.

@@ -11,6 +11,7 @@ use tern_core::api::{
     ChangedGroup, EventView, ModeResponse, NewRolloutBody, NewRolloutResponse, PreviewResponse,
     TransitionBody, TransitionResponse,
 };
+use tern_core::reconcile;
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode};
 use tern_core::rollout::Event;
 use tern_core::transition::{self, Transition, TransitionError, TransitionKind};
@@ -89,6 +90,83 @@ fn no_rollout() -> ApiError {
     )
 }
 
+/// The resources a rollout is renewed from ([`reconcile::renew`]): the config, the
+/// version and whether a freeze holds.
+struct Wanted {
+    config: Option<AutoUpdateConfig>,
+    version: Option<AutoUpdateVersion>,
+    frozen: bool,
+}
+
+impl Wanted {
+    async fn load(state: &AppState) -> ApiResult<Self> {
+        let store = state.store();
+        Ok(Self {
+            config: resources::load::<AutoUpdateConfig>(store)
+                .await?
+                .map(|s| s.value),
+            version: resources::load::<AutoUpdateVersion>(store)
+                .await?
+                .map(|s| s.value),
+            frozen: crate::freeze::load(store).await?.is_some(),
+        })
+    }
+
+    /// The rollout the resources ask for now, given the stored one: a new one when the
+    /// versions (or, with `config_too`, the config's groups) changed since it was
+    /// created and no reconcile has replaced it yet, with the event saying so.
+    fn renew(
+        &self,
+        now: jiff::Timestamp,
+        stored: Option<&AutoUpdateAgentRollout>,
+        config_too: bool,
+    ) -> Option<(AutoUpdateAgentRollout, Vec<Event>)> {
+        let resources = reconcile::Resources {
+            config: self.config.as_ref(),
+            version: self.version.as_ref(),
+            rollout: stored,
+            frozen: self.frozen,
+        };
+        match reconcile::renew(now, resources, config_too) {
+            reconcile::Renewal::Fresh { rollout, events } => Some((*rollout, events)),
+            reconcile::Renewal::Current | reconcile::Renewal::NoRollout { .. } => None,
+        }
+    }
+}
+
+/// Logs and counts the events of a write that renewed the rollout, and sends the
+/// cleared notices of the alerts the rollout it replaced had: that write ended them,
+/// and only the replica whose write succeeded announces it (as a leader announces what
+/// its own fenced write changed).
+fn announce_renewal(
+    state: &AppState,
+    events: &[Event],
+    replaced: &[tern_core::resource::Alert],
+    next: &AutoUpdateAgentRollout,
+    why: &str,
+) {
+    for e in events {
+        state.metrics.event(e.kind());
+        tracing::info!(event = e.kind(), action = why, "{e}");
+    }
+    if !replaced.is_empty() {
+        let versions = crate::notify::RolloutVersions {
+            start_version: next.spec.start_version.to_string(),
+            target_version: next.spec.target_version.to_string(),
+        };
+        state.notifiers.notify_changes(
+            replaced,
+            &next.status.alerts,
+            Some(&versions),
+            state.clock.now(),
+        );
+    }
+}
+
+/// A transition lands on the rollout the resources ask for: when new-rollout's
+/// version (or an `apply` of one) has not been turned into a rollout yet, it is made
+/// first, in the same write, so that no transition is undone by the reconcile that
+/// would have replaced the rollout it changed.
 async fn run_transition(
     state: &AppState,
     kind: TransitionKind,
@@ -97,21 +175,38 @@ async fn run_transition(
     let b: TransitionBody = body::json(body)?;
     let t = Transition::new(kind, b.groups, b.force);
     let now = state.clock.now();
-    let (stored, events) = resources::read_modify_write(
+    let wanted = Wanted::load(state).await?;
+    let (stored, (events, renewed)) = resources::read_modify_write(
         state.store(),
         &state.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateAgentRollout>>| {
-            let applied = current
-                .ok_or_else(no_rollout)
-                .and_then(|c| transition::apply(&c.value, &t, now).map_err(transition_error));
+            let current = current.map(|c| c.value);
+            let renewal = wanted.renew(now, current.as_ref(), false);
+            let replaced = current
+                .as_ref()
+                .filter(|_| renewal.is_some())
+                .map(|c| c.status.alerts.clone())
+                .unwrap_or_default();
+            let applied = match renewal {
+                Some((fresh, created)) => transition::apply(&fresh, &t, now)
+                    .map_err(transition_error)
+                    .map(|(next, events)| (next, events, Some((created, replaced)))),
+                None => current
+                    .ok_or_else(no_rollout)
+                    .and_then(|c| transition::apply(&c, &t, now).map_err(transition_error))
+                    .map(|(next, events)| (next, events, None)),
+            };
             async move {
-                let (next, events) = applied?;
-                Ok(Decision::Put(next, events))
+                let (next, events, renewed) = applied?;
+                Ok(Decision::Put(next, (events, renewed)))
             }
         },
     )
     .await?;
     let rollout = stored.ok_or_else(no_rollout)?.value;
+    if let Some((created, replaced)) = &renewed {
+        announce_renewal(state, created, replaced, &rollout, kind.as_str());
+    }
     let groups = changed_groups(&events);
     for e in &events {
         state.metrics.event(e.kind());
@@ -206,6 +301,7 @@ pub(crate) async fn new_rollout(
                 rollout.as_ref().map(|s| &s.value),
                 target.clone(),
                 given_start.clone(),
+                b.follow_in_window,
             );
             let decision = match next.validate() {
                 Err(e) => Err(ApiError::invalid_resource(format!(
@@ -230,11 +326,21 @@ pub(crate) async fn new_rollout(
         .ok_or_else(|| ApiError::internal("new-rollout stored no spec.agents"))?;
     if changed {
         tracing::info!(start = %agents.start_version, target = %agents.target_version, note = note.as_deref().unwrap_or(""), "new rollout requested");
+    }
+    // The rollout exists when new-rollout answers: a start-update right after it lands
+    // on it, and status no longer shows the rollout it replaced. Asking again for the
+    // current target renews a rollout that runs an older copy of the config.
+    let renewed = renew_rollout(&state).await?;
+    let (changed, note) = match renewed {
+        Some(why) if !changed => (true, Some(format!("{}: every group starts over", why))),
+        _ => (changed, note),
+    };
+    if changed {
         state.after_write().await;
     }
-    let warnings = artifacts_missing(&state, &agents.target_version.to_string()).await;
+    let warnings = artifact_warnings(&state, &agents.target_version.to_string()).await;
     for w in &warnings {
-        tracing::warn!(target = %agents.target_version, "new rollout: artifact missing: {w}");
+        tracing::warn!(target = %agents.target_version, "new rollout: {w}");
     }
     Ok(Json(NewRolloutResponse {
         start_version: agents.start_version.to_string(),
@@ -246,10 +352,43 @@ pub(crate) async fn new_rollout(
     }))
 }
 
-/// What is missing of `version`'s artifacts for the platforms this replica's hosts
-/// run (linux/amd64 when it has none yet), with `--artifact-url-template`.
-async fn artifacts_missing(state: &AppState, version: &str) -> Vec<String> {
-    let Some(template) = state.settings.artifact_template.clone() else {
+/// Writes the rollout the stored resources ask for when it is not the stored one (a
+/// new version, or a rollout running an older copy of the config's groups): every
+/// group unstarted, the hosts seen carried over. Returns why it was renewed, if it was.
+async fn renew_rollout(state: &AppState) -> ApiResult<Option<String>> {
+    let now = state.clock.now();
+    let wanted = Wanted::load(state).await?;
+    let (stored, renewed) = resources::read_modify_write(
+        state.store(),
+        &state.metrics.write_conflicts,
+        |current: Option<Stored<AutoUpdateAgentRollout>>| {
+            let current = current.map(|c| c.value);
+            let decision = match wanted.renew(now, current.as_ref(), true) {
+                Some((next, events)) => {
+                    let replaced = current.map(|c| c.status.alerts).unwrap_or_default();
+                    Decision::Put(next, Some((events, replaced)))
+                }
+                None => Decision::Keep(None),
+            };
+            async move { Ok(decision) }
+        },
+    )
+    .await?;
+    let (Some((events, replaced)), Some(stored)) = (renewed, stored) else {
+        return Ok(None);
+    };
+    announce_renewal(state, &events, &replaced, &stored.value, "new-rollout");
+    Ok(events.iter().find_map(|e| match e {
+        Event::RolloutCreated { why, .. } => Some(format!("new rollout: {why}")),
+        _ => None,
+    }))
+}
+
+/// What is missing, or could not be checked, of `version`'s artifacts for the
+/// platforms this replica's hosts run (linux/amd64 when it has none yet), with
+/// `--artifact-url-template`.
+async fn artifact_warnings(state: &AppState, version: &str) -> Vec<String> {
+    let Some(check) = state.settings.artifact_check.clone() else {
         return Vec::new();
     };
     let mut platforms: Vec<(String, String)> = {
@@ -264,11 +403,9 @@ async fn artifacts_missing(state: &AppState, version: &str) -> Vec<String> {
         platforms.push(("linux".into(), "amd64".into()));
     }
     let (edition, version) = (state.settings.edition.clone(), version.to_string());
-    tokio::task::spawn_blocking(move || {
-        crate::artifacts::missing(&template, &edition, &version, &platforms)
-    })
-    .await
-    .unwrap_or_else(|e| vec![format!("checking the artifacts failed: {e}")])
+    tokio::task::spawn_blocking(move || check.warnings(&edition, &version, &platforms))
+        .await
+        .unwrap_or_else(|e| vec![format!("artifact not checked: the check failed: {e}")])
 }
 
 /// `POST /v1/preview/{action}` with the action's own body: what suspend, resume,
@@ -380,11 +517,12 @@ async fn preview_new_rollout(
         rollout.as_ref().map(|s| &s.value),
         target,
         given_start,
+        b.follow_in_window,
     );
     version
         .validate()
         .map_err(|e| ApiError::invalid_resource(format!("invalid autoupdate_version: {e}")))?;
-    let changes = current
+    let version_changes = current
         .as_ref()
         .is_none_or(|c| !resources::same(&c.value, &version));
     let agents = version
@@ -392,9 +530,34 @@ async fn preview_new_rollout(
         .agents
         .as_ref()
         .ok_or_else(|| ApiError::internal("new-rollout would store no spec.agents"))?;
-    let mut effects = vec![if changes {
+    // What the rollout then becomes: renewed for the new version, or for the current
+    // config when it runs an older copy.
+    let renewal = Wanted {
+        config: resources::load::<AutoUpdateConfig>(store)
+            .await?
+            .map(|s| s.value),
+        version: Some(version.clone()),
+        frozen: crate::freeze::load(store).await?.is_some(),
+    }
+    .renew(state.clock.now(), rollout.as_ref().map(|s| &s.value), true);
+    let config_renewal = renewal
+        .as_ref()
+        .filter(|_| !version_changes)
+        .and_then(|(_, events)| {
+            events.iter().find_map(|e| match e {
+                Event::RolloutCreated { why, .. } => Some(why.clone()),
+                _ => None,
+            })
+        });
+    let changes = version_changes || config_renewal.is_some();
+    let mut effects = vec![if let Some(why) = &config_renewal {
         format!(
-            "a new rollout from {} to {}: every group starts over from unstarted at the next reconcile",
+            "the rollout from {} to {} starts over from unstarted: {why}",
+            agents.start_version, agents.target_version
+        )
+    } else if changes {
+        format!(
+            "a new rollout from {} to {}: every group starts over from unstarted",
             agents.start_version, agents.target_version
         )
     } else {

@@ -1,0 +1,189 @@
+//! Stops hold every path, on real processes (docs/rollouts.md, "Stops hold every
+//! path"): a real ternd with a dev clock and hosts running the real `tern-update` and
+//! a real agent. A host enrolled during a freeze installs the last known-good version,
+//! never the frozen target; with the release root, ternd refuses a revoked version
+//! wherever one is written; a pinned host whose new version fails never rolls back
+//! onto a revoked one. Each run ends with the fleet-safety checker over every install.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tern_core::fixtures::halt_on_error;
+use tern_e2e::{Fleet, FleetOptions};
+
+const MON: &str = "2026-11-23";
+
+fn at(hm: &str) -> String {
+    format!("{MON}T{hm}:00Z")
+}
+
+/// dev on 1.1.0 starts a rollout to 1.2.0, which crashes on start; the fleet is frozen
+/// for exactly that reason while dev is still active. A host enrolled now must install
+/// 1.1.0 (find names it: the start version) and run it, never the frozen 1.2.0 (which
+/// would leave it with no agent at all, retrying 1.2.0).
+#[test]
+fn a_host_enrolled_during_a_freeze_installs_the_start_version_not_the_frozen_target() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.apply(&halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]))
+        .unwrap();
+    f.set_version("1.1.0", "1.1.0", "regular").unwrap();
+    f.add_hosts("dev", 2).unwrap();
+    let step = f.tick("2m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    f.clock_set(&at("09:30")).unwrap();
+    f.new_rollout("1.2.0").unwrap();
+    f.clock_set(&at("10:05")).unwrap();
+    f.reconcile().unwrap();
+    assert_eq!(f.status().unwrap().state_of("dev"), "active");
+    f.agents(&["freeze", "--reason", "1.2.0 crashes on start"])
+        .unwrap();
+    let host = f.add_host("dev-new", "dev").unwrap();
+    assert_eq!(host.linked_version().as_deref(), Some("1.1.0"));
+    assert!(
+        f.wait_running(&["dev-new".to_string()], "1.1.0").is_empty(),
+        "{}",
+        f.describe()
+    );
+    // Its later runs hold, saying why: the freeze.
+    let step = f.tick("5m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    let status = f.host("dev-new").status().unwrap();
+    let why = status["server"]["update_now"].as_str().unwrap_or_default();
+    assert!(why.contains("frozen"), "{why}");
+    assert_eq!(f.host("dev-new").linked_version().as_deref(), Some("1.1.0"));
+    f.check_invariant().unwrap();
+}
+
+/// With `--trust-root`, a revoked version is refused wherever a version is written,
+/// naming the minimum: a version resource's start version (a rollback would send
+/// hosts to it), a channel (also served on Teleport's channel path), a directive
+/// draft. The target's own check was there before.
+#[test]
+fn ternd_with_the_release_root_refuses_a_revoked_version_wherever_one_is_written() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    let root = tern_e2e::sign::sign(&f, &["1.0.0", "1.1.0"]).unwrap();
+    f.set_version("1.1.0", "1.1.0", "regular").unwrap();
+    let meta = f.artifacts.join("tuf/metadata").display().to_string();
+    let root_arg = root.display().to_string();
+    let i = f
+        .add_replica(&["--trust-root", &root_arg, "--trust-url", &meta])
+        .unwrap();
+    // The release keys revoke 1.0.0: line 1's signed minimum becomes 1.1.0.
+    tern_e2e::sign::minimum(&f, "1", "1.1.0").unwrap();
+    let ctl = &f.replicas[i].ctl;
+
+    // A version resource whose start version is revoked.
+    let file = f.path().join("revoked-start.yaml");
+    std::fs::write(
+        &file,
+        tern_core::fixtures::version("1.0.0", "1.1.0", "regular"),
+    )
+    .unwrap();
+    let err = ctl
+        .run(&["create", "--force", "-f", file.to_str().unwrap()])
+        .unwrap_err();
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("spec.agents.start_version 1.0.0 is revoked")
+            && err.contains("below the signed minimum 1.1.0 of release line 1"),
+        "{err}"
+    );
+    // new-rollout naming the revoked version as where hosts start from.
+    let err = ctl
+        .run(&[
+            "agents",
+            "new-rollout",
+            "1.1.0",
+            "--current-version",
+            "1.0.0",
+        ])
+        .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("current_version 1.0.0 is revoked"),
+        "{err:#}"
+    );
+    // A channel set to it.
+    let err = ctl
+        .run(&["channels", "set", "stable", "1.0.0"])
+        .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("version 1.0.0 is revoked"),
+        "{err:#}"
+    );
+    let listed = ctl.run(&["channels", "ls"]).unwrap();
+    assert!(!listed.contains("stable"), "{listed}");
+    // A directive draft naming it.
+    let draft = f.path().join("draft.yaml");
+    std::fs::write(
+        &draft,
+        "kind: version_directive\nversion: v1\nmetadata: {name: pinned-old}\nspec:\n  directives:\n    - name: all\n      selectors: [{labels: {env: prod}}]\n      targets: [{version: \"1.0.0\"}]\n      installers: [record]\n",
+    )
+    .unwrap();
+    let err = ctl
+        .run(&["version-control", "draft", "-f", draft.to_str().unwrap()])
+        .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("spec.directives[0].targets[0].version 1.0.0 is revoked"),
+        "{err:#}"
+    );
+    // A signed, allowed version goes through everywhere.
+    ctl.run(&["channels", "set", "stable", "1.1.0"]).unwrap();
+}
+
+/// A pinned host whose new version crashes never rolls back onto a version the release
+/// keys revoked since it was installed: with nothing allowed on disk it stays on the
+/// failing version, does not retry it, and says so (its status, ternd's inventory).
+#[test]
+fn a_pinned_host_never_rolls_back_onto_a_revoked_version() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    let root = tern_e2e::sign::sign(&f, &["1.1.0", "1.2.0"]).unwrap();
+    f.apply(&halt_on_error(&[("dev", 10, 0, 0)])).unwrap();
+    f.set_version("1.1.0", "1.1.0", "regular").unwrap();
+    let server = f.gateway.url.clone();
+    let root_arg = root.display().to_string();
+    f.add_host_via("signed-1", "dev", &server, &["--trust-root", &root_arg])
+        .unwrap();
+    let step = f.tick("2m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_eq!(
+        f.host("signed-1").linked_version().as_deref(),
+        Some("1.1.0")
+    );
+    // 1.1.0 is revoked (line 1.1's minimum 1.1.1), and 1.2.0, signed, crashes on start.
+    tern_e2e::sign::minimum(&f, "1.1", "1.1.1").unwrap();
+    f.clock_set(&at("09:30")).unwrap();
+    f.new_rollout("1.2.0").unwrap();
+    let step = f.step_at(&at("10:05")).unwrap();
+    let failed = step
+        .failures()
+        .into_iter()
+        .find(|(h, _)| h == "signed-1")
+        .map(|(_, m)| m)
+        .unwrap_or_else(|| panic!("the update did not fail\n{}", f.describe()));
+    assert!(
+        failed.contains("1.1.0 is revoked") || failed.contains("not rolled back"),
+        "{failed}"
+    );
+    let h = f.host("signed-1");
+    assert_eq!(h.linked_version().as_deref(), Some("1.2.0"), "{failed}");
+    let status = h.status().unwrap();
+    let error = status["status"]["last_update"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        error.contains("not rolled back") && error.contains("revoked"),
+        "{status}"
+    );
+    assert_eq!(status["status"]["skip"], "1.2.0", "{status}");
+    // It does not retry 1.2.0, and never installs 1.1.0 again.
+    let step = f.tick("10m").unwrap();
+    assert!(
+        step.failures().iter().all(|(h, _)| h != "signed-1"),
+        "{:?}",
+        step.failures()
+    );
+    assert_eq!(
+        f.host("signed-1").linked_version().as_deref(),
+        Some("1.2.0")
+    );
+    let entry = f.inventory_of("signed-1").unwrap().unwrap();
+    assert_eq!(entry.failed_version.as_deref(), Some("1.2.0"), "{entry:?}");
+}
