@@ -6,15 +6,16 @@
 mod apply;
 mod client;
 mod directives;
+mod interval;
+mod output;
 mod render;
+mod resource_file;
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand, ValueEnum};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tern_core::api::{
     ChangedGroup, Channel, ChannelBody, ClockBody, ClockResponse, Deleted, DevReconcileResponse,
@@ -23,12 +24,15 @@ use tern_core::api::{
     TransitionBody, TransitionResponse,
 };
 use tern_core::duration::GoDuration;
-use tern_core::resource::{Metadata, Mode};
+use tern_core::resource::Mode;
 use tern_core::transition::TransitionKind;
 
 use crate::global::{Global, Output};
 use crate::text::plural;
 use client::{Client, encode, read_token};
+use interval::parse_interval;
+use output::{print_written, structured, structured_text};
+use resource_file::{ResourceFile, read_resource_file};
 
 impl Global {
     fn client(&self) -> anyhow::Result<Client> {
@@ -408,34 +412,6 @@ pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `v` as JSON or YAML text; `None` in text mode (the caller renders).
-fn structured_text<T: Serialize>(output: Output, v: &T) -> anyhow::Result<Option<String>> {
-    Ok(match output {
-        Output::Json => Some(serde_json::to_string_pretty(v)? + "\n"),
-        Output::Yaml => Some(serde_yaml_ng::to_string(v)?),
-        Output::Text => None,
-    })
-}
-
-/// Prints `v` as JSON or YAML; returns false in text mode (the caller renders).
-fn structured<T: Serialize>(output: Output, v: &T) -> anyhow::Result<bool> {
-    match structured_text(output, v)? {
-        Some(text) => {
-            print!("{text}");
-            Ok(true)
-        }
-        None => Ok(false),
-    }
-}
-
-fn parse_interval(s: &str) -> Result<GoDuration, String> {
-    let d = GoDuration::parse(s).map_err(|e| e.to_string())?;
-    if d.as_secs() == 0 {
-        return Err("the interval must be at least 1s".to_string());
-    }
-    Ok(d)
-}
-
 /// Clears a terminal and puts the cursor top left.
 const CLEAR_SCREEN: &str = "\x1b[H\x1b[2J";
 
@@ -512,66 +488,6 @@ fn get(a: GetArgs, g: &Global) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A resource file an operator writes: its text, parsed, and which resource it is.
-struct ResourceFile {
-    text: String,
-    doc: Value,
-    /// `autoupdate_config` or `autoupdate_version`.
-    kind: &'static str,
-    /// Its API path: `/v1/resources/config` or `/v1/resources/version`.
-    path: &'static str,
-}
-
-/// Reads `file` (`-`: standard input) as a config or a version.
-fn read_resource_file(file: &Path) -> anyhow::Result<ResourceFile> {
-    let text = if file.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("reading standard input")?;
-        s
-    } else {
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
-    };
-    let doc: Value = serde_yaml_ng::from_str(&text)
-        .with_context(|| format!("{}: not YAML or JSON", file.display()))?;
-    let (kind, path) = match doc["kind"].as_str().unwrap_or_default() {
-        "autoupdate_config" => ("autoupdate_config", "/v1/resources/config"),
-        "autoupdate_version" => ("autoupdate_version", "/v1/resources/version"),
-        kind @ ("autoupdate_agent_rollout" | "autoupdate_agent_report") => {
-            bail!("{kind} is written only by ternd")
-        }
-        "" => bail!(
-            "{}: kind: missing (autoupdate_config or autoupdate_version)",
-            file.display()
-        ),
-        other => bail!(
-            "{}: kind: {other:?} is not autoupdate_config or autoupdate_version",
-            file.display()
-        ),
-    };
-    Ok(ResourceFile {
-        text,
-        doc,
-        kind,
-        path,
-    })
-}
-
-/// Prints what ternd answered a write of `kind` with: the resource in JSON/YAML, or
-/// `kind verb (revision N)`.
-fn print_written(output: Output, kind: &str, verb: &str, v: Value) -> anyhow::Result<()> {
-    if !structured(output, &v)? {
-        let head: StoredHead = serde_json::from_value(v)
-            .with_context(|| format!("ternd's answer is not an {kind}"))?;
-        println!(
-            "{kind} {verb} (revision {})",
-            head.metadata.revision.as_deref().unwrap_or("?")
-        );
-    }
-    Ok(())
-}
-
 fn create(a: CreateArgs, g: &Global) -> anyhow::Result<ExitCode> {
     let ResourceFile {
         text,
@@ -605,12 +521,6 @@ fn rm(a: RmArgs, g: &Global) -> anyhow::Result<ExitCode> {
         println!("{kind} deleted");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// What ternctl reads of a resource ternd answers a write with.
-#[derive(Deserialize)]
-struct StoredHead {
-    metadata: Metadata,
 }
 
 fn names(groups: &[ChangedGroup]) -> String {
