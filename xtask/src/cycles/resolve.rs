@@ -65,7 +65,7 @@ pub(super) fn edges(tree: &Tree) -> Edges {
 
 struct Resolver<'t> {
     tree: &'t Tree,
-    cache: HashMap<(ModPath, String), Res>,
+    cache: HashMap<(ModPath, String, bool), Res>,
 }
 
 impl Resolver<'_> {
@@ -79,7 +79,7 @@ impl Resolver<'_> {
                 let Some(first) = p.segs.first() else {
                     return Res::Outside;
                 };
-                match self.name(here, first, depth) {
+                match self.name(here, first, p.segs.len() > 1, depth) {
                     Res::Module(m) => {
                         return self.walk(m, &p.segs[1..], depth);
                     }
@@ -95,8 +95,8 @@ impl Resolver<'_> {
 
     /// Follows `segs` down from module `at`.
     fn walk(&mut self, mut at: ModPath, segs: &[String], depth: usize) -> Res {
-        for s in segs {
-            match self.name(&at, s, depth) {
+        for (k, s) in segs.iter().enumerate() {
+            match self.name(&at, s, k + 1 < segs.len(), depth) {
                 Res::Module(m) => at = m,
                 Res::Item(d) => return Res::Item(d),
                 // Made by a macro, or a name the scan does not see: still that module's.
@@ -107,23 +107,24 @@ impl Resolver<'_> {
     }
 
     /// What `name` means inside module `m`: a child module, an item of its own, an
-    /// import, or a name a glob import brings in.
-    fn name(&mut self, m: &ModPath, name: &str, depth: usize) -> Res {
+    /// import, or a name a glob import brings in. `goes_on`: the path continues after
+    /// it (`name::…`), so it names a module or a type, not a function or a constant.
+    fn name(&mut self, m: &ModPath, name: &str, goes_on: bool, depth: usize) -> Res {
         if depth > MAX_DEPTH {
             return Res::Outside;
         }
-        let key = (m.clone(), name.to_string());
+        let key = (m.clone(), name.to_string(), goes_on);
         if let Some(r) = self.cache.get(&key) {
             return r.clone();
         }
         // A loop through imports resolves to nothing rather than forever.
         self.cache.insert(key.clone(), Res::Outside);
-        let r = self.lookup(m, name, depth);
+        let r = self.lookup(m, name, goes_on, depth);
         self.cache.insert(key, r.clone());
         r
     }
 
-    fn lookup(&mut self, m: &ModPath, name: &str, depth: usize) -> Res {
+    fn lookup(&mut self, m: &ModPath, name: &str, goes_on: bool, depth: usize) -> Res {
         let tree = self.tree;
         let Some(module) = tree.modules.get(m) else {
             return Res::Outside;
@@ -133,7 +134,7 @@ impl Resolver<'_> {
             c.push(name.to_string());
             return Res::Module(c);
         }
-        if module.items.contains(name) {
+        if module.types.contains(name) || !goes_on && module.values.contains(name) {
             return Res::Item(m.clone());
         }
         for imp in &module.imports {
@@ -148,7 +149,7 @@ impl Resolver<'_> {
             if let Res::Module(p) = self.path(m, &imp.path, depth + 1)
                 && p != *m
             {
-                let r = self.name(&p, name, depth + 1);
+                let r = self.name(&p, name, goes_on, depth + 1);
                 if r != Res::Outside {
                     return r;
                 }

@@ -276,6 +276,33 @@ fn a_renamed_import_is_followed() {
     assert_eq!(r.cycles, [vec!["a".to_string(), "b".into(), "c".into()]]);
 }
 
+/// A function and a module may share a name: `run::recover()` is the module's.
+#[test]
+fn a_module_and_a_function_of_one_name_are_told_apart() {
+    let r = report(&[
+        (
+            "src/lib.rs",
+            "mod directive;
+mod run;
+",
+        ),
+        (
+            "src/directive.rs",
+            "use crate::run;
+fn run() {}
+pub fn go() { run(); run::recover(); }
+",
+        ),
+        (
+            "src/run.rs",
+            "pub fn recover() {}
+",
+        ),
+    ]);
+    assert_eq!(edge_list(&r), ["directive -> run"]);
+    assert_eq!(r.edges["directive"]["run"], "src/directive.rs:3");
+}
+
 /// `use super::*;` and then `b::g()`: `b` is the parent's child module, brought into
 /// scope by the glob.
 #[test]

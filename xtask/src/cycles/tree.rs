@@ -58,9 +58,12 @@ pub(super) struct Module {
     /// The file it is written in, relative to the crate's directory.
     pub(super) file: String,
     pub(super) children: BTreeSet<String>,
-    /// Names of the other items it defines (functions, types, traits, constants,
-    /// statics, macros).
-    pub(super) items: BTreeSet<String>,
+    /// Names of the types it defines (structs, enums, unions, traits, type aliases):
+    /// what a path can go on through (`Kind::Variant`, `Type::new`).
+    pub(super) types: BTreeSet<String>,
+    /// Names of its functions, constants, statics and macros: a path ends at them, and
+    /// a module of the same name (`use crate::run;` beside `fn run`) is another name.
+    pub(super) values: BTreeSet<String>,
     pub(super) imports: Vec<Import>,
     /// Every path its own code names (not its child modules'): in code, in macro bodies
     /// and in the attribute strings that hold paths.
@@ -327,7 +330,7 @@ impl Parser<'_> {
                 }
                 Tok::Ident(kw) if depth == 0 && kw == "macro_rules" && self.is(i + 1, '!') => {
                     if let Some(name) = self.ident(i + 2) {
-                        m.items.insert(name.to_string());
+                        m.values.insert(name.to_string());
                         if item.macro_export {
                             self.exported.push((name.to_string(), path.clone()));
                         }
@@ -341,7 +344,11 @@ impl Parser<'_> {
                         k += 1;
                     }
                     if let Some(name) = self.ident(k) {
-                        m.items.insert(name.to_string());
+                        if matches!(self.ident(i), Some("fn" | "const" | "static")) {
+                            m.values.insert(name.to_string());
+                        } else {
+                            m.types.insert(name.to_string());
+                        }
                     }
                     i = k + 1;
                     continue;
