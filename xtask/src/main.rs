@@ -4,7 +4,8 @@
 //!   through a rollout, a broken release halted at its canary, and a rollback.
 //! - `examples`: replays every bundled example rollout through the offline planner.
 //! - `ci`: everything CI checks: formatting, module cycles, clippy with warnings
-//!   denied, all tests.
+//!   denied, all tests, the packages; then each phase's time against the budget and the
+//!   slowest tests.
 //! - `cycles`: fails on any import cycle between the modules of a workspace crate, at
 //!   any depth, and on a use against the layers ARCHITECTURE.md states.
 //! - `bench`: benchmarks against baselines measured in the same run.
@@ -26,6 +27,7 @@ mod dist_check;
 mod examples;
 mod fuzz;
 mod man;
+mod timing;
 mod workspace;
 
 pub(crate) use workspace::{cargo, root, run, target_dir};
