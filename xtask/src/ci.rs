@@ -155,10 +155,6 @@ fn checks(phases: &mut Phases) -> Result<(), String> {
     phases.run("fmt", || {
         let mut fmt = cargo();
         fmt.args(["fmt", "--all", "--check"]);
-        run_cmd(fmt)?;
-        // The fuzzing harnesses are a workspace of their own (built with cargo afl).
-        let mut fmt = cargo();
-        fmt.args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--check"]);
         run_cmd(fmt)
     })?;
 
@@ -176,11 +172,6 @@ fn checks(phases: &mut Phases) -> Result<(), String> {
         ]);
         clippy.args(["--", "-D", "warnings"]);
         run_cmd(clippy)
-    })?;
-
-    // The fuzzing corpus (seeds, fixed crashes) through every harness: a short run.
-    phases.run("fuzz corpus", || {
-        run_cmd(one_shot(crate::fuzz::corpus_replay()))
     })?;
 
     // Doc tests first, so the run closes on the main test runner's summary.

@@ -92,8 +92,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 }
 
-/// The workspace's crates: every directory under `crates/` with a Cargo.toml, and
-/// `xtask`, each with its package name.
+/// The workspace's crates: every directory under `crates/` with a Cargo.toml, `xtask`
+/// and `fuzz`, each with its package name.
 fn workspace_crates(root: &Path) -> Result<Vec<(String, PathBuf)>, String> {
     let mut dirs = Vec::new();
     let crates = root.join("crates");
@@ -106,6 +106,7 @@ fn workspace_crates(root: &Path) -> Result<Vec<(String, PathBuf)>, String> {
         }
     }
     dirs.push(root.join("xtask"));
+    dirs.push(root.join("fuzz"));
     dirs.sort();
     dirs.into_iter()
         .map(|d| Ok((package_name(&d)?, d)))
