@@ -1,6 +1,7 @@
-//! `cargo xtask ci`: formatting, module cycles, clippy with warnings denied, every
-//! test, and the package checks (`cargo xtask dist --debug --check`); at the end, the
-//! slowest tests and the time of each phase against the budget (`timing`).
+//! `cargo xtask ci`: formatting, module cycles and layers, one build of everything with
+//! clippy's lints (warnings denied), every test, and the package checks (`cargo xtask
+//! dist --debug --check`); at the end, the slowest tests and the time of each phase
+//! against the budget (`timing`).
 
 use std::process::Command;
 
@@ -114,17 +115,36 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-/// cargo for a one-shot build: incremental caches only help a rebuild, and on a fresh
-/// clone they would add a quarter to the target dir's size.
+/// cargo for a one-shot build, compiling the workspace's own crates with clippy's lints
+/// (warnings denied) while it builds them: clippy-driver is rustc with the lints, set as
+/// the workspace's rustc wrapper, which is what `cargo clippy` does in check mode. So
+/// every dependency is compiled once, for the build, instead of once more (metadata
+/// only) for a separate clippy run; every invocation here passes the same wrapper, so
+/// each finds the others' artifacts fresh. Incremental caches only help a rebuild, and
+/// on a fresh clone they would add a quarter to the target dir's size.
 fn cargo() -> Command {
-    one_shot(crate::cargo())
-}
-
-fn one_shot(mut cargo: Command) -> Command {
+    let mut cargo = crate::cargo();
     if std::env::var_os("CARGO_INCREMENTAL").is_none() {
         cargo.env("CARGO_INCREMENTAL", "0");
     }
     cargo
+        .env("RUSTC_WORKSPACE_WRAPPER", clippy_driver())
+        // cargo clippy's way of handing clippy-driver its arguments (`-- -D warnings`).
+        .env(
+            "CLIPPY_ARGS",
+            "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
+        );
+    cargo
+}
+
+/// clippy-driver beside the cargo running this (rustup's toolchain directory), else
+/// the one on PATH.
+fn clippy_driver() -> std::path::PathBuf {
+    std::env::var_os("CARGO")
+        .map(std::path::PathBuf::from)
+        .and_then(|c| Some(c.parent()?.join("clippy-driver")))
+        .filter(|d| d.is_file())
+        .unwrap_or_else(|| "clippy-driver".into())
 }
 
 /// Where nextest's `ci` profile writes its JUnit report (`.config/nextest.toml`).
@@ -161,17 +181,19 @@ fn checks(phases: &mut Phases) -> Result<(), String> {
     // Module import cycles and layers: a text scan, seconds, before anything compiles.
     phases.run("cycles", || crate::cycles::run(&[]))?;
 
-    phases.run("clippy", || {
-        let mut clippy = cargo();
-        clippy.args([
-            "clippy",
+    // Everything the tests and the packages need, linted as it compiles (see `cargo()`):
+    // every target of every crate, as `cargo clippy --all-targets` lints them, with the
+    // features the tests enable.
+    phases.run("build and clippy", || {
+        let mut build = cargo();
+        build.args([
+            "build",
             "--workspace",
             "--all-targets",
             "--features",
             TEST_FEATURES,
         ]);
-        clippy.args(["--", "-D", "warnings"]);
-        run_cmd(clippy)
+        run_cmd(build)
     })?;
 
     // Doc tests first, so the run closes on the main test runner's summary.
@@ -199,23 +221,9 @@ fn checks(phases: &mut Phases) -> Result<(), String> {
         run_cmd(test)
     })?;
 
-    // The packages, from the binaries the tests just built (debug, stripped): dpkg-deb,
-    // lintian, shellcheck and an install under a temporary root. Release binaries are
-    // not built here (they would add most of CI's time); `cargo xtask dist` makes them.
-    // The binaries as the test run built them: the same targets and features, so cargo
-    // finds everything fresh (`--bins` alone would resolve features without the
-    // dev-dependencies, rebuild, and replace this very xtask binary while it runs).
-    phases.run("binaries", || {
-        let mut bins = cargo();
-        bins.args([
-            "build",
-            "--workspace",
-            "--all-targets",
-            "--features",
-            TEST_FEATURES,
-        ]);
-        run_cmd(bins)
-    })?;
+    // The packages, from the binaries built above (debug, stripped): dpkg-deb, lintian,
+    // shellcheck and an install under a temporary root. Release binaries are not built
+    // here (they would add most of CI's time); `cargo xtask dist` makes them.
     phases.run("packages", || {
         // Signed too, as a release is: with throwaway keys in a repository made here by
         // the real tern-release, so the check verifies real signatures over the real
