@@ -135,17 +135,12 @@ fn wait_for_data(f: &Fleet, step: &Step, prom: &Prometheus) {
     // A few more scrapes, so the rate's window holds the new version alone: eight
     // samples of the canaries' counters in its 15 s, not the first two.
     let canaries = canary_requests(step);
-    let samples = format!("min(count_over_time({canaries}[15s]))");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !prom.value(&samples).is_some_and(|n| n >= 8.0) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the canaries' counters never had 8 samples in 15 s\n{}\n{}",
-            prom.log_tail(),
-            f.describe()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    assert!(
+        prom.wait_samples(&canaries, "15s", 8, Duration::from_secs(60)),
+        "the canaries' counters never had 8 samples in 15 s\n{}\n{}",
+        prom.log_tail(),
+        f.describe()
+    );
 }
 
 #[test]
