@@ -1,9 +1,12 @@
-//! `cargo xtask ci`: formatting, module cycles, clippy with warnings denied, every
-//! test, and the package checks (`cargo xtask dist --debug --check`).
+//! `cargo xtask ci`: formatting, module cycles and layers, one build of everything with
+//! clippy's lints (warnings denied), every test, and the package checks (`cargo xtask
+//! dist --debug --check`); at the end, the slowest tests and the time of each phase
+//! against the budget (`timing`).
 
 use std::process::Command;
 
 use crate::run as run_cmd;
+use crate::timing::Phases;
 
 fn has_nextest() -> bool {
     cargo()
@@ -112,94 +115,136 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-/// cargo for a one-shot build: incremental caches only help a rebuild, and on a fresh
-/// clone they would add a quarter to the target dir's size.
+/// cargo for a one-shot build, compiling the workspace's own crates with clippy's lints
+/// (warnings denied) while it builds them: clippy-driver is rustc with the lints, set as
+/// the workspace's rustc wrapper, which is what `cargo clippy` does in check mode. So
+/// every dependency is compiled once, for the build, instead of once more (metadata
+/// only) for a separate clippy run; every invocation here passes the same wrapper, so
+/// each finds the others' artifacts fresh. Incremental caches only help a rebuild, and
+/// on a fresh clone they would add a quarter to the target dir's size.
 fn cargo() -> Command {
-    one_shot(crate::cargo())
-}
-
-fn one_shot(mut cargo: Command) -> Command {
+    let mut cargo = crate::cargo();
     if std::env::var_os("CARGO_INCREMENTAL").is_none() {
         cargo.env("CARGO_INCREMENTAL", "0");
     }
     cargo
+        .env("RUSTC_WORKSPACE_WRAPPER", clippy_driver())
+        // cargo clippy's way of handing clippy-driver its arguments (`-- -D warnings`).
+        .env(
+            "CLIPPY_ARGS",
+            "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
+        );
+    cargo
 }
 
+/// clippy-driver beside the cargo running this (rustup's toolchain directory), else
+/// the one on PATH.
+fn clippy_driver() -> std::path::PathBuf {
+    std::env::var_os("CARGO")
+        .map(std::path::PathBuf::from)
+        .and_then(|c| Some(c.parent()?.join("clippy-driver")))
+        .filter(|d| d.is_file())
+        .unwrap_or_else(|| "clippy-driver".into())
+}
+
+/// Where nextest's `ci` profile writes its JUnit report (`.config/nextest.toml`).
+fn junit_report() -> std::path::PathBuf {
+    crate::target_dir()
+        .join("nextest")
+        .join("ci")
+        .join("junit.xml")
+}
+
+/// Every check, each a timed phase; then the slowest tests and the time of each phase
+/// against the budget, also when a phase failed.
 pub fn run() -> Result<(), String> {
-    ensure_system_packages()?;
-    let mut fmt = cargo();
-    fmt.args(["fmt", "--all", "--check"]);
-    run_cmd(fmt)?;
-    // The fuzzing harnesses are a workspace of their own (built with cargo afl).
-    let mut fmt = cargo();
-    fmt.args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--check"]);
-    run_cmd(fmt)?;
+    let mut phases = Phases::start();
+    let junit = junit_report();
+    // A report left by an earlier run is not this run's.
+    let _ = std::fs::remove_file(&junit);
+    let result = checks(&mut phases);
+    if has_nextest() {
+        eprint!("{}", crate::timing::slowest(&junit, 20));
+    }
+    eprint!("{}", phases.summary());
+    result
+}
 
-    // Module import cycles: a text scan, seconds, before anything compiles.
-    eprintln!("==> cargo xtask cycles");
-    crate::cycles::run(&[])?;
+fn checks(phases: &mut Phases) -> Result<(), String> {
+    phases.run("system packages", ensure_system_packages)?;
+    phases.run("fmt", || {
+        let mut fmt = cargo();
+        fmt.args(["fmt", "--all", "--check"]);
+        run_cmd(fmt)
+    })?;
 
-    let mut clippy = cargo();
-    clippy.args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--features",
-        TEST_FEATURES,
-    ]);
-    clippy.args(["--", "-D", "warnings"]);
-    run_cmd(clippy)?;
+    // Module import cycles and layers: a text scan, seconds, before anything compiles.
+    phases.run("cycles", || crate::cycles::run(&[]))?;
 
-    // The fuzzing corpus (seeds, fixed crashes) through every harness: a short run.
-    run_cmd(one_shot(crate::fuzz::corpus_replay()))?;
+    // Everything the tests and the packages need, linted as it compiles (see `cargo()`):
+    // every target of every crate, as `cargo clippy --all-targets` lints them, with the
+    // features the tests enable.
+    phases.run("build and clippy", || {
+        let mut build = cargo();
+        build.args([
+            "build",
+            "--workspace",
+            "--all-targets",
+            "--features",
+            TEST_FEATURES,
+        ]);
+        run_cmd(build)
+    })?;
 
     // Doc tests first, so the run closes on the main test runner's summary.
-    let mut doc = cargo();
-    doc.args(["test", "--workspace", "--doc", "--features", TEST_FEATURES]);
-    run_cmd(doc)?;
+    phases.run("doc tests", || {
+        let mut doc = cargo();
+        doc.args(["test", "--workspace", "--doc", "--features", TEST_FEATURES]);
+        run_cmd(doc)
+    })?;
 
-    let mut test = cargo();
-    if has_nextest() {
-        test.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
-    } else {
-        test.args(["test", "--workspace", "--no-fail-fast"]);
-    }
-    test.args(["--features", TEST_FEATURES]);
-    run_cmd(test)?;
+    phases.run("tests", || {
+        let mut test = cargo();
+        if has_nextest() {
+            test.args([
+                "nextest",
+                "run",
+                "--workspace",
+                "--no-fail-fast",
+                "--profile",
+                "ci",
+            ]);
+        } else {
+            test.args(["test", "--workspace", "--no-fail-fast"]);
+        }
+        test.args(["--features", TEST_FEATURES]);
+        run_cmd(test)
+    })?;
 
-    // The packages, from the binaries the tests just built (debug, stripped): dpkg-deb,
-    // lintian, shellcheck and an install under a temporary root. Release binaries are
-    // not built here (they would add most of CI's time); `cargo xtask dist` makes them.
-    // The binaries as the test run built them: the same targets and features, so cargo
-    // finds everything fresh (`--bins` alone would resolve features without the
-    // dev-dependencies, rebuild, and replace this very xtask binary while it runs).
-    let mut bins = cargo();
-    bins.args([
-        "build",
-        "--workspace",
-        "--all-targets",
-        "--features",
-        TEST_FEATURES,
-    ]);
-    run_cmd(bins)?;
-    // Signed too, as a release is: with throwaway keys in a repository made here by the
-    // real tern-release, so the check verifies real signatures over the real files.
-    let keys = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
-    let (repo, sign_keys) = throwaway_repository(keys.path())?;
-    // In process: this binary may have been rebuilt on disk meanwhile.
-    let out = crate::target_dir().join("dist-ci");
-    let mut args = vec![
-        "--debug".to_string(),
-        "--check".to_string(),
-        "--out".to_string(),
-        out.display().to_string(),
-        "--sign".to_string(),
-        repo.display().to_string(),
-    ];
-    for k in sign_keys {
-        args.extend(["--key".to_string(), k.display().to_string()]);
-    }
-    crate::dist::run(&args)
+    // The packages, from the binaries built above (debug, stripped): dpkg-deb, lintian,
+    // shellcheck and an install under a temporary root. Release binaries are not built
+    // here (they would add most of CI's time); `cargo xtask dist` makes them.
+    phases.run("packages", || {
+        // Signed too, as a release is: with throwaway keys in a repository made here by
+        // the real tern-release, so the check verifies real signatures over the real
+        // files.
+        let keys = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
+        let (repo, sign_keys) = throwaway_repository(keys.path())?;
+        // In process: this binary may have been rebuilt on disk meanwhile.
+        let out = crate::target_dir().join("dist-ci");
+        let mut args = vec![
+            "--debug".to_string(),
+            "--check".to_string(),
+            "--out".to_string(),
+            out.display().to_string(),
+            "--sign".to_string(),
+            repo.display().to_string(),
+        ];
+        for k in sign_keys {
+            args.extend(["--key".to_string(), k.display().to_string()]);
+        }
+        crate::dist::run(&args)
+    })
 }
 
 /// A tern-release repository under `dir` with fresh keys (one per role); returns it and

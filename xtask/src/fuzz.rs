@@ -2,7 +2,7 @@
 //! fuzzing of one target of `fuzz/` under AFL++ (needs `cargo install cargo-afl`, which
 //! builds AFL++ on install). Findings go to `fuzz/out/<target>/default/crashes`; a crash,
 //! once fixed, is copied into `fuzz/corpus/<target>/` so that every test run replays it
-//! (`fuzz/tests/corpus.rs`, run by `cargo xtask ci`). Results: `docs/security.md`.
+//! (`fuzz/tests/corpus.rs`, one of the workspace's tests). Results: `docs/security.md`.
 
 use std::process::Command;
 
@@ -31,9 +31,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let target = target.ok_or_else(|| format!("name a target: {}", TARGETS.join(", ")))?;
     let fuzz = crate::root().join("fuzz");
+    // Instrumented builds in a target dir of their own (fuzz/target), not over the
+    // workspace's release binaries.
+    let target_dir = fuzz.join("target");
     let mut build = Command::new("cargo");
     build
         .current_dir(&fuzz)
+        .env("CARGO_TARGET_DIR", &target_dir)
         .args(["afl", "build", "--release", "--features", "afl", "--bin"])
         .arg(format!("fuzz-{target}"));
     crate::run(build)
@@ -53,19 +57,4 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .arg(format!("out/{target}"))
         .arg(format!("target/release/fuzz-{target}"));
     crate::run(afl)
-}
-
-/// The short run of every test: the committed corpus (seeds and fixed crashes) through
-/// each target, without AFL, on the workspace's target dir.
-pub fn corpus_replay() -> Command {
-    let mut test = crate::cargo();
-    test.args([
-        "test",
-        "--manifest-path",
-        "fuzz/Cargo.toml",
-        "--test",
-        "corpus",
-    ])
-    .env("CARGO_TARGET_DIR", crate::root().join("target"));
-    test
 }

@@ -4,9 +4,10 @@
 //!   through a rollout, a broken release halted at its canary, and a rollback.
 //! - `examples`: replays every bundled example rollout through the offline planner.
 //! - `ci`: everything CI checks: formatting, module cycles, clippy with warnings
-//!   denied, all tests.
-//! - `cycles`: fails on any import cycle between the top-level modules of a workspace
-//!   crate.
+//!   denied, all tests, the packages; then each phase's time against the budget and the
+//!   slowest tests.
+//! - `cycles`: fails on any import cycle between the modules of a workspace crate, at
+//!   any depth, and on a use against the layers ARCHITECTURE.md states.
 //! - `bench`: benchmarks against baselines measured in the same run.
 //! - `sim`: the fleet simulator (`tern-sim`), built in release mode.
 //! - `fuzz`: AFL++ on one of the harnesses of `fuzz/` (cargo-afl).
@@ -14,8 +15,7 @@
 //! - `dist`: release binaries, the `.deb` packages, a tarball and checksums
 //!   (`docs/install.md`); `--check` runs the package checks CI runs.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 mod bench;
 mod ci;
@@ -27,6 +27,10 @@ mod dist_check;
 mod examples;
 mod fuzz;
 mod man;
+mod timing;
+mod workspace;
+
+pub(crate) use workspace::{cargo, root, run, target_dir};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,7 +46,7 @@ fn main() -> ExitCode {
         Some("dist") => dist::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|examples|ci|cycles|bench|fuzz|sim|man|dist>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, module cycles, clippy -D warnings, every test\n  cycles    [--edges]: fail on any import cycle between the top-level modules of a workspace crate\n  bench     [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|scale|dashboard|faults|all|profile] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000`, or `cargo xtask sim --faults --seeds 500` (docs/simulator.md)\n  man       [DIR]: man pages of every binary and subcommand into DIR (default target/man; docs/cli.md)\n  dist      [--debug] [--out DIR] [--check]: release binaries (ternd and tern-lockstep with etcd), .debs of ternd, ternctl, tern-update, tern-lockstep, a tarball, SHA256SUMS (docs/install.md)"
+                "usage: cargo xtask <demo|examples|ci|cycles|bench|fuzz|sim|man|dist>\n  demo      a real local fleet through a rollout, a halt and a rollback (--hosts N, --keep-running)\n  examples  replay the bundled example rollouts through the offline planner\n  ci        fmt --check, module cycles, clippy -D warnings, every test\n  cycles    [--edges]: fail on any module import cycle (any depth) or a use against ARCHITECTURE.md's layers\n  bench     [find|attack|heartbeat|reconcile|apply|converge|lockstep|directives|coverage|topology|scale|dashboard|faults|all|profile] [--quick]: benchmarks against same-run baselines (docs/benchmarks.md)\n  fuzz      <resources|find-query|heartbeat|tar> [--minutes N]: AFL++ on one target (needs cargo-afl; docs/security.md)\n  sim       ARGS…: the fleet simulator, e.g. `cargo xtask sim --version examples/01-halt-on-error/version.yaml --config examples/01-halt-on-error/config.yaml --agents 10000`, or `cargo xtask sim --faults --seeds 500` (docs/simulator.md)\n  man       [DIR]: man pages of every binary and subcommand into DIR (default target/man; docs/cli.md)\n  dist      [--debug] [--out DIR] [--check]: release binaries (ternd and tern-lockstep with etcd), .debs of ternd, ternctl, tern-update, tern-lockstep, a tarball, SHA256SUMS (docs/install.md)"
             );
             return ExitCode::from(2);
         }
@@ -62,41 +66,4 @@ fn sim(args: &[String]) -> Result<(), String> {
     cmd.args(["run", "--quiet", "--release", "-p", "tern-sim", "--"])
         .args(args);
     run(cmd)
-}
-
-pub(crate) fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// Cargo's target directory (`CARGO_TARGET_DIR` or the workspace's `target/`).
-pub(crate) fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) => {
-            let d = PathBuf::from(d);
-            if d.is_absolute() { d } else { root().join(d) }
-        }
-        None => root().join("target"),
-    }
-}
-
-pub(crate) fn cargo() -> Command {
-    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    c.current_dir(root());
-    c
-}
-
-pub(crate) fn run(mut cmd: Command) -> Result<(), String> {
-    let shown = format!("{cmd:?}");
-    eprintln!("==> {shown}");
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cannot run {shown}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{shown} failed ({status})"))
-    }
 }

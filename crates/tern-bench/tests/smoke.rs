@@ -109,8 +109,10 @@ fn quick_benchmarks_print_their_figures_as_json() {
 }
 
 /// True if `ternd` was built with the etcd backend: one without it refuses an `etcd:`
-/// backend at once, saying so; one with it keeps trying to reach the (absent) etcd.
+/// backend at once, saying so; one with it says it is trying to reach the (absent)
+/// etcd, and keeps trying.
 fn has_etcd_backend(ternd: &std::path::Path) -> bool {
+    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(ternd)
         .args([
@@ -125,17 +127,34 @@ fn has_etcd_backend(ternd: &std::path::Path) -> bool {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while std::time::Instant::now() < deadline {
-        if child.try_wait().unwrap().is_some() {
-            let out = child.wait_with_output().unwrap();
-            return !String::from_utf8_lossy(&out.stderr).contains("without etcd support");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    });
+    // Whichever it says first; the channel closes when it exits.
+    let mut said = Vec::new();
+    let supported = loop {
+        match lines.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(line) if line.contains("etcd does not answer yet") => break true,
+            Ok(line) if line.contains("without etcd support") => break false,
+            Ok(line) => said.push(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("ternd exited saying neither:\n{}", said.join("\n"))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("ternd said neither within 60 s:\n{}", said.join("\n"))
+            }
+        }
+    };
     let _ = child.kill();
     let _ = child.wait();
-    true
+    supported
 }
 
 fn scale_quick(ternd: &std::path::Path) {

@@ -841,17 +841,15 @@ async fn the_dashboard_in_a_real_browser() {
     );
     assert!(buttons[0].as_u64().unwrap() >= 10, "{buttons}");
     let before = t.op("GET", "/v1/resources/rollout", None).unwrap();
-    b.client
-        .execute(
-            "for (const b of document.querySelectorAll('button[data-action]')) b.click();",
-            vec![],
-        )
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A click runs its handlers before `click()` returns, and an action opens its
+    // dialog before it awaits anything: had a click opened one, it is open when the
+    // script reads it, right after the clicks.
     let open = b
         .client
-        .execute("return document.getElementById('confirm').open;", vec![])
+        .execute(
+            "for (const b of document.querySelectorAll('button[data-action]')) b.click(); return document.getElementById('confirm').open;",
+            vec![],
+        )
         .await
         .unwrap();
     assert_eq!(open, json!(false), "a viewer's click opened an action");

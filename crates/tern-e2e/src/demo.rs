@@ -57,6 +57,23 @@ fn analysis_config() -> anyhow::Result<String> {
     Ok(serde_json::to_string(&config)?)
 }
 
+/// The request counters dev's analysis reads at `step`: its canaries' on the target,
+/// and every host's on the start version (the baseline).
+fn analysed_series(step: &Step) -> anyhow::Result<(String, String)> {
+    let rollout = step.status.rollout.as_ref().context("no rollout")?;
+    let dev = rollout.group("dev").context("no dev group")?;
+    let vars = tern_core::reconcile::analysis_vars(rollout, dev);
+    let render = |text: &str| {
+        tern_core::analysis::render(text, &vars).map_err(|e| anyhow::anyhow!("{text}: {e}"))
+    };
+    Ok((
+        render(
+            r#"tern_demo_requests_total{updater_id=~"{{canary_updater_ids}}",version="{{version}}"}"#,
+        )?,
+        render(r#"tern_demo_requests_total{job="agents",version="{{start_version}}"}"#)?,
+    ))
+}
+
 /// How many hosts go in each group for a fleet of `n` (at least 3).
 pub fn split(n: usize) -> [usize; 3] {
     let n = n.max(3);
@@ -455,14 +472,36 @@ impl Story<'_> {
         self.show.say(
             "   The canary runs 1.3.0, healthy. Prometheus needs a few scrapes of it before the analysis can judge:",
         )?;
-        std::thread::sleep(std::time::Duration::from_secs(20));
+        // The canary's and the baseline's counters over a full window of the rate (15
+        // scrapes a second apart, 14 at least in any 15 s).
+        let (canary, baseline) = analysed_series(&step)?;
+        let prom = self
+            .fleet
+            .prometheus
+            .as_ref()
+            .context("Prometheus was just started")?;
+        for series in [&canary, &baseline] {
+            self.expect(
+                prom.wait_samples(series, "15s", 14, std::time::Duration::from_secs(90)),
+                &format!("Prometheus to hold 15 s of {series}"),
+            )?;
+        }
         let mut step = self.fleet.tick("1m")?;
         for _ in 0..6 {
             if step.status.group("dev").last_update_reason == "analysis_failed" {
                 break;
             }
             self.show.step(&self.fleet, &step)?;
-            std::thread::sleep(std::time::Duration::from_secs(3));
+            // The next analysis reads three more scrapes of the canary.
+            let prom = self
+                .fleet
+                .prometheus
+                .as_ref()
+                .context("Prometheus was just started")?;
+            self.expect(
+                prom.wait_scrapes(&canary, 3, std::time::Duration::from_secs(60)),
+                &format!("Prometheus to scrape {canary} again"),
+            )?;
             step = self.fleet.tick("1m")?;
         }
         self.show.full(&self.fleet, &step)?;

@@ -377,15 +377,18 @@ impl Host {
         cmdline.windows(needle.len()).any(|w| w == needle)
     }
 
-    /// Kills the agent's process group (and the agent itself), as a power cut would.
-    /// Only processes whose command line names this host's state dir are touched.
+    /// Kills the agent's process group (and the agent itself), as a power cut would, and
+    /// waits (at most 10 s) until it is gone: a signal is delivered when the process next
+    /// runs, and on a busy machine what looks right after the kill could still see the
+    /// agent alive and healthy. Only processes whose command line names this host's state
+    /// dir are touched.
     pub fn kill_agent(&self) {
+        let mut killed = Vec::new();
         for (file, group) in [("agent.pgid", true), ("agent.pid", false)] {
-            let Some(pid) = self
-                .pid(file)
-                .filter(|p| self.is_our_agent(*p))
-                .and_then(rustix::process::Pid::from_raw)
-            else {
+            let Some(raw) = self.pid(file).filter(|p| self.is_our_agent(*p)) else {
+                continue;
+            };
+            let Some(pid) = rustix::process::Pid::from_raw(raw) else {
                 continue;
             };
             let _ = if group {
@@ -393,6 +396,12 @@ impl Host {
             } else {
                 rustix::process::kill_process(pid, rustix::process::Signal::KILL)
             };
+            killed.push(raw);
+        }
+        // Gone, or a zombie (no command line) that its parent has yet to reap.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while killed.iter().any(|p| self.is_our_agent(*p)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }

@@ -135,6 +135,45 @@ impl Prometheus {
         result[0]["value"][1].as_str()?.parse().ok()
     }
 
+    /// Waits (at most `timeout`) until every series `selector` picks holds at least `n`
+    /// samples in the last `range` (`15s`): a rate over that range then reads that many
+    /// scrapes, not the first two. False if it never does.
+    pub fn wait_samples(&self, selector: &str, range: &str, n: usize, timeout: Duration) -> bool {
+        let samples = format!("min(count_over_time({selector}[{range}]))");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.value(&samples).is_some_and(|c| c >= n as f64) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits (at most `timeout`) until Prometheus has scraped the series `selector`
+    /// picks `n` more times (its newest sample changed `n` times); false if it did not.
+    /// A scrape between two looks counts once: it may wait for a few more.
+    pub fn wait_scrapes(&self, selector: &str, n: usize, timeout: Duration) -> bool {
+        let newest = format!("max(timestamp({selector}))");
+        let deadline = Instant::now() + timeout;
+        let mut last = self.value(&newest);
+        let mut seen = 0;
+        while seen < n {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            let now = self.value(&newest);
+            if now.is_some() && now != last {
+                seen += 1;
+                last = now;
+            }
+        }
+        true
+    }
+
     /// Waits (at most `timeout`) until `promql` gives a finite number; returns it.
     pub fn wait_value(&self, promql: &str, timeout: Duration) -> Option<f64> {
         let deadline = Instant::now() + timeout;

@@ -84,6 +84,29 @@ fn others_on(f: &Fleet, canaries: &[String], version: &str) -> usize {
         .count()
 }
 
+/// The canaries' request counter on the target version, as the analysis reads it.
+fn canary_requests(step: &Step) -> String {
+    let rollout = step.status.rollout.as_ref().unwrap();
+    let vars = analysis_vars(rollout, rollout.group("prod").unwrap());
+    render(
+        r#"tern_demo_requests_total{updater_id=~"{{canary_updater_ids}}",version="{{version}}"}"#,
+        &vars,
+    )
+    .unwrap()
+}
+
+/// Waits until Prometheus has scraped the canaries' counters `n` more times: a later
+/// analysis reads a later measure.
+fn wait_scrapes(f: &Fleet, step: &Step, prom: &Prometheus, n: usize) {
+    let canaries = canary_requests(step);
+    assert!(
+        prom.wait_scrapes(&canaries, n, Duration::from_secs(60)),
+        "{canaries} was not scraped {n} more times\n{}\n{}",
+        prom.log_tail(),
+        f.describe()
+    );
+}
+
 /// Waits until Prometheus has the canaries' and the baseline's measure, as the
 /// analysis will ask for them.
 fn wait_for_data(f: &Fleet, step: &Step, prom: &Prometheus) {
@@ -109,8 +132,15 @@ fn wait_for_data(f: &Fleet, step: &Step, prom: &Prometheus) {
             f.describe()
         );
     }
-    // A few more scrapes, so the rate's window holds the new version alone.
-    std::thread::sleep(Duration::from_secs(6));
+    // A few more scrapes, so the rate's window holds the new version alone: eight
+    // samples of the canaries' counters in its 15 s, not the first two.
+    let canaries = canary_requests(step);
+    assert!(
+        prom.wait_samples(&canaries, "15s", 8, Duration::from_secs(60)),
+        "the canaries' counters never had 8 samples in 15 s\n{}\n{}",
+        prom.log_tail(),
+        f.describe()
+    );
 }
 
 #[test]
@@ -186,7 +216,8 @@ fn analysis_passes_a_good_release_and_holds_one_that_doubles_its_errors() {
         "{analysis:?}"
     );
     assert!(alert(&step, "analysis_held").is_none());
-    std::thread::sleep(Duration::from_secs(2));
+    // The second pass reads a later measure than the first.
+    wait_scrapes(&f, &step, &prom, 2);
     let mut step = f.tick("1m").unwrap();
     for _ in 0..4 {
         if step.status.state_of("prod") == "done" {
@@ -213,7 +244,8 @@ fn analysis_passes_a_good_release_and_holds_one_that_doubles_its_errors() {
             break;
         }
         assert_eq!(step.status.state_of("prod"), "canary", "{}", f.describe());
-        std::thread::sleep(Duration::from_secs(3));
+        // The next analysis reads three more scrapes.
+        wait_scrapes(&f, &step, &prom, 3);
         step = f.tick("1m").unwrap();
     }
     eprint!("{}", show::table(&f, &step.status));

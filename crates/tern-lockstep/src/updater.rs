@@ -470,13 +470,21 @@ mod tests {
                 .await
                 .unwrap()
         );
-        // `a` pauses past its TTL; `b` takes over and writes.
-        tokio::time::sleep(ttl + Duration::from_millis(50)).await;
-        let new = store
-            .lease_acquire(keys::UPDATER_LEASE, "b", Duration::from_secs(30))
-            .await
-            .unwrap()
-            .unwrap();
+        // `a` pauses past its TTL; `b` takes over (as soon as the lease is free) and writes.
+        let new = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                if let Some(l) = store
+                    .lease_acquire(keys::UPDATER_LEASE, "b", Duration::from_secs(30))
+                    .await
+                    .unwrap()
+                {
+                    return l;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("a's lease expired");
         let snap_b = records::read(&store).await.unwrap();
         let alert = Alert {
             kind: kind::LOCKSTEP_STOPPED.into(),

@@ -60,7 +60,10 @@ fn a_wrong_digest_and_a_bad_plan_stop_the_update_with_the_reason() {
         {"tag": "release-1.0.0", "url": url("1.0.0"), "sha256": sha_of(&bench, "1.0.0")},
         {"tag": "release-1.1.0-rc.1", "prerelease": true, "url": url("1.1.0-rc.1"), "sha256": sha_of(&bench, "1.1.0-rc.1")},
     ]}));
-    std::thread::sleep(Duration::from_secs(2));
+    // The updater has read the fixed index: the first request after it was set read it,
+    // and the updater asks again only once it kept what the first said.
+    let asked = index.server.requests();
+    support::wait_for(LONG, || index.server.requests() >= asked + 2);
     let (ok, out) = bench.ctl(&["recover"]);
     assert!(ok, "{out}");
     bench.wait_status("completed: 1.0.0", LONG, &procs);

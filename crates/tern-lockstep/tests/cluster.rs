@@ -14,7 +14,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Bench, check_log, wait_for};
+use support::{Bench, check_log, log_marks, wait_for, wait_halted};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -71,7 +71,24 @@ fn story(bench: &Bench) {
     // Server 9 was left out of it. No worker runs as server 9 here, so it is not caught
     // up either (a worker that starts as server 9 would be): nothing waits for it.
     assert!(s.contains("by servers 1, 2, 3\n"), "{s}");
-    std::thread::sleep(Duration::from_secs(2));
+    // The leading updater has decided on the records since the completion: a poll comes
+    // before each decision, so the second poll after the completion follows a whole
+    // decision that saw it.
+    wait_for(LONG, || {
+        [&u1, &u2].iter().any(|u| {
+            let log = u.logged_since(0);
+            let done = log.iter().position(|l| {
+                l.contains("every listed server finished the update") && l.contains("1.2.0-rc.1")
+            });
+            done.is_some_and(|d| {
+                log[d..]
+                    .iter()
+                    .filter(|l| l.contains("polled the release source"))
+                    .count()
+                    >= 2
+            })
+        })
+    });
     let s = bench.status();
     assert!(
         !s.contains("catch-up") && s.contains("not in this update") && s.contains(": 9 "),
@@ -82,6 +99,8 @@ fn story(bench: &Bench) {
 
     // A failing step stops everyone, alerts, and holds until recover.
     std::fs::write(bench.dir.path().join("fail-b-2"), "").unwrap();
+    let workers = [&w[0], &w[1], &w[2]];
+    let marks = log_marks(&workers);
     bench.release("release-1.3.0", "1.3.0", false);
     let s = bench.wait_status("STOPPED", LONG, &[&w[0], &w[1], &w[2], &u1, &u2]);
     assert!(
@@ -94,7 +113,9 @@ fn story(bench: &Bench) {
             .events()
             .contains(&("raised".into(), "lockstep_stopped".into()))
     });
-    std::thread::sleep(Duration::from_secs(3));
+    // Every worker saw the stop and left its step: a server going on past it would
+    // have by now.
+    wait_halted(&workers, &marks, LONG);
     let held = bench.status();
     assert!(
         held.contains("STOPPED") && !held.contains("completed: 1.3.0"),
@@ -159,13 +180,19 @@ fn story(bench: &Bench) {
 
     // A SIGSTOPped leader loses the lease; resumed, it writes nothing.
     let mut back = bench.updater(if other.name == "u1" { "u2" } else { "u1" });
-    std::thread::sleep(Duration::from_secs(1));
     other.signal("STOP");
     bench.wait_status(&format!("leading updater: {}", back.name), LONG, &[&back]);
     bench.release("release-1.6.0", "1.6.0", false);
     let s = bench.wait_status("completed: 1.6.0", LONG, &[&w[0], &w[1], &back]);
+    let mark = other.log_mark();
     other.signal("CONT");
-    std::thread::sleep(Duration::from_secs(3));
+    // Resumed, it finds its lease gone (between decisions, or as it was about to write).
+    wait_for(LONG, || {
+        other.logged_since(mark).iter().any(|l| {
+            l.contains("lost the updater lease")
+                || l.contains("the updater lease is no longer held")
+        })
+    });
     let after = bench.status();
     assert_eq!(s, after, "the resumed former leader changed the records");
     let log = std::fs::read_to_string(&other.log).unwrap();

@@ -22,7 +22,7 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use support::{Bench, check_log, wait_for};
+use support::{Bench, check_log, log_marks, wait_for, wait_halted};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -62,12 +62,14 @@ fn a_failed_rolling_check_stops_every_other_server(bench: &Bench) {
     let refs: Vec<&support::Proc> = procs.iter().collect();
 
     // 1.1.0: whichever server takes B's lease first fails B's check.
+    let workers = &refs[..3];
+    let marks = log_marks(workers);
     touch(bench, "fail-b-first");
     bench.release("release-1.1.0", "1.1.0", false);
     let s = bench.wait_status("STOPPED", LONG, &refs);
-    // Time for the others to take the lease, as they did before a worker checked for a
-    // peer's failure before taking it.
-    std::thread::sleep(Duration::from_secs(4));
+    // Every worker halted: the others took the lease after the failure (as they did
+    // before a worker checked for a peer's failure before taking it) and gave up B.
+    wait_halted(workers, &marks, LONG);
     let begun = lines(bench, "b begin");
     let of_110: Vec<&String> = begun.iter().filter(|l| l.ends_with(" 1.1.0")).collect();
     assert_eq!(
@@ -111,6 +113,7 @@ fn a_failed_rolling_check_stops_every_other_server(bench: &Bench) {
     }
     touch(bench, "fail-b-first");
     touch(bench, "hold-b-check");
+    let marks = log_marks(workers);
     bench.release("release-1.2.0", "1.2.0", false);
     let checking = bench.dir.path();
     wait_for(LONG, || {
@@ -125,7 +128,7 @@ fn a_failed_rolling_check_stops_every_other_server(bench: &Bench) {
         s.contains("reason: stopped by an operator: maintenance") && s.contains("FAILED at step 3"),
         "{s}"
     );
-    std::thread::sleep(Duration::from_secs(3));
+    wait_halted(workers, &marks, LONG);
     let of_120 = lines(bench, "b begin")
         .into_iter()
         .filter(|l| l.ends_with(" 1.2.0"))
@@ -291,7 +294,10 @@ fn a_status_counts_only_from_its_server(bench: &Bench) {
         });
         assert!(e.to_string().contains("permission denied"), "{e}");
     }
-    // Someone else writes that server 2 reached step 2: nobody starts A.
+    // Someone else writes that server 2 reached step 2: nobody starts A. Servers 1 and 3
+    // wait at step 2 (server 2 is still stopping A).
+    let waiting = [refs[0], refs[2]];
+    let marks = log_marks(&waiting);
     forge_status(
         bench,
         2,
@@ -303,7 +309,9 @@ fn a_status_counts_only_from_its_server(bench: &Bench) {
             && s.contains("server 2: status IGNORED"),
         "{s}"
     );
-    std::thread::sleep(Duration::from_secs(3));
+    // Both decided on records holding the forged status: had they taken it for server
+    // 2's, they would have started A before halting.
+    wait_halted(&waiting, &marks, LONG);
     let started: Vec<String> = lines(bench, "a start")
         .into_iter()
         .filter(|l| l.ends_with(" 1.1.0"))

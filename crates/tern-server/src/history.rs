@@ -87,6 +87,7 @@ pub(crate) async fn run(state: Arc<AppState>) {
                 Err(e) => tracing::warn!(error = %e, "trimming the heap failed"),
             }
         }
+        Metrics::inc(&state.metrics.host_history_rounds);
     }
 }
 

@@ -21,6 +21,7 @@ pub mod directed;
 mod hostnames;
 pub(crate) mod id;
 mod names;
+mod pending;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -105,7 +106,7 @@ struct Entry {
     install_state: Option<tern_core::directive::state::InstallState>,
     /// Its last install attempt and the instruction still to deliver; `None` (8 bytes)
     /// for hosts the directives never triggered.
-    directed: Option<Box<directed::Directed>>,
+    directed: Option<Box<pending::Directed>>,
     /// [`ATTEMPT_CHECKED`], [`HISTORY_UNRECORDED`], [`SHARED`]: one byte, not three.
     flags: u8,
 }
@@ -404,7 +405,7 @@ impl Inventory {
             ),
             None => (None, None, false),
         };
-        let instruction = directed::deliver(&mut directed, hb.install_result.as_ref());
+        let instruction = pending::deliver(&mut directed, hb.install_result.as_ref());
         let moved = found.is_some_and(|i| self.reports_changed(&self.entries[i], hb));
         let was_unrecorded = found.is_some_and(|i| self.entries[i].history_unrecorded());
         let changed = moved || found.is_none() || was_unrecorded;

@@ -65,6 +65,15 @@ pub(crate) struct Metrics {
     /// Times the heap's free pages went back to the system after a burst of history
     /// writes (`heap`): when RSS stops paying for the burst's peak.
     pub(crate) heap_trims: AtomicU64,
+    /// Rounds of the host history writer, written or not: after each it trims the heap
+    /// if a burst is over (`history::run`).
+    pub(crate) host_history_rounds: AtomicU64,
+    /// Heartbeats that changed what this replica's report counts (`state::HostChanges`,
+    /// which shares this counter): each wakes the report loop.
+    pub(crate) report_changes: std::sync::Arc<AtomicU64>,
+    /// Store probes answered (`server::store_contact`): what keeps a quiet replica in
+    /// contact with its store (`--store-contact-bound`).
+    pub(crate) store_probes: AtomicU64,
     /// Reconcile durations.
     pub(crate) reconcile_hist: Histogram,
 }
@@ -204,6 +213,24 @@ impl Metrics {
             "tern_heap_trims_total",
             "times the heap's free pages were given back to the system after a burst of host history writes",
             get(&self.heap_trims),
+        );
+        counter(
+            out,
+            "tern_host_history_rounds_total",
+            "rounds of the host history writer (every 2 s), written or not; the heap is trimmed, when a burst is over, at the end of one",
+            get(&self.host_history_rounds),
+        );
+        counter(
+            out,
+            "tern_report_changes_total",
+            "heartbeats that changed what this replica's report counts (a known host's version, group or health); while a rollout moves, each brings the report forward to --report-after-change",
+            get(&self.report_changes),
+        );
+        counter(
+            out,
+            "tern_store_probes_total",
+            "store probes answered, a few per --store-contact-bound: a quiet replica stays in contact with its store through them",
+            get(&self.store_probes),
         );
         counter(
             out,

@@ -299,6 +299,7 @@ async fn store_contact(state: Arc<AppState>) {
     loop {
         if let Ok(Ok(_)) = tokio::time::timeout(every, state.store().revision()).await {
             state.health.touch_store();
+            crate::metrics::Metrics::inc(&state.metrics.store_probes);
         }
         tokio::time::sleep(every).await;
     }

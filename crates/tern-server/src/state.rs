@@ -201,11 +201,41 @@ pub struct AppState {
 /// change among them sets going.
 pub(crate) struct Hosts {
     pub(crate) inventory: Mutex<Inventory>,
-    /// A heartbeat changed what this replica's report counts (a version, health, a new
-    /// host): the background loop may report sooner (`--report-after-change`).
-    pub(crate) changed: Notify,
+    /// A heartbeat changed what this replica's report counts (a known host's version,
+    /// group or health): the background loop may report sooner
+    /// (`--report-after-change`).
+    pub(crate) changed: HostChanges,
     /// Host history observations waiting for the store (`history`).
     pub(crate) history: crate::history_queue::Pending,
+}
+
+/// The signal a change among the hosts sends the report loop, counted
+/// (`tern_report_changes_total`): what the loop reacts to is seen from outside, so that a
+/// heartbeat that should not bring a report forward is shown not to, at once.
+pub(crate) struct HostChanges {
+    notify: Notify,
+    /// Shared with [`Metrics::report_changes`].
+    sent: Arc<AtomicU64>,
+}
+
+impl HostChanges {
+    pub(crate) fn new(sent: Arc<AtomicU64>) -> Self {
+        Self {
+            notify: Notify::new(),
+            sent,
+        }
+    }
+
+    /// Wakes the report loop (or the next wait of it), and counts.
+    pub(crate) fn notify_one(&self) {
+        Metrics::inc(&self.sent);
+        self.notify.notify_one();
+    }
+
+    /// Completes at the next change (or at once, for one sent while nobody waited).
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
 }
 
 /// The leader lease and what serializes the work done under it.
@@ -277,6 +307,7 @@ impl AppState {
         notifiers: Notifiers,
     ) -> Arc<Self> {
         let started = clock.monotonic();
+        let metrics = Metrics::default();
         Arc::new(Self {
             limits: RateLimits {
                 find: RateLimiter::new(settings.find_rate, settings.find_burst),
@@ -300,7 +331,7 @@ impl AppState {
                     Inventory::with_max_agents(settings.max_agents)
                         .with_max_shared(settings.max_shared_token_hosts),
                 ),
-                changed: Notify::new(),
+                changed: HostChanges::new(Arc::clone(&metrics.report_changes)),
                 history: crate::history_queue::Pending::default(),
             },
             leadership: Leadership {
@@ -317,7 +348,7 @@ impl AppState {
             clock,
             settings,
             auth: Authenticator::new(),
-            metrics: Metrics::default(),
+            metrics,
             notifiers,
         })
     }

@@ -155,6 +155,20 @@ impl Ha {
         metric_in(&self.metrics(i), line_prefix)
     }
 
+    /// How much replica `i` has logged: a mark for [`Ha::wait_logged`].
+    fn log_mark(&self, i: usize) -> usize {
+        std::fs::metadata(self.dirs[i].with_extension("log")).map_or(0, |m| m.len() as usize)
+    }
+
+    /// Waits until replica `i` logs, after `mark`, a line holding `needle`.
+    fn wait_logged(&self, i: usize, mark: usize, needle: &str) {
+        let log = self.dirs[i].with_extension("log");
+        eventually(needle, TTL * 3, || {
+            let bytes = std::fs::read(&log).unwrap_or_default();
+            String::from_utf8_lossy(bytes.get(mark..).unwrap_or_default()).contains(needle)
+        });
+    }
+
     fn is_leader(&self, i: usize) -> bool {
         self.metrics(i).contains("\ntern_leader 1\n")
     }
@@ -722,8 +736,23 @@ fn a_replica_cut_off_from_its_store_tells_no_host_to_update_by_any_path() {
                 .all(|i| channel_answers(ha.r(*i)) == updating)
         },
     );
-    // Still in contact after more than the bound: the probe loop keeps it.
-    std::thread::sleep(Duration::from_secs(5));
+    // Still in contact after more than the bound: the probe loop keeps it. Each replica
+    // probes every second (a quarter of the bound, sleeping between probes): six more
+    // answered probes span more than the bound.
+    let probes: Vec<(usize, u64)> = ha
+        .live()
+        .into_iter()
+        .map(|i| (i, ha.metric(i, "tern_store_probes_total ")))
+        .collect();
+    eventually(
+        "six more store probes on every replica",
+        Duration::from_secs(30),
+        || {
+            probes
+                .iter()
+                .all(|(i, n)| ha.metric(*i, "tern_store_probes_total ") >= n + 6)
+        },
+    );
     for i in ha.live() {
         assert_eq!(channel_answers(ha.r(i)), updating, "replica {i}");
         assert_eq!(find_hold(ha.r(i), "dev", "dev-0"), "", "replica {i}");
@@ -779,7 +808,6 @@ fn a_replica_paused_past_its_lease_does_not_lead_after_resuming() {
 
     // Partition the leader from etcd (and everyone) by stopping it past its lease.
     ha.r(paused).signal("STOP");
-    let stopped = Instant::now();
     let others: Vec<usize> = ha.live().into_iter().filter(|i| *i != paused).collect();
     let mut next = None;
     eventually("another replica leads", TTL * 3, || {
@@ -787,8 +815,9 @@ fn a_replica_paused_past_its_lease_does_not_lead_after_resuming() {
         next.is_some()
     });
     let next = next.unwrap();
-    // Let it stay stopped a while longer than the TTL in all.
-    std::thread::sleep((TTL + Duration::from_secs(1)).saturating_sub(stopped.elapsed()));
+    // Another replica took the lease: it ran out in the store, and the paused replica's
+    // local deadline, measured from before its last renewal was sent, before that.
+    let mark = ha.log_mark(paused);
     ha.r(paused).signal("CONT");
 
     // At once, it no longer counts itself the leader (its local deadline passed) …
@@ -801,7 +830,8 @@ fn a_replica_paused_past_its_lease_does_not_lead_after_resuming() {
     ha.clock(paused, json!({"set": "2026-11-23T12:01:00Z"}));
     ha.round();
     assert_eq!(ha.state_of("staging"), "canary");
-    std::thread::sleep(TTL);
+    // It campaigned since it resumed, and found the lease taken.
+    ha.wait_logged(paused, mark, "no longer the reconcile leader");
     assert!(!ha.is_leader(paused));
     assert!(ha.is_leader(next));
     assert_eq!(

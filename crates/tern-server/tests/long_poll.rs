@@ -42,16 +42,6 @@ fn find_in_background(t: &Ternd, query: String) -> mpsc::Receiver<Answer> {
     rx
 }
 
-fn metric(t: &Ternd, name: &str) -> u64 {
-    let (_, _, text) = t.raw("GET", "/metrics", None, None);
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no {name} in /metrics"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 fn enc(etag: &str) -> String {
     form_urlencoded::byte_serialize(etag.as_bytes()).collect()
 }
@@ -86,7 +76,7 @@ fn a_held_find_answers_when_the_group_goes_active_and_not_before() {
         format!("group=dev&updater_id=d1&wait=50&seen={}", enc(&before.etag)),
     );
     eventually("the find to be held", || {
-        metric(&t, "tern_find_long_poll_held") == 1
+        t.metric("tern_find_long_poll_held") == 1
     });
     // Time moves (a snapshot change) but the host's answer does not: still held.
     t.set_clock("2026-11-23T10:05:00Z");
@@ -95,7 +85,7 @@ fn a_held_find_answers_when_the_group_goes_active_and_not_before() {
         held.try_recv().is_err(),
         "answered before the group went active"
     );
-    assert_eq!(metric(&t, "tern_find_long_poll_held"), 1);
+    assert_eq!(t.metric("tern_find_long_poll_held"), 1);
 
     t.reconcile();
     assert_eq!(t.state_of("dev"), "active");
@@ -114,8 +104,8 @@ fn a_held_find_answers_when_the_group_goes_active_and_not_before() {
     // The same answer a plain find gives now, and its ETag.
     let plain = find(&t, "group=dev&updater_id=d1");
     assert_eq!((plain.body, plain.etag), (after.body, after.etag));
-    assert_eq!(metric(&t, "tern_find_long_poll_changed_total"), 1);
-    assert_eq!(metric(&t, "tern_find_long_poll_held"), 0);
+    assert_eq!(t.metric("tern_find_long_poll_changed_total"), 1);
+    assert_eq!(t.metric("tern_find_long_poll_held"), 0);
 }
 
 #[test]
@@ -144,7 +134,7 @@ fn a_held_find_answers_when_the_hosts_pin_lifts() {
         format!("group=dev&updater_id=d1&wait=50&seen={}", enc(&pinned.etag)),
     );
     eventually("the find to be held", || {
-        metric(&t, "tern_find_long_poll_held") == 1
+        t.metric("tern_find_long_poll_held") == 1
     });
     t.set_clock("2026-11-23T11:00:00Z");
     t.heartbeat(&agent, "d1", "dev", "1.0.0");
@@ -223,7 +213,7 @@ fn holds_end_with_the_same_answer_and_bad_waits_are_refused() {
     assert_eq!(same.status, 200);
     assert_eq!(same.how.as_deref(), Some("expired"));
     assert_eq!((&same.body, &same.etag), (&first.body, &first.etag));
-    assert_eq!(metric(&t, "tern_find_long_poll_expired_total"), 1);
+    assert_eq!(t.metric("tern_find_long_poll_expired_total"), 1);
 
     // A host holding another answer (or none) is answered at once.
     let other = find(&t, "group=dev&updater_id=d1&wait=50&seen=%22feed%22");
@@ -239,7 +229,7 @@ fn holds_end_with_the_same_answer_and_bad_waits_are_refused() {
         assert!(msg.starts_with(&format!("wait: {bad:?}")), "{msg}");
         assert!(msg.contains("whole number of seconds"), "{msg}");
     }
-    assert_eq!(metric(&t, "tern_find_long_poll_changed_total"), 0);
+    assert_eq!(t.metric("tern_find_long_poll_changed_total"), 0);
 }
 
 #[test]
@@ -254,14 +244,14 @@ fn over_the_cap_a_long_poll_is_answered_at_once_and_shutdown_answers_the_held() 
     let query = format!("group=dev&updater_id=d1&wait=50&seen={}", enc(&first.etag));
     let held = find_in_background(&t, query.clone());
     eventually("the find to be held", || {
-        metric(&t, "tern_find_long_poll_held") == 1
+        t.metric("tern_find_long_poll_held") == 1
     });
 
     let refused = find(&t, &query);
     assert_eq!(refused.status, 200);
     assert_eq!(refused.how.as_deref(), Some("busy"));
     assert_eq!((&refused.body, &refused.etag), (&first.body, &first.etag));
-    assert_eq!(metric(&t, "tern_find_long_poll_refused_total"), 1);
+    assert_eq!(t.metric("tern_find_long_poll_refused_total"), 1);
     assert!(held.try_recv().is_err(), "the first is still held");
 
     // SIGTERM: the held find is answered (unchanged), not cut off.
@@ -356,20 +346,24 @@ fn a_crowd_of_answered_long_polls_closing_trims_the_heap() {
     let addr = t.url.strip_prefix("http://").unwrap().to_string();
     let held: Vec<_> = (0..HOSTS).map(|i| hold(&addr, i)).collect();
     eventually("every find to be held", || {
-        metric(&t, "tern_find_long_poll_held") == HOSTS as u64
+        t.metric("tern_find_long_poll_held") == HOSTS as u64
     });
-    // Gathering a crowd frees nothing.
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    assert_eq!(metric(&t, "tern_heap_trims_total"), 0);
+    // Gathering a crowd frees nothing: the history writer, which decides on trims,
+    // has ended two rounds since (the second one begun with the crowd gathered).
+    let rounds = t.metric("tern_host_history_rounds_total");
+    eventually("two rounds of the history writer", || {
+        t.metric("tern_host_history_rounds_total") >= rounds + 2
+    });
+    assert_eq!(t.metric("tern_heap_trims_total"), 0);
 
     t.set_clock("2026-11-23T10:05:00Z");
     t.reconcile();
     assert_eq!(t.state_of("dev"), "active");
     eventually("every held find to be answered", || {
-        metric(&t, "tern_find_long_poll_held") == 0
+        t.metric("tern_find_long_poll_held") == 0
     });
     drop(held);
     eventually("the heap to be trimmed once the crowd closed", || {
-        metric(&t, "tern_heap_trims_total") == 1
+        t.metric("tern_heap_trims_total") == 1
     });
 }

@@ -1,4 +1,4 @@
-use crate::Revision;
+use crate::kv::Revision;
 
 /// Errors of every [`Store`](crate::Store) operation. Messages name the key or lease.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -3,7 +3,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::{Error, Result, Revision, WatchEvent};
+use crate::error::{Error, Result};
+use crate::kv::{Revision, WatchEvent};
 
 /// How many events may wait in a watch's channel before the producer pauses.
 const WATCH_CHANNEL_CAPACITY: usize = 256;

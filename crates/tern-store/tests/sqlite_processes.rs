@@ -117,7 +117,9 @@ async fn opener() {
     let Ok(db) = std::env::var(OPENER_ENV) else {
         return; // not running as an opener
     };
-    // Start together: every opener waits for the parent's signal file.
+    // Start together: every opener says it is ready, then waits for the parent's
+    // signal file.
+    std::fs::write(format!("{db}.ready-{}", std::process::id()), "").unwrap();
     let go = std::path::PathBuf::from(format!("{db}.go"));
     while !go.exists() {
         std::thread::sleep(Duration::from_millis(1));
@@ -157,7 +159,18 @@ fn processes_opening_a_fresh_file_together_all_succeed() {
                     .unwrap()
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        // Every opener is up and waiting for the signal.
+        let ready = format!("fresh-{round}.db.ready-");
+        tern_testing::eventually("the six openers to be ready", || {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.file_name().to_string_lossy().starts_with(&ready))
+                })
+                .count()
+                == 6
+        });
         std::fs::write(db.with_extension("db.go"), "").unwrap();
         for (i, c) in children.into_iter().enumerate() {
             let out = c.wait_with_output().unwrap();

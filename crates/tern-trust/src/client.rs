@@ -54,7 +54,7 @@ fn check_root(path: &Path, bytes: &[u8]) -> Result<Signed<Root>> {
     root.signed.verify_role(&root).map_err(|e| {
         bad(format!(
             "its signatures do not meet its own threshold: {}",
-            crate::chain(&e)
+            crate::error::chain(&e)
         ))
     })?;
     Ok(root)
@@ -372,7 +372,7 @@ impl Client {
         )?;
         let repo = loaded.map_err(|e| Error::Refused {
             url: self.metadata_url.to_string(),
-            detail: crate::chain(&e),
+            detail: crate::error::chain(&e),
         })?;
 
         // Read before the state is saved: a targets file whose minimums cannot be read

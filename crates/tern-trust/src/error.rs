@@ -112,7 +112,7 @@ impl Error {
         let what = what.into();
         move |e| Error::Release {
             what,
-            detail: crate::chain(&e),
+            detail: chain(&e),
         }
     }
 }
@@ -126,4 +126,19 @@ impl From<tern_fs::Error> for Error {
             source: e.source,
         }
     }
+}
+
+/// A tough error with its causes, on one line (tough nests the reason in its sources).
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
 }

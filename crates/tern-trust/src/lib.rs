@@ -33,18 +33,3 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> Result<F::Output> {
         .map_err(|source| Error::Runtime { source })?;
     Ok(rt.block_on(f))
 }
-
-/// A tough error with its causes, on one line (tough nests the reason in its sources).
-pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = s.source();
-    }
-    out
-}

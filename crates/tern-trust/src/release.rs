@@ -381,14 +381,14 @@ fn sign_root(root: Root, keys: &[PathBuf], previous: Option<&Root>) -> Result<Si
     s.signed.verify_role(s).map_err(|e| {
         rerr(
             "the new root is not signed by its own threshold of root keys",
-            crate::chain(&e),
+            crate::error::chain(&e),
         )
     })?;
     if let Some(prev) = previous {
         prev.verify_role(s).map_err(|e| {
             rerr(
                 "the new root is not signed by a threshold of the previous root's keys",
-                crate::chain(&e),
+                crate::error::chain(&e),
             )
         })?;
     }
@@ -416,7 +416,7 @@ pub fn load(repo: &Path) -> Result<Repository> {
     )?
     .map_err(|e| Error::Release {
         what: format!("cannot load the repository {}", repo.display()),
-        detail: crate::chain(&e),
+        detail: crate::error::chain(&e),
     })
 }
 

@@ -82,15 +82,17 @@ fn a_server_without_long_poll_is_not_asked_in_a_loop() {
     let before = server.state.lock().unwrap().find_count;
 
     let mut watcher = Background::spawn(host.cmd(&["watch", "--hold", "30"]));
-    assert!(
-        watcher
-            .wait_for("does not long-poll", Duration::from_secs(30))
-            .is_some(),
-        "{:?}",
-        watcher.seen
-    );
+    let said = watcher
+        .wait_for("does not long-poll", Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("{:?}", watcher.seen));
     // It answered at once without an ETag: the watcher now waits minutes, not a loop.
-    std::thread::sleep(Duration::from_secs(2));
+    assert!(said.contains("asking again every 300s"), "{said}");
+    // Having said so it goes to sleep, after one find: asking in a loop, it would ask
+    // again before sleeping (a process asleep in nanosleep is in no request).
+    let pid = watcher.child.id();
+    eventually("the watcher asleep after saying so", || {
+        std::fs::read_to_string(format!("/proc/{pid}/wchan")).is_ok_and(|w| w.contains("nanosleep"))
+    });
     assert_eq!(server.state.lock().unwrap().find_count, before + 1);
 }
 

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::env::{TARGET_PLACEHOLDERS, is_allowed_env_name, is_safe_env_value};
 use super::resource::{InstallerType, Target};
-use super::validate::{TARGET_PLACEHOLDERS, is_safe_env_value};
 use crate::duration::GoDuration;
 pub use crate::install::InstallInstruction;
 use crate::version::Version;
@@ -15,39 +15,11 @@ use crate::version::Version;
 /// A local script's default timeout.
 pub(crate) const DEFAULT_SCRIPT_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Environment variable names a server may not set: they change how the shell or the
-/// dynamic loader runs, before the script's first line.
-const RESERVED_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "IFS",
-    "ENV",
-    "BASH_ENV",
-    "SHELLOPTS",
-    "BASHOPTS",
-    "PS4",
-    "CDPATH",
-    "GLOBIGNORE",
-];
-
 fn is_attempt_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// Whether a server may set `name` in a script's environment.
-pub(crate) fn is_allowed_env_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
-        && !name.as_bytes()[0].is_ascii_digit()
-        && !RESERVED_ENV.contains(&name)
-        && !name.starts_with("LD_")
-        && !name.starts_with("TERN_")
 }
 
 /// The value of a `{target.*}` placeholder.

@@ -11,9 +11,11 @@
 //! - [`pass`]: one pass of the install loop, and the plan.
 //! - [`report`]: what replicas report of their passes, and the plan an operator reads.
 //! - [`instruct`]: the install instruction a host gets, and what it checks of it.
+//! - `env`: what a local script's environment may hold, for `validate` and `instruct`.
 //! - [`releases`]: the `releases` controller's draft from a release listing;
 //!   [`notice`]: the notification controller's flags (outdated, insecure, end of life).
 
+mod env;
 pub mod instruct;
 pub mod notice;
 pub mod pass;

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::env::is_safe_env_value;
 use super::resource::{
     Advisory, AdvisoryKind, Directive, DirectiveSpec, KIND_DIRECTIVE, ReleasesController, Target,
     VersionDirective,
 };
-use super::validate::is_safe_env_value;
 use crate::duration::GoDuration;
 use crate::resource::{Metadata, RESOURCE_VERSION};
 use crate::version::Version;

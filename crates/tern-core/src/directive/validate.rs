@@ -2,26 +2,12 @@
 
 use std::collections::HashSet;
 
+use super::env::{TARGET_PLACEHOLDERS, is_allowed_env_name, is_safe_env_value};
 use super::resource::*;
 use crate::codec;
 use crate::duration::GoDuration;
 use crate::validate::{Errors, Invalid, ResourceError, is_valid_group_name, read_singleton};
 use crate::version::Version;
-
-/// The characters a value that reaches a script's environment may hold (RFD 90).
-pub(crate) fn is_safe_env_value(v: &str) -> bool {
-    v.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-}
-
-/// The placeholders an installer's `env` may use.
-pub(crate) const TARGET_PLACEHOLDERS: [&str; 5] = [
-    "{target.version}",
-    "{target.arch}",
-    "{target.fips}",
-    "{target.size}",
-    "{target.sha256}",
-];
 
 fn is_env_name(s: &str) -> bool {
     !s.is_empty()
@@ -230,7 +216,7 @@ impl Installer {
                                 format!("{k:?}"),
                                 "is not an environment variable name (A-Z, 0-9, _)",
                             );
-                        } else if !super::instruct::is_allowed_env_name(k) {
+                        } else if !is_allowed_env_name(k) {
                             // Hosts refuse these at install time; refused here, when the
                             // installer is written, so that no rollout starts with it.
                             e.push(

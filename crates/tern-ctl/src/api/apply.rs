@@ -14,7 +14,9 @@ use serde_json::Value;
 use tern_core::resource::{AutoUpdateConfig, AutoUpdateVersion};
 
 use super::client::{ApiFailure, Client};
-use super::{Global, ResourceFile, print_written, read_resource_file};
+use super::output::print_written;
+use super::resource_file::{ResourceFile, read_resource_file};
+use crate::global::Global;
 
 /// How many times `apply` reads and writes before giving up on a resource that keeps
 /// changing under it.

@@ -18,7 +18,8 @@ use tern_core::directive::report::{
 use tern_core::directive::resource::{Installer, VersionControlConfig, VersionDirective};
 
 use super::client::{Client, encode};
-use super::{render, structured};
+use super::output::structured;
+use super::render;
 use crate::global::Global;
 use crate::text::plural;
 
@@ -64,7 +65,7 @@ pub enum VcCommand {
         #[arg(long)]
         draft: Option<String>,
         /// How long to wait for every replica to evaluate the plan.
-        #[arg(long, default_value = "60s", value_parser = super::parse_interval)]
+        #[arg(long, default_value = "60s", value_parser = super::interval::parse_interval)]
         wait: tern_core::duration::GoDuration,
         /// With --draft: also send each host that would move a dry run (the installer
         /// checks the target without changing anything), at the control config's rate;

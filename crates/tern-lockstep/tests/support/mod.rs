@@ -299,6 +299,50 @@ impl Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// How much the process has logged so far: a mark for [`Proc::logged_since`].
+    pub fn log_mark(&self) -> usize {
+        std::fs::metadata(&self.log).map_or(0, |m| m.len() as usize)
+    }
+
+    /// The lines the process logged after `mark`.
+    pub fn logged_since(&self, mark: usize) -> Vec<String> {
+        let bytes = std::fs::read(&self.log).unwrap_or_default();
+        String::from_utf8_lossy(bytes.get(mark..).unwrap_or_default())
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Waits until the process logs, after `mark`, a line holding `needle`; panics with
+    /// its log after `within`.
+    pub fn wait_logged(&self, mark: usize, needle: &str, within: Duration) {
+        let start = Instant::now();
+        while !self.logged_since(mark).iter().any(|l| l.contains(needle)) {
+            assert!(
+                start.elapsed() < within,
+                "{} never logged {needle:?} within {within:?}:\n{}",
+                self.name,
+                self.logged_since(mark).join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The log marks of `procs`, for [`wait_halted`].
+pub fn log_marks(procs: &[&Proc]) -> Vec<usize> {
+    procs.iter().map(|p| p.log_mark()).collect()
+}
+
+/// Waits until each worker of `workers` has logged, after its mark, that it is halted:
+/// it saw the stop or a failure, and left any step it was in (a worker decides its next
+/// move only once a step's run returned). Whatever a test asserts did not happen after
+/// a stop (a step begun, a server gone on) would have happened by then.
+pub fn wait_halted(workers: &[&Proc], marks: &[usize], within: Duration) {
+    for (w, mark) in workers.iter().zip(marks) {
+        w.wait_logged(*mark, "action=Halted(", within);
+    }
 }
 
 impl Drop for Proc {

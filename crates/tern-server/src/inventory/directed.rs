@@ -13,53 +13,10 @@ use tern_core::directive::report::{
 };
 use tern_core::directive::resource::{ControlSpec, DirectiveSpec, Installer, Target};
 use tern_core::directive::select::{HostFacts, Labels, Names};
-use tern_core::directive::state::{Attempt, AttemptResult, HostRecord, InstallState, StateTimings};
+use tern_core::directive::state::{Attempt, HostRecord, InstallState, StateTimings};
 
+use super::pending::DryRun;
 use super::{ATTEMPT_CHECKED, Entry, IdRef, Inventory, Key};
-
-#[derive(Debug, Default)]
-pub(crate) struct Directed {
-    /// The last attempt this replica recorded (or found recorded) for the host.
-    pub(crate) attempt: Option<Attempt>,
-    /// Sent with every heartbeat answer until the host reports a result for it, or
-    /// the attempt leaves `InstallTriggered`.
-    pub(crate) instruction: Option<Box<InstallInstruction>>,
-    /// The dry run sent to the host for a pending plan.
-    pub(crate) dry_run: Option<DryRun>,
-}
-
-/// A dry run of a pending plan on one host.
-#[derive(Debug)]
-pub(crate) struct DryRun {
-    /// The plan's nonce: a dry run counts only for the plan that sent it.
-    pub(crate) nonce: String,
-    pub(crate) attempt_id: String,
-    /// Resent until the host answers it (`None`: answered, or adopted from the store).
-    pub(crate) instruction: Option<Box<InstallInstruction>>,
-}
-
-/// The instruction to send with this heartbeat's answer (an install before a dry run);
-/// a result for it ends the resending.
-pub(super) fn deliver(
-    directed: &mut Option<Box<Directed>>,
-    result: Option<&AttemptResult>,
-) -> Option<Box<InstallInstruction>> {
-    let d = directed.as_mut()?;
-    let answered = |i: &InstallInstruction| result.is_some_and(|r| r.attempt_id == i.attempt_id);
-    if let Some(pending) = &d.instruction {
-        if !answered(pending) {
-            return Some(pending.clone());
-        }
-        d.instruction = None;
-    }
-    let dry = d.dry_run.as_mut()?;
-    let pending = dry.instruction.as_ref()?;
-    if answered(pending) {
-        dry.instruction = None;
-        return None;
-    }
-    Some(pending.clone())
-}
 
 /// What a pass reads besides the hosts.
 pub struct PassInput<'r> {

@@ -223,6 +223,17 @@ impl Ternd {
     }
 
     /// As the operator; panics unless 2xx.
+    /// The value of the unlabelled series `name` in `/metrics`.
+    pub fn metric(&self, name: &str) -> u64 {
+        let (_, _, text) = self.raw("GET", "/metrics", None, None);
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in /metrics"))
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
     pub fn op(&self, method: &str, path: &str, body: Option<&str>) -> Value {
         let (s, v) = self.call(method, path, Some(&self.token), body);
         assert!((200..300).contains(&s), "{method} {path}: {s} {v}");
