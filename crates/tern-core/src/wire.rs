@@ -63,6 +63,9 @@ pub struct FindFacts {
     /// The version of the release root the host pins (`enable --trust-root`); 0: it
     /// pins none and installs what it is told unverified.
     pub trust_root: u64,
+    /// The product asked for (`product=`; empty: the agent). Not a fact of the host
+    /// but of the request, carried here so that every find of an updater names it.
+    pub product: String,
 }
 
 impl FindFacts {
@@ -86,6 +89,9 @@ impl FindFacts {
         }
         if self.trust_root > 0 {
             q.push(("trust_root", self.trust_root.to_string()));
+        }
+        if !self.product.is_empty() {
+            q.push(("product", self.product.clone()));
         }
         q
     }

@@ -46,6 +46,33 @@ pub fn broken_program() -> Vec<u8> {
     b"#!/bin/sh\necho 'tern-update: panicked at start (a broken build)' >&2\nexit 101\n".to_vec()
 }
 
+/// A hollow release: it answers its self-check as tern-update does and exits 0 for
+/// anything else, doing nothing (no heartbeat, no find, no install).
+pub fn hollow_program(version: &str) -> Vec<u8> {
+    format!(
+        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = self-check ]; then echo 'tern-update {version} self-check ok'; exit 0; fi\ndone\nexit 0\n"
+    )
+    .into_bytes()
+}
+
+/// A release that passes its self-check and fails every other command with an error
+/// (exit 1), as a build whose update path panics would.
+pub fn failing_program(version: &str) -> Vec<u8> {
+    format!(
+        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = self-check ]; then echo 'tern-update {version} self-check ok'; exit 0; fi\ndone\necho 'tern-update: panicked in update (a broken build)' >&2\nexit 1\n"
+    )
+    .into_bytes()
+}
+
+/// A release that passes its self-check and never finishes any other command (a
+/// build that hangs on its first request).
+pub fn hanging_program(version: &str) -> Vec<u8> {
+    format!(
+        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = self-check ]; then echo 'tern-update {version} self-check ok'; exit 0; fi\ndone\nexec sleep 3600\n"
+    )
+    .into_bytes()
+}
+
 /// One host whose `updater` namespace manages tern-update.
 pub struct UpdaterHost {
     pub name: String,

@@ -37,9 +37,22 @@ struct Lab {
     /// The hosts pin the release root: an attempt enters the trace as an install only
     /// when the release was unpacked, with whether the host's log says it was signed.
     pinned: bool,
+    /// Every command is run by the binary the host was given (its package's, its
+    /// timer's), which hands it to the managed release and watches it; else by the
+    /// release the host's link names.
+    via_bootstrap: bool,
 }
 
 impl Lab {
+    /// Runs `args` on `h` as its timer would.
+    fn run_on(&self, h: &UpdaterHost, args: &[&str]) -> RunOutcome {
+        if self.via_bootstrap {
+            h.run_program(&h.bootstrap, args).unwrap()
+        } else {
+            h.run(args).unwrap()
+        }
+    }
+
     fn host(&self, name: &str) -> &UpdaterHost {
         self.hosts.iter().find(|h| h.name == name).unwrap()
     }
@@ -71,7 +84,7 @@ impl Lab {
             let handles: Vec<_> = self
                 .hosts
                 .iter()
-                .map(|h| (h.name.clone(), s.spawn(|| h.run(&["update"]).unwrap())))
+                .map(|h| (h.name.clone(), s.spawn(|| self.run_on(h, &["update"]))))
                 .collect();
             handles
                 .into_iter()
@@ -132,7 +145,7 @@ impl Lab {
     fn heartbeat_all(&self) {
         std::thread::scope(|s| {
             for h in &self.hosts {
-                s.spawn(|| h.run(&["heartbeat"]).unwrap());
+                s.spawn(|| self.run_on(h, &["heartbeat"]));
             }
         });
     }
@@ -235,10 +248,15 @@ fn lab_with(publish: impl FnOnce(&Fleet) -> Vec<String>) -> Lab {
         trace: Trace::default(),
         tried: Vec::new(),
         pinned: !extra.is_empty(),
+        via_bootstrap: false,
     };
     lab.all_linked("1.0.0");
-    let (runs, _) = lab.tick("2m");
-    assert!(failures(&runs).is_empty(), "{:?}", failures(&runs));
+    // A release is healthy once it has proven itself: two rounds in which it
+    // heartbeat and asked find for every namespace of its host.
+    for _ in 0..2 {
+        let (runs, _) = lab.tick("2m");
+        assert!(failures(&runs).is_empty(), "{:?}", failures(&runs));
+    }
     lab
 }
 
@@ -316,7 +334,7 @@ fn an_updater_release_rolls_out_by_groups_and_a_broken_one_stops_at_the_canary()
     assert!(out.ok(), "{}", out.stderr);
     let managed = h.install.join("updater/versions/1.1.0/bin/tern-update");
     assert!(
-        out.stderr.contains("running the active version's updater")
+        out.stderr.contains("running the updater release 1.1.0")
             && out.stderr.contains(&managed.display().to_string()),
         "{}",
         out.stderr
@@ -736,4 +754,129 @@ fn refused_at_the_canary(lab: &mut Lab, day: &str, version: &str, reason: &[&str
         .map(|(n, _)| n.as_str())
         .collect();
     assert_eq!(tried, BTreeSet::from([canary.as_str()]));
+}
+
+/// The watch of a new updater release (docs/updater.md, "The watch"): `bad`, rolled
+/// out as 1.3.0, passes its self-check and so is installed and linked on staging's
+/// canary. From then on the binary the host's timer runs hands every command to it and
+/// watches: on the next run the release does not do its job (`why`), and the host goes
+/// back to 1.0.0 by itself, heartbeating, with 1.3.0 skipped. ternd sees the rollback,
+/// the canary fails, staging holds and prod never starts; no other host tries 1.3.0,
+/// and the canary never tries it again. A rollback from the server then leaves every
+/// host on 1.0.0, heartbeating.
+fn a_release_that_does_not_do_its_job_is_taken_back(bad: Vec<u8>, flags: &[&str], why: &str) {
+    let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+    let mut lab = lab_with(|f| {
+        let real = std::fs::read(&f.bins.tern_update).unwrap();
+        updater::publish(&f.artifacts, "1.0.0", &real).unwrap();
+        updater::publish(&f.artifacts, "1.3.0", &bad).unwrap();
+        flags
+    });
+    // The flags pin no release root.
+    lab.pinned = false;
+    lab.via_bootstrap = true;
+
+    lab.clock_set(&at(MON, "09:30"));
+    lab.updater_ctl(&["new-rollout", "1.3.0"]);
+    let (runs, status) = lab.step_at(&at(MON, "10:00"));
+    assert!(failures(&runs).is_empty(), "{:?}", failures(&runs));
+    let canary = sole_canary(&lab, &status);
+    assert_eq!(
+        lab.host(&canary).linked_version().as_deref(),
+        Some("1.3.0"),
+        "the release passed its self-check and was switched in"
+    );
+
+    // The next run of the canary's timer: the watch takes 1.3.0 back.
+    let out = lab.run_on(lab.host(&canary), &["heartbeat"]);
+    assert!(out.ok(), "the command was still done: {}", out.stderr);
+    assert!(
+        out.stderr.contains("the updater release 1.3.0 is broken") && out.stderr.contains(why),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        lab.host(&canary).linked_version().as_deref(),
+        Some("1.0.0"),
+        "back on the previous release by itself"
+    );
+    let status_text = lab.run_on(lab.host(&canary), &["status"]).stdout;
+    assert!(status_text.contains("1.3.0"), "{status_text}");
+
+    let mut status = status;
+    for t in ["10:30", "12:00", "14:00", "14:30", "16:00"] {
+        let (runs, s) = lab.step_at(&at(MON, t));
+        assert!(failures(&runs).is_empty(), "{:?}", failures(&runs));
+        status = s;
+    }
+    assert_eq!(status.state_of("staging"), "canary");
+    assert_eq!(status.group("staging").last_update_reason, "canary_failed");
+    assert_eq!(status.state_of("prod"), "unstarted");
+    lab.all_linked("1.0.0");
+    for h in &lab.hosts {
+        if h.name != canary {
+            assert!(!h.has_version_dir("1.3.0"), "{} unpacked 1.3.0", h.name);
+        }
+    }
+    let tried: Vec<&str> = lab
+        .tried
+        .iter()
+        .filter(|(_, v)| v == "1.3.0")
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        tried,
+        vec![canary.as_str()],
+        "tried once, by the canary alone"
+    );
+    let id = lab.host(&canary).updater_id().unwrap();
+    let inv = lab.f.inventory().unwrap();
+    let entry = inv.iter().find(|e| e.updater_id == id).unwrap();
+    assert_eq!(entry.version, "1.0.0");
+    assert!(entry.rollback, "{entry:?}");
+    assert_eq!(entry.failed_version.as_deref(), Some("1.3.0"));
+
+    // The server's recovery: a rollback of the updater's rollout. Every host stays on
+    // (or comes back to) 1.0.0 and keeps heartbeating.
+    lab.updater_ctl(&["rollback", "staging"]);
+    let (runs, _) = lab.tick("10m");
+    assert!(failures(&runs).is_empty(), "{:?}", failures(&runs));
+    lab.all_linked("1.0.0");
+    let inv = lab.f.inventory().unwrap();
+    assert_eq!(inv.len(), lab.hosts.len(), "every host heartbeats: {inv:?}");
+    assert!(inv.iter().all(|e| e.version == "1.0.0"), "{inv:?}");
+
+    if let Err(v) = tern_core::invariant::check(&lab.trace) {
+        panic!(
+            "{v}\n{}",
+            serde_json::to_string_pretty(&lab.trace.events[v.index]).unwrap()
+        );
+    }
+}
+
+#[test]
+fn a_hollow_updater_release_is_taken_back_by_the_host_and_stops_at_the_canary() {
+    a_release_that_does_not_do_its_job_is_taken_back(
+        updater::hollow_program("1.3.0"),
+        &[],
+        "it exited without sending a heartbeat",
+    );
+}
+
+#[test]
+fn an_updater_release_that_fails_on_update_is_taken_back_and_stops_at_the_canary() {
+    a_release_that_does_not_do_its_job_is_taken_back(
+        updater::failing_program("1.3.0"),
+        &[],
+        "it exited without sending a heartbeat",
+    );
+}
+
+#[test]
+fn an_updater_release_that_hangs_is_taken_back_after_its_bound_and_stops_at_the_canary() {
+    a_release_that_does_not_do_its_job_is_taken_back(
+        updater::hanging_program("1.3.0"),
+        &["--release-timeout", "3s"],
+        "did not finish within 3s",
+    );
 }

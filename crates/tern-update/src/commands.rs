@@ -85,6 +85,11 @@ pub struct EnableArgs {
     /// This namespace manages tern-update itself (`--self-update`); `None` keeps the
     /// saved choice.
     pub self_update: Option<bool>,
+    /// The product this namespace installs (`--product`); `None` keeps the saved one
+    /// (for `--self-update` against the agent namespace's ternd: `updater`).
+    pub product: Option<String>,
+    /// The bound on one command of the updater's releases (`--release-timeout`).
+    pub release_timeout: Option<std::time::Duration>,
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
@@ -146,11 +151,26 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         },
         trust_url: None,
         self_update: args.self_update.unwrap_or(file.spec.self_update),
+        product: args.product.or_else(|| file.spec.product.clone()),
+        release_timeout_seconds: args
+            .release_timeout
+            .map(|d| d.as_secs().max(1))
+            .or(file.spec.release_timeout_seconds),
         settings: ctx.settings.clone(),
     };
+    if let Some(p) = &spec.product
+        && !tern_core::product::is_product_name(p)
+    {
+        return Err(Error::BadProduct { product: p.clone() });
+    }
     if spec.self_update {
         crate::self_update::check_spec(&ctx.layout, &spec)?;
+        if spec.product.is_none() {
+            spec.product =
+                crate::self_update::default_product(&ctx.layout.install_dir, &spec.server);
+        }
     }
+    crate::self_update::share_identity(ctx, &spec)?;
     // Artifact location: the flags given now, else what was saved before.
     if args.base_url.is_some() || args.url_template.is_some() {
         spec.base_url = args.base_url;

@@ -278,6 +278,10 @@ pub enum Error {
     /// `enable --self-update` given what the updater's namespace cannot have.
     #[error("--self-update: {problem}")]
     SelfUpdate { problem: String },
+    #[error(
+        "--product: {product:?} is not a product name (1 to 63 of a-z, 0-9 and '-', starting with a letter)"
+    )]
+    BadProduct { product: String },
     #[error("{version} {failure}")]
     Unhealthy {
         version: String,

@@ -98,6 +98,10 @@ impl Layout {
     pub(crate) fn heartbeat_file(&self) -> PathBuf {
         self.ns_dir().join("last_heartbeat.yaml")
     }
+    /// The last find round (`state::save_find`).
+    pub(crate) fn find_file(&self) -> PathBuf {
+        self.ns_dir().join("last_find.yaml")
+    }
     /// The last install that failed before the switch (`state::save_install_failure`).
     pub(crate) fn install_failure_file(&self) -> PathBuf {
         self.ns_dir().join("install_failure.yaml")

@@ -58,8 +58,11 @@ pub use log::{
     Format as LogFormat, error as log_error, info as log_info, init as init_log, warn as log_warn,
 };
 pub use package::{Manager, PackageSpec};
-pub use reexec::{candidate as reexec_candidate, delegate as reexec_delegate};
-pub use self_check::self_check;
+pub use reexec::{
+    Duty as ReexecDuty, Release as ReexecRelease, candidate as reexec_candidate,
+    delegate as reexec_delegate,
+};
+pub use self_check::{identify_release, self_check};
 pub use service::pid_alive;
 pub use settings::{Settings, resolve as resolve_settings};
 pub use setup::run as setup;

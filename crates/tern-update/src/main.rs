@@ -204,6 +204,16 @@ enum Cmd {
         /// of every namespace then runs the managed release. Later `enable`s keep it.
         #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
         self_update: Option<bool>,
+        /// The product this namespace installs, as its ternd names it (one ternd serves
+        /// every product of a host). Default: the agent; with --self-update against the
+        /// agent namespace's ternd, `updater`. Later `enable`s keep it.
+        #[arg(long, value_name = "NAME")]
+        product: Option<String>,
+        /// With --self-update: how long one command handed to an updater release may
+        /// run before the updater the host was installed with counts it as hung and
+        /// goes back to the previous release (default 30m).
+        #[arg(long, value_name = "DURATION", value_parser = parse_release_timeout)]
+        release_timeout: Option<std::time::Duration>,
     },
     /// Stop `update` from changing the version.
     Disable,
@@ -364,6 +374,11 @@ fn chain(e: &anyhow::Error) -> String {
     text
 }
 
+/// `--release-timeout`: a Go-style duration (`90s`, `30m`), at least a second.
+fn parse_release_timeout(s: &str) -> Result<std::time::Duration, String> {
+    tern_core::duration::GoDuration::parse_positive_std(s)
+}
+
 /// Default timeout of each HTTP request.
 const HTTP_TIMEOUT_SECONDS: u64 = 300;
 
@@ -382,6 +397,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // `watch` runs for as long as the host does: the `update`s it starts are the ones
     // handed to the active version's updater.
     // `self-check` checks this binary, whichever it is: never handed on.
+    tern_update::identify_release(&layout.install_dir, &current_exe);
     if !matches!(
         cli.command,
         Cmd::Setup { .. } | Cmd::Watch { .. } | Cmd::SelfCheck
@@ -389,6 +405,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         &layout,
         &current_exe,
         &Settings::missing_from(&saved, &given),
+        if matches!(cli.command, Cmd::Update { .. } | Cmd::Heartbeat) {
+            tern_update::ReexecDuty::Heartbeats
+        } else {
+            tern_update::ReexecDuty::Other
+        },
     ) {
         return Ok(code);
     }
@@ -436,6 +457,7 @@ fn run_active_updater(
     layout: &Layout,
     current_exe: &Path,
     from_update_yaml: &Settings,
+    duty: tern_update::ReexecDuty,
 ) -> Option<ExitCode> {
     let exe = tern_update::reexec_candidate(layout, current_exe)?;
     let mut args: Vec<std::ffi::OsString> = from_update_yaml
@@ -444,7 +466,7 @@ fn run_active_updater(
         .map(Into::into)
         .collect();
     args.extend(std::env::args_os().skip(1));
-    let code = tern_update::reexec_delegate(&exe, &args)?;
+    let code = tern_update::reexec_delegate(&exe, &args, layout, duty)?;
     Some(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
 
@@ -554,6 +576,8 @@ fn execute(
             trust_root,
             trust_url,
             self_update,
+            product,
+            release_timeout,
         } => tern_update::enable(
             ctx,
             EnableArgs {
@@ -586,6 +610,8 @@ fn execute(
                 trust_root,
                 trust_url,
                 self_update,
+                product,
+                release_timeout,
             },
         )?,
         Cmd::Disable => tern_update::disable(ctx)?,

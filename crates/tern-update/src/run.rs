@@ -54,6 +54,9 @@ pub(crate) enum Outcome {
 pub(crate) fn run(ctx: &Ctx, file: &mut UpdateFile, opts: Opts) -> Result<Outcome> {
     let outcome = run_inner(ctx, file, opts)?;
     cleanup(ctx, file)?;
+    if file.spec.self_update {
+        crate::self_update::note_proof(ctx, file)?;
+    }
     Ok(outcome)
 }
 
@@ -131,12 +134,22 @@ fn find(ctx: &Ctx, file: &UpdateFile, opts: &Opts) -> Result<FindResponse> {
         return Ok(f.clone());
     }
     let id = updater_id(&ctx.layout)?;
-    match ctx.http.find(
+    let answer = ctx.http.find(
         &file.spec.server,
         &file.spec.group,
         &id,
         &host_facts(&ctx.layout, &file.spec, &file.status),
-    ) {
+    );
+    // The round, for the watch of a new updater release (`self_update::note_proof`).
+    crate::state::save_find(
+        &ctx.layout.find_file(),
+        &crate::state::LastFind {
+            time: Timestamp::now(),
+            ok: answer.is_ok(),
+            by: Some(crate::self_check::running_release()),
+        },
+    );
+    match answer {
         Ok(f) => Ok(f),
         Err(e) if opts.force_version.is_some() => {
             log::warn(format!(

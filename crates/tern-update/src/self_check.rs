@@ -1,10 +1,11 @@
 //! The updater's own releases, the part below `update`: what a release must answer
 //! (`tern-update self-check`), running that check on a release, what the host's
-//! managed release is (`managed_exe`, which `reexec` hands commands to), and its
+//! managed release is (`managed_release`, which `reexec` hands commands to), and its
 //! health for heartbeats. `self_update` switches releases with it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
@@ -14,6 +15,43 @@ use crate::state::{self, Status};
 /// Set on an updater that another one started (`reexec`), so that it never hands the
 /// command on again. Here, below `reexec`, because a self-check sets it too.
 pub(crate) const GUARD_ENV: &str = "TERN_UPDATE_REEXECED";
+
+/// The release a delegating binary hands a command to names itself to it here, so
+/// that what the release records (its heartbeats, its find rounds) says who did it.
+pub(crate) const RELEASE_ENV: &str = "TERN_UPDATE_RELEASE";
+
+/// Which updater release runs this process: the one a delegating binary named, else
+/// the managed release when this is its executable (the host's link runs it
+/// directly), else this binary itself (the one the host was installed with).
+pub(crate) fn running_release() -> String {
+    std::env::var(RELEASE_ENV)
+        .ok()
+        .filter(|v| !v.is_empty() && v.len() <= 128 && !v.chars().any(char::is_control))
+        .or_else(|| RUNNING_MANAGED.get().cloned())
+        .unwrap_or_else(|| format!("bootstrap {}", env!("CARGO_PKG_VERSION")))
+}
+
+/// The managed release's version when this process is its executable, found once at
+/// start ([`identify_release`]).
+static RUNNING_MANAGED: OnceLock<String> = OnceLock::new();
+
+/// Notes, once at start, whether `current_exe` is the managed release of the host
+/// under `install_dir`, so that what it does is counted as that release's work.
+pub fn identify_release(install_dir: &Path, current_exe: &Path) {
+    let Some((version, exe)) = managed_release(install_dir) else {
+        return;
+    };
+    let same = match (
+        std::fs::canonicalize(exe),
+        std::fs::canonicalize(current_exe),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same {
+        let _ = RUNNING_MANAGED.set(version);
+    }
+}
 
 /// The namespace that manages tern-update itself.
 pub const NAMESPACE: &str = "updater";
@@ -30,20 +68,31 @@ pub fn self_check_line() -> String {
     format!("tern-update {} self-check ok", env!("CARGO_PKG_VERSION"))
 }
 
-/// The managed updater release this host runs, when its `updater` namespace manages
-/// one: every command of every namespace is handed to it (`reexec`).
-pub fn managed_exe(install_dir: &Path) -> Option<PathBuf> {
+/// The managed updater release this host runs (its version and executable), when its
+/// `updater` namespace manages one: every command of every namespace is handed to it
+/// (`reexec`). None when the active release was taken
+/// out of service (the watch found it broken and there was no previous one: it is
+/// active and skipped at once, until the server names another).
+pub(crate) fn managed_release(install_dir: &Path) -> Option<(String, PathBuf)> {
     let file = state::load(&crate::layout::update_yaml_in(install_dir, NAMESPACE)).ok()??;
     if !file.spec.self_update {
         return None;
     }
     let active = file.status.active?;
-    let exe = install_dir
+    if file.status.skip.as_deref() == Some(active.as_str()) {
+        return None;
+    }
+    let exe = release_exe(install_dir, &active);
+    exe.is_file().then_some((active, exe))
+}
+
+/// The executable of release `version` of the `updater` namespace.
+pub(crate) fn release_exe(install_dir: &Path, version: &str) -> PathBuf {
+    install_dir
         .join(NAMESPACE)
         .join("versions")
-        .join(active)
-        .join(EXE);
-    exe.is_file().then_some(exe)
+        .join(version)
+        .join(EXE)
 }
 
 /// Runs `exe self-check` (without handing it on to another updater) and returns what
@@ -113,7 +162,9 @@ fn excerpt_of(pipe: Option<impl std::io::Read>) -> String {
     tern_core::text::excerpt(&String::from_utf8_lossy(&buf), 512)
 }
 
-/// What the host sees of its updater release: the active one answers its self-check.
+/// What the host sees of its updater release: the active one answers its self-check,
+/// and (to count as healthy, which an updater canary needs) has proven itself by doing
+/// its job in two runs in a row (`self_update::note_proof`); until then, unknown.
 pub(crate) fn health(layout: &Layout, status: &Status) -> tern_core::host_update::Health {
     use tern_core::host_update::Health;
     let Some(active) = &status.active else {
@@ -121,12 +172,19 @@ pub(crate) fn health(layout: &Layout, status: &Status) -> tern_core::host_update
     };
     let exe = layout.version_dir(active).join(EXE);
     match run_check(&exe, layout) {
-        Ok(()) => Health::Healthy,
+        Ok(()) if status.skip.as_deref() == Some(active.as_str()) => Health::Unhealthy(format!(
+            "the updater {active} was taken out of service on this host"
+        )),
+        Ok(()) if status.proven_runs >= PROVEN_RUNS => Health::Healthy,
+        Ok(()) => Health::Unknown,
         Err(problem) => Health::Unhealthy(format!(
             "the updater {active} fails its self-check: {problem}"
         )),
     }
 }
+
+/// How many runs in a row an updater release must prove itself in to count healthy.
+pub(crate) const PROVEN_RUNS: u32 = 2;
 
 /// `tern-update self-check`: this binary starts, and reads this namespace's state and
 /// the updater namespace's (what it will run on). Its first line is
@@ -182,6 +240,6 @@ mod tests {
     #[test]
     fn no_managed_exe_without_a_self_updating_namespace() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(managed_exe(dir.path()), None);
+        assert_eq!(managed_release(dir.path()), None);
     }
 }

@@ -11,6 +11,18 @@
 //! through the link after the switch, which is switched back when that fails. A failed
 //! check is recorded as the version's failure (`skip`, `rollback` in the heartbeat),
 //! which fails a canary and holds its group.
+//!
+//! A release is then judged by doing its job: it reports healthy (and so passes an
+//! updater canary) only once it has itself sent the heartbeat and asked find of every
+//! namespace of the host, in two of this namespace's runs in a row, with the agent as
+//! healthy as before the switch (`note_proof`). Meanwhile the binary the timer starts
+//! watches it (`reexec`): a release that fails a command, hangs, or leaves no heartbeat
+//! of its own is taken back at once (`take_back`), on the host alone.
+//!
+//! One ternd serves every product: the `updater` namespace asks the agent namespace's
+//! ternd for the product `updater` (`default_product`) with the host's one identity
+//! (`share_identity`). A namespace enabled against a second ternd of its own (earlier
+//! releases' setup) sends no product and keeps its own identity, as before.
 
 use std::path::Path;
 
@@ -19,7 +31,7 @@ use crate::hooks::kill_point;
 use crate::layout::Layout;
 use crate::log;
 use crate::self_check::{EXE, NAMESPACE, run_check};
-use crate::state::{InProgress, Spec, UpdateFile};
+use crate::state::{self, InProgress, Spec, UpdateFile};
 use crate::update::{Ctx, Failure, Reverted, commit, record_failure, save};
 
 /// Checks what `enable --self-update` is given: only in [`NAMESPACE`], with tarballs
@@ -146,6 +158,8 @@ pub(crate) fn switch(
         ));
         return Err(blame(ctx, file, from.as_deref(), to, failed(problem), true));
     }
+    file.status.proven_runs = 0;
+    file.status.agent_healthy_at_switch = agent_healthy(ctx);
     commit(ctx, file, from, to)?;
     log::info(format!(
         "the updater now runs {to} ({}): every later command is handed to it",
@@ -203,6 +217,209 @@ fn blame(
         },
         reverted,
     )
+}
+
+
+/// The product `enable --self-update` asks for when none is given: `updater` when the
+/// namespace follows the agent namespace's ternd (one ternd serves every product);
+/// none against another ternd (the second ternd of earlier releases serves the updater
+/// as its agent).
+pub(crate) fn default_product(install_dir: &Path, server: &str) -> Option<String> {
+    let agent = state::load(&crate::layout::update_yaml_in(install_dir, "default"))
+        .ok()
+        .flatten()?;
+    let same = agent.spec.server.trim_end_matches('/') == server.trim_end_matches('/');
+    same.then(|| tern_core::product::UPDATER.to_string())
+}
+
+/// A host has one identity on a ternd: a namespace installing another product from the
+/// agent namespace's ternd uses the agent namespace's updater id and credential, so
+/// that a server pin of the host holds its every product. Copied at `enable`; says so.
+pub(crate) fn share_identity(ctx: &Ctx, spec: &Spec) -> Result<()> {
+    let Some(product) = spec.product.as_deref() else {
+        return Ok(());
+    };
+    if product == tern_core::product::AGENT || ctx.layout.suffix == "default" {
+        return Ok(());
+    }
+    let agent = Layout::new(ctx.layout.install_dir.clone(), "default", &ctx.settings);
+    let Some(file) = state::load(&agent.update_yaml())? else {
+        return Ok(());
+    };
+    if file.spec.server.trim_end_matches('/') != spec.server.trim_end_matches('/') {
+        return Ok(());
+    }
+    let Ok(id) = std::fs::read_to_string(agent.id_file()) else {
+        return Ok(());
+    };
+    crate::fsutil::create_own_dir(&ctx.layout.ns_dir())?;
+    crate::fsutil::write_atomic(&ctx.layout.id_file(), id.as_bytes(), 0o644)?;
+    match std::fs::read_to_string(agent.credential_file()) {
+        Ok(c) => crate::fsutil::write_atomic(&ctx.layout.credential_file(), c.as_bytes(), 0o600)?,
+        Err(_) => {
+            // Joined later with the agent's id, which ternd then knows.
+            let _ = std::fs::remove_file(ctx.layout.credential_file());
+        }
+    }
+    log::info(format!(
+        "this namespace installs the product {product} from the agent namespace's ternd: it uses the host's identity there (updater id {})",
+        id.trim()
+    ));
+    Ok(())
+}
+
+/// Takes the updater release `version` out of service, found broken by the watch
+/// (`reexec`): the previous release goes back in (links included) when it is installed
+/// and passes its self-check, else the binary the timer starts runs the commands; the
+/// broken one is skipped and reported as a rollback, as a failed self-check is.
+pub(crate) fn take_back(install_dir: &Path, version: &str, why: &str) -> Result<()> {
+    let path = crate::layout::update_yaml_in(install_dir, NAMESPACE);
+    let Some(mut file) = state::load(&path)? else {
+        return Ok(());
+    };
+    let l = Layout::new(install_dir.to_path_buf(), NAMESPACE, &file.spec.settings);
+    let _lock = crate::lock::acquire(
+        &l.lock_file(),
+        crate::lock::Wait::Timeout(std::time::Duration::from_secs(30)),
+    )?;
+    // Read again under the lock: another run may have moved on meanwhile.
+    let Some(fresh) = state::load(&path)? else {
+        return Ok(());
+    };
+    file = fresh;
+    if file.status.active.as_deref() != Some(version) {
+        return Ok(());
+    }
+    let back = file
+        .status
+        .backup
+        .clone()
+        .filter(|b| b != version && run_check(&l.version_dir(b).join(EXE), &l).is_ok());
+    let outcome = match &back {
+        Some(b) => {
+            crate::links::apply(&l, &l.version_dir(b), true)?;
+            format!("back on the updater {b}")
+        }
+        None => {
+            crate::links::remove(&l, &|p: &Path| l.is_managed(p))?;
+            "no previous updater release is installed: the updater the host was installed with runs the commands".to_string()
+        }
+    };
+    let st = &mut file.status;
+    if let Some(b) = back {
+        st.active = Some(b);
+        st.backup = None;
+    }
+    st.skip = Some(version.to_string());
+    st.rollback = true;
+    st.environment_failure = None;
+    st.proven_runs = 0;
+    st.last_update = Some(state::LastUpdate {
+        time: jiff::Timestamp::now(),
+        target: version.to_string(),
+        success: false,
+        error: Some(format!(
+            "the updater {version} failed on this host: {why}; {outcome}"
+        )),
+    });
+    state::save(&path, &file)?;
+    log::warn(format!(
+        "the updater {version} is taken out of service: {why}; {outcome}"
+    ));
+    Ok(())
+}
+
+/// After each run of the `updater` namespace by its active release: whether that
+/// release has proven itself since it was switched in, counted in runs in a row
+/// (`proven_runs`; healthy from the second, `self_check::health`).
+pub(crate) fn note_proof(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
+    let Some(active) = file.status.active.clone() else {
+        return Ok(());
+    };
+    if crate::self_check::running_release() != active {
+        // Run by another updater (the one the host was installed with, or the previous
+        // release): it proves nothing about the active one.
+        return Ok(());
+    }
+    let since = file
+        .status
+        .last_update
+        .as_ref()
+        .filter(|u| u.success && u.target == active)
+        .map_or(jiff::Timestamp::MIN, |u| u.time);
+    let runs = match proof(ctx, &active, since, file.status.agent_healthy_at_switch) {
+        Ok(()) => file.status.proven_runs.saturating_add(1),
+        Err(why) => {
+            log::info(format!("the updater {active} is not proven yet: {why}"));
+            0
+        }
+    };
+    if runs != file.status.proven_runs {
+        file.status.proven_runs = runs;
+        crate::update::save(ctx, file)?;
+    }
+    Ok(())
+}
+
+/// Whether `active` sent the heartbeat and asked find of every namespace of the host
+/// since `since`, and the agent is as healthy as it was at the switch.
+fn proof(
+    ctx: &Ctx,
+    active: &str,
+    since: jiff::Timestamp,
+    agent_healthy_at_switch: Option<bool>,
+) -> std::result::Result<(), String> {
+    let dir = &ctx.layout.install_dir;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    let by_active = |by: Option<&str>| by == Some(active);
+    for entry in entries.flatten() {
+        let Some(suffix) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let l = Layout::new(dir.clone(), &suffix, &ctx.settings);
+        let Ok(Some(f)) = state::load(&l.update_yaml()) else {
+            continue;
+        };
+        if !f.spec.enabled || f.spec.server.is_empty() {
+            continue;
+        }
+        match state::load_heartbeat(&l.heartbeat_file()) {
+            Some(hb) if hb.accepted && hb.time >= since && by_active(hb.by.as_deref()) => {}
+            _ => {
+                return Err(format!(
+                    "no heartbeat of namespace {suffix} accepted from it yet"
+                ));
+            }
+        }
+        if f.spec.channel.is_none() {
+            match state::load_find(&l.find_file()) {
+                Some(r) if r.ok && r.time >= since && by_active(r.by.as_deref()) => {}
+                _ => return Err(format!("no find of namespace {suffix} answered to it yet")),
+            }
+        }
+    }
+    if agent_healthy_at_switch == Some(true) && agent_healthy(ctx) == Some(false) {
+        return Err("the agent was healthy when it was switched in, and is not now".into());
+    }
+    Ok(())
+}
+
+/// The agent namespace's health, when the host has one.
+pub(crate) fn agent_healthy(ctx: &Ctx) -> Option<bool> {
+    let layout = Layout::new(ctx.layout.install_dir.clone(), "default", &ctx.settings);
+    let file = state::load(&layout.update_yaml()).ok()??;
+    let agent = Ctx {
+        layout,
+        http: ctx.http.clone(),
+        overwrite: false,
+        settings: ctx.settings.clone(),
+    };
+    match crate::update::agent_health(&agent, &file) {
+        tern_core::host_update::Health::Healthy => Some(true),
+        tern_core::host_update::Health::Unhealthy(_) => Some(false),
+        tern_core::host_update::Health::Unknown => None,
+    }
 }
 
 #[cfg(test)]

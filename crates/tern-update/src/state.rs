@@ -76,6 +76,16 @@ pub struct Spec {
     /// `tern-update self-check` instead of a service (`self_update`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub self_update: bool,
+    /// The product this namespace installs, as its ternd names it (`enable
+    /// --product`; `updater` by default for `--self-update` against the agent
+    /// namespace's ternd). Unset: the agent, or whatever a ternd serves without a
+    /// product (the updater's own second ternd of earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    /// How long a command handed to this namespace's updater release may run before
+    /// the watch counts it as hung (`enable --self-update --release-timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_timeout_seconds: Option<u64>,
     /// The global flags `enable` was given (link dirs, host names, transport).
     #[serde(flatten)]
     pub settings: Settings,
@@ -102,6 +112,8 @@ impl Default for Spec {
             installers: Vec::new(),
             trust_url: None,
             self_update: false,
+            product: None,
+            release_timeout_seconds: None,
             settings: Settings::default(),
         }
     }
@@ -185,6 +197,19 @@ pub struct Status {
     /// (the script's exit 0 says it installed it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script_version: Option<String>,
+    /// The `updater` namespace: how many of its runs in a row since the switch found
+    /// the active release proven (every namespace's heartbeat and find by it); a
+    /// release reports healthy (and passes a canary) only from the second.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub proven_runs: u32,
+    /// The `updater` namespace: whether the agent was healthy when the active release
+    /// was switched in; a release is not proven while an agent healthy then is not now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_healthy_at_switch: Option<bool>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The channel's last answers, as `status` shows them.
@@ -278,6 +303,38 @@ pub struct LastHeartbeat {
     /// Why it was not taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The updater release that sent it (`reexec::running_release`): what the watch of
+    /// a new release reads as proof that the release does its job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// When this namespace last asked its server (find) and whether it answered, and which
+/// updater release asked: with [`LastHeartbeat`], the proof that a new updater release
+/// does its job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LastFind {
+    pub time: Timestamp,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// Best effort, as [`save_heartbeat`].
+pub(crate) fn save_find(path: &Path, f: &LastFind) {
+    let written = serde_yaml_ng::to_string(f)
+        .map_err(|source| Error::StateSerialize {
+            path: path.to_path_buf(),
+            source,
+        })
+        .and_then(|text| fsutil::write_atomic(path, text.as_bytes(), 0o644));
+    if let Err(e) = written {
+        crate::log::warn(format!("could not record the find round: {e}"));
+    }
+}
+
+pub(crate) fn load_find(path: &Path) -> Option<LastFind> {
+    serde_yaml_ng::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
 /// Best effort: a heartbeat's result is for `status`, never a reason to fail a run.

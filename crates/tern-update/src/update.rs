@@ -192,6 +192,7 @@ pub(crate) fn host_facts(
         os: std::env::consts::OS.to_string(),
         fips: spec.fips,
         installers: crate::installers::advertised(spec),
+        product: spec.product.clone().unwrap_or_default(),
     }
 }
 
@@ -1068,6 +1069,7 @@ fn record_heartbeat(ctx: &Ctx, sent: &Sent) {
             time: Timestamp::now(),
             accepted,
             error,
+            by: Some(crate::self_check::running_release()),
         },
     );
 }
@@ -1143,7 +1145,7 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
             pinned: facts.trust_root > 0,
             root_version: facts.trust_root,
         }),
-        product: String::new(),
+        product: spec.product.clone().unwrap_or_default(),
     };
     match ctx.http.heartbeat(&spec.server, &hb, token.as_deref()) {
         Err(e) => Sent::Failed(e.into()),

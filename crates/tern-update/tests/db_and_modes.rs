@@ -317,6 +317,61 @@ fn reexecs_into_the_active_versions_updater() {
     assert!(calls.contains("update"));
 }
 
+/// The seed's simple mode under the watch: the agent's release 2.0.0 ships a
+/// `bin/tern-update` that is hollow (it exits 0 and does nothing). The first command
+/// handed to it leaves no heartbeat of its own, so the host's updater refuses that
+/// shipped updater for good (`updater-refused`), does the command itself, and never
+/// hands it another; an updater shipped by a later version is used again.
+#[test]
+fn a_hollow_updater_shipped_in_the_agents_release_is_refused_and_the_host_keeps_reporting() {
+    let server = Server::start();
+    let host = Host::new();
+    let marker = host.dir.path().join("shipped-calls");
+    let hollow = format!("#!/bin/sh\necho \"$*\" >> {}\nexit 0\n", marker.display());
+    let mut files = release_files("2.0.0", Agent::Good);
+    files.push((
+        "agent-2.0.0/bin/tern-update".into(),
+        hollow.into_bytes(),
+        0o755,
+    ));
+    server.publish("2.0.0", &tarball(&files));
+    publish(&server, "3.0.0", Agent::Good);
+    let svc = host.service_config("");
+    server.set_target("2.0.0", true);
+    assert_eq!(host.enable(&server, &svc, &[]).status.code(), Some(0));
+    assert!(host.wait_running("2.0.0"));
+
+    let before = server.heartbeats().len();
+    let err = String::from_utf8_lossy(&host.run(&["update"]).stderr).into_owned();
+    assert!(
+        err.contains("the updater release 2.0.0 is broken")
+            && err.contains("without sending a heartbeat"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().lines().count(), 1);
+    assert!(
+        server.heartbeats().len() > before,
+        "the host's own updater did the command: it heartbeat"
+    );
+    assert_eq!(
+        std::fs::read_to_string(host.ns().join("updater-refused"))
+            .unwrap()
+            .trim(),
+        "2.0.0"
+    );
+    host.ok(&["heartbeat"]);
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap().lines().count(),
+        1,
+        "a refused updater is never handed a command again"
+    );
+
+    // 3.0.0 ships none: the host's own updater goes on; the agent moves.
+    server.set_target("3.0.0", true);
+    host.ok(&["update", "--now"]);
+    assert!(host.wait_running("3.0.0"));
+}
+
 #[test]
 fn systemd_manager_with_a_fake_systemctl_and_setup() {
     let server = Server::start();
