@@ -314,7 +314,7 @@ fn outlook(f: &Forecast, decision: &Answer, host: HostState<'_>, now: Timestamp)
             Hold::AwaitingTurn => Outlook::Backpressure,
             Hold::TopologyLimit => Outlook::Topology,
             // Directives' own hold: not one of find's.
-            Hold::NotYet => Outlook::AtWindow,
+            Hold::NotYet | Hold::Expired => Outlook::AtWindow,
         },
     }
 }

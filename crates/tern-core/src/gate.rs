@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, HashMap};
 use jiff::Timestamp;
 
 use crate::controls::{Channel, Freeze};
-use crate::directive::resource::{DirectiveSpec, Installer};
+use crate::directive::resource::{DirectiveSpec, Installer, Timing};
 use crate::directive::select::{self, HostFacts, Labels, Names};
 use crate::hold::{Hold, Holds};
 use crate::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode};
@@ -196,12 +196,11 @@ impl<'a> Host<'a> {
     }
 }
 
-/// A directive's install, with its time constraints.
+/// A directive's install, with its time rules.
 #[derive(Clone, Copy, Debug)]
 pub struct DirectedInstall<'a> {
     pub target: &'a Version,
-    /// Installs may not start before this instant.
-    pub not_before: Option<Timestamp>,
+    pub timing: Timing,
 }
 
 /// What the host asks.
@@ -288,8 +287,17 @@ pub fn answer(fleet: &Fleet<'_>, host: &Host<'_>, ask: Ask<'_>) -> Answer {
             if fleet.revocation.revokes(install.target) {
                 holds.add(Hold::Revoked);
             }
-            if install.not_before.is_some_and(|t| fleet.now < t) {
+            let timing = install.timing;
+            if timing.not_before.is_some_and(|t| fleet.now < t) {
                 holds.add(Hold::NotYet);
+            }
+            if timing.not_after.is_some_and(|t| fleet.now >= t) {
+                holds.add(Hold::Expired);
+            }
+            if timing.keep_windows
+                && host_window(fleet, host).is_some_and(|w| !w.is_open(fleet.now))
+            {
+                holds.add(Hold::OutsideWindow);
             }
             Answer {
                 version: (!holds.stops()).then(|| install.target.clone()),
@@ -314,6 +322,61 @@ pub fn rollout_answer(
         &Host::new(AGENT, group, updater_id),
         Ask::Find,
     )
+}
+
+/// The maintenance window of the group that serves `host` in the rollout, when there
+/// is one: the hosts' windows a directive's installs keep to.
+fn host_window(fleet: &Fleet<'_>, host: &Host<'_>) -> Option<crate::window::Calendar> {
+    let rollout = fleet.rollout?;
+    let group = rollout.serving_group(host.group)?;
+    Some(crate::rollout::group_window(&rollout.spec, group))
+}
+
+/// When a directive's install on `host` may start, given the answer for it now: now
+/// (no hold), an instant (only its `not_before` or its group's window hold it), or
+/// never (its `not_after` comes first, or another hold that no clock lifts: a stop
+/// lifts when a person lifts it).
+pub fn directed_start(
+    fleet: &Fleet<'_>,
+    host: &Host<'_>,
+    timing: Timing,
+    answer: &Answer,
+) -> DirectedStart {
+    let timed = Holds::of([Hold::NotYet, Hold::OutsideWindow, Hold::Expired]);
+    if answer.holds.is_empty() {
+        return DirectedStart::Now;
+    }
+    if answer.holds.iter().any(|h| !timed.contains(h)) {
+        return DirectedStart::Held(answer.holds);
+    }
+    if answer.holds.contains(Hold::Expired) {
+        return DirectedStart::Never;
+    }
+    let mut at = timing.not_before.map_or(fleet.now, |t| t.max(fleet.now));
+    if timing.keep_windows
+        && let Some(window) = host_window(fleet, host)
+        && !window.is_open(at)
+    {
+        match window.next_open(at) {
+            Some(open) => at = open,
+            None => return DirectedStart::Never,
+        }
+    }
+    if timing.not_after.is_some_and(|t| at >= t) {
+        return DirectedStart::Never;
+    }
+    DirectedStart::At(at)
+}
+
+/// [`directed_start`]'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirectedStart {
+    Now,
+    At(Timestamp),
+    /// Its time rules leave it no instant to start.
+    Never,
+    /// Holds no clock lifts (a stop, a revoked target).
+    Held(Holds),
 }
 
 /// The stops that hold a host on every path: the trust requirement, a freeze, its pin,

@@ -37,11 +37,13 @@ pub enum Hold {
     OutsideWindow,
     /// A directive's install may not start yet (its `not_before`).
     NotYet,
+    /// A directive's installs may no longer start (its `not_after` has passed).
+    Expired,
 }
 
 impl Hold {
     /// Every hold, stops first, in the order [`Holds::first`] names them.
-    pub const ALL: [Hold; 15] = [
+    pub const ALL: [Hold; 16] = [
         Hold::TrustRequired,
         Hold::Directive,
         Hold::NoRollout,
@@ -57,6 +59,7 @@ impl Hold {
         Hold::TopologyLimit,
         Hold::OutsideWindow,
         Hold::NotYet,
+        Hold::Expired,
     ];
 
     /// The stable code (`agent_hold`, views, metrics). Never renamed.
@@ -77,6 +80,7 @@ impl Hold {
             Hold::TopologyLimit => "topology_limit",
             Hold::OutsideWindow => "outside_window",
             Hold::NotYet => "not_yet",
+            Hold::Expired => "expired",
         }
     }
 
@@ -144,7 +148,8 @@ impl Hold {
                 "a topology limit of its group lets other hosts of its zone update first"
             }
             Hold::OutsideWindow => "its group is outside its maintenance window",
-            Hold::NotYet => "the directive's installs may not start yet",
+            Hold::NotYet => "the directive's installs may not start yet (its not_before)",
+            Hold::Expired => "the directive's time for installs has passed (its not_after)",
         }
     }
 

@@ -26,6 +26,10 @@ pub struct InstallInstruction {
     /// without changing anything.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// The directive that chose it: its time rules (`not_before`, `not_after`, the
+    /// hosts' windows) hold the instruction until it is delivered.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub directive: String,
 }
 
 /// A version to install, with the build attributes it requires of a host and what the

@@ -937,6 +937,7 @@ fn instructions_are_checked_before_anything_runs() {
         installer: script.spec.clone(),
         target: target("1.2.0"),
         dry_run: false,
+        directive: String::new(),
     };
     assert_eq!(i.check(), Ok(()));
     i.target.version = "1.1.0;rm -rf /".into();
@@ -954,6 +955,7 @@ fn instructions_are_checked_before_anything_runs() {
         installer: native.spec,
         target: target("1.2.0"),
         dry_run: false,
+        directive: String::new(),
     };
     assert!(n.check().unwrap_err().contains("size and sha256"));
     n.target.size = Some(10);

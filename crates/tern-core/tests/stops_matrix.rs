@@ -231,7 +231,7 @@ fn ask(w: &World, stop: Stop, path: Path) -> Answer {
             &host,
             Ask::Directed(DirectedInstall {
                 target: &w.target,
-                not_before: None,
+                timing: tern_core::directive::resource::Timing::default(),
             }),
         ),
         _ => gate::answer(&fleet, &host, Ask::Find),

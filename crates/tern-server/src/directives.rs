@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 use tern_core::directive::instruct::InstallInstruction;
 use tern_core::directive::pass::Elsewhere;
-use tern_core::directive::report::{DirectiveReport, Paused, PlanEvaluation};
+use tern_core::directive::report::{self as report, DirectiveReport, Paused, PlanEvaluation};
 use tern_core::directive::resource::{
     DirectiveSpec, Rate, Strategy, VersionControlConfig, VersionDirective,
 };
@@ -184,6 +184,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         frozen,
         ..PassResult::default()
     };
+    let mut waiting = Vec::new();
     if let Some(pause) = &active.paused {
         result.paused = Some(pause.to_string());
         if res.paused.is_none() {
@@ -194,8 +195,11 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
             // The one answer's stops (a freeze, a pin, a mode set disabled or
             // suspended, a revoked target, this replica cut off) hold a directive's
             // install as every other: no attempt is recorded for a held host.
-            if !directed_allowed(&fleet, chosen) {
+            if let Err((holds, start)) = directed_allowed(&fleet, spec, chosen) {
                 result.held.push(chosen.updater_id.clone());
+                if waiting.len() < report::MAX_WAITING {
+                    waiting.push(waiting_of(chosen, holds, start));
+                }
                 continue;
             }
             if trigger(state, chosen, &timings, now).await? {
@@ -247,6 +251,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         triggered: result.triggered.len() as u64,
         plan,
         notices,
+        waiting,
     };
     store
         .put(
@@ -458,6 +463,7 @@ async fn trigger(
         installer: chosen.installer.clone(),
         target: chosen.target.clone(),
         dry_run: false,
+        directive: chosen.directive.clone(),
     };
     tracing::info!(
         updater_id = %chosen.updater_id,
@@ -525,6 +531,7 @@ async fn send_dry_run(
         installer: chosen.installer.clone(),
         target: chosen.target.clone(),
         dry_run: true,
+        directive: chosen.directive.clone(),
     };
     tracing::info!(
         updater_id = %chosen.updater_id,
@@ -668,22 +675,60 @@ pub(crate) async fn write_draft(state: &AppState, d: &VersionDirective) -> ApiRe
     Ok(automatic)
 }
 
-/// Whether the one answer lets `chosen`'s host install its target now.
-fn directed_allowed(fleet: &tern_core::gate::Fleet<'_>, chosen: &ChosenInstall) -> bool {
+/// What `version-control status` says of a chosen host held by `start`.
+fn waiting_of(
+    chosen: &ChosenInstall,
+    holds: tern_core::hold::Holds,
+    start: tern_core::gate::DirectedStart,
+) -> report::Waiting {
+    use tern_core::gate::DirectedStart;
+    let starts_at = match start {
+        DirectedStart::At(t) => Some(t),
+        DirectedStart::Now | DirectedStart::Never | DirectedStart::Held(_) => None,
+    };
+    let holds = holds.codes();
+    report::Waiting {
+        updater_id: chosen.updater_id.clone(),
+        group: chosen.group.clone(),
+        directive: chosen.directive.clone(),
+        target: chosen.target.version.clone(),
+        holds,
+        starts_at,
+    }
+}
+
+/// The one answer for `chosen`'s host and its target now, under the time rules of the
+/// directive that chose it; `Err` with when it may start when something holds it.
+fn directed_allowed(
+    fleet: &tern_core::gate::Fleet<'_>,
+    spec: &tern_core::directive::resource::DirectiveSpec,
+    chosen: &ChosenInstall,
+) -> Result<(), (tern_core::hold::Holds, tern_core::gate::DirectedStart)> {
     let Ok(target) = tern_core::version::Version::parse(&chosen.target.version) else {
-        return false;
+        return Err((
+            tern_core::hold::Holds::NONE,
+            tern_core::gate::DirectedStart::Never,
+        ));
     };
     let mut host =
         tern_core::gate::Host::new(tern_core::gate::AGENT, &chosen.group, &chosen.updater_id);
     // Hosts that pin no root are refused at their heartbeat under --require-trust.
     host.pins_root = true;
-    tern_core::gate::answer(
+    let timing = spec.timing(&chosen.directive);
+    let answer = tern_core::gate::answer(
         fleet,
         &host,
         tern_core::gate::Ask::Directed(tern_core::gate::DirectedInstall {
             target: &target,
-            not_before: None,
+            timing,
         }),
-    )
-    .update()
+    );
+    if answer.update() {
+        Ok(())
+    } else {
+        Err((
+            answer.holds,
+            tern_core::gate::directed_start(fleet, &host, timing, &answer),
+        ))
+    }
 }

@@ -42,6 +42,9 @@ spec:
   timings: {trigger_timeout: 5m, recent: 10m, offline_after: 2m, settle: 1m}
 "#;
 
+/// The directives ignore the maintenance windows of the rollout the test also writes
+/// (its groups' windows are not what these tests are about; directives_in_time.rs in
+/// tern-e2e is).
 fn draft(version: &str) -> String {
     format!(
         r#"kind: version_directive
@@ -53,10 +56,12 @@ spec:
       selectors: [{{labels: {{env: staging}}}}]
       targets: [{{version: "{version}", arch: amd64}}]
       installers: [native, script]
+      windows: ignore
     - name: prod
       selectors: [{{labels: {{env: prod}}}}]
       targets: [{{version: "{version}"}}]
       installers: [script]
+      windows: ignore
 "#
     )
 }

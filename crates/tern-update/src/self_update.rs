@@ -219,7 +219,6 @@ fn blame(
     )
 }
 
-
 /// The product `enable --self-update` asks for when none is given: `updater` when the
 /// namespace follows the agent namespace's ternd (one ternd serves every product);
 /// none against another ternd (the second ternd of earlier releases serves the updater

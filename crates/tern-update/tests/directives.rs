@@ -61,6 +61,7 @@ fn script_instruction(id: &str, script: &str, env: &[(&str, &str)]) -> InstallIn
         },
         target: target("1.1.0"),
         dry_run: false,
+        directive: String::new(),
     }
 }
 
@@ -93,6 +94,7 @@ fn native_instruction_of(
             ..target(version)
         },
         dry_run: false,
+        directive: String::new(),
     }
 }
 

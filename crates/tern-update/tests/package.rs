@@ -768,6 +768,7 @@ fn package_instruction(
             sha256: None,
         },
         dry_run: false,
+        directive: String::new(),
     }
 }
 

@@ -347,6 +347,7 @@ fn native(
             sha256: Some(support::hex(&Sha256::digest(bytes))),
         },
         dry_run: false,
+        directive: String::new(),
     }
 }
 

@@ -145,6 +145,8 @@ pub fn draft(
             selectors: d.selectors.clone(),
             targets,
             installers: d.installers.clone(),
+            critical: false,
+            windows: None,
         });
     }
     if directives.is_empty() {
@@ -173,6 +175,9 @@ pub fn draft(
         },
         spec: DirectiveSpec {
             stale_after: now.checked_add(freshness(c)).ok(),
+            config_id: None,
+            not_before: None,
+            not_after: None,
             directives,
             advisories,
         },

@@ -136,6 +136,53 @@ pub struct DirectiveReport {
     pub plan: Option<PlanEvaluation>,
     /// The notification controller's flags over this replica's hosts.
     pub notices: Vec<super::notice::VersionNotice>,
+    /// Hosts the pass chose that something held, and when each may start (at most
+    /// [`MAX_WAITING`]).
+    pub waiting: Vec<Waiting>,
+}
+
+/// How many held hosts a replica's report lists.
+pub const MAX_WAITING: usize = 100;
+
+/// A host the active directive chose that something holds: what, and when it may start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Waiting {
+    pub updater_id: String,
+    pub group: String,
+    pub directive: String,
+    pub target: String,
+    /// The holds' codes (`not_yet`, `outside_window`, `expired`, or a stop's).
+    pub holds: Vec<String>,
+    /// When its install may start; `None`: no clock lifts what holds it (a stop, or
+    /// its `not_after` comes first).
+    pub starts_at: Option<Timestamp>,
+}
+
+/// The active directive's time rules, as `version-control status` shows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TimingView {
+    pub config_id: Option<String>,
+    pub not_before: Option<Timestamp>,
+    pub not_after: Option<Timestamp>,
+    /// The directives whose installs keep to the hosts' windows, and those that do not.
+    pub keep_windows: Vec<String>,
+    pub ignore_windows: Vec<String>,
+}
+
+impl TimingView {
+    pub fn of(spec: &super::resource::DirectiveSpec) -> Self {
+        let (keep, ignore): (Vec<_>, Vec<_>) =
+            spec.directives.iter().partition(|d| d.keeps_windows());
+        TimingView {
+            config_id: spec.config_id.clone(),
+            not_before: spec.not_before,
+            not_after: spec.not_after,
+            keep_windows: keep.into_iter().map(|d| d.name.clone()).collect(),
+            ignore_windows: ignore.into_iter().map(|d| d.name.clone()).collect(),
+        }
+    }
 }
 
 /// `/tern/directives/controllers/<name>`: what a built-in version controller did last.
@@ -302,6 +349,12 @@ pub struct DirectivesStatus {
     /// The active directive's `stale_after` has passed.
     #[serde(default)]
     pub stale: bool,
+    /// The active directive's time rules.
+    #[serde(default)]
+    pub timing: Option<TimingView>,
+    /// Hosts the replicas' last passes chose that something held, soonest first.
+    #[serde(default)]
+    pub waiting: Vec<Waiting>,
 }
 
 /// `POST /v1/directives/apply` body.

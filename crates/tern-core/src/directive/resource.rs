@@ -36,6 +36,17 @@ pub struct DirectiveSpec {
     /// and a warning is raised (an offline controller is seen, not silently trusted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_after: Option<Timestamp>,
+    /// The id of the configuration that made it (seed 003's `config_id`): kept, shown,
+    /// never interpreted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_id: Option<String>,
+    /// No install of this directive starts before this instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Timestamp>,
+    /// No install of this directive starts at or after this instant (those started
+    /// finish).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<Timestamp>,
     /// Checked in order; the first whose selectors match a host governs it.
     pub directives: Vec<Directive>,
     /// Versions flagged insecure or at their end of life: the notification controller
@@ -106,6 +117,56 @@ pub struct Directive {
     pub targets: Vec<Target>,
     /// Installer names; the first the host supports (and that accepts the target) is used.
     pub installers: Vec<String>,
+    /// Its targets are critical (a security fix): unless `windows` says `keep`, its
+    /// installs do not wait for the hosts' maintenance windows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub critical: bool,
+    /// Whether its installs keep to the maintenance window of each host's group;
+    /// unset: they do, unless the directive is critical.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Windows>,
+}
+
+/// A directive's installs and the hosts' maintenance windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Windows {
+    /// A host installs only while its group's window is open.
+    Keep,
+    /// A host installs whenever the directive's pass picks it.
+    Ignore,
+}
+
+impl Directive {
+    /// Whether its installs wait for the hosts' windows.
+    pub fn keeps_windows(&self) -> bool {
+        self.windows.map_or(!self.critical, |w| w == Windows::Keep)
+    }
+}
+
+impl DirectiveSpec {
+    /// The time rules of an install `directive` chose: its `not_before` and
+    /// `not_after`, and whether it keeps to the host's window. An unknown name (the
+    /// directive changed since the install was chosen) keeps to the windows.
+    pub fn timing(&self, directive: &str) -> Timing {
+        Timing {
+            not_before: self.not_before,
+            not_after: self.not_after,
+            keep_windows: self
+                .directives
+                .iter()
+                .find(|d| d.name == directive)
+                .is_none_or(Directive::keeps_windows),
+        }
+    }
+}
+
+/// When a directive's installs may start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timing {
+    pub not_before: Option<Timestamp>,
+    pub not_after: Option<Timestamp>,
+    pub keep_windows: bool,
 }
 
 /// Which hosts a directive governs. Every field given must match; an empty list or map

@@ -84,6 +84,24 @@ impl VersionDirective {
                 "is empty: give at least one directive",
             );
         }
+        if let (Some(b), Some(a)) = (self.spec.not_before, self.spec.not_after)
+            && a <= b
+        {
+            e.push(
+                "spec.not_after",
+                a.to_string(),
+                &format!("is not after not_before ({b}): no install could start"),
+            );
+        }
+        if let Some(id) = &self.spec.config_id
+            && (id.len() > 256 || id.chars().any(char::is_control))
+        {
+            e.push(
+                "spec.config_id",
+                format!("{:.40?}", id),
+                "must be at most 256 characters, none of them control characters",
+            );
+        }
         let mut names = HashSet::new();
         for (i, d) in self.spec.directives.iter().enumerate() {
             let at = |f: &str| format!("spec.directives[{i}].{f}");

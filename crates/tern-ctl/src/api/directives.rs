@@ -305,6 +305,9 @@ fn status(c: &Client, g: &Global) -> anyhow::Result<ExitCode> {
         Some(a) => println!("active directive: {} (revision {})", a.name, a.revision),
         None => println!("active directive: none"),
     }
+    if let Some(t) = &v.timing {
+        print!("{}", timing_text(t));
+    }
     for c in &v.controllers {
         let targets: Vec<String> = c
             .targets
@@ -372,6 +375,38 @@ fn status(c: &Client, g: &Global) -> anyhow::Result<ExitCode> {
         plural(v.replicas, "replica")
     );
     print!("{}", states_table(&v.fleet));
+    if !v.waiting.is_empty() {
+        println!("chosen hosts waiting (soonest first):");
+        let rows: Vec<Vec<String>> = v
+            .waiting
+            .iter()
+            .map(|w| {
+                vec![
+                    w.updater_id.clone(),
+                    w.group.clone(),
+                    w.directive.clone(),
+                    w.target.clone(),
+                    w.holds.join(", "),
+                    w.starts_at
+                        .map_or_else(|| "when a person lifts the hold".to_string(), render::time),
+                ]
+            })
+            .collect();
+        print!(
+            "{}",
+            render::table(
+                &[
+                    "Host",
+                    "Group",
+                    "Directive",
+                    "To",
+                    "Held by",
+                    "Installs from"
+                ],
+                &rows
+            )
+        );
+    }
     if !v.notices.is_empty() {
         println!("versioning notices (notification controller):");
         let mut rows = Vec::new();
@@ -511,4 +546,35 @@ fn plan(
         return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The active directive's time rules, one line each.
+fn timing_text(t: &tern_core::directive::report::TimingView) -> String {
+    let mut out = String::new();
+    if let Some(id) = &t.config_id {
+        out.push_str(&format!("config id: {id}\n"));
+    }
+    match (t.not_before, t.not_after) {
+        (None, None) => {}
+        (Some(b), None) => out.push_str(&format!("installs start from {}\n", render::time(b))),
+        (None, Some(a)) => out.push_str(&format!("installs start until {}\n", render::time(a))),
+        (Some(b), Some(a)) => out.push_str(&format!(
+            "installs start from {} until {}\n",
+            render::time(b),
+            render::time(a)
+        )),
+    }
+    if !t.keep_windows.is_empty() {
+        out.push_str(&format!(
+            "keep to the hosts' maintenance windows: {}\n",
+            t.keep_windows.join(", ")
+        ));
+    }
+    if !t.ignore_windows.is_empty() {
+        out.push_str(&format!(
+            "install outside the hosts' windows: {}\n",
+            t.ignore_windows.join(", ")
+        ));
+    }
+    out
 }

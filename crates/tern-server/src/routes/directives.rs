@@ -654,6 +654,18 @@ pub(crate) async fn status(
         replicas,
         fleet,
         triggered: reports.iter().map(|r| r.triggered).sum(),
+        timing: res
+            .active
+            .as_ref()
+            .map(|a| report::TimingView::of(&a.value.spec)),
+        waiting: {
+            let mut w: Vec<report::Waiting> =
+                reports.iter().flat_map(|r| r.waiting.clone()).collect();
+            // Soonest first; those no clock lifts last.
+            w.sort_by_key(|x| (x.starts_at.is_none(), x.starts_at));
+            w.truncate(report::MAX_WAITING);
+            w
+        },
     }))
 }
 

@@ -706,12 +706,19 @@ fn directed_allowed(
     let fleet = fleet(state, snapshot);
     let mut host = tern_core::gate::Host::new(hb.product(), &hb.group, &hb.updater_id);
     host.pins_root = hb.trust.is_some_and(|t| t.pinned);
+    // The time rules of the directive that chose it, as the store holds it now.
+    let timing = snapshot
+        .directive
+        .as_ref()
+        .map_or_else(tern_core::directive::resource::Timing::default, |d| {
+            d.spec.timing(&i.directive)
+        });
     tern_core::gate::answer(
         &fleet,
         &host,
         tern_core::gate::Ask::Directed(tern_core::gate::DirectedInstall {
             target: &target,
-            not_before: None,
+            timing,
         }),
     )
     .update()

@@ -1,0 +1,149 @@
+//! A directive's time rules in the one answer (`gate::answer` with `Ask::Directed`)
+//! and when it says an install may start (`gate::directed_start`): `not_before`,
+//! `not_after`, and the maintenance window of the host's group, kept unless the
+//! directive is critical or says `windows: ignore`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use jiff::Timestamp;
+use tern_core::api::Freeze;
+use tern_core::directive::resource::{Directive, DirectiveSpec, Timing, Windows};
+use tern_core::gate::{self, Ask, DirectedInstall, DirectedStart, Fleet, Host};
+use tern_core::hold::Hold;
+use tern_core::resource::*;
+use tern_core::version::Version;
+use tern_core::window::Day;
+
+const HOST: &str = "10000000-0000-4000-8000-000000000000";
+
+fn t(s: &str) -> Timestamp {
+    format!("2026-11-23T{s}:00Z").parse().unwrap()
+}
+
+/// prod's window: 14:00 for an hour, every day.
+fn rollout() -> AutoUpdateAgentRollout {
+    AutoUpdateAgentRollout::new(
+        RolloutSpec {
+            start_version: Version::parse("1.0.0").unwrap(),
+            target_version: Version::parse("1.0.0").unwrap(),
+            schedule: Schedule::Regular,
+            autoupdate_mode: Mode::Enabled,
+            strategy: Strategy::HaltOnError,
+            maintenance_window_duration: None,
+            host_group: Default::default(),
+        },
+        RolloutStatus {
+            groups: vec![RolloutGroup {
+                name: "prod".into(),
+                state: GroupState::Done,
+                config_days: vec![Day::parse("*").unwrap()],
+                config_start_hour: 14,
+                ..RolloutGroup::default()
+            }],
+            ..RolloutStatus::default()
+        },
+    )
+}
+
+fn directive(critical: bool, windows: Option<Windows>) -> Directive {
+    Directive {
+        name: "d".into(),
+        selectors: Vec::new(),
+        targets: Vec::new(),
+        installers: Vec::new(),
+        critical,
+        windows,
+    }
+}
+
+fn timing(d: Directive) -> Timing {
+    DirectiveSpec {
+        not_before: Some(t("10:00")),
+        not_after: Some(t("20:00")),
+        directives: vec![d],
+        ..DirectiveSpec::default()
+    }
+    .timing("d")
+}
+
+/// The holds and the start the answer gives at `now`.
+fn at(now: &str, timing: Timing, frozen: bool) -> (Vec<Hold>, DirectedStart) {
+    let r = rollout();
+    let freeze = Freeze {
+        reason: "incident".into(),
+        since: t("08:00"),
+        by: "op".into(),
+        products: Vec::new(),
+    };
+    let mut fleet = Fleet::new(Some(&r), t(now));
+    if frozen {
+        fleet.freeze = Some(&freeze);
+    }
+    let host = Host::new(gate::AGENT, "prod", HOST);
+    let target = Version::parse("1.2.0").unwrap();
+    let answer = gate::answer(
+        &fleet,
+        &host,
+        Ask::Directed(DirectedInstall {
+            target: &target,
+            timing,
+        }),
+    );
+    let start = gate::directed_start(&fleet, &host, timing, &answer);
+    (answer.holds.iter().collect(), start)
+}
+
+#[test]
+fn a_directive_keeps_to_the_window_and_its_start_and_end() {
+    let keep = timing(directive(false, None));
+    assert!(keep.keep_windows);
+    assert_eq!(
+        at("09:00", keep, false),
+        (
+            vec![Hold::OutsideWindow, Hold::NotYet],
+            DirectedStart::At(t("14:00"))
+        )
+    );
+    assert_eq!(
+        at("12:00", keep, false),
+        (vec![Hold::OutsideWindow], DirectedStart::At(t("14:00")))
+    );
+    assert_eq!(at("14:30", keep, false), (vec![], DirectedStart::Now));
+    // Past not_after: never, even in tomorrow's window.
+    assert_eq!(
+        at("20:30", keep, false),
+        (
+            vec![Hold::OutsideWindow, Hold::Expired],
+            DirectedStart::Never
+        )
+    );
+}
+
+#[test]
+fn a_critical_directive_ignores_the_windows_unless_told_to_keep_them() {
+    let critical = timing(directive(true, None));
+    assert!(!critical.keep_windows);
+    assert_eq!(
+        at("09:00", critical, false),
+        (vec![Hold::NotYet], DirectedStart::At(t("10:00")))
+    );
+    assert_eq!(at("10:00", critical, false), (vec![], DirectedStart::Now));
+    let kept = timing(directive(true, Some(Windows::Keep)));
+    assert!(kept.keep_windows);
+    assert_eq!(at("10:00", kept, false).1, DirectedStart::At(t("14:00")));
+    let ignored = timing(directive(false, Some(Windows::Ignore)));
+    assert_eq!(at("10:00", ignored, false), (vec![], DirectedStart::Now));
+}
+
+#[test]
+fn a_stop_holds_a_timed_directive_with_no_start_a_clock_could_give() {
+    let keep = timing(directive(false, None));
+    let (holds, start) = at("14:30", keep, true);
+    assert_eq!(holds, vec![Hold::Frozen]);
+    assert!(matches!(start, DirectedStart::Held(h) if h.contains(Hold::Frozen)));
+}
+
+#[test]
+fn an_install_of_a_directive_no_longer_there_keeps_to_the_windows() {
+    let spec = DirectiveSpec::default();
+    assert!(spec.timing("gone").keep_windows);
+}

@@ -1,0 +1,260 @@
+//! Directives in time (seed 003's `not_before`, `not_after`, `config_id`), end to end:
+//! one ternd (dev clock), a time-based agent rollout whose group `prod` has a window
+//! 14:00-15:00 every day, and three real `tern-update` hosts of that group with the
+//! `local-script` installer opted in: `p1` and `p2` (env=prod) and `e1` (env=edge). The
+//! directive names 10:00 as the earliest start; its `edge` directive is critical (a
+//! security fix: it does not wait for windows), its `prod` one keeps to the windows.
+//! The installer's script records each version it ran in the host's dir.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tern_core::fixtures::time_based;
+use tern_e2e::{Fleet, FleetOptions};
+
+const DAY: &str = "2026-11-23";
+
+fn at(hm: &str) -> String {
+    format!("{DAY}T{hm}:00Z")
+}
+
+const SCRIPT: &str = r#"kind: installer
+version: v1
+metadata: {name: record}
+spec:
+  type: local-script
+  local_script:
+    env: {VERSION: "{target.version}"}
+    shell: /bin/sh
+    script: |
+      root="$(dirname "$0")/../.."
+      echo "$VERSION" >> "$root/script-runs.log"
+    timeout: 1m
+"#;
+
+const CONFIG: &str = r#"kind: version_control_config
+version: v1
+metadata: {name: version-control-config}
+spec:
+  enabled: true
+  rolling_install: {rate: 10/m, fault_limit: "1", churn_limit: "1"}
+  promotion: {strategy: manual, approvals: 1, pending_ttl: 1h}
+  timings: {trigger_timeout: 5m, recent: 12h, offline_after: 2m, settle: 1m}
+"#;
+
+fn draft() -> String {
+    format!(
+        r#"kind: version_directive
+version: v1
+metadata: {{name: timed}}
+spec:
+  config_id: change-4711
+  not_before: "{}"
+  not_after: "2026-11-24T00:00:00Z"
+  directives:
+    - name: edge
+      critical: true
+      selectors: [{{labels: {{env: edge}}}}]
+      targets: [{{version: "1.2.0"}}]
+      installers: [record]
+    - name: prod
+      selectors: [{{labels: {{env: prod}}}}]
+      targets: [{{version: "1.2.0"}}]
+      installers: [record]
+"#,
+        at("10:00")
+    )
+}
+
+fn runs(f: &Fleet, name: &str) -> Vec<String> {
+    std::fs::read_to_string(f.host(name).root.join("script-runs.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// One minute of the fleet: every host's timer runs, then one directive pass; the
+/// names of the hosts the pass triggered.
+fn tick_to(f: &Fleet, t: &str) -> Vec<String> {
+    f.clock_set(t).unwrap();
+    for (name, out) in f.update_all() {
+        assert!(out.ok(), "{name}: {}\n{}", out.message(), out.stderr);
+    }
+    let v = f.ctl.json(&["dev", "directives"]).unwrap();
+    let mut names: Vec<String> = v["triggered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| {
+            let id = id.as_str().unwrap();
+            f.hosts
+                .iter()
+                .find(|h| h.updater_id().as_deref() == Some(id))
+                .unwrap()
+                .name
+                .clone()
+        })
+        .collect();
+    names.sort();
+    // The triggered hosts run their instruction at their next heartbeat.
+    for (name, out) in f.update_all() {
+        assert!(out.ok(), "{name}: {}\n{}", out.message(), out.stderr);
+    }
+    names
+}
+
+fn waiting(f: &Fleet) -> Vec<(String, Vec<String>, Option<String>)> {
+    let v = f.ctl.json(&["version-control", "status"]).unwrap();
+    let mut w: Vec<_> = v["waiting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            let id = w["updater_id"].as_str().unwrap();
+            let name = f
+                .hosts
+                .iter()
+                .find(|h| h.updater_id().as_deref() == Some(id))
+                .unwrap()
+                .name
+                .clone();
+            let holds = w["holds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h.as_str().unwrap().to_string())
+                .collect();
+            (name, holds, w["starts_at"].as_str().map(str::to_string))
+        })
+        .collect();
+    w.sort();
+    w
+}
+
+#[test]
+fn a_directive_starts_at_its_not_before_keeps_to_the_windows_unless_critical_and_holds_under_a_freeze()
+ {
+    // The hosts install the rollout's 1.0.0 when they enroll (a first install).
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.clock_set(&at("09:00")).unwrap();
+    f.apply(&time_based("1h", &[("prod", 14)])).unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    let gateway = f.gateway.url.clone();
+    for (name, env) in [("p1", "prod"), ("p2", "prod"), ("e1", "edge")] {
+        let label = format!("env={env}");
+        f.add_host_via(
+            name,
+            "prod",
+            &gateway,
+            &["--installer", "local-script", "--label", &label],
+        )
+        .unwrap();
+    }
+    let dir = f.path().to_path_buf();
+    let file = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let installer = file("installer.yaml", SCRIPT);
+    let config = file("vc-config.yaml", CONFIG);
+    let timed = file("draft.yaml", &draft());
+    f.ctl
+        .run(&["version-control", "installer", "-f", &installer])
+        .unwrap();
+    f.ctl
+        .run(&["version-control", "config", "-f", &config])
+        .unwrap();
+    // A directive whose not_after is not after its not_before is refused, naming it.
+    let bad = file(
+        "bad.yaml",
+        &draft().replace("2026-11-24T00:00:00Z", "2026-11-23T08:00:00Z"),
+    );
+    let err = f
+        .ctl
+        .run(&["version-control", "draft", "-f", &bad])
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("spec.not_after"), "{err:#}");
+    f.ctl
+        .run(&["version-control", "draft", "-f", &timed])
+        .unwrap();
+    // Under the dev clock the plan waits for a pass that only `dev directives` runs:
+    // ternctl says so (exit 3) and prints the nonce, as an operator would read it.
+    let err = f
+        .ctl
+        .run(&[
+            "version-control",
+            "plan",
+            "--draft",
+            "timed",
+            "--wait",
+            "1s",
+        ])
+        .unwrap_err();
+    let text = format!("{err:#}");
+    let nonce = text
+        .split("(nonce ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap_or_else(|| panic!("no nonce in {text}"))
+        .to_string();
+    f.ctl.json(&["dev", "directives"]).unwrap();
+    f.ctl.run(&["version-control", "apply", &nonce]).unwrap();
+
+    // 09:01, 09:02: before not_before nothing starts; status says when each will.
+    assert!(tick_to(&f, &at("09:01")).is_empty());
+    assert!(tick_to(&f, &at("09:02")).is_empty());
+    let w = waiting(&f);
+    assert_eq!(
+        w,
+        vec![
+            ("e1".into(), vec!["not_yet".into()], Some(at("10:00"))),
+            (
+                "p1".into(),
+                vec!["outside_window".into(), "not_yet".into()],
+                Some(at("14:00"))
+            ),
+            (
+                "p2".into(),
+                vec!["outside_window".into(), "not_yet".into()],
+                Some(at("14:00"))
+            ),
+        ],
+        "{w:?}"
+    );
+    let text = f.ctl.run(&["version-control", "status"]).unwrap();
+    assert!(
+        text.contains("config id: change-4711")
+            && text.contains("installs start from")
+            && text.contains("keep to the hosts' maintenance windows: prod")
+            && text.contains("install outside the hosts' windows: edge"),
+        "{text}"
+    );
+    assert!(["p1", "p2", "e1"].iter().all(|h| runs(&f, h).is_empty()));
+
+    // 10:01: the critical directive's host installs; prod's wait for their window.
+    assert_eq!(tick_to(&f, &at("10:01")), vec!["e1".to_string()]);
+    assert_eq!(runs(&f, "e1"), vec!["1.2.0".to_string()]);
+    let t = tick_to(&f, &at("13:59"));
+    assert!(t.is_empty(), "{t:?} {:?}", f.ctl.run(&["inventory", "ls"]));
+    assert!(runs(&f, "p1").is_empty() && runs(&f, "p2").is_empty());
+
+    // 14:01, the window open, but the fleet frozen: a stop holds the directive too.
+    f.ctl
+        .run(&["agents", "freeze", "--reason", "incident"])
+        .unwrap();
+    assert!(tick_to(&f, &at("14:01")).is_empty());
+    let w = waiting(&f);
+    assert!(
+        w.iter()
+            .all(|(_, holds, starts)| holds.contains(&"frozen".to_string()) && starts.is_none()),
+        "{w:?}"
+    );
+    f.ctl.run(&["agents", "unfreeze"]).unwrap();
+    assert_eq!(
+        tick_to(&f, &at("14:02")),
+        vec!["p1".to_string(), "p2".to_string()]
+    );
+    assert_eq!(runs(&f, "p1"), vec!["1.2.0".to_string()]);
+    assert_eq!(runs(&f, "p2"), vec!["1.2.0".to_string()]);
+    assert_eq!(runs(&f, "e1"), vec!["1.2.0".to_string()], "never twice");
+}
