@@ -6,6 +6,10 @@ pub(crate) const VERSION: &str = "/tern/resources/autoupdate_version";
 pub(crate) const ROLLOUT: &str = "/tern/resources/autoupdate_agent_rollout";
 /// `/tern/reports/<replica id>`, written with a TTL of one hour.
 pub(crate) const REPORTS_PREFIX: &str = "/tern/reports/";
+/// `/tern/products/<product>/{config,version,rollout}` and
+/// `/tern/products/<product>/reports/<replica id>` (TTL): the resources of every
+/// product but the agent, whose keys are the ones above (`products`).
+pub(crate) const PRODUCTS_PREFIX: &str = "/tern/products/";
 /// `/tern/tokens/<token id>`: role and SHA-256 of the token, never the token.
 pub(crate) const TOKENS_PREFIX: &str = "/tern/tokens/";
 /// `/tern/channels/<name>`: a cloud-stable style channel.
@@ -54,6 +58,24 @@ pub(crate) const LEADER_LEASE: &str = "tern-reconciler";
 
 pub(crate) fn report(replica: &str) -> String {
     format!("{REPORTS_PREFIX}{replica}")
+}
+
+/// `product`'s own resource `what` (`config`, `version`, `rollout`); never the agent's.
+pub(crate) fn product(product: &str, what: &str) -> String {
+    format!("{PRODUCTS_PREFIX}{product}/{what}")
+}
+
+/// Where the replicas' reports of `product` (not the agent) live.
+pub(crate) fn product_reports(product: &str) -> String {
+    format!("{PRODUCTS_PREFIX}{product}/reports/")
+}
+
+/// Whether `key` is a report of a product other than the agent (written every report
+/// period by every replica: not a change find answers from).
+pub(crate) fn is_product_report(key: &str) -> bool {
+    key.strip_prefix(PRODUCTS_PREFIX)
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(_, what)| what.starts_with("reports/"))
 }
 
 pub(crate) fn token(id: &str) -> String {
