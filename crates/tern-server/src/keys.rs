@@ -6,10 +6,13 @@ pub(crate) const VERSION: &str = "/tern/resources/autoupdate_version";
 pub(crate) const ROLLOUT: &str = "/tern/resources/autoupdate_agent_rollout";
 /// `/tern/reports/<replica id>`, written with a TTL of one hour.
 pub(crate) const REPORTS_PREFIX: &str = "/tern/reports/";
-/// `/tern/products/<product>/{config,version,rollout}` and
-/// `/tern/products/<product>/reports/<replica id>` (TTL): the resources of every
-/// product but the agent, whose keys are the ones above (`products`).
+/// `/tern/products/<product>/{config,version,rollout}`: the resources of every product
+/// but the agent, whose keys are the ones above (`products`).
 pub(crate) const PRODUCTS_PREFIX: &str = "/tern/products/";
+/// `/tern/product-reports/<product>/<replica id>` (TTL): the reports of every product
+/// but the agent. Apart from the products' resources, so that listing those (every
+/// snapshot refresh, every product-scoped request) never reads the reports.
+pub(crate) const PRODUCT_REPORTS_PREFIX: &str = "/tern/product-reports/";
 /// `/tern/tokens/<token id>`: role and SHA-256 of the token, never the token.
 pub(crate) const TOKENS_PREFIX: &str = "/tern/tokens/";
 /// `/tern/channels/<name>`: a cloud-stable style channel.
@@ -67,15 +70,7 @@ pub(crate) fn product(product: &str, what: &str) -> String {
 
 /// Where the replicas' reports of `product` (not the agent) live.
 pub(crate) fn product_reports(product: &str) -> String {
-    format!("{PRODUCTS_PREFIX}{product}/reports/")
-}
-
-/// Whether `key` is a report of a product other than the agent (written every report
-/// period by every replica: not a change find answers from).
-pub(crate) fn is_product_report(key: &str) -> bool {
-    key.strip_prefix(PRODUCTS_PREFIX)
-        .and_then(|rest| rest.split_once('/'))
-        .is_some_and(|(_, what)| what.starts_with("reports/"))
+    format!("{PRODUCT_REPORTS_PREFIX}{product}/")
 }
 
 pub(crate) fn token(id: &str) -> String {

@@ -29,7 +29,7 @@ pub(crate) fn is_builtin(product: &str) -> bool {
 }
 
 /// The products other than the agent that have a config, version or rollout among
-/// `kvs` (a listing of [`keys::PRODUCTS_PREFIX`]); reports alone do not make one.
+/// `kvs` (a listing of [`keys::PRODUCTS_PREFIX`]).
 fn named_in(kvs: &[KeyValue]) -> BTreeSet<String> {
     kvs.iter()
         .filter_map(|kv| {
@@ -301,11 +301,10 @@ mod tests {
     }
 
     #[test]
-    fn products_are_named_by_their_resources_not_their_reports() {
+    fn products_are_named_by_their_resources() {
         let kvs = [
             kv("/tern/products/sidecar/version"),
-            kv("/tern/products/sidecar/reports/r1"),
-            kv("/tern/products/gone/reports/r1"),
+            kv("/tern/products/sidecar/elsewhere"),
             kv("/tern/products/own/config"),
             kv("/tern/products/Bad/version"),
             kv("/tern/products/agent/version"),

@@ -269,8 +269,7 @@ async fn watch_loop(state: Arc<AppState>) {
                                 || k.starts_with(keys::PINS_PREFIX)
                                 || k == keys::ACTIVE_DIRECTIVE
                                 || k.starts_with(keys::INSTALLERS_PREFIX)
-                                || (k.starts_with(keys::PRODUCTS_PREFIX)
-                                    && !keys::is_product_report(k)))
+                                || k.starts_with(keys::PRODUCTS_PREFIX))
                                 && let Err(e) = state.refresh_snapshot().await
                             {
                                 tracing::warn!(error = %e, "refreshing the find snapshot failed");

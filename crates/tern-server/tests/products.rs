@@ -285,6 +285,22 @@ fn one_ternd_serves_three_products_each_with_its_own_rollout() {
             (SIDECAR, unstarted)
         ])
     );
+    // The inventory too: d1's agent and its updater are a row each, in their own
+    // product's inventory.
+    for (p, version) in [(AGENT, "1.0.0"), (UPDATER, "2.0.0"), (SIDECAR, "3.0.0")] {
+        let inv = t.op(
+            "GET",
+            &format!("/v1/inventory?group=dev{}", q(p).replace('?', "&")),
+            None,
+        );
+        let rows = inv["agents"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{p}: {inv}");
+        assert_eq!(
+            (rows[0]["updater_id"].as_str(), rows[0]["version"].as_str()),
+            (Some("d1"), Some(version)),
+            "{p}: {inv}"
+        );
+    }
     let products = t.op("GET", "/v1/products", None);
     let names: Vec<&str> = products["products"]
         .as_array()
@@ -426,6 +442,21 @@ fn one_ternd_serves_three_products_each_with_its_own_rollout() {
         let (_, update, hold) = find(&t, p, "staging", "s1");
         assert!(!update && hold == "frozen", "{p}: {hold}");
     }
+    // … and every product's rollout: staging's host on the agent's and the updater's
+    // targets does not finish staging while it holds.
+    update(&mut hosts, "staging", AGENT, "1.1.0");
+    update(&mut hosts, "staging", UPDATER, "2.1.0");
+    t.advance("2m");
+    heartbeats(&t, &agent, &hosts);
+    t.reconcile();
+    assert_eq!(
+        all_states(&t),
+        want(&[
+            (AGENT, ["done", "active", "unstarted"]),
+            (UPDATER, ["done", "active", "unstarted"]),
+            (SIDECAR, ["active", "unstarted", "unstarted"]),
+        ])
+    );
     let v = t.op(
         "PUT",
         "/v1/freeze",

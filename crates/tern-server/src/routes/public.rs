@@ -48,7 +48,13 @@ fn find_query(raw: Option<&str>) -> FindQuery<'_> {
     for (k, v) in query_pairs(raw.unwrap_or_default()) {
         match k.as_ref() {
             "group" => group = v,
-            "product" if !v.is_empty() => product = v,
+            // Read here, never as one of the facts: empty is the agent, and a fact
+            // would make an updater that sends no facts look like one that does.
+            "product" => {
+                if !v.is_empty() {
+                    product = v;
+                }
+            }
             "updater_id" => updater_id = v,
             "host" => host = v,
             "wait" => wait = Some(v),
