@@ -344,19 +344,6 @@ impl AppState {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `product`'s inventory, when this replica has one (the agent's always).
-    pub(crate) fn inventory_of(&self, product: &str) -> Option<Arc<Mutex<Inventory>>> {
-        if product == tern_core::product::AGENT {
-            return None;
-        }
-        self.hosts
-            .products
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(product)
-            .cloned()
-    }
-
     /// Runs `f` on `product`'s inventory; `None` when this replica has none for it
     /// (no host of it heartbeated here).
     pub(crate) fn with_inventory<R>(
@@ -364,12 +351,7 @@ impl AppState {
         product: &str,
         f: impl FnOnce(&mut Inventory) -> R,
     ) -> Option<R> {
-        if product == tern_core::product::AGENT {
-            return Some(f(&mut self.inventory()));
-        }
-        let inventory = self.inventory_of(product)?;
-        let mut inv = inventory.lock().unwrap_or_else(|p| p.into_inner());
-        Some(f(&mut inv))
+        self.on_inventory(product, false, f)
     }
 
     /// Runs `f` on `product`'s inventory, made empty if this replica has none yet;
@@ -378,6 +360,17 @@ impl AppState {
     pub(crate) fn record_in<R>(
         &self,
         product: &str,
+        f: impl FnOnce(&mut Inventory) -> R,
+    ) -> Option<R> {
+        self.on_inventory(product, true, f)
+    }
+
+    /// Runs `f` on `product`'s inventory (the agent's always there; another's made
+    /// when `make`, within the bound).
+    fn on_inventory<R>(
+        &self,
+        product: &str,
+        make: bool,
         f: impl FnOnce(&mut Inventory) -> R,
     ) -> Option<R> {
         if product == tern_core::product::AGENT {
@@ -391,7 +384,8 @@ impl AppState {
                 .unwrap_or_else(|p| p.into_inner());
             match all.get(product) {
                 Some(i) => Arc::clone(i),
-                None if all.len() + 1 >= crate::products::MAX_PRODUCTS => return None,
+                // The agent's is not in `all`: at most MAX_PRODUCTS - 1 others.
+                None if !make || all.len() + 1 >= crate::products::MAX_PRODUCTS => return None,
                 None => {
                     let fresh = Arc::new(Mutex::new(
                         Inventory::with_max_agents(self.settings.max_agents)

@@ -345,6 +345,18 @@ fn one_ternd_serves_three_products_each_with_its_own_rollout() {
         ("3.1.0".into(), true, String::new())
     );
     assert_eq!(find(&t, UPDATER, "staging", "s1").2, "group_not_started");
+    // An empty product= is the agent.
+    let (s, v) = t.call(
+        "GET",
+        "/v1/webapi/find?group=dev&updater_id=d1&product=",
+        None,
+        None,
+    );
+    assert_eq!(
+        (s, &v["auto_update"]["agent_version"]),
+        (200, &json!("1.1.0")),
+        "{v}"
+    );
 
     // d1 installs the agent and the updater, not the sidecar: only the first two finish
     // dev. Each rollout moves on its own hosts' versions.

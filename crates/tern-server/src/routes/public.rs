@@ -50,11 +50,8 @@ fn find_query(raw: Option<&str>) -> FindQuery<'_> {
             "group" => group = v,
             // Read here, never as one of the facts: empty is the agent, and a fact
             // would make an updater that sends no facts look like one that does.
-            "product" => {
-                if !v.is_empty() {
-                    product = v;
-                }
-            }
+            "product" if !v.is_empty() => product = v,
+            "product" => {}
             "updater_id" => updater_id = v,
             "host" => host = v,
             "wait" => wait = Some(v),
@@ -779,6 +776,19 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
+/// Metric labels with the product's first, when it is not the agent (whose series
+/// carry none, as before products).
+fn product_labelled<'a>(
+    product: Option<&'a str>,
+    more: [(&'static str, &'a str); 2],
+) -> Vec<(&'static str, &'a str)> {
+    product
+        .map(|p| ("product", p))
+        .into_iter()
+        .chain(more)
+        .collect()
+}
+
 /// `GET /metrics` (Prometheus text format).
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     use crate::metrics_text::{Kind, family, gauge, sample};
@@ -862,20 +872,9 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     );
     for (product, r) in rollouts {
         let Some(r) = r else { continue };
-        // The product's label first, when it is not the agent.
-        fn labelled<'a>(
-            product: Option<&'a str>,
-            more: [(&'static str, &'a str); 2],
-        ) -> Vec<(&'static str, &'a str)> {
-            product
-                .map(|p| ("product", p))
-                .into_iter()
-                .chain(more)
-                .collect()
-        }
         for g in &r.status.groups {
             let group = g.name.as_str();
-            let labels = labelled(product, [("group", group), ("state", g.state.as_str())]);
+            let labels = product_labelled(product, [("group", group), ("state", g.state.as_str())]);
             sample(out, "tern_rollout_group_state", &labels, 1);
             for (kind, n) in [
                 ("initial", g.initial_count),
@@ -883,7 +882,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
                 ("up_to_date", g.up_to_date_count),
                 ("failed", g.failed_count),
             ] {
-                let labels = labelled(product, [("group", group), ("kind", kind)]);
+                let labels = product_labelled(product, [("group", group), ("kind", kind)]);
                 sample(out, "tern_rollout_group_agents", &labels, n);
             }
         }
