@@ -255,11 +255,24 @@ pub(crate) async fn modes(store: &dyn Store, product: &str) -> ApiResult<Modes> 
     let (config, _) = config_in_force(store, product).await?;
     let version = resources::load_for::<AutoUpdateVersion>(store, product).await?;
     let freeze = freeze_of(crate::freeze::load(store).await?, product);
-    Ok(tern_core::views::modes(
+    let mut modes = tern_core::views::modes(
         config.as_ref(),
         version.as_ref().map(|s| &s.value),
         freeze.as_ref(),
-    ))
+    );
+    if let Some(why) = modes.why_stopped.as_mut() {
+        *why = stopped_of(why, product);
+    }
+    Ok(modes)
+}
+
+/// Why updates of `product` stop, in its name: the core says it of the agent
+/// ("agent updates are suspended: …"), whose config the other products share.
+fn stopped_of(why: &str, product: &str) -> String {
+    match why.strip_prefix("agent updates ") {
+        Some(rest) if product != AGENT => format!("updates of {product} {rest}"),
+        _ => why.to_string(),
+    }
 }
 
 /// Checks the products a freeze or a pin names: each served by this ternd (a typo
@@ -314,6 +327,19 @@ mod tests {
             ["agent", "own", "sidecar", "updater"]
         );
         assert_eq!(served_of(BTreeSet::new()), ["agent", "updater"]);
+    }
+
+    #[test]
+    fn why_a_product_stops_names_it() {
+        let why =
+            "agent updates are suspended: spec.agents.mode is suspended in the autoupdate_config";
+        assert_eq!(
+            stopped_of(why, UPDATER),
+            "updates of updater are suspended: spec.agents.mode is suspended in the autoupdate_config"
+        );
+        assert_eq!(stopped_of(why, AGENT), why);
+        let frozen = "updates of every product are frozen since …";
+        assert_eq!(stopped_of(frozen, UPDATER), frozen);
     }
 
     #[test]

@@ -547,6 +547,13 @@ fn one_ternd_serves_three_products_each_with_its_own_rollout() {
         (Some("suspended"), Some("suspended")),
         "{m}"
     );
+    assert!(
+        m["why_stopped"]
+            .as_str()
+            .unwrap()
+            .starts_with("updates of sidecar are suspended"),
+        "{m}"
+    );
     assert_eq!(find(&t, SIDECAR, "dev", "d1").2, "mode_suspended");
     assert!(find(&t, UPDATER, "staging", "s1").1);
     assert_eq!(t.op("GET", "/v1/agents/status", None)["mode"], "enabled");
