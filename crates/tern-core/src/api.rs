@@ -45,6 +45,17 @@ pub struct HostPin {
     /// The token id that pinned, and when.
     pub by: String,
     pub since: Timestamp,
+    /// The products it holds; empty: every product the host runs (a host uses one
+    /// updater id for all its products on a ternd).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub products: Vec<String>,
+}
+
+impl HostPin {
+    /// Whether it holds `product`'s installs.
+    pub fn holds(&self, product: &str) -> bool {
+        self.products.is_empty() || self.products.iter().any(|p| p == product)
+    }
 }
 
 /// The body of `PUT /v1/inventory/{updater_id}/pin`.
@@ -56,6 +67,10 @@ pub struct PinBody {
     pub until: String,
     #[serde(default)]
     pub reason: String,
+    /// The products it holds (each a product ternd serves); empty or absent: every
+    /// product.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub products: Vec<String>,
 }
 
 /// `GET /v1/pins`: every server-side pin, lifted ones included until they are cleaned
@@ -98,6 +113,11 @@ pub fn parse_until(text: &str, now: Timestamp) -> Result<Timestamp, String> {
 #[serde(deny_unknown_fields)]
 pub struct FreezeBody {
     pub reason: String,
+    /// The products it holds (each a product ternd serves); empty or absent: every
+    /// product. A freeze in force is only ever widened by another: naming fewer
+    /// products does not lift it for the others (`unfreeze` does).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub products: Vec<String>,
 }
 
 /// `GET|PUT|DELETE /v1/freeze`: the freeze now (`None`: none holds), and whether the
@@ -106,6 +126,53 @@ pub struct FreezeBody {
 pub struct FreezeResponse {
     pub freeze: Option<Freeze>,
     pub changed: bool,
+}
+
+/// `GET /v1/products`: every product this ternd serves, the agent first, then by
+/// name, each with its rollout at a glance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProductsResponse {
+    pub now: Timestamp,
+    /// The most products a ternd serves (the agent and the updater included).
+    pub max_products: usize,
+    pub products: Vec<ProductSummary>,
+}
+
+/// One product's rollout at a glance (`views::product_summary`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProductSummary {
+    pub name: String,
+    /// The agent or the updater: served whether or not it has a version resource.
+    pub builtin: bool,
+    /// It runs under an autoupdate_config of its own; otherwise the shared one's
+    /// groups, windows and mode apply (for a product other than the agent, without
+    /// the groups' canary analysis).
+    pub own_config: bool,
+    /// The mode in force for it (a freeze of it included), and why it does not move.
+    pub mode: Mode,
+    pub why_stopped: Option<String>,
+    pub start_version: Option<String>,
+    pub target_version: Option<String>,
+    /// The rollout's state; `None` without a rollout (`no_rollout_reason` says why).
+    pub state: Option<crate::resource::RolloutState>,
+    pub no_rollout_reason: Option<String>,
+    pub groups: Vec<ProductGroup>,
+    /// Hosts in the live reports of this product.
+    pub present: u64,
+    pub up_to_date: u64,
+    pub failed: u64,
+    /// The kinds of its rollout's active alerts, oldest first.
+    pub alerts: Vec<String>,
+}
+
+/// One group of a [`ProductSummary`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProductGroup {
+    pub name: String,
+    pub state: GroupState,
+    pub present: u64,
+    pub up_to_date: u64,
+    pub failed: u64,
 }
 
 /// `POST /v1/agents/suspend|resume`.

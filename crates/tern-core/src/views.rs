@@ -26,6 +26,9 @@ use crate::rollout::{
 };
 use crate::version::Version;
 
+mod products;
+pub use products::product_summary;
+
 /// The mode in force, each resource's own, and why updates do not move when they
 /// do not.
 pub fn modes(

@@ -8,6 +8,7 @@ mod client;
 mod directives;
 mod interval;
 mod output;
+mod products;
 mod render;
 mod resource_file;
 
@@ -19,9 +20,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use tern_core::api::{
     ChangedGroup, Channel, ChannelBody, ClockBody, ClockResponse, Deleted, DevReconcileResponse,
-    FreezeResponse, HostPin, InventoryResponse, ModeResponse, NewRolloutBody, NewRolloutResponse,
-    NewTokenResponse, PinsResponse, ReportResponse, Role, StatusResponse, TokenBody, TokenView,
-    TransitionBody, TransitionResponse,
+    FreezeBody, FreezeResponse, HostPin, InventoryResponse, ModeResponse, NewRolloutBody,
+    NewRolloutResponse, NewTokenResponse, PinBody, PinsResponse, ReportResponse, Role,
+    StatusResponse, TokenBody, TokenView, TransitionBody, TransitionResponse,
 };
 use tern_core::duration::GoDuration;
 use tern_core::resource::Mode;
@@ -38,6 +39,23 @@ impl Global {
     fn client(&self) -> anyhow::Result<Client> {
         let token = read_token(self.token_file.as_deref())?;
         Client::new(&self.server, token, self.ca_cert.as_ref())
+    }
+
+    /// `path` with `?product=P` (or `&product=P`) when the command is about a product
+    /// other than the agent (`--product`, TERN_PRODUCT).
+    fn scoped(&self, path: &str) -> anyhow::Result<String> {
+        Ok(scoped(path, self.product()?.as_deref()))
+    }
+}
+
+/// `path` with `product=` added to its query; unchanged for no product or the agent.
+fn scoped(path: &str, product: Option<&str>) -> String {
+    match product {
+        None | Some(tern_core::product::AGENT) => path.to_string(),
+        Some(p) => {
+            let sep = if path.contains('?') { '&' } else { '?' };
+            format!("{path}{sep}product={}", encode(p))
+        }
     }
 }
 
@@ -56,8 +74,12 @@ pub enum ApiCommand {
     Edit(EditArgs),
     /// Delete the config or the version.
     Rm(RmArgs),
-    /// The agent rollout: status, report, manual transitions, suspend/resume, new rollouts.
+    /// The rollout of the agent, or of the product `--product` names: status, report,
+    /// manual transitions, suspend/resume, new rollouts; freezes of every product.
     Agents(AgentsArgs),
+    /// The products this ternd serves (the agent, the updater and any other), each with
+    /// its rollout, mode and hosts.
+    Products,
     /// The agents connected to this ternd replica.
     Inventory(InventoryArgs),
     /// API tokens (operator).
@@ -427,6 +449,7 @@ pub fn run(cmd: ApiCommand, g: &Global) -> anyhow::Result<ExitCode> {
         },
         ApiCommand::Rm(a) => rm(a, g),
         ApiCommand::Agents(a) => agents(a, g),
+        ApiCommand::Products => products::run(g),
         ApiCommand::Inventory(a) => inventory(a, g),
         ApiCommand::Tokens(a) => tokens(a, g),
         ApiCommand::Events(a) => events(&a, g),
@@ -450,6 +473,7 @@ fn watch_status(
     out: Output,
     interval: GoDuration,
     count: Option<u64>,
+    product: Option<&str>,
 ) -> anyhow::Result<()> {
     use std::io::{IsTerminal, Write as _};
 
@@ -458,10 +482,10 @@ fn watch_status(
     let mut shown: u64 = 0;
     loop {
         let at = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S UTC");
-        let body = match c.get::<StatusResponse>("/v1/agents/status") {
+        let body = match c.get::<StatusResponse>(&scoped("/v1/agents/status", product)) {
             Ok(s) => match structured_text(out, &s)? {
                 Some(text) => text,
-                None => render::status(&s),
+                None => status_text(c, &s, product),
             },
             Err(e) if shown == 0 => return Err(e),
             Err(e) if out == Output::Text => format!("error: {e:#}\n"),
@@ -498,7 +522,7 @@ fn get(a: GetArgs, g: &Global) -> anyhow::Result<ExitCode> {
         GetKind::Rollout => "rollout",
         GetKind::Reports => "reports",
     };
-    let v: Value = c.get(&format!("/v1/resources/{path}"))?;
+    let v: Value = c.get(&g.scoped(&format!("/v1/resources/{path}"))?)?;
     if g.output() == Output::Json {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if let (GetKind::Reports, Some(items)) = (a.kind, v.as_array()) {
@@ -546,7 +570,7 @@ fn create(a: CreateArgs, g: &Global) -> anyhow::Result<ExitCode> {
             ("POST", path.to_string(), "created")
         };
         let v: Value = c
-            .send_text(method, &url, &text)
+            .send_text(method, &g.scoped(&url)?, &text)
             .with_context(|| format!("{name}: {kind} not {verb}"))?;
         print_written(g.output(), kind, verb, v)?;
     }
@@ -559,7 +583,7 @@ fn rm(a: RmArgs, g: &Global) -> anyhow::Result<ExitCode> {
         WritableKind::Config => ("config", "autoupdate_config"),
         WritableKind::Version => ("version", "autoupdate_version"),
     };
-    let v: Deleted = c.delete(&format!("/v1/resources/{path}"))?;
+    let v: Deleted = c.delete(&g.scoped(&format!("/v1/resources/{path}"))?)?;
     if !structured(g.output(), &v)? {
         println!("{kind} deleted");
     }
@@ -587,26 +611,33 @@ fn suspended_warning(mode: Mode, what: &str) -> String {
 fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
     let c = g.client()?;
     let out = g.output();
+    // A freeze takes every `--product` given (its own list), and an unfreeze lifts the
+    // whole freeze: neither is about one product.
+    let product = match a.cmd {
+        AgentsCommand::Freeze { .. } | AgentsCommand::Unfreeze => None,
+        _ => g.product()?,
+    };
+    let at = |path: &str| scoped(path, product.as_deref());
     match a.cmd {
         AgentsCommand::Status { watch: false, .. } => {
-            let s: StatusResponse = c.get("/v1/agents/status")?;
+            let s: StatusResponse = c.get(&at("/v1/agents/status"))?;
             if !structured(out, &s)? {
-                print!("{}", render::status(&s));
+                print!("{}", status_text(&c, &s, product.as_deref()));
             }
         }
         AgentsCommand::Status {
             watch: true,
             interval,
             count,
-        } => watch_status(&c, out, interval, count)?,
+        } => watch_status(&c, out, interval, count, product.as_deref())?,
         AgentsCommand::Report => {
-            let r: ReportResponse = c.get("/v1/agents/report")?;
+            let r: ReportResponse = c.get(&at("/v1/agents/report"))?;
             if !structured(out, &r)? {
                 print!("{}", render::report(&r));
             }
         }
         AgentsCommand::StartUpdate { groups, force } => {
-            let t = transition(&c, TransitionKind::StartUpdate, groups, force)?;
+            let t = transition(&c, &at, TransitionKind::StartUpdate, groups, force)?;
             if !structured(out, &t)? {
                 for g in &t.groups {
                     println!("Group {} update triggered ({})", g.name, g.to.as_str());
@@ -617,13 +648,13 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
             }
         }
         AgentsCommand::MarkDone { groups } => {
-            let t = transition(&c, TransitionKind::MarkDone, groups, false)?;
+            let t = transition(&c, &at, TransitionKind::MarkDone, groups, false)?;
             if !structured(out, &t)? {
                 println!("Groups marked done: {}", names(&t.groups));
             }
         }
         AgentsCommand::Rollback { groups } => {
-            let t = transition(&c, TransitionKind::Rollback, groups, false)?;
+            let t = transition(&c, &at, TransitionKind::Rollback, groups, false)?;
             if !structured(out, &t)? {
                 println!("Rolledback groups: {}", names(&t.groups));
                 if t.modes.mode != Mode::Enabled {
@@ -632,7 +663,7 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
             }
         }
         AgentsCommand::Reset { groups } => {
-            let t = transition(&c, TransitionKind::Reset, groups, false)?;
+            let t = transition(&c, &at, TransitionKind::Reset, groups, false)?;
             if !structured(out, &t)? {
                 for g in &t.groups {
                     let what = if g.from == tern_core::resource::GroupState::Canary {
@@ -645,22 +676,34 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
             }
         }
         AgentsCommand::Suspend => {
-            let m: ModeResponse = c.post("/v1/agents/suspend", &json!({}))?;
+            let m: ModeResponse = c.post(&at("/v1/agents/suspend"), &json!({}))?;
             if !structured(out, &m)? {
                 print!("{}", suspended_text(&m));
             }
         }
         AgentsCommand::Freeze { reason } => {
-            let f: FreezeResponse = c.put("/v1/freeze", &json!({ "reason": reason }))?;
+            // Only the products named on the command line (TERN_PRODUCT never narrows a
+            // freeze): none, every product.
+            let body = FreezeBody {
+                reason,
+                products: g.products.clone(),
+            };
+            let f: FreezeResponse = c.put("/v1/freeze", &body)?;
             if !structured(out, &f)? {
                 match (&f.freeze, f.changed) {
                     (Some(z), true) => println!(
-                        "Agent updates frozen since {} by token {}: {}\nLift with `ternctl agents unfreeze`.",
-                        z.since, z.by, z.reason
+                        "{} frozen since {} by token {}: {}\nLift with `ternctl agents unfreeze`.",
+                        products::frozen(z),
+                        z.since,
+                        z.by,
+                        z.reason
                     ),
                     (Some(z), false) => println!(
-                        "Agent updates were already frozen, since {} by token {}: {}",
-                        z.since, z.by, z.reason
+                        "{} were already frozen, since {} by token {}: {}",
+                        products::frozen(z),
+                        z.since,
+                        z.by,
+                        z.reason
                     ),
                     (None, _) => bail!("ternd answered the freeze without a freeze"),
                 }
@@ -670,14 +713,14 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
             let f: FreezeResponse = c.delete("/v1/freeze")?;
             if !structured(out, &f)? {
                 if f.changed {
-                    println!("Freeze lifted: agent updates go on as the resources say.");
+                    println!("Freeze lifted: updates go on as the resources say.");
                 } else {
                     println!("No freeze was in force: nothing changed.");
                 }
             }
         }
         AgentsCommand::Resume => {
-            let m: ModeResponse = c.post("/v1/agents/resume", &json!({}))?;
+            let m: ModeResponse = c.post(&at("/v1/agents/resume"), &json!({}))?;
             if !structured(out, &m)? {
                 println!("{}", resumed_text(&m));
             }
@@ -714,7 +757,7 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 current_version,
                 follow_in_window,
             };
-            let v: NewRolloutResponse = c.post("/v1/agents/new-rollout", &body)?;
+            let v: NewRolloutResponse = c.post(&at("/v1/agents/new-rollout"), &body)?;
             for w in &v.warnings {
                 eprintln!("warning: {w}");
             }
@@ -732,6 +775,16 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `agents status` in text: the rollout of the product asked for; after the agent's,
+/// one line per other product.
+fn status_text(c: &Client, s: &StatusResponse, product: Option<&str>) -> String {
+    let mut text = render::status(s);
+    if product.is_none_or(|p| p == tern_core::product::AGENT) {
+        text.push_str(&products::status_lines(c));
+    }
+    text
 }
 
 /// What `agents suspend` says.
@@ -765,15 +818,16 @@ fn resumed_text(m: &ModeResponse) -> String {
     }
 }
 
-/// `POST /v1/agents/{kind}` on `groups`.
+/// `POST /v1/agents/{kind}` on `groups`, the path scoped by `at` to the product.
 fn transition(
     c: &Client,
+    at: &dyn Fn(&str) -> String,
     kind: TransitionKind,
     groups: Vec<String>,
     force: bool,
 ) -> anyhow::Result<TransitionResponse> {
     c.post(
-        &format!("/v1/agents/{kind}"),
+        &at(&format!("/v1/agents/{kind}")),
         &TransitionBody { groups, force },
     )
 }
@@ -786,13 +840,21 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
             until,
             reason,
         } => {
-            let p: HostPin = c.put(
-                &format!("/v1/inventory/{}/pin", encode(updater_id)),
-                &json!({ "until": until, "reason": reason }),
-            )?;
+            // Only the products named on the command line: none, every product.
+            let body = PinBody {
+                until: until.clone(),
+                reason: reason.clone(),
+                products: g.products.clone(),
+            };
+            let p: HostPin = c.put(&format!("/v1/inventory/{}/pin", encode(updater_id)), &body)?;
             if !structured(g.output(), &p)? {
+                let what = if p.products.is_empty() {
+                    "every product".to_string()
+                } else {
+                    p.products.join(", ")
+                };
                 println!(
-                    "host {updater_id}: pinned until {}; find tells it not to update until then",
+                    "host {updater_id}: pinned until {} ({what}); find tells it not to update until then",
                     p.until
                 );
             }
@@ -813,8 +875,13 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 }
                 for p in &v.pins {
                     let state = if p.until > v.now { "pinned" } else { "lifted" };
+                    let what = if p.products.is_empty() {
+                        "every product".to_string()
+                    } else {
+                        p.products.join(",")
+                    };
                     println!(
-                        "{}\t{state} until {}\tby {}\t{}",
+                        "{}\t{state} until {}\t{what}\tby {}\t{}",
                         p.updater_id, p.until, p.by, p.reason
                     );
                 }
@@ -832,7 +899,7 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let v: InventoryResponse = c.get("/v1/inventory")?;
+    let v: InventoryResponse = c.get(&g.scoped("/v1/inventory")?)?;
     if structured(g.output(), &v)? {
         return Ok(ExitCode::SUCCESS);
     }

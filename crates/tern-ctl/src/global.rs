@@ -1,6 +1,6 @@
 //! The options every ternctl command takes, before or after its subcommand
 //! (`ternctl --server URL agents status` and `ternctl agents status --server URL` alike):
-//! how to reach ternd, and the output format.
+//! how to reach ternd, the product the command is about, and the output format.
 
 use std::path::PathBuf;
 
@@ -42,11 +42,41 @@ pub struct Global {
     /// Output format [default: text; plan: yaml, plan find: json].
     #[arg(short = 'o', long, global = true, value_enum, value_name = "FORMAT")]
     pub output: Option<Output>,
+    /// The product the command is about (default: env TERN_PRODUCT, else the agent):
+    /// resources, agents commands, inventory ls. `agents freeze` and `inventory pin`
+    /// take it several times and hold only the products named (every product
+    /// without it; TERN_PRODUCT never narrows them).
+    #[arg(long = "product", global = true, value_name = "PRODUCT")]
+    pub products: Vec<String>,
+    /// Whether TERN_PRODUCT names the product when `--product` does not (not for
+    /// `ternctl updater --updater-server`, whose ternd serves the updater as its agent).
+    #[arg(skip = true)]
+    pub product_env: bool,
 }
+
+/// The environment variable naming the product when `--product` is not given.
+pub const PRODUCT_ENV: &str = "TERN_PRODUCT";
 
 impl Global {
     /// The output format asked for, text by default.
     pub fn output(&self) -> Output {
         self.output.unwrap_or_default()
+    }
+
+    /// The one product a command is about: `--product` (once), else TERN_PRODUCT;
+    /// `None`: the agent.
+    pub fn product(&self) -> anyhow::Result<Option<String>> {
+        match self.products.as_slice() {
+            [] if !self.product_env => Ok(None),
+            [] => Ok(std::env::var(PRODUCT_ENV)
+                .ok()
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())),
+            [one] => Ok(Some(one.clone())),
+            several => anyhow::bail!(
+                "--product is given {} times: only `agents freeze` and `inventory pin` take several products",
+                several.len()
+            ),
+        }
     }
 }

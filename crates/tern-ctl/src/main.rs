@@ -33,12 +33,14 @@ enum Command {
     #[command(flatten)]
     Api(api::ApiCommand),
     /// The updater's own rollout (docs/updater.md): the `agents` commands (status,
-    /// new-rollout, suspend, freeze, rollback…) against the ternd that serves
-    /// tern-update's releases to the hosts' `updater` namespaces.
+    /// new-rollout, suspend, freeze, rollback…) for the `updater` product of the same
+    /// ternd (`--product updater agents …`), or, with --updater-server, without a
+    /// product against the second ternd of the older two-ternd setup.
     Updater {
-        /// The URL of the ternd serving the updater's rollout (--server is the agent's).
+        /// The URL of a second ternd serving the updater's rollout as its agent (the
+        /// two-ternd setup); without it, the `updater` product of --server.
         #[arg(long, env = "TERN_UPDATER_SERVER", value_name = "URL")]
-        updater_server: String,
+        updater_server: Option<String>,
         #[command(flatten)]
         agents: api::AgentsArgs,
     },
@@ -52,6 +54,41 @@ enum Command {
         #[arg(value_name = "DIR")]
         dir: std::path::PathBuf,
     },
+}
+
+/// `ternctl updater …`: the `agents` commands for the updater's rollout, on the same
+/// ternd as the `updater` product, or on a second ternd (`--updater-server`) as its
+/// agent. A `--product` naming another product contradicts it.
+fn updater(
+    updater_server: Option<String>,
+    agents: api::AgentsArgs,
+    global: global::Global,
+) -> anyhow::Result<ExitCode> {
+    if global
+        .products
+        .iter()
+        .any(|p| p != tern_core::product::UPDATER)
+    {
+        anyhow::bail!(
+            "`ternctl updater` is `ternctl --product updater agents`: drop --product {}",
+            global.products.join(" --product ")
+        );
+    }
+    let global = match updater_server {
+        // The second ternd serves the updater's releases as its agent: no product is
+        // named (TERN_PRODUCT included), as a ternd that predates products expects.
+        Some(server) => global::Global {
+            server,
+            products: Vec::new(),
+            product_env: false,
+            ..global
+        },
+        None => global::Global {
+            products: vec![tern_core::product::UPDATER.to_string()],
+            ..global
+        },
+    };
+    api::run(api::ApiCommand::Agents(agents), &global)
 }
 
 /// Exit status of a program whose reader went away (128 + SIGPIPE), as shells report.
@@ -88,13 +125,7 @@ fn main() -> ExitCode {
         Command::Updater {
             updater_server,
             agents,
-        } => api::run(
-            api::ApiCommand::Agents(agents),
-            &global::Global {
-                server: updater_server,
-                ..cli.global
-            },
-        ),
+        } => updater(updater_server, agents, cli.global),
         Command::Completion(a) => tern_cli::print_completion(Cli::command(), a.shell)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),

@@ -81,11 +81,20 @@ fn ctl(s: &Server, args: &[&str]) -> Out {
 }
 
 fn ctl_with(s: &Server, token_file: &Path, args: &[&str]) -> Out {
+    ctl_env(s, token_file, &[], args)
+}
+
+/// ternctl with `env` set besides the server and token (and no TERN_PRODUCT or
+/// TERN_UPDATER_SERVER but those `env` sets).
+fn ctl_env(s: &Server, token_file: &Path, env: &[(&str, &str)], args: &[&str]) -> Out {
     let out = Command::new(ternctl())
         .args(args)
         .env("TERN_SERVER", &s.url)
         .env("TERN_TOKEN_FILE", token_file)
         .env_remove("TERN_TOKEN")
+        .env_remove("TERN_PRODUCT")
+        .env_remove("TERN_UPDATER_SERVER")
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     Out {
@@ -1393,4 +1402,247 @@ fn status_at_a_halt_says_the_sentences_and_the_next_steps() {
         !out.contains("is halted"),
         "the replaced rollout's halt: {out}"
     );
+}
+
+/// A heartbeat of `product` (none named: the agent).
+fn heartbeat_of(s: &Server, agent: &str, product: &str, id: &str, group: &str, version: &str) {
+    let agent_http: ureq::Agent = ureq::Agent::config_builder().build().into();
+    agent_http
+        .post(format!("{}/v1/agents/heartbeat", s.url))
+        .header("Authorization", format!("Bearer {agent}"))
+        .send_json(serde_json::json!({
+            "updater_id": id, "hostname": format!("{id}.example"), "group": group,
+            "version": version, "product": product,
+        }))
+        .unwrap();
+}
+
+/// Products through ternctl: `--product` (and TERN_PRODUCT) scopes resources and the
+/// agents commands, `ternctl updater` is `--product updater agents` on the same ternd
+/// (and with --updater-server the agents commands, with no product, on another),
+/// `products` lists them, `agents status` ends with a line per other product, and
+/// freezes and pins hold every product unless `--product` names some.
+#[test]
+fn products_are_scoped_by_product_and_listed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&tmp.path().join("data"));
+    let ctl_p = |env: &[(&str, &str)], args: &[&str]| ctl_env(&s, &s.token_file, env, args);
+    let okp = |env: &[(&str, &str)], args: &[&str]| {
+        let o = ctl_p(env, args);
+        assert!(o.ok, "ternctl {args:?} failed: {}{}", o.stdout, o.stderr);
+        o.stdout
+    };
+    let cfg = tmp.path().join("config.yaml");
+    std::fs::write(&cfg, config()).unwrap();
+    ok(&s, &["apply", "-f", cfg.to_str().unwrap()]);
+    ok(
+        &s,
+        &[
+            "agents",
+            "new-rollout",
+            "1.1.0",
+            "--current-version",
+            "1.0.0",
+        ],
+    );
+
+    // The agent's status says nothing of an updater that has no rollout.
+    let out = ok(&s, &["agents", "status"]);
+    assert!(!out.contains("Other products"), "{out}");
+
+    // A sidecar added by applying its version; the updater's rollout through the
+    // shorthand, on the same ternd.
+    let version = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &version,
+        tern_core::fixtures::version("3.0.0", "3.1.0", "regular"),
+    )
+    .unwrap();
+    let out = ok(
+        &s,
+        &[
+            "--product",
+            "sidecar",
+            "apply",
+            "-f",
+            version.to_str().unwrap(),
+        ],
+    );
+    assert!(out.starts_with("autoupdate_version created"), "{out}");
+    let out = ok(
+        &s,
+        &[
+            "updater",
+            "new-rollout",
+            "2.1.0",
+            "--current-version",
+            "2.0.0",
+        ],
+    );
+    assert_eq!(out.trim(), "created new rollout from 2.0.0 to 2.1.0");
+    let y: serde_json::Value =
+        serde_yaml_ng::from_str(&ok(&s, &["get", "version", "--product", "updater"])).unwrap();
+    assert_eq!(y["spec"]["agents"]["target_version"], "2.1.0");
+    let y: serde_json::Value = serde_yaml_ng::from_str(&ok(&s, &["get", "version"])).unwrap();
+    assert_eq!(
+        y["spec"]["agents"]["target_version"], "1.1.0",
+        "the agent's is its own"
+    );
+
+    let agent = ok(&s, &["tokens", "create", "--role", "agent", "--controller"]);
+    let agent = agent.trim();
+    // Heard twice, a report period apart: then d1 counts in each product's report.
+    for _ in 0..2 {
+        for (product, version) in [("", "1.0.0"), ("updater", "2.0.0"), ("sidecar", "3.0.0")] {
+            heartbeat_of(&s, agent, product, "d1", "dev", version);
+        }
+        ok(&s, &["dev", "clock", "advance", "2m"]);
+    }
+    ok(&s, &["dev", "reconcile"]);
+
+    let out = ok(&s, &["products"]);
+    let names: Vec<&str> = out
+        .lines()
+        .skip(2)
+        .take(3)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(names, ["agent", "sidecar", "updater"], "{out}");
+    assert!(out.contains("3.0.0 → 3.1.0"), "{out}");
+    assert!(out.contains("3 of at most 16 products"), "{out}");
+
+    let out = ok(&s, &["agents", "status"]);
+    assert!(out.contains("New version: 1.1.0"), "{out}");
+    let others = out
+        .split("Other products")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        others.contains("sidecar: 3.0.0 → 3.1.0, unstarted (dev not started, staging not started, prod not started), 0/1 hosts on the target"),
+        "{out}"
+    );
+    assert!(others.contains("updater: 2.0.0 → 2.1.0"), "{out}");
+    // TERN_PRODUCT, --product and the shorthand: the product's own status only.
+    let out = okp(&[("TERN_PRODUCT", "sidecar")], &["agents", "status"]);
+    assert!(
+        out.contains("New version: 3.1.0") && !out.contains("Other products"),
+        "{out}"
+    );
+    let out = ok(&s, &["updater", "status"]);
+    assert!(out.contains("New version: 2.1.0"), "{out}");
+    let out = ok(
+        &s,
+        &["--product", "sidecar", "agents", "start-update", "dev"],
+    );
+    assert_eq!(out.trim(), "Group dev update triggered (active)");
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&s, &["agents", "status", "-o", "json"])).unwrap();
+    assert_eq!(
+        v["rollout"]["status"]["groups"][0]["state"], "unstarted",
+        "the agent's dev did not start"
+    );
+    let out = ok(&s, &["--product", "updater", "inventory", "ls"]);
+    assert!(
+        out.starts_with("1 agent connected") && out.contains("2.0.0"),
+        "{out}"
+    );
+
+    // Refusals: two products where one is meant, a product the shorthand contradicts,
+    // a product ternd does not serve.
+    let o = ctl(
+        &s,
+        &[
+            "--product",
+            "updater",
+            "--product",
+            "sidecar",
+            "agents",
+            "status",
+        ],
+    );
+    assert!(
+        !o.ok && o.stderr.contains("--product is given 2 times"),
+        "{}",
+        o.stderr
+    );
+    let o = ctl(&s, &["--product", "sidecar", "updater", "status"]);
+    assert!(
+        !o.ok && o.stderr.contains("drop --product sidecar"),
+        "{}",
+        o.stderr
+    );
+    let o = ctl(&s, &["--product", "nope", "agents", "status"]);
+    assert!(
+        !o.ok && o.stderr.contains("unknown_product"),
+        "{}",
+        o.stderr
+    );
+
+    // A freeze holds the products named, else every product; TERN_PRODUCT never
+    // narrows it.
+    let out = ok(
+        &s,
+        &[
+            "agents",
+            "freeze",
+            "--reason",
+            "review",
+            "--product",
+            "sidecar",
+            "--product",
+            "updater",
+        ],
+    );
+    assert!(
+        out.starts_with("Updates of sidecar, updater frozen since"),
+        "{out}"
+    );
+    let out = ok(&s, &["--product", "sidecar", "agents", "status"]);
+    assert!(
+        out.contains("updates of sidecar, updater are frozen"),
+        "{out}"
+    );
+    let out = okp(
+        &[("TERN_PRODUCT", "sidecar")],
+        &["agents", "freeze", "--reason", "all"],
+    );
+    assert!(
+        out.starts_with("Updates of every product were already frozen")
+            || out.starts_with("Updates of every product frozen"),
+        "{out}"
+    );
+    ok(&s, &["agents", "unfreeze"]);
+
+    // A pin holds the host's every product, or those named.
+    let out = ok(
+        &s,
+        &[
+            "inventory",
+            "pin",
+            "d1",
+            "--until",
+            "2026-12-01",
+            "--product",
+            "updater",
+        ],
+    );
+    assert!(out.contains("(updater)"), "{out}");
+    let out = ok(&s, &["inventory", "pins"]);
+    assert!(out.contains("\tupdater\t"), "{out}");
+    let out = ok(&s, &["inventory", "pin", "d1", "--until", "2026-12-01"]);
+    assert!(out.contains("(every product)"), "{out}");
+
+    // The two-ternd setup: --updater-server sends the agents commands with no product
+    // (this ternd then answers for its agent).
+    let out = okp(
+        &[("TERN_PRODUCT", "sidecar")],
+        &["updater", "--updater-server", &s.url, "status"],
+    );
+    assert!(out.contains("New version: 1.1.0"), "{out}");
+
+    // Removing the sidecar's version ends it once reconciled.
+    ok(&s, &["--product", "sidecar", "rm", "version"]);
+    ok(&s, &["dev", "reconcile"]);
+    let out = ok(&s, &["products"]);
+    assert!(!out.contains("sidecar"), "{out}");
 }

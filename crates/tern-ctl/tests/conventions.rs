@@ -28,7 +28,10 @@ fn man_pages_cover_every_level_of_subcommand() {
     tern_cli::testing::check_man_pages(
         ternctl(),
         &[
-            ("ternctl-agents.1", "The agent rollout: status, report"),
+            (
+                "ternctl-agents.1",
+                "The rollout of the agent, or of the product",
+            ),
             ("ternctl.1", "admin CLI and offline rollout planner"),
             ("ternctl-agents-start-update.1", "Start groups now"),
             // VERSION had no help at all (issue 37).

@@ -2,7 +2,8 @@
 //! clock, plain HTTP on loopback). One test, one browser: starting Chromium is the
 //! slow part, so the story runs in one session: log in, every page (a screenshot of
 //! each), a change made through the API shows up without a reload, a rollback pressed
-//! in the page reaches the store, and a viewer gets no write button it can press.
+//! in the page reaches the store, the updater's rollout beside the agent's with its
+//! own buttons, and a viewer gets no write button it can press.
 //! The hosts are stand-in heartbeats (no tern-update runs): the dashboard reads only
 //! what ternd keeps of them.
 //!
@@ -818,6 +819,89 @@ async fn the_dashboard_in_a_real_browser() {
         "{starts}"
     );
     assert_eq!(starts[1], json!("previous_groups_not_done"));
+
+    // Products: the updater's rollout on the same ternd. The rollout page lists every
+    // product; the updater's link shows its own rollout, whose buttons act on it alone.
+    t.op(
+        "POST",
+        "/v1/agents/new-rollout?product=updater",
+        Some(r#"{"version": "2.1.0", "current_version": "2.0.0"}"#),
+    )
+    .unwrap();
+    let listed = b
+        .wait_js(
+            "the products",
+            "const rows = [...document.querySelectorAll('#products tr[data-product]')]; return rows.length === 2 && rows[1].textContent.includes('2.0.0 → 2.1.0') && rows.map(r => [r.dataset.product, r.dataset.state, r.classList.contains('current')]);",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        listed,
+        json!([["agent", "active", true], ["updater", "unstarted", false]])
+    );
+    b.client
+        .execute(
+            "document.querySelector('#products tr[data-product=updater] a').click();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let shown = b
+        .wait_js(
+            "the updater's rollout",
+            "const t = document.getElementById('rollout-title'); const v = document.getElementById('versions'); return location.hash === '#/rollout?product=updater' && t && v && v.textContent === '2.0.0 → 2.1.0' && document.querySelectorAll('#groups tr[data-group]').length === 3 && t.textContent;",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(shown, json!("Rollout of updater"));
+    shot(&b, "products").await;
+    b.client
+        .execute(
+            "document.querySelector('button[data-action=start-update][data-group=dev]').click();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    b.wait_js(
+        "the updater's start preview",
+        "const ok = document.getElementById('confirm-ok'); return document.getElementById('confirm').open && !ok.disabled && document.getElementById('confirm-effects').textContent.includes('dev');",
+        WAIT,
+    )
+    .await
+    .unwrap();
+    b.client
+        .execute("document.getElementById('confirm-ok').click();", vec![])
+        .await
+        .unwrap();
+    b.wait_js(
+        "the updater's dev started on the page",
+        "const r = document.querySelector('tr[data-group=dev]'); return !document.getElementById('confirm').open && r && r.dataset.state === 'canary';",
+        WAIT,
+    )
+    .await
+    .unwrap();
+    let updater = t
+        .op("GET", "/v1/resources/rollout?product=updater", None)
+        .unwrap();
+    assert_eq!(
+        updater["status"]["groups"][0]["state"], "canary",
+        "{updater}"
+    );
+    assert_eq!(
+        group_state(&t, "dev"),
+        "done",
+        "the agent's dev is untouched"
+    );
+    goto_hash(&b, "#/rollout").await;
+    b.wait_js(
+        "the agent's rollout again",
+        "const t = document.getElementById('rollout-title'); const v = document.getElementById('versions'); return t && t.textContent === 'Rollout' && v && v.textContent === '1.0.0 → 1.1.0';",
+        WAIT,
+    )
+    .await
+    .unwrap();
 
     // A viewer: every write button is there but disabled, and pressing one does nothing.
     b.client

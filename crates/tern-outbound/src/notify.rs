@@ -54,6 +54,9 @@ impl NoticeEvent {
 pub struct RolloutVersions {
     pub start_version: String,
     pub target_version: String,
+    /// The product rolled out, when it is not the agent (ternd serves several).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
 }
 
 /// What a receiver is told: the JSON body of the generic webhook (see `docs/alerts.md`).
@@ -88,7 +91,16 @@ impl Notice {
         line.push_str(&self.alert.message);
         let _ = write!(line, " ({}", self.event.as_str());
         if let Some(r) = &self.rollout {
-            let _ = write!(line, "; rollout {} → {}", r.start_version, r.target_version);
+            let of = r
+                .product
+                .as_deref()
+                .map(|p| format!(" of {p}"))
+                .unwrap_or_default();
+            let _ = write!(
+                line,
+                "; rollout{of} {} → {}",
+                r.start_version, r.target_version
+            );
         }
         line.push(')');
         slack_escape(&line)

@@ -94,8 +94,13 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
     let mut loop_state = state.directives.pass.lock().await;
     let governed_before = loop_state.governed + elsewhere.governed;
     let rate = Rate::parse(&control.rolling_install.rate);
-    // A global freeze triggers nothing new, like a pause (the bucket does not fill).
-    let frozen = state.snapshot().freeze.is_some();
+    // A freeze of the agent (the directives govern it alone) triggers nothing new,
+    // like a pause (the bucket does not fill).
+    let frozen = state
+        .snapshot()
+        .freeze
+        .as_ref()
+        .is_some_and(|f| f.holds(tern_core::product::AGENT));
     let budget = match (&rate, &res.paused) {
         (Some(rate), None) if control.enabled && !frozen => {
             loop_state.bucket.fill(rate, governed_before, now)

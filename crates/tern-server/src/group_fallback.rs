@@ -30,11 +30,17 @@ pub(crate) struct Fallbacks {
 }
 
 impl Fallbacks {
-    /// The header to answer a request naming `presented` with, when the rollout lacks
-    /// that group and its catch-all answers; logs the fallback (once an hour per name).
-    pub(crate) fn check(&self, snapshot: &Snapshot, presented: &str) -> Option<HeaderValue> {
-        let rollout = snapshot.rollout.as_ref()?;
-        if snapshot.places_by_labels {
+    /// The header to answer a request for `product` naming `presented` with, when its
+    /// rollout lacks that group and its catch-all answers; logs the fallback (once an
+    /// hour per name).
+    pub(crate) fn check(
+        &self,
+        snapshot: &Snapshot,
+        product: &str,
+        presented: &str,
+    ) -> Option<HeaderValue> {
+        let rollout = snapshot.rollout_of(product)?;
+        if snapshot.places_by_labels_of(product) {
             return None;
         }
         let groups = Groups::of(rollout);

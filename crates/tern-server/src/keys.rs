@@ -6,6 +6,13 @@ pub(crate) const VERSION: &str = "/tern/resources/autoupdate_version";
 pub(crate) const ROLLOUT: &str = "/tern/resources/autoupdate_agent_rollout";
 /// `/tern/reports/<replica id>`, written with a TTL of one hour.
 pub(crate) const REPORTS_PREFIX: &str = "/tern/reports/";
+/// `/tern/products/<product>/{config,version,rollout}`: the resources of every product
+/// but the agent, whose keys are the ones above (`products`).
+pub(crate) const PRODUCTS_PREFIX: &str = "/tern/products/";
+/// `/tern/product-reports/<product>/<replica id>` (TTL): the reports of every product
+/// but the agent. Apart from the products' resources, so that listing those (every
+/// snapshot refresh, every product-scoped request) never reads the reports.
+pub(crate) const PRODUCT_REPORTS_PREFIX: &str = "/tern/product-reports/";
 /// `/tern/tokens/<token id>`: role and SHA-256 of the token, never the token.
 pub(crate) const TOKENS_PREFIX: &str = "/tern/tokens/";
 /// `/tern/channels/<name>`: a cloud-stable style channel.
@@ -54,6 +61,16 @@ pub(crate) const LEADER_LEASE: &str = "tern-reconciler";
 
 pub(crate) fn report(replica: &str) -> String {
     format!("{REPORTS_PREFIX}{replica}")
+}
+
+/// `product`'s own resource `what` (`config`, `version`, `rollout`); never the agent's.
+pub(crate) fn product(product: &str, what: &str) -> String {
+    format!("{PRODUCTS_PREFIX}{product}/{what}")
+}
+
+/// Where the replicas' reports of `product` (not the agent) live.
+pub(crate) fn product_reports(product: &str) -> String {
+    format!("{PRODUCT_REPORTS_PREFIX}{product}/")
 }
 
 pub(crate) fn token(id: &str) -> String {

@@ -49,6 +49,7 @@ mod listen;
 mod longpoll;
 mod metrics;
 mod pins;
+mod products;
 mod ratelimit;
 mod reconciler;
 mod release_check;

@@ -1,12 +1,10 @@
 //! Server-side pins of single hosts (`ternctl inventory pin`), kept at
 //! `/tern/pins/<updater_id>`. Every replica holds them in its snapshot (the store
-//! watch), so find tells a pinned host not to update until its pin lifts
-//! (`tern_core::find::AgentDecision::pinned`); after that the host rejoins its
-//! group's rollout with no further write. The leader's reconcile deletes pins that have
-//! lifted. This module holds the records and how they are read; `routes::pins` writes
-//! them.
-
-use std::collections::HashMap;
+//! watch), so find tells a pinned host not to update, for every product the pin holds
+//! (all unless it names some), until its pin lifts (`tern_core::gate`'s
+//! `Hold::Pinned`); after that the host rejoins its group's rollout with no further
+//! write. The leader's reconcile deletes pins that have lifted. This module holds the
+//! records and how they are read; `routes::pins` writes them.
 
 use jiff::Timestamp;
 use tern_core::api::HostPin;
@@ -14,6 +12,7 @@ use tern_store::Store;
 
 use crate::error::ApiResult;
 use crate::keys;
+use crate::snapshot::ServerPins;
 
 pub(crate) fn key(updater_id: &str) -> String {
     format!("{}{updater_id}", keys::PINS_PREFIX)
@@ -35,9 +34,13 @@ pub(crate) async fn load_all(store: &dyn Store) -> ApiResult<Vec<HostPin>> {
         .collect())
 }
 
-/// What find needs: each pinned updater_id and when its pin lifts.
-pub(crate) fn by_updater(pins: Vec<HostPin>) -> HashMap<String, Timestamp> {
-    pins.into_iter().map(|p| (p.updater_id, p.until)).collect()
+/// What find needs: each pinned updater_id, when its pin lifts and what it holds.
+pub(crate) fn by_updater(pins: Vec<HostPin>) -> ServerPins {
+    ServerPins::new(
+        pins.into_iter()
+            .map(|p| (p.updater_id, (p.until, p.products)))
+            .collect(),
+    )
 }
 
 /// Deletes the pins that have lifted (the leader, after its reconcile); how many. A pin

@@ -29,7 +29,7 @@ use rand_core::SeedableRng;
 use tern_core::api::{EventView, ReconcileResult};
 use tern_core::reconcile::{self, Outcome, Resources};
 use tern_core::resource::{
-    Alert, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
+    Alert, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateVersion,
 };
 use tern_store::{Lease, LeaseKeeper};
 
@@ -44,26 +44,52 @@ pub(crate) const MAX_REPORT_BYTES: usize = 1024 * 1024;
 /// Room for the report's metadata around its spec.
 const REPORT_ENVELOPE: usize = 4 * 1024;
 
-/// Writes this replica's report (TTL 1h), with its canary candidates and the canaries it
-/// sees for the rollout find serves (the watched snapshot).
+/// Writes this replica's reports (TTL 1h), one per product it serves, each with its
+/// canary candidates and the canaries it sees for the rollout find serves (the watched
+/// snapshot). A product's report that fails is logged and does not keep the others
+/// from being written; the agent's error (else the first) is returned.
 pub async fn write_report(state: &AppState) -> ApiResult<()> {
-    let now = state.clock.now();
     let snapshot = state.snapshot();
-    let rollout = snapshot.rollout.as_ref();
+    let agent = write_product_report(state, &snapshot, tern_core::product::AGENT).await;
+    let mut first = None;
+    for product in snapshot.products.keys() {
+        if let Err(e) = write_product_report(state, &snapshot, product).await {
+            tracing::warn!(product = %product, error = %e, "writing the product's report failed");
+            first.get_or_insert(e);
+        }
+    }
+    state.keep_inventories(|p| snapshot.serves(p));
+    agent.and_then(|()| first.map_or(Ok(()), Err))
+}
+
+/// Writes this replica's report of `product` (an empty one when no host of it
+/// heartbeated here: the leader holds a rollout without a live report from every
+/// replica that counted hosts).
+async fn write_product_report(
+    state: &AppState,
+    snapshot: &crate::snapshot::Snapshot,
+    product: &str,
+) -> ApiResult<()> {
+    let now = state.clock.now();
+    let rollout = snapshot.rollout_of(product);
     let mut rng = ChaCha8Rng::from_os_rng();
     let needs = rollout.map(reconcile::needs);
-    let (spec, folded) = {
-        let mut inv = state.inventory();
+    let mut report = |inv: &mut crate::inventory::Inventory| {
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
         inv.bounded_report(
             now,
             state.settings.report_period,
-            |id| snapshot.pins.get(id).is_some_and(|until| now < *until),
+            |id| snapshot.pins.holds(id, product, now),
             needs.as_ref(),
             state.settings.canary_tenure,
             |g| rollout.is_some_and(|r| r.group(g).is_some()),
             &mut rng,
         )
+    };
+    let made = state.with_inventory(product, &mut report);
+    let (spec, folded) = match made {
+        Some(made) => made,
+        None => report(&mut crate::inventory::Inventory::default()),
     };
     if folded > 0 {
         state
@@ -103,13 +129,18 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
             bytes.len()
         )));
     }
+    let key = if product == tern_core::product::AGENT {
+        keys::report(&state.settings.replica_id)
+    } else {
+        format!(
+            "{}{}",
+            keys::product_reports(product),
+            state.settings.replica_id
+        )
+    };
     state
         .store()
-        .put(
-            &keys::report(&state.settings.replica_id),
-            bytes,
-            Some(state.settings.report_ttl()),
-        )
+        .put(&key, bytes, Some(state.settings.report_ttl()))
         .await?;
     state.health.touch_store();
     Ok(())
@@ -304,25 +335,64 @@ struct AlertChange {
     at: jiff::Timestamp,
 }
 
+/// The agent's reconcile, then every other product's, each written under the lease;
+/// then the lifted pins are removed. Answers the agent's (or the refusal that stopped
+/// them); another product's failure is logged and does not stop the others.
 async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
-    let store = state.store();
     let Some(lease) = held_lease(state).await else {
         // Lost since `ensure_leader` said otherwise: nothing read, nothing to write.
         return not_leader(state, "lost the leader lease").await;
     };
-    let lease = &lease;
+    let agent = reconcile_product(state, &lease, tern_core::product::AGENT).await?;
+    if !agent.leader {
+        return Ok(agent);
+    }
+    for product in crate::products::served(state.store()).await? {
+        if product == tern_core::product::AGENT {
+            continue;
+        }
+        match reconcile_product(state, &lease, &product).await {
+            Ok(r) if !r.leader => return Ok(r),
+            Ok(r) => {
+                for e in &r.events {
+                    state.metrics.event(&e.kind);
+                    tracing::info!(event = e.kind, product = %product, "{}", e.message);
+                }
+            }
+            Err(e) => tracing::warn!(product = %product, error = %e, "reconcile failed"),
+        }
+    }
+    match crate::pins::clean_up(state.store(), state.clock.now()).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(pins = n, "removed host pins that have lifted"),
+        Err(e) => tracing::warn!(error = %e, "removing lifted host pins failed"),
+    }
+    Ok(agent)
+}
+
+/// One product's reconcile, from its config in force, version and reports, written
+/// under `lease`.
+async fn reconcile_product(
+    state: &AppState,
+    lease: &Lease,
+    product: &str,
+) -> ApiResult<ReconcileResult> {
+    let store = state.store();
     let written = resources::read_modify_write_under_lease(
         store,
+        product,
         &state.metrics.reconcile_conflicts,
         lease,
         |current: Option<Stored<AutoUpdateAgentRollout>>| async move {
             let now = state.clock.now();
-            let config = resources::load::<AutoUpdateConfig>(store).await?;
-            let version = resources::load::<AutoUpdateVersion>(store).await?;
-            let reports = resources::reports(store).await?;
-            let frozen = crate::freeze::load(store).await?.is_some();
+            let (config, _) = crate::products::config_in_force(store, product).await?;
+            let version = resources::load_for::<AutoUpdateVersion>(store, product).await?;
+            let reports = resources::reports_for(store, product).await?;
+            let frozen = crate::freeze::load(store)
+                .await?
+                .is_some_and(|f| f.holds(product));
             let resources = Resources {
-                config: config.as_ref().map(|s| &s.value),
+                config: config.as_ref(),
                 version: version.as_ref().map(|s| &s.value),
                 rollout: current.as_ref().map(|s| &s.value),
                 frozen,
@@ -362,6 +432,7 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
                 versions: next.as_ref().map(|r| notify::RolloutVersions {
                     start_version: r.spec.start_version.to_string(),
                     target_version: r.spec.target_version.to_string(),
+                    product: (product != tern_core::product::AGENT).then(|| product.to_string()),
                 }),
                 at: now,
             };
@@ -416,14 +487,10 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
     );
     if deleted {
         tracing::info!(
+            product,
             why = no_rollout_reason.as_deref().unwrap_or_default(),
             "rollout deleted"
         );
-    }
-    match crate::pins::clean_up(store, state.clock.now()).await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(pins = n, "removed host pins that have lifted"),
-        Err(e) => tracing::warn!(error = %e, "removing lifted host pins failed"),
     }
     Ok(ReconcileResult {
         leader: true,
@@ -463,12 +530,14 @@ pub(crate) async fn run(state: Arc<AppState>) {
         let last = tokio::time::Instant::now();
         let mut changed = None;
         loop {
-            let due = tern_core::rollout::next_report(
-                state.snapshot().rollout.as_ref(),
-                &periods,
-                last,
-                changed,
-            );
+            // The soonest any product's rollout asks for (every replica writes every
+            // product's report at once).
+            let snapshot = state.snapshot();
+            let due = std::iter::once(snapshot.rollout.as_ref())
+                .chain(snapshot.products.values().map(|p| p.rollout.as_ref()))
+                .map(|r| tern_core::rollout::next_report(r, &periods, last, changed))
+                .min()
+                .unwrap_or(last);
             tokio::select! {
                 () = tokio::time::sleep_until(due) => break,
                 Ok(()) = snapshots.changed() => {}
@@ -492,7 +561,7 @@ mod tests {
 
     use async_trait::async_trait;
     use tern_core::fixtures;
-    use tern_core::resource::GroupState;
+    use tern_core::resource::{AutoUpdateConfig, GroupState};
     use tern_store::{
         Compare, KeyValue, LeaseInfo, Listing, MemoryStore, Op, Revision, Store, TxnOutcome, Watch,
     };

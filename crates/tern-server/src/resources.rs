@@ -1,6 +1,7 @@
 //! Typed access to the resources in the store. Values are JSON; `metadata.revision` is
 //! the key's `mod_revision`, filled in on read and never stored.
 
+use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
 
 use serde::Serialize;
@@ -14,16 +15,29 @@ use crate::error::{ApiError, ApiResult};
 use crate::keys;
 
 pub trait Resource: Serialize + DeserializeOwned + Clone + Send + Sync {
+    /// The agent's key (Teleport's resource, as ternd always kept it).
     const KEY: &'static str;
+    /// The key's last part for another product (`keys::product`).
+    const PART: &'static str;
     const KIND: &'static str;
     fn metadata(&self) -> &Metadata;
     fn metadata_mut(&mut self) -> &mut Metadata;
+
+    /// Where `product`'s resource of this kind is kept.
+    fn key_of(product: &str) -> Cow<'static, str> {
+        if product == tern_core::product::AGENT {
+            Cow::Borrowed(Self::KEY)
+        } else {
+            Cow::Owned(keys::product(product, Self::PART))
+        }
+    }
 }
 
 macro_rules! resource {
-    ($t:ty, $key:expr, $kind:expr) => {
+    ($t:ty, $key:expr, $part:expr, $kind:expr) => {
         impl Resource for $t {
             const KEY: &'static str = $key;
+            const PART: &'static str = $part;
             const KIND: &'static str = $kind;
             fn metadata(&self) -> &Metadata {
                 &self.metadata
@@ -38,16 +52,19 @@ macro_rules! resource {
 resource!(
     AutoUpdateConfig,
     keys::CONFIG,
+    "config",
     tern_core::resource::KIND_CONFIG
 );
 resource!(
     AutoUpdateVersion,
     keys::VERSION,
+    "version",
     tern_core::resource::KIND_VERSION
 );
 resource!(
     AutoUpdateAgentRollout,
     keys::ROLLOUT,
+    "rollout",
     tern_core::resource::KIND_ROLLOUT
 );
 
@@ -78,23 +95,43 @@ pub(crate) fn encode<T: Resource>(value: &T) -> ApiResult<Vec<u8>> {
     serde_json::to_vec(&v).map_err(|e| ApiError::internal(format!("encoding {}: {e}", T::KIND)))
 }
 
+/// The agent's resource.
 pub async fn load<T: Resource>(store: &dyn Store) -> ApiResult<Option<Stored<T>>> {
-    match store.get(T::KEY).await? {
+    load_for(store, tern_core::product::AGENT).await
+}
+
+/// `product`'s own resource (for a config: its own, not the shared one).
+pub async fn load_for<T: Resource>(
+    store: &dyn Store,
+    product: &str,
+) -> ApiResult<Option<Stored<T>>> {
+    match store.get(&T::key_of(product)).await? {
         None => Ok(None),
         Some(kv) => decode(&kv).map(Some),
     }
 }
 
-/// Creates (`expected` = None) or compare-and-swaps the resource.
+/// Creates (`expected` = None) or compare-and-swaps the agent's resource.
 pub async fn write<T: Resource>(
     store: &dyn Store,
     value: &T,
     expected: Option<Revision>,
 ) -> Result<Stored<T>, tern_store::Error> {
+    write_for(store, tern_core::product::AGENT, value, expected).await
+}
+
+/// [`write`] of `product`'s resource.
+pub async fn write_for<T: Resource>(
+    store: &dyn Store,
+    product: &str,
+    value: &T,
+    expected: Option<Revision>,
+) -> Result<Stored<T>, tern_store::Error> {
+    let key = T::key_of(product);
     let bytes = encode(value).map_err(|e| tern_store::Error::Backend(e.message))?;
     let kv = match expected {
-        None => store.create(T::KEY, bytes, None).await?,
-        Some(rev) => store.compare_and_swap(T::KEY, rev, bytes, None).await?,
+        None => store.create(&key, bytes, None).await?,
+        Some(rev) => store.compare_and_swap(&key, rev, bytes, None).await?,
     };
     Ok(stored_at(value, kv.mod_revision))
 }
@@ -114,9 +151,22 @@ pub(crate) fn same<T: Resource + PartialEq>(a: &T, b: &T) -> bool {
     a == b
 }
 
-/// Every live report (one per replica).
+/// Every live report of the agent (one per replica).
 pub async fn reports(store: &dyn Store) -> ApiResult<Vec<AutoUpdateAgentReport>> {
-    let listing = store.list(keys::REPORTS_PREFIX).await?;
+    reports_for(store, tern_core::product::AGENT).await
+}
+
+/// Every live report of `product` (one per replica).
+pub async fn reports_for(
+    store: &dyn Store,
+    product: &str,
+) -> ApiResult<Vec<AutoUpdateAgentReport>> {
+    let prefix = if product == tern_core::product::AGENT {
+        Cow::Borrowed(keys::REPORTS_PREFIX)
+    } else {
+        Cow::Owned(keys::product_reports(product))
+    };
+    let listing = store.list(&prefix).await?;
     let mut out = Vec::new();
     for kv in listing.kvs {
         match serde_json::from_slice::<AutoUpdateAgentReport>(&kv.value) {
@@ -144,28 +194,17 @@ pub(crate) fn parse_revision(s: &str) -> ApiResult<Revision> {
     })
 }
 
-/// The mode in force now and where it comes from, from the stored config and version.
-pub(crate) async fn modes(store: &dyn Store) -> ApiResult<tern_core::api::Modes> {
-    let config = load::<AutoUpdateConfig>(store).await?;
-    let version = load::<AutoUpdateVersion>(store).await?;
-    let freeze = crate::freeze::load(store).await?;
-    Ok(tern_core::views::modes(
-        config.as_ref().map(|s| &s.value),
-        version.as_ref().map(|s| &s.value),
-        freeze.as_ref(),
-    ))
-}
-
 /// The groups of `config` (the config in force: `None` is the default one) that send a
-/// new version to all their hosts at once, each counted from the live reports when
-/// there are any (`tern_core::exposure`).
+/// new version to all their hosts at once, each counted from `product`'s live reports
+/// when there are any (`tern_core::exposure`).
 pub(crate) async fn all_at_once(
     store: &dyn Store,
+    product: &str,
     config: Option<&AutoUpdateConfig>,
     now: jiff::Timestamp,
     report_period: jiff::SignedDuration,
 ) -> ApiResult<Vec<tern_core::exposure::ConfigWarning>> {
-    let reports = reports(store).await?;
+    let reports = reports_for(store, product).await?;
     let hosts = tern_core::exposure::hosts_from_reports(config, &reports, now, report_period);
     Ok(tern_core::exposure::all_at_once(config, hosts.as_ref()))
 }
@@ -235,12 +274,13 @@ enum Attempt<T> {
 }
 
 /// The one read → decide → compare-and-swap loop every write of a resource uses (admin
-/// writes and the reconciler): `decide` sees the current value and says what to do;
-/// a write that lost a race is counted in `conflicts` and retried from a fresh read,
-/// up to [`CONFLICT_ATTEMPTS`] times. Returns the value stored afterwards (`None`
-/// when absent) and `decide`'s answer.
+/// writes and the reconciler), on `product`'s resource: `decide` sees the current
+/// value and says what to do; a write that lost a race is counted in `conflicts` and
+/// retried from a fresh read, up to [`CONFLICT_ATTEMPTS`] times. Returns the value
+/// stored afterwards (`None` when absent) and `decide`'s answer.
 pub(crate) async fn read_modify_write<T, A, F, Fut>(
     store: &dyn Store,
+    product: &str,
     conflicts: &AtomicU64,
     decide: F,
 ) -> ApiResult<(Option<Stored<T>>, A)>
@@ -249,7 +289,7 @@ where
     F: FnMut(Option<Stored<T>>) -> Fut,
     Fut: std::future::Future<Output = ApiResult<Decision<T, A>>>,
 {
-    match read_modify_write_guarded(store, conflicts, None, decide).await? {
+    match read_modify_write_guarded(store, product, conflicts, None, decide).await? {
         UnderLease::Done(stored, answer) => Ok((stored, answer)),
         // Only a lease compare refuses a write this way, and this write had none.
         UnderLease::LeaseLost(reason) => Err(ApiError::internal(format!(
@@ -267,6 +307,7 @@ where
 /// conflict, retried as in [`read_modify_write`].
 pub(crate) async fn read_modify_write_under_lease<T, A, F, Fut>(
     store: &dyn Store,
+    product: &str,
     conflicts: &AtomicU64,
     lease: &Lease,
     decide: F,
@@ -276,13 +317,14 @@ where
     F: FnMut(Option<Stored<T>>) -> Fut,
     Fut: std::future::Future<Output = ApiResult<Decision<T, A>>>,
 {
-    read_modify_write_guarded(store, conflicts, Some(lease), decide).await
+    read_modify_write_guarded(store, product, conflicts, Some(lease), decide).await
 }
 
 /// The loop itself: writes are plain compare-and-swaps without `lease`, transactions
 /// guarded by it with one.
 async fn read_modify_write_guarded<T, A, F, Fut>(
     store: &dyn Store,
+    product: &str,
     conflicts: &AtomicU64,
     lease: Option<&Lease>,
     mut decide: F,
@@ -295,7 +337,7 @@ where
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let current = load::<T>(store).await?;
+        let current = load_for::<T>(store, product).await?;
         let revision = current.as_ref().map(|c| c.revision);
         let (change, answer) = match decide(current.clone()).await? {
             Decision::Keep(answer) => return Ok(UnderLease::Done(current, answer)),
@@ -307,8 +349,8 @@ where
             },
         };
         let attempted = match lease {
-            None => compare_and_swap(store, change).await?,
-            Some(lease) => transaction_under(store, lease, change).await?,
+            None => compare_and_swap(store, product, change).await?,
+            Some(lease) => transaction_under(store, product, lease, change).await?,
         };
         match attempted {
             Attempt::Written(stored) => return Ok(UnderLease::Done(stored, answer)),
@@ -327,11 +369,15 @@ where
 /// A plain create, compare-and-swap or conditional delete.
 async fn compare_and_swap<T: Resource>(
     store: &dyn Store,
+    product: &str,
     change: Change<T>,
 ) -> ApiResult<Attempt<T>> {
     let written = match change {
-        Change::Put(value, expected) => write(store, &value, expected).await.map(Some),
-        Change::Delete(rev) => store.delete(T::KEY, Some(rev)).await.map(|_| None),
+        Change::Put(value, expected) => write_for(store, product, &value, expected).await.map(Some),
+        Change::Delete(rev) => store
+            .delete(&T::key_of(product), Some(rev))
+            .await
+            .map(|_| None),
     };
     match written {
         Ok(stored) => Ok(Attempt::Written(stored)),
@@ -345,18 +391,21 @@ async fn compare_and_swap<T: Resource>(
 /// leader write.
 async fn transaction_under<T: Resource>(
     store: &dyn Store,
+    product: &str,
     lease: &Lease,
     change: Change<T>,
 ) -> ApiResult<Attempt<T>> {
+    let key = T::key_of(product);
+    let key: &str = &key;
     let (on_revision, op) = match &change {
         Change::Put(value, expected) => (
             match expected {
-                None => Compare::absent(T::KEY),
-                Some(rev) => Compare::mod_revision(T::KEY, *rev),
+                None => Compare::absent(key),
+                Some(rev) => Compare::mod_revision(key, *rev),
             },
-            Op::put(T::KEY, encode(value)?, None),
+            Op::put(key, encode(value)?, None),
         ),
-        Change::Delete(rev) => (Compare::mod_revision(T::KEY, *rev), Op::delete(T::KEY)),
+        Change::Delete(rev) => (Compare::mod_revision(key, *rev), Op::delete(key)),
     };
     // The lease first: the store names the first compare that fails, and a replica that
     // lost the lease must hear that (and stop), not retry a conflict with the new
@@ -403,6 +452,7 @@ mod tests {
         let mut seen = Vec::new();
         let (stored, ()) = read_modify_write(
             &store,
+            tern_core::product::AGENT,
             &conflicts,
             |current: Option<Stored<AutoUpdateConfig>>| {
                 let current = current.unwrap();
@@ -439,6 +489,7 @@ mod tests {
         let conflicts = AtomicU64::new(0);
         let result = read_modify_write(
             &store,
+            tern_core::product::AGENT,
             &conflicts,
             |current: Option<Stored<AutoUpdateConfig>>| {
                 let store = &store;
@@ -480,6 +531,7 @@ mod tests {
         let mut seen = Vec::new();
         let written = read_modify_write_under_lease(
             &store,
+            tern_core::product::AGENT,
             &conflicts,
             &held,
             |current: Option<Stored<AutoUpdateConfig>>| {
@@ -529,6 +581,7 @@ mod tests {
         let mut calls = 0;
         let created = read_modify_write_under_lease(
             &store,
+            tern_core::product::AGENT,
             &conflicts,
             &held,
             |_: Option<Stored<AutoUpdateConfig>>| {
@@ -545,6 +598,7 @@ mod tests {
         // The usurper's own write under its lease goes through …
         let UnderLease::Done(..) = read_modify_write_under_lease(
             &store,
+            tern_core::product::AGENT,
             &conflicts,
             &usurper,
             |_: Option<Stored<AutoUpdateConfig>>| async {
@@ -560,6 +614,7 @@ mod tests {
         // … and the deposed one's delete, read before a racing write, does not.
         let deleted = read_modify_write_under_lease(
             &store,
+            tern_core::product::AGENT,
             &conflicts,
             &held,
             |current: Option<Stored<AutoUpdateConfig>>| {

@@ -234,7 +234,7 @@ where
 }
 
 /// Watches the store and refreshes the find snapshot on every change to the resources
-/// or channels (including those written by other replicas).
+/// (every product's) or channels (including those written by other replicas).
 async fn watch_loop(state: Arc<AppState>) {
     loop {
         let rev = match state.store().revision().await {
@@ -268,7 +268,8 @@ async fn watch_loop(state: Arc<AppState>) {
                                 || k == keys::FREEZE
                                 || k.starts_with(keys::PINS_PREFIX)
                                 || k == keys::ACTIVE_DIRECTIVE
-                                || k.starts_with(keys::INSTALLERS_PREFIX))
+                                || k.starts_with(keys::INSTALLERS_PREFIX)
+                                || k.starts_with(keys::PRODUCTS_PREFIX))
                                 && let Err(e) = state.refresh_snapshot().await
                             {
                                 tracing::warn!(error = %e, "refreshing the find snapshot failed");

@@ -1,6 +1,7 @@
 //! What the public endpoints answer from, in memory: the rollout (with the mode the
-//! config and version ask for right now), the tools version and the channels. Refreshed
-//! after every local write and on every change seen by a watch of the store.
+//! config and version ask for right now) of the agent and of every other product, the
+//! tools version and the channels. Refreshed after every local write and on every
+//! change seen by a watch of the store.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -108,14 +109,87 @@ pub(crate) struct Snapshot {
     /// Some group of the rollout has `match_labels`: heartbeats are placed
     /// (`rollout::place`) and find asks the inventory where a host was placed.
     pub(crate) places_by_labels: bool,
-    /// Server-side pins: updater_id → when the pin lifts (`pins`).
-    pub(crate) pins: std::collections::HashMap<String, jiff::Timestamp>,
+    /// Server-side pins: updater_id → when the pin lifts and what it holds (`pins`).
+    pub(crate) pins: ServerPins,
+    /// Every product but the agent (whose rollout, config and version are the fields
+    /// above): the updater always, and each other product the store has.
+    pub(crate) products: BTreeMap<String, ProductAnswers>,
     /// The active version directive and the installers it may name, as the store holds
     /// them: find tells from the facts a host sends whether it governs the host, the
     /// same on every replica and right after a restart.
     pub(crate) directive: Option<Arc<ActiveDirective>>,
     /// The find answers already serialized for this snapshot, by decision.
     find_bodies: FindBodies,
+}
+
+/// What find needs of the server pins (`pins`): by updater id, when the pin lifts and
+/// the products it holds (empty: every product). A host uses one updater id for all
+/// its products on a ternd, so a pin of every product holds all of them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ServerPins(std::collections::HashMap<String, (jiff::Timestamp, Vec<String>)>);
+
+impl ServerPins {
+    pub(crate) fn new(
+        pins: std::collections::HashMap<String, (jiff::Timestamp, Vec<String>)>,
+    ) -> Self {
+        Self(pins)
+    }
+
+    /// Whether `updater_id`'s pin holds `product` at `now`.
+    pub(crate) fn holds(&self, updater_id: &str, product: &str, now: jiff::Timestamp) -> bool {
+        tern_core::gate::Pins::until(self, updater_id, product).is_some_and(|until| now < until)
+    }
+}
+
+impl tern_core::gate::Pins for ServerPins {
+    fn until(&self, updater_id: &str, product: &str) -> Option<jiff::Timestamp> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let (until, products) = self.0.get(updater_id)?;
+        (products.is_empty() || products.iter().any(|p| p == product)).then_some(*until)
+    }
+}
+
+/// One product's config (the one in force: its own or the shared one), version and
+/// rollout as find answers from them: the rollout's `autoupdate_mode` replaced by the
+/// mode they ask for now, a freeze of the product included, so that a suspend or a
+/// freeze takes effect at once rather than at the next reconcile.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProductAnswers {
+    pub(crate) config: Option<AutoUpdateConfig>,
+    pub(crate) version: Option<AutoUpdateVersion>,
+    pub(crate) rollout: Option<AutoUpdateAgentRollout>,
+    /// Some group of the rollout has `match_labels`.
+    pub(crate) places_by_labels: bool,
+}
+
+impl ProductAnswers {
+    pub(crate) fn build(
+        product: &str,
+        config: Option<AutoUpdateConfig>,
+        version: Option<AutoUpdateVersion>,
+        rollout: Option<&AutoUpdateAgentRollout>,
+        freeze: Option<&tern_core::api::Freeze>,
+    ) -> Self {
+        let mode = tern_core::rollout::frozen_mode(
+            tern_core::rollout::mode_in_force(config.as_ref(), version.as_ref()),
+            freeze.is_some_and(|f| f.holds(product)),
+        );
+        let rollout = rollout.map(|r| {
+            let mut r = r.clone();
+            r.spec.autoupdate_mode = mode;
+            r
+        });
+        Self {
+            places_by_labels: rollout
+                .as_ref()
+                .is_some_and(tern_core::rollout::places_by_labels),
+            config,
+            version,
+            rollout,
+        }
+    }
 }
 
 /// Serialized find answers. A snapshot gives only a handful of different answers (start
@@ -149,28 +223,25 @@ impl Snapshot {
         channels: BTreeMap<String, Channel>,
         freeze: Option<tern_core::api::Freeze>,
     ) -> Self {
-        let mode = tern_core::rollout::frozen_mode(
-            tern_core::rollout::mode_in_force(config, version),
-            freeze.is_some(),
-        );
-        let rollout = rollout.map(|r| {
-            let mut r = r.clone();
-            r.spec.autoupdate_mode = mode;
-            r
-        });
-        Self {
-            places_by_labels: rollout
-                .as_ref()
-                .is_some_and(tern_core::rollout::places_by_labels),
+        let agent = ProductAnswers::build(
+            tern_core::product::AGENT,
+            config.cloned(),
+            version.cloned(),
             rollout,
-            config: config.cloned(),
-            version: version.cloned(),
+            freeze.as_ref(),
+        );
+        Self {
+            places_by_labels: agent.places_by_labels,
+            rollout: agent.rollout,
+            config: agent.config,
+            version: agent.version,
             revocation: Arc::default(),
             tools_version: String::new(),
             tools_auto_update: false,
             channels,
             freeze,
-            pins: std::collections::HashMap::new(),
+            pins: ServerPins::default(),
+            products: BTreeMap::new(),
             directive: None,
             find_bodies: FindBodies::default(),
         }
@@ -197,6 +268,55 @@ impl Snapshot {
             directive: self.directive.as_deref().map(ActiveDirective::view),
             jitter,
             now,
+        }
+    }
+
+    /// [`fleet`](Self::fleet) for `product`: its config (its own or the shared one),
+    /// version and rollout, the freeze, pins, revocation and cut-off of every product.
+    /// A product this ternd does not serve has no rollout (find answers `no_rollout`).
+    /// The directive governs the agent only.
+    pub(crate) fn fleet_for(
+        &self,
+        product: &str,
+        cut_off: bool,
+        require_trust: bool,
+        jitter: bool,
+        now: jiff::Timestamp,
+    ) -> tern_core::gate::Fleet<'_> {
+        let mut fleet = self.fleet(cut_off, require_trust, jitter, now);
+        if product != tern_core::product::AGENT {
+            let answers = self.products.get(product);
+            fleet.config = answers.and_then(|p| p.config.as_ref());
+            fleet.version = answers.and_then(|p| p.version.as_ref());
+            fleet.rollout = answers.and_then(|p| p.rollout.as_ref());
+            fleet.directive = None;
+        }
+        fleet
+    }
+
+    /// Whether this ternd serves `product` (the agent, the updater, or another the store
+    /// has).
+    pub(crate) fn serves(&self, product: &str) -> bool {
+        product == tern_core::product::AGENT || self.products.contains_key(product)
+    }
+
+    /// `product`'s rollout, as find answers from it.
+    pub(crate) fn rollout_of(&self, product: &str) -> Option<&AutoUpdateAgentRollout> {
+        if product == tern_core::product::AGENT {
+            self.rollout.as_ref()
+        } else {
+            self.products.get(product)?.rollout.as_ref()
+        }
+    }
+
+    /// Whether some group of `product`'s rollout has `match_labels`.
+    pub(crate) fn places_by_labels_of(&self, product: &str) -> bool {
+        if product == tern_core::product::AGENT {
+            self.places_by_labels
+        } else {
+            self.products
+                .get(product)
+                .is_some_and(|p| p.places_by_labels)
         }
     }
 
@@ -310,6 +430,27 @@ mod tests {
         let mut snap = Snapshot::build(None, Some(&version), None, BTreeMap::new(), None);
         snap.settle_tools();
         assert_eq!(snap.tools_version, "1.1.0");
+    }
+
+    /// A pin naming no product holds the host's every product; one naming products
+    /// holds those alone; a lifted one holds nothing.
+    #[test]
+    fn a_pin_holds_the_products_it_names_or_all() {
+        let until: jiff::Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+        let now: jiff::Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
+        let pins = ServerPins::new(
+            [
+                ("all".to_string(), (until, Vec::new())),
+                ("upd".to_string(), (until, vec!["updater".to_string()])),
+            ]
+            .into(),
+        );
+        for product in ["agent", "updater", "sidecar"] {
+            assert!(pins.holds("all", product, now), "{product}");
+            assert_eq!(pins.holds("upd", product, now), product == "updater");
+            assert!(!pins.holds("none", product, now));
+        }
+        assert!(!pins.holds("all", "agent", until), "lifted at its time");
     }
 
     #[test]

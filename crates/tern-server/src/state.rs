@@ -200,7 +200,11 @@ pub struct AppState {
 /// The hosts heard from: the inventory heartbeats write and find reads, and what a
 /// change among them sets going.
 pub(crate) struct Hosts {
+    /// The agent's hosts.
     pub(crate) inventory: Mutex<Inventory>,
+    /// The hosts of each other product, made at the first heartbeat of a product this
+    /// ternd serves (so at most `products::MAX_PRODUCTS`), each bounded as the agent's.
+    pub(crate) products: Mutex<BTreeMap<String, Arc<Mutex<Inventory>>>>,
     /// A heartbeat changed what this replica's report counts (a known host's version,
     /// group or health): the background loop may report sooner
     /// (`--report-after-change`).
@@ -331,6 +335,7 @@ impl AppState {
                     Inventory::with_max_agents(settings.max_agents)
                         .with_max_shared(settings.max_shared_token_hosts),
                 ),
+                products: Mutex::default(),
                 changed: HostChanges::new(Arc::clone(&metrics.report_changes)),
                 history: crate::history_queue::Pending::default(),
             },
@@ -370,6 +375,89 @@ impl AppState {
             .unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Runs `f` on `product`'s inventory; `None` when this replica has none for it
+    /// (no host of it heartbeated here).
+    pub(crate) fn with_inventory<R>(
+        &self,
+        product: &str,
+        f: impl FnOnce(&mut Inventory) -> R,
+    ) -> Option<R> {
+        self.on_inventory(product, false, f)
+    }
+
+    /// Runs `f` on `product`'s inventory, made empty if this replica has none yet;
+    /// `None` when that would make more inventories than products a ternd serves.
+    /// Only for a product the snapshot serves (the heartbeat checks it first).
+    pub(crate) fn record_in<R>(
+        &self,
+        product: &str,
+        f: impl FnOnce(&mut Inventory) -> R,
+    ) -> Option<R> {
+        self.on_inventory(product, true, f)
+    }
+
+    /// Runs `f` on `product`'s inventory (the agent's always there; another's made
+    /// when `make`, within the bound).
+    fn on_inventory<R>(
+        &self,
+        product: &str,
+        make: bool,
+        f: impl FnOnce(&mut Inventory) -> R,
+    ) -> Option<R> {
+        if product == tern_core::product::AGENT {
+            return Some(f(&mut self.inventory()));
+        }
+        let inventory = {
+            let mut all = self
+                .hosts
+                .products
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match all.get(product) {
+                Some(i) => Arc::clone(i),
+                // The agent's is not in `all`: at most MAX_PRODUCTS - 1 others.
+                None if !make || all.len() + 1 >= crate::products::MAX_PRODUCTS => return None,
+                None => {
+                    let fresh = Arc::new(Mutex::new(
+                        Inventory::with_max_agents(self.settings.max_agents)
+                            .with_max_shared(self.settings.max_shared_token_hosts),
+                    ));
+                    all.insert(product.to_string(), Arc::clone(&fresh));
+                    fresh
+                }
+            }
+        };
+        let mut inv = inventory.lock().unwrap_or_else(|p| p.into_inner());
+        Some(f(&mut inv))
+    }
+
+    /// Forgets the inventories of products this ternd no longer serves.
+    pub(crate) fn keep_inventories(&self, served: impl Fn(&str) -> bool) {
+        self.hosts
+            .products
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|p, _| served(p));
+    }
+
+    /// Runs `f` on every inventory of a product other than the agent.
+    pub(crate) fn each_product_inventory(&self, mut f: impl FnMut(&str, &mut Inventory)) {
+        let all: Vec<(String, Arc<Mutex<Inventory>>)> = self
+            .hosts
+            .products
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(p, i)| (p.clone(), Arc::clone(i)))
+            .collect();
+        for (product, inventory) in all {
+            f(
+                &product,
+                &mut inventory.lock().unwrap_or_else(|p| p.into_inner()),
+            );
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.answers.snapshot()
     }
@@ -379,8 +467,8 @@ impl AppState {
         self.answers.set_revocation(revocation)
     }
 
-    /// Re-reads config, version, rollout and channels and swaps the snapshot. Calls are
-    /// serialized, so the last one to finish saw the newest data.
+    /// Re-reads config, version, rollout (of every product) and channels and swaps the
+    /// snapshot. Calls are serialized, so the last one to finish saw the newest data.
     pub(crate) async fn refresh_snapshot(&self) -> ApiResult<()> {
         let _guard = self.answers.refresh_lock.lock().await;
         let store = self.store();
@@ -399,14 +487,33 @@ impl AppState {
         }
         let freeze = crate::freeze::load(store).await?;
         let pins = crate::pins::by_updater(crate::pins::load_all(store).await?);
+        let shared = config.as_ref().map(|s: &Stored<_>| &s.value);
+        let products = store.list(keys::PRODUCTS_PREFIX).await?;
+        let products = crate::products::stored_of(&products.kvs)
+            .into_iter()
+            .map(|(name, p)| {
+                let config = p
+                    .config
+                    .or_else(|| crate::products::shared_for(&name, shared));
+                let answers = crate::snapshot::ProductAnswers::build(
+                    &name,
+                    config,
+                    p.version,
+                    p.rollout.as_ref(),
+                    freeze.as_ref(),
+                );
+                (name, answers)
+            })
+            .collect();
         let mut snap = Snapshot::build(
-            config.as_ref().map(|s: &Stored<_>| &s.value),
+            shared,
             version.as_ref().map(|s| &s.value),
             rollout.as_ref().map(|s| &s.value),
             channels,
             freeze,
         );
         snap.pins = pins;
+        snap.products = products;
         snap.directive = crate::directive_store::active_directive(store)
             .await?
             .map(Arc::new);

@@ -27,13 +27,15 @@ fn config() -> String {
 
 use tern_testing::eventually_within as eventually;
 
-/// One host: which replica it heartbeats to, its group and version.
+/// One host: which replica it heartbeats to, its group and version; with `updater`,
+/// its tern-update heartbeats the `updater` product too, at the same version.
 #[derive(Clone, Debug)]
 struct Host {
     id: String,
     group: &'static str,
     version: &'static str,
     replica: usize,
+    updater: bool,
 }
 
 /// A 3-member etcd cluster and three ternd replicas on it.
@@ -192,6 +194,15 @@ impl Ha {
         for h in &self.hosts {
             self.r(h.replica)
                 .heartbeat(&self.agent, &h.id, h.group, h.version);
+            if h.updater {
+                self.r(h.replica).heartbeat_with(
+                    &self.agent,
+                    &h.id,
+                    h.group,
+                    h.version,
+                    json!({"product": "updater"}),
+                );
+            }
         }
     }
 
@@ -314,6 +325,7 @@ fn fleet(staging_on: usize) -> Vec<Host> {
                 } else {
                     (g + n) % 3
                 },
+                updater: false,
             });
         }
     }
@@ -401,12 +413,25 @@ fn finish(ha: &mut Ha, canaries: &[String]) {
 /// unstarted→canary→active→done (3), prod (2).
 const TRANSITIONS: u64 = 7;
 
+/// The updater product's rollout on the same replicas, beside the agent's: its own
+/// reports (staging's hosts, and so its canaries, on a non-leader), reconciled by the
+/// leader, served alike by every replica.
 #[test]
 fn a_rollout_over_three_groups_completes_with_canaries_on_a_non_leader() {
     let mut ha = Ha::start();
     let leader = ha.leader(TTL * 3);
     let staging_on = (leader + 1) % 3;
     ha.hosts = fleet(staging_on);
+    for h in &mut ha.hosts {
+        h.updater = true;
+    }
+    // The shared config first: a rollout is made from the config of its time.
+    ha.any().put_resource("config", &config());
+    ha.r(staging_on).op(
+        "POST",
+        "/v1/agents/new-rollout?product=updater",
+        Some(r#"{"version": "1.1.0", "current_version": "1.0.0"}"#),
+    );
     through_dev(&mut ha);
     let canaries = staging_canaries(&mut ha, staging_on);
     // The leader has none of staging's hosts: the canaries came from staging_on's report.
@@ -425,11 +450,62 @@ fn a_rollout_over_three_groups_completes_with_canaries_on_a_non_leader() {
         3,
         "one report per replica: {reports}"
     );
+    let reports = ha
+        .any()
+        .op("GET", "/v1/resources/reports?product=updater", None);
+    assert_eq!(reports.as_array().unwrap().len(), 3, "{reports}");
+    let updater = ha
+        .any()
+        .op("GET", "/v1/resources/rollout?product=updater", None);
+    assert_eq!(updater["status"]["groups"][0]["state"], "done", "{updater}");
+    assert_eq!(
+        updater["status"]["groups"][1]["state"], "canary",
+        "{updater}"
+    );
+    let updater_canaries: Vec<String> = updater["status"]["groups"][1]["canaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["updater_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(updater_canaries.len(), 2, "{updater}");
+    for c in &updater_canaries {
+        for i in ha.live() {
+            let (s, v) = ha.r(i).call(
+                "GET",
+                &format!("/v1/webapi/find?group=staging&updater_id={c}&product=updater"),
+                None,
+                None,
+            );
+            assert_eq!(s, 200);
+            assert_eq!(
+                v["auto_update"]["agent_auto_update"], true,
+                "replica {i}: {v}"
+            );
+        }
+    }
     finish(&mut ha, &canaries);
-    // One leader did everything, once.
+    // The updater's canaries may be other hosts than the agent's: it may take a few
+    // more rounds (every host runs 1.1.0 by now) to finish.
+    for _ in 0..6 {
+        let r = ha
+            .any()
+            .op("GET", "/v1/resources/rollout?product=updater", None);
+        if r["status"]["state"] == "done" {
+            break;
+        }
+        ha.clock(1, json!({"advance": "1m"}));
+        ha.round();
+    }
+    let r = ha
+        .any()
+        .op("GET", "/v1/resources/rollout?product=updater", None);
+    assert_eq!(r["status"]["state"], "done", "{r}");
+    ha.converged();
+    // One leader did everything, once: the agent's transitions and the updater's.
     let total: u64 = ha.live().iter().map(|i| ha.group_changes(*i)).sum();
-    assert_eq!(total, TRANSITIONS);
-    assert_eq!(ha.group_changes(leader), TRANSITIONS);
+    assert_eq!(total, 2 * TRANSITIONS);
+    assert_eq!(ha.group_changes(leader), 2 * TRANSITIONS);
 }
 
 #[test]
@@ -611,6 +687,7 @@ fn all_of_etcd_down_find_serves_the_snapshot_and_everything_resumes() {
         group: "dev",
         version: "1.0.0",
         replica: 2,
+        updater: false,
     });
     ha.heartbeats();
     let inv = ha.r(2).op("GET", "/v1/inventory", None);

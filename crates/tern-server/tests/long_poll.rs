@@ -108,6 +108,79 @@ fn a_held_find_answers_when_the_group_goes_active_and_not_before() {
     assert_eq!(t.metric("tern_find_long_poll_held"), 0);
 }
 
+/// A held find of one product answers when that product's answer changes, with its
+/// answer; the agent's, held beside it on the same host, is not answered by the other
+/// product's change, and then answers with the agent's version.
+#[test]
+fn a_held_find_of_a_product_answers_from_its_own_rollout() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(dir.path());
+    unstarted_dev(&t);
+    t.op(
+        "POST",
+        "/v1/agents/new-rollout?product=updater",
+        Some(r#"{"version": "2.1.0", "current_version": "2.0.0"}"#),
+    );
+    t.reconcile();
+    let updater_q = "group=dev&updater_id=d1&product=updater";
+    let agent_q = "group=dev&updater_id=d1";
+    let (updater, agent) = (find(&t, updater_q), find(&t, agent_q));
+    assert_eq!(
+        updater.body["auto_update"]["agent_version"], "2.0.0",
+        "{updater:?}"
+    );
+    assert_eq!(
+        agent.body["auto_update"]["agent_version"], "1.0.0",
+        "{agent:?}"
+    );
+
+    let held_updater = find_in_background(
+        &t,
+        format!("{updater_q}&wait=50&seen={}", enc(&updater.etag)),
+    );
+    let held_agent = find_in_background(&t, format!("{agent_q}&wait=50&seen={}", enc(&agent.etag)));
+    eventually("both finds to be held", || {
+        t.metric("tern_find_long_poll_held") == 2
+    });
+
+    // The updater's dev starts (by hand: its window is not open): its find answers.
+    t.op(
+        "POST",
+        "/v1/agents/start-update?product=updater",
+        Some(r#"{"groups": ["dev"]}"#),
+    );
+    let after = held_updater.recv().unwrap();
+    assert_eq!(after.how.as_deref(), Some("changed"), "{after:?}");
+    assert_eq!(
+        (
+            &after.body["auto_update"]["agent_version"],
+            &after.body["auto_update"]["agent_auto_update"]
+        ),
+        (&serde_json::json!("2.1.0"), &serde_json::json!(true)),
+        "{after:?}"
+    );
+    assert_eq!(find(&t, updater_q).etag, after.etag);
+    assert_eq!(
+        t.state_of("dev"),
+        "unstarted",
+        "the agent's dev did not start"
+    );
+
+    // The agent's dev starts: its find answers, with the agent's version.
+    t.op(
+        "POST",
+        "/v1/agents/start-update",
+        Some(r#"{"groups": ["dev"]}"#),
+    );
+    let after = held_agent.recv().unwrap();
+    assert_eq!(after.how.as_deref(), Some("changed"), "{after:?}");
+    assert_eq!(
+        after.body["auto_update"]["agent_version"], "1.1.0",
+        "{after:?}"
+    );
+    assert_eq!(t.metric("tern_find_long_poll_changed_total"), 2);
+}
+
 #[test]
 fn a_held_find_answers_when_the_hosts_pin_lifts() {
     let dir = tempfile::tempdir().unwrap();

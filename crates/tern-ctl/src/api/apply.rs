@@ -131,7 +131,8 @@ pub fn apply(file: &Path, yes: bool, g: &Global) -> anyhow::Result<ExitCode> {
 }
 
 fn apply_one(resource: &ResourceFile, yes: bool, g: &Global, c: &Client) -> anyhow::Result<()> {
-    let (kind, path, name) = (resource.kind, resource.path, &resource.name);
+    let (kind, name) = (resource.kind, &resource.name);
+    let path = &g.scoped(resource.path)?;
     let new_groups = if kind == "autoupdate_config" {
         config_groups(&resource.text)
     } else {
@@ -220,6 +221,7 @@ fn is_blank(text: &str) -> bool {
 
 pub fn edit(kind: &'static str, path: &'static str, g: &Global) -> anyhow::Result<ExitCode> {
     let c = g.client()?;
+    let path = &g.scoped(path)?;
     let Some(current) = read_current(&c, path)? else {
         bail!("no {kind} exists to edit: create one with `ternctl apply -f FILE`");
     };

@@ -109,11 +109,32 @@ fn canary_notice() -> Notice {
         rollout: Some(RolloutVersions {
             start_version: "1.0.0".into(),
             target_version: "1.1.0".into(),
+            product: None,
         }),
         server: "prod-cp".into(),
         at: t("2026-11-23T10:03:00Z"),
         program: "ternd",
     }
+}
+
+/// A notice of a product other than the agent names it, in the Slack line and the
+/// webhook body; the agent's says nothing of products (its bodies are as before).
+#[test]
+fn a_notice_of_another_product_names_it() {
+    let mut n = canary_notice();
+    let agent = serde_json::to_value(&n).unwrap();
+    assert!(agent["rollout"].get("product").is_none(), "{agent}");
+    n.rollout.as_mut().unwrap().product = Some("updater".into());
+    assert!(
+        n.slack_text()
+            .ends_with("(raised; rollout of updater 1.0.0 → 1.1.0)"),
+        "{}",
+        n.slack_text()
+    );
+    assert_eq!(
+        serde_json::to_value(&n).unwrap()["rollout"]["product"],
+        "updater"
+    );
 }
 
 /// Short waits for tests: no multi-second sleeps.
@@ -379,6 +400,7 @@ fn diff_raises_new_alerts_and_clears_gone_ones() {
     let rollout = RolloutVersions {
         start_version: "1.0.0".into(),
         target_version: "1.1.0".into(),
+        product: None,
     };
     let got = diff_alerts(
         &[overdue.clone(), canary.clone()],

@@ -143,7 +143,12 @@
   const dialog = document.getElementById('confirm');
   let pending = null;
 
-  async function act(action, body, title) {
+  // `path` for the product the rollout page shows (`?product=`; the agent's without).
+  function forProduct(path, product) {
+    return product && product !== 'agent' ? path + '?product=' + encodeURIComponent(product) : path;
+  }
+
+  async function act(action, body, title, product) {
     const effects = document.getElementById('confirm-effects');
     const error = document.getElementById('confirm-error');
     const ok = document.getElementById('confirm-ok');
@@ -151,10 +156,10 @@
     effects.replaceChildren(el('li', { class: 'muted' }, 'asking the planner…'));
     error.textContent = '';
     ok.disabled = true;
-    pending = { action, body };
+    pending = { action, body, product };
     dialog.showModal();
     try {
-      const p = await api('POST', '/v1/preview/' + action, body);
+      const p = await api('POST', forProduct('/v1/preview/' + action, product), body);
       effects.replaceChildren(...p.effects.map((e) => el('li', {}, e)));
       ok.disabled = false;
     } catch (e) {
@@ -169,11 +174,11 @@
   });
   document.getElementById('confirm-ok').addEventListener('click', async () => {
     if (!pending) return;
-    const { action, body } = pending;
+    const { action, body, product } = pending;
     const ok = document.getElementById('confirm-ok');
     ok.disabled = true;
     try {
-      await api('POST', '/v1/agents/' + action, body);
+      await api('POST', forProduct('/v1/agents/' + action, product), body);
       pending = null;
       dialog.close();
       refresh();
@@ -183,7 +188,7 @@
   });
 
   // A write button: enabled only when the token's role may (ternd refuses anyway).
-  function writeButton(label, action, body, title, needs) {
+  function writeButton(label, action, body, title, needs, product) {
     const allowed = me && (needs === 'operator' ? me.operator : me.write);
     return el('button', {
       type: 'button',
@@ -191,7 +196,7 @@
       'data-group': body && body.groups && body.groups.length === 1 ? body.groups[0] : null,
       disabled: !allowed,
       title: allowed ? null : 'needs ' + (needs === 'operator' ? 'an operator' : 'a user or operator') + ' token',
-      on: { click: () => allowed && act(action, body, title) },
+      on: { click: () => allowed && act(action, body, title, product) },
     }, label);
   }
 
@@ -199,11 +204,16 @@
 
   const pages = {
     rollout: {
-      mount() {
-        return el('section', {}, el('h1', {}, 'Rollout'), el('div', { id: 'content' }, el('p', { class: 'muted' }, 'loading…')));
+      mount(params) {
+        const product = params.get('product') || 'agent';
+        return el('section', {}, el('h1', { id: 'rollout-title' }, product === 'agent' ? 'Rollout' : 'Rollout of ' + product),
+          el('div', { id: 'content' }, el('p', { class: 'muted' }, 'loading…')));
       },
-      async update(box) {
-        const s = await api('GET', '/v1/agents/status');
+      async update(box, params) {
+        const product = params.get('product') || 'agent';
+        const [s, products] = await Promise.all([
+          api('GET', forProduct('/v1/agents/status', product)),
+          api('GET', '/v1/products').catch(() => null)]);
         const r = s.rollout;
         const cards = el('div', { class: 'cards' },
           card('Versions', r ? r.spec.start_version + ' → ' + r.spec.target_version : '—', 'versions'),
@@ -223,22 +233,22 @@
           : null;
         const version = el('input', { id: 'new-version', placeholder: 'version', size: 8, disabled: !(me && me.operator) });
         const actions = el('div', { class: 'actions' },
-          writeButton('Suspend', 'suspend', {}, 'Suspend agent updates'),
-          writeButton('Resume', 'resume', {}, 'Resume agent updates'),
-          writeButton('Roll back all', 'rollback', { groups: [] }, 'Roll back every group'),
+          writeButton('Suspend', 'suspend', {}, 'Suspend ' + product + ' updates', null, product),
+          writeButton('Resume', 'resume', {}, 'Resume ' + product + ' updates', null, product),
+          writeButton('Roll back all', 'rollback', { groups: [] }, 'Roll back every group of ' + product, null, product),
           el('span', { class: 'muted' }, '·'), version,
           el('button', {
             type: 'button', 'data-action': 'new-rollout', disabled: !(me && me.operator),
             title: me && me.operator ? null : 'needs an operator token',
             on: {
               click: () => me && me.operator && act('new-rollout', { version: version.value.trim() },
-                'New rollout to ' + version.value.trim()),
+                'New rollout of ' + product + ' to ' + version.value.trim(), product),
             },
           }, 'New rollout…'));
         const groups = r ? el('table', { id: 'groups' },
           el('thead', {}, el('tr', {}, ['Group', 'State', 'Reason', 'Window', 'Progress', 'Canaries', ''].map((h) => el('th', {}, h)))),
-          el('tbody', {}, s.groups.map(groupRow))) : el('p', { id: 'no-rollout' }, s.no_rollout_reason || 'no rollout');
-        box.replaceChildren(...[cards, why, outdated, el('h2', {}, 'Alerts'), alerts, haltGuide(s),
+          el('tbody', {}, s.groups.map((g) => groupRow(g, product)))) : el('p', { id: 'no-rollout' }, s.no_rollout_reason || 'no rollout');
+        box.replaceChildren(...[productsTable(products, product), cards, why, outdated, el('h2', {}, 'Alerts'), alerts, haltGuide(s),
           risks && el('h2', {}, 'Config warnings'), risks, el('h2', {}, 'Groups'), actions, groups].filter((n) => n));
       },
     },
@@ -403,7 +413,26 @@
     return el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value', id }, value));
   }
 
-  function groupRow(g) {
+  // Every product ternd serves, each linking to its rollout (the one shown marked).
+  function productsTable(v, shown) {
+    if (!v || v.products.length < 2) return null;
+    const groupsOf = (p) => p.groups.map((g) => g.name + ' ' + stateWord(g.state)).join(', ');
+    return el('table', { id: 'products' },
+      el('thead', {}, el('tr', {}, ['Product', 'Versions', 'Rollout', 'Mode', 'Hosts', 'Groups'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, v.products.map((p) => el('tr', {
+        'data-product': p.name, 'data-state': p.state || 'none', class: p.name === shown ? 'current' : null,
+      },
+      el('td', {}, el('a', { href: p.name === 'agent' ? '#/rollout' : '#/rollout?product=' + encodeURIComponent(p.name) }, p.name),
+        p.own_config ? el('span', { class: 'muted' }, ' (own config)') : null),
+      el('td', {}, p.start_version ? p.start_version + ' → ' + p.target_version : '—'),
+      el('td', {}, p.state ? stateWord(p.state) : el('span', { class: 'muted' }, 'no rollout'),
+        p.alerts.length ? [' ', badge(p.alerts.length + ' alert' + (p.alerts.length > 1 ? 's' : ''), 'bad')] : null),
+      el('td', {}, p.why_stopped ? badge(p.mode, 'warn', p.why_stopped) : p.mode),
+      el('td', {}, p.up_to_date + ' / ' + p.present + ' on target' + (p.failed ? ', ' + p.failed + ' failed' : '')),
+      el('td', { class: 'muted' }, groupsOf(p))))));
+  }
+
+  function groupRow(g, product) {
     const win = g.window_open_since
       ? 'open until ' + when(g.window_closes)
       : 'next ' + when(g.next_window);
@@ -446,9 +475,9 @@
         topology, pendingHosts(g)),
       el('td', {}, canaries, coverage),
       el('td', {}, el('div', { class: 'actions' },
-        writeButton('Start', 'start-update', one, 'Start updating ' + g.name),
-        writeButton('Done', 'mark-done', one, 'Mark ' + g.name + ' done'),
-        writeButton('Roll back', 'rollback', one, 'Roll back ' + g.name))));
+        writeButton('Start', 'start-update', one, 'Start updating ' + g.name, null, product),
+        writeButton('Done', 'mark-done', one, 'Mark ' + g.name + ' done', null, product),
+        writeButton('Roll back', 'rollback', one, 'Roll back ' + g.name, null, product))));
   }
 
   // A moving group's hosts not yet on the target, as the replica that answered knows

@@ -23,8 +23,11 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>) -> ApiResult<Json<Fr
     }))
 }
 
-/// `PUT /v1/freeze` `{"reason"}`: freezes, or gives a freeze in force a new reason (it
-/// keeps its start and who started it).
+/// `PUT /v1/freeze` `{"reason", "products"?}`: freezes every product, or those named
+/// (each one this ternd serves), or gives a freeze in force a new reason (it keeps its
+/// start and who started it). A freeze in force is only ever widened: products named
+/// are added to those it holds, and a freeze of every product stays one; only
+/// `DELETE` (an operator) narrows or lifts it.
 pub(crate) async fn put(
     State(state): State<Arc<AppState>>,
     Extension(actor): Extension<Arc<Actor>>,
@@ -33,6 +36,7 @@ pub(crate) async fn put(
     let b: FreezeBody = body::json(&bytes)?;
     let reason = Freeze::check_reason(&b.reason).map_err(ApiError::bad_request)?;
     let store = state.store();
+    let named = crate::products::check_named(store, &b.products).await?;
     // Two freezes at once: the one that loses the compare-and-swap reads again, so the
     // record keeps the first freeze's start and author.
     for _ in 0..CAS_ATTEMPTS {
@@ -41,12 +45,14 @@ pub(crate) async fn put(
             Stored::Readable(f, rev) => (
                 Freeze {
                     reason: reason.to_string(),
+                    products: widened(&f.products, &named),
                     ..f.clone()
                 },
                 Some(*rev),
             ),
-            Stored::Unreadable(_, rev) => (fresh(reason, &state, &actor), Some(*rev)),
-            Stored::None => (fresh(reason, &state, &actor), None),
+            // An unreadable record held every product: so does what replaces it.
+            Stored::Unreadable(_, rev) => (fresh(reason, &state, &actor, Vec::new()), Some(*rev)),
+            Stored::None => (fresh(reason, &state, &actor, named.clone()), None),
         };
         if matches!(&before, Stored::Readable(f, _) if *f == freeze) {
             return Ok(Json(FreezeResponse {
@@ -62,7 +68,7 @@ pub(crate) async fn put(
         };
         match written {
             Ok(_) => {
-                tracing::warn!(reason = %freeze.reason, by = %freeze.by, "agent updates frozen");
+                tracing::warn!(reason = %freeze.reason, by = %freeze.by, products = ?freeze.products, "updates frozen (no products named: every product)");
                 state.after_write().await;
                 return Ok(Json(FreezeResponse {
                     freeze: Some(freeze),
@@ -86,13 +92,23 @@ pub(crate) async fn put(
 /// change the record this many times in a row.
 const CAS_ATTEMPTS: usize = 5;
 
-fn fresh(reason: &str, state: &AppState, actor: &Actor) -> Freeze {
+fn fresh(reason: &str, state: &AppState, actor: &Actor, products: Vec<String>) -> Freeze {
     Freeze {
         reason: reason.to_string(),
         since: state.clock.now(),
         by: actor.token_id.clone(),
-        products: Vec::new(),
+        products,
     }
+}
+
+/// The products a freeze in force holding `held` holds once `named` are frozen too
+/// (each empty: every product): never fewer.
+fn widened(held: &[String], named: &[String]) -> Vec<String> {
+    if held.is_empty() || named.is_empty() {
+        return Vec::new();
+    }
+    let all: std::collections::BTreeSet<&String> = held.iter().chain(named).collect();
+    all.into_iter().cloned().collect()
 }
 
 /// `DELETE /v1/freeze`: lifts the freeze (no error when none holds: `changed` says).
@@ -103,11 +119,31 @@ pub(crate) async fn delete(State(state): State<Arc<AppState>>) -> ApiResult<Json
         Err(e) => return Err(e.into()),
     };
     if changed {
-        tracing::warn!("agent update freeze lifted");
+        tracing::warn!("update freeze lifted");
         state.after_write().await;
     }
     Ok(Json(FreezeResponse {
         freeze: None,
         changed,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::widened;
+
+    #[test]
+    fn a_freeze_is_only_ever_widened() {
+        let v = |s: &[&str]| s.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            widened(&[], &v(&["updater"])),
+            v(&[]),
+            "every product stays"
+        );
+        assert_eq!(widened(&v(&["updater"]), &[]), v(&[]), "every product now");
+        assert_eq!(
+            widened(&v(&["updater"]), &v(&["sidecar", "updater"])),
+            v(&["sidecar", "updater"])
+        );
+    }
 }

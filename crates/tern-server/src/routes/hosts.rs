@@ -176,6 +176,10 @@ pub(crate) async fn revoke(
         Err(e) => return Err(e.into()),
     }
     state.inventory().forget_updater(&updater_id);
+    // The host's other products heartbeat with the same credential.
+    state.each_product_inventory(|_, inv| {
+        inv.forget_updater(&updater_id);
+    });
     tracing::info!(%updater_id, token = %host.token_id, "host credential revoked");
     Ok(Json(Deleted {
         deleted: updater_id,

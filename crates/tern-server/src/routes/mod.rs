@@ -444,7 +444,9 @@ fn resources(mut r: Routes) -> Routes {
                 (
                     M::GET,
                     Access::Read,
-                    get(move |s: S| resources::get(s, kind)),
+                    get(move |s: S, q: Query<crate::products::ProductQuery>| {
+                        resources::get(s, kind, q)
+                    }),
                 ),
                 (
                     M::POST,
@@ -472,14 +474,15 @@ fn resources(mut r: Routes) -> Routes {
     )
 }
 
-/// The admin API: status, transitions (and their previews), modes, new-rollout,
-/// inventory, tokens, whoami, channels.
+/// The admin API: status, transitions (and their previews), modes, new-rollout (each
+/// for one product, `?product=P`), products, inventory, tokens, whoami, channels.
 fn admin(r: Routes) -> Routes {
     use Access::{Operator, Read, Write};
     use Method as M;
     let one = |method: Method, access: Access, handler: Handler| vec![(method, access, handler)];
     r.route("/v1/agents/status", one(M::GET, Read, get(status::status)))
         .route("/v1/agents/report", one(M::GET, Read, get(status::report)))
+        .route("/v1/products", one(M::GET, Read, get(status::products)))
         .route(
             "/v1/agents/start-update",
             one(M::POST, Write, post(transitions::start_update)),

@@ -37,8 +37,9 @@ fn check_id(updater_id: &str) -> ApiResult<()> {
     Ok(())
 }
 
-/// `PUT /v1/inventory/{updater_id}/pin` `{"until", "reason"}`: pins (or moves a pin's
-/// end). The host need not be connected: a pin may wait for a host still to come.
+/// `PUT /v1/inventory/{updater_id}/pin` `{"until", "reason", "products"?}`: pins (or
+/// moves a pin's end, or changes what it holds) the host's every product, or those
+/// named. The host need not be connected: a pin may wait for a host still to come.
 pub(crate) async fn put(
     State(state): State<Arc<AppState>>,
     Extension(actor): Extension<Arc<Actor>>,
@@ -51,12 +52,14 @@ pub(crate) async fn put(
     let until = tern_core::api::parse_until(&b.until, now).map_err(ApiError::bad_request)?;
     let reason = tern_core::text::one_line("reason", &b.reason, MAX_REASON, None)
         .map_err(ApiError::bad_request)?;
+    let products = crate::products::check_named(state.store(), &b.products).await?;
     let pin = HostPin {
         updater_id: updater_id.clone(),
         until,
         reason: reason.to_string(),
         by: actor.token_id.clone(),
         since: now,
+        products,
     };
     let bytes =
         serde_json::to_vec(&pin).map_err(|e| ApiError::internal(format!("encoding a pin: {e}")))?;

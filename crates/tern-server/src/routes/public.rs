@@ -48,7 +48,10 @@ fn find_query(raw: Option<&str>) -> FindQuery<'_> {
     for (k, v) in query_pairs(raw.unwrap_or_default()) {
         match k.as_ref() {
             "group" => group = v,
+            // Read here, never as one of the facts: empty is the agent, and a fact
+            // would make an updater that sends no facts look like one that does.
             "product" if !v.is_empty() => product = v,
+            "product" => {}
             "updater_id" => updater_id = v,
             "host" => host = v,
             "wait" => wait = Some(v),
@@ -143,7 +146,9 @@ pub(crate) async fn find(
         .transpose()
         .map_err(ApiError::bad_request)?;
     Metrics::inc(&state.metrics.find_requests);
-    let fallback = state.fallbacks.check(&state.snapshot(), &q.group);
+    let fallback = state
+        .fallbacks
+        .check(&state.snapshot(), &q.product, &q.group);
     let Some(wait) = wait else {
         let answer = find_answer(&state, &q)?;
         return Ok(said_fallback(
@@ -257,12 +262,14 @@ fn find_answer(state: &AppState, q: &FindQuery<'_>) -> ApiResult<crate::snapshot
     Ok(snapshot.find_body(&answer, &state.settings.edition))
 }
 
-/// The fleet as the one answer reads it on this replica, now.
+/// The fleet as the one answer reads it on this replica, now, for `product`.
 fn fleet<'s>(
     state: &AppState,
     snapshot: &'s crate::snapshot::Snapshot,
+    product: &str,
 ) -> tern_core::gate::Fleet<'s> {
-    snapshot.fleet(
+    snapshot.fleet_for(
+        product,
         state.cut_off(),
         state.settings.security.require_trust,
         // Under a dev clock time moves only when told: a real-time random wait before
@@ -272,23 +279,35 @@ fn fleet<'s>(
     )
 }
 
-/// The one answer for the host `q` describes: what [`find`] serializes, and what
-/// Teleport's channel paths ([`teleport_channel`]) answer from. An updater that sends
-/// no facts is known by what this replica's heartbeats recorded of it.
+/// The one answer for the host `q` describes, for the product it asks for: what
+/// [`find`] serializes, and what Teleport's channel paths ([`teleport_channel`])
+/// answer from. An updater that sends no facts is known by what this replica's
+/// heartbeats of that product recorded of it. A product this ternd does not serve has
+/// no rollout: its hosts are told `no_rollout`, never an error.
 fn find_decision(
     state: &AppState,
     snapshot: &crate::snapshot::Snapshot,
     q: &FindQuery<'_>,
 ) -> tern_core::gate::Answer {
-    let fleet = fleet(state, snapshot);
+    let fleet = fleet(state, snapshot, &q.product);
     let mut recorded = tern_core::gate::Recorded::default();
     let mut placed = None;
     let needs_record = q.facts.is_none()
         && !q.updater_id.is_empty()
-        && (snapshot.places_by_labels || snapshot.directive.is_some());
-    if needs_record && let Some(a) = state.inventory().by_updater_id(&q.updater_id) {
-        placed = Some(tern_core::inventory::AgentView::group(&a).to_string());
-        recorded.governed = a.install_state().is_some();
+        && (snapshot.places_by_labels_of(&q.product) || fleet.directive.is_some());
+    if needs_record {
+        let seen = state.with_inventory(&q.product, |inv| {
+            inv.by_updater_id(&q.updater_id).map(|a| {
+                (
+                    tern_core::inventory::AgentView::group(&a).to_string(),
+                    a.install_state().is_some(),
+                )
+            })
+        });
+        if let Some(Some((group, governed))) = seen {
+            placed = Some(group);
+            recorded.governed = governed;
+        }
     }
     recorded.placed_group = placed.as_deref();
     let host = tern_core::gate::Host {
@@ -366,7 +385,7 @@ fn channel_answer(
     q: &FindQuery<'_>,
     ch: &tern_core::api::Channel,
 ) -> tern_core::gate::Answer {
-    let fleet = snapshot.fleet(state.cut_off(), false, true, state.clock.now());
+    let fleet = snapshot.fleet_for(&q.product, state.cut_off(), false, true, state.clock.now());
     let host = tern_core::gate::Host::new(&q.product, &q.group, &q.updater_id);
     tern_core::gate::answer(&fleet, &host, tern_core::gate::Ask::Channel(ch))
 }
@@ -435,7 +454,11 @@ pub(crate) async fn teleport_channel(
         }
     };
     let fallback = (!snapshot.channels.contains_key(name))
-        .then(|| state.fallbacks.check(&snapshot, name))
+        .then(|| {
+            state
+                .fallbacks
+                .check(&snapshot, tern_core::product::AGENT, name)
+        })
         .flatten();
     let body = match what {
         // RFD 109's versions carry the leading `v`; `none` means "do not update".
@@ -618,12 +641,24 @@ pub(crate) async fn heartbeat(
             }
         }
     }
+    // Each product a host runs heartbeats on its own, into that product's inventory;
+    // only products this ternd serves, so that no client makes inventories up.
+    let snap = state.snapshot();
+    let product = hb.product().to_string();
+    if !snap.serves(&product) {
+        let mut served = vec![tern_core::product::AGENT.to_string()];
+        served.extend(snap.products.keys().cloned());
+        return Err(ApiError::bad_request(format!(
+            "product: {product:?} is not a product this ternd serves ({}); an operator adds it by writing its autoupdate_version (ternctl --product {product} agents new-rollout VERSION)",
+            served.join(", ")
+        )));
+    }
+    let agent = product == tern_core::product::AGENT;
     // Groups placed by labels: from here on the host counts in the group its labels
     // (and the config's host_group) place it in: its report, canaries, history, find.
-    let snap = state.snapshot();
     let mut placed_group = None;
-    if snap.places_by_labels
-        && let Some(r) = snap.rollout.as_ref()
+    if snap.places_by_labels_of(&product)
+        && let Some(r) = snap.rollout_of(&product)
     {
         let placed = tern_core::rollout::place(r, &hb.group, &hb.labels);
         if placed != hb.group {
@@ -632,10 +667,22 @@ pub(crate) async fn heartbeat(
         }
     }
     let now = state.clock.now();
-    let recorded = state.inventory().heartbeat_via(&hb, now, at, shared);
+    let recorded = state
+        .record_in(&product, |inv| inv.heartbeat_via(&hb, now, at, shared))
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "products_full",
+                format!(
+                    "this replica already holds the hosts of {} products, the most a ternd serves: product {product:?} is not recorded",
+                    crate::products::MAX_PRODUCTS
+                ),
+            )
+        })?;
     let install = match recorded {
         Ok(r) => {
-            if r.changed {
+            // A host's history follows its agent (the product Teleport's files describe).
+            if r.changed && agent {
                 crate::history::observe(&state, &hb, now);
             }
             if r.moved {
@@ -668,8 +715,7 @@ pub(crate) async fn heartbeat(
     // its operator meanwhile must keep this answer's instruction back.
     let snapshot = state.snapshot();
     let unknown_group = snapshot
-        .rollout
-        .as_ref()
+        .rollout_of(&product)
         .filter(|r| !hb.group.is_empty() && r.group(&hb.group).is_none())
         .and_then(|r| {
             let groups = Groups::of(r);
@@ -703,7 +749,7 @@ fn directed_allowed(
     let Ok(target) = tern_core::version::Version::parse(&i.target.version) else {
         return false;
     };
-    let fleet = fleet(state, snapshot);
+    let fleet = fleet(state, snapshot, hb.product());
     let mut host = tern_core::gate::Host::new(hb.product(), &hb.group, &hb.updater_id);
     host.pins_root = hb.trust.is_some_and(|t| t.pinned);
     // The time rules of the directive that chose it, as the store holds it now.
@@ -735,6 +781,19 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         ApiError::unavailable("ternd is starting: the store or the first snapshot is not loaded")
             .into_response()
     }
+}
+
+/// Metric labels with the product's first, when it is not the agent (whose series
+/// carry none, as before products).
+fn product_labelled<'a>(
+    product: Option<&'a str>,
+    more: [(&'static str, &'a str); 2],
+) -> Vec<(&'static str, &'a str)> {
+    product
+        .map(|p| ("product", p))
+        .into_iter()
+        .chain(more)
+        .collect()
 }
 
 /// `GET /metrics` (Prometheus text format).
@@ -776,15 +835,28 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .rollout
         .as_ref()
         .map_or(RolloutState::Unspecified, |r| r.status.state);
-    for s in [
+    const STATES: [RolloutState; 5] = [
         RolloutState::Unspecified,
         RolloutState::Unstarted,
         RolloutState::Active,
         RolloutState::Done,
         RolloutState::Rolledback,
-    ] {
+    ];
+    for s in STATES {
         let on = u8::from(s == current);
         sample(out, "tern_rollout_state", &[("state", s.as_str())], on);
+    }
+    // The other products' series carry a `product` label; the agent's have none, as
+    // before products.
+    for (product, p) in &snap.products {
+        let current = p
+            .rollout
+            .as_ref()
+            .map_or(RolloutState::Unspecified, |r| r.status.state);
+        for s in STATES {
+            let labels = [("product", product.as_str()), ("state", s.as_str())];
+            sample(out, "tern_rollout_state", &labels, u8::from(s == current));
+        }
     }
     // Both headers first, then the samples of each group in turn: the order of the
     // text ternd has always served.
@@ -800,10 +872,16 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         Kind::Gauge,
         "agents of each group at the last reconcile",
     );
-    if let Some(r) = &snap.rollout {
+    let rollouts = std::iter::once((None, snap.rollout.as_ref())).chain(
+        snap.products
+            .iter()
+            .map(|(name, p)| (Some(name.as_str()), p.rollout.as_ref())),
+    );
+    for (product, r) in rollouts {
+        let Some(r) = r else { continue };
         for g in &r.status.groups {
             let group = g.name.as_str();
-            let labels = [("group", group), ("state", g.state.as_str())];
+            let labels = product_labelled(product, [("group", group), ("state", g.state.as_str())]);
             sample(out, "tern_rollout_group_state", &labels, 1);
             for (kind, n) in [
                 ("initial", g.initial_count),
@@ -811,7 +889,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
                 ("up_to_date", g.up_to_date_count),
                 ("failed", g.failed_count),
             ] {
-                let labels = [("group", group), ("kind", kind)];
+                let labels = product_labelled(product, [("group", group), ("kind", kind)]);
                 sample(out, "tern_rollout_group_agents", &labels, n);
             }
         }
@@ -822,8 +900,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         Kind::Gauge,
         "active alerts of the rollout, by kind",
     );
-    let alerts = snap.rollout.as_ref().map(|r| r.status.alerts.as_slice());
-    for kind in [
+    const ALERTS: [&str; 7] = [
         tern_core::alert::kind::GROUP_OVERDUE,
         tern_core::alert::kind::CANARY_FAILED,
         tern_core::alert::kind::GROUP_HALTED,
@@ -831,9 +908,19 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         tern_core::alert::kind::INSTALL_REFUSED,
         tern_core::alert::kind::REPORTS_MISSING,
         tern_core::alert::kind::ROLLBACK,
-    ] {
+    ];
+    let alerts = snap.rollout.as_ref().map(|r| r.status.alerts.as_slice());
+    for kind in ALERTS {
         let n = alerts.map_or(0, |a| a.iter().filter(|a| a.kind == kind).count());
         sample(out, "tern_alerts_active", &[("kind", kind)], n);
+    }
+    for (product, p) in &snap.products {
+        let alerts = p.rollout.as_ref().map(|r| r.status.alerts.as_slice());
+        for kind in ALERTS {
+            let n = alerts.map_or(0, |a| a.iter().filter(|a| a.kind == kind).count());
+            let labels = [("product", product.as_str()), ("kind", kind)];
+            sample(out, "tern_alerts_active", &labels, n);
+        }
     }
     family(
         out,

@@ -1,6 +1,8 @@
 //! `/v1/resources/{kind}`: read, create, update and delete the config and the version;
 //! read the rollout and the reports (written only by ternd). Each kind is its own route
-//! so that its access level stands in the router.
+//! so that its access level stands in the router. Each takes `?product=P` (the agent
+//! by default: Teleport's resources at their usual keys); writing a product's version
+//! or own config adds the product (`products::admit`).
 
 use std::sync::Arc;
 
@@ -20,6 +22,7 @@ use tern_store::Error as StoreError;
 use super::body;
 use crate::auth::Access;
 use crate::error::{ApiError, ApiResult};
+use crate::products::{self, ProductQuery};
 use crate::resources::{self, Decision, Resource, Stored};
 use crate::state::AppState;
 
@@ -71,19 +74,49 @@ fn read_only(what: &str) -> ApiError {
     )
 }
 
-async fn get_one<T: Resource>(state: &AppState, absent: &str) -> ApiResult<Response> {
-    match resources::load::<T>(state.store()).await? {
+async fn get_one<T: Resource>(
+    state: &AppState,
+    product: &str,
+    absent: &str,
+) -> ApiResult<Response> {
+    match resources::load_for::<T>(state.store(), product).await? {
         Some(s) => Ok(Json(s.value).into_response()),
         None => Err(ApiError::not_found(absent.to_string())),
     }
 }
 
-/// `GET /v1/resources/{kind}`
-pub(crate) async fn get(State(state): State<Arc<AppState>>, kind: Kind) -> ApiResult<Response> {
+/// How messages name `product`'s resources (nothing for the agent's).
+fn of(product: &str) -> String {
+    if product == tern_core::product::AGENT {
+        String::new()
+    } else {
+        format!(" of product {product}")
+    }
+}
+
+/// `GET /v1/resources/{kind}[?product=P]`
+pub(crate) async fn get(
+    State(state): State<Arc<AppState>>,
+    kind: Kind,
+    Query(q): Query<ProductQuery>,
+) -> ApiResult<Response> {
+    let product = q.served(state.store()).await?;
+    let of = of(product);
     match kind {
+        Kind::Config if product != tern_core::product::AGENT => {
+            get_one::<AutoUpdateConfig>(
+                &state,
+                product,
+                &format!(
+                    "product {product} has no autoupdate_config of its own: the shared one applies (without canary analysis; GET /v1/resources/config)"
+                ),
+            )
+            .await
+        }
         Kind::Config => {
             get_one::<AutoUpdateConfig>(
                 &state,
+                product,
                 "no autoupdate_config exists (the defaults apply: mode enabled, halt-on-error, one group \"default\")",
             )
             .await
@@ -91,18 +124,24 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>, kind: Kind) -> ApiRe
         Kind::Version => {
             get_one::<AutoUpdateVersion>(
                 &state,
-                "no autoupdate_version exists: nothing is being rolled out",
+                product,
+                &format!("no autoupdate_version{of} exists: nothing is being rolled out"),
             )
             .await
         }
         Kind::Rollout => {
             get_one::<AutoUpdateAgentRollout>(
                 &state,
-                "no autoupdate_agent_rollout exists (it needs an autoupdate_version and a reconcile)",
+                product,
+                &format!(
+                    "no autoupdate_agent_rollout{of} exists (it needs an autoupdate_version and a reconcile)"
+                ),
             )
             .await
         }
-        Kind::Reports => Ok(Json(resources::reports(state.store()).await?).into_response()),
+        Kind::Reports => {
+            Ok(Json(resources::reports_for(state.store(), product).await?).into_response())
+        }
     }
 }
 
@@ -110,6 +149,7 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>, kind: Kind) -> ApiRe
 pub(crate) struct WriteQuery {
     #[serde(default)]
     force: bool,
+    product: Option<String>,
 }
 
 enum WriteMode {
@@ -153,12 +193,14 @@ async fn parse<T: Resource + Send + 'static>(
 
 async fn write<T: Resource>(
     state: &AppState,
+    product: &str,
     value: T,
     mode: WriteMode,
 ) -> ApiResult<(StatusCode, Stored<T>)> {
     let store = state.store();
+    products::admit(store, product).await?;
     let result = match mode {
-        WriteMode::Create => match resources::write(store, &value, None).await {
+        WriteMode::Create => match resources::write_for(store, product, &value, None).await {
             Ok(s) => (StatusCode::CREATED, s),
             Err(StoreError::AlreadyExists { .. }) => {
                 return Err(ApiError::new(
@@ -180,7 +222,7 @@ async fn write<T: Resource>(
                 )));
             };
             let rev = resources::parse_revision(rev)?;
-            match resources::write(store, &value, Some(rev)).await {
+            match resources::write_for(store, product, &value, Some(rev)).await {
                 Ok(s) => (StatusCode::OK, s),
                 Err(StoreError::NotFound { .. }) => {
                     return Err(ApiError::conflict(format!(
@@ -200,6 +242,7 @@ async fn write<T: Resource>(
         WriteMode::Force => {
             let (stored, existed) = resources::read_modify_write(
                 store,
+                product,
                 &state.metrics.write_conflicts,
                 |current: Option<Stored<T>>| {
                     let value = value.clone();
@@ -255,6 +298,7 @@ fn written<T: serde::Serialize>(
 
 async fn put_or_post(
     state: &AppState,
+    product: &str,
     kind: Kind,
     body: Bytes,
     mode: WriteMode,
@@ -263,9 +307,9 @@ async fn put_or_post(
     match kind {
         Kind::Config => {
             let t = parse(body, tern_core::rfd169::config).await?;
-            let (code, s) = write(state, t.resource, mode).await?;
+            let (code, s) = write(state, product, t.resource, mode).await?;
             let warnings =
-                resources::all_at_once(state.store(), Some(&s.value), now, period).await?;
+                resources::all_at_once(state.store(), product, Some(&s.value), now, period).await?;
             Ok(written(code, s.value, &t.notes, &warnings))
         }
         Kind::Version => {
@@ -284,10 +328,11 @@ async fn put_or_post(
                 )
                 .await?;
             }
-            let (code, s) = write(state, t.resource, mode).await?;
-            let config = resources::load::<AutoUpdateConfig>(state.store()).await?;
-            let config = config.as_ref().map(|c| &c.value);
-            let warnings = resources::all_at_once(state.store(), config, now, period).await?;
+            let (code, s) = write(state, product, t.resource, mode).await?;
+            let (config, _) = products::config_in_force(state.store(), product).await?;
+            let warnings =
+                resources::all_at_once(state.store(), product, config.as_ref(), now, period)
+                    .await?;
             Ok(written(code, s.value, &t.notes, &warnings))
         }
         Kind::Rollout => Err(read_only("autoupdate_agent_rollout")),
@@ -295,56 +340,65 @@ async fn put_or_post(
     }
 }
 
-/// `POST /v1/resources/{kind}`: create (409 if it exists; `?force=true` overwrites).
+/// `POST /v1/resources/{kind}[?product=P]`: create (409 if it exists; `?force=true`
+/// overwrites).
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     kind: Kind,
     Query(q): Query<WriteQuery>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    put_or_post(&state, kind, body, q.mode_or(WriteMode::Create)).await
+    let product = products::named(q.product.as_deref())?;
+    put_or_post(&state, product, kind, body, q.mode_or(WriteMode::Create)).await
 }
 
-/// `PUT /v1/resources/{kind}`: update at `metadata.revision` (`?force=true`: upsert).
+/// `PUT /v1/resources/{kind}[?product=P]`: update at `metadata.revision`
+/// (`?force=true`: upsert).
 pub(crate) async fn update(
     State(state): State<Arc<AppState>>,
     kind: Kind,
     Query(q): Query<WriteQuery>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    put_or_post(&state, kind, body, q.mode_or(WriteMode::Update)).await
+    let product = products::named(q.product.as_deref())?;
+    put_or_post(&state, product, kind, body, q.mode_or(WriteMode::Update)).await
 }
 
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct DeleteQuery {
     revision: Option<String>,
+    product: Option<String>,
 }
 
-/// `DELETE /v1/resources/{kind}[?revision=N]`
+/// `DELETE /v1/resources/{kind}[?revision=N][&product=P]`: deleting a product's version
+/// ends its rollout at the next reconcile; once it has neither version nor config of
+/// its own, ternd no longer serves it.
 pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     kind: Kind,
     Query(q): Query<DeleteQuery>,
 ) -> ApiResult<Response> {
+    let product = products::named(q.product.as_deref())?;
     let (key, name) = match kind {
-        Kind::Config => (AutoUpdateConfig::KEY, "autoupdate_config"),
-        Kind::Version => (AutoUpdateVersion::KEY, "autoupdate_version"),
+        Kind::Config => (AutoUpdateConfig::key_of(product), "autoupdate_config"),
+        Kind::Version => (AutoUpdateVersion::key_of(product), "autoupdate_version"),
         Kind::Rollout => return Err(read_only("autoupdate_agent_rollout")),
         Kind::Reports => return Err(read_only("autoupdate_agent_report")),
     };
+    let of = of(product);
     let expected = q
         .revision
         .as_deref()
         .map(resources::parse_revision)
         .transpose()?;
-    match state.store().delete(key, expected).await {
+    match state.store().delete(&key, expected).await {
         Ok(_) => {}
         Err(StoreError::NotFound { .. }) => {
-            return Err(ApiError::not_found(format!("no {name} exists")));
+            return Err(ApiError::not_found(format!("no {name}{of} exists")));
         }
         Err(StoreError::Conflict { actual, .. }) => {
             return Err(ApiError::conflict(format!(
-                "{name} changed since the given revision (now {actual}): read it again"
+                "{name}{of} changed since the given revision (now {actual}): read it again"
             )));
         }
         Err(e) => return Err(e.into()),

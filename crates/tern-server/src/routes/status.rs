@@ -7,37 +7,49 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use tern_core::api::{
-    HostResponse, InventoryEntry, InventoryResponse, PendingHosts, ReportResponse, StatusResponse,
+    HostResponse, InventoryEntry, InventoryResponse, PendingHosts, ProductsResponse,
+    ReportResponse, StatusResponse,
 };
 use tern_core::inventory::AgentView;
-use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion};
+use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateVersion};
 use tern_core::rollout::Groups;
 use tern_core::views;
 
 use crate::error::{ApiError, ApiResult};
 use crate::inventory::AgentRef;
 use crate::inventory::id::IdRef;
+use crate::products::{self, ProductQuery};
 use crate::resources;
 use crate::state::AppState;
 
-/// `GET /v1/agents/status`: with each moving group's pending hosts among this
-/// replica's.
-pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json<StatusResponse>> {
+/// `GET /v1/agents/status[?product=P]`: with each moving group's pending hosts among
+/// this replica's.
+pub(crate) async fn status(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<ProductQuery>,
+) -> ApiResult<Json<StatusResponse>> {
+    let product = q.served(state.store()).await?;
+    Ok(Json(product_status(&state, product).await?.0))
+}
+
+/// `product`'s status (as `agents status` shows it), and whether it runs under a config
+/// of its own.
+async fn product_status(state: &AppState, product: &str) -> ApiResult<(StatusResponse, bool)> {
     let store = state.store();
     let now = state.clock.now();
-    let modes = resources::modes(store).await?;
-    let config = resources::load::<AutoUpdateConfig>(store)
+    let modes = products::modes(store, product).await?;
+    let (config, own_config) = products::config_in_force(store, product).await?;
+    let rollout = resources::load_for::<AutoUpdateAgentRollout>(store, product)
         .await?
         .map(|s| s.value);
-    let rollout = resources::load::<AutoUpdateAgentRollout>(store)
-        .await?
-        .map(|s| s.value);
-    let reports = resources::reports(store).await?;
-    let version_exists =
-        rollout.is_some() || resources::load::<AutoUpdateVersion>(store).await?.is_some();
+    let reports = resources::reports_for(store, product).await?;
+    let version_exists = rollout.is_some()
+        || resources::load_for::<AutoUpdateVersion>(store, product)
+            .await?
+            .is_some();
     let pending = rollout
         .as_ref()
-        .map(|r| pending_hosts(&state, r, now))
+        .map(|r| pending_hosts(state, product, r, now))
         .unwrap_or_default();
     let mut status = views::status(
         now,
@@ -51,46 +63,82 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> ApiResult<Json
     for g in &mut status.groups {
         g.pending = pending.get(&g.name).cloned();
     }
-    Ok(Json(status))
+    Ok((status, own_config))
 }
 
-/// The pending hosts of each group in canary or active among this replica's hosts
-/// (`views::pending`), each with its next run by the heartbeat interval hosts are told.
+/// `GET /v1/products`: every product this ternd serves (the agent first), each with
+/// its rollout at a glance (`views::product_summary` of its status).
+pub(crate) async fn products(
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<ProductsResponse>> {
+    let mut summaries = Vec::new();
+    for product in products::served(state.store()).await? {
+        let (status, own_config) = product_status(&state, &product).await?;
+        summaries.push(views::product_summary(
+            &product,
+            products::is_builtin(&product),
+            own_config,
+            &status,
+        ));
+    }
+    Ok(Json(ProductsResponse {
+        now: state.clock.now(),
+        max_products: products::MAX_PRODUCTS,
+        products: summaries,
+    }))
+}
+
+/// The pending hosts of each group in canary or active among this replica's hosts of
+/// `product` (`views::pending`), each with its next run by the heartbeat interval hosts
+/// are told.
 fn pending_hosts(
     state: &AppState,
+    product: &str,
     rollout: &AutoUpdateAgentRollout,
     now: jiff::Timestamp,
 ) -> std::collections::BTreeMap<String, PendingHosts> {
     let interval = jiff::SignedDuration::try_from(state.settings.heartbeat_interval)
         .unwrap_or(jiff::SignedDuration::from_secs(60));
-    let inv = state.inventory();
-    views::pending(
-        rollout,
-        inv.agents(),
-        now,
-        state.settings.report_period,
-        views::PENDING_LISTED,
-    )
-    .into_iter()
-    .map(|(group, (total, first))| {
-        let hosts = first
-            .into_iter()
-            .map(|a| views::pending_host(a.to_inventory_agent(), interval))
-            .collect();
-        let pending = PendingHosts {
-            replica: state.settings.replica_id.clone(),
-            total,
-            hosts,
-        };
-        (group, pending)
-    })
-    .collect()
+    let pending = state.with_inventory(product, |inv| {
+        views::pending(
+            rollout,
+            inv.agents(),
+            now,
+            state.settings.report_period,
+            views::PENDING_LISTED,
+        )
+        .into_iter()
+        .map(|(group, (total, first))| {
+            let hosts: Vec<_> = first
+                .into_iter()
+                .map(|a| views::pending_host(a.to_inventory_agent(), interval))
+                .collect();
+            (group, (total, hosts))
+        })
+        .collect::<Vec<_>>()
+    });
+    pending
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(group, (total, hosts))| {
+            let pending = PendingHosts {
+                replica: state.settings.replica_id.clone(),
+                total,
+                hosts,
+            };
+            (group, pending)
+        })
+        .collect()
 }
 
-/// `GET /v1/agents/report`: the sum of the live reports.
-pub(crate) async fn report(State(state): State<Arc<AppState>>) -> ApiResult<Json<ReportResponse>> {
-    let reports = resources::reports(state.store()).await?;
-    let groups = rollout_groups(&state);
+/// `GET /v1/agents/report[?product=P]`: the sum of the live reports.
+pub(crate) async fn report(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<ProductQuery>,
+) -> ApiResult<Json<ReportResponse>> {
+    let product = q.served(state.store()).await?;
+    let reports = resources::reports_for(state.store(), product).await?;
+    let groups = rollout_groups(&state, product);
     Ok(Json(views::report(
         state.clock.now(),
         &reports,
@@ -111,6 +159,8 @@ pub(crate) struct InventoryQuery {
     group: Option<String>,
     version: Option<String>,
     state: Option<String>,
+    /// `?product=P`: its hosts (the agent's by default).
+    product: Option<String>,
 }
 
 /// The `state` filter's values.
@@ -221,14 +271,13 @@ pub(crate) async fn inventory(
         .as_ref()
         .map(|(g, h, u)| (g.as_str(), h.as_str(), IdRef::parse(u)));
     let filter_state = q.state.as_deref().map(StateFilter::parse).transpose()?;
-    let groups = rollout_groups(&state);
+    let product = products::served_named(state.store(), q.product.as_deref()).await?;
+    let groups = rollout_groups(&state, product);
     let target = state
         .snapshot()
-        .rollout
-        .as_ref()
+        .rollout_of(product)
         .map(|r| r.spec.target_version.to_string());
-    let (agents, matched, next_cursor, unknown_groups) = {
-        let mut inv = state.inventory();
+    let page_of = |inv: &mut crate::inventory::Inventory| {
         inv.expire(state.clock.monotonic(), state.settings.max_silence());
         let mut presented = std::collections::BTreeSet::new();
         let mut matched = 0u64;
@@ -297,6 +346,11 @@ pub(crate) async fn inventory(
         let unknown = groups.unknown_among(presented);
         (agents, matched, next, unknown)
     };
+    let (agents, matched, next_cursor, unknown_groups) =
+        match state.with_inventory(product, page_of) {
+            Some(page) => page,
+            None => page_of(&mut crate::inventory::Inventory::default()),
+        };
     Ok(Json(InventoryResponse {
         replica: state.settings.replica_id.clone(),
         now,
@@ -391,12 +445,11 @@ pub(crate) async fn host(
     }))
 }
 
-/// The groups of the rollout find serves (none without a rollout).
-fn rollout_groups(state: &AppState) -> Groups {
+/// The groups of `product`'s rollout find serves (none without a rollout).
+fn rollout_groups(state: &AppState, product: &str) -> Groups {
     state
         .snapshot()
-        .rollout
-        .as_ref()
+        .rollout_of(product)
         .map(Groups::of)
         .unwrap_or_default()
 }

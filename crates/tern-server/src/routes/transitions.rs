@@ -1,11 +1,15 @@
 //! The writes that move a rollout: the manual transitions (start-update, mark-done,
 //! rollback), suspend and resume (the config's mode), and new-rollout (the version).
+//! Each takes `?product=P` (the agent by default): the transitions and new-rollout act
+//! on that product's rollout and version; suspend and resume of a product other than
+//! the agent set its version's mode, since the config's is shared by every product
+//! without a config of its own.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use tern_core::api::{
     ChangedGroup, EventView, ModeResponse, NewRolloutBody, NewRolloutResponse, PreviewResponse,
@@ -19,40 +23,92 @@ use tern_core::views;
 
 use super::body;
 use crate::error::{ApiError, ApiResult};
+use crate::products::{self, ProductQuery};
 use crate::resources::{self, Decision, Stored};
 use crate::state::AppState;
 
-async fn set_mode(state: &AppState, mode: Mode) -> ApiResult<Json<ModeResponse>> {
-    let (_, changed) = resources::read_modify_write(
-        state.store(),
-        &state.metrics.write_conflicts,
-        |current: Option<Stored<AutoUpdateConfig>>| async move {
-            let existed = current.is_some();
-            let mut cfg = current.map_or_else(AutoUpdateConfig::default, |s| s.value);
-            if existed && cfg.mode() == Some(mode) {
-                return Ok(Decision::Keep(false));
-            }
-            cfg.spec.agents.get_or_insert_with(Default::default).mode = Some(mode);
-            Ok(Decision::Put(cfg, true))
-        },
-    )
-    .await?;
+async fn set_mode(state: &AppState, product: &str, mode: Mode) -> ApiResult<Json<ModeResponse>> {
+    let changed = if product == tern_core::product::AGENT {
+        let (_, changed) = resources::read_modify_write(
+            state.store(),
+            product,
+            &state.metrics.write_conflicts,
+            |current: Option<Stored<AutoUpdateConfig>>| async move {
+                let existed = current.is_some();
+                let mut cfg = current.map_or_else(AutoUpdateConfig::default, |s| s.value);
+                if existed && cfg.mode() == Some(mode) {
+                    return Ok(Decision::Keep(false));
+                }
+                cfg.spec.agents.get_or_insert_with(Default::default).mode = Some(mode);
+                Ok(Decision::Put(cfg, true))
+            },
+        )
+        .await?;
+        changed
+    } else {
+        set_version_mode(state, product, mode).await?
+    };
     if changed {
-        tracing::info!(mode = mode.as_str(), "config mode set");
+        tracing::info!(mode = mode.as_str(), product, "mode set");
         state.after_write().await;
     }
-    let modes = resources::modes(state.store()).await?;
+    let modes = products::modes(state.store(), product).await?;
     Ok(Json(ModeResponse { modes, changed }))
 }
 
-/// `POST /v1/agents/suspend`
-pub(crate) async fn suspend(State(state): State<Arc<AppState>>) -> ApiResult<Json<ModeResponse>> {
-    set_mode(&state, Mode::Suspended).await
+/// Sets `product`'s version's own mode (a product other than the agent: the config's
+/// mode is shared); whether it changed. 404 without a version to set it on.
+async fn set_version_mode(state: &AppState, product: &str, mode: Mode) -> ApiResult<bool> {
+    let (_, changed) = resources::read_modify_write(
+        state.store(),
+        product,
+        &state.metrics.write_conflicts,
+        |current: Option<Stored<AutoUpdateVersion>>| {
+            let decided = match current.map(|s| s.value) {
+                Some(mut v) => match v.spec.agents.as_mut() {
+                    Some(a) if a.mode == Some(mode) => Ok(Decision::Keep(false)),
+                    Some(a) => {
+                        a.mode = Some(mode);
+                        Ok(Decision::Put(v, true))
+                    }
+                    None => Err(no_version(product)),
+                },
+                None => Err(no_version(product)),
+            };
+            async move { decided }
+        },
+    )
+    .await?;
+    Ok(changed)
 }
 
-/// `POST /v1/agents/resume`
-pub(crate) async fn resume(State(state): State<Arc<AppState>>) -> ApiResult<Json<ModeResponse>> {
-    set_mode(&state, Mode::Enabled).await
+/// 404 `no_version`: `product` has no version resource whose mode to set.
+fn no_version(product: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_version",
+        format!(
+            "product {product} has no autoupdate_version with spec.agents: suspend and resume set its version's mode (the config's is shared by every product); roll it out first (ternctl --product {product} agents new-rollout VERSION)"
+        ),
+    )
+}
+
+/// `POST /v1/agents/suspend[?product=P]`
+pub(crate) async fn suspend(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<ProductQuery>,
+) -> ApiResult<Json<ModeResponse>> {
+    let product = q.served(state.store()).await?;
+    set_mode(&state, product, Mode::Suspended).await
+}
+
+/// `POST /v1/agents/resume[?product=P]`
+pub(crate) async fn resume(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<ProductQuery>,
+) -> ApiResult<Json<ModeResponse>> {
+    let product = q.served(state.store()).await?;
+    set_mode(&state, product, Mode::Enabled).await
 }
 
 fn transition_error(e: TransitionError) -> ApiError {
@@ -90,8 +146,8 @@ fn no_rollout() -> ApiError {
     )
 }
 
-/// The resources a rollout is renewed from ([`reconcile::renew`]): the config, the
-/// version and whether a freeze holds.
+/// The resources a product's rollout is renewed from ([`reconcile::renew`]): the
+/// config in force, the version and whether a freeze of the product holds.
 struct Wanted {
     config: Option<AutoUpdateConfig>,
     version: Option<AutoUpdateVersion>,
@@ -99,16 +155,14 @@ struct Wanted {
 }
 
 impl Wanted {
-    async fn load(state: &AppState) -> ApiResult<Self> {
+    async fn load(state: &AppState, product: &str) -> ApiResult<Self> {
         let store = state.store();
         Ok(Self {
-            config: resources::load::<AutoUpdateConfig>(store)
+            config: products::config_in_force(store, product).await?.0,
+            version: resources::load_for::<AutoUpdateVersion>(store, product)
                 .await?
                 .map(|s| s.value),
-            version: resources::load::<AutoUpdateVersion>(store)
-                .await?
-                .map(|s| s.value),
-            frozen: crate::freeze::load(store).await?.is_some(),
+            frozen: frozen(store, product).await?,
         })
     }
 
@@ -134,12 +188,20 @@ impl Wanted {
     }
 }
 
+/// Whether a freeze of `product` holds.
+async fn frozen(store: &dyn tern_store::Store, product: &str) -> ApiResult<bool> {
+    Ok(crate::freeze::load(store)
+        .await?
+        .is_some_and(|f| f.holds(product)))
+}
+
 /// Logs and counts the events of a write that renewed the rollout, and sends the
 /// cleared notices of the alerts the rollout it replaced had: that write ended them,
 /// and only the replica whose write succeeded announces it (as a leader announces what
 /// its own fenced write changed).
 fn announce_renewal(
     state: &AppState,
+    product: &str,
     events: &[Event],
     replaced: &[tern_core::resource::Alert],
     next: &AutoUpdateAgentRollout,
@@ -147,12 +209,13 @@ fn announce_renewal(
 ) {
     for e in events {
         state.metrics.event(e.kind());
-        tracing::info!(event = e.kind(), action = why, "{e}");
+        tracing::info!(event = e.kind(), action = why, product, "{e}");
     }
     if !replaced.is_empty() {
         let versions = crate::notify::RolloutVersions {
             start_version: next.spec.start_version.to_string(),
             target_version: next.spec.target_version.to_string(),
+            product: (product != tern_core::product::AGENT).then(|| product.to_string()),
         };
         state.notifiers.notify_changes(
             replaced,
@@ -169,15 +232,18 @@ fn announce_renewal(
 /// would have replaced the rollout it changed.
 async fn run_transition(
     state: &AppState,
+    q: &ProductQuery,
     kind: TransitionKind,
     body: &[u8],
 ) -> ApiResult<Json<TransitionResponse>> {
+    let product = q.served(state.store()).await?;
     let b: TransitionBody = body::json(body)?;
     let t = Transition::new(kind, b.groups, b.force);
     let now = state.clock.now();
-    let wanted = Wanted::load(state).await?;
+    let wanted = Wanted::load(state, product).await?;
     let (stored, (events, renewed)) = resources::read_modify_write(
         state.store(),
+        product,
         &state.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateAgentRollout>>| {
             let current = current.map(|c| c.value);
@@ -205,15 +271,15 @@ async fn run_transition(
     .await?;
     let rollout = stored.ok_or_else(no_rollout)?.value;
     if let Some((created, replaced)) = &renewed {
-        announce_renewal(state, created, replaced, &rollout, kind.as_str());
+        announce_renewal(state, product, created, replaced, &rollout, kind.as_str());
     }
     let groups = changed_groups(&events);
     for e in &events {
         state.metrics.event(e.kind());
-        tracing::info!(event = e.kind(), action = kind.as_str(), "{e}");
+        tracing::info!(event = e.kind(), action = kind.as_str(), product, "{e}");
     }
     state.after_write().await;
-    let modes = resources::modes(state.store()).await?;
+    let modes = products::modes(state.store(), product).await?;
     Ok(Json(TransitionResponse {
         groups,
         events: events.iter().map(EventView::from).collect(),
@@ -234,43 +300,50 @@ pub(crate) async fn unknown_action(
     ApiError::bad_request(format!("action: {why}"))
 }
 
-/// `POST /v1/agents/start-update` `{"groups": [...], "force": bool}`
+/// `POST /v1/agents/start-update[?product=P]` `{"groups": [...], "force": bool}`
 pub(crate) async fn start_update(
     State(state): State<Arc<AppState>>,
+    Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(&state, TransitionKind::StartUpdate, &body).await
+    run_transition(&state, &q, TransitionKind::StartUpdate, &body).await
 }
 
-/// `POST /v1/agents/mark-done` `{"groups": [...]}`
+/// `POST /v1/agents/mark-done[?product=P]` `{"groups": [...]}`
 pub(crate) async fn mark_done(
     State(state): State<Arc<AppState>>,
+    Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(&state, TransitionKind::MarkDone, &body).await
+    run_transition(&state, &q, TransitionKind::MarkDone, &body).await
 }
 
-/// `POST /v1/agents/rollback` `{"groups": [...]}`
+/// `POST /v1/agents/rollback[?product=P]` `{"groups": [...]}`
 pub(crate) async fn rollback(
     State(state): State<Arc<AppState>>,
+    Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(&state, TransitionKind::Rollback, &body).await
+    run_transition(&state, &q, TransitionKind::Rollback, &body).await
 }
 
-/// `POST /v1/agents/reset` `{"groups": [...]}`
+/// `POST /v1/agents/reset[?product=P]` `{"groups": [...]}`
 pub(crate) async fn reset(
     State(state): State<Arc<AppState>>,
+    Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(&state, TransitionKind::Reset, &body).await
+    run_transition(&state, &q, TransitionKind::Reset, &body).await
 }
 
-/// `POST /v1/agents/new-rollout` `{"version": V, "current_version": V?}`
+/// `POST /v1/agents/new-rollout[?product=P]` `{"version": V, "current_version": V?}`:
+/// a product the store does not have yet is added (within `products::MAX_PRODUCTS`).
 pub(crate) async fn new_rollout(
     State(state): State<Arc<AppState>>,
+    Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<NewRolloutResponse>> {
+    let product = q.name()?;
     let b: NewRolloutBody = body::json(&body)?;
     if b.version.trim().is_empty() {
         return Err(ApiError::bad_request(
@@ -288,9 +361,11 @@ pub(crate) async fn new_rollout(
         crate::release_check::require_not_revoked(&state, "current_version", &start.to_string())
             .await?;
     }
-    let rollout = resources::load::<AutoUpdateAgentRollout>(state.store()).await?;
+    products::admit(state.store(), product).await?;
+    let rollout = resources::load_for::<AutoUpdateAgentRollout>(state.store(), product).await?;
     let (stored, (changed, note)) = resources::read_modify_write(
         state.store(),
+        product,
         &state.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateVersion>>| {
             let views::NewRollout {
@@ -325,12 +400,12 @@ pub(crate) async fn new_rollout(
         .clone()
         .ok_or_else(|| ApiError::internal("new-rollout stored no spec.agents"))?;
     if changed {
-        tracing::info!(start = %agents.start_version, target = %agents.target_version, note = note.as_deref().unwrap_or(""), "new rollout requested");
+        tracing::info!(product, start = %agents.start_version, target = %agents.target_version, note = note.as_deref().unwrap_or(""), "new rollout requested");
     }
     // The rollout exists when new-rollout answers: a start-update right after it lands
     // on it, and status no longer shows the rollout it replaced. Asking again for the
     // current target renews a rollout that runs an older copy of the config.
-    let renewed = renew_rollout(&state).await?;
+    let renewed = renew_rollout(&state, product).await?;
     let (changed, note) = match renewed {
         Some(why) if !changed => (true, Some(format!("{}: every group starts over", why))),
         _ => (changed, note),
@@ -338,7 +413,13 @@ pub(crate) async fn new_rollout(
     if changed {
         state.after_write().await;
     }
-    let warnings = artifact_warnings(&state, &agents.target_version.to_string()).await;
+    // `--artifact-url-template` says where the agent's tarballs are: the other
+    // products' are elsewhere, and not checked.
+    let warnings = if product == tern_core::product::AGENT {
+        artifact_warnings(&state, &agents.target_version.to_string()).await
+    } else {
+        Vec::new()
+    };
     for w in &warnings {
         tracing::warn!(target = %agents.target_version, "new rollout: {w}");
     }
@@ -355,11 +436,12 @@ pub(crate) async fn new_rollout(
 /// Writes the rollout the stored resources ask for when it is not the stored one (a
 /// new version, or a rollout running an older copy of the config's groups): every
 /// group unstarted, the hosts seen carried over. Returns why it was renewed, if it was.
-async fn renew_rollout(state: &AppState) -> ApiResult<Option<String>> {
+async fn renew_rollout(state: &AppState, product: &str) -> ApiResult<Option<String>> {
     let now = state.clock.now();
-    let wanted = Wanted::load(state).await?;
+    let wanted = Wanted::load(state, product).await?;
     let (stored, renewed) = resources::read_modify_write(
         state.store(),
+        product,
         &state.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateAgentRollout>>| {
             let current = current.map(|c| c.value);
@@ -377,7 +459,14 @@ async fn renew_rollout(state: &AppState) -> ApiResult<Option<String>> {
     let (Some((events, replaced)), Some(stored)) = (renewed, stored) else {
         return Ok(None);
     };
-    announce_renewal(state, &events, &replaced, &stored.value, "new-rollout");
+    announce_renewal(
+        state,
+        product,
+        &events,
+        &replaced,
+        &stored.value,
+        "new-rollout",
+    );
     Ok(events.iter().find_map(|e| match e {
         Event::RolloutCreated { why, .. } => Some(format!("new rollout: {why}")),
         _ => None,
@@ -408,8 +497,9 @@ async fn artifact_warnings(state: &AppState, version: &str) -> Vec<String> {
         .unwrap_or_else(|e| vec![format!("artifact not checked: the check failed: {e}")])
 }
 
-/// `POST /v1/preview/{action}` with the action's own body: what suspend, resume,
-/// start-update, mark-done, rollback, reset or new-rollout would do now, computed by
+/// `POST /v1/preview/{action}[?product=P]` with the action's own body: what suspend,
+/// resume, start-update, mark-done, rollback, reset or new-rollout would do now to
+/// that product's rollout, computed by
 /// the same core functions the action runs (`transition::apply`, `views::modes`,
 /// `views::new_rollout_version`) on the stored resources, and written nowhere. A
 /// refused action is refused here with the same error. new-rollout's signed-release
@@ -417,19 +507,26 @@ async fn artifact_warnings(state: &AppState, version: &str) -> Vec<String> {
 pub(crate) async fn preview(
     State(state): State<Arc<AppState>>,
     axum::extract::Path(action): axum::extract::Path<String>,
+    Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<PreviewResponse>> {
+    // new-rollout may add a product; every other action needs one this ternd serves.
+    let product = if action == "new-rollout" {
+        q.name()?
+    } else {
+        q.served(state.store()).await?
+    };
     match action.as_str() {
-        "suspend" => preview_mode(&state, &action, Mode::Suspended).await,
-        "resume" => preview_mode(&state, &action, Mode::Enabled).await,
-        "new-rollout" => preview_new_rollout(&state, &action, &body).await,
+        "suspend" => preview_mode(&state, product, &action, Mode::Suspended).await,
+        "resume" => preview_mode(&state, product, &action, Mode::Enabled).await,
+        "new-rollout" => preview_new_rollout(&state, product, &action, &body).await,
         _ => {
             let kind = action
                 .parse::<TransitionKind>()
                 .map_err(|e| ApiError::bad_request(format!("action: {e}")))?;
             let b: TransitionBody = body::json(&body)?;
             let t = Transition::new(kind, b.groups, b.force);
-            let rollout = resources::load::<AutoUpdateAgentRollout>(state.store())
+            let rollout = resources::load_for::<AutoUpdateAgentRollout>(state.store(), product)
                 .await?
                 .ok_or_else(no_rollout)?
                 .value;
@@ -457,24 +554,38 @@ pub(crate) async fn preview(
 
 async fn preview_mode(
     state: &AppState,
+    product: &str,
     action: &str,
     mode: Mode,
 ) -> ApiResult<Json<PreviewResponse>> {
     let store = state.store();
-    let config = resources::load::<AutoUpdateConfig>(store)
+    let (config, _) = products::config_in_force(store, product).await?;
+    let version = resources::load_for::<AutoUpdateVersion>(store, product)
         .await?
         .map(|s| s.value);
-    let version = resources::load::<AutoUpdateVersion>(store)
-        .await?
-        .map(|s| s.value);
-    let freeze = crate::freeze::load(store).await?;
+    let freeze = products::freeze_of(crate::freeze::load(store).await?, product);
     let before = views::modes(config.as_ref(), version.as_ref(), freeze.as_ref());
-    let changes = config.as_ref().is_none_or(|c| c.mode() != Some(mode));
-    let mut next = config.unwrap_or_default();
-    next.spec.agents.get_or_insert_with(Default::default).mode = Some(mode);
-    let after = views::modes(Some(&next), version.as_ref(), freeze.as_ref());
+    // The agent's mode is the config's; another product's, its version's.
+    let (changes, after, what) = if product == tern_core::product::AGENT {
+        let changes = config.as_ref().is_none_or(|c| c.mode() != Some(mode));
+        let mut next = config.unwrap_or_default();
+        next.spec.agents.get_or_insert_with(Default::default).mode = Some(mode);
+        let after = views::modes(Some(&next), version.as_ref(), freeze.as_ref());
+        (changes, after, "the config's mode".to_string())
+    } else {
+        let mut next = version.ok_or_else(|| no_version(product))?;
+        let agents = next
+            .spec
+            .agents
+            .as_mut()
+            .ok_or_else(|| no_version(product))?;
+        let changes = agents.mode != Some(mode);
+        agents.mode = Some(mode);
+        let after = views::modes(config.as_ref(), Some(&next), freeze.as_ref());
+        (changes, after, format!("the mode of {product}'s version"))
+    };
     let mut effects = vec![format!(
-        "the config's mode becomes {}; the mode in force goes from {} to {}",
+        "{what} becomes {}; the mode in force goes from {} to {}",
         mode.as_str(),
         before.mode.as_str(),
         after.mode.as_str()
@@ -494,6 +605,7 @@ async fn preview_mode(
 
 async fn preview_new_rollout(
     state: &AppState,
+    product: &str,
     action: &str,
     body: &[u8],
 ) -> ApiResult<Json<PreviewResponse>> {
@@ -510,8 +622,8 @@ async fn preview_new_rollout(
         .map(|s| body::version("current_version", s))
         .transpose()?;
     let store = state.store();
-    let rollout = resources::load::<AutoUpdateAgentRollout>(store).await?;
-    let current = resources::load::<AutoUpdateVersion>(store).await?;
+    let rollout = resources::load_for::<AutoUpdateAgentRollout>(store, product).await?;
+    let current = resources::load_for::<AutoUpdateVersion>(store, product).await?;
     let views::NewRollout { version, note } = views::new_rollout_version(
         current.as_ref().map(|s| &s.value),
         rollout.as_ref().map(|s| &s.value),
@@ -533,11 +645,9 @@ async fn preview_new_rollout(
     // What the rollout then becomes: renewed for the new version, or for the current
     // config when it runs an older copy.
     let renewal = Wanted {
-        config: resources::load::<AutoUpdateConfig>(store)
-            .await?
-            .map(|s| s.value),
+        config: products::config_in_force(store, product).await?.0,
         version: Some(version.clone()),
-        frozen: crate::freeze::load(store).await?.is_some(),
+        frozen: frozen(store, product).await?,
     }
     .renew(state.clock.now(), rollout.as_ref().map(|s| &s.value), true);
     let config_renewal = renewal
