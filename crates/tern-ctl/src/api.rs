@@ -1080,6 +1080,7 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
         )
     );
     print!("{}", render::unknown_groups(&v.unknown_groups));
+    print!("{}", render::update_failures(&v.agents));
     Ok(ExitCode::SUCCESS)
 }
 

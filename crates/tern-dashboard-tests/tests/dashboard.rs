@@ -622,7 +622,17 @@ async fn the_dashboard_in_a_real_browser() {
         &other_canary,
         "dev",
         "1.0.0",
-        json!({"rollback": true, "failed_version": "1.1.0"}),
+        json!({
+            "rollback": true, "failed_version": "1.1.0",
+            // Why, as tern-update says it: the error and the agent's last output, with
+            // a newline and an escape sequence ternd must not pass on.
+            "update_failure": {
+                "version": "1.1.0",
+                "error": "update to 1.1.0 failed: 1.1.0 the agent is not running (5 checks in a row)\nrolled back",
+                "agent_output": "thread 'main' panicked: \u{1b}[31mcannot read its configuration",
+                "time": "2026-11-23T10:04:00Z",
+            },
+        }),
     );
     let r = t.op("POST", "/v1/dev/reconcile", None).unwrap();
     assert_eq!(
@@ -685,6 +695,23 @@ async fn the_dashboard_in_a_real_browser() {
             .contains(&json!("ternctl agents rollback")),
         "{commands}"
     );
+    // Why the canary failed, on the rollout page: its updater's words, cleaned.
+    let why = b
+        .wait_js(
+            "the failed canary's reason",
+            &format!(
+                "const r = document.querySelector('[data-canary-reason=\"{other_canary}\"]'); return r && r.textContent;"
+            ),
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        why,
+        json!(
+            "update to 1.1.0 failed: 1.1.0 the agent is not running (5 checks in a row) rolled back; the agent's last output: thread 'main' panicked:  [31mcannot read its configuration"
+        )
+    );
     shot(&b, "halt").await;
 
     // The config changes under the rollout: the page says the rollout runs the older
@@ -736,6 +763,22 @@ async fn the_dashboard_in_a_real_browser() {
     assert!(
         page.contains("yes (from 1.1.0): it will not retry 1.1.0"),
         "{page}"
+    );
+    // And on its own page: the error and the agent's last output, apart.
+    let failure = b
+        .wait_js(
+            "the host's failed update",
+            "const e = document.getElementById('update-failure'); const o = document.getElementById('agent-output'); return e && o && [e.textContent, o.textContent];",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        failure,
+        json!([
+            "1.1.0: update to 1.1.0 failed: 1.1.0 the agent is not running (5 checks in a row) rolled back (2026-11-23 10:04 UTC)",
+            "thread 'main' panicked:  [31mcannot read its configuration"
+        ])
     );
     goto_hash(&b, "#/rollout").await;
     page_shown(&b, "rollout").await;

@@ -348,6 +348,33 @@ fn canaries(groups: &[GroupStatus]) -> String {
                     "waiting for the new version"
                 }
             );
+            if c.failed && !c.reason.is_empty() {
+                let _ = writeln!(out, "    why: {}", c.reason);
+            }
+        }
+    }
+    out
+}
+
+/// Why each host that says so failed its last update: the error, then the agent's
+/// last output (`inventory ls` prints it under its table).
+pub(crate) fn update_failures(agents: &[tern_core::api::InventoryEntry]) -> String {
+    let mut out = String::new();
+    for a in agents {
+        let Some(f) = &a.update_failure else {
+            continue;
+        };
+        if out.is_empty() {
+            out.push_str("\nWhy hosts failed their last update:\n");
+        }
+        let who = if a.hostname.is_empty() {
+            a.updater_id.clone()
+        } else {
+            format!("{} {}", a.updater_id, a.hostname)
+        };
+        let _ = writeln!(out, "  {who}: {}", f.error);
+        if !f.agent_output.is_empty() {
+            let _ = writeln!(out, "    the agent's last output: {}", f.agent_output);
         }
     }
     out
@@ -472,6 +499,23 @@ mod tests {
             starts: None,
             pending: None,
         }
+    }
+
+    #[test]
+    fn a_failed_canary_says_why() {
+        let mut c = g(GroupState::Canary);
+        c.canaries = vec![tern_core::resource::Canary {
+            updater_id: "u1".into(),
+            hostname: "host-a".into(),
+            failed: true,
+            reason: "update to 1.2.0 failed: the agent is not running (5 checks in a row)".into(),
+            ..Default::default()
+        }];
+        let out = canaries(&[c]);
+        assert!(
+            out.contains("  u1 host-a: FAILED: rolled the new version back or runs it unhealthy\n    why: update to 1.2.0 failed: the agent is not running (5 checks in a row)\n"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -330,6 +330,12 @@
               : a.trust.pinned ? 'verified: pins release root v' + a.trust.root_version + ' and installs only signed releases'
                 : 'unverified: pins no release root, so it installs whatever it is told (tern-update enable --trust-root)'],
             a.install_failure ? ['failed install', a.install_failure.version + ': ' + a.install_failure.kind + ' (' + a.install_failure.error + ')'] : null,
+            // Why its last update failed, as its updater recorded it (ternd cleaned it).
+            a.update_failure ? ['last update failed', el('span', { id: 'update-failure' },
+              a.update_failure.version + ': ' + a.update_failure.error
+              + (a.update_failure.time ? ' (' + when(a.update_failure.time) + ')' : ''))] : null,
+            a.update_failure && a.update_failure.agent_output
+              ? ["the agent's last output", el('pre', { id: 'agent-output' }, a.update_failure.agent_output)] : null,
             ['rolled back', a.rollback ? 'yes' + (a.failed_version ? ' (from ' + a.failed_version + '): it will not retry ' + a.failed_version
               + ' (publish a fix, or `tern-update pin --force-version ' + a.failed_version + '` on the host to retry it)' : '') : 'no'],
             ['first seen', when(a.first_seen)], ['last seen', when(a.last_seen)],
@@ -411,7 +417,8 @@
     const canaries = g.canaries && g.canaries.length
       ? g.canaries.map((c) => el('div', { 'data-canary': c.updater_id },
         (c.hostname || c.updater_id) + ' ',
-        c.failed ? badge('failed', 'bad') : c.success ? badge('healthy on target', 'ok') : badge('pending', 'warn')))
+        c.failed ? badge('failed', 'bad') : c.success ? badge('healthy on target', 'ok') : badge('pending', 'warn'),
+        c.failed && c.reason ? el('div', { class: 'muted reason', 'data-canary-reason': c.updater_id }, c.reason) : null))
       : g.canary_wait ? el('span', { class: 'muted', 'data-canary-wait': g.name }, g.canary_count + ' to pick: ' + g.canary_wait)
         : (g.canary_count > 0 ? el('span', { class: 'muted' }, g.canary_count + ' to pick') : '—');
     const named = (v) => v === '' ? '(not said)' : v;
