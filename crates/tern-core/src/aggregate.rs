@@ -205,7 +205,7 @@ pub fn canary_failures(
         .iter()
         .filter(|r| is_live(r, now, report_period))
         .collect();
-    live.sort_by(|a, b| a.spec.timestamp.cmp(&b.spec.timestamp));
+    live.sort_by_key(|r| r.spec.timestamp);
     let mut out = BTreeMap::new();
     for r in live {
         for (id, reason) in &r.spec.canary_failures {

@@ -174,6 +174,14 @@ pub enum AgentsCommand {
     },
     /// Agents per version and group, summed over the live reports of every replica.
     Report,
+    /// The history of the newest rollouts, newest first (also those `new-rollout`
+    /// replaced): group transitions with their reasons, canary results, alerts, who
+    /// asked for what, and each group's hosts on the target, failed and pending.
+    History {
+        /// How many rollouts (ternd keeps the newest 20).
+        #[arg(long, value_name = "N", default_value_t = 5)]
+        limit: usize,
+    },
     /// Start groups now: unstarted or rolled back → canary or active (time-based:
     /// active for one window length from now).
     StartUpdate {
@@ -784,6 +792,13 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
             let r: ReportResponse = c.get("/v1/agents/report")?;
             if !structured(out, &r)? {
                 print!("{}", render::report(&r));
+            }
+        }
+        AgentsCommand::History { limit } => {
+            let h: tern_core::rollout_history::HistoryResponse =
+                c.get(&format!("/v1/agents/history?limit={limit}"))?;
+            if !structured(out, &h)? {
+                print!("{}", render::history(&h));
             }
         }
         AgentsCommand::StartUpdate { groups, force } => {
