@@ -238,6 +238,17 @@ fn failure_mode_1_broken_version_stops_at_the_canaries() {
             "{output}"
         );
     }
+    // The history says it too: the canaries failing and why.
+    let history = f.ctl.run(&["agents", "history"]).unwrap();
+    assert!(history.contains("→ 1.2.0"), "{history}");
+    let failed: Vec<&str> = history
+        .lines()
+        .filter(|l| l.contains(" canary ") && l.contains("failed 1.2.0: "))
+        .collect();
+    assert_eq!(failed.len(), c.len(), "{history}");
+    for line in failed {
+        assert_says_why_it_failed(line);
+    }
 }
 
 /// The demo agent's 1.2.0 panics at start, so the updater's health check finds it not
