@@ -260,7 +260,8 @@ async fn prune_records(store: &dyn Store, id: &str) -> ApiResult<()> {
 /// Whether an admin write at `path` acts on rollouts (its record says who asked).
 fn acts_on_rollouts(path: &str) -> bool {
     let path = path.split('?').next().unwrap_or(path);
-    path.starts_with("/v1/agents/")
+    // A host joining acts on no rollout (and a fleet enrolling would flood the history).
+    path.starts_with("/v1/agents/") && path != "/v1/agents/join"
         || path.starts_with("/v1/resources/")
         || path == "/v1/freeze"
         || path.starts_with("/v1/inventory/") && path.ends_with("/pin")
@@ -551,6 +552,7 @@ mod tests {
         assert!(acts_on_rollouts("/v1/resources/config?force=true"));
         assert!(acts_on_rollouts("/v1/inventory/u1/pin"));
         assert!(!acts_on_rollouts("/v1/tokens"));
+        assert!(!acts_on_rollouts("/v1/agents/join"));
         assert!(!acts_on_rollouts("/v1/inventory/u1"));
     }
 }
