@@ -366,41 +366,35 @@ fn same_rollout(
             }
         }
     }
-    for al in &a.status.alerts {
-        if !b
-            .status
-            .alerts
-            .iter()
-            .any(|x| x.kind == al.kind && x.group == al.group)
-        {
-            let mut e = Event::new(
-                now,
-                kind::ALERT_RAISED,
-                al.group.as_deref(),
-                al.message.clone(),
-            );
-            e.to = crate::text::clean(&al.kind, 128);
-            events.push(e);
-        }
+    for al in only_in(&a.status.alerts, &b.status.alerts) {
+        let mut e = Event::new(
+            now,
+            kind::ALERT_RAISED,
+            al.group.as_deref(),
+            al.message.clone(),
+        );
+        e.to = crate::text::clean(&al.kind, 128);
+        events.push(e);
     }
-    for al in &b.status.alerts {
-        if !a
-            .status
-            .alerts
-            .iter()
-            .any(|x| x.kind == al.kind && x.group == al.group)
-        {
-            let mut e = Event::new(
-                now,
-                kind::ALERT_CLEARED,
-                al.group.as_deref(),
-                format!("cleared: {}", al.message),
-            );
-            e.from = crate::text::clean(&al.kind, 128);
-            events.push(e);
-        }
+    for al in only_in(&b.status.alerts, &a.status.alerts) {
+        let message = format!("cleared: {}", al.message);
+        let mut e = Event::new(now, kind::ALERT_CLEARED, al.group.as_deref(), message);
+        e.from = crate::text::clean(&al.kind, 128);
+        events.push(e);
     }
     events
+}
+
+/// The alerts of `these` (by kind and group) that `those` lacks.
+fn only_in<'a>(
+    these: &'a [crate::resource::Alert],
+    those: &'a [crate::resource::Alert],
+) -> impl Iterator<Item = &'a crate::resource::Alert> {
+    these.iter().filter(|al| {
+        !those
+            .iter()
+            .any(|x| x.kind == al.kind && x.group == al.group)
+    })
 }
 
 /// Which of a rollout's records to prune to keep at most `max` (`records`: each

@@ -58,10 +58,7 @@ pub fn excerpt(s: &str, max_chars: usize) -> String {
 /// whole where it fits: every control character replaced by a space (a newline must
 /// not forge a line), at most `max_bytes`, cut at its end with `…` when longer.
 pub fn clean(s: &str, max_bytes: usize) -> String {
-    let cleaned: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let cleaned = controls_to_spaces(s);
     if cleaned.len() <= max_bytes {
         return cleaned;
     }
@@ -72,13 +69,16 @@ pub fn clean(s: &str, max_bytes: usize) -> String {
     format!("{}…", &cleaned[..cut])
 }
 
+fn controls_to_spaces(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 /// [`clean`], cut at its front instead (`…` first): for output whose last words say
 /// what happened.
 pub fn clean_tail(s: &str, max_bytes: usize) -> String {
-    let cleaned: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let cleaned = controls_to_spaces(s);
     if cleaned.len() <= max_bytes {
         return cleaned;
     }
