@@ -194,6 +194,27 @@ pub fn topology_admissions(
         .collect()
 }
 
+/// Why the canaries failed, by updater_id, from the live reports
+/// (`ReportSpec::canary_failures`): the newest report's word for a canary wins.
+pub fn canary_failures(
+    reports: &[AutoUpdateAgentReport],
+    now: Timestamp,
+    report_period: SignedDuration,
+) -> BTreeMap<String, String> {
+    let mut live: Vec<&AutoUpdateAgentReport> = reports
+        .iter()
+        .filter(|r| is_live(r, now, report_period))
+        .collect();
+    live.sort_by_key(|r| r.spec.timestamp);
+    let mut out = BTreeMap::new();
+    for r in live {
+        for (id, reason) in &r.spec.canary_failures {
+            out.insert(id.clone(), reason.clone());
+        }
+    }
+    out
+}
+
 /// The connected agents a reconcile takes (`ReconcileInput::agents`), from every live
 /// report: the canary candidates and canaries each replica offers. An agent in several
 /// reports (it moved between replicas) is taken from the newest report, and within a

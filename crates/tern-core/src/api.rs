@@ -606,6 +606,10 @@ pub struct InventoryEntry {
     /// Its last install that failed before the switch, until one succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_failure: Option<crate::wire::InstallFailure>,
+    /// Its last update that switched and failed (why, and the agent's last output),
+    /// until one succeeds; cleaned of control characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_failure: Option<crate::wire::UpdateFailure>,
     pub first_seen: Timestamp,
     pub last_seen: Timestamp,
     /// Connected for one report period.

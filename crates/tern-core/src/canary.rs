@@ -222,6 +222,7 @@ fn canary_of(a: &ConnectedAgent) -> Canary {
         hostname: a.hostname.clone(),
         success: false,
         failed: false,
+        reason: String::new(),
     }
 }
 
@@ -279,6 +280,19 @@ pub fn refresh(canaries: &mut [Canary], agents: &[ConnectedAgent], target: &str)
         }
         c.success = ok;
         c.failed = failed && !ok;
+    }
+}
+
+/// Says why each failed canary failed, from the reasons the replicas reported
+/// (`ReportSpec::canary_failures`, by updater_id): a failed canary no replica gives a
+/// reason for now keeps the one last known; a canary that has not failed has none.
+pub fn attach_reasons(canaries: &mut [Canary], reasons: &BTreeMap<String, String>) {
+    for c in canaries {
+        if !c.failed {
+            c.reason.clear();
+        } else if let Some(r) = reasons.get(&c.updater_id) {
+            c.reason.clone_from(r);
+        }
     }
 }
 

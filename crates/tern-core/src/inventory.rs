@@ -107,6 +107,10 @@ pub trait AgentView {
     fn install_failure(&self) -> Option<(&str, &str)> {
         None
     }
+    /// Why the host failed `target`, when its updater says ([`failure_reason`]).
+    fn failure_reason(&self, _target: &str) -> Option<String> {
+        None
+    }
     fn first_seen(&self) -> Timestamp;
     fn connected(&self) -> ConnectedAgent;
     /// The value of the host's label `key`, if its heartbeat carried it.
@@ -149,6 +153,13 @@ impl AgentView for InventoryAgent {
     fn install_failure(&self) -> Option<(&str, &str)> {
         let f = self.heartbeat.install_failure.as_ref()?;
         Some((f.version.as_str(), f.kind.as_str()))
+    }
+    fn failure_reason(&self, target: &str) -> Option<String> {
+        failure_reason(
+            self.heartbeat.update_failure.as_ref(),
+            self.heartbeat.install_failure.as_ref(),
+            target,
+        )
     }
     fn first_seen(&self) -> Timestamp {
         self.first_seen
@@ -210,6 +221,9 @@ impl<T: AgentView + ?Sized> AgentView for &T {
     }
     fn install_failure(&self) -> Option<(&str, &str)> {
         (**self).install_failure()
+    }
+    fn failure_reason(&self, target: &str) -> Option<String> {
+        (**self).failure_reason(target)
     }
     fn first_seen(&self) -> Timestamp {
         (**self).first_seen()
@@ -356,6 +370,7 @@ pub fn build_report<A: AgentView>(
         canary_candidates: BTreeMap::new(),
         canary_eligible: BTreeMap::new(),
         canaries: Vec::new(),
+        canary_failures: BTreeMap::new(),
         topology: BTreeMap::new(),
         warming_up: false,
         shrunk: Vec::new(),
@@ -429,6 +444,7 @@ where
             .into_iter()
             .filter(|(g, _)| !spec.canary_candidates.contains_key(g))
             .collect();
+        spec.canary_failures = canary_failures(needs, &lookup);
         spec.canaries = canaries_seen(needs, lookup);
     }
     spec
@@ -692,8 +708,45 @@ pub fn canaries_seen<A: AgentView>(
         .collect()
 }
 
+/// Why the rollout's canaries connected here failed the target, by updater_id, for
+/// those whose updater says ([`AgentView::failure_reason`]).
+pub fn canary_failures<A: AgentView>(
+    needs: &Needs,
+    lookup: impl Fn(&str) -> Option<A>,
+) -> BTreeMap<String, String> {
+    needs
+        .canaries
+        .iter()
+        .filter_map(|id| Some((id.clone(), lookup(id)?.failure_reason(&needs.target)?)))
+        .collect()
+}
+
+/// The most bytes of a canary's failure reason in a report and in the rollout.
+pub const MAX_CANARY_REASON_BYTES: usize = 1024;
+
+/// Why a host failed `target`, in one line of at most [`MAX_CANARY_REASON_BYTES`]:
+/// its last update of `target` that failed (the error and the agent's last output),
+/// else its install of `target` that failed before the switch; `None` when neither
+/// names `target`.
+pub fn failure_reason(
+    update: Option<&crate::wire::UpdateFailure>,
+    install: Option<&crate::wire::InstallFailure>,
+    target: &str,
+) -> Option<String> {
+    let target = normalize(target);
+    if let Some(u) = update.filter(|u| normalize(&u.version) == target) {
+        return Some(u.summary(MAX_CANARY_REASON_BYTES));
+    }
+    let i = install.filter(|i| normalize(&i.version) == target)?;
+    Some(crate::text::clean(
+        &format!("installing {} failed ({}): {}", i.version, i.kind, i.error),
+        MAX_CANARY_REASON_BYTES,
+    ))
+}
+
 /// Makes `spec` fit (`fits`) by cutting, in this order, what the leader can do
-/// without, and records each cut in `spec.shrunk`: the canary candidates' details
+/// without, and records each cut in `spec.shrunk`: the canaries' failure reasons (the
+/// rollout keeps the last known), the canary candidates' details
 /// (hostnames, host ids, cover attributes), candidates beyond two per group, the
 /// topology limits' tracked values beyond 16 per limit, versions beyond 8 per group and
 /// groups the rollout lacks beyond 4 (counted together under [`FOLDED`], as
@@ -706,7 +759,11 @@ pub fn shrink_report(
     fits: impl Fn(&ReportSpec) -> bool,
 ) -> bool {
     type Cut<'a> = (&'static str, Box<dyn Fn(&mut ReportSpec) + 'a>);
-    let cuts: [Cut<'_>; 6] = [
+    let cuts: [Cut<'_>; 7] = [
+        (
+            "canaries' failure reasons",
+            Box::new(|s: &mut ReportSpec| s.canary_failures.clear()),
+        ),
         (
             "canary candidates' details",
             Box::new(|s: &mut ReportSpec| {

@@ -49,6 +49,7 @@ pub mod resource;
 pub mod revocation;
 pub mod rfd169;
 pub mod rollout;
+pub mod rollout_history;
 pub mod text;
 pub mod transition;
 pub mod validate;

@@ -448,7 +448,14 @@ pub fn reconcile_reports_measured<R: RngCore + ?Sized>(
         report_period,
         frozen: resources.frozen,
     };
-    reconcile_measured(now, &input, measured, rng)
+    let mut outcome = reconcile_measured(now, &input, measured, rng);
+    if let Outcome::Rollout { rollout, .. } = &mut outcome {
+        let reasons = aggregate::canary_failures(reports, now, report_period);
+        for g in &mut rollout.status.groups {
+            canary::attach_reasons(&mut g.canaries, &reasons);
+        }
+    }
+    outcome
 }
 
 /// The stored resources a reconcile reads.

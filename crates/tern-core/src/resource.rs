@@ -722,6 +722,12 @@ pub struct Canary {
     /// unhealthy. Cleared when it runs the target healthy.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub failed: bool,
+    /// Why it failed, as its replica last reported it (`ReportSpec::canary_failures`:
+    /// the update's error and the agent's last output, or the failed install), at most
+    /// [`crate::inventory::MAX_CANARY_REASON_BYTES`]; empty unless failed, and when
+    /// its updater does not say.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
 }
 
 impl AutoUpdateAgentRollout {
@@ -788,6 +794,12 @@ pub struct ReportSpec {
     /// ([`crate::inventory::canaries_seen`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<ConnectedAgent>,
+    /// Why each of `canaries` failed the target, by updater_id, when its updater says
+    /// (the update's error and the agent's last output, or the failed install; at
+    /// most [`crate::inventory::MAX_CANARY_REASON_BYTES`] each): the leader writes it
+    /// into the rollout's canary (`Canary::reason`) so that every view says why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub canary_failures: BTreeMap<String, String>,
     /// Per group with topology limits ([`crate::inventory::topology_report`]): this
     /// replica's hosts not yet on the target, per limit and label value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

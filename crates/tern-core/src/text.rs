@@ -54,6 +54,41 @@ pub fn excerpt(s: &str, max_chars: usize) -> String {
     kept
 }
 
+/// A longer text from elsewhere (an error a host reports, an agent's output), kept
+/// whole where it fits: every control character replaced by a space (a newline must
+/// not forge a line), at most `max_bytes`, cut at its end with `…` when longer.
+pub fn clean(s: &str, max_bytes: usize) -> String {
+    let cleaned = controls_to_spaces(s);
+    if cleaned.len() <= max_bytes {
+        return cleaned;
+    }
+    let mut cut = max_bytes.saturating_sub('…'.len_utf8());
+    while !cleaned.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &cleaned[..cut])
+}
+
+fn controls_to_spaces(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// [`clean`], cut at its front instead (`…` first): for output whose last words say
+/// what happened.
+pub fn clean_tail(s: &str, max_bytes: usize) -> String {
+    let cleaned = controls_to_spaces(s);
+    if cleaned.len() <= max_bytes {
+        return cleaned;
+    }
+    let mut cut = cleaned.len() - max_bytes.saturating_sub('…'.len_utf8());
+    while !cleaned.is_char_boundary(cut) {
+        cut += 1;
+    }
+    format!("…{}", &cleaned[cut..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +119,21 @@ mod tests {
         assert!(one_line("reason", "a\u{1b}[31m", 64, None).is_err());
         // Bytes, not characters, are bounded: 6 three-byte characters are 18 bytes.
         assert!(one_line("reason", "€€€€€€", 16, None).is_err());
+    }
+
+    #[test]
+    fn clean_replaces_control_characters_and_keeps_within_the_bound() {
+        assert_eq!(clean("a\nb\u{1b}[31m", 64), "a b [31m");
+        assert_eq!(clean("abcdef", 6), "abcdef");
+        let cut = clean("abcdefgh", 6);
+        assert_eq!(cut, "abc…");
+        assert!(cut.len() <= 6);
+        // A cut never splits a character.
+        let euros = clean(&"€".repeat(10), 8);
+        assert_eq!(euros, "€…");
+        assert_eq!(clean_tail("abcdefgh", 6), "…fgh");
+        assert!(clean_tail(&"€".repeat(10), 8).len() <= 8);
+        assert_eq!(clean_tail("panic\n", 64), "panic ");
     }
 
     #[test]

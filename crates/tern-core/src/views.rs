@@ -491,6 +491,7 @@ pub fn inventory_entry(
         rollback: hb.rollback,
         failed_version: hb.failed_version,
         install_failure: hb.install_failure,
+        update_failure: hb.update_failure.map(|f| f.cleaned()),
         first_seen: agent.first_seen,
         last_seen: agent.last_seen,
         settled,

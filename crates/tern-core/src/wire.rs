@@ -216,6 +216,67 @@ pub const INSTALL_FAILURE_KINDS: [&str; 7] = [
     "other",
 ];
 
+/// An update that switched to `version` and was reverted (or left linked, failing):
+/// why, as the updater's last update recorded it, and what the agent printed last
+/// when the new version itself failed. Reported with every heartbeat until an update
+/// succeeds, so that every view of ternd says why the host failed, not only
+/// `tern-update status` on the host. Bounded by [`Heartbeat::check_facts`];
+/// [`UpdateFailure::cleaned`] before it is kept or shown.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UpdateFailure {
+    /// The version the update tried.
+    pub version: String,
+    /// Why it failed: `update to 1.2.0 failed: 1.2.0 the agent is not running (5 checks
+    /// in a row); rolled back: …`.
+    pub error: String,
+    /// The agent's last lines of output (its log file, or the journal of its unit),
+    /// joined with ` | `; empty when there was none to read or the host failed, not
+    /// the version.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub agent_output: String,
+    /// When it failed, by the host's clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<jiff::Timestamp>,
+}
+
+/// The most bytes of [`UpdateFailure::error`] a heartbeat may carry.
+pub const MAX_UPDATE_ERROR_BYTES: usize = 2048;
+/// The most bytes of [`UpdateFailure::agent_output`] a heartbeat may carry.
+pub const MAX_AGENT_OUTPUT_BYTES: usize = 2048;
+
+impl UpdateFailure {
+    /// The failure as ternd keeps and shows it: every control character (a newline
+    /// in an error chain, an escape sequence in the agent's output) replaced by a
+    /// space, so that it cannot forge a log line or a table row.
+    pub fn cleaned(&self) -> Self {
+        Self {
+            version: crate::text::clean(&self.version, 128),
+            error: crate::text::clean(&self.error, MAX_UPDATE_ERROR_BYTES),
+            agent_output: crate::text::clean_tail(&self.agent_output, MAX_AGENT_OUTPUT_BYTES),
+            time: self.time,
+        }
+    }
+
+    /// One line saying why: the error, then the agent's output, at most `max_bytes`
+    /// (the output cut at its front: its last words say what failed). What a failed
+    /// canary's `reason` says in the rollout.
+    pub fn summary(&self, max_bytes: usize) -> String {
+        const SEP: &str = "; the agent's last output: ";
+        if self.agent_output.is_empty() || max_bytes < SEP.len() + 32 {
+            return crate::text::clean(&self.error, max_bytes);
+        }
+        // The output keeps at least half the room when it needs it.
+        let output_room = self.agent_output.len().min(max_bytes / 2);
+        let error = crate::text::clean(&self.error, max_bytes - SEP.len() - output_room);
+        let room = max_bytes - SEP.len() - error.len();
+        format!(
+            "{error}{SEP}{}",
+            crate::text::clean_tail(&self.agent_output, room)
+        )
+    }
+}
+
 /// `POST /v1/agents/heartbeat` request body, sent by `tern-update` after every run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -246,6 +307,11 @@ pub struct Heartbeat {
     /// The last install that failed before the switch, until one succeeds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub install_failure: Option<InstallFailure>,
+    /// The last update that switched and failed (rolled back, or left linked), until
+    /// an update succeeds: why, and the agent's last output. Absent from updaters
+    /// that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_failure: Option<UpdateFailure>,
     /// What directives select on (the modular upgrade system): the host's labels,
     /// build (arch, OS, FIPS) and the installer types it accepts. Absent from updaters
     /// that predate them; bounded by [`Heartbeat::check_facts`].
@@ -389,6 +455,21 @@ impl Heartbeat {
                 return Err("install_failure.error: longer than 4096 bytes".into());
             }
         }
+        if let Some(f) = &self.update_failure {
+            if f.version.len() > 128 {
+                return Err("update_failure.version: longer than 128 bytes".into());
+            }
+            if f.error.len() > MAX_UPDATE_ERROR_BYTES {
+                return Err(format!(
+                    "update_failure.error: longer than {MAX_UPDATE_ERROR_BYTES} bytes"
+                ));
+            }
+            if f.agent_output.len() > MAX_AGENT_OUTPUT_BYTES {
+                return Err(format!(
+                    "update_failure.agent_output: longer than {MAX_AGENT_OUTPUT_BYTES} bytes"
+                ));
+            }
+        }
         if !self.product.is_empty() && !crate::product::is_product_name(&self.product) {
             return Err(format!(
                 "product: {:?} is not a product name (1 to 63 of a-z, 0-9 and '-', starting with a letter)",
@@ -421,6 +502,7 @@ impl Default for Heartbeat {
             healthy: None,
             follows: Follows::Rollout,
             install_failure: None,
+            update_failure: None,
             labels: BTreeMap::new(),
             arch: String::new(),
             os: String::new(),
@@ -514,6 +596,57 @@ mod tests {
                 .unwrap_err()
                 .contains("install_failure.error")
         );
+    }
+
+    #[test]
+    fn update_failures_are_bounded_and_cleaned() {
+        let hb = |error: String, agent_output: String| Heartbeat {
+            update_failure: Some(UpdateFailure {
+                version: "1.2.0".into(),
+                error,
+                agent_output,
+                time: None,
+            }),
+            ..Heartbeat::default()
+        };
+        assert_eq!(hb("x".into(), "y".into()).check_facts(), Ok(()));
+        let long = "x".repeat(MAX_UPDATE_ERROR_BYTES + 1);
+        assert!(
+            hb(long.clone(), String::new())
+                .check_facts()
+                .unwrap_err()
+                .contains("update_failure.error")
+        );
+        assert!(
+            hb(String::new(), long)
+                .check_facts()
+                .unwrap_err()
+                .contains("update_failure.agent_output")
+        );
+        // An updater that predates it sends none; one that sends it is read back.
+        let old: Heartbeat = serde_json::from_str(r#"{"updater_id":"u1"}"#).unwrap();
+        assert_eq!(old.update_failure, None);
+        let f = UpdateFailure {
+            version: "1.2.0".into(),
+            error: "update to 1.2.0 failed:\n1.2.0 the agent is not running".into(),
+            agent_output: "thread 'main' panicked\u{1b}[0m | boom".into(),
+            time: None,
+        }
+        .cleaned();
+        assert!(
+            !f.error.contains('\n') && !f.agent_output.contains('\u{1b}'),
+            "{f:?}"
+        );
+        let summary = f.summary(120);
+        assert_eq!(
+            summary,
+            "update to 1.2.0 failed: 1.2.0 the agent is not running; the agent's last output: thread 'main' panicked [0m | boom"
+        );
+        // Cut to fit: the error's start and the output's end are kept.
+        let summary = f.summary(80);
+        assert!(summary.len() <= 80, "{summary}");
+        assert!(summary.starts_with("update to"), "{summary}");
+        assert!(summary.ends_with("| boom"), "{summary}");
     }
 
     #[test]

@@ -103,6 +103,7 @@ fn which_groups_want_canaries() {
             hostname: String::new(),
             success: false,
             failed: false,
+            reason: String::new(),
         });
     assert!(groups_wanting_canaries(&r).is_empty());
     // Time-based and immediate rollouts never pick canaries.
@@ -259,6 +260,7 @@ fn canaries_seen_are_the_unsuccessful_canaries_this_replica_knows() {
         hostname: x.hostname.clone(),
         success,
         failed: false,
+        reason: String::new(),
     };
     r.status.groups[1].canaries = vec![
         canary(&a, false),
@@ -277,6 +279,81 @@ fn canaries_seen_are_the_unsuccessful_canaries_this_replica_knows() {
         "b already succeeded, the third is not here"
     );
     assert!(canaries_seen(&Needs::default(), |id| known.get(id)).is_empty());
+}
+
+/// A canary that rolled the target back says why in its replica's report (its
+/// update's error and the agent's last output), and the leader's reconcile keeps it in
+/// the rollout's canary, cleared once the canary runs the target healthy.
+#[test]
+fn a_failed_canary_says_why_from_its_report_into_the_rollout() {
+    let mut r = rollout_with(&[("dev", GroupState::Done), ("staging", GroupState::Canary)]);
+    let a = agent("staging", 1, "1.0.0");
+    r.status.groups[1].canaries = vec![tern_core::resource::Canary {
+        updater_id: a.updater_id.clone(),
+        ..Default::default()
+    }];
+    let mut host = inv(&a, "2026-11-23T08:00:00Z");
+    host.heartbeat.rollback = true;
+    host.heartbeat.failed_version = Some("1.1.0".into());
+    host.heartbeat.update_failure = Some(tern_core::wire::UpdateFailure {
+        version: "1.1.0".into(),
+        error: "update to 1.1.0 failed: 1.1.0 the agent is not running (5 checks in a row)".into(),
+        agent_output: "thread 'main' panicked: cannot read its configuration".into(),
+        time: None,
+    });
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let spec = replica_report(
+        ts(NOW),
+        vec![&host],
+        |id| (id == a.updater_id).then_some(&host),
+        |_| false,
+        Some(&needs(&r)),
+        DEFAULT_REPORT_PERIOD,
+        DEFAULT_REPORT_PERIOD,
+        &mut rng,
+    );
+    let reason = spec.canary_failures[&a.updater_id].clone();
+    assert!(
+        reason.contains("not running (5 checks in a row)") && reason.contains("panicked"),
+        "{reason}"
+    );
+    // A failure of another version is not the target's.
+    let mut stale = host.clone();
+    stale.heartbeat.update_failure.as_mut().unwrap().version = "0.9.0".into();
+    let spec_stale = replica_report(
+        ts(NOW),
+        vec![&stale],
+        |id| (id == a.updater_id).then_some(&stale),
+        |_| false,
+        Some(&needs(&r)),
+        DEFAULT_REPORT_PERIOD,
+        DEFAULT_REPORT_PERIOD,
+        &mut rng,
+    );
+    assert!(spec_stale.canary_failures.is_empty(), "{spec_stale:?}");
+
+    let config = config(&three_groups_config());
+    let version = version("1.0.0", "1.1.0");
+    let resources = tern_core::reconcile::Resources {
+        config: Some(&config),
+        version: Some(&version),
+        rollout: Some(&r),
+        frozen: false,
+    };
+    let reports = [AutoUpdateAgentReport::new("a", spec)];
+    let out = tern_core::reconcile::reconcile_reports(
+        ts(NOW),
+        resources,
+        &reports,
+        DEFAULT_REPORT_PERIOD,
+        &mut rng,
+    );
+    let tern_core::reconcile::Outcome::Rollout { rollout, .. } = out else {
+        panic!("no rollout: {out:?}");
+    };
+    let c = &rollout.status.groups[1].canaries[0];
+    assert!(c.failed, "{c:?}");
+    assert_eq!(c.reason, reason);
 }
 
 fn report(name: &str, at: &str, spec_fn: impl FnOnce(&mut ReportSpec)) -> AutoUpdateAgentReport {

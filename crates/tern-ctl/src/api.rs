@@ -200,6 +200,14 @@ pub enum AgentsCommand {
     },
     /// Agents per version and group, summed over the live reports of every replica.
     Report,
+    /// The history of the newest rollouts, newest first (also those `new-rollout`
+    /// replaced): group transitions with their reasons, canary results, alerts, who
+    /// asked for what, and each group's hosts on the target, failed and pending.
+    History {
+        /// How many rollouts (ternd keeps the newest 20).
+        #[arg(long, value_name = "N", default_value_t = 5)]
+        limit: usize,
+    },
     /// Start groups now: unstarted or rolled back → canary or active (time-based:
     /// active for one window length from now).
     StartUpdate {
@@ -636,6 +644,13 @@ fn agents(a: AgentsArgs, g: &Global) -> anyhow::Result<ExitCode> {
                 print!("{}", render::report(&r));
             }
         }
+        AgentsCommand::History { limit } => {
+            let h: tern_core::rollout_history::HistoryResponse =
+                c.get(&format!("/v1/agents/history?limit={limit}"))?;
+            if !structured(out, &h)? {
+                print!("{}", render::history(&h));
+            }
+        }
         AgentsCommand::StartUpdate { groups, force } => {
             let t = transition(&c, &at, TransitionKind::StartUpdate, groups, force)?;
             if !structured(out, &t)? {
@@ -966,6 +981,7 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
         )
     );
     print!("{}", render::unknown_groups(&v.unknown_groups));
+    print!("{}", render::update_failures(&v.agents));
     Ok(ExitCode::SUCCESS)
 }
 

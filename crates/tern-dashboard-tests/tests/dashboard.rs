@@ -623,7 +623,17 @@ async fn the_dashboard_in_a_real_browser() {
         &other_canary,
         "dev",
         "1.0.0",
-        json!({"rollback": true, "failed_version": "1.1.0"}),
+        json!({
+            "rollback": true, "failed_version": "1.1.0",
+            // Why, as tern-update says it: the error and the agent's last output, with
+            // a newline and an escape sequence ternd must not pass on.
+            "update_failure": {
+                "version": "1.1.0",
+                "error": "update to 1.1.0 failed: 1.1.0 the agent is not running (5 checks in a row)\nrolled back",
+                "agent_output": "thread 'main' panicked: \u{1b}[31mcannot read its configuration",
+                "time": "2026-11-23T10:04:00Z",
+            },
+        }),
     );
     let r = t.op("POST", "/v1/dev/reconcile", None).unwrap();
     assert_eq!(
@@ -686,6 +696,23 @@ async fn the_dashboard_in_a_real_browser() {
             .contains(&json!("ternctl agents rollback")),
         "{commands}"
     );
+    // Why the canary failed, on the rollout page: its updater's words, cleaned.
+    let why = b
+        .wait_js(
+            "the failed canary's reason",
+            &format!(
+                "const r = document.querySelector('[data-canary-reason=\"{other_canary}\"]'); return r && r.textContent;"
+            ),
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        why,
+        json!(
+            "update to 1.1.0 failed: 1.1.0 the agent is not running (5 checks in a row) rolled back; the agent's last output: thread 'main' panicked:  [31mcannot read its configuration"
+        )
+    );
     shot(&b, "halt").await;
 
     // The config changes under the rollout: the page says the rollout runs the older
@@ -737,6 +764,22 @@ async fn the_dashboard_in_a_real_browser() {
     assert!(
         page.contains("yes (from 1.1.0): it will not retry 1.1.0"),
         "{page}"
+    );
+    // And on its own page: the error and the agent's last output, apart.
+    let failure = b
+        .wait_js(
+            "the host's failed update",
+            "const e = document.getElementById('update-failure'); const o = document.getElementById('agent-output'); return e && o && [e.textContent, o.textContent];",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        failure,
+        json!([
+            "1.1.0: update to 1.1.0 failed: 1.1.0 the agent is not running (5 checks in a row) rolled back (2026-11-23 10:04 UTC)",
+            "thread 'main' panicked:  [31mcannot read its configuration"
+        ])
     );
     goto_hash(&b, "#/rollout").await;
     page_shown(&b, "rollout").await;
@@ -946,5 +989,93 @@ async fn the_dashboard_in_a_real_browser() {
         .unwrap();
     assert!(who.as_str().unwrap().contains("viewer"), "{who}");
     shot(&b, "viewer").await;
+
+    // The history (a viewer may read it): a new rollout replaces 1.1.0's, which stays
+    // with its timeline (dev's canary failing and why, the rollback pressed in the page
+    // and who pressed it) and a chart of each group's hosts over time.
+    t.op(
+        "POST",
+        "/v1/agents/new-rollout",
+        Some(r#"{"version": "1.1.1"}"#),
+    )
+    .unwrap();
+    goto_hash(&b, "#/history").await;
+    page_shown(&b, "history").await;
+    let rollouts = b
+        .wait_js(
+            "two rollouts in the history",
+            "const a = [...document.querySelectorAll('article[data-rollout]')]; return a.length === 2 && a.map(x => [x.dataset.ended, x.querySelector('h2').textContent]);",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(rollouts[0][0], json!("no"), "{rollouts}");
+    assert_eq!(rollouts[1][0], json!("yes"), "{rollouts}");
+    let replaced = rollouts[1][1].as_str().unwrap();
+    assert!(
+        replaced.starts_with("1.0.0 → 1.1.0")
+            && replaced.contains(" by ")
+            && replaced.ends_with("→ 1.1.1"),
+        "{replaced}"
+    );
+    let timeline = b
+        .client
+        .execute(
+            "const a = document.querySelectorAll('article[data-rollout]')[1]; return [...a.querySelectorAll('.timeline li')].map(l => l.dataset.kind + ': ' + l.textContent);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let said = |kind: &str, part: &str| {
+        timeline.as_array().unwrap().iter().any(|l| {
+            let l = l.as_str().unwrap();
+            l.starts_with(&format!("{kind}: ")) && l.contains(part)
+        })
+    };
+    assert!(
+        said("rollout_created", "1.0.0 → 1.1.0 created"),
+        "{timeline}"
+    );
+    assert!(said("group", "dev: unstarted → canary"), "{timeline}");
+    assert!(
+        said("canary_failed", "not running (5 checks in a row)")
+            && said("canary_failed", "cannot read its configuration"),
+        "{timeline}"
+    );
+    assert!(said("alert_raised", ""), "{timeline}");
+    assert!(said("group", "dev: canary → rolledback"), "{timeline}");
+    assert!(
+        said("action", "(operator): POST /v1/agents/rollback"),
+        "{timeline}"
+    );
+    assert!(said("rollout_replaced", "→ 1.1.1"), "{timeline}");
+    // A chart per group, three series each; dev's shows its 6 hosts.
+    let charts = b
+        .client
+        .execute(
+            "const a = document.querySelectorAll('article[data-rollout]')[1]; return [...a.querySelectorAll('svg[data-chart]')].map(c => [c.dataset.chart, [...c.querySelectorAll('polyline')].map(p => p.dataset.series + '=' + p.dataset.last)]);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let charts = charts.as_array().unwrap();
+    assert_eq!(
+        charts.iter().map(|c| c[0].clone()).collect::<Vec<_>>(),
+        [json!("dev"), json!("staging"), json!("prod")]
+    );
+    let dev: Vec<&str> = charts[0][1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(dev.len(), 3, "{dev:?}");
+    let hosts: u64 = dev
+        .iter()
+        .map(|s| s.split('=').nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(hosts, 6, "{dev:?}");
+    b.client.set_window_size(1280, 1300).await.unwrap();
+    shot(&b, "history").await;
     b.close().await.unwrap();
 }

@@ -209,6 +209,60 @@ fn failure_mode_1_broken_version_stops_at_the_canaries() {
             "status should name canary {id}:\n{text}"
         );
     }
+    // Why they failed, at the server: the health check's verdict and the agent's panic,
+    // in `agents status` (each failed canary's reason) and in the inventory's JSON.
+    let why: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("why: "))
+        .collect();
+    assert_eq!(why.len(), c.len(), "{text}");
+    for line in &why {
+        assert_says_why_it_failed(line);
+    }
+    let inv = f.ctl.json(&["inventory", "ls"]).unwrap();
+    for name in &c {
+        let id = f.host(name).updater_id().unwrap();
+        let agent = inv["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["updater_id"] == id.as_str())
+            .unwrap_or_else(|| panic!("{id} not in {inv}"));
+        let failure = &agent["update_failure"];
+        assert_eq!(failure["version"], "1.2.0", "{agent}");
+        let error = failure["error"].as_str().unwrap();
+        let output = failure["agent_output"].as_str().unwrap();
+        assert_says_why_it_failed(&format!("{error} {output}"));
+        assert!(
+            !output.contains('\n') && output.contains("panicked"),
+            "{output}"
+        );
+    }
+    // The history says it too: the canaries failing and why.
+    let history = f.ctl.run(&["agents", "history"]).unwrap();
+    assert!(history.contains("→ 1.2.0"), "{history}");
+    let failed: Vec<&str> = history
+        .lines()
+        .filter(|l| l.contains(" canary ") && l.contains("failed 1.2.0: "))
+        .collect();
+    assert_eq!(failed.len(), c.len(), "{history}");
+    for line in failed {
+        assert_says_why_it_failed(line);
+    }
+}
+
+/// The demo agent's 1.2.0 panics at start, so the updater's health check finds it not
+/// running several checks in a row: both are said.
+fn assert_says_why_it_failed(text: &str) {
+    assert!(
+        text.contains("the agent is not running (") && text.contains(" checks in a row)"),
+        "the health check's verdict is missing: {text}"
+    );
+    assert!(
+        text.contains("panicked")
+            && text.contains("tern-demo-agent 1.2.0: cannot read its configuration"),
+        "the agent's panic is missing: {text}"
+    );
 }
 
 /// Failure mode 1 bis: the new version crashes only on some hosts, not the canary.

@@ -69,6 +69,8 @@ pub fn heartbeat(w: &Workload, updater_version: &str) -> Result<Heartbeat, Input
             tern_core::wire::Follows::Rollout
         },
         install_failure: None,
+        // A workload that failed is marked so in its annotations (`last_failure`).
+        update_failure: None,
         labels,
         arch: String::new(),
         os: String::new(),

@@ -49,6 +49,9 @@ pub(crate) async fn record(
         status,
         "admin request"
     );
+    if status < 400 {
+        crate::rollout_history::record_action(store, now, actor, method, path).await;
+    }
     let trail = if status < 400 { &ACCEPTED } else { &REFUSED };
     if let Err(e) = write(store, trail, &record).await {
         tracing::warn!(error = %e, "writing the audit record failed");

@@ -132,6 +132,8 @@ struct Facts {
     installers: Box<[Box<str>]>,
     install_result: Option<tern_core::directive::state::AttemptResult>,
     install_failure: Option<tern_core::wire::InstallFailure>,
+    /// Cleaned of control characters; boxed, 8 bytes when none (most hosts).
+    update_failure: Option<Box<tern_core::wire::UpdateFailure>>,
     trust: Option<tern_core::wire::HostTrust>,
 }
 
@@ -156,6 +158,7 @@ impl Facts {
                 .all(|(a, b)| **a == **b)
             && self.install_result == hb.install_result
             && self.install_failure == hb.install_failure
+            && self.update_failure.as_deref() == hb.update_failure.as_ref()
             && self.trust == hb.trust
     }
 
@@ -168,6 +171,7 @@ impl Facts {
             && hb.installers.is_empty()
             && hb.install_result.is_none()
             && hb.install_failure.is_none()
+            && hb.update_failure.is_none()
             && hb.trust.is_none();
         (!none).then(|| {
             Box::new(Facts {
@@ -183,6 +187,7 @@ impl Facts {
                 installers: hb.installers.iter().map(|i| i.as_str().into()).collect(),
                 install_result: hb.install_result.clone(),
                 install_failure: hb.install_failure.clone(),
+                update_failure: hb.update_failure.as_ref().map(|f| Box::new(f.cleaned())),
                 trust: hb.trust,
             })
         })
@@ -809,6 +814,7 @@ fn facts_heartbeat(facts: Option<&Facts>) -> Heartbeat {
         installers: f.installers.iter().map(ToString::to_string).collect(),
         install_result: f.install_result.clone(),
         install_failure: f.install_failure.clone(),
+        update_failure: f.update_failure.as_deref().cloned(),
         trust: f.trust,
         ..Heartbeat::default()
     }
@@ -846,6 +852,14 @@ impl AgentView for AgentRef<'_> {
     fn install_failure(&self) -> Option<(&str, &str)> {
         let f = self.entry.facts.as_deref()?.install_failure.as_ref()?;
         Some((f.version.as_str(), f.kind.as_str()))
+    }
+    fn failure_reason(&self, target: &str) -> Option<String> {
+        let f = self.entry.facts.as_deref()?;
+        tern_core::inventory::failure_reason(
+            f.update_failure.as_deref(),
+            f.install_failure.as_ref(),
+            target,
+        )
     }
     fn first_seen(&self) -> Timestamp {
         self.entry.first_seen()

@@ -35,6 +35,10 @@ pub(crate) const PINS_PREFIX: &str = "/tern/pins/";
 /// `/tern/history/<updater_id>`: the host's history (`history`), with a TTL renewed by
 /// every write.
 pub(crate) const HISTORY_PREFIX: &str = "/tern/history/";
+/// The rollouts' history (`rollout_history`): `rollouts/<id>`, one per rollout, and
+/// `records/<id>/<revision>-<n>`, what each write of it changed and who asked.
+pub(crate) const ROLLOUT_HISTORY_ROLLOUTS: &str = "/tern/rollout-history/rollouts/";
+pub(crate) const ROLLOUT_HISTORY_RECORDS: &str = "/tern/rollout-history/records/";
 /// `/tern/hosts/<updater_id>`: the token id of the host's credential.
 pub(crate) const HOSTS_PREFIX: &str = "/tern/hosts/";
 /// The modular upgrade system (`directives`): installers by name, the control config,

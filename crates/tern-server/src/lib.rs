@@ -54,6 +54,7 @@ mod ratelimit;
 mod reconciler;
 mod release_check;
 mod resources;
+mod rollout_history;
 mod routes;
 mod server;
 mod snapshot;

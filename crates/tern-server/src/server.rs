@@ -251,11 +251,14 @@ async fn watch_loop(state: Arc<AppState>) {
         if let Err(e) = state.sync_dev_clock().await {
             tracing::warn!(error = %e, "reading the shared dev clock failed");
         }
+        let mut history =
+            crate::rollout_history::Observer::start(state.store(), state.clock.now()).await;
         match state.store().watch("/tern/", rev + 1).await {
             Ok(mut w) => {
                 while let Some(ev) = w.next().await {
-                    if ev.is_ok() {
+                    if let Ok(ev) = &ev {
                         state.health.touch_store();
+                        history.observe(state.store(), ev, state.clock.now()).await;
                     }
                     match ev {
                         Ok(tern_store::WatchEvent::Put(kv)) if kv.key == keys::DEV_CLOCK => {

@@ -81,6 +81,7 @@ fn every_route_has_the_access_level_of_the_table() {
         ("GET", "/v1/agents/status", Read),
         ("GET", "/v1/agents/report", Read),
         ("GET", "/v1/products", Read),
+        ("GET", "/v1/agents/history", Read),
         ("POST", "/v1/agents/reset", Write),
         ("POST", "/v1/agents/start-update", Write),
         ("POST", "/v1/agents/mark-done", Write),

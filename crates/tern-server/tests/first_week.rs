@@ -518,3 +518,100 @@ fn the_report_keeps_the_rollout_order() {
     let r = t.op("GET", "/v1/agents/report", None);
     assert_eq!(r["order"], json!(["zeta", "alpha", "typo", ""]), "{r}");
 }
+
+/// The history (issue 52 item 2): the rollout a canary failed stays once `new-rollout`
+/// replaced it, with what happened (dev's transition, its canary failing and why, the
+/// alert, who asked for the new rollout) and dev's hosts over time; kept in the store
+/// across a restart of ternd.
+#[test]
+fn the_history_keeps_a_replaced_rollout_and_what_happened() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut t = Ternd::start(&data, &["--dev-clock", T0]);
+    let (canary, agent) = dev_in_canary(&t, &["c1", "c2"], &["p1"], "1.1.0", "1.2.0");
+    t.heartbeat_with(
+        &agent,
+        &canary,
+        "dev",
+        "1.1.0",
+        json!({
+            "rollback": true, "failed_version": "1.2.0",
+            "update_failure": {
+                "version": "1.2.0",
+                "error": "update to 1.2.0 failed: 1.2.0 the agent is not running (5 checks in a row)",
+                "agent_output": "thread 'main' panicked",
+            },
+        }),
+    );
+    t.advance("1m");
+    t.reconcile();
+    new_rollout(&t, json!({"version": "1.2.1"}));
+
+    let history = |t: &Ternd| t.op("GET", "/v1/agents/history", None);
+    let replaced = |h: &Value| {
+        h["rollouts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rollout"]["target_version"] == "1.2.0")
+            .cloned()
+    };
+    let mut h = Value::Null;
+    common::eventually("the replaced rollout in the history", || {
+        h = history(&t);
+        replaced(&h).is_some_and(|r| r["rollout"]["replaced_by"]["target_version"] == "1.2.1")
+    });
+    let check = |h: &Value| {
+        assert_eq!(
+            h["rollouts"][0]["rollout"]["target_version"], "1.2.1",
+            "{h}"
+        );
+        let old = replaced(h).unwrap();
+        let events = old["events"].as_array().unwrap();
+        let said = |kind: &str, part: &str| {
+            events
+                .iter()
+                .any(|e| e["kind"] == kind && e["message"].as_str().unwrap().contains(part))
+        };
+        assert!(said("rollout_created", "1.1.0 → 1.2.0"), "{old}");
+        assert!(said("group", "dev: unstarted → canary"), "{old}");
+        assert!(said("canary_picked", &canary), "{old}");
+        assert!(
+            said("canary_failed", "not running (5 checks in a row)")
+                && said("canary_failed", "panicked"),
+            "{old}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["kind"] == "alert_raised" && e["to"] == "canary_failed"),
+            "{old}"
+        );
+        assert!(said("rollout_replaced", "1.1.0 → 1.2.1"), "{old}");
+        let dev: Vec<&Value> = old["progress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["group"] == "dev")
+            .collect();
+        assert!(dev.iter().any(|s| s["failed"] == 1), "{old}");
+        // Who asked: the new rollout's history names the operator's action.
+        let new = &h["rollouts"][0];
+        assert!(
+            new["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["kind"] == "action"
+                    && e["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("POST /v1/agents/new-rollout")),
+            "{new}"
+        );
+    };
+    check(&h);
+    t.stop();
+    let t = Ternd::start(&data, &[]);
+    check(&history(&t));
+}

@@ -714,6 +714,8 @@ impl Sim {
             // Simulated hosts are offered as candidates from the start: none waits.
             canary_eligible: Default::default(),
             canaries,
+            // Simulated hosts fail without saying why.
+            canary_failures: Default::default(),
             topology,
             // Every simulated replica has been running long before the start.
             warming_up: false,

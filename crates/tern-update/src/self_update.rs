@@ -320,6 +320,7 @@ pub(crate) fn take_back(install_dir: &Path, version: &str, why: &str) -> Result<
         error: Some(format!(
             "the updater {version} failed on this host: {why}; {outcome}"
         )),
+        agent_output: None,
     });
     state::save(&path, &file)?;
     log::warn(format!(

@@ -253,8 +253,53 @@ pub struct LastUpdate {
     pub time: Timestamp,
     pub target: String,
     pub success: bool,
+    /// Why it failed, ending with the agent's last output when there was some.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The agent's last output alone (also at the end of `error`), for the heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_output: Option<String>,
+}
+
+/// How `error` ends when the agent's output is appended to it.
+const OUTPUT_LEAD: &str = "; the agent's last output: ";
+
+impl LastUpdate {
+    /// A failed update's error, with the agent's last output when there is some.
+    pub(crate) fn error_with_output(reason: String, output: Option<&str>) -> String {
+        match output {
+            Some(out) => format!("{reason}{OUTPUT_LEAD}{out}"),
+            None => reason,
+        }
+    }
+
+    /// What the heartbeat says of a failed update (`None` for a successful one):
+    /// the error without the output appended to it, and the output apart, each cut to
+    /// what ternd accepts (`wire::MAX_*`) and cleaned of control characters.
+    pub(crate) fn failure(&self) -> Option<tern_core::wire::UpdateFailure> {
+        if self.success {
+            return None;
+        }
+        let output = self.agent_output.as_deref().unwrap_or_default();
+        let error = self.error.as_deref().unwrap_or("the update failed");
+        let error = if output.is_empty() {
+            error
+        } else {
+            error
+                .strip_suffix(output)
+                .and_then(|e| e.strip_suffix(OUTPUT_LEAD))
+                .unwrap_or(error)
+        };
+        Some(tern_core::wire::UpdateFailure {
+            version: tern_core::text::clean(&self.target, 128),
+            error: tern_core::text::clean(error, tern_core::wire::MAX_UPDATE_ERROR_BYTES),
+            agent_output: tern_core::text::clean_tail(
+                output,
+                tern_core::wire::MAX_AGENT_OUTPUT_BYTES,
+            ),
+            time: Some(self.time),
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -467,6 +512,49 @@ pub fn save(path: &Path, file: &UpdateFile) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_update_is_reported_with_its_error_and_the_agents_output_apart() {
+        let out = "thread 'main' panicked | \u{1b}[1mboom";
+        let last = LastUpdate {
+            time: Timestamp::UNIX_EPOCH,
+            target: "1.2.0".into(),
+            success: false,
+            error: Some(LastUpdate::error_with_output(
+                "update to 1.2.0 failed: 1.2.0 the agent is not running (5 checks in a row)".into(),
+                Some(out),
+            )),
+            agent_output: Some(out.into()),
+        };
+        let f = last.failure().unwrap();
+        assert_eq!(f.version, "1.2.0");
+        assert_eq!(
+            f.error,
+            "update to 1.2.0 failed: 1.2.0 the agent is not running (5 checks in a row)"
+        );
+        assert_eq!(f.agent_output, "thread 'main' panicked |  [1mboom");
+        assert_eq!(
+            tern_core::wire::Heartbeat {
+                update_failure: Some(f),
+                ..Default::default()
+            }
+            .check_facts(),
+            Ok(())
+        );
+        // Recorded before the output was kept apart: the error as it is.
+        let older = LastUpdate {
+            agent_output: None,
+            ..last.clone()
+        };
+        assert!(older.failure().unwrap().error.ends_with("boom"));
+        let ok = LastUpdate {
+            success: true,
+            error: None,
+            agent_output: None,
+            ..last
+        };
+        assert_eq!(ok.failure(), None);
+    }
 
     #[test]
     fn roundtrip_and_tolerance() {

@@ -547,6 +547,7 @@ pub(crate) fn commit(
         target: to.to_string(),
         success: true,
         error: None,
+        agent_output: None,
     });
     st.in_progress = None;
     save(ctx, file)?;
@@ -715,10 +716,11 @@ fn stay_on_failing(
         time: Timestamp::now(),
         target: to.to_string(),
         success: false,
-        error: Some(match &output {
-            Some(out) => format!("{reason}; {outcome}; the agent's last output: {out}"),
-            None => format!("{reason}; {outcome}"),
-        }),
+        error: Some(LastUpdate::error_with_output(
+            format!("{reason}; {outcome}"),
+            output.as_deref(),
+        )),
+        agent_output: output,
     });
     st.in_progress = None;
     if let Err(e) = save(ctx, file) {
@@ -795,10 +797,11 @@ pub(crate) fn record_failure(
         time: now,
         target: to.to_string(),
         success: false,
-        error: Some(match &agent_output {
-            Some(out) => format!("{reason}; the agent's last output: {out}"),
-            None => reason.to_string(),
-        }),
+        error: Some(LastUpdate::error_with_output(
+            reason.to_string(),
+            agent_output.as_deref(),
+        )),
+        agent_output,
     });
     st.in_progress = None;
     if let Err(e) = save(ctx, file) {
@@ -1129,6 +1132,11 @@ fn send_heartbeat(ctx: &Ctx, file: &UpdateFile) -> Sent {
             tern_core::wire::Follows::Rollout
         },
         install_failure: state::load_install_failure(&ctx.layout.install_failure_file()),
+        update_failure: file
+            .status
+            .last_update
+            .as_ref()
+            .and_then(LastUpdate::failure),
         labels: facts.labels,
         arch: facts.arch,
         os: facts.os,

@@ -348,6 +348,99 @@ fn canaries(groups: &[GroupStatus]) -> String {
                     "waiting for the new version"
                 }
             );
+            if c.failed && !c.reason.is_empty() {
+                let _ = writeln!(out, "    why: {}", c.reason);
+            }
+        }
+    }
+    out
+}
+
+/// The rollouts' history: per rollout, newest first, its events (oldest first) and
+/// where each group's hosts stand at its last sample.
+pub(crate) fn history(h: &tern_core::rollout_history::HistoryResponse) -> String {
+    use tern_core::rollout_history::kind;
+    let mut out = String::new();
+    if h.rollouts.is_empty() {
+        out.push_str("No rollout recorded yet.\n");
+    }
+    for r in &h.rollouts {
+        let rec = &r.rollout;
+        let _ = write!(
+            out,
+            "Rollout {} → {}, started {}",
+            rec.identity.start_version,
+            rec.identity.target_version,
+            stamp(rec.created)
+        );
+        match (&rec.ended, &rec.replaced_by) {
+            (Some(at), Some(by)) => {
+                let _ = write!(
+                    out,
+                    ", replaced {} by {} → {}",
+                    stamp(*at),
+                    by.start_version,
+                    by.target_version
+                );
+            }
+            (Some(at), None) => {
+                let _ = write!(out, ", ended {}", stamp(*at));
+            }
+            _ => out.push_str(" (current)"),
+        }
+        out.push('\n');
+        for e in &r.events {
+            let what = match e.kind.as_str() {
+                kind::GROUP => "group",
+                kind::CANARY_PICKED | kind::CANARY_HEALTHY | kind::CANARY_FAILED => "canary",
+                kind::ALERT_RAISED => "ALERT",
+                kind::ALERT_CLEARED => "alert",
+                kind::ACTION => "action",
+                _ => "rollout",
+            };
+            let _ = writeln!(out, "  {}  {what:<7} {}", stamp(e.time), e.message);
+        }
+        for g in &rec.groups {
+            if let Some(s) = r.progress.iter().rev().find(|s| &s.group == g) {
+                let _ = writeln!(
+                    out,
+                    "  {g}: {} on target, {} failed, {} pending (at {})",
+                    s.on_target,
+                    s.failed,
+                    s.pending,
+                    stamp(s.time)
+                );
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `2026-11-23 10:05:00 UTC`.
+fn stamp(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// Why each host that says so failed its last update: the error, then the agent's
+/// last output (`inventory ls` prints it under its table).
+pub(crate) fn update_failures(agents: &[tern_core::api::InventoryEntry]) -> String {
+    let mut out = String::new();
+    for a in agents {
+        let Some(f) = &a.update_failure else {
+            continue;
+        };
+        if out.is_empty() {
+            out.push_str("\nWhy hosts failed their last update:\n");
+        }
+        let who = if a.hostname.is_empty() {
+            a.updater_id.clone()
+        } else {
+            format!("{} {}", a.updater_id, a.hostname)
+        };
+        let _ = writeln!(out, "  {who}: {}", f.error);
+        if !f.agent_output.is_empty() {
+            let _ = writeln!(out, "    the agent's last output: {}", f.agent_output);
         }
     }
     out
@@ -472,6 +565,23 @@ mod tests {
             starts: None,
             pending: None,
         }
+    }
+
+    #[test]
+    fn a_failed_canary_says_why() {
+        let mut c = g(GroupState::Canary);
+        c.canaries = vec![tern_core::resource::Canary {
+            updater_id: "u1".into(),
+            hostname: "host-a".into(),
+            failed: true,
+            reason: "update to 1.2.0 failed: the agent is not running (5 checks in a row)".into(),
+            ..Default::default()
+        }];
+        let out = canaries(&[c]);
+        assert!(
+            out.contains("  u1 host-a: FAILED: rolled the new version back or runs it unhealthy\n    why: update to 1.2.0 failed: the agent is not running (5 checks in a row)\n"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -340,6 +340,12 @@
               : a.trust.pinned ? 'verified: pins release root v' + a.trust.root_version + ' and installs only signed releases'
                 : 'unverified: pins no release root, so it installs whatever it is told (tern-update enable --trust-root)'],
             a.install_failure ? ['failed install', a.install_failure.version + ': ' + a.install_failure.kind + ' (' + a.install_failure.error + ')'] : null,
+            // Why its last update failed, as its updater recorded it (ternd cleaned it).
+            a.update_failure ? ['last update failed', el('span', { id: 'update-failure' },
+              a.update_failure.version + ': ' + a.update_failure.error
+              + (a.update_failure.time ? ' (' + when(a.update_failure.time) + ')' : ''))] : null,
+            a.update_failure && a.update_failure.agent_output
+              ? ["the agent's last output", el('pre', { id: 'agent-output' }, a.update_failure.agent_output)] : null,
             ['rolled back', a.rollback ? 'yes' + (a.failed_version ? ' (from ' + a.failed_version + '): it will not retry ' + a.failed_version
               + ' (publish a fix, or `tern-update pin --force-version ' + a.failed_version + '` on the host to retry it)' : '') : 'no'],
             ['first seen', when(a.first_seen)], ['last seen', when(a.last_seen)],
@@ -378,6 +384,17 @@
             el('td', {}, t.uses_left === undefined ? '' : t.uses_left), el('td', {}, t.updater_id || ''))))));
       },
     },
+    history: {
+      mount() {
+        return el('section', {}, el('h1', {}, 'History'), el('div', { id: 'content' }, el('p', { class: 'muted' }, 'loading…')));
+      },
+      async update(box) {
+        const h = await api('GET', '/v1/agents/history?limit=5');
+        box.replaceChildren(h.rollouts.length
+          ? el('div', { id: 'history' }, h.rollouts.map(rolloutHistory))
+          : el('p', { class: 'muted', id: 'history' }, 'No rollout recorded yet.'));
+      },
+    },
     channels: {
       mount() {
         return el('section', {}, el('h1', {}, 'Channels'), el('div', { id: 'content' }));
@@ -393,6 +410,58 @@
       },
     },
   };
+
+  // One rollout of the history: its versions and end, a chart of each group's hosts over
+  // time, and its events as a timeline (newest last, as they happened).
+  function rolloutHistory(h) {
+    const r = h.rollout;
+    const ended = r.ended
+      ? (r.replaced_by ? 'replaced ' + when(r.ended) + ' by ' + r.replaced_by.start_version + ' → ' + r.replaced_by.target_version : 'ended ' + when(r.ended))
+      : 'current';
+    const kindWord = { group: 'group', canary_picked: 'canary', canary_healthy: 'canary', canary_failed: 'canary', alert_raised: 'alert', alert_cleared: 'alert', action: 'who' };
+    const bad = { canary_failed: 1, alert_raised: 1 };
+    const timeline = el('ol', { class: 'timeline', 'data-timeline': r.id }, h.events.map((e) => el('li', { 'data-kind': e.kind, class: bad[e.kind] ? 'bad' : '' },
+      el('span', { class: 'muted' }, when(e.time) + ' '), badge(kindWord[e.kind] || 'rollout', bad[e.kind] ? 'bad' : 'muted'), ' ', e.message)));
+    const charts = el('div', { class: 'charts' }, r.groups.map((g) => progressChart(g, h.progress.filter((p) => p.group === g), r.created)));
+    return el('article', { class: 'rollout-history', 'data-rollout': r.id, 'data-ended': r.ended ? 'yes' : 'no' },
+      el('h2', {}, r.start_version + ' → ' + r.target_version, ' ', el('span', { class: 'muted' }, 'started ' + when(r.created) + ' · ' + ended)),
+      charts, timeline);
+  }
+
+  // A group's hosts over time: on the target, failed and pending, as steps (each sample
+  // holds until the next). Plain SVG drawn here from ternd's samples.
+  function progressChart(group, samples, since) {
+    const NS = 'http://www.w3.org/2000/svg';
+    const W = 240, H = 64;
+    const svg = (tag, attrs) => {
+      const e = document.createElementNS(NS, tag);
+      for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+      return e;
+    };
+    const chart = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, width: W, height: H, class: 'chart', 'data-chart': group, role: 'img' });
+    const last = samples[samples.length - 1];
+    const title = svg('title', {});
+    title.textContent = group + (last ? ': ' + last.on_target + ' on target, ' + last.failed + ' failed, ' + last.pending + ' pending' : ': no hosts seen');
+    chart.append(title);
+    if (samples.length) {
+      const t0 = Math.min(new Date(since).getTime(), new Date(samples[0].time).getTime());
+      const t1 = Math.max(new Date(last.time).getTime(), t0 + 1);
+      const top = Math.max(1, ...samples.map((p) => p.on_target + p.failed + p.pending));
+      const x = (t) => ((new Date(t).getTime() - t0) / (t1 - t0)) * (W - 4) + 2;
+      const y = (n) => H - 2 - (n / top) * (H - 4);
+      for (const series of ['pending', 'failed', 'on_target']) {
+        let pts = [];
+        samples.forEach((p, i) => {
+          if (i > 0) pts.push(x(p.time) + ',' + y(samples[i - 1][series]));
+          pts.push(x(p.time) + ',' + y(p[series]));
+        });
+        pts.push((W - 2) + ',' + y(last[series]));
+        chart.append(svg('polyline', { points: pts.join(' '), class: 'series-' + series, 'data-series': series, 'data-last': last[series] }));
+      }
+    }
+    return el('figure', { class: 'chart-box' }, chart,
+      el('figcaption', { class: 'muted' }, group + (last ? ': ' + last.on_target + ' on target, ' + last.failed + ' failed, ' + last.pending + ' pending' : ': no hosts seen')));
+  }
 
   // Text whose `backquoted` parts are commands: laid out as code.
   function withCode(text) {
@@ -440,7 +509,8 @@
     const canaries = g.canaries && g.canaries.length
       ? g.canaries.map((c) => el('div', { 'data-canary': c.updater_id },
         (c.hostname || c.updater_id) + ' ',
-        c.failed ? badge('failed', 'bad') : c.success ? badge('healthy on target', 'ok') : badge('pending', 'warn')))
+        c.failed ? badge('failed', 'bad') : c.success ? badge('healthy on target', 'ok') : badge('pending', 'warn'),
+        c.failed && c.reason ? el('div', { class: 'muted reason', 'data-canary-reason': c.updater_id }, c.reason) : null))
       : g.canary_wait ? el('span', { class: 'muted', 'data-canary-wait': g.name }, g.canary_count + ' to pick: ' + g.canary_wait)
         : (g.canary_count > 0 ? el('span', { class: 'muted' }, g.canary_count + ' to pick') : '—');
     const named = (v) => v === '' ? '(not said)' : v;

@@ -8,6 +8,7 @@ pub(crate) mod channels;
 pub(crate) mod dev;
 pub(crate) mod directives;
 pub(crate) mod freeze;
+pub(crate) mod history;
 pub(crate) mod hosts;
 pub(crate) mod install;
 pub(crate) mod pins;
@@ -483,6 +484,10 @@ fn admin(r: Routes) -> Routes {
     r.route("/v1/agents/status", one(M::GET, Read, get(status::status)))
         .route("/v1/agents/report", one(M::GET, Read, get(status::report)))
         .route("/v1/products", one(M::GET, Read, get(status::products)))
+        .route(
+            "/v1/agents/history",
+            one(M::GET, Read, get(history::rollouts)),
+        )
         .route(
             "/v1/agents/start-update",
             one(M::POST, Write, post(transitions::start_update)),
