@@ -37,6 +37,9 @@ pub enum Hole {
     RevokedChannel,
     /// A directive's revoked target is handed out.
     RevokedDirective,
+    /// ternd with `--trust-root` accepts a revoked version where one is written (a
+    /// start version, a channel, a directive's target), not only the target.
+    RevokedWrites,
     /// A server pin does not hold a channel host.
     PinSkipsChannel,
     /// A server pin does not hold a directive's install.
@@ -64,13 +67,14 @@ pub enum Hole {
 }
 
 impl Hole {
-    pub const ALL: [Hole; 16] = [
+    pub const ALL: [Hole; 17] = [
         Hole::FirstHoldOnly,
         Hole::ScriptSkipsAgentsStop,
         Hole::FirstInstallTakesTarget,
         Hole::RevokedStart,
         Hole::RevokedChannel,
         Hole::RevokedDirective,
+        Hole::RevokedWrites,
         Hole::PinSkipsChannel,
         Hole::PinSkipsDirective,
         Hole::FreezeSkipsDirective,
@@ -92,6 +96,7 @@ impl Hole {
             Hole::RevokedStart => "revoked-start",
             Hole::RevokedChannel => "revoked-channel",
             Hole::RevokedDirective => "revoked-directive",
+            Hole::RevokedWrites => "revoked-writes",
             Hole::PinSkipsChannel => "pin-skips-channel",
             Hole::PinSkipsDirective => "pin-skips-directive",
             Hole::FreezeSkipsDirective => "freeze-skips-directive",
