@@ -334,9 +334,11 @@ pub fn on_find(
 /// installer, tern-update's own or a local script. A dry run changes nothing on the
 /// host: it goes.
 pub fn instruction_waits_for_agents(instruction: &crate::install::InstallInstruction) -> bool {
-    !instruction.dry_run
-        && !(crate::planted!(ScriptSkipsAgentsStop)
-            && instruction.installer.installer_type == crate::install::InstallerType::LocalScript)
+    if instruction.dry_run {
+        return false;
+    }
+    let script = instruction.installer.installer_type == crate::install::InstallerType::LocalScript;
+    !(script && crate::planted!(ScriptSkipsAgentsStop))
 }
 
 /// The decision. Versions are compared after [`crate::version::normalize`]; the
