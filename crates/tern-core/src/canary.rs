@@ -275,7 +275,8 @@ pub fn refresh(canaries: &mut [Canary], agents: &[ConnectedAgent], target: &str)
             let on_target = normalize(&a.version) == target;
             // Only a known healthy proves the target: a host that cannot tell its
             // agent's health (an absent `healthy`) proves nothing.
-            ok |= on_target && a.healthy == Some(true) && !rejected_target(a);
+            let healthy = a.healthy == Some(true) || crate::planted!(UnhealthyCanaryPasses);
+            ok |= on_target && healthy && !rejected_target(a);
             failed |= rejected_target(a) || (on_target && a.healthy == Some(false));
         }
         c.success = ok;

@@ -253,7 +253,11 @@ impl Answer {
                 .hold()
                 .map(|h| h.code().to_string())
                 .unwrap_or_default(),
-            agent_holds: self.holds.codes(),
+            agent_holds: if crate::planted!(FirstHoldOnly) {
+                self.holds.codes().into_iter().take(1).collect()
+            } else {
+                self.holds.codes()
+            },
             ..AutoUpdateSettings::default()
         }
     }
@@ -266,11 +270,17 @@ pub fn answer(fleet: &Fleet<'_>, host: &Host<'_>, ask: Ask<'_>) -> Answer {
     match ask {
         Ask::Find => find(fleet, host, holds, mode),
         Ask::Channel(channel) => {
+            if crate::planted!(PinSkipsChannel) {
+                holds = holds.iter().filter(|h| *h != Hold::Pinned).collect();
+            }
             if mode_set {
                 add_mode(&mut holds, mode);
             }
             let version = Version::parse(&channel.version).ok();
-            if version.as_ref().is_none_or(|v| fleet.revocation.revokes(v)) {
+            if version
+                .as_ref()
+                .is_none_or(|v| fleet.revocation.revokes(v) && !crate::planted!(RevokedChannel))
+            {
                 holds.add(Hold::Revoked);
             }
             Answer {
@@ -281,10 +291,16 @@ pub fn answer(fleet: &Fleet<'_>, host: &Host<'_>, ask: Ask<'_>) -> Answer {
             }
         }
         Ask::Directed(install) => {
+            if crate::planted!(PinSkipsDirective) {
+                holds = holds.iter().filter(|h| *h != Hold::Pinned).collect();
+            }
+            if crate::planted!(FreezeSkipsDirective) {
+                holds = holds.iter().filter(|h| *h != Hold::Frozen).collect();
+            }
             if mode_set {
                 add_mode(&mut holds, mode);
             }
-            if fleet.revocation.revokes(install.target) {
+            if fleet.revocation.revokes(install.target) && !crate::planted!(RevokedDirective) {
                 holds.add(Hold::Revoked);
             }
             let timing = install.timing;
@@ -392,7 +408,7 @@ fn host_stops(fleet: &Fleet<'_>, host: &Host<'_>) -> Holds {
     if !host.updater_id.is_empty() && fleet.pins.until(host.updater_id, host.product).is_some() {
         holds.add(Hold::Pinned);
     }
-    if fleet.cut_off {
+    if fleet.cut_off && !crate::planted!(CutOffIgnored) {
         holds.add(Hold::CutOff);
     }
     holds
@@ -431,7 +447,7 @@ fn find(fleet: &Fleet<'_>, host: &Host<'_>, mut holds: Holds, mode: Mode) -> Ans
     }
     let version = if holds.contains(Hold::Directive) {
         None
-    } else if holds.stops() {
+    } else if holds.stops() && !crate::planted!(FirstInstallTakesTarget) {
         known_good(rollout, fleet.revocation)
     } else {
         Some(row.version)
@@ -451,7 +467,7 @@ fn jitter(fleet: &Fleet<'_>, seconds: u64) -> u64 {
 /// The fleet's last known-good version: the rollout's start version, unless revoked.
 pub fn known_good(rollout: &AutoUpdateAgentRollout, revocation: &Revocation) -> Option<Version> {
     let start = &rollout.spec.start_version;
-    (!revocation.revokes(start)).then(|| start.clone())
+    (!revocation.revokes(start) || crate::planted!(RevokedStart)).then(|| start.clone())
 }
 
 /// The group a host counts in: where the groups' `match_labels` place it, by the
@@ -461,8 +477,8 @@ pub fn known_good(rollout: &AutoUpdateAgentRollout, revocation: &Revocation) -> 
 pub fn counted_group<'a>(rollout: Option<&'a AutoUpdateAgentRollout>, host: &Host<'a>) -> &'a str {
     match rollout {
         Some(r) if rollout::places_by_labels(r) => match host.facts {
-            Some(f) => rollout::place(r, host.group, &f.labels),
-            None => host.recorded.placed_group.unwrap_or(host.group),
+            Some(f) if !crate::planted!(PlacedByMemory) => rollout::place(r, host.group, &f.labels),
+            _ => host.recorded.placed_group.unwrap_or(host.group),
         },
         _ => host.group,
     }

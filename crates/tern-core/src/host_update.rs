@@ -328,6 +328,19 @@ pub fn on_find(
     })
 }
 
+/// Whether a directive's install instruction for another product of the host (the
+/// updater's own releases) first asks the agents' ternd, whose stop of the whole host
+/// ([`FindGate::stops_every_product`]) holds it, as find's answer does: whatever its
+/// installer, tern-update's own or a local script. A dry run changes nothing on the
+/// host: it goes.
+pub fn instruction_waits_for_agents(instruction: &crate::install::InstallInstruction) -> bool {
+    if instruction.dry_run {
+        return false;
+    }
+    let script = instruction.installer.installer_type == crate::install::InstallerType::LocalScript;
+    !(script && crate::planted!(ScriptSkipsAgentsStop))
+}
+
 /// The decision. Versions are compared after [`crate::version::normalize`]; the
 /// caller maps the target to the name it installs under.
 pub fn decide(i: &Inputs<'_>) -> Decision {
@@ -481,6 +494,14 @@ fn find_decision(
 ) -> Decision {
     if *gate == FindGate::Now {
         return update(Trigger::Rollout);
+    }
+    if crate::planted!(NowThroughStop) && i.asked_now {
+        return update(Trigger::AskedNow);
+    }
+    if crate::planted!(RepairThroughStop)
+        && let Health::Unhealthy(how) = &i.health
+    {
+        return update(Trigger::Unhealthy(how.clone()));
     }
     let why = gate.why();
     let unhealthy = match &i.health {

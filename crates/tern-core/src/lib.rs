@@ -16,6 +16,8 @@
 //! - [`wire`]: the updater ↔ server contract, with [`install`] the data of a
 //!   directive's install it carries; [`text`]: free text checked or cut down
 //!   before it is kept or shown.
+//! - `planted` (feature `planted-holes`, tests only): holes of past safety rounds put
+//!   back one at a time, to show the invariant's checker convicting each.
 
 pub mod aggregate;
 pub mod alert;
@@ -42,6 +44,8 @@ pub mod install;
 pub mod invariant;
 pub mod inventory;
 pub mod lockstep;
+#[cfg(feature = "planted-holes")]
+pub mod planted;
 pub mod product;
 pub mod reason;
 pub mod reconcile;
@@ -57,3 +61,23 @@ pub mod version;
 pub mod views;
 pub mod window;
 pub mod wire;
+
+/// `planted!(Hole)`: whether the planted hole `Hole` (`planted::Hole`) is open here.
+/// Without the feature `planted-holes` it is `false`, and the build carries no trace of
+/// any hole.
+#[cfg(feature = "planted-holes")]
+#[macro_export]
+macro_rules! planted {
+    ($hole:ident) => {
+        $crate::planted::open($crate::planted::Hole::$hole)
+    };
+}
+
+/// `planted!(Hole)`: `false` in this build (no feature `planted-holes`).
+#[cfg(not(feature = "planted-holes"))]
+#[macro_export]
+macro_rules! planted {
+    ($hole:ident) => {
+        false
+    };
+}

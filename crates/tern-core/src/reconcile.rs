@@ -614,7 +614,7 @@ pub fn analysis_requests(
 
 /// halt-on-error order: a group starts only once every group before it is done.
 fn earlier_groups_done(before: &[RolloutGroup]) -> bool {
-    before.iter().all(|g| g.state == GroupState::Done)
+    before.iter().all(|g| g.state == GroupState::Done) || crate::planted!(GroupOrder)
 }
 
 /// Whether a halt-on-error group may start in a window that opened at `opened`, in a
@@ -784,7 +784,10 @@ impl Ctx<'_> {
     /// Hosts vanished past the group's budget, as far as live reports can tell. A
     /// replica warming up has not seen its hosts yet: not seen is not vanished.
     fn vanished(&self, group: &RolloutGroup) -> bool {
-        self.agg.live_reports > 0 && self.agg.warming_up == 0 && rollout::agents_vanished(group)
+        !crate::planted!(NoEvidenceIsZeroHosts)
+            && self.agg.live_reports > 0
+            && self.agg.warming_up == 0
+            && rollout::agents_vanished(group)
     }
 
     /// The live reports cannot be taken as all of `group`: none is live, or a replica
@@ -792,6 +795,9 @@ impl Ctx<'_> {
     /// present than it or the group's peak said). Then nothing may move on the
     /// group's counts ([`reason::REPORTS_MISSING`]).
     fn evidence_missing(&self, group: &RolloutGroup) -> bool {
+        if crate::planted!(NoEvidenceIsZeroHosts) {
+            return false;
+        }
         if self.agg.live_reports == 0 {
             return true;
         }
@@ -913,7 +919,10 @@ impl Ctx<'_> {
         if self.evidence_missing(group) {
             return Some(reason::REPORTS_MISSING);
         }
-        if group.peak_count > 0 && self.counts(group).connected() == 0 {
+        if group.peak_count > 0
+            && self.counts(group).connected() == 0
+            && !crate::planted!(NoEvidenceIsZeroHosts)
+        {
             // Every host it was seen with is gone: nothing to start from.
             return Some(reason::AGENTS_VANISHED);
         }

@@ -98,6 +98,8 @@ pub struct Fleet {
 #[derive(Default)]
 struct Recorder {
     trace: tern_core::invariant::Trace,
+    /// A test broke the invariant on purpose and saw it convicted ([`Fleet::conviction`]).
+    convicted: bool,
     /// Each host's linked version when last looked at.
     linked: std::collections::HashMap<String, Option<String>>,
     /// How many of each host's agent starts were looked at.
@@ -280,6 +282,14 @@ impl Fleet {
         let host = self.new_host(name, group)?;
         let out = self.enroll(&host)?;
         if !out.ok() {
+            // A host whose first install failed is left out of the fleet, but what it
+            // installed (its agent's log) is evidence all the same, against what ternd
+            // said when it enrolled.
+            self.record_state();
+            self.record_installs_of(
+                std::slice::from_ref(&host),
+                tern_core::invariant::InstallKind::FirstInstall,
+            );
             bail!(
                 "{name}: tern-update enable failed: {}\n{}",
                 out.message(),
@@ -671,10 +681,14 @@ impl Fleet {
     /// changed without its agent saying so. `kind` says why; a host's first version is
     /// its first install. Hosts following a channel install by that path.
     fn record_installs(&self, kind: tern_core::invariant::InstallKind) {
+        self.record_installs_of(&self.hosts, kind);
+    }
+
+    fn record_installs_of(&self, hosts: &[Host], kind: tern_core::invariant::InstallKind) {
         use tern_core::invariant::{InstallKind, TraceEvent, Via};
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
         let Some(at) = rec.now else { return };
-        for h in &self.hosts {
+        for h in hosts {
             let started = h.started_versions();
             let seen = rec.seen.insert(h.name.clone(), started.len()).unwrap_or(0);
             let now = h.linked_version();
@@ -707,6 +721,22 @@ impl Fleet {
                     signed: None,
                     pinned_root: h.pinned_root,
                 });
+            }
+        }
+    }
+
+    /// The fleet-safety invariant's verdict on a fleet that breaks it on purpose (the
+    /// planted-holes suite): the violation, after which the fleet's drop checks no
+    /// more; an error when nothing broke it.
+    pub fn conviction(&self) -> anyhow::Result<String> {
+        match self.check_invariant() {
+            Ok(()) => bail!("the fleet-safety invariant holds over everything this fleet did"),
+            Err(e) => {
+                self.recorder
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .convicted = true;
+                Ok(format!("{e:#}"))
             }
         }
     }
@@ -777,7 +807,12 @@ impl Fleet {
 /// forbid. (Not while a test is already failing: its own message says more.)
 impl Drop for Fleet {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        let convicted = self
+            .recorder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .convicted;
+        if std::thread::panicking() || convicted {
             return;
         }
         if let Err(e) = self.check_invariant() {

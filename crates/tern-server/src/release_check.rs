@@ -27,6 +27,7 @@ pub(crate) async fn require_signed(state: &AppState, field: &str, version: &str)
                 trust.url
             ),
         )),
+        Signed::Revoked { .. } if tern_core::planted!(RevokedWrites) => Ok(()),
         Signed::Revoked { why } => Err(revoked(field, version, &why)),
     }
 }
@@ -42,6 +43,7 @@ pub(crate) async fn require_not_revoked(
         return Ok(());
     };
     match checked(state, trust, version).await? {
+        Signed::Revoked { .. } if tern_core::planted!(RevokedWrites) => Ok(()),
         Signed::Revoked { why } => Err(revoked(field, version, &why)),
         Signed::Yes { .. } | Signed::No { .. } => Ok(()),
     }

@@ -19,7 +19,13 @@
 //! - (always) half the hosts of the label-placed groups present another group, so that
 //!   a replica that answers by what it remembers of a host, rather than by the labels
 //!   the host sends, answers for the wrong group after a restart or a partition;
-//! - and, interleaved, an operator's freezes, suspends and server pins.
+//! - and, interleaved, an operator's freezes, suspends and server pins;
+//! - and the paths the rollout does not drive ([`paths`], a second seeded stream so
+//!   that the faults above stay as they were): hosts enrolling (first installs),
+//!   agents turning unhealthy (repairs), `update --now` on a host, directives (some
+//!   naming a revoked version), a channel and the hosts that follow it, the updater's
+//!   own releases (native or `local-script`), an operator disabling the rollout and
+//!   revoking the start version.
 //!
 //! The target version is broken on some seeds (it fails on every host that installs
 //! it). Every run records a [`Trace`] and ends with [`invariant::check`]: a failing
@@ -32,13 +38,15 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use tern_core::gate;
 use tern_core::host_update::{self, Health};
-use tern_core::invariant::{self, InstallKind, Trace, TraceEvent, Violation};
+use tern_core::invariant::{self, InstallKind, Trace, TraceEvent, Via, Violation};
 use tern_core::inventory::{self, InventoryAgent};
 use tern_core::reconcile::{self, Outcome, Resources};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
 };
 use tern_core::wire::{Heartbeat, UpdaterStatus};
+
+mod paths;
 
 /// Seconds between two steps of the simulation.
 const STEP: i64 = 10;
@@ -155,6 +163,15 @@ struct Host {
     home: usize,
     liar: bool,
     online: bool,
+    /// Nothing is installed yet (a host enrolling: its first install is to come).
+    installed: bool,
+    /// Its agent is unhealthy until then (the updater may repair it).
+    unhealthy_until: i64,
+    last_forced: Option<Timestamp>,
+    /// A person on the host ran `update --now`; its next run acts on it.
+    asked_now: bool,
+    /// The updater's own version.
+    updater: String,
 }
 
 struct Replica {
@@ -166,6 +183,8 @@ struct Replica {
     rollout: Option<AutoUpdateAgentRollout>,
     frozen: bool,
     pins: BTreeMap<String, Timestamp>,
+    /// What it serves the other paths from (minimums, channel, directive).
+    paths: paths::Said,
     /// When it last reached the store.
     contact: i64,
     /// The store revision its snapshot is from.
@@ -194,6 +213,8 @@ struct Store {
     frozen: bool,
     suspended: bool,
     pins: BTreeMap<String, Timestamp>,
+    /// What the other paths are told, and the mode switched off.
+    paths: paths::Said,
 }
 
 struct World {
@@ -207,6 +228,9 @@ struct World {
     faults: Faults,
     enabled: AutoUpdateConfig,
     suspended: AutoUpdateConfig,
+    disabled: AutoUpdateConfig,
+    /// The paths the rollout does not drive, played from a second seeded stream.
+    other: paths::Paths,
     version: Option<AutoUpdateVersion>,
     target: String,
     broken: bool,
@@ -254,6 +278,11 @@ impl World {
                     home: i % p.replicas.max(1),
                     liar: chance(&mut rng, 0.05),
                     online: true,
+                    installed: true,
+                    unhealthy_until: 0,
+                    last_forced: None,
+                    asked_now: false,
+                    updater: paths::UPDATER_START.into(),
                 }
             })
             .collect();
@@ -265,6 +294,7 @@ impl World {
                 rollout: None,
                 frozen: false,
                 pins: BTreeMap::new(),
+                paths: paths::Said::default(),
                 contact: 0,
                 seen: 0,
                 clock_skew: 0,
@@ -286,10 +316,13 @@ impl World {
                 frozen: false,
                 suspended: false,
                 pins: BTreeMap::new(),
+                paths: paths::Said::new(),
             },
             faults: Faults::default(),
             enabled: config("enabled"),
             suspended: config("suspended"),
+            disabled: config("disabled"),
+            other: paths::Paths::new(p.seed),
             version: version("1.0.0"),
             target,
             broken,
@@ -471,7 +504,10 @@ impl World {
             rep.alive = true;
             rep.started = now;
             rep.inventory.clear();
-            rep.contact = now;
+            // It has not reached its store since it started: what it held before is no
+            // snapshot to serve (a freeze may have been written meanwhile), so it is
+            // cut off until it syncs.
+            rep.contact = now - CUT_OFF_AFTER - 1;
             rep.seen = 0;
             self.say(format!("replica {r} restarts with an empty memory"));
         }
@@ -494,16 +530,37 @@ impl World {
             r.spec.autoupdate_mode = mode;
             r
         });
-        self.trace.events.push(TraceEvent::agent_state(
-            self.ts(self.now),
-            rollout,
+        let at = self.ts(self.now);
+        self.trace.events.push(TraceEvent::State {
+            at,
+            product: gate::AGENT.into(),
+            rollout: rollout.map(Box::new),
+            mode: None,
+            mode_recorded: false,
             frozen,
-            self.store.pins.clone(),
-        ));
+            pins: self.store.pins.clone(),
+            minimums: self.store.paths.minimums.clone(),
+            cut_off: false,
+        });
+        // The updater's own releases: its ternd sets no mode and runs no rollout (a
+        // directive carries them); the agents' freeze and pins hold them too.
+        self.trace.events.push(TraceEvent::State {
+            at,
+            product: paths::UPDATER.into(),
+            rollout: None,
+            mode: None,
+            mode_recorded: true,
+            frozen,
+            pins: self.store.pins.clone(),
+            minimums: BTreeMap::new(),
+            cut_off: false,
+        });
     }
 
     fn config(&self) -> &AutoUpdateConfig {
-        if self.store.suspended {
+        if self.store.paths.disabled {
+            &self.disabled
+        } else if self.store.suspended {
             &self.suspended
         } else {
             &self.enabled
@@ -530,10 +587,13 @@ impl World {
             });
             rep.frozen = frozen;
             rep.pins = self.store.pins.clone();
+            rep.paths = self.store.paths.clone();
         }
     }
 
-    /// Hosts whose timer runs now ask find (of a replica they reach) and act.
+    /// Hosts whose timer runs now ask find (of a replica they reach) and act; then,
+    /// of the same replica, a directive naming them, and the agents' stop before the
+    /// updater's own release.
     fn hosts_act(&mut self) {
         for i in 0..self.hosts.len() {
             let h = &self.hosts[i];
@@ -552,58 +612,96 @@ impl World {
             let replica_now = self.ts(self.now + rep.clock_skew);
             // As ternd: the one answer, placed by the labels the host sends with find,
             // never by what this replica remembers of it.
+            let active = h.installed.then_some(h.version.as_str());
             let facts = tern_core::wire::FindFacts {
-                version: h.version.clone(),
+                version: active.unwrap_or_default().to_string(),
                 labels: h.labels.clone(),
                 ..Default::default()
             };
             let fleet = gate::Fleet {
                 freeze: rep.frozen.then_some(&FREEZE),
                 pins: &rep.pins,
+                revocation: &rep.paths.revocation,
                 cut_off: self.now - rep.contact > CUT_OFF_AFTER,
                 ..gate::Fleet::new(rep.rollout.as_ref(), replica_now)
             };
             let mut asking = gate::Host::new(gate::AGENT, h.presented, &h.id);
             asking.facts = Some(&facts);
             let answer = gate::answer(&fleet, &asking, gate::Ask::Find);
-            let decision = host_update::on_find(
-                &answer,
-                Some(&h.version),
-                h.skip.as_deref(),
-                Health::Healthy,
-                self.ts(self.now),
-            );
-            if let host_update::Decision::Update { target, .. } = decision {
-                self.trace.events.push(TraceEvent::Install {
-                    at: self.ts(self.now),
-                    product: gate::AGENT.into(),
-                    host: h.id.clone(),
-                    group: h.presented.to_string(),
-                    labels: h.labels.clone(),
-                    from: Some(h.version.clone()),
-                    to: target.clone(),
-                    kind: InstallKind::Scheduled,
-                    via: tern_core::invariant::Via::Find,
-                    signed: None,
-                    pinned_root: false,
-                });
-                if target == self.target {
-                    self.reached
-                        .entry(h.group.to_string())
-                        .or_default()
-                        .insert(h.id.clone());
+            let settings = answer.settings();
+            let health = if self.now < h.unhealthy_until {
+                Health::Unhealthy("the agent crash-loops".into())
+            } else {
+                Health::Healthy
+            };
+            let decision = host_update::decide(&host_update::Inputs {
+                source: host_update::Source::Find {
+                    gate: host_update::FindGate::of(&settings),
+                    version: settings.agent_version.clone(),
+                },
+                active,
+                skip: h.skip.as_deref(),
+                health,
+                last_forced_attempt: h.last_forced,
+                asked_now: h.asked_now,
+                now: self.ts(self.now),
+            });
+            let directed = paths::directed(&fleet, rep.paths.directive.as_ref(), h);
+            let updater = self.other.updater_goes(h, &settings);
+            self.hosts[i].asked_now = false;
+            if let host_update::Decision::Update { target, trigger } = decision {
+                let kind = paths::kind(&trigger);
+                if kind == InstallKind::Repair {
+                    self.hosts[i].last_forced = Some(self.ts(self.now));
                 }
-                let host = &mut self.hosts[i];
-                if self.broken && target == self.target {
-                    // It crashes on start: rolled back, skipped from now on.
-                    host.skip = Some(target);
-                    host.rollback = true;
-                } else {
-                    host.version = target;
-                    host.rollback = false;
-                }
+                self.install(i, target, kind, Via::Find);
+            } else if let Some(version) = directed {
+                self.install(i, version, InstallKind::Scheduled, Via::Directive);
             }
-            self.heartbeat(i, r);
+            if let Some(version) = updater {
+                self.updater_install(i, version);
+            }
+            if self.hosts[i].installed {
+                self.heartbeat(i, r);
+            }
+        }
+    }
+
+    /// Host `i` starts installing the agent's `target`, and it comes up, or (the
+    /// broken target) crashes and is rolled back and skipped.
+    fn install(&mut self, i: usize, target: String, kind: InstallKind, via: Via) {
+        let h = &self.hosts[i];
+        self.trace.events.push(TraceEvent::Install {
+            at: self.ts(self.now),
+            product: gate::AGENT.into(),
+            host: h.id.clone(),
+            group: h.presented.to_string(),
+            labels: h.labels.clone(),
+            from: h.installed.then(|| h.version.clone()),
+            to: target.clone(),
+            kind,
+            via,
+            signed: None,
+            pinned_root: false,
+        });
+        if target == self.target && via == Via::Find {
+            self.reached
+                .entry(h.group.to_string())
+                .or_default()
+                .insert(h.id.clone());
+        }
+        let host = &mut self.hosts[i];
+        if self.broken && target == self.target {
+            // It crashes on start: rolled back (a first install has nothing to roll
+            // back to: still nothing installed), skipped from now on.
+            host.skip = Some(target);
+            host.rollback = host.installed;
+        } else {
+            host.version = target;
+            host.installed = true;
+            host.rollback = false;
+            // A new version that comes up is a healthy agent.
+            host.unhealthy_until = host.unhealthy_until.min(self.now);
         }
     }
 
@@ -632,7 +730,7 @@ impl World {
             updater_status: UpdaterStatus::Enabled,
             rollback: h.rollback && !lying,
             failed_version: if lying { None } else { h.skip.clone() },
-            healthy: Some(true),
+            healthy: Some(lying || self.now >= h.unhealthy_until),
             ..Heartbeat::default()
         };
         let now = self.ts(self.now + self.replicas[r].clock_skew);
@@ -735,10 +833,12 @@ impl World {
     fn step(&mut self) {
         self.heal();
         self.inject();
+        self.inject_paths();
         self.sync();
         self.report_and_reconcile();
         self.sync();
         self.hosts_act();
+        self.channel_hosts_act();
         self.now += STEP;
     }
 }

@@ -202,10 +202,9 @@ fn execute(
         if instruction.dry_run { ", dry run" } else { "" }
     );
     // The updater's releases stop where the agent's ternd stops the whole host, whatever
-    // installer the instruction names (find's path is in `run`). A dry run changes
-    // nothing: it goes.
+    // installer the instruction names (find's path is in `run`; tern_core decides).
     if file.spec.self_update
-        && !instruction.dry_run
+        && tern_core::host_update::instruction_waits_for_agents(instruction)
         && let Some(why) = crate::self_update::agent_stop(ctx)
     {
         return Err(InstallFailure::Check(why));

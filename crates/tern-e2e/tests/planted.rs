@@ -1,0 +1,57 @@
+//! Real-process conviction of planted holes (feature `planted-holes`; docs/simulator.md,
+//! "Planted holes"): a real ternd and real `tern-update` hosts, built with tern-core's
+//! `planted-holes`, run with the hole named in `TERN_PLANTED_HOLE` (every process this
+//! test starts inherits it), and the fleet-safety checker over what they did must
+//! convict it. Each test first checks that the variable names its hole: run one at a
+//! time, e.g.
+//!
+//! ```sh
+//! cargo build -p tern-server -p tern-update -p tern-ctl --bins \
+//!   --features tern-update/test-hooks,tern-store/etcd,tern-server/etcd,tern-core/planted-holes
+//! TERN_PLANTED_HOLE=first-install-takes-target \
+//!   cargo nextest run -p tern-e2e --features planted-holes --test planted -E 'test(first_install)'
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tern_core::fixtures::halt_on_error;
+use tern_e2e::{Fleet, FleetOptions};
+
+const MON: &str = "2026-11-23";
+
+fn at(hm: &str) -> String {
+    format!("{MON}T{hm}:00Z")
+}
+
+/// Panics unless this run opens `hole` (and only it) in the processes it starts.
+fn planted(hole: &str) {
+    let open = std::env::var("TERN_PLANTED_HOLE").unwrap_or_default();
+    assert_eq!(
+        open, hole,
+        "run this test with TERN_PLANTED_HOLE={hole} (and binaries built with tern-core/planted-holes)"
+    );
+}
+
+/// Issue 47, hole 3: under a freeze, find names the frozen target to a host enrolling,
+/// which installs it. stops.rs plays the same fleet with every hole closed and passes.
+#[test]
+fn first_install_takes_target_is_convicted() {
+    planted("first-install-takes-target");
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.apply(&halt_on_error(&[("dev", 10, 0, 0), ("prod", 14, 0, 0)]))
+        .unwrap();
+    f.set_version("1.1.0", "1.1.0", "regular").unwrap();
+    f.add_hosts("dev", 2).unwrap();
+    f.tick("2m").unwrap();
+    f.clock_set(&at("09:30")).unwrap();
+    f.new_rollout("1.2.0").unwrap();
+    f.clock_set(&at("10:05")).unwrap();
+    f.reconcile().unwrap();
+    f.agents(&["freeze", "--reason", "1.2.0 crashes on start"])
+        .unwrap();
+    // The host may end with no agent at all: what it did is in the trace either way.
+    let _ = f.add_host("dev-new", "dev");
+    f.tick("2m").unwrap();
+    let err = f.conviction().unwrap();
+    println!("{err}");
+    assert!(err.contains("(stop)") && err.contains("1.2.0"), "{err}");
+}
