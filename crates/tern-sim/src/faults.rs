@@ -36,17 +36,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::{SignedDuration, Timestamp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
+use tern_core::controls::Channel;
 use tern_core::gate;
 use tern_core::host_update::{self, Health};
+use tern_core::install::{InstallInstruction, InstallerSpec, InstallerType, Target};
 use tern_core::invariant::{self, InstallKind, Trace, TraceEvent, Via, Violation};
 use tern_core::inventory::{self, InventoryAgent};
 use tern_core::reconcile::{self, Outcome, Resources};
 use tern_core::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion,
 };
+use tern_core::revocation::{Minimum, ReleaseLine, Revocation};
+use tern_core::version::{Version, normalize};
 use tern_core::wire::{Heartbeat, UpdaterStatus};
-
-mod paths;
 
 /// Seconds between two steps of the simulation.
 const STEP: i64 = 10;
@@ -184,7 +186,7 @@ struct Replica {
     frozen: bool,
     pins: BTreeMap<String, Timestamp>,
     /// What it serves the other paths from (minimums, channel, directive).
-    paths: paths::Said,
+    paths: Said,
     /// When it last reached the store.
     contact: i64,
     /// The store revision its snapshot is from.
@@ -214,7 +216,7 @@ struct Store {
     suspended: bool,
     pins: BTreeMap<String, Timestamp>,
     /// What the other paths are told, and the mode switched off.
-    paths: paths::Said,
+    paths: Said,
 }
 
 struct World {
@@ -230,7 +232,7 @@ struct World {
     suspended: AutoUpdateConfig,
     disabled: AutoUpdateConfig,
     /// The paths the rollout does not drive, played from a second seeded stream.
-    other: paths::Paths,
+    other: Paths,
     version: Option<AutoUpdateVersion>,
     target: String,
     broken: bool,
@@ -282,7 +284,7 @@ impl World {
                     unhealthy_until: 0,
                     last_forced: None,
                     asked_now: false,
-                    updater: paths::UPDATER_START.into(),
+                    updater: UPDATER_START.into(),
                 }
             })
             .collect();
@@ -294,7 +296,7 @@ impl World {
                 rollout: None,
                 frozen: false,
                 pins: BTreeMap::new(),
-                paths: paths::Said::default(),
+                paths: Said::default(),
                 contact: 0,
                 seen: 0,
                 clock_skew: 0,
@@ -316,13 +318,13 @@ impl World {
                 frozen: false,
                 suspended: false,
                 pins: BTreeMap::new(),
-                paths: paths::Said::new(),
+                paths: Said::new(),
             },
             faults: Faults::default(),
             enabled: config("enabled"),
             suspended: config("suspended"),
             disabled: config("disabled"),
-            other: paths::Paths::new(p.seed),
+            other: Paths::new(p.seed),
             version: version("1.0.0"),
             target,
             broken,
@@ -546,7 +548,7 @@ impl World {
         // directive carries them); the agents' freeze and pins hold them too.
         self.trace.events.push(TraceEvent::State {
             at,
-            product: paths::UPDATER.into(),
+            product: UPDATER.into(),
             rollout: None,
             mode: None,
             mode_recorded: true,
@@ -646,11 +648,11 @@ impl World {
                 asked_now: h.asked_now,
                 now: self.ts(self.now),
             });
-            let directed = paths::directed(&fleet, rep.paths.directive.as_ref(), h);
+            let directed = directed(&fleet, rep.paths.directive.as_ref(), h);
             let updater = self.other.updater_goes(h, &settings);
             self.hosts[i].asked_now = false;
             if let host_update::Decision::Update { target, trigger } = decision {
-                let kind = paths::kind(&trigger);
+                let kind = kind(&trigger);
                 if kind == InstallKind::Repair {
                     self.hosts[i].last_forced = Some(self.ts(self.now));
                 }
@@ -898,4 +900,481 @@ pub fn run_many(first: u64, seeds: u64, base: FaultParams) -> (Vec<FaultRun>, f6
         }
     }
     (failed, hours)
+}
+
+// The other paths.
+// The paths the rollout does not drive, played beside it from a second seeded stream
+// (so that the faults and the operator's actions of [`super`] stay what they were for
+// a seed): hosts enrolling (first installs), agents turning unhealthy (repairs), a
+// person running `update --now`, version directives (some naming a revoked
+// version), a channel and the hosts that follow it, the updater's own releases
+// (tern-update's installer or a `local-script`), an operator disabling the rollout,
+// and the signed minimum rising past the start version. Each asks the same one answer
+// (`gate::answer`) and host decision (`host_update`) ternd and tern-update do, and
+// every install it starts enters the trace the invariant judges.
+//
+// What it leaves out: directive selection by labels and facts (a directive here
+// names its hosts, and find does not hold them for it), channel hosts' heartbeats
+// (they do not count in the rollout), maintenance windows (a channel host installs
+// when the channel serves it a version).
+/// The updater's own product.
+const UPDATER: &str = "tern-update";
+/// The updater's version on every host at the start.
+const UPDATER_START: &str = "1.0.0";
+/// A version below the signed minimum of its line from the start: what an operator's
+/// mistake names (a directive, the channel). Newer than the start version, so that a
+/// channel host would take it (a major downgrade it refuses on its own).
+const REVOKED: &str = "1.5.3";
+/// At most this many hosts enroll per run.
+const ENROLMENTS: usize = 12;
+
+/// What the store says to the paths other than the rollout (replicas keep a copy).
+#[derive(Clone, Default)]
+struct Said {
+    /// The signed minimums (release line → version), for the trace.
+    minimums: BTreeMap<String, String>,
+    revocation: Revocation,
+    channel: Option<Channel>,
+    directive: Option<Directed>,
+    /// The operator set the agents' mode to `disabled`.
+    disabled: bool,
+}
+
+/// An active directive: install `version` on these hosts.
+#[derive(Clone)]
+struct Directed {
+    version: Version,
+    hosts: BTreeSet<String>,
+}
+
+impl Said {
+    /// What the store says at the start: `1.5.x` below `1.5.4` is revoked.
+    fn new() -> Self {
+        let mut said = Self::default();
+        said.sign("1.5", "1.5.4");
+        said
+    }
+
+    fn sign(&mut self, line: &str, minimum: &str) {
+        self.minimums.insert(line.into(), minimum.into());
+        self.revocation = Revocation::new(
+            self.minimums
+                .iter()
+                .filter_map(|(l, m)| {
+                    Some(Minimum {
+                        line: ReleaseLine::parse(l).ok()?,
+                        version: Version::parse(m).ok()?,
+                    })
+                })
+                .collect(),
+        );
+    }
+}
+
+/// A host that follows the channel instead of the rollout.
+struct ChannelHost {
+    id: String,
+    version: String,
+    skip: Option<String>,
+    phase: i64,
+    home: usize,
+}
+
+/// One of the updater's own releases, as its ternd hands it out in a directive.
+struct Release {
+    version: String,
+    /// Installed by the operator's `local-script`, not by tern-update's own installer.
+    script: bool,
+}
+
+impl Release {
+    fn instruction(&self) -> InstallInstruction {
+        InstallInstruction {
+            attempt_id: format!("updater-{}", self.version),
+            installer_name: if self.script { "script" } else { "tern-update" }.into(),
+            installer: InstallerSpec {
+                installer_type: if self.script {
+                    InstallerType::LocalScript
+                } else {
+                    InstallerType::TernUpdate
+                },
+                enabled: true,
+                local_script: None,
+                package: None,
+            },
+            target: Target {
+                version: self.version.clone(),
+                arch: None,
+                fips: None,
+                size: None,
+                sha256: None,
+            },
+            dry_run: false,
+            directive: String::new(),
+        }
+    }
+}
+
+/// The state of the other paths' actors.
+struct Paths {
+    rng: ChaCha8Rng,
+    channel_hosts: Vec<ChannelHost>,
+    release: Option<Release>,
+    releases: u32,
+    enrolled: usize,
+    /// On some seeds the release keys revoke the start version at this second.
+    revoke_start_at: Option<i64>,
+}
+
+fn id(rng: &mut ChaCha8Rng) -> String {
+    let mut b = [0u8; 16];
+    rng.fill_bytes(&mut b);
+    tern_core::ids::uuid_v4(b)
+}
+
+impl Paths {
+    fn new(seed: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7061_7468_7321);
+        let channel_hosts = (0..3)
+            .map(|k| ChannelHost {
+                id: id(&mut rng),
+                version: "1.0.0".into(),
+                skip: None,
+                phase: i64::try_from(below(&mut rng, POLL as u64)).unwrap_or(0),
+                home: k,
+            })
+            .collect();
+        let revoke_start_at = chance(&mut rng, 0.3)
+            .then(|| 3600 * (12 + i64::try_from(below(&mut rng, 20)).unwrap_or(0)));
+        Self {
+            revoke_start_at,
+            rng,
+            channel_hosts,
+            release: None,
+            releases: 0,
+            enrolled: 0,
+        }
+    }
+
+    /// The updater's release this host goes to now, if any: unless the agents' ternd
+    /// stops the whole host (its answer, `settings`), for an instruction that waits
+    /// for it.
+    fn updater_goes(
+        &self,
+        h: &Host,
+        settings: &tern_core::wire::AutoUpdateSettings,
+    ) -> Option<String> {
+        let release = self.release.as_ref().filter(|r| r.version != h.updater)?;
+        let held = host_update::instruction_waits_for_agents(&release.instruction())
+            && host_update::FindGate::of(settings).stops_every_product();
+        (!held).then(|| release.version.clone())
+    }
+}
+
+/// What the host records as why it installs.
+fn kind(trigger: &host_update::Trigger) -> InstallKind {
+    use host_update::Trigger;
+    match trigger {
+        Trigger::NotInstalled => InstallKind::FirstInstall,
+        Trigger::Unhealthy(_) | Trigger::Incompatible => InstallKind::Repair,
+        Trigger::AskedNow => InstallKind::AskedNow,
+        Trigger::Forced => InstallKind::Forced,
+        Trigger::Rollout | Trigger::Critical | Trigger::Window => InstallKind::Scheduled,
+    }
+}
+
+/// The directive's install for this host, if one names it and the one answer lets it
+/// go now.
+fn directed(
+    fleet: &gate::Fleet<'_>,
+    directive: Option<&Directed>,
+    h: &Host,
+) -> Option<String> {
+    let d = directive?;
+    let version = normalize(&d.version.to_string());
+    if !h.installed
+        || !d.hosts.contains(&h.id)
+        || h.version == version
+        || h.skip.as_deref() == Some(version.as_str())
+    {
+        return None;
+    }
+    let answer = gate::answer(
+        fleet,
+        &gate::Host::new(gate::AGENT, h.presented, &h.id),
+        gate::Ask::Directed(gate::DirectedInstall {
+            target: &d.version,
+            timing: tern_core::directive::resource::Timing::default(),
+        }),
+    );
+    answer.update().then_some(version)
+}
+
+impl World {
+    /// Each step, maybe one action on the other paths.
+    fn inject_paths(&mut self) {
+        if self.other.revoke_start_at == Some(self.now) {
+            self.store.paths.sign("1.0", "1.0.1");
+            self.say("the release keys sign minimum 1.0.1: 1.0.0 is revoked".into());
+            self.record_state();
+        }
+        self.incident();
+        if !chance(&mut self.other.rng, 0.01) || !self.store_up() {
+            return;
+        }
+        // The stream is lent out while the action reads and changes the world.
+        let mut rng = std::mem::replace(&mut self.other.rng, ChaCha8Rng::seed_from_u64(0));
+        let changed = self.path_action(&mut rng);
+        self.other.rng = rng;
+        if changed {
+            self.record_state();
+        }
+    }
+
+    /// An incident seldom comes alone: while a replica is cut off from the store past
+    /// its bound, the operator may freeze the fleet, and the updater's ternd (another
+    /// server) may release meanwhile. The cut-off replica never hears of the freeze:
+    /// only its cut-off hold keeps its hosts from installing.
+    fn incident(&mut self) {
+        let now = self.now;
+        let stale = (0..self.replicas.len()).any(|r| {
+            self.replicas[r].alive
+                && Self::active(&self.faults.cut_off, r, now)
+                && now - self.replicas[r].contact > CUT_OFF_AFTER
+        });
+        if !stale || self.store.frozen || !self.store_up() || !chance(&mut self.other.rng, 0.05) {
+            return;
+        }
+        self.store.frozen = true;
+        self.say("the operator freezes the fleet while a replica is cut off".into());
+        self.record_state();
+        if chance(&mut self.other.rng, 0.5) {
+            let mut rng = std::mem::replace(&mut self.other.rng, ChaCha8Rng::seed_from_u64(0));
+            self.release(&mut rng);
+            self.other.rng = rng;
+        }
+    }
+
+    fn release(&mut self, rng: &mut ChaCha8Rng) {
+        self.other.releases += 1;
+        let release = Release {
+            version: format!("1.{}.0", self.other.releases),
+            script: chance(rng, 0.5),
+        };
+        let how = if release.script {
+            "a local-script"
+        } else {
+            "its own installer"
+        };
+        self.say(format!(
+            "the updater's ternd releases tern-update {} ({how})",
+            release.version
+        ));
+        self.other.release = Some(release);
+    }
+
+    /// One action; whether it changed what the store says.
+    fn path_action(&mut self, rng: &mut ChaCha8Rng) -> bool {
+        let now = self.now;
+        let hosts = self.hosts.len() as u64;
+        match below(rng, 9) {
+            0 if self.other.enrolled < ENROLMENTS => {
+                self.other.enrolled += 1;
+                let g = usize::try_from(below(rng, GROUPS.len() as u64)).unwrap_or(0);
+                let group = GROUPS[g].0;
+                let host = Host {
+                    id: id(rng),
+                    group,
+                    presented: group,
+                    labels: if PLACED_BY_LABEL.contains(&group) {
+                        BTreeMap::from([("ring".to_string(), group.to_string())])
+                    } else {
+                        BTreeMap::new()
+                    },
+                    version: String::new(),
+                    skip: None,
+                    rollback: false,
+                    phase: i64::try_from(below(rng, POLL as u64)).unwrap_or(0),
+                    home: usize::try_from(below(rng, self.replicas.len() as u64)).unwrap_or(0),
+                    liar: false,
+                    online: true,
+                    installed: false,
+                    unhealthy_until: 0,
+                    last_forced: None,
+                    asked_now: false,
+                    updater: UPDATER_START.into(),
+                };
+                self.say(format!("host {} enrolls in {group}", self.hosts.len()));
+                self.hosts.push(host);
+                return false;
+            }
+            1 => {
+                let h = usize::try_from(below(rng, hosts)).unwrap_or(0);
+                let d = 1800 + i64::try_from(below(rng, 9000)).unwrap_or(0);
+                self.hosts[h].unhealthy_until = now + d;
+                self.say(format!("host {h}'s agent is unhealthy for {d}s"));
+                return false;
+            }
+            2 => {
+                let h = usize::try_from(below(rng, hosts)).unwrap_or(0);
+                self.hosts[h].asked_now = true;
+                self.say(format!("a person runs `update --now` on host {h}"));
+                return false;
+            }
+            3 => {
+                if self.store.paths.directive.take().is_some() {
+                    self.say("the operator ends the directive".into());
+                } else {
+                    let version = if chance(rng, 0.3) {
+                        REVOKED.to_string()
+                    } else {
+                        self.target.clone()
+                    };
+                    let k = 1 + below(rng, 3);
+                    let chosen: BTreeSet<String> = (0..k)
+                        .map(|_| {
+                            let h = usize::try_from(below(rng, hosts)).unwrap_or(0);
+                            self.hosts[h].id.clone()
+                        })
+                        .collect();
+                    self.say(format!(
+                        "the operator directs {version} onto {} hosts",
+                        chosen.len()
+                    ));
+                    self.store.paths.directive =
+                        Version::parse(&version).ok().map(|version| Directed {
+                            version,
+                            hosts: chosen,
+                        });
+                }
+            }
+            4 => {
+                let version = match below(rng, 3) {
+                    0 => REVOKED.to_string(),
+                    1 => "1.0.0".to_string(),
+                    _ => self.target.clone(),
+                };
+                self.say(format!("the operator sets the channel to {version}"));
+                self.store.paths.channel = Some(Channel {
+                    name: "stable".into(),
+                    version,
+                    critical: false,
+                    updated: None,
+                });
+            }
+            5 => {
+                let c = usize::try_from(below(rng, 3)).unwrap_or(0);
+                let hours = 1 + i64::try_from(below(rng, 6)).unwrap_or(0);
+                let until = self.ts(now + hours * 3600);
+                let id = self.other.channel_hosts[c].id.clone();
+                self.store.pins.insert(id, until);
+                self.say(format!("the operator pins channel host {c} for {hours}h"));
+            }
+            6 => {
+                self.store.paths.disabled = !self.store.paths.disabled;
+                let what = if self.store.paths.disabled {
+                    "disables"
+                } else {
+                    "re-enables"
+                };
+                self.say(format!("the operator {what} agent updates"));
+            }
+            7 => {
+                self.release(rng);
+                return false;
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// The updater of host `i` starts installing its own release `version`.
+    fn updater_install(&mut self, i: usize, version: String) {
+        let h = &self.hosts[i];
+        self.trace.events.push(TraceEvent::Install {
+            at: self.ts(self.now),
+            product: UPDATER.into(),
+            host: h.id.clone(),
+            group: h.presented.to_string(),
+            labels: h.labels.clone(),
+            from: Some(h.updater.clone()),
+            to: version.clone(),
+            kind: InstallKind::Scheduled,
+            via: Via::Directive,
+            signed: None,
+            pinned_root: false,
+        });
+        self.hosts[i].updater = version;
+    }
+
+    /// Channel hosts whose timer runs now ask the channel of a replica and act.
+    fn channel_hosts_act(&mut self) {
+        let n = self.replicas.len();
+        for c in 0..self.other.channel_hosts.len() {
+            let h = &self.other.channel_hosts[c];
+            if (self.now + h.phase) % POLL >= STEP {
+                continue;
+            }
+            let Some(r) = (0..n)
+                .map(|k| (h.home + k) % n)
+                .find(|r| self.replicas[*r].alive)
+            else {
+                continue;
+            };
+            let rep = &self.replicas[r];
+            let Some(channel) = rep.paths.channel.as_ref() else {
+                continue;
+            };
+            let fleet = gate::Fleet {
+                freeze: rep.frozen.then_some(&FREEZE),
+                pins: &rep.pins,
+                revocation: &rep.paths.revocation,
+                cut_off: self.now - rep.contact > CUT_OFF_AFTER,
+                ..gate::Fleet::new(rep.rollout.as_ref(), self.ts(self.now + rep.clock_skew))
+            };
+            let answer = gate::answer(
+                &fleet,
+                &gate::Host::new(gate::AGENT, "", &h.id),
+                gate::Ask::Channel(channel),
+            );
+            let Some(version) = answer.version.clone().filter(|_| answer.update()) else {
+                continue;
+            };
+            let decision = host_update::decide(&host_update::Inputs {
+                source: host_update::Source::Channel {
+                    version: host_update::VersionAnswer::Version(version),
+                    critical: host_update::CriticalAnswer::Other(String::new()),
+                    window: host_update::WindowState::Open,
+                },
+                active: Some(&h.version),
+                skip: h.skip.as_deref(),
+                health: host_update::Health::Healthy,
+                last_forced_attempt: None,
+                asked_now: false,
+                now: self.ts(self.now),
+            });
+            let host_update::Decision::Update { target, trigger } = decision else {
+                continue;
+            };
+            self.trace.events.push(TraceEvent::Install {
+                at: self.ts(self.now),
+                product: gate::AGENT.into(),
+                host: h.id.clone(),
+                group: String::new(),
+                labels: BTreeMap::new(),
+                from: Some(h.version.clone()),
+                to: target.clone(),
+                kind: kind(&trigger),
+                via: Via::Channel,
+                signed: None,
+                pinned_root: false,
+            });
+            let host = &mut self.other.channel_hosts[c];
+            if self.broken && target == self.target {
+                host.skip = Some(target);
+            } else {
+                host.version = target;
+            }
+        }
+    }
 }
