@@ -1085,11 +1085,7 @@ fn kind(trigger: &host_update::Trigger) -> InstallKind {
 
 /// The directive's install for this host, if one names it and the one answer lets it
 /// go now.
-fn directed(
-    fleet: &gate::Fleet<'_>,
-    directive: Option<&Directed>,
-    h: &Host,
-) -> Option<String> {
+fn directed(fleet: &gate::Fleet<'_>, directive: Option<&Directed>, h: &Host) -> Option<String> {
     let d = directive?;
     let version = normalize(&d.version.to_string());
     if !h.installed
