@@ -11,7 +11,8 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::backpressure::UpdaterNumeral;
-use crate::gate::{self, Answer, Ask, Fleet, Host, NoPins};
+use crate::directive::select::{self, HostFacts, Selection};
+use crate::gate::{self, Answer, Ask, DirectedInstall, DirectedStart, Fleet, Host, NoPins};
 use crate::hold::Hold;
 use crate::host_update;
 use crate::resource::{AutoUpdateAgentRollout, GroupState, Mode, RolloutGroup, Schedule, Strategy};
@@ -123,6 +124,51 @@ pub struct Forecast {
     /// A server-side pin holds it until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned_until: Option<Timestamp>,
+    /// What the directive governing it does with it, when one does and the server knows
+    /// the host's facts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directed: Option<Directed>,
+}
+
+/// A directive-governed host's outlook: the directive's install asked of the one answer
+/// ([`gate::answer`] with [`Ask::Directed`]) and, when its time rules hold it, when
+/// they let it start ([`gate::directed_start`]), as the directive pass asks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Directed {
+    /// The directive (of the active version directive) that selects it.
+    pub directive: String,
+    /// The version it moves the host to (none when no target fits the host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    pub when: DirectedWhen,
+    /// When its time rules let it start (`when: at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts_at: Option<Timestamp>,
+    /// Every hold on the install ([`Hold::code`]), when it may not start now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<String>,
+    /// Why no target or installer fits the host (`when: no_fit`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+/// When a directive installs on a host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DirectedWhen {
+    /// It runs the directive's target: nothing to install.
+    AtTarget,
+    /// Nothing holds it: the directive's next pass may pick it (within its rate).
+    Now,
+    /// Its time rules (not before, its group's window) hold it until `starts_at`.
+    At,
+    /// Its time rules leave it no instant (the directive expired, or no window is
+    /// ahead).
+    Never,
+    /// A stop or a revoked target holds it until that is lifted.
+    Held,
+    /// No target or installer fits the host.
+    NoFit,
 }
 
 /// What the server knows of the host itself.
@@ -135,6 +181,10 @@ pub struct HostState<'a> {
     /// When it may first be picked as a canary (the server has known it for the canary
     /// tenure), if that is still ahead.
     pub canary_eligible_at: Option<Timestamp>,
+    /// Its facts as the directive pass reads them (labels, arch, installers…), when the
+    /// server has them: with them a directive-governed host's forecast says when it
+    /// installs.
+    pub directive_facts: Option<&'a HostFacts<'a>>,
 }
 
 /// The forecast for `asking` in `fleet` (the instant is the fleet's), running what
@@ -196,6 +246,7 @@ pub fn forecast(
         next_window: None,
         window_open: false,
         pinned_until: None,
+        directed: None,
     };
     let served = rollout.and_then(|r| match r.spec.schedule {
         Schedule::Immediate => None,
@@ -210,8 +261,82 @@ pub fn forecast(
         describe_group(&mut f, rollout, g, updater_id, peers, now);
     }
     f.outlook = outlook(&f, &decision, host, now);
+    if f.outlook == Outlook::Directive {
+        f.directed = host
+            .directive_facts
+            .and_then(|facts| directed(fleet, asking, facts));
+    }
     f.summary = summary(&f, rollout.zip(served).map(|(_, g)| g), host);
     f
+}
+
+/// What the active directive does with a host it governs: the install it selects,
+/// asked of the one answer under the directive's time rules.
+fn directed(fleet: &Fleet<'_>, asking: &Host<'_>, facts: &HostFacts<'_>) -> Option<Directed> {
+    let d = fleet.directive?;
+    let (directive, target) = match select::select(d.spec, d.installers, facts) {
+        Selection::Unmatched => return None,
+        Selection::AtTarget { directive, target } => {
+            return Some(Directed {
+                directive: directive.name.clone(),
+                target: Some(target.version.clone()),
+                when: DirectedWhen::AtTarget,
+                starts_at: None,
+                holds: Vec::new(),
+                reasons: Vec::new(),
+            });
+        }
+        Selection::NoFit {
+            directive,
+            target,
+            reasons,
+        } => {
+            return Some(Directed {
+                directive: directive.name.clone(),
+                target: target.map(|t| t.version.clone()),
+                when: DirectedWhen::NoFit,
+                starts_at: None,
+                holds: Vec::new(),
+                reasons,
+            });
+        }
+        Selection::Install {
+            directive, target, ..
+        } => (directive, target),
+    };
+    let mut out = Directed {
+        directive: directive.name.clone(),
+        target: Some(target.version.clone()),
+        when: DirectedWhen::Never,
+        starts_at: None,
+        holds: Vec::new(),
+        reasons: Vec::new(),
+    };
+    let Ok(version) = Version::parse(&target.version) else {
+        out.reasons = vec![format!("its target {:?} is not a version", target.version)];
+        out.when = DirectedWhen::NoFit;
+        return Some(out);
+    };
+    let timing = d.spec.timing(&directive.name);
+    let answer = gate::answer(
+        fleet,
+        asking,
+        Ask::Directed(DirectedInstall {
+            target: &version,
+            timing,
+        }),
+    );
+    out.holds = answer.holds.iter().map(|h| h.code().to_string()).collect();
+    match gate::directed_start(fleet, asking, timing, &answer) {
+        DirectedStart::Now => out.when = DirectedWhen::Now,
+        DirectedStart::At(t) => {
+            out.when = DirectedWhen::At;
+            out.starts_at = Some(t);
+        }
+        DirectedStart::Never => out.when = DirectedWhen::Never,
+        DirectedStart::Held(_) => out.when = DirectedWhen::Held,
+    }
+    Some(out)
 }
 
 /// The group part of a forecast: its state, window, canaries and backpressure place.
@@ -319,6 +444,38 @@ fn outlook(f: &Forecast, decision: &Answer, host: HostState<'_>, now: Timestamp)
     }
 }
 
+/// One line on a directive-governed host.
+fn directed_summary(d: &Directed) -> String {
+    let target = d.target.as_deref().unwrap_or("?");
+    let name = &d.directive;
+    match d.when {
+        DirectedWhen::AtTarget => {
+            format!("directive {name} governs this host: it runs {target}, the directive's target")
+        }
+        DirectedWhen::Now => format!(
+            "directive {name} moves it to {target}: nothing holds it, the directive's next pass may pick it (within its rate)"
+        ),
+        DirectedWhen::At => format!(
+            "directive {name} moves it to {target} from {} ({})",
+            d.starts_at
+                .map_or_else(|| "?".to_string(), |t| t.to_string()),
+            d.holds.join(", ")
+        ),
+        DirectedWhen::Never => format!(
+            "directive {name} would move it to {target}, but its time rules leave no instant to start ({})",
+            d.holds.join(", ")
+        ),
+        DirectedWhen::Held => format!(
+            "directive {name} moves it to {target} once this is lifted: {}",
+            d.holds.join(", ")
+        ),
+        DirectedWhen::NoFit => format!(
+            "directive {name} selects this host but nothing fits it: {}",
+            d.reasons.join("; ")
+        ),
+    }
+}
+
 /// Versions as hosts send them may carry a `v`: compared as versions when both parse.
 fn same_version(a: &str, b: &str) -> bool {
     match (a.parse::<Version>(), b.parse::<Version>()) {
@@ -354,9 +511,10 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>, host: HostState<'_>) -> Strin
             "this replica has lost its store: it tells no host to update until it is back"
                 .to_string()
         }
-        Outlook::Directive => {
-            "a version directive governs this host: the rollout gives it no version".to_string()
-        }
+        Outlook::Directive => match &f.directed {
+            None => "a version directive governs this host: the rollout gives it no version".into(),
+            Some(d) => directed_summary(d),
+        },
         Outlook::Revoked => format!(
             "{target} is revoked (below the signed minimum of its release line): nothing moves to it; roll out a version at or above the minimum"
         ),
@@ -482,6 +640,7 @@ mod tests {
                 version,
                 failed_version: None,
                 canary_eligible_at: None,
+                directive_facts: None,
             },
             peers,
         )
@@ -690,6 +849,7 @@ mod tests {
                 version,
                 failed_version,
                 canary_eligible_at: None,
+                directive_facts: None,
             },
             [],
         )

@@ -335,3 +335,29 @@ proptest! {
         }
     }
 }
+
+/// Among candidates bringing as many new values, the one whose values are rarest is
+/// picked first, whatever the random order: with one canary to place and zones a, a,
+/// b, the host of zone b (its value on one candidate, a's on two) is the pick for
+/// every seed.
+#[test]
+fn among_equal_gains_the_rarest_values_go_first() {
+    let hosts = [
+        host("a1", &[("zone", "a")]),
+        host("a2", &[("zone", "a")]),
+        host("b1", &[("zone", "b")]),
+    ];
+    let candidates: Vec<&ConnectedAgent> = hosts.iter().collect();
+    for seed in 0..64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let picked = pick_covering(&candidates, 1, &cover(&["zone"]), &mut rng);
+        assert_eq!(
+            picked
+                .iter()
+                .map(|c| c.updater_id.as_str())
+                .collect::<Vec<_>>(),
+            ["b1"],
+            "seed {seed}"
+        );
+    }
+}

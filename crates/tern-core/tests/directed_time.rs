@@ -147,3 +147,105 @@ fn an_install_of_a_directive_no_longer_there_keeps_to_the_windows() {
     let spec = DirectiveSpec::default();
     assert!(spec.timing("gone").keep_windows);
 }
+
+/// The host page's forecast for a directive-governed host says when it installs: the
+/// same answer and start as the directive pass asks, from the host's facts.
+#[test]
+fn the_forecast_says_when_a_directed_host_installs() {
+    use std::collections::BTreeMap;
+    use tern_core::directive::resource::{Installer, VersionDirective};
+    use tern_core::directive::select::{HostFacts, Labels, Names};
+    use tern_core::forecast::{DirectedWhen, HostState, Outlook, forecast};
+
+    let text = |critical: bool| {
+        format!(
+            "kind: version_directive\nmetadata: {{name: vd}}\nspec:\n  not_before: 2026-11-23T10:00:00Z\n  not_after: 2026-11-23T20:00:00Z\n  directives:\n    - name: fix\n      critical: {critical}\n      selectors: [{{labels: {{\"*\": \"*\"}}}}]\n      targets: [{{version: 1.2.0, size: 1000, sha256: {sha}}}]\n      installers: [native]\n",
+            sha = "a".repeat(64)
+        )
+    };
+    let installers: BTreeMap<String, Installer> = [(
+        "native".to_string(),
+        Installer::from_text(
+            "kind: installer\nmetadata: {name: native}\nspec: {type: tern-update}\n",
+        )
+        .unwrap(),
+    )]
+    .into();
+    let labels = BTreeMap::from([("env".to_string(), "prod".to_string())]);
+    let kinds = vec!["tern-update".to_string()];
+    let facts = |version: &'static str| HostFacts {
+        labels: Labels::Map(&labels),
+        group: "prod",
+        version,
+        arch: "amd64",
+        os: "linux",
+        fips: false,
+        installers: Names::Strings(&kinds),
+    };
+    let r = rollout();
+    let freeze = Freeze {
+        reason: "incident".into(),
+        since: t("08:00"),
+        by: "op".into(),
+        products: Vec::new(),
+    };
+    let run = |now: &str, critical: bool, frozen: bool, version: &'static str| {
+        let d = VersionDirective::from_text(&text(critical)).unwrap();
+        let mut fleet = Fleet::new(Some(&r), t(now));
+        fleet.directive = Some(gate::Directive {
+            spec: &d.spec,
+            installers: &installers,
+        });
+        if frozen {
+            fleet.freeze = Some(&freeze);
+        }
+        let mut host = Host::new(gate::AGENT, "prod", HOST);
+        host.recorded.governed = true;
+        let facts = facts(version);
+        let f = forecast(
+            &fleet,
+            &host,
+            HostState {
+                version,
+                directive_facts: Some(&facts),
+                ..HostState::default()
+            },
+            [],
+        );
+        assert_eq!(f.outlook, Outlook::Directive, "{f:?}");
+        let d = f.directed.clone().expect("the directive's outlook");
+        assert_eq!(d.directive, "fix");
+        (d, f.summary)
+    };
+
+    // Before not_before and outside prod's window: from the window's opening.
+    let (d, summary) = run("09:00", false, false, "1.0.0");
+    assert_eq!(d.reasons, Vec::<String>::new());
+    assert_eq!(
+        (d.when, d.starts_at, d.target.as_deref()),
+        (DirectedWhen::At, Some(t("14:00")), Some("1.2.0"))
+    );
+    assert_eq!(d.holds, ["outside_window", "not_yet"]);
+    assert!(
+        summary.contains("moves it to 1.2.0 from 2026-11-23T14:00:00Z"),
+        "{summary}"
+    );
+    // Critical: the window does not hold it; not_before does.
+    let (d, _) = run("09:00", true, false, "1.0.0");
+    assert_eq!((d.when, d.starts_at), (DirectedWhen::At, Some(t("10:00"))));
+    // In the window: the next pass may pick it.
+    let (d, _) = run("14:30", false, false, "1.0.0");
+    assert_eq!((d.when, d.holds.len()), (DirectedWhen::Now, 0));
+    // Past not_after: never.
+    let (d, summary) = run("20:30", true, false, "1.0.0");
+    assert_eq!(d.when, DirectedWhen::Never);
+    assert!(summary.contains("expired"), "{summary}");
+    // A freeze holds it whatever the time says, and the summary names it.
+    let (d, summary) = run("14:30", false, true, "1.0.0");
+    assert_eq!(d.when, DirectedWhen::Held);
+    assert!(d.holds.contains(&"frozen".to_string()), "{d:?}");
+    assert!(summary.contains("once this is lifted: frozen"), "{summary}");
+    // On the target: nothing to install.
+    let (d, _) = run("14:30", false, false, "1.2.0");
+    assert_eq!(d.when, DirectedWhen::AtTarget);
+}

@@ -137,6 +137,7 @@ proptest! {
             version: VERSIONS[version],
             failed_version: failed.map(|f| VERSIONS[f]),
             canary_eligible_at: None,
+                directive_facts: None,
         };
         let f = forecast::forecast(&fleet, &asking, host, []);
         let answer = gate::answer(&fleet, &asking, Ask::Find);

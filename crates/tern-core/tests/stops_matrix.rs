@@ -414,3 +414,61 @@ fn stops_combine_and_every_one_is_listed() {
     );
     assert!(FindGate::of(&a.settings()).stops_every_product());
 }
+
+/// The client tools' version (Teleport's `tools_version`, `tools_auto_update`): the
+/// agents' target while nothing failed it, and automatic only with the config's tools
+/// mode enabled and nothing stopping them: a freeze that holds the tools, a replica cut
+/// off from its store. A revoked target is never named.
+#[test]
+fn the_client_tools_are_held_by_a_freeze_a_cut_off_replica_and_revocation() {
+    let r = rollout(Mode::Enabled);
+    let config = AutoUpdateConfig {
+        spec: ConfigSpec {
+            tools: Some(ToolsConfig {
+                mode: Some(ToolsMode::Enabled),
+            }),
+            ..ConfigSpec::default()
+        },
+        ..AutoUpdateConfig::default()
+    };
+    let freeze = |products: &[&str]| Freeze {
+        reason: "incident".into(),
+        since: now(),
+        by: "op".into(),
+        products: products.iter().map(|p| p.to_string()).collect(),
+    };
+    let (all, agents_only, tools_only) = (freeze(&[]), freeze(&["agent"]), freeze(&["tools"]));
+    let revoked = Revocation::new(vec![Minimum {
+        line: ReleaseLine::parse("1.1").unwrap(),
+        version: Version::parse("1.1.1").unwrap(),
+    }]);
+    let target = Some(Version::parse(TARGET).unwrap());
+    let none = Revocation::default();
+    let tools = |config: Option<&AutoUpdateConfig>,
+                 freeze: Option<&Freeze>,
+                 cut_off: bool,
+                 revocation: &Revocation| {
+        gate::tools(&Fleet {
+            config,
+            freeze,
+            cut_off,
+            revocation,
+            ..Fleet::new(Some(&r), now())
+        })
+    };
+    let c = Some(&config);
+    assert_eq!(tools(c, None, false, &none), (target.clone(), true));
+    assert_eq!(tools(None, None, false, &none), (target.clone(), false));
+    assert_eq!(tools(c, Some(&all), false, &none), (target.clone(), false));
+    assert_eq!(
+        tools(c, Some(&tools_only), false, &none),
+        (target.clone(), false)
+    );
+    assert_eq!(
+        tools(c, Some(&agents_only), false, &none),
+        (target.clone(), true),
+        "a freeze of the agents alone leaves the tools"
+    );
+    assert_eq!(tools(c, None, true, &none), (target.clone(), false));
+    assert_eq!(tools(c, None, false, &revoked), (None, false));
+}

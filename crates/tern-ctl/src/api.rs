@@ -287,6 +287,13 @@ pub struct InventoryArgs {
 pub enum InventoryCommand {
     /// List the connected agents.
     Ls,
+    /// One host: what it runs, and when it will update (the dashboard's host page):
+    /// what holds it, its group's window, its place in the order, and, for a host a
+    /// version directive governs, when the directive installs on it.
+    Show {
+        /// The host's updater id, as `inventory ls` shows it.
+        updater_id: String,
+    },
     /// Revoke a host's credential (from `tern-update enable` with a join token) and
     /// forget the host: its heartbeats are refused from then on.
     Revoke {
@@ -847,6 +854,58 @@ fn transition(
     )
 }
 
+/// `inventory show`'s text: the host, then its forecast.
+fn print_host(h: &tern_core::api::HostResponse) {
+    let a = &h.agent;
+    let f = &h.forecast;
+    println!(
+        "host {} ({}), group {}, runs {}",
+        a.updater_id,
+        if a.hostname.is_empty() {
+            "?"
+        } else {
+            &a.hostname
+        },
+        if a.group.is_empty() {
+            "(none)"
+        } else {
+            &a.group
+        },
+        a.version
+    );
+    println!("when will it update: {}", f.summary);
+    if let Some(hold) = &f.hold {
+        println!("  hold: {hold}");
+    }
+    if let Some(d) = &f.directed {
+        let when = match (d.when, d.starts_at) {
+            (tern_core::forecast::DirectedWhen::At, Some(t)) => format!("from {t}"),
+            (w, _) => serde_json::to_value(w)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        };
+        println!(
+            "  directive {}: to {}, {when}{}",
+            d.directive,
+            d.target.as_deref().unwrap_or("no target"),
+            if d.holds.is_empty() {
+                String::new()
+            } else {
+                format!(" (held by {})", d.holds.join(", "))
+            }
+        );
+    }
+    if let Some(g) = &f.serving_group {
+        println!(
+            "  group {g}: {}, window {}",
+            f.group_state
+                .map_or("-", tern_core::resource::GroupState::as_str),
+            if f.window_open { "open" } else { "closed" }
+        );
+    }
+}
+
 fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
     let c = g.client()?;
     match &a.cmd {
@@ -900,6 +959,14 @@ fn inventory(a: InventoryArgs, g: &Global) -> anyhow::Result<ExitCode> {
                         p.updater_id, p.until, p.by, p.reason
                     );
                 }
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        InventoryCommand::Show { updater_id } => {
+            let h: tern_core::api::HostResponse =
+                c.get(&format!("/v1/inventory/{}", encode(updater_id)))?;
+            if !structured(g.output(), &h)? {
+                print_host(&h);
             }
             return Ok(ExitCode::SUCCESS);
         }

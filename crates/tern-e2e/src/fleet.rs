@@ -725,6 +725,18 @@ impl Fleet {
         }
     }
 
+    /// Adds what this fleet's own recording cannot see to the trace the invariant is
+    /// checked over (an install by a path outside its hosts, such as another
+    /// namespace's), in the order it happened.
+    pub fn record(&self, event: tern_core::invariant::TraceEvent) {
+        self.recorder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .trace
+            .events
+            .push(event);
+    }
+
     /// The fleet-safety invariant's verdict on a fleet that breaks it on purpose (the
     /// planted-holes suite): the violation, after which the fleet's drop checks no
     /// more; an error when nothing broke it.

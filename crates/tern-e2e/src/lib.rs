@@ -20,7 +20,9 @@
 //! ```
 
 pub mod bins;
+pub mod crossing;
 pub mod demo;
+pub mod directive;
 pub mod fleet;
 pub mod gateway;
 pub mod host;

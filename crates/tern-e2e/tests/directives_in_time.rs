@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tern_core::fixtures::time_based;
+use tern_e2e::directive::{control_config, record_installer};
 use tern_e2e::{Fleet, FleetOptions};
 
 const DAY: &str = "2026-11-23";
@@ -15,30 +16,6 @@ const DAY: &str = "2026-11-23";
 fn at(hm: &str) -> String {
     format!("{DAY}T{hm}:00Z")
 }
-
-const SCRIPT: &str = r#"kind: installer
-version: v1
-metadata: {name: record}
-spec:
-  type: local-script
-  local_script:
-    env: {VERSION: "{target.version}"}
-    shell: /bin/sh
-    script: |
-      root="$(dirname "$0")/../.."
-      echo "$VERSION" >> "$root/script-runs.log"
-    timeout: 1m
-"#;
-
-const CONFIG: &str = r#"kind: version_control_config
-version: v1
-metadata: {name: version-control-config}
-spec:
-  enabled: true
-  rolling_install: {rate: 10/m, fault_limit: "1", churn_limit: "1"}
-  promotion: {strategy: manual, approvals: 1, pending_ttl: 1h}
-  timings: {trigger_timeout: 5m, recent: 12h, offline_after: 2m, settle: 1m}
-"#;
 
 fn draft() -> String {
     format!(
@@ -65,11 +42,7 @@ spec:
 }
 
 fn runs(f: &Fleet, name: &str) -> Vec<String> {
-    std::fs::read_to_string(f.host(name).root.join("script-runs.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    tern_e2e::directive::recorded(&f.host(name).root.join("script-runs.log"))
 }
 
 /// One minute of the fleet: every host's timer runs, then one directive pass; the
@@ -149,56 +122,26 @@ fn a_directive_starts_at_its_not_before_keeps_to_the_windows_unless_critical_and
         )
         .unwrap();
     }
-    let dir = f.path().to_path_buf();
-    let file = |name: &str, text: &str| {
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p.display().to_string()
-    };
-    let installer = file("installer.yaml", SCRIPT);
-    let config = file("vc-config.yaml", CONFIG);
-    let timed = file("draft.yaml", &draft());
-    f.ctl
-        .run(&["version-control", "installer", "-f", &installer])
-        .unwrap();
-    f.ctl
-        .run(&["version-control", "config", "-f", &config])
-        .unwrap();
+    tern_e2e::directive::activate(
+        &f,
+        &record_installer(None),
+        &control_config("10/m", "1", "12h"),
+        "timed",
+        &draft(),
+    )
+    .unwrap();
     // A directive whose not_after is not after its not_before is refused, naming it.
-    let bad = file(
-        "bad.yaml",
-        &draft().replace("2026-11-24T00:00:00Z", "2026-11-23T08:00:00Z"),
-    );
+    let bad = f.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        draft().replace("2026-11-24T00:00:00Z", "2026-11-23T08:00:00Z"),
+    )
+    .unwrap();
     let err = f
         .ctl
-        .run(&["version-control", "draft", "-f", &bad])
+        .run(&["version-control", "draft", "-f", &bad.display().to_string()])
         .unwrap_err();
     assert!(format!("{err:#}").contains("spec.not_after"), "{err:#}");
-    f.ctl
-        .run(&["version-control", "draft", "-f", &timed])
-        .unwrap();
-    // Under the dev clock the plan waits for a pass that only `dev directives` runs:
-    // ternctl says so (exit 3) and prints the nonce, as an operator would read it.
-    let err = f
-        .ctl
-        .run(&[
-            "version-control",
-            "plan",
-            "--draft",
-            "timed",
-            "--wait",
-            "1s",
-        ])
-        .unwrap_err();
-    let text = format!("{err:#}");
-    let nonce = text
-        .split("(nonce ")
-        .nth(1)
-        .and_then(|r| r.split(')').next())
-        .unwrap_or_else(|| panic!("no nonce in {text}"))
-        .to_string();
-    f.ctl.json(&["dev", "directives"]).unwrap();
-    f.ctl.run(&["version-control", "apply", &nonce]).unwrap();
 
     // 09:01, 09:02: before not_before nothing starts; status says when each will.
     assert!(tick_to(&f, &at("09:01")).is_empty());
@@ -230,6 +173,36 @@ fn a_directive_starts_at_its_not_before_keeps_to_the_windows_unless_critical_and
         "{text}"
     );
     assert!(["p1", "p2", "e1"].iter().all(|h| runs(&f, h).is_empty()));
+    // The host's forecast (its dashboard page, `ternctl inventory show`) says the same.
+    let p1 = f.host("p1").updater_id().unwrap();
+    let show = f.ctl.json(&["inventory", "show", &p1]).unwrap();
+    let d = &show["forecast"]["directed"];
+    assert_eq!(
+        (
+            show["forecast"]["outlook"].as_str(),
+            d["directive"].as_str(),
+            d["target"].as_str(),
+            d["when"].as_str(),
+            d["starts_at"].as_str()
+        ),
+        (
+            Some("directive"),
+            Some("prod"),
+            Some("1.2.0"),
+            Some("at"),
+            Some(at("14:00").as_str())
+        ),
+        "{show}"
+    );
+    let text = f.ctl.run(&["inventory", "show", &p1]).unwrap();
+    println!("{text}");
+    assert!(
+        text.contains(&format!(
+            "directive prod moves it to 1.2.0 from {}",
+            at("14:00")
+        )) && text.contains(&format!("directive prod: to 1.2.0, from {}", at("14:00"))),
+        "{text}"
+    );
 
     // 10:01: the critical directive's host installs; prod's wait for their window.
     assert_eq!(tick_to(&f, &at("10:01")), vec!["e1".to_string()]);
@@ -248,6 +221,12 @@ fn a_directive_starts_at_its_not_before_keeps_to_the_windows_unless_critical_and
         w.iter()
             .all(|(_, holds, starts)| holds.contains(&"frozen".to_string()) && starts.is_none()),
         "{w:?}"
+    );
+    let show = f.ctl.json(&["inventory", "show", &p1]).unwrap();
+    assert_eq!(
+        show["forecast"]["directed"]["when"].as_str(),
+        Some("held"),
+        "{show}"
     );
     f.ctl.run(&["agents", "unfreeze"]).unwrap();
     assert_eq!(

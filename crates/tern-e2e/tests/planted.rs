@@ -55,3 +55,21 @@ fn first_install_takes_target_is_convicted() {
     println!("{err}");
     assert!(err.contains("(stop)") && err.contains("1.2.0"), "{err}");
 }
+
+/// Issue 47, hole 2: the updater's `local-script` instructions skip the agents'
+/// stop. stops.rs plays the same fleet (`tern_e2e::crossing`) with every hole closed.
+#[test]
+fn script_skips_agents_stop_is_convicted() {
+    planted("script-skips-agents-stop");
+    let s = tern_e2e::crossing::script_directive_while_agents_frozen().unwrap();
+    assert!(
+        !s.ran.is_empty(),
+        "the hole was open but the script never ran"
+    );
+    let err = s.agents.conviction().unwrap();
+    println!("{err}");
+    assert!(
+        err.contains("(stop)") && err.contains("updater 1.1.0") && err.contains("a freeze"),
+        "{err}"
+    );
+}

@@ -187,3 +187,29 @@ fn a_pinned_host_never_rolls_back_onto_a_revoked_version() {
     let entry = f.inventory_of("signed-1").unwrap().unwrap();
     assert_eq!(entry.failed_version.as_deref(), Some("1.2.0"), "{entry:?}");
 }
+
+/// A `local-script` directive of the updater's ternd while the agents' ternd is
+/// frozen (`tern_e2e::crossing`): the host's updater namespace refuses the
+/// instruction, saying the agents' ternd holds every update of the host; the script
+/// never runs; the updater's ternd records no successful install; the checker finds
+/// nothing over the trace.
+#[test]
+fn a_local_script_updater_directive_holds_while_the_agents_ternd_is_frozen() {
+    let s = tern_e2e::crossing::script_directive_while_agents_frozen().unwrap();
+    assert!(s.ran.is_empty(), "the script ran: {:?}", s.ran);
+    assert!(
+        s.runs
+            .iter()
+            .any(|o| o.stderr.contains("holds every update of this host")),
+        "no run said why it held: {:?}",
+        s.runs.iter().map(|o| &o.stderr).collect::<Vec<_>>()
+    );
+    let id = s.host.updater_id().unwrap();
+    let show = s.upd.ctl.json(&["inventory", "show", &id]).unwrap();
+    let result = &show["agent"]["install_result"];
+    assert!(
+        !result.is_null() && result["success"] == false,
+        "the updater's ternd must hear of the refused attempt, not a success: {show}"
+    );
+    s.agents.check_invariant().unwrap();
+}

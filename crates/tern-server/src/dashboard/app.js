@@ -328,6 +328,10 @@
             f.waiting_for.length ? ['waits for', f.waiting_for.join(', ')] : null,
             ['may start at', when(f.starts_at)],
             ['window', (f.window_open ? 'open now' : 'closed') + (f.next_window ? '; the next opens ' + when(f.next_window) : '')],
+            f.directed ? ['directive', el('span', { id: 'directed', 'data-when': f.directed.when },
+              f.directed.directive + ' → ' + (f.directed.target || '—') + ': ' + f.directed.when.replace('_', ' ')
+              + (f.directed.starts_at ? ' ' + when(f.directed.starts_at) : '')
+              + (f.directed.holds && f.directed.holds.length ? ' (' + f.directed.holds.join(', ') + ')' : ''))] : null,
           ]),
           el('h2', {}, 'Now'),
           dl([

@@ -67,19 +67,25 @@ pub struct PassSummary {
     pub notices: Vec<tern_core::directive::notice::VersionNotice>,
 }
 
+/// A host's facts as a directive selects by them.
+fn host_facts<'a>(e: &'a Entry, names: &'a super::Names) -> HostFacts<'a> {
+    let facts = e.facts.as_deref();
+    HostFacts {
+        labels: facts.map_or(Labels::None, |f| Labels::Pairs(&f.labels)),
+        group: names.get(e.group),
+        version: names.get(e.version),
+        arch: facts.map_or("", |f| &f.arch),
+        os: facts.map_or("", |f| &f.os),
+        fips: facts.is_some_and(|f| f.fips),
+        installers: facts.map_or(Names::Boxed(&[]), |f| Names::Boxed(&f.installers)),
+    }
+}
+
 fn pass_host<'a>(e: &'a Entry, names: &'a super::Names, dry_run: Option<&str>) -> PassHost<'a> {
     let facts = e.facts.as_deref();
     let version = names.get(e.version);
     PassHost {
-        facts: HostFacts {
-            labels: facts.map_or(Labels::None, |f| Labels::Pairs(&f.labels)),
-            group: names.get(e.group),
-            version,
-            arch: facts.map_or("", |f| &f.arch),
-            os: facts.map_or("", |f| &f.os),
-            fips: facts.is_some_and(|f| f.fips),
-            installers: facts.map_or(Names::Boxed(&[]), |f| Names::Boxed(&f.installers)),
-        },
+        facts: host_facts(e, names),
         record: HostRecord {
             version,
             last_seen: e.last_seen(),
@@ -365,5 +371,10 @@ impl super::AgentRef<'_> {
     /// The host's install state after the last directive pass.
     pub(crate) fn install_state(&self) -> Option<InstallState> {
         self.entry.install_state
+    }
+
+    /// Its facts as the directive pass selects by them.
+    pub(crate) fn directive_facts(&self) -> HostFacts<'_> {
+        host_facts(self.entry, self.names)
     }
 }

@@ -412,6 +412,7 @@ pub(crate) async fn host(
         let mut asking = tern_core::gate::Host::new(tern_core::gate::AGENT, a.group(), &updater_id);
         asking.recorded.governed = governed_by_directive;
         asking.pins_root = host.heartbeat.trust.is_some_and(|t| t.pinned);
+        let directive_facts = a.directive_facts();
         let forecast = tern_core::forecast::forecast(
             &fleet,
             &asking,
@@ -419,6 +420,7 @@ pub(crate) async fn host(
                 version: &host.heartbeat.version,
                 failed_version: host.heartbeat.failed_version.as_deref(),
                 canary_eligible_at: canary_eligible_at.filter(|at| *at > now),
+                directive_facts: Some(&directive_facts),
             },
             peers,
         );

@@ -1,0 +1,124 @@
+//! Fleets played twice: with every hole closed (`tests/stops.rs`, which asserts that
+//! they hold) and with one hole planted (`tests/planted.rs`, which asserts that the
+//! fleet-safety checker convicts it). One scenario, so the two suites cannot drift
+//! apart.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, ensure};
+use tern_core::fixtures::halt_on_error;
+use tern_core::invariant::{InstallKind, TraceEvent, Via};
+
+use crate::directive::{activate, control_config, record_installer, recorded};
+use crate::updater::{self, UpdaterHost};
+use crate::{Fleet, FleetOptions, RunOutcome};
+
+/// The updater product, as the agents' ternd's stops name it.
+const UPDATER: &str = "updater";
+
+/// What [`script_directive_while_agents_frozen`] left.
+pub struct ScriptUnderFreeze {
+    /// The agents' ternd; its trace holds the updater's installs too.
+    pub agents: Fleet,
+    /// The updater's own ternd, whose directive names the script.
+    pub upd: Fleet,
+    pub host: UpdaterHost,
+    /// Each `update` run of the host's updater namespace.
+    pub runs: Vec<RunOutcome>,
+    /// The versions the script ran for.
+    pub ran: Vec<String>,
+}
+
+/// Issue 47, hole 2. Two ternds, as in production: the agents' (one host in staging)
+/// and the updater's, where the host's `updater` namespace enrolled with the
+/// `local-script` installer. The agents' ternd is frozen; then the updater's ternd
+/// makes a directive active whose `local-script` installer would move the updater to
+/// 1.1.0. The host heartbeats, the directive pass picks it, its timer runs `update`,
+/// three times a minute apart. A stop of the agents' ternd holds every update of the
+/// host, the updater's included, whatever installer the instruction names: the trace
+/// records the agents' state for the updater product and each version the script ran.
+pub fn script_directive_while_agents_frozen() -> anyhow::Result<ScriptUnderFreeze> {
+    let mut agents = Fleet::start(FleetOptions::default())?;
+    agents.apply(&halt_on_error(&[("staging", 10, 0, 0)]))?;
+    agents.set_version("1.0.0", "1.0.0", "regular")?;
+    agents.add_hosts("staging", 1)?;
+
+    let upd = Fleet::start(FleetOptions {
+        releases: Vec::new(),
+        ..FleetOptions::default()
+    })?;
+    let real = std::fs::read(&upd.bins.tern_update)?;
+    updater::publish(&upd.artifacts, "1.0.0", &real)?;
+    upd.apply(&halt_on_error(&[("staging", 10, 0, 0)]))?;
+    upd.set_version("1.0.0", "1.0.0", "regular")?;
+    let host = UpdaterHost::beside(&agents.hosts[0], &upd.bins.tern_update);
+    let out = host.enable_with(
+        &upd.gateway.url,
+        &upd.gateway.artifacts_url(),
+        &upd.agent_token_file,
+        &["--installer", "local-script", "--label", "env=prod"],
+    )?;
+    ensure!(out.ok(), "{}: enable failed:\n{}", host.name, out.stderr);
+    let id = host
+        .updater_id()
+        .context("the updater namespace has no updater id")?;
+
+    agents.agents(&["freeze", "--reason", "incident 7"])?;
+    let log: PathBuf = upd.path().join("script-runs.log");
+    let draft = r#"kind: version_directive
+version: v1
+metadata: {name: fix}
+spec:
+  directives:
+    - name: everyone
+      windows: ignore
+      selectors: [{labels: {"*": "*"}}]
+      targets: [{version: "1.1.0"}]
+      installers: [record]
+"#;
+    activate(
+        &upd,
+        &record_installer(Some(&log)),
+        &control_config("10/m", "1", "12h"),
+        "fix",
+        draft,
+    )?;
+
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let out = host.run(&["heartbeat"])?;
+        ensure!(out.ok(), "heartbeat: {}", out.stderr);
+        upd.clock_advance("1m")?;
+        upd.ctl.json(&["dev", "directives"])?;
+        let status = agents.status()?;
+        agents.record(status.trace_state(UPDATER, BTreeMap::new()));
+        let before = recorded(&log).len();
+        let from = host.linked_version();
+        let out = host.run(&["update"])?;
+        for to in recorded(&log).into_iter().skip(before) {
+            agents.record(TraceEvent::Install {
+                at: status.now,
+                product: UPDATER.into(),
+                host: id.clone(),
+                group: host.group.clone(),
+                labels: BTreeMap::from([("env".to_string(), "prod".to_string())]),
+                from: from.clone(),
+                to,
+                kind: InstallKind::Scheduled,
+                via: Via::Directive,
+                signed: None,
+                pinned_root: false,
+            });
+        }
+        runs.push(out);
+    }
+    let ran = recorded(&log);
+    Ok(ScriptUnderFreeze {
+        agents,
+        upd,
+        host,
+        runs,
+        ran,
+    })
+}
