@@ -195,7 +195,6 @@ fn a_directive_starts_at_its_not_before_keeps_to_the_windows_unless_critical_and
         "{show}"
     );
     let text = f.ctl.run(&["inventory", "show", &p1]).unwrap();
-    println!("{text}");
     assert!(
         text.contains(&format!(
             "directive prod moves it to 1.2.0 from {}",
@@ -229,11 +228,31 @@ fn a_directive_starts_at_its_not_before_keeps_to_the_windows_unless_critical_and
         "{show}"
     );
     f.ctl.run(&["agents", "unfreeze"]).unwrap();
-    assert_eq!(
-        tick_to(&f, &at("14:02")),
-        vec!["p1".to_string(), "p2".to_string()]
-    );
+    // A server pin of p2 holds it inside its window too; p1 goes.
+    let p2 = f.host("p2").updater_id().unwrap();
+    f.ctl
+        .run(&["inventory", "pin", &p2, "--until", &at("23:00")])
+        .unwrap();
+    assert_eq!(tick_to(&f, &at("14:02")), vec!["p1".to_string()]);
     assert_eq!(runs(&f, "p1"), vec!["1.2.0".to_string()]);
+    assert!(runs(&f, "p2").is_empty());
+    let w = waiting(&f);
+    assert!(
+        w.iter().any(|(h, holds, starts)| h == "p2"
+            && holds.contains(&"pinned".to_string())
+            && starts.is_none()),
+        "{w:?}"
+    );
+    let show = f.ctl.json(&["inventory", "show", &p2]).unwrap();
+    let d = &show["forecast"]["directed"];
+    assert_eq!(
+        (d["when"].as_str(), d["holds"][0].as_str()),
+        (Some("held"), Some("pinned")),
+        "{show}"
+    );
+    // Unpinned while the window is still open: it installs.
+    f.ctl.run(&["inventory", "unpin", &p2]).unwrap();
+    assert_eq!(tick_to(&f, &at("14:03")), vec!["p2".to_string()]);
     assert_eq!(runs(&f, "p2"), vec!["1.2.0".to_string()]);
     assert_eq!(runs(&f, "e1"), vec!["1.2.0".to_string()], "never twice");
 }
