@@ -65,15 +65,20 @@ fn timing(d: Directive) -> Timing {
     .timing("d")
 }
 
-/// The holds and the start the answer gives at `now`.
-fn at(now: &str, timing: Timing, frozen: bool) -> (Vec<Hold>, DirectedStart) {
-    let r = rollout();
-    let freeze = Freeze {
+/// A freeze of every product since 08:00.
+fn incident() -> Freeze {
+    Freeze {
         reason: "incident".into(),
         since: t("08:00"),
         by: "op".into(),
         products: Vec::new(),
-    };
+    }
+}
+
+/// The holds and the start the answer gives at `now`.
+fn at(now: &str, timing: Timing, frozen: bool) -> (Vec<Hold>, DirectedStart) {
+    let r = rollout();
+    let freeze = incident();
     let mut fleet = Fleet::new(Some(&r), t(now));
     if frozen {
         fleet.freeze = Some(&freeze);
@@ -183,12 +188,7 @@ fn the_forecast_says_when_a_directed_host_installs() {
         installers: Names::Strings(&kinds),
     };
     let r = rollout();
-    let freeze = Freeze {
-        reason: "incident".into(),
-        since: t("08:00"),
-        by: "op".into(),
-        products: Vec::new(),
-    };
+    let freeze = incident();
     let run = |now: &str, critical: bool, frozen: bool, version: &'static str| {
         let d = VersionDirective::from_text(&text(critical)).unwrap();
         let mut fleet = Fleet::new(Some(&r), t(now));

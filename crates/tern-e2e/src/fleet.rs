@@ -758,24 +758,7 @@ impl Fleet {
     /// fleet's directory.
     pub fn check_invariant(&self) -> anyhow::Result<()> {
         let rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
-        let trace = serde_json::to_vec_pretty(&rec.trace)?;
-        std::fs::write(self.path().join("trace.json"), &trace)?;
-        tern_core::invariant::check(&rec.trace).map_err(|v| {
-            // The fleet's directory goes with it: the trace is kept beside it.
-            let file = std::env::temp_dir().join(format!(
-                "{}-trace.json",
-                self.path()
-                    .file_name()
-                    .map_or_else(|| "tern-e2e".into(), |n| n.to_string_lossy())
-            ));
-            let _ = std::fs::write(&file, &trace);
-            anyhow::anyhow!(
-                "{v}\nevent: {}\n(trace of {} events in {})",
-                serde_json::to_string(&rec.trace.events[v.index]).unwrap_or_default(),
-                rec.trace.events.len(),
-                file.display()
-            )
-        })
+        check_trace(&rec.trace, self.path())
     }
 
     /// (host, version its live agent runs, or None when no agent runs).
@@ -831,4 +814,26 @@ impl Drop for Fleet {
             panic!("{e:#}");
         }
     }
+}
+
+/// The fleet-safety invariant (`tern_core::invariant::check`) over `trace`, written to
+/// `trace.json` in `dir`; a violation names the event that broke it and where the
+/// trace is kept (beside the temp dir, as `dir` goes with its fleet).
+pub fn check_trace(trace: &tern_core::invariant::Trace, dir: &Path) -> anyhow::Result<()> {
+    let text = serde_json::to_vec_pretty(trace)?;
+    std::fs::write(dir.join("trace.json"), &text)?;
+    tern_core::invariant::check(trace).map_err(|v| {
+        let file = std::env::temp_dir().join(format!(
+            "{}-trace.json",
+            dir.file_name()
+                .map_or_else(|| "tern-e2e".into(), |n| n.to_string_lossy())
+        ));
+        let _ = std::fs::write(&file, &text);
+        anyhow::anyhow!(
+            "{v}\nevent: {}\n(trace of {} events in {})",
+            serde_json::to_string(&trace.events[v.index]).unwrap_or_default(),
+            trace.events.len(),
+            file.display()
+        )
+    })
 }

@@ -225,10 +225,5 @@ fn one_ternd_serves_a_hosts_agent_and_updater_and_a_freeze_holds_both() {
     assert_eq!(w.agents_on(), vec![Some("1.1.0".to_string()); 2]);
 
     w.f.check_invariant().unwrap();
-    if let Err(v) = tern_core::invariant::check(&w.trace) {
-        panic!(
-            "{v}\n{}",
-            serde_json::to_string_pretty(&w.trace.events[v.index]).unwrap()
-        );
-    }
+    tern_e2e::fleet::check_trace(&w.trace, w.f.path()).unwrap();
 }

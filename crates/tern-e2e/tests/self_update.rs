@@ -412,12 +412,7 @@ fn an_updater_release_rolls_out_by_groups_and_a_broken_one_stops_at_the_canary()
             assert!(!h.has_version_dir("1.2.0"), "{} unpacked 1.2.0", h.name);
         }
     }
-    if let Err(v) = tern_core::invariant::check(&lab.trace) {
-        panic!(
-            "{v}\n{}",
-            serde_json::to_string_pretty(&lab.trace.events[v.index]).unwrap()
-        );
-    }
+    tern_e2e::fleet::check_trace(&lab.trace, lab.f.path()).unwrap();
 }
 
 /// A freeze on the agent's ternd holds the updater's releases too: each host's
@@ -651,12 +646,7 @@ fn a_pinned_updater_installs_only_signed_releases_and_an_unsigned_or_tampered_on
 
     // The fleet-safety invariant (a pinned host never installs what was not signed,
     // among the rest) over the run; no host but a canary ever tried 1.2.0 or 1.3.0.
-    if let Err(v) = tern_core::invariant::check(&lab.trace) {
-        panic!(
-            "{v}\n{}",
-            serde_json::to_string_pretty(&lab.trace.events[v.index]).unwrap()
-        );
-    }
+    tern_e2e::fleet::check_trace(&lab.trace, lab.f.path()).unwrap();
     let installs = lab
         .trace
         .events
@@ -846,12 +836,7 @@ fn a_release_that_does_not_do_its_job_is_taken_back(bad: Vec<u8>, flags: &[&str]
     assert_eq!(inv.len(), lab.hosts.len(), "every host heartbeats: {inv:?}");
     assert!(inv.iter().all(|e| e.version == "1.0.0"), "{inv:?}");
 
-    if let Err(v) = tern_core::invariant::check(&lab.trace) {
-        panic!(
-            "{v}\n{}",
-            serde_json::to_string_pretty(&lab.trace.events[v.index]).unwrap()
-        );
-    }
+    tern_e2e::fleet::check_trace(&lab.trace, lab.f.path()).unwrap();
 }
 
 #[test]

@@ -34,6 +34,14 @@ spec:
           start_hour: 10
 "#;
 
+/// A ternd (dev clock) in `tmp` with [`CONFIG`], and an agent token.
+fn configured(tmp: &tempfile::TempDir) -> (Ternd, String) {
+    let t = Ternd::dev(&tmp.path().join("data"));
+    let agent = t.new_token("agent");
+    t.put_resource("config", CONFIG);
+    (t, agent)
+}
+
 fn group<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["groups"]
         .as_array()
@@ -171,9 +179,7 @@ fn a_start_update_right_after_new_rollout_is_not_undone() {
 #[test]
 fn a_group_started_by_hand_gets_its_initial_count() {
     let tmp = tempfile::tempdir().unwrap();
-    let t = Ternd::dev(&tmp.path().join("data"));
-    let agent = t.new_token("agent");
-    t.put_resource("config", CONFIG);
+    let (t, agent) = configured(&tmp);
     new_rollout(&t, json!({"version": "1.1.0", "current_version": "1.0.0"}));
     t.heartbeat(&agent, "d1", "dev", "1.0.0");
     t.reconcile();
@@ -200,9 +206,7 @@ fn a_group_started_by_hand_gets_its_initial_count() {
 #[test]
 fn later_groups_follow_within_the_window_when_the_rollout_says_so() {
     let tmp = tempfile::tempdir().unwrap();
-    let t = Ternd::dev(&tmp.path().join("data"));
-    let agent = t.new_token("agent");
-    t.put_resource("config", CONFIG);
+    let (t, agent) = configured(&tmp);
     let beat = |version: &str| {
         t.heartbeat(&agent, "d1", "dev", version);
         t.heartbeat(&agent, "p1", "prod", "1.0.0");
@@ -274,9 +278,7 @@ fn later_groups_follow_within_the_window_when_the_rollout_says_so() {
 #[test]
 fn status_says_when_a_group_starts_and_who_is_pending() {
     let tmp = tempfile::tempdir().unwrap();
-    let t = Ternd::dev(&tmp.path().join("data"));
-    let agent = t.new_token("agent");
-    t.put_resource("config", CONFIG);
+    let (t, agent) = configured(&tmp);
     let beat = || {
         for id in ["d1", "d2"] {
             t.heartbeat(&agent, id, "dev", "1.0.0");
