@@ -256,3 +256,102 @@ fn a_directive_starts_at_its_not_before_keeps_to_the_windows_unless_critical_and
     assert_eq!(runs(&f, "p2"), vec!["1.2.0".to_string()]);
     assert_eq!(runs(&f, "e1"), vec!["1.2.0".to_string()], "never twice");
 }
+
+/// Two replicas on one store (the shared dev clock set on both): p1 heartbeats to the
+/// first, p2 to the second. Each replica's pass holds its own host to the same time
+/// rules; `version-control status` on either lists both waiting with the same start
+/// (each replica reports its own), the forecast of each on its replica says the same,
+/// and both install once their window opens.
+#[test]
+fn on_two_replicas_each_holds_its_hosts_to_the_same_time_rules() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.clock_set(&at("09:00")).unwrap();
+    f.apply(&time_based("1h", &[("prod", 14)])).unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    let r = f.add_replica(&[]).unwrap();
+    let gateways = [f.gateway.url.clone(), f.replicas[r].gateway.url.clone()];
+    for (name, gateway) in [("p1", &gateways[0]), ("p2", &gateways[1])] {
+        f.add_host_via(
+            name,
+            "prod",
+            gateway,
+            &["--installer", "local-script", "--label", "env=prod"],
+        )
+        .unwrap();
+    }
+    tern_e2e::directive::activate(
+        &f,
+        &record_installer(None),
+        &control_config("10/m", "1", "12h"),
+        "timed",
+        &draft(),
+    )
+    .unwrap();
+    let ctls = [&f.ctl, &f.replicas[r].ctl];
+    // One minute on both replicas: the clock, the hosts' timers, a pass on each.
+    let tick = |t: &str| -> Vec<String> {
+        for c in ctls {
+            c.json(&["dev", "clock", "set", t]).unwrap();
+        }
+        for (name, out) in f.update_all() {
+            assert!(out.ok(), "{name}: {}\n{}", out.message(), out.stderr);
+        }
+        let mut triggered = Vec::new();
+        for c in ctls {
+            let v = c.json(&["dev", "directives"]).unwrap();
+            for id in v["triggered"].as_array().unwrap() {
+                triggered.push(
+                    f.host_by_updater_id(id.as_str().unwrap())
+                        .unwrap()
+                        .name
+                        .clone(),
+                );
+            }
+        }
+        for (name, out) in f.update_all() {
+            assert!(out.ok(), "{name}: {}\n{}", out.message(), out.stderr);
+        }
+        triggered.sort();
+        triggered
+    };
+    assert!(tick(&at("09:01")).is_empty());
+    assert!(tick(&at("09:02")).is_empty());
+    for c in ctls {
+        let v = c.json(&["version-control", "status"]).unwrap();
+        let mut w: Vec<(String, String)> = v["waiting"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                let id = w["updater_id"].as_str().unwrap();
+                (
+                    f.host_by_updater_id(id).unwrap().name.clone(),
+                    w["starts_at"].as_str().unwrap_or("none").to_string(),
+                )
+            })
+            .collect();
+        w.sort();
+        assert_eq!(
+            w,
+            [
+                ("p1".to_string(), at("14:00")),
+                ("p2".to_string(), at("14:00"))
+            ],
+            "{v}"
+        );
+    }
+    for (name, c) in [("p1", ctls[0]), ("p2", ctls[1])] {
+        let id = f.host(name).updater_id().unwrap();
+        let show = c.json(&["inventory", "show", &id]).unwrap();
+        let d = &show["forecast"]["directed"];
+        assert_eq!(
+            (d["when"].as_str(), d["starts_at"].as_str()),
+            (Some("at"), Some(at("14:00").as_str())),
+            "{name}: {show}"
+        );
+    }
+    assert!(tick(&at("13:59")).is_empty());
+    assert_eq!(tick(&at("14:01")), ["p1".to_string(), "p2".to_string()]);
+    assert_eq!(runs(&f, "p1"), ["1.2.0".to_string()]);
+    assert_eq!(runs(&f, "p2"), ["1.2.0".to_string()]);
+}
