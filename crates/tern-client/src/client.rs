@@ -290,7 +290,15 @@ impl Client {
         }
         let mut resp = req.call().map_err(|e| format!("{url}: {e}"))?;
         if resp.status() != StatusCode::OK {
-            return Err(format!("{url} answered {}", resp.status()));
+            // ternd says why it gives no version (a freeze, a pin…): the host says so.
+            let why = error_reason(&mut resp).map_or_else(String::new, |r| {
+                if r.code.is_empty() || r.code == r.message {
+                    format!(": {}", r.message)
+                } else {
+                    format!(": {} ({})", r.message, r.code)
+                }
+            });
+            return Err(format!("{url} answered {}{why}", resp.status()));
         }
         resp.body_mut()
             .with_config()

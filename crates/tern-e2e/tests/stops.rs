@@ -213,3 +213,89 @@ fn a_local_script_updater_directive_holds_while_the_agents_ternd_is_frozen() {
     );
     s.agents.check_invariant().unwrap();
 }
+
+/// A server pin holds a host following a channel, even for a critical version outside
+/// its window (which moves every other host of the channel): the pinned host stays on
+/// the channel's old version and says why; its peer moves. The fleet's checker runs
+/// over both hosts' installs (channel installs, the pin recorded).
+#[test]
+fn a_server_pin_holds_a_channel_host_even_for_a_critical_version() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    // The window two hours from the real hour (channel hosts check it by their clock):
+    // closed throughout, so only `critical` could move them.
+    let hour = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .hour();
+    let closed = u8::try_from((hour + 2) % 24).unwrap();
+    f.apply(&tern_core::fixtures::time_based("1h", &[("prod", closed)]))
+        .unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    f.ctl.run(&["channels", "set", "stable", "1.0.0"]).unwrap();
+    let names = f.add_channel_hosts("prod", 2, "stable").unwrap();
+    assert!(
+        f.wait_running(&names, "1.0.0").is_empty(),
+        "{}",
+        f.describe()
+    );
+    // A step records the hosts' first installs before the pin exists.
+    let step = f.step().unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    let pinned = f.host(&names[0]).updater_id().unwrap();
+    f.ctl
+        .run(&["inventory", "pin", &pinned, "--until", "2099-01-01"])
+        .unwrap();
+    f.ctl
+        .run(&["channels", "set", "stable", "1.1.0", "--critical"])
+        .unwrap();
+    let step = f.step().unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert!(
+        f.wait_running(&names[1..], "1.1.0").is_empty(),
+        "the unpinned host follows the critical version: {}",
+        f.describe()
+    );
+    assert_eq!(
+        f.host(&names[0]).linked_version().as_deref(),
+        Some("1.0.0"),
+        "{}",
+        f.describe()
+    );
+    let status = f.host(&names[0]).status().unwrap();
+    let why = status["server"]["update_now"].as_str().unwrap_or_default();
+    assert!(why.contains("pinned"), "{status}");
+    f.check_invariant().unwrap();
+}
+
+/// `tern-update update --now` (a person on the host asking not to wait for the
+/// window) does not jump a stop: hosts on 1.0.0 while the fleet's known-good version
+/// is already 1.1.0 (the version resource says start 1.1.0, target 1.2.0), frozen:
+/// find names them 1.1.0 with the freeze, and `--now` installs nothing; each host
+/// stays on the version it runs and says the freeze holds it.
+#[test]
+fn update_now_does_not_jump_a_freeze() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.apply(&halt_on_error(&[("dev", 10, 0, 0)])).unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    let names = f.add_hosts("dev", 2).unwrap();
+    f.tick("2m").unwrap();
+    f.set_version("1.1.0", "1.2.0", "regular").unwrap();
+    f.clock_set(&at("10:05")).unwrap();
+    f.reconcile().unwrap();
+    f.agents(&["freeze", "--reason", "incident"]).unwrap();
+    for name in &names {
+        let out = f.host(name).run(&["update", "--now"]).unwrap();
+        assert!(out.ok(), "{name}: {}", out.stderr);
+        assert!(out.stderr.contains("frozen"), "{name}: {}", out.stderr);
+    }
+    let step = f.tick("1m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    for name in &names {
+        assert_eq!(
+            f.host(name).linked_version().as_deref(),
+            Some("1.0.0"),
+            "{name}: {}",
+            f.describe()
+        );
+    }
+    f.check_invariant().unwrap();
+}
