@@ -15,6 +15,7 @@ use crate::window::{Blackout, CalendarSpec, Day, StartTime, WindowSpec};
 use crate::wire::UpdaterStatus;
 
 mod group_copy;
+use group_copy::RolloutCopy;
 
 pub const KIND_CONFIG: &str = "autoupdate_config";
 pub const KIND_VERSION: &str = "autoupdate_version";
@@ -285,6 +286,21 @@ pub struct GroupConfig {
     pub analysis: Option<AnalysisSpec>,
 }
 
+impl RolloutCopy for GroupConfig {
+    /// In their order (`name` first), as serde reads them.
+    fn fields() -> &'static [&'static str] {
+        static FIELDS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+        FIELDS.get_or_init(group_copy::struct_fields::<GroupConfig>)
+    }
+
+    /// A rollout writes an unset `start_hour` as `0`, as Teleport does: `0` is unset.
+    fn read_back(&mut self) {
+        if self.start_hour == Some(0) {
+            self.start_hour = None;
+        }
+    }
+}
+
 fn is_zero(n: &i64) -> bool {
     *n == 0
 }
@@ -302,12 +318,6 @@ impl GroupConfig {
     /// The fields that make up a group's schedule: a rollout names a change to any of
     /// them as one, `window` ([`GroupConfig::differing_fields`]).
     const WINDOW_FIELDS: [&str; 5] = ["days", "start_hour", "windows", "timezone", "blackouts"];
-
-    /// The names of the fields, in their order (`name` first), as serde reads them.
-    fn fields() -> &'static [&'static str] {
-        static FIELDS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
-        FIELDS.get_or_init(group_copy::struct_fields::<GroupConfig>)
-    }
 
     /// The copy of this group a new rollout keeps, read back as it was written: no
     /// `name` (the rollout group's own), and its schedule in one form. A group that
@@ -327,15 +337,8 @@ impl GroupConfig {
             copy.timezone = calendar.timezone;
             copy.blackouts = calendar.blackouts;
         }
-        copy.normalize_copy();
+        copy.read_back();
         copy
-    }
-
-    /// A rollout writes an unset `start_hour` as `0`, as Teleport does: `0` is unset.
-    fn normalize_copy(&mut self) {
-        if self.start_hour == Some(0) {
-            self.start_hour = None;
-        }
     }
 
     /// The fields in which two copies of a group differ, by their names in the config,
@@ -345,7 +348,7 @@ impl GroupConfig {
         let a = serde_json::to_value(self).unwrap_or_default();
         let b = serde_json::to_value(other).unwrap_or_default();
         let mut differ = Vec::new();
-        for &field in Self::fields() {
+        for &field in <Self as RolloutCopy>::fields() {
             if field == "name" || a.get(field) == b.get(field) {
                 continue;
             }

@@ -1,22 +1,23 @@
-//! How a rollout keeps its copy of a config group: the same [`GroupConfig`], written
+//! How a rollout keeps its copy of a config group: the same `GroupConfig`, written
 //! inside the rollout's group with each field named `config_<field>` (Teleport's
 //! `config_days`, `config_start_hour`, `config_wait_hours`), but for `canary_count`,
 //! which keeps its name, and `name`, which is the rollout group's own. Teleport's fields
 //! (`config_days`, `config_start_hour`, `config_wait_hours`, `canary_count`) are always
 //! written, as Teleport writes them; the others only when set, as in the config. So a
-//! field added to [`GroupConfig`] reaches the rollout, its copy and the comparison of
-//! the two ([`GroupConfig::differing_fields`]) with nothing more written.
+//! field added to `GroupConfig` reaches the rollout, its copy and the comparison of
+//! the two (`GroupConfig::differing_fields`) with nothing more written. Generic over
+//! [`RolloutCopy`] so that this module needs nothing of its parent.
 //!
 //! Read leniently, as every system resource: a `config_` field this version does not
 //! know (one a newer replica wrote) is skipped, not refused.
 
 use std::fmt;
 
+use serde::de::DeserializeOwned;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::ser::{self, Impossible, SerializeMap, SerializeStruct};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::GroupConfig;
 use crate::window::Day;
 
 const PREFIX: &str = "config_";
@@ -25,16 +26,25 @@ const UNPREFIXED: &str = "canary_count";
 /// The field the rollout group holds itself.
 const NAME: &str = "name";
 
+/// What a rollout keeps a copy of (a config group).
+pub(super) trait RolloutCopy: Serialize + DeserializeOwned {
+    /// The names of its fields, `name` among them ([`struct_fields`]).
+    fn fields() -> &'static [&'static str];
+    /// Makes a copy read back equal to the one written (an unset value written as its
+    /// default reads back unset).
+    fn read_back(&mut self);
+}
+
 /// `#[serde(flatten, with = "group_copy")]`: writes the copy's fields into the rollout
 /// group.
-pub(super) fn serialize<S: Serializer>(copy: &GroupConfig, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn serialize<T: RolloutCopy, S: Serializer>(copy: &T, s: S) -> Result<S::Ok, S::Error> {
     copy.serialize(Prefixed(s))
 }
 
 /// `#[serde(flatten, with = "group_copy")]`: reads the copy back from the rollout
 /// group's other fields.
-pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<GroupConfig, D::Error> {
-    d.deserialize_map(CopyVisitor)
+pub(super) fn deserialize<'de, T: RolloutCopy, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+    d.deserialize_map(CopyVisitor(std::marker::PhantomData))
 }
 
 /// The name a field of the copy has in the rollout group, or `None` for `name`.
@@ -47,13 +57,13 @@ fn rollout_key(field: &str) -> Option<String> {
 }
 
 /// The field of the copy a key of the rollout group names, if it names one.
-fn copy_field(key: &str) -> Option<&'static str> {
+fn copy_field<T: RolloutCopy>(key: &str) -> Option<&'static str> {
     let field = if key == UNPREFIXED {
         key
     } else {
         key.strip_prefix(PREFIX)?
     };
-    GroupConfig::fields()
+    T::fields()
         .iter()
         .copied()
         .find(|&f| f == field && f != NAME && (f == UNPREFIXED) == (key == UNPREFIXED))
@@ -235,22 +245,22 @@ impl<S: Serializer> Serializer for Prefixed<S> {
     }
 }
 
-struct CopyVisitor;
+struct CopyVisitor<T>(std::marker::PhantomData<T>);
 
-impl<'de> Visitor<'de> for CopyVisitor {
-    type Value = GroupConfig;
+impl<'de, T: RolloutCopy> Visitor<'de> for CopyVisitor<T> {
+    type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a rollout group's config_ fields")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<GroupConfig, A::Error> {
-        let mut copy =
-            GroupConfig::deserialize(de::value::MapAccessDeserializer::new(Unprefixed {
-                map,
-                name: Name::Owed,
-            }))?;
-        copy.normalize_copy();
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        let mut copy = T::deserialize(de::value::MapAccessDeserializer::new(Unprefixed {
+            map,
+            name: Name::Owed,
+            copy: std::marker::PhantomData::<T>,
+        }))?;
+        copy.read_back();
         Ok(copy)
     }
 }
@@ -264,12 +274,13 @@ enum Name {
 }
 
 /// The rollout group's fields as the copy's: `config_` taken off, the others skipped.
-struct Unprefixed<A> {
+struct Unprefixed<A, T> {
     map: A,
     name: Name,
+    copy: std::marker::PhantomData<T>,
 }
 
-impl<'de, A: MapAccess<'de>> MapAccess<'de> for Unprefixed<A> {
+impl<'de, A: MapAccess<'de>, T: RolloutCopy> MapAccess<'de> for Unprefixed<A, T> {
     type Error = A::Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
@@ -277,7 +288,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Unprefixed<A> {
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
         while let Some(key) = self.map.next_key::<String>()? {
-            match copy_field(&key) {
+            match copy_field::<T>(&key) {
                 Some(field) => {
                     return seed
                         .deserialize(de::value::BorrowedStrDeserializer::new(field))
@@ -309,7 +320,8 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Unprefixed<A> {
     }
 }
 
-/// The names of a struct's fields, as its `Deserialize` declares them (in order).
+/// The names of a struct's fields, as its `Deserialize` declares them (in order): what
+/// a [`RolloutCopy`] answers with.
 pub(super) fn struct_fields<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
     let mut fields: &'static [&'static str] = &[];
     // The probe only records what it is asked for and fails: the error is expected.
