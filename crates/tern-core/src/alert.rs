@@ -255,7 +255,8 @@ pub(crate) fn overdue_since(g: &RolloutGroup, now: Timestamp) -> Option<Timestam
     }
     let since = g.start_time?;
     let after: SignedDuration = g
-        .config_alert_after
+        .config
+        .alert_after
         .unwrap_or(DEFAULT_ALERT_AFTER)
         .as_signed();
     (now >= since.saturating_add(after).unwrap_or(since)).then_some(since)

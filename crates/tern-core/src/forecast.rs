@@ -354,7 +354,7 @@ fn describe_group(
     let w = group_window(&rollout.spec, g);
     f.window_open = w.is_open(now);
     f.next_window = w.next_open(now);
-    if g.config_max_in_flight.is_some() {
+    if g.config.max_in_flight.is_some() {
         f.progress = Some(g.progress);
         let me = UpdaterNumeral::of(updater_id);
         let (mut ahead, mut all) = (0, 0);
@@ -538,7 +538,7 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>, host: HostState<'_>) -> Strin
         Outlook::AtWindow => format!(
             "group {group} may start at {} (canary: {})",
             when(f.starts_at),
-            if g.is_some_and(|g| g.canary_count > 0) {
+            if g.is_some_and(|g| g.config.canary_count > 0) {
                 "the group first tests canaries"
             } else {
                 "no"
@@ -575,7 +575,8 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>, host: HostState<'_>) -> Strin
         Outlook::Topology => format!(
             "topology limit of group {group}: {}; it updates when its turn comes",
             g.map_or_else(String::new, |g| g
-                .config_topology
+                .config
+                .topology
                 .iter()
                 .map(|t| format!("at most {} per {} at once", t.max_in_flight, t.key))
                 .collect::<Vec<_>>()
@@ -588,7 +589,7 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>, host: HostState<'_>) -> Strin
 mod tests {
     use super::*;
     use crate::duration::Percent;
-    use crate::resource::{Canary, RolloutSpec, RolloutStatus};
+    use crate::resource::{Canary, GroupConfig, RolloutSpec, RolloutStatus};
     use crate::window::Day;
 
     fn at(s: &str) -> Timestamp {
@@ -599,8 +600,11 @@ mod tests {
         RolloutGroup {
             name: name.into(),
             state,
-            config_days: vec![Day::parse("*").unwrap()],
-            config_start_hour: hour,
+            config: GroupConfig {
+                days: vec![Day::parse("*").unwrap()],
+                start_hour: Some(hour),
+                ..GroupConfig::default()
+            },
             ..RolloutGroup::default()
         }
     }
@@ -679,7 +683,7 @@ mod tests {
         let mut dev = group("dev", 10, GroupState::Done);
         dev.start_time = Some(at("2026-11-23T10:00:00Z"));
         let mut prod = group("prod", 11, GroupState::Unstarted);
-        prod.config_wait_hours = 24;
+        prod.config.wait_hours = 24;
         let r = rollout(vec![dev, prod]);
         let f = fc(Some(&r), "prod", LOW, "1.0.0", [], at(NOW));
         assert_eq!(f.outlook, Outlook::AtWindow);
@@ -700,7 +704,7 @@ mod tests {
     #[test]
     fn canaries_update_first_and_the_rest_follow() {
         let mut dev = group("dev", 8, GroupState::Canary);
-        dev.canary_count = 1;
+        dev.config.canary_count = 1;
         dev.canaries = vec![Canary {
             updater_id: LOW.into(),
             ..Canary::default()
@@ -717,7 +721,7 @@ mod tests {
     #[test]
     fn backpressure_places_the_host_among_its_peers() {
         let mut dev = group("dev", 8, GroupState::Active);
-        dev.config_max_in_flight = Some(Percent::from_percent(10));
+        dev.config.max_in_flight = Some(Percent::from_percent(10));
         dev.progress = 0.5;
         let r = rollout(vec![dev]);
         let peers = [LOW, HIGH, "f0000000-0000-4000-8000-000000000000"].map(UpdaterNumeral::of);
@@ -733,9 +737,9 @@ mod tests {
     fn a_topology_limit_holding_the_host_is_named() {
         use crate::resource::{TopologyAdmission, TopologyLimit};
         let mut dev = group("dev", 8, GroupState::Active);
-        dev.config_max_in_flight = Some(Percent::from_percent(10));
+        dev.config.max_in_flight = Some(Percent::from_percent(10));
         dev.progress = 1.0;
-        dev.config_topology = vec![TopologyLimit {
+        dev.config.topology = vec![TopologyLimit {
             key: "zone".into(),
             max_in_flight: 1,
         }];
@@ -772,7 +776,7 @@ mod tests {
     #[test]
     fn the_forecast_agrees_with_find() {
         let mut dev = group("dev", 8, GroupState::Active);
-        dev.config_max_in_flight = Some(Percent::from_percent(10));
+        dev.config.max_in_flight = Some(Percent::from_percent(10));
         dev.progress = 0.3;
         let r = rollout(vec![dev, group("prod", 14, GroupState::Unstarted)]);
         for id in [LOW, HIGH, "host-a", ""] {
@@ -901,7 +905,7 @@ mod tests {
     #[test]
     fn a_directive_a_freeze_and_a_failed_canary_are_what_find_and_the_host_say() {
         let mut dev = group("dev", 8, GroupState::Canary);
-        dev.canary_count = 1;
+        dev.config.canary_count = 1;
         dev.canaries = vec![Canary {
             updater_id: LOW.into(),
             ..Canary::default()

@@ -27,7 +27,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::gate::Answer;
 use crate::hold::{Hold, Holds};
 use crate::version::{Version, is_compatible};
-use crate::wire::AutoUpdateSettings;
+use crate::wire::{AgentSchedule, AutoUpdateSettings};
 
 /// The shortest time between two updates started outside the window because the agent
 /// is unhealthy: with a run every minute, one to two attempts an hour (seed 001).
@@ -101,6 +101,22 @@ pub enum WindowState {
     },
     /// No window is known (no schedule received yet): as closed, with no opening.
     Unknown,
+}
+
+impl WindowState {
+    /// Where the window of the schedule ternd sent stands at `now`. No schedule (none
+    /// received yet, or no ternd to send one) or one whose window cannot be built is no
+    /// window: `Unknown`, never assumed open (seed 001: the window is the cluster's),
+    /// so that only a critical version goes.
+    pub fn of(schedule: Option<&AgentSchedule>, now: Timestamp) -> WindowState {
+        match schedule.map(AgentSchedule::window) {
+            Some(Ok(w)) if w.is_open(now) => WindowState::Open,
+            Some(Ok(w)) => WindowState::Closed {
+                next: w.next_open(now),
+            },
+            Some(Err(_)) | None => WindowState::Unknown,
+        }
+    }
 }
 
 /// What find's answer lets the host do with the version it names, read from the
@@ -562,4 +578,50 @@ fn unhealthy_retry_wait(i: &Inputs<'_>) -> Option<Decision> {
     Some(Decision::Wait(format!(
         "the agent is unhealthy ({how}) but an update outside the window was tried at {last}; the next try is after {next}"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::Day;
+
+    fn schedule(days: Vec<Day>) -> AgentSchedule {
+        AgentSchedule {
+            group: "dev".into(),
+            days,
+            start_hour: 10,
+            duration_seconds: 3600,
+            on_calendar: None,
+            windows: Vec::new(),
+            calendar: None,
+            on_calendars: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_window_of_a_schedule_is_open_closed_or_unknown() {
+        // 2026-11-23 is a Monday.
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        let monday = schedule(vec![Day::parse("Mon").unwrap()]);
+        assert_eq!(
+            WindowState::of(Some(&monday), at("2026-11-23T10:30:00Z")),
+            WindowState::Open
+        );
+        assert_eq!(
+            WindowState::of(Some(&monday), at("2026-11-23T12:00:00Z")),
+            WindowState::Closed {
+                next: Some(at("2026-11-30T10:00:00Z"))
+            }
+        );
+        assert_eq!(
+            WindowState::of(None, at("2026-11-23T10:30:00Z")),
+            WindowState::Unknown,
+            "no schedule is no window"
+        );
+        assert_eq!(
+            WindowState::of(Some(&schedule(Vec::new())), at("2026-11-23T10:30:00Z")),
+            WindowState::Unknown,
+            "an unusable schedule is no window"
+        );
+    }
 }

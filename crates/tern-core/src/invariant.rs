@@ -537,7 +537,7 @@ fn placed<'r>(
     labels: &BTreeMap<String, String>,
 ) -> &'r str {
     let groups = &r.status.groups;
-    if groups.iter().all(|g| g.config_match_labels.is_empty()) {
+    if groups.iter().all(|g| g.config.match_labels.is_empty()) {
         return presented;
     }
     let known = groups.iter().any(|g| g.name == presented);
@@ -545,8 +545,9 @@ fn placed<'r>(
         return presented;
     }
     for g in groups {
-        if !g.config_match_labels.is_empty()
-            && g.config_match_labels
+        if !g.config.match_labels.is_empty()
+            && g.config
+                .match_labels
                 .iter()
                 .all(|(k, v)| labels.get(k) == Some(v))
         {
@@ -585,7 +586,7 @@ fn record_canaries(r: &AutoUpdateAgentRollout, p: &mut Product<'_>) {
                 .entry(g.name.clone())
                 .or_insert_with(|| Contained {
                     group_index: i,
-                    canary_count: u64::try_from(g.canary_count.max(0)).unwrap_or(0),
+                    canary_count: u64::try_from(g.config.canary_count.max(0)).unwrap_or(0),
                 });
         }
         let passed =
@@ -639,7 +640,7 @@ fn canaries_skipped(
     if r.spec.strategy != Strategy::HaltOnError
         || r.spec.schedule != Schedule::Regular
         || normalize(&r.spec.target_version.to_string()) != version
-        || g.canary_count <= 0
+        || g.config.canary_count <= 0
     {
         return None;
     }
@@ -650,7 +651,7 @@ fn canaries_skipped(
     let hosts = p.unvetted.entry(key).or_default();
     hosts.insert(host.to_string());
     let n = hosts.len() as u64;
-    let max = u64::try_from(g.canary_count.max(0)).unwrap_or(0);
+    let max = u64::try_from(g.config.canary_count.max(0)).unwrap_or(0);
     (n > max).then(|| {
         format!(
             "{n} hosts of group {} installed {version} before its canaries passed (canary_count {max}): the group skipped its canaries",

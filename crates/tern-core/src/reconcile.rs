@@ -176,37 +176,7 @@ pub fn config_changes(
             changes.push(format!("{} removed", r.name));
             continue;
         };
-        let fields: Vec<&str> = [
-            (
-                "window",
-                g.config_days != r.config_days
-                    || g.config_start_hour != r.config_start_hour
-                    || g.config_windows != r.config_windows
-                    || g.config_timezone != r.config_timezone
-                    || g.config_blackouts != r.config_blackouts,
-            ),
-            (
-                "match_labels",
-                g.config_match_labels != r.config_match_labels,
-            ),
-            ("topology", g.config_topology != r.config_topology),
-            ("wait_hours", g.config_wait_hours != r.config_wait_hours),
-            ("canary_count", g.canary_count != r.canary_count),
-            (
-                "canary_cover",
-                g.config_canary_cover != r.config_canary_cover,
-            ),
-            (
-                "max_in_flight",
-                g.config_max_in_flight != r.config_max_in_flight,
-            ),
-            ("alert_after", g.config_alert_after != r.config_alert_after),
-            ("analysis", g.config_analysis != r.config_analysis),
-        ]
-        .into_iter()
-        .filter(|(_, differs)| *differs)
-        .map(|(name, _)| name)
-        .collect();
+        let fields = g.config.differing_fields(&r.config);
         if !fields.is_empty() {
             changes.push(format!("{}: {}", r.name, fields.join(", ")));
         }
@@ -238,34 +208,14 @@ fn new_groups(
         .unwrap_or(&default_config)
         .groups()
         .into_iter()
-        .map(|g| {
-            let calendar = g.calendar_spec();
-            let (config_days, config_start_hour) = match calendar {
-                Some(_) => (Vec::new(), 0),
-                None => (g.days, g.start_hour.unwrap_or(0)),
-            };
-            let calendar = calendar.unwrap_or_default();
-            RolloutGroup {
-                name: g.name,
-                state: GroupState::Unstarted,
-                start_time: None,
-                last_update_time: Some(now),
-                last_update_reason: reason::CREATED.to_string(),
-                config_days,
-                config_start_hour,
-                config_windows: calendar.windows,
-                config_timezone: calendar.timezone,
-                config_blackouts: calendar.blackouts,
-                config_match_labels: g.match_labels,
-                config_topology: g.topology,
-                config_wait_hours: g.wait_hours,
-                canary_count: g.canary_count,
-                config_canary_cover: g.canary_cover,
-                config_max_in_flight: g.max_in_flight,
-                config_alert_after: g.alert_after,
-                config_analysis: g.analysis,
-                ..RolloutGroup::default()
-            }
+        .map(|g| RolloutGroup {
+            config: g.rollout_copy(),
+            name: g.name,
+            state: GroupState::Unstarted,
+            start_time: None,
+            last_update_time: Some(now),
+            last_update_reason: reason::CREATED.to_string(),
+            ..RolloutGroup::default()
         })
         .collect()
 }
@@ -526,12 +476,12 @@ pub fn needs(rollout: &AutoUpdateAgentRollout) -> Needs {
     let topology = groups
         .iter()
         .filter(|g| limits_topology(g))
-        .map(|g| (g.name.clone(), g.config_topology.clone()))
+        .map(|g| (g.name.clone(), g.config.topology.clone()))
         .collect();
     let canary_cover = groups
         .iter()
-        .filter(|g| !g.config_canary_cover.is_empty() && canary_candidates.contains(&g.name))
-        .map(|g| (g.name.clone(), g.config_canary_cover.clone()))
+        .filter(|g| !g.config.canary_cover.is_empty() && canary_candidates.contains(&g.name))
+        .map(|g| (g.name.clone(), g.config.canary_cover.clone()))
         .collect();
     Needs {
         groups: Groups::of(rollout),
@@ -561,7 +511,7 @@ pub fn analysis_vars(rollout: &AutoUpdateAgentRollout, group: &RolloutGroup) -> 
 /// Whether `group` is being analysed: in canary, every canary on the target healthy,
 /// analysis declared and not failed.
 fn analysing(group: &RolloutGroup) -> Option<&AnalysisSpec> {
-    let spec = group.config_analysis.as_ref()?;
+    let spec = group.config.analysis.as_ref()?;
     let ready = group.state == GroupState::Canary
         && !group.canaries.is_empty()
         && group.canaries.iter().all(|c| c.success)
@@ -654,7 +604,7 @@ pub(crate) fn earliest_start(
     let follow = halt && rollout.status.follow_in_window;
     let not_before = match (halt, before.last().and_then(|p| p.start_time)) {
         (true, Some(prev)) => {
-            let wait = SignedDuration::from_hours(g.config_wait_hours);
+            let wait = SignedDuration::from_hours(g.config.wait_hours);
             prev.saturating_add(wait).unwrap_or(prev).max(now)
         }
         _ => now,
@@ -670,7 +620,7 @@ pub(crate) fn earliest_start(
 
 /// The state a halt-on-error group starts in: canary when it has canaries to pick.
 fn halt_start_state(group: &RolloutGroup) -> GroupState {
-    if group.canary_count > 0 {
+    if group.config.canary_count > 0 {
         GroupState::Canary
     } else {
         GroupState::Active
@@ -682,7 +632,7 @@ fn halt_start_state(group: &RolloutGroup) -> GroupState {
 /// limits the hosts it tells to update (those past its completion threshold, and
 /// late joiners).
 fn limits_topology(group: &RolloutGroup) -> bool {
-    !group.config_topology.is_empty() && group.state != GroupState::Rolledback
+    !group.config.topology.is_empty() && group.state != GroupState::Rolledback
 }
 
 /// A group in canary picks its canaries while it has none.
@@ -777,7 +727,7 @@ impl Ctx<'_> {
         } else if self.agg.live_reports > 0 {
             // Without any live report who is behind is unknown: what was admitted stays.
             group.topology =
-                aggregate::topology_admissions(self.agg, &group.name, &group.config_topology);
+                aggregate::topology_admissions(self.agg, &group.name, &group.config.topology);
         }
     }
 
@@ -908,7 +858,7 @@ impl Ctx<'_> {
             return Some(reason::ROLLOUT_CHANGED_DURING_WINDOW);
         }
         if let Some(prev_start) = before.last().and_then(|p| p.start_time) {
-            let wait = SignedDuration::from_hours(group.config_wait_hours);
+            let wait = SignedDuration::from_hours(group.config.wait_hours);
             if self.eval_now < prev_start.saturating_add(wait).unwrap_or(prev_start) {
                 return Some(reason::WAIT_HOURS_NOT_ELAPSED);
             }
@@ -934,8 +884,8 @@ impl Ctx<'_> {
     fn canaries<R: RngCore + ?Sized>(&mut self, group: &mut RolloutGroup, rng: &mut R) -> bool {
         if picks_canaries(group) {
             let candidates = canary::candidates(self.agents, &group.name, self.groups, self.target);
-            let want = usize::try_from(group.canary_count).unwrap_or(0);
-            let cover = &group.config_canary_cover;
+            let want = usize::try_from(group.config.canary_count).unwrap_or(0);
+            let cover = &group.config.canary_cover;
             group.canaries = canary::pick_covering(&candidates, want, cover, rng);
             group.canary_coverage = canary::coverage(&group.canaries, &candidates, cover);
             canary::refresh(&mut group.canaries, self.agents, self.target);
@@ -967,7 +917,7 @@ impl Ctx<'_> {
             });
         }
         if group.canaries.iter().all(|c| c.success) {
-            if group.config_analysis.is_some() {
+            if group.config.analysis.is_some() {
                 return self.analysis(group);
             }
             self.set(group, GroupState::Active, reason::CANARIES_ARE_ALIVE);
@@ -997,7 +947,7 @@ impl Ctx<'_> {
     /// active once the analysis passed as many times in a row as it needs. True when
     /// it moved.
     fn analysis(&mut self, group: &mut RolloutGroup) -> bool {
-        let Some(spec) = group.config_analysis.as_ref() else {
+        let Some(spec) = group.config.analysis.as_ref() else {
             return true;
         };
         let status = group.analysis.get_or_insert_with(Default::default);
@@ -1040,11 +990,12 @@ impl Ctx<'_> {
         }
         let c = self.counts(group);
         let mif = group
-            .config_max_in_flight
+            .config
+            .max_in_flight
             .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
             .fraction();
         let mut halted = false;
-        group.progress = match group.config_max_in_flight {
+        group.progress = match group.config.max_in_flight {
             None => 1.0,
             Some(_) => {
                 let (p, h) = backpressure::progress(ProgressInput {

@@ -14,6 +14,9 @@ use crate::version::Version;
 use crate::window::{Blackout, CalendarSpec, Day, StartTime, WindowSpec};
 use crate::wire::UpdaterStatus;
 
+mod group_copy;
+use group_copy::RolloutCopy;
+
 pub const KIND_CONFIG: &str = "autoupdate_config";
 pub const KIND_VERSION: &str = "autoupdate_version";
 pub const KIND_ROLLOUT: &str = "autoupdate_agent_rollout";
@@ -283,6 +286,21 @@ pub struct GroupConfig {
     pub analysis: Option<AnalysisSpec>,
 }
 
+impl RolloutCopy for GroupConfig {
+    /// In their order (`name` first), as serde reads them.
+    fn fields() -> &'static [&'static str] {
+        static FIELDS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+        FIELDS.get_or_init(group_copy::struct_fields::<GroupConfig>)
+    }
+
+    /// A rollout writes an unset `start_hour` as `0`, as Teleport does: `0` is unset.
+    fn read_back(&mut self) {
+        if self.start_hour == Some(0) {
+            self.start_hour = None;
+        }
+    }
+}
+
 fn is_zero(n: &i64) -> bool {
     *n == 0
 }
@@ -297,6 +315,55 @@ pub struct TopologyLimit {
 }
 
 impl GroupConfig {
+    /// The fields that make up a group's schedule: a rollout names a change to any of
+    /// them as one, `window` ([`GroupConfig::differing_fields`]).
+    const WINDOW_FIELDS: [&str; 5] = ["days", "start_hour", "windows", "timezone", "blackouts"];
+
+    /// The copy of this group a new rollout keeps, read back as it was written: no
+    /// `name` (the rollout group's own), and its schedule in one form. A group that
+    /// uses `windows`, `timezone` or `blackouts` keeps its schedule there (`days`
+    /// then become a window and stay empty, so that a replica that predates them sees
+    /// a window that never opens and holds the group rather than guess); one written
+    /// the old way keeps `days` and `start_hour`.
+    pub(crate) fn rollout_copy(&self) -> GroupConfig {
+        let mut copy = GroupConfig {
+            name: String::new(),
+            ..self.clone()
+        };
+        if let Some(calendar) = self.calendar_spec() {
+            copy.days = Vec::new();
+            copy.start_hour = None;
+            copy.windows = calendar.windows;
+            copy.timezone = calendar.timezone;
+            copy.blackouts = calendar.blackouts;
+        }
+        copy.read_back();
+        copy
+    }
+
+    /// The fields in which two copies of a group differ, by their names in the config,
+    /// in its order; the schedule's as one, `window`.
+    pub(crate) fn differing_fields(&self, other: &GroupConfig) -> Vec<&'static str> {
+        // Plain data with string keys: serializing it to a value cannot fail.
+        let a = serde_json::to_value(self).unwrap_or_default();
+        let b = serde_json::to_value(other).unwrap_or_default();
+        let mut differ = Vec::new();
+        for &field in <Self as RolloutCopy>::fields() {
+            if field == "name" || a.get(field) == b.get(field) {
+                continue;
+            }
+            let named = if Self::WINDOW_FIELDS.contains(&field) {
+                "window"
+            } else {
+                field
+            };
+            if !differ.contains(&named) {
+                differ.push(named);
+            }
+        }
+        differ
+    }
+
     /// The schedule in its new form when the group uses any part of it (`windows`,
     /// `timezone`, `blackouts`); `days`/`start_hour` then become its one window.
     /// `None` for a group written the old way, whose window stays what it always was.
@@ -568,50 +635,24 @@ pub struct RolloutGroup {
     pub last_update_time: Option<Timestamp>,
     #[serde(default)]
     pub last_update_reason: String,
-    #[serde(default)]
-    pub config_days: Vec<Day>,
-    #[serde(default)]
-    pub config_start_hour: i64,
-    /// The group's schedule when its config used `windows`, `timezone` or
-    /// `blackouts` (then `config_days` is empty, so a replica that predates them sees
-    /// a window that never opens and holds the group rather than guess).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub config_windows: Vec<WindowSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_timezone: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub config_blackouts: Vec<Blackout>,
-    /// The config's `match_labels` for this group.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub config_match_labels: BTreeMap<String, String>,
-    /// The config's `topology` limits for this group.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub config_topology: Vec<TopologyLimit>,
-    /// Who the topology limits admit now, one entry per limit of `config_topology` (in
+    /// The config's group as the rollout began with it ([`GroupConfig::rollout_copy`];
+    /// its `name` is empty: the group's is `name`): a rollout never changes its rules
+    /// halfway. Written among the group's fields, each as `config_<field>` (but
+    /// `canary_count`), Teleport's `config_days`, `config_start_hour`,
+    /// `config_wait_hours` and `canary_count` always (`group_copy`).
+    #[serde(flatten, with = "group_copy")]
+    pub config: GroupConfig,
+    /// Who the topology limits admit now, one entry per limit of `config.topology` (in
     /// its order), worked out by the leader from the replicas' reports. A host not
     /// admitted by every entry is not told to update while the group is active.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub topology: Vec<TopologyAdmission>,
-    #[serde(default)]
-    pub config_wait_hours: i64,
-    #[serde(default)]
-    pub canary_count: i64,
-    /// The config's `canary_cover` for this group.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub config_canary_cover: Vec<String>,
-    /// What the canaries picked cover of `config_canary_cover`, and what they miss,
+    /// What the canaries picked cover of `config.canary_cover`, and what they miss,
     /// among the candidates offered when they were picked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canary_coverage: Vec<CanaryCoverage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_max_in_flight: Option<Percent>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_alert_after: Option<GoDuration>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<Canary>,
-    /// The config's `analysis` for this group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_analysis: Option<AnalysisSpec>,
     /// Where the canary analysis stands ([`crate::analysis`]); none before the first
     /// evaluation.
     #[serde(default, skip_serializing_if = "Option::is_none")]

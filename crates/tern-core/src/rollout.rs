@@ -169,7 +169,7 @@ pub fn places_by_labels(rollout: &AutoUpdateAgentRollout) -> bool {
         .status
         .groups
         .iter()
-        .any(|g| !g.config_match_labels.is_empty())
+        .any(|g| !g.config.match_labels.is_empty())
 }
 
 /// The group a host counts as presenting, given the group it presents and its labels:
@@ -191,8 +191,9 @@ pub fn place<'a>(
         .groups
         .iter()
         .find(|g| {
-            !g.config_match_labels.is_empty()
-                && g.config_match_labels
+            !g.config.match_labels.is_empty()
+                && g.config
+                    .match_labels
                     .iter()
                     .all(|(k, v)| labels.get(k) == Some(v))
         })
@@ -230,7 +231,8 @@ pub fn target_failed(rollout: &AutoUpdateAgentRollout) -> Option<String> {
 /// it started with.
 pub(crate) fn failed_over_budget(g: &RolloutGroup) -> bool {
     let budget = g
-        .config_max_in_flight
+        .config
+        .max_in_flight
         .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
         .fraction()
         * g.initial_count as f64;
@@ -242,7 +244,8 @@ pub(crate) fn failed_over_budget(g: &RolloutGroup) -> bool {
 /// agents it started with.
 pub(crate) fn refused_over_budget(g: &RolloutGroup) -> bool {
     let budget = g
-        .config_max_in_flight
+        .config
+        .max_in_flight
         .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
         .fraction()
         * g.initial_count as f64;
@@ -263,7 +266,8 @@ pub fn refused_kinds(g: &RolloutGroup) -> String {
 /// skip its canaries for want of candidates nor complete.
 pub fn agents_vanished(g: &RolloutGroup) -> bool {
     let keep = 1.0
-        - g.config_max_in_flight
+        - g.config
+            .max_in_flight
             .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
             .fraction();
     g.peak_count > 0 && (g.connected_count as f64) < keep * g.peak_count as f64
@@ -298,10 +302,10 @@ pub(crate) fn default_window_duration(spec: &RolloutSpec) -> SignedDuration {
 /// The schedule `group` keeps in its new form (`windows`, `timezone`, `blackouts`),
 /// `None` for a group configured with `days`/`start_hour` alone.
 pub(crate) fn group_calendar_spec(group: &RolloutGroup) -> Option<CalendarSpec> {
-    (!group.config_windows.is_empty()).then(|| CalendarSpec {
-        windows: group.config_windows.clone(),
-        timezone: group.config_timezone.clone(),
-        blackouts: group.config_blackouts.clone(),
+    (!group.config.windows.is_empty()).then(|| CalendarSpec {
+        windows: group.config.windows.clone(),
+        timezone: group.config.timezone.clone(),
+        blackouts: group.config.blackouts.clone(),
     })
 }
 
@@ -315,8 +319,8 @@ pub fn group_window(spec: &RolloutSpec, group: &RolloutGroup) -> Calendar {
         // group holds rather than start at a guessed hour.
         Some(cal) => cal.calendar(duration).unwrap_or_else(|_| Calendar::never()),
         None => Calendar::hourly_utc(
-            &group.config_days,
-            u8::try_from(group.config_start_hour).unwrap_or(u8::MAX),
+            &group.config.days,
+            u8::try_from(group.config.start_hour.unwrap_or(0)).unwrap_or(u8::MAX),
             duration,
         ),
     }
@@ -359,8 +363,8 @@ pub(crate) fn group_schedule(
     let on_calendar = w.on_calendar();
     Some(crate::wire::AgentSchedule {
         group: g.name.clone(),
-        days: g.config_days.clone(),
-        start_hour: u8::try_from(g.config_start_hour).unwrap_or(u8::MAX),
+        days: g.config.days.clone(),
+        start_hour: u8::try_from(g.config.start_hour.unwrap_or(0)).unwrap_or(u8::MAX),
         duration_seconds: u64::try_from(group_window_length(&rollout.spec, g).as_secs())
             .unwrap_or(0),
         on_calendar: on_calendar.first().cloned(),
@@ -513,11 +517,11 @@ impl fmt::Display for Event {
 /// are not worked out yet, or a host without an updater id (never reported, so never
 /// counted against a zone), is held.
 pub(crate) fn topology_admits(group: &RolloutGroup, updater_id: &str) -> bool {
-    if group.config_topology.is_empty() {
+    if group.config.topology.is_empty() {
         return true;
     }
     !updater_id.is_empty()
-        && group.topology.len() == group.config_topology.len()
+        && group.topology.len() == group.config.topology.len()
         && group.topology.iter().all(|t| t.admits(updater_id))
 }
 

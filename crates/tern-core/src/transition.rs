@@ -319,7 +319,7 @@ fn change(g: &mut RolloutGroup, t: &Transition, strategy: Strategy, now: Timesta
 }
 
 fn start(g: &mut RolloutGroup, force: bool, now: Timestamp) {
-    g.state = if g.canary_count > 0 && !force {
+    g.state = if g.config.canary_count > 0 && !force {
         GroupState::Canary
     } else {
         GroupState::Active
@@ -332,7 +332,7 @@ fn start(g: &mut RolloutGroup, force: bool, now: Timestamp) {
     // (`reconcile` takes it again: the last count may be none at all).
     g.initial_count = g.present_count;
     g.initial_count_pending = true;
-    g.progress = match g.config_max_in_flight {
+    g.progress = match g.config.max_in_flight {
         None => 1.0,
         Some(mif) => {
             backpressure::progress(ProgressInput {

@@ -584,8 +584,8 @@ impl AutoUpdateAgentRollout {
         for (i, g) in self.status.groups.iter().enumerate() {
             let at = |f: &str| format!("status.groups[{i}].{f}");
             e.group_name(at("name"), &g.name, &mut seen);
-            e.start_hour(at("config_start_hour"), g.config_start_hour);
-            if let Some(zone) = &g.config_timezone
+            e.start_hour(at("config_start_hour"), g.config.start_hour.unwrap_or(0));
+            if let Some(zone) = &g.config.timezone
                 && crate::window::time_zone(zone).is_err()
             {
                 e.push(
@@ -594,10 +594,10 @@ impl AutoUpdateAgentRollout {
                     "is not an IANA time zone",
                 );
             }
-            if g.config_wait_hours < 0 {
-                e.push(at("config_wait_hours"), g.config_wait_hours, "is negative");
+            if g.config.wait_hours < 0 {
+                e.push(at("config_wait_hours"), g.config.wait_hours, "is negative");
             }
-            e.canary_count(at("canary_count"), g.canary_count);
+            e.canary_count(at("canary_count"), g.config.canary_count);
             if !(0.0..=1.0).contains(&g.progress) {
                 e.push(
                     at("progress"),

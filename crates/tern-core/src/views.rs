@@ -393,14 +393,15 @@ fn group_statuses(
                 refused: c.refused,
                 initial: g.initial_count,
                 progress: g.progress,
-                canary_count: g.canary_count,
+                canary_count: g.config.canary_count,
                 canaries: g.canaries.clone(),
                 canary_coverage: g.canary_coverage.clone(),
                 window_open_since: open.map(|o| o.opens),
                 window_closes: open.map(|o| o.closes),
                 next_window: w.next_open(now),
                 topology: g
-                    .config_topology
+                    .config
+                    .topology
                     .iter()
                     .map(|limit| {
                         let admission = g.topology.iter().find(|t| t.key == limit.key);

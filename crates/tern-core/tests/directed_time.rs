@@ -35,8 +35,11 @@ fn rollout() -> AutoUpdateAgentRollout {
             groups: vec![RolloutGroup {
                 name: "prod".into(),
                 state: GroupState::Done,
-                config_days: vec![Day::parse("*").unwrap()],
-                config_start_hour: 14,
+                config: tern_core::resource::GroupConfig {
+                    days: vec![Day::parse("*").unwrap()],
+                    start_hour: Some(14),
+                    ..Default::default()
+                },
                 ..RolloutGroup::default()
             }],
             ..RolloutStatus::default()

@@ -17,7 +17,10 @@ fn rollout(mode: Mode, strategy: Strategy, state: GroupState) -> AutoUpdateAgent
     let group = |name: &str| RolloutGroup {
         name: name.into(),
         state,
-        canary_count: 1,
+        config: tern_core::resource::GroupConfig {
+            canary_count: 1,
+            ..Default::default()
+        },
         canaries: vec![Canary {
             updater_id: CANARY_ID.into(),
             ..Canary::default()
@@ -105,7 +108,7 @@ fn done_under_time_based_does_not_update_stragglers() {
 #[test]
 fn without_backpressure_an_active_group_updates_everyone() {
     let mut r = rollout(Mode::Enabled, Strategy::HaltOnError, GroupState::Active);
-    r.status.groups[0].config_max_in_flight = None;
+    r.status.groups[0].config.max_in_flight = None;
     r.status.groups[0].progress = 0.0;
     assert_eq!(ask(&r, "dev", HIGH_ID), ("2.0.0".into(), true));
     assert_eq!(ask(&r, "dev", LOW_ID), ("2.0.0".into(), true));
@@ -116,7 +119,7 @@ fn without_backpressure_an_active_group_updates_everyone() {
 fn backpressure_admits_only_ids_under_progress() {
     let mut r = rollout(Mode::Enabled, Strategy::HaltOnError, GroupState::Active);
     for g in &mut r.status.groups {
-        g.config_max_in_flight = Some(Percent::from_percent(20));
+        g.config.max_in_flight = Some(Percent::from_percent(20));
         g.progress = 0.5;
     }
     assert_eq!(ask(&r, "dev", LOW_ID), ("2.0.0".into(), true));

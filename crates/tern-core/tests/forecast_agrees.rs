@@ -47,7 +47,13 @@ fn group(name: &'static str) -> impl Strategy<Value = RolloutGroup> {
         .prop_map(move |(state, canaries, mif, progress, hour)| RolloutGroup {
             name: name.into(),
             state,
-            canary_count: i64::try_from(canaries.len()).unwrap(),
+            config: tern_core::resource::GroupConfig {
+                canary_count: i64::try_from(canaries.len()).unwrap(),
+                max_in_flight: mif.map(|p| Percent::from_percent(u32::from(p))),
+                days: vec![Day::parse("*").unwrap()],
+                start_hour: Some(i64::from(hour)),
+                ..Default::default()
+            },
             canaries: canaries
                 .into_iter()
                 .map(|i| Canary {
@@ -55,10 +61,7 @@ fn group(name: &'static str) -> impl Strategy<Value = RolloutGroup> {
                     ..Canary::default()
                 })
                 .collect(),
-            config_max_in_flight: mif.map(|p| Percent::from_percent(u32::from(p))),
             progress,
-            config_days: vec![Day::parse("*").unwrap()],
-            config_start_hour: i64::from(hour),
             ..RolloutGroup::default()
         })
 }

@@ -119,8 +119,8 @@ proptest! {
         let placed = place(&r, presented, &l);
         let groups = &r.status.groups;
         let matches = |g: &tern_core::resource::RolloutGroup| {
-            !g.config_match_labels.is_empty()
-                && g.config_match_labels.iter().all(|(k, v)| l.get(k) == Some(v))
+            !g.config.match_labels.is_empty()
+                && g.config.match_labels.iter().all(|(k, v)| l.get(k) == Some(v))
         };
         if placed != presented {
             let i = groups.iter().position(|g| g.name == placed).unwrap();

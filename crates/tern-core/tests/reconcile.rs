@@ -106,8 +106,8 @@ fn a_new_rollout_copies_the_groups_and_starts_unstarted() {
         w.state("staging"),
         (Unstarted, reason::PREVIOUS_GROUPS_NOT_DONE.into())
     );
-    assert_eq!(w.group("staging").canary_count, 2);
-    assert_eq!(w.group("prod").config_wait_hours, 24);
+    assert_eq!(w.group("staging").config.canary_count, 2);
+    assert_eq!(w.group("prod").config.wait_hours, 24);
     assert!(matches!(w.events[0], Event::RolloutCreated { .. }));
 }
 
@@ -127,8 +127,8 @@ fn without_a_config_there_is_one_default_group_at_noon_mon_to_thu() {
     assert_eq!(r.status.groups.len(), 1);
     let g = &r.status.groups[0];
     assert_eq!(g.name, "default");
-    assert_eq!(g.config_start_hour, 12);
-    assert_eq!(g.config_days.len(), 4);
+    assert_eq!(g.config.start_hour, Some(12));
+    assert_eq!(g.config.days.len(), 4);
     w.reconcile(MON_12);
     assert_eq!(w.state("default").0, Active);
     // Friday noon is outside the default days.
@@ -604,8 +604,8 @@ fn reset_rules() {
     assert_eq!(w.rollout().status.start_time, Some(ts(MON_10)));
     assert_eq!(w.state("dev").0, Active);
     assert_eq!(
-        w.group("dev").config_start_hour,
-        12,
+        w.group("dev").config.start_hour,
+        Some(12),
         "group edits wait for the next rollout"
     );
     assert_eq!(w.rollout().spec.autoupdate_mode, Mode::Suspended);

@@ -36,7 +36,10 @@ fn rollout(mode: Mode) -> AutoUpdateAgentRollout {
     let group = |name: &str, state| RolloutGroup {
         name: name.into(),
         state,
-        canary_count: 1,
+        config: tern_core::resource::GroupConfig {
+            canary_count: 1,
+            ..Default::default()
+        },
         canaries: vec![Canary {
             updater_id: "c0000000-0000-4000-8000-000000000000".into(),
             ..Canary::default()

@@ -262,7 +262,7 @@ fn a_rollout_copies_the_limits_and_replicas_report_hosts_behind_per_zone() {
     fleet.step(2);
     let g = fleet.group();
     assert_eq!(
-        g.config_topology,
+        g.config.topology,
         vec![TopologyLimit {
             key: "zone".into(),
             max_in_flight: 2

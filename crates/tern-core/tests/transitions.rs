@@ -25,9 +25,12 @@ fn rollout_with(states: &[(&str, GroupState, i64)]) -> AutoUpdateAgentRollout {
         .map(|(name, state, canaries)| RolloutGroup {
             name: name.to_string(),
             state: *state,
-            canary_count: *canaries,
+            config: tern_core::resource::GroupConfig {
+                canary_count: *canaries,
+                days: vec![tern_core::window::Day::All],
+                ..Default::default()
+            },
             present_count: 7,
-            config_days: vec![tern_core::window::Day::All],
             ..RolloutGroup::default()
         })
         .collect();

@@ -495,7 +495,7 @@ fn print_rollout(out: &mut String, r: &AutoUpdateAgentRollout, agents: &[Agent])
         let state = match g.state {
             GroupState::Canary => format!(
                 "canary ({})",
-                tern_core::canary::summary(&g.canaries, g.canary_count)
+                tern_core::canary::summary(&g.canaries, g.config.canary_count)
             ),
             GroupState::Active if g.progress < 1.0 => {
                 format!("active ({:.0}%)", g.progress * 100.0)

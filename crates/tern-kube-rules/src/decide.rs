@@ -322,15 +322,8 @@ fn version_decision(
                     ));
                 }
             };
-            let window = match schedule.as_ref().map(|s| s.window()) {
-                Some(Ok(win)) if win.is_open(i.now) => WindowState::Open,
-                Some(Ok(win)) => WindowState::Closed {
-                    next: win.next_open(i.now),
-                },
-                // No schedule from ternd yet: no window is known (the same rule as a
-                // host's: only a critical version goes).
-                _ => WindowState::Unknown,
-            };
+            // No schedule from ternd yet: no window is known (the host's rule).
+            let window = WindowState::of(schedule.as_ref(), i.now);
             (
                 host_update::Source::Channel {
                     version: version.clone(),

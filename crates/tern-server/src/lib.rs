@@ -48,6 +48,7 @@ mod keys;
 mod listen;
 mod longpoll;
 mod metrics;
+mod metrics_page;
 mod pins;
 mod products;
 mod ratelimit;

@@ -1,5 +1,5 @@
 //! Prometheus metrics: the counters here, and gauges computed from the state at scrape
-//! time (see `routes::public::metrics`); all written with `metrics_text`.
+//! time (see `metrics_page`); all written with `metrics_text`.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

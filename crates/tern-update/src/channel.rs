@@ -27,7 +27,11 @@ pub(crate) fn decide(
     let (version, critical) = answers(ctx, &file.spec, &channel);
     refresh_schedule(ctx, file);
     let clock = Timestamp::now();
-    let window = window_state(file, clock);
+    // Inside or outside the maintenance window: a host that never had a schedule (ternd
+    // has not sent one, or the channel has no ternd) knows none and holds all but a
+    // critical version; the stored schedule was checked when it came, so a hand-edited
+    // update.yaml is no window either.
+    let window = WindowState::of(file.status.schedule.as_ref(), clock);
     let health = update::agent_health(ctx, file);
     let decision = decide::decide_source(
         &file.spec,
@@ -108,22 +112,5 @@ fn refresh_schedule(ctx: &Ctx, file: &mut UpdateFile) {
         Err(e) => log::warn(format!(
             "cannot refresh the maintenance schedule ({e}); {kept}"
         )),
-    }
-}
-
-/// Inside or outside the maintenance window at `now`. A host that never had a schedule
-/// (ternd has not sent one, or the channel has no ternd) knows no window: it holds all
-/// but a critical version (seed 001: the window is the cluster's, never assumed).
-fn window_state(file: &UpdateFile, now: Timestamp) -> WindowState {
-    let Some(schedule) = &file.status.schedule else {
-        return WindowState::Unknown;
-    };
-    match schedule.window() {
-        Ok(w) if w.is_open(now) => WindowState::Open,
-        Ok(w) => WindowState::Closed {
-            next: w.next_open(now),
-        },
-        // Checked when it was stored; a hand-edited update.yaml is no window.
-        Err(_) => WindowState::Unknown,
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::env::{TARGET_PLACEHOLDERS, is_allowed_env_name, is_safe_env_value};
+use super::env::{TARGET_PLACEHOLDERS, is_allowed_env_name, is_safe_env_value, reserved_env_names};
 use super::resource::{InstallerType, Target};
 use crate::duration::GoDuration;
 pub use crate::install::InstallInstruction;
@@ -45,7 +45,8 @@ pub fn render_env(
     for (name, template) in env {
         if !is_allowed_env_name(name) {
             return Err(format!(
-                "env.{name}: not a variable a server may set (A-Z, 0-9, _; not PATH, IFS, LD_*, TERN_* and the like)"
+                "env.{name}: not a variable a server may set (A-Z, 0-9, _; not {})",
+                reserved_env_names()
             ));
         }
         let mut value = String::new();

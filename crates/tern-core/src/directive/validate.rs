@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use super::env::{TARGET_PLACEHOLDERS, is_allowed_env_name, is_safe_env_value};
+use super::env::{TARGET_PLACEHOLDERS, is_allowed_env_name, is_safe_env_value, reserved_env_names};
 use super::resource::*;
 use crate::codec;
 use crate::duration::GoDuration;
@@ -240,7 +240,10 @@ impl Installer {
                             e.push(
                                 &field,
                                 format!("{k:?}"),
-                                "is reserved: PATH, HOME, IFS, ENV, BASH_ENV, SHELLOPTS, BASHOPTS, PS4, CDPATH, GLOBIGNORE, LD_* and TERN_* change how the shell, the loader or tern-update runs the script",
+                                &format!(
+                                    "is reserved: {} change how the shell, the loader or tern-update runs the script",
+                                    reserved_env_names()
+                                ),
                             );
                         }
                         if let Err(why) = check_env_template(v) {

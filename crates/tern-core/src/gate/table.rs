@@ -41,7 +41,7 @@ pub(super) fn row(rollout: &AutoUpdateAgentRollout, group: &str, updater_id: &st
         // The immediate schedule (or a rollout without groups): everyone to v2 now.
         return row(v2, None, DEFAULT_JITTER_SECONDS);
     };
-    let jitter = if g.config_max_in_flight.is_some() {
+    let jitter = if g.config.max_in_flight.is_some() {
         BACKPRESSURE_JITTER_SECONDS
     } else {
         DEFAULT_JITTER_SECONDS
@@ -59,7 +59,7 @@ pub(super) fn row(rollout: &AutoUpdateAgentRollout, group: &str, updater_id: &st
         }
         GroupState::Active => {
             // Progress gates hosts only under backpressure (seed 000).
-            let admitted = if g.config_max_in_flight.is_none() {
+            let admitted = if g.config.max_in_flight.is_none() {
                 true
             } else if updater_id.is_empty() {
                 g.progress >= 1.0

@@ -1,5 +1,5 @@
 use super::*;
-use crate::resource::{Canary, RolloutSpec, RolloutStatus};
+use crate::resource::{Canary, GroupConfig, RolloutSpec, RolloutStatus};
 use crate::version::Version;
 use crate::window::Day;
 
@@ -11,8 +11,11 @@ fn rollout(dev: GroupState, prod: GroupState, mode: Mode) -> AutoUpdateAgentRoll
     let group = |name: &str, state| RolloutGroup {
         name: name.into(),
         state,
-        canary_count: 1,
-        config_days: vec![Day::parse("*").unwrap()],
+        config: GroupConfig {
+            canary_count: 1,
+            days: vec![Day::parse("*").unwrap()],
+            ..GroupConfig::default()
+        },
         ..RolloutGroup::default()
     };
     AutoUpdateAgentRollout::new(
