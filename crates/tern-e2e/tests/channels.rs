@@ -20,10 +20,7 @@ fn channel_fleet(n: usize) -> (Fleet, Vec<String>) {
         ..FleetOptions::default()
     })
     .unwrap();
-    let hour = jiff::Timestamp::now()
-        .to_zoned(jiff::tz::TimeZone::UTC)
-        .hour();
-    let closed = u8::try_from((hour + 2) % 24).unwrap();
+    let closed = tern_e2e::closed_hour();
     f.apply(&time_based("1h", &[("prod", closed)])).unwrap();
     f.set_version("1.0.0", "1.0.0", "regular").unwrap();
     f.ctl.run(&["channels", "set", "stable", "1.0.0"]).unwrap();

@@ -41,6 +41,18 @@ spec:
     )
 }
 
+/// The recording installer, the control config and [`draft`], made active.
+fn activate(f: &Fleet) {
+    tern_e2e::directive::activate(
+        f,
+        &record_installer(None),
+        &control_config("10/m", "1", "12h"),
+        "timed",
+        &draft(),
+    )
+    .unwrap();
+}
+
 fn runs(f: &Fleet, name: &str) -> Vec<String> {
     tern_e2e::directive::recorded(&f.host(name).root.join("script-runs.log"))
 }
@@ -122,14 +134,7 @@ fn a_directive_starts_at_its_not_before_keeps_to_the_windows_unless_critical_and
         )
         .unwrap();
     }
-    tern_e2e::directive::activate(
-        &f,
-        &record_installer(None),
-        &control_config("10/m", "1", "12h"),
-        "timed",
-        &draft(),
-    )
-    .unwrap();
+    activate(&f);
     // A directive whose not_after is not after its not_before is refused, naming it.
     let bad = f.path().join("bad.yaml");
     std::fs::write(
@@ -279,14 +284,7 @@ fn on_two_replicas_each_holds_its_hosts_to_the_same_time_rules() {
         )
         .unwrap();
     }
-    tern_e2e::directive::activate(
-        &f,
-        &record_installer(None),
-        &control_config("10/m", "1", "12h"),
-        "timed",
-        &draft(),
-    )
-    .unwrap();
+    activate(&f);
     let ctls = [&f.ctl, &f.replicas[r].ctl];
     // One minute on both replicas: the clock, the hosts' timers, a pass on each.
     let tick = |t: &str| -> Vec<String> {

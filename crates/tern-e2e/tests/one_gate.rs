@@ -209,10 +209,7 @@ fn channel_hosts_follow_the_configs_window_before_any_rollout_exists() {
         ..FleetOptions::default()
     })
     .unwrap();
-    let hour = jiff::Timestamp::now()
-        .to_zoned(jiff::tz::TimeZone::UTC)
-        .hour();
-    let closed = u8::try_from((hour + 2) % 24).unwrap();
+    let closed = tern_e2e::closed_hour();
     f.apply(&time_based("1h", &[("prod", closed)])).unwrap();
     // No version: no rollout.
     f.ctl.run(&["channels", "set", "stable", "1.0.0"]).unwrap();

@@ -221,12 +221,9 @@ fn a_local_script_updater_directive_holds_while_the_agents_ternd_is_frozen() {
 #[test]
 fn a_server_pin_holds_a_channel_host_even_for_a_critical_version() {
     let mut f = Fleet::start(FleetOptions::default()).unwrap();
-    // The window two hours from the real hour (channel hosts check it by their clock):
-    // closed throughout, so only `critical` could move them.
-    let hour = jiff::Timestamp::now()
-        .to_zoned(jiff::tz::TimeZone::UTC)
-        .hour();
-    let closed = u8::try_from((hour + 2) % 24).unwrap();
+    // Channel hosts check their window by the real clock: closed throughout, so only
+    // `critical` could move them.
+    let closed = tern_e2e::closed_hour();
     f.apply(&tern_core::fixtures::time_based("1h", &[("prod", closed)]))
         .unwrap();
     f.set_version("1.0.0", "1.0.0", "regular").unwrap();
