@@ -406,6 +406,8 @@ fn stops_combine_and_every_one_is_listed() {
         ["mode_disabled", "frozen"],
         "every hold on the wire"
     );
+    // Older updaters read only the first (Teleport's single `agent_hold`).
+    assert_eq!(a.settings().agent_hold, "mode_disabled");
     let fleet = Fleet {
         freeze: Some(&w.freeze),
         ..Fleet::new(None, now())
