@@ -326,7 +326,7 @@ fn directed(fleet: &Fleet<'_>, asking: &Host<'_>, facts: &HostFacts<'_>) -> Opti
             timing,
         }),
     );
-    out.holds = answer.holds.iter().map(|h| h.code().to_string()).collect();
+    out.holds = answer.holds.codes();
     match gate::directed_start(fleet, asking, timing, &answer) {
         DirectedStart::Now => out.when = DirectedWhen::Now,
         DirectedStart::At(t) => {
