@@ -27,7 +27,7 @@
 
 mod table;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
@@ -61,15 +61,6 @@ impl Pins for NoPins {
 }
 
 /// Pins of every product, by updater id.
-impl<S: std::hash::BuildHasher + Sync> Pins for HashMap<String, Timestamp, S> {
-    fn until(&self, updater_id: &str, _: &str) -> Option<Timestamp> {
-        if self.is_empty() {
-            return None;
-        }
-        self.get(updater_id).copied()
-    }
-}
-
 impl Pins for BTreeMap<String, Timestamp> {
     fn until(&self, updater_id: &str, _: &str) -> Option<Timestamp> {
         self.get(updater_id).copied()
@@ -448,7 +439,13 @@ fn find(fleet: &Fleet<'_>, host: &Host<'_>, mut holds: Holds, mode: Mode) -> Ans
     let version = if holds.contains(Hold::Directive) {
         None
     } else if holds.stops() && !crate::planted!(FirstInstallTakesTarget) {
-        known_good(rollout, fleet.revocation)
+        let good = known_good(rollout, fleet.revocation);
+        if good.is_none() {
+            // The stop names no version because the known-good one is itself revoked:
+            // a host installing nothing says why.
+            holds.add(Hold::Revoked);
+        }
+        good
     } else {
         Some(row.version)
     };

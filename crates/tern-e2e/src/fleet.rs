@@ -106,6 +106,9 @@ struct Recorder {
     seen: std::collections::HashMap<String, usize>,
     /// ternd's instant at the last recorded state.
     now: Option<jiff::Timestamp>,
+    /// The minimums the release keys signed ([`crate::sign::minimum`]), by release
+    /// line: what the test did, not what a ternd says it knows.
+    minimums: std::collections::BTreeMap<String, String>,
 }
 
 impl Fleet {
@@ -210,8 +213,11 @@ impl Fleet {
     }
 
     /// Creates a host and enrolls it through the gateway at `server` (the fleet's, or a
-    /// replica's) with more `enable` flags (`--label`, `--installer`); an error if its
-    /// `enable` fails.
+    /// replica's) with the fleet's [`Fleet::enable_args`] and more `enable` flags
+    /// (`--label`, `--installer`, `--channel URL`); an error if its `enable` fails. A
+    /// host whose enrolment failed is left out of the fleet, but what it installed (its
+    /// agent's log) is evidence all the same, against what ternd said when it enrolled:
+    /// it enters the trace as a first install.
     pub fn add_host_via(
         &mut self,
         name: &str,
@@ -221,13 +227,21 @@ impl Fleet {
     ) -> anyhow::Result<&Host> {
         let mut host = self.new_host(name, group)?;
         host.note_enable_args(extra);
+        host.follows_channel = extra.contains(&"--channel");
+        let mut args: Vec<&str> = self.enable_args.iter().map(String::as_str).collect();
+        args.extend_from_slice(extra);
         let out = host.enable_with(
             server,
             &self.gateway.artifacts_url(),
             &self.agent_token_file,
-            extra,
+            &args,
         )?;
         if !out.ok() {
+            self.record_state();
+            self.record_installs_of(
+                std::slice::from_ref(&host),
+                tern_core::invariant::InstallKind::FirstInstall,
+            );
             bail!(
                 "{name}: tern-update enable failed: {}\n{}",
                 out.message(),
@@ -276,28 +290,12 @@ impl Fleet {
         self.ctl.run(&a)
     }
 
-    /// Creates a host and enrolls it with `tern-update enable`; it installs and starts
-    /// the version its group runs now.
+    /// Creates a host and enrolls it with `tern-update enable` through the fleet's
+    /// gateway; it installs and starts the version its group runs now
+    /// ([`Fleet::add_host_via`]).
     pub fn add_host(&mut self, name: &str, group: &str) -> anyhow::Result<&Host> {
-        let host = self.new_host(name, group)?;
-        let out = self.enroll(&host)?;
-        if !out.ok() {
-            // A host whose first install failed is left out of the fleet, but what it
-            // installed (its agent's log) is evidence all the same, against what ternd
-            // said when it enrolled.
-            self.record_state();
-            self.record_installs_of(
-                std::slice::from_ref(&host),
-                tern_core::invariant::InstallKind::FirstInstall,
-            );
-            bail!(
-                "{name}: tern-update enable failed: {}\n{}",
-                out.message(),
-                out.stderr
-            );
-        }
-        self.hosts.push(host);
-        self.hosts.last().context("just pushed")
+        let server = self.gateway.url.clone();
+        self.add_host_via(name, group, &server, &[])
     }
 
     /// A new host enrolled with the join token in `token_file`: the host (not added to
@@ -670,9 +668,22 @@ impl Fleet {
             .collect();
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
         rec.now = Some(status.now);
-        rec.trace
-            .events
-            .push(status.trace_state(tern_core::gate::AGENT, pins));
+        let mut state = status.trace_state(tern_core::gate::AGENT, pins);
+        if let tern_core::invariant::TraceEvent::State { minimums, .. } = &mut state {
+            minimums.clone_from(&rec.minimums);
+        }
+        rec.trace.events.push(state);
+    }
+
+    /// Notes that the release keys signed `version` as the minimum of `line`: every
+    /// state recorded from now on carries it, so that the invariant judges each later
+    /// install against the revocation itself (rule "revoked is never").
+    pub(crate) fn signed_minimum(&self, line: &str, version: &str) {
+        self.recorder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .minimums
+            .insert(line.to_string(), version.to_string());
     }
 
     /// Records every install a host started since the last look: each version its

@@ -104,7 +104,8 @@ fn online_key_args(fleet: &Fleet) -> Vec<String> {
 }
 
 /// Sets the signed minimum version of release `line` (e.g. "1") to `version` with the
-/// keys [`sign`] made: the release keys revoke every version of the line below it.
+/// keys [`sign`] made: the release keys revoke every version of the line below it. The
+/// fleet's trace carries it from now on, whichever ternd knows of it.
 pub fn minimum(fleet: &Fleet, line: &str, version: &str) -> anyhow::Result<()> {
     let tool = fleet.bins.tern_release()?;
     let repo = fleet.artifacts.join("tuf").display().to_string();
@@ -120,7 +121,17 @@ pub fn minimum(fleet: &Fleet, line: &str, version: &str) -> anyhow::Result<()> {
     let online = online_key_args(fleet);
     args.extend(online.iter().map(String::as_str));
     run(&tool, &args)?;
+    fleet.signed_minimum(line, version);
     Ok(())
+}
+
+/// Starts a replica of `fleet` ([`Fleet::add_replica`]) verifying with the release
+/// root `root` ([`sign`]'s) against the fleet's repository: the signed minimums it
+/// reads at its start hold on every path it serves. Its index in `fleet.replicas`.
+pub fn verifying_replica(fleet: &mut Fleet, root: &std::path::Path) -> anyhow::Result<usize> {
+    let meta = fleet.artifacts.join("tuf/metadata").display().to_string();
+    let root = root.display().to_string();
+    fleet.add_replica(&["--trust-root", &root, "--trust-url", &meta])
 }
 
 /// Signs every release of the fleet.

@@ -353,3 +353,54 @@ fn on_two_replicas_each_holds_its_hosts_to_the_same_time_rules() {
     assert_eq!(runs(&f, "p1"), ["1.2.0".to_string()]);
     assert_eq!(runs(&f, "p2"), ["1.2.0".to_string()]);
 }
+
+/// A directive made active before the release keys revoke its target: the replica with
+/// the release root a host heartbeats to holds the host when its window opens (the
+/// pass triggers nothing, the script never runs), and the host's forecast says the
+/// directive's install is held, revoked. The directive was written through a replica
+/// without the root, which checks nothing; the host enrolled after it went active, so
+/// find names it no version either (the directive governs it).
+#[test]
+fn a_directive_whose_target_is_revoked_after_it_went_active_installs_nothing() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.clock_set(&at("09:00")).unwrap();
+    f.apply(&time_based("1h", &[("prod", 14)])).unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    activate(&f);
+    let root = tern_e2e::sign::sign(&f, &["1.0.0", "1.1.0", "1.2.0"]).unwrap();
+    tern_e2e::sign::minimum(&f, "1.2", "1.2.1").unwrap();
+    let r = tern_e2e::sign::verifying_replica(&mut f, &root).unwrap();
+    let gateway = f.replicas[r].gateway.url.clone();
+    f.add_host_via(
+        "p1",
+        "prod",
+        &gateway,
+        &["--installer", "local-script", "--label", "env=prod"],
+    )
+    .unwrap();
+    let ctl = &f.replicas[r].ctl;
+    for t in ["13:59", "14:01", "14:30"] {
+        ctl.json(&["dev", "clock", "set", &at(t)]).unwrap();
+        for (name, out) in f.update_all() {
+            assert!(out.ok(), "{name}: {}\n{}", out.message(), out.stderr);
+        }
+        let v = ctl.json(&["dev", "directives"]).unwrap();
+        assert_eq!(v["triggered"].as_array().map(Vec::len), Some(0), "{t}: {v}");
+        for (name, out) in f.update_all() {
+            assert!(out.ok(), "{name}: {}\n{}", out.message(), out.stderr);
+        }
+    }
+    assert!(runs(&f, "p1").is_empty(), "{:?}", runs(&f, "p1"));
+    let id = f.host("p1").updater_id().unwrap();
+    let show = ctl.json(&["inventory", "show", &id]).unwrap();
+    let d = &show["forecast"]["directed"];
+    assert_eq!(d["when"].as_str(), Some("held"), "{show}");
+    assert!(
+        d["holds"]
+            .as_array()
+            .is_some_and(|h| h.iter().any(|h| h == "revoked")),
+        "{show}"
+    );
+    // Governed from its enrolment, it installed nothing by find either.
+    assert_eq!(f.host("p1").linked_version(), None, "{}", f.describe());
+}

@@ -52,6 +52,53 @@ fn a_host_enrolled_during_a_freeze_installs_the_start_version_not_the_frozen_tar
     f.check_invariant().unwrap();
 }
 
+/// The fleet's last known-good version is itself revoked: dev on 1.0.0 starts a
+/// rollout to 1.1.0, the fleet is frozen, and the release keys revoke 1.0.0 (line 1's
+/// minimum becomes 1.1.0). A replica started with the release root knows it. A host
+/// enrolled through it while the freeze holds has nothing it may install (the target
+/// is frozen, the known-good version revoked): it enrolls, installs nothing, and says
+/// both. The fleet's trace carries the signed minimum, so the
+/// checker would convict an install of 1.0.0 on its own.
+#[test]
+fn a_host_enrolled_under_a_freeze_installs_nothing_when_the_known_good_version_is_revoked() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.apply(&halt_on_error(&[("dev", 10, 0, 0)])).unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    f.add_hosts("dev", 1).unwrap();
+    let step = f.tick("2m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    f.clock_set(&at("09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.clock_set(&at("10:05")).unwrap();
+    f.reconcile().unwrap();
+    assert_eq!(f.status().unwrap().state_of("dev"), "active");
+    f.agents(&["freeze", "--reason", "1.1.0 under investigation"])
+        .unwrap();
+    let root = tern_e2e::sign::sign(&f, &["1.0.0", "1.1.0"]).unwrap();
+    tern_e2e::sign::minimum(&f, "1", "1.1.0").unwrap();
+    let i = tern_e2e::sign::verifying_replica(&mut f, &root).unwrap();
+    let server = f.replicas[i].gateway.url.clone();
+    f.add_host_via("dev-new", "dev", &server, &[]).unwrap();
+    let h = f.host("dev-new");
+    assert_eq!(h.linked_version(), None, "{}", f.describe());
+    assert!(
+        h.started_versions().is_empty(),
+        "{:?}",
+        h.started_versions()
+    );
+    let status = h.status().unwrap();
+    let why = status["server"]["update_now"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("frozen") && why.contains("revoked"),
+        "the host must say what holds it: {status}"
+    );
+    // Its later runs hold too.
+    let step = f.tick("5m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_eq!(f.host("dev-new").linked_version(), None);
+    f.check_invariant().unwrap();
+}
+
 /// With `--trust-root`, a revoked version is refused wherever a version is written,
 /// naming the minimum: a version resource's start version (a rollback would send
 /// hosts to it), a channel (also served on Teleport's channel path), a directive
@@ -61,11 +108,7 @@ fn ternd_with_the_release_root_refuses_a_revoked_version_wherever_one_is_written
     let mut f = Fleet::start(FleetOptions::default()).unwrap();
     let root = tern_e2e::sign::sign(&f, &["1.0.0", "1.1.0"]).unwrap();
     f.set_version("1.1.0", "1.1.0", "regular").unwrap();
-    let meta = f.artifacts.join("tuf/metadata").display().to_string();
-    let root_arg = root.display().to_string();
-    let i = f
-        .add_replica(&["--trust-root", &root_arg, "--trust-url", &meta])
-        .unwrap();
+    let i = tern_e2e::sign::verifying_replica(&mut f, &root).unwrap();
     // The release keys revoke 1.0.0: line 1's signed minimum becomes 1.1.0.
     tern_e2e::sign::minimum(&f, "1", "1.1.0").unwrap();
     let ctl = &f.replicas[i].ctl;
@@ -260,6 +303,60 @@ fn a_server_pin_holds_a_channel_host_even_for_a_critical_version() {
     let status = f.host(&names[0]).status().unwrap();
     let why = status["server"]["update_now"].as_str().unwrap_or_default();
     assert!(why.contains("pinned"), "{status}");
+    f.check_invariant().unwrap();
+}
+
+/// A channel set to a version the release keys revoke afterwards (set through a
+/// replica without the root, which checks nothing): a replica with the release root
+/// serves the channel as held, on the channel path and on Teleport's; a host enrolling
+/// on the channel through it installs nothing and says why; once the channel names an
+/// allowed version, the host enrolls on it.
+#[test]
+fn a_channel_naming_a_version_revoked_since_is_held_for_new_hosts() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.apply(&halt_on_error(&[("prod", 10, 0, 0)])).unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    f.ctl.run(&["channels", "set", "stable", "1.0.0"]).unwrap();
+    let root = tern_e2e::sign::sign(&f, &["1.0.0", "1.1.0"]).unwrap();
+    tern_e2e::sign::minimum(&f, "1", "1.1.0").unwrap();
+    let i = tern_e2e::sign::verifying_replica(&mut f, &root).unwrap();
+    let gateway = f.replicas[i].gateway.url.clone();
+    let channel = format!("{gateway}/v1/channels/stable");
+    let addr = f.replicas[i].ternd.addr;
+    let get = |path: &str| {
+        let (code, body) =
+            tern_testing::http::get(addr, path, std::time::Duration::from_secs(5)).unwrap();
+        (code, String::from_utf8_lossy(&body).trim().to_string())
+    };
+    let (code, body) = get("/v1/channels/stable/version");
+    assert!(code != 200 && body.contains("revoked"), "{code} {body}");
+    // Teleport's path answers as Teleport's version server does when there is nothing
+    // to move to.
+    assert_eq!(
+        get("/v1/webapi/automaticupgrades/channel/stable/version"),
+        (200, "none".to_string())
+    );
+    let err = match f.add_host_via("prod-1", "prod", &gateway, &["--channel", &channel]) {
+        Ok(h) => panic!(
+            "the host enrolled on the revoked channel version, running {:?}",
+            h.linked_version()
+        ),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("revoked"), "{err}");
+    assert!(
+        !f.path().join("hosts/prod-1/agent/agent.log").exists(),
+        "{err}"
+    );
+    // The operator moves the channel to an allowed version: the next host takes it.
+    f.replicas[i]
+        .ctl
+        .run(&["channels", "set", "stable", "1.1.0"])
+        .unwrap();
+    let h = f
+        .add_host_via("prod-2", "prod", &gateway, &["--channel", &channel])
+        .unwrap();
+    assert_eq!(h.linked_version().as_deref(), Some("1.1.0"));
     f.check_invariant().unwrap();
 }
 

@@ -112,11 +112,7 @@ fn ternd_with_the_release_root_refuses_an_unsigned_or_revoked_target_version_and
     let root = tern_e2e::sign::sign(&f, &["1.0.0", "1.1.0"]).unwrap();
     f.set_version("1.0.0", "1.0.0", "regular").unwrap();
     // A second replica on the same store, started with the release root.
-    let meta = f.artifacts.join("tuf/metadata").display().to_string();
-    let root_arg = root.display().to_string();
-    let i = f
-        .add_replica(&["--trust-root", &root_arg, "--trust-url", &meta])
-        .unwrap();
+    let i = tern_e2e::sign::verifying_replica(&mut f, &root).unwrap();
     let verifying = &f.replicas[i].ctl;
 
     // 1.2.0 is published on the artifact server, but no release key signed it.
