@@ -94,8 +94,9 @@ pub use auth::{Access, Role};
 pub use routes::{RouteAccess, routes as route_table};
 
 /// ternd's internals that tern-bench drives in process (`cargo xtask bench reconcile`,
-/// `… directives`): public only so that the benchmarks measure the code ternd runs, not
-/// a copy; not an API.
+/// `… directives`; cargo feature `bench`, which only tern-bench turns on): public only
+/// so that the benchmarks measure the code ternd runs, not a copy; not an API.
+#[cfg(feature = "bench")]
 pub mod bench {
     pub use crate::error::{ApiError, ApiResult};
     pub use crate::inventory::directed::{ChosenInstall, PassInput, PassSummary, ReleaseTo};

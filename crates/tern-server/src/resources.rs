@@ -111,7 +111,9 @@ pub async fn load_for<T: Resource>(
     }
 }
 
-/// Creates (`expected` = None) or compare-and-swaps the agent's resource.
+/// Creates (`expected` = None) or compare-and-swaps the agent's resource (for the
+/// tests and tern-bench; ternd itself writes through [`write_for`]).
+#[cfg(any(test, feature = "bench"))]
 pub async fn write<T: Resource>(
     store: &dyn Store,
     value: &T,
@@ -152,6 +154,7 @@ pub(crate) fn same<T: Resource + PartialEq>(a: &T, b: &T) -> bool {
 }
 
 /// Every live report of the agent (one per replica).
+#[cfg(any(test, feature = "bench"))]
 pub async fn reports(store: &dyn Store) -> ApiResult<Vec<AutoUpdateAgentReport>> {
     reports_for(store, tern_core::product::AGENT).await
 }

@@ -38,12 +38,9 @@ mod trust;
 mod update;
 mod watch;
 
-// What the binary (src/main.rs) and the integration tests use; everything else stays
-// inside the crate.
+// What the binary (src/main.rs) uses; everything else stays inside the crate, but for
+// the few hooks the integration tests need (`test_support`).
 
-/// Go's name of an architecture, as artifact names spell it (the integration tests name
-/// their tarballs with it).
-pub use artifact::go_arch;
 /// The subcommands, one function each, over the [`Ctx`] the binary builds.
 pub use commands::{
     EnableArgs, Report, ScheduleAction, disable, enable, heartbeat, link_package, pin, schedule,
@@ -51,8 +48,6 @@ pub use commands::{
 };
 pub use error::{Error, Result};
 pub use layout::{Layout, update_yaml_in, validate_suffix};
-/// The namespace lock (the integration tests hold it to see a run refused).
-pub use lock::{Wait as LockWait, acquire as acquire_lock};
 /// The updater's log lines on stderr; the binary's own messages go through them too.
 pub use log::{
     Format as LogFormat, error as log_error, info as log_info, init as init_log, warn as log_warn,
@@ -63,11 +58,25 @@ pub use reexec::{
     delegate as reexec_delegate,
 };
 pub use self_check::{identify_release, self_check};
-pub use service::pid_alive;
 pub use settings::{Settings, resolve as resolve_settings};
 pub use setup::run as setup;
-pub use state::{UpdateFile, parse as parse_update_file, save as save_update_file, saved_settings};
+pub use state::{UpdateFile, parse as parse_update_file, saved_settings};
 /// The client of ternd and of artifact servers this updater uses.
 pub use tern_client::Client;
 pub use update::Ctx;
 pub use watch::{MAX_HOLD_SECONDS, WatchArgs, run as watch};
+
+/// What only the integration tests reach for (feature `test-support`, which this
+/// crate's own dev-dependency on itself turns on; no build of the binary has it).
+#[cfg(feature = "test-support")]
+pub mod test_support {
+    /// Go's name of an architecture, as artifact names spell it (the tests name their
+    /// tarballs with it).
+    pub use crate::artifact::go_arch;
+    /// The namespace lock (the tests hold it to see a run refused).
+    pub use crate::lock::{Wait as LockWait, acquire as acquire_lock};
+    /// Whether a process lives (the tests watch the agent's).
+    pub use crate::service::pid_alive;
+    /// Writes `update.yaml` as tern-update does (the tests damage or age it).
+    pub use crate::state::save as save_update_file;
+}

@@ -197,7 +197,7 @@ fn link_package_skips_while_an_update_holds_the_lock() {
     package(&host, "0.9.0-pkg");
     std::fs::create_dir_all(host.ns()).unwrap();
     let lock =
-        tern_update::acquire_lock(&host.ns().join("update.lock"), tern_update::LockWait::Try)
+        tern_update::test_support::acquire_lock(&host.ns().join("update.lock"), tern_update::test_support::LockWait::Try)
             .unwrap()
             .unwrap();
     let out = host.ok(&["link-package"]);

@@ -272,11 +272,11 @@ fn a_script_past_its_timeout_is_killed_with_its_children() {
         .parse()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while tern_update::pid_alive(child) && Instant::now() < deadline {
+    while tern_update::test_support::pid_alive(child) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
-        !tern_update::pid_alive(child),
+        !tern_update::test_support::pid_alive(child),
         "the script's background child {child} survived"
     );
 }
@@ -486,7 +486,7 @@ fn an_interrupted_attempt_is_reported_failed_and_not_run_again() {
     std::fs::write(&leftover, "echo left\n").unwrap();
     let mut file = host.update_yaml();
     file.status.install_running = Some("attempt-killed".into());
-    tern_update::save_update_file(&host.ns().join("update.yaml"), &file).unwrap();
+    tern_update::test_support::save_update_file(&host.ns().join("update.yaml"), &file).unwrap();
     server.queue_install(script_instruction(
         "attempt-killed",
         &format!("echo ran >> {}\n", q(&count)),

@@ -205,7 +205,7 @@ fn server_unreachable_changes_nothing() {
     drop(dead);
     let mut f = host.update_yaml();
     f.spec.server = dead_url.clone();
-    tern_update::save_update_file(&host.ns().join("update.yaml"), &f).unwrap();
+    tern_update::test_support::save_update_file(&host.ns().join("update.yaml"), &f).unwrap();
     let before_spec = std::fs::read(host.ns().join("update.yaml")).unwrap();
     let err = host.fails(&["update", "--now"]);
     assert!(err.contains("find"), "{err}");

@@ -64,7 +64,7 @@ impl Release {
                 file,
                 version: version.into(),
                 os: "linux".into(),
-                arch: tern_update::go_arch(std::env::consts::ARCH).into(),
+                arch: tern_update::test_support::go_arch(std::env::consts::ARCH).into(),
                 edition: None,
             }],
             &self.sign,

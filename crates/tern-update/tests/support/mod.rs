@@ -153,7 +153,7 @@ impl Server {
     }
 
     pub fn artifact_name(version: &str) -> String {
-        let arch = tern_update::go_arch(std::env::consts::ARCH);
+        let arch = tern_update::test_support::go_arch(std::env::consts::ARCH);
         format!("tern-agent-v{version}-linux-{arch}-bin.tar.gz")
     }
 
@@ -571,7 +571,7 @@ impl Host {
             .trim()
             .parse()
             .ok()?;
-        if pid <= 1 || !tern_update::pid_alive(pid) {
+        if pid <= 1 || !tern_update::test_support::pid_alive(pid) {
             return None;
         }
         Some(
@@ -629,7 +629,7 @@ impl Host {
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok());
         let deadline = Instant::now() + Duration::from_secs(5);
-        while pid.is_some_and(tern_update::pid_alive) && Instant::now() < deadline {
+        while pid.is_some_and(tern_update::test_support::pid_alive) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
