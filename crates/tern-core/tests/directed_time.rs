@@ -252,3 +252,31 @@ fn the_forecast_says_when_a_directed_host_installs() {
     let (d, _) = run("14:30", false, false, "1.2.0");
     assert_eq!(d.when, DirectedWhen::AtTarget);
 }
+
+/// An updater that sends no facts with find (one that predates them) is deferred to
+/// the directive only where this replica's last pass found the directive governing
+/// it; an updater without an id never is (no pass can have picked it).
+#[test]
+fn without_facts_find_defers_to_a_directive_only_where_this_replica_found_it_governing() {
+    let r = rollout();
+    let spec = DirectiveSpec {
+        directives: vec![directive(false, None)],
+        ..DirectiveSpec::default()
+    };
+    let installers = std::collections::BTreeMap::new();
+    let mut fleet = Fleet::new(Some(&r), t("14:30"));
+    fleet.directive = Some(gate::Directive {
+        spec: &spec,
+        installers: &installers,
+    });
+    let deferred = |id: &str, governed: bool| {
+        let mut host = Host::new(gate::AGENT, "prod", id);
+        host.recorded.governed = governed;
+        gate::answer(&fleet, &host, Ask::Find)
+            .holds
+            .contains(Hold::Directive)
+    };
+    assert!(deferred(HOST, true));
+    assert!(!deferred(HOST, false));
+    assert!(!deferred("", true));
+}

@@ -8,6 +8,7 @@ use jiff::Timestamp;
 use tern_core::directive::resource::*;
 use tern_core::directive::select::*;
 use tern_core::directive::state::*;
+use tern_core::host_update::instruction_waits_for_agents;
 
 const DIRECTIVE: &str = r#"
 kind: version_directive
@@ -961,6 +962,13 @@ fn instructions_are_checked_before_anything_runs() {
     n.target.size = Some(10);
     n.target.sha256 = Some("ab".repeat(32));
     assert_eq!(n.check(), Ok(()));
+    // Either installer first asks the agents' ternd (its stop holds the whole host);
+    // a dry run, which changes nothing, does not.
+    for mut instruction in [i, n] {
+        assert!(instruction_waits_for_agents(&instruction));
+        instruction.dry_run = true;
+        assert!(!instruction_waits_for_agents(&instruction));
+    }
 }
 
 #[test]

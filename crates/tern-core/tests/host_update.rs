@@ -114,6 +114,18 @@ fn the_channel_answers_are_read_strictly() {
             "{bad:?}"
         );
     }
+    // At most 128 characters: a longer answer is refused before it is parsed, even
+    // when it would parse (a prerelease may be long).
+    let longest = format!("1.0.0-{}", "a".repeat(122));
+    assert_eq!(longest.len(), 128);
+    assert!(matches!(
+        VersionAnswer::from_body(&longest),
+        VersionAnswer::Version(_)
+    ));
+    assert!(matches!(
+        VersionAnswer::from_body(&format!("{longest}a")),
+        VersionAnswer::Malformed(_)
+    ));
     assert!(CriticalAnswer::from_body("yes").is_critical());
     assert!(CriticalAnswer::from_body("  yes \n").is_critical());
     for other in ["Yes", "YES", "true", "1", "y", "yes please", ""] {
@@ -281,6 +293,14 @@ fn no_shortcut_goes_through_a_hold() {
                             }
                             Decision::Hold(why) | Decision::Wait(why) => {
                                 assert!(!may, "{case}: holds ({why})");
+                                // An unhealthy agent left alone says so, whatever holds it (an
+                                // incompatible one says that it needs an operator).
+                                if matches!(health, Health::Unhealthy(_))
+                                    && last_forced_attempt.is_none()
+                                    && active == "3.0.0"
+                                {
+                                    assert!(why.contains("unhealthy"), "{case}: {why}");
+                                }
                                 if stop && active == "1.0.0" {
                                     assert!(why.contains("needs an operator"), "{case}: {why}");
                                 }

@@ -122,3 +122,30 @@ spec:
         ran,
     })
 }
+
+/// Issue 47, hole 4 (a revoked start version): dev on 1.0.0 starts a rollout to 1.1.0
+/// and is active; the fleet is frozen; the release keys revoke 1.0.0 (line 1's minimum
+/// becomes 1.1.0); a replica started with the release root knows it. A host `dev-new`
+/// enrolls through that replica. The fleet returned holds it (or, with the hole open,
+/// what it installed); its trace carries the signed minimum.
+pub fn enrolled_while_known_good_revoked() -> anyhow::Result<Fleet> {
+    let mut f = Fleet::start(FleetOptions::default())?;
+    f.apply(&halt_on_error(&[("dev", 10, 0, 0)]))?;
+    f.set_version("1.0.0", "1.0.0", "regular")?;
+    f.add_hosts("dev", 1)?;
+    let step = f.tick("2m")?;
+    ensure!(step.failures().is_empty(), "{:?}", step.failures());
+    f.clock_set("2026-11-23T09:30:00Z")?;
+    f.new_rollout("1.1.0")?;
+    f.clock_set("2026-11-23T10:05:00Z")?;
+    f.reconcile()?;
+    let state = f.status()?.state_of("dev");
+    ensure!(state == "active", "dev is {state}, not active");
+    f.agents(&["freeze", "--reason", "1.1.0 under investigation"])?;
+    let root = crate::sign::sign(&f, &["1.0.0", "1.1.0"])?;
+    crate::sign::minimum(&f, "1", "1.1.0")?;
+    let i = crate::sign::verifying_replica(&mut f, &root)?;
+    let server = f.replicas[i].gateway.url.clone();
+    f.add_host_via("dev-new", "dev", &server, &[])?;
+    Ok(f)
+}

@@ -73,3 +73,19 @@ fn script_skips_agents_stop_is_convicted() {
         "{err}"
     );
 }
+
+/// Issue 47, hole 4: under a stop, find names the last known-good version even though
+/// the release keys revoked it; a host enrolling installs it. stops.rs plays the same
+/// fleet (`tern_e2e::crossing`) with every hole closed: the host installs nothing.
+#[test]
+fn revoked_start_is_convicted() {
+    planted("revoked-start");
+    let f = tern_e2e::crossing::enrolled_while_known_good_revoked().unwrap();
+    f.tick("2m").unwrap();
+    let err = f.conviction().unwrap();
+    println!("{err}");
+    assert!(
+        err.contains("(revoked)") && err.contains("1.0.0 is below the signed minimum 1.1.0"),
+        "{err}"
+    );
+}

@@ -52,33 +52,16 @@ fn a_host_enrolled_during_a_freeze_installs_the_start_version_not_the_frozen_tar
     f.check_invariant().unwrap();
 }
 
-/// The fleet's last known-good version is itself revoked: dev on 1.0.0 starts a
-/// rollout to 1.1.0, the fleet is frozen, and the release keys revoke 1.0.0 (line 1's
-/// minimum becomes 1.1.0). A replica started with the release root knows it. A host
-/// enrolled through it while the freeze holds has nothing it may install (the target
-/// is frozen, the known-good version revoked): it enrolls, installs nothing, and says
-/// both. The fleet's trace carries the signed minimum, so the
-/// checker would convict an install of 1.0.0 on its own.
+/// The fleet's last known-good version is itself revoked (the scenario of
+/// `tern_e2e::crossing`, which `planted.rs` plays with the hole open): a frozen fleet
+/// whose start version 1.0.0 the release keys revoked, and a host enrolled through a
+/// replica with the release root. It has nothing it may install (the target is frozen,
+/// the known-good version revoked): it enrolls, installs nothing, and says both. The
+/// fleet's trace carries the signed minimum, so the checker would convict an install
+/// of 1.0.0 on its own.
 #[test]
 fn a_host_enrolled_under_a_freeze_installs_nothing_when_the_known_good_version_is_revoked() {
-    let mut f = Fleet::start(FleetOptions::default()).unwrap();
-    f.apply(&halt_on_error(&[("dev", 10, 0, 0)])).unwrap();
-    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
-    f.add_hosts("dev", 1).unwrap();
-    let step = f.tick("2m").unwrap();
-    assert!(step.failures().is_empty(), "{:?}", step.failures());
-    f.clock_set(&at("09:30")).unwrap();
-    f.new_rollout("1.1.0").unwrap();
-    f.clock_set(&at("10:05")).unwrap();
-    f.reconcile().unwrap();
-    assert_eq!(f.status().unwrap().state_of("dev"), "active");
-    f.agents(&["freeze", "--reason", "1.1.0 under investigation"])
-        .unwrap();
-    let root = tern_e2e::sign::sign(&f, &["1.0.0", "1.1.0"]).unwrap();
-    tern_e2e::sign::minimum(&f, "1", "1.1.0").unwrap();
-    let i = tern_e2e::sign::verifying_replica(&mut f, &root).unwrap();
-    let server = f.replicas[i].gateway.url.clone();
-    f.add_host_via("dev-new", "dev", &server, &[]).unwrap();
+    let mut f = tern_e2e::crossing::enrolled_while_known_good_revoked().unwrap();
     let h = f.host("dev-new");
     assert_eq!(h.linked_version(), None, "{}", f.describe());
     assert!(
@@ -360,13 +343,10 @@ fn a_channel_naming_a_version_revoked_since_is_held_for_new_hosts() {
     f.check_invariant().unwrap();
 }
 
-/// `tern-update update --now` (a person on the host asking not to wait for the
-/// window) does not jump a stop: hosts on 1.0.0 while the fleet's known-good version
-/// is already 1.1.0 (the version resource says start 1.1.0, target 1.2.0), frozen:
-/// find names them 1.1.0 with the freeze, and `--now` installs nothing; each host
-/// stays on the version it runs and says the freeze holds it.
-#[test]
-fn update_now_does_not_jump_a_freeze() {
+/// Hosts on 1.0.0 while the fleet's known-good version is already 1.1.0 (the version
+/// resource says start 1.1.0, target 1.2.0), dev active, the fleet frozen: find names
+/// them 1.1.0 with the freeze. The fleet and its two dev hosts.
+fn behind_the_known_good_and_frozen() -> (Fleet, Vec<String>) {
     let mut f = Fleet::start(FleetOptions::default()).unwrap();
     f.apply(&halt_on_error(&[("dev", 10, 0, 0)])).unwrap();
     f.set_version("1.0.0", "1.0.0", "regular").unwrap();
@@ -376,6 +356,16 @@ fn update_now_does_not_jump_a_freeze() {
     f.clock_set(&at("10:05")).unwrap();
     f.reconcile().unwrap();
     f.agents(&["freeze", "--reason", "incident"]).unwrap();
+    (f, names)
+}
+
+/// `tern-update update --now` (a person on the host asking not to wait for the
+/// window) does not jump a stop ([`behind_the_known_good_and_frozen`]): `--now`
+/// installs nothing; each host stays on the version it runs and says the freeze holds
+/// it.
+#[test]
+fn update_now_does_not_jump_a_freeze() {
+    let (f, names) = behind_the_known_good_and_frozen();
     for name in &names {
         let out = f.host(name).run(&["update", "--now"]).unwrap();
         assert!(out.ok(), "{name}: {}", out.stderr);
@@ -390,6 +380,35 @@ fn update_now_does_not_jump_a_freeze() {
             "{name}: {}",
             f.describe()
         );
+    }
+    f.check_invariant().unwrap();
+}
+
+/// An agent that is down is not repaired through a stop
+/// ([`behind_the_known_good_and_frozen`]): its updater sees it unhealthy, but installs
+/// nothing while the freeze holds, though find names a version other than the one it
+/// runs; it says both. (one_gate.rs's hosts already run the version the stop names, so
+/// a repair there has nothing to install.)
+#[test]
+fn an_agent_that_is_down_is_not_repaired_through_a_freeze() {
+    let (f, names) = behind_the_known_good_and_frozen();
+    for name in &names {
+        f.host(name).kill_agent();
+    }
+    for _ in 0..3 {
+        let step = f.tick("5m").unwrap();
+        assert!(step.failures().is_empty(), "{:?}", step.failures());
+    }
+    for name in &names {
+        assert_eq!(
+            f.host(name).linked_version().as_deref(),
+            Some("1.0.0"),
+            "{name}: {}",
+            f.describe()
+        );
+        let status = f.host(name).status().unwrap();
+        let why = status["server"]["update_now"].as_str().unwrap_or_default();
+        assert!(why.contains("frozen"), "{name}: {status}");
     }
     f.check_invariant().unwrap();
 }

@@ -196,10 +196,12 @@ fn link_package_skips_while_an_update_holds_the_lock() {
     let host = Host::new();
     package(&host, "0.9.0-pkg");
     std::fs::create_dir_all(host.ns()).unwrap();
-    let lock =
-        tern_update::test_support::acquire_lock(&host.ns().join("update.lock"), tern_update::test_support::LockWait::Try)
-            .unwrap()
-            .unwrap();
+    let lock = tern_update::test_support::acquire_lock(
+        &host.ns().join("update.lock"),
+        tern_update::test_support::LockWait::Try,
+    )
+    .unwrap()
+    .unwrap();
     let out = host.ok(&["link-package"]);
     assert!(out.contains("an update is running"), "{out}");
     assert!(host.link.join("tern-agent").symlink_metadata().is_err());

@@ -140,7 +140,14 @@ fn every_stop_holds_every_path_and_kind() {
             s(1),
             install("a", "dev", "1.1.0", InstallKind::FirstInstall, 2),
         ]);
-        assert_eq!(check(&t).unwrap_err().rule, "stop");
+        let v = check(&t).unwrap_err();
+        assert_eq!(v.rule, "stop");
+        // The verdict says which version a first install may take.
+        assert!(
+            v.to_string()
+                .contains("under a stop a first install takes the start version 1.0.0"),
+            "{v}"
+        );
         let t = trace(vec![
             s(1),
             install("a", "dev", "1.0.0", InstallKind::FirstInstall, 2),
