@@ -300,6 +300,24 @@ fn a_failed_canary_contains_its_version() {
     dev_active.status.groups[0].last_update_reason = reason::MANUAL_TRIGGER.into();
     second.events[3] = state(dev_active, false, 4);
     assert_eq!(check(&second), Ok(()));
+    // A failure on a later group's canary contains that group and those after it, not
+    // an earlier one: a dev host (dev done) may still install the version prod's
+    // canary failed on.
+    let mut prod_failed = rollout(GroupState::Done, GroupState::Canary, Mode::Enabled);
+    prod_failed.status.groups[1].canaries = vec![Canary {
+        updater_id: "q".into(),
+        failed: true,
+        ..Canary::default()
+    }];
+    let mut prod_canary = prod_failed.clone();
+    prod_canary.status.groups[1].canaries[0].failed = false;
+    let earlier = trace(vec![
+        state(prod_canary, false, 1),
+        install("q", "prod", "1.1.0", InstallKind::Scheduled, 2),
+        state(prod_failed, false, 3),
+        install("d", "dev", "1.1.0", InstallKind::Scheduled, 4),
+    ]);
+    assert_eq!(check(&earlier), Ok(()));
 }
 
 #[test]
@@ -429,4 +447,24 @@ fn the_judge_calls_none_of_the_code_it_judges() {
             .collect();
         assert!(hits.is_empty(), "invariant.rs uses {judged}: {hits:?}");
     }
+}
+
+#[test]
+fn a_host_is_judged_in_the_group_its_labels_place_it() {
+    // dev places by the label env=dev; under `host_group: override` a group the host
+    // presents wins only when the rollout has it.
+    let mut r = active();
+    r.spec.host_group = crate::resource::HostGroup::Override;
+    r.status.groups[0].config.match_labels = [("env".to_string(), "dev".to_string())].into();
+    let by_labels = |presented: &str| {
+        let mut event = install("a", presented, "1.1.0", InstallKind::Scheduled, 2);
+        if let TraceEvent::Install { labels, .. } = &mut event {
+            labels.insert("env".into(), "dev".into());
+        }
+        check(&trace(vec![state(r.clone(), false, 1), event]))
+    };
+    // A group the rollout lacks: placed by its labels, in dev (active).
+    assert_eq!(by_labels("nowhere"), Ok(()));
+    // prod, which the rollout has, wins over the labels: prod has not started.
+    assert_eq!(by_labels("prod").unwrap_err().rule, "table");
 }
