@@ -61,7 +61,7 @@ fn a_host_enrolled_during_a_freeze_installs_the_start_version_not_the_frozen_tar
 /// of 1.0.0 on its own.
 #[test]
 fn a_host_enrolled_under_a_freeze_installs_nothing_when_the_known_good_version_is_revoked() {
-    let mut f = tern_e2e::crossing::enrolled_while_known_good_revoked().unwrap();
+    let f = tern_e2e::crossing::enrolled_while_known_good_revoked().unwrap();
     let h = f.host("dev-new");
     assert_eq!(h.linked_version(), None, "{}", f.describe());
     assert!(
