@@ -481,6 +481,16 @@ pub fn counted_group<'a>(rollout: Option<&'a AutoUpdateAgentRollout>, host: &Hos
     }
 }
 
+/// Whether the answer for `host` reads what the replica answering recorded of it
+/// ([`Host::recorded`]): only for an updater that sends no facts but names itself, and
+/// only where the rollout places hosts by labels ([`counted_group`]) or a directive is
+/// active (`governed_by_directive`). A server looks its memory up only then.
+pub fn reads_recorded(fleet: &Fleet<'_>, host: &Host<'_>) -> bool {
+    host.facts.is_none()
+        && !host.updater_id.is_empty()
+        && (fleet.rollout.is_some_and(rollout::places_by_labels) || fleet.directive.is_some())
+}
+
 /// Whether the active directive governs the host: by the facts it sends, as every
 /// replica holds the directive; from an updater that sends none, by this replica's
 /// last pass over it.

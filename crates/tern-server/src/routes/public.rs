@@ -251,7 +251,7 @@ fn find_response(answer: crate::snapshot::FindBody, long_poll: Option<HeaderValu
 /// host refused for want of a pinned root (`--require-trust`) gets 403.
 fn find_answer(state: &AppState, q: &FindQuery<'_>) -> ApiResult<crate::snapshot::FindBody> {
     let snapshot = state.snapshot();
-    let answer = find_decision(state, &snapshot, q);
+    let answer = one_answer(state, &snapshot, q);
     if answer.holds.contains(tern_core::hold::Hold::TrustRequired) {
         return Err(trust_required(
             &q.updater_id,
@@ -283,40 +283,40 @@ fn fleet<'s>(
 /// answer from. An updater that sends no facts is known by what this replica's
 /// heartbeats of that product recorded of it. A product this ternd does not serve has
 /// no rollout: its hosts are told `no_rollout`, never an error.
-fn find_decision(
+fn one_answer(
     state: &AppState,
     snapshot: &crate::snapshot::Snapshot,
     q: &FindQuery<'_>,
 ) -> tern_core::gate::Answer {
     let fleet = fleet(state, snapshot, &q.product);
-    let mut recorded = tern_core::gate::Recorded::default();
-    let mut placed = None;
-    let needs_record = q.facts.is_none()
-        && !q.updater_id.is_empty()
-        && (snapshot.places_by_labels_of(&q.product) || fleet.directive.is_some());
-    if needs_record {
-        let seen = state.with_inventory(&q.product, |inv| {
-            inv.by_updater_id(&q.updater_id).map(|a| {
-                (
-                    tern_core::inventory::AgentView::group(&a).to_string(),
-                    a.install_state().is_some(),
-                )
-            })
-        });
-        if let Some(Some((group, governed))) = seen {
-            placed = Some(group);
-            recorded.governed = governed;
-        }
-    }
-    recorded.placed_group = placed.as_deref();
-    let host = tern_core::gate::Host {
+    let mut host = tern_core::gate::Host {
         product: &q.product,
         updater_id: &q.updater_id,
         group: &q.group,
         facts: q.facts.as_ref(),
-        recorded,
+        recorded: tern_core::gate::Recorded::default(),
         pins_root: q.facts.as_ref().is_some_and(|f| f.trust_root > 0),
     };
+    let seen = if tern_core::gate::reads_recorded(&fleet, &host) {
+        state
+            .with_inventory(&q.product, |inv| {
+                inv.by_updater_id(&q.updater_id).map(|a| {
+                    (
+                        tern_core::inventory::AgentView::group(&a).to_string(),
+                        a.install_state().is_some(),
+                    )
+                })
+            })
+            .flatten()
+    } else {
+        None
+    };
+    if let Some((group, governed)) = &seen {
+        host.recorded = tern_core::gate::Recorded {
+            placed_group: Some(group),
+            governed: *governed,
+        };
+    }
     tern_core::gate::answer(&fleet, &host, tern_core::gate::Ask::Find)
 }
 
@@ -446,7 +446,7 @@ pub(crate) async fn teleport_channel(
             ));
         }
         Metrics::inc(&state.metrics.find_requests);
-        let d = find_decision(&state, &snapshot, &anonymous);
+        let d = one_answer(&state, &snapshot, &anonymous);
         match (d.version.clone(), d.hold()) {
             (Some(v), None) => (Some(v.to_string()), true, None),
             (_, hold) => (None, false, hold),
@@ -656,9 +656,7 @@ pub(crate) async fn heartbeat(
     // Groups placed by labels: from here on the host counts in the group its labels
     // (and the config's host_group) place it in: its report, canaries, history, find.
     let mut placed_group = None;
-    if snap.places_by_labels_of(&product)
-        && let Some(r) = snap.rollout_of(&product)
-    {
+    if let Some(r) = snap.rollout_of(&product) {
         let placed = tern_core::rollout::place(r, &hb.group, &hb.labels);
         if placed != hb.group {
             hb.group = placed.to_string();
