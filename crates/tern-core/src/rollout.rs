@@ -172,6 +172,18 @@ pub fn places_by_labels(rollout: &AutoUpdateAgentRollout) -> bool {
         .any(|g| !g.config.match_labels.is_empty())
 }
 
+/// The catch-all group answering a host that presents `presented`, when `rollout`
+/// lacks that group and the name alone places the host (a typo, Teleport's Helm
+/// default `stable/cloud`). `None` when the group exists, is empty ("no group", the
+/// catch-all's by design), or some group places hosts by labels (the labels place the
+/// host, not the name).
+pub fn falls_back<'a>(rollout: &'a AutoUpdateAgentRollout, presented: &str) -> Option<&'a str> {
+    if places_by_labels(rollout) || presented.is_empty() || rollout.group(presented).is_some() {
+        return None;
+    }
+    rollout.status.groups.last().map(|g| g.name.as_str())
+}
+
 /// The group a host counts as presenting, given the group it presents and its labels:
 /// under `host_group: override` a group the rollout has wins; otherwise the first
 /// group whose `match_labels` the labels all hold; otherwise the presented group (the

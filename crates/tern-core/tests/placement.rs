@@ -80,6 +80,19 @@ fn a_config_without_match_labels_places_nobody() {
 }
 
 #[test]
+fn only_a_name_that_alone_places_a_host_falls_back_to_the_catch_all() {
+    let by_name = rollout_of(&three_groups_config());
+    assert_eq!(rollout::falls_back(&by_name, "prdo"), Some("prod"));
+    assert_eq!(rollout::falls_back(&by_name, "stable/cloud"), Some("prod"));
+    // A group the rollout has, or none at all, is no fallback.
+    assert_eq!(rollout::falls_back(&by_name, "staging"), None);
+    assert_eq!(rollout::falls_back(&by_name, ""), None);
+    // Where groups place hosts by labels, the labels decide, not the name.
+    let by_labels = rollout_of(&labelled(None));
+    assert_eq!(rollout::falls_back(&by_labels, "prdo"), None);
+}
+
+#[test]
 fn bad_match_labels_are_refused_naming_the_field() {
     for (bad, field) in [
         (

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use axum::http::HeaderValue;
 use axum::http::header::HeaderName;
-use tern_core::rollout::Groups;
 
 use crate::snapshot::Snapshot;
 
@@ -39,12 +38,7 @@ impl Fallbacks {
         product: &str,
         presented: &str,
     ) -> Option<HeaderValue> {
-        let rollout = snapshot.rollout_of(product)?;
-        if snapshot.places_by_labels_of(product) {
-            return None;
-        }
-        let groups = Groups::of(rollout);
-        let serving = groups.unknown(presented)?;
+        let serving = tern_core::rollout::falls_back(snapshot.rollout_of(product)?, presented)?;
         self.log(presented, serving, Instant::now());
         HeaderValue::from_str(serving).ok()
     }

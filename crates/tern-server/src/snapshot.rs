@@ -106,9 +106,6 @@ pub(crate) struct Snapshot {
     /// The global freeze, while one holds: the rollout's mode is then at least
     /// suspended, channels give no version and directives no install.
     pub(crate) freeze: Option<tern_core::api::Freeze>,
-    /// Some group of the rollout has `match_labels`: heartbeats are placed
-    /// (`rollout::place`) and find asks the inventory where a host was placed.
-    pub(crate) places_by_labels: bool,
     /// Server-side pins: updater_id → when the pin lifts and what it holds (`pins`).
     pub(crate) pins: ServerPins,
     /// Every product but the agent (whose rollout, config and version are the fields
@@ -160,8 +157,6 @@ pub(crate) struct ProductAnswers {
     pub(crate) config: Option<AutoUpdateConfig>,
     pub(crate) version: Option<AutoUpdateVersion>,
     pub(crate) rollout: Option<AutoUpdateAgentRollout>,
-    /// Some group of the rollout has `match_labels`.
-    pub(crate) places_by_labels: bool,
 }
 
 impl ProductAnswers {
@@ -182,9 +177,6 @@ impl ProductAnswers {
             r
         });
         Self {
-            places_by_labels: rollout
-                .as_ref()
-                .is_some_and(tern_core::rollout::places_by_labels),
             config,
             version,
             rollout,
@@ -231,7 +223,6 @@ impl Snapshot {
             freeze.as_ref(),
         );
         Self {
-            places_by_labels: agent.places_by_labels,
             rollout: agent.rollout,
             config: agent.config,
             version: agent.version,
@@ -306,17 +297,6 @@ impl Snapshot {
             self.rollout.as_ref()
         } else {
             self.products.get(product)?.rollout.as_ref()
-        }
-    }
-
-    /// Whether some group of `product`'s rollout has `match_labels`.
-    pub(crate) fn places_by_labels_of(&self, product: &str) -> bool {
-        if product == tern_core::product::AGENT {
-            self.places_by_labels
-        } else {
-            self.products
-                .get(product)
-                .is_some_and(|p| p.places_by_labels)
         }
     }
 
