@@ -361,3 +361,14 @@ fn among_equal_gains_the_rarest_values_go_first() {
         );
     }
 }
+
+/// Cover is asked only of a group about to pick canaries that names one: before dev is
+/// done, staging (the only group with a cover) picks none yet.
+#[test]
+fn cover_is_asked_only_of_groups_about_to_pick_canaries() {
+    let mut w = World::new(Some(config(&covering("arch"))), version("1.0.0", "1.1.0"));
+    let r = w.reconcile("2026-11-23T09:00:00Z").clone();
+    let n = needs(&r);
+    assert!(!n.canary_candidates.iter().any(|g| g == "staging"), "{n:?}");
+    assert!(n.canary_cover.is_empty(), "{:?}", n.canary_cover);
+}

@@ -495,3 +495,19 @@ proptest! {
         prop_assert_eq!(fleet.group().state, GroupState::Done);
     }
 }
+
+/// The reconcile asks the replicas for topology counts only of groups that have limits
+/// and are not rolled back (a rolled-back group tells no host to update).
+#[test]
+fn only_groups_with_limits_not_rolled_back_are_tracked() {
+    let two = limited("10%", "{key: zone, max_in_flight: 2}")
+        + "        - name: rest\n          days: [\"*\"]\n          start_hour: 10\n";
+    let mut w = World::new(Some(config(&two)), version("1.0.0", "1.1.0"));
+    let mut r = w.reconcile(T0).clone();
+    let tracked = |r: &AutoUpdateAgentRollout| -> Vec<String> {
+        needs(r).topology.into_iter().map(|(g, _)| g).collect()
+    };
+    assert_eq!(tracked(&r), ["prod"]);
+    r.status.groups[0].state = GroupState::Rolledback;
+    assert!(tracked(&r).is_empty(), "{:?}", tracked(&r));
+}
