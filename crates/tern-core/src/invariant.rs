@@ -1,7 +1,8 @@
 //! The fleet-safety invariant as users rely on it, checked over a trace of what
 //! happened: what the control plane said (each product's rollout, the mode an operator
 //! set, a freeze, server pins, the signed minimums, a replica cut off) and what hosts
-//! did (started installing a version of a product, by which path, for what reason).
+//! did (started installing a version of a product, by which path, for what reason) and
+//! reported (the version they run, healthy or not).
 //! Whoever drives a fleet (the end-to-end harness, the simulator with its faults)
 //! records a [`Trace`] and ends by asking [`check`]; the answer is the first event that
 //! broke a rule, or nothing.
@@ -33,7 +34,9 @@
 //!    of a group after G did.
 //! 5. **Canaries first.** In a halt-on-error group with canaries, at most
 //!    `canary_count` hosts install the target before its canaries succeeded (or an
-//!    operator moved the group by hand).
+//!    operator moved the group by hand). A canary succeeded when the rollout marks it
+//!    so and the host's own report said it runs the target, healthy: the rollout's
+//!    word alone is not taken where the trace records what hosts reported.
 //! 6. **Group order.** Under halt-on-error no group leaves `unstarted` (for canary,
 //!    active or done) while an earlier group is not done, unless an operator moved it.
 //! 7. **Trust.** A host that pins a release root never installs an unsigned version.
@@ -138,12 +141,26 @@ pub enum TraceEvent {
         #[serde(default)]
         pinned_root: bool,
     },
+    /// What a host told the control plane it runs at `at`: its version (`None`: no
+    /// agent) and whether its agent is healthy (`None`: it cannot tell). Harnesses
+    /// record what the host said, a lying host's lie included, each time it changes.
+    Report {
+        at: Timestamp,
+        #[serde(default = "agent", skip_serializing_if = "is_agent")]
+        product: String,
+        /// Its updater id.
+        host: String,
+        version: Option<String>,
+        healthy: Option<bool>,
+    },
 }
 
 impl TraceEvent {
     pub fn at(&self) -> Timestamp {
         match self {
-            TraceEvent::State { at, .. } | TraceEvent::Install { at, .. } => *at,
+            TraceEvent::State { at, .. }
+            | TraceEvent::Install { at, .. }
+            | TraceEvent::Report { at, .. } => *at,
         }
     }
 
@@ -233,6 +250,16 @@ struct Product<'t> {
     /// target before they did.
     vetted: BTreeMap<(Option<Timestamp>, String), bool>,
     unvetted: BTreeMap<(Option<Timestamp>, String), BTreeSet<String>>,
+    /// host → what it reported, in order: (when, whether that was the version named
+    /// healthy). Empty when the trace records no reports of this product.
+    reports: BTreeMap<&'t str, Vec<Reported<'t>>>,
+}
+
+/// One report of a host, as rule 5 reads it.
+struct Reported<'t> {
+    at: Timestamp,
+    version: Option<&'t str>,
+    healthy: Option<bool>,
 }
 
 /// Checks `trace` against the invariant; the first violation, if any.
@@ -262,7 +289,7 @@ pub fn check(trace: &Trace) -> Result<(), Violation> {
                     if let Some(message) = order_broken(r, p.previous) {
                         return Err(violation("group_order", message));
                     }
-                    record_canaries(r, p);
+                    record_canaries(r, p, *at, trace.grace_seconds);
                 }
                 p.previous = rollout;
                 let mode = match (mode_recorded, rollout) {
@@ -281,6 +308,20 @@ pub fn check(trace: &Trace) -> Result<(), Violation> {
                         cut_off: *cut_off,
                     },
                 ));
+            }
+            TraceEvent::Report {
+                at,
+                product,
+                host,
+                version,
+                healthy,
+            } => {
+                let p = products.entry(product.as_str()).or_default();
+                p.reports.entry(host.as_str()).or_default().push(Reported {
+                    at: *at,
+                    version: version.as_deref(),
+                    healthy: *healthy,
+                });
             }
             TraceEvent::Install {
                 at,
@@ -575,8 +616,10 @@ fn moved_by_hand(g: &RolloutGroup) -> bool {
 }
 
 /// Notes the versions the rollout's canaries failed on, and the groups whose canaries
-/// passed.
-fn record_canaries(r: &AutoUpdateAgentRollout, p: &mut Product<'_>) {
+/// passed: each canary marked a success, and (where the trace records what hosts
+/// reported) each one's report of the state's last `grace` seconds naming the target,
+/// healthy. A rollout that says its canaries passed is not taken at its word.
+fn record_canaries(r: &AutoUpdateAgentRollout, p: &mut Product<'_>, at: Timestamp, grace: i64) {
     let target = normalize(&r.spec.target_version.to_string());
     for (i, g) in r.status.groups.iter().enumerate() {
         if g.canaries.iter().any(|c| c.failed) {
@@ -589,12 +632,41 @@ fn record_canaries(r: &AutoUpdateAgentRollout, p: &mut Product<'_>) {
                     canary_count: u64::try_from(g.config.canary_count.max(0)).unwrap_or(0),
                 });
         }
-        let passed =
-            (!g.canaries.is_empty() && g.canaries.iter().all(|c| c.success)) || moved_by_hand(g);
+        let passed = (!g.canaries.is_empty()
+            && g.canaries
+                .iter()
+                .all(|c| c.success && reported_healthy_on(p, &c.updater_id, &target, at, grace)))
+            || moved_by_hand(g);
         *p.vetted
             .entry((r.status.start_time, g.name.clone()))
             .or_insert(false) |= passed;
     }
+}
+
+/// Whether `host` told the control plane it runs `version` healthy in a report that may
+/// still be what it knew at `at`: the last one at or before `at - grace`, or a later
+/// one. Always true for a trace that records no reports of the product (older traces,
+/// harnesses that see no heartbeats): there the rollout's word is all there is.
+fn reported_healthy_on(
+    p: &Product<'_>,
+    host: &str,
+    version: &str,
+    at: Timestamp,
+    grace: i64,
+) -> bool {
+    if p.reports.is_empty() {
+        return true;
+    }
+    let Some(reports) = p.reports.get(host) else {
+        return false;
+    };
+    let since = at
+        .checked_sub(jiff::SignedDuration::from_secs(grace))
+        .unwrap_or(at);
+    let first = reports.iter().rposition(|r| r.at <= since).unwrap_or(0);
+    reports[first..].iter().any(|r| {
+        r.at <= at && r.healthy == Some(true) && r.version.is_some_and(|v| normalize(v) == version)
+    })
 }
 
 /// Rule 4 for `host`'s install of `version` in group `g` (already counted).
@@ -654,7 +726,7 @@ fn canaries_skipped(
     let max = u64::try_from(g.config.canary_count.max(0)).unwrap_or(0);
     (n > max).then(|| {
         format!(
-            "{n} hosts of group {} installed {version} before its canaries passed (canary_count {max}): the group skipped its canaries",
+            "{n} hosts of group {} installed {version} before its canaries passed (canary_count {max}): the group skipped its canaries, or went on without each canary's own report of {version}, healthy",
             g.name
         )
     })

@@ -129,16 +129,7 @@ spec:
 /// enrolls through that replica. The fleet returned holds it (or, with the hole open,
 /// what it installed); its trace carries the signed minimum.
 pub fn enrolled_while_known_good_revoked() -> anyhow::Result<Fleet> {
-    let mut f = Fleet::start(FleetOptions::default())?;
-    f.apply(&halt_on_error(&[("dev", 10, 0, 0)]))?;
-    f.set_version("1.0.0", "1.0.0", "regular")?;
-    f.add_hosts("dev", 1)?;
-    let step = f.tick("2m")?;
-    ensure!(step.failures().is_empty(), "{:?}", step.failures());
-    f.clock_set("2026-11-23T09:30:00Z")?;
-    f.new_rollout("1.1.0")?;
-    f.clock_set("2026-11-23T10:05:00Z")?;
-    f.reconcile()?;
+    let (mut f, _) = rolling_out_in_dev(&[("dev", 10, 0, 0)], 1)?;
     let state = f.status()?.state_of("dev");
     ensure!(state == "active", "dev is {state}, not active");
     f.agents(&["freeze", "--reason", "1.1.0 under investigation"])?;
@@ -148,4 +139,78 @@ pub fn enrolled_while_known_good_revoked() -> anyhow::Result<Fleet> {
     let server = f.replicas[i].gateway.url.clone();
     f.add_host_via("dev-new", "dev", &server, &[])?;
     Ok(f)
+}
+
+/// What [`canary_down_before_it_is_judged`] left.
+pub struct CanaryDown {
+    pub fleet: Fleet,
+    /// The canary's host name.
+    pub canary: String,
+    /// dev's other hosts.
+    pub others: Vec<String>,
+}
+
+/// Issue 11's hole (a canary running the target unhealthy passes): dev has three hosts
+/// on 1.0.0 and one canary, under halt-on-error. The rollout to 1.1.0 starts in dev's
+/// window and picks the canary, which alone runs its timer: it installs 1.1.0, and it
+/// comes up healthy. Then, before ternd judges it, its agent goes down and 1.1.0 no
+/// longer starts on that host; its heartbeat says it runs 1.1.0, unhealthy. The fleet
+/// returned has every host online again; nothing has reconciled since.
+pub fn canary_down_before_it_is_judged() -> anyhow::Result<CanaryDown> {
+    let (mut f, hosts) = rolling_out_in_dev(&[("dev", 10, 1, 0), ("prod", 14, 0, 0)], 3)?;
+    let status = f.status()?;
+    let dev = status.group("dev");
+    ensure!(
+        dev.state.as_str() == "canary" && dev.canaries.len() == 1,
+        "dev is {} with {} canaries, not in canary with one",
+        dev.state.as_str(),
+        dev.canaries.len()
+    );
+    let canary = f
+        .host_by_updater_id(&dev.canaries[0].updater_id)
+        .context("the canary is none of dev's hosts")?
+        .name
+        .clone();
+    let others: Vec<String> = hosts.into_iter().filter(|h| *h != canary).collect();
+    for o in &others {
+        f.set_online(o, false);
+    }
+    f.update_all();
+    let h = f.host(&canary);
+    ensure!(
+        h.running_version().as_deref() == Some("1.1.0"),
+        "the canary does not run 1.1.0: {}",
+        f.describe()
+    );
+    h.crash_on(&["1.1.0"])?;
+    h.kill_agent();
+    f.heartbeat_all();
+    for o in &others {
+        f.set_online(o, true);
+    }
+    Ok(CanaryDown {
+        fleet: f,
+        canary,
+        others,
+    })
+}
+
+/// A halt-on-error fleet of `groups` (dev opening at 10:00) with `dev_hosts` hosts
+/// settled on 1.0.0, whose rollout to 1.1.0 (made at 09:30) has just been reconciled at
+/// 10:05, in dev's window. Returns it and dev's host names.
+fn rolling_out_in_dev(
+    groups: &[(&str, u8, u8, u32)],
+    dev_hosts: usize,
+) -> anyhow::Result<(Fleet, Vec<String>)> {
+    let mut f = Fleet::start(FleetOptions::default())?;
+    f.apply(&halt_on_error(groups))?;
+    f.set_version("1.0.0", "1.0.0", "regular")?;
+    let hosts = f.add_hosts("dev", dev_hosts)?;
+    let step = f.tick("2m")?;
+    ensure!(step.failures().is_empty(), "{:?}", step.failures());
+    f.clock_set("2026-11-23T09:30:00Z")?;
+    f.new_rollout("1.1.0")?;
+    f.clock_set("2026-11-23T10:05:00Z")?;
+    f.reconcile()?;
+    Ok((f, hosts))
 }

@@ -106,6 +106,8 @@ struct Recorder {
     seen: std::collections::HashMap<String, usize>,
     /// ternd's instant at the last recorded state.
     now: Option<jiff::Timestamp>,
+    /// What each host last reported, as recorded: (linked version, healthy).
+    reported: std::collections::HashMap<String, (Option<String>, Option<bool>)>,
     /// The minimums the release keys signed ([`crate::sign::minimum`]), by release
     /// line: what the test did, not what a ternd says it knows.
     minimums: std::collections::BTreeMap<String, String>,
@@ -578,6 +580,36 @@ impl Fleet {
                 });
             }
         });
+        let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
+        Self::record_reports(&mut rec, self.hosts.iter().filter(|h| h.online));
+    }
+
+    /// Records what each host reports now, where it changed: its linked version, and
+    /// whether its agent is alive on it (seen on the host, not asked of ternd), so the
+    /// invariant judges a canary by its own report (rule 5), not by the rollout's word.
+    fn record_reports<'h>(rec: &mut Recorder, hosts: impl Iterator<Item = &'h Host>) {
+        let Some(at) = rec.now else { return };
+        for h in hosts {
+            let Some(id) = h.updater_id() else { continue };
+            let version = h.linked_version();
+            let healthy = version
+                .as_ref()
+                .map(|v| h.running_version().as_ref() == Some(v));
+            let said = (version, healthy);
+            if rec.reported.get(&h.name) == Some(&said) {
+                continue;
+            }
+            rec.trace
+                .events
+                .push(tern_core::invariant::TraceEvent::Report {
+                    at,
+                    product: tern_core::gate::AGENT.into(),
+                    host: id,
+                    version: said.0.clone(),
+                    healthy: said.1,
+                });
+            rec.reported.insert(h.name.clone(), said);
+        }
     }
 
     pub fn update_all(&self) -> Vec<(String, RunOutcome)> {
@@ -734,6 +766,7 @@ impl Fleet {
                 });
             }
         }
+        Self::record_reports(&mut rec, hosts.iter());
     }
 
     /// Adds what this fleet's own recording cannot see to the trace the invariant is

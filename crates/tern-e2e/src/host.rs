@@ -323,10 +323,13 @@ impl Host {
             .filter(|p| *p > 1)
     }
 
-    /// The version the live agent process announced, if it is alive.
+    /// The version the live agent process announced, if it is alive (a killed agent
+    /// its parent has yet to reap is not: it has no command line).
     pub fn running_version(&self) -> Option<String> {
-        let pid = rustix::process::Pid::from_raw(self.pid("agent.pid")?)?;
-        rustix::process::test_kill_process(pid).ok()?;
+        let pid = self.pid("agent.pid")?;
+        if !self.is_our_agent(pid) {
+            return None;
+        }
         let v = std::fs::read_to_string(self.state.join("running_version")).ok()?;
         Some(v.trim().to_string())
     }

@@ -1182,6 +1182,7 @@ fn held_groups_stood_still(trace: &Trace) -> Result<BTreeSet<(String, String)>, 
                     ));
                 }
             }
+            TraceEvent::Report { .. } => {}
         }
     }
     Ok(seen)

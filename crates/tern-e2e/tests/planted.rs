@@ -89,3 +89,20 @@ fn revoked_start_is_convicted() {
         "{err}"
     );
 }
+
+/// Issue 11: a canary running the target unhealthy counts as passed. Its group goes
+/// active and its other hosts install the target; the fleet's checker, which reads the
+/// canary's own report (1.1.0, unhealthy) rather than the rollout's word, convicts it.
+/// scenarios.rs plays the same fleet (`tern_e2e::crossing`) with every hole closed.
+#[test]
+fn unhealthy_canary_passes_is_convicted() {
+    planted("unhealthy-canary-passes");
+    let s = tern_e2e::crossing::canary_down_before_it_is_judged().unwrap();
+    s.fleet.tick("2m").unwrap();
+    let err = s.fleet.conviction().unwrap();
+    println!("{err}");
+    assert!(
+        err.contains("(canaries_first)") && err.contains("1.1.0"),
+        "{err}"
+    );
+}

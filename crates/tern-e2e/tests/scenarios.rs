@@ -997,3 +997,25 @@ fn watching_hosts_update_in_the_window_without_a_timer_run() {
         f.describe()
     );
 }
+
+/// A canary that comes up healthy on the target and goes down before ternd judges it
+/// fails, and its group goes no further: it holds in canary, its other hosts stay on
+/// 1.0.0, and the fleet's checker, which reads the canary's own reports, agrees.
+/// planted.rs plays the same fleet (`tern_e2e::crossing`) with the hole
+/// `unhealthy-canary-passes` open.
+#[test]
+fn a_canary_that_goes_down_before_it_is_judged_fails_and_its_group_goes_no_further() {
+    let s = tern_e2e::crossing::canary_down_before_it_is_judged().unwrap();
+    let f = &s.fleet;
+    for _ in 0..3 {
+        let step = f.tick("2m").unwrap();
+        show(f, &step);
+        let dev = step.status.group("dev");
+        assert_eq!(dev.state.as_str(), "canary", "{}", f.describe());
+        let c = &dev.canaries[0];
+        assert!(c.failed && !c.success, "{c:?}");
+        assert_eq!(f.host_by_updater_id(&c.updater_id).unwrap().name, s.canary);
+        assert_eq!(step.status.state_of("prod"), "unstarted");
+    }
+    assert_on(f, &s.others, "1.0.0");
+}

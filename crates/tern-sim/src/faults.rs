@@ -174,6 +174,8 @@ struct Host {
     asked_now: bool,
     /// The updater's own version.
     updater: String,
+    /// What it last reported (version, healthy), as the trace holds it.
+    reported: Option<(String, Option<bool>)>,
 }
 
 struct Replica {
@@ -285,6 +287,7 @@ impl World {
                     last_forced: None,
                     asked_now: false,
                     updater: UPDATER_START.into(),
+                    reported: None,
                 }
             })
             .collect();
@@ -712,10 +715,8 @@ impl World {
         let lying = h.liar && h.rollback;
         // As ternd: the heartbeat counts in the group its labels place it in.
         let group = match self.replicas[r].rollout.as_ref() {
-            Some(ro) if tern_core::rollout::places_by_labels(ro) => {
-                tern_core::rollout::place(ro, h.presented, &h.labels)
-            }
-            _ => h.presented,
+            Some(ro) => tern_core::rollout::place(ro, h.presented, &h.labels),
+            None => h.presented,
         }
         .to_string();
         let hb = Heartbeat {
@@ -735,6 +736,19 @@ impl World {
             healthy: Some(lying || self.now >= h.unhealthy_until),
             ..Heartbeat::default()
         };
+        // The judge reads what hosts said (rule 5: a canary passes on its own healthy
+        // report of the target), not what the rollout made of it.
+        let said = (hb.version.clone(), hb.healthy);
+        if self.hosts[i].reported.as_ref() != Some(&said) {
+            self.trace.events.push(TraceEvent::Report {
+                at: self.ts(self.now),
+                product: gate::AGENT.into(),
+                host: hb.updater_id.clone(),
+                version: Some(said.0.clone()).filter(|v| !v.is_empty()),
+                healthy: said.1,
+            });
+            self.hosts[i].reported = Some(said);
+        }
         let now = self.ts(self.now + self.replicas[r].clock_skew);
         let rep = &mut self.replicas[r];
         let first_seen = rep
@@ -1199,6 +1213,7 @@ impl World {
                     last_forced: None,
                     asked_now: false,
                     updater: UPDATER_START.into(),
+                    reported: None,
                 };
                 self.say(format!("host {} enrolls in {group}", self.hosts.len()));
                 self.hosts.push(host);

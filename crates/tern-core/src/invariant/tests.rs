@@ -342,6 +342,73 @@ fn a_group_that_skips_its_canaries_is_caught() {
     assert_eq!(check(&ok), Ok(()));
 }
 
+fn report(host: &str, version: &str, healthy: Option<bool>, m: i64) -> TraceEvent {
+    TraceEvent::Report {
+        at: at(m),
+        product: "agent".into(),
+        host: host.into(),
+        version: Some(version.into()),
+        healthy,
+    }
+}
+
+#[test]
+fn canaries_pass_on_what_they_reported_not_on_the_rollouts_word() {
+    let mut passed = active();
+    passed.status.groups[0].canaries = vec![Canary {
+        updater_id: "c".into(),
+        success: true,
+        ..Canary::default()
+    }];
+    let rest = |m| {
+        vec![
+            install("a", "dev", "1.1.0", InstallKind::Scheduled, m),
+            install("b", "dev", "1.1.0", InstallKind::Scheduled, m),
+        ]
+    };
+    // The canary said it runs the target, unhealthy (or cannot tell, or runs another
+    // version): the rollout marking it a success does not vet the group.
+    for (version, healthy) in [
+        ("1.1.0", Some(false)),
+        ("1.1.0", None),
+        ("1.0.0", Some(true)),
+    ] {
+        let mut events = vec![
+            report("c", "1.1.0", Some(true), 0),
+            report("c", version, healthy, 1),
+            state(passed.clone(), false, 1),
+        ];
+        events.extend(rest(2));
+        let v = check(&trace(events)).unwrap_err();
+        assert_eq!(
+            (v.index, v.rule),
+            (4, "canaries_first"),
+            "{version} {healthy:?}: {v}"
+        );
+    }
+    // Its last report healthy on the target vets it, and so, within the grace a
+    // replica may lag by, does a healthy one before a later unhealthy one.
+    let mut events = vec![
+        report("c", "1.1.0", Some(true), 1),
+        state(passed.clone(), false, 1),
+    ];
+    events.extend(rest(2));
+    assert_eq!(check(&trace(events)), Ok(()));
+    let mut events = vec![
+        report("c", "1.1.0", Some(true), 0),
+        report("c", "1.1.0", Some(false), 1),
+        state(passed.clone(), false, 1),
+    ];
+    events.extend(rest(2));
+    let mut lagging = trace(events);
+    lagging.grace_seconds = 120;
+    assert_eq!(check(&lagging), Ok(()));
+    // A canary that never reported proves nothing where others did.
+    let mut events = vec![report("x", "1.1.0", Some(true), 0), state(passed, false, 1)];
+    events.extend(rest(2));
+    assert_eq!(check(&trace(events)).unwrap_err().rule, "canaries_first");
+}
+
 #[test]
 fn a_group_that_leaves_unstarted_before_the_previous_is_done_is_caught() {
     for later in [GroupState::Active, GroupState::Canary, GroupState::Done] {
