@@ -117,6 +117,43 @@ fn a_replica_that_stopped_reporting_holds_the_groups_whose_hosts_it_counted() {
     assert_eq!(staging.canaries.len(), 2);
 }
 
+/// The same silent replica, but its staging hosts have reconnected to replica-1: every
+/// host it counted is seen live elsewhere, so its stale report holds nothing and
+/// staging starts in its window.
+#[test]
+fn hosts_of_a_silent_replica_seen_live_elsewhere_let_their_group_move() {
+    let mut w = World::new(
+        Some(config(&three_groups_config())),
+        version("1.0.0", "1.1.0"),
+    );
+    let devs = fleet("dev", 2, "1.1.0");
+    let stagings = fleet("staging", 3, "1.0.0");
+    let reports = |t: &str, second_at: &str, first: Vec<ConnectedAgent>| {
+        let r1 = report_of(ts(t), &first);
+        let mut r2 = report_of(ts(second_at), &stagings);
+        r2.metadata.name = "replica-2".into();
+        [r1, r2]
+    };
+    for t in [
+        "2026-11-23T09:00:00Z",
+        "2026-11-23T12:05:00Z",
+        "2026-11-23T12:10:00Z",
+    ] {
+        w.reconcile_with(ts(t), &reports(t, t, devs.clone()));
+    }
+    assert_eq!(w.state("dev").0, Done);
+    let everyone: Vec<ConnectedAgent> = devs.iter().chain(&stagings).cloned().collect();
+    w.agents = stagings.clone();
+    let r = w
+        .reconcile_with(
+            ts("2026-11-23T14:05:00Z"),
+            &reports("2026-11-23T14:05:00Z", "2026-11-23T12:10:00Z", everyone),
+        )
+        .clone();
+    let staging = r.group("staging").unwrap();
+    assert_eq!(staging.state, Canary, "{staging:?}");
+}
+
 /// A flood of invented hosts (random groups, versions, long hostnames) makes a report
 /// too big for its bound: it is shrunk by the documented rule and still written, with
 /// every host counted and what was cut named, never dropped.

@@ -1419,3 +1419,25 @@ fn renew_replaces_the_rollout_only_when_the_resources_ask_for_another() {
         reconcile::Renewal::NoRollout { .. }
     ));
 }
+
+/// A host is told its window before any rollout exists (seed 001: the cluster's window
+/// whether or not a rollout exists): from the config's groups, the catch-all's for a
+/// group the config lacks; once a rollout has groups, from the rollout's.
+#[test]
+fn the_maintenance_schedule_comes_from_the_config_until_a_rollout_has_groups() {
+    let cfg = config(&three_groups_config());
+    let now = ts(MON_10);
+    let window = |r: Option<&AutoUpdateAgentRollout>, group: &str| {
+        let s = reconcile::maintenance_schedule(Some(&cfg), r, group, now, 3).unwrap();
+        (s.group, s.start_hour)
+    };
+    assert_eq!(window(None, "staging"), ("staging".to_string(), 14));
+    assert_eq!(window(None, "prdo"), ("prod".to_string(), 16));
+    let mut w = three_groups();
+    let mut r = w.reconcile(MON_10).clone();
+    r.status.groups[1].config.start_hour = Some(9);
+    assert_eq!(window(Some(&r), "staging"), ("staging".to_string(), 9));
+    // Without a config: one default group.
+    let s = reconcile::maintenance_schedule(None, None, "dev", now, 3).unwrap();
+    assert_eq!(s.group, "default");
+}
