@@ -253,8 +253,10 @@ pub(crate) fn sample<T, R: RngCore + ?Sized>(pool: &mut Vec<T>, count: usize, rn
 /// Updates each canary from what its agent reports now. A canary succeeds when it runs
 /// the target, healthy, and has not rolled the target back; success is sticky (a
 /// canary that later disconnects or moves on stays successful). It has failed when it
-/// rolled the target back or runs it unhealthy; a canary not seen now keeps what was
-/// last known of it.
+/// rolled the target back or runs it unhealthy, and failure is final for the rollout: a
+/// canary that recovers does not pass, so a version that failed on a canary never
+/// reaches more of its group than the canaries (its group holds until an operator
+/// acts). A canary not seen now keeps what was last known of it.
 pub fn refresh(canaries: &mut [Canary], agents: &[ConnectedAgent], target: &str) {
     let target = normalize(target);
     let target = target.as_str();
@@ -262,7 +264,7 @@ pub fn refresh(canaries: &mut [Canary], agents: &[ConnectedAgent], target: &str)
     // Rolled the target back, or could not even install it (not signed, missing…).
     let rejected_target =
         |a: &ConnectedAgent| is_target(&a.failed_version) || is_target(&a.refused_version);
-    for c in canaries.iter_mut().filter(|c| !c.success) {
+    for c in canaries.iter_mut().filter(|c| !c.success && !c.failed) {
         let mut seen = agents
             .iter()
             .filter(|a| a.updater_id == c.updater_id)
@@ -405,11 +407,16 @@ mod tests {
         let mut c = fresh();
         refresh(&mut c, &[back], "2.0.0");
         assert_eq!((c[0].success, c[0].failed), (false, false));
-        // Healthy on the target: success, and the failure clears.
+        // Healthy on the target: success…
+        let mut c = fresh();
+        refresh(&mut c, &[agent("a", "dev", "2.0.0")], "2.0.0");
+        assert_eq!((c[0].success, c[0].failed), (true, false));
+        // …but not once it failed: a canary that recovers stays failed, and the
+        // version stays contained (the fault simulator's degrading release).
         let mut c = fresh();
         c[0].failed = true;
         refresh(&mut c, &[agent("a", "dev", "2.0.0")], "2.0.0");
-        assert_eq!((c[0].success, c[0].failed), (true, false));
+        assert_eq!((c[0].success, c[0].failed), (false, true));
     }
 
     #[test]

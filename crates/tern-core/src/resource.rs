@@ -760,7 +760,7 @@ pub struct Canary {
     #[serde(default)]
     pub success: bool,
     /// The canary tried the target and failed: it rolled back, or runs the target
-    /// unhealthy. Cleared when it runs the target healthy.
+    /// unhealthy. Final for the rollout: a canary that recovers stays failed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub failed: bool,
     /// Why it failed, as its replica last reported it (`ReportSpec::canary_failures`:

@@ -229,22 +229,18 @@ fn canary_group_waits_for_its_canary() {
         "canary_failed"
     );
 
-    // A minimal heartbeat on the target that says nothing of health proves nothing:
-    // the canary is not failed any more, but the group still waits.
-    t.heartbeat_with(&agent, &canary, "dev", "2.0.0", json!({"healthy": null}));
-    t.advance("1m");
-    let r = t.reconcile();
-    let dev = &r["rollout"]["status"]["groups"][0];
-    assert_eq!(dev["state"], "canary", "{r}");
-    assert_eq!(dev["last_update_reason"], "waiting_for_canaries", "{r}");
-
-    // The canary runs the target healthy: the group goes active, everyone may update.
-    t.heartbeat(&agent, &canary, "dev", "2.0.0");
-    t.advance("1m");
-    let r = t.reconcile();
-    let dev = &r["rollout"]["status"]["groups"][0];
-    assert_eq!(dev["state"], "active", "{r}");
-    assert_eq!(t.find("dev", other), ("2.0.0".into(), true));
+    // A failure is final for the rollout: the canary back on the target, saying
+    // nothing of its health or even healthy, does not pass; the group holds.
+    for healthy in [json!(null), json!(true)] {
+        t.heartbeat_with(&agent, &canary, "dev", "2.0.0", json!({"healthy": healthy}));
+        t.advance("1m");
+        let r = t.reconcile();
+        let dev = &r["rollout"]["status"]["groups"][0];
+        assert_eq!(dev["state"], "canary", "{r}");
+        assert_eq!(dev["last_update_reason"], "canary_failed", "{r}");
+        assert_eq!(dev["canaries"][0]["success"], false, "{r}");
+        assert_eq!(t.find("dev", other), ("1.0.0".into(), false));
+    }
 }
 
 /// The tester's run: 1.1.0 -> 1.2.0 halts on a crashing canary; `new-rollout 1.3.0`
@@ -642,8 +638,23 @@ fn a_failed_canary_raises_an_alert_kept_until_it_clears() {
     let st = t.op("GET", "/v1/agents/status", None);
     assert_eq!(st["alerts"][0]["since"], since);
 
-    // The canary runs the target healthy: cleared.
+    // The canary runs the target healthy: its failure is final, the alert stays.
     t.heartbeat(&agent, &canary, "dev", "2.0.0");
+    t.advance("1m");
+    t.reconcile();
+    let st = t.op("GET", "/v1/agents/status", None);
+    assert_eq!(st["alerts"][0]["kind"], "canary_failed", "{st}");
+    // The operator resets the group: new canaries, healthy on the target: cleared.
+    t.op(
+        "POST",
+        "/v1/agents/reset",
+        Some(&json!({"groups": ["dev"]}).to_string()),
+    );
+    t.advance("1m");
+    for id in ["c1", "c2"] {
+        t.heartbeat(&agent, id, "dev", "2.0.0");
+    }
+    t.reconcile();
     t.advance("1m");
     t.reconcile();
     let st = t.op("GET", "/v1/agents/status", None);

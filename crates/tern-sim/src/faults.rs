@@ -167,8 +167,10 @@ struct Host {
     online: bool,
     /// Nothing is installed yet (a host enrolling: its first install is to come).
     installed: bool,
-    /// Its agent is unhealthy until then (the updater may repair it).
+    /// Its agent is unhealthy from `ill_from` until `unhealthy_until` (the updater may
+    /// repair it).
     unhealthy_until: i64,
+    ill_from: i64,
     last_forced: Option<Timestamp>,
     /// A person on the host ran `update --now`; its next run acts on it.
     asked_now: bool,
@@ -241,6 +243,9 @@ struct World {
     trace: Trace,
     log: Vec<String>,
     reached: BTreeMap<String, BTreeSet<String>>,
+    /// The target degrades on this seed: its canaries fall ill as soon as their health
+    /// check is over ([`World::degrading`]).
+    degrades: bool,
 }
 
 fn below(rng: &mut ChaCha8Rng, n: u64) -> u64 {
@@ -284,6 +289,7 @@ impl World {
                     online: true,
                     installed: true,
                     unhealthy_until: 0,
+                    ill_from: 0,
                     last_forced: None,
                     asked_now: false,
                     updater: UPDATER_START.into(),
@@ -337,7 +343,15 @@ impl World {
             },
             log: Vec::new(),
             reached: BTreeMap::new(),
+            degrades: Self::degrading(p.seed),
         }
+    }
+
+    /// On some seeds the target degrades: a canary that comes up on it falls ill as
+    /// soon as its health check is over. From a stream of its own, so that the other
+    /// seeds play exactly as before.
+    fn degrading(seed: u64) -> bool {
+        chance(&mut ChaCha8Rng::seed_from_u64(seed ^ 0x6465_6772_6164), 0.5)
     }
 
     fn ts(&self, t: i64) -> Timestamp {
@@ -634,7 +648,7 @@ impl World {
             asking.facts = Some(&facts);
             let answer = gate::answer(&fleet, &asking, gate::Ask::Find);
             let settings = answer.settings();
-            let health = if self.now < h.unhealthy_until {
+            let health = if self.ill(h) {
                 Health::Unhealthy("the agent crash-loops".into())
             } else {
                 Health::Healthy
@@ -695,6 +709,7 @@ impl World {
                 .or_default()
                 .insert(h.id.clone());
         }
+        let degrades = self.degrades && self.judges_as_canary(i);
         let host = &mut self.hosts[i];
         if self.broken && target == self.target {
             // It crashes on start: rolled back (a first install has nothing to roll
@@ -707,7 +722,32 @@ impl World {
             host.rollback = false;
             // A new version that comes up is a healthy agent.
             host.unhealthy_until = host.unhealthy_until.min(self.now);
+            if degrades && host.version == self.target {
+                // …until, on a release that degrades, a canary falls ill as soon as its
+                // health check is over: its first report says so.
+                host.ill_from = self.now;
+                host.unhealthy_until = self.now + 3600;
+            }
         }
+    }
+
+    /// Whether host `i`'s agent is unhealthy now.
+    fn ill(&self, h: &Host) -> bool {
+        h.ill_from <= self.now && self.now < h.unhealthy_until
+    }
+
+    /// Whether some replica's rollout holds host `i` as a canary not yet passed.
+    fn judges_as_canary(&self, i: usize) -> bool {
+        let id = &self.hosts[i].id;
+        self.replicas.iter().any(|r| {
+            r.rollout.as_ref().is_some_and(|ro| {
+                ro.status
+                    .groups
+                    .iter()
+                    .flat_map(|g| &g.canaries)
+                    .any(|c| c.updater_id == *id && !c.success)
+            })
+        })
     }
 
     fn heartbeat(&mut self, i: usize, r: usize) {
@@ -733,7 +773,7 @@ impl World {
             updater_status: UpdaterStatus::Enabled,
             rollback: h.rollback && !lying,
             failed_version: if lying { None } else { h.skip.clone() },
-            healthy: Some(lying || self.now >= h.unhealthy_until),
+            healthy: Some(lying || !self.ill(h)),
             ..Heartbeat::default()
         };
         // The judge reads what hosts said (rule 5: a canary passes on its own healthy
@@ -1210,6 +1250,7 @@ impl World {
                     online: true,
                     installed: false,
                     unhealthy_until: 0,
+                    ill_from: 0,
                     last_forced: None,
                     asked_now: false,
                     updater: UPDATER_START.into(),
@@ -1223,6 +1264,7 @@ impl World {
                 let h = usize::try_from(below(rng, hosts)).unwrap_or(0);
                 let d = 1800 + i64::try_from(below(rng, 9000)).unwrap_or(0);
                 self.hosts[h].unhealthy_until = now + d;
+                self.hosts[h].ill_from = now;
                 self.say(format!("host {h}'s agent is unhealthy for {d}s"));
                 return false;
             }
