@@ -250,8 +250,8 @@ struct Product<'t> {
     /// target before they did.
     vetted: BTreeMap<(Option<Timestamp>, String), bool>,
     unvetted: BTreeMap<(Option<Timestamp>, String), BTreeSet<String>>,
-    /// host → what it reported, in order: (when, whether that was the version named
-    /// healthy). Empty when the trace records no reports of this product.
+    /// host → what it reported, in order. Empty when the trace records no reports of
+    /// this product.
     reports: BTreeMap<&'t str, Vec<Reported<'t>>>,
 }
 
