@@ -184,10 +184,25 @@ fn token_env_reads_only_the_variables_ternds_flags_allow() {
 /// attempts are kept apart from accepted actions (each the newest 1,000), and admin
 /// requests are rate-limited per token (`--admin-rate`): the flood is cut off with 429
 /// while other tokens go on.
+///
+/// The burst is ternd's default (500); the rate is set so low (one request per 100 s)
+/// that the flood is cut off however slowly this machine sends it: at the default
+/// 50/s, a loaded machine sending the 1,150 in 15 s refilled the bucket as fast as it
+/// drained, and nothing was limited.
 #[test]
 fn refused_requests_cannot_push_accepted_actions_out_of_the_audit_trail() {
     let tmp = tempfile::tempdir().unwrap();
-    let t = Ternd::dev(&tmp.path().join("data"));
+    let t = Ternd::start(
+        &tmp.path().join("data"),
+        &[
+            "--dev-clock",
+            common::T0,
+            "--admin-rate",
+            "0.01",
+            "--admin-burst",
+            "500",
+        ],
+    );
     let user = t.new_token("user");
     let viewer = t.new_token("viewer");
     for path in ["/v1/agents/suspend", "/v1/agents/resume"] {
