@@ -766,7 +766,8 @@ impl Fleet {
                 });
             }
         }
-        Self::record_reports(&mut rec, hosts.iter());
+        // An offline host sends nothing: what it runs is not yet its report.
+        Self::record_reports(&mut rec, hosts.iter().filter(|h| h.online));
     }
 
     /// Adds what this fleet's own recording cannot see to the trace the invariant is

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod bins;
+pub mod channel;
 pub mod crossing;
 pub mod demo;
 pub mod directive;
@@ -41,14 +42,3 @@ pub use status::{GroupStatus, InventoryEntry, Status};
 
 /// A Monday, 09:00 UTC: where every fleet's dev clock starts unless told otherwise.
 pub const T0: &str = "2026-11-23T09:00:00Z";
-
-/// A start hour (UTC) whose one-hour window stays closed for the next hour of real
-/// time: for hosts that check their window by the real clock (channel hosts), so that
-/// only what a test means to move them (a critical version) does.
-pub fn closed_hour() -> u8 {
-    let hour = jiff::Timestamp::now()
-        .to_zoned(jiff::tz::TimeZone::UTC)
-        .hour();
-    // 0..=23 plus 2, modulo 24: always fits.
-    u8::try_from((hour + 2) % 24).unwrap_or(0)
-}

@@ -5,32 +5,17 @@
 //! throughout the test).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tern_core::fixtures::time_based;
+use tern_e2e::Fleet;
+use tern_e2e::channel::closed_window_fleet;
 use tern_e2e::release::Release;
-use tern_e2e::{Fleet, FleetOptions};
 
 /// A fleet whose `prod` window is closed now, and `n` hosts in `prod` following the
 /// channel `stable` at 1.0.0.
 fn channel_fleet(n: usize) -> (Fleet, Vec<String>) {
-    let mut f = Fleet::start(FleetOptions {
-        releases: ["1.0.0", "1.1.0", "1.2.0", "2.0.0"]
-            .into_iter()
-            .map(Release::good)
-            .collect(),
-        ..FleetOptions::default()
-    })
-    .unwrap();
-    let closed = tern_e2e::closed_hour();
-    f.apply(&time_based("1h", &[("prod", closed)])).unwrap();
-    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
-    f.ctl.run(&["channels", "set", "stable", "1.0.0"]).unwrap();
-    let names = f.add_channel_hosts("prod", n, "stable").unwrap();
-    assert!(
-        f.wait_running(&names, "1.0.0").is_empty(),
-        "{}",
-        f.describe()
-    );
-    (f, names)
+    let releases = ["1.0.0", "1.1.0", "1.2.0", "2.0.0"]
+        .map(Release::good)
+        .to_vec();
+    closed_window_fleet(releases, Some("1.0.0"), n).unwrap()
 }
 
 fn versions(f: &Fleet, names: &[String]) -> Vec<Option<String>> {

@@ -5,7 +5,8 @@
 //! enabled or a group that has not started holds it, whatever it sees of its agent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tern_core::fixtures::{group, halt_on_error, halt_on_error_config, time_based, version};
+use tern_core::fixtures::{group, halt_on_error, halt_on_error_config, version};
+use tern_e2e::channel::closed_window_fleet;
 use tern_e2e::release::{self, Release};
 use tern_e2e::{Fleet, FleetOptions};
 
@@ -201,24 +202,9 @@ fn hosts_two_majors_behind_wait_for_their_group_under_a_hold() {
 /// placed two hours after the current hour.
 #[test]
 fn channel_hosts_follow_the_configs_window_before_any_rollout_exists() {
-    let mut f = Fleet::start(FleetOptions {
-        releases: ["1.0.0", "1.1.0", "1.1.1"]
-            .into_iter()
-            .map(Release::good)
-            .collect(),
-        ..FleetOptions::default()
-    })
-    .unwrap();
-    let closed = tern_e2e::closed_hour();
-    f.apply(&time_based("1h", &[("prod", closed)])).unwrap();
     // No version: no rollout.
-    f.ctl.run(&["channels", "set", "stable", "1.0.0"]).unwrap();
-    let names = f.add_channel_hosts("prod", 2, "stable").unwrap();
-    assert!(
-        f.wait_running(&names, "1.0.0").is_empty(),
-        "{}",
-        f.describe()
-    );
+    let releases = ["1.0.0", "1.1.0", "1.1.1"].map(Release::good).to_vec();
+    let (f, names) = closed_window_fleet(releases, None, 2).unwrap();
 
     f.ctl.run(&["channels", "set", "stable", "1.1.0"]).unwrap();
     for (host, run) in f.update_all() {

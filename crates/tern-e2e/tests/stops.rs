@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tern_core::fixtures::halt_on_error;
+use tern_e2e::channel::closed_window_fleet;
 use tern_e2e::{Fleet, FleetOptions};
 
 const MON: &str = "2026-11-23";
@@ -246,20 +247,9 @@ fn a_local_script_updater_directive_holds_while_the_agents_ternd_is_frozen() {
 /// over both hosts' installs (channel installs, the pin recorded).
 #[test]
 fn a_server_pin_holds_a_channel_host_even_for_a_critical_version() {
-    let mut f = Fleet::start(FleetOptions::default()).unwrap();
     // Channel hosts check their window by the real clock: closed throughout, so only
     // `critical` could move them.
-    let closed = tern_e2e::closed_hour();
-    f.apply(&tern_core::fixtures::time_based("1h", &[("prod", closed)]))
-        .unwrap();
-    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
-    f.ctl.run(&["channels", "set", "stable", "1.0.0"]).unwrap();
-    let names = f.add_channel_hosts("prod", 2, "stable").unwrap();
-    assert!(
-        f.wait_running(&names, "1.0.0").is_empty(),
-        "{}",
-        f.describe()
-    );
+    let (f, names) = closed_window_fleet(tern_e2e::release::standard(), Some("1.0.0"), 2).unwrap();
     // A step records the hosts' first installs before the pin exists.
     let step = f.step().unwrap();
     assert!(step.failures().is_empty(), "{:?}", step.failures());
