@@ -64,7 +64,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 }
             }
             failures.extend(report.cycle_messages());
-            if let Some(k) = layers.iter().position(|l| l.label == report.label) {
+            while let Some(k) = layers.iter().position(|l| l.krate == report.label) {
                 failures.extend(layers::check(&layers.remove(k), &report));
             }
         }

@@ -512,3 +512,68 @@ fn a_broken_layers_block_is_an_error() {
         "ARCHITECTURE.md:2: the layers block of synthetic is never closed"
     );
 }
+
+/// A file named by `#[path]` is read as rustc reads a `mod.rs`: its modules are the
+/// files beside it (tern-core's `domain.rs` declares `src/`'s modules so).
+#[test]
+fn a_path_attribute_file_declares_the_modules_beside_it() {
+    let r = report(&[
+        (
+            "src/lib.rs",
+            "#[path = \"domain.rs\"]\nmod domain;\npub mod gate {\n    pub use crate::domain::gate::answer;\n}\n",
+        ),
+        (
+            "src/domain.rs",
+            "pub(crate) mod gate;\npub(crate) mod ids;\n",
+        ),
+        (
+            "src/gate.rs",
+            "mod table;\npub fn answer() { table::row() }\n",
+        ),
+        (
+            "src/gate/table.rs",
+            "pub(super) fn row() { crate::domain::ids::f() }\n",
+        ),
+        ("src/ids.rs", "pub fn f() {}\n"),
+    ]);
+    assert_eq!(
+        edge_list(&r),
+        [
+            "domain::gate -> domain::gate::table",
+            "domain::gate::table -> domain::ids",
+        ]
+    );
+    // The facade's `pub use` alone is no use; the files were all found.
+    assert!(r.modules.contains("domain::gate::table"), "{:?}", r.modules);
+}
+
+/// ```` ```layers CRATE::m ```` orders the children of `m`, as a crate's block orders
+/// its root's.
+#[test]
+fn a_layers_block_may_order_a_modules_children() {
+    let files = [
+        (
+            "src/lib.rs",
+            "#[path = \"domain.rs\"]\nmod domain;\npub mod gate {\n    pub use crate::domain::gate::answer;\n}\n",
+        ),
+        (
+            "src/domain.rs",
+            "pub(crate) mod gate;\npub(crate) mod ids;\n",
+        ),
+        (
+            "src/gate.rs",
+            "pub fn answer() { crate::domain::ids::f() }\n",
+        ),
+        ("src/ids.rs", "pub fn f() {}\n"),
+    ];
+    let ok = "```layers synthetic::domain\ngate\nids\n```\n";
+    assert_eq!(layer_problems(&files, ok), Vec::<String>::new());
+    let wrong = "```layers synthetic::domain\nids\ngate, extra\n```\n";
+    assert_eq!(
+        layer_problems(&files, wrong),
+        [
+            "ARCHITECTURE.md:1: the layers of synthetic::domain list `extra`, which is no module of its root",
+            "synthetic::domain: `gate` uses `ids`, which the layers in ARCHITECTURE.md:1 put above it\n    domain::gate -> domain::ids  (src/gate.rs:1)",
+        ]
+    );
+}

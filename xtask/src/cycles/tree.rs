@@ -102,13 +102,11 @@ pub(super) fn load(root: &Path, crate_dir: &Path, label: &str) -> Result<Tree, S
         exported.extend(parser.exported);
         for decl in parser.files {
             let (child_file, child_dir) = match &decl.path_attr {
+                // rustc reads a file named by `#[path]` as it reads a `mod.rs`: its own
+                // `mod x;` are looked up beside it, not in a directory named after it.
                 Some(p) => {
                     let f = file.parent().unwrap_or(Path::new(".")).join(p);
-                    let stem = f
-                        .file_stem()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    let d = f.parent().unwrap_or(Path::new(".")).join(stem);
+                    let d = f.parent().unwrap_or(Path::new(".")).to_path_buf();
                     (f, d)
                 }
                 None => {
