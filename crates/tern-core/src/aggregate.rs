@@ -7,14 +7,14 @@ use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::backpressure::UpdaterNumeral;
-use crate::backpressure::{Lowest, keep_lowest, tracked_values};
-use crate::resource::{
+use crate::domain::backpressure::UpdaterNumeral;
+use crate::domain::backpressure::{Lowest, keep_lowest, tracked_values};
+use crate::domain::resource::{
     AutoUpdateAgentReport, ConnectedAgent, Omitted, TopologyAdmission, TopologyLimit,
     TopologyReport,
 };
-use crate::rollout::{Groups, is_live};
-use crate::version::normalize;
+use crate::domain::rollout::{Groups, is_live};
+use crate::domain::version::normalize;
 
 /// One group's agents across all live reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -6,10 +6,10 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::duration::GoDuration;
-use crate::reason;
-use crate::resource::{Alert, GroupState, RolloutGroup};
-use crate::rollout;
+use crate::domain::duration::GoDuration;
+use crate::domain::reason;
+use crate::domain::resource::{Alert, GroupState, RolloutGroup};
+use crate::domain::rollout;
 
 /// A group stuck in canary or active this long raises an alert.
 pub(crate) const DEFAULT_ALERT_AFTER: GoDuration = GoDuration::from_hours(4);
@@ -265,7 +265,7 @@ pub(crate) fn overdue_since(g: &RolloutGroup, now: Timestamp) -> Option<Timestam
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::Canary;
+    use crate::domain::resource::Canary;
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()

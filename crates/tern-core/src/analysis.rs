@@ -15,7 +15,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use serde::{Deserialize, Serialize};
 
-use crate::duration::GoDuration;
+use crate::domain::duration::GoDuration;
 
 /// A group's canary analysis: every query passes `passes` times in a row, one
 /// evaluation per `interval`, once every canary runs the target healthy.
@@ -112,7 +112,7 @@ pub(crate) fn unknown_placeholders(query: &str) -> Vec<String> {
     while let Some(start) = rest.find("{{") {
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else {
-            bad.push(format!("{{{{{}", crate::text::excerpt(after, 20)));
+            bad.push(format!("{{{{{}", crate::domain::text::excerpt(after, 20)));
             break;
         };
         let name = &after[..end];
@@ -311,7 +311,7 @@ fn finite(name: &str, what: &str, s: &Sample) -> Result<f64, String> {
         )),
         Err(e) => Err(format!(
             "query {name}: {}",
-            crate::text::excerpt(e, MAX_REASON_CHARS)
+            crate::domain::text::excerpt(e, MAX_REASON_CHARS)
         )),
     }
 }

@@ -1,5 +1,5 @@
 //! The admin API's requests and answers, declared once: ternd serves them, ternctl and
-//! the end-to-end harness read them. The updater's contract is [`crate::wire`], which
+//! the end-to-end harness read them. The updater's contract is [`crate::domain::wire`], which
 //! is forgiving on purpose; this one is strict: a field ternd always sends has no
 //! default here, so a renamed or missing field fails loudly in the reader.
 
@@ -10,18 +10,18 @@ use std::str::FromStr;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-pub use crate::controls::{Channel, Freeze};
-pub use crate::exposure::ConfigWarning;
-use crate::resource::{
+pub use crate::domain::controls::{Channel, Freeze};
+pub use crate::domain::exposure::ConfigWarning;
+use crate::domain::resource::{
     Alert, AutoUpdateAgentRollout, AutoUpdateVersion, Canary, GroupState, Mode, Omitted,
 };
-use crate::rollout::Event;
-use crate::wire::UpdaterStatus;
+use crate::domain::rollout::Event;
+use crate::domain::wire::UpdaterStatus;
 
 /// The mode in force and where it comes from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Modes {
-    /// The mode in force: see [`crate::rollout::mode_in_force`].
+    /// The mode in force: see [`crate::domain::rollout::mode_in_force`].
     pub mode: Mode,
     /// The autoupdate_config's own mode; `None` when it sets none.
     pub config_mode: Option<Mode>,
@@ -154,7 +154,7 @@ pub struct ProductSummary {
     pub start_version: Option<String>,
     pub target_version: Option<String>,
     /// The rollout's state; `None` without a rollout (`no_rollout_reason` says why).
-    pub state: Option<crate::resource::RolloutState>,
+    pub state: Option<crate::domain::resource::RolloutState>,
     pub no_rollout_reason: Option<String>,
     pub groups: Vec<ProductGroup>,
     /// Hosts in the live reports of this product.
@@ -287,7 +287,7 @@ pub struct GroupStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Timestamp>,
     pub last_update_reason: String,
-    /// `last_update_reason` in a sentence ([`crate::reason::sentence`]).
+    /// `last_update_reason` in a sentence ([`crate::domain::reason::sentence`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_reason_text: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -309,7 +309,7 @@ pub struct GroupStatus {
     pub canaries: Vec<Canary>,
     /// What its canaries cover of its `canary_cover`, and what they miss.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub canary_coverage: Vec<crate::resource::CanaryCoverage>,
+    pub canary_coverage: Vec<crate::domain::resource::CanaryCoverage>,
     /// When the open window opened, if it is open now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window_open_since: Option<Timestamp>,
@@ -327,7 +327,7 @@ pub struct GroupStatus {
     /// With no candidate: the host that becomes one first, once known for the
     /// canary tenure (`ternd start --canary-tenure`), and when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canary_eligible: Option<crate::resource::CanaryEligible>,
+    pub canary_eligible: Option<crate::domain::resource::CanaryEligible>,
     /// The two above in words ([`GroupStatus::canary_wait`]), as ternctl prints them,
     /// for the dashboard.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -404,7 +404,7 @@ impl PendingHosts {
 }
 
 /// What an operator can do at a halt, as `agents status` and the dashboard both say
-/// it ([`crate::views::next_steps`]).
+/// it ([`crate::domain::views::next_steps`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NextSteps {
     pub title: String,
@@ -437,9 +437,9 @@ impl GroupStatus {
         })
     }
 
-    /// How its canaries stand, for people: see [`crate::canary::summary`].
+    /// How its canaries stand, for people: see [`crate::domain::canary::summary`].
     pub fn canary_summary(&self) -> String {
-        crate::canary::summary(&self.canaries, self.canary_count)
+        crate::domain::canary::summary(&self.canaries, self.canary_count)
     }
 }
 
@@ -469,8 +469,8 @@ fn is_zero(n: &u64) -> bool {
 impl TopologyStatus {
     /// From a group's limit and the leader's admission for it.
     pub fn of(
-        limit: &crate::resource::TopologyLimit,
-        admission: Option<&crate::resource::TopologyAdmission>,
+        limit: &crate::domain::resource::TopologyLimit,
+        admission: Option<&crate::domain::resource::TopologyAdmission>,
     ) -> Self {
         let values = admission
             .map(|a| {
@@ -538,7 +538,7 @@ pub struct StatusResponse {
     pub live_reports: usize,
     /// The rollout's active alerts (what needs a human), oldest first.
     pub alerts: Vec<Alert>,
-    /// What the config in force risks ([`crate::exposure`]): its halt-on-error groups
+    /// What the config in force risks ([`crate::domain::exposure`]): its halt-on-error groups
     /// that send a new version to all their hosts at once, counted from the live
     /// reports.
     pub config_warnings: Vec<ConfigWarning>,
@@ -599,17 +599,17 @@ pub struct InventoryEntry {
     pub healthy: Option<bool>,
     /// Which way it is told its version: rollout, channel or directive.
     #[serde(default)]
-    pub model: crate::inventory::Model,
+    pub model: crate::domain::inventory::Model,
     pub rollback: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_version: Option<String>,
     /// Its last install that failed before the switch, until one succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub install_failure: Option<crate::wire::InstallFailure>,
+    pub install_failure: Option<crate::domain::wire::InstallFailure>,
     /// Its last update that switched and failed (why, and the agent's last output),
     /// until one succeeds; cleaned of control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub update_failure: Option<crate::wire::UpdateFailure>,
+    pub update_failure: Option<crate::domain::wire::UpdateFailure>,
     pub first_seen: Timestamp,
     pub last_seen: Timestamp,
     /// Connected for one report period.
@@ -631,14 +631,14 @@ pub struct InventoryEntry {
     pub installers: Vec<String>,
     /// Its install state under the active directive (`None`: no directive governs it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub install_state: Option<crate::directive::state::InstallState>,
+    pub install_state: Option<crate::domain::directive::state::InstallState>,
     /// The outcome of the last install a directive asked of it, as the host reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub install_result: Option<crate::directive::state::AttemptResult>,
+    pub install_result: Option<crate::domain::directive::state::AttemptResult>,
     /// Whether it pins a release root, and which version (`None`: its updater does
     /// not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trust: Option<crate::wire::HostTrust>,
+    pub trust: Option<crate::domain::wire::HostTrust>,
 }
 
 /// `GET /v1/inventory`: the agents connected to one replica.
@@ -663,10 +663,10 @@ pub struct HostResponse {
     pub replica: String,
     pub now: Timestamp,
     pub agent: InventoryEntry,
-    pub forecast: crate::forecast::Forecast,
+    pub forecast: crate::domain::forecast::Forecast,
     /// What changed on the host, newest first, as the replicas heard it (the newest
     /// `history::MAX_EVENTS`).
-    pub history: Vec<crate::history::HostEvent>,
+    pub history: Vec<crate::domain::history::HostEvent>,
     /// Why `history` could not be read (the store failed); the rest of the answer stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_error: Option<String>,

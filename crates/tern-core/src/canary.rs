@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use rand_core::RngCore;
 
-use crate::resource::{Canary, CanaryCoverage, ConnectedAgent};
-use crate::rollout::Groups;
-use crate::version::normalize;
-use crate::wire::UpdaterStatus;
+use crate::domain::resource::{Canary, CanaryCoverage, ConnectedAgent};
+use crate::domain::rollout::Groups;
+use crate::domain::version::normalize;
+use crate::domain::wire::UpdaterStatus;
 
 /// The agents that may serve as canaries for `group`: connected, with updates enabled
 /// (a pinned or disabled updater would never update), deduplicated by updater_id and
@@ -59,7 +59,7 @@ impl<'a> Attribute<'a> {
             "os_version" => Some(Self::OsVersion),
             _ => name
                 .strip_prefix("labels.")
-                .filter(|k| crate::wire::is_label_key(k))
+                .filter(|k| crate::domain::wire::is_label_key(k))
                 .map(Self::Label),
         }
     }

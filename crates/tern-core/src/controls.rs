@@ -27,7 +27,7 @@ impl Freeze {
 
     /// Checks a reason: said, one line, bounded.
     pub fn check_reason(reason: &str) -> Result<&str, String> {
-        crate::text::one_line(
+        crate::domain::text::one_line(
             "reason",
             reason,
             Self::MAX_REASON,

@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::Aggregate;
-use crate::duration::Percent;
-use crate::resource::{AutoUpdateAgentReport, AutoUpdateConfig, Strategy};
-use crate::rollout::Groups;
+use crate::domain::aggregate::Aggregate;
+use crate::domain::duration::Percent;
+use crate::domain::resource::{AutoUpdateAgentReport, AutoUpdateConfig, Strategy};
+use crate::domain::rollout::Groups;
 
 /// The stable `kind` of an [`all_at_once`] warning.
 pub const ALL_AT_ONCE: &str = "all_at_once";
@@ -166,7 +166,7 @@ spec:
 
     #[test]
     fn hosts_count_in_the_group_that_serves_them() {
-        use crate::resource::ConnectedAgent;
+        use crate::domain::resource::ConnectedAgent;
         let c = config(GROUPS);
         let agent = |id: &str, group: &str| ConnectedAgent {
             updater_id: id.to_string(),
@@ -187,8 +187,8 @@ spec:
             agent("c", ""),
             agent("d", "prdo"),
         ];
-        let report = crate::inventory::report_of_agents(now, &agents);
-        let period = crate::rollout::DEFAULT_REPORT_PERIOD;
+        let report = crate::domain::inventory::report_of_agents(now, &agents);
+        let period = crate::domain::rollout::DEFAULT_REPORT_PERIOD;
         let hosts = hosts_from_reports(Some(&c), &[report], now, period).unwrap();
         assert_eq!(hosts.get("dev"), Some(&1));
         assert_eq!(hosts.get("prod"), Some(&3));

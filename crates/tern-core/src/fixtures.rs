@@ -117,14 +117,14 @@ pub(crate) fn connected_agent(
     updater_id: &str,
     group: &str,
     version: &str,
-) -> crate::resource::ConnectedAgent {
-    crate::resource::ConnectedAgent {
+) -> crate::domain::resource::ConnectedAgent {
+    crate::domain::resource::ConnectedAgent {
         updater_id: updater_id.into(),
         host_id: format!("host-{updater_id}"),
         hostname: format!("{updater_id}.example"),
         group: group.into(),
         version: version.into(),
-        updater_status: crate::wire::UpdaterStatus::Enabled,
+        updater_status: crate::domain::wire::UpdaterStatus::Enabled,
         healthy: Some(true),
         failed_version: None,
         refused_version: None,
@@ -135,7 +135,7 @@ pub(crate) fn connected_agent(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::{AutoUpdateConfig, AutoUpdateVersion};
+    use crate::domain::resource::{AutoUpdateConfig, AutoUpdateVersion};
 
     #[test]
     fn the_files_parse_as_what_they_say() {
@@ -166,7 +166,7 @@ mod tests {
 
 /// The example files of Teleport's RFD 169 draft, byte for byte as the draft prints
 /// them (the first two indented as the draft's list item indents them): what
-/// [`crate::rfd169`] must accept as written.
+/// [`crate::domain::rfd169`] must accept as written.
 pub mod rfd169 {
     /// The draft's `autoupdate_config` example (`dev` then `prod`, `wait_days: 1`).
     pub const CONFIG: &str = include_str!("../tests/rfd169-files/config.yaml");

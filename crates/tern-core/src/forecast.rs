@@ -10,14 +10,16 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::backpressure::UpdaterNumeral;
-use crate::directive::select::{self, HostFacts, Selection};
-use crate::gate::{self, Answer, Ask, DirectedInstall, DirectedStart, Fleet, Host, NoPins};
-use crate::hold::Hold;
-use crate::host_update;
-use crate::resource::{AutoUpdateAgentRollout, GroupState, Mode, RolloutGroup, Schedule, Strategy};
-use crate::rollout::{Groups, group_window};
-use crate::version::Version;
+use crate::domain::backpressure::UpdaterNumeral;
+use crate::domain::directive::select::{self, HostFacts, Selection};
+use crate::domain::gate::{self, Answer, Ask, DirectedInstall, DirectedStart, Fleet, Host, NoPins};
+use crate::domain::hold::Hold;
+use crate::domain::host_update;
+use crate::domain::resource::{
+    AutoUpdateAgentRollout, GroupState, Mode, RolloutGroup, Schedule, Strategy,
+};
+use crate::domain::rollout::{Groups, group_window};
+use crate::domain::version::Version;
 
 /// What a host should expect, and why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -384,7 +386,7 @@ fn describe_group(
             .map(|b| b.name.clone())
             .collect();
         if f.waiting_for.is_empty() {
-            f.starts_at = crate::reconcile::earliest_start(rollout, index, now);
+            f.starts_at = crate::domain::reconcile::earliest_start(rollout, index, now);
         }
     } else if g.state == GroupState::Done && rollout.spec.strategy == Strategy::TimeBased {
         f.starts_at = f.next_window;
@@ -588,9 +590,9 @@ fn summary(f: &Forecast, g: Option<&RolloutGroup>, host: HostState<'_>) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::duration::Percent;
-    use crate::resource::{Canary, GroupConfig, RolloutSpec, RolloutStatus};
-    use crate::window::Day;
+    use crate::domain::duration::Percent;
+    use crate::domain::resource::{Canary, GroupConfig, RolloutSpec, RolloutStatus};
+    use crate::domain::window::Day;
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -639,7 +641,7 @@ mod tests {
     ) -> Forecast {
         forecast(
             &Fleet::new(r, now),
-            &Host::new(crate::gate::AGENT, group, updater_id),
+            &Host::new(crate::domain::gate::AGENT, group, updater_id),
             HostState {
                 version,
                 failed_version: None,
@@ -735,7 +737,7 @@ mod tests {
 
     #[test]
     fn a_topology_limit_holding_the_host_is_named() {
-        use crate::resource::{TopologyAdmission, TopologyLimit};
+        use crate::domain::resource::{TopologyAdmission, TopologyLimit};
         let mut dev = group("dev", 8, GroupState::Active);
         dev.config.max_in_flight = Some(Percent::from_percent(10));
         dev.progress = 1.0;
@@ -825,26 +827,26 @@ mod tests {
             .map(|t| (updater_id.to_string(), t))
             .into_iter()
             .collect();
-        let freeze = crate::api::Freeze {
+        let freeze = crate::domain::api::Freeze {
             reason: "test".into(),
             since: now,
             by: "t".into(),
             products: Vec::new(),
         };
         let (spec, installers) = (
-            crate::directive::resource::DirectiveSpec::default(),
+            crate::domain::directive::resource::DirectiveSpec::default(),
             std::collections::BTreeMap::new(),
         );
         let fleet = Fleet {
             pins: &pins,
             freeze: c.frozen.then_some(&freeze),
-            directive: c.governed.then_some(crate::gate::Directive {
+            directive: c.governed.then_some(crate::domain::gate::Directive {
                 spec: &spec,
                 installers: &installers,
             }),
             ..Fleet::new(Some(r), now)
         };
-        let mut host = Host::new(crate::gate::AGENT, "dev", updater_id);
+        let mut host = Host::new(crate::domain::gate::AGENT, "dev", updater_id);
         host.recorded.governed = c.governed;
         forecast(
             &fleet,

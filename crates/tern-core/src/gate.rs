@@ -31,19 +31,19 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
-use crate::controls::{Channel, Freeze};
-use crate::directive::resource::{DirectiveSpec, Installer, Timing};
-use crate::directive::select::{self, HostFacts, Labels, Names};
-use crate::hold::{Hold, Holds};
-use crate::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode};
-use crate::revocation::Revocation;
-use crate::rollout;
-use crate::version::Version;
-use crate::wire::{AutoUpdateSettings, FindFacts};
+use crate::domain::controls::{Channel, Freeze};
+use crate::domain::directive::resource::{DirectiveSpec, Installer, Timing};
+use crate::domain::directive::select::{self, HostFacts, Labels, Names};
+use crate::domain::hold::{Hold, Holds};
+use crate::domain::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode};
+use crate::domain::revocation::Revocation;
+use crate::domain::rollout;
+use crate::domain::version::Version;
+use crate::domain::wire::{AutoUpdateSettings, FindFacts};
 
 pub use table::{BACKPRESSURE_JITTER_SECONDS, DEFAULT_JITTER_SECONDS};
 
-pub use crate::product::AGENT;
+pub use crate::domain::product::AGENT;
 
 /// Server pins of single hosts: when the pin of `updater_id` lifts, if one holds it
 /// for `product`.
@@ -333,10 +333,10 @@ pub fn rollout_answer(
 
 /// The maintenance window of the group that serves `host` in the rollout, when there
 /// is one: the hosts' windows a directive's installs keep to.
-fn host_window(fleet: &Fleet<'_>, host: &Host<'_>) -> Option<crate::window::Calendar> {
+fn host_window(fleet: &Fleet<'_>, host: &Host<'_>) -> Option<crate::domain::window::Calendar> {
     let rollout = fleet.rollout?;
     let group = rollout.serving_group(host.group)?;
-    Some(crate::rollout::group_window(&rollout.spec, group))
+    Some(crate::domain::rollout::group_window(&rollout.spec, group))
 }
 
 /// When a directive's install on `host` may start, given the answer for it now: now
@@ -541,7 +541,7 @@ pub fn tools(fleet: &Fleet<'_>) -> (Option<Version>, bool) {
     let auto = version.is_some()
         && fleet
             .config
-            .is_some_and(|c| c.tools_mode() == crate::resource::ToolsMode::Enabled)
+            .is_some_and(|c| c.tools_mode() == crate::domain::resource::ToolsMode::Enabled)
         && fleet.freeze.is_none_or(|f| !f.holds("tools"))
         && !fleet.cut_off;
     (version, auto)

@@ -7,7 +7,7 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::wire::{Heartbeat, UpdaterStatus};
+use crate::domain::wire::{Heartbeat, UpdaterStatus};
 
 /// Events kept per host; older ones are dropped.
 pub(crate) const MAX_EVENTS: usize = 50;
@@ -114,7 +114,7 @@ impl HostHistory {
 }
 
 fn quoted(s: &str) -> String {
-    crate::text::excerpt(s, MAX_QUOTED)
+    crate::domain::text::excerpt(s, MAX_QUOTED)
 }
 
 fn group_name(g: &str) -> String {

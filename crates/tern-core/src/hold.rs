@@ -1,5 +1,5 @@
 //! Why a host may not install now: [`Hold`], one reason with a stable code, and
-//! [`Holds`], every reason that applies at once. The one answer ([`crate::gate`])
+//! [`Holds`], every reason that applies at once. The one answer ([`crate::domain::gate`])
 //! returns every hold, never only the first: a freeze does not hide a pin, a mode does
 //! not hide a freeze, and whoever lifts one still sees the others.
 //!

@@ -13,7 +13,7 @@
 //! mode not enabled, freeze, server pin, directive, revoked version, replica cut off)
 //! is final for every path, and a schedule hold is final for the shortcuts but one:
 //! while its group tests canaries a host may be repaired to the group's start version
-//! ([`crate::hold::Hold`]). A person on the host (`update --now`) may jump a schedule
+//! ([`crate::domain::hold::Hold`]). A person on the host (`update --now`) may jump a schedule
 //! hold, never a stop. A host with nothing installed takes, under a stop, the last
 //! known-good version the server names, and only from a server that lists its holds.
 //!
@@ -24,10 +24,10 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::gate::Answer;
-use crate::hold::{Hold, Holds};
-use crate::version::{Version, is_compatible};
-use crate::wire::{AgentSchedule, AutoUpdateSettings};
+use crate::domain::gate::Answer;
+use crate::domain::hold::{Hold, Holds};
+use crate::domain::version::{Version, is_compatible};
+use crate::domain::wire::{AgentSchedule, AutoUpdateSettings};
 
 /// The shortest time between two updates started outside the window because the agent
 /// is unhealthy: with a run every minute, one to two attempts an hour (seed 001).
@@ -156,7 +156,7 @@ impl FindGate {
             match Hold::from_code(code) {
                 Some(h) => holds.add(h),
                 None => {
-                    unknown.get_or_insert_with(|| crate::text::excerpt(code, 64));
+                    unknown.get_or_insert_with(|| crate::domain::text::excerpt(code, 64));
                 }
             }
         }
@@ -349,15 +349,18 @@ pub fn on_find(
 /// ([`FindGate::stops_every_product`]) holds it, as find's answer does: whatever its
 /// installer, tern-update's own or a local script. A dry run changes nothing on the
 /// host: it goes.
-pub fn instruction_waits_for_agents(instruction: &crate::install::InstallInstruction) -> bool {
+pub fn instruction_waits_for_agents(
+    instruction: &crate::domain::install::InstallInstruction,
+) -> bool {
     if instruction.dry_run {
         return false;
     }
-    let script = instruction.installer.installer_type == crate::install::InstallerType::LocalScript;
+    let script =
+        instruction.installer.installer_type == crate::domain::install::InstallerType::LocalScript;
     !(script && crate::planted!(ScriptSkipsAgentsStop))
 }
 
-/// The decision. Versions are compared after [`crate::version::normalize`]; the
+/// The decision. Versions are compared after [`crate::domain::version::normalize`]; the
 /// caller maps the target to the name it installs under.
 pub fn decide(i: &Inputs<'_>) -> Decision {
     let (target, critical, window) = match &i.source {
@@ -379,7 +382,7 @@ pub fn decide(i: &Inputs<'_>) -> Decision {
                 ));
             }
             (
-                crate::version::normalize(version),
+                crate::domain::version::normalize(version),
                 false,
                 WindowState::Unknown,
             )
@@ -403,7 +406,7 @@ pub fn decide(i: &Inputs<'_>) -> Decision {
         },
     };
     let channel = matches!(i.source, Source::Channel { .. });
-    let Some(active) = i.active.map(crate::version::normalize) else {
+    let Some(active) = i.active.map(crate::domain::version::normalize) else {
         // A first install (enrolling the host) takes the version the source names:
         // under a stop, only the last known-good version a listing server names (an
         // older one may name the target the stop holds back).
@@ -449,7 +452,7 @@ pub fn decide(i: &Inputs<'_>) -> Decision {
             "the channel asks for {target}, a major-version downgrade from {active}: refused (move hosts across majors with `tern-update pin --force-version`)"
         ));
     }
-    if i.skip.map(crate::version::normalize).as_deref() == Some(target.as_str()) {
+    if i.skip.map(crate::domain::version::normalize).as_deref() == Some(target.as_str()) {
         return Decision::Hold(format!(
             "{target} failed on this host before and is skipped; install it with `tern-update pin --force-version {target}` or wait for another version"
         ));
@@ -583,7 +586,7 @@ fn unhealthy_retry_wait(i: &Inputs<'_>) -> Option<Decision> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::Day;
+    use crate::domain::window::Day;
 
     fn schedule(days: Vec<Day>) -> AgentSchedule {
         AgentSchedule {

@@ -1,13 +1,13 @@
 //! What a heartbeat carries of a directive's install: the instruction a server sends
 //! ([`InstallInstruction`]), the result a host reports ([`AttemptResult`]), and the
-//! target and installer they name. Data only, below [`wire`](crate::wire): the
+//! target and installer they name. Data only, below [`wire`](crate::domain::wire): the
 //! directive modules read these from resources ([`directive::resource`]), check an
 //! instruction on the host ([`directive::instruct`]) and work out install states
 //! ([`directive::state`]); they re-export the types under their old paths.
 //!
-//! [`directive::resource`]: crate::directive::resource
-//! [`directive::instruct`]: crate::directive::instruct
-//! [`directive::state`]: crate::directive::state
+//! [`directive::resource`]: crate::domain::directive::resource
+//! [`directive::instruct`]: crate::domain::directive::instruct
+//! [`directive::state`]: crate::domain::directive::state
 
 use std::collections::BTreeMap;
 

@@ -46,9 +46,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::reason;
-use crate::resource::{AutoUpdateAgentRollout, GroupState, Mode, RolloutGroup, Schedule, Strategy};
-use crate::version::{Version, normalize};
+use crate::domain::reason;
+use crate::domain::resource::{
+    AutoUpdateAgentRollout, GroupState, Mode, RolloutGroup, Schedule, Strategy,
+};
+use crate::domain::version::{Version, normalize};
 
 /// Why a host started an install.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -582,7 +584,7 @@ fn placed<'r>(
         return presented;
     }
     let known = groups.iter().any(|g| g.name == presented);
-    if known && r.spec.host_group == crate::resource::HostGroup::Override {
+    if known && r.spec.host_group == crate::domain::resource::HostGroup::Override {
         return presented;
     }
     for g in groups {

@@ -7,15 +7,15 @@ use std::collections::{BTreeMap, HashMap};
 use jiff::{SignedDuration, Timestamp};
 use rand_core::RngCore;
 
-use crate::backpressure::{Lowest, UpdaterNumeral, keep_lowest};
-use crate::canary::{self, Attribute};
-use crate::reconcile::Needs;
-use crate::resource::{
+use crate::domain::backpressure::{Lowest, UpdaterNumeral, keep_lowest};
+use crate::domain::canary::{self, Attribute};
+use crate::domain::reconcile::Needs;
+use crate::domain::resource::{
     CanaryEligible, ConnectedAgent, GroupReport, Omitted, ReportSpec, TopologyReport,
     TopologyValueReport, VersionReport,
 };
-use crate::version::normalize;
-use crate::wire::{Heartbeat, UpdaterStatus};
+use crate::domain::version::normalize;
+use crate::domain::wire::{Heartbeat, UpdaterStatus};
 
 /// Omitted reasons (stable strings, shown by `agents report`).
 pub(crate) const OMITTED_DISABLED: &str = "updates disabled";
@@ -26,7 +26,7 @@ pub const OMITTED_CHANNEL: &str = "follows a channel, not the rollout";
 pub(crate) const OMITTED_DIRECTIVE: &str = "governed by a version directive, not the rollout";
 
 /// Which way a host is told its version, as a replica knows it: the host says rollout
-/// or channel ([`crate::wire::Follows`]); the replica knows when a version directive
+/// or channel ([`crate::domain::wire::Follows`]); the replica knows when a version directive
 /// governs it. Only rollout hosts count in the rollout's groups.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
@@ -48,11 +48,11 @@ impl Model {
         }
     }
 
-    pub fn of(follows: crate::wire::Follows, governed_by_directive: bool) -> Self {
+    pub fn of(follows: crate::domain::wire::Follows, governed_by_directive: bool) -> Self {
         match (follows, governed_by_directive) {
             (_, true) => Model::Directive,
-            (crate::wire::Follows::Channel, false) => Model::Channel,
-            (crate::wire::Follows::Rollout, false) => Model::Rollout,
+            (crate::domain::wire::Follows::Channel, false) => Model::Channel,
+            (crate::domain::wire::Follows::Rollout, false) => Model::Rollout,
         }
     }
 }
@@ -450,13 +450,13 @@ where
     spec
 }
 
-pub use crate::backpressure::tracked_values;
+pub use crate::domain::backpressure::tracked_values;
 
 /// This replica's part of the topology limits of [`Needs::topology`]: per group and
 /// limit, per value of the limit's label, the settled hosts with updates enabled and
 /// not `pinned` that are not yet healthy on the target: how many, and the lowest
 /// updater ids (as many as the limit admits). The leader merges these into who may
-/// update ([`crate::aggregate::topology_admissions`]). Empty, without looking at any
+/// update ([`crate::domain::aggregate::topology_admissions`]). Empty, without looking at any
 /// agent, when no group has topology limits.
 pub fn topology_report<A: AgentView>(
     agents: impl IntoIterator<Item = A>,
@@ -729,8 +729,8 @@ pub const MAX_CANARY_REASON_BYTES: usize = 1024;
 /// else its install of `target` that failed before the switch; `None` when neither
 /// names `target`.
 pub fn failure_reason(
-    update: Option<&crate::wire::UpdateFailure>,
-    install: Option<&crate::wire::InstallFailure>,
+    update: Option<&crate::domain::wire::UpdateFailure>,
+    install: Option<&crate::domain::wire::InstallFailure>,
     target: &str,
 ) -> Option<String> {
     let target = normalize(target);
@@ -738,7 +738,7 @@ pub fn failure_reason(
         return Some(u.summary(MAX_CANARY_REASON_BYTES));
     }
     let i = install.filter(|i| normalize(&i.version) == target)?;
-    Some(crate::text::clean(
+    Some(crate::domain::text::clean(
         &format!("installing {} failed ({}): {}", i.version, i.kind, i.error),
         MAX_CANARY_REASON_BYTES,
     ))
@@ -879,7 +879,7 @@ fn fold_to(
 pub fn report_of_agents(
     now: Timestamp,
     agents: &[ConnectedAgent],
-) -> crate::resource::AutoUpdateAgentReport {
+) -> crate::domain::resource::AutoUpdateAgentReport {
     let inventory: Vec<InventoryAgent> = agents
         .iter()
         .map(|a| InventoryAgent {
@@ -899,8 +899,12 @@ pub fn report_of_agents(
             last_seen: now,
         })
         .collect();
-    crate::resource::AutoUpdateAgentReport::new(
+    crate::domain::resource::AutoUpdateAgentReport::new(
         "planner",
-        build_report(now, &inventory, crate::rollout::DEFAULT_REPORT_PERIOD),
+        build_report(
+            now,
+            &inventory,
+            crate::domain::rollout::DEFAULT_REPORT_PERIOD,
+        ),
     )
 }

@@ -11,14 +11,14 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 use rand_core::RngCore;
 
-use crate::aggregate::{self, Aggregate, GroupCounts};
-use crate::alert;
-use crate::analysis;
-use crate::backpressure::{self, ProgressInput};
-use crate::canary;
-use crate::reason;
-use crate::resource::*;
-use crate::rollout::{
+use crate::domain::aggregate::{self, Aggregate, GroupCounts};
+use crate::domain::alert;
+use crate::domain::analysis;
+use crate::domain::backpressure::{self, ProgressInput};
+use crate::domain::canary;
+use crate::domain::reason;
+use crate::domain::resource::*;
+use crate::domain::rollout::{
     self, DEFAULT_MAX_IN_FLIGHT, Event, Groups, desired_spec, group_window, rollout_state,
 };
 
@@ -230,7 +230,7 @@ pub fn maintenance_schedule(
     group: &str,
     now: Timestamp,
     count: usize,
-) -> Option<crate::wire::AgentSchedule> {
+) -> Option<crate::domain::wire::AgentSchedule> {
     if let Some(r) = rollout.filter(|r| !r.status.groups.is_empty()) {
         return rollout::group_schedule(r, group, now, count);
     }
@@ -238,8 +238,8 @@ pub fn maintenance_schedule(
     let config = config.unwrap_or(&default_config);
     // The versions and mode play no part in a schedule.
     let spec = RolloutSpec {
-        start_version: crate::version::Version(semver::Version::new(0, 0, 0)),
-        target_version: crate::version::Version(semver::Version::new(0, 0, 0)),
+        start_version: crate::domain::version::Version(semver::Version::new(0, 0, 0)),
+        target_version: crate::domain::version::Version(semver::Version::new(0, 0, 0)),
         schedule: Schedule::Regular,
         autoupdate_mode: Mode::Disabled,
         strategy: config.strategy(),
@@ -420,7 +420,7 @@ pub struct Resources<'a> {
 
 /// What the coming reconciles of `rollout` need to find in the replicas' reports
 /// besides the counts: agents to pick canaries from, and the canaries to check. A
-/// replica answers it in its report ([`crate::inventory::replica_report`]); the leader
+/// replica answers it in its report ([`crate::domain::inventory::replica_report`]); the leader
 /// then reconciles from the reports ([`reconcile_reports`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
@@ -438,7 +438,7 @@ pub struct Needs {
     pub target: String,
     /// Groups with topology limits (not rolled back), with their limits: replicas
     /// report their hosts behind per label value so the leader can work out who the
-    /// limits admit ([`crate::inventory::topology_report`]).
+    /// limits admit ([`crate::domain::inventory::topology_report`]).
     pub topology: Vec<(String, Vec<TopologyLimit>)>,
     /// For groups of `canary_candidates` with a `canary_cover`: its attributes, which
     /// replicas fill in on the candidates they offer, and offer hosts to cover.
@@ -1124,8 +1124,8 @@ pub(crate) fn group_complete(initial: u64, c: &GroupCounts, mif: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rollout::DEFAULT_REPORT_PERIOD;
-    use crate::wire::UpdaterStatus;
+    use crate::domain::rollout::DEFAULT_REPORT_PERIOD;
+    use crate::domain::wire::UpdaterStatus;
     use rand_chacha::ChaCha8Rng;
     use rand_core::SeedableRng;
 

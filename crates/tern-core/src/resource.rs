@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-pub use crate::analysis::{AnalysisQuery, AnalysisSpec, AnalysisStatus};
-use crate::duration::{GoDuration, Percent};
-use crate::version::Version;
-use crate::window::{Blackout, CalendarSpec, Day, StartTime, WindowSpec};
-use crate::wire::UpdaterStatus;
+pub use crate::domain::analysis::{AnalysisQuery, AnalysisSpec, AnalysisStatus};
+use crate::domain::duration::{GoDuration, Percent};
+use crate::domain::version::Version;
+use crate::domain::window::{Blackout, CalendarSpec, Day, StartTime, WindowSpec};
+use crate::domain::wire::UpdaterStatus;
 
 mod group_copy;
 use group_copy::RolloutCopy;
@@ -281,7 +281,7 @@ pub struct GroupConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_after: Option<GoDuration>,
     /// Prometheus queries the canaries must pass, besides running the target healthy,
-    /// before the group goes active ([`crate::analysis`]).
+    /// before the group goes active ([`crate::domain::analysis`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisSpec>,
 }
@@ -431,7 +431,7 @@ impl AutoUpdateConfig {
     }
 
     /// The config's own `spec.agents.mode`, `None` when unset (see
-    /// [`crate::rollout::mode_in_force`] for what an unset mode means).
+    /// [`crate::domain::rollout::mode_in_force`] for what an unset mode means).
     pub fn mode(&self) -> Option<Mode> {
         self.agents().and_then(|a| a.mode)
     }
@@ -602,12 +602,12 @@ pub struct RolloutStatus {
     pub time_override: Option<Timestamp>,
     #[serde(default)]
     pub groups: Vec<RolloutGroup>,
-    /// What needs a human now ([`crate::alert`]); empty when all is well.
+    /// What needs a human now ([`crate::domain::alert`]); empty when all is well.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alerts: Vec<Alert>,
     /// The version's `spec.agents.follow_in_window`, as the last reconcile read it:
     /// later halt-on-error groups may start within a window that opened before the
-    /// rollout began ([`crate::reconcile`]).
+    /// rollout began ([`crate::domain::reconcile`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub follow_in_window: bool,
 }
@@ -615,7 +615,7 @@ pub struct RolloutStatus {
 /// An active alert of a rollout.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Alert {
-    /// Stable: one of [`crate::alert::kind`].
+    /// Stable: one of [`crate::domain::alert::kind`].
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
@@ -653,7 +653,7 @@ pub struct RolloutGroup {
     pub canary_coverage: Vec<CanaryCoverage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<Canary>,
-    /// Where the canary analysis stands ([`crate::analysis`]); none before the first
+    /// Where the canary analysis stands ([`crate::domain::analysis`]); none before the first
     /// evaluation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisStatus>,
@@ -765,7 +765,7 @@ pub struct Canary {
     pub failed: bool,
     /// Why it failed, as its replica last reported it (`ReportSpec::canary_failures`:
     /// the update's error and the agent's last output, or the failed install), at most
-    /// [`crate::inventory::MAX_CANARY_REASON_BYTES`]; empty unless failed, and when
+    /// [`crate::domain::inventory::MAX_CANARY_REASON_BYTES`]; empty unless failed, and when
     /// its updater does not say.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
@@ -820,35 +820,35 @@ pub struct ReportSpec {
     pub omitted: Vec<Omitted>,
     /// Agents this replica offers as canaries, per rollout group: a bounded random sample
     /// of its settled, enabled agents, only for groups that may pick canaries soon
-    /// ([`crate::inventory::canary_candidates`]). Several replicas share one rollout, and
+    /// ([`crate::domain::inventory::canary_candidates`]). Several replicas share one rollout, and
     /// the leader's own inventory holds only the hosts connected to it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub canary_candidates: BTreeMap<String, Vec<ConnectedAgent>>,
     /// Per group that may pick canaries soon and for which this replica offers no
     /// candidate: its host that becomes one first, when its `--canary-tenure` has
-    /// passed ([`crate::inventory::canary_eligible`]). Shown while a group waits for
+    /// passed ([`crate::domain::inventory::canary_eligible`]). Shown while a group waits for
     /// canaries ("0 eligible canaries; host-a eligible at 09:53").
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub canary_eligible: BTreeMap<String, CanaryEligible>,
     /// The rollout's canaries (not yet successful) connected to this replica, with the
     /// version they run, so the leader can tell when they reach the target
-    /// ([`crate::inventory::canaries_seen`]).
+    /// ([`crate::domain::inventory::canaries_seen`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<ConnectedAgent>,
     /// Why each of `canaries` failed the target, by updater_id, when its updater says
     /// (the update's error and the agent's last output, or the failed install; at
-    /// most [`crate::inventory::MAX_CANARY_REASON_BYTES`] each): the leader writes it
+    /// most [`crate::domain::inventory::MAX_CANARY_REASON_BYTES`] each): the leader writes it
     /// into the rollout's canary (`Canary::reason`) so that every view says why.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub canary_failures: BTreeMap<String, String>,
-    /// Per group with topology limits ([`crate::inventory::topology_report`]): this
+    /// Per group with topology limits ([`crate::domain::inventory::topology_report`]): this
     /// replica's hosts not yet on the target, per limit and label value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub topology: BTreeMap<String, Vec<TopologyReport>>,
     /// The replica started too recently for every host connected to it to have
     /// heartbeated and settled (a heartbeat interval plus a report period): its counts
     /// are not yet all of its hosts, so no group starts on them
-    /// ([`crate::reason::WAITING_FOR_REPORTS`]).
+    /// ([`crate::domain::reason::WAITING_FOR_REPORTS`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub warming_up: bool,
     /// What was cut so that the report fits its bound (`inventory::shrink_report`):

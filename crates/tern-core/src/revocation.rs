@@ -1,9 +1,9 @@
 //! Revoked versions: the release keys sign a minimum version per release line (`1` →
 //! `1.4.2`), and every version of that line below it is revoked. This is the one
 //! statement of the rule: tern-trust checks signed metadata with it on the hosts, and
-//! the one answer ([`crate::gate`]) holds a revoked version on every path ternd serves.
+//! the one answer ([`crate::domain::gate`]) holds a revoked version on every path ternd serves.
 
-use crate::version::Version;
+use crate::domain::version::Version;
 
 /// A release line: every version of one major (`1`), or of one major and minor (`1.4`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -15,16 +15,16 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use crate::codec::{self, ParseError};
-use crate::duration::{GoDuration, Percent};
-use crate::resource::{
+use crate::domain::codec::{self, ParseError};
+use crate::domain::duration::{GoDuration, Percent};
+use crate::domain::resource::{
     AgentsConfig, AgentsVersion, AutoUpdateConfig, AutoUpdateVersion, ConfigSpec, GroupConfig,
     KIND_CONFIG, KIND_VERSION, Metadata, Mode, NAME_CONFIG, NAME_VERSION, Schedule, Schedules,
     VersionSpec, default_resource_version,
 };
-use crate::validate::{FieldError, Invalid, ResourceError};
-use crate::version::Version;
-use crate::window::Day;
+use crate::domain::validate::{FieldError, Invalid, ResourceError};
+use crate::domain::version::Version;
+use crate::domain::window::Day;
 
 /// The draft's name of what Tern calls the autoupdate_version.
 pub const KIND_PLAN: &str = "autoupdate_agent_plan";

@@ -8,12 +8,12 @@ use std::fmt;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::duration::{GoDuration, Percent};
-use crate::resource::{
+use crate::domain::duration::{GoDuration, Percent};
+use crate::domain::resource::{
     AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, GroupState,
     Mode, RolloutGroup, RolloutSpec, RolloutState, Strategy,
 };
-use crate::window::{Calendar, CalendarSpec};
+use crate::domain::window::{Calendar, CalendarSpec};
 
 /// halt-on-error windows last one hour.
 pub(crate) const HALT_ON_ERROR_WINDOW: SignedDuration = SignedDuration::from_hours(1);
@@ -195,7 +195,7 @@ pub fn place<'a>(
     labels: &std::collections::BTreeMap<String, String>,
 ) -> &'a str {
     let known = rollout.group(presented).is_some();
-    if known && rollout.spec.host_group == crate::resource::HostGroup::Override {
+    if known && rollout.spec.host_group == crate::domain::resource::HostGroup::Override {
         return presented;
     }
     rollout
@@ -357,10 +357,10 @@ pub(crate) fn group_schedule(
     group: &str,
     now: Timestamp,
     count: usize,
-) -> Option<crate::wire::AgentSchedule> {
+) -> Option<crate::domain::wire::AgentSchedule> {
     let g = rollout.serving_group(group)?;
     let w = group_window(&rollout.spec, g);
-    let count = count.min(crate::wire::MAX_SCHEDULED_WINDOWS);
+    let count = count.min(crate::domain::wire::MAX_SCHEDULED_WINDOWS);
     // Hosts get the new form with every duration spelled out, so they need not know
     // the strategy's default.
     let default = default_window_duration(&rollout.spec);
@@ -373,7 +373,7 @@ pub(crate) fn group_schedule(
         cal
     });
     let on_calendar = w.on_calendar();
-    Some(crate::wire::AgentSchedule {
+    Some(crate::domain::wire::AgentSchedule {
         group: g.name.clone(),
         days: g.config.days.clone(),
         start_hour: u8::try_from(g.config.start_hour.unwrap_or(0)).unwrap_or(u8::MAX),
@@ -389,7 +389,7 @@ pub(crate) fn group_schedule(
         windows: w
             .upcoming(now, count)
             .into_iter()
-            .map(|(start, stop)| crate::wire::ScheduledWindow { start, stop })
+            .map(|(start, stop)| crate::domain::wire::ScheduledWindow { start, stop })
             .collect(),
     })
 }

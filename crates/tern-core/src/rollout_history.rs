@@ -9,7 +9,7 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::resource::{AutoUpdateAgentRollout, RolloutGroup};
+use crate::domain::resource::{AutoUpdateAgentRollout, RolloutGroup};
 
 /// Rollouts the history keeps: the newest, with every event each holds.
 pub const MAX_ROLLOUTS: usize = 20;
@@ -107,7 +107,7 @@ impl Event {
             time,
             kind: kind.to_string(),
             group: group.map(str::to_string),
-            message: crate::text::clean(&message, MAX_MESSAGE_BYTES),
+            message: crate::domain::text::clean(&message, MAX_MESSAGE_BYTES),
             ..Self::default()
         }
     }
@@ -120,7 +120,7 @@ impl Event {
             None,
             format!("{who} ({role}): {method} {path}"),
         );
-        e.who = crate::text::clean(who, 256);
+        e.who = crate::domain::text::clean(who, 256);
         e
     }
 }
@@ -250,18 +250,18 @@ pub fn changes(
             // A rollout made already past its start (a transition in the same write)
             // says so as if from an empty one.
             let empty = AutoUpdateAgentRollout {
-                status: crate::resource::RolloutStatus {
+                status: crate::domain::resource::RolloutStatus {
                     groups: a
                         .status
                         .groups
                         .iter()
                         .map(|g| RolloutGroup {
                             name: g.name.clone(),
-                            state: crate::resource::GroupState::Unstarted,
+                            state: crate::domain::resource::GroupState::Unstarted,
                             ..RolloutGroup::default()
                         })
                         .collect(),
-                    ..crate::resource::RolloutStatus::default()
+                    ..crate::domain::resource::RolloutStatus::default()
                 },
                 ..a.clone()
             };
@@ -317,7 +317,7 @@ fn same_rollout(
             );
             e.from = old_state.as_str().to_string();
             e.to = g.state.as_str().to_string();
-            e.reason = crate::text::clean(&g.last_update_reason, 128);
+            e.reason = crate::domain::text::clean(&g.last_update_reason, 128);
             events.push(e);
         }
         for c in &g.canaries {
@@ -329,7 +329,7 @@ fn same_rollout(
             };
             let mut push = |kind: &str, message: String| {
                 let mut e = Event::new(now, kind, Some(&g.name), message);
-                e.to = crate::text::clean(&c.updater_id, 128);
+                e.to = crate::domain::text::clean(&c.updater_id, 128);
                 events.push(e);
             };
             if was.is_none() {
@@ -373,13 +373,13 @@ fn same_rollout(
             al.group.as_deref(),
             al.message.clone(),
         );
-        e.to = crate::text::clean(&al.kind, 128);
+        e.to = crate::domain::text::clean(&al.kind, 128);
         events.push(e);
     }
     for al in only_in(&b.status.alerts, &a.status.alerts) {
         let message = format!("cleared: {}", al.message);
         let mut e = Event::new(now, kind::ALERT_CLEARED, al.group.as_deref(), message);
-        e.from = crate::text::clean(&al.kind, 128);
+        e.from = crate::domain::text::clean(&al.kind, 128);
         events.push(e);
     }
     events
@@ -387,9 +387,9 @@ fn same_rollout(
 
 /// The alerts of `these` (by kind and group) that `those` lacks.
 fn only_in<'a>(
-    these: &'a [crate::resource::Alert],
-    those: &'a [crate::resource::Alert],
-) -> impl Iterator<Item = &'a crate::resource::Alert> {
+    these: &'a [crate::domain::resource::Alert],
+    those: &'a [crate::domain::resource::Alert],
+) -> impl Iterator<Item = &'a crate::domain::resource::Alert> {
     these.iter().filter(|al| {
         !those
             .iter()
@@ -446,28 +446,26 @@ pub struct RolloutHistory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::{Alert, Canary, GroupState};
+    use crate::domain::resource::{Alert, Canary, GroupState};
 
     fn rollout(target: &str) -> AutoUpdateAgentRollout {
-        let config =
-            crate::resource::AutoUpdateConfig::from_text(&crate::fixtures::halt_on_error(&[
-                ("dev", 10, 1, 0),
-                ("prod", 12, 0, 0),
-            ]))
-            .unwrap();
-        let version = crate::resource::AutoUpdateVersion::from_text(&crate::fixtures::version(
-            "1.0.0", target, "regular",
-        ))
+        let config = crate::domain::resource::AutoUpdateConfig::from_text(
+            &crate::fixtures::halt_on_error(&[("dev", 10, 1, 0), ("prod", 12, 0, 0)]),
+        )
+        .unwrap();
+        let version = crate::domain::resource::AutoUpdateVersion::from_text(
+            &crate::fixtures::version("1.0.0", target, "regular"),
+        )
         .unwrap();
         let now: Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
-        let resources = crate::reconcile::Resources {
+        let resources = crate::domain::reconcile::Resources {
             config: Some(&config),
             version: Some(&version),
             rollout: None,
             frozen: false,
         };
-        match crate::reconcile::renew(now, resources, false) {
-            crate::reconcile::Renewal::Fresh { rollout, .. } => *rollout,
+        match crate::domain::reconcile::renew(now, resources, false) {
+            crate::domain::reconcile::Renewal::Fresh { rollout, .. } => *rollout,
             _ => panic!("no rollout"),
         }
     }

@@ -12,10 +12,12 @@ use std::str::FromStr;
 
 use jiff::Timestamp;
 
-use crate::backpressure::{self, ProgressInput};
-use crate::reason;
-use crate::resource::{AutoUpdateAgentRollout, GroupState, RolloutGroup, Schedule, Strategy};
-use crate::rollout::{Event, rollout_state};
+use crate::domain::backpressure::{self, ProgressInput};
+use crate::domain::reason;
+use crate::domain::resource::{
+    AutoUpdateAgentRollout, GroupState, RolloutGroup, Schedule, Strategy,
+};
+use crate::domain::rollout::{Event, rollout_state};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Transition {

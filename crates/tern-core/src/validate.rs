@@ -4,9 +4,9 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use crate::codec::{self, ParseError};
-use crate::duration::GoDuration;
-use crate::resource::*;
+use crate::domain::codec::{self, ParseError};
+use crate::domain::duration::GoDuration;
+use crate::domain::resource::*;
 
 /// One thing wrong with one field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,23 +119,23 @@ impl Errors {
                 self.push(at("start_hour"), hour, BOTH);
             }
         }
-        if g.windows.len() > crate::wire::MAX_CALENDAR_WINDOWS {
+        if g.windows.len() > crate::domain::wire::MAX_CALENDAR_WINDOWS {
             self.push(
                 at("windows"),
                 format!("({} windows)", g.windows.len()),
                 &format!(
                     "are too many, expected at most {}",
-                    crate::wire::MAX_CALENDAR_WINDOWS
+                    crate::domain::wire::MAX_CALENDAR_WINDOWS
                 ),
             );
         }
-        if g.blackouts.len() > crate::wire::MAX_BLACKOUTS {
+        if g.blackouts.len() > crate::domain::wire::MAX_BLACKOUTS {
             self.push(
                 at("blackouts"),
                 format!("({} entries)", g.blackouts.len()),
                 &format!(
                     "are too many, expected at most {} (use ranges)",
-                    crate::wire::MAX_BLACKOUTS
+                    crate::domain::wire::MAX_BLACKOUTS
                 ),
             );
         }
@@ -156,7 +156,7 @@ impl Errors {
             }
         }
         if let Some(zone) = &g.timezone
-            && crate::window::time_zone(zone).is_err()
+            && crate::domain::window::time_zone(zone).is_err()
         {
             self.push(
                 at("timezone"),
@@ -280,13 +280,13 @@ impl AutoUpdateConfig {
                     );
                 }
                 for (k, v) in &g.match_labels {
-                    if !crate::wire::is_label_key(k) {
+                    if !crate::domain::wire::is_label_key(k) {
                         e.push(
                             at("match_labels"),
                             format!("{k:?}"),
                             "is not a label key (1-63 of letters, digits, '.', '-', '_', '/')",
                         );
-                    } else if !crate::wire::is_label_value(v) {
+                    } else if !crate::domain::wire::is_label_value(v) {
                         e.push(
                             at(&format!("match_labels.{k}")),
                             format!("{v:?}"),
@@ -304,7 +304,7 @@ impl AutoUpdateConfig {
                 let mut keys = HashSet::new();
                 for (j, t) in g.topology.iter().enumerate() {
                     let at = |f: &str| at(&format!("topology[{j}].{f}"));
-                    if !crate::wire::is_label_key(&t.key) {
+                    if !crate::domain::wire::is_label_key(&t.key) {
                         e.push(
                             at("key"),
                             format!("{:?}", t.key),
@@ -353,16 +353,16 @@ impl AutoUpdateConfig {
                         "is only valid with strategy halt-on-error",
                     );
                 }
-                if g.canary_cover.len() > crate::canary::MAX_COVER {
+                if g.canary_cover.len() > crate::domain::canary::MAX_COVER {
                     e.push(
                         at("canary_cover"),
                         g.canary_cover.len(),
-                        &format!("attributes; at most {}", crate::canary::MAX_COVER),
+                        &format!("attributes; at most {}", crate::domain::canary::MAX_COVER),
                     );
                 }
                 let mut named = HashSet::new();
                 for (j, a) in g.canary_cover.iter().enumerate() {
-                    if crate::canary::Attribute::parse(a).is_none() {
+                    if crate::domain::canary::Attribute::parse(a).is_none() {
                         e.push(
                             at(&format!("canary_cover[{j}]")),
                             format!("{a:?}"),
@@ -408,7 +408,7 @@ fn is_query_name(s: &str) -> bool {
 
 /// A group's `analysis` (`at` is its field path).
 fn validate_analysis(e: &mut Errors, at: &str, a: &AnalysisSpec) {
-    use crate::analysis::{MAX_PASSES, MAX_QUERIES, MAX_QUERY_BYTES, MIN_INTERVAL_SECS};
+    use crate::domain::analysis::{MAX_PASSES, MAX_QUERIES, MAX_QUERY_BYTES, MIN_INTERVAL_SECS};
     if a.queries.is_empty() || a.queries.len() > MAX_QUERIES {
         e.push(
             format!("{at}.queries"),
@@ -456,13 +456,13 @@ fn validate_analysis(e: &mut Errors, at: &str, a: &AnalysisSpec) {
                     &format!("is too long; at most {MAX_QUERY_BYTES}"),
                 );
             }
-            for p in crate::analysis::unknown_placeholders(text) {
+            for p in crate::domain::analysis::unknown_placeholders(text) {
                 e.push(
                     at(field),
                     p,
                     &format!(
                         "is not a placeholder; known: {}",
-                        crate::analysis::PLACEHOLDERS
+                        crate::domain::analysis::PLACEHOLDERS
                             .iter()
                             .map(|p| format!("{{{{{p}}}}}"))
                             .collect::<Vec<_>>()
@@ -586,7 +586,7 @@ impl AutoUpdateAgentRollout {
             e.group_name(at("name"), &g.name, &mut seen);
             e.start_hour(at("config_start_hour"), g.config.start_hour.unwrap_or(0));
             if let Some(zone) = &g.config.timezone
-                && crate::window::time_zone(zone).is_err()
+                && crate::domain::window::time_zone(zone).is_err()
             {
                 e.push(
                     at("config_timezone"),

@@ -1,30 +1,30 @@
 //! What the admin API shows and the choices behind its writes, from the resources and
 //! the reports: the mode in force, each group's status (counts, windows), the report
 //! totals, an inventory entry, and the autoupdate_version a new rollout writes. ternd
-//! serves these ([`crate::api`] types); keeping them here keeps the rules in one place
+//! serves these ([`crate::domain::api`] types); keeping them here keeps the rules in one place
 //! and testable without a server.
 
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::aggregate::Aggregate;
-use crate::api::{
+use crate::domain::aggregate::Aggregate;
+use crate::domain::api::{
     GroupStatus, GroupVersions, InventoryEntry, Modes, NextSteps, PendingHost, ReportResponse,
     StatusResponse,
 };
-use crate::duration::GoDuration;
-use crate::inventory::{AgentView, InventoryAgent, omitted_reason};
-use crate::reconcile;
-use crate::resource::GroupState;
-use crate::resource::{
+use crate::domain::duration::GoDuration;
+use crate::domain::inventory::{AgentView, InventoryAgent, omitted_reason};
+use crate::domain::reconcile;
+use crate::domain::resource::GroupState;
+use crate::domain::resource::{
     AgentsVersion, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateConfig,
     AutoUpdateVersion, Mode, Schedule,
 };
-use crate::rollout::{
+use crate::domain::rollout::{
     self, Groups, config_mode, group_window, is_live, mode_in_force, version_mode,
 };
-use crate::version::Version;
+use crate::domain::version::Version;
 
 mod products;
 pub use products::product_summary;
@@ -34,7 +34,7 @@ pub use products::product_summary;
 pub fn modes(
     config: Option<&AutoUpdateConfig>,
     version: Option<&AutoUpdateVersion>,
-    freeze: Option<&crate::api::Freeze>,
+    freeze: Option<&crate::domain::api::Freeze>,
 ) -> Modes {
     let mode = rollout::frozen_mode(mode_in_force(config, version), freeze.is_some());
     let config_mode = config_mode(config);
@@ -76,17 +76,6 @@ pub fn modes(
         why_stopped,
         frozen: freeze.cloned(),
     }
-}
-
-/// The client tools version find advertises: `spec.tools.target_version`, or the
-/// agents' target when the version resource has no tools (seed 002: "Default: cluster
-/// version"); none without a version resource.
-pub fn tools_version(version: Option<&AutoUpdateVersion>) -> Option<Version> {
-    let spec = &version?.spec;
-    spec.tools
-        .as_ref()
-        .map(|t| t.target_version.clone())
-        .or_else(|| spec.agents.as_ref().map(|a| a.target_version.clone()))
 }
 
 /// `agents status` at `now`: the rollout's groups with their live counts and windows,
@@ -133,12 +122,12 @@ pub fn status(
         .map(|r| r.status.alerts.clone())
         .unwrap_or_default();
     alerts.sort_by_key(|a| a.since);
-    let hosts = crate::exposure::hosts_from_reports(config, reports, now, report_period);
+    let hosts = crate::domain::exposure::hosts_from_reports(config, reports, now, report_period);
     StatusResponse {
         now,
         modes,
         alerts,
-        config_warnings: crate::exposure::all_at_once(config, hosts.as_ref()),
+        config_warnings: crate::domain::exposure::all_at_once(config, hosts.as_ref()),
         rollout,
         no_rollout_reason,
         groups,
@@ -176,9 +165,9 @@ fn config_outdated(
 /// The alerts that halt a rollout: a canary failed, a group halted, hosts could not
 /// install the target.
 const HALTING: [&str; 3] = [
-    crate::alert::kind::CANARY_FAILED,
-    crate::alert::kind::GROUP_HALTED,
-    crate::alert::kind::INSTALL_REFUSED,
+    crate::domain::alert::kind::CANARY_FAILED,
+    crate::domain::alert::kind::GROUP_HALTED,
+    crate::domain::alert::kind::INSTALL_REFUSED,
 ];
 
 /// At a halt (an alert of [`HALTING`]): what an operator can do next, with the
@@ -224,11 +213,11 @@ fn start_outlook(
         return (None, None);
     };
     let held_by_reports = [
-        crate::reason::WAITING_FOR_REPORTS,
-        crate::reason::REPORTS_MISSING,
-        crate::reason::AGENTS_VANISHED,
+        crate::domain::reason::WAITING_FOR_REPORTS,
+        crate::domain::reason::REPORTS_MISSING,
+        crate::domain::reason::AGENTS_VANISHED,
     ];
-    let halt = r.spec.strategy == crate::resource::Strategy::HaltOnError;
+    let halt = r.spec.strategy == crate::domain::resource::Strategy::HaltOnError;
     let waits_for_earlier = halt
         && r.status.groups[..index]
             .iter()
@@ -281,7 +270,7 @@ pub fn pending<A: AgentView>(
         .filter(|g| matches!(g.state, GroupState::Canary | GroupState::Active))
         .map(|g| g.name.as_str())
         .collect();
-    let target = crate::version::normalize(&rollout.spec.target_version.to_string());
+    let target = crate::domain::version::normalize(&rollout.spec.target_version.to_string());
     let mut out: BTreeMap<String, (u64, Vec<A>)> = BTreeMap::new();
     if moving.is_empty() {
         return out;
@@ -293,7 +282,7 @@ pub fn pending<A: AgentView>(
         if !moving.contains(&group) || omitted_reason(&a, now, report_period).is_some() {
             continue;
         }
-        if !a.failed() && crate::version::normalize(a.version()) == target {
+        if !a.failed() && crate::domain::version::normalize(a.version()) == target {
             continue;
         }
         let (total, first) = out.entry(group.to_string()).or_default();
@@ -333,7 +322,7 @@ fn canary_wait(
     now: Timestamp,
     reports: &[AutoUpdateAgentReport],
     report_period: SignedDuration,
-) -> (u64, Option<crate::resource::CanaryEligible>) {
+) -> (u64, Option<crate::domain::resource::CanaryEligible>) {
     let live = || reports.iter().filter(|r| is_live(r, now, report_period));
     let offered: std::collections::BTreeSet<&str> = live()
         .filter_map(|r| r.spec.canary_candidates.get(group))
@@ -364,7 +353,8 @@ fn group_statuses(
             let c = agg.group(&g.name);
             let w = group_window(&r.spec, g);
             let open = w.open_at(now);
-            let waiting = g.state == crate::resource::GroupState::Canary && g.canaries.is_empty();
+            let waiting =
+                g.state == crate::domain::resource::GroupState::Canary && g.canaries.is_empty();
             let (eligible_canaries, canary_eligible) = if waiting {
                 let (n, first) = canary_wait(&g.name, now, reports, report_period);
                 (Some(n), first)
@@ -384,7 +374,7 @@ fn group_statuses(
                 catch_all: i == last,
                 start_time: g.start_time,
                 last_update_reason: g.last_update_reason.clone(),
-                last_update_reason_text: crate::reason::sentence(&g.last_update_reason)
+                last_update_reason_text: crate::domain::reason::sentence(&g.last_update_reason)
                     .map(str::to_string),
                 last_update_time: g.last_update_time,
                 present: c.present,
@@ -405,7 +395,7 @@ fn group_statuses(
                     .iter()
                     .map(|limit| {
                         let admission = g.topology.iter().find(|t| t.key == limit.key);
-                        crate::api::TopologyStatus::of(limit, admission)
+                        crate::domain::api::TopologyStatus::of(limit, admission)
                     })
                     .collect(),
             };
@@ -600,7 +590,7 @@ pub fn new_rollout_version(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{Heartbeat, UpdaterStatus};
+    use crate::domain::wire::{Heartbeat, UpdaterStatus};
 
     fn v(s: &str) -> Version {
         Version::parse(s).unwrap()
@@ -627,16 +617,16 @@ mod tests {
     fn rollout_of(
         start: &str,
         target: &str,
-        group: impl FnOnce(&mut crate::resource::RolloutGroup),
+        group: impl FnOnce(&mut crate::domain::resource::RolloutGroup),
     ) -> AutoUpdateAgentRollout {
-        let mut dev = crate::resource::RolloutGroup {
+        let mut dev = crate::domain::resource::RolloutGroup {
             name: "dev".into(),
             initial_count: 20,
             ..Default::default()
         };
         group(&mut dev);
         AutoUpdateAgentRollout::new(
-            crate::resource::RolloutSpec {
+            crate::domain::resource::RolloutSpec {
                 start_version: v(start),
                 target_version: v(target),
                 schedule: Schedule::Regular,
@@ -645,7 +635,7 @@ mod tests {
                 maintenance_window_duration: None,
                 host_group: Default::default(),
             },
-            crate::resource::RolloutStatus {
+            crate::domain::resource::RolloutStatus {
                 groups: vec![dev],
                 ..Default::default()
             },
@@ -654,9 +644,9 @@ mod tests {
 
     #[test]
     fn a_failed_target_never_becomes_the_start_version() {
-        use crate::resource::{Canary, GroupState};
+        use crate::domain::resource::{Canary, GroupState};
         let current = new_rollout_version(None, None, v("1.2.0"), Some(v("1.1.0")), None).version;
-        type SetUp = Box<dyn Fn(&mut crate::resource::RolloutGroup)>;
+        type SetUp = Box<dyn Fn(&mut crate::domain::resource::RolloutGroup)>;
         let failures: [(&str, SetUp); 3] = [
             (
                 "a canary of group dev failed",
@@ -712,7 +702,7 @@ mod tests {
     fn asking_again_for_the_same_target_changes_nothing() {
         let current = new_rollout_version(None, None, v("1.3.0"), Some(v("1.1.0")), None).version;
         let r = rollout_of("1.1.0", "1.3.0", |g| {
-            g.state = crate::resource::GroupState::Rolledback
+            g.state = crate::domain::resource::GroupState::Rolledback
         });
         let again = new_rollout_version(Some(&current), Some(&r), v("1.3.0"), None, None);
         assert_eq!(again.version, current);
@@ -721,19 +711,6 @@ mod tests {
         let told =
             new_rollout_version(Some(&current), Some(&r), v("1.3.0"), Some(v("1.0.0")), None);
         assert_eq!(told.version.spec.agents.unwrap().start_version, v("1.0.0"));
-    }
-
-    #[test]
-    fn tools_follow_the_agents_target_unless_told() {
-        let agents_only =
-            new_rollout_version(None, None, v("1.2.0"), Some(v("1.1.0")), None).version;
-        assert_eq!(tools_version(Some(&agents_only)), Some(v("1.2.0")));
-        let mut told = agents_only.clone();
-        told.spec.tools = Some(crate::resource::ToolsVersion {
-            target_version: v("1.0.5"),
-        });
-        assert_eq!(tools_version(Some(&told)), Some(v("1.0.5")));
-        assert_eq!(tools_version(None), None);
     }
 
     #[test]
@@ -845,14 +822,14 @@ mod tests {
     fn next_steps_are_said_at_a_halt_only() {
         let mut r = rollout_of("1.1.0", "1.2.0", |_| {});
         assert_eq!(next_steps(&r), None);
-        r.status.alerts.push(crate::resource::Alert {
-            kind: crate::alert::kind::GROUP_OVERDUE.to_string(),
+        r.status.alerts.push(crate::domain::resource::Alert {
+            kind: crate::domain::alert::kind::GROUP_OVERDUE.to_string(),
             group: Some("dev".into()),
             message: "late".into(),
             since: Timestamp::UNIX_EPOCH,
         });
         assert_eq!(next_steps(&r), None, "an overdue group is no halt");
-        r.status.alerts[0].kind = crate::alert::kind::CANARY_FAILED.to_string();
+        r.status.alerts[0].kind = crate::domain::alert::kind::CANARY_FAILED.to_string();
         let steps = next_steps(&r).unwrap();
         assert_eq!(steps.title, "The rollout to 1.2.0 is halted: what now");
         assert!(steps.steps[0].contains("`ternctl agents new-rollout VERSION`"));
@@ -864,7 +841,7 @@ mod tests {
     /// updater id first, served by the group that serves them, at most `limit`.
     #[test]
     fn pending_lists_the_next_hosts_in_backpressure_order() {
-        use crate::resource::GroupState;
+        use crate::domain::resource::GroupState;
         let now: Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
         let r = rollout_of("1.1.0", "1.2.0", |g| g.state = GroupState::Active);
         let host = |id: &str, group: &str, version: &str, rollback: bool| InventoryAgent {
@@ -956,9 +933,9 @@ mod tests {
         .map(|(id, g)| agent(id, g))
         .collect();
         let period = SignedDuration::from_secs(60);
-        let report = crate::resource::AutoUpdateAgentReport::new(
+        let report = crate::domain::resource::AutoUpdateAgentReport::new(
             "r1",
-            crate::inventory::build_report(now, &agents, period),
+            crate::domain::inventory::build_report(now, &agents, period),
         );
         let groups = Groups::new(vec!["dev".into(), "staging".into(), "prod".into()]);
         let r = super::report(now, &[report], period, &groups);

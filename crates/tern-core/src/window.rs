@@ -15,7 +15,7 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, ToSpan};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::duration::GoDuration;
+use crate::domain::duration::GoDuration;
 
 /// A day a window may open on; `*` means every day.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

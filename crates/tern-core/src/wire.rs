@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::install::{AttemptResult, InstallInstruction};
+use crate::domain::install::{AttemptResult, InstallInstruction};
 
 /// `GET /v1/webapi/find` — the shape Teleport's updater reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,7 +31,7 @@ pub struct AutoUpdateSettings {
     pub agent_auto_update: bool,
     /// Upper bound of the random delay an updater waits before acting.
     pub agent_update_jitter_seconds: u64,
-    /// Why the host is not told to update now ([`crate::hold::Hold::code`]), the first
+    /// Why the host is not told to update now ([`crate::domain::hold::Hold::code`]), the first
     /// of `agent_holds`; empty when it is, and from servers that predate it (Teleport's,
     /// older ternd), which the host then reads as "not now, no reason given": no
     /// shortcut of its own.
@@ -251,9 +251,12 @@ impl UpdateFailure {
     /// space, so that it cannot forge a log line or a table row.
     pub fn cleaned(&self) -> Self {
         Self {
-            version: crate::text::clean(&self.version, 128),
-            error: crate::text::clean(&self.error, MAX_UPDATE_ERROR_BYTES),
-            agent_output: crate::text::clean_tail(&self.agent_output, MAX_AGENT_OUTPUT_BYTES),
+            version: crate::domain::text::clean(&self.version, 128),
+            error: crate::domain::text::clean(&self.error, MAX_UPDATE_ERROR_BYTES),
+            agent_output: crate::domain::text::clean_tail(
+                &self.agent_output,
+                MAX_AGENT_OUTPUT_BYTES,
+            ),
             time: self.time,
         }
     }
@@ -264,15 +267,15 @@ impl UpdateFailure {
     pub fn summary(&self, max_bytes: usize) -> String {
         const SEP: &str = "; the agent's last output: ";
         if self.agent_output.is_empty() || max_bytes < SEP.len() + 32 {
-            return crate::text::clean(&self.error, max_bytes);
+            return crate::domain::text::clean(&self.error, max_bytes);
         }
         // The output keeps at least half the room when it needs it.
         let output_room = self.agent_output.len().min(max_bytes / 2);
-        let error = crate::text::clean(&self.error, max_bytes - SEP.len() - output_room);
+        let error = crate::domain::text::clean(&self.error, max_bytes - SEP.len() - output_room);
         let room = max_bytes - SEP.len() - error.len();
         format!(
             "{error}{SEP}{}",
-            crate::text::clean_tail(&self.agent_output, room)
+            crate::domain::text::clean_tail(&self.agent_output, room)
         )
     }
 }
@@ -343,10 +346,10 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    /// The product reported ([`crate::product::AGENT`] when none is named).
+    /// The product reported ([`crate::domain::product::AGENT`] when none is named).
     pub fn product(&self) -> &str {
         if self.product.is_empty() {
-            crate::product::AGENT
+            crate::domain::product::AGENT
         } else {
             &self.product
         }
@@ -470,10 +473,10 @@ impl Heartbeat {
                 ));
             }
         }
-        if !self.product.is_empty() && !crate::product::is_product_name(&self.product) {
+        if !self.product.is_empty() && !crate::domain::product::is_product_name(&self.product) {
             return Err(format!(
                 "product: {:?} is not a product name (1 to 63 of a-z, 0-9 and '-', starting with a letter)",
-                crate::text::excerpt(&self.product, 64)
+                crate::domain::text::excerpt(&self.product, 64)
             ));
         }
         if let Some(r) = &self.install_result
@@ -677,7 +680,7 @@ mod tests {
 pub struct AgentSchedule {
     /// The group whose window this is (an unknown group gets the last group's).
     pub group: String,
-    pub days: Vec<crate::window::Day>,
+    pub days: Vec<crate::domain::window::Day>,
     /// The UTC hour the window opens, 0–23.
     pub start_hour: u8,
     pub duration_seconds: u64,
@@ -689,7 +692,7 @@ pub struct AgentSchedule {
     /// (every window's duration spelled out); `days` is then empty, so an updater that
     /// predates it refuses the schedule and keeps its last one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub calendar: Option<crate::window::CalendarSpec>,
+    pub calendar: Option<crate::domain::window::CalendarSpec>,
     /// With `calendar`: one `OnCalendar=` value per window.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_calendars: Vec<String>,
@@ -713,9 +716,9 @@ pub(crate) const MAX_WINDOW_SECONDS: u64 = 7 * 86_400;
 impl AgentSchedule {
     /// The windows as tern-core computes with them, or why the schedule (which came
     /// over the network) cannot be used.
-    pub fn window(&self) -> Result<crate::window::Calendar, String> {
+    pub fn window(&self) -> Result<crate::domain::window::Calendar, String> {
         let seconds_ok = |s: u64| s > 0 && s <= MAX_WINDOW_SECONDS;
-        let days_ok = |days: &[crate::window::Day]| !days.is_empty() && days.len() <= 8;
+        let days_ok = |days: &[crate::domain::window::Day]| !days.is_empty() && days.len() <= 8;
         if let Some(cal) = &self.calendar {
             if cal.windows.is_empty() || cal.windows.len() > MAX_CALENDAR_WINDOWS {
                 return Err(format!(
@@ -753,7 +756,7 @@ impl AgentSchedule {
         if !days_ok(&self.days) {
             return Err(format!("{} days is not 1 to 8", self.days.len()));
         }
-        Ok(crate::window::Calendar::hourly_utc(
+        Ok(crate::domain::window::Calendar::hourly_utc(
             &self.days,
             self.start_hour,
             // At most a week, checked above.

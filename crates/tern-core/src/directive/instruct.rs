@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use super::env::{TARGET_PLACEHOLDERS, is_allowed_env_name, is_safe_env_value, reserved_env_names};
 use super::resource::{InstallerType, Target};
-use crate::duration::GoDuration;
-pub use crate::install::InstallInstruction;
-use crate::version::Version;
+use crate::domain::duration::GoDuration;
+pub use crate::domain::install::InstallInstruction;
+use crate::domain::version::Version;
 
 /// A local script's default timeout.
 pub(crate) const DEFAULT_SCRIPT_TIMEOUT: Duration = Duration::from_secs(600);

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::pass::PassOutcome;
 use super::resource::{DirectiveSpec, NoticeKind, Notification};
-use crate::alert::kind;
-use crate::resource::Alert;
-use crate::version::Version;
+use crate::domain::alert::kind;
+use crate::domain::resource::Alert;
+use crate::domain::version::Version;
 
 /// Hosts on one version that the notification controller flags, and why.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use jiff::Timestamp;
 use super::resource::{Amount, ControlSpec, DirectiveSpec, Installer, Rate, Target};
 use super::select::{HostFacts, Prepared, Selection};
 use super::state::{HostRecord, InstallState, StateTimings, install_state, may_trigger};
-use crate::version::Version;
+use crate::domain::version::Version;
 
 /// One host as the pass sees it.
 #[derive(Clone, Debug)]

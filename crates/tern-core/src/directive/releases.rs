@@ -12,9 +12,9 @@ use super::resource::{
     Advisory, AdvisoryKind, Directive, DirectiveSpec, KIND_DIRECTIVE, ReleasesController, Target,
     VersionDirective,
 };
-use crate::duration::GoDuration;
-use crate::resource::{Metadata, RESOURCE_VERSION};
-use crate::version::Version;
+use crate::domain::duration::GoDuration;
+use crate::domain::resource::{Metadata, RESOURCE_VERSION};
+use crate::domain::version::Version;
 
 /// The draft the controller writes.
 pub const RELEASES_DRAFT: &str = "releases";

@@ -58,8 +58,8 @@ impl ReleasedMove {
     /// either is not one).
     pub fn is_downgrade(&self) -> bool {
         match (
-            crate::version::Version::parse(&self.from),
-            crate::version::Version::parse(&self.to),
+            crate::domain::version::Version::parse(&self.from),
+            crate::domain::version::Version::parse(&self.to),
         ) {
             (Ok(f), Ok(t)) => t < f,
             _ => false,

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-pub use crate::install::{
+pub use crate::domain::install::{
     InstallerSpec, InstallerType, LocalScript, PackageInstaller, PackageManager, Target,
 };
-use crate::resource::{Metadata, default_resource_version};
+use crate::domain::resource::{Metadata, default_resource_version};
 
 pub(crate) const KIND_DIRECTIVE: &str = "version_directive";
 pub(crate) const KIND_CONTROL: &str = "version_control_config";
@@ -383,7 +383,7 @@ pub struct BasicDirective {
     pub installers: Vec<String>,
 }
 
-/// The time edges of the install states ([`crate::directive::state`]), Go durations.
+/// The time edges of the install states ([`crate::domain::directive::state`]), Go durations.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Timings {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::resource::{Directive, DirectiveSpec, Installer, InstallerType, Selector, Target};
-use crate::version::{Version, is_compatible};
+use crate::domain::version::{Version, is_compatible};
 
 /// A host's labels, as a map or as the sorted pairs a server keeps in memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

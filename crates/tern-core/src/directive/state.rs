@@ -17,7 +17,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-pub use crate::install::AttemptResult;
+pub use crate::domain::install::AttemptResult;
 
 /// The states, with the RFD's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -129,7 +129,7 @@ pub fn install_state(h: &HostRecord<'_>, now: Timestamp, t: &StateTimings) -> In
             {
                 return InstallState::ExplicitInstallFault;
             }
-            if crate::version::same_version(h.version, &a.target_version) {
+            if crate::domain::version::same_version(h.version, &a.target_version) {
                 return InstallState::RecentInstall;
             }
             if age < t.trigger_timeout {
@@ -139,7 +139,7 @@ pub fn install_state(h: &HostRecord<'_>, now: Timestamp, t: &StateTimings) -> In
         }
     }
     match h.target {
-        Some(target) if !crate::version::same_version(target, h.version) => {
+        Some(target) if !crate::domain::version::same_version(target, h.version) => {
             InstallState::NeedsInstall
         }
         _ => InstallState::VersionParity,

@@ -4,10 +4,12 @@ use std::collections::HashSet;
 
 use super::env::{TARGET_PLACEHOLDERS, is_allowed_env_name, is_safe_env_value, reserved_env_names};
 use super::resource::*;
-use crate::codec;
-use crate::duration::GoDuration;
-use crate::validate::{Errors, Invalid, ResourceError, is_valid_group_name, read_singleton};
-use crate::version::Version;
+use crate::domain::codec;
+use crate::domain::duration::GoDuration;
+use crate::domain::validate::{
+    Errors, Invalid, ResourceError, is_valid_group_name, read_singleton,
+};
+use crate::domain::version::Version;
 
 fn is_env_name(s: &str) -> bool {
     !s.is_empty()
@@ -34,7 +36,7 @@ fn header(e: &mut Errors, kind: &str, version: &str, name: &str, want_kind: &str
             &format!("is not {want_kind:?}"),
         );
     }
-    if version != crate::resource::RESOURCE_VERSION {
+    if version != crate::domain::resource::RESOURCE_VERSION {
         e.push("version", format!("{version:?}"), "is not \"v1\"");
     }
     if !is_valid_group_name(name) {

@@ -3,11 +3,11 @@
 //! answer's ([`super::answer`]); this is the part of find DESIGN's table gives for an
 //! enabled mode.
 
-use crate::backpressure::UpdaterNumeral;
-use crate::hold::Hold;
-use crate::resource::{AutoUpdateAgentRollout, GroupState, Schedule, Strategy};
-use crate::rollout;
-use crate::version::Version;
+use crate::domain::backpressure::UpdaterNumeral;
+use crate::domain::hold::Hold;
+use crate::domain::resource::{AutoUpdateAgentRollout, GroupState, Schedule, Strategy};
+use crate::domain::rollout;
+use crate::domain::version::Version;
 
 /// Jitter when a group has no backpressure: spread the herd over a minute.
 pub const DEFAULT_JITTER_SECONDS: u64 = 60;

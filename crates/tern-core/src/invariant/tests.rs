@@ -1,7 +1,7 @@
 use super::*;
-use crate::resource::{Canary, GroupConfig, RolloutSpec, RolloutStatus};
-use crate::version::Version;
-use crate::window::Day;
+use crate::domain::resource::{Canary, GroupConfig, RolloutSpec, RolloutStatus};
+use crate::domain::version::Version;
+use crate::domain::window::Day;
 
 fn at(m: i64) -> Timestamp {
     Timestamp::from_second(1_795_420_800 + m * 60).unwrap()
@@ -479,7 +479,11 @@ fn the_judge_calls_none_of_the_code_it_judges() {
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
         .join("\n");
-    let allowed = ["crate::reason", "crate::resource", "crate::version"];
+    let allowed = [
+        "crate::domain::reason",
+        "crate::domain::resource",
+        "crate::domain::version",
+    ];
     let mut rest = code.as_str();
     while let Some(i) = rest.find("crate::") {
         let path: String = rest[i..]
@@ -521,7 +525,7 @@ fn a_host_is_judged_in_the_group_its_labels_place_it() {
     // dev places by the label env=dev; under `host_group: override` a group the host
     // presents wins only when the rollout has it.
     let mut r = active();
-    r.spec.host_group = crate::resource::HostGroup::Override;
+    r.spec.host_group = crate::domain::resource::HostGroup::Override;
     r.status.groups[0].config.match_labels = [("env".to_string(), "dev".to_string())].into();
     let by_labels = |presented: &str| {
         let mut event = install("a", presented, "1.1.0", InstallKind::Scheduled, 2);

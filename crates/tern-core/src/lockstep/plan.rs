@@ -27,9 +27,9 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::codec;
-use crate::duration::GoDuration;
-use crate::validate::{FieldError, Invalid, ResourceError};
+use crate::domain::codec;
+use crate::domain::duration::GoDuration;
+use crate::domain::validate::{FieldError, Invalid, ResourceError};
 
 /// The file a release ships at its top level.
 pub const PLAN_FILE: &str = "lockstep.yaml";

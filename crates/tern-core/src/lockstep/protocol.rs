@@ -23,7 +23,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::release::{Candidate, ReleaseVersion, is_newer};
-use crate::alert::kind;
+use crate::domain::alert::kind;
 
 /// A server of the cluster (the seed's LRN).
 pub type ServerId = u32;

@@ -18,7 +18,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::ser::{self, Impossible, SerializeMap, SerializeStruct};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::window::Day;
+use crate::domain::window::Day;
 
 const PREFIX: &str = "config_";
 /// The one field written under its own name.
@@ -478,7 +478,7 @@ mod tests {
     fn copies_differ_by_the_configs_field_names_the_schedule_as_one() {
         let a = GroupConfig::default();
         let b = GroupConfig {
-            days: vec![crate::window::Day::All],
+            days: vec![crate::domain::window::Day::All],
             start_hour: Some(3),
             canary_count: 1,
             canary_cover: vec!["os".into()],

@@ -1,7 +1,7 @@
 //! One product's rollout at a glance (`GET /v1/products`, `ternctl products`, the line
 //! per product of `agents status`, the dashboard's products), from its status.
 
-use crate::api::{ProductGroup, ProductSummary, StatusResponse};
+use crate::domain::api::{ProductGroup, ProductSummary, StatusResponse};
 
 /// `status` (what `agents status` answers for the product) in brief.
 pub fn product_summary(
@@ -42,7 +42,7 @@ pub fn product_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::{AutoUpdateConfig, AutoUpdateVersion, GroupState};
+    use crate::domain::resource::{AutoUpdateConfig, AutoUpdateVersion, GroupState};
 
     #[test]
     fn a_summary_says_the_rollout_its_groups_and_why_it_stops() {
@@ -51,9 +51,9 @@ mod tests {
             AutoUpdateVersion::from_text(&crate::fixtures::version("1.0.0", "1.1.0", "regular"))
                 .unwrap();
         let now: jiff::Timestamp = "2026-11-23T09:00:00Z".parse().unwrap();
-        let outcome = crate::reconcile::reconcile_reports(
+        let outcome = crate::domain::reconcile::reconcile_reports(
             now,
-            crate::reconcile::Resources {
+            crate::domain::reconcile::Resources {
                 config: Some(&config),
                 version: Some(&version),
                 rollout: None,
@@ -63,7 +63,7 @@ mod tests {
             jiff::SignedDuration::from_secs(60),
             &mut <rand_chacha::ChaCha8Rng as rand_core::SeedableRng>::seed_from_u64(1),
         );
-        let crate::reconcile::Outcome::Rollout { rollout, .. } = outcome else {
+        let crate::domain::reconcile::Outcome::Rollout { rollout, .. } = outcome else {
             panic!("no rollout");
         };
         let modes = super::super::modes(Some(&config), Some(&version), None);
