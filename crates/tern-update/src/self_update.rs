@@ -26,13 +26,14 @@
 
 use std::path::Path;
 
+use crate::ctx::{Ctx, save};
 use crate::error::{Error, Result};
 use crate::hooks::kill_point;
 use crate::layout::Layout;
 use crate::log;
 use crate::self_check::{EXE, NAMESPACE, run_check};
 use crate::state::{self, InProgress, Spec, UpdateFile};
-use crate::update::{Ctx, Failure, Reverted, commit, record_failure, save};
+use crate::update::{Failure, Reverted, commit, record_failure};
 
 /// Checks what `enable --self-update` is given: only in [`NAMESPACE`], with tarballs
 /// and find (no package manager, channel or agent service to watch).
@@ -76,8 +77,8 @@ pub(crate) fn agent_stop(ctx: &Ctx) -> Option<String> {
     if file.spec.server.is_empty() || file.spec.channel.is_some() {
         return None;
     }
-    let facts = crate::update::host_facts(&agent, &file.spec, &file.status);
-    let answer = crate::update::updater_id(&agent).and_then(|id| {
+    let facts = crate::host_facts::host_facts(&agent, &file.spec, &file.status);
+    let answer = crate::identity::updater_id(&agent).and_then(|id| {
         ctx.http
             .find(&file.spec.server, &file.spec.group, &id, &facts)
             .map_err(crate::Error::from)
@@ -356,7 +357,7 @@ pub(crate) fn note_proof(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
     };
     if runs != file.status.proven_runs {
         file.status.proven_runs = runs;
-        crate::update::save(ctx, file)?;
+        save(ctx, file)?;
     }
     Ok(())
 }
@@ -415,7 +416,7 @@ pub(crate) fn agent_healthy(ctx: &Ctx) -> Option<bool> {
         overwrite: false,
         settings: ctx.settings.clone(),
     };
-    match crate::update::agent_health(&agent, &file) {
+    match crate::agent::agent_health(&agent, &file) {
         tern_core::host_update::Health::Healthy => Some(true),
         tern_core::host_update::Health::Unhealthy(_) => Some(false),
         tern_core::host_update::Health::Unknown => None,
