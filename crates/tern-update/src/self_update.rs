@@ -432,6 +432,136 @@ mod tests {
         Layout::new(dir.to_path_buf(), suffix, &Settings::default())
     }
 
+    /// A context over a temporary install dir, no ternd (the switch asks none).
+    fn ctx(dir: &Path) -> Ctx {
+        Ctx {
+            layout: layout(dir, NAMESPACE),
+            http: tern_client::Client::for_host(
+                std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider()),
+                false,
+                std::time::Duration::from_secs(5),
+                None,
+            ),
+            overwrite: false,
+            settings: Settings::default(),
+        }
+    }
+
+    /// Unpacks an updater release whose binary is a shell script (a real child process
+    /// for `run_check`): `answer` is the script's body.
+    fn release(l: &Layout, version: &str, answer: &str) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let exe = l.version_dir(version).join(EXE);
+        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+        std::fs::write(&exe, format!("#!/bin/sh\n{answer}\n")).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    const PASSES: &str = "echo \"tern-update $0 self-check ok\"";
+
+    /// The host runs the updater 1.0.0 (linked, active), and 1.1.0 is unpacked.
+    fn on_1_0_0(dir: &Path, new: &str) -> (Ctx, UpdateFile) {
+        let ctx = ctx(dir);
+        release(&ctx.layout, "1.0.0", PASSES);
+        release(&ctx.layout, "1.1.0", new);
+        crate::links::apply(&ctx.layout, &ctx.layout.version_dir("1.0.0"), false).unwrap();
+        let mut file = UpdateFile::default();
+        file.status.active = Some("1.0.0".into());
+        save(&ctx, &file).unwrap();
+        (ctx, file)
+    }
+
+    fn linked(ctx: &Ctx) -> std::path::PathBuf {
+        std::fs::canonicalize(ctx.layout.link_dir.join("tern-update")).unwrap()
+    }
+
+    fn exe_of(ctx: &Ctx, version: &str) -> std::path::PathBuf {
+        std::fs::canonicalize(ctx.layout.version_dir(version).join(EXE)).unwrap()
+    }
+
+    #[test]
+    fn a_release_that_passes_its_self_check_is_switched_in_and_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ctx, mut file) = on_1_0_0(dir.path(), PASSES);
+        file.status.proven_runs = 5;
+        switch(&ctx, &mut file, Some("1.0.0".into()), "1.1.0").unwrap();
+        assert_eq!(linked(&ctx), exe_of(&ctx, "1.1.0"));
+        let saved = state::load(&ctx.layout.update_yaml()).unwrap().unwrap();
+        for st in [&file.status, &saved.status] {
+            assert_eq!(st.active.as_deref(), Some("1.1.0"));
+            assert_eq!(st.backup.as_deref(), Some("1.0.0"));
+            assert_eq!(st.proven_runs, 0, "the proof starts again");
+            assert!(st.in_progress.is_none() && st.skip.is_none() && !st.rollback);
+        }
+    }
+
+    #[test]
+    fn a_release_failing_its_self_check_is_never_linked_and_is_the_versions_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ctx, mut file) = on_1_0_0(dir.path(), "echo 'tern-update: panicked' >&2; exit 101");
+        let err = switch(&ctx, &mut file, Some("1.0.0".into()), "1.1.0").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("exited with 101")
+                && msg.contains("the updater 1.0.0 stays linked and passes its self-check"),
+            "{msg}"
+        );
+        assert_eq!(linked(&ctx), exe_of(&ctx, "1.0.0"));
+        let st = &state::load(&ctx.layout.update_yaml())
+            .unwrap()
+            .unwrap()
+            .status;
+        assert_eq!(st.active.as_deref(), Some("1.0.0"));
+        assert_eq!(st.skip.as_deref(), Some("1.1.0"));
+        assert!(st.rollback && st.in_progress.is_none() && st.environment_failure.is_none());
+    }
+
+    #[test]
+    fn a_release_failing_through_its_link_is_linked_back_and_is_the_versions_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        // Passes when run from its version directory, fails through the link.
+        let through_link = "case \"$0\" in */versions/*) echo \"tern-update $0 self-check ok\";; *) echo 'broken through the link' >&2; exit 3;; esac";
+        let (ctx, mut file) = on_1_0_0(dir.path(), through_link);
+        let err = switch(&ctx, &mut file, Some("1.0.0".into()), "1.1.0").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("broken through the link")
+                && msg.contains("the updater 1.0.0 stays linked and passes its self-check"),
+            "{msg}"
+        );
+        assert_eq!(linked(&ctx), exe_of(&ctx, "1.0.0"), "the link went back");
+        let st = &state::load(&ctx.layout.update_yaml())
+            .unwrap()
+            .unwrap()
+            .status;
+        assert_eq!(st.active.as_deref(), Some("1.0.0"));
+        assert_eq!(st.skip.as_deref(), Some("1.1.0"));
+        assert!(st.rollback && st.in_progress.is_none() && st.environment_failure.is_none());
+    }
+
+    #[test]
+    fn a_first_release_failing_through_its_link_leaves_no_updater_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx(dir.path());
+        let through_link =
+            "case \"$0\" in */versions/*) echo \"tern-update $0 self-check ok\";; *) exit 3;; esac";
+        release(&ctx.layout, "1.1.0", through_link);
+        let mut file = UpdateFile::default();
+        let err = switch(&ctx, &mut file, None, "1.1.0").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no updater release was installed before; none is now"),
+            "{err}"
+        );
+        assert!(!ctx.layout.link_dir.join("tern-update").exists());
+        // Nothing was checked to blame the release against: the host's failure.
+        let st = &state::load(&ctx.layout.update_yaml())
+            .unwrap()
+            .unwrap()
+            .status;
+        assert!(st.environment_failure.is_some() && st.skip.is_none() && st.active.is_none());
+    }
+
     #[test]
     fn only_the_updater_namespace_with_tarballs_manages_the_updater() {
         let dir = tempfile::tempdir().unwrap();
