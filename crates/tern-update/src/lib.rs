@@ -27,6 +27,7 @@ mod identity;
 mod installers;
 mod join;
 mod layout;
+mod link_switch;
 mod links;
 mod lock;
 mod log;

@@ -24,16 +24,16 @@
 //! (`share_identity`). A namespace enabled against a second ternd of its own (earlier
 //! releases' setup) sends no product and keeps its own identity, as before.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::ctx::{Ctx, save};
 use crate::error::{Error, Result};
-use crate::hooks::kill_point;
 use crate::layout::Layout;
+use crate::link_switch::{Back, Failed, Release, go_back, relink, switch_links};
 use crate::log;
 use crate::self_check::{EXE, NAMESPACE, run_check};
-use crate::state::{self, InProgress, Spec, UpdateFile};
-use crate::update::{Failure, Reverted, commit, record_failure};
+use crate::state::{self, Spec, UpdateFile};
+use crate::update::{Failure, Reverted};
 
 /// Checks what `enable --self-update` is given: only in [`NAMESPACE`], with tarballs
 /// and find (no package manager, channel or agent service to watch).
@@ -107,8 +107,8 @@ pub(crate) fn agent_stop(ctx: &Ctx) -> Option<String> {
 }
 
 /// Switches the updater from `from` to `to` (unpacked): self-check the new release,
-/// switch the link, self-check through the link; on a failure the link stays (or goes
-/// back) on `from` and the failure is the version's.
+/// switch the link, self-check through the link (`link_switch`); on a failure the link
+/// stays (or goes back) on `from` and the failure is the version's.
 pub(crate) fn switch(
     ctx: &Ctx,
     file: &mut UpdateFile,
@@ -117,86 +117,133 @@ pub(crate) fn switch(
 ) -> Result<()> {
     let l = &ctx.layout;
     let to_dir = l.version_dir(to);
-    let exe = to_dir.join(EXE);
     crate::links::check(l, &to_dir, ctx.overwrite)?;
-    let failed = |problem: String| Error::SelfCheckFailed {
-        version: to.to_string(),
-        exe: exe.clone(),
-        problem,
+    let mut release = Updater {
+        from: from.as_deref(),
+        to,
+        exe: to_dir.join(EXE),
     };
-    if !exe.is_file() {
-        let reason = failed(format!("the release has no {EXE}"));
-        return Err(blame(ctx, file, from.as_deref(), to, reason, false));
+    if !release.exe.is_file() {
+        let reason = release.failed(format!("the release has no {EXE}"));
+        return Err(release.refuse(ctx, file, reason));
     }
-    if let Err(problem) = run_check(&exe, l) {
+    if let Err(problem) = run_check(&release.exe, l) {
         log::error(format!("the updater {to} fails its self-check: {problem}"));
-        return Err(blame(
-            ctx,
-            file,
-            from.as_deref(),
-            to,
-            failed(problem),
-            false,
-        ));
+        let reason = release.failed(problem);
+        return Err(release.refuse(ctx, file, reason));
     }
-    file.status.in_progress = Some(InProgress {
-        from: from.clone(),
-        to: to.to_string(),
-        started: jiff::Timestamp::now(),
-        db_backed_up: false,
-    });
-    save(ctx, file)?;
-    kill_point("journal_written");
-    // `links::apply` replaces each link by a rename: the timer sees the old release or
-    // the new one, never none.
-    crate::links::apply(l, &to_dir, ctx.overwrite)?;
-    kill_point("links_switched");
-    let linked = l.link_dir.join("tern-update");
-    if let Err(problem) = run_check(&linked, l) {
-        log::error(format!(
-            "the updater {to} fails its self-check through {}: {problem}",
-            linked.display()
-        ));
-        return Err(blame(ctx, file, from.as_deref(), to, failed(problem), true));
-    }
-    file.status.proven_runs = 0;
-    file.status.agent_healthy_at_switch = agent_healthy(ctx);
-    commit(ctx, file, from, to)?;
+    switch_links(
+        ctx,
+        file,
+        from.clone(),
+        to,
+        jiff::Timestamp::now(),
+        &mut release,
+    )?;
     log::info(format!(
         "the updater now runs {to} ({}): every later command is handed to it",
-        linked.display()
+        l.link_dir.join("tern-update").display()
     ));
     Ok(())
 }
 
-/// Records `to` as a failed release: links back on `from` (when they were switched),
-/// `from` checked again, and the failure recorded as every namespace records one
-/// (`update::record_failure`: the version is skipped and reported when `from` passes).
-fn blame(
-    ctx: &Ctx,
-    file: &mut UpdateFile,
-    from: Option<&str>,
-    to: &str,
-    reason: Error,
-    switched: bool,
-) -> Error {
-    let l = &ctx.layout;
-    let mut relink_failed = None;
-    if switched {
-        let relinked = match from {
-            Some(f) => crate::links::apply(l, &l.version_dir(f), true),
-            None => crate::links::remove(l, &|p: &Path| l.is_managed(p)),
-        };
-        if let Err(e) = relinked {
-            relink_failed = Some(e.to_string());
+/// A switch of the updater to the release `to`, whose binary is `exe`.
+struct Updater<'a> {
+    from: Option<&'a str>,
+    to: &'a str,
+    exe: PathBuf,
+}
+
+impl Updater<'_> {
+    /// `to`'s self-check failed with `problem`.
+    fn failed(&self, problem: String) -> Error {
+        Error::SelfCheckFailed {
+            version: self.to.to_string(),
+            exe: self.exe.clone(),
+            problem,
         }
     }
-    let reverted = match (relink_failed, from) {
-        (Some(e), _) => Reverted::unchecked(format!(
-            "relinking failed ({e}); the host may have no working updater link"
-        )),
-        (None, None) => Reverted::unchecked("no updater release was installed before; none is now"),
-        (None, Some(f)) => match run_check(&l.version_dir(f).join(EXE), l) {
+
+    /// Records `to` as a failed release before its link moved: `from` stays linked and
+    /// is checked again, and the failure is recorded as after a switch.
+    fn refuse(&mut self, ctx: &Ctx, file: &mut UpdateFile, reason: Error) -> Error {
+        let back = Back {
+            version: self.from,
+            restore_db: false,
+            relink: false,
+        };
+        let to = self.to;
+        go_back(ctx, file, self, back, to, version_failure(reason))
+    }
+}
+
+/// A failure of the updater's release is the release's: recorded by
+/// `update::record_failure`, it is skipped and reported when `from` passes.
+fn version_failure(reason: Error) -> Failure {
+    Failure {
+        reason,
+        version_failed: true,
+        agent_output: None,
+    }
+}
+
+impl Release for Updater<'_> {
+    /// A link that cannot be moved is returned as it is: the journal stays, and the
+    /// next run's recovery puts the link back.
+    fn links_failed(&self, e: Error) -> Result<Failed> {
+        Err(e)
+    }
+
+    /// The release answers its self-check through the link the timer runs.
+    fn check_linked(&mut self, ctx: &Ctx, _file: &mut UpdateFile) -> Result<(), Failed> {
+        let l = &ctx.layout;
+        let linked = l.link_dir.join("tern-update");
+        if let Err(problem) = run_check(&linked, l) {
+            log::error(format!(
+                "the updater {} fails its self-check through {}: {problem}",
+                self.to,
+                linked.display()
+            ));
+            return Err(Failed::version(self.failed(problem)));
+        }
+        Ok(())
+    }
+
+    /// The release's proof starts again (`note_proof`), against the agent's health now.
+    fn before_commit(&mut self, ctx: &Ctx, file: &mut UpdateFile) {
+        file.status.proven_runs = 0;
+        file.status.agent_healthy_at_switch = agent_healthy(ctx);
+    }
+
+    /// Back onto `from`. Unlike the agent's rollback, the updater's has never asked
+    /// whether `from` is revoked; merging the mechanism leaves that as it was.
+    fn roll_back(&mut self, ctx: &Ctx, file: &mut UpdateFile, failed: Failed) -> Error {
+        let back = Back {
+            version: self.from,
+            restore_db: false,
+            relink: true,
+        };
+        let to = self.to;
+        go_back(ctx, file, self, back, to, version_failure(failed.reason))
+    }
+
+    /// The link back on `back` (or removed: the binary the host was installed with
+    /// runs then), and that release self-checked.
+    fn revert(&mut self, ctx: &Ctx, _file: &UpdateFile, back: Back<'_>) -> Reverted {
+        let l = &ctx.layout;
+        if back.relink
+            && let Err(e) = relink(l, back.version, |l| {
+                crate::links::remove(l, &|p: &Path| l.is_managed(p))
+            })
+        {
+            return Reverted::unchecked(format!(
+                "relinking failed ({e}); the host may have no working updater link"
+            ));
+        }
+        let Some(f) = back.version else {
+            return Reverted::unchecked("no updater release was installed before; none is now");
+        };
+        match run_check(&l.version_dir(f).join(EXE), l) {
             Ok(()) => Reverted {
                 outcome: format!("the updater {f} stays linked and passes its self-check"),
                 healthy: true,
@@ -204,20 +251,8 @@ fn blame(
             Err(problem) => Reverted::unchecked(format!(
                 "the updater {f} stays linked but fails its self-check too: {problem}"
             )),
-        },
-    };
-    record_failure(
-        ctx,
-        file,
-        from,
-        to,
-        Failure {
-            reason,
-            version_failed: true,
-            agent_output: None,
-        },
-        reverted,
-    )
+        }
+    }
 }
 
 /// The product `enable --self-update` asks for when none is given: `updater` when the

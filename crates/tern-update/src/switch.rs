@@ -1,8 +1,11 @@
-//! The switch of tarball mode (`switch`): the DB plan, the journal
-//! (`status.in_progress`, written before the first change), stop, DB backup and
-//! restore, the links, restart and health watch; then commit, or roll back (never onto
-//! a revoked version) and record the failure. `recover_switch` reverts a switch a
-//! killed run left half done.
+//! The agent's switch in tarball mode (`switch`), over the one link switch with
+//! rollback (`link_switch`): the DB plan first (a refusal changes nothing); then, after
+//! the journal, the agent stopped for a downgrade or a DB restore, its DB backed up
+//! and restored; once linked, the agent restarted and watched until healthy. A failure
+//! goes back onto the version before (its DB backup restored), never onto a revoked
+//! one: onto the backup version when that one is installed and allowed, else the host
+//! stays on the failing version and says so. `recover_switch` reverts a switch a
+//! killed run left half done, in every namespace of tarball mode.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,17 +20,26 @@ use crate::error::{Error, Result};
 use crate::health;
 use crate::hooks::kill_point;
 use crate::layout::Layout;
+use crate::link_switch::{Back, Failed, Release, go_back, relink, switch_links};
 use crate::links;
 use crate::log;
 use crate::service::Service;
-use crate::state::{InProgress, LastUpdate, Spec, UpdateFile};
-use crate::update::{Failure, Reverted, commit, record_failure};
+use crate::state::{LastUpdate, Spec, UpdateFile};
+use crate::update::{Failure, Reverted};
 
-struct Switch<'a> {
+/// A switch of the agent from `from` to `to`: what its steps before and after the
+/// links, and its rollback, need.
+struct Agent<'a> {
     from: Option<&'a str>,
     to: &'a str,
+    /// The service of `to`.
     svc: Option<Service>,
     db: Option<PathBuf>,
+    plan: DbPlan<BackupUnusable>,
+    /// A stop and a start rather than a reload (a downgrade or a DB restore).
+    full_restart: bool,
+    now: Timestamp,
+    /// The agent ran when the journal was written.
     was_running: bool,
     db_backed_up: bool,
 }
@@ -62,162 +74,151 @@ pub(crate) fn switch(
         .as_deref()
         .is_some_and(|f| decide::compare(to, f).is_lt());
     let full_restart = downgrade || matches!(plan, DbPlan::BackupAndRestore);
-
-    file.status.in_progress = Some(InProgress {
-        from: from.clone(),
-        to: to.to_string(),
-        started: now,
-        db_backed_up: false,
-    });
-    save(ctx, file)?;
-    kill_point("journal_written");
-
-    let was_running = svc.as_ref().is_some_and(Service::is_active);
-    let mut sw = Switch {
+    let mut agent = Agent {
         from: from.as_deref(),
         to,
         svc,
         db,
-        was_running,
+        plan,
+        full_restart,
+        now,
+        was_running: false,
         db_backed_up: false,
     };
-    match apply_switch(ctx, file, &mut sw, &plan, full_restart, now) {
-        Ok(()) => commit(ctx, file, from, to),
-        Err((reason, version_failed)) => Err(rollback(ctx, file, &sw, reason, version_failed)),
-    }
+    switch_links(ctx, file, from.clone(), to, now, &mut agent)
 }
 
-/// The steps that change the host. `Err((reason, version_failed))`: true when the new
-/// version itself failed (its restart or its health check), false when a step of the
-/// host did (stop, DB backup, links).
-fn apply_switch(
-    ctx: &Ctx,
-    file: &mut UpdateFile,
-    sw: &mut Switch<'_>,
-    plan: &DbPlan<BackupUnusable>,
-    full_restart: bool,
-    now: Timestamp,
-) -> std::result::Result<(), (Error, bool)> {
-    let l = &ctx.layout;
-    let io = |e: Error| (e, false);
-    if full_restart
-        && sw.was_running
-        && let Some(svc) = &sw.svc
-    {
-        log::info("stopping the agent (downgrade or database restore)");
-        svc.stop().map_err(io)?;
-    }
-    if let (Some(db), Some(from)) = (&sw.db, sw.from)
-        && matches!(plan, DbPlan::BackupOnly | DbPlan::BackupAndRestore)
-    {
-        backup::backup(db, &l.version_dir(from), &file.spec.server, from, now).map_err(io)?;
-        sw.db_backed_up = true;
-        if let Some(ip) = &mut file.status.in_progress {
-            ip.db_backed_up = true;
+impl Release for Agent<'_> {
+    /// The agent stopped for a full restart, its DB backed up (and restored from `to`'s
+    /// backup): a failure here is the host's.
+    fn before_links(&mut self, ctx: &Ctx, file: &mut UpdateFile) -> Result<(), Failed> {
+        let l = &ctx.layout;
+        self.was_running = self.svc.as_ref().is_some_and(Service::is_active);
+        if self.full_restart
+            && self.was_running
+            && let Some(svc) = &self.svc
+        {
+            log::info("stopping the agent (downgrade or database restore)");
+            svc.stop().map_err(Failed::host)?;
         }
-        save(ctx, file).map_err(io)?;
-        kill_point("db_backed_up");
-        if matches!(plan, DbPlan::BackupAndRestore) {
-            log::info(format!("restoring the database backup made by {}", sw.to));
-            backup::restore(&l.version_dir(sw.to), db).map_err(io)?;
-            kill_point("db_restored");
+        if let (Some(db), Some(from)) = (&self.db, self.from)
+            && matches!(self.plan, DbPlan::BackupOnly | DbPlan::BackupAndRestore)
+        {
+            backup::backup(db, &l.version_dir(from), &file.spec.server, from, self.now)
+                .map_err(Failed::host)?;
+            self.db_backed_up = true;
+            if let Some(ip) = &mut file.status.in_progress {
+                ip.db_backed_up = true;
+            }
+            save(ctx, file).map_err(Failed::host)?;
+            kill_point("db_backed_up");
+            if matches!(self.plan, DbPlan::BackupAndRestore) {
+                log::info(format!("restoring the database backup made by {}", self.to));
+                backup::restore(&l.version_dir(self.to), db).map_err(Failed::host)?;
+                kill_point("db_restored");
+            }
         }
+        Ok(())
     }
-    links::apply(l, &l.version_dir(sw.to), ctx.overwrite).map_err(io)?;
-    kill_point("links_switched");
-    let Some(svc) = &sw.svc else {
-        log::info("no service configured: links switched, nothing to restart");
-        return Ok(());
-    };
-    if links::unit_file(&l.version_dir(sw.to)).is_some() {
-        svc.daemon_reload().map_err(io)?;
-    }
-    if !sw.was_running && !svc.wants_running() {
-        log::info(format!(
-            "{} is not running and not enabled: not starting it",
-            svc.cfg.name
-        ));
-        return Ok(());
-    }
-    let restarted = if sw.was_running && !full_restart {
-        log::info(format!("reloading {}", svc.cfg.name));
-        svc.reload()
-    } else {
-        log::info(format!("starting {}", svc.cfg.name));
-        svc.start()
-    };
-    restarted.map_err(|e| (e, true))?;
-    kill_point("restarted");
-    health::watch(svc, &ctx.http).map_err(|failure| {
-        let version = sw.to.to_string();
-        (Error::Unhealthy { version, failure }, true)
-    })?;
-    kill_point("healthy");
-    Ok(())
-}
 
-/// Puts the host back on `sw.from` after a failed switch and records the failure.
-/// `version_failed`: the new version itself failed (its restart or its health check).
-fn rollback(
-    ctx: &Ctx,
-    file: &mut UpdateFile,
-    sw: &Switch<'_>,
-    reason: Error,
-    version_failed: bool,
-) -> Error {
-    log::error(format!(
-        "update to {} failed: {reason}; rolling back",
-        sw.to
-    ));
-    // Read before the revert starts the old version, whose output would follow.
-    let output = agent_output(&file.spec, version_failed);
-    // Never back onto a revoked version: the one before it if that is allowed, else
-    // the host stays on the failing version, stops, and says so.
-    if let Some(from) = sw.from
-        && let Some(why) = crate::trust::revoked(&ctx.http, &ctx.layout, &file.spec, from)
-    {
-        let allowed = file.status.backup.clone().filter(|b| {
-            b != from
-                && b != sw.to
-                && ctx.layout.version_dir(b).is_dir()
-                && crate::trust::revoked(&ctx.http, &ctx.layout, &file.spec, b).is_none()
-        });
-        log::error(format!(
-            "{from}, the version before {}, is revoked ({why}): not rolling back onto it",
-            sw.to
-        ));
-        let Some(back) = allowed else {
-            return stay_on_failing(ctx, file, sw.to, from, &why, reason, output);
+    /// Links that cannot be moved are the host's failure, rolled back at once.
+    fn links_failed(&self, e: Error) -> Result<Failed> {
+        Ok(Failed::host(e))
+    }
+
+    /// The agent restarted (or reloaded) and watched until healthy; nothing to check
+    /// without a service, or with one neither running nor enabled.
+    fn check_linked(&mut self, ctx: &Ctx, _file: &mut UpdateFile) -> Result<(), Failed> {
+        let l = &ctx.layout;
+        let Some(svc) = &self.svc else {
+            log::info("no service configured: links switched, nothing to restart");
+            return Ok(());
         };
-        log::info(format!("rolling back to {back}, installed and allowed"));
-        // The database backup is {from}'s: not restored into another version.
-        let reverted = revert(ctx, &file.spec, Some(&back), false, sw.was_running);
-        return record_failure(
-            ctx,
-            file,
-            Some(&back),
-            sw.to,
-            Failure {
-                reason,
-                version_failed,
-                agent_output: output,
-            },
-            reverted,
-        );
+        if links::unit_file(&l.version_dir(self.to)).is_some() {
+            svc.daemon_reload().map_err(Failed::host)?;
+        }
+        if !self.was_running && !svc.wants_running() {
+            log::info(format!(
+                "{} is not running and not enabled: not starting it",
+                svc.cfg.name
+            ));
+            return Ok(());
+        }
+        let restarted = if self.was_running && !self.full_restart {
+            log::info(format!("reloading {}", svc.cfg.name));
+            svc.reload()
+        } else {
+            log::info(format!("starting {}", svc.cfg.name));
+            svc.start()
+        };
+        restarted.map_err(Failed::version)?;
+        kill_point("restarted");
+        health::watch(svc, &ctx.http).map_err(|failure| {
+            let version = self.to.to_string();
+            Failed::version(Error::Unhealthy { version, failure })
+        })?;
+        kill_point("healthy");
+        Ok(())
     }
-    let reverted = revert(ctx, &file.spec, sw.from, sw.db_backed_up, sw.was_running);
-    record_failure(
-        ctx,
-        file,
-        sw.from,
-        sw.to,
-        Failure {
+
+    /// Back onto the version before, never onto a revoked one: onto the backup version
+    /// when it is installed and allowed, else the host stays on the failing version.
+    fn roll_back(&mut self, ctx: &Ctx, file: &mut UpdateFile, failed: Failed) -> Error {
+        let Failed {
             reason,
             version_failed,
-            agent_output: output,
-        },
-        reverted,
-    )
+        } = failed;
+        let to = self.to;
+        log::error(format!("update to {to} failed: {reason}; rolling back"));
+        // Read before the revert starts the old version, whose output would follow.
+        let output = agent_output(&file.spec, version_failed);
+        let failure = |reason, agent_output| Failure {
+            reason,
+            version_failed,
+            agent_output,
+        };
+        if let Some(from) = self.from
+            && let Some(why) = crate::trust::revoked(&ctx.http, &ctx.layout, &file.spec, from)
+        {
+            let allowed = file.status.backup.clone().filter(|b| {
+                b != from
+                    && b != to
+                    && ctx.layout.version_dir(b).is_dir()
+                    && crate::trust::revoked(&ctx.http, &ctx.layout, &file.spec, b).is_none()
+            });
+            log::error(format!(
+                "{from}, the version before {to}, is revoked ({why}): not rolling back onto it"
+            ));
+            let Some(allowed) = allowed else {
+                return stay_on_failing(ctx, file, to, from, &why, reason, output);
+            };
+            log::info(format!("rolling back to {allowed}, installed and allowed"));
+            // The database backup is {from}'s: not restored into another version.
+            let back = Back {
+                version: Some(&allowed),
+                restore_db: false,
+                relink: true,
+            };
+            return go_back(ctx, file, self, back, to, failure(reason, output));
+        }
+        let back = Back {
+            version: self.from,
+            restore_db: self.db_backed_up,
+            relink: true,
+        };
+        go_back(ctx, file, self, back, to, failure(reason, output))
+    }
+
+    /// The agent's failures all come after the journal: its links always go back.
+    fn revert(&mut self, ctx: &Ctx, file: &UpdateFile, back: Back<'_>) -> Reverted {
+        revert(
+            ctx,
+            &file.spec,
+            back.version,
+            back.restore_db,
+            self.was_running,
+        )
+    }
 }
 
 /// A failed switch with nothing allowed to roll back to: `to` stays linked (the host
@@ -295,10 +296,7 @@ fn revert(
             Err(e) => log::error(format!("restoring the database of {from}: {e}")),
         }
     }
-    let relinked = match &from_dir {
-        Some(dir) => links::apply(l, dir, true),
-        None => unlink_to_package(l),
-    };
+    let relinked = relink(l, from, unlink_to_package);
     if let Err(e) = relinked {
         log::error(format!("relinking: {e}"));
         return Reverted::unchecked(format!(
