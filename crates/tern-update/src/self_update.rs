@@ -125,12 +125,13 @@ pub(crate) fn switch(
     };
     if !release.exe.is_file() {
         let reason = release.failed(format!("the release has no {EXE}"));
-        return Err(release.refuse(ctx, file, reason));
+        // Its link never moved: it stays on `from`.
+        return Err(release.back_onto_from(ctx, file, reason, false));
     }
     if let Err(problem) = run_check(&release.exe, l) {
         log::error(format!("the updater {to} fails its self-check: {problem}"));
         let reason = release.failed(problem);
-        return Err(release.refuse(ctx, file, reason));
+        return Err(release.back_onto_from(ctx, file, reason, false));
     }
     switch_links(
         ctx,
@@ -164,26 +165,28 @@ impl Updater<'_> {
         }
     }
 
-    /// Records `to` as a failed release before its link moved: `from` stays linked and
-    /// is checked again, and the failure is recorded as after a switch.
-    fn refuse(&mut self, ctx: &Ctx, file: &mut UpdateFile, reason: Error) -> Error {
+    /// Back onto `from` (its link put back when `relink`), `from` checked again, and
+    /// the failure recorded as the release's (`update::record_failure`: it is skipped
+    /// and reported when `from` passes).
+    fn back_onto_from(
+        &mut self,
+        ctx: &Ctx,
+        file: &mut UpdateFile,
+        reason: Error,
+        relink: bool,
+    ) -> Error {
         let back = Back {
             version: self.from,
             restore_db: false,
-            relink: false,
+            relink,
         };
         let to = self.to;
-        go_back(ctx, file, self, back, to, version_failure(reason))
-    }
-}
-
-/// A failure of the updater's release is the release's: recorded by
-/// `update::record_failure`, it is skipped and reported when `from` passes.
-fn version_failure(reason: Error) -> Failure {
-    Failure {
-        reason,
-        version_failed: true,
-        agent_output: None,
+        let failure = Failure {
+            reason,
+            version_failed: true,
+            agent_output: None,
+        };
+        go_back(ctx, file, self, back, to, failure)
     }
 }
 
@@ -218,13 +221,7 @@ impl Release for Updater<'_> {
     /// Back onto `from`. Unlike the agent's rollback, the updater's has never asked
     /// whether `from` is revoked; merging the mechanism leaves that as it was.
     fn roll_back(&mut self, ctx: &Ctx, file: &mut UpdateFile, failed: Failed) -> Error {
-        let back = Back {
-            version: self.from,
-            restore_db: false,
-            relink: true,
-        };
-        let to = self.to;
-        go_back(ctx, file, self, back, to, version_failure(failed.reason))
+        self.back_onto_from(ctx, file, failed.reason, true)
     }
 
     /// The link back on `back` (or removed: the binary the host was installed with
@@ -514,6 +511,25 @@ mod tests {
         std::fs::canonicalize(ctx.layout.version_dir(version).join(EXE)).unwrap()
     }
 
+    /// A switch to 1.1.0 failed with `err`, which says `says`: 1.0.0 is linked and
+    /// active and passed its self-check again, and 1.1.0 is the version's failure.
+    fn assert_back_on_1_0_0(ctx: &Ctx, err: &Error, says: &str) {
+        let msg = err.to_string();
+        assert!(
+            msg.contains(says)
+                && msg.contains("the updater 1.0.0 stays linked and passes its self-check"),
+            "{msg}"
+        );
+        assert_eq!(linked(ctx), exe_of(ctx, "1.0.0"), "1.0.0 is linked");
+        let st = &state::load(&ctx.layout.update_yaml())
+            .unwrap()
+            .unwrap()
+            .status;
+        assert_eq!(st.active.as_deref(), Some("1.0.0"));
+        assert_eq!(st.skip.as_deref(), Some("1.1.0"));
+        assert!(st.rollback && st.in_progress.is_none() && st.environment_failure.is_none());
+    }
+
     #[test]
     fn a_release_that_passes_its_self_check_is_switched_in_and_committed() {
         let dir = tempfile::tempdir().unwrap();
@@ -535,20 +551,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (ctx, mut file) = on_1_0_0(dir.path(), "echo 'tern-update: panicked' >&2; exit 101");
         let err = switch(&ctx, &mut file, Some("1.0.0".into()), "1.1.0").unwrap_err();
-        let msg = err.to_string();
-        assert!(
-            msg.contains("exited with 101")
-                && msg.contains("the updater 1.0.0 stays linked and passes its self-check"),
-            "{msg}"
-        );
-        assert_eq!(linked(&ctx), exe_of(&ctx, "1.0.0"));
-        let st = &state::load(&ctx.layout.update_yaml())
-            .unwrap()
-            .unwrap()
-            .status;
-        assert_eq!(st.active.as_deref(), Some("1.0.0"));
-        assert_eq!(st.skip.as_deref(), Some("1.1.0"));
-        assert!(st.rollback && st.in_progress.is_none() && st.environment_failure.is_none());
+        assert_back_on_1_0_0(&ctx, &err, "exited with 101");
     }
 
     #[test]
@@ -558,20 +561,7 @@ mod tests {
         let through_link = "case \"$0\" in */versions/*) echo \"tern-update $0 self-check ok\";; *) echo 'broken through the link' >&2; exit 3;; esac";
         let (ctx, mut file) = on_1_0_0(dir.path(), through_link);
         let err = switch(&ctx, &mut file, Some("1.0.0".into()), "1.1.0").unwrap_err();
-        let msg = err.to_string();
-        assert!(
-            msg.contains("broken through the link")
-                && msg.contains("the updater 1.0.0 stays linked and passes its self-check"),
-            "{msg}"
-        );
-        assert_eq!(linked(&ctx), exe_of(&ctx, "1.0.0"), "the link went back");
-        let st = &state::load(&ctx.layout.update_yaml())
-            .unwrap()
-            .unwrap()
-            .status;
-        assert_eq!(st.active.as_deref(), Some("1.0.0"));
-        assert_eq!(st.skip.as_deref(), Some("1.1.0"));
-        assert!(st.rollback && st.in_progress.is_none() && st.environment_failure.is_none());
+        assert_back_on_1_0_0(&ctx, &err, "broken through the link");
     }
 
     #[test]
