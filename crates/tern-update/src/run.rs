@@ -1,6 +1,6 @@
 //! One update run of tern-update mode or package mode: recover what a killed run left,
 //! ask find (or the channel), decide, wait out the jitter, install and switch. Above
-//! the mechanics (`update` in tarball mode, `package` in package mode) and the channel
+//! the mechanics (`download` and `switch` in tarball mode, `package` in package mode) and the channel
 //! follower, which this module picks between.
 
 use std::time::Duration;
