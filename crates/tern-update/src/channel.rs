@@ -7,10 +7,11 @@
 use jiff::Timestamp;
 use tern_core::host_update::{CriticalAnswer, Source, VersionAnswer, WindowState};
 
+use crate::ctx::Ctx;
 use crate::decide::{self, Decision};
 use crate::log;
 use crate::state::{ChannelSeen, UpdateFile};
-use crate::update::{self, Ctx};
+use crate::{agent, identity};
 
 /// The decision of one run in channel mode, and the channel's version answer it was
 /// made from; `file.status` keeps what the channel answered and the schedule ternd
@@ -32,7 +33,7 @@ pub(crate) fn decide(
     // critical version; the stored schedule was checked when it came, so a hand-edited
     // update.yaml is no window either.
     let window = WindowState::of(file.status.schedule.as_ref(), clock);
-    let health = update::agent_health(ctx, file);
+    let health = agent::agent_health(ctx, file);
     let decision = decide::decide_source(
         &file.spec,
         &file.status,
@@ -77,7 +78,7 @@ pub(crate) fn answers(
     channel: &str,
 ) -> (VersionAnswer, CriticalAnswer) {
     let ours = !spec.server.is_empty() && channel.starts_with(spec.server.trim_end_matches('/'));
-    let id = update::updater_id(&ctx.layout).ok().filter(|_| ours);
+    let id = identity::updater_id(&ctx.layout).ok().filter(|_| ours);
     let updater_id = id.as_deref();
     let version = match ctx.http.channel_value_as(channel, "version", updater_id) {
         Ok(body) => VersionAnswer::from_body(&body),

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::heartbeat::{self, Sent};
 use crate::layout::{self, Layout};
 use crate::links;
 use crate::lock::{self, Lock, Wait};
@@ -16,7 +18,7 @@ use crate::log;
 use crate::run::{self, Opts, Outcome};
 use crate::service::ServiceConfig;
 use crate::state::{self, Spec, UpdateFile};
-use crate::update::{self, Ctx};
+use crate::{agent, host_facts, identity};
 
 /// How long interactive commands wait for a running update.
 pub(crate) const INTERACTIVE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -239,7 +241,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
         }
         None => moved_link_dirs(ctx, &file)?,
     };
-    let id = update::updater_id(&ctx.layout)?;
+    let id = identity::updater_id(&ctx.layout)?;
     let find = match &spec.channel {
         // Channel mode: the channel must answer a version now, as find must otherwise.
         Some(channel) => {
@@ -273,7 +275,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             &spec.server,
             &spec.group,
             &id,
-            &update::host_facts(&ctx.layout, &spec, &state::Status::default()),
+            &host_facts::host_facts(&ctx.layout, &spec, &state::Status::default()),
         ) {
             Ok(f) => Some(f),
             Err(e) if args.force_version.is_some() => {
@@ -287,7 +289,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
     };
     // Before anything is saved: the heartbeat says what the host runs now, under the
     // spec about to be saved.
-    update::check_token(
+    heartbeat::check_token(
         ctx,
         &UpdateFile {
             spec: spec.clone(),
@@ -330,7 +332,7 @@ pub fn enable(ctx: &Ctx, args: EnableArgs) -> Result<Report> {
             jitter_done: false,
         },
     );
-    update::heartbeat(ctx, &file);
+    heartbeat::heartbeat(ctx, &file);
     crate::directive::run_pending(ctx, &mut file);
     result.map(describe)
 }
@@ -410,7 +412,7 @@ pub fn pin(ctx: &Ctx, force_version: Option<String>, until: Option<String>) -> R
                     jitter_done: false,
                 },
             );
-            update::heartbeat(ctx, &file);
+            heartbeat::heartbeat(ctx, &file);
             result?;
             v
         }
@@ -420,7 +422,7 @@ pub fn pin(ctx: &Ctx, force_version: Option<String>, until: Option<String>) -> R
     file.spec.pinned_version = Some(version.clone());
     file.spec.pinned_until = until;
     save(ctx, &file)?;
-    update::heartbeat(ctx, &file);
+    heartbeat::heartbeat(ctx, &file);
     // Pinned now: an instruction the answers brought is refused (and reported).
     crate::directive::run_pending(ctx, &mut file);
     Ok(Report::Done(match until {
@@ -483,14 +485,14 @@ pub fn update(ctx: &Ctx, now: bool, released: bool) -> Result<Report> {
             ));
         }
         let result = run::run(ctx, &mut file, opts.clone());
-        update::heartbeat(ctx, &file);
+        heartbeat::heartbeat(ctx, &file);
         // Still under the lock: instructions the heartbeats brought (this one's, or
         // those kept while waiting out a jitter) run now.
         crate::directive::run_pending(ctx, &mut file);
         match result {
             Ok(Outcome::Jitter { wait, .. }) if !opts.jitter_done => {
                 drop(held);
-                update::wait_heartbeating(ctx, wait);
+                heartbeat::wait_heartbeating(ctx, wait);
                 opts.jitter_done = true;
             }
             other => return other.map(describe),
@@ -537,9 +539,9 @@ pub fn heartbeat(ctx: &Ctx) -> Result<Report> {
     if file.spec.server.is_empty() {
         return Err(Error::NotEnabled);
     }
-    Ok(match update::heartbeat(ctx, &file) {
-        update::Sent::Accepted => Report::Done(format!("heartbeat sent to {}", file.spec.server)),
-        update::Sent::Failed(e) => {
+    Ok(match heartbeat::heartbeat(ctx, &file) {
+        Sent::Accepted => Report::Done(format!("heartbeat sent to {}", file.spec.server)),
+        Sent::Failed(e) => {
             Report::Refused(format!("the heartbeat to {} failed: {e}", file.spec.server))
         }
     })
@@ -583,7 +585,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
             &file.spec.server,
             &file.spec.group,
             id.as_deref().unwrap_or(""),
-            &update::host_facts(&ctx.layout, &file.spec, &file.status),
+            &host_facts::host_facts(&ctx.layout, &file.spec, &file.status),
         ) {
             Ok(f) => {
                 server.reachable = true;
@@ -599,7 +601,7 @@ pub fn status(ctx: &Ctx) -> Result<StatusView> {
                     version: f.auto_update.agent_version.clone(),
                     gate: tern_core::host_update::FindGate::of(&f.auto_update),
                 };
-                let health = update::agent_health(ctx, &file);
+                let health = agent::agent_health(ctx, &file);
                 server.update_now = match crate::decide::decide_source(
                     &file.spec,
                     &file.status,
@@ -666,7 +668,7 @@ pub fn uninstall(ctx: &Ctx, force: bool) -> Result<Report> {
         });
     }
     let active_dir = file.status.active.as_deref().map(|v| l.version_dir(v));
-    let svc = update::service_for(&file.spec, active_dir.as_deref())?;
+    let svc = agent::service_for(&file.spec, active_dir.as_deref())?;
     let was_active = svc.as_ref().is_some_and(|s| s.is_active());
     if let Some(svc) = &svc
         && was_active

@@ -21,6 +21,8 @@ use tern_core::directive::instruct::{InstallInstruction, render_env};
 use tern_core::directive::resource::InstallerType;
 use tern_core::directive::state::AttemptResult;
 
+use crate::ctx::Ctx;
+use crate::download::{self, Expected};
 use crate::error::Error;
 use crate::installers::LOCAL_SCRIPT;
 use crate::layout;
@@ -29,7 +31,7 @@ use crate::pending_install;
 use crate::run;
 use crate::script::{self, ScriptFailure};
 use crate::state::{self, Spec, UpdateFile};
-use crate::update::{self, Ctx, Expected};
+use crate::{cleanup, heartbeat, host_facts, identity, switch};
 
 /// Attempt ids remembered as run.
 const KEPT_ATTEMPTS: usize = 32;
@@ -83,7 +85,7 @@ pub enum InstallFailure {
 pub(crate) fn run_pending(ctx: &Ctx, file: &mut UpdateFile) {
     script::remove_leftovers(&ctx.layout.ns_dir());
     if interrupted(ctx, file) {
-        update::heartbeat(ctx, file);
+        heartbeat::heartbeat(ctx, file);
     }
     for _ in 0..ROUNDS {
         let Some(instruction) = pending_install::load_pending(&ctx.layout) else {
@@ -95,7 +97,7 @@ pub(crate) fn run_pending(ctx: &Ctx, file: &mut UpdateFile) {
             return;
         }
         // The result, right away; the answer may bring the next instruction.
-        update::heartbeat(ctx, file);
+        heartbeat::heartbeat(ctx, file);
     }
 }
 
@@ -267,12 +269,12 @@ fn edition(ctx: &Ctx, file: &UpdateFile) -> String {
     if file.spec.channel.is_some() || file.spec.server.is_empty() {
         return String::new();
     }
-    let id = update::updater_id(&ctx.layout).unwrap_or_default();
+    let id = identity::updater_id(&ctx.layout).unwrap_or_default();
     match ctx.http.find(
         &file.spec.server,
         &file.spec.group,
         &id,
-        &update::host_facts(&ctx.layout, &file.spec, &file.status),
+        &host_facts::host_facts(&ctx.layout, &file.spec, &file.status),
     ) {
         Ok(f) => f.edition,
         Err(e) => {
@@ -302,14 +304,14 @@ fn native(
     layout::validate_version(&target)?;
     let edition = edition(ctx, file);
     if instruction.dry_run {
-        update::verify_only(ctx, &file.spec, &edition, &target, expect)?;
+        download::verify_only(ctx, &file.spec, &edition, &target, expect)?;
         log::info(format!(
             "dry run: the artifact of {target} matches the instruction; nothing was installed"
         ));
         return Ok(());
     }
     run::recover(ctx, file)?;
-    update::install_checked(ctx, &file.spec, &edition, &target, Some(expect))?;
+    download::install_checked(ctx, &file.spec, &edition, &target, Some(expect))?;
     let from = file.status.active.clone();
     if from.as_deref() == Some(target.as_str()) {
         log::info(format!("already running {target}"));
@@ -322,9 +324,9 @@ fn native(
     if file.spec.self_update {
         crate::self_update::switch(ctx, file, from, &target)?;
     } else {
-        update::switch(ctx, file, from, &target)?;
+        switch::switch(ctx, file, from, &target)?;
     }
-    update::cleanup(ctx, file)?;
+    cleanup::cleanup(ctx, file)?;
     Ok(())
 }
 

@@ -54,3 +54,10 @@ pub(crate) fn remove_dir_durable(path: &Path) -> Result<()> {
 pub(crate) fn free_space(path: &Path) -> Result<u64> {
     Ok(tern_fs::free_space(path)?)
 }
+
+/// A small file's text, trimmed; `None` when it cannot be read or holds only blanks.
+pub(crate) fn read_trimmed(path: &Path) -> Option<String> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}

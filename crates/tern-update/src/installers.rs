@@ -1,6 +1,6 @@
 //! The installer types this host takes from version directives: what `enable
 //! --installer` may opt in to, and what find and heartbeats advertise. A leaf below
-//! `update` (which sends them) and `directive` (which checks instructions against them).
+//! `host_facts` (which sends them) and `directive` (which checks instructions against them).
 
 use tern_core::directive::resource::InstallerType;
 

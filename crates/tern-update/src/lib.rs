@@ -7,23 +7,33 @@
 //! `backup::validate`, `setup::units`). ternd's wire protocol and the artifact download
 //! are tern-client's; the hostile-input unpacking of tarballs is tern-unpack's.
 
+mod agent;
 mod artifact;
 mod backup;
 mod channel;
+mod cleanup;
 mod commands;
+mod ctx;
 mod decide;
 mod directive;
+mod download;
 mod error;
 mod fsutil;
 mod health;
+mod heartbeat;
 mod hooks;
+mod host_facts;
+mod identity;
 mod installers;
+mod join;
 mod layout;
+mod link_switch;
 mod links;
 mod lock;
 mod log;
 mod package;
 mod pending_install;
+mod random;
 mod reexec;
 mod run;
 mod schedule;
@@ -34,6 +44,7 @@ mod service;
 mod settings;
 mod setup;
 mod state;
+mod switch;
 mod trust;
 mod update;
 mod watch;
@@ -46,6 +57,7 @@ pub use commands::{
     EnableArgs, Report, ScheduleAction, disable, enable, heartbeat, link_package, pin, schedule,
     status, uninstall, unlink_package, unpin, update,
 };
+pub use ctx::Ctx;
 pub use error::{Error, Result};
 pub use layout::{Layout, update_yaml_in, validate_suffix};
 /// The updater's log lines on stderr; the binary's own messages go through them too.
@@ -63,7 +75,6 @@ pub use setup::run as setup;
 pub use state::{UpdateFile, parse as parse_update_file, saved_settings};
 /// The client of ternd and of artifact servers this updater uses.
 pub use tern_client::Client;
-pub use update::Ctx;
 pub use watch::{MAX_HOLD_SECONDS, WatchArgs, run as watch};
 
 /// What only the integration tests reach for (feature `test-support`, which this

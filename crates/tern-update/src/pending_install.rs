@@ -1,6 +1,6 @@
 //! The install instruction a heartbeat answer brought, kept in `install_pending.json`
 //! for the next step that holds `update.lock` (`directive::run_pending`): heartbeats
-//! also run without the lock, so they only keep it. Below `update`, which sends the
+//! also run without the lock, so they only keep it. Below `heartbeat`, which sends the
 //! heartbeats, and `directive`, which runs what is kept.
 
 use tern_core::directive::instruct::InstallInstruction;

@@ -1,6 +1,6 @@
 //! One update run of tern-update mode or package mode: recover what a killed run left,
 //! ask find (or the channel), decide, wait out the jitter, install and switch. Above
-//! the mechanics (`update` in tarball mode, `package` in package mode) and the channel
+//! the mechanics (`download` and `switch` in tarball mode, `package` in package mode) and the channel
 //! follower, which this module picks between.
 
 use std::time::Duration;
@@ -8,16 +8,20 @@ use std::time::Duration;
 use jiff::Timestamp;
 use tern_core::wire::FindResponse;
 
+use crate::agent::agent_health;
+use crate::cleanup::cleanup;
+use crate::ctx::{Ctx, save};
 use crate::decide::{self, Decision};
+use crate::download::{install, record_install_failure};
 use crate::error::Result;
 use crate::hooks::kill_point;
+use crate::host_facts::host_facts;
+use crate::identity::updater_id;
 use crate::layout;
 use crate::log;
+use crate::random::random_up_to;
 use crate::state::UpdateFile;
-use crate::update::{
-    Ctx, agent_health, cleanup, host_facts, install, random_up_to, record_install_failure,
-    recover_switch, save, switch, updater_id,
-};
+use crate::switch::{recover_switch, switch};
 
 /// The longest jitter a run waits, whatever the server says (`agent_update_jitter_seconds`
 /// comes from the network: u64::MAX, or years, must not stall the host). ternd's own

@@ -10,11 +10,12 @@ use std::path::PathBuf;
 
 use tern_core::host_update::{CriticalAnswer, Health, VersionAnswer};
 
+use crate::agent;
+use crate::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::layout::Layout;
 use crate::state::UpdateFile;
-use crate::update::{self, Ctx};
 
 /// The drop-in that restricts the updater's timer to the window.
 pub(crate) fn override_path(layout: &Layout) -> PathBuf {
@@ -85,7 +86,7 @@ pub(crate) fn sync(ctx: &Ctx, file: &mut UpdateFile) -> Result<Done> {
     if file.spec.server.is_empty() {
         return Err(Error::NoServer);
     }
-    if let Health::Unhealthy(_) = update::agent_health(ctx, file) {
+    if let Health::Unhealthy(_) = agent::agent_health(ctx, file) {
         return clear_because(
             ctx,
             "the agent is unhealthy, so it may update outside the window",

@@ -24,15 +24,16 @@
 //! (`share_identity`). A namespace enabled against a second ternd of its own (earlier
 //! releases' setup) sends no product and keeps its own identity, as before.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use crate::ctx::{Ctx, save};
 use crate::error::{Error, Result};
-use crate::hooks::kill_point;
 use crate::layout::Layout;
+use crate::link_switch::{Back, Failed, Release, go_back, relink, switch_links};
 use crate::log;
 use crate::self_check::{EXE, NAMESPACE, run_check};
-use crate::state::{self, InProgress, Spec, UpdateFile};
-use crate::update::{Ctx, Failure, Reverted, commit, record_failure, save};
+use crate::state::{self, Spec, UpdateFile};
+use crate::update::{Failure, Reverted};
 
 /// Checks what `enable --self-update` is given: only in [`NAMESPACE`], with tarballs
 /// and find (no package manager, channel or agent service to watch).
@@ -76,8 +77,8 @@ pub(crate) fn agent_stop(ctx: &Ctx) -> Option<String> {
     if file.spec.server.is_empty() || file.spec.channel.is_some() {
         return None;
     }
-    let facts = crate::update::host_facts(&agent, &file.spec, &file.status);
-    let answer = crate::update::updater_id(&agent).and_then(|id| {
+    let facts = crate::host_facts::host_facts(&agent, &file.spec, &file.status);
+    let answer = crate::identity::updater_id(&agent).and_then(|id| {
         ctx.http
             .find(&file.spec.server, &file.spec.group, &id, &facts)
             .map_err(crate::Error::from)
@@ -106,8 +107,8 @@ pub(crate) fn agent_stop(ctx: &Ctx) -> Option<String> {
 }
 
 /// Switches the updater from `from` to `to` (unpacked): self-check the new release,
-/// switch the link, self-check through the link; on a failure the link stays (or goes
-/// back) on `from` and the failure is the version's.
+/// switch the link, self-check through the link (`link_switch`); on a failure the link
+/// stays (or goes back) on `from` and the failure is the version's.
 pub(crate) fn switch(
     ctx: &Ctx,
     file: &mut UpdateFile,
@@ -116,86 +117,130 @@ pub(crate) fn switch(
 ) -> Result<()> {
     let l = &ctx.layout;
     let to_dir = l.version_dir(to);
-    let exe = to_dir.join(EXE);
     crate::links::check(l, &to_dir, ctx.overwrite)?;
-    let failed = |problem: String| Error::SelfCheckFailed {
-        version: to.to_string(),
-        exe: exe.clone(),
-        problem,
+    let mut release = Updater {
+        from: from.as_deref(),
+        to,
+        exe: to_dir.join(EXE),
     };
-    if !exe.is_file() {
-        let reason = failed(format!("the release has no {EXE}"));
-        return Err(blame(ctx, file, from.as_deref(), to, reason, false));
+    if !release.exe.is_file() {
+        let reason = release.failed(format!("the release has no {EXE}"));
+        // Its link never moved: it stays on `from`.
+        return Err(release.back_onto_from(ctx, file, reason, false));
     }
-    if let Err(problem) = run_check(&exe, l) {
+    if let Err(problem) = run_check(&release.exe, l) {
         log::error(format!("the updater {to} fails its self-check: {problem}"));
-        return Err(blame(
-            ctx,
-            file,
-            from.as_deref(),
-            to,
-            failed(problem),
-            false,
-        ));
+        let reason = release.failed(problem);
+        return Err(release.back_onto_from(ctx, file, reason, false));
     }
-    file.status.in_progress = Some(InProgress {
-        from: from.clone(),
-        to: to.to_string(),
-        started: jiff::Timestamp::now(),
-        db_backed_up: false,
-    });
-    save(ctx, file)?;
-    kill_point("journal_written");
-    // `links::apply` replaces each link by a rename: the timer sees the old release or
-    // the new one, never none.
-    crate::links::apply(l, &to_dir, ctx.overwrite)?;
-    kill_point("links_switched");
-    let linked = l.link_dir.join("tern-update");
-    if let Err(problem) = run_check(&linked, l) {
-        log::error(format!(
-            "the updater {to} fails its self-check through {}: {problem}",
-            linked.display()
-        ));
-        return Err(blame(ctx, file, from.as_deref(), to, failed(problem), true));
-    }
-    file.status.proven_runs = 0;
-    file.status.agent_healthy_at_switch = agent_healthy(ctx);
-    commit(ctx, file, from, to)?;
+    switch_links(
+        ctx,
+        file,
+        from.clone(),
+        to,
+        jiff::Timestamp::now(),
+        &mut release,
+    )?;
     log::info(format!(
         "the updater now runs {to} ({}): every later command is handed to it",
-        linked.display()
+        l.link_dir.join("tern-update").display()
     ));
     Ok(())
 }
 
-/// Records `to` as a failed release: links back on `from` (when they were switched),
-/// `from` checked again, and the failure recorded as every namespace records one
-/// (`update::record_failure`: the version is skipped and reported when `from` passes).
-fn blame(
-    ctx: &Ctx,
-    file: &mut UpdateFile,
-    from: Option<&str>,
-    to: &str,
-    reason: Error,
-    switched: bool,
-) -> Error {
-    let l = &ctx.layout;
-    let mut relink_failed = None;
-    if switched {
-        let relinked = match from {
-            Some(f) => crate::links::apply(l, &l.version_dir(f), true),
-            None => crate::links::remove(l, &|p: &Path| l.is_managed(p)),
-        };
-        if let Err(e) = relinked {
-            relink_failed = Some(e.to_string());
+/// A switch of the updater to the release `to`, whose binary is `exe`.
+struct Updater<'a> {
+    from: Option<&'a str>,
+    to: &'a str,
+    exe: PathBuf,
+}
+
+impl Updater<'_> {
+    /// `to`'s self-check failed with `problem`.
+    fn failed(&self, problem: String) -> Error {
+        Error::SelfCheckFailed {
+            version: self.to.to_string(),
+            exe: self.exe.clone(),
+            problem,
         }
     }
-    let reverted = match (relink_failed, from) {
-        (Some(e), _) => Reverted::unchecked(format!(
-            "relinking failed ({e}); the host may have no working updater link"
-        )),
-        (None, None) => Reverted::unchecked("no updater release was installed before; none is now"),
-        (None, Some(f)) => match run_check(&l.version_dir(f).join(EXE), l) {
+
+    /// Back onto `from` (its link put back when `relink`), `from` checked again, and
+    /// the failure recorded as the release's (`update::record_failure`: it is skipped
+    /// and reported when `from` passes).
+    fn back_onto_from(
+        &mut self,
+        ctx: &Ctx,
+        file: &mut UpdateFile,
+        reason: Error,
+        relink: bool,
+    ) -> Error {
+        let back = Back {
+            version: self.from,
+            restore_db: false,
+            relink,
+        };
+        let to = self.to;
+        let failure = Failure {
+            reason,
+            version_failed: true,
+            agent_output: None,
+        };
+        go_back(ctx, file, self, back, to, failure)
+    }
+}
+
+impl Release for Updater<'_> {
+    /// A link that cannot be moved is returned as it is: the journal stays, and the
+    /// next run's recovery puts the link back.
+    fn links_failed(&self, e: Error) -> Result<Failed> {
+        Err(e)
+    }
+
+    /// The release answers its self-check through the link the timer runs.
+    fn check_linked(&mut self, ctx: &Ctx, _file: &mut UpdateFile) -> Result<(), Failed> {
+        let l = &ctx.layout;
+        let linked = l.link_dir.join("tern-update");
+        if let Err(problem) = run_check(&linked, l) {
+            log::error(format!(
+                "the updater {} fails its self-check through {}: {problem}",
+                self.to,
+                linked.display()
+            ));
+            return Err(Failed::version(self.failed(problem)));
+        }
+        Ok(())
+    }
+
+    /// The release's proof starts again (`note_proof`), against the agent's health now.
+    fn before_commit(&mut self, ctx: &Ctx, file: &mut UpdateFile) {
+        file.status.proven_runs = 0;
+        file.status.agent_healthy_at_switch = agent_healthy(ctx);
+    }
+
+    /// Back onto `from`. Unlike the agent's rollback, the updater's has never asked
+    /// whether `from` is revoked; merging the mechanism leaves that as it was.
+    fn roll_back(&mut self, ctx: &Ctx, file: &mut UpdateFile, failed: Failed) -> Error {
+        self.back_onto_from(ctx, file, failed.reason, true)
+    }
+
+    /// The link back on `back` (or removed: the binary the host was installed with
+    /// runs then), and that release self-checked.
+    fn revert(&mut self, ctx: &Ctx, _file: &UpdateFile, back: Back<'_>) -> Reverted {
+        let l = &ctx.layout;
+        if back.relink
+            && let Err(e) = relink(l, back.version, |l| {
+                crate::links::remove(l, &|p: &Path| l.is_managed(p))
+            })
+        {
+            return Reverted::unchecked(format!(
+                "relinking failed ({e}); the host may have no working updater link"
+            ));
+        }
+        let Some(f) = back.version else {
+            return Reverted::unchecked("no updater release was installed before; none is now");
+        };
+        match run_check(&l.version_dir(f).join(EXE), l) {
             Ok(()) => Reverted {
                 outcome: format!("the updater {f} stays linked and passes its self-check"),
                 healthy: true,
@@ -203,20 +248,8 @@ fn blame(
             Err(problem) => Reverted::unchecked(format!(
                 "the updater {f} stays linked but fails its self-check too: {problem}"
             )),
-        },
-    };
-    record_failure(
-        ctx,
-        file,
-        from,
-        to,
-        Failure {
-            reason,
-            version_failed: true,
-            agent_output: None,
-        },
-        reverted,
-    )
+        }
+    }
 }
 
 /// The product `enable --self-update` asks for when none is given: `updater` when the
@@ -356,7 +389,7 @@ pub(crate) fn note_proof(ctx: &Ctx, file: &mut UpdateFile) -> Result<()> {
     };
     if runs != file.status.proven_runs {
         file.status.proven_runs = runs;
-        crate::update::save(ctx, file)?;
+        save(ctx, file)?;
     }
     Ok(())
 }
@@ -415,7 +448,7 @@ pub(crate) fn agent_healthy(ctx: &Ctx) -> Option<bool> {
         overwrite: false,
         settings: ctx.settings.clone(),
     };
-    match crate::update::agent_health(&agent, &file) {
+    match crate::agent::agent_health(&agent, &file) {
         tern_core::host_update::Health::Healthy => Some(true),
         tern_core::host_update::Health::Unhealthy(_) => Some(false),
         tern_core::host_update::Health::Unknown => None,
@@ -429,6 +462,129 @@ mod tests {
 
     fn layout(dir: &Path, suffix: &str) -> Layout {
         Layout::new(dir.to_path_buf(), suffix, &Settings::default())
+    }
+
+    /// A context over a temporary install dir, no ternd (the switch asks none).
+    fn ctx(dir: &Path) -> Ctx {
+        Ctx {
+            layout: layout(dir, NAMESPACE),
+            http: tern_client::Client::for_host(
+                std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider()),
+                false,
+                std::time::Duration::from_secs(5),
+                None,
+            ),
+            overwrite: false,
+            settings: Settings::default(),
+        }
+    }
+
+    /// Unpacks an updater release whose binary is a shell script (a real child process
+    /// for `run_check`): `answer` is the script's body.
+    fn release(l: &Layout, version: &str, answer: &str) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let exe = l.version_dir(version).join(EXE);
+        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+        std::fs::write(&exe, format!("#!/bin/sh\n{answer}\n")).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    const PASSES: &str = "echo \"tern-update $0 self-check ok\"";
+
+    /// The host runs the updater 1.0.0 (linked, active), and 1.1.0 is unpacked.
+    fn on_1_0_0(dir: &Path, new: &str) -> (Ctx, UpdateFile) {
+        let ctx = ctx(dir);
+        release(&ctx.layout, "1.0.0", PASSES);
+        release(&ctx.layout, "1.1.0", new);
+        crate::links::apply(&ctx.layout, &ctx.layout.version_dir("1.0.0"), false).unwrap();
+        let mut file = UpdateFile::default();
+        file.status.active = Some("1.0.0".into());
+        save(&ctx, &file).unwrap();
+        (ctx, file)
+    }
+
+    fn linked(ctx: &Ctx) -> std::path::PathBuf {
+        std::fs::canonicalize(ctx.layout.link_dir.join("tern-update")).unwrap()
+    }
+
+    fn exe_of(ctx: &Ctx, version: &str) -> std::path::PathBuf {
+        std::fs::canonicalize(ctx.layout.version_dir(version).join(EXE)).unwrap()
+    }
+
+    /// A switch to 1.1.0 failed with `err`, which says `says`: 1.0.0 is linked and
+    /// active and passed its self-check again, and 1.1.0 is the version's failure.
+    fn assert_back_on_1_0_0(ctx: &Ctx, err: &Error, says: &str) {
+        let msg = err.to_string();
+        assert!(
+            msg.contains(says)
+                && msg.contains("the updater 1.0.0 stays linked and passes its self-check"),
+            "{msg}"
+        );
+        assert_eq!(linked(ctx), exe_of(ctx, "1.0.0"), "1.0.0 is linked");
+        let st = &state::load(&ctx.layout.update_yaml())
+            .unwrap()
+            .unwrap()
+            .status;
+        assert_eq!(st.active.as_deref(), Some("1.0.0"));
+        assert_eq!(st.skip.as_deref(), Some("1.1.0"));
+        assert!(st.rollback && st.in_progress.is_none() && st.environment_failure.is_none());
+    }
+
+    #[test]
+    fn a_release_that_passes_its_self_check_is_switched_in_and_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ctx, mut file) = on_1_0_0(dir.path(), PASSES);
+        file.status.proven_runs = 5;
+        switch(&ctx, &mut file, Some("1.0.0".into()), "1.1.0").unwrap();
+        assert_eq!(linked(&ctx), exe_of(&ctx, "1.1.0"));
+        let saved = state::load(&ctx.layout.update_yaml()).unwrap().unwrap();
+        for st in [&file.status, &saved.status] {
+            assert_eq!(st.active.as_deref(), Some("1.1.0"));
+            assert_eq!(st.backup.as_deref(), Some("1.0.0"));
+            assert_eq!(st.proven_runs, 0, "the proof starts again");
+            assert!(st.in_progress.is_none() && st.skip.is_none() && !st.rollback);
+        }
+    }
+
+    #[test]
+    fn a_release_failing_its_self_check_is_never_linked_and_is_the_versions_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ctx, mut file) = on_1_0_0(dir.path(), "echo 'tern-update: panicked' >&2; exit 101");
+        let err = switch(&ctx, &mut file, Some("1.0.0".into()), "1.1.0").unwrap_err();
+        assert_back_on_1_0_0(&ctx, &err, "exited with 101");
+    }
+
+    #[test]
+    fn a_release_failing_through_its_link_is_linked_back_and_is_the_versions_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        // Passes when run from its version directory, fails through the link.
+        let through_link = "case \"$0\" in */versions/*) echo \"tern-update $0 self-check ok\";; *) echo 'broken through the link' >&2; exit 3;; esac";
+        let (ctx, mut file) = on_1_0_0(dir.path(), through_link);
+        let err = switch(&ctx, &mut file, Some("1.0.0".into()), "1.1.0").unwrap_err();
+        assert_back_on_1_0_0(&ctx, &err, "broken through the link");
+    }
+
+    #[test]
+    fn a_first_release_failing_through_its_link_leaves_no_updater_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx(dir.path());
+        let through_link =
+            "case \"$0\" in */versions/*) echo \"tern-update $0 self-check ok\";; *) exit 3;; esac";
+        release(&ctx.layout, "1.1.0", through_link);
+        let mut file = UpdateFile::default();
+        let err = switch(&ctx, &mut file, None, "1.1.0").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no updater release was installed before; none is now"),
+            "{err}"
+        );
+        assert!(!ctx.layout.link_dir.join("tern-update").exists());
+        // Nothing was checked to blame the release against: the host's failure.
+        let st = &state::load(&ctx.layout.update_yaml())
+            .unwrap()
+            .unwrap()
+            .status;
+        assert!(st.environment_failure.is_some() && st.skip.is_none() && st.active.is_none());
     }
 
     #[test]

@@ -14,10 +14,11 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::ctx::Ctx;
 use crate::error::Result;
 use crate::log;
 use crate::state;
-use crate::update::{self, Ctx};
+use crate::{host_facts, identity, random};
 
 /// The longest hold a host asks for (ternd caps it too, at `--long-poll-max-hold`).
 pub const MAX_HOLD_SECONDS: u64 = 600;
@@ -90,7 +91,7 @@ pub(crate) fn spread(d: Duration, random: u64) -> Duration {
 
 fn pause(d: Duration) {
     if !d.is_zero() {
-        std::thread::sleep(spread(d, update::random_up_to(u64::MAX)));
+        std::thread::sleep(spread(d, random::random_up_to(u64::MAX)));
     }
 }
 
@@ -156,9 +157,9 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
             ));
             said_watching = true;
         }
-        let id = update::updater_id(&ctx.layout)?;
+        let id = identity::updater_id(&ctx.layout)?;
         let asked = Instant::now();
-        let facts = update::host_facts(&ctx.layout, &file.spec, &file.status);
+        let facts = host_facts::host_facts(&ctx.layout, &file.spec, &file.status);
         let polled = match ctx.http.find_long_poll(
             server,
             group,
