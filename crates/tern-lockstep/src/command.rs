@@ -3,14 +3,15 @@
 //! output kept for the error message.
 
 use std::path::{Component, Path, PathBuf};
-use std::process::Stdio;
+use std::process::Command;
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
-use tokio::process::Command;
+use tern_process::{Cancel, End, Options};
 
 /// How much of a failed command's output goes into the status message.
 const TAIL: usize = 1024;
+/// How much of the start of a command's output is kept (logged at debug level).
+const LOGGED: usize = 64 * 1024;
 
 /// The facts a command is given (`TERN_LOCKSTEP_*`).
 pub(crate) struct Env<'a> {
@@ -37,6 +38,8 @@ fn program(release_dir: &Path, argv0: &str) -> Result<PathBuf, String> {
 }
 
 /// Runs `argv`; `Err` says what failed (exit status or timeout, and the output's tail).
+/// The command runs on a blocking thread (tern-process's runner); dropping this future
+/// (the worker stopped) kills the command's process group.
 pub(crate) async fn run(
     what: &str,
     argv: &[String],
@@ -47,55 +50,46 @@ pub(crate) async fn run(
         return Err(format!("{what}: empty command"));
     };
     let prog = program(env.release_dir, argv0).map_err(|e| format!("{what}: {e}"))?;
-    let mut child = Command::new(&prog)
-        .args(args)
+    let mut cmd = Command::new(&prog);
+    cmd.args(args)
         .current_dir(env.release_dir)
         .env("TERN_LOCKSTEP_VERSION", env.version)
         .env("TERN_LOCKSTEP_SERVER", env.server.to_string())
         .env("TERN_LOCKSTEP_STEP", env.step.to_string())
         .env("TERN_LOCKSTEP_COMPONENT", env.component)
-        .env("TERN_LOCKSTEP_RELEASE_DIR", env.release_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("{what}: cannot start {}: {e}", prog.display()))?;
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let collect = async {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.read_to_end(&mut out).await;
-        }
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.read_to_end(&mut err).await;
-        }
-        out.extend_from_slice(&err);
-        out
-    };
-    let waited = tokio::time::timeout(timeout, async {
-        let (output, status) = tokio::join!(collect, child.wait());
-        (output, status)
-    })
-    .await;
-    match waited {
-        Err(_) => {
-            let _ = child.kill().await;
-            Err(format!(
-                "{what}: {} did not finish within {}s; killed",
-                argv.join(" "),
-                timeout.as_secs()
-            ))
-        }
-        Ok((_, Err(e))) => Err(format!("{what}: waiting for {}: {e}", prog.display())),
-        Ok((output, Ok(status))) if status.success() => {
+        .env("TERN_LOCKSTEP_RELEASE_DIR", env.release_dir);
+    let cancel = Cancel::new();
+    let _cancel_on_drop = CancelOnDrop(cancel.clone());
+    // A command that ended is not followed by a kill of its group: a step may start a
+    // service that runs on.
+    // The end kept is wider than TAIL: the message trims trailing blank lines first.
+    let options = Options::new(timeout).keep(LOGGED, 4 * TAIL).cancel(cancel);
+    let finished = tokio::task::spawn_blocking(move || tern_process::run(&mut cmd, options))
+        .await
+        .map_err(|e| format!("{what}: running {}: {e}", prog.display()))?
+        .map_err(|e| match e {
+            tern_process::Error::Spawn { source, .. } => {
+                format!("{what}: cannot start {}: {source}", prog.display())
+            }
+            tern_process::Error::Wait { source, .. } => {
+                format!("{what}: waiting for {}: {source}", prog.display())
+            }
+        })?;
+    let mut output = finished.stdout.bytes();
+    output.extend_from_slice(&finished.stderr.bytes());
+    match finished.end {
+        End::TimedOut(_) | End::Cancelled => Err(format!(
+            "{what}: {} did not finish within {}s; killed",
+            argv.join(" "),
+            timeout.as_secs()
+        )),
+        End::Exited(0) => {
             tracing::info!(what, command = %argv.join(" "), "command succeeded");
-            tracing::debug!(what, output = %String::from_utf8_lossy(&output), "its output");
+            let output = format!("{}{}", finished.stdout.text(), finished.stderr.text());
+            tracing::debug!(what, output = %output, "its output");
             Ok(())
         }
-        Ok((output, Ok(status))) => {
+        end => {
             let text = String::from_utf8_lossy(&output);
             let text = text.trim();
             let start = text
@@ -104,11 +98,20 @@ pub(crate) async fn run(
                 .find(|&i| text.len() - i <= TAIL)
                 .unwrap_or(text.len());
             Err(format!(
-                "{what}: {} failed ({status}): {}",
+                "{what}: {} failed ({end}): {}",
                 argv.join(" "),
                 &text[start..]
             ))
         }
+    }
+}
+
+/// Cancels the command when the future running it is dropped.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
     }
 }
 
