@@ -61,8 +61,8 @@ pub(crate) async fn run(
     let cancel = Cancel::new();
     let _cancel_on_drop = CancelOnDrop(cancel.clone());
     // A command that ended is not followed by a kill of its group: a step may start a
-    // service that runs on.
-    // The end kept is wider than TAIL: the message trims trailing blank lines first.
+    // service that runs on. The end kept is wider than TAIL: the message trims trailing
+    // blank lines first.
     let options = Options::new(timeout).keep(LOGGED, 4 * TAIL).cancel(cancel);
     let finished = tokio::task::spawn_blocking(move || tern_process::run(&mut cmd, options))
         .await
@@ -75,8 +75,6 @@ pub(crate) async fn run(
                 format!("{what}: waiting for {}: {source}", prog.display())
             }
         })?;
-    let mut output = finished.stdout.bytes();
-    output.extend_from_slice(&finished.stderr.bytes());
     match finished.end {
         End::TimedOut(_) | End::Cancelled => Err(format!(
             "{what}: {} did not finish within {}s; killed",
@@ -90,6 +88,9 @@ pub(crate) async fn run(
             Ok(())
         }
         end => {
+            // The last bytes of stdout then stderr: exact, as each stream's end is kept.
+            let mut output = finished.stdout.bytes();
+            output.extend_from_slice(&finished.stderr.bytes());
             let text = String::from_utf8_lossy(&output);
             let text = text.trim();
             let start = text
@@ -126,5 +127,106 @@ mod tests {
         assert_eq!(program(dir, "sh").unwrap(), PathBuf::from("sh"));
         assert!(program(dir, "/bin/sh").is_err());
         assert!(program(dir, "bin/../../etc/x").is_err());
+    }
+
+    fn env(dir: &Path) -> Env<'_> {
+        Env {
+            version: "1.0.0",
+            server: 1,
+            step: 1,
+            component: "a",
+            release_dir: dir,
+        }
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script.into()]
+    }
+
+    /// The pid a command wrote to `file`, waited for with a deadline.
+    async fn pid_in(file: &Path) -> u32 {
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(pid) = std::fs::read_to_string(file)
+                .unwrap_or_default()
+                .trim()
+                .parse()
+            {
+                return pid;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "no pid in {}",
+                file.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Whether `pid` still runs (not a zombie), waited on with a deadline until it
+    /// does not.
+    async fn still_runs(pid: u32) -> bool {
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let runs = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']));
+            if !runs || std::time::Instant::now() >= until {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failure_names_the_command_its_end_and_its_output_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = run(
+            "check",
+            &sh("echo out; echo boom >&2; exit 3"),
+            &env(dir.path()),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "check: sh -c echo out; echo boom >&2; exit 3 failed (exited with 3): out\nboom"
+        );
+    }
+
+    #[tokio::test]
+    async fn at_the_timeout_the_command_is_killed_with_what_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("child.pid");
+        let script = format!("sleep 100 & echo $! > '{}'; sleep 100", pidfile.display());
+        let e = run(
+            "start",
+            &sh(&script),
+            &env(dir.path()),
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap_err();
+        assert!(e.ends_with("did not finish within 1s; killed"), "{e}");
+        let child = pid_in(&pidfile).await;
+        assert!(!still_runs(child).await, "{child} outlived the timeout");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_run_kills_its_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("cmd.pid");
+        let script = format!("echo $$ > '{}'; exec sleep 100", pidfile.display());
+        let argv = sh(&script);
+        let e = env(dir.path());
+        let mut running = Box::pin(run("start", &argv, &e, Duration::from_secs(600)));
+        let pid = tokio::select! {
+            _ = &mut running => panic!("the command ended by itself"),
+            pid = pid_in(&pidfile) => pid,
+        };
+        drop(running);
+        assert!(!still_runs(pid).await, "{pid} outlived its dropped run");
     }
 }
