@@ -10,9 +10,10 @@
 //! program runs. A manager that fails is an error naming the command; nothing else is
 //! tried (no tarball download, no other manager).
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use jiff::Timestamp;
+use tern_process::{End, Options};
 
 use crate::decide;
 use crate::error::{Error, Result};
@@ -85,6 +86,12 @@ fn command_timeout() -> std::time::Duration {
     DEFAULT
 }
 
+/// How much of the start of each of a program's outputs is kept: what is parsed
+/// (`apt-cache madison`, `dpkg-query`) is a few lines; apt-get's progress is more.
+const OUTPUT_HEAD: usize = 1024 * 1024;
+/// And of their end, past that: where [`output_tail`] finds why a manager failed.
+const OUTPUT_TAIL: usize = 16 * 1024;
+
 /// What a program said and how it ended.
 struct Ran {
     code: Option<i32>,
@@ -122,73 +129,43 @@ impl Invocation {
     /// Runs the program directly (no shell), stdin closed, output captured, in a
     /// process group of its own that is killed whole (apt-get's dpkg included) when it
     /// takes longer than [`command_timeout`]: a hung manager must not hold the
-    /// updater's lock forever.
+    /// updater's lock forever. A manager that ended is not followed by a kill of its
+    /// group: what its maintainer scripts started may run on.
     fn run(&self) -> Result<Ran> {
-        use std::io::Read;
-        use std::os::unix::process::CommandExt;
-        let spawn_err = |source| Error::PackageSpawn {
-            command: self.display(),
-            source,
-        };
-        let mut child = Command::new(self.tool.program())
-            .args(&self.args)
-            .envs(self.env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(spawn_err)?;
-        let reader = |pipe: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                if let Some(mut p) = pipe {
-                    let _ = p.read_to_end(&mut bytes);
-                }
-                String::from_utf8_lossy(&bytes).into_owned()
-            })
-        };
-        let out = reader(
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        );
-        let err = reader(
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        );
         let timeout = command_timeout();
-        let deadline = std::time::Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = child.try_wait().map_err(spawn_err)? {
-                break status;
+        let mut cmd = Command::new(self.tool.program());
+        cmd.args(&self.args).envs(self.env.iter().copied());
+        let options = Options::new(timeout).keep(OUTPUT_HEAD, OUTPUT_TAIL);
+        let finished = tern_process::run(&mut cmd, options).map_err(|e| {
+            let (tern_process::Error::Spawn { source, .. }
+            | tern_process::Error::Wait { source, .. }) = e;
+            Error::PackageSpawn {
+                command: self.display(),
+                source,
             }
-            if std::time::Instant::now() >= deadline {
-                let group = i32::try_from(child.id())
-                    .ok()
-                    .and_then(rustix::process::Pid::from_raw);
-                if let Some(group) = group {
-                    let _ =
-                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-                }
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Error::PackageCommand {
-                    command: self.display(),
-                    status: format!("no end after {}s: killed", timeout.as_secs()),
-                    output: String::new(),
-                });
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        })?;
+        if finished.output_left_open {
+            log::warn(format!(
+                "{}: its output is still open (a process it started holds it); not read further",
+                self.display()
+            ));
+        }
+        let ran = Ran {
+            code: match finished.end {
+                End::Exited(code) => Some(code),
+                _ => None,
+            },
+            stdout: finished.stdout.text(),
+            stderr: finished.stderr.text(),
         };
-        Ok(Ran {
-            code: status.code(),
-            stdout: out.join().unwrap_or_default(),
-            stderr: err.join().unwrap_or_default(),
-        })
+        if let End::TimedOut(_) | End::Cancelled = finished.end {
+            return Err(Error::PackageCommand {
+                command: self.display(),
+                status: format!("no end after {}s: killed", timeout.as_secs()),
+                output: output_tail(&ran),
+            });
+        }
+        Ok(ran)
     }
 
     /// Runs it; an exit status other than 0 is an error with the end of its output.

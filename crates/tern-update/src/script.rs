@@ -2,17 +2,18 @@
 //! install instruction, run by its shell from a private file, never through `sh -c`
 //! with text put together here. The target reaches it only through environment
 //! variables whose values `render_env` checked; the rest of the environment is a fixed
-//! base. The script runs in a process group of its own, killed whole at its timeout
-//! (and when it ends: what it left behind in its group dies with it, as systemd would
-//! kill it with the updater's cgroup). What it writes is logged line by line, bounded.
+//! base. It runs through tern-process's runner in a process group of its own, killed
+//! whole at its timeout (and when it ends: what it left behind in its group dies with
+//! it, as systemd would kill it with the updater's cgroup). What it writes is logged
+//! line by line, bounded.
 
 use std::collections::VecDeque;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tern_process::{End, Options, Stream};
 
 use crate::error::{Error, IoContext};
 use crate::fsutil;
@@ -24,14 +25,10 @@ pub(crate) const BASE_ENV: [(&str, &str); 2] =
 
 /// At most this much of a script's output is logged; the rest is read and dropped.
 pub(crate) const MAX_LOGGED: usize = 64 * 1024;
-/// A line longer than this is cut (the rest of it is dropped).
-const MAX_LINE: usize = 4096;
 /// Lines of stderr kept for the error of a failed script.
 const TAIL_LINES: usize = 5;
 /// Characters of each kept line.
 const TAIL_LINE_CHARS: usize = 300;
-/// How long the output is still read after the script's group was killed.
-const DRAIN: Duration = Duration::from_secs(2);
 
 /// Why a script did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -129,7 +126,7 @@ fn write_script(dir: &Path, text: &str) -> Result<ScriptFile, Error> {
     Ok(file)
 }
 
-/// What the output readers share.
+/// What the script's lines (each cut at `tern_process::MAX_LINE`) are gathered into.
 #[derive(Default)]
 struct Capture {
     logged: usize,
@@ -170,57 +167,6 @@ impl Capture {
     }
 }
 
-/// Reads `pipe` to its end, logging each line (bounded); says so on `done`.
-fn pump(
-    mut pipe: impl Read + Send + 'static,
-    label: String,
-    stream: &'static str,
-    capture: Arc<Mutex<Capture>>,
-    done: std::sync::mpsc::Sender<()>,
-) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 8192];
-        let mut line: Vec<u8> = Vec::new();
-        let mut cut = false;
-        let emit = |line: &mut Vec<u8>, cut: &mut bool| {
-            if let Ok(mut c) = capture.lock() {
-                c.line(&label, stream, line, *cut);
-            }
-            line.clear();
-            *cut = false;
-        };
-        loop {
-            let n = match pipe.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            for &b in &buf[..n] {
-                if b == b'\n' {
-                    emit(&mut line, &mut cut);
-                } else if line.len() < MAX_LINE {
-                    line.push(b);
-                } else {
-                    cut = true;
-                }
-            }
-        }
-        if !line.is_empty() {
-            emit(&mut line, &mut cut);
-        }
-        let _ = done.send(());
-    });
-}
-
-/// Whether the child has exited, without reaping it: its pid (the group's id) stays
-/// reserved until it is reaped, so killing the group never hits a stranger.
-fn exited(pid: rustix::process::Pid) -> std::io::Result<bool> {
-    use rustix::process::{WaitId, WaitIdOptions, waitid};
-    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-    Ok(waitid(WaitId::Pid(pid), options)
-        .map_err(std::io::Error::from)?
-        .is_some())
-}
-
 /// Runs the script; `Ok` when it (or, for a dry run, its syntax check) exits 0.
 pub(crate) fn run(s: &Script<'_>) -> Result<(), ScriptFailure> {
     let file = write_script(s.dir, s.text).map_err(ScriptFailure::Write)?;
@@ -228,21 +174,26 @@ pub(crate) fn run(s: &Script<'_>) -> Result<(), ScriptFailure> {
     if s.dry_run {
         cmd.arg("-n");
     }
-    let mut child = cmd
-        .arg(&file.0)
+    cmd.arg(&file.0)
         .env_clear()
         .envs(BASE_ENV)
         .envs(s.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|source| ScriptFailure::Spawn {
-            shell: s.shell.to_string(),
-            source,
-        })?;
+        .current_dir("/");
+    let capture = Arc::new(Mutex::new(Capture::default()));
+    let sink = {
+        let capture = Arc::clone(&capture);
+        let label = s.label.to_string();
+        Arc::new(move |stream: Stream, line: &[u8], cut: bool| {
+            if let Ok(mut c) = capture.lock() {
+                c.line(&label, stream.name(), line, cut);
+            }
+        })
+    };
+    // What it left behind in its group dies with it, as with the updater's cgroup.
+    let options = Options::new(s.timeout)
+        .kill_group_after_exit()
+        .on_line(sink);
+    let running = tern_process::spawn(&mut cmd, options).map_err(failure)?;
     log::info(format!(
         "{}: {} {}{} (pid {}, timeout {}s)",
         s.label,
@@ -253,89 +204,42 @@ pub(crate) fn run(s: &Script<'_>) -> Result<(), ScriptFailure> {
         },
         s.shell,
         if s.dry_run { " -n" } else { "" },
-        child.id(),
+        running.id(),
         s.timeout.as_secs_f64()
     ));
-    let capture = Arc::new(Mutex::new(Capture::default()));
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let mut readers = 0;
-    if let Some(out) = child.stdout.take() {
-        pump(
-            out,
-            s.label.to_string(),
-            "stdout",
-            capture.clone(),
-            done_tx.clone(),
-        );
-        readers += 1;
-    }
-    if let Some(err) = child.stderr.take() {
-        pump(
-            err,
-            s.label.to_string(),
-            "stderr",
-            capture.clone(),
-            done_tx.clone(),
-        );
-        readers += 1;
-    }
-    drop(done_tx);
-    let pid = i32::try_from(child.id())
-        .ok()
-        .and_then(rustix::process::Pid::from_raw);
-    let deadline = Instant::now() + s.timeout;
-    let mut timed_out = false;
-    loop {
-        let gone = match pid {
-            Some(pid) => exited(pid).map_err(ScriptFailure::Wait)?,
-            None => child.try_wait().map_err(ScriptFailure::Wait)?.is_some(),
-        };
-        if gone {
-            break;
-        }
-        if Instant::now() >= deadline {
-            timed_out = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The script's group, whatever is left of it (everything, at a timeout; what it
-    // started in the background, when it ended). Before reaping: see `exited`.
-    if let Some(pid) = pid {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-    let status = child.wait().map_err(ScriptFailure::Wait)?;
-    let drain_until = Instant::now() + DRAIN;
-    for _ in 0..readers {
-        let left = drain_until.saturating_duration_since(Instant::now());
-        if done_rx.recv_timeout(left).is_err() {
-            // A process that left the group holds the pipe: stop reading it.
-            log::warn(format!(
-                "{}: its output is still open (a process left its group); not read further",
-                s.label
-            ));
-            break;
-        }
+    let finished = running.wait().map_err(failure)?;
+    if finished.output_left_open {
+        log::warn(format!(
+            "{}: its output is still open (a process left its group); not read further",
+            s.label
+        ));
     }
     let tail = capture.lock().map(|c| c.tail()).unwrap_or_default();
     drop(file);
-    if timed_out {
-        return Err(ScriptFailure::TimedOut {
-            timeout: s.timeout,
-            tail,
-        });
-    }
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(0), _) => Ok(()),
-        (Some(code), _) if s.dry_run => Err(ScriptFailure::Syntax {
+    match finished.end {
+        End::Exited(0) => Ok(()),
+        End::Exited(code) if s.dry_run => Err(ScriptFailure::Syntax {
             shell: s.shell.to_string(),
             code: code.to_string(),
             tail,
         }),
-        (Some(code), _) => Err(ScriptFailure::Exited { code, tail }),
-        (None, Some(signal)) => Err(ScriptFailure::Signaled { signal, tail }),
-        (None, None) => Err(ScriptFailure::Exited { code: -1, tail }),
+        End::Exited(code) => Err(ScriptFailure::Exited { code, tail }),
+        End::Signalled(signal) => Err(ScriptFailure::Signaled { signal, tail }),
+        // No cancel is given: only the deadline stops it.
+        End::TimedOut(_) | End::Cancelled => Err(ScriptFailure::TimedOut {
+            timeout: s.timeout,
+            tail,
+        }),
+    }
+}
+
+fn failure(e: tern_process::Error) -> ScriptFailure {
+    match e {
+        tern_process::Error::Spawn { program, source } => ScriptFailure::Spawn {
+            shell: program,
+            source,
+        },
+        tern_process::Error::Wait { source, .. } => ScriptFailure::Wait(source),
     }
 }
 

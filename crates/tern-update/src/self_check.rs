@@ -4,9 +4,11 @@
 //! health for heartbeats. `self_update` switches releases with it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tern_process::{End, Options};
 
 use crate::error::Result;
 use crate::layout::Layout;
@@ -99,45 +101,39 @@ pub(crate) fn release_exe(install_dir: &Path, version: &str) -> PathBuf {
 /// went wrong, if anything: it did not start, exited non-zero, was killed, hung, or
 /// did not say it is tern-update.
 pub(crate) fn run_check(exe: &Path, layout: &Layout) -> std::result::Result<(), String> {
-    let mut child = Command::new(exe)
-        .arg("--install-dir")
+    let mut cmd = Command::new(exe);
+    cmd.arg("--install-dir")
         .arg(&layout.install_dir)
         .arg("--install-suffix")
         .arg(&layout.suffix)
         .arg("--link-dir")
         .arg(&layout.link_dir)
         .arg("self-check")
-        .env(GUARD_ENV, "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("it does not start: {e}"))?;
-    let deadline = Instant::now() + CHECK_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "it did not answer within {}s",
-                    CHECK_TIMEOUT.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting for it: {e}")),
+        .env(GUARD_ENV, "1");
+    // Read after the exit: a release that fills a pipe (64 KiB) blocks, and counts as
+    // one that hangs. A check starts nothing that should outlive it.
+    let options = Options::new(CHECK_TIMEOUT)
+        .read_after_exit()
+        .kill_group_after_exit()
+        .keep(EXCERPT_BYTES, 0);
+    let finished = tern_process::run(&mut cmd, options).map_err(|e| match e {
+        tern_process::Error::Spawn { source, .. } => format!("it does not start: {source}"),
+        tern_process::Error::Wait { source, .. } => format!("waiting for it: {source}"),
+    })?;
+    let stdout = excerpt_of(&finished.stdout);
+    let stderr = excerpt_of(&finished.stderr);
+    let how = match finished.end {
+        End::Exited(0) => None,
+        End::Exited(code) => Some(format!("it exited with {code}")),
+        End::Signalled(_) => Some("it was killed by a signal".to_string()),
+        End::TimedOut(_) | End::Cancelled => {
+            return Err(format!(
+                "it did not answer within {}s",
+                CHECK_TIMEOUT.as_secs()
+            ));
         }
     };
-    // Read after the exit: a release that fills a pipe (64 KiB) blocks, and counts as
-    // one that hangs.
-    let stdout = excerpt_of(child.stdout.take());
-    let stderr = excerpt_of(child.stderr.take());
-    if !status.success() {
-        let how = match status.code() {
-            Some(code) => format!("it exited with {code}"),
-            None => "it was killed by a signal".to_string(),
-        };
+    if let Some(how) = how {
         return Err(if stderr.is_empty() {
             how
         } else {
@@ -152,14 +148,12 @@ pub(crate) fn run_check(exe: &Path, layout: &Layout) -> std::result::Result<(), 
     Ok(())
 }
 
+/// How much of each of a check's outputs is read.
+const EXCERPT_BYTES: usize = 4096;
+
 /// The start of what a check printed, one line, without control characters.
-fn excerpt_of(pipe: Option<impl std::io::Read>) -> String {
-    use std::io::Read as _;
-    let mut buf = Vec::new();
-    if let Some(p) = pipe {
-        let _ = p.take(4096).read_to_end(&mut buf);
-    }
-    tern_core::text::excerpt(&String::from_utf8_lossy(&buf), 512)
+fn excerpt_of(output: &tern_process::Captured) -> String {
+    tern_core::text::excerpt(&String::from_utf8_lossy(&output.head), 512)
 }
 
 /// What the host sees of its updater release: the active one answers its self-check,
@@ -202,6 +196,7 @@ pub fn self_check(layout: &Layout) -> Result<String> {
 mod tests {
     use super::*;
     use crate::settings::Settings;
+    use std::time::Instant;
 
     fn layout(dir: &Path, suffix: &str) -> Layout {
         Layout::new(dir.to_path_buf(), suffix, &Settings::default())
@@ -235,6 +230,35 @@ mod tests {
         );
         let err = run_check(&dir.path().join("missing"), &l).unwrap_err();
         assert!(err.contains("does not start"), "{err}");
+    }
+
+    /// Its output is read after the end: what the check left running in the background
+    /// with the pipe open is killed with its group instead of holding the updater.
+    #[test]
+    fn a_check_that_leaves_a_process_holding_its_output_does_not_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layout(dir.path(), NAMESPACE);
+        let pidfile = dir.path().join("left.pid");
+        let left = script(
+            dir.path(),
+            "left",
+            &format!(
+                "sleep 100 &\necho $! > '{}'\necho 'tern-update 9.9.9 self-check ok'",
+                pidfile.display()
+            ),
+        );
+        assert_eq!(run_check(&left, &l), Ok(()));
+        let pid: u32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Its pipes are closed; its end as a process follows at once.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while crate::service::pid_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!crate::service::pid_alive(pid), "{pid} outlived its check");
     }
 
     #[test]
