@@ -17,22 +17,20 @@ use tern_core::directive::resource::{ReleasesController, VersionControlConfig, V
 use tern_core::duration::GoDuration;
 use tern_store::Store;
 
-use crate::clock::Clock;
 use crate::directive_store::{encode, get};
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
 use crate::metrics::Metrics;
 use crate::release_source::{Fetcher, Source, SourceRelease};
 use crate::snapshot::Answers;
-use crate::state::{Leadership, SecuritySettings, Settings, parts_group};
+use crate::state::{Leadership, Resources, SecuritySettings, Settings, parts_group};
 
 parts_group! {
-    /// What the controllers touch: the store they read and draft into, the answers a
-    /// promoted draft refreshes, and the leader lease only the leader runs them under.
+    /// What the controllers touch: the resources (the store they read and draft into,
+    /// the answers a promoted draft refreshes), and the leader lease only the leader
+    /// runs them under.
     pub(crate) struct Controllers {
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-        answers: Arc<Answers>,
+        res: Resources,
         settings: Arc<Settings>,
         metrics: Arc<Metrics>,
         leadership: Arc<Leadership>,
@@ -54,13 +52,13 @@ pub(crate) struct RunResult {
 
 /// One run of the `releases` controller, if configured and this replica leads.
 pub(crate) async fn run_once(state: &Controllers) -> ApiResult<RunResult> {
-    let store = state.store.as_ref();
+    let store = state.res.store();
     let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
     let Some(c) = config.and_then(|c| c.value.spec.releases) else {
         return Ok(RunResult::default());
     };
     let candidate = crate::reconciler::Candidate {
-        store: &state.store,
+        store: &state.res.store,
         settings: &state.settings,
         metrics: &state.metrics,
         leadership: &state.leadership,
@@ -71,7 +69,7 @@ pub(crate) async fn run_once(state: &Controllers) -> ApiResult<RunResult> {
             ..RunResult::default()
         });
     }
-    let now = state.clock.now();
+    let now = state.res.clock.now();
     let key = format!("{}{RELEASES_DRAFT}", keys::CONTROLLERS_PREFIX);
     let mut status = get::<ControllerStatus>(store, &key)
         .await?
@@ -85,7 +83,7 @@ pub(crate) async fn run_once(state: &Controllers) -> ApiResult<RunResult> {
         configured: true,
         ..RunResult::default()
     };
-    match draft_now(store, &state.answers, &state.settings, &c, now).await {
+    match draft_now(store, &state.res.answers, &state.settings, &c, now).await {
         Ok(d) => {
             status.last_success = Some(now);
             status.error = None;
@@ -253,7 +251,7 @@ fn info(r: &SourceRelease) -> ReleaseInfo {
 pub(crate) async fn run(state: Controllers) {
     loop {
         let period = match run_once(&state).await {
-            Ok(_) => period(state.store.as_ref()).await,
+            Ok(_) => period(state.res.store()).await,
             Err(e) => {
                 tracing::warn!(error = %e.message, "the releases controller's run failed");
                 Duration::from_secs(60)

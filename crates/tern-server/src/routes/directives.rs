@@ -27,7 +27,6 @@ use crate::directives::{self, DirectivePass, refresh_find, write_draft};
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
 use crate::notify::Notifiers;
-use crate::snapshot::Answers;
 use crate::state::{Resources, Settings};
 
 fn text(body: &Bytes) -> ApiResult<&str> {
@@ -98,23 +97,17 @@ pub(crate) async fn delete_installer(
     Path(name): Path<String>,
 ) -> ApiResult<Json<Deleted>> {
     delete_key(
-        res.store(),
-        &res.answers,
+        &res,
         &keys::installer(&name),
         &format!("installer {name:?}"),
     )
     .await
 }
 
-async fn delete_key(
-    store: &dyn Store,
-    answers: &Answers,
-    key: &str,
-    what: &str,
-) -> ApiResult<Json<Deleted>> {
-    match store.delete(key, None).await {
+async fn delete_key(res: &Resources, key: &str, what: &str) -> ApiResult<Json<Deleted>> {
+    match res.store().delete(key, None).await {
         Ok(_) => {
-            refresh_find(store, answers).await;
+            refresh_find(res.store(), &res.answers).await;
             Ok(Json(Deleted {
                 deleted: what.to_string(),
             }))
@@ -298,13 +291,7 @@ pub(crate) async fn get_active(State(store): State<Arc<dyn Store>>) -> ApiResult
 /// `DELETE /v1/directives/active`: no directive governs any host from the next pass on;
 /// the hosts go back to the rollout (installs already triggered finish on the hosts).
 pub(crate) async fn delete_active(State(res): State<Resources>) -> ApiResult<Json<Deleted>> {
-    delete_key(
-        res.store(),
-        &res.answers,
-        keys::ACTIVE_DIRECTIVE,
-        "active directive",
-    )
-    .await
+    delete_key(&res, keys::ACTIVE_DIRECTIVE, "active directive").await
 }
 
 /// `GET /v1/directives/drafts/{name}`
@@ -346,13 +333,7 @@ pub(crate) async fn delete_draft(
     State(res): State<Resources>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Deleted>> {
-    delete_key(
-        res.store(),
-        &res.answers,
-        &keys::draft(&name),
-        &format!("draft {name:?}"),
-    )
-    .await
+    delete_key(&res, &keys::draft(&name), &format!("draft {name:?}")).await
 }
 
 // ---- plan and apply ---------------------------------------------------------------
@@ -441,13 +422,7 @@ pub(crate) async fn get_plan(State(store): State<Arc<dyn Store>>) -> ApiResult<J
 
 /// `DELETE /v1/directives/plan`: drops the pending directive.
 pub(crate) async fn cancel_plan(State(res): State<Resources>) -> ApiResult<Json<Deleted>> {
-    delete_key(
-        res.store(),
-        &res.answers,
-        keys::PENDING_DIRECTIVE,
-        "pending directive",
-    )
-    .await
+    delete_key(&res, keys::PENDING_DIRECTIVE, "pending directive").await
 }
 
 /// Why `actor` cannot approve after `a`, if it cannot: the same token, the same

@@ -28,7 +28,7 @@ use crate::metrics::Metrics;
 use crate::notify::Notifiers;
 use crate::products::{self, ProductQuery};
 use crate::resources::{self, Decision, Stored};
-use crate::state::{Hosts, Resources, Settings};
+use crate::state::{Hosts, Resources, Settings, parts_group};
 
 async fn set_mode(
     res: &Resources,
@@ -209,14 +209,22 @@ async fn frozen(store: &dyn tern_store::Store, product: &str) -> ApiResult<bool>
         .is_some_and(|f| f.holds(product)))
 }
 
+parts_group! {
+    /// What a write of a product's rollout touches: the resources, the counters of
+    /// write conflicts and events, and the notices a renewal sends.
+    pub(crate) struct RolloutWrites {
+        res: Resources,
+        metrics: Arc<Metrics>,
+        notifiers: Arc<Notifiers>,
+    }
+}
+
 /// Logs and counts the events of a write that renewed the rollout, and sends the
 /// cleared notices of the alerts the rollout it replaced had: that write ended them,
 /// and only the replica whose write succeeded announces it (as a leader announces what
 /// its own fenced write changed).
 fn announce_renewal(
-    clock: &dyn Clock,
-    metrics: &Metrics,
-    notifiers: &Notifiers,
+    w: &RolloutWrites,
     product: &str,
     events: &[Event],
     replaced: &[tern_core::resource::Alert],
@@ -224,7 +232,7 @@ fn announce_renewal(
     why: &str,
 ) {
     for e in events {
-        metrics.event(e.kind());
+        w.metrics.event(e.kind());
         tracing::info!(event = e.kind(), action = why, product, "{e}");
     }
     if !replaced.is_empty() {
@@ -233,7 +241,12 @@ fn announce_renewal(
             target_version: next.spec.target_version.to_string(),
             product: (product != tern_core::product::AGENT).then(|| product.to_string()),
         };
-        notifiers.notify_changes(replaced, &next.status.alerts, Some(&versions), clock.now());
+        w.notifiers.notify_changes(
+            replaced,
+            &next.status.alerts,
+            Some(&versions),
+            w.res.clock.now(),
+        );
     }
 }
 
@@ -242,22 +255,20 @@ fn announce_renewal(
 /// first, in the same write, so that no transition is undone by the reconcile that
 /// would have replaced the rollout it changed.
 async fn run_transition(
-    res: &Resources,
-    metrics: &Metrics,
-    notifiers: &Notifiers,
+    w: &RolloutWrites,
     q: &ProductQuery,
     kind: TransitionKind,
     body: &[u8],
 ) -> ApiResult<Json<TransitionResponse>> {
-    let product = q.served(res.store()).await?;
+    let product = q.served(w.res.store()).await?;
     let b: TransitionBody = body::json(body)?;
     let t = Transition::new(kind, b.groups, b.force);
-    let now = res.clock.now();
-    let wanted = Wanted::load(res.store(), product).await?;
+    let now = w.res.clock.now();
+    let wanted = Wanted::load(w.res.store(), product).await?;
     let (stored, (events, renewed)) = resources::read_modify_write(
-        res.store(),
+        w.res.store(),
         product,
-        &metrics.write_conflicts,
+        &w.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateAgentRollout>>| {
             let current = current.map(|c| c.value);
             let renewal = wanted.renew(now, current.as_ref(), false);
@@ -284,24 +295,15 @@ async fn run_transition(
     .await?;
     let rollout = stored.ok_or_else(no_rollout)?.value;
     if let Some((created, replaced)) = &renewed {
-        announce_renewal(
-            res.clock.as_ref(),
-            metrics,
-            notifiers,
-            product,
-            created,
-            replaced,
-            &rollout,
-            kind.as_str(),
-        );
+        announce_renewal(w, product, created, replaced, &rollout, kind.as_str());
     }
     let groups = changed_groups(&events);
     for e in &events {
-        metrics.event(e.kind());
+        w.metrics.event(e.kind());
         tracing::info!(event = e.kind(), action = kind.as_str(), product, "{e}");
     }
-    res.after_write().await;
-    let modes = products::modes(res.store(), product).await?;
+    w.res.after_write().await;
+    let modes = products::modes(w.res.store(), product).await?;
     Ok(Json(TransitionResponse {
         groups,
         events: events.iter().map(EventView::from).collect(),
@@ -324,79 +326,45 @@ pub(crate) async fn unknown_action(
 
 /// `POST /v1/agents/start-update[?product=P]` `{"groups": [...], "force": bool}`
 pub(crate) async fn start_update(
-    State(res): State<Resources>,
-    State(metrics): State<Arc<Metrics>>,
-    State(notifiers): State<Arc<Notifiers>>,
+    State(w): State<RolloutWrites>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(
-        &res,
-        &metrics,
-        &notifiers,
-        &q,
-        TransitionKind::StartUpdate,
-        &body,
-    )
-    .await
+    run_transition(&w, &q, TransitionKind::StartUpdate, &body).await
 }
 
 /// `POST /v1/agents/mark-done[?product=P]` `{"groups": [...]}`
 pub(crate) async fn mark_done(
-    State(res): State<Resources>,
-    State(metrics): State<Arc<Metrics>>,
-    State(notifiers): State<Arc<Notifiers>>,
+    State(w): State<RolloutWrites>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(
-        &res,
-        &metrics,
-        &notifiers,
-        &q,
-        TransitionKind::MarkDone,
-        &body,
-    )
-    .await
+    run_transition(&w, &q, TransitionKind::MarkDone, &body).await
 }
 
 /// `POST /v1/agents/rollback[?product=P]` `{"groups": [...]}`
 pub(crate) async fn rollback(
-    State(res): State<Resources>,
-    State(metrics): State<Arc<Metrics>>,
-    State(notifiers): State<Arc<Notifiers>>,
+    State(w): State<RolloutWrites>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(
-        &res,
-        &metrics,
-        &notifiers,
-        &q,
-        TransitionKind::Rollback,
-        &body,
-    )
-    .await
+    run_transition(&w, &q, TransitionKind::Rollback, &body).await
 }
 
 /// `POST /v1/agents/reset[?product=P]` `{"groups": [...]}`
 pub(crate) async fn reset(
-    State(res): State<Resources>,
-    State(metrics): State<Arc<Metrics>>,
-    State(notifiers): State<Arc<Notifiers>>,
+    State(w): State<RolloutWrites>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(&res, &metrics, &notifiers, &q, TransitionKind::Reset, &body).await
+    run_transition(&w, &q, TransitionKind::Reset, &body).await
 }
 
 /// `POST /v1/agents/new-rollout[?product=P]` `{"version": V, "current_version": V?}`:
 /// a product the store does not have yet is added (within `products::MAX_PRODUCTS`).
 pub(crate) async fn new_rollout(
-    State(res): State<Resources>,
+    State(w): State<RolloutWrites>,
     State(settings): State<Arc<Settings>>,
-    State(metrics): State<Arc<Metrics>>,
-    State(notifiers): State<Arc<Notifiers>>,
     State(hosts): State<Arc<Hosts>>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
@@ -414,18 +382,18 @@ pub(crate) async fn new_rollout(
         .as_deref()
         .map(|s| body::version("current_version", s))
         .transpose()?;
-    let check = crate::release_check::Check::of(&settings, &res);
+    let check = crate::release_check::Check::of(&settings, &w.res);
     crate::release_check::require_signed(check, "version", &target.to_string()).await?;
     if let Some(start) = &given_start {
         crate::release_check::require_not_revoked(check, "current_version", &start.to_string())
             .await?;
     }
-    products::admit(res.store(), product).await?;
-    let rollout = resources::load_for::<AutoUpdateAgentRollout>(res.store(), product).await?;
+    products::admit(w.res.store(), product).await?;
+    let rollout = resources::load_for::<AutoUpdateAgentRollout>(w.res.store(), product).await?;
     let (stored, (changed, note)) = resources::read_modify_write(
-        res.store(),
+        w.res.store(),
         product,
-        &metrics.write_conflicts,
+        &w.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateVersion>>| {
             let views::NewRollout {
                 version: next,
@@ -464,13 +432,13 @@ pub(crate) async fn new_rollout(
     // The rollout exists when new-rollout answers: a start-update right after it lands
     // on it, and status no longer shows the rollout it replaced. Asking again for the
     // current target renews a rollout that runs an older copy of the config.
-    let renewed = renew_rollout(&res, &metrics, &notifiers, product).await?;
+    let renewed = renew_rollout(&w, product).await?;
     let (changed, note) = match renewed {
         Some(why) if !changed => (true, Some(format!("{}: every group starts over", why))),
         _ => (changed, note),
     };
     if changed {
-        res.after_write().await;
+        w.res.after_write().await;
     }
     // `--artifact-url-template` says where the agent's tarballs are: the other
     // products' are elsewhere, and not checked.
@@ -495,18 +463,13 @@ pub(crate) async fn new_rollout(
 /// Writes the rollout the stored resources ask for when it is not the stored one (a
 /// new version, or a rollout running an older copy of the config's groups): every
 /// group unstarted, the hosts seen carried over. Returns why it was renewed, if it was.
-async fn renew_rollout(
-    res: &Resources,
-    metrics: &Metrics,
-    notifiers: &Notifiers,
-    product: &str,
-) -> ApiResult<Option<String>> {
-    let now = res.clock.now();
-    let wanted = Wanted::load(res.store(), product).await?;
+async fn renew_rollout(w: &RolloutWrites, product: &str) -> ApiResult<Option<String>> {
+    let now = w.res.clock.now();
+    let wanted = Wanted::load(w.res.store(), product).await?;
     let (stored, renewed) = resources::read_modify_write(
-        res.store(),
+        w.res.store(),
         product,
-        &metrics.write_conflicts,
+        &w.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateAgentRollout>>| {
             let current = current.map(|c| c.value);
             let decision = match wanted.renew(now, current.as_ref(), true) {
@@ -523,16 +486,7 @@ async fn renew_rollout(
     let (Some((events, replaced)), Some(stored)) = (renewed, stored) else {
         return Ok(None);
     };
-    announce_renewal(
-        res.clock.as_ref(),
-        metrics,
-        notifiers,
-        product,
-        &events,
-        &replaced,
-        &stored.value,
-        "new-rollout",
-    );
+    announce_renewal(w, product, &events, &replaced, &stored.value, "new-rollout");
     Ok(events.iter().find_map(|e| match e {
         Event::RolloutCreated { why, .. } => Some(format!("new rollout: {why}")),
         _ => None,
