@@ -15,12 +15,27 @@ use tern_core::directive::releases::{self, RELEASES_DRAFT, ReleaseAsset, Release
 use tern_core::directive::report::ControllerStatus;
 use tern_core::directive::resource::{ReleasesController, VersionControlConfig, VersionDirective};
 use tern_core::duration::GoDuration;
+use tern_store::Store;
 
 use crate::directive_store::{encode, get};
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
+use crate::metrics::Metrics;
 use crate::release_source::{Fetcher, Source, SourceRelease};
-use crate::state::AppState;
+use crate::snapshot::Answers;
+use crate::state::{Leadership, Resources, SecuritySettings, Settings, parts_group};
+
+parts_group! {
+    /// What the controllers touch: the resources (the store they read and draft into,
+    /// the answers a promoted draft refreshes), and the leader lease only the leader
+    /// runs them under.
+    pub(crate) struct Controllers {
+        res: Resources,
+        settings: Arc<Settings>,
+        metrics: Arc<Metrics>,
+        leadership: Arc<Leadership>,
+    }
+}
 
 /// What one run did (the dev route's answer).
 #[derive(Debug, Default, Serialize)]
@@ -36,20 +51,27 @@ pub(crate) struct RunResult {
 }
 
 /// One run of the `releases` controller, if configured and this replica leads.
-pub(crate) async fn run_once(state: &AppState) -> ApiResult<RunResult> {
-    let config = get::<VersionControlConfig>(state.store(), keys::DIRECTIVE_CONFIG).await?;
+pub(crate) async fn run_once(state: &Controllers) -> ApiResult<RunResult> {
+    let store = state.res.store();
+    let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
     let Some(c) = config.and_then(|c| c.value.spec.releases) else {
         return Ok(RunResult::default());
     };
-    if !crate::reconciler::ensure_leader(state).await? {
+    let candidate = crate::reconciler::Candidate {
+        store: &state.res.store,
+        settings: &state.settings,
+        metrics: &state.metrics,
+        leadership: &state.leadership,
+    };
+    if !crate::reconciler::ensure_leader(candidate).await? {
         return Ok(RunResult {
             configured: true,
             ..RunResult::default()
         });
     }
-    let now = state.clock.now();
+    let now = state.res.clock.now();
     let key = format!("{}{RELEASES_DRAFT}", keys::CONTROLLERS_PREFIX);
-    let mut status = get::<ControllerStatus>(state.store(), &key)
+    let mut status = get::<ControllerStatus>(store, &key)
         .await?
         .map(|s| s.value)
         .unwrap_or_default();
@@ -61,7 +83,7 @@ pub(crate) async fn run_once(state: &AppState) -> ApiResult<RunResult> {
         configured: true,
         ..RunResult::default()
     };
-    match draft_now(state, &c, now).await {
+    match draft_now(store, &state.res.answers, &state.settings, &c, now).await {
         Ok(d) => {
             status.last_success = Some(now);
             status.error = None;
@@ -78,7 +100,7 @@ pub(crate) async fn run_once(state: &AppState) -> ApiResult<RunResult> {
             status.error = Some(e.message);
         }
     }
-    state.store().put(&key, encode(&status)?, None).await?;
+    store.put(&key, encode(&status)?, None).await?;
     out.status = Some(status);
     Ok(out)
 }
@@ -92,8 +114,14 @@ struct Drafted {
     notes: Vec<String>,
 }
 
-async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> ApiResult<Drafted> {
-    let listed = list(state, c).await?;
+async fn draft_now(
+    store: &dyn Store,
+    answers: &Answers,
+    settings: &Settings,
+    c: &ReleasesController,
+    now: Timestamp,
+) -> ApiResult<Drafted> {
+    let listed = list(&settings.security, c).await?;
     let infos: Vec<ReleaseInfo> = listed.iter().map(info).collect();
     let drafted = releases::draft(c, &infos, now)
         .map_err(|e| ApiError::bad_gateway(format!("releases: {e}")))?;
@@ -114,7 +142,7 @@ async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> 
             (x.name.clone(), v)
         })
         .collect();
-    let before = get::<VersionDirective>(state.store(), &keys::draft(RELEASES_DRAFT)).await?;
+    let before = get::<VersionDirective>(store, &keys::draft(RELEASES_DRAFT)).await?;
     let notes = drafted.notes;
     if !releases::needs_write(c, before.as_ref().map(|b| &b.value.spec), &d.spec, now) {
         return Ok(Drafted {
@@ -128,7 +156,8 @@ async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> 
         // Keep the description an operator may have set.
         d.metadata.description = b.value.metadata.description.clone();
     }
-    let promoted = crate::directives::write_draft(state, &d).await?;
+    let promoted =
+        crate::directives::write_draft(settings.release_trust.as_ref(), store, answers, &d).await?;
     tracing::info!(
         promoted,
         "the releases controller wrote the draft `releases`"
@@ -145,7 +174,10 @@ async fn draft_now(state: &AppState, c: &ReleasesController, now: Timestamp) -> 
 /// `--controller-secret-env` does not allow: the API must not reach ternd's other
 /// secrets (its database password, its Slack URL) by having them sent to a URL of the
 /// caller's choosing.
-pub(crate) fn check_secret_env(state: &AppState, c: &VersionControlConfig) -> ApiResult<()> {
+pub(crate) fn check_secret_env(
+    security: &SecuritySettings,
+    c: &VersionControlConfig,
+) -> ApiResult<()> {
     let named = c
         .spec
         .releases
@@ -153,14 +185,14 @@ pub(crate) fn check_secret_env(state: &AppState, c: &VersionControlConfig) -> Ap
         .and_then(|r| r.github.as_ref())
         .and_then(|g| g.token_env.as_deref());
     match named {
-        Some(name) => secret_env(state, name).map(|_| ()),
+        Some(name) => secret_env(security, name).map(|_| ()),
         None => Ok(()),
     }
 }
 
 /// The value of `name` if `--controller-secret-env` allows it.
-fn secret_env(state: &AppState, name: &str) -> ApiResult<Option<String>> {
-    if !state.settings.security.secret_env_allowed(name) {
+fn secret_env(security: &SecuritySettings, name: &str) -> ApiResult<Option<String>> {
+    if !security.secret_env_allowed(name) {
         return Err(ApiError::invalid_resource(format!(
             "spec.releases.github.token_env: {name:?} is not a variable ternd may hand to a controller: start ternd with --controller-secret-env {name} to allow it"
         )));
@@ -169,7 +201,10 @@ fn secret_env(state: &AppState, name: &str) -> ApiResult<Option<String>> {
 }
 
 /// The source's listing, read off the async runtime (the client blocks).
-async fn list(state: &AppState, c: &ReleasesController) -> ApiResult<Vec<SourceRelease>> {
+async fn list(
+    security: &SecuritySettings,
+    c: &ReleasesController,
+) -> ApiResult<Vec<SourceRelease>> {
     let source = match (&c.index, &c.github) {
         (Some(url), _) => Source::Index { url: url.clone() },
         (None, Some(g)) => Source::GitHub {
@@ -178,7 +213,7 @@ async fn list(state: &AppState, c: &ReleasesController) -> ApiResult<Vec<SourceR
             // Checked again here: the configuration may have been written by a replica
             // started with other flags, or before this check existed.
             token: match &g.token_env {
-                Some(name) => secret_env(state, name)?,
+                Some(name) => secret_env(security, name)?,
                 None => None,
             },
             asset: g.asset.clone(),
@@ -213,10 +248,10 @@ fn info(r: &SourceRelease) -> ReleaseInfo {
 
 /// The controller's loop (system clock only; under a dev clock it runs on
 /// `POST /v1/dev/controllers`). The period is read from the config at each run.
-pub(crate) async fn run(state: Arc<AppState>) {
+pub(crate) async fn run(state: Controllers) {
     loop {
         let period = match run_once(&state).await {
-            Ok(_) => period(&state).await,
+            Ok(_) => period(state.res.store()).await,
             Err(e) => {
                 tracing::warn!(error = %e.message, "the releases controller's run failed");
                 Duration::from_secs(60)
@@ -226,8 +261,8 @@ pub(crate) async fn run(state: Arc<AppState>) {
     }
 }
 
-async fn period(state: &AppState) -> Duration {
-    let c = get::<VersionControlConfig>(state.store(), keys::DIRECTIVE_CONFIG)
+async fn period(store: &dyn Store) -> Duration {
+    let c = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG)
         .await
         .ok()
         .flatten()

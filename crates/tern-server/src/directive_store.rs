@@ -1,6 +1,6 @@
 //! The records of the modular upgrade system in the store (installers, the control
 //! config, drafts, the active and pending directive, the pause, reports), read and
-//! written with their revisions. Below the state: `AppState::refresh_snapshot` reads the
+//! written with their revisions. Below the state: `state::refresh_snapshot` reads the
 //! active directive for find; the loop (`directives`), the controllers and the routes
 //! read and write the rest.
 

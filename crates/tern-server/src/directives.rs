@@ -5,6 +5,7 @@
 //! fault and churn limits with an alert, and report what it saw (the fleet's view, and
 //! the plan, are the sum of the replicas' reports).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -17,14 +18,31 @@ use tern_core::directive::resource::{
 };
 use tern_core::directive::state::{Attempt, InstallState};
 use tern_core::resource::Alert;
-use tern_store::{Compare, Op, TxnOutcome};
+use tern_store::{Compare, Op, Store, TxnOutcome};
 
+use crate::clock::Clock;
+use crate::directive_loop::DirectiveState;
 use crate::directive_store::{encode, get, list, read_resources, stored_form};
 use crate::error::ApiResult;
 use crate::inventory::directed::{ChosenInstall, PassInput};
 use crate::keys;
-use crate::notify::{Notice, NoticeEvent};
-use crate::state::AppState;
+use crate::notify::{Notice, NoticeEvent, Notifiers};
+use crate::snapshot::Answers;
+use crate::state::{Health, Hosts, Resources, Settings, parts_group};
+use crate::trust::ReleaseTrust;
+
+parts_group! {
+    /// What a pass of the directive loop touches: the resources, the hosts it instructs,
+    /// the loop's own state, whether this replica is cut off, the alerts it sends.
+    pub(crate) struct DirectivePass {
+        res: Resources,
+        settings: Arc<Settings>,
+        directives: Arc<DirectiveState>,
+        hosts: Arc<Hosts>,
+        health: Arc<Health>,
+        notifiers: Arc<Notifiers>,
+    }
+}
 
 /// What one pass did (for the dev route and the tests).
 #[derive(Debug, Default, Serialize)]
@@ -39,9 +57,9 @@ pub(crate) struct PassResult {
 }
 
 /// One pass of this replica's loop.
-pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
-    let store = state.store();
-    let now = state.clock.now();
+pub(crate) async fn pass_once(state: &DirectivePass) -> ApiResult<PassResult> {
+    let store = state.res.store();
+    let now = state.res.clock.now();
     let res = read_resources(store).await?;
     // Nothing to evaluate and nothing left from an earlier directive: no pass over the
     // hosts, no report (a fleet that does not use directives pays nothing).
@@ -58,8 +76,17 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         if loop_state.governed == 0 && loop_state.states.is_empty() {
             drop(loop_state);
             // Alerts raised while directives were in use are cleared once.
-            if loop_state_had_alerts(state) {
-                sync_alerts(state, None, &[], None, now).await?;
+            if loop_state_had_alerts(&state.directives) {
+                sync_alerts(
+                    store,
+                    &state.directives,
+                    &state.notifiers,
+                    None,
+                    &[],
+                    None,
+                    now,
+                )
+                .await?;
             }
             return Ok(PassResult::default());
         }
@@ -90,13 +117,14 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         .store(res.active.is_some(), std::sync::atomic::Ordering::Relaxed);
     let empty = DirectiveSpec::default();
     let spec = res.active.as_ref().map_or(&empty, |a| &a.value.spec);
-    load_attempts(state, &timings, now).await?;
+    load_attempts(store, &state.hosts, &timings, now).await?;
     let mut loop_state = state.directives.pass.lock().await;
     let governed_before = loop_state.governed + elsewhere.governed;
     let rate = Rate::parse(&control.rolling_install.rate);
     // A freeze of the agent (the directives govern it alone) triggers nothing new,
     // like a pause (the bucket does not fill).
     let frozen = state
+        .res
         .snapshot()
         .freeze
         .as_ref()
@@ -130,16 +158,16 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         Some(n) if n.from == "active" => res.active.as_ref().map(|a| &a.value.spec),
         _ => notify_draft.as_ref(),
     };
-    let snapshot = state.snapshot();
+    let snapshot = state.res.snapshot();
     let fleet = snapshot.fleet(
-        state.cut_off(),
+        state.health.cut_off(state.settings.store_contact_bound),
         state.settings.security.require_trust,
         true,
         now,
     );
     let (active, plan, dry_chosen, notices) = {
-        let mut inv = state.inventory();
-        inv.expire(state.clock.monotonic(), state.settings.max_silence());
+        let mut inv = state.hosts.inventory();
+        inv.expire(state.res.clock.monotonic(), state.settings.max_silence());
         // The active directive's pass; the plan's and the notification's vary it.
         let base = PassInput {
             spec,
@@ -193,7 +221,14 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
     if let Some(pause) = &active.paused {
         result.paused = Some(pause.to_string());
         if res.paused.is_none() {
-            raise_pause(state, &pause.to_string(), now).await?;
+            raise_pause(
+                store,
+                &state.notifiers,
+                &state.settings.replica_id,
+                &pause.to_string(),
+                now,
+            )
+            .await?;
         }
     } else {
         for chosen in &active.chosen {
@@ -207,7 +242,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
                 }
                 continue;
             }
-            if trigger(state, chosen, &timings, now).await? {
+            if trigger(store, &state.hosts, chosen, &timings, now).await? {
                 result.triggered.push(chosen.updater_id.clone());
             }
         }
@@ -217,7 +252,16 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
     let mut dry_sent = 0;
     if let (Some(nonce), Some((pending, _))) = (&dry_nonce, &res.pending) {
         for chosen in &dry_chosen {
-            if send_dry_run(state, chosen, nonce, pending.value.expires_at, now).await? {
+            if send_dry_run(
+                store,
+                &state.hosts,
+                chosen,
+                nonce,
+                pending.value.expires_at,
+                now,
+            )
+            .await?
+            {
                 dry_sent += 1;
             }
         }
@@ -226,7 +270,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
     let mut plan = plan;
     if let Some(p) = plan.as_mut() {
         loop_state.plan_governed = p.evaluation.governed;
-        let counts = state.inventory().dry_run_counts(dry_nonce.as_deref());
+        let counts = state.hosts.inventory().dry_run_counts(dry_nonce.as_deref());
         if dry_nonce.is_some() {
             p.dry_run = Some(counts);
         }
@@ -262,7 +306,7 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         .put(
             &keys::directive_report(&state.settings.replica_id),
             encode(&report)?,
-            Some(report_ttl(state)),
+            Some(report_ttl(&state.settings)),
         )
         .await?;
     // The alerts follow the fleet: this report and the others' last ones.
@@ -278,9 +322,11 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
         }
     }
     let stale_after = res.active.as_ref().and_then(|a| a.value.spec.stale_after);
-    if notification.is_some() || stale_after.is_some() || loop_state_had_alerts(state) {
+    if notification.is_some() || stale_after.is_some() || loop_state_had_alerts(&state.directives) {
         sync_alerts(
-            state,
+            store,
+            &state.directives,
+            &state.notifiers,
             notification.as_ref(),
             &fleet_notices,
             stale_after,
@@ -293,9 +339,8 @@ pub(crate) async fn pass_once(state: &AppState) -> ApiResult<PassResult> {
 
 /// Whether this replica last saw directive alerts raised (so an empty set must be
 /// written once to clear them).
-fn loop_state_had_alerts(state: &AppState) -> bool {
-    state
-        .directives
+fn loop_state_had_alerts(directives: &DirectiveState) -> bool {
+    directives
         .alerts_raised
         .load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -305,13 +350,14 @@ fn loop_state_had_alerts(state: &AppState) -> bool {
 /// write commits sends the notices of the change (`notify::diff_alerts`: raised,
 /// cleared; a message that only changes sends nothing).
 async fn sync_alerts(
-    state: &AppState,
+    store: &dyn Store,
+    directives: &DirectiveState,
+    notifiers: &Notifiers,
     notification: Option<&tern_core::directive::resource::Notification>,
     fleet: &[tern_core::directive::notice::VersionNotice],
     stale_after: Option<Timestamp>,
     now: Timestamp,
 ) -> ApiResult<()> {
-    let store = state.store();
     let current = get::<Vec<Alert>>(store, keys::DIRECTIVE_ALERTS).await?;
     let before = current
         .as_ref()
@@ -319,8 +365,7 @@ async fn sync_alerts(
         .unwrap_or_default();
     let after =
         tern_core::directive::notice::alerts(notification, fleet, stale_after, &before, now);
-    state
-        .directives
+    directives
         .alerts_raised
         .store(!after.is_empty(), std::sync::atomic::Ordering::Relaxed);
     if before == after {
@@ -342,10 +387,10 @@ async fn sync_alerts(
         // Another replica wrote first; the next pass sees its set.
         return Ok(());
     }
-    let server = state.notifiers.server_name();
+    let server = notifiers.server_name();
     for notice in crate::notify::diff_alerts(&before, &after, None, server, now) {
         tracing::warn!(kind = %notice.alert.kind, event = ?notice.event, message = %notice.alert.message, "directive alert");
-        state.notifiers.send(notice);
+        notifiers.send(notice);
     }
     Ok(())
 }
@@ -363,12 +408,12 @@ fn compare_as_read(key: &str, revision: Option<tern_store::Revision>) -> Compare
     }
 }
 
-fn send_alert(state: &AppState, event: NoticeEvent, alert: Alert, now: Timestamp) {
-    state.notifiers.send(Notice {
+fn send_alert(notifiers: &Notifiers, event: NoticeEvent, alert: Alert, now: Timestamp) {
+    notifiers.send(Notice {
         event,
         alert,
         rollout: None,
-        server: state.notifiers.server_name().to_string(),
+        server: notifiers.server_name().to_string(),
         at: now,
         program: "ternd",
     });
@@ -383,15 +428,15 @@ const ATTEMPT_READS: usize = 64;
 /// failed or churned recently, shows in their state from this pass, not only once the
 /// host is chosen again.
 async fn load_attempts(
-    state: &AppState,
+    store: &dyn Store,
+    hosts: &Hosts,
     timings: &tern_core::directive::state::StateTimings,
     now: Timestamp,
 ) -> ApiResult<()> {
-    let ids = state.inventory().unchecked_attempts();
+    let ids = hosts.inventory().unchecked_attempts();
     if ids.is_empty() {
         return Ok(());
     }
-    let store = state.store();
     let mut found = std::collections::HashMap::new();
     let mut keep = |id: String, a: Attempt| {
         let age = now.duration_since(a.at);
@@ -410,26 +455,26 @@ async fn load_attempts(
             keep(id, r.value);
         }
     }
-    state.inventory().attempts_checked(&ids, &found);
+    hosts.inventory().attempts_checked(&ids, &found);
     Ok(())
 }
 
 /// A replica's directive report outlives a few missed passes, not more: the fleet's
 /// view is the sum of the reports there are.
-pub(crate) fn report_ttl(state: &AppState) -> Duration {
-    (state.settings.directive_period * 5).max(Duration::from_secs(30))
+pub(crate) fn report_ttl(settings: &Settings) -> Duration {
+    (settings.directive_period * 5).max(Duration::from_secs(30))
 }
 
 /// Records the attempt by compare-and-swap, then hands the instruction to the host.
 /// False when another replica (or an earlier life of this one) triggered the host
 /// recently: its attempt is adopted instead.
 async fn trigger(
-    state: &AppState,
+    store: &dyn Store,
+    hosts: &Hosts,
     chosen: &ChosenInstall,
     timings: &tern_core::directive::state::StateTimings,
     now: Timestamp,
 ) -> ApiResult<bool> {
-    let store = state.store();
     let key = keys::attempt(&chosen.updater_id);
     let existing = store.get(&key).await?;
     if let Some(kv) = &existing
@@ -437,7 +482,7 @@ async fn trigger(
     {
         let age = now.duration_since(prev.at);
         if !age.is_negative() && age.unsigned_abs() < timings.recent {
-            state.inventory().adopt_attempt(&chosen.updater_id, prev);
+            hosts.inventory().adopt_attempt(&chosen.updater_id, prev);
             return Ok(false);
         }
     }
@@ -479,7 +524,7 @@ async fn trigger(
         attempt = %attempt.id,
         "install triggered"
     );
-    Ok(state
+    Ok(hosts
         .inventory()
         .trigger(&chosen.updater_id, attempt, instruction))
 }
@@ -488,13 +533,13 @@ async fn trigger(
 /// compare-and-swap, as attempts are, so two replicas never both send it), apart from
 /// the install attempts, whose state a dry run does not touch. True when sent now.
 async fn send_dry_run(
-    state: &AppState,
+    store: &dyn Store,
+    hosts: &Hosts,
     chosen: &ChosenInstall,
     nonce: &str,
     expires_at: Timestamp,
     now: Timestamp,
 ) -> ApiResult<bool> {
-    let store = state.store();
     let key = keys::dry_run(&chosen.updater_id);
     let existing = store.get(&key).await?;
     if let Some(kv) = &existing
@@ -502,7 +547,7 @@ async fn send_dry_run(
         && prev.nonce == nonce
     {
         // Sent by another replica, or before a restart: count it, do not resend.
-        state
+        hosts
             .inventory()
             .send_dry_run(&chosen.updater_id, nonce, &prev.attempt_id, None);
         return Ok(false);
@@ -545,7 +590,7 @@ async fn send_dry_run(
         attempt = %record.attempt_id,
         "dry run sent"
     );
-    state.inventory().send_dry_run(
+    hosts.inventory().send_dry_run(
         &chosen.updater_id,
         nonce,
         &record.attempt_id,
@@ -565,14 +610,19 @@ struct DryRunRecord {
 }
 
 /// Writes the pause (the first replica to see it wins) and raises the alert once.
-async fn raise_pause(state: &AppState, reason: &str, now: Timestamp) -> ApiResult<()> {
+async fn raise_pause(
+    store: &dyn Store,
+    notifiers: &Notifiers,
+    replica_id: &str,
+    reason: &str,
+    now: Timestamp,
+) -> ApiResult<()> {
     let paused = Paused {
         reason: reason.to_string(),
         since: now,
-        replica: state.settings.replica_id.clone(),
+        replica: replica_id.to_string(),
     };
-    match state
-        .store()
+    match store
         .create(keys::DIRECTIVES_PAUSED, encode(&paused)?, None)
         .await
     {
@@ -581,13 +631,13 @@ async fn raise_pause(state: &AppState, reason: &str, now: Timestamp) -> ApiResul
         Err(e) => return Err(e.into()),
     }
     tracing::error!(%reason, "directive installs paused; `ternctl version-control resume` lifts it");
-    send_pause_notice(state, NoticeEvent::Raised, reason, now, now);
+    send_pause_notice(notifiers, NoticeEvent::Raised, reason, now, now);
     Ok(())
 }
 
 /// The pause's alert, raised or cleared, to ternd's notifiers.
 fn send_pause_notice(
-    state: &AppState,
+    notifiers: &Notifiers,
     event: NoticeEvent,
     reason: &str,
     since: Timestamp,
@@ -599,25 +649,28 @@ fn send_pause_notice(
         message: reason.to_string(),
         since,
     };
-    send_alert(state, event, alert, now);
+    send_alert(notifiers, event, alert, now);
 }
 
 /// Lifts a pause (an operator's `resume`) and tells the receivers.
-pub(crate) async fn lift_pause(state: &AppState) -> ApiResult<Option<Paused>> {
-    let Some(p) = get::<Paused>(state.store(), keys::DIRECTIVES_PAUSED).await? else {
+pub(crate) async fn lift_pause(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    notifiers: &Notifiers,
+) -> ApiResult<Option<Paused>> {
+    let Some(p) = get::<Paused>(store, keys::DIRECTIVES_PAUSED).await? else {
         return Ok(None);
     };
-    match state
-        .store()
+    match store
         .delete(keys::DIRECTIVES_PAUSED, Some(p.revision))
         .await
     {
         Ok(_) | Err(tern_store::Error::NotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let now = state.clock.now();
+    let now = clock.now();
     send_pause_notice(
-        state,
+        notifiers,
         NoticeEvent::Cleared,
         &p.value.reason,
         p.value.since,
@@ -628,7 +681,7 @@ pub(crate) async fn lift_pause(state: &AppState) -> ApiResult<Option<Paused>> {
 
 /// The loop (system clock only; under a dev clock, passes run on
 /// `POST /v1/dev/directives`).
-pub(crate) async fn run(state: std::sync::Arc<AppState>) {
+pub(crate) async fn run(state: DirectivePass) {
     let mut interval = tokio::time::interval(state.settings.directive_period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -641,8 +694,8 @@ pub(crate) async fn run(state: std::sync::Arc<AppState>) {
 
 /// find's snapshot holds the active directive and the installers: refreshed at once
 /// after a write of either here (the store watch brings it to the other replicas).
-pub(crate) async fn refresh_find(state: &AppState) {
-    if let Err(e) = state.refresh_snapshot().await {
+pub(crate) async fn refresh_find(store: &dyn Store, answers: &Answers) {
+    if let Err(e) = crate::state::refresh_snapshot(store, answers).await {
         tracing::warn!(error = %e, "refreshing the find snapshot failed");
     }
 }
@@ -650,13 +703,22 @@ pub(crate) async fn refresh_find(state: &AppState) {
 /// Stores a draft (validated); under `promotion.strategy: automatic` with `from` naming
 /// it, it becomes the active directive at once. Whether it was promoted. Here, not in
 /// `routes::directives`, since the releases controller writes drafts too.
-pub(crate) async fn write_draft(state: &AppState, d: &VersionDirective) -> ApiResult<bool> {
+pub(crate) async fn write_draft(
+    trust: Option<&ReleaseTrust>,
+    store: &dyn Store,
+    answers: &Answers,
+    d: &VersionDirective,
+) -> ApiResult<bool> {
     // A revoked target is refused here, before it is stored or promoted (by hand or
     // automatically), with `--trust-root`.
     for (i, directive) in d.spec.directives.iter().enumerate() {
         for (j, target) in directive.targets.iter().enumerate() {
             crate::release_check::require_not_revoked(
-                state,
+                crate::release_check::Check {
+                    trust,
+                    store,
+                    answers,
+                },
                 &format!("spec.directives[{i}].targets[{j}].version"),
                 &target.version,
             )
@@ -664,7 +726,6 @@ pub(crate) async fn write_draft(state: &AppState, d: &VersionDirective) -> ApiRe
         }
     }
     let name = &d.metadata.name;
-    let store = state.store();
     let bytes = stored_form(d)?;
     store.put(&keys::draft(name), bytes.clone(), None).await?;
     let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
@@ -675,7 +736,7 @@ pub(crate) async fn write_draft(state: &AppState, d: &VersionDirective) -> ApiRe
     if automatic {
         store.put(keys::ACTIVE_DIRECTIVE, bytes, None).await?;
         tracing::info!(draft = %name, "draft promoted at once (promotion.strategy automatic)");
-        refresh_find(state).await;
+        refresh_find(store, answers).await;
     }
     Ok(automatic)
 }

@@ -27,7 +27,7 @@ use tern_store::{Compare, Op, Store, TxnOutcome};
 use crate::history_queue::{Observed, unpack};
 use crate::keys;
 use crate::metrics::Metrics;
-use crate::state::AppState;
+use crate::state::{Hosts, Settings, parts_group};
 
 /// How often queued observations are written.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(2);
@@ -41,6 +41,17 @@ pub(crate) const KEEP_FOR: Duration = Duration::from_secs(90 * 24 * 3600);
 /// Records written per store transaction.
 const BATCH: usize = 64;
 
+parts_group! {
+    /// What writing the hosts' histories touches: the queue (with the inventories it marks
+    /// when a write fails), the store, and the counters.
+    pub(crate) struct HistoryWriter {
+        store: Arc<dyn Store>,
+        settings: Arc<Settings>,
+        metrics: Arc<Metrics>,
+        hosts: Arc<Hosts>,
+    }
+}
+
 pub(crate) fn key(updater_id: &str) -> String {
     format!("{}{updater_id}", keys::HISTORY_PREFIX)
 }
@@ -48,24 +59,25 @@ pub(crate) fn key(updater_id: &str) -> String {
 /// Queues what a heartbeat reported (it changed, see `Inventory::heartbeat`). Hosts
 /// without an updater_id have no host page and no history. Dropped (the queue is
 /// full), the host is marked so that its next heartbeat tries again.
-pub(crate) fn observe(state: &AppState, hb: &tern_core::wire::Heartbeat, now: Timestamp) {
+pub(crate) fn observe(
+    hosts: &Hosts,
+    metrics: &Metrics,
+    hb: &tern_core::wire::Heartbeat,
+    now: Timestamp,
+) {
     if hb.updater_id.is_empty() {
         return;
     }
-    if !state
-        .hosts
-        .history
-        .push(&hb.updater_id, now, HostState::of(hb))
-    {
-        Metrics::inc(&state.metrics.host_history_dropped);
-        state.inventory().mark_history_unrecorded(&hb.updater_id);
+    if !hosts.history.push(&hb.updater_id, now, HostState::of(hb)) {
+        Metrics::inc(&metrics.host_history_dropped);
+        hosts.inventory().mark_history_unrecorded(&hb.updater_id);
     }
 }
 
 /// A batch that could not be written: its hosts' next heartbeats queue them again.
-fn unrecorded(state: &AppState, hosts: &[(String, Vec<(Timestamp, HostState)>)]) {
+fn unrecorded(state: &HistoryWriter, hosts: &[(String, Vec<(Timestamp, HostState)>)]) {
     Metrics::inc(&state.metrics.host_history_errors);
-    let mut inv = state.inventory();
+    let mut inv = state.hosts.inventory();
     for (updater_id, _) in hosts {
         inv.mark_history_unrecorded(updater_id);
     }
@@ -74,7 +86,7 @@ fn unrecorded(state: &AppState, hosts: &[(String, Vec<(Timestamp, HostState)>)])
 /// The background writer: every [`FLUSH_EVERY`], writes what is queued. Once a burst
 /// is over (of writes, or of connections closing), it gives the heap the burst freed
 /// back to the system: this loop is the heap's clock, as it knows each flush's size.
-pub(crate) async fn run(state: Arc<AppState>) {
+pub(crate) async fn run(state: HistoryWriter) {
     let mut trim = crate::heap::AfterBursts::default();
     loop {
         tokio::time::sleep(FLUSH_EVERY).await;
@@ -92,7 +104,7 @@ pub(crate) async fn run(state: Arc<AppState>) {
 }
 
 /// Writes every queued observation; returns how many hosts were queued.
-pub(crate) async fn flush_all(state: &AppState) -> usize {
+pub(crate) async fn flush_all(state: &HistoryWriter) -> usize {
     let mut queued = state.hosts.history.take_all().into_iter();
     let hosts = queued.len();
     loop {
@@ -115,7 +127,7 @@ pub(crate) async fn flush_all(state: &AppState) -> usize {
 
 /// Writes what is queued for one host, then reads its history (newest first).
 pub(crate) async fn read(
-    state: &AppState,
+    state: &HistoryWriter,
     updater_id: &str,
 ) -> Result<Vec<tern_core::history::HostEvent>, tern_store::Error> {
     if let Some(queued) = state.hosts.history.take(updater_id) {
@@ -151,7 +163,7 @@ async fn load(
 /// read at; when another replica wrote one of them meanwhile (a host that moved), each
 /// host is written on its own, read again up to a few times.
 async fn write_batch(
-    state: &AppState,
+    state: &HistoryWriter,
     hosts: &[(String, Vec<(Timestamp, HostState)>)],
 ) -> Result<(), tern_store::Error> {
     let store = state.store.as_ref();

@@ -100,7 +100,7 @@ pub use routes::{RouteAccess, routes as route_table};
 pub mod bench {
     pub use crate::error::{ApiError, ApiResult};
     pub use crate::inventory::directed::{ChosenInstall, PassInput, PassSummary, ReleaseTo};
-    pub use crate::reconciler::{reconcile_once, write_report};
+    pub use crate::reconciler::{Reconciler, Reporter, reconcile_once, write_report};
     pub use crate::resources::{Resource, Stored, load, reports, write};
 }
 

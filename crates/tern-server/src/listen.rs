@@ -33,7 +33,7 @@ use tower::ServiceExt;
 use crate::conns::{Conns, Shed, Ticket, Watched};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::state::AppState;
+use crate::snapshot::Answers;
 
 /// The bounds on connections (`ternd start --max-connections …`).
 #[derive(Clone, Copy, Debug)]
@@ -52,10 +52,10 @@ pub(crate) async fn serve(
     tls: Option<TlsAcceptor>,
     app: Router,
     limits: Limits,
-    state: Arc<AppState>,
+    metrics: Arc<Metrics>,
+    answers: &Answers,
     shutdown: impl Future<Output = ()>,
 ) {
-    let metrics = &state.metrics;
     let conns = Arc::new(Conns::new(limits.max_connections, limits.max_per_address));
     let _ = metrics.connections.set(Arc::clone(&conns));
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -107,7 +107,7 @@ pub(crate) async fn serve(
             peer,
             app: app.clone(),
             limits,
-            state: Arc::clone(&state),
+            metrics: Arc::clone(&metrics),
             ticket,
             stop: stop_rx.clone(),
             builder: Arc::clone(&builder),
@@ -117,7 +117,7 @@ pub(crate) async fn serve(
     }
     let _ = stop_tx.send(true);
     // Held finds are answered now rather than keep their connections past the grace.
-    state.answers.long_poll.shut_down();
+    answers.long_poll.shut_down();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while conns.open() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -128,7 +128,7 @@ struct Connection {
     peer: SocketAddr,
     app: Router,
     limits: Limits,
-    state: Arc<AppState>,
+    metrics: Arc<Metrics>,
     ticket: Ticket,
     stop: watch::Receiver<bool>,
     builder: Arc<auto::Builder<TokioExecutor>>,
@@ -150,7 +150,7 @@ impl Connection {
                         tracing::debug!(peer = %self.peer, error = %e, "TLS handshake failed")
                     }
                     Err(_) => {
-                        Metrics::inc(&self.state.metrics.connections_timed_out);
+                        Metrics::inc(&self.metrics.connections_timed_out);
                         tracing::debug!(peer = %self.peer, "TLS handshake timed out");
                     }
                 }
@@ -198,7 +198,7 @@ impl Connection {
                 result = conn.as_mut() => {
                     if let Err(e) = result {
                         if is_timeout(e.as_ref()) {
-                            Metrics::inc(&self.state.metrics.connections_timed_out);
+                            Metrics::inc(&self.metrics.connections_timed_out);
                         }
                         tracing::debug!(%peer, error = %e, "connection ended");
                     }
@@ -214,7 +214,7 @@ impl Connection {
                 () = tokio::time::sleep(check) => {
                     let state = self.ticket.state();
                     if state.in_flight() == 0 && state.idle_for() >= idle {
-                        Metrics::inc(&self.state.metrics.connections_timed_out);
+                        Metrics::inc(&self.metrics.connections_timed_out);
                         tracing::debug!(%peer, "closing an idle connection");
                         return;
                     }

@@ -3,12 +3,31 @@
 //! product's rollout and group states, active alerts, the bounded inventory series,
 //! leadership and readiness), written with `metrics_text`. The route only serves it.
 
+use std::sync::Arc;
+
 use tern_core::resource::RolloutState;
 use tern_core::rollout::Groups;
 
-use crate::metrics::bounded_agent_series;
+use crate::directive_loop::DirectiveState;
+use crate::metrics::{Metrics, bounded_agent_series};
 use crate::metrics_text::{Kind, counter, family, gauge, sample};
-use crate::state::AppState;
+use crate::notify::Notifiers;
+use crate::snapshot::Answers;
+use crate::state::{Health, Hosts, Leadership, parts_group};
+
+parts_group! {
+    /// What the page shows series of: the counters, the answers (rollouts, long poll), the
+    /// notifiers, the directive loop, the hosts, readiness, leadership.
+    pub(crate) struct MetricsPage {
+        metrics: Arc<Metrics>,
+        answers: Arc<Answers>,
+        notifiers: Arc<Notifiers>,
+        directives: Arc<DirectiveState>,
+        hosts: Arc<Hosts>,
+        health: Arc<Health>,
+        leadership: Arc<Leadership>,
+    }
+}
 
 /// Metric labels with the product's first, when it is not the agent (whose series
 /// carry none, as before products).
@@ -24,7 +43,7 @@ fn product_labelled<'a>(
 }
 
 /// The whole `/metrics` page of this replica, in the order ternd has always served it.
-pub(crate) async fn render(state: &AppState) -> String {
+pub(crate) async fn render(state: &MetricsPage) -> String {
     let mut text = String::new();
     let out = &mut text;
     state.metrics.render_counters(out);
@@ -50,7 +69,7 @@ pub(crate) async fn render(state: &AppState) -> String {
             dl.triggered_total,
         );
     }
-    let snap = state.snapshot();
+    let snap = state.answers.snapshot();
     family(
         out,
         "tern_rollout_state",
@@ -168,7 +187,7 @@ pub(crate) async fn render(state: &AppState) -> String {
     let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
     let mut unknown = 0;
     let (total, folded, shared_hosts, unrecorded) = {
-        let inv = state.inventory();
+        let inv = state.hosts.inventory();
         let counts = inv.counts_by_group_and_version();
         for (&(g, _), n) in &counts {
             if rollout_groups.unknown(g).is_some() {

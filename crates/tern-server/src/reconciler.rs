@@ -27,17 +27,62 @@ use std::time::Instant;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tern_core::api::{EventView, ReconcileResult};
-use tern_core::reconcile::{self, Outcome, Resources};
+use tern_core::reconcile::{self, Outcome};
 use tern_core::resource::{
     Alert, AutoUpdateAgentReport, AutoUpdateAgentRollout, AutoUpdateVersion,
 };
-use tern_store::{Lease, LeaseKeeper};
+use tern_store::{Lease, LeaseKeeper, Store};
 
 use crate::error::{ApiError, ApiResult};
-use crate::keys;
-use crate::notify;
+use crate::metrics::Metrics;
 use crate::resources::{self, Decision, Stored, UnderLease};
-use crate::state::AppState;
+use crate::state::{Health, Hosts, Leadership, Resources, Settings, parts_group};
+use crate::{keys, notify};
+
+parts_group! {
+    /// What writing this replica's reports touches: the resources (the snapshot's
+    /// rollouts, the store the reports go to), the hosts counted, the health they say.
+    pub struct Reporter {
+        res: Resources,
+        settings: Arc<Settings>,
+        metrics: Arc<Metrics>,
+        hosts: Arc<Hosts>,
+        health: Arc<Health>,
+    }
+}
+
+parts_group! {
+    /// What reconciling under the leader lease touches: the resources, the lease, the
+    /// notices the leader sends.
+    pub struct Reconciler {
+        res: Resources,
+        settings: Arc<Settings>,
+        metrics: Arc<Metrics>,
+        leadership: Arc<Leadership>,
+        notifiers: Arc<crate::notify::Notifiers>,
+    }
+}
+
+impl Reconciler {
+    /// What [`ensure_leader`] takes of it.
+    fn candidate(&self) -> Candidate<'_> {
+        Candidate {
+            store: &self.res.store,
+            settings: &self.settings,
+            metrics: &self.metrics,
+            leadership: &self.leadership,
+        }
+    }
+}
+
+/// What taking the leader lease touches.
+#[derive(Clone, Copy)]
+pub(crate) struct Candidate<'a> {
+    pub(crate) store: &'a Arc<dyn Store>,
+    pub(crate) settings: &'a Settings,
+    pub(crate) metrics: &'a Metrics,
+    pub(crate) leadership: &'a Leadership,
+}
 
 /// The largest report a replica writes.
 pub(crate) const MAX_REPORT_BYTES: usize = 1024 * 1024;
@@ -48,8 +93,8 @@ const REPORT_ENVELOPE: usize = 4 * 1024;
 /// canary candidates and the canaries it sees for the rollout find serves (the watched
 /// snapshot). A product's report that fails is logged and does not keep the others
 /// from being written; the agent's error (else the first) is returned.
-pub async fn write_report(state: &AppState) -> ApiResult<()> {
-    let snapshot = state.snapshot();
+pub async fn write_report(state: &Reporter) -> ApiResult<()> {
+    let snapshot = state.res.snapshot();
     let agent = write_product_report(state, &snapshot, tern_core::product::AGENT).await;
     let mut first = None;
     for product in snapshot.products.keys() {
@@ -58,7 +103,7 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
             first.get_or_insert(e);
         }
     }
-    state.keep_inventories(|p| snapshot.serves(p));
+    state.hosts.keep_inventories(|p| snapshot.serves(p));
     agent.and_then(|()| first.map_or(Ok(()), Err))
 }
 
@@ -66,16 +111,16 @@ pub async fn write_report(state: &AppState) -> ApiResult<()> {
 /// heartbeated here: the leader holds a rollout without a live report from every
 /// replica that counted hosts).
 async fn write_product_report(
-    state: &AppState,
+    state: &Reporter,
     snapshot: &crate::snapshot::Snapshot,
     product: &str,
 ) -> ApiResult<()> {
-    let now = state.clock.now();
+    let now = state.res.clock.now();
     let rollout = snapshot.rollout_of(product);
     let mut rng = ChaCha8Rng::from_os_rng();
     let needs = rollout.map(reconcile::needs);
     let mut report = |inv: &mut crate::inventory::Inventory| {
-        inv.expire(state.clock.monotonic(), state.settings.max_silence());
+        inv.expire(state.res.clock.monotonic(), state.settings.max_silence());
         inv.bounded_report(
             now,
             state.settings.report_period,
@@ -86,7 +131,7 @@ async fn write_product_report(
             &mut rng,
         )
     };
-    let made = state.with_inventory(product, &mut report);
+    let made = state.hosts.with_inventory(product, &mut report);
     let (spec, folded) = match made {
         Some(made) => made,
         None => report(&mut crate::inventory::Inventory::default()),
@@ -99,6 +144,7 @@ async fn write_product_report(
     }
     let mut spec = spec;
     spec.warming_up = state
+        .res
         .clock
         .monotonic()
         .saturating_duration_since(state.health.started)
@@ -139,6 +185,7 @@ async fn write_product_report(
         )
     };
     state
+        .res
         .store()
         .put(&key, bytes, Some(state.settings.report_ttl()))
         .await?;
@@ -147,7 +194,7 @@ async fn write_product_report(
 }
 
 /// True while this replica holds the leader lease (taking it when it is free).
-pub(crate) async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
+pub(crate) async fn ensure_leader(state: Candidate<'_>) -> ApiResult<bool> {
     // One acquisition at a time; `leader` itself is only held for a moment, so that
     // readers (metrics, fencing) never wait for a store round trip.
     let _acquiring = state.leadership.acquire.lock().await;
@@ -159,7 +206,7 @@ pub(crate) async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
         *leader = None;
     }
     match state
-        .store()
+        .store
         .lease_acquire(
             keys::LEADER_LEASE,
             &state.settings.replica_id,
@@ -171,7 +218,7 @@ pub(crate) async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
             tracing::info!(replica = %state.settings.replica_id, token = lease.token, "became the reconcile leader");
             crate::metrics::Metrics::inc(&state.metrics.leader_acquired);
             *state.leadership.leader.lock().await =
-                Some(LeaseKeeper::spawn(Arc::clone(&state.store), lease));
+                Some(LeaseKeeper::spawn(Arc::clone(state.store), lease));
             Ok(true)
         }
         None => Ok(false),
@@ -181,7 +228,7 @@ pub(crate) async fn ensure_leader(state: &AppState) -> ApiResult<bool> {
 /// Every replica, all the time: take the leader lease whenever it is free, so that a
 /// leader that died is replaced within about the lease TTL (and, with the system clock,
 /// the new leader reconciles at once). Polls at a tenth of the TTL.
-pub(crate) async fn campaign(state: Arc<AppState>) {
+pub(crate) async fn campaign(state: Reconciler) {
     let ttl = state.settings.leader_ttl;
     let poll = (ttl / 10).clamp(
         std::time::Duration::from_millis(100),
@@ -189,14 +236,14 @@ pub(crate) async fn campaign(state: Arc<AppState>) {
     );
     let mut was_leader = false;
     loop {
-        let leader = match ensure_leader(&state).await {
+        let leader = match ensure_leader(state.candidate()).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::debug!(error = %e, "campaigning for the leader lease failed");
                 false
             }
         };
-        if leader && !was_leader && state.clock.as_dev().is_none() {
+        if leader && !was_leader && state.res.clock.as_dev().is_none() {
             // Take over at once rather than at the next period.
             state.leadership.kick.notify_one();
         }
@@ -213,9 +260,8 @@ pub(crate) async fn campaign(state: Arc<AppState>) {
 /// answer: the store may already have given the lease to another replica, which is why
 /// the leader's writes are transactions guarded by the lease itself
 /// ([`resources::read_modify_write_under_lease`]).
-async fn held_lease(state: &AppState) -> Option<Lease> {
-    state
-        .leadership
+async fn held_lease(leadership: &Leadership) -> Option<Lease> {
+    leadership
         .leader
         .lock()
         .await
@@ -225,7 +271,7 @@ async fn held_lease(state: &AppState) -> Option<Lease> {
 
 /// A write of this replica's was refused because it no longer holds `lease`: count it,
 /// say why, and stop leading (the campaign takes the lease again if it is free).
-async fn fenced(state: &AppState, lease: &Lease, reason: &str) {
+async fn fenced(state: &Reconciler, lease: &Lease, reason: &str) {
     crate::metrics::Metrics::inc(&state.metrics.fenced_writes);
     tracing::warn!(replica = %state.settings.replica_id, token = lease.token, reason, "lost the leader lease before writing the rollout; writing nothing");
     let mut leader = state.leadership.leader.lock().await;
@@ -241,28 +287,26 @@ async fn fenced(state: &AppState, lease: &Lease, reason: &str) {
 }
 
 /// The holder of the leader lease, for messages.
-async fn leader_name(state: &AppState) -> Option<String> {
-    match state.store().lease_info(keys::LEADER_LEASE).await {
+async fn leader_name(store: &dyn Store) -> Option<String> {
+    match store.lease_info(keys::LEADER_LEASE).await {
         Ok(info) => info.map(|i| i.holder),
         Err(_) => None,
     }
 }
 
-async fn not_leader(state: &AppState, why: &str) -> ApiResult<ReconcileResult> {
-    let holder = leader_name(state).await;
+async fn not_leader(store: &dyn Store, replica_id: &str, why: &str) -> ApiResult<ReconcileResult> {
+    let holder = leader_name(store).await;
     let message = match &holder {
         Some(h) => format!(
-            "{why}: replica {h:?} holds the leader lease and reconciles; this replica ({}) wrote its report only",
-            state.settings.replica_id
+            "{why}: replica {h:?} holds the leader lease and reconciles; this replica ({replica_id}) wrote its report only",
         ),
         None => format!(
-            "{why}: no replica holds the leader lease right now; this replica ({}) wrote its report only, try again",
-            state.settings.replica_id
+            "{why}: no replica holds the leader lease right now; this replica ({replica_id}) wrote its report only, try again",
         ),
     };
     Ok(ReconcileResult {
         leader: false,
-        rollout: resources::load::<AutoUpdateAgentRollout>(state.store())
+        rollout: resources::load::<AutoUpdateAgentRollout>(store)
             .await?
             .map(|s| s.value),
         events: Vec::new(),
@@ -273,8 +317,8 @@ async fn not_leader(state: &AppState, why: &str) -> ApiResult<ReconcileResult> {
 }
 
 /// Gives the lease up (on shutdown) so another replica or a restart can lead at once.
-pub(crate) async fn release_leader(state: &AppState) {
-    let keeper = state.leadership.leader.lock().await.take();
+pub(crate) async fn release_leader(leadership: &Leadership) {
+    let keeper = leadership.leader.lock().await.take();
     if let Some(keeper) = keeper
         && let Err(e) = keeper.release().await
     {
@@ -283,10 +327,15 @@ pub(crate) async fn release_leader(state: &AppState) {
 }
 
 /// One reconcile, if this replica leads. Measures and counts it.
-pub async fn reconcile_once(state: &AppState) -> ApiResult<ReconcileResult> {
+pub async fn reconcile_once(state: &Reconciler) -> ApiResult<ReconcileResult> {
     let _guard = state.leadership.reconcile_lock.lock().await;
-    if !ensure_leader(state).await? {
-        return not_leader(state, "not the leader").await;
+    if !ensure_leader(state.candidate()).await? {
+        return not_leader(
+            state.res.store(),
+            &state.settings.replica_id,
+            "not the leader",
+        )
+        .await;
     }
     let started = Instant::now();
     let result = reconcile_inner(state).await;
@@ -306,7 +355,7 @@ pub async fn reconcile_once(state: &AppState) -> ApiResult<ReconcileResult> {
         }
         Err(e) => tracing::warn!(error = %e, "reconcile failed"),
     }
-    if let Err(e) = state.refresh_snapshot().await {
+    if let Err(e) = state.res.refresh_snapshot().await {
         tracing::warn!(error = %e, "refreshing the find snapshot failed");
     }
     result
@@ -338,16 +387,21 @@ struct AlertChange {
 /// The agent's reconcile, then every other product's, each written under the lease;
 /// then the lifted pins are removed. Answers the agent's (or the refusal that stopped
 /// them); another product's failure is logged and does not stop the others.
-async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
-    let Some(lease) = held_lease(state).await else {
+async fn reconcile_inner(state: &Reconciler) -> ApiResult<ReconcileResult> {
+    let Some(lease) = held_lease(&state.leadership).await else {
         // Lost since `ensure_leader` said otherwise: nothing read, nothing to write.
-        return not_leader(state, "lost the leader lease").await;
+        return not_leader(
+            state.res.store(),
+            &state.settings.replica_id,
+            "lost the leader lease",
+        )
+        .await;
     };
     let agent = reconcile_product(state, &lease, tern_core::product::AGENT).await?;
     if !agent.leader {
         return Ok(agent);
     }
-    for product in crate::products::served(state.store()).await? {
+    for product in crate::products::served(state.res.store()).await? {
         if product == tern_core::product::AGENT {
             continue;
         }
@@ -362,7 +416,7 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
             Err(e) => tracing::warn!(product = %product, error = %e, "reconcile failed"),
         }
     }
-    match crate::pins::clean_up(state.store(), state.clock.now()).await {
+    match crate::pins::clean_up(state.res.store(), state.res.clock.now()).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(pins = n, "removed host pins that have lifted"),
         Err(e) => tracing::warn!(error = %e, "removing lifted host pins failed"),
@@ -373,25 +427,25 @@ async fn reconcile_inner(state: &AppState) -> ApiResult<ReconcileResult> {
 /// One product's reconcile, from its config in force, version and reports, written
 /// under `lease`.
 async fn reconcile_product(
-    state: &AppState,
+    state: &Reconciler,
     lease: &Lease,
     product: &str,
 ) -> ApiResult<ReconcileResult> {
-    let store = state.store();
+    let store = state.res.store();
     let written = resources::read_modify_write_under_lease(
         store,
         product,
         &state.metrics.reconcile_conflicts,
         lease,
         |current: Option<Stored<AutoUpdateAgentRollout>>| async move {
-            let now = state.clock.now();
+            let now = state.res.clock.now();
             let (config, _) = crate::products::config_in_force(store, product).await?;
             let version = resources::load_for::<AutoUpdateVersion>(store, product).await?;
             let reports = resources::reports_for(store, product).await?;
             let frozen = crate::freeze::load(store)
                 .await?
                 .is_some_and(|f| f.holds(product));
-            let resources = Resources {
+            let resources = reconcile::Resources {
                 config: config.as_ref(),
                 version: version.as_ref().map(|s| &s.value),
                 rollout: current.as_ref().map(|s| &s.value),
@@ -448,7 +502,7 @@ async fn reconcile_product(
             // Spares the store a transaction bound to fail when the keeper already knows
             // the lease is lost (a pause past its deadline). Not the fence: that is the
             // lease compare of the write itself.
-            if held_lease(state)
+            if held_lease(&state.leadership)
                 .await
                 .is_none_or(|held| held.token != lease.token)
             {
@@ -475,7 +529,12 @@ async fn reconcile_product(
         ) => (stored, events, no_rollout_reason, deleted, alerts),
         UnderLease::Done(_, Written::Fenced(reason)) | UnderLease::LeaseLost(reason) => {
             fenced(state, lease, &reason).await;
-            return not_leader(state, "lost the leader lease").await;
+            return not_leader(
+                state.res.store(),
+                &state.settings.replica_id,
+                "lost the leader lease",
+            )
+            .await;
         }
     };
     // Only the leader gets here (after its fenced write): one notice per change.
@@ -503,19 +562,22 @@ async fn reconcile_product(
 }
 
 /// Report, then reconcile; errors are logged and counted, never fatal.
-pub(crate) async fn tick(state: &AppState) -> ApiResult<ReconcileResult> {
-    if let Err(e) = write_report(state).await {
-        crate::metrics::Metrics::inc(&state.metrics.report_errors);
+pub(crate) async fn tick(
+    reporter: &Reporter,
+    reconciler: &Reconciler,
+) -> ApiResult<ReconcileResult> {
+    if let Err(e) = write_report(reporter).await {
+        crate::metrics::Metrics::inc(&reporter.metrics.report_errors);
         tracing::warn!(error = %e, "writing the report failed");
     }
-    reconcile_once(state).await
+    reconcile_once(reconciler).await
 }
 
 /// The background loop (system clock only): a tick every report period (every active
 /// report period while the rollout is moving, and soon after a change among this
 /// replica's hosts then), or a reconcile sooner when kicked by an admin write. When is
 /// tern-core's call ([`tern_core::rollout::next_report`]), as in the simulator.
-pub(crate) async fn run(state: Arc<AppState>) {
+pub(crate) async fn run(state: Reporter, reconciler: Reconciler) {
     let floor = std::time::Duration::from_millis(100);
     let periods = tern_core::rollout::ReportPeriods {
         quiet: state.settings.report_period.unsigned_abs().max(floor),
@@ -524,15 +586,15 @@ pub(crate) async fn run(state: Arc<AppState>) {
     };
     // Every new snapshot: a rollout another replica's leader set moving shortens the
     // wait here too.
-    let mut snapshots = state.answers.long_poll.subscribe();
+    let mut snapshots = state.res.answers.long_poll.subscribe();
     loop {
-        let _ = tick(&state).await;
+        let _ = tick(&state, &reconciler).await;
         let last = tokio::time::Instant::now();
         let mut changed = None;
         loop {
             // The soonest any product's rollout asks for (every replica writes every
             // product's report at once).
-            let snapshot = state.snapshot();
+            let snapshot = state.res.snapshot();
             let due = std::iter::once(snapshot.rollout.as_ref())
                 .chain(snapshot.products.values().map(|p| p.rollout.as_ref()))
                 .map(|r| tern_core::rollout::next_report(r, &periods, last, changed))
@@ -544,10 +606,10 @@ pub(crate) async fn run(state: Arc<AppState>) {
                 () = state.hosts.changed.notified() => {
                     changed.get_or_insert_with(tokio::time::Instant::now);
                 }
-                () = state.leadership.kick.notified() => {
+                () = reconciler.leadership.kick.notified() => {
                     // Coalesce a burst of writes.
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                    let _ = reconcile_once(&state).await;
+                    let _ = reconcile_once(&reconciler).await;
                 }
             }
         }
@@ -568,7 +630,7 @@ mod tests {
 
     use super::*;
     use crate::clock::DevClock;
-    use crate::state::Settings;
+    use crate::state::{AppState, Settings};
 
     /// Long enough that no keeper renews, and no local deadline passes, during a test:
     /// whatever the leader learns of a takeover it learns from the store's transaction.
@@ -759,18 +821,24 @@ mod tests {
         .await;
         state.health.touch_store();
         never.health.touch_store();
-        assert!(!state.cut_off());
+        assert!(!state.health.cut_off(state.settings.store_contact_bound));
         tokio::time::timeout(Duration::from_secs(10), async {
-            while !state.cut_off() {
+            while !state.health.cut_off(state.settings.store_contact_bound) {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })
         .await
         .expect("no contact for longer than the bound cuts a replica off");
         // As long without contact, past the other's bound: a bound of zero never holds.
-        assert!(!never.cut_off(), "a bound of zero never holds");
-        write_report(&state).await.unwrap();
-        assert!(!state.cut_off(), "a report written is contact");
+        assert!(
+            !never.health.cut_off(never.settings.store_contact_bound),
+            "a bound of zero never holds"
+        );
+        write_report(&Reporter::of(&state)).await.unwrap();
+        assert!(
+            !state.health.cut_off(state.settings.store_contact_bound),
+            "a report written is contact"
+        );
     }
 
     /// The lease taken over in the store while the leader's keeper still counts it held
@@ -781,7 +849,7 @@ mod tests {
     async fn a_leader_whose_lease_was_taken_over_writes_nothing_before_its_deadline() {
         let store = Arc::new(MemoryStore::new());
         let state = replica(store.clone()).await;
-        let first = reconcile_once(&state).await.unwrap();
+        let first = reconcile_once(&Reconciler::of(&state)).await.unwrap();
         assert!(first.leader, "{first:?}");
         assert_eq!(
             dev_state(first.rollout.as_ref()),
@@ -789,16 +857,16 @@ mod tests {
         );
         let before = store.get(keys::ROLLOUT).await.unwrap().unwrap();
 
-        let lease = held_lease(&state).await.unwrap();
+        let lease = held_lease(&state.leadership).await.unwrap();
         let usurper = take_over(store.as_ref(), &lease).await;
         assert!(lease.is_valid());
         assert!(
-            held_lease(&state).await.is_some(),
+            held_lease(&state.leadership).await.is_some(),
             "the keeper does not know yet"
         );
 
         set_clock(&state, "2026-11-23T10:05:00Z");
-        let refused = reconcile_once(&state).await.unwrap();
+        let refused = reconcile_once(&Reconciler::of(&state)).await.unwrap();
         assert!(!refused.leader, "{refused:?}");
         assert_eq!(refused.leader_replica.as_deref(), Some(USURPER));
         assert_eq!(
@@ -813,13 +881,16 @@ mod tests {
                 .load(std::sync::atomic::Ordering::Relaxed),
             1
         );
-        assert!(held_lease(&state).await.is_none(), "it stopped leading");
+        assert!(
+            held_lease(&state.leadership).await.is_none(),
+            "it stopped leading"
+        );
 
         store.lease_release(&usurper).await.unwrap();
         // Its report (no host) is the evidence dev may start on: reconciles hold
         // without a live report.
-        write_report(&state).await.unwrap();
-        let written = reconcile_once(&state).await.unwrap();
+        write_report(&Reporter::of(&state)).await.unwrap();
+        let written = reconcile_once(&Reconciler::of(&state)).await.unwrap();
         assert!(written.leader, "{written:?}");
         assert_eq!(
             dev_state(written.rollout.as_ref()),
@@ -839,11 +910,15 @@ mod tests {
             armed: Mutex::new(None),
         });
         let state = replica(store.clone()).await;
-        assert!(ensure_leader(&state).await.unwrap());
-        let lease = held_lease(&state).await.unwrap();
+        assert!(
+            ensure_leader(Reconciler::of(&state).candidate())
+                .await
+                .unwrap()
+        );
+        let lease = held_lease(&state.leadership).await.unwrap();
         *store.armed.lock().unwrap() = Some(lease.clone());
 
-        let refused = reconcile_once(&state).await.unwrap();
+        let refused = reconcile_once(&Reconciler::of(&state)).await.unwrap();
         assert!(
             store.armed.lock().unwrap().is_none(),
             "the leader tried to write"
@@ -862,6 +937,9 @@ mod tests {
                 .load(std::sync::atomic::Ordering::Relaxed),
             1
         );
-        assert!(held_lease(&state).await.is_none(), "it stopped leading");
+        assert!(
+            held_lease(&state.leadership).await.is_none(),
+            "it stopped leading"
+        );
     }
 }

@@ -4,22 +4,55 @@
 //! memory for the one answer, refreshed at start, every minute and at each check, so a
 //! revocation reaches every path within a minute of its signing.
 
+use std::sync::Arc;
+
 use axum::http::StatusCode;
 use tern_core::revocation::Revocation;
+use tern_store::Store;
 
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::snapshot::Answers;
+use crate::state::{Resources, Settings};
 use crate::trust::{ReleaseTrust, Signed};
 
-/// An error unless `version` is signed and not revoked (`--trust-root`; without it,
-/// nothing is checked). `field` names where it was written.
-pub(crate) async fn require_signed(state: &AppState, field: &str, version: &str) -> ApiResult<()> {
-    let Some(trust) = &state.settings.release_trust else {
-        return Ok(());
-    };
-    match checked(state, trust, version).await? {
-        Signed::Yes { .. } => Ok(()),
-        Signed::No { targets_version } => Err(ApiError::new(
+/// What a check reads and keeps: the signed release repository (`--trust-root`; without
+/// it, nothing is checked), and the answers the minimums a check brings are kept in,
+/// refreshed from the store when they changed.
+#[derive(Clone, Copy)]
+pub(crate) struct Check<'a> {
+    pub(crate) trust: Option<&'a ReleaseTrust>,
+    pub(crate) store: &'a dyn Store,
+    pub(crate) answers: &'a Answers,
+}
+
+impl<'a> Check<'a> {
+    /// The check a handler makes, with the replica's settings and resources.
+    pub(crate) fn of(settings: &'a Settings, res: &'a Resources) -> Self {
+        Self {
+            trust: settings.release_trust.as_ref(),
+            store: res.store(),
+            answers: &res.answers,
+        }
+    }
+
+    /// Looks `version` up (`None` without `--trust-root`), keeping the minimums the
+    /// refresh brought.
+    async fn verdict(self, version: &str) -> ApiResult<Option<(&'a ReleaseTrust, Signed)>> {
+        let Some(trust) = self.trust else {
+            return Ok(None);
+        };
+        let (signed, revocation) = trust.signed(version).await?;
+        adopt(self.store, self.answers, revocation).await;
+        Ok(Some((trust, signed)))
+    }
+}
+
+/// An error unless `version` is signed and not revoked (with `--trust-root`). `field`
+/// names where it was written.
+pub(crate) async fn require_signed(check: Check<'_>, field: &str, version: &str) -> ApiResult<()> {
+    match check.verdict(version).await? {
+        None | Some((_, Signed::Yes { .. })) => Ok(()),
+        Some((trust, Signed::No { targets_version })) => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "not_signed",
             format!(
@@ -27,33 +60,23 @@ pub(crate) async fn require_signed(state: &AppState, field: &str, version: &str)
                 trust.url
             ),
         )),
-        Signed::Revoked { .. } if tern_core::planted!(RevokedWrites) => Ok(()),
-        Signed::Revoked { why } => Err(revoked(field, version, &why)),
+        Some((_, Signed::Revoked { .. })) if tern_core::planted!(RevokedWrites) => Ok(()),
+        Some((_, Signed::Revoked { why })) => Err(revoked(field, version, &why)),
     }
 }
 
 /// An error when `version` is revoked: below the signed minimum of its release line.
 /// A version the repository does not sign passes (a start version may predate it).
 pub(crate) async fn require_not_revoked(
-    state: &AppState,
+    check: Check<'_>,
     field: &str,
     version: &str,
 ) -> ApiResult<()> {
-    let Some(trust) = &state.settings.release_trust else {
-        return Ok(());
-    };
-    match checked(state, trust, version).await? {
-        Signed::Revoked { .. } if tern_core::planted!(RevokedWrites) => Ok(()),
-        Signed::Revoked { why } => Err(revoked(field, version, &why)),
-        Signed::Yes { .. } | Signed::No { .. } => Ok(()),
+    match check.verdict(version).await? {
+        Some((_, Signed::Revoked { .. })) if tern_core::planted!(RevokedWrites) => Ok(()),
+        Some((_, Signed::Revoked { why })) => Err(revoked(field, version, &why)),
+        None | Some((_, Signed::Yes { .. } | Signed::No { .. })) => Ok(()),
     }
-}
-
-/// Looks `version` up, keeping the minimums the refresh brought.
-async fn checked(state: &AppState, trust: &ReleaseTrust, version: &str) -> ApiResult<Signed> {
-    let (signed, revocation) = trust.signed(version).await?;
-    adopt(state, revocation).await;
-    Ok(signed)
 }
 
 fn revoked(field: &str, version: &str, why: &str) -> ApiError {
@@ -67,10 +90,10 @@ fn revoked(field: &str, version: &str, why: &str) -> ApiError {
 }
 
 /// Keeps `revocation` for the one answer; a change refreshes what find serves.
-async fn adopt(state: &AppState, revocation: Revocation) {
-    if state.set_revocation(revocation) {
+async fn adopt(store: &dyn Store, answers: &Answers, revocation: Revocation) {
+    if answers.set_revocation(revocation) {
         tracing::info!("the signed minimums changed: revoked versions are held on every path");
-        if let Err(e) = state.refresh_snapshot().await {
+        if let Err(e) = crate::state::refresh_snapshot(store, answers).await {
             tracing::warn!(error = %e, "refreshing the find snapshot failed");
         }
     }
@@ -79,12 +102,12 @@ async fn adopt(state: &AppState, revocation: Revocation) {
 /// Refreshes the signed minimums now (at start, then every minute): a revocation
 /// reaches every path within a minute of its signing. A failed refresh keeps what was
 /// known and says so.
-pub(crate) async fn refresh(state: &AppState) {
-    let Some(trust) = &state.settings.release_trust else {
+pub(crate) async fn refresh(trust: Option<&ReleaseTrust>, store: &dyn Store, answers: &Answers) {
+    let Some(trust) = trust else {
         return;
     };
     match trust.signed("0.0.0").await {
-        Ok((_, revocation)) => adopt(state, revocation).await,
+        Ok((_, revocation)) => adopt(store, answers, revocation).await,
         Err(e) => {
             tracing::warn!(error = %e.message, "refreshing the signed release metadata failed; the minimums known stay in force")
         }
@@ -92,9 +115,13 @@ pub(crate) async fn refresh(state: &AppState) {
 }
 
 /// The refresh, every minute of real time.
-pub(crate) async fn refresh_loop(state: std::sync::Arc<AppState>) {
+pub(crate) async fn refresh_loop(
+    settings: Arc<Settings>,
+    store: Arc<dyn Store>,
+    answers: Arc<Answers>,
+) {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(60)).await;
-        refresh(&state).await;
+        refresh(settings.release_trust.as_ref(), store.as_ref(), &answers).await;
     }
 }

@@ -13,13 +13,16 @@ use tern_store::{Backend, Error as StoreError, Store};
 
 use crate::auth::Role;
 use crate::clock::{Clock, DevClock, SystemClock};
+use crate::controllers::Controllers;
+use crate::directives::DirectivePass;
+use crate::history::HistoryWriter;
 use crate::keys;
 use crate::listen::Limits;
-use crate::notify::Notifiers;
-use crate::notify::NotifySettings;
-use crate::reconciler;
+use crate::metrics::Metrics;
+use crate::notify::{Notifiers, NotifySettings};
+use crate::reconciler::{self, Reconciler, Reporter};
 use crate::routes::{self, tokens};
-use crate::state::{AppState, Settings, SharedAgentToken};
+use crate::state::{AppState, Health, Resources, Settings, SharedAgentToken};
 
 /// How ternd serves.
 #[derive(Clone, Debug)]
@@ -235,9 +238,9 @@ where
 
 /// Watches the store and refreshes the find snapshot on every change to the resources
 /// (every product's) or channels (including those written by other replicas).
-async fn watch_loop(state: Arc<AppState>) {
+async fn watch_loop(res: Resources, health: Arc<Health>) {
     loop {
-        let rev = match state.store().revision().await {
+        let rev = match res.store().revision().await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "watch: reading the store revision failed");
@@ -245,24 +248,24 @@ async fn watch_loop(state: Arc<AppState>) {
                 continue;
             }
         };
-        if let Err(e) = state.refresh_snapshot().await {
+        if let Err(e) = res.refresh_snapshot().await {
             tracing::warn!(error = %e, "refreshing the find snapshot failed");
         }
-        if let Err(e) = state.sync_dev_clock().await {
+        if let Err(e) = res.sync_dev_clock().await {
             tracing::warn!(error = %e, "reading the shared dev clock failed");
         }
         let mut history =
-            crate::rollout_history::Observer::start(state.store(), state.clock.now()).await;
-        match state.store().watch("/tern/", rev + 1).await {
+            crate::rollout_history::Observer::start(res.store(), res.clock.now()).await;
+        match res.store().watch("/tern/", rev + 1).await {
             Ok(mut w) => {
                 while let Some(ev) = w.next().await {
                     if let Ok(ev) = &ev {
-                        state.health.touch_store();
-                        history.observe(state.store(), ev, state.clock.now()).await;
+                        health.touch_store();
+                        history.observe(res.store(), ev, res.clock.now()).await;
                     }
                     match ev {
                         Ok(tern_store::WatchEvent::Put(kv)) if kv.key == keys::DEV_CLOCK => {
-                            state.adopt_dev_clock(&kv);
+                            crate::state::adopt_dev_clock(res.clock.as_ref(), &res.answers, &kv);
                         }
                         Ok(ev) => {
                             let k = ev.key();
@@ -273,7 +276,7 @@ async fn watch_loop(state: Arc<AppState>) {
                                 || k == keys::ACTIVE_DIRECTIVE
                                 || k.starts_with(keys::INSTALLERS_PREFIX)
                                 || k.starts_with(keys::PRODUCTS_PREFIX))
-                                && let Err(e) = state.refresh_snapshot().await
+                                && let Err(e) = res.refresh_snapshot().await
                             {
                                 tracing::warn!(error = %e, "refreshing the find snapshot failed");
                             }
@@ -294,16 +297,20 @@ async fn watch_loop(state: Arc<AppState>) {
 /// Checks the store answers, a few times per `--store-contact-bound`, so that a quiet
 /// store (no change to watch) is not mistaken for a lost one, and a lost one is noticed
 /// within the bound (real time, whatever the dev clock).
-async fn store_contact(state: Arc<AppState>) {
-    let bound = state.settings.store_contact_bound;
+async fn store_contact(
+    store: Arc<dyn Store>,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+    bound: Duration,
+) {
     if bound.is_zero() {
         return;
     }
     let every = (bound / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
     loop {
-        if let Ok(Ok(_)) = tokio::time::timeout(every, state.store().revision()).await {
-            state.health.touch_store();
-            crate::metrics::Metrics::inc(&state.metrics.store_probes);
+        if let Ok(Ok(_)) = tokio::time::timeout(every, store.revision()).await {
+            health.touch_store();
+            Metrics::inc(&metrics.store_probes);
         }
         tokio::time::sleep(every).await;
     }
@@ -381,18 +388,19 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         // Set once, here, before the first request: it cannot be set already.
         let _ = state.installer.downloads.set(d);
     }
-    let app = routes::router(Arc::clone(&state));
+    let app = routes::router(&state);
     let listener = tokio::net::TcpListener::from_std(listener)?;
     crate::listen::serve(
         listener,
         tls,
         app,
         opts.limits,
-        Arc::clone(&state),
+        Arc::clone(&state.metrics),
+        &state.answers,
         shutdown_signal(),
     )
     .await;
-    reconciler::release_leader(&state).await;
+    reconciler::release_leader(&state.leadership).await;
     Ok(())
 }
 
@@ -423,12 +431,14 @@ fn say(line: &str) -> std::io::Result<()> {
 }
 
 /// Loads the first snapshot (ready from then on), then starts the store watch, the
-/// leader campaign and, with the system clock, the reconcile loop.
-async fn start_background(state: &Arc<AppState>) {
+/// leader campaign and, with the system clock, the reconcile loop. Takes the whole
+/// state: it hands each loop the parts that loop touches.
+async fn start_background(state: &AppState) {
     let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     let mut failures = 0;
+    let res = state.resources();
     loop {
-        match state.refresh_snapshot().await {
+        match res.refresh_snapshot().await {
             Ok(()) => break,
             Err(e) => {
                 tracing::warn!(error = %e, "loading the first snapshot failed; retrying");
@@ -439,18 +449,32 @@ async fn start_background(state: &Arc<AppState>) {
     }
     if state.settings.release_trust.is_some() {
         // The signed minimums before the first answer, when the repository answers.
-        crate::release_check::refresh(state).await;
-        tokio::spawn(crate::release_check::refresh_loop(Arc::clone(state)));
+        crate::release_check::refresh(
+            state.settings.release_trust.as_ref(),
+            state.store(),
+            &state.answers,
+        )
+        .await;
+        tokio::spawn(crate::release_check::refresh_loop(
+            Arc::clone(&state.settings),
+            Arc::clone(&state.store),
+            Arc::clone(&state.answers),
+        ));
     }
     state.health.ready.store(true, Ordering::Relaxed);
-    tokio::spawn(watch_loop(Arc::clone(state)));
-    tokio::spawn(store_contact(Arc::clone(state)));
-    tokio::spawn(reconciler::campaign(Arc::clone(state)));
-    tokio::spawn(crate::history::run(Arc::clone(state)));
+    tokio::spawn(watch_loop(res, Arc::clone(&state.health)));
+    tokio::spawn(store_contact(
+        Arc::clone(&state.store),
+        Arc::clone(&state.health),
+        Arc::clone(&state.metrics),
+        state.settings.store_contact_bound,
+    ));
+    tokio::spawn(reconciler::campaign(Reconciler::of(state)));
+    tokio::spawn(crate::history::run(HistoryWriter::of(state)));
     if state.clock.as_dev().is_none() {
-        tokio::spawn(reconciler::run(Arc::clone(state)));
-        tokio::spawn(crate::directives::run(Arc::clone(state)));
-        tokio::spawn(crate::controllers::run(Arc::clone(state)));
+        tokio::spawn(reconciler::run(Reporter::of(state), Reconciler::of(state)));
+        tokio::spawn(crate::directives::run(DirectivePass::of(state)));
+        tokio::spawn(crate::controllers::run(Controllers::of(state)));
     } else {
         tracing::info!(now = %state.clock.now(), "dev clock: reconciles run only on POST /v1/dev/reconcile");
     }

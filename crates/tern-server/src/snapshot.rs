@@ -17,7 +17,7 @@ use crate::longpoll::{LongPoll, LongPollSettings};
 pub(crate) use tern_core::api::Channel;
 
 /// What find and the other public endpoints answer from: the current snapshot, swapped
-/// whole by `AppState::refresh_snapshot`, and the finds held until it changes.
+/// whole by `state::refresh_snapshot`, and the finds held until it changes.
 pub(crate) struct Answers {
     snapshot: RwLock<Arc<Snapshot>>,
     /// Serializes refreshes, so that the last to finish saw the newest data.

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::extract::FromRef;
 use jiff::SignedDuration;
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion};
 use tern_store::{LeaseKeeper, Store};
@@ -16,6 +17,7 @@ use crate::clock::{Clock, SharedClock};
 use crate::directive_loop::DirectiveState;
 use crate::downloads::Installer;
 use crate::error::ApiResult;
+use crate::group_fallback::Fallbacks;
 use crate::inventory::Inventory;
 use crate::keys;
 use crate::metrics::Metrics;
@@ -166,35 +168,120 @@ impl Settings {
 }
 
 /// The shared state of one replica, by concern: each part below is owned by the code
-/// that keeps it, so a function's signature and body show which parts it touches.
-/// Everything is held by value: the hot paths (find, heartbeat) reach their part with
-/// no lock, `Arc` or allocation beyond what the part itself takes.
+/// that keeps it, so a function's signature shows which parts it touches. Each part is
+/// behind its own `Arc`: the router's state is the whole (cloned once per route when the
+/// router is built), and a handler takes only its parts (`State<Arc<Part>>`, or
+/// [`Resources`], by [`FromRef`]) at the cost of one reference count each.
+#[derive(Clone)]
 pub struct AppState {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Arc<dyn Clock>,
-    pub settings: Settings,
-    pub(crate) auth: Authenticator,
-    pub(crate) metrics: Metrics,
+    pub settings: Arc<Settings>,
+    pub(crate) auth: Arc<Authenticator>,
+    pub(crate) metrics: Arc<Metrics>,
     /// Alert notices to the `--notify-…` receivers. Only the leader sends (its
     /// reconcile, right after writing the rollout); every replica has them configured
     /// so that whichever leads can.
-    pub(crate) notifiers: Notifiers,
+    pub(crate) notifiers: Arc<Notifiers>,
     /// What find and the other public endpoints answer from (`snapshot`).
-    pub(crate) answers: Answers,
+    pub(crate) answers: Arc<Answers>,
     /// The hosts heard from (`routes::public`'s heartbeat; `history`).
-    pub(crate) hosts: Hosts,
+    pub(crate) hosts: Arc<Hosts>,
     /// Requests per address or token (`ratelimit`).
-    pub(crate) limits: RateLimits,
+    pub(crate) limits: Arc<RateLimits>,
     /// The leader lease and the reconciles under it (`reconciler`).
-    pub(crate) leadership: Leadership,
+    pub(crate) leadership: Arc<Leadership>,
     /// Since when this replica runs, whether it serves, when it last reached its store.
-    pub(crate) health: Health,
+    pub(crate) health: Arc<Health>,
     /// The directive loop's state (`directives`).
-    pub(crate) directives: DirectiveState,
+    pub(crate) directives: Arc<DirectiveState>,
     /// The one-line installer (`routes::install`).
-    pub(crate) installer: Installer,
+    pub(crate) installer: Arc<Installer>,
     /// Group names answered by the catch-all group, as said in find's answers and logs.
-    pub(crate) fallbacks: crate::group_fallback::Fallbacks,
+    pub(crate) fallbacks: Arc<Fallbacks>,
+}
+
+/// Each part of [`AppState`] is a handler's substate (`State<Arc<Part>>`).
+macro_rules! parts {
+    ($($field:ident: $part:ty),* $(,)?) => {
+        $(impl FromRef<AppState> for $part {
+            fn from_ref(state: &AppState) -> Self {
+                Arc::clone(&state.$field)
+            }
+        })*
+    };
+}
+
+parts!(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    settings: Arc<Settings>,
+    auth: Arc<Authenticator>,
+    metrics: Arc<Metrics>,
+    notifiers: Arc<Notifiers>,
+    answers: Arc<Answers>,
+    hosts: Arc<Hosts>,
+    limits: Arc<RateLimits>,
+    leadership: Arc<Leadership>,
+    health: Arc<Health>,
+    directives: Arc<DirectiveState>,
+    installer: Arc<Installer>,
+    fallbacks: Arc<Fallbacks>,
+);
+
+/// Declares a group of [`AppState`]'s parts that some code takes together: a struct
+/// whose fields are parts (each of a type that has a [`FromRef`] of the state: an
+/// `Arc` of a part, or another group), with `of` for the background loops and
+/// [`FromRef`] for the handlers.
+macro_rules! parts_group {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $($(#[$field_meta:meta])* $field:ident: $part:ty),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone)]
+        $vis struct $name {
+            $($(#[$field_meta])* pub(crate) $field: $part),*
+        }
+
+        impl $name {
+            /// The parts of `state` this group holds.
+            $vis fn of(state: &$crate::state::AppState) -> Self {
+                Self {
+                    $($field: <$part as ::axum::extract::FromRef<$crate::state::AppState>>::from_ref(
+                        state,
+                    )),*
+                }
+            }
+        }
+
+        impl ::axum::extract::FromRef<$crate::state::AppState> for $name {
+            fn from_ref(state: &$crate::state::AppState) -> Self {
+                Self::of(state)
+            }
+        }
+    };
+}
+pub(crate) use parts_group;
+
+/// The parts that travel together wherever resources are read and written: the store,
+/// the clock writes are stamped with, the snapshot find answers from (refreshed after a
+/// write), and the background loop's reconcile an admin write asks for.
+#[derive(Clone)]
+pub(crate) struct Resources {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) answers: Arc<Answers>,
+    /// [`Leadership::kick`].
+    kick: Arc<Notify>,
+}
+
+impl FromRef<AppState> for Resources {
+    fn from_ref(state: &AppState) -> Self {
+        state.resources()
+    }
 }
 
 /// The hosts heard from: the inventory heartbeats write and find reads, and what a
@@ -211,6 +298,9 @@ pub(crate) struct Hosts {
     pub(crate) changed: HostChanges,
     /// Host history observations waiting for the store (`history`).
     pub(crate) history: crate::history_queue::Pending,
+    /// The bound of each inventory (`--max-agents`, `--max-shared-token-hosts`).
+    max_agents: usize,
+    max_shared: usize,
 }
 
 /// The signal a change among the hosts sends the report loop, counted
@@ -251,7 +341,7 @@ pub(crate) struct Leadership {
     /// Serializes this replica's reconciles.
     pub(crate) reconcile_lock: tokio::sync::Mutex<()>,
     /// Asks the background loop for a reconcile soon (after an admin write).
-    pub(crate) kick: Notify,
+    pub(crate) kick: Arc<Notify>,
 }
 
 /// Whether this replica serves, since when, and whether it still reaches its store.
@@ -313,7 +403,7 @@ impl AppState {
         let started = clock.monotonic();
         let metrics = Metrics::default();
         Arc::new(Self {
-            limits: RateLimits {
+            limits: Arc::new(RateLimits {
                 find: RateLimiter::new(settings.find_rate, settings.find_burst),
                 heartbeat: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
                 admin: RateLimiter::new(
@@ -328,9 +418,9 @@ impl AppState {
                     REFUSAL_LOG_PER_SECOND,
                     REFUSAL_LOG_BURST,
                 ),
-            },
-            answers: Answers::new(settings.public_max_age, settings.long_poll),
-            hosts: Hosts {
+            }),
+            answers: Arc::new(Answers::new(settings.public_max_age, settings.long_poll)),
+            hosts: Arc::new(Hosts {
                 inventory: Mutex::new(
                     Inventory::with_max_agents(settings.max_agents)
                         .with_max_shared(settings.max_shared_token_hosts),
@@ -338,23 +428,25 @@ impl AppState {
                 products: Mutex::default(),
                 changed: HostChanges::new(Arc::clone(&metrics.report_changes)),
                 history: crate::history_queue::Pending::default(),
-            },
-            leadership: Leadership {
+                max_agents: settings.max_agents,
+                max_shared: settings.max_shared_token_hosts,
+            }),
+            leadership: Arc::new(Leadership {
                 leader: tokio::sync::Mutex::new(None),
                 acquire: tokio::sync::Mutex::new(()),
                 reconcile_lock: tokio::sync::Mutex::new(()),
-                kick: Notify::new(),
-            },
-            health: Health::new(started),
-            directives: DirectiveState::default(),
-            installer: Installer::default(),
-            fallbacks: crate::group_fallback::Fallbacks::default(),
+                kick: Arc::new(Notify::new()),
+            }),
+            health: Arc::new(Health::new(started)),
+            directives: Arc::default(),
+            installer: Arc::default(),
+            fallbacks: Arc::default(),
             store,
             clock,
-            settings,
-            auth: Authenticator::new(),
-            metrics,
-            notifiers,
+            settings: Arc::new(settings),
+            auth: Arc::new(Authenticator::new()),
+            metrics: Arc::new(metrics),
+            notifiers: Arc::new(notifiers),
         })
     }
 
@@ -362,17 +454,25 @@ impl AppState {
         self.store.as_ref()
     }
 
-    /// Whether this replica has not reached its store for longer than
-    /// `--store-contact-bound`.
-    pub(crate) fn cut_off(&self) -> bool {
-        self.health.cut_off(self.settings.store_contact_bound)
+    /// The agent's inventory.
+    pub fn inventory(&self) -> std::sync::MutexGuard<'_, Inventory> {
+        self.hosts.inventory()
     }
 
-    pub fn inventory(&self) -> std::sync::MutexGuard<'_, Inventory> {
-        self.hosts
-            .inventory
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+    /// The resources part: the store, the clock, the answers, the reconcile kick.
+    pub(crate) fn resources(&self) -> Resources {
+        Resources {
+            store: Arc::clone(&self.store),
+            clock: Arc::clone(&self.clock),
+            answers: Arc::clone(&self.answers),
+            kick: Arc::clone(&self.leadership.kick),
+        }
+    }
+}
+
+impl Hosts {
+    pub(crate) fn inventory(&self) -> std::sync::MutexGuard<'_, Inventory> {
+        self.inventory.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Runs `f` on `product`'s inventory; `None` when this replica has none for it
@@ -408,19 +508,15 @@ impl AppState {
             return Some(f(&mut self.inventory()));
         }
         let inventory = {
-            let mut all = self
-                .hosts
-                .products
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut all = self.products.lock().unwrap_or_else(|p| p.into_inner());
             match all.get(product) {
                 Some(i) => Arc::clone(i),
                 // The agent's is not in `all`: at most MAX_PRODUCTS - 1 others.
                 None if !make || all.len() + 1 >= crate::products::MAX_PRODUCTS => return None,
                 None => {
                     let fresh = Arc::new(Mutex::new(
-                        Inventory::with_max_agents(self.settings.max_agents)
-                            .with_max_shared(self.settings.max_shared_token_hosts),
+                        Inventory::with_max_agents(self.max_agents)
+                            .with_max_shared(self.max_shared),
                     ));
                     all.insert(product.to_string(), Arc::clone(&fresh));
                     fresh
@@ -433,8 +529,7 @@ impl AppState {
 
     /// Forgets the inventories of products this ternd no longer serves.
     pub(crate) fn keep_inventories(&self, served: impl Fn(&str) -> bool) {
-        self.hosts
-            .products
+        self.products
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|p, _| served(p));
@@ -443,7 +538,6 @@ impl AppState {
     /// Runs `f` on every inventory of a product other than the agent.
     pub(crate) fn each_product_inventory(&self, mut f: impl FnMut(&str, &mut Inventory)) {
         let all: Vec<(String, Arc<Mutex<Inventory>>)> = self
-            .hosts
             .products
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -457,81 +551,21 @@ impl AppState {
             );
         }
     }
+}
+
+impl Resources {
+    pub(crate) fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
 
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.answers.snapshot()
     }
 
-    /// Keeps the signed minimums `release_check` read; whether they changed.
-    pub(crate) fn set_revocation(&self, revocation: tern_core::revocation::Revocation) -> bool {
-        self.answers.set_revocation(revocation)
-    }
-
     /// Re-reads config, version, rollout (of every product) and channels and swaps the
-    /// snapshot. Calls are serialized, so the last one to finish saw the newest data.
+    /// snapshot: [`refresh_snapshot`].
     pub(crate) async fn refresh_snapshot(&self) -> ApiResult<()> {
-        let _guard = self.answers.refresh_lock.lock().await;
-        let store = self.store();
-        let config = resources::load::<AutoUpdateConfig>(store).await?;
-        let version = resources::load::<AutoUpdateVersion>(store).await?;
-        let rollout = resources::load::<AutoUpdateAgentRollout>(store).await?;
-        let listing = store.list(keys::CHANNELS_PREFIX).await?;
-        let mut channels = BTreeMap::new();
-        for kv in listing.kvs {
-            match serde_json::from_slice::<Channel>(&kv.value) {
-                Ok(c) => {
-                    channels.insert(c.name.clone(), c);
-                }
-                Err(e) => tracing::warn!(key = %kv.key, error = %e, "skipping unreadable channel"),
-            }
-        }
-        let freeze = crate::freeze::load(store).await?;
-        let pins = crate::pins::by_updater(crate::pins::load_all(store).await?);
-        let shared = config.as_ref().map(|s: &Stored<_>| &s.value);
-        let products = store.list(keys::PRODUCTS_PREFIX).await?;
-        let products = crate::products::stored_of(&products.kvs)
-            .into_iter()
-            .map(|(name, p)| {
-                let config = p
-                    .config
-                    .or_else(|| crate::products::shared_for(&name, shared));
-                let answers = crate::snapshot::ProductAnswers::build(
-                    &name,
-                    config,
-                    p.version,
-                    p.rollout.as_ref(),
-                    freeze.as_ref(),
-                );
-                (name, answers)
-            })
-            .collect();
-        let mut snap = Snapshot::build(
-            shared,
-            version.as_ref().map(|s| &s.value),
-            rollout.as_ref().map(|s| &s.value),
-            channels,
-            freeze,
-        );
-        snap.pins = pins;
-        snap.products = products;
-        snap.directive = crate::directive_store::active_directive(store)
-            .await?
-            .map(Arc::new);
-        snap.revocation = self.answers.revocation();
-        snap.settle_tools();
-        self.answers.publish(snap);
-        Ok(())
-    }
-
-    /// Adopts a value of the shared dev clock (from the store watch or a local write).
-    pub(crate) fn adopt_dev_clock(&self, kv: &tern_store::KeyValue) {
-        if let (Some(dev), Some(now)) = (self.clock.as_dev(), SharedClock::decode(&kv.value))
-            && dev.adopt(now, kv.mod_revision)
-        {
-            tracing::info!(%now, "dev clock moved (shared)");
-            // A pin lifts at a time: held finds look again.
-            self.answers.long_poll.snapshot_changed();
-        }
+        refresh_snapshot(self.store(), &self.answers).await
     }
 
     /// Re-reads the shared dev clock (when there is one), so this replica acts at the
@@ -541,7 +575,7 @@ impl AppState {
             return Ok(());
         }
         if let Some(kv) = self.store().get(keys::DEV_CLOCK).await? {
-            self.adopt_dev_clock(&kv);
+            adopt_dev_clock(self.clock.as_ref(), &self.answers, &kv);
         }
         Ok(())
     }
@@ -553,7 +587,74 @@ impl AppState {
             tracing::warn!(error = %e, "refreshing the find snapshot failed");
         }
         if self.clock.as_dev().is_none() {
-            self.leadership.kick.notify_one();
+            self.kick.notify_one();
         }
+    }
+}
+
+/// Re-reads config, version, rollout (of every product) and channels and swaps the
+/// snapshot `answers` serves. Calls are serialized, so the last one to finish saw the
+/// newest data.
+pub(crate) async fn refresh_snapshot(store: &dyn Store, answers: &Answers) -> ApiResult<()> {
+    let _guard = answers.refresh_lock.lock().await;
+    let config = resources::load::<AutoUpdateConfig>(store).await?;
+    let version = resources::load::<AutoUpdateVersion>(store).await?;
+    let rollout = resources::load::<AutoUpdateAgentRollout>(store).await?;
+    let listing = store.list(keys::CHANNELS_PREFIX).await?;
+    let mut channels = BTreeMap::new();
+    for kv in listing.kvs {
+        match serde_json::from_slice::<Channel>(&kv.value) {
+            Ok(c) => {
+                channels.insert(c.name.clone(), c);
+            }
+            Err(e) => tracing::warn!(key = %kv.key, error = %e, "skipping unreadable channel"),
+        }
+    }
+    let freeze = crate::freeze::load(store).await?;
+    let pins = crate::pins::by_updater(crate::pins::load_all(store).await?);
+    let shared = config.as_ref().map(|s: &Stored<_>| &s.value);
+    let products = store.list(keys::PRODUCTS_PREFIX).await?;
+    let products = crate::products::stored_of(&products.kvs)
+        .into_iter()
+        .map(|(name, p)| {
+            let config = p
+                .config
+                .or_else(|| crate::products::shared_for(&name, shared));
+            let product = crate::snapshot::ProductAnswers::build(
+                &name,
+                config,
+                p.version,
+                p.rollout.as_ref(),
+                freeze.as_ref(),
+            );
+            (name, product)
+        })
+        .collect();
+    let mut snap = Snapshot::build(
+        shared,
+        version.as_ref().map(|s| &s.value),
+        rollout.as_ref().map(|s| &s.value),
+        channels,
+        freeze,
+    );
+    snap.pins = pins;
+    snap.products = products;
+    snap.directive = crate::directive_store::active_directive(store)
+        .await?
+        .map(Arc::new);
+    snap.revocation = answers.revocation();
+    snap.settle_tools();
+    answers.publish(snap);
+    Ok(())
+}
+
+/// Adopts a value of the shared dev clock (from the store watch or a local write).
+pub(crate) fn adopt_dev_clock(clock: &dyn Clock, answers: &Answers, kv: &tern_store::KeyValue) {
+    if let (Some(dev), Some(now)) = (clock.as_dev(), SharedClock::decode(&kv.value))
+        && dev.adopt(now, kv.mod_revision)
+    {
+        tracing::info!(%now, "dev clock moved (shared)");
+        // A pin lifts at a time: held finds look again.
+        answers.long_poll.snapshot_changed();
     }
 }

@@ -6,16 +6,16 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use tern_core::api::{Channel, ChannelBody, Deleted};
+use tern_store::Store;
 
 use super::body;
 use crate::error::{ApiError, ApiResult};
-use crate::keys;
-use crate::resources;
-use crate::state::AppState;
+use crate::state::{Resources, Settings};
+use crate::{keys, resources};
 
 /// `GET /v1/channels`
-pub(crate) async fn list(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Channel>>> {
-    let listing = state.store().list(keys::CHANNELS_PREFIX).await?;
+pub(crate) async fn list(State(store): State<Arc<dyn Store>>) -> ApiResult<Json<Vec<Channel>>> {
+    let listing = store.list(keys::CHANNELS_PREFIX).await?;
     let channels = listing
         .kvs
         .iter()
@@ -26,7 +26,8 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> ApiResult<Json<V
 
 /// `PUT /v1/channels/{name}` `{"version", "critical"}`
 pub(crate) async fn set(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
+    State(settings): State<Arc<Settings>>,
     Path(name): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Channel>> {
@@ -37,32 +38,30 @@ pub(crate) async fn set(
     }
     let b: ChannelBody = body::json(&body)?;
     let version = body::version("version", &b.version)?;
-    crate::release_check::require_signed(&state, "version", &version.to_string()).await?;
+    let check = crate::release_check::Check::of(&settings, &res);
+    crate::release_check::require_signed(check, "version", &version.to_string()).await?;
     let channel = Channel {
         name: name.clone(),
         version: version.to_string(),
         critical: b.critical,
-        updated: Some(state.clock.now()),
+        updated: Some(res.clock.now()),
     };
     let bytes = serde_json::to_vec(&channel)
         .map_err(|e| ApiError::internal(format!("encoding a channel: {e}")))?;
-    state
-        .store()
-        .put(&keys::channel(&name), bytes, None)
-        .await?;
-    state.after_write().await;
+    res.store().put(&keys::channel(&name), bytes, None).await?;
+    res.after_write().await;
     Ok(Json(channel))
 }
 
 /// `DELETE /v1/channels/{name}`
 pub(crate) async fn delete(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Deleted>> {
-    resources::delete_or_404(state.store(), &keys::channel(&name), || {
+    resources::delete_or_404(res.store(), &keys::channel(&name), || {
         format!("no channel named {name:?}")
     })
     .await?;
-    state.after_write().await;
+    res.after_write().await;
     Ok(Json(Deleted { deleted: name }))
 }

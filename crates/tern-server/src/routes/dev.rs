@@ -6,33 +6,32 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use jiff::Timestamp;
+use tern_core::api::{ClockBody, ClockResponse, DevReconcileResponse};
 use tern_core::duration::GoDuration;
 
-use crate::clock::{ClockMove, MoveError, move_shared_clock};
+use crate::clock::{Clock, ClockMove, MoveError, move_shared_clock};
 use crate::error::{ApiError, ApiResult};
-use crate::reconciler;
-use crate::state::AppState;
-use tern_core::api::{ClockBody, ClockResponse, DevReconcileResponse};
+use crate::reconciler::{self, Reconciler, Reporter};
+use crate::state::Resources;
 
-fn dev(state: &AppState) -> ApiResult<&crate::clock::DevClock> {
-    state
-        .clock
+fn dev(clock: &dyn Clock) -> ApiResult<&crate::clock::DevClock> {
+    clock
         .as_dev()
         .ok_or_else(|| ApiError::not_found("ternd runs without --dev-clock"))
 }
 
 /// `GET /v1/dev/clock`
 pub(crate) async fn get_clock(
-    State(state): State<Arc<AppState>>,
+    State(clock): State<Arc<dyn Clock>>,
 ) -> ApiResult<Json<ClockResponse>> {
     Ok(Json(ClockResponse {
-        now: dev(&state)?.now_value(),
+        now: dev(clock.as_ref())?.now_value(),
     }))
 }
 
 /// `POST /v1/dev/clock` `{"set": RFC3339}` or `{"advance": DURATION}` (operator).
 pub(crate) async fn set_clock(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     body: Bytes,
 ) -> ApiResult<Json<ClockResponse>> {
     let b: ClockBody = if body.is_empty() {
@@ -41,7 +40,7 @@ pub(crate) async fn set_clock(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid: {e}")))?
     };
-    let clock = dev(&state)?;
+    let clock = dev(res.clock.as_ref())?;
     let how = match (b.set, b.advance) {
         (Some(t), None) => {
             let t: Timestamp = t.parse().map_err(|e| {
@@ -61,7 +60,7 @@ pub(crate) async fn set_clock(
         }
     };
     // Shared through the store: every replica's watch moves its clock too.
-    let (now, revision) = move_shared_clock(state.store(), how, clock.now_value())
+    let (now, revision) = move_shared_clock(res.store(), how, clock.now_value())
         .await
         .map_err(|e| match e {
             MoveError::Clock(e) => ApiError::bad_request(format!("advance: {e}")),
@@ -70,7 +69,7 @@ pub(crate) async fn set_clock(
     clock.adopt(now, revision);
     tracing::info!(%now, "dev clock moved");
     // A pin lifts at a time: held finds look again.
-    state.answers.long_poll.snapshot_changed();
+    res.answers.long_poll.snapshot_changed();
     Ok(Json(ClockResponse { now }))
 }
 
@@ -79,13 +78,15 @@ pub(crate) async fn set_clock(
 /// answer says `"leader": false` and names the replica holding the lease: send the
 /// request there to reconcile (every replica's report counts, wherever it was written).
 pub(crate) async fn reconcile(
-    State(state): State<Arc<AppState>>,
+    State(reporter): State<Reporter>,
+    State(reconciler): State<Reconciler>,
 ) -> ApiResult<Json<DevReconcileResponse>> {
-    dev(&state)?;
+    let res = &reporter.res;
+    dev(res.clock.as_ref())?;
     // Act at the shared time, even if this replica's watch has not delivered a move yet.
-    state.sync_dev_clock().await?;
-    let now = dev(&state)?.now_value();
-    reconciler::write_report(&state).await?;
-    let result = reconciler::reconcile_once(&state).await?;
+    res.sync_dev_clock().await?;
+    let now = dev(res.clock.as_ref())?.now_value();
+    reconciler::write_report(&reporter).await?;
+    let result = reconciler::reconcile_once(&reconciler).await?;
     Ok(Json(DevReconcileResponse { now, result }))
 }

@@ -16,23 +16,26 @@ use tern_core::directive::report::{
 };
 use tern_core::directive::resource::{Installer, VersionControlConfig, VersionDirective};
 use tern_core::duration::GoDuration;
-use tern_store::{Compare, Op, TxnOutcome};
+use tern_store::{Compare, Op, Store, TxnOutcome};
 
 use super::body;
 use crate::auth::Actor;
+use crate::clock::Clock;
+use crate::controllers::Controllers;
 use crate::directive_store::{encode, get, list, stored_form};
-use crate::directives::{self, refresh_find, write_draft};
+use crate::directives::{self, DirectivePass, refresh_find, write_draft};
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
-use crate::state::AppState;
+use crate::notify::Notifiers;
+use crate::state::{Resources, Settings};
 
 fn text(body: &Bytes) -> ApiResult<&str> {
     std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the body is not UTF-8 text"))
 }
 
 /// The stored value as JSON, with `metadata.revision` filled in.
-async fn read_json(state: &AppState, key: &str, absent: String) -> ApiResult<Json<Value>> {
-    let Some(r) = get::<Value>(state.store(), key).await? else {
+async fn read_json(store: &dyn Store, key: &str, absent: String) -> ApiResult<Json<Value>> {
+    let Some(r) = get::<Value>(store, key).await? else {
         return Err(ApiError::not_found(absent));
     };
     let mut v = r.value;
@@ -54,18 +57,18 @@ fn check_path_name(path: &str, in_body: &str) -> ApiResult<()> {
 // ---- installers ------------------------------------------------------------------
 
 /// `GET /v1/directives/installers`
-pub(crate) async fn installers(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Value>>> {
-    let all = list::<Value>(state.store(), keys::INSTALLERS_PREFIX).await?;
+pub(crate) async fn installers(State(store): State<Arc<dyn Store>>) -> ApiResult<Json<Vec<Value>>> {
+    let all = list::<Value>(store.as_ref(), keys::INSTALLERS_PREFIX).await?;
     Ok(Json(all.into_iter().map(|(_, r)| r.value).collect()))
 }
 
 /// `GET /v1/directives/installers/{name}`
 pub(crate) async fn get_installer(
-    State(state): State<Arc<AppState>>,
+    State(store): State<Arc<dyn Store>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
     read_json(
-        &state,
+        store.as_ref(),
         &keys::installer(&name),
         format!("no installer named {name:?}"),
     )
@@ -74,38 +77,37 @@ pub(crate) async fn get_installer(
 
 /// `PUT /v1/directives/installers/{name}`
 pub(crate) async fn put_installer(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     Path(name): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
     let i = Installer::from_text(text(&body)?)
         .map_err(|e| ApiError::invalid_resource(e.to_string()))?;
     check_path_name(&name, &i.metadata.name)?;
-    state
-        .store()
+    res.store()
         .put(&keys::installer(&name), stored_form(&i)?, None)
         .await?;
-    refresh_find(&state).await;
-    get_installer(State(state), Path(name)).await
+    refresh_find(res.store(), &res.answers).await;
+    get_installer(State(res.store), Path(name)).await
 }
 
 /// `DELETE /v1/directives/installers/{name}`
 pub(crate) async fn delete_installer(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Deleted>> {
     delete_key(
-        &state,
+        &res,
         &keys::installer(&name),
         &format!("installer {name:?}"),
     )
     .await
 }
 
-async fn delete_key(state: &AppState, key: &str, what: &str) -> ApiResult<Json<Deleted>> {
-    match state.store().delete(key, None).await {
+async fn delete_key(res: &Resources, key: &str, what: &str) -> ApiResult<Json<Deleted>> {
+    match res.store().delete(key, None).await {
         Ok(_) => {
-            refresh_find(state).await;
+            refresh_find(res.store(), &res.answers).await;
             Ok(Json(Deleted {
                 deleted: what.to_string(),
             }))
@@ -120,9 +122,9 @@ async fn delete_key(state: &AppState, key: &str, what: &str) -> ApiResult<Json<D
 // ---- the control config -----------------------------------------------------------
 
 /// `GET /v1/directives/config`
-pub(crate) async fn get_config(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+pub(crate) async fn get_config(State(store): State<Arc<dyn Store>>) -> ApiResult<Json<Value>> {
     read_json(
-        &state,
+        store.as_ref(),
         keys::DIRECTIVE_CONFIG,
         "no version_control_config exists: directives are planned and shown, nothing is installed"
             .into(),
@@ -151,15 +153,16 @@ struct PendingConfig {
 /// pending (202, approval 1), and the same config PUT by another principal writes it.
 /// Anything else is written at once.
 pub(crate) async fn put_config(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
+    State(settings): State<Arc<Settings>>,
     Extension(actor): Extension<Arc<Actor>>,
     body: Bytes,
 ) -> ApiResult<axum::response::Response> {
     use axum::response::IntoResponse;
     let c = VersionControlConfig::from_text(text(&body)?)
         .map_err(|e| ApiError::invalid_resource(e.to_string()))?;
-    crate::controllers::check_secret_env(&state, &c)?;
-    let store = state.store();
+    crate::controllers::check_secret_env(&settings.security, &c)?;
+    let store = res.store();
     let bytes = stored_form(&c)?;
     let current = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG).await?;
     let needed = current
@@ -171,12 +174,14 @@ pub(crate) async fn put_config(
         .is_some_and(|r| r.value.spec.promotion != c.spec.promotion);
     if needed < 2 || !promotion_changes {
         store.put(keys::DIRECTIVE_CONFIG, bytes, None).await?;
-        return Ok(get_config(State(state)).await?.into_response());
+        return Ok(get_config(State(Arc::clone(&res.store)))
+            .await?
+            .into_response());
     }
     let Some(current) = current else {
         return Err(ApiError::internal("the config in force vanished"));
     };
-    let now = state.clock.now();
+    let now = res.clock.now();
     let proposed = String::from_utf8_lossy(&bytes).into_owned();
     let pending = get::<PendingConfig>(store, keys::PENDING_CONFIG).await?;
     // The same change, still valid: this PUT is another approval of it.
@@ -254,7 +259,9 @@ pub(crate) async fn put_config(
     }
     if done {
         tracing::info!(by = %actor.token_id, "a change of the control config's promotion was approved and written");
-        return Ok(get_config(State(state)).await?.into_response());
+        return Ok(get_config(State(Arc::clone(&res.store)))
+            .await?
+            .into_response());
     }
     let answer = ApplyResponse {
         applied: false,
@@ -271,9 +278,9 @@ pub(crate) async fn put_config(
 // ---- directives: active and drafts -------------------------------------------------
 
 /// `GET /v1/directives/active`
-pub(crate) async fn get_active(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+pub(crate) async fn get_active(State(store): State<Arc<dyn Store>>) -> ApiResult<Json<Value>> {
     read_json(
-        &state,
+        store.as_ref(),
         keys::ACTIVE_DIRECTIVE,
         "no directive is active: write a draft, then `ternctl version-control plan` and `apply`"
             .into(),
@@ -283,17 +290,17 @@ pub(crate) async fn get_active(State(state): State<Arc<AppState>>) -> ApiResult<
 
 /// `DELETE /v1/directives/active`: no directive governs any host from the next pass on;
 /// the hosts go back to the rollout (installs already triggered finish on the hosts).
-pub(crate) async fn delete_active(State(state): State<Arc<AppState>>) -> ApiResult<Json<Deleted>> {
-    delete_key(&state, keys::ACTIVE_DIRECTIVE, "active directive").await
+pub(crate) async fn delete_active(State(res): State<Resources>) -> ApiResult<Json<Deleted>> {
+    delete_key(&res, keys::ACTIVE_DIRECTIVE, "active directive").await
 }
 
 /// `GET /v1/directives/drafts/{name}`
 pub(crate) async fn get_draft(
-    State(state): State<Arc<AppState>>,
+    State(store): State<Arc<dyn Store>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
     read_json(
-        &state,
+        store.as_ref(),
         &keys::draft(&name),
         format!("no draft named {name:?}"),
     )
@@ -303,23 +310,30 @@ pub(crate) async fn get_draft(
 /// `PUT /v1/directives/drafts/{name}`: writes a draft; under `promotion.strategy:
 /// automatic` with `from` naming this draft, it becomes the active directive at once.
 pub(crate) async fn put_draft(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
+    State(settings): State<Arc<Settings>>,
     Path(name): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
     let d = VersionDirective::from_text(text(&body)?)
         .map_err(|e| ApiError::invalid_resource(e.to_string()))?;
     check_path_name(&name, &d.metadata.name)?;
-    write_draft(&state, &d).await?;
-    get_draft(State(state), Path(name)).await
+    write_draft(
+        settings.release_trust.as_ref(),
+        res.store(),
+        &res.answers,
+        &d,
+    )
+    .await?;
+    get_draft(State(res.store), Path(name)).await
 }
 
 /// `DELETE /v1/directives/drafts/{name}`
 pub(crate) async fn delete_draft(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Deleted>> {
-    delete_key(&state, &keys::draft(&name), &format!("draft {name:?}")).await
+    delete_key(&res, &keys::draft(&name), &format!("draft {name:?}")).await
 }
 
 // ---- plan and apply ---------------------------------------------------------------
@@ -327,12 +341,12 @@ pub(crate) async fn delete_draft(
 /// `POST /v1/directives/plan` `{"draft": NAME}`: makes the draft pending (replacing
 /// any earlier plan); replicas evaluate it in their next pass, without installing.
 pub(crate) async fn plan(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     Extension(actor): Extension<Arc<Actor>>,
     body: Bytes,
 ) -> ApiResult<Json<Pending>> {
     let b: PlanBody = body::json(&body)?;
-    let store = state.store();
+    let store = res.store();
     let Some(draft) = get::<VersionDirective>(store, &keys::draft(&b.draft)).await? else {
         return Err(ApiError::not_found(format!(
             "no draft named {:?}: write it first (ternctl version-control draft -f FILE)",
@@ -346,7 +360,7 @@ pub(crate) async fn plan(
     let ttl = GoDuration::parse_positive(&config.promotion.pending_ttl)
         .map(|d| d.as_signed())
         .unwrap_or(jiff::SignedDuration::from_hours(1));
-    let now = state.clock.now();
+    let now = res.clock.now();
     let pending = Pending {
         draft: b.draft.clone(),
         draft_revision: draft.revision.to_string(),
@@ -364,9 +378,9 @@ pub(crate) async fn plan(
     Ok(Json(pending))
 }
 
-async fn reports(state: &AppState) -> ApiResult<Vec<DirectiveReport>> {
+async fn reports(store: &dyn Store) -> ApiResult<Vec<DirectiveReport>> {
     Ok(
-        list::<DirectiveReport>(state.store(), keys::DIRECTIVE_REPORTS_PREFIX)
+        list::<DirectiveReport>(store, keys::DIRECTIVE_REPORTS_PREFIX)
             .await?
             .into_iter()
             .map(|(_, r)| r.value)
@@ -376,14 +390,14 @@ async fn reports(state: &AppState) -> ApiResult<Vec<DirectiveReport>> {
 
 /// `GET /v1/directives/plan`: the pending directive over every replica that evaluated
 /// it (`evaluated_by` of `replicas`), beside what the active one does now.
-pub(crate) async fn get_plan(State(state): State<Arc<AppState>>) -> ApiResult<Json<PlanResponse>> {
-    let store = state.store();
+pub(crate) async fn get_plan(State(store): State<Arc<dyn Store>>) -> ApiResult<Json<PlanResponse>> {
+    let store = store.as_ref();
     let Some(pending) = get::<Pending>(store, keys::PENDING_DIRECTIVE).await? else {
         return Err(ApiError::not_found(
             "nothing is planned: `ternctl version-control plan --draft NAME`",
         ));
     };
-    let reports = reports(&state).await?;
+    let reports = reports(store).await?;
     let sum = report::sum(&reports, Some(&pending.value.nonce));
     let config = get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG)
         .await?
@@ -407,8 +421,8 @@ pub(crate) async fn get_plan(State(state): State<Arc<AppState>>) -> ApiResult<Js
 }
 
 /// `DELETE /v1/directives/plan`: drops the pending directive.
-pub(crate) async fn cancel_plan(State(state): State<Arc<AppState>>) -> ApiResult<Json<Deleted>> {
-    delete_key(&state, keys::PENDING_DIRECTIVE, "pending directive").await
+pub(crate) async fn cancel_plan(State(res): State<Resources>) -> ApiResult<Json<Deleted>> {
+    delete_key(&res, keys::PENDING_DIRECTIVE, "pending directive").await
 }
 
 /// Why `actor` cannot approve after `a`, if it cannot: the same token, the same
@@ -478,25 +492,23 @@ fn check_another_approver(approvals: &[Approval], actor: &Actor, needed: u8) -> 
 }
 
 /// The approvals the stored control config asks for (1 without one).
-async fn approvals_in_force(state: &AppState) -> ApiResult<u8> {
-    Ok(
-        get::<VersionControlConfig>(state.store(), keys::DIRECTIVE_CONFIG)
-            .await?
-            .map_or(1, |c| c.value.spec.promotion.approvals)
-            .max(1),
-    )
+async fn approvals_in_force(store: &dyn Store) -> ApiResult<u8> {
+    Ok(get::<VersionControlConfig>(store, keys::DIRECTIVE_CONFIG)
+        .await?
+        .map_or(1, |c| c.value.spec.promotion.approvals)
+        .max(1))
 }
 
 /// `POST /v1/directives/apply` `{"nonce"}`: one approval of the pending directive;
 /// with enough approvals (from distinct principals) the draft, as planned, becomes the
 /// active directive, in one transaction that fails if the plan or the draft changed.
 pub(crate) async fn apply(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     Extension(actor): Extension<Arc<Actor>>,
     body: Bytes,
 ) -> ApiResult<Json<ApplyResponse>> {
     let b: ApplyBody = body::json(&body)?;
-    let store = state.store();
+    let store = res.store();
     let Some(p) = get::<Pending>(store, keys::PENDING_DIRECTIVE).await? else {
         return Err(ApiError::not_found(
             "nothing is planned: `ternctl version-control plan --draft NAME` first",
@@ -509,7 +521,7 @@ pub(crate) async fn apply(
             b.nonce, pending.nonce
         )));
     }
-    let now = state.clock.now();
+    let now = res.clock.now();
     if now >= pending.expires_at {
         return Err(ApiError::conflict(format!(
             "the plan of draft {} expired at {} (promotion.pending_ttl): plan it again",
@@ -532,7 +544,7 @@ pub(crate) async fn apply(
     // more since.
     pending.approvals_needed = pending
         .approvals_needed
-        .max(approvals_in_force(&state).await?);
+        .max(approvals_in_force(store).await?);
     check_another_approver(&pending.approvals, &actor, pending.approvals_needed)?;
     pending.approvals.push(approval(&actor, now));
     let approvals = u8::try_from(pending.approvals.len()).unwrap_or(u8::MAX);
@@ -576,7 +588,7 @@ pub(crate) async fn apply(
     }
     let message = if done {
         tracing::info!(draft = %pending.draft, by = %actor.token_id, "directive applied");
-        refresh_find(&state).await;
+        refresh_find(store, &res.answers).await;
         format!("draft {} is now the active directive", pending.draft)
     } else {
         format!(
@@ -593,8 +605,11 @@ pub(crate) async fn apply(
 }
 
 /// `POST /v1/directives/resume`: lifts a pause of the fault or churn limit.
-pub(crate) async fn resume(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
-    match directives::lift_pause(&state).await? {
+pub(crate) async fn resume(
+    State(res): State<Resources>,
+    State(notifiers): State<Arc<Notifiers>>,
+) -> ApiResult<Json<Value>> {
+    match directives::lift_pause(res.store(), res.clock.as_ref(), &notifiers).await? {
         Some(p) => Ok(Json(serde_json::json!({
             "resumed": true,
             "was_paused_for": p.reason,
@@ -608,9 +623,10 @@ pub(crate) async fn resume(State(state): State<Arc<AppState>>) -> ApiResult<Json
 
 /// `GET /v1/directives`
 pub(crate) async fn status(
-    State(state): State<Arc<AppState>>,
+    State(store): State<Arc<dyn Store>>,
+    State(clock): State<Arc<dyn Clock>>,
 ) -> ApiResult<Json<DirectivesStatus>> {
-    let store = state.store();
+    let store = store.as_ref();
     let res = crate::directive_store::read_resources(store).await?;
     let drafts = list::<Value>(store, keys::DRAFTS_PREFIX)
         .await?
@@ -620,7 +636,7 @@ pub(crate) async fn status(
             revision: r.revision.to_string(),
         })
         .collect();
-    let reports = reports(&state).await?;
+    let reports = reports(store).await?;
     let report::Sum {
         active: fleet,
         replicas,
@@ -632,7 +648,7 @@ pub(crate) async fn status(
         .into_iter()
         .map(|(_, r)| r.value)
         .collect();
-    let now = state.clock.now();
+    let now = clock.now();
     let stale = res
         .active
         .as_ref()
@@ -671,18 +687,19 @@ pub(crate) async fn status(
 
 /// `POST /v1/dev/directives` (dev clock only): one pass of this replica's loop now.
 pub(crate) async fn dev_pass(
-    State(state): State<Arc<AppState>>,
+    State(pass): State<DirectivePass>,
 ) -> ApiResult<Json<directives::PassResult>> {
     // At the shared dev time, even if this replica's watch has not delivered it yet.
-    state.sync_dev_clock().await?;
-    Ok(Json(directives::pass_once(&state).await?))
+    pass.res.sync_dev_clock().await?;
+    Ok(Json(directives::pass_once(&pass).await?))
 }
 
 /// `POST /v1/dev/controllers` (dev clock only): one run of the built-in version
 /// controllers now (on the leader; elsewhere it says so and does nothing).
 pub(crate) async fn dev_controllers(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
+    State(controllers): State<Controllers>,
 ) -> ApiResult<Json<crate::controllers::RunResult>> {
-    state.sync_dev_clock().await?;
-    Ok(Json(crate::controllers::run_once(&state).await?))
+    res.sync_dev_clock().await?;
+    Ok(Json(crate::controllers::run_once(&controllers).await?))
 }

@@ -7,18 +7,20 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Extension, State};
 use tern_core::api::{Freeze, FreezeBody, FreezeResponse};
+use tern_store::Store;
 
 use super::body;
 use crate::auth::Actor;
+use crate::clock::Clock;
 use crate::error::{ApiError, ApiResult};
 use crate::freeze::{Stored, load, read};
 use crate::keys;
-use crate::state::AppState;
+use crate::state::Resources;
 
 /// `GET /v1/freeze`
-pub(crate) async fn get(State(state): State<Arc<AppState>>) -> ApiResult<Json<FreezeResponse>> {
+pub(crate) async fn get(State(store): State<Arc<dyn Store>>) -> ApiResult<Json<FreezeResponse>> {
     Ok(Json(FreezeResponse {
-        freeze: load(state.store()).await?,
+        freeze: load(store.as_ref()).await?,
         changed: false,
     }))
 }
@@ -29,13 +31,13 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>) -> ApiResult<Json<Fr
 /// are added to those it holds, and a freeze of every product stays one; only
 /// `DELETE` (an operator) narrows or lifts it.
 pub(crate) async fn put(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     Extension(actor): Extension<Arc<Actor>>,
     bytes: Bytes,
 ) -> ApiResult<Json<FreezeResponse>> {
     let b: FreezeBody = body::json(&bytes)?;
     let reason = Freeze::check_reason(&b.reason).map_err(ApiError::bad_request)?;
-    let store = state.store();
+    let store = res.store();
     let named = crate::products::check_named(store, &b.products).await?;
     // Two freezes at once: the one that loses the compare-and-swap reads again, so the
     // record keeps the first freeze's start and author.
@@ -51,8 +53,14 @@ pub(crate) async fn put(
                 Some(*rev),
             ),
             // An unreadable record held every product: so does what replaces it.
-            Stored::Unreadable(_, rev) => (fresh(reason, &state, &actor, Vec::new()), Some(*rev)),
-            Stored::None => (fresh(reason, &state, &actor, named.clone()), None),
+            Stored::Unreadable(_, rev) => (
+                fresh(reason, res.clock.as_ref(), &actor, Vec::new()),
+                Some(*rev),
+            ),
+            Stored::None => (
+                fresh(reason, res.clock.as_ref(), &actor, named.clone()),
+                None,
+            ),
         };
         if matches!(&before, Stored::Readable(f, _) if *f == freeze) {
             return Ok(Json(FreezeResponse {
@@ -69,7 +77,7 @@ pub(crate) async fn put(
         match written {
             Ok(_) => {
                 tracing::warn!(reason = %freeze.reason, by = %freeze.by, products = ?freeze.products, "updates frozen (no products named: every product)");
-                state.after_write().await;
+                res.after_write().await;
                 return Ok(Json(FreezeResponse {
                     freeze: Some(freeze),
                     changed: true,
@@ -92,10 +100,10 @@ pub(crate) async fn put(
 /// change the record this many times in a row.
 const CAS_ATTEMPTS: usize = 5;
 
-fn fresh(reason: &str, state: &AppState, actor: &Actor, products: Vec<String>) -> Freeze {
+fn fresh(reason: &str, clock: &dyn Clock, actor: &Actor, products: Vec<String>) -> Freeze {
     Freeze {
         reason: reason.to_string(),
-        since: state.clock.now(),
+        since: clock.now(),
         by: actor.token_id.clone(),
         products,
     }
@@ -112,15 +120,15 @@ fn widened(held: &[String], named: &[String]) -> Vec<String> {
 }
 
 /// `DELETE /v1/freeze`: lifts the freeze (no error when none holds: `changed` says).
-pub(crate) async fn delete(State(state): State<Arc<AppState>>) -> ApiResult<Json<FreezeResponse>> {
-    let changed = match state.store().delete(keys::FREEZE, None).await {
+pub(crate) async fn delete(State(res): State<Resources>) -> ApiResult<Json<FreezeResponse>> {
+    let changed = match res.store().delete(keys::FREEZE, None).await {
         Ok(_) => true,
         Err(tern_store::Error::NotFound { .. }) => false,
         Err(e) => return Err(e.into()),
     };
     if changed {
         tracing::warn!("update freeze lifted");
-        state.after_write().await;
+        res.after_write().await;
     }
     Ok(Json(FreezeResponse {
         freeze: None,

@@ -12,13 +12,13 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use tern_core::api::{Deleted, JoinBody, JoinResponse, Role};
-use tern_store::{Compare, Error as StoreError, Op, Revision, TxnOutcome};
+use tern_store::{Compare, Error as StoreError, Op, Revision, Store, TxnOutcome};
 
 use super::body;
-use crate::auth::{self, Actor, TokenRecord};
+use crate::auth::{self, Actor, Authenticator, TokenRecord};
 use crate::error::{ApiError, ApiResult};
 use crate::keys;
-use crate::state::AppState;
+use crate::state::{Hosts, Resources};
 
 /// `/tern/hosts/<updater_id>`
 #[derive(Debug, Serialize, Deserialize)]
@@ -31,7 +31,7 @@ const MAX_UPDATER_ID: usize = 128;
 
 /// `POST /v1/agents/join` `{"updater_id", "host_id", "hostname"}` with a join token.
 pub(crate) async fn join(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     Extension(actor): Extension<Arc<Actor>>,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<JoinResponse>)> {
@@ -50,9 +50,9 @@ pub(crate) async fn join(
             "a host credential cannot join another host: use a join token",
         ));
     }
-    let store = state.store();
+    let store = res.store();
     let host_key = keys::host(&b.updater_id);
-    let now = state.clock.now();
+    let now = res.clock.now();
     let hostname: String = b
         .hostname
         .chars()
@@ -84,7 +84,7 @@ pub(crate) async fn join(
             Op::put(keys::token(&t.record.id), credential.clone(), None),
         ];
         if actor.role == Role::Join {
-            let (revision, spent) = one_use_spent(&state, &actor.token_id).await?;
+            let (revision, spent) = one_use_spent(store, &actor.token_id).await?;
             compares.push(Compare::mod_revision(
                 keys::token(&actor.token_id),
                 revision,
@@ -131,9 +131,9 @@ fn already_joined(updater_id: &str) -> ApiError {
 
 /// The join token's record with one use fewer, and the revision it was read at (the
 /// caller's transaction compares it, so two joins cannot both spend the last use).
-async fn one_use_spent(state: &AppState, token_id: &str) -> ApiResult<(Revision, Vec<u8>)> {
+async fn one_use_spent(store: &dyn Store, token_id: &str) -> ApiResult<(Revision, Vec<u8>)> {
     let key = keys::token(token_id);
-    let Some(kv) = state.store().get(&key).await? else {
+    let Some(kv) = store.get(&key).await? else {
         return Err(ApiError::unauthenticated("invalid or revoked token"));
     };
     let mut record: TokenRecord = serde_json::from_slice(&kv.value)
@@ -154,10 +154,12 @@ async fn one_use_spent(state: &AppState, token_id: &str) -> ApiResult<(Revision,
 /// forgets it here; its heartbeats are refused from then on (on other replicas within
 /// the token cache's 30 s).
 pub(crate) async fn revoke(
-    State(state): State<Arc<AppState>>,
+    State(store): State<Arc<dyn Store>>,
+    State(auth): State<Arc<Authenticator>>,
+    State(hosts): State<Arc<Hosts>>,
     Path(updater_id): Path<String>,
 ) -> ApiResult<Json<Deleted>> {
-    let store = state.store();
+    let store = store.as_ref();
     let host_key = keys::host(&updater_id);
     let Some(kv) = store.get(&host_key).await? else {
         return Err(ApiError::not_found(format!(
@@ -170,14 +172,14 @@ pub(crate) async fn revoke(
         Ok(_) | Err(StoreError::NotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    state.auth.forget(&host.token_id);
+    auth.forget(&host.token_id);
     match store.delete(&host_key, None).await {
         Ok(_) | Err(StoreError::NotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    state.inventory().forget_updater(&updater_id);
+    hosts.inventory().forget_updater(&updater_id);
     // The host's other products heartbeat with the same credential.
-    state.each_product_inventory(|_, inv| {
+    hosts.each_product_inventory(|_, inv| {
         inv.forget_updater(&updater_id);
     });
     tracing::info!(%updater_id, token = %host.token_id, "host credential revoked");

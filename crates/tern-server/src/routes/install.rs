@@ -9,11 +9,12 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::downloads::Installer;
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::ratelimit::RateLimits;
 
-fn downloads(state: &AppState) -> ApiResult<&crate::downloads::Downloads> {
-    state.installer.downloads.get().ok_or_else(|| {
+fn downloads(installer: &Installer) -> ApiResult<&crate::downloads::Downloads> {
+    installer.downloads.get().ok_or_else(|| {
         ApiError::not_found(
             "this ternd serves no installer: start it with --downloads-dir DIR holding tern-update-linux-ARCH files",
         )
@@ -22,12 +23,12 @@ fn downloads(state: &AppState) -> ApiResult<&crate::downloads::Downloads> {
 
 /// The script, with this ternd's address and the binaries' sizes and SHA-256.
 pub(crate) async fn script(
-    State(state): State<Arc<AppState>>,
+    State(installer): State<Arc<Installer>>,
     uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let d = downloads(&state)?;
-    let scheme = if state.installer.tls.load(Ordering::Relaxed) {
+    let d = downloads(&installer)?;
+    let scheme = if installer.tls.load(Ordering::Relaxed) {
         "https"
     } else {
         "http"
@@ -59,10 +60,10 @@ pub(crate) async fn script(
 /// `sha256sum` writes it. Any other name is a 404: names are looked up among the
 /// architectures loaded at start, never joined to a path.
 pub(crate) async fn binary(
-    State(state): State<Arc<AppState>>,
+    State(installer): State<Arc<Installer>>,
     Path(file): Path<String>,
 ) -> ApiResult<Response> {
-    let d = downloads(&state)?;
+    let d = downloads(&installer)?;
     let unknown = || {
         ApiError::not_found(format!(
             "no tern-update {file:?} here; served: {}",
@@ -102,16 +103,12 @@ pub(crate) async fn binary(
 /// Each download is megabytes sent to anyone who asks: limited per client address,
 /// from the heartbeat limiter's budget (a host installs once, then heartbeats).
 pub(crate) async fn download_guard(
-    State(state): State<Arc<AppState>>,
+    State(limits): State<Arc<RateLimits>>,
     axum::extract::ConnectInfo(addr): axum::extract::ConnectInfo<std::net::SocketAddr>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if let Err(wait) = state
-        .limits
-        .heartbeat
-        .check(addr.ip(), std::time::Instant::now())
-    {
+    if let Err(wait) = limits.heartbeat.check(addr.ip(), std::time::Instant::now()) {
         return ApiError::rate_limited(wait, format!("too many downloads from {}", addr.ip()))
             .into_response();
     }

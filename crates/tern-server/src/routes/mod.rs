@@ -30,7 +30,7 @@ use axum::routing::{MethodRouter, delete, get, post, put};
 
 use crate::auth::Access;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::{AppState, parts_group};
 
 /// Largest heartbeat body accepted.
 pub(crate) const HEARTBEAT_BODY_LIMIT: usize = 16 * 1024;
@@ -45,12 +45,12 @@ pub struct RouteAccess {
     pub access: Access,
 }
 
-type Handler = MethodRouter<Arc<AppState>>;
+type Handler = MethodRouter<AppState>;
 
 /// The router being built, with the access table it serves.
 struct Routes {
-    state: Arc<AppState>,
-    router: Router<Arc<AppState>>,
+    state: AppState,
+    router: Router<AppState>,
     table: Vec<RouteAccess>,
 }
 
@@ -84,7 +84,7 @@ impl Routes {
             let guarded = match access {
                 Access::Public => handler,
                 _ => handler.route_layer(middleware::from_fn_with_state(
-                    (Arc::clone(&self.state), access, guard),
+                    (Gate::of(&self.state), access, guard),
                     authorize,
                 )),
             };
@@ -112,25 +112,38 @@ enum Guard {
     AddressRateThenToken,
 }
 
+parts_group! {
+    /// What the access layer touches: the tokens and what this replica accepted lately, the
+    /// limits and counters of refusals, and the store the audit trail is written to.
+    struct Gate {
+        store: Arc<dyn tern_store::Store>,
+        clock: Arc<dyn crate::clock::Clock>,
+        settings: Arc<crate::state::Settings>,
+        auth: Arc<crate::auth::Authenticator>,
+        limits: Arc<crate::ratelimit::RateLimits>,
+        metrics: Arc<crate::metrics::Metrics>,
+    }
+}
+
 /// Authenticates the request for `access` (401 without a valid token, 403 with a role
 /// that may not) before the handler runs, after the client address's rate if `guard`
 /// says so. Writes (write, operator and join routes), done or refused for the role, go
 /// to the audit trail with the token that sent them; read-level routes never do.
 async fn authorize(
-    State((state, access, guard)): State<(Arc<AppState>, Access, Guard)>,
+    State((gate, access, guard)): State<(Gate, Access, Guard)>,
     request: Request,
     next: Next,
 ) -> Response {
     match guard {
-        Guard::Token => authorize_token(&state, access, request, next).await,
+        Guard::Token => authorize_token(&gate, access, request, next).await,
         Guard::AddressRateThenToken => {
             // Before the token: a flood is turned away without hashing what it sends.
-            if let Some(refused) = public::address_rate(&state, &request) {
+            if let Some(refused) = public::address_rate(&gate.limits, &gate.metrics, &request) {
                 return refused;
             }
-            let response = authorize_token(&state, access, request, next).await;
+            let response = authorize_token(&gate, access, request, next).await;
             if !response.status().is_success() {
-                crate::metrics::Metrics::inc(&state.metrics.heartbeats_rejected);
+                crate::metrics::Metrics::inc(&gate.metrics.heartbeats_rejected);
             }
             response
         }
@@ -138,7 +151,7 @@ async fn authorize(
 }
 
 async fn authorize_token(
-    state: &Arc<AppState>,
+    state: &Gate,
     access: Access,
     mut request: Request,
     next: Next,
@@ -217,7 +230,7 @@ async fn authorize_token(
     );
     if let (Some((method, path)), Some(actor)) = (audited, actor) {
         crate::audit::record(
-            state.store(),
+            state.store.as_ref(),
             state.clock.now(),
             &state.settings.replica_id,
             &actor,
@@ -260,7 +273,7 @@ impl<'a> Sent<'a> {
 /// (429) before its next one costs a store read. Every refusal is counted and logged
 /// (at a bounded rate). `Err` is the answer.
 async fn authenticate_limited(
-    state: &Arc<AppState>,
+    state: &Gate,
     admin: bool,
     request: Sent<'_>,
     now: jiff::Timestamp,
@@ -284,7 +297,7 @@ async fn authenticate_limited(
     }
     match state
         .auth
-        .authenticate(state.store(), request.headers, now)
+        .authenticate(state.store.as_ref(), request.headers, now)
         .await
     {
         Ok(actor) => {
@@ -333,19 +346,19 @@ fn shared_token_refused(token_id: &str) -> ApiError {
 }
 
 /// Every route with its access level, as [`router`] serves them.
-pub fn routes(state: &Arc<AppState>) -> Vec<RouteAccess> {
-    build(Arc::clone(state)).table
+pub fn routes(state: &AppState) -> Vec<RouteAccess> {
+    build(state.clone()).table
 }
 
-pub(crate) fn router(state: Arc<AppState>) -> Router {
-    build(Arc::clone(&state))
+pub(crate) fn router(state: &AppState) -> Router {
+    build(state.clone())
         .router
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT))
-        .with_state(state)
+        .with_state(state.clone())
 }
 
-fn build(state: Arc<AppState>) -> Routes {
+fn build(state: AppState) -> Routes {
     let dev = state.clock.as_dev().is_some();
     let r = Routes {
         state,
@@ -361,7 +374,7 @@ fn build(state: Arc<AppState>) -> Routes {
 fn public(r: Routes) -> Routes {
     use Access::{Agent, Join, Public};
     use Method as M;
-    let download_state = Arc::clone(&r.state);
+    let download_limits = Arc::clone(&r.state.limits);
     r.route("/", vec![(M::GET, Public, get(crate::dashboard::index))])
         .route(
             "/dashboard/{file}",
@@ -416,7 +429,7 @@ fn public(r: Routes) -> Routes {
             // Megabytes per request, to anyone: limited per client address like joins.
             |h| {
                 h.layer::<_, std::convert::Infallible>(middleware::from_fn_with_state(
-                    download_state,
+                    download_limits,
                     install::download_guard,
                 ))
             },
@@ -435,8 +448,8 @@ fn public(r: Routes) -> Routes {
 /// version `Operator`; the rollout and reports answer 405 to writes).
 fn resources(mut r: Routes) -> Routes {
     use Method as M;
-    type S = State<Arc<AppState>>;
     type WriteQ = Query<resources::WriteQuery>;
+    type W = State<resources::Writer>;
     for &(kind, path) in resources::PATHS {
         let write = kind.write_access();
         r = r.route(
@@ -445,26 +458,32 @@ fn resources(mut r: Routes) -> Routes {
                 (
                     M::GET,
                     Access::Read,
-                    get(move |s: S, q: Query<crate::products::ProductQuery>| {
-                        resources::get(s, kind, q)
-                    }),
+                    get(
+                        move |s: State<Arc<dyn tern_store::Store>>,
+                              q: Query<crate::products::ProductQuery>| {
+                            resources::get(s, kind, q)
+                        },
+                    ),
                 ),
                 (
                     M::POST,
                     write,
-                    post(move |s: S, q: WriteQ, b: Bytes| resources::create(s, kind, q, b)),
+                    post(move |w: W, q: WriteQ, b: Bytes| resources::create(w, kind, q, b)),
                 ),
                 (
                     M::PUT,
                     write,
-                    put(move |s: S, q: WriteQ, b: Bytes| resources::update(s, kind, q, b)),
+                    put(move |w: W, q: WriteQ, b: Bytes| resources::update(w, kind, q, b)),
                 ),
                 (
                     M::DELETE,
                     write,
-                    delete(move |s: S, q: Query<resources::DeleteQuery>| {
-                        resources::delete(s, kind, q)
-                    }),
+                    delete(
+                        move |s: State<crate::state::Resources>,
+                              q: Query<resources::DeleteQuery>| {
+                            resources::delete(s, kind, q)
+                        },
+                    ),
                 ),
             ],
         );
@@ -663,9 +682,9 @@ struct AuditQuery {
 /// refused, oldest first. A large N shows every record the trail keeps, the quiet
 /// tokens' older actions among them.
 async fn audit_trail(
-    State(state): State<Arc<AppState>>,
+    State(store): State<Arc<dyn tern_store::Store>>,
     Query(q): Query<AuditQuery>,
 ) -> crate::error::ApiResult<axum::Json<Vec<tern_core::api::AuditRecord>>> {
     let limit = q.limit.unwrap_or(100);
-    Ok(axum::Json(crate::audit::list(state.store(), limit).await?))
+    Ok(axum::Json(crate::audit::list(store.as_ref(), limit).await?))
 }

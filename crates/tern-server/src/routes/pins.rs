@@ -12,7 +12,7 @@ use super::body;
 use crate::auth::Actor;
 use crate::error::{ApiError, ApiResult};
 use crate::pins::{key, load_all};
-use crate::state::AppState;
+use crate::state::Resources;
 
 /// Longest updater_id a pin may name (as a heartbeat's fields).
 const MAX_ID: usize = 256;
@@ -20,10 +20,10 @@ const MAX_ID: usize = 256;
 const MAX_REASON: usize = 512;
 
 /// `GET /v1/pins`
-pub(crate) async fn list(State(state): State<Arc<AppState>>) -> ApiResult<Json<PinsResponse>> {
+pub(crate) async fn list(State(res): State<Resources>) -> ApiResult<Json<PinsResponse>> {
     Ok(Json(PinsResponse {
-        now: state.clock.now(),
-        pins: load_all(state.store()).await?,
+        now: res.clock.now(),
+        pins: load_all(res.store()).await?,
     }))
 }
 
@@ -41,18 +41,18 @@ fn check_id(updater_id: &str) -> ApiResult<()> {
 /// moves a pin's end, or changes what it holds) the host's every product, or those
 /// named. The host need not be connected: a pin may wait for a host still to come.
 pub(crate) async fn put(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     Extension(actor): Extension<Arc<Actor>>,
     Path(updater_id): Path<String>,
     bytes: Bytes,
 ) -> ApiResult<Json<HostPin>> {
     check_id(&updater_id)?;
     let b: PinBody = body::json(&bytes)?;
-    let now = state.clock.now();
+    let now = res.clock.now();
     let until = tern_core::api::parse_until(&b.until, now).map_err(ApiError::bad_request)?;
     let reason = tern_core::text::one_line("reason", &b.reason, MAX_REASON, None)
         .map_err(ApiError::bad_request)?;
-    let products = crate::products::check_named(state.store(), &b.products).await?;
+    let products = crate::products::check_named(res.store(), &b.products).await?;
     let pin = HostPin {
         updater_id: updater_id.clone(),
         until,
@@ -63,22 +63,22 @@ pub(crate) async fn put(
     };
     let bytes =
         serde_json::to_vec(&pin).map_err(|e| ApiError::internal(format!("encoding a pin: {e}")))?;
-    state.store().put(&key(&updater_id), bytes, None).await?;
-    state.after_write().await;
+    res.store().put(&key(&updater_id), bytes, None).await?;
+    res.after_write().await;
     Ok(Json(pin))
 }
 
 /// `DELETE /v1/inventory/{updater_id}/pin`: unpins now.
 pub(crate) async fn delete(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     Path(updater_id): Path<String>,
 ) -> ApiResult<Json<Deleted>> {
     check_id(&updater_id)?;
-    crate::resources::delete_or_404(state.store(), &key(&updater_id), || {
+    crate::resources::delete_or_404(res.store(), &key(&updater_id), || {
         format!("updater {updater_id:?} has no pin")
     })
     .await?;
-    state.after_write().await;
+    res.after_write().await;
     Ok(Json(Deleted {
         deleted: updater_id,
     }))

@@ -14,11 +14,33 @@ use tern_core::rollout::Groups;
 use tern_core::wire::{Heartbeat, HeartbeatResponse, UnknownGroup};
 
 use crate::auth::Actor;
+use crate::clock::Clock;
 use crate::error::{ApiError, ApiResult};
+use crate::group_fallback::Fallbacks;
 use crate::inventory::Refused;
 use crate::longpoll::Release;
 use crate::metrics::Metrics;
-use crate::state::AppState;
+use crate::ratelimit::RateLimits;
+use crate::snapshot::Answers;
+use crate::state::{Health, Hosts, Settings, parts_group};
+
+parts_group! {
+    /// What the one answer reads on this replica: the snapshot, the clock, whether this
+    /// replica is cut off from its store, its settings, and what its heartbeats recorded.
+    pub(crate) struct Answering {
+        answers: Arc<Answers>,
+        clock: Arc<dyn Clock>,
+        settings: Arc<Settings>,
+        health: Arc<Health>,
+        hosts: Arc<Hosts>,
+    }
+}
+
+impl Answering {
+    fn cut_off(&self) -> bool {
+        self.health.cut_off(self.settings.store_contact_bound)
+    }
+}
 
 /// The find query: `group` and updater id (each may be absent), and for a long poll
 /// `wait` and `seen`; other parameters are ignored. Decoded in place: a typed `Query`
@@ -106,19 +128,18 @@ pub fn fuzz_find_query(raw: &str) -> (String, String) {
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
-fn cacheable(state: &AppState, mut resp: Response) -> Response {
+fn cacheable(answers: &Answers, mut resp: Response) -> Response {
     resp.headers_mut()
-        .insert(header::CACHE_CONTROL, state.answers.cache_control.clone());
+        .insert(header::CACHE_CONTROL, answers.cache_control.clone());
     resp
 }
 
-fn limit_public(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
-    state
-        .limits
+fn limit_public(limits: &RateLimits, metrics: &Metrics, addr: SocketAddr) -> ApiResult<()> {
+    limits
         .find
         .check(addr.ip(), Instant::now())
         .map_err(|wait| {
-            Metrics::inc(&state.metrics.find_rate_limited);
+            Metrics::inc(&metrics.find_rate_limited);
             ApiError::rate_limited(
                 wait,
                 format!("too many requests from {}: retry in {wait}s", addr.ip()),
@@ -131,33 +152,34 @@ fn limit_public(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
 /// answer differs (then released after a random part of `--long-poll-jitter`) or
 /// `wait` (capped at `--long-poll-max-hold`) has passed; `tern-long-poll` says which.
 pub(crate) async fn find(
-    State(state): State<Arc<AppState>>,
+    State(one): State<Answering>,
+    State(limits): State<Arc<RateLimits>>,
+    State(metrics): State<Arc<Metrics>>,
+    State(fallbacks): State<Arc<Fallbacks>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
-    limit_ready(&state, addr)?;
+    limit_ready(&limits, &metrics, &one.health, addr)?;
     let q = find_query(query.as_deref());
-    let long_poll = &state.answers.long_poll;
+    let long_poll = &one.answers.long_poll;
     let wait = q
         .wait
         .as_deref()
         .map(|w| crate::longpoll::parse_wait(w, long_poll.settings.max_hold))
         .transpose()
         .map_err(ApiError::bad_request)?;
-    Metrics::inc(&state.metrics.find_requests);
-    let fallback = state
-        .fallbacks
-        .check(&state.snapshot(), &q.product, &q.group);
+    Metrics::inc(&metrics.find_requests);
+    let fallback = fallbacks.check(&one.answers.snapshot(), &q.product, &q.group);
     let Some(wait) = wait else {
-        let answer = find_answer(&state, &q)?;
+        let answer = find_answer(&one, &q)?;
         return Ok(said_fallback(
-            cacheable(&state, find_response(answer, None)),
+            cacheable(&one.answers, find_response(answer, None)),
             fallback,
         ));
     };
     // Subscribed before the answer is worked out: a change in between wakes the hold.
     let mut changes = long_poll.subscribe();
-    let answer = find_answer(&state, &q)?;
+    let answer = find_answer(&one, &q)?;
     let seen = q.seen.as_deref().unwrap_or_default();
     let etag = answer.etag.to_str().unwrap_or_default();
     if wait.is_zero() || !crate::longpoll::is_seen(seen, etag) {
@@ -188,14 +210,14 @@ pub(crate) async fn find(
             () = tokio::time::sleep_until(deadline) => break Release::Expired,
             () = &mut stopped => break Release::Expired,
         };
-        if look_again && find_answer(&state, &q)?.etag != answer.etag {
+        if look_again && find_answer(&one, &q)?.etag != answer.etag {
             break Release::Changed;
         }
     };
     long_poll.count(release);
     if release == Release::Changed {
         // Under a dev clock time moves only when told, as for find's own jitter.
-        let bound = if state.clock.as_dev().is_some() {
+        let bound = if one.clock.as_dev().is_some() {
             std::time::Duration::ZERO
         } else {
             long_poll.settings.release_jitter
@@ -206,7 +228,7 @@ pub(crate) async fn find(
         }
     }
     // The answer as it is now: another change may have come during the jitter.
-    let answer = find_answer(&state, &q)?;
+    let answer = find_answer(&one, &q)?;
     let how = match release {
         Release::Changed => POLL_CHANGED,
         Release::Expired => POLL_EXPIRED,
@@ -249,32 +271,32 @@ fn find_response(answer: crate::snapshot::FindBody, long_poll: Option<HeaderValu
 /// What find tells this host now: the one answer (`tern_core::gate::answer`) over the
 /// snapshot and what this replica knows of the host, serialized once per snapshot. A
 /// host refused for want of a pinned root (`--require-trust`) gets 403.
-fn find_answer(state: &AppState, q: &FindQuery<'_>) -> ApiResult<crate::snapshot::FindBody> {
-    let snapshot = state.snapshot();
-    let answer = one_answer(state, &snapshot, q);
+fn find_answer(one: &Answering, q: &FindQuery<'_>) -> ApiResult<crate::snapshot::FindBody> {
+    let snapshot = one.answers.snapshot();
+    let answer = one_answer(one, &snapshot, q);
     if answer.holds.contains(tern_core::hold::Hold::TrustRequired) {
         return Err(trust_required(
             &q.updater_id,
             "its find does not name a pinned root",
         ));
     }
-    Ok(snapshot.find_body(&answer, &state.settings.edition))
+    Ok(snapshot.find_body(&answer, &one.settings.edition))
 }
 
 /// The fleet as the one answer reads it on this replica, now, for `product`.
 fn fleet<'s>(
-    state: &AppState,
+    one: &Answering,
     snapshot: &'s crate::snapshot::Snapshot,
     product: &str,
 ) -> tern_core::gate::Fleet<'s> {
     snapshot.fleet_for(
         product,
-        state.cut_off(),
-        state.settings.security.require_trust,
+        one.cut_off(),
+        one.settings.security.require_trust,
         // Under a dev clock time moves only when told: a real-time random wait before
         // updating would only slow tests and demos down.
-        state.clock.as_dev().is_none(),
-        state.clock.now(),
+        one.clock.as_dev().is_none(),
+        one.clock.now(),
     )
 }
 
@@ -284,11 +306,11 @@ fn fleet<'s>(
 /// heartbeats of that product recorded of it. A product this ternd does not serve has
 /// no rollout: its hosts are told `no_rollout`, never an error.
 fn one_answer(
-    state: &AppState,
+    one: &Answering,
     snapshot: &crate::snapshot::Snapshot,
     q: &FindQuery<'_>,
 ) -> tern_core::gate::Answer {
-    let fleet = fleet(state, snapshot, &q.product);
+    let fleet = fleet(one, snapshot, &q.product);
     let mut host = tern_core::gate::Host {
         product: &q.product,
         updater_id: &q.updater_id,
@@ -298,7 +320,7 @@ fn one_answer(
         pins_root: q.facts.as_ref().is_some_and(|f| f.trust_root > 0),
     };
     let seen = if tern_core::gate::reads_recorded(&fleet, &host) {
-        state
+        one.hosts
             .with_inventory(&q.product, |inv| {
                 inv.by_updater_id(&q.updater_id).map(|a| {
                     (
@@ -322,9 +344,14 @@ fn one_answer(
 
 /// The public rate limit, then readiness: what find and the schedule answer from needs
 /// the first snapshot.
-fn limit_ready(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
-    limit_public(state, addr)?;
-    if !state.health.is_ready() {
+fn limit_ready(
+    limits: &RateLimits,
+    metrics: &Metrics,
+    health: &Health,
+    addr: SocketAddr,
+) -> ApiResult<()> {
+    limit_public(limits, metrics, addr)?;
+    if !health.is_ready() {
         return Err(ApiError::unavailable("ternd is starting"));
     }
     Ok(())
@@ -337,19 +364,21 @@ fn limit_ready(state: &AppState, addr: SocketAddr) -> ApiResult<()> {
 /// with the hold's code, uncached: a channel host never updates without a version, and
 /// acts again once the hold lifts.
 pub(crate) async fn channel_value(
-    State(state): State<Arc<AppState>>,
+    State(one): State<Answering>,
+    State(limits): State<Arc<RateLimits>>,
+    State(metrics): State<Arc<Metrics>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     Path((name, what)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
-    limit_public(&state, addr)?;
-    let snap = state.snapshot();
+    limit_public(&limits, &metrics, addr)?;
+    let snap = one.answers.snapshot();
     let Some(ch) = snap.channels.get(&name) else {
         return Err(ApiError::not_found(format!("no channel named {name:?}")));
     };
-    Metrics::inc(&state.metrics.channel_requests);
+    Metrics::inc(&metrics.channel_requests);
     let q = find_query(query.as_deref());
-    let answer = channel_answer(&state, &snap, &q, ch);
+    let answer = channel_answer(&one, &snap, &q, ch);
     let body = match what.as_str() {
         "version" => match (answer.version.clone(), answer.hold()) {
             (Some(v), None) => v.to_string(),
@@ -374,17 +403,17 @@ pub(crate) async fn channel_value(
         }
     };
     let resp = ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response();
-    Ok(cacheable(&state, resp))
+    Ok(cacheable(&one.answers, resp))
 }
 
 /// The one answer for a host following channel `ch`.
 fn channel_answer(
-    state: &AppState,
+    one: &Answering,
     snapshot: &crate::snapshot::Snapshot,
     q: &FindQuery<'_>,
     ch: &tern_core::api::Channel,
 ) -> tern_core::gate::Answer {
-    let fleet = snapshot.fleet_for(&q.product, state.cut_off(), false, true, state.clock.now());
+    let fleet = snapshot.fleet_for(&q.product, one.cut_off(), false, true, one.clock.now());
     let host = tern_core::gate::Host::new(&q.product, &q.group, &q.updater_id);
     tern_core::gate::answer(&fleet, &host, tern_core::gate::Ask::Channel(ch))
 }
@@ -401,11 +430,14 @@ fn channel_answer(
 /// `--require-trust` a group is refused (403 `trust_required`), as a find naming no
 /// pinned root is.
 pub(crate) async fn teleport_channel(
-    State(state): State<Arc<AppState>>,
+    State(one): State<Answering>,
+    State(limits): State<Arc<RateLimits>>,
+    State(metrics): State<Arc<Metrics>>,
+    State(fallbacks): State<Arc<Fallbacks>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     Path(request): Path<String>,
 ) -> ApiResult<Response> {
-    limit_ready(&state, addr)?;
+    limit_ready(&limits, &metrics, &one.health, addr)?;
     let Some((name, what)) = request
         .trim_matches('/')
         .rsplit_once('/')
@@ -420,7 +452,7 @@ pub(crate) async fn teleport_channel(
             "{what:?}: the path must end with version or critical"
         )));
     }
-    let snapshot = state.snapshot();
+    let snapshot = one.answers.snapshot();
     let anonymous = FindQuery {
         product: Cow::Borrowed(tern_core::gate::AGENT),
         group: Cow::Borrowed(name),
@@ -430,8 +462,8 @@ pub(crate) async fn teleport_channel(
         facts: None,
     };
     let (version, critical, hold) = if let Some(ch) = snapshot.channels.get(name) {
-        Metrics::inc(&state.metrics.channel_requests);
-        let a = channel_answer(&state, &snapshot, &anonymous, ch);
+        Metrics::inc(&metrics.channel_requests);
+        let a = channel_answer(&one, &snapshot, &anonymous, ch);
         match (a.version.clone(), a.hold()) {
             (Some(v), None) => (Some(v.to_string()), a.critical, None),
             (_, hold) => (None, false, hold.or(Some(tern_core::hold::Hold::Revoked))),
@@ -439,25 +471,21 @@ pub(crate) async fn teleport_channel(
     } else {
         // A rollout group asked as a channel is a find without identity: it can name no
         // pinned root, so under --require-trust it is refused as such a find is.
-        if state.settings.security.require_trust {
+        if one.settings.security.require_trust {
             return Err(trust_required(
                 "",
                 "Teleport's channel path for a rollout group cannot name a pinned root",
             ));
         }
-        Metrics::inc(&state.metrics.find_requests);
-        let d = one_answer(&state, &snapshot, &anonymous);
+        Metrics::inc(&metrics.find_requests);
+        let d = one_answer(&one, &snapshot, &anonymous);
         match (d.version.clone(), d.hold()) {
             (Some(v), None) => (Some(v.to_string()), true, None),
             (_, hold) => (None, false, hold),
         }
     };
     let fallback = (!snapshot.channels.contains_key(name))
-        .then(|| {
-            state
-                .fallbacks
-                .check(&snapshot, tern_core::product::AGENT, name)
-        })
+        .then(|| fallbacks.check(&snapshot, tern_core::product::AGENT, name))
         .flatten();
     let body = match what {
         // RFD 109's versions carry the leading `v`; `none` means "do not update".
@@ -472,7 +500,7 @@ pub(crate) async fn teleport_channel(
         resp.headers_mut()
             .insert(HOLD_HEADER, HeaderValue::from_static(hold.code()));
     }
-    Ok(said_fallback(cacheable(&state, resp), fallback))
+    Ok(said_fallback(cacheable(&one.answers, resp), fallback))
 }
 
 /// What Teleport's version server answers when there is no version to move to.
@@ -484,12 +512,16 @@ const HOLD_HEADER: header::HeaderName = header::HeaderName::from_static("tern-ho
 /// the `OnCalendar=` value and the next `count` windows, default 8, at most 64), or
 /// with `format=systemd` the bare `OnCalendar=` values, one per window and line.
 pub(crate) async fn schedule(
-    State(state): State<Arc<AppState>>,
+    State(answers): State<Arc<Answers>>,
+    State(clock): State<Arc<dyn Clock>>,
+    State(health): State<Arc<Health>>,
+    State(limits): State<Arc<RateLimits>>,
+    State(metrics): State<Arc<Metrics>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
-    limit_ready(&state, addr)?;
-    Metrics::inc(&state.metrics.schedule_requests);
+    limit_ready(&limits, &metrics, &health, addr)?;
+    Metrics::inc(&metrics.schedule_requests);
     let (mut group, mut count, mut format) = (String::new(), 8usize, String::from("json"));
     for (k, v) in form_urlencoded::parse(query.as_deref().unwrap_or_default().as_bytes()) {
         match k.as_ref() {
@@ -503,13 +535,13 @@ pub(crate) async fn schedule(
             _ => {}
         }
     }
-    let snapshot = state.snapshot();
+    let snapshot = answers.snapshot();
     // The cluster's window, from the config alone when no rollout exists (seed 001).
     let Some(schedule) = tern_core::reconcile::maintenance_schedule(
         snapshot.config.as_ref(),
         snapshot.rollout.as_ref(),
         &group,
-        state.clock.now(),
+        clock.now(),
         count,
     ) else {
         return Err(ApiError::not_found(
@@ -543,7 +575,7 @@ pub(crate) async fn schedule(
             )));
         }
     };
-    Ok(cacheable(&state, resp))
+    Ok(cacheable(&answers, resp))
 }
 
 /// Longest string accepted in a heartbeat field.
@@ -551,7 +583,11 @@ const MAX_FIELD: usize = 256;
 
 /// The client address's heartbeat rate (`--heartbeat-rate`, per address, heartbeats
 /// and joins), checked before the token (`routes::authorize`): the 429, if refused.
-pub(crate) fn address_rate(state: &AppState, request: &Request) -> Option<Response> {
+pub(crate) fn address_rate(
+    limits: &RateLimits,
+    metrics: &Metrics,
+    request: &Request,
+) -> Option<Response> {
     // The listener gives every connection its peer address; a router served without it
     // is a ternd bug, answered 500 rather than left unlimited.
     let Some(ConnectInfo(addr)) = request.extensions().get::<ConnectInfo<SocketAddr>>() else {
@@ -559,8 +595,8 @@ pub(crate) fn address_rate(state: &AppState, request: &Request) -> Option<Respon
             ApiError::internal("the request carries no peer address to limit").into_response(),
         );
     };
-    if let Err(wait) = state.limits.heartbeat.check(addr.ip(), Instant::now()) {
-        Metrics::inc(&state.metrics.heartbeats_rate_limited);
+    if let Err(wait) = limits.heartbeat.check(addr.ip(), Instant::now()) {
+        Metrics::inc(&metrics.heartbeats_rate_limited);
         return Some(
             ApiError::rate_limited(wait, format!("too many heartbeats from {}", addr.ip()))
                 .into_response(),
@@ -584,11 +620,12 @@ fn trust_required(updater_id: &str, why: &str) -> ApiError {
 
 /// `POST /v1/agents/heartbeat` (an agent token, checked by the router)
 pub(crate) async fn heartbeat(
-    State(state): State<Arc<AppState>>,
+    State(one): State<Answering>,
+    State(metrics): State<Arc<Metrics>>,
     Extension(actor): Extension<Arc<Actor>>,
     body: Bytes,
 ) -> ApiResult<Json<HeartbeatResponse>> {
-    let at = state.clock.monotonic();
+    let at = one.clock.monotonic();
     let mut hb: Heartbeat = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("the heartbeat is not valid JSON: {e}")))?;
     // A host credential speaks for its own updater only: one leaked credential cannot
@@ -603,7 +640,7 @@ pub(crate) async fn heartbeat(
     }
     let shared = actor.bound_to.is_none() && actor.role == tern_core::api::Role::Agent;
     if shared {
-        Metrics::inc(&state.metrics.heartbeats_shared_token);
+        Metrics::inc(&metrics.heartbeats_shared_token);
     }
     for (field, value) in [
         ("updater_id", &hb.updater_id),
@@ -628,7 +665,7 @@ pub(crate) async fn heartbeat(
         }
     }
     hb.check_facts().map_err(ApiError::bad_request)?;
-    if state.settings.security.require_trust {
+    if one.settings.security.require_trust {
         match hb.trust {
             Some(t) if t.pinned => {}
             Some(_) => return Err(trust_required(&hb.updater_id, "it pins no release root")),
@@ -642,7 +679,7 @@ pub(crate) async fn heartbeat(
     }
     // Each product a host runs heartbeats on its own, into that product's inventory;
     // only products this ternd serves, so that no client makes inventories up.
-    let snap = state.snapshot();
+    let snap = one.answers.snapshot();
     let product = hb.product().to_string();
     if !snap.serves(&product) {
         let mut served = vec![tern_core::product::AGENT.to_string()];
@@ -663,8 +700,9 @@ pub(crate) async fn heartbeat(
             placed_group = Some(hb.group.clone());
         }
     }
-    let now = state.clock.now();
-    let recorded = state
+    let now = one.clock.now();
+    let recorded = one
+        .hosts
         .record_in(&product, |inv| inv.heartbeat_via(&hb, now, at, shared))
         .ok_or_else(|| {
             ApiError::new(
@@ -680,16 +718,16 @@ pub(crate) async fn heartbeat(
         Ok(r) => {
             // A host's history follows its agent (the product Teleport's files describe).
             if r.changed && agent {
-                crate::history::observe(&state, &hb, now);
+                crate::history::observe(&one.hosts, &metrics, &hb, now);
             }
             if r.moved {
-                state.hosts.changed.notify_one();
+                one.hosts.changed.notify_one();
             }
             r.install
         }
         Err(e @ Refused::Unidentified) => return Err(ApiError::bad_request(e.to_string())),
         Err(e @ Refused::Full { .. }) => {
-            Metrics::inc(&state.metrics.heartbeats_inventory_full);
+            Metrics::inc(&metrics.heartbeats_inventory_full);
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "inventory_full",
@@ -697,7 +735,7 @@ pub(crate) async fn heartbeat(
             ));
         }
         Err(e @ Refused::SharedTokenFull { .. }) => {
-            Metrics::inc(&state.metrics.heartbeats_inventory_full);
+            Metrics::inc(&metrics.heartbeats_inventory_full);
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shared_token_full",
@@ -705,12 +743,12 @@ pub(crate) async fn heartbeat(
             ));
         }
     };
-    Metrics::inc(&state.metrics.heartbeats);
+    Metrics::inc(&metrics.heartbeats);
     // The hot path (a known group, or none) allocates nothing. The snapshot is read
     // again, not reused from before recording: the inventory's lock may have been
     // waited on for a long time (a 1M-agent inventory page), and a freeze confirmed to
     // its operator meanwhile must keep this answer's instruction back.
-    let snapshot = state.snapshot();
+    let snapshot = one.answers.snapshot();
     let unknown_group = snapshot
         .rollout_of(&product)
         .filter(|r| !hb.group.is_empty() && r.group(&hb.group).is_none())
@@ -727,9 +765,9 @@ pub(crate) async fn heartbeat(
     // cut off), the instruction is not handed out; it stays pending and is given again
     // with the first heartbeat after the hold lifts. A dry run changes nothing on the
     // host: it goes whatever holds.
-    let install = install.filter(|i| i.dry_run || directed_allowed(&state, &snapshot, &hb, i));
+    let install = install.filter(|i| i.dry_run || directed_allowed(&one, &snapshot, &hb, i));
     Ok(Json(HeartbeatResponse {
-        next_heartbeat_seconds: state.settings.heartbeat_interval.as_secs().max(1),
+        next_heartbeat_seconds: one.settings.heartbeat_interval.as_secs().max(1),
         unknown_group,
         placed_group,
         install,
@@ -738,7 +776,7 @@ pub(crate) async fn heartbeat(
 
 /// Whether the one answer lets `hb`'s host install `i`'s target now.
 fn directed_allowed(
-    state: &AppState,
+    one: &Answering,
     snapshot: &crate::snapshot::Snapshot,
     hb: &Heartbeat,
     i: &tern_core::install::InstallInstruction,
@@ -746,7 +784,7 @@ fn directed_allowed(
     let Ok(target) = tern_core::version::Version::parse(&i.target.version) else {
         return false;
     };
-    let fleet = fleet(state, snapshot, hb.product());
+    let fleet = fleet(one, snapshot, hb.product());
     let mut host = tern_core::gate::Host::new(hb.product(), &hb.group, &hb.updater_id);
     host.pins_root = hb.trust.is_some_and(|t| t.pinned);
     // The time rules of the directive that chose it, as the store holds it now.
@@ -771,8 +809,8 @@ pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
-pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    if state.health.is_ready() {
+pub(crate) async fn readyz(State(health): State<Arc<Health>>) -> Response {
+    if health.is_ready() {
         "ready\n".into_response()
     } else {
         ApiError::unavailable("ternd is starting: the store or the first snapshot is not loaded")
@@ -781,11 +819,11 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 /// `GET /metrics` (Prometheus text format): the page is `metrics_page`'s.
-pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+pub(crate) async fn metrics(State(page): State<crate::metrics_page::MetricsPage>) -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::metrics_page::render(&state).await,
+        crate::metrics_page::render(&page).await,
     )
         .into_response()
 }

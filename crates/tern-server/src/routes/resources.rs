@@ -18,13 +18,25 @@ use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVe
 use tern_core::rfd169::Translated;
 use tern_core::validate::ResourceError;
 use tern_store::Error as StoreError;
+use tern_store::Store;
 
 use super::body;
 use crate::auth::Access;
 use crate::error::{ApiError, ApiResult};
+use crate::metrics::Metrics;
 use crate::products::{self, ProductQuery};
 use crate::resources::{self, Decision, Resource, Stored};
-use crate::state::AppState;
+use crate::state::{Resources, Settings, parts_group};
+
+parts_group! {
+    /// What writing a resource touches: the resources, the settings (the report period for
+    /// the warnings, the release trust) and the write-conflict counter.
+    pub(crate) struct Writer {
+        res: Resources,
+        settings: Arc<Settings>,
+        metrics: Arc<Metrics>,
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -75,11 +87,11 @@ fn read_only(what: &str) -> ApiError {
 }
 
 async fn get_one<T: Resource>(
-    state: &AppState,
+    store: &dyn Store,
     product: &str,
     absent: &str,
 ) -> ApiResult<Response> {
-    match resources::load_for::<T>(state.store(), product).await? {
+    match resources::load_for::<T>(store, product).await? {
         Some(s) => Ok(Json(s.value).into_response()),
         None => Err(ApiError::not_found(absent.to_string())),
     }
@@ -96,16 +108,16 @@ fn of(product: &str) -> String {
 
 /// `GET /v1/resources/{kind}[?product=P]`
 pub(crate) async fn get(
-    State(state): State<Arc<AppState>>,
+    State(store): State<Arc<dyn Store>>,
     kind: Kind,
     Query(q): Query<ProductQuery>,
 ) -> ApiResult<Response> {
-    let product = q.served(state.store()).await?;
+    let product = q.served(store.as_ref()).await?;
     let of = of(product);
     match kind {
         Kind::Config if product != tern_core::product::AGENT => {
             get_one::<AutoUpdateConfig>(
-                &state,
+                store.as_ref(),
                 product,
                 &format!(
                     "product {product} has no autoupdate_config of its own: the shared one applies (without canary analysis; GET /v1/resources/config)"
@@ -115,7 +127,7 @@ pub(crate) async fn get(
         }
         Kind::Config => {
             get_one::<AutoUpdateConfig>(
-                &state,
+                store.as_ref(),
                 product,
                 "no autoupdate_config exists (the defaults apply: mode enabled, halt-on-error, one group \"default\")",
             )
@@ -123,7 +135,7 @@ pub(crate) async fn get(
         }
         Kind::Version => {
             get_one::<AutoUpdateVersion>(
-                &state,
+                store.as_ref(),
                 product,
                 &format!("no autoupdate_version{of} exists: nothing is being rolled out"),
             )
@@ -131,7 +143,7 @@ pub(crate) async fn get(
         }
         Kind::Rollout => {
             get_one::<AutoUpdateAgentRollout>(
-                &state,
+                store.as_ref(),
                 product,
                 &format!(
                     "no autoupdate_agent_rollout{of} exists (it needs an autoupdate_version and a reconcile)"
@@ -140,7 +152,7 @@ pub(crate) async fn get(
             .await
         }
         Kind::Reports => {
-            Ok(Json(resources::reports_for(state.store(), product).await?).into_response())
+            Ok(Json(resources::reports_for(store.as_ref(), product).await?).into_response())
         }
     }
 }
@@ -192,12 +204,13 @@ async fn parse<T: Resource + Send + 'static>(
 }
 
 async fn write<T: Resource>(
-    state: &AppState,
+    res: &Resources,
+    metrics: &Metrics,
     product: &str,
     value: T,
     mode: WriteMode,
 ) -> ApiResult<(StatusCode, Stored<T>)> {
-    let store = state.store();
+    let store = res.store();
     products::admit(store, product).await?;
     let result = match mode {
         WriteMode::Create => match resources::write_for(store, product, &value, None).await {
@@ -243,7 +256,7 @@ async fn write<T: Resource>(
             let (stored, existed) = resources::read_modify_write(
                 store,
                 product,
-                &state.metrics.write_conflicts,
+                &metrics.write_conflicts,
                 |current: Option<Stored<T>>| {
                     let value = value.clone();
                     async move { Ok(Decision::Put(value, current.is_some())) }
@@ -260,7 +273,7 @@ async fn write<T: Resource>(
             (code, stored)
         }
     };
-    state.after_write().await;
+    res.after_write().await;
     Ok(result)
 }
 
@@ -297,41 +310,42 @@ fn written<T: serde::Serialize>(
 }
 
 async fn put_or_post(
-    state: &AppState,
+    w: &Writer,
     product: &str,
     kind: Kind,
     body: Bytes,
     mode: WriteMode,
 ) -> ApiResult<Response> {
-    let (now, period) = (state.clock.now(), state.settings.report_period);
+    let (now, period) = (w.res.clock.now(), w.settings.report_period);
     match kind {
         Kind::Config => {
             let t = parse(body, tern_core::rfd169::config).await?;
-            let (code, s) = write(state, product, t.resource, mode).await?;
+            let (code, s) = write(&w.res, &w.metrics, product, t.resource, mode).await?;
             let warnings =
-                resources::all_at_once(state.store(), product, Some(&s.value), now, period).await?;
+                resources::all_at_once(w.res.store(), product, Some(&s.value), now, period).await?;
             Ok(written(code, s.value, &t.notes, &warnings))
         }
         Kind::Version => {
             let t = parse(body, tern_core::rfd169::version).await?;
             if let Some(agents) = &t.resource.spec.agents {
+                let check = crate::release_check::Check::of(&w.settings, &w.res);
                 crate::release_check::require_signed(
-                    state,
+                    check,
                     "spec.agents.target_version",
                     &agents.target_version.to_string(),
                 )
                 .await?;
                 crate::release_check::require_not_revoked(
-                    state,
+                    check,
                     "spec.agents.start_version",
                     &agents.start_version.to_string(),
                 )
                 .await?;
             }
-            let (code, s) = write(state, product, t.resource, mode).await?;
-            let (config, _) = products::config_in_force(state.store(), product).await?;
+            let (code, s) = write(&w.res, &w.metrics, product, t.resource, mode).await?;
+            let (config, _) = products::config_in_force(w.res.store(), product).await?;
             let warnings =
-                resources::all_at_once(state.store(), product, config.as_ref(), now, period)
+                resources::all_at_once(w.res.store(), product, config.as_ref(), now, period)
                     .await?;
             Ok(written(code, s.value, &t.notes, &warnings))
         }
@@ -343,25 +357,25 @@ async fn put_or_post(
 /// `POST /v1/resources/{kind}[?product=P]`: create (409 if it exists; `?force=true`
 /// overwrites).
 pub(crate) async fn create(
-    State(state): State<Arc<AppState>>,
+    State(w): State<Writer>,
     kind: Kind,
     Query(q): Query<WriteQuery>,
     body: Bytes,
 ) -> ApiResult<Response> {
     let product = products::named(q.product.as_deref())?;
-    put_or_post(&state, product, kind, body, q.mode_or(WriteMode::Create)).await
+    put_or_post(&w, product, kind, body, q.mode_or(WriteMode::Create)).await
 }
 
 /// `PUT /v1/resources/{kind}[?product=P]`: update at `metadata.revision`
 /// (`?force=true`: upsert).
 pub(crate) async fn update(
-    State(state): State<Arc<AppState>>,
+    State(w): State<Writer>,
     kind: Kind,
     Query(q): Query<WriteQuery>,
     body: Bytes,
 ) -> ApiResult<Response> {
     let product = products::named(q.product.as_deref())?;
-    put_or_post(&state, product, kind, body, q.mode_or(WriteMode::Update)).await
+    put_or_post(&w, product, kind, body, q.mode_or(WriteMode::Update)).await
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -374,7 +388,7 @@ pub(crate) struct DeleteQuery {
 /// ends its rollout at the next reconcile; once it has neither version nor config of
 /// its own, ternd no longer serves it.
 pub(crate) async fn delete(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     kind: Kind,
     Query(q): Query<DeleteQuery>,
 ) -> ApiResult<Response> {
@@ -391,7 +405,7 @@ pub(crate) async fn delete(
         .as_deref()
         .map(resources::parse_revision)
         .transpose()?;
-    match state.store().delete(&key, expected).await {
+    match res.store().delete(&key, expected).await {
         Ok(_) => {}
         Err(StoreError::NotFound { .. }) => {
             return Err(ApiError::not_found(format!("no {name}{of} exists")));
@@ -403,7 +417,7 @@ pub(crate) async fn delete(
         }
         Err(e) => return Err(e.into()),
     }
-    state.after_write().await;
+    res.after_write().await;
     Ok(Json(Deleted {
         deleted: name.to_string(),
     })

@@ -14,29 +14,45 @@ use tern_core::inventory::AgentView;
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateVersion};
 use tern_core::rollout::Groups;
 use tern_core::views;
+use tern_store::Store;
 
+use crate::clock::Clock;
+use crate::directive_loop::DirectiveState;
 use crate::error::{ApiError, ApiResult};
+use crate::history::HistoryWriter;
 use crate::inventory::AgentRef;
 use crate::inventory::id::IdRef;
 use crate::products::{self, ProductQuery};
 use crate::resources;
-use crate::state::AppState;
+use crate::snapshot::Answers;
+use crate::state::{Health, Hosts, Resources, Settings};
 
 /// `GET /v1/agents/status[?product=P]`: with each moving group's pending hosts among
 /// this replica's.
 pub(crate) async fn status(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
+    State(settings): State<Arc<Settings>>,
+    State(hosts): State<Arc<Hosts>>,
     Query(q): Query<ProductQuery>,
 ) -> ApiResult<Json<StatusResponse>> {
-    let product = q.served(state.store()).await?;
-    Ok(Json(product_status(&state, product).await?.0))
+    let product = q.served(res.store()).await?;
+    Ok(Json(
+        product_status(res.store(), res.clock.as_ref(), &settings, &hosts, product)
+            .await?
+            .0,
+    ))
 }
 
 /// `product`'s status (as `agents status` shows it), and whether it runs under a config
 /// of its own.
-async fn product_status(state: &AppState, product: &str) -> ApiResult<(StatusResponse, bool)> {
-    let store = state.store();
-    let now = state.clock.now();
+async fn product_status(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    settings: &Settings,
+    hosts: &Hosts,
+    product: &str,
+) -> ApiResult<(StatusResponse, bool)> {
+    let now = clock.now();
     let modes = products::modes(store, product).await?;
     let (config, own_config) = products::config_in_force(store, product).await?;
     let rollout = resources::load_for::<AutoUpdateAgentRollout>(store, product)
@@ -49,7 +65,7 @@ async fn product_status(state: &AppState, product: &str) -> ApiResult<(StatusRes
             .is_some();
     let pending = rollout
         .as_ref()
-        .map(|r| pending_hosts(state, product, r, now))
+        .map(|r| pending_hosts(settings, hosts, product, r, now))
         .unwrap_or_default();
     let mut status = views::status(
         now,
@@ -58,7 +74,7 @@ async fn product_status(state: &AppState, product: &str) -> ApiResult<(StatusRes
         rollout,
         version_exists,
         &reports,
-        state.settings.report_period,
+        settings.report_period,
     );
     for g in &mut status.groups {
         g.pending = pending.get(&g.name).cloned();
@@ -69,11 +85,14 @@ async fn product_status(state: &AppState, product: &str) -> ApiResult<(StatusRes
 /// `GET /v1/products`: every product this ternd serves (the agent first), each with
 /// its rollout at a glance (`views::product_summary` of its status).
 pub(crate) async fn products(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
+    State(settings): State<Arc<Settings>>,
+    State(hosts): State<Arc<Hosts>>,
 ) -> ApiResult<Json<ProductsResponse>> {
     let mut summaries = Vec::new();
-    for product in products::served(state.store()).await? {
-        let (status, own_config) = product_status(&state, &product).await?;
+    for product in products::served(res.store()).await? {
+        let (status, own_config) =
+            product_status(res.store(), res.clock.as_ref(), &settings, &hosts, &product).await?;
         summaries.push(views::product_summary(
             &product,
             products::is_builtin(&product),
@@ -82,7 +101,7 @@ pub(crate) async fn products(
         ));
     }
     Ok(Json(ProductsResponse {
-        now: state.clock.now(),
+        now: res.clock.now(),
         max_products: products::MAX_PRODUCTS,
         products: summaries,
     }))
@@ -92,19 +111,20 @@ pub(crate) async fn products(
 /// `product` (`views::pending`), each with its next run by the heartbeat interval hosts
 /// are told.
 fn pending_hosts(
-    state: &AppState,
+    settings: &Settings,
+    hosts: &Hosts,
     product: &str,
     rollout: &AutoUpdateAgentRollout,
     now: jiff::Timestamp,
 ) -> std::collections::BTreeMap<String, PendingHosts> {
-    let interval = jiff::SignedDuration::try_from(state.settings.heartbeat_interval)
+    let interval = jiff::SignedDuration::try_from(settings.heartbeat_interval)
         .unwrap_or(jiff::SignedDuration::from_secs(60));
-    let pending = state.with_inventory(product, |inv| {
+    let pending = hosts.with_inventory(product, |inv| {
         views::pending(
             rollout,
             inv.agents(),
             now,
-            state.settings.report_period,
+            settings.report_period,
             views::PENDING_LISTED,
         )
         .into_iter()
@@ -122,7 +142,7 @@ fn pending_hosts(
         .into_iter()
         .map(|(group, (total, hosts))| {
             let pending = PendingHosts {
-                replica: state.settings.replica_id.clone(),
+                replica: settings.replica_id.clone(),
                 total,
                 hosts,
             };
@@ -133,16 +153,17 @@ fn pending_hosts(
 
 /// `GET /v1/agents/report[?product=P]`: the sum of the live reports.
 pub(crate) async fn report(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
+    State(settings): State<Arc<Settings>>,
     Query(q): Query<ProductQuery>,
 ) -> ApiResult<Json<ReportResponse>> {
-    let product = q.served(state.store()).await?;
-    let reports = resources::reports_for(state.store(), product).await?;
-    let groups = rollout_groups(&state, product);
+    let product = q.served(res.store()).await?;
+    let reports = resources::reports_for(res.store(), product).await?;
+    let groups = rollout_groups(&res.answers, product);
     Ok(Json(views::report(
-        state.clock.now(),
+        res.clock.now(),
         &reports,
-        state.settings.report_period,
+        settings.report_period,
         &groups,
     )))
 }
@@ -260,25 +281,27 @@ impl Ord for ByKey<'_> {
 /// the others are compared in place against the page's largest key, so a page out of
 /// 1M agents costs one pass and holds the page, not the fleet.
 pub(crate) async fn inventory(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
+    State(settings): State<Arc<Settings>>,
+    State(hosts): State<Arc<Hosts>>,
     Query(q): Query<InventoryQuery>,
 ) -> ApiResult<Json<InventoryResponse>> {
-    let now = state.clock.now();
-    let period = state.settings.report_period;
+    let now = res.clock.now();
+    let period = settings.report_period;
     let limit = parse_limit(q.limit.as_deref())?;
     let cursor = q.cursor.as_deref().map(decode_cursor).transpose()?;
     let cursor = cursor
         .as_ref()
         .map(|(g, h, u)| (g.as_str(), h.as_str(), IdRef::parse(u)));
     let filter_state = q.state.as_deref().map(StateFilter::parse).transpose()?;
-    let product = products::served_named(state.store(), q.product.as_deref()).await?;
-    let groups = rollout_groups(&state, product);
-    let target = state
+    let product = products::served_named(res.store(), q.product.as_deref()).await?;
+    let groups = rollout_groups(&res.answers, product);
+    let target = res
         .snapshot()
         .rollout_of(product)
         .map(|r| r.spec.target_version.to_string());
     let page_of = |inv: &mut crate::inventory::Inventory| {
-        inv.expire(state.clock.monotonic(), state.settings.max_silence());
+        inv.expire(res.clock.monotonic(), settings.max_silence());
         let mut presented = std::collections::BTreeSet::new();
         let mut matched = 0u64;
         let page = limit.unwrap_or(usize::MAX);
@@ -347,12 +370,12 @@ pub(crate) async fn inventory(
         (agents, matched, next, unknown)
     };
     let (agents, matched, next_cursor, unknown_groups) =
-        match state.with_inventory(product, page_of) {
+        match hosts.with_inventory(product, page_of) {
             Some(page) => page,
             None => page_of(&mut crate::inventory::Inventory::default()),
         };
     Ok(Json(InventoryResponse {
-        replica: state.settings.replica_id.clone(),
+        replica: settings.replica_id.clone(),
         now,
         agents,
         unknown_groups,
@@ -365,17 +388,23 @@ pub(crate) async fn inventory(
 /// update (`tern_core::forecast`, over the rollout find answers from and the
 /// backpressure numerals of the hosts its group serves here).
 pub(crate) async fn host(
-    State(state): State<Arc<AppState>>,
+    State(clock): State<Arc<dyn Clock>>,
+    State(answers): State<Arc<Answers>>,
+    State(directives): State<Arc<DirectiveState>>,
+    State(health): State<Arc<Health>>,
+    // The history writer holds the settings and the hosts this page reads too.
+    State(history): State<HistoryWriter>,
     Path(updater_id): Path<String>,
 ) -> ApiResult<Json<HostResponse>> {
-    let now = state.clock.now();
-    let period = state.settings.report_period;
-    let snapshot = state.snapshot();
+    let settings = &history.settings;
+    let now = clock.now();
+    let period = settings.report_period;
+    let snapshot = answers.snapshot();
     let rollout = snapshot.rollout.as_ref();
     let groups = rollout.map(Groups::of).unwrap_or_default();
     let (agent, forecast) = {
-        let mut inv = state.inventory();
-        inv.expire(state.clock.monotonic(), state.settings.max_silence());
+        let mut inv = history.hosts.inventory();
+        inv.expire(clock.monotonic(), settings.max_silence());
         let Some(a) = inv.by_updater_id(&updater_id) else {
             return Err(ApiError::not_found(format!(
                 "updater {updater_id:?} is not in this replica's inventory (it has not heartbeated here lately)"
@@ -392,20 +421,14 @@ pub(crate) async fn host(
             })
             .map(|b| b.updater_numeral());
         // The same rule as the report's canary candidates (`inventory::replica_report`).
-        let tenure = state
-            .settings
-            .report_period
-            .max(state.settings.canary_tenure);
+        let tenure = settings.report_period.max(settings.canary_tenure);
         let canary_eligible_at = a.first_seen().checked_add(tenure).ok();
         let host = a.to_inventory_agent();
-        let governed_by_directive = state
-            .directives
-            .active
-            .load(std::sync::atomic::Ordering::Relaxed)
+        let governed_by_directive = directives.active.load(std::sync::atomic::Ordering::Relaxed)
             && a.install_state().is_some();
         let fleet = snapshot.fleet(
-            state.cut_off(),
-            state.settings.security.require_trust,
+            health.cut_off(settings.store_contact_bound),
+            settings.security.require_trust,
             true,
             now,
         );
@@ -430,7 +453,7 @@ pub(crate) async fn host(
         };
         (agent, forecast)
     };
-    let (history, history_error) = match crate::history::read(&state, &updater_id).await {
+    let (history, history_error) = match crate::history::read(&history, &updater_id).await {
         Ok(h) => (h, None),
         Err(e) => (
             Vec::new(),
@@ -438,7 +461,7 @@ pub(crate) async fn host(
         ),
     };
     Ok(Json(HostResponse {
-        replica: state.settings.replica_id.clone(),
+        replica: settings.replica_id.clone(),
         now,
         agent,
         forecast,
@@ -448,8 +471,8 @@ pub(crate) async fn host(
 }
 
 /// The groups of `product`'s rollout find serves (none without a rollout).
-fn rollout_groups(state: &AppState, product: &str) -> Groups {
-    state
+fn rollout_groups(answers: &Answers, product: &str) -> Groups {
+    answers
         .snapshot()
         .rollout_of(product)
         .map(Groups::of)
@@ -463,11 +486,11 @@ pub(crate) struct SignedQuery {
 
 /// `GET /v1/releases/signed?version=V` (for `ternctl agents new-rollout`'s warning).
 pub(crate) async fn release_signed(
-    State(state): State<Arc<AppState>>,
+    State(settings): State<Arc<Settings>>,
     axum::extract::Query(q): axum::extract::Query<SignedQuery>,
 ) -> ApiResult<Json<tern_core::api::ReleaseSignedResponse>> {
     use tern_core::api::ReleaseSignedResponse as R;
-    let Some(trust) = &state.settings.release_trust else {
+    let Some(trust) = &settings.release_trust else {
         return Ok(Json(R {
             verified: false,
             signed: None,

@@ -7,13 +7,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use tern_core::api::{Deleted, NewTokenResponse, Role, TokenBody, TokenView};
+use tern_store::Store;
 
 use super::body;
-use crate::auth::{self, TokenRecord};
+use crate::auth::{self, Authenticator, TokenRecord};
 use crate::error::{ApiError, ApiResult};
-use crate::keys;
-use crate::resources;
-use crate::state::AppState;
+use crate::state::Resources;
+use crate::{keys, resources};
 
 pub(crate) fn view(r: TokenRecord) -> TokenView {
     let principal = r.principal();
@@ -52,7 +52,7 @@ pub(crate) async fn store_token(
 /// whom its minter speaks for (`auth::speaks_for`), so that no token down a chain is a
 /// second approver of what a token up the chain approved.
 pub(crate) async fn create(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     axum::Extension(actor): axum::Extension<Arc<auth::Actor>>,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<NewTokenResponse>)> {
@@ -68,7 +68,7 @@ pub(crate) async fn create(
         .role
         .parse()
         .map_err(|e| ApiError::bad_request(format!("role: {e}")))?;
-    let now = state.clock.now();
+    let now = res.clock.now();
     let ttl = match b.ttl.as_deref() {
         Some(s) => {
             let d = tern_core::duration::GoDuration::parse_positive(s)
@@ -107,7 +107,7 @@ pub(crate) async fn create(
     t.record.uses_left = uses;
     t.record.expires =
         ttl.and_then(|secs| now.checked_add(jiff::SignedDuration::from_secs(secs)).ok());
-    let t = store_token(state.store(), t).await?;
+    let t = store_token(res.store(), t).await?;
     tracing::info!(id = %t.record.id, role = %role, "token created");
     Ok((
         StatusCode::CREATED,
@@ -127,10 +127,10 @@ pub(crate) struct ListQuery {
 
 /// `GET /v1/tokens[?hosts=true]`: ids, roles, expiry and uses, never the tokens.
 pub(crate) async fn list(
-    State(state): State<Arc<AppState>>,
+    State(store): State<Arc<dyn Store>>,
     axum::extract::Query(q): axum::extract::Query<ListQuery>,
 ) -> ApiResult<Json<Vec<TokenView>>> {
-    let listing = state.store().list(keys::TOKENS_PREFIX).await?;
+    let listing = store.list(keys::TOKENS_PREFIX).await?;
     let tokens = listing
         .kvs
         .iter()
@@ -143,14 +143,15 @@ pub(crate) async fn list(
 
 /// `DELETE /v1/tokens/{id}`
 pub(crate) async fn delete(
-    State(state): State<Arc<AppState>>,
+    State(store): State<Arc<dyn Store>>,
+    State(auth): State<Arc<Authenticator>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Deleted>> {
-    resources::delete_or_404(state.store(), &keys::token(&id), || {
+    resources::delete_or_404(store.as_ref(), &keys::token(&id), || {
         format!("no token with id {id:?}")
     })
     .await?;
-    state.auth.forget(&id);
+    auth.forget(&id);
     Ok(Json(Deleted { deleted: id }))
 }
 

@@ -15,24 +15,32 @@ use tern_core::api::{
     ChangedGroup, EventView, ModeResponse, NewRolloutBody, NewRolloutResponse, PreviewResponse,
     TransitionBody, TransitionResponse,
 };
-use tern_core::reconcile;
 use tern_core::resource::{AutoUpdateAgentRollout, AutoUpdateConfig, AutoUpdateVersion, Mode};
 use tern_core::rollout::Event;
 use tern_core::transition::{self, Transition, TransitionError, TransitionKind};
-use tern_core::views;
+use tern_core::{reconcile, views};
+use tern_store::Store;
 
 use super::body;
+use crate::clock::Clock;
 use crate::error::{ApiError, ApiResult};
+use crate::metrics::Metrics;
+use crate::notify::Notifiers;
 use crate::products::{self, ProductQuery};
 use crate::resources::{self, Decision, Stored};
-use crate::state::AppState;
+use crate::state::{Hosts, Resources, Settings, parts_group};
 
-async fn set_mode(state: &AppState, product: &str, mode: Mode) -> ApiResult<Json<ModeResponse>> {
+async fn set_mode(
+    res: &Resources,
+    metrics: &Metrics,
+    product: &str,
+    mode: Mode,
+) -> ApiResult<Json<ModeResponse>> {
     let changed = if product == tern_core::product::AGENT {
         let (_, changed) = resources::read_modify_write(
-            state.store(),
+            res.store(),
             product,
-            &state.metrics.write_conflicts,
+            &metrics.write_conflicts,
             |current: Option<Stored<AutoUpdateConfig>>| async move {
                 let existed = current.is_some();
                 let mut cfg = current.map_or_else(AutoUpdateConfig::default, |s| s.value);
@@ -46,23 +54,28 @@ async fn set_mode(state: &AppState, product: &str, mode: Mode) -> ApiResult<Json
         .await?;
         changed
     } else {
-        set_version_mode(state, product, mode).await?
+        set_version_mode(res.store(), metrics, product, mode).await?
     };
     if changed {
         tracing::info!(mode = mode.as_str(), product, "mode set");
-        state.after_write().await;
+        res.after_write().await;
     }
-    let modes = products::modes(state.store(), product).await?;
+    let modes = products::modes(res.store(), product).await?;
     Ok(Json(ModeResponse { modes, changed }))
 }
 
 /// Sets `product`'s version's own mode (a product other than the agent: the config's
 /// mode is shared); whether it changed. 404 without a version to set it on.
-async fn set_version_mode(state: &AppState, product: &str, mode: Mode) -> ApiResult<bool> {
+async fn set_version_mode(
+    store: &dyn Store,
+    metrics: &Metrics,
+    product: &str,
+    mode: Mode,
+) -> ApiResult<bool> {
     let (_, changed) = resources::read_modify_write(
-        state.store(),
+        store,
         product,
-        &state.metrics.write_conflicts,
+        &metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateVersion>>| {
             let decided = match current.map(|s| s.value) {
                 Some(mut v) => match v.spec.agents.as_mut() {
@@ -95,20 +108,22 @@ fn no_version(product: &str) -> ApiError {
 
 /// `POST /v1/agents/suspend[?product=P]`
 pub(crate) async fn suspend(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
+    State(metrics): State<Arc<Metrics>>,
     Query(q): Query<ProductQuery>,
 ) -> ApiResult<Json<ModeResponse>> {
-    let product = q.served(state.store()).await?;
-    set_mode(&state, product, Mode::Suspended).await
+    let product = q.served(res.store()).await?;
+    set_mode(&res, &metrics, product, Mode::Suspended).await
 }
 
 /// `POST /v1/agents/resume[?product=P]`
 pub(crate) async fn resume(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
+    State(metrics): State<Arc<Metrics>>,
     Query(q): Query<ProductQuery>,
 ) -> ApiResult<Json<ModeResponse>> {
-    let product = q.served(state.store()).await?;
-    set_mode(&state, product, Mode::Enabled).await
+    let product = q.served(res.store()).await?;
+    set_mode(&res, &metrics, product, Mode::Enabled).await
 }
 
 fn transition_error(e: TransitionError) -> ApiError {
@@ -155,8 +170,7 @@ struct Wanted {
 }
 
 impl Wanted {
-    async fn load(state: &AppState, product: &str) -> ApiResult<Self> {
-        let store = state.store();
+    async fn load(store: &dyn Store, product: &str) -> ApiResult<Self> {
         Ok(Self {
             config: products::config_in_force(store, product).await?.0,
             version: resources::load_for::<AutoUpdateVersion>(store, product)
@@ -195,12 +209,22 @@ async fn frozen(store: &dyn tern_store::Store, product: &str) -> ApiResult<bool>
         .is_some_and(|f| f.holds(product)))
 }
 
+parts_group! {
+    /// What a write of a product's rollout touches: the resources, the counters of
+    /// write conflicts and events, and the notices a renewal sends.
+    pub(crate) struct RolloutWrites {
+        res: Resources,
+        metrics: Arc<Metrics>,
+        notifiers: Arc<Notifiers>,
+    }
+}
+
 /// Logs and counts the events of a write that renewed the rollout, and sends the
 /// cleared notices of the alerts the rollout it replaced had: that write ended them,
 /// and only the replica whose write succeeded announces it (as a leader announces what
 /// its own fenced write changed).
 fn announce_renewal(
-    state: &AppState,
+    w: &RolloutWrites,
     product: &str,
     events: &[Event],
     replaced: &[tern_core::resource::Alert],
@@ -208,7 +232,7 @@ fn announce_renewal(
     why: &str,
 ) {
     for e in events {
-        state.metrics.event(e.kind());
+        w.metrics.event(e.kind());
         tracing::info!(event = e.kind(), action = why, product, "{e}");
     }
     if !replaced.is_empty() {
@@ -217,11 +241,11 @@ fn announce_renewal(
             target_version: next.spec.target_version.to_string(),
             product: (product != tern_core::product::AGENT).then(|| product.to_string()),
         };
-        state.notifiers.notify_changes(
+        w.notifiers.notify_changes(
             replaced,
             &next.status.alerts,
             Some(&versions),
-            state.clock.now(),
+            w.res.clock.now(),
         );
     }
 }
@@ -231,20 +255,20 @@ fn announce_renewal(
 /// first, in the same write, so that no transition is undone by the reconcile that
 /// would have replaced the rollout it changed.
 async fn run_transition(
-    state: &AppState,
+    w: &RolloutWrites,
     q: &ProductQuery,
     kind: TransitionKind,
     body: &[u8],
 ) -> ApiResult<Json<TransitionResponse>> {
-    let product = q.served(state.store()).await?;
+    let product = q.served(w.res.store()).await?;
     let b: TransitionBody = body::json(body)?;
     let t = Transition::new(kind, b.groups, b.force);
-    let now = state.clock.now();
-    let wanted = Wanted::load(state, product).await?;
+    let now = w.res.clock.now();
+    let wanted = Wanted::load(w.res.store(), product).await?;
     let (stored, (events, renewed)) = resources::read_modify_write(
-        state.store(),
+        w.res.store(),
         product,
-        &state.metrics.write_conflicts,
+        &w.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateAgentRollout>>| {
             let current = current.map(|c| c.value);
             let renewal = wanted.renew(now, current.as_ref(), false);
@@ -271,15 +295,15 @@ async fn run_transition(
     .await?;
     let rollout = stored.ok_or_else(no_rollout)?.value;
     if let Some((created, replaced)) = &renewed {
-        announce_renewal(state, product, created, replaced, &rollout, kind.as_str());
+        announce_renewal(w, product, created, replaced, &rollout, kind.as_str());
     }
     let groups = changed_groups(&events);
     for e in &events {
-        state.metrics.event(e.kind());
+        w.metrics.event(e.kind());
         tracing::info!(event = e.kind(), action = kind.as_str(), product, "{e}");
     }
-    state.after_write().await;
-    let modes = products::modes(state.store(), product).await?;
+    w.res.after_write().await;
+    let modes = products::modes(w.res.store(), product).await?;
     Ok(Json(TransitionResponse {
         groups,
         events: events.iter().map(EventView::from).collect(),
@@ -302,44 +326,46 @@ pub(crate) async fn unknown_action(
 
 /// `POST /v1/agents/start-update[?product=P]` `{"groups": [...], "force": bool}`
 pub(crate) async fn start_update(
-    State(state): State<Arc<AppState>>,
+    State(w): State<RolloutWrites>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(&state, &q, TransitionKind::StartUpdate, &body).await
+    run_transition(&w, &q, TransitionKind::StartUpdate, &body).await
 }
 
 /// `POST /v1/agents/mark-done[?product=P]` `{"groups": [...]}`
 pub(crate) async fn mark_done(
-    State(state): State<Arc<AppState>>,
+    State(w): State<RolloutWrites>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(&state, &q, TransitionKind::MarkDone, &body).await
+    run_transition(&w, &q, TransitionKind::MarkDone, &body).await
 }
 
 /// `POST /v1/agents/rollback[?product=P]` `{"groups": [...]}`
 pub(crate) async fn rollback(
-    State(state): State<Arc<AppState>>,
+    State(w): State<RolloutWrites>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(&state, &q, TransitionKind::Rollback, &body).await
+    run_transition(&w, &q, TransitionKind::Rollback, &body).await
 }
 
 /// `POST /v1/agents/reset[?product=P]` `{"groups": [...]}`
 pub(crate) async fn reset(
-    State(state): State<Arc<AppState>>,
+    State(w): State<RolloutWrites>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<TransitionResponse>> {
-    run_transition(&state, &q, TransitionKind::Reset, &body).await
+    run_transition(&w, &q, TransitionKind::Reset, &body).await
 }
 
 /// `POST /v1/agents/new-rollout[?product=P]` `{"version": V, "current_version": V?}`:
 /// a product the store does not have yet is added (within `products::MAX_PRODUCTS`).
 pub(crate) async fn new_rollout(
-    State(state): State<Arc<AppState>>,
+    State(w): State<RolloutWrites>,
+    State(settings): State<Arc<Settings>>,
+    State(hosts): State<Arc<Hosts>>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
 ) -> ApiResult<Json<NewRolloutResponse>> {
@@ -356,17 +382,18 @@ pub(crate) async fn new_rollout(
         .as_deref()
         .map(|s| body::version("current_version", s))
         .transpose()?;
-    crate::release_check::require_signed(&state, "version", &target.to_string()).await?;
+    let check = crate::release_check::Check::of(&settings, &w.res);
+    crate::release_check::require_signed(check, "version", &target.to_string()).await?;
     if let Some(start) = &given_start {
-        crate::release_check::require_not_revoked(&state, "current_version", &start.to_string())
+        crate::release_check::require_not_revoked(check, "current_version", &start.to_string())
             .await?;
     }
-    products::admit(state.store(), product).await?;
-    let rollout = resources::load_for::<AutoUpdateAgentRollout>(state.store(), product).await?;
+    products::admit(w.res.store(), product).await?;
+    let rollout = resources::load_for::<AutoUpdateAgentRollout>(w.res.store(), product).await?;
     let (stored, (changed, note)) = resources::read_modify_write(
-        state.store(),
+        w.res.store(),
         product,
-        &state.metrics.write_conflicts,
+        &w.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateVersion>>| {
             let views::NewRollout {
                 version: next,
@@ -405,18 +432,18 @@ pub(crate) async fn new_rollout(
     // The rollout exists when new-rollout answers: a start-update right after it lands
     // on it, and status no longer shows the rollout it replaced. Asking again for the
     // current target renews a rollout that runs an older copy of the config.
-    let renewed = renew_rollout(&state, product).await?;
+    let renewed = renew_rollout(&w, product).await?;
     let (changed, note) = match renewed {
         Some(why) if !changed => (true, Some(format!("{}: every group starts over", why))),
         _ => (changed, note),
     };
     if changed {
-        state.after_write().await;
+        w.res.after_write().await;
     }
     // `--artifact-url-template` says where the agent's tarballs are: the other
     // products' are elsewhere, and not checked.
     let warnings = if product == tern_core::product::AGENT {
-        artifact_warnings(&state, &agents.target_version.to_string()).await
+        artifact_warnings(&settings, &hosts, &agents.target_version.to_string()).await
     } else {
         Vec::new()
     };
@@ -436,13 +463,13 @@ pub(crate) async fn new_rollout(
 /// Writes the rollout the stored resources ask for when it is not the stored one (a
 /// new version, or a rollout running an older copy of the config's groups): every
 /// group unstarted, the hosts seen carried over. Returns why it was renewed, if it was.
-async fn renew_rollout(state: &AppState, product: &str) -> ApiResult<Option<String>> {
-    let now = state.clock.now();
-    let wanted = Wanted::load(state, product).await?;
+async fn renew_rollout(w: &RolloutWrites, product: &str) -> ApiResult<Option<String>> {
+    let now = w.res.clock.now();
+    let wanted = Wanted::load(w.res.store(), product).await?;
     let (stored, renewed) = resources::read_modify_write(
-        state.store(),
+        w.res.store(),
         product,
-        &state.metrics.write_conflicts,
+        &w.metrics.write_conflicts,
         |current: Option<Stored<AutoUpdateAgentRollout>>| {
             let current = current.map(|c| c.value);
             let decision = match wanted.renew(now, current.as_ref(), true) {
@@ -459,14 +486,7 @@ async fn renew_rollout(state: &AppState, product: &str) -> ApiResult<Option<Stri
     let (Some((events, replaced)), Some(stored)) = (renewed, stored) else {
         return Ok(None);
     };
-    announce_renewal(
-        state,
-        product,
-        &events,
-        &replaced,
-        &stored.value,
-        "new-rollout",
-    );
+    announce_renewal(w, product, &events, &replaced, &stored.value, "new-rollout");
     Ok(events.iter().find_map(|e| match e {
         Event::RolloutCreated { why, .. } => Some(format!("new rollout: {why}")),
         _ => None,
@@ -476,12 +496,12 @@ async fn renew_rollout(state: &AppState, product: &str) -> ApiResult<Option<Stri
 /// What is missing, or could not be checked, of `version`'s artifacts for the
 /// platforms this replica's hosts run (linux/amd64 when it has none yet), with
 /// `--artifact-url-template`.
-async fn artifact_warnings(state: &AppState, version: &str) -> Vec<String> {
-    let Some(check) = state.settings.artifact_check.clone() else {
+async fn artifact_warnings(settings: &Settings, hosts: &Hosts, version: &str) -> Vec<String> {
+    let Some(check) = settings.artifact_check.clone() else {
         return Vec::new();
     };
     let mut platforms: Vec<(String, String)> = {
-        let inv = state.inventory();
+        let inv = hosts.inventory();
         let set: std::collections::BTreeSet<(&str, &str)> =
             inv.agents().filter_map(|a| a.platform()).collect();
         set.into_iter()
@@ -491,7 +511,7 @@ async fn artifact_warnings(state: &AppState, version: &str) -> Vec<String> {
     if platforms.is_empty() {
         platforms.push(("linux".into(), "amd64".into()));
     }
-    let (edition, version) = (state.settings.edition.clone(), version.to_string());
+    let (edition, version) = (settings.edition.clone(), version.to_string());
     tokio::task::spawn_blocking(move || check.warnings(&edition, &version, &platforms))
         .await
         .unwrap_or_else(|e| vec![format!("artifact not checked: the check failed: {e}")])
@@ -505,7 +525,7 @@ async fn artifact_warnings(state: &AppState, version: &str) -> Vec<String> {
 /// refused action is refused here with the same error. new-rollout's signed-release
 /// check (`--trust-root`) is left to the action.
 pub(crate) async fn preview(
-    State(state): State<Arc<AppState>>,
+    State(res): State<Resources>,
     axum::extract::Path(action): axum::extract::Path<String>,
     Query(q): Query<ProductQuery>,
     body: Bytes,
@@ -514,24 +534,26 @@ pub(crate) async fn preview(
     let product = if action == "new-rollout" {
         q.name()?
     } else {
-        q.served(state.store()).await?
+        q.served(res.store()).await?
     };
     match action.as_str() {
-        "suspend" => preview_mode(&state, product, &action, Mode::Suspended).await,
-        "resume" => preview_mode(&state, product, &action, Mode::Enabled).await,
-        "new-rollout" => preview_new_rollout(&state, product, &action, &body).await,
+        "suspend" => preview_mode(res.store(), product, &action, Mode::Suspended).await,
+        "resume" => preview_mode(res.store(), product, &action, Mode::Enabled).await,
+        "new-rollout" => {
+            preview_new_rollout(res.store(), res.clock.as_ref(), product, &action, &body).await
+        }
         _ => {
             let kind = action
                 .parse::<TransitionKind>()
                 .map_err(|e| ApiError::bad_request(format!("action: {e}")))?;
             let b: TransitionBody = body::json(&body)?;
             let t = Transition::new(kind, b.groups, b.force);
-            let rollout = resources::load_for::<AutoUpdateAgentRollout>(state.store(), product)
+            let rollout = resources::load_for::<AutoUpdateAgentRollout>(res.store(), product)
                 .await?
                 .ok_or_else(no_rollout)?
                 .value;
             let (_, events) =
-                transition::apply(&rollout, &t, state.clock.now()).map_err(transition_error)?;
+                transition::apply(&rollout, &t, res.clock.now()).map_err(transition_error)?;
             let groups = changed_groups(&events);
             let effects: Vec<String> = if events.is_empty() {
                 vec!["no group changes state".to_string()]
@@ -553,12 +575,11 @@ pub(crate) async fn preview(
 }
 
 async fn preview_mode(
-    state: &AppState,
+    store: &dyn Store,
     product: &str,
     action: &str,
     mode: Mode,
 ) -> ApiResult<Json<PreviewResponse>> {
-    let store = state.store();
     let (config, _) = products::config_in_force(store, product).await?;
     let version = resources::load_for::<AutoUpdateVersion>(store, product)
         .await?
@@ -604,7 +625,8 @@ async fn preview_mode(
 }
 
 async fn preview_new_rollout(
-    state: &AppState,
+    store: &dyn Store,
+    clock: &dyn Clock,
     product: &str,
     action: &str,
     body: &[u8],
@@ -621,7 +643,6 @@ async fn preview_new_rollout(
         .as_deref()
         .map(|s| body::version("current_version", s))
         .transpose()?;
-    let store = state.store();
     let rollout = resources::load_for::<AutoUpdateAgentRollout>(store, product).await?;
     let current = resources::load_for::<AutoUpdateVersion>(store, product).await?;
     let views::NewRollout { version, note } = views::new_rollout_version(
@@ -649,7 +670,7 @@ async fn preview_new_rollout(
         version: Some(version.clone()),
         frozen: frozen(store, product).await?,
     }
-    .renew(state.clock.now(), rollout.as_ref().map(|s| &s.value), true);
+    .renew(clock.now(), rollout.as_ref().map(|s| &s.value), true);
     let config_renewal = renewal
         .as_ref()
         .filter(|_| !version_changes)
