@@ -15,6 +15,8 @@ use std::process::Command;
 use jiff::Timestamp;
 use tern_process::{End, Options};
 
+use crate::agent;
+use crate::ctx::Ctx;
 use crate::decide;
 use crate::error::{Error, Result};
 use crate::health;
@@ -23,7 +25,7 @@ use crate::log;
 use crate::service::Service;
 use crate::state::{self, InProgress, Spec, Status, UpdateFile};
 pub use crate::state::{Manager, PackageSpec};
-use crate::update::{self, Ctx, Reverted};
+use crate::update::{self, Reverted};
 
 /// The programs package mode runs. Each can be replaced through an environment
 /// variable, as `TERN_SYSTEMCTL` replaces systemctl: the tests point them at stand-ins.
@@ -508,7 +510,7 @@ fn install(
 /// The agent's service: package mode needs a service config (which service to restart
 /// once the package is installed).
 fn service(spec: &Spec) -> Result<Service> {
-    update::service_for(spec, None)?.ok_or(Error::PackageNeedsServiceConfig)
+    agent::service_for(spec, None)?.ok_or(Error::PackageNeedsServiceConfig)
 }
 
 /// Why a step after the journal failed, and whether the host changed.

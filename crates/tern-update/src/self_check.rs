@@ -1,4 +1,4 @@
-//! The updater's own releases, the part below `update`: what a release must answer
+//! The updater's own releases, the part below the switch: what a release must answer
 //! (`tern-update self-check`), running that check on a release, what the host's
 //! managed release is (`managed_release`, which `reexec` hands commands to), and its
 //! health for heartbeats. `self_update` switches releases with it.

@@ -12,10 +12,7 @@ use crate::hooks::kill_point;
 use crate::log;
 use crate::state::{self, EnvironmentFailure, LastUpdate, UpdateFile};
 
-/// `package` names these here too: re-exported until its imports name `ctx` and `agent`
-/// (it is being rewritten apart from this split).
-pub(crate) use crate::agent::service_for;
-pub(crate) use crate::ctx::Ctx;
+use crate::ctx::Ctx;
 
 /// Records a successful switch: `to` is active, `from` its backup; clears the journal.
 pub(crate) fn commit(
