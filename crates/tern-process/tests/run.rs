@@ -159,9 +159,12 @@ fn a_process_that_left_the_group_holding_the_output_does_not_hold_the_caller() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("escaped.pid");
     // setsid: a session and group of its own, which no group kill reaches; its stdout
-    // is the child's pipe.
+    // is the child's pipe. The child waits for its pid file (written after the setsid)
+    // before it ends, or the group kill after its end could catch the process still in
+    // the group, before its setsid.
     let script = format!(
-        "setsid sh -c 'echo $$ > \"{}\"; exec sleep 100' & echo started",
+        "setsid sh -c 'echo $$ > \"{0}\"; exec sleep 100' & \
+         while [ ! -s \"{0}\" ]; do sleep 0.01; done; echo started",
         pidfile.display()
     );
     let f = run(
