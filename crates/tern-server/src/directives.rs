@@ -160,7 +160,7 @@ pub(crate) async fn pass_once(state: &DirectivePass) -> ApiResult<PassResult> {
     };
     let snapshot = state.res.snapshot();
     let fleet = snapshot.fleet(
-        state.health.cut_off(state.settings.store_contact_bound),
+        state.health.cut_off(),
         state.settings.security.require_trust,
         true,
         now,

@@ -821,24 +821,18 @@ mod tests {
         .await;
         state.health.touch_store();
         never.health.touch_store();
-        assert!(!state.health.cut_off(state.settings.store_contact_bound));
+        assert!(!state.health.cut_off());
         tokio::time::timeout(Duration::from_secs(10), async {
-            while !state.health.cut_off(state.settings.store_contact_bound) {
+            while !state.health.cut_off() {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })
         .await
         .expect("no contact for longer than the bound cuts a replica off");
         // As long without contact, past the other's bound: a bound of zero never holds.
-        assert!(
-            !never.health.cut_off(never.settings.store_contact_bound),
-            "a bound of zero never holds"
-        );
+        assert!(!never.health.cut_off(), "a bound of zero never holds");
         write_report(&Reporter::of(&state)).await.unwrap();
-        assert!(
-            !state.health.cut_off(state.settings.store_contact_bound),
-            "a report written is contact"
-        );
+        assert!(!state.health.cut_off(), "a report written is contact");
     }
 
     /// The lease taken over in the store while the leader's keeper still counts it held

@@ -199,6 +199,25 @@ pub struct AppState {
     pub(crate) installer: Arc<Installer>,
     /// Group names answered by the catch-all group, as said in find's answers and logs.
     pub(crate) fallbacks: Arc<Fallbacks>,
+    /// The parts above that the public answers and heartbeats read, together.
+    pub(crate) answering: Arc<Answering>,
+}
+
+/// What the public answers (find, channels, the schedule) and heartbeats read on this
+/// replica: the snapshot, the clock, the settings, whether it is cut off from its
+/// store, what its heartbeats recorded, the request limits, the counters, and the
+/// catch-all group's names. Built once with the state and taken as one `Arc`: find is
+/// the hot path, and taking each part alone cost it a reference count per part and
+/// request, about 7 % of its throughput (docs/benchmarks.md).
+pub(crate) struct Answering {
+    pub(crate) answers: Arc<Answers>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) health: Arc<Health>,
+    pub(crate) hosts: Arc<Hosts>,
+    pub(crate) limits: Arc<RateLimits>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) fallbacks: Arc<Fallbacks>,
 }
 
 /// Each part of [`AppState`] is a handler's substate (`State<Arc<Part>>`).
@@ -227,6 +246,7 @@ parts!(
     directives: Arc<DirectiveState>,
     installer: Arc<Installer>,
     fallbacks: Arc<Fallbacks>,
+    answering: Arc<Answering>,
 );
 
 /// Declares a group of [`AppState`]'s parts that some code takes together: a struct
@@ -352,6 +372,8 @@ pub(crate) struct Health {
     pub(crate) started: std::time::Instant,
     /// Real time at start, what `store_contact` counts from.
     real_start: std::time::Instant,
+    /// `--store-contact-bound` (zero: never cut off).
+    contact_bound: Duration,
     /// When this replica last reached its store (milliseconds since `real_start`):
     /// past `--store-contact-bound` it tells no host to update, since a freeze, a
     /// suspend or a pin written meanwhile would not be in its answer.
@@ -359,11 +381,12 @@ pub(crate) struct Health {
 }
 
 impl Health {
-    fn new(started: std::time::Instant) -> Self {
+    fn new(started: std::time::Instant, contact_bound: Duration) -> Self {
         Self {
             ready: AtomicBool::new(false),
             started,
             real_start: std::time::Instant::now(),
+            contact_bound,
             store_contact: AtomicU64::new(0),
         }
     }
@@ -378,14 +401,14 @@ impl Health {
         self.store_contact.fetch_max(ms, Ordering::Relaxed);
     }
 
-    /// Whether this replica has not reached its store for longer than `bound`
-    /// (`--store-contact-bound`; never with a bound of zero).
-    pub(crate) fn cut_off(&self, bound: Duration) -> bool {
-        if bound.is_zero() {
+    /// Whether this replica has not reached its store for longer than
+    /// `--store-contact-bound` (never with a bound of zero).
+    pub(crate) fn cut_off(&self) -> bool {
+        if self.contact_bound.is_zero() {
             return false;
         }
         let last = Duration::from_millis(self.store_contact.load(Ordering::Relaxed));
-        self.real_start.elapsed().saturating_sub(last) > bound
+        self.real_start.elapsed().saturating_sub(last) > self.contact_bound
     }
 }
 
@@ -402,50 +425,62 @@ impl AppState {
     ) -> Arc<Self> {
         let started = clock.monotonic();
         let metrics = Metrics::default();
+        let limits = Arc::new(RateLimits {
+            find: RateLimiter::new(settings.find_rate, settings.find_burst),
+            heartbeat: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
+            admin: RateLimiter::new(settings.security.admin_rate, settings.security.admin_burst),
+            auth_failures: RateLimiter::new(
+                settings.security.auth_failure_rate,
+                settings.security.auth_failure_burst,
+            ),
+            refusal_log: crate::ratelimit::LogLimit::new(REFUSAL_LOG_PER_SECOND, REFUSAL_LOG_BURST),
+        });
+        let answers = Arc::new(Answers::new(settings.public_max_age, settings.long_poll));
+        let hosts = Arc::new(Hosts {
+            inventory: Mutex::new(
+                Inventory::with_max_agents(settings.max_agents)
+                    .with_max_shared(settings.max_shared_token_hosts),
+            ),
+            products: Mutex::default(),
+            changed: HostChanges::new(Arc::clone(&metrics.report_changes)),
+            history: crate::history_queue::Pending::default(),
+            max_agents: settings.max_agents,
+            max_shared: settings.max_shared_token_hosts,
+        });
+        let health = Arc::new(Health::new(started, settings.store_contact_bound));
+        let fallbacks: Arc<Fallbacks> = Arc::default();
+        let settings = Arc::new(settings);
+        let metrics = Arc::new(metrics);
+        let answering = Arc::new(Answering {
+            answers: Arc::clone(&answers),
+            clock: Arc::clone(&clock),
+            settings: Arc::clone(&settings),
+            health: Arc::clone(&health),
+            hosts: Arc::clone(&hosts),
+            limits: Arc::clone(&limits),
+            metrics: Arc::clone(&metrics),
+            fallbacks: Arc::clone(&fallbacks),
+        });
         Arc::new(Self {
-            limits: Arc::new(RateLimits {
-                find: RateLimiter::new(settings.find_rate, settings.find_burst),
-                heartbeat: RateLimiter::new(settings.heartbeat_rate, settings.heartbeat_burst),
-                admin: RateLimiter::new(
-                    settings.security.admin_rate,
-                    settings.security.admin_burst,
-                ),
-                auth_failures: RateLimiter::new(
-                    settings.security.auth_failure_rate,
-                    settings.security.auth_failure_burst,
-                ),
-                refusal_log: crate::ratelimit::LogLimit::new(
-                    REFUSAL_LOG_PER_SECOND,
-                    REFUSAL_LOG_BURST,
-                ),
-            }),
-            answers: Arc::new(Answers::new(settings.public_max_age, settings.long_poll)),
-            hosts: Arc::new(Hosts {
-                inventory: Mutex::new(
-                    Inventory::with_max_agents(settings.max_agents)
-                        .with_max_shared(settings.max_shared_token_hosts),
-                ),
-                products: Mutex::default(),
-                changed: HostChanges::new(Arc::clone(&metrics.report_changes)),
-                history: crate::history_queue::Pending::default(),
-                max_agents: settings.max_agents,
-                max_shared: settings.max_shared_token_hosts,
-            }),
+            limits,
+            answers,
+            hosts,
             leadership: Arc::new(Leadership {
                 leader: tokio::sync::Mutex::new(None),
                 acquire: tokio::sync::Mutex::new(()),
                 reconcile_lock: tokio::sync::Mutex::new(()),
                 kick: Arc::new(Notify::new()),
             }),
-            health: Arc::new(Health::new(started)),
+            health,
             directives: Arc::default(),
             installer: Arc::default(),
-            fallbacks: Arc::default(),
+            fallbacks,
+            answering,
             store,
             clock,
-            settings: Arc::new(settings),
+            settings,
             auth: Arc::new(Authenticator::new()),
-            metrics: Arc::new(metrics),
+            metrics,
             notifiers: Arc::new(notifiers),
         })
     }

@@ -49,7 +49,11 @@ type Handler = MethodRouter<AppState>;
 
 /// The router being built, with the access table it serves.
 struct Routes {
-    state: AppState,
+    /// What every route's access layer checks with: one for the router, so that a
+    /// request costs the layer one reference count (a heartbeat is the hot path).
+    gate: Arc<Gate>,
+    /// The client-address limits of the downloads.
+    limits: Arc<crate::ratelimit::RateLimits>,
     router: Router<AppState>,
     table: Vec<RouteAccess>,
 }
@@ -84,7 +88,7 @@ impl Routes {
             let guarded = match access {
                 Access::Public => handler,
                 _ => handler.route_layer(middleware::from_fn_with_state(
-                    (Gate::of(&self.state), access, guard),
+                    (Arc::clone(&self.gate), access, guard),
                     authorize,
                 )),
             };
@@ -130,7 +134,7 @@ parts_group! {
 /// says so. Writes (write, operator and join routes), done or refused for the role, go
 /// to the audit trail with the token that sent them; read-level routes never do.
 async fn authorize(
-    State((gate, access, guard)): State<(Gate, Access, Guard)>,
+    State((gate, access, guard)): State<(Arc<Gate>, Access, Guard)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -347,21 +351,22 @@ fn shared_token_refused(token_id: &str) -> ApiError {
 
 /// Every route with its access level, as [`router`] serves them.
 pub fn routes(state: &AppState) -> Vec<RouteAccess> {
-    build(state.clone()).table
+    build(state).table
 }
 
 pub(crate) fn router(state: &AppState) -> Router {
-    build(state.clone())
+    build(state)
         .router
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT))
         .with_state(state.clone())
 }
 
-fn build(state: AppState) -> Routes {
+fn build(state: &AppState) -> Routes {
     let dev = state.clock.as_dev().is_some();
     let r = Routes {
-        state,
+        gate: Arc::new(Gate::of(state)),
+        limits: Arc::clone(&state.limits),
         router: Router::new(),
         table: Vec::new(),
     };
@@ -374,7 +379,7 @@ fn build(state: AppState) -> Routes {
 fn public(r: Routes) -> Routes {
     use Access::{Agent, Join, Public};
     use Method as M;
-    let download_limits = Arc::clone(&r.state.limits);
+    let download_limits = Arc::clone(&r.limits);
     r.route("/", vec![(M::GET, Public, get(crate::dashboard::index))])
         .route(
             "/dashboard/{file}",

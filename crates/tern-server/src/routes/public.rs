@@ -14,33 +14,13 @@ use tern_core::rollout::Groups;
 use tern_core::wire::{Heartbeat, HeartbeatResponse, UnknownGroup};
 
 use crate::auth::Actor;
-use crate::clock::Clock;
 use crate::error::{ApiError, ApiResult};
-use crate::group_fallback::Fallbacks;
 use crate::inventory::Refused;
 use crate::longpoll::Release;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimits;
 use crate::snapshot::Answers;
-use crate::state::{Health, Hosts, Settings, parts_group};
-
-parts_group! {
-    /// What the one answer reads on this replica: the snapshot, the clock, whether this
-    /// replica is cut off from its store, its settings, and what its heartbeats recorded.
-    pub(crate) struct Answering {
-        answers: Arc<Answers>,
-        clock: Arc<dyn Clock>,
-        settings: Arc<Settings>,
-        health: Arc<Health>,
-        hosts: Arc<Hosts>,
-    }
-}
-
-impl Answering {
-    fn cut_off(&self) -> bool {
-        self.health.cut_off(self.settings.store_contact_bound)
-    }
-}
+use crate::state::{Answering, Health};
 
 /// The find query: `group` and updater id (each may be absent), and for a long poll
 /// `wait` and `seen`; other parameters are ignored. Decoded in place: a typed `Query`
@@ -134,12 +114,12 @@ fn cacheable(answers: &Answers, mut resp: Response) -> Response {
     resp
 }
 
-fn limit_public(limits: &RateLimits, metrics: &Metrics, addr: SocketAddr) -> ApiResult<()> {
-    limits
+fn limit_public(one: &Answering, addr: SocketAddr) -> ApiResult<()> {
+    one.limits
         .find
         .check(addr.ip(), Instant::now())
         .map_err(|wait| {
-            Metrics::inc(&metrics.find_rate_limited);
+            Metrics::inc(&one.metrics.find_rate_limited);
             ApiError::rate_limited(
                 wait,
                 format!("too many requests from {}: retry in {wait}s", addr.ip()),
@@ -152,14 +132,11 @@ fn limit_public(limits: &RateLimits, metrics: &Metrics, addr: SocketAddr) -> Api
 /// answer differs (then released after a random part of `--long-poll-jitter`) or
 /// `wait` (capped at `--long-poll-max-hold`) has passed; `tern-long-poll` says which.
 pub(crate) async fn find(
-    State(one): State<Answering>,
-    State(limits): State<Arc<RateLimits>>,
-    State(metrics): State<Arc<Metrics>>,
-    State(fallbacks): State<Arc<Fallbacks>>,
+    State(one): State<Arc<Answering>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
-    limit_ready(&limits, &metrics, &one.health, addr)?;
+    limit_ready(&one, addr)?;
     let q = find_query(query.as_deref());
     let long_poll = &one.answers.long_poll;
     let wait = q
@@ -168,8 +145,10 @@ pub(crate) async fn find(
         .map(|w| crate::longpoll::parse_wait(w, long_poll.settings.max_hold))
         .transpose()
         .map_err(ApiError::bad_request)?;
-    Metrics::inc(&metrics.find_requests);
-    let fallback = fallbacks.check(&one.answers.snapshot(), &q.product, &q.group);
+    Metrics::inc(&one.metrics.find_requests);
+    let fallback = one
+        .fallbacks
+        .check(&one.answers.snapshot(), &q.product, &q.group);
     let Some(wait) = wait else {
         let answer = find_answer(&one, &q)?;
         return Ok(said_fallback(
@@ -291,7 +270,7 @@ fn fleet<'s>(
 ) -> tern_core::gate::Fleet<'s> {
     snapshot.fleet_for(
         product,
-        one.cut_off(),
+        one.health.cut_off(),
         one.settings.security.require_trust,
         // Under a dev clock time moves only when told: a real-time random wait before
         // updating would only slow tests and demos down.
@@ -344,14 +323,9 @@ fn one_answer(
 
 /// The public rate limit, then readiness: what find and the schedule answer from needs
 /// the first snapshot.
-fn limit_ready(
-    limits: &RateLimits,
-    metrics: &Metrics,
-    health: &Health,
-    addr: SocketAddr,
-) -> ApiResult<()> {
-    limit_public(limits, metrics, addr)?;
-    if !health.is_ready() {
+fn limit_ready(one: &Answering, addr: SocketAddr) -> ApiResult<()> {
+    limit_public(one, addr)?;
+    if !one.health.is_ready() {
         return Err(ApiError::unavailable("ternd is starting"));
     }
     Ok(())
@@ -364,19 +338,17 @@ fn limit_ready(
 /// with the hold's code, uncached: a channel host never updates without a version, and
 /// acts again once the hold lifts.
 pub(crate) async fn channel_value(
-    State(one): State<Answering>,
-    State(limits): State<Arc<RateLimits>>,
-    State(metrics): State<Arc<Metrics>>,
+    State(one): State<Arc<Answering>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     Path((name, what)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
-    limit_public(&limits, &metrics, addr)?;
+    limit_public(&one, addr)?;
     let snap = one.answers.snapshot();
     let Some(ch) = snap.channels.get(&name) else {
         return Err(ApiError::not_found(format!("no channel named {name:?}")));
     };
-    Metrics::inc(&metrics.channel_requests);
+    Metrics::inc(&one.metrics.channel_requests);
     let q = find_query(query.as_deref());
     let answer = channel_answer(&one, &snap, &q, ch);
     let body = match what.as_str() {
@@ -413,7 +385,13 @@ fn channel_answer(
     q: &FindQuery<'_>,
     ch: &tern_core::api::Channel,
 ) -> tern_core::gate::Answer {
-    let fleet = snapshot.fleet_for(&q.product, one.cut_off(), false, true, one.clock.now());
+    let fleet = snapshot.fleet_for(
+        &q.product,
+        one.health.cut_off(),
+        false,
+        true,
+        one.clock.now(),
+    );
     let host = tern_core::gate::Host::new(&q.product, &q.group, &q.updater_id);
     tern_core::gate::answer(&fleet, &host, tern_core::gate::Ask::Channel(ch))
 }
@@ -430,14 +408,11 @@ fn channel_answer(
 /// `--require-trust` a group is refused (403 `trust_required`), as a find naming no
 /// pinned root is.
 pub(crate) async fn teleport_channel(
-    State(one): State<Answering>,
-    State(limits): State<Arc<RateLimits>>,
-    State(metrics): State<Arc<Metrics>>,
-    State(fallbacks): State<Arc<Fallbacks>>,
+    State(one): State<Arc<Answering>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     Path(request): Path<String>,
 ) -> ApiResult<Response> {
-    limit_ready(&limits, &metrics, &one.health, addr)?;
+    limit_ready(&one, addr)?;
     let Some((name, what)) = request
         .trim_matches('/')
         .rsplit_once('/')
@@ -462,7 +437,7 @@ pub(crate) async fn teleport_channel(
         facts: None,
     };
     let (version, critical, hold) = if let Some(ch) = snapshot.channels.get(name) {
-        Metrics::inc(&metrics.channel_requests);
+        Metrics::inc(&one.metrics.channel_requests);
         let a = channel_answer(&one, &snapshot, &anonymous, ch);
         match (a.version.clone(), a.hold()) {
             (Some(v), None) => (Some(v.to_string()), a.critical, None),
@@ -477,7 +452,7 @@ pub(crate) async fn teleport_channel(
                 "Teleport's channel path for a rollout group cannot name a pinned root",
             ));
         }
-        Metrics::inc(&metrics.find_requests);
+        Metrics::inc(&one.metrics.find_requests);
         let d = one_answer(&one, &snapshot, &anonymous);
         match (d.version.clone(), d.hold()) {
             (Some(v), None) => (Some(v.to_string()), true, None),
@@ -485,7 +460,10 @@ pub(crate) async fn teleport_channel(
         }
     };
     let fallback = (!snapshot.channels.contains_key(name))
-        .then(|| fallbacks.check(&snapshot, tern_core::product::AGENT, name))
+        .then(|| {
+            one.fallbacks
+                .check(&snapshot, tern_core::product::AGENT, name)
+        })
         .flatten();
     let body = match what {
         // RFD 109's versions carry the leading `v`; `none` means "do not update".
@@ -512,16 +490,12 @@ const HOLD_HEADER: header::HeaderName = header::HeaderName::from_static("tern-ho
 /// the `OnCalendar=` value and the next `count` windows, default 8, at most 64), or
 /// with `format=systemd` the bare `OnCalendar=` values, one per window and line.
 pub(crate) async fn schedule(
-    State(answers): State<Arc<Answers>>,
-    State(clock): State<Arc<dyn Clock>>,
-    State(health): State<Arc<Health>>,
-    State(limits): State<Arc<RateLimits>>,
-    State(metrics): State<Arc<Metrics>>,
+    State(one): State<Arc<Answering>>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
-    limit_ready(&limits, &metrics, &health, addr)?;
-    Metrics::inc(&metrics.schedule_requests);
+    limit_ready(&one, addr)?;
+    Metrics::inc(&one.metrics.schedule_requests);
     let (mut group, mut count, mut format) = (String::new(), 8usize, String::from("json"));
     for (k, v) in form_urlencoded::parse(query.as_deref().unwrap_or_default().as_bytes()) {
         match k.as_ref() {
@@ -535,13 +509,13 @@ pub(crate) async fn schedule(
             _ => {}
         }
     }
-    let snapshot = answers.snapshot();
+    let snapshot = one.answers.snapshot();
     // The cluster's window, from the config alone when no rollout exists (seed 001).
     let Some(schedule) = tern_core::reconcile::maintenance_schedule(
         snapshot.config.as_ref(),
         snapshot.rollout.as_ref(),
         &group,
-        clock.now(),
+        one.clock.now(),
         count,
     ) else {
         return Err(ApiError::not_found(
@@ -575,7 +549,7 @@ pub(crate) async fn schedule(
             )));
         }
     };
-    Ok(cacheable(&answers, resp))
+    Ok(cacheable(&one.answers, resp))
 }
 
 /// Longest string accepted in a heartbeat field.
@@ -620,8 +594,7 @@ fn trust_required(updater_id: &str, why: &str) -> ApiError {
 
 /// `POST /v1/agents/heartbeat` (an agent token, checked by the router)
 pub(crate) async fn heartbeat(
-    State(one): State<Answering>,
-    State(metrics): State<Arc<Metrics>>,
+    State(one): State<Arc<Answering>>,
     Extension(actor): Extension<Arc<Actor>>,
     body: Bytes,
 ) -> ApiResult<Json<HeartbeatResponse>> {
@@ -640,7 +613,7 @@ pub(crate) async fn heartbeat(
     }
     let shared = actor.bound_to.is_none() && actor.role == tern_core::api::Role::Agent;
     if shared {
-        Metrics::inc(&metrics.heartbeats_shared_token);
+        Metrics::inc(&one.metrics.heartbeats_shared_token);
     }
     for (field, value) in [
         ("updater_id", &hb.updater_id),
@@ -718,7 +691,7 @@ pub(crate) async fn heartbeat(
         Ok(r) => {
             // A host's history follows its agent (the product Teleport's files describe).
             if r.changed && agent {
-                crate::history::observe(&one.hosts, &metrics, &hb, now);
+                crate::history::observe(&one.hosts, &one.metrics, &hb, now);
             }
             if r.moved {
                 one.hosts.changed.notify_one();
@@ -727,7 +700,7 @@ pub(crate) async fn heartbeat(
         }
         Err(e @ Refused::Unidentified) => return Err(ApiError::bad_request(e.to_string())),
         Err(e @ Refused::Full { .. }) => {
-            Metrics::inc(&metrics.heartbeats_inventory_full);
+            Metrics::inc(&one.metrics.heartbeats_inventory_full);
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "inventory_full",
@@ -735,7 +708,7 @@ pub(crate) async fn heartbeat(
             ));
         }
         Err(e @ Refused::SharedTokenFull { .. }) => {
-            Metrics::inc(&metrics.heartbeats_inventory_full);
+            Metrics::inc(&one.metrics.heartbeats_inventory_full);
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shared_token_full",
@@ -743,7 +716,7 @@ pub(crate) async fn heartbeat(
             ));
         }
     };
-    Metrics::inc(&metrics.heartbeats);
+    Metrics::inc(&one.metrics.heartbeats);
     // The hot path (a known group, or none) allocates nothing. The snapshot is read
     // again, not reused from before recording: the inventory's lock may have been
     // waited on for a long time (a 1M-agent inventory page), and a freeze confirmed to

@@ -426,12 +426,7 @@ pub(crate) async fn host(
         let host = a.to_inventory_agent();
         let governed_by_directive = directives.active.load(std::sync::atomic::Ordering::Relaxed)
             && a.install_state().is_some();
-        let fleet = snapshot.fleet(
-            health.cut_off(settings.store_contact_bound),
-            settings.security.require_trust,
-            true,
-            now,
-        );
+        let fleet = snapshot.fleet(health.cut_off(), settings.security.require_trust, true, now);
         let mut asking = tern_core::gate::Host::new(tern_core::gate::AGENT, a.group(), &updater_id);
         asking.recorded.governed = governed_by_directive;
         asking.pins_root = host.heartbeat.trust.is_some_and(|t| t.pinned);
