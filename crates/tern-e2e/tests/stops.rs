@@ -333,6 +333,108 @@ fn a_channel_naming_a_version_revoked_since_is_held_for_new_hosts() {
     f.check_invariant().unwrap();
 }
 
+/// A replica with the release root that is already running hears of a revocation
+/// signed after it started with nothing written to it (no check of a written version
+/// brings the minimums): its refresh (`--trust-refresh`, 1 s here) holds the revoked
+/// target on find, and a host that pins no root, so that only ternd's answer protects
+/// it, installs nothing through that replica. Ends with the checker over every install.
+#[test]
+fn a_running_replica_holds_a_version_revoked_after_it_started_with_nothing_written() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    let root = tern_e2e::sign::sign(&f, &["1.0.0", "1.1.0"]).unwrap();
+    f.apply(&halt_on_error(&[("dev", 10, 0, 0)])).unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    let meta = f.artifacts.join("tuf/metadata").display().to_string();
+    let root_arg = root.display().to_string();
+    let i = f
+        .add_replica(&[
+            "--trust-root",
+            &root_arg,
+            "--trust-url",
+            &meta,
+            "--trust-refresh",
+            "1s",
+        ])
+        .unwrap();
+    let gateway = f.replicas[i].gateway.url.clone();
+    let addr = f.replicas[i].ternd.addr;
+    f.add_host_via("dev-1", "dev", &gateway, &[]).unwrap();
+    let step = f.tick("2m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    assert_eq!(f.host("dev-1").linked_version().as_deref(), Some("1.0.0"));
+
+    // dev starts a rollout to 1.1.0, signed and allowed: the replica names it.
+    f.clock_set(&at("09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.clock_set(&at("10:05")).unwrap();
+    f.reconcile().unwrap();
+    let find = || {
+        let (code, body) = tern_testing::http::get(
+            addr,
+            "/v1/webapi/find?group=dev&updater_id=dev-1",
+            std::time::Duration::from_secs(5),
+        )
+        .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(code, 200, "{body}");
+        body
+    };
+    // Waits (at most 30 s) for the replica's answer to satisfy `fact`.
+    let find_until = |fact: &dyn Fn(&serde_json::Value) -> bool, what: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let body = find();
+            if fact(&body) {
+                return body;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the replica's find did not come to {what} in 30 s: {body}"
+            );
+            // The dev clock moves only when told: reconciles bring dev's start to the
+            // store, which the replica watches.
+            f.reconcile().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    let before = find_until(
+        &|b| b["auto_update"]["agent_auto_update"] == true,
+        "name 1.1.0 now",
+    );
+    assert_eq!(before["auto_update"]["agent_version"], "1.1.0", "{before}");
+
+    // The release keys revoke 1.1.0 (line 1.1's minimum 1.1.1). Nothing is written to
+    // the replica: only its refresh can bring the minimum.
+    tern_e2e::sign::minimum(&f, "1.1", "1.1.1").unwrap();
+    let held = find_until(
+        &|b| {
+            b["auto_update"]["agent_holds"]
+                .as_array()
+                .is_some_and(|h| h.iter().any(|c| c == "revoked"))
+        },
+        "hold 1.1.0 as revoked",
+    );
+    assert_eq!(held["auto_update"]["agent_auto_update"], false, "{held}");
+    assert_ne!(held["auto_update"]["agent_version"], "1.1.0", "{held}");
+
+    // The host runs: it installs nothing and stays on 1.0.0.
+    let step = f.tick("5m").unwrap();
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    let h = f.host("dev-1");
+    assert_eq!(
+        h.linked_version().as_deref(),
+        Some("1.0.0"),
+        "{}",
+        f.describe()
+    );
+    assert!(
+        !h.started_versions().iter().any(|v| v == "1.1.0"),
+        "{:?}",
+        h.started_versions()
+    );
+    f.check_invariant().unwrap();
+}
+
 /// Hosts on 1.0.0 while the fleet's known-good version is already 1.1.0 (the version
 /// resource says start 1.1.0, target 1.2.0), dev active, the fleet frozen: find names
 /// them 1.1.0 with the freeze. The fleet and its two dev hosts.

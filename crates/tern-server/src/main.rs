@@ -158,6 +158,11 @@ struct StartArgs {
     /// file:// URL or a directory.
     #[arg(long, value_name = "URL", requires = "trust_root")]
     trust_url: Option<String>,
+    /// How often a running replica reads the release metadata again for the signed
+    /// minimums (`tern-release minimum`): a revoked version is held on every path of
+    /// this replica within this of its signing. At least 1s.
+    #[arg(long, default_value = "1m", value_name = "DURATION", value_parser = parse_duration, requires = "trust_root")]
+    trust_refresh: GoDuration,
     /// Connections open at once (default: what the descriptor limit allows, raised to
     /// its hard limit at start, less 256). At the cap, the connection idle the longest
     /// is closed to make room; if every one is serving a request, the new one is.
@@ -415,7 +420,8 @@ fn run(a: StartArgs) -> anyhow::Result<()> {
     let release_trust = match (&a.trust_root, &a.trust_url) {
         (Some(root), Some(url)) => Some(
             tern_server::ReleaseTrust::pin(&a.data_dir, root, url)
-                .with_context(|| format!("--trust-root {}", root.display()))?,
+                .with_context(|| format!("--trust-root {}", root.display()))?
+                .refreshed_every(Duration::from_secs(a.trust_refresh.as_secs())),
         ),
         _ => None,
     };

@@ -1,8 +1,8 @@
 //! The release checks ternd makes with `--trust-root` (`trust`): where a version is
 //! written it must be signed (a target, a channel) or at least not revoked (a start
 //! version, a directive's targets, a promotion); and the signed minimums are kept in
-//! memory for the one answer, refreshed at start, every minute and at each check, so a
-//! revocation reaches every path within a minute of its signing.
+//! memory for the one answer, refreshed at start, every `--trust-refresh` (a minute) and
+//! at each check, so a revocation reaches every path within that of its signing.
 
 use std::sync::Arc;
 
@@ -60,8 +60,7 @@ pub(crate) async fn require_signed(check: Check<'_>, field: &str, version: &str)
                 trust.url
             ),
         )),
-        Some((_, Signed::Revoked { .. })) if tern_core::planted!(RevokedWrites) => Ok(()),
-        Some((_, Signed::Revoked { why })) => Err(revoked(field, version, &why)),
+        Some((_, Signed::Revoked { why })) => refuse_revoked(field, version, &why),
     }
 }
 
@@ -73,20 +72,23 @@ pub(crate) async fn require_not_revoked(
     version: &str,
 ) -> ApiResult<()> {
     match check.verdict(version).await? {
-        Some((_, Signed::Revoked { .. })) if tern_core::planted!(RevokedWrites) => Ok(()),
-        Some((_, Signed::Revoked { why })) => Err(revoked(field, version, &why)),
+        Some((_, Signed::Revoked { why })) => refuse_revoked(field, version, &why),
         None | Some((_, Signed::Yes { .. } | Signed::No { .. })) => Ok(()),
     }
 }
 
-fn revoked(field: &str, version: &str, why: &str) -> ApiError {
-    ApiError::new(
+/// The refusal of a revoked `version` written to `field`.
+fn refuse_revoked(field: &str, version: &str, why: &str) -> ApiResult<()> {
+    if tern_core::planted!(RevokedWrites) {
+        return Ok(());
+    }
+    Err(ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
         "below_minimum",
         format!(
             "{field} {version} is revoked: {why}; name a version at or above the minimum (hosts with a pinned root would refuse it)"
         ),
-    )
+    ))
 }
 
 /// Keeps `revocation` for the one answer; a change refreshes what find serves.
@@ -99,8 +101,8 @@ async fn adopt(store: &dyn Store, answers: &Answers, revocation: Revocation) {
     }
 }
 
-/// Refreshes the signed minimums now (at start, then every minute): a revocation
-/// reaches every path within a minute of its signing. A failed refresh keeps what was
+/// Refreshes the signed minimums now (at start, then every `--trust-refresh`): a
+/// revocation reaches every path within that period of its signing. A failed refresh keeps what was
 /// known and says so.
 pub(crate) async fn refresh(trust: Option<&ReleaseTrust>, store: &dyn Store, answers: &Answers) {
     let Some(trust) = trust else {
@@ -114,14 +116,17 @@ pub(crate) async fn refresh(trust: Option<&ReleaseTrust>, store: &dyn Store, ans
     }
 }
 
-/// The refresh, every minute of real time.
+/// The refresh, every `--trust-refresh` of real time (nothing without `--trust-root`).
 pub(crate) async fn refresh_loop(
     settings: Arc<Settings>,
     store: Arc<dyn Store>,
     answers: Arc<Answers>,
 ) {
+    let Some(trust) = settings.release_trust.as_ref() else {
+        return;
+    };
     loop {
-        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
-        refresh(settings.release_trust.as_ref(), store.as_ref(), &answers).await;
+        tokio::time::sleep(trust.refresh).await;
+        refresh(Some(trust), store.as_ref(), &answers).await;
     }
 }

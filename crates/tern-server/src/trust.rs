@@ -21,6 +21,9 @@ use crate::error::ApiError;
 pub struct ReleaseTrust {
     pub(crate) state: PathBuf,
     pub(crate) url: String,
+    /// How often a running replica reads the metadata again for the signed minimums
+    /// (`--trust-refresh`), whatever else it checks meanwhile.
+    pub(crate) refresh: std::time::Duration,
 }
 
 /// What the repository says about a version.
@@ -50,7 +53,18 @@ impl ReleaseTrust {
         let state = data_dir.join("trust.json");
         tern_trust::pin_root(&state, root)?;
         let url = tern_trust::metadata_url(url)?;
-        Ok(Self { state, url })
+        Ok(Self {
+            state,
+            url,
+            refresh: std::time::Duration::from_secs(60),
+        })
+    }
+
+    /// Reads the signed minimums again every `period` (at least a second) rather than
+    /// every minute: a revocation holds every path of this replica within it.
+    pub fn refreshed_every(mut self, period: std::time::Duration) -> Self {
+        self.refresh = period.max(std::time::Duration::from_secs(1));
+        self
     }
 
     /// Refreshes the metadata (on the blocking pool) and looks `version` up; the
