@@ -908,3 +908,46 @@ fn the_dev_clock_forgets_silent_hosts() {
     assert_eq!(agents[0]["updater_id"], "chatty");
     assert_eq!(agents[0]["first_seen"], first["agents"][0]["first_seen"]);
 }
+
+/// `mode: disabled` written while dev is active: find tells the host not to update, the
+/// host page's forecast says the fleet is stopped with find's hold, and neither moves
+/// through a heartbeat and a reconcile; enabled again, both say update now. The
+/// forecast asks the same one answer as find, so the two cannot disagree here.
+#[test]
+fn mode_disabled_holds_find_and_the_forecast_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Ternd::dev(dir.path());
+    t.put_resource("config", &three_groups());
+    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+    t.reconcile();
+    t.set_clock("2026-11-23T10:05:00Z");
+    let agent = t.new_token("agent");
+    t.heartbeat(&agent, "d1", "dev", "1.0.0");
+    t.reconcile();
+    assert_eq!(t.state_of("dev"), "active");
+    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), true));
+    let host = t.op("GET", "/v1/inventory/d1", None);
+    assert_eq!(host["forecast"]["outlook"], "now", "{host}");
+
+    let disabled = three_groups().replace("mode: enabled", "mode: disabled");
+    assert_ne!(disabled, three_groups());
+    t.put_resource("config", &disabled);
+    for _ in 0..2 {
+        let (version, update) = t.find("dev", "d1");
+        assert!(!update && version != "1.1.0", "find: {version} {update}");
+        let host = t.op("GET", "/v1/inventory/d1", None);
+        let forecast = &host["forecast"];
+        assert_eq!(forecast["outlook"], "stopped", "{host}");
+        assert_eq!(forecast["hold"], "mode_disabled", "{host}");
+        assert_eq!(forecast["find_update"], false, "{host}");
+        assert_eq!(forecast["find_version"], version.as_str(), "{host}");
+        t.advance("5m");
+        t.heartbeat(&agent, "d1", "dev", "1.0.0");
+        t.reconcile();
+    }
+
+    t.put_resource("config", &three_groups());
+    assert_eq!(t.find("dev", "d1"), ("1.1.0".into(), true));
+    let host = t.op("GET", "/v1/inventory/d1", None);
+    assert_eq!(host["forecast"]["outlook"], "now", "{host}");
+}
