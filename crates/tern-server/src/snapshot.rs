@@ -4,7 +4,9 @@
 //! change seen by a watch of the store.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
+
+use arc_swap::{ArcSwap, Guard};
 
 use axum::body::Bytes;
 use axum::http::HeaderValue;
@@ -19,7 +21,9 @@ pub(crate) use tern_core::api::Channel;
 /// What find and the other public endpoints answer from: the current snapshot, swapped
 /// whole by `state::refresh_snapshot`, and the finds held until it changes.
 pub(crate) struct Answers {
-    snapshot: RwLock<Arc<Snapshot>>,
+    /// Read by every find: an `ArcSwap`, whose reads write nothing the cores share
+    /// (a lock's count or the `Arc`'s would be written by both cores on every find).
+    snapshot: ArcSwap<Snapshot>,
     /// Serializes refreshes, so that the last to finish saw the newest data.
     pub(crate) refresh_lock: tokio::sync::Mutex<()>,
     /// Find requests held until the host's answer changes.
@@ -33,7 +37,7 @@ pub(crate) struct Answers {
 impl Answers {
     pub(crate) fn new(public_max_age: u64, long_poll: LongPollSettings) -> Self {
         Self {
-            snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            snapshot: ArcSwap::from_pointee(Snapshot::default()),
             refresh_lock: tokio::sync::Mutex::new(()),
             long_poll: LongPoll::new(long_poll),
             // ASCII letters and digits: always a valid header value.
@@ -60,12 +64,18 @@ impl Answers {
 
     /// The snapshot find answers from now.
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::clone(&self.snapshot.read().unwrap_or_else(|p| p.into_inner()))
+        self.snapshot.load_full()
+    }
+
+    /// The snapshot for a request's work that does not wait (no `.await` while it is
+    /// held): no reference count is taken.
+    pub(crate) fn current(&self) -> Guard<Arc<Snapshot>> {
+        self.snapshot.load()
     }
 
     /// Swaps in a new snapshot and wakes the held finds to look again.
     pub(crate) fn publish(&self, snapshot: Snapshot) {
-        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
+        self.snapshot.store(Arc::new(snapshot));
         self.long_poll.snapshot_changed();
     }
 }
@@ -186,16 +196,31 @@ impl ProductAnswers {
 
 /// Serialized find answers. A snapshot gives only a handful of different answers (start
 /// or target version, update now or not, two jitters), and serializing one was a fifth
-/// of a find's instructions (profiled), so each is serialized once. Derived data: a
+/// of a find's instructions (profiled), so each is serialized once. Read without a lock
+/// (every find reads them; one that serializes a new answer adds it). Derived data: a
 /// clone starts empty.
 #[derive(Debug, Default)]
-struct FindBodies(Mutex<Vec<(Answer, String, FindBody)>>);
+struct FindBodies(ArcSwap<Vec<(Answer, String, FindBody)>>);
 
 /// A serialized find answer and its ETag (what a long-polling host sends back).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct FindBody {
     pub(crate) body: Bytes,
     pub(crate) etag: HeaderValue,
+}
+
+impl FindBody {
+    /// Copies of the bytes: a clone of the cached ones would count a reference on a line
+    /// every core writes for every find, which costs more than copying a few hundred
+    /// bytes into the response's own allocation.
+    fn copy(&self) -> Self {
+        Self {
+            body: Bytes::copy_from_slice(&self.body),
+            // Copied from a valid header value: valid.
+            etag: HeaderValue::from_bytes(self.etag.as_bytes())
+                .unwrap_or(HeaderValue::from_static("\"\"")),
+        }
+    }
 }
 
 impl Clone for FindBodies {
@@ -312,12 +337,14 @@ impl Snapshot {
     /// The JSON of [`response`](Self::response) for `decision` and its ETag,
     /// serialized once per snapshot.
     pub(crate) fn find_body(&self, decision: &Answer, edition: &str) -> FindBody {
-        let mut bodies = self.find_bodies.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, _, body)) = bodies
-            .iter()
-            .find(|(d, e, _)| d == decision && e == edition)
-        {
-            return body.clone();
+        let known = |bodies: &[(Answer, String, FindBody)]| {
+            bodies
+                .iter()
+                .find(|(d, e, _)| d == decision && e == edition)
+                .map(|(_, _, body)| body.copy())
+        };
+        if let Some(body) = known(&self.find_bodies.0.load()) {
+            return body;
         }
         // Serializing plain structs of strings, numbers and booleans cannot fail.
         let body =
@@ -328,9 +355,15 @@ impl Snapshot {
             etag: HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"\"")),
             body,
         };
-        if bodies.len() < MAX_FIND_BODIES {
-            bodies.push((decision.clone(), edition.to_owned(), found.clone()));
-        }
+        // Another find may have added it, or others, meanwhile: added only if still
+        // missing, and the bound kept.
+        self.find_bodies.0.rcu(|bodies| {
+            let mut bodies = Vec::clone(bodies);
+            if bodies.len() < MAX_FIND_BODIES && known(&bodies).is_none() {
+                bodies.push((decision.clone(), edition.to_owned(), found.clone()));
+            }
+            bodies
+        });
         found
     }
 
@@ -395,12 +428,9 @@ mod tests {
                 }
             }
         }
-        assert_eq!(
-            snap.find_bodies.0.lock().unwrap().len(),
-            2 * decisions.len()
-        );
+        assert_eq!(snap.find_bodies.0.load().len(), 2 * decisions.len());
         // A clone (a new snapshot) starts without them.
-        assert!(snap.clone().find_bodies.0.lock().unwrap().is_empty());
+        assert!(snap.clone().find_bodies.0.load().is_empty());
     }
 
     #[test]
@@ -444,6 +474,6 @@ mod tests {
                 serde_json::to_vec(&snap.response(&d, "community")).unwrap()
             );
         }
-        assert_eq!(snap.find_bodies.0.lock().unwrap().len(), MAX_FIND_BODIES);
+        assert_eq!(snap.find_bodies.0.load().len(), MAX_FIND_BODIES);
     }
 }

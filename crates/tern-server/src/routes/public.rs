@@ -146,19 +146,21 @@ pub(crate) async fn find(
         .transpose()
         .map_err(ApiError::bad_request)?;
     Metrics::inc(&one.metrics.find_requests);
-    let fallback = one
-        .fallbacks
-        .check(&one.answers.snapshot(), &q.product, &q.group);
     let Some(wait) = wait else {
-        let answer = find_answer(&one, &q)?;
+        let snapshot = one.answers.current();
+        let fallback = one.fallbacks.check(&snapshot, &q.product, &q.group);
+        let answer = find_answer(&one, &snapshot, &q)?;
         return Ok(said_fallback(
             cacheable(&one.answers, find_response(answer, None)),
             fallback,
         ));
     };
+    let fallback = one
+        .fallbacks
+        .check(&one.answers.current(), &q.product, &q.group);
     // Subscribed before the answer is worked out: a change in between wakes the hold.
     let mut changes = long_poll.subscribe();
-    let answer = find_answer(&one, &q)?;
+    let answer = find_answer(&one, &one.answers.current(), &q)?;
     let seen = q.seen.as_deref().unwrap_or_default();
     let etag = answer.etag.to_str().unwrap_or_default();
     if wait.is_zero() || !crate::longpoll::is_seen(seen, etag) {
@@ -189,7 +191,7 @@ pub(crate) async fn find(
             () = tokio::time::sleep_until(deadline) => break Release::Expired,
             () = &mut stopped => break Release::Expired,
         };
-        if look_again && find_answer(&one, &q)?.etag != answer.etag {
+        if look_again && find_answer(&one, &one.answers.current(), &q)?.etag != answer.etag {
             break Release::Changed;
         }
     };
@@ -207,7 +209,7 @@ pub(crate) async fn find(
         }
     }
     // The answer as it is now: another change may have come during the jitter.
-    let answer = find_answer(&one, &q)?;
+    let answer = find_answer(&one, &one.answers.current(), &q)?;
     let how = match release {
         Release::Changed => POLL_CHANGED,
         Release::Expired => POLL_EXPIRED,
@@ -250,9 +252,12 @@ fn find_response(answer: crate::snapshot::FindBody, long_poll: Option<HeaderValu
 /// What find tells this host now: the one answer (`tern_core::gate::answer`) over the
 /// snapshot and what this replica knows of the host, serialized once per snapshot. A
 /// host refused for want of a pinned root (`--require-trust`) gets 403.
-fn find_answer(one: &Answering, q: &FindQuery<'_>) -> ApiResult<crate::snapshot::FindBody> {
-    let snapshot = one.answers.snapshot();
-    let answer = one_answer(one, &snapshot, q);
+fn find_answer(
+    one: &Answering,
+    snapshot: &crate::snapshot::Snapshot,
+    q: &FindQuery<'_>,
+) -> ApiResult<crate::snapshot::FindBody> {
+    let answer = one_answer(one, snapshot, q);
     if answer.holds.contains(tern_core::hold::Hold::TrustRequired) {
         return Err(trust_required(
             &q.updater_id,
@@ -652,7 +657,7 @@ pub(crate) async fn heartbeat(
     }
     // Each product a host runs heartbeats on its own, into that product's inventory;
     // only products this ternd serves, so that no client makes inventories up.
-    let snap = one.answers.snapshot();
+    let snap = one.answers.current();
     let product = hb.product().to_string();
     if !snap.serves(&product) {
         let mut served = vec![tern_core::product::AGENT.to_string()];
@@ -721,7 +726,7 @@ pub(crate) async fn heartbeat(
     // again, not reused from before recording: the inventory's lock may have been
     // waited on for a long time (a 1M-agent inventory page), and a freeze confirmed to
     // its operator meanwhile must keep this answer's instruction back.
-    let snapshot = one.answers.snapshot();
+    let snapshot = one.answers.current();
     let unknown_group = snapshot
         .rollout_of(&product)
         .filter(|r| !hb.group.is_empty() && r.group(&hb.group).is_none())
