@@ -16,6 +16,10 @@ pub const DATABASE_FILE: &str = "tern.db";
 /// A running `ternd start --insecure-http --dev-clock T`.
 pub struct Ternd {
     child: Option<Child>,
+    /// The binary and the flags after `start` but `--listen`: what [`Ternd::restart`]
+    /// starts again.
+    bin: PathBuf,
+    args: Vec<String>,
     pub url: String,
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
@@ -47,16 +51,49 @@ impl Ternd {
         extra: &[&str],
     ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(data_dir)?;
+        let mut args: Vec<String> = serving.iter().map(|a| a.to_string()).collect();
+        args.extend(["--data-dir".to_string(), data_dir.display().to_string()]);
+        args.extend(["--dev-clock".to_string(), dev_clock.to_string()]);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Self::spawn(bin, data_dir, args, "127.0.0.1:0", false)
+    }
+
+    /// Kills ternd with SIGKILL (a crash: nothing flushed, no lease given back) and
+    /// starts it again on the same data dir, address and flags, as an operator's
+    /// service manager would; its log goes on in the same file. Returns once it is
+    /// ready again.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let listen = self.addr.to_string();
+        let again = Self::spawn(&self.bin, &self.data_dir, self.args.clone(), &listen, true)?;
+        *self = again;
+        Ok(())
+    }
+
+    /// Starts `bin start --listen LISTEN ARGS…`, its log in the file beside `data_dir`
+    /// (appended to when `append`), and waits until it is ready.
+    fn spawn(
+        bin: &Path,
+        data_dir: &Path,
+        args: Vec<String>,
+        listen: &str,
+        append: bool,
+    ) -> anyhow::Result<Self> {
         let log = data_dir.with_extension("log");
-        let log_file = std::fs::File::create(&log)
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&log)
             .with_context(|| format!("cannot create {}", log.display()))?;
         let mut child = Command::new(bin)
             .arg("start")
-            .args(serving)
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
-            .args(["--dev-clock", dev_clock])
-            .args(extra)
+            .args(["--listen", listen])
+            .args(&args)
             .env("TERN_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -74,6 +111,8 @@ impl Ternd {
         });
         let mut t = Self {
             child: Some(child),
+            bin: bin.to_path_buf(),
+            args,
             url: String::new(),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             data_dir: data_dir.to_path_buf(),

@@ -404,3 +404,76 @@ fn a_directive_whose_target_is_revoked_after_it_went_active_installs_nothing() {
     // Governed from its enrolment, it installed nothing by find either.
     assert_eq!(f.host("p1").linked_version(), None, "{}", f.describe());
 }
+
+/// The directive's time rules hold across ternd crashes: killed with SIGKILL and
+/// started again (same data dir, address and flags) before `not_before` and again
+/// between the critical host's install and prod's window, ternd starts nothing early,
+/// repeats no install, and still starts prod at its window: what the passes go by is
+/// in the store and the hosts' heartbeats, not in the memory of the process that died.
+#[test]
+fn a_directive_in_time_keeps_its_rules_across_a_ternd_killed_and_started_again() {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.clock_set(&at("09:00")).unwrap();
+    f.apply(&time_based("1h", &[("prod", 14)])).unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    let gateway = f.gateway.url.clone();
+    for (name, env) in [("p1", "prod"), ("p2", "prod"), ("e1", "edge")] {
+        let label = format!("env={env}");
+        f.add_host_via(
+            name,
+            "prod",
+            &gateway,
+            &["--installer", "local-script", "--label", &label],
+        )
+        .unwrap();
+    }
+    activate(&f);
+    assert!(tick_to(&f, &at("09:01")).is_empty());
+
+    // Killed before not_before: after it, nothing starts before 10:00.
+    let pid = f.ternd.pid();
+    f.ternd.restart().unwrap();
+    assert_ne!(f.ternd.pid(), pid, "a new process");
+    // The new process knows the hosts only from their heartbeats to it: its first
+    // pass lists none of them as waiting; by the next it holds each to the directive's
+    // times as before the crash.
+    assert!(tick_to(&f, &at("09:30")).is_empty());
+    assert!(tick_to(&f, &at("09:31")).is_empty());
+    let w = waiting(&f);
+    assert_eq!(
+        w.iter()
+            .map(|(h, _, starts)| (h.as_str(), starts.clone()))
+            .collect::<Vec<_>>(),
+        vec![
+            ("e1", Some(at("10:00"))),
+            ("p1", Some(at("14:00"))),
+            ("p2", Some(at("14:00")))
+        ],
+        "{w:?}"
+    );
+
+    // 10:01: the critical directive's host installs, once.
+    assert_eq!(tick_to(&f, &at("10:01")), vec!["e1".to_string()]);
+    assert_eq!(runs(&f, "e1"), vec!["1.2.0".to_string()]);
+
+    // Killed again between e1's install and prod's window: e1 is not triggered again,
+    // prod still waits for its window.
+    f.ternd.restart().unwrap();
+    let t = tick_to(&f, &at("10:30"));
+    assert!(t.is_empty(), "{t:?}");
+    let t = tick_to(&f, &at("13:59"));
+    assert!(t.is_empty(), "{t:?}");
+    assert!(runs(&f, "p1").is_empty() && runs(&f, "p2").is_empty());
+    assert_eq!(runs(&f, "e1"), vec!["1.2.0".to_string()], "never twice");
+
+    // 14:01: prod's window opens; both install, once.
+    assert_eq!(
+        tick_to(&f, &at("14:01")),
+        vec!["p1".to_string(), "p2".to_string()]
+    );
+    let _ = tick_to(&f, &at("14:02"));
+    for h in ["p1", "p2", "e1"] {
+        assert_eq!(runs(&f, h), vec!["1.2.0".to_string()], "{h}");
+    }
+    f.check_invariant().unwrap();
+}
