@@ -1019,3 +1019,78 @@ fn a_canary_that_goes_down_before_it_is_judged_fails_and_its_group_goes_no_furth
     }
     assert_on(f, &s.others, "1.0.0");
 }
+
+/// A canary whose agent dies after the new version passed its health check: the
+/// update itself succeeded, so nothing rolled back on the host, and its next heartbeat
+/// reports the target unhealthy before ternd ever saw it healthy. The canary fails and
+/// the fleet holds: no other host of dev updates, prod never starts, and the canary's
+/// updater does not go on reinstalling (it is on the target; keeping the agent running
+/// is the service manager's job). The operator rolls dev back: the canary returns to
+/// 1.0.0 and runs it; nothing else moved. Ends with the checker over every install.
+#[test]
+fn a_canary_whose_agent_dies_after_its_health_check_fails_and_holds_the_fleet() {
+    let f = fleet(
+        &halt_on_error(&[("dev", 10, 1, 0), ("prod", 14, 0, 0)]),
+        &[("dev", 3), ("prod", 1)],
+    );
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout("1.1.0").unwrap();
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    f.reconcile().unwrap();
+    let status = f.status().unwrap();
+    let canary = f
+        .host_by_updater_id(&status.group("dev").canaries[0].updater_id)
+        .unwrap()
+        .name
+        .clone();
+    let out = f.host(&canary).update().unwrap();
+    assert!(out.ok(), "{}", out.message());
+    assert_on(&f, std::slice::from_ref(&canary), "1.1.0");
+    f.host(&canary).kill_agent();
+    let out = f.host(&canary).heartbeat().unwrap();
+    assert!(out.ok(), "{}", out.message());
+    f.reconcile().unwrap();
+    let dev = f.status().unwrap().group("dev").clone();
+    assert_eq!(dev.state.as_str(), "canary", "{dev:?}");
+    assert_eq!(dev.last_update_reason, "canary_failed", "{dev:?}");
+    assert!(
+        dev.canaries[0].failed && !dev.canaries[0].success,
+        "{dev:?}"
+    );
+
+    let others: Vec<String> = names(&f, "dev")
+        .into_iter()
+        .filter(|n| *n != canary)
+        .collect();
+    for _ in 0..3 {
+        let step = f.tick("10m").unwrap();
+        show(&f, &step);
+        assert!(step.failures().is_empty(), "{:?}", step.failures());
+        assert_eq!(step.status.group("dev").last_update_reason, "canary_failed");
+        assert_eq!(step.status.state_of("prod"), "unstarted");
+    }
+    assert_on(&f, &others, "1.0.0");
+    assert_on(&f, &names(&f, "prod"), "1.0.0");
+    assert_eq!(
+        f.host(&canary).running_version(),
+        None,
+        "nothing restarted it"
+    );
+    assert_eq!(
+        f.host(&canary).started_versions(),
+        vec!["1.0.0".to_string(), "1.1.0".to_string()],
+        "1.1.0 was installed once"
+    );
+    let step = f.step_at(&at(MON, "14:05")).unwrap();
+    assert_eq!(step.status.state_of("prod"), "unstarted");
+
+    // The operator rolls dev back: the canary goes back to 1.0.0 and runs it.
+    let out = f.agents(&["rollback", "dev"]).unwrap();
+    assert!(out.contains("dev"), "{out}");
+    let step = f.tick("5m").unwrap();
+    show(&f, &step);
+    assert!(step.failures().is_empty(), "{:?}", step.failures());
+    let all: Vec<String> = f.hosts.iter().map(|h| h.name.clone()).collect();
+    assert_on(&f, &all, "1.0.0");
+    f.check_invariant().unwrap();
+}
