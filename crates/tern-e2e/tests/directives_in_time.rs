@@ -53,6 +53,28 @@ fn activate(f: &Fleet) {
     .unwrap();
 }
 
+/// The fleet of this file at 09:00 (module doc), the directive active: the hosts
+/// installed the rollout's 1.0.0 when they enrolled (a first install).
+fn timed_fleet() -> Fleet {
+    let mut f = Fleet::start(FleetOptions::default()).unwrap();
+    f.clock_set(&at("09:00")).unwrap();
+    f.apply(&time_based("1h", &[("prod", 14)])).unwrap();
+    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
+    let gateway = f.gateway.url.clone();
+    for (name, env) in [("p1", "prod"), ("p2", "prod"), ("e1", "edge")] {
+        let label = format!("env={env}");
+        f.add_host_via(
+            name,
+            "prod",
+            &gateway,
+            &["--installer", "local-script", "--label", &label],
+        )
+        .unwrap();
+    }
+    activate(&f);
+    f
+}
+
 fn runs(f: &Fleet, name: &str) -> Vec<String> {
     tern_e2e::directive::recorded(&f.host(name).root.join("script-runs.log"))
 }
@@ -118,23 +140,7 @@ fn waiting(f: &Fleet) -> Vec<(String, Vec<String>, Option<String>)> {
 #[test]
 fn a_directive_starts_at_its_not_before_keeps_to_the_windows_unless_critical_and_holds_under_a_freeze()
  {
-    // The hosts install the rollout's 1.0.0 when they enroll (a first install).
-    let mut f = Fleet::start(FleetOptions::default()).unwrap();
-    f.clock_set(&at("09:00")).unwrap();
-    f.apply(&time_based("1h", &[("prod", 14)])).unwrap();
-    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
-    let gateway = f.gateway.url.clone();
-    for (name, env) in [("p1", "prod"), ("p2", "prod"), ("e1", "edge")] {
-        let label = format!("env={env}");
-        f.add_host_via(
-            name,
-            "prod",
-            &gateway,
-            &["--installer", "local-script", "--label", &label],
-        )
-        .unwrap();
-    }
-    activate(&f);
+    let f = timed_fleet();
     // A directive whose not_after is not after its not_before is refused, naming it.
     let bad = f.path().join("bad.yaml");
     std::fs::write(
@@ -412,22 +418,7 @@ fn a_directive_whose_target_is_revoked_after_it_went_active_installs_nothing() {
 /// in the store and the hosts' heartbeats, not in the memory of the process that died.
 #[test]
 fn a_directive_in_time_keeps_its_rules_across_a_ternd_killed_and_started_again() {
-    let mut f = Fleet::start(FleetOptions::default()).unwrap();
-    f.clock_set(&at("09:00")).unwrap();
-    f.apply(&time_based("1h", &[("prod", 14)])).unwrap();
-    f.set_version("1.0.0", "1.0.0", "regular").unwrap();
-    let gateway = f.gateway.url.clone();
-    for (name, env) in [("p1", "prod"), ("p2", "prod"), ("e1", "edge")] {
-        let label = format!("env={env}");
-        f.add_host_via(
-            name,
-            "prod",
-            &gateway,
-            &["--installer", "local-script", "--label", &label],
-        )
-        .unwrap();
-    }
-    activate(&f);
+    let mut f = timed_fleet();
     assert!(tick_to(&f, &at("09:01")).is_empty());
 
     // Killed before not_before: after it, nothing starts before 10:00.

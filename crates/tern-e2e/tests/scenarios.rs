@@ -92,6 +92,20 @@ fn canaries(f: &Fleet, step: &Step, group: &str) -> Vec<String> {
     v
 }
 
+/// A rollout to `version` started at 09:30; at 10:00 dev starts and picks its one
+/// canary: its name.
+fn dev_canary_of_rollout(f: &Fleet, version: &str) -> String {
+    f.clock_set(&at(MON, "09:30")).unwrap();
+    f.new_rollout(version).unwrap();
+    f.clock_set(&at(MON, "10:00")).unwrap();
+    f.reconcile().unwrap();
+    let status = f.status().unwrap();
+    f.host_by_updater_id(&status.group("dev").canaries[0].updater_id)
+        .unwrap()
+        .name
+        .clone()
+}
+
 fn failed_hosts(step: &Step) -> Vec<String> {
     let mut v: Vec<String> = step.failures().into_iter().map(|(h, _)| h).collect();
     v.sort();
@@ -272,18 +286,8 @@ fn failure_mode_1_bis_crash_on_some_non_canary_hosts() {
         &halt_on_error(&[("dev", 10, 1, 0), ("prod", 14, 0, 0)]),
         &[("dev", 5), ("prod", 1)],
     );
-    f.clock_set(&at(MON, "09:30")).unwrap();
-    f.new_rollout("1.1.0").unwrap();
-
     // 10:00: the group starts and picks its canary; two other hosts have the bug.
-    f.clock_set(&at(MON, "10:00")).unwrap();
-    f.reconcile().unwrap();
-    let status = f.status().unwrap();
-    let canary = f
-        .host_by_updater_id(&status.group("dev").canaries[0].updater_id)
-        .unwrap()
-        .name
-        .clone();
+    let canary = dev_canary_of_rollout(&f, "1.1.0");
     let mut affected: Vec<String> = names(&f, "dev")
         .into_iter()
         .filter(|n| *n != canary)
@@ -330,16 +334,7 @@ fn failure_mode_2_old_version_cannot_start_either() {
         &halt_on_error(&[("dev", 10, 1, 0), ("prod", 14, 0, 0)]),
         &[("dev", 3), ("prod", 1)],
     );
-    f.clock_set(&at(MON, "09:30")).unwrap();
-    f.new_rollout("1.2.0").unwrap();
-    f.clock_set(&at(MON, "10:00")).unwrap();
-    f.reconcile().unwrap();
-    let status = f.status().unwrap();
-    let canary = f
-        .host_by_updater_id(&status.group("dev").canaries[0].updater_id)
-        .unwrap()
-        .name
-        .clone();
+    let canary = dev_canary_of_rollout(&f, "1.2.0");
     // The canary's environment breaks (full disk, …): no version can start there now;
     // the 1.0.0 already running keeps running until it is restarted.
     f.host(&canary).crash_on(&["*"]).unwrap();
@@ -1033,16 +1028,7 @@ fn a_canary_whose_agent_dies_after_its_health_check_fails_and_holds_the_fleet() 
         &halt_on_error(&[("dev", 10, 1, 0), ("prod", 14, 0, 0)]),
         &[("dev", 3), ("prod", 1)],
     );
-    f.clock_set(&at(MON, "09:30")).unwrap();
-    f.new_rollout("1.1.0").unwrap();
-    f.clock_set(&at(MON, "10:00")).unwrap();
-    f.reconcile().unwrap();
-    let status = f.status().unwrap();
-    let canary = f
-        .host_by_updater_id(&status.group("dev").canaries[0].updater_id)
-        .unwrap()
-        .name
-        .clone();
+    let canary = dev_canary_of_rollout(&f, "1.1.0");
     let out = f.host(&canary).update().unwrap();
     assert!(out.ok(), "{}", out.message());
     assert_on(&f, std::slice::from_ref(&canary), "1.1.0");

@@ -71,11 +71,7 @@ fn whoami_names_the_role_and_its_rights() {
 #[test]
 fn previews_tell_what_an_action_would_do_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let t = Ternd::dev(dir.path());
-    t.put_resource("config", &three_groups());
-    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
-    t.reconcile();
-    t.set_clock("2026-11-23T10:05:00Z");
+    let t = Ternd::in_devs_window(dir.path());
     t.reconcile();
     assert_eq!(t.state_of("dev"), "active");
     let before = t.op("GET", "/v1/resources/rollout", None);

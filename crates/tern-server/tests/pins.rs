@@ -6,17 +6,13 @@
 
 mod common;
 
-use common::{Ternd, three_groups, version_yaml};
+use common::Ternd;
 use serde_json::json;
 
 #[test]
 fn a_pin_holds_one_host_until_the_leader_lifts_it() {
     let dir = tempfile::tempdir().unwrap();
-    let t = Ternd::dev(dir.path());
-    t.put_resource("config", &three_groups());
-    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
-    t.reconcile();
-    t.set_clock("2026-11-23T10:05:00Z");
+    let t = Ternd::in_devs_window(dir.path());
     let agent = t.new_token("agent");
     t.heartbeat(&agent, "d1", "dev", "1.0.0");
     t.heartbeat(&agent, "d2", "dev", "1.0.0");

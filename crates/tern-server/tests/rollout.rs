@@ -916,11 +916,7 @@ fn the_dev_clock_forgets_silent_hosts() {
 #[test]
 fn mode_disabled_holds_find_and_the_forecast_alike() {
     let dir = tempfile::tempdir().unwrap();
-    let t = Ternd::dev(dir.path());
-    t.put_resource("config", &three_groups());
-    t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
-    t.reconcile();
-    t.set_clock("2026-11-23T10:05:00Z");
+    let t = Ternd::in_devs_window(dir.path());
     let agent = t.new_token("agent");
     t.heartbeat(&agent, "d1", "dev", "1.0.0");
     t.reconcile();

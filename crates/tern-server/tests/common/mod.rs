@@ -33,6 +33,18 @@ impl Ternd {
         Self::start(dir, &["--dev-clock", T0])
     }
 
+    /// [`Ternd::dev`] with [`three_groups`] and a version resource from 1.0.0 to 1.1.0,
+    /// reconciled, its clock at 10:05 on 2026-11-23: inside dev's window, before the
+    /// reconcile that starts it.
+    pub fn in_devs_window(dir: &Path) -> Self {
+        let t = Self::dev(dir);
+        t.put_resource("config", &three_groups());
+        t.put_resource("version", &version_yaml("1.0.0", "1.1.0", "regular"));
+        t.reconcile();
+        t.set_clock("2026-11-23T10:05:00Z");
+        t
+    }
+
     pub fn start(dir: &Path, extra: &[&str]) -> Self {
         let mut args = vec!["--insecure-http"];
         args.extend_from_slice(extra);
