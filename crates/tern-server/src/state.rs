@@ -208,7 +208,7 @@ pub struct AppState {
 /// store, what its heartbeats recorded, the request limits, the counters, and the
 /// catch-all group's names. Built once with the state and taken as one `Arc`: find is
 /// the hot path, and taking each part alone cost it a reference count per part and
-/// request, about 7 % of its throughput (docs/benchmarks.md).
+/// request, written by both cores (measured in docs/benchmarks.md, 2026-11-30).
 pub(crate) struct Answering {
     pub(crate) answers: Arc<Answers>,
     pub(crate) clock: Arc<dyn Clock>,
